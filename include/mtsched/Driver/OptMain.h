@@ -1,0 +1,43 @@
+//===- OptMain.h - The mtsched-opt driver's main loop -----------*- C++ -*-===//
+//
+// The tool parses its command line into an OptMainConfig and calls
+// optMain(); everything else the driver does lives here, so it can be
+// tested and reused by other tools.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_DRIVER_OPTMAIN_H
+#define MTSCHED_DRIVER_OPTMAIN_H
+
+#include "mtsched/Driver/PipelineOptions.h"
+#include "mtsched/Passes/PassManager.h"
+#include <string>
+#include <vector>
+
+namespace mtsched {
+
+class PassRegistry;
+
+struct OptMainConfig {
+  std::string InputFile = "-";
+  std::string OutputFile = "-";
+  bool SplitInputFile = false;
+  bool VerifyDiagnostics = false;
+  /// Pass arguments to run, in order.
+  std::vector<std::string> Pipeline;
+  bool DumpPassPipeline = false;
+  PassManagerOptions PMOptions;
+  PipelineOptions Pipe;
+};
+
+/// Runs the driver; returns the process exit code (0 or 1).
+int optMain(const OptMainConfig &Config, const PassRegistry &Registry);
+
+/// Expands pipeline aliases (`default`) and checks every name; reports
+/// unknown names to errs() and returns false.
+bool expandPipeline(const PassRegistry &Registry,
+                    const std::vector<std::string> &In,
+                    std::vector<std::string> &Out);
+
+} // namespace mtsched
+
+#endif // MTSCHED_DRIVER_OPTMAIN_H

@@ -1,0 +1,16 @@
+//===- PipelineOptions.h - Every pass's options in one place ----*- C++ -*-===//
+//
+// The driver fills this from its command line; each pass factory picks the
+// option struct of its own library.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_DRIVER_PIPELINEOPTIONS_H
+#define MTSCHED_DRIVER_PIPELINEOPTIONS_H
+
+namespace mtsched {
+
+struct PipelineOptions {};
+
+} // namespace mtsched
+
+#endif // MTSCHED_DRIVER_PIPELINEOPTIONS_H

@@ -1,0 +1,58 @@
+//===- Types.h - Element and tensor types -----------------------*- C++ -*-===//
+//
+// Tensor types are a dtype plus a static shape, e.g. `bf16[1024,4096]`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_IR_TYPES_H
+#define MTSCHED_IR_TYPES_H
+
+#include "llvm/ADT/Optional.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include <cstdint>
+#include <string>
+
+namespace llvm {
+class raw_ostream;
+}
+
+namespace mtsched {
+
+enum class DType { F32, F16, BF16, I32, I64 };
+
+llvm::StringRef dtypeName(DType T);
+llvm::Optional<DType> parseDType(llvm::StringRef Name);
+/// Size of one element in bytes.
+unsigned dtypeBytes(DType T);
+bool isFloatDType(DType T);
+
+struct TensorType {
+  DType Dtype = DType::F32;
+  llvm::SmallVector<int64_t, 4> Shape;
+
+  TensorType() = default;
+  TensorType(DType Dtype, llvm::ArrayRef<int64_t> Shape)
+      : Dtype(Dtype), Shape(Shape.begin(), Shape.end()) {}
+
+  unsigned rank() const { return Shape.size(); }
+  int64_t numElements() const;
+  int64_t numBytes() const { return numElements() * dtypeBytes(Dtype); }
+  /// Size of the last dimension (1 for a scalar).
+  int64_t innerDim() const { return Shape.empty() ? 1 : Shape.back(); }
+
+  bool operator==(const TensorType &O) const {
+    return Dtype == O.Dtype && Shape == O.Shape;
+  }
+  bool operator!=(const TensorType &O) const { return !(*this == O); }
+
+  void print(llvm::raw_ostream &OS) const;
+  std::string str() const;
+};
+
+/// Formats a shape as `[4,8]`.
+std::string shapeStr(llvm::ArrayRef<int64_t> Shape);
+
+} // namespace mtsched
+
+#endif // MTSCHED_IR_TYPES_H

@@ -1,0 +1,54 @@
+//===- Diagnostics.h - Thread-safe located diagnostics ----------*- C++ -*-===//
+//
+// Passes report through this, not the SourceMgr directly, because several
+// ranks (threads) may run passes at once.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_PASSES_DIAGNOSTICS_H
+#define MTSCHED_PASSES_DIAGNOSTICS_H
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/SMLoc.h"
+#include "llvm/Support/SourceMgr.h"
+#include <mutex>
+
+namespace mtsched {
+
+/// An error whose message was already printed with its location; the
+/// driver only needs to exit 1.
+class ReportedError : public llvm::ErrorInfo<ReportedError> {
+public:
+  static char ID;
+  void log(llvm::raw_ostream &OS) const override {
+    OS << "error already reported";
+  }
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+};
+
+class Diagnostics {
+public:
+  explicit Diagnostics(llvm::SourceMgr &SM) : SM(SM) {}
+
+  void print(llvm::SMLoc Loc, llvm::SourceMgr::DiagKind Kind,
+             const llvm::Twine &Msg);
+  void warning(llvm::SMLoc Loc, const llvm::Twine &Msg) {
+    print(Loc, llvm::SourceMgr::DK_Warning, Msg);
+  }
+  void note(llvm::SMLoc Loc, const llvm::Twine &Msg) {
+    print(Loc, llvm::SourceMgr::DK_Note, Msg);
+  }
+  /// Prints an error and returns it as a ReportedError.
+  llvm::Error error(llvm::SMLoc Loc, const llvm::Twine &Msg);
+
+  llvm::SourceMgr &getSourceMgr() { return SM; }
+
+private:
+  llvm::SourceMgr &SM;
+  std::mutex Mutex;
+};
+
+} // namespace mtsched
+
+#endif // MTSCHED_PASSES_DIAGNOSTICS_H

@@ -1,0 +1,53 @@
+//===- PassManager.h - Runs a pipeline of passes ----------------*- C++ -*-===//
+#ifndef MTSCHED_PASSES_PASSMANAGER_H
+#define MTSCHED_PASSES_PASSMANAGER_H
+
+#include "mtsched/Passes/Pass.h"
+#include "llvm/ADT/StringSet.h"
+#include <memory>
+#include <vector>
+
+namespace llvm {
+class raw_ostream;
+}
+
+namespace mtsched {
+
+struct PassManagerOptions {
+  /// Run the verifier after every pass.
+  bool VerifyEach = true;
+  bool PrintAfterAll = false;
+  /// Pass arguments after which to print the IR.
+  llvm::StringSet<> PrintAfter;
+  /// Report per-pass wall time (llvm::Timer) when the manager is destroyed.
+  bool TimePasses = false;
+};
+
+class PassManager {
+public:
+  PassManager(PassManagerOptions Opts, PassContext Ctx,
+              llvm::raw_ostream &IRDumpStream);
+  ~PassManager();
+
+  void addPass(std::unique_ptr<Pass> P);
+  const std::vector<std::unique_ptr<Pass>> &getPasses() const {
+    return Passes;
+  }
+  /// Prints the pipeline as `--pipeline=` would accept it.
+  void printPipeline(llvm::raw_ostream &OS) const;
+
+  /// Runs every pass on every graph of M, in order.
+  llvm::Error run(Module &M);
+
+private:
+  struct Impl;
+  PassManagerOptions Opts;
+  PassContext Ctx;
+  llvm::raw_ostream &DumpOS;
+  std::vector<std::unique_ptr<Pass>> Passes;
+  std::unique_ptr<Impl> Timers;
+};
+
+} // namespace mtsched
+
+#endif // MTSCHED_PASSES_PASSMANAGER_H

@@ -1,0 +1,167 @@
+//===- OptMain.cpp - The mtsched-opt driver's main loop -------------------===//
+#include "mtsched/Driver/OptMain.h"
+#include "mtsched/Driver/DiagnosticVerifier.h"
+#include "mtsched/IR/Graph.h"
+#include "mtsched/IR/Parser.h"
+#include "mtsched/IR/Printer.h"
+#include "mtsched/IR/Verifier.h"
+#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Passes/PassRegistry.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mtsched;
+
+static constexpr llvm::StringLiteral SplitMarker = "// -----";
+
+bool mtsched::expandPipeline(const PassRegistry &Registry,
+                             const std::vector<std::string> &In,
+                             std::vector<std::string> &Out) {
+  bool OK = true;
+  for (const std::string &Name : In) {
+    if (Registry.lookup(Name)) {
+      Out.push_back(Name);
+      continue;
+    }
+    llvm::WithColor::error() << "unknown pass '" << Name
+                             << "' in --pipeline (see --help for the list)\n";
+    OK = false;
+  }
+  return OK;
+}
+
+namespace {
+
+/// Runs the parse, verify, pipeline and print steps on one input buffer.
+class BufferProcessor {
+public:
+  BufferProcessor(const OptMainConfig &Config, const PassRegistry &Registry)
+      : Config(Config), Registry(Registry) {}
+
+  /// Returns true on success; the printed IR goes to OS.
+  bool process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
+               llvm::raw_ostream &OS);
+
+private:
+  bool runPipeline(Module &M, Diagnostics &Diags, llvm::raw_ostream &OS);
+
+  const OptMainConfig &Config;
+  const PassRegistry &Registry;
+};
+
+} // namespace
+
+bool BufferProcessor::runPipeline(Module &M, Diagnostics &Diags,
+                                  llvm::raw_ostream &OS) {
+  PassContext Ctx;
+  Ctx.M = &M;
+  Ctx.Diags = &Diags;
+  PassManager PM(Config.PMOptions, Ctx, OS);
+  for (const std::string &Name : Config.Pipeline)
+    PM.addPass(Registry.lookup(Name)->Factory(Config.Pipe));
+  if (llvm::Error E = PM.run(M)) {
+    llvm::handleAllErrors(
+        std::move(E), [](const ReportedError &) {},
+        [](const llvm::ErrorInfoBase &EI) {
+          llvm::WithColor::error() << EI.message() << '\n';
+        });
+    return false;
+  }
+  return true;
+}
+
+bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
+                              llvm::raw_ostream &OS) {
+  llvm::SourceMgr SM;
+  SM.AddNewSourceBuffer(std::move(Buffer), llvm::SMLoc());
+  std::unique_ptr<DiagnosticVerifier> Verifier;
+  if (Config.VerifyDiagnostics)
+    Verifier = std::make_unique<DiagnosticVerifier>(SM, llvm::errs());
+
+  std::string Output;
+  llvm::raw_string_ostream OutOS(Output);
+  bool OK = false;
+  if (std::unique_ptr<Module> M = parseModule(SM)) {
+    if (llvm::Error E = verifyModule(*M, SM)) {
+      llvm::consumeError(std::move(E));
+    } else {
+      Diagnostics Diags(SM);
+      OK = runPipeline(*M, Diags, OutOS);
+      if (OK)
+        printModule(*M, OutOS);
+    }
+  }
+  if (Verifier) {
+    // With --verify-diagnostics success means every expectation was met.
+    OK = Verifier->finish();
+  }
+  OS << OutOS.str();
+  return OK;
+}
+
+int mtsched::optMain(const OptMainConfig &Config,
+                     const PassRegistry &Registry) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> FileOrErr =
+      llvm::MemoryBuffer::getFileOrSTDIN(Config.InputFile, /*IsText=*/true);
+  if (std::error_code EC = FileOrErr.getError()) {
+    llvm::WithColor::error() << "cannot open input file '" << Config.InputFile
+                             << "': " << EC.message() << '\n';
+    return 1;
+  }
+  std::error_code EC;
+  llvm::ToolOutputFile Out(Config.OutputFile, EC, llvm::sys::fs::OF_Text);
+  if (EC) {
+    llvm::WithColor::error() << "cannot open output file '"
+                             << Config.OutputFile << "': " << EC.message()
+                             << '\n';
+    return 1;
+  }
+
+  if (Config.DumpPassPipeline) {
+    llvm::errs() << "pipeline: ";
+    llvm::interleave(Config.Pipeline, llvm::errs(), ",");
+    llvm::errs() << '\n';
+  }
+
+  BufferProcessor Processor(Config, Registry);
+  llvm::StringRef Name = (*FileOrErr)->getBufferIdentifier();
+  llvm::StringRef Text = (*FileOrErr)->getBuffer();
+  bool OK = true;
+  if (!Config.SplitInputFile) {
+    OK = Processor.process(std::move(*FileOrErr), Out.os());
+  } else {
+    // Each case becomes its own buffer, padded with newlines so that line
+    // numbers in diagnostics match the original file.
+    unsigned LinesBefore = 0;
+    bool First = true;
+    while (true) {
+      size_t Pos = 0;
+      while ((Pos = Text.find(SplitMarker, Pos)) != llvm::StringRef::npos &&
+             Pos != 0 && Text[Pos - 1] != '\n')
+        Pos += SplitMarker.size();
+      llvm::StringRef Case = Text.substr(0, Pos);
+      std::string Padded(LinesBefore, '\n');
+      Padded += Case.str();
+      if (!First)
+        Out.os() << SplitMarker << '\n';
+      First = false;
+      OK &= Processor.process(
+          llvm::MemoryBuffer::getMemBufferCopy(Padded, Name), Out.os());
+      if (Pos == llvm::StringRef::npos)
+        break;
+      LinesBefore += Case.count('\n');
+      Text = Text.substr(Pos);
+      size_t EndOfLine = Text.find('\n');
+      if (EndOfLine == llvm::StringRef::npos)
+        break;
+      Text = Text.substr(EndOfLine + 1);
+      ++LinesBefore;
+    }
+  }
+  Out.keep();
+  return OK ? 0 : 1;
+}

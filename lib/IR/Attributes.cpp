@@ -1,0 +1,146 @@
+//===- Attributes.cpp -----------------------------------------------------===//
+#include "mtsched/IR/Attributes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+using namespace mtsched;
+
+Attribute Attribute::getInt(int64_t V) {
+  Attribute A;
+  A.K = Kind::Int;
+  A.IntVal = V;
+  return A;
+}
+
+Attribute Attribute::getFloat(double V) {
+  Attribute A;
+  A.K = Kind::Float;
+  A.FloatVal = V;
+  return A;
+}
+
+Attribute Attribute::getString(llvm::StringRef V) {
+  Attribute A;
+  A.K = Kind::String;
+  A.StrVal = V.str();
+  return A;
+}
+
+Attribute Attribute::getBool(bool V) {
+  Attribute A;
+  A.K = Kind::Bool;
+  A.IntVal = V;
+  return A;
+}
+
+Attribute Attribute::getList(std::vector<Attribute> Elements) {
+  Attribute A;
+  A.K = Kind::List;
+  A.ListVal = std::move(Elements);
+  return A;
+}
+
+bool Attribute::operator==(const Attribute &O) const {
+  if (K != O.K)
+    return false;
+  switch (K) {
+  case Kind::Int:
+  case Kind::Bool:
+    return IntVal == O.IntVal;
+  case Kind::Float:
+    return FloatVal == O.FloatVal;
+  case Kind::String:
+    return StrVal == O.StrVal;
+  case Kind::List:
+    return ListVal == O.ListVal;
+  }
+  return false;
+}
+
+void mtsched::printFloat(llvm::raw_ostream &OS, double V) {
+  if (std::isinf(V)) {
+    OS << (V < 0 ? "-inf" : "inf");
+    return;
+  }
+  // The shortest %g form that reads back exactly.
+  char Buf[64];
+  for (int Precision = 1; Precision <= 17; ++Precision) {
+    std::snprintf(Buf, sizeof(Buf), "%.*g", Precision, V);
+    if (std::strtod(Buf, nullptr) == V)
+      break;
+  }
+  llvm::StringRef S(Buf);
+  OS << S;
+  if (S.find_first_of(".e") == llvm::StringRef::npos && S != "nan")
+    OS << ".0";
+}
+
+void Attribute::print(llvm::raw_ostream &OS) const {
+  switch (K) {
+  case Kind::Int:
+    OS << IntVal;
+    return;
+  case Kind::Float:
+    printFloat(OS, FloatVal);
+    return;
+  case Kind::String:
+    OS << '"';
+    OS.write_escaped(StrVal);
+    OS << '"';
+    return;
+  case Kind::Bool:
+    OS << (IntVal ? "true" : "false");
+    return;
+  case Kind::List:
+    OS << '[';
+    llvm::interleaveComma(ListVal, OS,
+                          [&](const Attribute &A) { A.print(OS); });
+    OS << ']';
+    return;
+  }
+}
+
+const Attribute *AttrDict::get(llvm::StringRef Key) const {
+  for (const Entry &E : Entries)
+    if (E.first == Key)
+      return &E.second;
+  return nullptr;
+}
+
+void AttrDict::set(llvm::StringRef Key, Attribute Value) {
+  for (Entry &E : Entries)
+    if (E.first == Key) {
+      E.second = std::move(Value);
+      return;
+    }
+  Entries.emplace_back(Key.str(), std::move(Value));
+}
+
+llvm::Optional<int64_t> AttrDict::getInt(llvm::StringRef Key) const {
+  const Attribute *A = get(Key);
+  if (!A || !A->isInt())
+    return llvm::None;
+  return A->getInt();
+}
+
+llvm::Optional<llvm::StringRef> AttrDict::getString(llvm::StringRef Key) const {
+  const Attribute *A = get(Key);
+  if (!A || !A->isString())
+    return llvm::None;
+  return A->getString();
+}
+
+void AttrDict::print(llvm::raw_ostream &OS) const {
+  if (Entries.empty())
+    return;
+  OS << " {";
+  llvm::interleaveComma(Entries, OS, [&](const Entry &E) {
+    OS << E.first << " = ";
+    E.second.print(OS);
+  });
+  OS << '}';
+}

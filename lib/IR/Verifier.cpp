@@ -1,0 +1,474 @@
+//===- Verifier.cpp - Structural and type checks --------------------------===//
+//
+// Reports every problem it finds (not just the first), each at the location
+// of the construct at fault, so a user fixes a file in one pass.
+//
+//===----------------------------------------------------------------------===//
+#include "mtsched/IR/Verifier.h"
+#include "mtsched/IR/Graph.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mtsched;
+using llvm::SMLoc;
+using llvm::Twine;
+
+namespace {
+
+class Verifier {
+public:
+  Verifier(const Module &M, llvm::SourceMgr &SM) : M(M), SM(SM) {}
+
+  unsigned run() {
+    for (const ProcessGroup &G : M.getGroups())
+      for (int64_t R : G.Ranks)
+        if (R < 0)
+          error(G.Loc, "group '@" + G.Name + "' has negative rank " +
+                           Twine(R));
+    for (const auto &G : M.getGraphs())
+      verifyGraph(*G);
+    return NumErrors;
+  }
+
+private:
+  void error(SMLoc Loc, const Twine &Msg) {
+    SM.PrintMessage(Loc, llvm::SourceMgr::DK_Error, Msg);
+    ++NumErrors;
+  }
+
+  void verifyGraph(const Graph &G);
+  void verifyNode(const Graph &G, const Node &N);
+  /// Checks op-specific operand and attribute rules and computes the result
+  /// type; returns false (after reporting) if it cannot be computed.
+  bool inferType(const Graph &G, const Node &N, TensorType &Result);
+  bool inferCollective(const Graph &G, const Node &N, TensorType &Result);
+  void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);
+  void verifyChoices(llvm::ArrayRef<Choice> Choices, SMLoc Loc,
+                     llvm::StringRef What);
+  /// Size of the group a node runs on, or 0 after reporting an error.
+  int64_t groupSize(const Graph &G, llvm::StringRef Name, SMLoc Loc);
+  /// Name of the process group an op's attributes select.
+  llvm::Optional<std::string> groupAttr(const Node &N);
+
+  static std::string name(const Value *V) { return "'%" + V->getName() + "'"; }
+
+  const Module &M;
+  llvm::SourceMgr &SM;
+  unsigned NumErrors = 0;
+  /// Program position of each value's definition; inputs are -1.
+  llvm::DenseMap<const Value *, int> Position;
+};
+
+} // namespace
+
+void Verifier::verifyGraph(const Graph &G) {
+  if (const Attribute *W = G.getAttrs().get("world_size"))
+    if (!W->isInt() || W->getInt() < 1)
+      error(G.getLoc(), "attribute 'world_size' of graph '@" + G.getName() +
+                            "' must be a positive integer");
+  Position.clear();
+  for (const auto &In : G.getInputs())
+    Position[In.get()] = -1;
+  for (const auto &N : G.getNodes()) {
+    for (const Operand &O : N->getOperands()) {
+      auto It = Position.find(O.V);
+      if (It == Position.end())
+        error(O.Loc, "operand " + name(O.V) + " of '%" + N->getName() +
+                         "' is not defined before its use");
+    }
+    Position[N->getResult()] = N->getIndex();
+    verifyNode(G, *N);
+  }
+  for (const Operand &O : G.getOutputs())
+    if (!Position.count(O.V))
+      error(O.Loc, "returned value " + name(O.V) + " is not defined");
+}
+
+llvm::Optional<std::string> Verifier::groupAttr(const Node &N) {
+  for (llvm::StringRef Key : {"group", "process_group"})
+    if (const Attribute *A = N.getAttrs().get(Key)) {
+      if (!A->isString()) {
+        error(N.getLoc(), "attribute '" + Key + "' must be a string");
+        return llvm::None;
+      }
+      return A->getString().str();
+    }
+  return std::string(WorldGroupName);
+}
+
+int64_t Verifier::groupSize(const Graph &G, llvm::StringRef Name, SMLoc Loc) {
+  int64_t World = G.getWorldSize();
+  if (Name == WorldGroupName)
+    return World;
+  const ProcessGroup *PG = M.findGroup(Name);
+  if (!PG) {
+    error(Loc, "unknown process group '@" + Name + "'");
+    return 0;
+  }
+  for (int64_t R : PG->Ranks)
+    if (R >= World) {
+      error(Loc, "group '@" + Name + "' has rank " + Twine(R) +
+                     ", but graph '@" + G.getName() + "' has world size " +
+                     Twine(World));
+      return 0;
+    }
+  return PG->Ranks.size();
+}
+
+/// Numpy-style broadcasting of two shapes; false if incompatible.
+static bool broadcastShapes(llvm::ArrayRef<int64_t> A,
+                            llvm::ArrayRef<int64_t> B,
+                            llvm::SmallVectorImpl<int64_t> &Out) {
+  size_t R = std::max(A.size(), B.size());
+  Out.assign(R, 1);
+  for (size_t I = 0; I < R; ++I) {
+    int64_t DA = I < R - A.size() ? 1 : A[I - (R - A.size())];
+    int64_t DB = I < R - B.size() ? 1 : B[I - (R - B.size())];
+    if (DA != DB && DA != 1 && DB != 1)
+      return false;
+    Out[I] = std::max(DA, DB);
+  }
+  return true;
+}
+
+bool Verifier::inferCollective(const Graph &G, const Node &N,
+                               TensorType &Result) {
+  const TensorType &In = N.getOperand(0)->getType();
+  llvm::Optional<std::string> Group = groupAttr(N);
+  if (!Group)
+    return false;
+  int64_t Size = groupSize(G, *Group, N.getLoc());
+  if (Size == 0)
+    return false;
+  if (const Attribute *R = N.getAttrs().get("reduce")) {
+    llvm::StringRef Op = R->isString() ? R->getString() : "";
+    if (Op != "sum" && Op != "max" && Op != "min" && Op != "avg") {
+      error(N.getLoc(), "attribute 'reduce' must be \"sum\", \"max\", "
+                        "\"min\" or \"avg\"");
+      return false;
+    }
+  }
+  Result = In;
+  if (N.getOp() == OpCode::AllReduce)
+    return true;
+  int64_t Dim = 0;
+  if (const Attribute *D = N.getAttrs().get("dim")) {
+    if (!D->isInt()) {
+      error(N.getLoc(), "attribute 'dim' must be an integer");
+      return false;
+    }
+    Dim = D->getInt();
+  }
+  if (In.rank() == 0 || Dim < 0 || Dim >= int64_t(In.rank())) {
+    error(N.getLoc(), "dimension " + Twine(Dim) + " is out of range for " +
+                          name(N.getOperand(0)) + " of type " + In.str());
+    return false;
+  }
+  if (N.getOp() == OpCode::AllGather) {
+    Result.Shape[Dim] *= Size;
+    return true;
+  }
+  if (In.Shape[Dim] % Size != 0) {
+    error(N.getLoc(), "'" + N.getOpName() + "' splits dimension " +
+                          Twine(Dim) + " of size " + Twine(In.Shape[Dim]) +
+                          " into " + Twine(Size) +
+                          " ranks, which does not divide it");
+    return false;
+  }
+  if (N.getOp() == OpCode::ReduceScatter)
+    Result.Shape[Dim] /= Size;
+  return true;
+}
+
+bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
+  const OpInfo &Info = getOpInfo(N.getOp());
+  if (Info.NumOperands >= 0 && int(N.getNumOperands()) != Info.NumOperands) {
+    error(N.getLoc(), "'" + Info.Name + "' expects " +
+                          Twine(Info.NumOperands) + " operand" +
+                          (Info.NumOperands == 1 ? "" : "s") + ", got " +
+                          Twine(N.getNumOperands()));
+    return false;
+  }
+  auto Operand = [&](unsigned I) -> const TensorType & {
+    return N.getOperand(I)->getType();
+  };
+  auto SameDType = [&]() {
+    for (unsigned I = 1; I < N.getNumOperands(); ++I)
+      if (Operand(I).Dtype != Operand(0).Dtype) {
+        error(N.getOperands()[I].Loc,
+              "operand " + name(N.getOperand(I)) + " has element type " +
+                  dtypeName(Operand(I).Dtype) + ", expected " +
+                  dtypeName(Operand(0).Dtype));
+        return false;
+      }
+    return true;
+  };
+  auto Dim = [&](int64_t Rank, int64_t Default) -> llvm::Optional<int64_t> {
+    int64_t D = Default;
+    if (const Attribute *A = N.getAttrs().get("dim")) {
+      if (!A->isInt()) {
+        error(N.getLoc(), "attribute 'dim' must be an integer");
+        return llvm::None;
+      }
+      D = A->getInt();
+    }
+    if (D < -Rank || D >= Rank) {
+      error(N.getLoc(), "dimension " + Twine(D) +
+                            " is out of range for a tensor of rank " +
+                            Twine(Rank));
+      return llvm::None;
+    }
+    return D < 0 ? D + Rank : D;
+  };
+
+  switch (Info.Category) {
+  case OpCategory::Custom:
+    // Custom ops declare their result type; nothing to infer.
+    Result = N.getType();
+    return true;
+  case OpCategory::Collective:
+    return inferCollective(G, N, Result);
+  case OpCategory::MatMul: {
+    if (!SameDType())
+      return false;
+    const TensorType &A = Operand(0), &B = Operand(1);
+    if (!isFloatDType(A.Dtype)) {
+      error(N.getLoc(), "'matmul' needs floating-point operands, got " +
+                            dtypeName(A.Dtype));
+      return false;
+    }
+    for (unsigned I = 0; I < 2; ++I)
+      if (Operand(I).rank() < 2) {
+        error(N.getOperands()[I].Loc,
+              "operand " + name(N.getOperand(I)) +
+                  " of 'matmul' must have rank 2 or more, got " +
+                  Operand(I).str());
+        return false;
+      }
+    if (B.rank() != 2 && B.rank() != A.rank()) {
+      error(N.getOperands()[1].Loc,
+            "operand " + name(N.getOperand(1)) +
+                " must have rank 2 or the rank of " + name(N.getOperand(0)));
+      return false;
+    }
+    int64_t K = A.Shape.back(), KB = B.Shape[B.rank() - 2];
+    if (K != KB) {
+      error(N.getOperands()[1].Loc,
+            "'matmul' inner dimensions differ: " + name(N.getOperand(0)) +
+                " has " + Twine(K) + " columns but " + name(N.getOperand(1)) +
+                " has " + Twine(KB) + " rows");
+      return false;
+    }
+    if (B.rank() > 2)
+      for (unsigned I = 0; I + 2 < A.rank(); ++I)
+        if (A.Shape[I] != B.Shape[I]) {
+          error(N.getOperands()[1].Loc,
+                "'matmul' batch dimensions differ: " + shapeStr(A.Shape) +
+                    " and " + shapeStr(B.Shape));
+          return false;
+        }
+    Result = A;
+    Result.Shape.back() = B.Shape.back();
+    return true;
+  }
+  case OpCategory::Pointwise: {
+    if (N.getOp() == OpCode::Cast) {
+      Result = TensorType(N.getType().Dtype, Operand(0).Shape);
+      return true;
+    }
+    if (!SameDType())
+      return false;
+    if (N.getNumOperands() == 1) {
+      Result = Operand(0);
+      return true;
+    }
+    Result.Dtype = Operand(0).Dtype;
+    if (!broadcastShapes(Operand(0).Shape, Operand(1).Shape, Result.Shape)) {
+      error(N.getOperands()[1].Loc,
+            "operands of '" + Info.Name + "' cannot be broadcast together: " +
+                shapeStr(Operand(0).Shape) + " and " +
+                shapeStr(Operand(1).Shape));
+      return false;
+    }
+    return true;
+  }
+  case OpCategory::Reduction: {
+    const TensorType &In = Operand(0);
+    if (In.rank() == 0) {
+      error(N.getOperands()[0].Loc,
+            "'" + Info.Name + "' needs an operand of rank 1 or more");
+      return false;
+    }
+    if (N.getOp() == OpCode::Sum || N.getOp() == OpCode::Max) {
+      llvm::Optional<int64_t> D = Dim(In.rank(), -1);
+      if (!D)
+        return false;
+      Result = In;
+      const Attribute *Keep = N.getAttrs().get("keepdim");
+      if (Keep && !Keep->isBool()) {
+        error(N.getLoc(), "attribute 'keepdim' must be true or false");
+        return false;
+      }
+      if (Keep && Keep->getBool())
+        Result.Shape[*D] = 1;
+      else
+        Result.Shape.erase(Result.Shape.begin() + *D);
+      return true;
+    }
+    if (!isFloatDType(In.Dtype)) {
+      error(N.getLoc(), "'" + Info.Name +
+                            "' needs a floating-point operand, got " +
+                            dtypeName(In.Dtype));
+      return false;
+    }
+    if (N.getAttrs().contains("dim")) {
+      error(N.getLoc(), "'" + Info.Name +
+                            "' always normalises over the last dimension; "
+                            "remove attribute 'dim'");
+      return false;
+    }
+    if (N.getOp() == OpCode::RmsNorm) {
+      if (!SameDType())
+        return false;
+      const TensorType &W = Operand(1);
+      if (W.rank() != 1 || W.Shape[0] != In.innerDim()) {
+        error(N.getOperands()[1].Loc,
+              "rmsnorm weight " + name(N.getOperand(1)) + " has shape " +
+                  shapeStr(W.Shape) + ", expected [" + Twine(In.innerDim()) +
+                  "] (the last dimension of " + name(N.getOperand(0)) + ")");
+        return false;
+      }
+      if (const Attribute *Eps = N.getAttrs().get("eps"))
+        if (!(Eps->isFloat() || Eps->isInt()) || Eps->getNumber() <= 0) {
+          error(N.getLoc(), "attribute 'eps' must be a positive number");
+          return false;
+        }
+    }
+    Result = In;
+    return true;
+  }
+  }
+  return false;
+}
+
+void Verifier::verifyChoices(llvm::ArrayRef<Choice> Choices, SMLoc Loc,
+                             llvm::StringRef What) {
+  if (Choices.empty()) {
+    error(Loc, "node has an empty " + What + " list");
+    return;
+  }
+  llvm::StringSet<> Seen;
+  for (const Choice &C : Choices)
+    if (!Seen.insert(C.Name).second)
+      error(C.Loc, "duplicate " + What.drop_back() + " '" + C.Name + "'");
+}
+
+void Verifier::verifyMTB(const Graph &G, const MultiTemplateBufferNode &N) {
+  verifyChoices(N.getChoices(), N.getLoc(), "choices");
+  auto CheckChoice = [&](llvm::StringRef Name, SMLoc Loc,
+                         llvm::StringRef Where) {
+    if (!N.findChoice(Name))
+      error(Loc, Where + " names '" + Name + "', which is not a choice of '%" +
+                     N.getName() + "'");
+  };
+  if (N.isDecided())
+    CheckChoice(N.getDecision(), N.getDecisionLoc(), "decision");
+  for (const ChoiceTiming &T : N.getTimings())
+    CheckChoice(T.Choice, N.getLoc(), "timings");
+  for (const ChoiceTiming &T : N.getFusedTimings())
+    CheckChoice(T.Choice, N.getLoc(), "fused_timings");
+  int64_t PrevHint = 0;
+  for (const DispatchEntry &E : N.getDispatch()) {
+    CheckChoice(E.Choice, N.getLoc(), "dispatch table");
+    if (E.Hint <= PrevHint)
+      error(N.getLoc(), "dispatch size hints must be positive and "
+                        "increasing, got " +
+                            Twine(E.Hint) + " after " + Twine(PrevHint));
+    PrevHint = E.Hint;
+  }
+  for (const Operand &E : N.getEpilogue())
+    if (!E.V->getDef() || E.V->getDef()->getIndex() <= N.getIndex())
+      error(E.Loc, "epilogue value " + name(E.V) + " must be defined after '%" +
+                       N.getName() + "'");
+  if (N.isEpilogueFused() && N.getEpilogue().empty())
+    error(N.getDecisionLoc(), "'%" + N.getName() +
+                                  "' is marked fused but has no epilogue");
+
+  if (const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
+    groupSize(G, C->getGroup(), C->getGroupLoc());
+    CollectiveKind Expected = collectiveKindOf(N.getOp());
+    if (Expected != CollectiveKind::None &&
+        C->getCollectiveKind() != Expected)
+      error(C->getGroupLoc(), "collective kind '" +
+                                  collectiveKindName(C->getCollectiveKind()) +
+                                  "' does not match op '" + N.getOpName() +
+                                  "'");
+    if (N.getOp() != OpCode::Custom)
+      if (llvm::Optional<std::string> Attr = groupAttr(N))
+        if (*Attr != C->getGroup())
+          error(C->getGroupLoc(), "group '@" + C->getGroup() +
+                                      "' does not match the op's group '@" +
+                                      *Attr + "'");
+  }
+}
+
+void Verifier::verifyNode(const Graph &G, const Node &N) {
+  OpCategory Cat = getOpInfo(N.getOp()).Category;
+  switch (N.getKind()) {
+  case Node::Kind::Op:
+    break;
+  case Node::Kind::Buffer:
+    if (Cat != OpCategory::Pointwise && Cat != OpCategory::Reduction) {
+      error(N.getLoc(), "a buffer must be a pointwise op or a reduction, not '" +
+                            N.getOpName() + "'");
+      return;
+    }
+    break;
+  case Node::Kind::MultiTemplateBuffer:
+    if (Cat != OpCategory::MatMul && Cat != OpCategory::Custom) {
+      error(N.getLoc(),
+            "a multi_template_buffer must be a matmul or a custom op, not '" +
+                N.getOpName() + "'");
+      return;
+    }
+    break;
+  case Node::Kind::CollectiveMultiTemplateBuffer:
+    if (Cat != OpCategory::Collective && Cat != OpCategory::Custom) {
+      error(N.getLoc(), "a collective_multi_template_buffer must be a "
+                        "collective or a custom op, not '" +
+                            N.getOpName() + "'");
+      return;
+    }
+    break;
+  }
+
+  if (const auto *O = llvm::dyn_cast<OpNode>(&N)) {
+    if (N.getOp() == OpCode::Custom)
+      verifyChoices(O->getConfigs(), N.getLoc(), "configs");
+    else if (!O->getConfigs().empty())
+      error(N.getLoc(), "only custom ops take 'configs'");
+  }
+  if (N.getOp() == OpCode::Custom)
+    if (llvm::Optional<std::string> Group = groupAttr(N))
+      groupSize(G, *Group, N.getLoc());
+  if (const auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(&N))
+    verifyMTB(G, *MTB);
+
+  TensorType Inferred;
+  if (!inferType(G, N, Inferred))
+    return;
+  if (Inferred != N.getType())
+    error(N.getLoc(), "result type " + N.getType().str() + " of '%" +
+                          N.getName() + "' does not match the inferred type " +
+                          Inferred.str());
+}
+
+llvm::Error mtsched::verifyModule(const Module &M, llvm::SourceMgr &SM) {
+  unsigned N = Verifier(M, SM).run();
+  if (N == 0)
+    return llvm::Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "verification failed with " + Twine(N) +
+                                     " error" + (N == 1 ? "" : "s"));
+}
