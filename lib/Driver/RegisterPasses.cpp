@@ -2,7 +2,32 @@
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/Driver/PipelineOptions.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Schedule/Schedule.h"
 
 using namespace mtsched;
 
-void mtsched::registerAllPasses(PassRegistry &Registry) { (void)Registry; }
+/// Registers a pass under the argument and description its instances report.
+template <typename FactoryT>
+static void add(PassRegistry &Registry, FactoryT Factory,
+                bool IsTestPass = false) {
+  std::unique_ptr<Pass> Probe = Factory(PipelineOptions());
+  Registry.registerPass({Probe->getArgument().str(),
+                         Probe->getDescription().str(), Factory, IsTestPass});
+}
+
+void mtsched::registerAllPasses(PassRegistry &Registry) {
+  add(Registry,
+      [](const PipelineOptions &O) { return createLowerPass(O.Lowering); });
+  add(Registry,
+      [](const PipelineOptions &O) { return createFusePass(O.Fusion); });
+  add(
+      Registry,
+      [](const PipelineOptions &O) {
+        return createTestPrintFusionCandidatesPass(O.Fusion);
+      },
+      /*IsTestPass=*/true);
+  add(
+      Registry,
+      [](const PipelineOptions &) { return createTestPrintSchedulePass(); },
+      /*IsTestPass=*/true);
+}

@@ -6,6 +6,7 @@
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Schedule/FusionHeuristic.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 
@@ -49,6 +50,42 @@ static cl::opt<bool> DumpPassPipeline(
     "dump-pass-pipeline", cl::desc("Print the pipeline to stderr before running"),
     cl::cat(PassCat));
 
+static cl::OptionCategory TuneCat("Lowering, fusion and autotuning options");
+
+static cl::opt<CollectiveMode> Mode(
+    "collective-mode", cl::desc("When multi-template buffers are decided"),
+    cl::values(clEnumValN(CollectiveMode::Deferred, "deferred",
+                          "V2: by the scheduler, one pre-sync for all "
+                          "collectives (default)"),
+               clEnumValN(CollectiveMode::Immediate, "immediate",
+                          "V1: while lowering, one sync per collective")),
+    cl::init(CollectiveMode::Deferred), cl::cat(TuneCat));
+static cl::opt<std::string>
+    ChoicesFile("choices-file",
+                cl::desc("JSON file replacing the built-in choice lists"),
+                cl::value_desc("file"), cl::cat(TuneCat));
+static cl::list<std::string>
+    DisableChoices("disable-choices", cl::desc("Choice names never offered"),
+                   cl::CommaSeparated, cl::value_desc("name,..."),
+                   cl::cat(TuneCat));
+static cl::opt<std::string> FusionHeuristicName(
+    "fusion-heuristic",
+    cl::desc("benchmark (default), cost-model, always or never"),
+    cl::init("benchmark"), cl::cat(TuneCat));
+static cl::opt<double> FusionSpeedupThreshold(
+    "fusion-speedup-threshold",
+    cl::desc("Fuse only if unfused/fused time is at least this (default 1.0)"),
+    cl::init(1.0), cl::cat(TuneCat));
+static cl::opt<unsigned> MaxEpilogueLength(
+    "max-epilogue-length",
+    cl::desc("Longest epilogue chain considered for fusion (default 8)"),
+    cl::init(8), cl::cat(TuneCat));
+
+static void fail(const Twine &Msg) {
+  errs() << "mtsched-opt: error: " << Msg << '\n';
+  exit(1);
+}
+
 int main(int argc, char **argv) {
   InitLLVM X(argc, argv);
   PassRegistry Registry;
@@ -61,7 +98,7 @@ int main(int argc, char **argv) {
     PassFlags.push_back(std::make_unique<cl::opt<bool>>(
         StringRef(P.Argument), cl::desc(P.Description), cl::cat(PassCat)));
 
-  cl::HideUnrelatedOptions({&DriverCat, &PassCat});
+  cl::HideUnrelatedOptions({&DriverCat, &PassCat, &TuneCat});
   cl::ParseCommandLineOptions(argc, argv,
                               "mtsched-opt: ML graph scheduler and autotuner\n");
 
@@ -77,6 +114,24 @@ int main(int argc, char **argv) {
   for (const std::string &P : PrintIRAfter)
     Config.PMOptions.PrintAfter.insert(P);
 
+  LoweringOptions &Lower = Config.Pipe.Lowering;
+  Lower.Mode = Mode;
+  if (!ChoicesFile.empty())
+    if (Error E = Lower.Choices.loadFile(ChoicesFile))
+      fail(toString(std::move(E)));
+  for (const std::string &C : DisableChoices)
+    Lower.Choices.Disabled.insert(C);
+  FusionOptions &Fusion = Config.Pipe.Fusion;
+  if (auto H = createFusionHeuristic(FusionHeuristicName); !H)
+    fail(toString(H.takeError()));
+  Fusion.Heuristic = FusionHeuristicName;
+  if (!(FusionSpeedupThreshold > 0))
+    fail("--fusion-speedup-threshold must be positive");
+  Fusion.SpeedupThreshold = FusionSpeedupThreshold;
+  if (MaxEpilogueLength == 0)
+    fail("--max-epilogue-length must be at least 1");
+  Fusion.MaxEpilogueLength = MaxEpilogueLength;
+
   std::vector<std::string> Requested(Pipeline.begin(), Pipeline.end());
   std::vector<std::pair<unsigned, std::string>> Flagged;
   for (const auto &F : PassFlags)
@@ -88,10 +143,7 @@ int main(int argc, char **argv) {
   if (!expandPipeline(Registry, Requested, Config.Pipeline))
     return 1;
   for (const std::string &P : PrintIRAfter)
-    if (!Registry.lookup(P)) {
-      errs() << "mtsched-opt: error: unknown pass '" << P
-             << "' in --print-ir-after\n";
-      return 1;
-    }
+    if (!Registry.lookup(P))
+      fail("unknown pass '" + P + "' in --print-ir-after");
   return optMain(Config, Registry);
 }

@@ -7,9 +7,15 @@
 #ifndef MTSCHED_DRIVER_PIPELINEOPTIONS_H
 #define MTSCHED_DRIVER_PIPELINEOPTIONS_H
 
+#include "mtsched/Lowering/Lowering.h"
+#include "mtsched/Schedule/Fusion.h"
+
 namespace mtsched {
 
-struct PipelineOptions {};
+struct PipelineOptions {
+  LoweringOptions Lowering;
+  FusionOptions Fusion;
+};
 
 } // namespace mtsched
 

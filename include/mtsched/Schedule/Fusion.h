@@ -1,0 +1,72 @@
+//===- Fusion.h - Vertical fusion and epilogue candidates -------*- C++ -*-===//
+//
+// The fusion analysis groups buffers into kernels and finds, for every
+// multi-template buffer, the epilogue that could be fused into it. Every
+// rejected fusion is kept with its reason, so tests and users can see why.
+//
+// Rules (docs/PASSES.md has examples):
+//  - Only pointwise ops and row reductions (rmsnorm, softmax) fuse.
+//  - A consumer joins its producer's kernel only if it iterates over the
+//    same shape (a broadcast that grows the iteration space would recompute
+//    the producer) and no other operand depends on that kernel through a
+//    node outside it (that would create a cycle).
+//  - The epilogue of a multi-template buffer is its single-consumer chain of
+//    same-shape fusable buffers; it ends after a row reduction, at a value
+//    with several consumers, or at a graph output. The chain becomes one
+//    kernel of its own, so that fusing it into the template moves a whole
+//    kernel.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_SCHEDULE_FUSION_H
+#define MTSCHED_SCHEDULE_FUSION_H
+
+#include "mtsched/IR/Graph.h"
+#include "mtsched/Passes/Pass.h"
+#include "llvm/ADT/MapVector.h"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtsched {
+
+struct FusionOptions {
+  /// Name of the heuristic deciding epilogue fusion (see FusionHeuristic.h).
+  std::string Heuristic = "benchmark";
+  /// Fuse only if unfused / fused >= this.
+  double SpeedupThreshold = 1.0;
+  /// Longest epilogue chain considered.
+  unsigned MaxEpilogueLength = 8;
+};
+
+struct FusionRejection {
+  const Node *Producer;
+  const Node *Consumer;
+  std::string Reason;
+};
+
+struct FusionPlan {
+  /// Buffer kernels, each a list of nodes in program order; kernels are
+  /// numbered in program order of their first node.
+  std::vector<std::vector<const Node *>> Kernels;
+  /// Epilogue chain of each multi-template buffer that has one.
+  llvm::MapVector<const MultiTemplateBufferNode *, std::vector<const Node *>>
+      Epilogues;
+  /// Why a multi-template buffer got no epilogue.
+  llvm::MapVector<const MultiTemplateBufferNode *, std::string> NoEpilogue;
+  std::vector<FusionRejection> Rejections;
+};
+
+/// Whether a buffer of this op can join a fused kernel.
+bool isFusableOp(OpCode Op);
+
+FusionPlan analyzeFusion(const Graph &G, const FusionOptions &Opts);
+
+/// `fuse`: records the plan in the IR (kernel ids, epilogue lists).
+std::unique_ptr<Pass> createFusePass(const FusionOptions &Opts);
+/// `test-print-fusion-candidates`: prints the plan and every rejection.
+std::unique_ptr<Pass> createTestPrintFusionCandidatesPass(
+    const FusionOptions &Opts);
+
+} // namespace mtsched
+
+#endif // MTSCHED_SCHEDULE_FUSION_H

@@ -1,0 +1,62 @@
+//===- FusionHeuristic.h - When to fuse an epilogue -------------*- C++ -*-===//
+//
+// The autotuner asks a heuristic, for each multi-template buffer with an
+// epilogue, whether to run its winner fused with the epilogue. Heuristics
+// are chosen by name with --fusion-heuristic; docs/HEURISTICS.md explains
+// how to add one.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_SCHEDULE_FUSIONHEURISTIC_H
+#define MTSCHED_SCHEDULE_FUSIONHEURISTIC_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtsched {
+
+/// Times of one node's variants, in microseconds (+inf when unusable).
+struct FusionQuery {
+  struct Variant {
+    std::string Choice;
+    double UnfusedUs;
+    /// Choice and epilogue as one kernel; +inf if the choice cannot fuse.
+    double FusedUs;
+  };
+  std::vector<Variant> Variants;
+  /// The epilogue as its own kernel.
+  double EpilogueUs = 0;
+  /// Fuse only if unfused / fused >= this.
+  double SpeedupThreshold = 1.0;
+};
+
+struct FusionDecision {
+  std::string Choice;
+  bool Fused = false;
+};
+
+class FusionHeuristic {
+public:
+  virtual ~FusionHeuristic() = default;
+  virtual llvm::StringRef getName() const = 0;
+  virtual llvm::StringRef getDescription() const = 0;
+  /// Whether the query must hold measured times; if false the autotuner fills
+  /// fused times from the cost model and measures nothing fused.
+  virtual bool needsMeasuredFusedTimes() const = 0;
+  /// Picks the choice and whether to fuse. Unfused variants with an infinite
+  /// time are never picked; if every variant is infinite the first choice is
+  /// returned unfused.
+  virtual FusionDecision decide(const FusionQuery &Q) const = 0;
+};
+
+/// The heuristic called Name, or an error listing the known ones.
+llvm::Expected<std::unique_ptr<FusionHeuristic>>
+createFusionHeuristic(llvm::StringRef Name);
+/// Names and descriptions of every heuristic, for --help and docs.
+std::vector<std::pair<std::string, std::string>> listFusionHeuristics();
+
+} // namespace mtsched
+
+#endif // MTSCHED_SCHEDULE_FUSIONHEURISTIC_H

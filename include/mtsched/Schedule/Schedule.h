@@ -1,0 +1,46 @@
+//===- Schedule.h - Kernel order and the collective list --------*- C++ -*-===//
+//
+// The scheduler's view of a graph: kernels (a multi-template buffer with its
+// fused epilogue, a fused group of buffers, or a single node) with their
+// read/write dependencies, in a deterministic topological order where ties
+// go to the kernel whose first node comes first in program order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_SCHEDULE_SCHEDULE_H
+#define MTSCHED_SCHEDULE_SCHEDULE_H
+
+#include "mtsched/IR/Graph.h"
+#include "mtsched/Passes/Pass.h"
+#include <memory>
+#include <vector>
+
+namespace mtsched {
+
+struct ScheduledKernel {
+  /// Nodes in program order; for a template kernel the template comes first,
+  /// then its fused epilogue.
+  std::vector<const Node *> Nodes;
+  /// The kernels this one reads from, as indices into Schedule::Kernels.
+  std::vector<unsigned> Deps;
+
+  const Node *getLeader() const { return Nodes.front(); }
+};
+
+struct Schedule {
+  /// In execution order.
+  std::vector<ScheduledKernel> Kernels;
+  /// Collective nodes in execution order: the autotuner's pre-sync list.
+  std::vector<const CollectiveMultiTemplateBufferNode *> Collectives;
+};
+
+/// Builds the schedule from the kernel ids and fused epilogues in the IR;
+/// fails if the kernel ids a user wrote make kernels depend on each other
+/// in a cycle.
+llvm::Expected<Schedule> buildSchedule(const Graph &G);
+
+/// `test-print-schedule`: prints the kernel order and the collective list.
+std::unique_ptr<Pass> createTestPrintSchedulePass();
+
+} // namespace mtsched
+
+#endif // MTSCHED_SCHEDULE_SCHEDULE_H

@@ -1,0 +1,204 @@
+//===- ChoiceConfig.cpp ---------------------------------------------------===//
+#include "mtsched/Lowering/ChoiceConfig.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mtsched;
+
+ChoiceConfig ChoiceConfig::getDefault() {
+  ChoiceConfig C;
+  // Tile shapes in the spirit of Inductor's mm configs: large tiles for
+  // prefill-sized M, narrow ones for decode-sized M.
+  C.GemmTiles = {
+      {128, 256, 64, 8, 3}, {256, 128, 64, 8, 3}, {128, 128, 64, 4, 3},
+      {128, 128, 32, 4, 4}, {128, 64, 64, 4, 4},  {64, 128, 64, 4, 4},
+      {64, 64, 64, 4, 4},   {32, 64, 64, 4, 4},   {16, 128, 128, 4, 4},
+      {16, 64, 128, 4, 5},
+  };
+  C.GemmExterns = {"extern.cublas"};
+  C.AllReduce = {"nccl", "one_shot", "two_shot"};
+  C.AllGather = {"nccl", "p2p"};
+  C.ReduceScatter = {"nccl", "p2p"};
+  C.AllToAll = {"nccl", "p2p"};
+  return C;
+}
+
+std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
+  return "gemm_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
+         std::to_string(T.BK) + "_w" + std::to_string(T.Warps) + "_s" +
+         std::to_string(T.Stages);
+}
+
+llvm::Optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
+  // gemm_<BM>x<BN>x<BK>_w<warps>_s<stages>
+  llvm::StringRef S(C.Name);
+  GemmTileConfig T;
+  auto Int = [&](int &Out, char Sep) {
+    size_t End = Sep ? S.find(Sep) : S.size();
+    if (End == llvm::StringRef::npos || S.substr(0, End).getAsInteger(10, Out) ||
+        Out <= 0)
+      return false;
+    S = S.drop_front(std::min(S.size(), End + 1));
+    return true;
+  };
+  if (!S.consume_front("gemm_") || !Int(T.BM, 'x') || !Int(T.BN, 'x') ||
+      !Int(T.BK, '_') || !S.consume_front("w") || !Int(T.Warps, '_') ||
+      !S.consume_front("s") || !Int(T.Stages, 0))
+    return llvm::None;
+  return T;
+}
+
+static int64_t roundUpPow2(int64_t V) {
+  return std::max<int64_t>(16, llvm::PowerOf2Ceil(uint64_t(V)));
+}
+
+std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N,
+                                              int64_t K) const {
+  std::vector<Choice> Out;
+  auto Add = [&](const GemmTileConfig &T) {
+    Choice C;
+    // The name encodes the whole tile, so no parameters are needed.
+    C.Name = gemmChoiceName(T);
+    if (Disabled.count(C.Name))
+      return;
+    for (const Choice &Prev : Out)
+      if (Prev.Name == C.Name)
+        return;
+    Out.push_back(std::move(C));
+  };
+  // A tile larger than the (power-of-two rounded) problem only wastes work.
+  for (const GemmTileConfig &T : GemmTiles)
+    if (T.BM <= roundUpPow2(M) && T.BN <= roundUpPow2(N) &&
+        T.BK <= roundUpPow2(K))
+      Add(T);
+  if (Out.empty() && !GemmTiles.empty()) {
+    // Keep the smallest tile so tiny problems still have a template.
+    const GemmTileConfig *Smallest = &GemmTiles.front();
+    for (const GemmTileConfig &T : GemmTiles)
+      if (int64_t(T.BM) * T.BN * T.BK <
+          int64_t(Smallest->BM) * Smallest->BN * Smallest->BK)
+        Smallest = &T;
+    Add(*Smallest);
+  }
+  for (const std::string &E : GemmExterns)
+    if (!Disabled.count(E))
+      Out.push_back(Choice{E, {}, {}});
+  return Out;
+}
+
+std::vector<Choice> ChoiceConfig::collectiveChoices(CollectiveKind K) const {
+  const std::vector<std::string> *Names = nullptr;
+  switch (K) {
+  case CollectiveKind::AllReduce:
+    Names = &AllReduce;
+    break;
+  case CollectiveKind::AllGather:
+    Names = &AllGather;
+    break;
+  case CollectiveKind::ReduceScatter:
+    Names = &ReduceScatter;
+    break;
+  case CollectiveKind::AllToAll:
+    Names = &AllToAll;
+    break;
+  default:
+    return {};
+  }
+  std::vector<Choice> Out;
+  for (const std::string &N : *Names)
+    if (!Disabled.count(N))
+      Out.push_back(Choice{N, {}, {}});
+  return Out;
+}
+
+static llvm::Error fileError(llvm::StringRef Path, const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 Path + ": " + Msg);
+}
+
+static llvm::Error readNames(const llvm::json::Object &Root,
+                             llvm::StringRef Key, llvm::StringRef Path,
+                             std::vector<std::string> &Out) {
+  const llvm::json::Value *V = Root.get(Key);
+  if (!V)
+    return llvm::Error::success();
+  const llvm::json::Array *A = V->getAsArray();
+  if (!A)
+    return fileError(Path, "'" + Key + "' must be a list of choice names");
+  Out.clear();
+  for (const llvm::json::Value &E : *A) {
+    llvm::Optional<llvm::StringRef> S = E.getAsString();
+    if (!S || S->empty())
+      return fileError(Path, "'" + Key + "' must be a list of choice names");
+    Out.push_back(S->str());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
+  auto BufOrErr = llvm::MemoryBuffer::getFile(Path);
+  if (!BufOrErr)
+    return fileError(Path, "cannot read choices file: " +
+                               BufOrErr.getError().message());
+  llvm::Expected<llvm::json::Value> Json =
+      llvm::json::parse((*BufOrErr)->getBuffer());
+  if (!Json)
+    return fileError(Path, "invalid JSON: " + toString(Json.takeError()));
+  const llvm::json::Object *Root = Json->getAsObject();
+  if (!Root)
+    return fileError(Path, "expected a JSON object at the top level");
+  static const llvm::StringRef Known[] = {
+      "gemm_tiles", "gemm_externs",   "all_reduce", "all_gather",
+      "reduce_scatter", "all_to_all", "disabled"};
+  for (const auto &KV : *Root)
+    if (!llvm::is_contained(Known, KV.first.str()))
+      return fileError(Path, "unknown key '" + KV.first.str() + "'");
+
+  if (const llvm::json::Value *Tiles = Root->get("gemm_tiles")) {
+    const llvm::json::Array *A = Tiles->getAsArray();
+    if (!A)
+      return fileError(Path, "'gemm_tiles' must be a list of objects");
+    GemmTiles.clear();
+    for (const llvm::json::Value &E : *A) {
+      const llvm::json::Object *O = E.getAsObject();
+      if (!O)
+        return fileError(Path, "'gemm_tiles' must be a list of objects");
+      GemmTileConfig T;
+      std::pair<const char *, int *> Fields[] = {{"bm", &T.BM},
+                                                 {"bn", &T.BN},
+                                                 {"bk", &T.BK},
+                                                 {"warps", &T.Warps},
+                                                 {"stages", &T.Stages}};
+      for (auto &F : Fields) {
+        llvm::Optional<int64_t> V = O->getInteger(F.first);
+        if (!V || *V <= 0 || *V > 1024)
+          return fileError(Path, "gemm tile field '" + llvm::Twine(F.first) +
+                                     "' must be an integer in [1, 1024]");
+        *F.second = int(*V);
+      }
+      GemmTiles.push_back(T);
+    }
+  }
+  if (llvm::Error E = readNames(*Root, "gemm_externs", Path, GemmExterns))
+    return E;
+  std::pair<const char *, std::vector<std::string> *> Lists[] = {
+      {"all_reduce", &AllReduce},
+      {"all_gather", &AllGather},
+      {"reduce_scatter", &ReduceScatter},
+      {"all_to_all", &AllToAll}};
+  for (auto &L : Lists) {
+    if (llvm::Error E = readNames(*Root, L.first, Path, *L.second))
+      return E;
+    if (Root->get(L.first) && L.second->empty())
+      return fileError(Path, "'" + llvm::Twine(L.first) +
+                                 "' must name at least one choice");
+  }
+  std::vector<std::string> Disable;
+  if (llvm::Error E = readNames(*Root, "disabled", Path, Disable))
+    return E;
+  for (const std::string &D : Disable)
+    Disabled.insert(D);
+  return llvm::Error::success();
+}

@@ -1,0 +1,140 @@
+//===- Lowering.cpp - The `lower` pass ------------------------------------===//
+#include "mtsched/Lowering/Lowering.h"
+#include "mtsched/Passes/Diagnostics.h"
+
+using namespace mtsched;
+
+llvm::StringRef mtsched::collectiveModeName(CollectiveMode M) {
+  return M == CollectiveMode::Deferred ? "deferred" : "immediate";
+}
+
+CustomOpClass mtsched::classifyCustomOp(llvm::StringRef Name,
+                                        llvm::ArrayRef<Choice> Configs) {
+  CustomOpClass C;
+  C.Kind = collectiveKindInName(Name);
+  if (C.Kind != CollectiveKind::None) {
+    C.IsCollective = true;
+    return C;
+  }
+  // The configs decide; if they name different collectives the kind is
+  // unknown, but the op is still collective.
+  for (const Choice &Config : Configs) {
+    CollectiveKind K = collectiveKindInName(Config.Name);
+    if (K == CollectiveKind::None)
+      continue;
+    if (C.IsCollective && C.Kind != K)
+      C.Kind = CollectiveKind::Unknown;
+    else if (!C.IsCollective)
+      C.Kind = K;
+    C.IsCollective = true;
+  }
+  return C;
+}
+
+std::string mtsched::processGroupOf(const AttrDict &Attrs) {
+  for (llvm::StringRef Key : {"group", "process_group"})
+    if (llvm::Optional<llvm::StringRef> G = Attrs.getString(Key))
+      return G->str();
+  return std::string(WorldGroupName);
+}
+
+namespace {
+
+class LowerPass : public Pass {
+public:
+  explicit LowerPass(const LoweringOptions &Opts) : Opts(Opts) {}
+  llvm::StringRef getArgument() const override { return "lower"; }
+  llvm::StringRef getDescription() const override {
+    return "Lower high-level ops to buffer / multi_template_buffer / "
+           "collective_multi_template_buffer nodes";
+  }
+  llvm::Error run(Graph &G) override;
+
+private:
+  std::unique_ptr<Node> lower(const OpNode &N, llvm::Error &Err);
+  template <typename T> std::unique_ptr<T> copyOf(const OpNode &N) {
+    auto New = std::make_unique<T>(N.getOp(), N.getLoc());
+    New->setCustomName(N.getCustomName());
+    New->getOperands() = N.getOperands();
+    New->getAttrs() = N.getAttrs();
+    return New;
+  }
+
+  LoweringOptions Opts;
+};
+
+} // namespace
+
+std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
+  switch (getOpInfo(N.getOp()).Category) {
+  case OpCategory::Pointwise:
+  case OpCategory::Reduction:
+    return copyOf<BufferNode>(N);
+  case OpCategory::MatMul: {
+    auto MTB = copyOf<MultiTemplateBufferNode>(N);
+    const TensorType &Out = N.getType();
+    int64_t M = Out.numElements() / Out.innerDim();
+    int64_t K = N.getOperand(0)->getType().innerDim();
+    MTB->getChoices() = Opts.Choices.gemmChoices(M, Out.innerDim(), K);
+    return MTB;
+  }
+  case OpCategory::Collective: {
+    auto C = copyOf<CollectiveMultiTemplateBufferNode>(N);
+    C->setCollectiveKind(collectiveKindOf(N.getOp()));
+    C->setGroup(processGroupOf(N.getAttrs()));
+    C->setGroupLoc(N.getLoc());
+    C->getChoices() = Opts.Choices.collectiveChoices(C->getCollectiveKind());
+    return C;
+  }
+  case OpCategory::Custom: {
+    CustomOpClass Class = classifyCustomOp(N.getCustomName(), N.getConfigs());
+    std::unique_ptr<MultiTemplateBufferNode> MTB;
+    if (Class.IsCollective) {
+      auto C = copyOf<CollectiveMultiTemplateBufferNode>(N);
+      C->setCollectiveKind(Class.Kind);
+      C->setGroup(processGroupOf(N.getAttrs()));
+      C->setGroupLoc(N.getLoc());
+      MTB = std::move(C);
+    } else {
+      MTB = copyOf<MultiTemplateBufferNode>(N);
+    }
+    for (const Choice &Config : N.getConfigs())
+      if (!Opts.Choices.Disabled.count(Config.Name))
+        MTB->getChoices().push_back(Config);
+    return MTB;
+  }
+  }
+  Err = Ctx.Diags->error(N.getLoc(), "cannot lower op '" + N.getOpName() + "'");
+  return nullptr;
+}
+
+llvm::Error LowerPass::run(Graph &G) {
+  if (Opts.Mode == CollectiveMode::Immediate && !Opts.Selector)
+    return Ctx.Diags->error(G.getLoc(),
+                            "immediate mode needs an autotuner to decide "
+                            "nodes while lowering");
+  for (size_t I = 0; I < G.size(); ++I) {
+    auto *Op = llvm::dyn_cast<OpNode>(G.getNodes()[I].get());
+    if (!Op)
+      continue;
+    llvm::Error Err = llvm::Error::success();
+    std::unique_ptr<Node> New = lower(*Op, Err);
+    if (Err)
+      return Err;
+    auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(New.get());
+    if (MTB && MTB->getChoices().empty())
+      return Ctx.Diags->error(Op->getLoc(),
+                              "no choices left for '%" + Op->getName() +
+                                  "' ('" + Op->getOpName() +
+                                  "') after disabling choices");
+    G.replaceNode(Op, std::move(New));
+    if (MTB && Opts.Mode == CollectiveMode::Immediate)
+      if (llvm::Error E = Opts.Selector->decideNow(G, *MTB))
+        return E;
+  }
+  return llvm::Error::success();
+}
+
+std::unique_ptr<Pass> mtsched::createLowerPass(const LoweringOptions &Opts) {
+  return std::make_unique<LowerPass>(Opts);
+}

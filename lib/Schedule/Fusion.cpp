@@ -1,0 +1,308 @@
+//===- Fusion.cpp - Vertical fusion and epilogue candidates ---------------===//
+#include "mtsched/Schedule/Fusion.h"
+#include "mtsched/IR/Printer.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mtsched;
+
+bool mtsched::isFusableOp(OpCode Op) {
+  return isPointwise(Op) || isRowReduction(Op);
+}
+
+namespace {
+
+class FusionAnalysis {
+public:
+  FusionAnalysis(const Graph &G, const FusionOptions &Opts)
+      : G(G), Opts(Opts) {
+    for (const auto &N : G.getNodes())
+      for (const Operand &O : N->getOperands()) {
+        auto &Us = Users[O.V];
+        if (Us.empty() || Us.back() != N.get())
+          Us.push_back(N.get());
+      }
+    for (const Operand &O : G.getOutputs())
+      Outputs.insert(O.V);
+  }
+
+  FusionPlan run();
+
+private:
+  using KernelSet = llvm::DenseSet<const Node *>;
+
+  static bool isFusableBuffer(const Node *N) {
+    return N && llvm::isa<BufferNode>(N) && isFusableOp(N->getOp());
+  }
+  /// The operand through which a fusion of Consumer into the kernel would
+  /// form a cycle, or null. Only nodes after the kernel's first node can
+  /// depend on it, which keeps the search short.
+  const Node *cycleThrough(const Node *Consumer, const KernelSet &Kernel,
+                           unsigned FirstIndex);
+  void findEpilogue(const MultiTemplateBufferNode &M, FusionPlan &Plan);
+  void groupBuffers(FusionPlan &Plan);
+
+  const Graph &G;
+  const FusionOptions &Opts;
+  llvm::DenseMap<const Value *, llvm::SmallVector<const Node *, 2>> Users;
+  llvm::DenseSet<const Value *> Outputs;
+  /// Kernel index of each grouped buffer.
+  llvm::DenseMap<const Node *, unsigned> KernelOf;
+  std::vector<KernelSet> KernelSets;
+  std::vector<unsigned> KernelFirst;
+  /// Kernels that are epilogue chains and take no other members.
+  llvm::DenseSet<unsigned> Closed;
+};
+
+} // namespace
+
+const Node *FusionAnalysis::cycleThrough(const Node *Consumer,
+                                         const KernelSet &Kernel,
+                                         unsigned FirstIndex) {
+  for (const Operand &O : Consumer->getOperands()) {
+    const Node *Def = O.V->getDef();
+    if (!Def || Kernel.count(Def) || Def->getIndex() < FirstIndex)
+      continue;
+    llvm::SmallVector<const Node *, 16> Work{Def};
+    llvm::DenseSet<const Node *> Seen{Def};
+    while (!Work.empty()) {
+      const Node *N = Work.pop_back_val();
+      for (const Operand &In : N->getOperands()) {
+        const Node *D = In.V->getDef();
+        if (!D || D->getIndex() < FirstIndex)
+          continue;
+        if (Kernel.count(D))
+          return Def;
+        if (Seen.insert(D).second)
+          Work.push_back(D);
+      }
+    }
+  }
+  return nullptr;
+}
+
+void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
+                                  FusionPlan &Plan) {
+  std::vector<const Node *> Chain;
+  KernelSet Members{&M};
+  const Node *Cur = &M;
+  std::string Why;
+  while (Chain.size() < Opts.MaxEpilogueLength) {
+    const Value *V = Cur->getResult();
+    if (Outputs.count(V)) {
+      Why = "'%" + Cur->getName() + "' is a graph output";
+      break;
+    }
+    auto It = Users.find(V);
+    size_t NumUsers = It == Users.end() ? 0 : It->second.size();
+    if (NumUsers != 1) {
+      Why = "'%" + Cur->getName() + "' has " + std::to_string(NumUsers) +
+            " consumers";
+      break;
+    }
+    const Node *U = It->second.front();
+    if (!isFusableBuffer(U)) {
+      Why = "consumer '%" + U->getName() +
+            "' is not a pointwise op or a row reduction";
+      break;
+    }
+    if (U->getType().Shape != M.getType().Shape) {
+      Why = "consumer '%" + U->getName() + "' iterates over " +
+            shapeStr(U->getType().Shape) + ", not " +
+            shapeStr(M.getType().Shape);
+      break;
+    }
+    if (isRowReduction(U->getOp()) && U->getOperand(0) != V) {
+      Why = "'%" + Cur->getName() + "' is not the normalised input of '%" +
+            U->getName() + "'";
+      break;
+    }
+    if (const Node *Through = cycleThrough(U, Members, M.getIndex())) {
+      Why = "fusing '%" + U->getName() + "' would create a cycle through '%" +
+            Through->getName() + "'";
+      break;
+    }
+    Chain.push_back(U);
+    Members.insert(U);
+    Cur = U;
+    if (isRowReduction(U->getOp())) {
+      Why = "a row reduction ends the epilogue";
+      break;
+    }
+  }
+  if (Chain.empty()) {
+    Plan.NoEpilogue[&M] = Why;
+    return;
+  }
+  // The chain is one kernel of its own.
+  unsigned K = KernelSets.size();
+  KernelSets.emplace_back();
+  KernelFirst.push_back(Chain.front()->getIndex());
+  for (const Node *N : Chain) {
+    KernelSets[K].insert(N);
+    KernelOf[N] = K;
+  }
+  Closed.insert(K);
+  Plan.Epilogues[&M] = std::move(Chain);
+}
+
+void FusionAnalysis::groupBuffers(FusionPlan &Plan) {
+  for (const auto &Owned : G.getNodes()) {
+    const Node *C = Owned.get();
+    if (!llvm::isa<BufferNode>(C) || KernelOf.count(C))
+      continue;
+    bool Joined = false;
+    if (isFusableOp(C->getOp())) {
+      for (const Operand &O : C->getOperands()) {
+        const Node *P = O.V->getDef();
+        if (!isFusableBuffer(P) || !KernelOf.count(P))
+          continue;
+        unsigned K = KernelOf[P];
+        const Node *First = G.getNodes()[KernelFirst[K]].get();
+        std::string Why;
+        if (Closed.count(K)) {
+          Why = "'%" + P->getName() + "' belongs to an epilogue";
+        } else if (C->getType().Shape != First->getType().Shape) {
+          Why = "'%" + C->getName() + "' iterates over " +
+                shapeStr(C->getType().Shape) + ", not " +
+                shapeStr(First->getType().Shape);
+        } else if (const Node *Through =
+                       cycleThrough(C, KernelSets[K], KernelFirst[K])) {
+          Why = "would create a cycle through '%" + Through->getName() + "'";
+        }
+        if (!Why.empty()) {
+          Plan.Rejections.push_back({P, C, std::move(Why)});
+          continue;
+        }
+        KernelSets[K].insert(C);
+        KernelOf[C] = K;
+        Joined = true;
+        break;
+      }
+    }
+    if (!Joined) {
+      KernelOf[C] = KernelSets.size();
+      KernelSets.push_back(KernelSet{C});
+      KernelFirst.push_back(C->getIndex());
+    }
+  }
+}
+
+FusionPlan FusionAnalysis::run() {
+  FusionPlan Plan;
+  for (const auto &N : G.getNodes())
+    if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
+      findEpilogue(*M, Plan);
+  groupBuffers(Plan);
+
+  // Number kernels in program order of their first node.
+  std::vector<unsigned> Order(KernelSets.size());
+  for (unsigned I = 0; I < Order.size(); ++I)
+    Order[I] = I;
+  llvm::sort(Order, [&](unsigned A, unsigned B) {
+    return KernelFirst[A] < KernelFirst[B];
+  });
+  Plan.Kernels.resize(KernelSets.size());
+  std::vector<unsigned> NewId(KernelSets.size());
+  for (unsigned I = 0; I < Order.size(); ++I)
+    NewId[Order[I]] = I;
+  for (const auto &N : G.getNodes()) {
+    auto It = KernelOf.find(N.get());
+    if (It != KernelOf.end())
+      Plan.Kernels[NewId[It->second]].push_back(N.get());
+  }
+  return Plan;
+}
+
+FusionPlan mtsched::analyzeFusion(const Graph &G, const FusionOptions &Opts) {
+  return FusionAnalysis(G, Opts).run();
+}
+
+namespace {
+
+class FusePass : public Pass {
+public:
+  explicit FusePass(const FusionOptions &Opts) : Opts(Opts) {}
+  llvm::StringRef getArgument() const override { return "fuse"; }
+  llvm::StringRef getDescription() const override {
+    return "Group buffers into fused kernels and find the epilogue of every "
+           "multi-template buffer";
+  }
+  llvm::Error run(Graph &G) override {
+    FusionPlan Plan = analyzeFusion(G, Opts);
+    for (unsigned K = 0; K < Plan.Kernels.size(); ++K)
+      for (const Node *N : Plan.Kernels[K])
+        llvm::cast<BufferNode>(const_cast<Node *>(N))->setKernel(K);
+    for (const auto &N : G.getNodes())
+      if (auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get())) {
+        // A decided node keeps the epilogue its decision was made for.
+        if (M->isDecided())
+          continue;
+        M->getEpilogue().clear();
+        auto It = Plan.Epilogues.find(M);
+        if (It == Plan.Epilogues.end())
+          continue;
+        for (const Node *E : It->second)
+          M->getEpilogue().push_back({E->getResult(), E->getLoc()});
+      }
+    return llvm::Error::success();
+  }
+
+private:
+  FusionOptions Opts;
+};
+
+class TestPrintFusionCandidatesPass : public Pass {
+public:
+  explicit TestPrintFusionCandidatesPass(const FusionOptions &Opts)
+      : Opts(Opts) {}
+  llvm::StringRef getArgument() const override {
+    return "test-print-fusion-candidates";
+  }
+  llvm::StringRef getDescription() const override {
+    return "Print fused kernels, epilogue candidates and rejected fusions";
+  }
+  llvm::Error run(Graph &G) override {
+    FusionPlan Plan = analyzeFusion(G, Opts);
+    llvm::raw_ostream &OS = llvm::outs();
+    OS << "fusion candidates @" << G.getName() << '\n';
+    for (unsigned K = 0; K < Plan.Kernels.size(); ++K) {
+      OS << "  kernel " << K << ": ";
+      llvm::interleaveComma(Plan.Kernels[K], OS, [&](const Node *N) {
+        OS << '%' << N->getName();
+      });
+      OS << '\n';
+    }
+    for (const auto &E : Plan.Epilogues) {
+      OS << "  epilogue of %" << E.first->getName() << ": ";
+      llvm::interleaveComma(E.second, OS, [&](const Node *N) {
+        OS << '%' << N->getName();
+      });
+      OS << '\n';
+    }
+    for (const auto &E : Plan.NoEpilogue)
+      OS << "  no epilogue for %" << E.first->getName() << ": " << E.second
+         << '\n';
+    for (const FusionRejection &R : Plan.Rejections)
+      OS << "  cannot fuse %" << R.Consumer->getName() << " with %"
+         << R.Producer->getName() << ": " << R.Reason << '\n';
+    OS.flush();
+    return llvm::Error::success();
+  }
+
+private:
+  FusionOptions Opts;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mtsched::createFusePass(const FusionOptions &Opts) {
+  return std::make_unique<FusePass>(Opts);
+}
+
+std::unique_ptr<Pass>
+mtsched::createTestPrintFusionCandidatesPass(const FusionOptions &Opts) {
+  return std::make_unique<TestPrintFusionCandidatesPass>(Opts);
+}

@@ -1,0 +1,129 @@
+//===- FusionHeuristic.cpp ------------------------------------------------===//
+#include "mtsched/Schedule/FusionHeuristic.h"
+#include <cmath>
+#include <functional>
+#include <limits>
+
+using namespace mtsched;
+
+namespace {
+
+/// The fastest unfused variant, and the fastest fused one.
+struct Best {
+  int Unfused = -1, Fused = -1;
+};
+
+Best findBest(const FusionQuery &Q) {
+  Best B;
+  for (int I = 0, E = Q.Variants.size(); I < E; ++I) {
+    const FusionQuery::Variant &V = Q.Variants[I];
+    if (std::isfinite(V.UnfusedUs) &&
+        (B.Unfused < 0 || V.UnfusedUs < Q.Variants[B.Unfused].UnfusedUs))
+      B.Unfused = I;
+    if (std::isfinite(V.FusedUs) &&
+        (B.Fused < 0 || V.FusedUs < Q.Variants[B.Fused].FusedUs))
+      B.Fused = I;
+  }
+  return B;
+}
+
+FusionDecision unfused(const FusionQuery &Q, const Best &B) {
+  if (B.Unfused < 0)
+    return {Q.Variants.empty() ? "" : Q.Variants.front().Choice, false};
+  return {Q.Variants[B.Unfused].Choice, false};
+}
+
+/// Fuse when the best fused kernel beats best unfused + separate epilogue by
+/// the threshold. Used by `benchmark` (measured) and `cost-model`
+/// (predicted); they differ only in where the times come from.
+class CompareTimes : public FusionHeuristic {
+public:
+  CompareTimes(bool Measured) : Measured(Measured) {}
+  llvm::StringRef getName() const override {
+    return Measured ? "benchmark" : "cost-model";
+  }
+  llvm::StringRef getDescription() const override {
+    return Measured ? "fuse an epilogue only if measured faster (default)"
+                    : "fuse an epilogue if the cost model predicts it "
+                      "faster; fused variants are not benchmarked";
+  }
+  bool needsMeasuredFusedTimes() const override { return Measured; }
+  FusionDecision decide(const FusionQuery &Q) const override {
+    Best B = findBest(Q);
+    if (B.Fused < 0)
+      return unfused(Q, B);
+    double Fused = Q.Variants[B.Fused].FusedUs;
+    double Unfused = B.Unfused < 0 ? std::numeric_limits<double>::infinity()
+                                   : Q.Variants[B.Unfused].UnfusedUs +
+                                         Q.EpilogueUs;
+    if (Unfused >= Fused * Q.SpeedupThreshold)
+      return {Q.Variants[B.Fused].Choice, true};
+    return unfused(Q, B);
+  }
+
+private:
+  bool Measured;
+};
+
+class Always : public FusionHeuristic {
+public:
+  llvm::StringRef getName() const override { return "always"; }
+  llvm::StringRef getDescription() const override {
+    return "fuse the epilogue whenever some choice can fuse";
+  }
+  bool needsMeasuredFusedTimes() const override { return true; }
+  FusionDecision decide(const FusionQuery &Q) const override {
+    Best B = findBest(Q);
+    if (B.Fused >= 0)
+      return {Q.Variants[B.Fused].Choice, true};
+    return unfused(Q, B);
+  }
+};
+
+class Never : public FusionHeuristic {
+public:
+  llvm::StringRef getName() const override { return "never"; }
+  llvm::StringRef getDescription() const override {
+    return "never fuse epilogues; fused variants are not benchmarked";
+  }
+  bool needsMeasuredFusedTimes() const override { return false; }
+  FusionDecision decide(const FusionQuery &Q) const override {
+    return unfused(Q, findBest(Q));
+  }
+};
+
+struct Entry {
+  const char *Name;
+  std::function<std::unique_ptr<FusionHeuristic>()> Make;
+};
+
+const Entry Heuristics[] = {
+    {"benchmark", [] { return std::make_unique<CompareTimes>(true); }},
+    {"cost-model", [] { return std::make_unique<CompareTimes>(false); }},
+    {"always", [] { return std::make_unique<Always>(); }},
+    {"never", [] { return std::make_unique<Never>(); }},
+};
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<FusionHeuristic>>
+mtsched::createFusionHeuristic(llvm::StringRef Name) {
+  std::string Known;
+  for (const Entry &E : Heuristics) {
+    if (Name == E.Name)
+      return E.Make();
+    Known += Known.empty() ? "" : ", ";
+    Known += E.Name;
+  }
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "unknown fusion heuristic '" + Name +
+                                     "' (known: " + Known + ")");
+}
+
+std::vector<std::pair<std::string, std::string>>
+mtsched::listFusionHeuristics() {
+  std::vector<std::pair<std::string, std::string>> Out;
+  for (const Entry &E : Heuristics)
+    Out.emplace_back(E.Name, E.Make()->getDescription().str());
+  return Out;
+}
