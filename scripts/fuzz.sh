@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds and runs the mtsched-fuzz-parser libFuzzer target (fuzz/).
+#
+#   bash scripts/fuzz.sh [SECONDS]     # default: $MTSCHED_FUZZ_SECONDS or 60
+#
+# Seeds are every *.mir under examples/ and test/lit/ (each `// -----` case
+# also on its own), copied afresh into BUILD_DIR/seeds on every run; inputs
+# the fuzzer finds go to BUILD_DIR/corpus, which is kept between local runs
+# (CI starts from a fresh clone, so from the seeds alone). Nothing generated
+# is committed. Any crash, sanitizer report, leak, timeout (-timeout=5), out-
+# of-memory (-rss_limit_mb=2048) or round-trip mismatch makes this exit
+# non-zero and leaves the input in BUILD_DIR/artifacts/; reproduce with
+#   build-fuzz/fuzz/mtsched-fuzz-parser build-fuzz/artifacts/crash-...
+#
+# Environment: MTSCHED_FUZZ_BUILD_DIR (default build-fuzz), MTSCHED_JOBS.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SECONDS_TO_RUN="${1:-${MTSCHED_FUZZ_SECONDS:-60}}"
+if ! [[ "$SECONDS_TO_RUN" =~ ^[0-9]+$ ]] || [[ "$SECONDS_TO_RUN" -lt 1 ]]; then
+  echo "fuzz: error: run time must be a positive number of seconds, got '$SECONDS_TO_RUN'" >&2
+  exit 2
+fi
+BUILD_DIR="${MTSCHED_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
+
+bash "$ROOT/scripts/build.sh" --fuzzer "$BUILD_DIR"
+FUZZER="$BUILD_DIR/fuzz/mtsched-fuzz-parser"
+
+SEEDS="$BUILD_DIR/seeds"
+CORPUS="$BUILD_DIR/corpus"
+ARTIFACTS="$BUILD_DIR/artifacts"
+LOG="$BUILD_DIR/fuzz.log"
+rm -rf "$SEEDS"
+mkdir -p "$SEEDS" "$CORPUS" "$ARTIFACTS"
+
+# One seed per file and one per `// -----` case: a split file as a whole
+# stops at its first error case, so its later cases would otherwise never
+# reach the fuzzer.
+N=0
+while IFS= read -r -d '' F; do
+  N=$((N + 1))
+  cp "$F" "$SEEDS/$N.mir"
+  awk -v prefix="$SEEDS/$N." '
+    BEGIN { part = 0 }
+    /^\/\/ -----/ { part++; next }
+    { print > (prefix part ".mir") }' "$F"
+done < <(find "$ROOT/examples" "$ROOT/test/lit" -name '*.mir' -type f -print0 | sort -z)
+echo "fuzz: $(ls "$SEEDS" | wc -l) seeds from $N .mir files; corpus has $(ls "$CORPUS" | wc -l) inputs"
+
+# Fail on the first UBSan report with a stack; report leaks at exit.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+
+echo "fuzz: running $FUZZER for ${SECONDS_TO_RUN}s (log: $LOG)"
+STATUS=0
+# The outer timeout only guards against the fuzzer itself wedging; libFuzzer
+# stops on its own at -max_total_time.
+timeout --kill-after=30 $((SECONDS_TO_RUN + 300)) \
+  "$FUZZER" \
+  -max_total_time="$SECONDS_TO_RUN" \
+  -timeout=5 \
+  -rss_limit_mb=2048 \
+  -dict="$ROOT/fuzz/mir.dict" \
+  -artifact_prefix="$ARTIFACTS/" \
+  -print_final_stats=1 \
+  "$CORPUS" "$SEEDS" >"$LOG" 2>&1 || STATUS=$?
+
+if [[ $STATUS -ne 0 ]]; then
+  tail -n 80 "$LOG"
+  echo "fuzz: FAILED (exit $STATUS); inputs in $ARTIFACTS:" >&2
+  ls -1 "$ARTIFACTS" >&2 || true
+  exit 1
+fi
+grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb|stat::new_units_added)' "$LOG" || true
+grep -E '^#[0-9]+.*(DONE|INITED)' "$LOG" | tail -n 2 || true
+echo "fuzz: OK, no crash, leak, timeout or round-trip mismatch in ${SECONDS_TO_RUN}s; corpus now $(ls "$CORPUS" | wc -l) inputs"
