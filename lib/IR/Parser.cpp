@@ -506,7 +506,9 @@ bool Parser::parseNode(Graph &G) {
   if (*Op == OpCode::Custom) {
     if (!Tok.is(Token::String))
       return emitError("expected the custom op's name as a string");
-    CustomName = Tok.Spelling.drop_front().drop_back().str();
+    // The printer escapes the name like any string, so undo that here.
+    if (!unescape(Tok.Spelling.drop_front().drop_back(), CustomName))
+      return emitError("invalid escape sequence in string");
     if (CustomName.empty())
       return emitError("custom op name must not be empty");
     consume();
