@@ -109,6 +109,9 @@ private:
   Lexer Lex;
   Token Tok;
   Scope *Names = nullptr;
+  /// How deep the attribute list being parsed is nested.
+  unsigned ListDepth = 0;
+  static constexpr unsigned MaxListDepth = 64;
   /// Epilogue operands name values defined after their node; they are
   /// resolved at the end of the graph.
   struct PendingUse {
@@ -225,15 +228,23 @@ bool Parser::parseAttribute(Attribute &A) {
     return true;
   }
   case Token::LSquare: {
+    // Lists nest by recursion; bound it so that deep input is an error
+    // rather than a stack overflow.
+    if (ListDepth == MaxListDepth)
+      return emitError("attribute lists are nested more than " +
+                       llvm::Twine(MaxListDepth) + " deep");
     consume();
     std::vector<Attribute> Elts;
-    if (!parseCommaList(Token::RSquare, "]", [&] {
-          Attribute E;
-          if (!parseAttribute(E))
-            return false;
-          Elts.push_back(std::move(E));
-          return true;
-        }))
+    ++ListDepth;
+    bool OK = parseCommaList(Token::RSquare, "]", [&] {
+      Attribute E;
+      if (!parseAttribute(E))
+        return false;
+      Elts.push_back(std::move(E));
+      return true;
+    });
+    --ListDepth;
+    if (!OK)
       return false;
     A = Attribute::getList(std::move(Elts));
     return true;
