@@ -1,0 +1,112 @@
+//===- Communicator.h - How ranks talk to each other ------------*- C++ -*-===//
+//
+// The small interface the autotuner uses to synchronise ranks: a timed
+// barrier, an all-gather of strings, an element-wise max and a broadcast.
+// Every operation is collective (every rank of the group calls it, in the
+// same order) and bounded: it returns Timeout instead of waiting past its
+// deadline, and Failed as soon as a peer is known to be gone, so a late,
+// hung or dead rank can never hang the others.
+//
+// Implementations: SingleCommunicator (one rank), ThreadCommunicator (ranks
+// as threads of one process, from a ThreadGroup); MPI comes later.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_RUNTIME_COMMUNICATOR_H
+#define MTSCHED_RUNTIME_COMMUNICATOR_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtsched {
+
+enum class CommStatus {
+  Ok,
+  /// Not every rank arrived before the deadline (on this rank or, for a rank
+  /// that arrives late, on a peer that already gave up).
+  Timeout,
+  /// A peer is dead, or the ranks disagree about the operation (different
+  /// operations, lengths or roots at the same step).
+  Failed
+};
+
+/// "ok", "timeout", "failed".
+llvm::StringRef commStatusName(CommStatus S);
+
+class Communicator {
+public:
+  virtual ~Communicator();
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "threads", "mpi", "single".
+  virtual llvm::StringRef kind() const = 0;
+  /// Barrier that gives up after Timeout.
+  virtual CommStatus barrier(std::chrono::milliseconds Timeout) = 0;
+  /// Every rank's Data, indexed by rank. Out is only written on Ok.
+  virtual CommStatus allGather(llvm::StringRef Data,
+                               std::vector<std::string> &Out,
+                               std::chrono::milliseconds Timeout) = 0;
+  /// Element-wise max over ranks, in place; every rank must pass the same
+  /// length. +inf wins over every number; NaN wins over everything, so the
+  /// result never depends on the order contributions arrive in. Values are
+  /// only written on Ok.
+  virtual CommStatus allReduceMax(llvm::MutableArrayRef<double> Values,
+                                  std::chrono::milliseconds Timeout) = 0;
+  /// Root's Data to everyone (Data is only written on Ok).
+  virtual CommStatus broadcast(std::string &Data, int Root,
+                               std::chrono::milliseconds Timeout) = 0;
+};
+
+/// A group of one: every operation succeeds at once.
+class SingleCommunicator final : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  llvm::StringRef kind() const override { return "single"; }
+  CommStatus barrier(std::chrono::milliseconds Timeout) override;
+  CommStatus allGather(llvm::StringRef Data, std::vector<std::string> &Out,
+                       std::chrono::milliseconds Timeout) override;
+  CommStatus allReduceMax(llvm::MutableArrayRef<double> Values,
+                          std::chrono::milliseconds Timeout) override;
+  /// Failed unless Root is 0.
+  CommStatus broadcast(std::string &Data, int Root,
+                       std::chrono::milliseconds Timeout) override;
+};
+
+namespace detail {
+struct ThreadGroupState;
+} // namespace detail
+
+/// N ranks as threads of one process. Each rank takes its communicator with
+/// get(Rank) and uses it from its own thread; operations are matched across
+/// ranks by a per-rank sequence number, so a rank that gave up on one
+/// operation meets its peers again at the next. The shared state is owned
+/// jointly by the group and its communicators: either may outlive the other.
+class ThreadGroup {
+public:
+  explicit ThreadGroup(int N);
+  ~ThreadGroup();
+  ThreadGroup(const ThreadGroup &) = delete;
+  ThreadGroup &operator=(const ThreadGroup &) = delete;
+
+  int size() const;
+  /// The communicator of Rank (0 <= Rank < size()); call once per rank.
+  std::unique_ptr<Communicator> get(int Rank);
+  /// Rank has exited: every operation in progress or started later returns
+  /// Failed on every rank instead of waiting for it.
+  void markDead(int Rank);
+  bool isDead(int Rank) const;
+  /// Operations some rank has not finished with yet (for tests: slots are
+  /// freed once every live rank is done with them).
+  size_t pendingOps() const;
+
+private:
+  std::shared_ptr<detail::ThreadGroupState> State;
+};
+
+} // namespace mtsched
+
+#endif // MTSCHED_RUNTIME_COMMUNICATOR_H
