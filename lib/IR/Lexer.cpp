@@ -1,6 +1,7 @@
 //===- Lexer.cpp ----------------------------------------------------------===//
 #include "Lexer.h"
 #include "llvm/ADT/StringExtras.h"
+#include <cstdio>
 
 using namespace mtsched;
 
@@ -87,9 +88,14 @@ Token Lexer::lex() {
   if (isIdentStart(*Start))
     return lexIdentTail(Token::BareIdent, Start);
   if (llvm::isPrint(*Start))
-    return error(Start, "unexpected character '" +
-                            std::string(1, *Start) + "'");
-  return error(Start, "unexpected byte in input");
+    return error(Start,
+                 "unexpected character '" + std::string(1, *Start) + "'");
+  // Control characters and non-ASCII bytes are only allowed in strings and
+  // comments; name the byte, since a terminal may not show it.
+  char Hex[8];
+  std::snprintf(Hex, sizeof(Hex), "0x%02x",
+                unsigned(static_cast<unsigned char>(*Start)));
+  return error(Start, "unexpected byte " + std::string(Hex) + " in input");
 }
 
 Token Lexer::lexIdentTail(Token::Kind K, const char *Start) {

@@ -9,8 +9,8 @@
 #include "Lexer.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -87,6 +87,7 @@ private:
 
   // Pieces.
   bool parseInteger(int64_t &V, StringRef What);
+  bool parseString(std::string &Out);
   bool parseType(TensorType &T);
   bool parseAttribute(Attribute &A);
   bool parseAttrDict(AttrDict &D);
@@ -103,6 +104,7 @@ private:
   bool parseGraph(Module &M);
   bool parseNode(Graph &G);
   bool parseMTBClauses(MultiTemplateBufferNode &N);
+  bool rejectMisplacedClause(const Node &N);
   bool resolveEpilogues(Graph &G);
 
   llvm::SourceMgr &SM;
@@ -140,12 +142,13 @@ bool Parser::parseType(TensorType &T) {
   if (!D)
     return emitError("unknown element type '" + Tok.Spelling +
                      "' (expected f32, f16, bf16, i32 or i64)");
+  SMLoc TypeLoc = Tok.getLoc();
   T.Dtype = *D;
   T.Shape.clear();
   consume();
   if (!expect(Token::LSquare, "'[' to start the shape"))
     return false;
-  return parseCommaList(Token::RSquare, "]", [&] {
+  bool OK = parseCommaList(Token::RSquare, "]", [&] {
     SMLoc Loc = Tok.getLoc();
     int64_t Dim;
     if (!parseInteger(Dim, "a dimension size"))
@@ -156,16 +159,29 @@ bool Parser::parseType(TensorType &T) {
     T.Shape.push_back(Dim);
     return true;
   });
+  if (!OK)
+    return false;
+  // Later layers compute element and byte counts in int64_t; refuse types
+  // whose size cannot be represented rather than let that overflow.
+  int64_t Bytes = dtypeBytes(T.Dtype);
+  for (int64_t Dim : T.Shape)
+    if (llvm::MulOverflow(Bytes, Dim, Bytes))
+      return emitError(TypeLoc, "tensor type " + T.str() +
+                                    " is too large (more than 2^63-1 bytes)");
+  return true;
 }
 
-/// Undoes the escapes raw_ostream::write_escaped produces.
-static bool unescape(StringRef In, std::string &Out) {
+/// Undoes the escapes raw_ostream::write_escaped produces: \\, \", \n, \t
+/// and three octal digits. On failure BadPos is the offset of the bad
+/// escape's backslash.
+static bool unescape(StringRef In, std::string &Out, size_t &BadPos) {
   for (size_t I = 0; I < In.size(); ++I) {
     char C = In[I];
     if (C != '\\') {
       Out += C;
       continue;
     }
+    BadPos = I;
     if (++I == In.size())
       return false;
     switch (In[I]) {
@@ -199,6 +215,19 @@ static bool unescape(StringRef In, std::string &Out) {
   return true;
 }
 
+bool Parser::parseString(std::string &Out) {
+  if (!Tok.is(Token::String))
+    return emitError("expected a string");
+  size_t BadPos = 0;
+  Out.clear();
+  if (!unescape(Tok.Spelling.drop_front().drop_back(), Out, BadPos))
+    return emitError(SMLoc::getFromPointer(Tok.Spelling.data() + 1 + BadPos),
+                     "invalid escape sequence in string (expected \\\\, "
+                     "\\\", \\n, \\t or three octal digits)");
+  consume();
+  return true;
+}
+
 bool Parser::parseAttribute(Attribute &A) {
   switch (Tok.K) {
   case Token::Integer: {
@@ -209,11 +238,14 @@ bool Parser::parseAttribute(Attribute &A) {
     return true;
   }
   case Token::Float: {
-    errno = 0;
     double V = std::strtod(Tok.Spelling.str().c_str(), nullptr);
-    if (errno == ERANGE && !std::isinf(V) && V != 0)
-      return emitError("float '" + Tok.Spelling + "' is out of range");
-    if (std::isinf(V) && !Tok.Spelling.endswith("inf"))
+    // Overflow gives inf and underflow of a non-zero literal gives zero;
+    // subnormal results are kept, since the printer can produce them.
+    bool NonZeroLiteral =
+        Tok.Spelling.take_until([](char C) { return C == 'e' || C == 'E'; })
+            .find_first_of("123456789") != StringRef::npos;
+    if ((std::isinf(V) && !Tok.Spelling.endswith("inf")) ||
+        (V == 0 && NonZeroLiteral))
       return emitError("float '" + Tok.Spelling + "' is out of range");
     A = Attribute::getFloat(V);
     consume();
@@ -221,10 +253,9 @@ bool Parser::parseAttribute(Attribute &A) {
   }
   case Token::String: {
     std::string S;
-    if (!unescape(Tok.Spelling.drop_front().drop_back(), S))
-      return emitError("invalid escape sequence in string");
+    if (!parseString(S))
+      return false;
     A = Attribute::getString(S);
-    consume();
     return true;
   }
   case Token::LSquare: {
@@ -269,7 +300,7 @@ bool Parser::parseAttribute(Attribute &A) {
 }
 
 bool Parser::parseAttrDict(AttrDict &D) {
-  if (!expect(Token::LBrace, "'{'"))
+  if (!expect(Token::LBrace, "'{' to start the attributes"))
     return false;
   return parseCommaList(Token::RBrace, "}", [&] {
     if (!Tok.is(Token::BareIdent))
@@ -314,6 +345,7 @@ bool Parser::parseTimings(std::vector<ChoiceTiming> &Timings) {
       return emitError("expected a choice name");
     ChoiceTiming T;
     T.Choice = Tok.Spelling.str();
+    T.Loc = Tok.getLoc();
     consume();
     if (!expect(Token::Equal, "'='"))
       return false;
@@ -339,6 +371,7 @@ bool Parser::parseDispatch(std::vector<DispatchEntry> &Dispatch) {
     return false;
   return parseCommaList(Token::RBrace, "}", [&] {
     DispatchEntry E;
+    E.Loc = Tok.getLoc();
     if (!parseInteger(E.Hint, "a size hint"))
       return false;
     if (!expect(Token::Equal, "'='"))
@@ -435,9 +468,8 @@ bool Parser::parseMTBClauses(MultiTemplateBufferNode &N) {
           if (!Tok.is(Token::PercentIdent))
             return emitError("expected a value name such as '%x'");
           N.getEpilogue().push_back({nullptr, Tok.getLoc()});
-          Pending.push_back(
-              {&N.getEpilogue(), N.getEpilogue().size() - 1,
-               Tok.ident().str()});
+          Pending.push_back({&N.getEpilogue(), N.getEpilogue().size() - 1,
+                             Tok.ident().str()});
           consume();
           return true;
         }))
@@ -452,11 +484,12 @@ bool Parser::parseMTBClauses(MultiTemplateBufferNode &N) {
     consume();
     if (consumeKeyword("fused"))
       N.setEpilogueFused(true);
-    if (consumeKeyword("fallback")) {
+    if (Tok.isKeyword("fallback")) {
       auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N);
       if (!C)
         return emitError("only a collective node can fall back");
       C->setFallback(true);
+      consume();
     }
   }
   if (Tok.isKeyword("sync")) {
@@ -478,6 +511,42 @@ bool Parser::parseMTBClauses(MultiTemplateBufferNode &N) {
   if (consumeKeyword("dispatch") && !parseDispatch(N.getDispatch()))
     return false;
   return true;
+}
+
+/// The clauses a node kind takes, in the order they must appear.
+static StringRef clausesOf(Node::Kind K) {
+  switch (K) {
+  case Node::Kind::Op:
+    return "configs";
+  case Node::Kind::Buffer:
+    return "kernel";
+  case Node::Kind::MultiTemplateBuffer:
+    return "choices, epilogue, decided, timings, fused_timings, dispatch";
+  case Node::Kind::CollectiveMultiTemplateBuffer:
+    return "group, kind, choices, epilogue, decided, sync, timings, "
+           "fused_timings, dispatch";
+  }
+  return "";
+}
+
+/// A clause keyword where the result type's ':' belongs is a clause out of
+/// order, repeated or on the wrong kind of node; say which clauses fit
+/// rather than just "expected ':'".
+bool Parser::rejectMisplacedClause(const Node &N) {
+  static const StringRef Clauses[] = {
+      "configs",  "kernel",        "group",   "kind",     "choices",
+      "epilogue", "decided",       "fused",   "fallback", "sync",
+      "timings",  "fused_timings", "dispatch"};
+  if (!Tok.is(Token::BareIdent) || !llvm::is_contained(Clauses, Tok.Spelling))
+    return true;
+  if (Tok.isKeyword("fused") || Tok.isKeyword("fallback"))
+    return emitError("'" + Tok.Spelling +
+                     "' must directly follow 'decided <choice>'");
+  StringRef Kind = N.getKindKeyword();
+  std::string What =
+      Kind.empty() ? "a high-level op" : ("a " + Kind + " node").str();
+  return emitError("unexpected '" + Tok.Spelling + "' clause; " + What +
+                   " takes, in this order: " + clausesOf(N.getKind()));
 }
 
 bool Parser::parseNode(Graph &G) {
@@ -517,12 +586,12 @@ bool Parser::parseNode(Graph &G) {
   if (*Op == OpCode::Custom) {
     if (!Tok.is(Token::String))
       return emitError("expected the custom op's name as a string");
+    SMLoc CustomLoc = Tok.getLoc();
     // The printer escapes the name like any string, so undo that here.
-    if (!unescape(Tok.Spelling.drop_front().drop_back(), CustomName))
-      return emitError("invalid escape sequence in string");
+    if (!parseString(CustomName))
+      return false;
     if (CustomName.empty())
-      return emitError("custom op name must not be empty");
-    consume();
+      return emitError(CustomLoc, "custom op name must not be empty");
   }
 
   std::unique_ptr<Node> N;
@@ -560,16 +629,20 @@ bool Parser::parseNode(Graph &G) {
       return false;
   } else if (auto *B = llvm::dyn_cast<BufferNode>(N.get())) {
     if (consumeKeyword("kernel")) {
+      SMLoc KLoc = Tok.getLoc();
       int64_t K;
       if (!parseInteger(K, "a kernel id"))
         return false;
       if (K < 0 || K > INT32_MAX)
-        return emitError("kernel id must be between 0 and 2^31-1");
+        return emitError(KLoc, "kernel id must be between 0 and 2^31-1, got " +
+                                   llvm::Twine(K));
       B->setKernel(static_cast<int>(K));
     }
   } else if (!parseMTBClauses(*llvm::cast<MultiTemplateBufferNode>(N.get()))) {
     return false;
   }
+  if (!rejectMisplacedClause(*N))
+    return false;
 
   if (!expect(Token::Colon, "':' before the result type"))
     return false;
@@ -630,8 +703,12 @@ bool Parser::parseGraph(Module &M) {
           return emitError("expected an input name such as '%x'");
         StringRef Name = Tok.ident();
         SMLoc Loc = Tok.getLoc();
-        if (S.Defined.count(Name))
-          return emitError("duplicate input '%" + Name + "'");
+        if (S.Defined.count(Name)) {
+          emitError("duplicate input '%" + Name + "'");
+          SM.PrintMessage(S.Defined[Name]->getLoc(), llvm::SourceMgr::DK_Note,
+                          "previous definition is here");
+          return false;
+        }
         consume();
         if (!expect(Token::Colon, "':' after the input name"))
           return false;
@@ -646,11 +723,11 @@ bool Parser::parseGraph(Module &M) {
     return false;
   if (!Tok.is(Token::LBrace))
     return emitError("expected '{' to start the graph body");
-  collectDefinitions(StringRef(Tok.Spelling.data() + 1,
-                               SM.getMemoryBuffer(SM.getMainFileID())
-                                       ->getBufferEnd() -
-                                   Tok.Spelling.data() - 1),
-                     S);
+  collectDefinitions(
+      StringRef(Tok.Spelling.data() + 1,
+                SM.getMemoryBuffer(SM.getMainFileID())->getBufferEnd() -
+                    Tok.Spelling.data() - 1),
+      S);
   consume();
 
   while (Tok.is(Token::PercentIdent))

@@ -8,6 +8,7 @@
 #include "mtsched/IR/Graph.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
 
 using namespace mtsched;
@@ -24,8 +25,7 @@ public:
     for (const ProcessGroup &G : M.getGroups())
       for (int64_t R : G.Ranks)
         if (R < 0)
-          error(G.Loc, "group '@" + G.Name + "' has negative rank " +
-                           Twine(R));
+          error(G.Loc, "group '@" + G.Name + "' has negative rank " + Twine(R));
     for (const auto &G : M.getGraphs())
       verifyGraph(*G);
     return NumErrors;
@@ -44,12 +44,16 @@ private:
   bool inferType(const Graph &G, const Node &N, TensorType &Result);
   bool inferCollective(const Graph &G, const Node &N, TensorType &Result);
   void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);
-  void verifyChoices(llvm::ArrayRef<Choice> Choices, SMLoc Loc,
+  void verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                      llvm::StringRef What);
+  void verifyTimings(const MultiTemplateBufferNode &N,
+                     llvm::ArrayRef<ChoiceTiming> Timings,
+                     llvm::StringRef Clause);
   /// Size of the group a node runs on, or 0 after reporting an error.
   int64_t groupSize(const Graph &G, llvm::StringRef Name, SMLoc Loc);
-  /// Name of the process group an op's attributes select.
-  llvm::Optional<std::string> groupAttr(const Node &N);
+  /// Name of the process group an op's attributes select; None (reported
+  /// if Report is set) when the attribute is not a string.
+  llvm::Optional<std::string> groupAttr(const Node &N, bool Report = true);
 
   static std::string name(const Value *V) { return "'%" + V->getName() + "'"; }
 
@@ -85,11 +89,12 @@ void Verifier::verifyGraph(const Graph &G) {
       error(O.Loc, "returned value " + name(O.V) + " is not defined");
 }
 
-llvm::Optional<std::string> Verifier::groupAttr(const Node &N) {
+llvm::Optional<std::string> Verifier::groupAttr(const Node &N, bool Report) {
   for (llvm::StringRef Key : {"group", "process_group"})
     if (const Attribute *A = N.getAttrs().get(Key)) {
       if (!A->isString()) {
-        error(N.getLoc(), "attribute '" + Key + "' must be a string");
+        if (Report)
+          error(N.getLoc(), "attribute '" + Key + "' must be a string");
         return llvm::None;
       }
       return A->getString().str();
@@ -166,14 +171,18 @@ bool Verifier::inferCollective(const Graph &G, const Node &N,
     return false;
   }
   if (N.getOp() == OpCode::AllGather) {
-    Result.Shape[Dim] *= Size;
+    if (llvm::MulOverflow(Result.Shape[Dim], Size, Result.Shape[Dim])) {
+      error(N.getLoc(), "'all_gather' result is too large: dimension " +
+                            Twine(Dim) + " of size " + Twine(In.Shape[Dim]) +
+                            " times " + Twine(Size) + " ranks overflows");
+      return false;
+    }
     return true;
   }
   if (In.Shape[Dim] % Size != 0) {
-    error(N.getLoc(), "'" + N.getOpName() + "' splits dimension " +
-                          Twine(Dim) + " of size " + Twine(In.Shape[Dim]) +
-                          " into " + Twine(Size) +
-                          " ranks, which does not divide it");
+    error(N.getLoc(), "'" + N.getOpName() + "' splits dimension " + Twine(Dim) +
+                          " of size " + Twine(In.Shape[Dim]) + " into " +
+                          Twine(Size) + " ranks, which does not divide it");
     return false;
   }
   if (N.getOp() == OpCode::ReduceScatter)
@@ -184,10 +193,9 @@ bool Verifier::inferCollective(const Graph &G, const Node &N,
 bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   const OpInfo &Info = getOpInfo(N.getOp());
   if (Info.NumOperands >= 0 && int(N.getNumOperands()) != Info.NumOperands) {
-    error(N.getLoc(), "'" + Info.Name + "' expects " +
-                          Twine(Info.NumOperands) + " operand" +
-                          (Info.NumOperands == 1 ? "" : "s") + ", got " +
-                          Twine(N.getNumOperands()));
+    error(N.getLoc(), "'" + Info.Name + "' expects " + Twine(Info.NumOperands) +
+                          " operand" + (Info.NumOperands == 1 ? "" : "s") +
+                          ", got " + Twine(N.getNumOperands()));
     return false;
   }
   auto Operand = [&](unsigned I) -> const TensorType & {
@@ -247,9 +255,9 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
         return false;
       }
     if (B.rank() != 2 && B.rank() != A.rank()) {
-      error(N.getOperands()[1].Loc,
-            "operand " + name(N.getOperand(1)) +
-                " must have rank 2 or the rank of " + name(N.getOperand(0)));
+      error(N.getOperands()[1].Loc, "operand " + name(N.getOperand(1)) +
+                                        " must have rank 2 or the rank of " +
+                                        name(N.getOperand(0)));
       return false;
     }
     int64_t K = A.Shape.back(), KB = B.Shape[B.rank() - 2];
@@ -285,10 +293,10 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
     }
     Result.Dtype = Operand(0).Dtype;
     if (!broadcastShapes(Operand(0).Shape, Operand(1).Shape, Result.Shape)) {
-      error(N.getOperands()[1].Loc,
-            "operands of '" + Info.Name + "' cannot be broadcast together: " +
-                shapeStr(Operand(0).Shape) + " and " +
-                shapeStr(Operand(1).Shape));
+      error(N.getOperands()[1].Loc, "operands of '" + Info.Name +
+                                        "' cannot be broadcast together: " +
+                                        shapeStr(Operand(0).Shape) + " and " +
+                                        shapeStr(Operand(1).Shape));
       return false;
     }
     return true;
@@ -352,64 +360,82 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   return false;
 }
 
-void Verifier::verifyChoices(llvm::ArrayRef<Choice> Choices, SMLoc Loc,
+void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                              llvm::StringRef What) {
   if (Choices.empty()) {
-    error(Loc, "node has an empty " + What + " list");
+    // A custom op is only known through its configs, a multi-template
+    // buffer only through its choices: either needs at least one.
+    error(N.getLoc(),
+          "'%" + N.getName() + "' has no " + What + "; it needs at least one");
     return;
   }
   llvm::StringSet<> Seen;
   for (const Choice &C : Choices)
     if (!Seen.insert(C.Name).second)
-      error(C.Loc, "duplicate " + What.drop_back() + " '" + C.Name + "'");
+      error(C.Loc, "duplicate " + What.drop_back() + " '" + C.Name + "' in '%" +
+                       N.getName() + "'");
+}
+
+void Verifier::verifyTimings(const MultiTemplateBufferNode &N,
+                             llvm::ArrayRef<ChoiceTiming> Timings,
+                             llvm::StringRef Clause) {
+  llvm::StringSet<> Seen;
+  for (const ChoiceTiming &T : Timings) {
+    SMLoc Loc = T.Loc.isValid() ? T.Loc : N.getLoc();
+    if (!N.findChoice(T.Choice))
+      error(Loc, Clause + " names '" + T.Choice +
+                     "', which is not a choice of '%" + N.getName() + "'");
+    else if (!Seen.insert(T.Choice).second)
+      error(Loc, Clause + " names '" + T.Choice + "' twice");
+  }
 }
 
 void Verifier::verifyMTB(const Graph &G, const MultiTemplateBufferNode &N) {
-  verifyChoices(N.getChoices(), N.getLoc(), "choices");
+  verifyChoices(N, N.getChoices(), "choices");
   auto CheckChoice = [&](llvm::StringRef Name, SMLoc Loc,
                          llvm::StringRef Where) {
     if (!N.findChoice(Name))
-      error(Loc, Where + " names '" + Name + "', which is not a choice of '%" +
-                     N.getName() + "'");
+      error(Loc.isValid() ? Loc : N.getLoc(),
+            Where + " names '" + Name + "', which is not a choice of '%" +
+                N.getName() + "'");
   };
   if (N.isDecided())
     CheckChoice(N.getDecision(), N.getDecisionLoc(), "decision");
-  for (const ChoiceTiming &T : N.getTimings())
-    CheckChoice(T.Choice, N.getLoc(), "timings");
-  for (const ChoiceTiming &T : N.getFusedTimings())
-    CheckChoice(T.Choice, N.getLoc(), "fused_timings");
-  int64_t PrevHint = 0;
+  verifyTimings(N, N.getTimings(), "timings");
+  verifyTimings(N, N.getFusedTimings(), "fused_timings");
+  const DispatchEntry *Prev = nullptr;
   for (const DispatchEntry &E : N.getDispatch()) {
-    CheckChoice(E.Choice, N.getLoc(), "dispatch table");
-    if (E.Hint <= PrevHint)
-      error(N.getLoc(), "dispatch size hints must be positive and "
-                        "increasing, got " +
-                            Twine(E.Hint) + " after " + Twine(PrevHint));
-    PrevHint = E.Hint;
+    SMLoc Loc = E.Loc.isValid() ? E.Loc : N.getLoc();
+    CheckChoice(E.Choice, Loc, "dispatch table");
+    if (E.Hint <= 0)
+      error(Loc, "dispatch size hint must be positive, got " + Twine(E.Hint));
+    else if (Prev && E.Hint <= Prev->Hint)
+      error(Loc, "dispatch size hints must be increasing, got " +
+                     Twine(E.Hint) + " after " + Twine(Prev->Hint));
+    Prev = &E;
   }
   for (const Operand &E : N.getEpilogue())
     if (!E.V->getDef() || E.V->getDef()->getIndex() <= N.getIndex())
       error(E.Loc, "epilogue value " + name(E.V) + " must be defined after '%" +
                        N.getName() + "'");
   if (N.isEpilogueFused() && N.getEpilogue().empty())
-    error(N.getDecisionLoc(), "'%" + N.getName() +
-                                  "' is marked fused but has no epilogue");
+    error(N.getDecisionLoc(),
+          "'%" + N.getName() + "' is marked fused but has no epilogue");
 
   if (const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
-    groupSize(G, C->getGroup(), C->getGroupLoc());
     CollectiveKind Expected = collectiveKindOf(N.getOp());
-    if (Expected != CollectiveKind::None &&
-        C->getCollectiveKind() != Expected)
-      error(C->getGroupLoc(), "collective kind '" +
-                                  collectiveKindName(C->getCollectiveKind()) +
-                                  "' does not match op '" + N.getOpName() +
-                                  "'");
-    if (N.getOp() != OpCode::Custom)
-      if (llvm::Optional<std::string> Attr = groupAttr(N))
-        if (*Attr != C->getGroup())
-          error(C->getGroupLoc(), "group '@" + C->getGroup() +
-                                      "' does not match the op's group '@" +
-                                      *Attr + "'");
+    if (Expected != CollectiveKind::None && C->getCollectiveKind() != Expected)
+      error(C->getGroupLoc(),
+            "collective kind '" + collectiveKindName(C->getCollectiveKind()) +
+                "' does not match op '" + N.getOpName() + "'");
+    // The clause repeats the group the op's attributes select (lowering
+    // copies it), so it must agree with them. The group itself is checked
+    // once, with the attributes, by inferCollective or verifyNode.
+    if (llvm::Optional<std::string> Attr = groupAttr(N, /*Report=*/false))
+      if (*Attr != C->getGroup())
+        error(C->getGroupLoc(), "group '@" + C->getGroup() +
+                                    "' does not match the op's group '@" +
+                                    *Attr + "'");
   }
 }
 
@@ -420,8 +446,9 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
     break;
   case Node::Kind::Buffer:
     if (Cat != OpCategory::Pointwise && Cat != OpCategory::Reduction) {
-      error(N.getLoc(), "a buffer must be a pointwise op or a reduction, not '" +
-                            N.getOpName() + "'");
+      error(N.getLoc(),
+            "a buffer must be a pointwise op or a reduction, not '" +
+                N.getOpName() + "'");
       return;
     }
     break;
@@ -445,7 +472,7 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
 
   if (const auto *O = llvm::dyn_cast<OpNode>(&N)) {
     if (N.getOp() == OpCode::Custom)
-      verifyChoices(O->getConfigs(), N.getLoc(), "configs");
+      verifyChoices(N, O->getConfigs(), "configs");
     else if (!O->getConfigs().empty())
       error(N.getLoc(), "only custom ops take 'configs'");
   }

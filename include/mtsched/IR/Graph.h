@@ -165,6 +165,8 @@ private:
 struct ChoiceTiming {
   std::string Choice;
   double Us = std::numeric_limits<double>::infinity();
+  /// Where the parser read the entry; diagnostics about it point here.
+  llvm::SMLoc Loc = {};
 };
 
 /// One row of a multi-kernel dispatch table: inputs up to `UpTo` (the size
@@ -172,6 +174,8 @@ struct ChoiceTiming {
 struct DispatchEntry {
   int64_t Hint;
   std::string Choice;
+  /// Where the parser read the entry; diagnostics about it point here.
+  llvm::SMLoc Loc = {};
   bool operator==(const DispatchEntry &O) const {
     return Hint == O.Hint && Choice == O.Choice;
   }
