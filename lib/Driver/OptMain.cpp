@@ -1,6 +1,7 @@
 //===- OptMain.cpp - The mtsched-opt driver's main loop -------------------===//
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/DiagnosticVerifier.h"
+#include "mtsched/Driver/RankRunner.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Printer.h"
@@ -13,6 +14,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+#include <chrono>
 
 using namespace mtsched;
 
@@ -23,6 +25,11 @@ bool mtsched::expandPipeline(const PassRegistry &Registry,
                              std::vector<std::string> &Out) {
   bool OK = true;
   for (const std::string &Name : In) {
+    if (Name == "default") {
+      Out.insert(Out.end(), std::begin(DefaultPipeline),
+                 std::end(DefaultPipeline));
+      continue;
+    }
     if (Registry.lookup(Name)) {
       Out.push_back(Name);
       continue;
@@ -47,32 +54,11 @@ public:
                llvm::raw_ostream &OS);
 
 private:
-  bool runPipeline(Module &M, Diagnostics &Diags, llvm::raw_ostream &OS);
-
   const OptMainConfig &Config;
   const PassRegistry &Registry;
 };
 
 } // namespace
-
-bool BufferProcessor::runPipeline(Module &M, Diagnostics &Diags,
-                                  llvm::raw_ostream &OS) {
-  PassContext Ctx;
-  Ctx.M = &M;
-  Ctx.Diags = &Diags;
-  PassManager PM(Config.PMOptions, Ctx, OS);
-  for (const std::string &Name : Config.Pipeline)
-    PM.addPass(Registry.lookup(Name)->Factory(Config.Pipe));
-  if (llvm::Error E = PM.run(M)) {
-    llvm::handleAllErrors(
-        std::move(E), [](const ReportedError &) {},
-        [](const llvm::ErrorInfoBase &EI) {
-          llvm::WithColor::error() << EI.message() << '\n';
-        });
-    return false;
-  }
-  return true;
-}
 
 bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
                               llvm::raw_ostream &OS) {
@@ -85,14 +71,21 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
   std::string Output;
   llvm::raw_string_ostream OutOS(Output);
   bool OK = false;
+  auto T0 = std::chrono::steady_clock::now();
+  auto MsSince = [](std::chrono::steady_clock::time_point T) {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now() - T)
+        .count();
+  };
   if (std::unique_ptr<Module> M = parseModule(SM)) {
+    double ParseMs = MsSince(T0);
+    auto T1 = std::chrono::steady_clock::now();
     if (llvm::Error E = verifyModule(*M, SM)) {
       llvm::consumeError(std::move(E));
     } else {
       Diagnostics Diags(SM);
-      OK = runPipeline(*M, Diags, OutOS);
-      if (OK)
-        printModule(*M, OutOS);
+      OK = runOnRanks(Config, Registry, *M, Diags, OutOS,
+                      {{"parse", ParseMs}, {"verify", MsSince(T1)}});
     }
   }
   if (Verifier) {
@@ -115,9 +108,8 @@ int mtsched::optMain(const OptMainConfig &Config,
   std::error_code EC;
   llvm::ToolOutputFile Out(Config.OutputFile, EC, llvm::sys::fs::OF_Text);
   if (EC) {
-    llvm::WithColor::error() << "cannot open output file '"
-                             << Config.OutputFile << "': " << EC.message()
-                             << '\n';
+    llvm::WithColor::error() << "cannot open output file '" << Config.OutputFile
+                             << "': " << EC.message() << '\n';
     return 1;
   }
 

@@ -1,5 +1,6 @@
 //===- RegisterPasses.cpp - The one list of all passes --------------------===//
 #include "mtsched/Driver/RegisterPasses.h"
+#include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Driver/PipelineOptions.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Schedule/Schedule.h"
@@ -20,6 +21,8 @@ void mtsched::registerAllPasses(PassRegistry &Registry) {
       [](const PipelineOptions &O) { return createLowerPass(O.Lowering); });
   add(Registry,
       [](const PipelineOptions &O) { return createFusePass(O.Fusion); });
+  add(Registry,
+      [](const PipelineOptions &O) { return createAutotunePass(O.Session); });
   add(
       Registry,
       [](const PipelineOptions &O) {

@@ -37,8 +37,8 @@ llvm::Optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
   GemmTileConfig T;
   auto Int = [&](int &Out, char Sep) {
     size_t End = Sep ? S.find(Sep) : S.size();
-    if (End == llvm::StringRef::npos || S.substr(0, End).getAsInteger(10, Out) ||
-        Out <= 0)
+    if (End == llvm::StringRef::npos ||
+        S.substr(0, End).getAsInteger(10, Out) || Out <= 0)
       return false;
     S = S.drop_front(std::min(S.size(), End + 1));
     return true;
@@ -150,8 +150,8 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
   if (!Root)
     return fileError(Path, "expected a JSON object at the top level");
   static const llvm::StringRef Known[] = {
-      "gemm_tiles", "gemm_externs",   "all_reduce", "all_gather",
-      "reduce_scatter", "all_to_all", "disabled"};
+      "gemm_tiles",     "gemm_externs", "all_reduce", "all_gather",
+      "reduce_scatter", "all_to_all",   "disabled"};
   for (const auto &KV : *Root)
     if (!llvm::is_contained(Known, KV.first.str()))
       return fileError(Path, "unknown key '" + KV.first.str() + "'");

@@ -123,10 +123,9 @@ llvm::Error LowerPass::run(Graph &G) {
       return Err;
     auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(New.get());
     if (MTB && MTB->getChoices().empty())
-      return Ctx.Diags->error(Op->getLoc(),
-                              "no choices left for '%" + Op->getName() +
-                                  "' ('" + Op->getOpName() +
-                                  "') after disabling choices");
+      return Ctx.Diags->error(
+          Op->getLoc(), "no choices left for '%" + Op->getName() + "' ('" +
+                            Op->getOpName() + "') after disabling choices");
     G.replaceNode(Op, std::move(New));
     if (MTB && Opts.Mode == CollectiveMode::Immediate)
       if (llvm::Error E = Opts.Selector->decideNow(G, *MTB))

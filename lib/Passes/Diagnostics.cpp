@@ -8,7 +8,8 @@ char ReportedError::ID = 0;
 void Diagnostics::print(llvm::SMLoc Loc, llvm::SourceMgr::DiagKind Kind,
                         const llvm::Twine &Msg) {
   std::lock_guard<std::mutex> Lock(Mutex);
-  SM.PrintMessage(Loc, Kind, Msg);
+  if (Printed.emplace(Loc.getPointer(), Kind, Msg.str()).second)
+    SM.PrintMessage(Loc, Kind, Msg);
 }
 
 llvm::Error Diagnostics::error(llvm::SMLoc Loc, const llvm::Twine &Msg) {

@@ -7,6 +7,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Timer.h"
 #include "llvm/Support/raw_ostream.h"
+#include <chrono>
 
 using namespace mtsched;
 
@@ -42,6 +43,7 @@ void PassManager::printPipeline(llvm::raw_ostream &OS) const {
 llvm::Error PassManager::run(Module &M) {
   for (size_t I = 0; I < Passes.size(); ++I) {
     Pass &P = *Passes[I];
+    auto Start = std::chrono::steady_clock::now();
     {
       llvm::Optional<llvm::TimeRegion> Region;
       if (Timers)
@@ -50,14 +52,19 @@ llvm::Error PassManager::run(Module &M) {
         if (llvm::Error E = P.run(*G))
           return E;
     }
+    PassTimesMs.emplace_back(P.getArgument().str(),
+                             std::chrono::duration<double, std::milli>(
+                                 std::chrono::steady_clock::now() - Start)
+                                 .count());
     if (Opts.VerifyEach)
       if (llvm::Error E = verifyModule(M, Ctx.Diags->getSourceMgr())) {
         llvm::consumeError(std::move(E));
-        return Ctx.Diags->error(
-            {}, "IR is invalid after pass '" + P.getArgument() + "'");
+        return Ctx.Diags->error({}, "IR is invalid after pass '" +
+                                        P.getArgument() + "'");
       }
     if (Opts.PrintAfterAll || Opts.PrintAfter.count(P.getArgument())) {
-      DumpOS << "// -----// IR Dump After " << P.getArgument() << " //----- //\n";
+      DumpOS << "// -----// IR Dump After " << P.getArgument()
+             << " //----- //\n";
       printModule(M, DumpOS);
       DumpOS << '\n';
     }

@@ -16,8 +16,7 @@ namespace {
 
 class FusionAnalysis {
 public:
-  FusionAnalysis(const Graph &G, const FusionOptions &Opts)
-      : G(G), Opts(Opts) {
+  FusionAnalysis(const Graph &G, const FusionOptions &Opts) : G(G), Opts(Opts) {
     for (const auto &N : G.getNodes())
       for (const Operand &O : N->getOperands()) {
         auto &Us = Users[O.V];
@@ -266,20 +265,18 @@ public:
   }
   llvm::Error run(Graph &G) override {
     FusionPlan Plan = analyzeFusion(G, Opts);
-    llvm::raw_ostream &OS = llvm::outs();
+    llvm::raw_ostream &OS = *Ctx.AnalysisOS;
     OS << "fusion candidates @" << G.getName() << '\n';
     for (unsigned K = 0; K < Plan.Kernels.size(); ++K) {
       OS << "  kernel " << K << ": ";
-      llvm::interleaveComma(Plan.Kernels[K], OS, [&](const Node *N) {
-        OS << '%' << N->getName();
-      });
+      llvm::interleaveComma(Plan.Kernels[K], OS,
+                            [&](const Node *N) { OS << '%' << N->getName(); });
       OS << '\n';
     }
     for (const auto &E : Plan.Epilogues) {
       OS << "  epilogue of %" << E.first->getName() << ": ";
-      llvm::interleaveComma(E.second, OS, [&](const Node *N) {
-        OS << '%' << N->getName();
-      });
+      llvm::interleaveComma(E.second, OS,
+                            [&](const Node *N) { OS << '%' << N->getName(); });
       OS << '\n';
     }
     for (const auto &E : Plan.NoEpilogue)

@@ -53,9 +53,9 @@ public:
     if (B.Fused < 0)
       return unfused(Q, B);
     double Fused = Q.Variants[B.Fused].FusedUs;
-    double Unfused = B.Unfused < 0 ? std::numeric_limits<double>::infinity()
-                                   : Q.Variants[B.Unfused].UnfusedUs +
-                                         Q.EpilogueUs;
+    double Unfused = B.Unfused < 0
+                         ? std::numeric_limits<double>::infinity()
+                         : Q.Variants[B.Unfused].UnfusedUs + Q.EpilogueUs;
     if (Unfused >= Fused * Q.SpeedupThreshold)
       return {Q.Variants[B.Fused].Choice, true};
     return unfused(Q, B);

@@ -102,9 +102,7 @@ namespace {
 
 class TestPrintSchedulePass : public Pass {
 public:
-  llvm::StringRef getArgument() const override {
-    return "test-print-schedule";
-  }
+  llvm::StringRef getArgument() const override { return "test-print-schedule"; }
   llvm::StringRef getDescription() const override {
     return "Print the kernel execution order and the collective node list";
   }
@@ -112,7 +110,7 @@ public:
     llvm::Expected<Schedule> S = buildSchedule(G);
     if (!S)
       return Ctx.Diags->error(G.getLoc(), toString(S.takeError()));
-    llvm::raw_ostream &OS = llvm::outs();
+    llvm::raw_ostream &OS = *Ctx.AnalysisOS;
     OS << "schedule @" << G.getName() << '\n';
     for (unsigned I = 0; I < S->Kernels.size(); ++I) {
       const ScheduledKernel &K = S->Kernels[I];

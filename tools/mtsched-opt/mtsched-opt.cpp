@@ -6,6 +6,7 @@
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Runtime/DeviceDesc.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -31,8 +32,7 @@ static cl::opt<bool> VerifyDiagnostics(
     cl::cat(DriverCat));
 static cl::list<std::string>
     Pipeline("pipeline", cl::desc("Comma-separated passes to run"),
-             cl::CommaSeparated, cl::value_desc("pass,..."),
-             cl::cat(PassCat));
+             cl::CommaSeparated, cl::value_desc("pass,..."), cl::cat(PassCat));
 static cl::opt<bool> PrintIRAfterAll("print-ir-after-all",
                                      cl::desc("Print the IR after every pass"),
                                      cl::cat(PassCat));
@@ -46,20 +46,21 @@ static cl::opt<bool>
 static cl::opt<bool> TimePasses("time-passes",
                                 cl::desc("Report the time of every pass"),
                                 cl::cat(PassCat));
-static cl::opt<bool> DumpPassPipeline(
-    "dump-pass-pipeline", cl::desc("Print the pipeline to stderr before running"),
-    cl::cat(PassCat));
+static cl::opt<bool>
+    DumpPassPipeline("dump-pass-pipeline",
+                     cl::desc("Print the pipeline to stderr before running"),
+                     cl::cat(PassCat));
 
 static cl::OptionCategory TuneCat("Lowering, fusion and autotuning options");
 
-static cl::opt<CollectiveMode> Mode(
-    "collective-mode", cl::desc("When multi-template buffers are decided"),
-    cl::values(clEnumValN(CollectiveMode::Deferred, "deferred",
-                          "V2: by the scheduler, one pre-sync for all "
-                          "collectives (default)"),
-               clEnumValN(CollectiveMode::Immediate, "immediate",
-                          "V1: while lowering, one sync per collective")),
-    cl::init(CollectiveMode::Deferred), cl::cat(TuneCat));
+static cl::opt<CollectiveMode>
+    Mode("collective-mode", cl::desc("When multi-template buffers are decided"),
+         cl::values(clEnumValN(CollectiveMode::Deferred, "deferred",
+                               "V2: by the scheduler, one pre-sync for all "
+                               "collectives (default)"),
+                    clEnumValN(CollectiveMode::Immediate, "immediate",
+                               "V1: while lowering, one sync per collective")),
+         cl::init(CollectiveMode::Deferred), cl::cat(TuneCat));
 static cl::opt<std::string>
     ChoicesFile("choices-file",
                 cl::desc("JSON file replacing the built-in choice lists"),
@@ -81,6 +82,59 @@ static cl::opt<unsigned> MaxEpilogueLength(
     cl::desc("Longest epilogue chain considered for fusion (default 8)"),
     cl::init(8), cl::cat(TuneCat));
 
+static cl::opt<int> Ranks("ranks",
+                          cl::desc("Ranks to run as threads (default: the "
+                                   "graph's world_size)"),
+                          cl::init(0), cl::cat(TuneCat));
+static cl::opt<std::string>
+    Backend("backend", cl::desc("Where choices are timed: sim (default)"),
+            cl::init("sim"), cl::cat(TuneCat));
+static cl::opt<std::string>
+    Device("device",
+           cl::desc("Simulated device: h100, h200 (default) or a JSON file"),
+           cl::init("h200"), cl::cat(TuneCat));
+static cl::opt<unsigned> BenchRuns("bench-runs",
+                                   cl::desc("Timed runs per measurement "
+                                            "(median taken; default 10)"),
+                                   cl::init(10), cl::cat(TuneCat));
+static cl::opt<unsigned>
+    WarmupRuns("warmup-runs", cl::desc("Untimed warm-up runs (default 2)"),
+               cl::init(2), cl::cat(TuneCat));
+static cl::opt<unsigned> PreSyncTimeoutMs(
+    "pre-sync-timeout-ms",
+    cl::desc("Window of the one pre-sync before benchmarking (default 5)"),
+    cl::init(5), cl::cat(TuneCat));
+static cl::opt<unsigned> ChoiceTimeoutMs(
+    "choice-timeout-ms",
+    cl::desc("A choice running longer is excluded; also bounds every "
+             "exchange between ranks (default 30000)"),
+    cl::init(30000), cl::cat(TuneCat));
+static cl::opt<std::string> CollectiveFallback(
+    "collective-fallback",
+    cl::desc("Choice a collective falls back to (default: its first)"),
+    cl::cat(TuneCat));
+static cl::opt<double> SimNoise("sim-noise",
+                                cl::desc("Simulated timing noise, in percent"),
+                                cl::init(0), cl::cat(TuneCat));
+static cl::opt<uint64_t> Seed("seed", cl::desc("Seed of the simulated noise"),
+                              cl::init(0), cl::cat(TuneCat));
+static cl::list<int64_t> SizeHints(
+    "size-hints",
+    cl::desc("Sizes to tune for: message bytes (collectives), M (matmuls)"),
+    cl::CommaSeparated, cl::value_desc("n,..."), cl::cat(TuneCat));
+static cl::list<std::string>
+    Inject("inject", cl::desc("Inject a fault (see docs/PASSES.md)"),
+           cl::value_desc("spec"), cl::cat(TuneCat));
+static cl::opt<std::string> ReportFile("report",
+                                       cl::desc("Write a JSON report"),
+                                       cl::value_desc("file"),
+                                       cl::cat(TuneCat));
+static cl::opt<std::string>
+    TraceFile("trace", cl::desc("Write a Chrome trace of the autotuning"),
+              cl::value_desc("file"), cl::cat(TuneCat));
+static cl::opt<bool> Quiet("quiet", cl::desc("No progress line on stderr"),
+                           cl::cat(TuneCat));
+
 static void fail(const Twine &Msg) {
   errs() << "mtsched-opt: error: " << Msg << '\n';
   exit(1);
@@ -99,8 +153,8 @@ int main(int argc, char **argv) {
         StringRef(P.Argument), cl::desc(P.Description), cl::cat(PassCat)));
 
   cl::HideUnrelatedOptions({&DriverCat, &PassCat, &TuneCat});
-  cl::ParseCommandLineOptions(argc, argv,
-                              "mtsched-opt: ML graph scheduler and autotuner\n");
+  cl::ParseCommandLineOptions(
+      argc, argv, "mtsched-opt: ML graph scheduler and autotuner\n");
 
   OptMainConfig Config;
   Config.InputFile = InputFile;
@@ -131,6 +185,47 @@ int main(int argc, char **argv) {
   if (MaxEpilogueLength == 0)
     fail("--max-epilogue-length must be at least 1");
   Fusion.MaxEpilogueLength = MaxEpilogueLength;
+
+  if (Backend != "sim")
+    fail("unknown backend '" + Backend + "' (this build has: sim)");
+  if (Ranks < 0 || Ranks > 1024)
+    fail("--ranks must be between 1 and 1024");
+  Config.NumRanks = Ranks;
+  Config.ReportFile = ReportFile;
+  Config.TraceFile = TraceFile;
+  AutotuneOptions &Tune = Config.Pipe.Autotune;
+  Expected<DeviceDesc> Dev = StringRef(Device).endswith(".json")
+                                 ? loadDeviceFile(Device)
+                                 : getBuiltinDevice(Device);
+  if (!Dev)
+    fail(toString(Dev.takeError()));
+  Tune.Device = *Dev;
+  if (BenchRuns == 0)
+    fail("--bench-runs must be at least 1");
+  Tune.BenchRuns = BenchRuns;
+  Tune.WarmupRuns = WarmupRuns;
+  Tune.PreSyncTimeout = std::chrono::milliseconds(PreSyncTimeoutMs);
+  if (ChoiceTimeoutMs == 0)
+    fail("--choice-timeout-ms must be at least 1");
+  Tune.ChoiceTimeout = std::chrono::milliseconds(ChoiceTimeoutMs);
+  Tune.CollectiveFallback = CollectiveFallback;
+  if (SimNoise < 0 || SimNoise >= 100)
+    fail("--sim-noise must be in [0, 100)");
+  Tune.SimNoisePct = SimNoise;
+  Tune.Seed = Seed;
+  for (int64_t H : SizeHints) {
+    if (H <= 0)
+      fail("--size-hints must be positive");
+    Tune.SizeHints.push_back(H);
+  }
+  llvm::sort(Tune.SizeHints);
+  Tune.SizeHints.erase(
+      std::unique(Tune.SizeHints.begin(), Tune.SizeHints.end()),
+      Tune.SizeHints.end());
+  for (const std::string &Spec : Inject)
+    if (Error E = Tune.Faults.add(Spec))
+      fail(toString(std::move(E)));
+  Tune.Progress = !Quiet;
 
   std::vector<std::string> Requested(Pipeline.begin(), Pipeline.end());
   std::vector<std::pair<unsigned, std::string>> Flagged;

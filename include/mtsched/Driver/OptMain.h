@@ -27,10 +27,18 @@ struct OptMainConfig {
   bool DumpPassPipeline = false;
   PassManagerOptions PMOptions;
   PipelineOptions Pipe;
+  /// Ranks run as threads; 0 means the graphs' world size.
+  int NumRanks = 0;
+  /// JSON report and Chrome trace files; empty for none.
+  std::string ReportFile;
+  std::string TraceFile;
 };
 
 /// Runs the driver; returns the process exit code (0 or 1).
 int optMain(const OptMainConfig &Config, const PassRegistry &Registry);
+
+/// The passes `--pipeline=default` stands for.
+inline constexpr const char *DefaultPipeline[] = {"lower", "fuse", "autotune"};
 
 /// Expands pipeline aliases (`default`) and checks every name; reports
 /// unknown names to errs() and returns false.

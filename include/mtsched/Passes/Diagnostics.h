@@ -11,6 +11,9 @@
 #include "llvm/Support/SMLoc.h"
 #include "llvm/Support/SourceMgr.h"
 #include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
 
 namespace mtsched {
 
@@ -27,6 +30,8 @@ public:
   }
 };
 
+/// Every rank runs the same passes, so an error in the input is found once
+/// per rank; each distinct message is printed once.
 class Diagnostics {
 public:
   explicit Diagnostics(llvm::SourceMgr &SM) : SM(SM) {}
@@ -47,6 +52,7 @@ public:
 private:
   llvm::SourceMgr &SM;
   std::mutex Mutex;
+  std::set<std::tuple<const char *, int, std::string>> Printed;
 };
 
 } // namespace mtsched

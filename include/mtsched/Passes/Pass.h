@@ -5,6 +5,10 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+namespace llvm {
+class raw_ostream;
+}
+
 namespace mtsched {
 class Graph;
 class Module;
@@ -14,6 +18,9 @@ class Diagnostics;
 struct PassContext {
   const Module *M = nullptr;
   Diagnostics *Diags = nullptr;
+  /// Where analysis and test passes print: stdout on the reporting rank,
+  /// nowhere on the others.
+  llvm::raw_ostream *AnalysisOS = nullptr;
 };
 
 /// A transformation or analysis over one graph. getArgument() is the name

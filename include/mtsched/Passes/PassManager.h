@@ -5,6 +5,8 @@
 #include "mtsched/Passes/Pass.h"
 #include "llvm/ADT/StringSet.h"
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace llvm {
@@ -30,14 +32,16 @@ public:
   ~PassManager();
 
   void addPass(std::unique_ptr<Pass> P);
-  const std::vector<std::unique_ptr<Pass>> &getPasses() const {
-    return Passes;
-  }
+  const std::vector<std::unique_ptr<Pass>> &getPasses() const { return Passes; }
   /// Prints the pipeline as `--pipeline=` would accept it.
   void printPipeline(llvm::raw_ostream &OS) const;
 
   /// Runs every pass on every graph of M, in order.
   llvm::Error run(Module &M);
+  /// Wall time of each pass run so far, in milliseconds.
+  const std::vector<std::pair<std::string, double>> &getPassTimesMs() const {
+    return PassTimesMs;
+  }
 
 private:
   struct Impl;
@@ -46,6 +50,7 @@ private:
   llvm::raw_ostream &DumpOS;
   std::vector<std::unique_ptr<Pass>> Passes;
   std::unique_ptr<Impl> Timers;
+  std::vector<std::pair<std::string, double>> PassTimesMs;
 };
 
 } // namespace mtsched

@@ -64,8 +64,8 @@ FusionPlan analyzeFusion(const Graph &G, const FusionOptions &Opts);
 /// `fuse`: records the plan in the IR (kernel ids, epilogue lists).
 std::unique_ptr<Pass> createFusePass(const FusionOptions &Opts);
 /// `test-print-fusion-candidates`: prints the plan and every rejection.
-std::unique_ptr<Pass> createTestPrintFusionCandidatesPass(
-    const FusionOptions &Opts);
+std::unique_ptr<Pass>
+createTestPrintFusionCandidatesPass(const FusionOptions &Opts);
 
 } // namespace mtsched
 

@@ -1,0 +1,39 @@
+//===- AutotuneOptions.h - Settings of the autotuner ------------*- C++ -*-===//
+#ifndef MTSCHED_AUTOTUNE_AUTOTUNEOPTIONS_H
+#define MTSCHED_AUTOTUNE_AUTOTUNEOPTIONS_H
+
+#include "mtsched/Autotune/FaultInjection.h"
+#include "mtsched/Runtime/DeviceDesc.h"
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mtsched {
+
+struct AutotuneOptions {
+  DeviceDesc Device;
+  /// Timed runs per measurement (median taken) and untimed warm-up runs.
+  unsigned BenchRuns = 10;
+  unsigned WarmupRuns = 2;
+  /// The one pre-sync's window.
+  std::chrono::milliseconds PreSyncTimeout{5};
+  /// A choice that takes longer is excluded; also bounds every cross-rank
+  /// exchange after the pre-sync window.
+  std::chrono::milliseconds ChoiceTimeout{30000};
+  /// Choice a collective falls back to; empty means its first choice.
+  std::string CollectiveFallback;
+  /// Multiplicative noise of simulated timings, in percent, seeded per rank.
+  double SimNoisePct = 0;
+  uint64_t Seed = 0;
+  /// Message sizes in bytes (collectives) or M (matmuls) to tune for; each
+  /// gets its own winner in a dispatch table.
+  std::vector<int64_t> SizeHints;
+  FaultPlan Faults;
+  /// Show a progress line on stderr for long runs.
+  bool Progress = true;
+};
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_AUTOTUNEOPTIONS_H

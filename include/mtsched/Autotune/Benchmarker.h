@@ -1,0 +1,50 @@
+//===- Benchmarker.h - Measures one choice on one rank ----------*- C++ -*-===//
+//
+// A benchmarker times a choice locally; the autotuner wraps it in the
+// cross-rank protocol (barrier, measure, max-reduce). The simulator and the
+// GPU are two implementations, so tests can inject fakes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_BENCHMARKER_H
+#define MTSCHED_AUTOTUNE_BENCHMARKER_H
+
+#include "mtsched/Autotune/AutotuneOptions.h"
+#include "mtsched/Autotune/Workload.h"
+#include "mtsched/Runtime/CostModel.h"
+#include <memory>
+#include <string>
+
+namespace mtsched {
+
+enum class ChoiceStatus { Ok, Failed, Timeout, WrongResult, Skipped };
+llvm::StringRef choiceStatusName(ChoiceStatus S);
+
+struct Measurement {
+  ChoiceStatus Status = ChoiceStatus::Ok;
+  /// Median of the timed runs, in microseconds; +inf unless Status is Ok.
+  double Us = 0;
+  std::string Message;
+};
+
+class Benchmarker {
+public:
+  virtual ~Benchmarker() = default;
+  /// "sim" or "cuda", as the report names it.
+  virtual llvm::StringRef getBackendName() const = 0;
+  /// Times choice C of node N (fused with its epilogue if Fused).
+  virtual Measurement measure(const MultiTemplateBufferNode &N,
+                              const Workload &W, const Choice &C,
+                              bool Fused) = 0;
+  /// Times N's epilogue as its own kernel.
+  virtual Measurement measureEpilogue(const MultiTemplateBufferNode &N,
+                                      const Workload &W) = 0;
+};
+
+/// Times choices with the roofline cost model, seeded noise per rank and the
+/// injected choice faults.
+std::unique_ptr<Benchmarker> createSimBenchmarker(const AutotuneOptions &Opts,
+                                                  int Rank);
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_BENCHMARKER_H

@@ -1,0 +1,69 @@
+//===- FaultInjection.h - Faults tests can cause on purpose -----*- C++ -*-===//
+//
+// `--inject=SPEC` (repeatable) makes a rank or a choice misbehave so tests
+// can check that every fault ends in bounded time with the survivors
+// agreeing. SPEC is `KIND[:key=value]...`:
+//
+//   late:rank=R:ms=D          rank R reaches the pre-sync D ms late
+//   hang:rank=R               rank R never reaches the pre-sync
+//   exit:rank=R               rank R exits before the pre-sync
+//   mismatch:rank=R           rank R collects different collective nodes
+//   build-fail:choice=C       choice C fails to compile
+//   run-fail:choice=C         choice C fails when launched
+//   wrong-result:choice=C     choice C returns a wrong result
+//   timeout:choice=C          choice C runs past --choice-timeout-ms
+//
+// Choice faults take optional `node=%name` and `rank=R` to narrow them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_FAULTINJECTION_H
+#define MTSCHED_AUTOTUNE_FAULTINJECTION_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <string>
+#include <vector>
+
+namespace mtsched {
+
+struct Fault {
+  enum class Kind {
+    Late,
+    Hang,
+    Exit,
+    Mismatch,
+    BuildFail,
+    RunFail,
+    WrongResult,
+    Timeout
+  };
+  Kind K;
+  /// -1: every rank (choice faults only).
+  int Rank = -1;
+  unsigned DelayMs = 0;
+  std::string Choice;
+  /// Without '%'; empty: every node.
+  std::string Node;
+
+  bool isRankFault() const { return K <= Kind::Mismatch; }
+};
+
+class FaultPlan {
+public:
+  /// Parses one --inject spec.
+  llvm::Error add(llvm::StringRef Spec);
+  bool empty() const { return Faults.empty(); }
+
+  /// The first rank fault of kind K for Rank, if any.
+  const Fault *rankFault(Fault::Kind K, int Rank) const;
+  /// The choice fault hitting (Rank, node, choice), if any.
+  const Fault *choiceFault(int Rank, llvm::StringRef Node,
+                           llvm::StringRef Choice) const;
+
+private:
+  std::vector<Fault> Faults;
+};
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_FAULTINJECTION_H

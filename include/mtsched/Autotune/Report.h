@@ -1,0 +1,29 @@
+//===- Report.h - The JSON report of an autotuning run ----------*- C++ -*-===//
+//
+// The contract is documented in docs/REPORT.md: keys may be added, never
+// renamed.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_REPORT_H
+#define MTSCHED_AUTOTUNE_REPORT_H
+
+#include "mtsched/Autotune/Autotuner.h"
+#include "llvm/Support/JSON.h"
+
+namespace mtsched {
+
+struct ReportInput {
+  llvm::StringRef Backend;
+  int WorldSize = 1;
+  CollectiveMode Mode = CollectiveMode::Deferred;
+  /// The reporting rank's result (its RankLocalUs covers every rank heard).
+  const RunResult *Result = nullptr;
+  /// Phases timed outside the autotuner (parse, each pass), in ms.
+  std::vector<std::pair<std::string, double>> ExtraPhasesMs;
+};
+
+llvm::json::Value buildReport(const ReportInput &In);
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_REPORT_H

@@ -1,0 +1,49 @@
+//===- Workload.h - What a choice has to compute ----------------*- C++ -*-===//
+//
+// The shape-level description of a multi-template buffer (and its epilogue)
+// that cost models and benchmarkers work from, at its own size or at a size
+// hint.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_WORKLOAD_H
+#define MTSCHED_AUTOTUNE_WORKLOAD_H
+
+#include "mtsched/IR/Graph.h"
+#include "mtsched/Runtime/CostModel.h"
+#include "llvm/ADT/Optional.h"
+
+namespace mtsched {
+
+struct Workload {
+  enum class Kind { Gemm, Collective, Custom };
+  Kind K = Kind::Custom;
+  GemmProblem Gemm{};
+  CollectiveKind Collective = CollectiveKind::None;
+  /// Per-rank message size of a collective.
+  int64_t Bytes = 0;
+  int Ranks = 1;
+  /// A custom op's input and output bytes.
+  int64_t InBytes = 0, OutBytes = 0;
+  /// The epilogue candidate (NumOps == 0 if none).
+  EpilogueDesc Epilogue{};
+};
+
+/// Describes N at its own size (Hint == 0) or at a size hint: M for a
+/// matmul, message bytes for a collective.
+Workload describeNode(const Module &M, const Graph &G,
+                      const MultiTemplateBufferNode &N, int64_t Hint = 0);
+
+/// The collective algorithm a choice name stands for: `nccl`, `one_shot`,
+/// `two_shot`, `p2p`, also inside custom config names.
+llvm::Optional<CollectiveAlgo> collectiveAlgoOf(llvm::StringRef ChoiceName);
+
+/// Noise-free predicted time of a choice (fused with the epilogue if Fused)
+/// in microseconds; +inf if it cannot run that way.
+double predictChoiceUs(const DeviceDesc &D, const Workload &W, const Choice &C,
+                       bool Fused);
+/// Predicted time of the epilogue as its own kernel.
+double predictEpilogueUs(const DeviceDesc &D, const Workload &W);
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_WORKLOAD_H

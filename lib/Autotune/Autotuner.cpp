@@ -1,0 +1,684 @@
+//===- Autotuner.cpp - One rank's autotuning session ----------------------===//
+#include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/IR/Printer.h"
+#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Schedule/Schedule.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/TimeProfiler.h"
+#include "llvm/Support/xxhash.h"
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+using namespace mtsched;
+using Clock = std::chrono::steady_clock;
+
+char RankStoppedError::ID = 0;
+
+static constexpr double Inf = std::numeric_limits<double>::infinity();
+
+static double msSince(Clock::time_point T) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - T).count();
+}
+
+uint64_t mtsched::fingerprintCollectives(
+    const Graph &G,
+    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << '@' << G.getName();
+  for (const CollectiveMultiTemplateBufferNode *N : Nodes) {
+    OS << "|%" << N->getName() << ' ' << N->getOpName() << ' '
+       << collectiveKindName(N->getCollectiveKind()) << " @" << N->getGroup();
+    for (const Operand &O : N->getOperands())
+      OS << ' ' << O.V->getType().str();
+    OS << " -> " << N->getType().str() << " [";
+    for (const Choice &C : N->getChoices())
+      OS << C.Name << ',';
+    OS << ']';
+  }
+  return llvm::xxHash64(OS.str());
+}
+
+namespace {
+
+/// A cross-rank outcome code; max-reducing it picks the worst status.
+double statusCode(ChoiceStatus S) {
+  switch (S) {
+  case ChoiceStatus::Ok:
+    return 0;
+  case ChoiceStatus::WrongResult:
+    return 1;
+  case ChoiceStatus::Failed:
+    return 2;
+  case ChoiceStatus::Timeout:
+    return 3;
+  case ChoiceStatus::Skipped:
+    return 4;
+  }
+  return 2;
+}
+
+ChoiceStatus statusFromCode(double C) {
+  if (C >= 4)
+    return ChoiceStatus::Skipped;
+  if (C >= 3)
+    return ChoiceStatus::Timeout;
+  if (C >= 2)
+    return ChoiceStatus::Failed;
+  if (C >= 1)
+    return ChoiceStatus::WrongResult;
+  return ChoiceStatus::Ok;
+}
+
+/// A measurement agreed by every rank, plus this rank's own.
+struct Agreed {
+  ChoiceStatus Status = ChoiceStatus::Skipped;
+  double Us = Inf;
+  double LocalUs = Inf;
+  std::string Message;
+};
+
+} // namespace
+
+struct Autotuner::Impl {
+  Impl(Autotuner &Self, const AutotuneOptions &Opts,
+       const FusionOptions &Fusion, Communicator &Comm, Diagnostics &Diags,
+       const Module &M, RankHooks Hooks)
+      : Self(Self), Opts(Opts), Fusion(Fusion), Comm(Comm), Diags(Diags), M(M),
+        Hooks(std::move(Hooks)) {
+    auto H = createFusionHeuristic(Fusion.Heuristic);
+    if (H)
+      Heuristic = std::move(*H);
+    else
+      llvm::consumeError(H.takeError());
+  }
+
+  Autotuner &Self;
+  const AutotuneOptions &Opts;
+  FusionOptions Fusion;
+  Communicator &Comm;
+  Diagnostics &Diags;
+  const Module &M;
+  RankHooks Hooks;
+  std::unique_ptr<FusionHeuristic> Heuristic;
+
+  /// Set once peers stopped answering or the pre-sync failed: from then on
+  /// nothing crosses ranks and every node is decided by the fallback rules.
+  bool Degraded = false;
+  std::string DegradedReason;
+  bool RankFaultsApplied = false;
+  /// Measurements already agreed, by workload, choice, fusion and size.
+  std::map<std::string, Agreed> Memo;
+  Clock::time_point Start = Clock::now();
+  bool ProgressShown = false;
+
+  RunResult &result() { return Self.Result; }
+  int rank() const { return Comm.rank(); }
+
+  void warn(llvm::SMLoc Loc, const llvm::Twine &Msg) {
+    Diags.warning(Loc, "rank " + llvm::Twine(rank()) + ": " + Msg);
+  }
+  void addPhase(llvm::StringRef Name, double Ms) {
+    result().PhasesMs[Name.str()] += Ms;
+  }
+
+  llvm::Error applyRankFaults();
+  /// Barrier with the pre-sync window, then agreement on (ok, fingerprint)
+  /// within the choice timeout. Returns an empty string on success, else
+  /// the reason.
+  std::string sync(uint64_t Fingerprint);
+  std::string fallbackChoice(const MultiTemplateBufferNode &N) const;
+  void decideWithoutBenchmark(const Graph &G, MultiTemplateBufferNode &N,
+                              llvm::StringRef Reason);
+  /// Measures the choices of N (fused or not) at a size, max-reduced.
+  std::vector<Agreed> measureChoices(const Graph &G,
+                                     const MultiTemplateBufferNode &N,
+                                     const Workload &W, int64_t Hint,
+                                     bool Fused);
+  Agreed measureEpilogue(const MultiTemplateBufferNode &N, const Workload &W);
+  /// Finalizes N: benchmark, fusion decision, dispatch table.
+  void finalize(const Graph &G, MultiTemplateBufferNode &N, bool WithFusion);
+  void showProgress(size_t Done, size_t Total);
+};
+
+Autotuner::Autotuner(const AutotuneOptions &Opts, const FusionOptions &Fusion,
+                     CollectiveMode Mode, Communicator &Comm,
+                     std::unique_ptr<Benchmarker> Bench, Diagnostics &Diags,
+                     const Module &M, RankHooks Hooks)
+    : Mode(Mode), Bench(std::move(Bench)) {
+  P = std::make_unique<Impl>(*this, Opts, Fusion, Comm, Diags, M,
+                             std::move(Hooks));
+}
+
+Autotuner::~Autotuner() = default;
+
+llvm::Error Autotuner::Impl::applyRankFaults() {
+  if (RankFaultsApplied)
+    return llvm::Error::success();
+  RankFaultsApplied = true;
+  if (const Fault *F = Opts.Faults.rankFault(Fault::Kind::Late, rank()))
+    std::this_thread::sleep_for(std::chrono::milliseconds(F->DelayMs));
+  if (Opts.Faults.rankFault(Fault::Kind::Exit, rank())) {
+    if (Hooks.Exit)
+      Hooks.Exit();
+    return llvm::make_error<RankStoppedError>("rank " + std::to_string(rank()) +
+                                              " exited (injected fault)");
+  }
+  if (Opts.Faults.rankFault(Fault::Kind::Hang, rank())) {
+    if (Hooks.Hang)
+      Hooks.Hang();
+    return llvm::make_error<RankStoppedError>("rank " + std::to_string(rank()) +
+                                              " hung (injected fault)");
+  }
+  return llvm::Error::success();
+}
+
+std::string Autotuner::Impl::sync(uint64_t Fingerprint) {
+  llvm::TimeTraceScope Scope("pre-sync");
+  if (Degraded)
+    return DegradedReason;
+  ++result().Sync.Count;
+  CommStatus Barrier = Comm.barrier(Opts.PreSyncTimeout);
+  std::string Mine = std::string(Barrier == CommStatus::Ok ? "1:" : "0:") +
+                     llvm::utohexstr(Fingerprint);
+  std::vector<std::string> All;
+  CommStatus Gather = Comm.allGather(Mine, All, Opts.ChoiceTimeout);
+  if (Gather != CommStatus::Ok) {
+    Degraded = true;
+    DegradedReason = "peers did not answer within " +
+                     std::to_string(Opts.ChoiceTimeout.count()) +
+                     " ms after the pre-sync (" + commStatusName(Gather).str() +
+                     ")";
+    return DegradedReason;
+  }
+  std::vector<std::string> Late;
+  for (size_t R = 0; R < All.size(); ++R)
+    if (!llvm::StringRef(All[R]).startswith("1:"))
+      Late.push_back(std::to_string(R));
+  if (!Late.empty())
+    return "the " + std::to_string(Opts.PreSyncTimeout.count()) +
+           " ms pre-sync window expired on rank(s) " + llvm::join(Late, ", ");
+  for (size_t R = 1; R < All.size(); ++R)
+    if (All[R].substr(2) != All[0].substr(2))
+      return "ranks collected different collective nodes (rank " +
+             std::to_string(R) + " fingerprint " + All[R].substr(2) +
+             ", rank 0 fingerprint " + All[0].substr(2) + ")";
+  return "";
+}
+
+std::string
+Autotuner::Impl::fallbackChoice(const MultiTemplateBufferNode &N) const {
+  if (llvm::isa<CollectiveMultiTemplateBufferNode>(N) &&
+      !Opts.CollectiveFallback.empty() && N.findChoice(Opts.CollectiveFallback))
+    return Opts.CollectiveFallback;
+  return N.getChoices().front().Name;
+}
+
+static NodeResult startRecord(const Graph &G,
+                              const MultiTemplateBufferNode &N) {
+  NodeResult R;
+  R.Graph = G.getName();
+  R.Name = "%" + N.getName();
+  R.Kind = N.getKindKeyword().str();
+  R.Op = N.getOpName().str();
+  if (const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N))
+    R.Group = C->getGroup();
+  for (const Operand &E : N.getEpilogue())
+    R.Epilogue.push_back("%" + E.V->getName());
+  return R;
+}
+
+void Autotuner::Impl::decideWithoutBenchmark(const Graph &G,
+                                             MultiTemplateBufferNode &N,
+                                             llvm::StringRef Reason) {
+  NodeResult R = startRecord(G, N);
+  std::string Chosen = fallbackChoice(N);
+  if (auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
+    C->setSync(SyncState::Failed);
+    C->setFallback(true);
+    R.Fallback = true;
+  } else {
+    // Peers cannot agree on measurements, but the noise-free cost model
+    // gives every rank the same ranking.
+    Workload W = describeNode(M, G, N);
+    double Best = Inf;
+    for (const Choice &Ch : N.getChoices()) {
+      double Us = predictChoiceUs(Opts.Device, W, Ch, false);
+      if (Us < Best) {
+        Best = Us;
+        Chosen = Ch.Name;
+      }
+    }
+    R.Fallback = true;
+  }
+  for (const Choice &Ch : N.getChoices()) {
+    ChoiceResult CR;
+    CR.Name = Ch.Name;
+    CR.Status = ChoiceStatus::Skipped;
+    CR.Us = CR.LocalUs = CR.FusedUs = Inf;
+    CR.Message = Reason.str();
+    R.Choices.push_back(CR);
+  }
+  N.setDecision(Chosen);
+  N.setEpilogueFused(false);
+  R.Chosen = Chosen;
+  result().Nodes.push_back(std::move(R));
+}
+
+/// Times kept to the nanosecond: finer digits are noise and clutter the IR.
+static double roundUs(double Us) {
+  return std::isfinite(Us) ? std::round(Us * 1000.0) / 1000.0 : Us;
+}
+
+/// The key under which a measurement is remembered and reused.
+static std::string memoKey(const Workload &W, const Choice &C, bool Fused) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << int(W.K) << ':' << W.Gemm.Batch << 'x' << W.Gemm.M << 'x' << W.Gemm.N
+     << 'x' << W.Gemm.K << ':' << int(W.Gemm.Dtype) << ':' << int(W.Collective)
+     << ':' << W.Bytes << ':' << W.Ranks << ':' << W.InBytes << ':'
+     << W.OutBytes << ':' << C.Name;
+  C.Params.print(OS);
+  if (Fused)
+    OS << ":fused:" << W.Epilogue.NumOps << ':' << W.Epilogue.Elements << ':'
+       << W.Epilogue.ExtraInputBytes << ':' << W.Epilogue.FlopsPerElement << ':'
+       << W.Epilogue.RowReduction;
+  return OS.str();
+}
+
+std::vector<Agreed>
+Autotuner::Impl::measureChoices(const Graph &G,
+                                const MultiTemplateBufferNode &N,
+                                const Workload &W, int64_t Hint, bool Fused) {
+  bool Collective = llvm::isa<CollectiveMultiTemplateBufferNode>(N);
+  std::vector<Agreed> Out(N.getChoices().size());
+  // Local results still to be max-reduced (non-collectives: one reduction
+  // for the whole node).
+  std::vector<size_t> Pending;
+  std::vector<double> PendingValues;
+  for (size_t I = 0; I < N.getChoices().size(); ++I) {
+    const Choice &C = N.getChoices()[I];
+    if (Fused && C.isExtern()) {
+      Out[I].Status = ChoiceStatus::Skipped;
+      Out[I].Message = "extern choices cannot fuse";
+      continue;
+    }
+    std::string Key = memoKey(W, C, Fused);
+    auto Hit = Memo.find(Key);
+    if (Hit != Memo.end()) {
+      ++result().MemoHits;
+      Out[I] = Hit->second;
+      continue;
+    }
+    if (Degraded)
+      continue;
+    if (Collective && Comm.barrier(Opts.ChoiceTimeout) != CommStatus::Ok) {
+      Degraded = true;
+      DegradedReason = "a peer stopped answering during benchmarking";
+      continue;
+    }
+    Measurement Local;
+    {
+      llvm::TimeTraceScope Scope("benchmark", [&] {
+        return "%" + N.getName() + " " + C.Name + (Fused ? " fused" : "") +
+               (Hint ? " @" + std::to_string(Hint) : "");
+      });
+      Local = Self.Bench->measure(N, W, C, Fused);
+    }
+    ++result().BenchmarksRun;
+    Out[I].LocalUs = Local.Status == ChoiceStatus::Ok ? Local.Us : Inf;
+    Out[I].Message = Local.Message;
+    Out[I].Status = Local.Status;
+    Pending.push_back(I);
+    PendingValues.push_back(Out[I].LocalUs);
+    PendingValues.push_back(statusCode(Local.Status));
+    if (Collective || I + 1 == N.getChoices().size()) {
+      if (!PendingValues.empty() &&
+          Comm.allReduceMax(PendingValues, Opts.ChoiceTimeout) !=
+              CommStatus::Ok) {
+        Degraded = true;
+        DegradedReason = "a peer stopped answering during benchmarking";
+        for (size_t J : Pending)
+          Out[J].Status = ChoiceStatus::Skipped;
+      } else {
+        for (size_t K = 0; K < Pending.size(); ++K) {
+          Agreed &A = Out[Pending[K]];
+          A.Us = roundUs(PendingValues[2 * K]);
+          ChoiceStatus S = statusFromCode(PendingValues[2 * K + 1]);
+          if (S != ChoiceStatus::Ok && A.Status == ChoiceStatus::Ok)
+            A.Message = "failed on another rank";
+          A.Status = S;
+          if (S != ChoiceStatus::Ok)
+            A.Us = Inf;
+          Memo[memoKey(W, N.getChoices()[Pending[K]], Fused)] = A;
+        }
+      }
+      Pending.clear();
+      PendingValues.clear();
+    }
+  }
+  return Out;
+}
+
+Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
+                                        const Workload &W) {
+  Agreed A;
+  Choice Epi{"<epilogue>", {}, {}};
+  std::string Key = memoKey(W, Epi, /*Fused=*/true);
+  auto Hit = Memo.find(Key);
+  if (Hit != Memo.end()) {
+    ++result().MemoHits;
+    return Hit->second;
+  }
+  if (Degraded)
+    return A;
+  Measurement Local = Self.Bench->measureEpilogue(N, W);
+  ++result().BenchmarksRun;
+  std::vector<double> V{Local.Status == ChoiceStatus::Ok ? Local.Us : Inf};
+  if (Comm.allReduceMax(V, Opts.ChoiceTimeout) != CommStatus::Ok) {
+    Degraded = true;
+    DegradedReason = "a peer stopped answering during benchmarking";
+    return A;
+  }
+  A.Status = std::isfinite(V[0]) ? ChoiceStatus::Ok : ChoiceStatus::Failed;
+  A.Us = roundUs(V[0]);
+  A.LocalUs = Local.Us;
+  Memo[Key] = A;
+  return A;
+}
+
+void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
+                               bool WithFusion) {
+  llvm::TimeTraceScope Scope("finalize", "%" + N.getName());
+  Workload W = describeNode(M, G, N);
+  std::vector<Agreed> Unfused = measureChoices(G, N, W, 0, false);
+  if (Degraded) {
+    decideWithoutBenchmark(G, N, DegradedReason);
+    return;
+  }
+  NodeResult R = startRecord(G, N);
+  bool HasEpilogue = WithFusion && !N.getEpilogue().empty();
+  bool Measured = Heuristic->needsMeasuredFusedTimes();
+  std::vector<Agreed> Fused;
+  Agreed Epilogue;
+  if (HasEpilogue) {
+    if (Measured) {
+      Fused = measureChoices(G, N, W, 0, true);
+      Epilogue = measureEpilogue(N, W);
+    } else {
+      for (const Choice &C : N.getChoices()) {
+        Agreed A;
+        A.Us = roundUs(predictChoiceUs(Opts.Device, W, C, true));
+        A.Status =
+            std::isfinite(A.Us) ? ChoiceStatus::Ok : ChoiceStatus::Skipped;
+        Fused.push_back(A);
+      }
+      Epilogue.Us = roundUs(predictEpilogueUs(Opts.Device, W));
+    }
+    if (Degraded) {
+      decideWithoutBenchmark(G, N, DegradedReason);
+      return;
+    }
+  }
+
+  FusionQuery Q;
+  Q.SpeedupThreshold = Fusion.SpeedupThreshold;
+  Q.EpilogueUs = Epilogue.Us;
+  for (size_t I = 0; I < N.getChoices().size(); ++I) {
+    const Choice &C = N.getChoices()[I];
+    double UnfusedUs = Unfused[I].Us;
+    // The cost-model heuristic compares predictions on both sides.
+    if (HasEpilogue && !Measured)
+      UnfusedUs = Unfused[I].Status == ChoiceStatus::Ok
+                      ? predictChoiceUs(Opts.Device, W, C, false)
+                      : Inf;
+    Q.Variants.push_back({C.Name, UnfusedUs, HasEpilogue ? Fused[I].Us : Inf});
+  }
+  FusionDecision D = Heuristic->decide(Q);
+  if (!D.Fused) {
+    // The measured winner, whatever the heuristic's inputs were.
+    double Best = Inf;
+    for (size_t I = 0; I < Unfused.size(); ++I)
+      if (Unfused[I].Us < Best) {
+        Best = Unfused[I].Us;
+        D.Choice = N.getChoices()[I].Name;
+      }
+  }
+  bool AnyUsable = D.Fused;
+  for (const Agreed &A : Unfused)
+    AnyUsable |= std::isfinite(A.Us);
+  if (!AnyUsable) {
+    D.Choice = fallbackChoice(N);
+    R.Fallback = true;
+    warn(N.getLoc(), "every choice of '%" + N.getName() + "' failed; using '" +
+                         D.Choice + "'");
+  }
+
+  N.setDecision(D.Choice);
+  N.setEpilogueFused(D.Fused);
+  N.getTimings().clear();
+  N.getFusedTimings().clear();
+  for (size_t I = 0; I < N.getChoices().size(); ++I) {
+    const Choice &C = N.getChoices()[I];
+    N.getTimings().push_back({C.Name, Unfused[I].Us});
+    ChoiceResult CR;
+    CR.Name = C.Name;
+    CR.Status = Unfused[I].Status;
+    CR.Us = Unfused[I].Us;
+    CR.LocalUs = Unfused[I].LocalUs;
+    CR.FusedUs = Inf;
+    CR.Message = Unfused[I].Message;
+    if (HasEpilogue && !C.isExtern()) {
+      N.getFusedTimings().push_back({C.Name, Fused[I].Us});
+      CR.FusedUs = Fused[I].Us;
+      CR.FusedPredicted = !Measured;
+    }
+    R.Choices.push_back(CR);
+  }
+  if (auto *CN = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
+    CN->setSync(SyncState::Ok);
+    CN->setFallback(R.Fallback);
+  }
+
+  // One winner per size hint, measured at that size.
+  bool Hintable = W.K != Workload::Kind::Custom;
+  for (int64_t Hint : Hintable ? Opts.SizeHints : std::vector<int64_t>()) {
+    Workload HW = describeNode(M, G, N, Hint);
+    std::vector<Agreed> AtHint = measureChoices(G, N, HW, Hint, false);
+    if (Degraded)
+      break;
+    double Best = Inf;
+    std::string Winner = fallbackChoice(N);
+    for (size_t I = 0; I < AtHint.size(); ++I)
+      if (AtHint[I].Us < Best) {
+        Best = AtHint[I].Us;
+        Winner = N.getChoices()[I].Name;
+      }
+    N.getDispatch().push_back({Hint, Winner});
+    R.Dispatch.push_back({Hint, Winner});
+  }
+
+  R.Chosen = D.Choice;
+  R.EpilogueFused = D.Fused;
+  R.EpilogueUs = Epilogue.Us;
+  result().Nodes.push_back(std::move(R));
+}
+
+void Autotuner::Impl::showProgress(size_t Done, size_t Total) {
+  if (!Opts.Progress || rank() != 0 || !llvm::errs().is_displayed())
+    return;
+  if (msSince(Start) < 1000 && !ProgressShown)
+    return;
+  ProgressShown = true;
+  llvm::errs() << "\r[mtsched] autotuning " << Done << "/" << Total << " nodes";
+  if (Done == Total)
+    llvm::errs() << '\n';
+  llvm::errs().flush();
+}
+
+llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
+  Impl &I = *P;
+  if (llvm::Error E = I.applyRankFaults())
+    return E;
+  auto T0 = Clock::now();
+  if (auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
+    const CollectiveMultiTemplateBufferNode *One[] = {C};
+    uint64_t Fp = fingerprintCollectives(G, One);
+    if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
+      Fp = ~Fp;
+    auto S0 = Clock::now();
+    std::string Why = I.sync(Fp);
+    Result.Sync.Ms += msSince(S0);
+    I.addPhase("pre_sync", msSince(S0));
+    if (!Why.empty()) {
+      Result.Sync.Ok = false;
+      if (Result.Sync.Reason.empty())
+        Result.Sync.Reason = Why;
+      I.warn(N.getLoc(), "sync for '%" + N.getName() + "' failed: " + Why +
+                             "; falling back to '" + I.fallbackChoice(N) + "'");
+      I.decideWithoutBenchmark(G, N, Why);
+      I.addPhase("benchmark", msSince(T0));
+      return llvm::Error::success();
+    }
+  }
+  I.finalize(G, N, /*WithFusion=*/false);
+  I.addPhase("benchmark", msSince(T0));
+  return llvm::Error::success();
+}
+
+llvm::Error Autotuner::tuneGraph(Graph &G) {
+  Impl &I = *P;
+  if (llvm::Error E = I.applyRankFaults())
+    return E;
+  auto T0 = Clock::now();
+  llvm::Expected<Schedule> S = buildSchedule(G);
+  if (!S)
+    return I.Diags.error(G.getLoc(), toString(S.takeError()));
+  std::vector<MultiTemplateBufferNode *> Todo;
+  for (const ScheduledKernel &K : S->Kernels)
+    if (auto *N = llvm::dyn_cast<MultiTemplateBufferNode>(
+            const_cast<Node *>(K.getLeader())))
+      if (!N->isDecided())
+        Todo.push_back(N);
+  std::vector<const CollectiveMultiTemplateBufferNode *> Collectives;
+  for (const CollectiveMultiTemplateBufferNode *C : S->Collectives)
+    if (!C->isDecided())
+      Collectives.push_back(C);
+  I.addPhase("collect", msSince(T0));
+
+  std::string SyncFailure;
+  if (!Collectives.empty()) {
+    auto S0 = Clock::now();
+    uint64_t Fp = fingerprintCollectives(G, Collectives);
+    // A rank that collected a different list: it misses the last node.
+    if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
+      Fp = fingerprintCollectives(G,
+                                  llvm::makeArrayRef(Collectives).drop_back());
+    SyncFailure = I.sync(Fp);
+    double Ms = msSince(S0);
+    Result.Sync.Ms += Ms;
+    I.addPhase("pre_sync", Ms);
+    if (!SyncFailure.empty()) {
+      Result.Sync.Ok = false;
+      if (Result.Sync.Reason.empty())
+        Result.Sync.Reason = SyncFailure;
+      I.warn(G.getLoc(), "pre-sync failed: " + SyncFailure +
+                             "; every node of '@" + G.getName() +
+                             "' falls back to its default choice");
+      // Once the pre-sync failed ranks may not even hold the same graph, so
+      // nothing else crosses ranks.
+      I.Degraded = true;
+      I.DegradedReason = SyncFailure;
+    }
+  }
+
+  auto B0 = Clock::now();
+  for (size_t K = 0; K < Todo.size(); ++K) {
+    if (I.Degraded)
+      I.decideWithoutBenchmark(G, *Todo[K], I.DegradedReason);
+    else
+      I.finalize(G, *Todo[K], /*WithFusion=*/true);
+    I.showProgress(K + 1, Todo.size());
+  }
+  I.addPhase("benchmark", msSince(B0));
+  return llvm::Error::success();
+}
+
+void Autotuner::finish() {
+  Impl &I = *P;
+  auto T0 = Clock::now();
+  int Size = I.Comm.size();
+  Result.RankLocalUs.assign(Size, {});
+  Result.RankDecisions.assign(Size, {});
+  // Serialise this rank's view; rank 0 reports everyone's.
+  llvm::json::Array Nodes;
+  llvm::json::Object Decisions;
+  for (const NodeResult &N : Result.Nodes) {
+    llvm::json::Array Times;
+    for (const ChoiceResult &C : N.Choices)
+      Times.push_back(std::isfinite(C.LocalUs) ? llvm::json::Value(C.LocalUs)
+                                               : llvm::json::Value(nullptr));
+    Nodes.push_back(std::move(Times));
+    Decisions[N.Graph + "/" + N.Name] = N.Chosen;
+  }
+  std::string Mine;
+  llvm::raw_string_ostream OS(Mine);
+  OS << llvm::json::Value(llvm::json::Object{
+      {"local", std::move(Nodes)}, {"decisions", std::move(Decisions)}});
+  std::vector<std::string> All;
+  if (I.Degraded ||
+      I.Comm.allGather(OS.str(), All, I.Opts.ChoiceTimeout) != CommStatus::Ok)
+    All.assign(Size, "");
+  All[I.rank()] = OS.str();
+  for (int R = 0; R < Size; ++R) {
+    llvm::Expected<llvm::json::Value> V = llvm::json::parse(All[R]);
+    if (!V) {
+      llvm::consumeError(V.takeError());
+      continue;
+    }
+    const llvm::json::Object *O = V->getAsObject();
+    if (const llvm::json::Array *Local = O->getArray("local"))
+      for (const llvm::json::Value &Node : *Local) {
+        std::vector<double> Times;
+        for (const llvm::json::Value &T : *Node.getAsArray())
+          Times.push_back(T.getAsNumber().getValueOr(Inf));
+        Result.RankLocalUs[R].push_back(std::move(Times));
+      }
+    if (const llvm::json::Object *D = O->getObject("decisions"))
+      for (const auto &KV : *D)
+        Result.RankDecisions[R].emplace_back(
+            KV.first.str(), KV.second.getAsString().getValueOr("").str());
+    llvm::sort(Result.RankDecisions[R]);
+  }
+  I.addPhase("gather", msSince(T0));
+}
+
+namespace {
+
+class AutotunePass : public Pass {
+public:
+  explicit AutotunePass(Autotuner *Session) : Session(Session) {}
+  llvm::StringRef getArgument() const override { return "autotune"; }
+  llvm::StringRef getDescription() const override {
+    return "Pre-sync all ranks once, then benchmark and decide every "
+           "multi-template buffer, with and without its epilogue";
+  }
+  llvm::Error run(Graph &G) override {
+    if (!Session)
+      return Ctx.Diags->error(G.getLoc(),
+                              "the autotune pass needs an autotuner session");
+    return Session->tuneGraph(G);
+  }
+
+private:
+  Autotuner *Session;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mtsched::createAutotunePass(Autotuner *Session) {
+  return std::make_unique<AutotunePass>(Session);
+}

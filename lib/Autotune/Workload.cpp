@@ -1,0 +1,141 @@
+//===- Workload.cpp -------------------------------------------------------===//
+#include "mtsched/Autotune/Workload.h"
+#include "mtsched/Lowering/ChoiceConfig.h"
+#include <cmath>
+#include <limits>
+
+using namespace mtsched;
+
+static constexpr double Inf = std::numeric_limits<double>::infinity();
+
+/// Rough arithmetic per element, for the roofline's compute side.
+static double flopsPerElement(OpCode Op) {
+  switch (Op) {
+  case OpCode::Gelu:
+    return 8;
+  case OpCode::Silu:
+  case OpCode::Exp:
+    return 4;
+  case OpCode::RmsNorm:
+    return 4;
+  case OpCode::Softmax:
+    return 5;
+  default:
+    return 1;
+  }
+}
+
+/// Scales a byte count of a full-size tensor to a size hint.
+static int64_t scaled(int64_t Bytes, double Scale) {
+  return static_cast<int64_t>(std::llround(double(Bytes) * Scale));
+}
+
+Workload mtsched::describeNode(const Module &M, const Graph &G,
+                               const MultiTemplateBufferNode &N, int64_t Hint) {
+  Workload W;
+  const TensorType &Out = N.getType();
+  // Ratio of the hinted size to the node's own, applied to full-size
+  // tensors (the output and same-shape epilogue inputs).
+  double Scale = 1;
+  if (N.getOp() == OpCode::MatMul) {
+    const TensorType &A = N.getOperand(0)->getType();
+    W.K = Workload::Kind::Gemm;
+    W.Gemm.Batch = 1;
+    W.Gemm.M = Out.numElements() / Out.innerDim();
+    W.Gemm.N = Out.innerDim();
+    W.Gemm.K = A.innerDim();
+    W.Gemm.Dtype = Out.Dtype;
+    if (Hint > 0) {
+      Scale = double(Hint) / double(W.Gemm.M);
+      W.Gemm.M = Hint;
+    }
+  } else if (const auto *C =
+                 llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
+    W.K = Workload::Kind::Collective;
+    W.Collective = C->getCollectiveKind();
+    W.Bytes = N.getNumOperands() ? N.getOperand(0)->getType().numBytes()
+                                 : Out.numBytes();
+    W.Ranks = M.groupRanks(C->getGroup(), G.getWorldSize()).size();
+    if (Hint > 0) {
+      Scale = double(Hint) / double(W.Bytes);
+      W.Bytes = Hint;
+    }
+  } else {
+    W.K = Workload::Kind::Custom;
+    for (const Operand &O : N.getOperands())
+      W.InBytes += O.V->getType().numBytes();
+    W.OutBytes = Out.numBytes();
+  }
+
+  EpilogueDesc &E = W.Epilogue;
+  E.Dtype = Out.Dtype;
+  E.Elements = scaled(Out.numElements(), Scale);
+  const Value *Prev = N.getResult();
+  for (const Operand &EO : N.getEpilogue()) {
+    const Node *EN = EO.V->getDef();
+    ++E.NumOps;
+    E.FlopsPerElement += flopsPerElement(EN->getOp());
+    E.RowReduction |= isRowReduction(EN->getOp());
+    for (const Operand &In : EN->getOperands()) {
+      if (In.V == Prev)
+        continue;
+      const TensorType &T = In.V->getType();
+      E.ExtraInputBytes +=
+          T.Shape == Out.Shape ? scaled(T.numBytes(), Scale) : T.numBytes();
+    }
+    Prev = EO.V;
+  }
+  return W;
+}
+
+llvm::Optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
+  std::string Lower = Name.lower();
+  llvm::StringRef L(Lower);
+  if (L.contains("nccl"))
+    return CollectiveAlgo::Nccl;
+  if (L.contains("one_shot") || L.contains("oneshot"))
+    return CollectiveAlgo::OneShot;
+  if (L.contains("two_shot") || L.contains("twoshot"))
+    return CollectiveAlgo::TwoShot;
+  if (L.contains("p2p"))
+    return CollectiveAlgo::P2P;
+  return llvm::None;
+}
+
+double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
+                                const Choice &C, bool Fused) {
+  EpilogueDesc None;
+  None.Dtype = W.Epilogue.Dtype;
+  const EpilogueDesc &Epi = Fused ? W.Epilogue : None;
+  if (Fused && (W.Epilogue.NumOps == 0 || C.isExtern()))
+    return Inf;
+  switch (W.K) {
+  case Workload::Kind::Gemm:
+    if (C.isExtern())
+      return externGemmTimeUs(D, W.Gemm);
+    if (llvm::Optional<GemmTileConfig> T = gemmTileOf(C))
+      return gemmTimeUs(
+          D, W.Gemm, GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages}, Epi);
+    return Inf;
+  case Workload::Kind::Collective: {
+    llvm::Optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+    if (!A)
+      return Inf;
+    return collectiveTimeUs(D, W.Collective, *A, W.Bytes, W.Ranks, Epi);
+  }
+  case Workload::Kind::Custom: {
+    // A custom kernel is modelled as memory-bound: it reads its inputs and
+    // writes its output once; a fused epilogue adds its extra inputs only.
+    double Us =
+        pointwiseTimeUs(D, W.InBytes + Epi.ExtraInputBytes, W.OutBytes, 0);
+    return Us;
+  }
+  }
+  return Inf;
+}
+
+double mtsched::predictEpilogueUs(const DeviceDesc &D, const Workload &W) {
+  if (W.Epilogue.NumOps == 0)
+    return 0;
+  return epilogueTimeUs(D, W.Epilogue);
+}
