@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 using namespace mtsched;
 
@@ -68,10 +69,19 @@ void mtsched::printFloat(llvm::raw_ostream &OS, double V) {
   }
   // The shortest %g form that reads back exactly.
   char Buf[64];
-  for (int Precision = 1; Precision <= 17; ++Precision) {
+  int Precision = 1;
+  for (; Precision <= 17; ++Precision) {
     std::snprintf(Buf, sizeof(Buf), "%.*g", Precision, V);
     if (std::strtod(Buf, nullptr) == V)
       break;
+  }
+  // %g switches to an exponent as soon as the integer part has more digits
+  // than the precision, so 10 would print as 1e+01. Below 1e16 every such
+  // value is an integer; print it in full, which reads back the same.
+  if (const char *E = std::strchr(Buf, 'e')) {
+    int Exp = std::atoi(E + 1);
+    if (Exp >= 0 && Exp < 16)
+      std::snprintf(Buf, sizeof(Buf), "%.0f", V);
   }
   llvm::StringRef S(Buf);
   OS << S;
