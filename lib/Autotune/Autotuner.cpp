@@ -109,6 +109,8 @@ struct Autotuner::Impl {
   /// nothing crosses ranks and every node is decided by the fallback rules.
   bool Degraded = false;
   std::string DegradedReason;
+  /// Set when a peer stopped answering: even the final gather is skipped.
+  bool CommBroken = false;
   bool RankFaultsApplied = false;
   /// Measurements already agreed, by workload, choice, fusion and size.
   std::map<std::string, Agreed> Memo;
@@ -134,10 +136,13 @@ struct Autotuner::Impl {
   void decideWithoutBenchmark(const Graph &G, MultiTemplateBufferNode &N,
                               llvm::StringRef Reason);
   /// Measures the choices of N (fused or not) at a size, max-reduced.
+  /// Choices whose entry in Skip is set are not measured (a choice that
+  /// failed unfused is not tried fused).
   std::vector<Agreed> measureChoices(const Graph &G,
                                      const MultiTemplateBufferNode &N,
                                      const Workload &W, int64_t Hint,
-                                     bool Fused);
+                                     bool Fused,
+                                     const std::vector<bool> &Skip = {});
   Agreed measureEpilogue(const MultiTemplateBufferNode &N, const Workload &W);
   /// Finalizes N: benchmark, fusion decision, dispatch table.
   void finalize(const Graph &G, MultiTemplateBufferNode &N, bool WithFusion);
@@ -187,11 +192,12 @@ std::string Autotuner::Impl::sync(uint64_t Fingerprint) {
   std::vector<std::string> All;
   CommStatus Gather = Comm.allGather(Mine, All, Opts.ChoiceTimeout);
   if (Gather != CommStatus::Ok) {
-    Degraded = true;
-    DegradedReason = "peers did not answer within " +
-                     std::to_string(Opts.ChoiceTimeout.count()) +
-                     " ms after the pre-sync (" + commStatusName(Gather).str() +
-                     ")";
+    Degraded = CommBroken = true;
+    DegradedReason = Gather == CommStatus::Failed
+                         ? "a peer exited before the pre-sync completed"
+                         : "peers did not answer within " +
+                               std::to_string(Opts.ChoiceTimeout.count()) +
+                               " ms after the pre-sync window";
     return DegradedReason;
   }
   std::vector<std::string> Late;
@@ -289,25 +295,49 @@ static std::string memoKey(const Workload &W, const Choice &C, bool Fused) {
   return OS.str();
 }
 
-std::vector<Agreed>
-Autotuner::Impl::measureChoices(const Graph &G,
-                                const MultiTemplateBufferNode &N,
-                                const Workload &W, int64_t Hint, bool Fused) {
+std::vector<Agreed> Autotuner::Impl::measureChoices(
+    const Graph &G, const MultiTemplateBufferNode &N, const Workload &W,
+    int64_t Hint, bool Fused, const std::vector<bool> &Skip) {
   bool Collective = llvm::isa<CollectiveMultiTemplateBufferNode>(N);
   std::vector<Agreed> Out(N.getChoices().size());
-  // Local results still to be max-reduced (non-collectives: one reduction
-  // for the whole node).
+  // Local results still to be max-reduced: after every choice for a
+  // collective (all ranks run it together), once per node otherwise.
   std::vector<size_t> Pending;
   std::vector<double> PendingValues;
+  auto Flush = [&] {
+    if (Pending.empty())
+      return;
+    if (Comm.allReduceMax(PendingValues, Opts.ChoiceTimeout) !=
+        CommStatus::Ok) {
+      Degraded = CommBroken = true;
+      DegradedReason = "a peer stopped answering during benchmarking";
+      for (size_t J : Pending)
+        Out[J].Status = ChoiceStatus::Skipped;
+    } else {
+      for (size_t K = 0; K < Pending.size(); ++K) {
+        Agreed &A = Out[Pending[K]];
+        ChoiceStatus S = statusFromCode(PendingValues[2 * K + 1]);
+        if (S != ChoiceStatus::Ok && A.Status == ChoiceStatus::Ok)
+          A.Message = "failed on another rank";
+        A.Status = S;
+        A.Us = S == ChoiceStatus::Ok ? roundUs(PendingValues[2 * K]) : Inf;
+        Memo[memoKey(W, N.getChoices()[Pending[K]], Fused)] = A;
+      }
+    }
+    Pending.clear();
+    PendingValues.clear();
+  };
   for (size_t I = 0; I < N.getChoices().size(); ++I) {
     const Choice &C = N.getChoices()[I];
     if (Fused && C.isExtern()) {
-      Out[I].Status = ChoiceStatus::Skipped;
       Out[I].Message = "extern choices cannot fuse";
       continue;
     }
-    std::string Key = memoKey(W, C, Fused);
-    auto Hit = Memo.find(Key);
+    if (I < Skip.size() && Skip[I]) {
+      Out[I].Message = "not tried fused: it failed unfused";
+      continue;
+    }
+    auto Hit = Memo.find(memoKey(W, C, Fused));
     if (Hit != Memo.end()) {
       ++result().MemoHits;
       Out[I] = Hit->second;
@@ -316,7 +346,7 @@ Autotuner::Impl::measureChoices(const Graph &G,
     if (Degraded)
       continue;
     if (Collective && Comm.barrier(Opts.ChoiceTimeout) != CommStatus::Ok) {
-      Degraded = true;
+      Degraded = CommBroken = true;
       DegradedReason = "a peer stopped answering during benchmarking";
       continue;
     }
@@ -335,31 +365,11 @@ Autotuner::Impl::measureChoices(const Graph &G,
     Pending.push_back(I);
     PendingValues.push_back(Out[I].LocalUs);
     PendingValues.push_back(statusCode(Local.Status));
-    if (Collective || I + 1 == N.getChoices().size()) {
-      if (!PendingValues.empty() &&
-          Comm.allReduceMax(PendingValues, Opts.ChoiceTimeout) !=
-              CommStatus::Ok) {
-        Degraded = true;
-        DegradedReason = "a peer stopped answering during benchmarking";
-        for (size_t J : Pending)
-          Out[J].Status = ChoiceStatus::Skipped;
-      } else {
-        for (size_t K = 0; K < Pending.size(); ++K) {
-          Agreed &A = Out[Pending[K]];
-          A.Us = roundUs(PendingValues[2 * K]);
-          ChoiceStatus S = statusFromCode(PendingValues[2 * K + 1]);
-          if (S != ChoiceStatus::Ok && A.Status == ChoiceStatus::Ok)
-            A.Message = "failed on another rank";
-          A.Status = S;
-          if (S != ChoiceStatus::Ok)
-            A.Us = Inf;
-          Memo[memoKey(W, N.getChoices()[Pending[K]], Fused)] = A;
-        }
-      }
-      Pending.clear();
-      PendingValues.clear();
-    }
+    if (Collective)
+      Flush();
   }
+  if (!Degraded)
+    Flush();
   return Out;
 }
 
@@ -379,7 +389,7 @@ Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
   ++result().BenchmarksRun;
   std::vector<double> V{Local.Status == ChoiceStatus::Ok ? Local.Us : Inf};
   if (Comm.allReduceMax(V, Opts.ChoiceTimeout) != CommStatus::Ok) {
-    Degraded = true;
+    Degraded = CommBroken = true;
     DegradedReason = "a peer stopped answering during benchmarking";
     return A;
   }
@@ -400,13 +410,17 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
     return;
   }
   NodeResult R = startRecord(G, N);
-  bool HasEpilogue = WithFusion && !N.getEpilogue().empty();
+  bool HasEpilogue =
+      WithFusion && !N.getEpilogue().empty() && Heuristic->considersFusion();
   bool Measured = Heuristic->needsMeasuredFusedTimes();
   std::vector<Agreed> Fused;
   Agreed Epilogue;
   if (HasEpilogue) {
     if (Measured) {
-      Fused = measureChoices(G, N, W, 0, true);
+      std::vector<bool> FailedUnfused;
+      for (const Agreed &A : Unfused)
+        FailedUnfused.push_back(A.Status != ChoiceStatus::Ok);
+      Fused = measureChoices(G, N, W, 0, true, FailedUnfused);
       Epilogue = measureEpilogue(N, W);
     } else {
       for (const Choice &C : N.getChoices()) {
@@ -629,7 +643,7 @@ void Autotuner::finish() {
   OS << llvm::json::Value(llvm::json::Object{
       {"local", std::move(Nodes)}, {"decisions", std::move(Decisions)}});
   std::vector<std::string> All;
-  if (I.Degraded ||
+  if (I.CommBroken ||
       I.Comm.allGather(OS.str(), All, I.Opts.ChoiceTimeout) != CommStatus::Ok)
     All.assign(Size, "");
   All[I.rank()] = OS.str();

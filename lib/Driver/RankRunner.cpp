@@ -67,7 +67,21 @@ struct RankState {
   std::vector<std::pair<std::string, double>> PassTimesMs;
 };
 
-/// The number of ranks: --ranks, else the largest world size.
+bool hasCollectives(const Graph &G) {
+  for (const auto &N : G.getNodes()) {
+    if (llvm::isa<CollectiveMultiTemplateBufferNode>(N.get()) ||
+        collectiveKindOf(N->getOp()) != CollectiveKind::None)
+      return true;
+    if (const auto *O = llvm::dyn_cast<OpNode>(N.get()))
+      if (O->getOp() == OpCode::Custom &&
+          classifyCustomOp(O->getCustomName(), O->getConfigs()).IsCollective)
+        return true;
+  }
+  return false;
+}
+
+/// The number of ranks: --ranks, else the largest world size. A graph with
+/// collectives must run on exactly its world size; others run on any.
 int rankCount(const OptMainConfig &Config, const Module &M,
               Diagnostics &Diags) {
   int64_t N = Config.NumRanks;
@@ -76,7 +90,7 @@ int rankCount(const OptMainConfig &Config, const Module &M,
       N = std::max(N, G->getWorldSize());
   N = std::max<int64_t>(N, 1);
   for (const auto &G : M.getGraphs())
-    if (G->getWorldSize() != N) {
+    if (G->getWorldSize() != N && hasCollectives(*G)) {
       Diags.print(G->getLoc(), llvm::SourceMgr::DK_Error,
                   "graph '@" + G->getName() + "' has world_size " +
                       llvm::Twine(G->getWorldSize()) + ", but " +
@@ -169,6 +183,12 @@ bool mtsched::runOnRanks(
     const OptMainConfig &Config, const PassRegistry &Registry, const Module &M,
     Diagnostics &Diags, llvm::raw_ostream &OS,
     std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
+  // Without passes there is nothing for ranks to do: print the module,
+  // whatever world sizes its graphs have.
+  if (Config.Pipeline.empty()) {
+    printModule(M, OS);
+    return true;
+  }
   int N = rankCount(Config, M, Diags);
   if (N == 0)
     return false;

@@ -86,6 +86,7 @@ public:
   llvm::StringRef getDescription() const override {
     return "never fuse epilogues; fused variants are not benchmarked";
   }
+  bool considersFusion() const override { return false; }
   bool needsMeasuredFusedTimes() const override { return false; }
   FusionDecision decide(const FusionQuery &Q) const override {
     return unfused(Q, findBest(Q));

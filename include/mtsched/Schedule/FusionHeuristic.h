@@ -42,6 +42,9 @@ public:
   virtual ~FusionHeuristic() = default;
   virtual llvm::StringRef getName() const = 0;
   virtual llvm::StringRef getDescription() const = 0;
+  /// Whether fusion is considered at all; if not, fused variants are
+  /// neither measured nor predicted.
+  virtual bool considersFusion() const { return true; }
   /// Whether the query must hold measured times; if false the autotuner fills
   /// fused times from the cost model and measures nothing fused.
   virtual bool needsMeasuredFusedTimes() const = 0;
