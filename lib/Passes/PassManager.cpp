@@ -30,7 +30,7 @@ void PassManager::addPass(std::unique_ptr<Pass> P) {
   P->setContext(Ctx);
   if (Timers)
     Timers->Timers.push_back(std::make_unique<llvm::Timer>(
-        P->getArgument(), P->getDescription(), Timers->Group));
+        P->getArgument(), P->getArgument(), Timers->Group));
   Passes.push_back(std::move(P));
 }
 
