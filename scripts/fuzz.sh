@@ -47,8 +47,10 @@ while IFS= read -r -d '' F; do
 done < <(find "$ROOT/examples" "$ROOT/test/lit" -name '*.mir' -type f -print0 | sort -z)
 echo "fuzz: $(ls "$SEEDS" | wc -l) seeds from $N .mir files; corpus has $(ls "$CORPUS" | wc -l) inputs"
 
-# Fail on the first UBSan report with a stack; report leaks at exit.
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+# Fail on the first UBSan report with a stack; report leaks. ASan keeps every
+# distinct allocation stack, and the recursive parser makes millions of them:
+# short stacks and a smaller quarantine keep memory flat over long runs.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:malloc_context_size=10:quarantine_size_mb=64}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 
 echo "fuzz: running $FUZZER for ${SECONDS_TO_RUN}s (log: $LOG)"
@@ -67,6 +69,7 @@ timeout --kill-after=30 $((SECONDS_TO_RUN + 300)) \
 
 if [[ $STATUS -ne 0 ]]; then
   tail -n 80 "$LOG"
+  echo
   echo "fuzz: FAILED (exit $STATUS); inputs in $ARTIFACTS:" >&2
   ls -1 "$ARTIFACTS" >&2 || true
   exit 1
