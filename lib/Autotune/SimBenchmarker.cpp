@@ -104,3 +104,12 @@ std::unique_ptr<Benchmarker>
 mtsched::createSimBenchmarker(const AutotuneOptions &Opts, int Rank) {
   return std::make_unique<SimBenchmarker>(Opts, Rank);
 }
+
+llvm::Expected<std::unique_ptr<Benchmarker>>
+mtsched::createBenchmarker(const AutotuneOptions &Opts, int Rank) {
+  if (Opts.Backend == "sim")
+    return createSimBenchmarker(Opts, Rank);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "unknown backend '" + Opts.Backend +
+                                     "' (this build has: sim)");
+}

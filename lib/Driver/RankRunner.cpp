@@ -119,10 +119,19 @@ void runRank(int Rank, const OptMainConfig &Config,
     Gate.hang();
   };
   Hooks.Exit = [&] { Group.markDead(Rank); };
+  llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
+      createBenchmarker(Pipe.Autotune, Rank);
+  if (!Bench) {
+    // Every rank fails the same way; rank 0 says so.
+    std::string Msg = toString(Bench.takeError());
+    if (Rank == 0)
+      llvm::WithColor::error() << Msg << '\n';
+    Gate.settle();
+    return;
+  }
   State.Session = std::make_unique<Autotuner>(
       Pipe.Autotune, Pipe.Fusion, Pipe.Lowering.Mode, *State.Comm,
-      createSimBenchmarker(Pipe.Autotune, Rank), Diags, *State.M,
-      std::move(Hooks));
+      std::move(*Bench), Diags, *State.M, std::move(Hooks));
   Pipe.Lowering.Selector = State.Session.get();
   Pipe.Session = State.Session.get();
 

@@ -3,6 +3,7 @@
 // Parses the command line into an OptMainConfig and hands over to optMain.
 //
 //===----------------------------------------------------------------------===//
+#include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/Passes/PassRegistry.h"
@@ -186,14 +187,15 @@ int main(int argc, char **argv) {
     fail("--max-epilogue-length must be at least 1");
   Fusion.MaxEpilogueLength = MaxEpilogueLength;
 
-  if (Backend != "sim")
-    fail("unknown backend '" + Backend + "' (this build has: sim)");
   if (Ranks < 0 || Ranks > 1024)
     fail("--ranks must be between 1 and 1024");
   Config.NumRanks = Ranks;
   Config.ReportFile = ReportFile;
   Config.TraceFile = TraceFile;
   AutotuneOptions &Tune = Config.Pipe.Autotune;
+  Tune.Backend = Backend;
+  if (Expected<std::unique_ptr<Benchmarker>> B = createBenchmarker(Tune, 0); !B)
+    fail(toString(B.takeError()));
   Expected<DeviceDesc> Dev = StringRef(Device).endswith(".json")
                                  ? loadDeviceFile(Device)
                                  : getBuiltinDevice(Device);

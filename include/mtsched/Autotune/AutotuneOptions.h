@@ -12,6 +12,8 @@
 namespace mtsched {
 
 struct AutotuneOptions {
+  /// Where choices are timed: "sim" (see createBenchmarker).
+  std::string Backend = "sim";
   DeviceDesc Device;
   /// Timed runs per measurement (median taken) and untimed warm-up runs.
   unsigned BenchRuns = 10;

@@ -45,6 +45,11 @@ public:
 std::unique_ptr<Benchmarker> createSimBenchmarker(const AutotuneOptions &Opts,
                                                   int Rank);
 
+/// The benchmarker Opts.Backend names, for one rank; an error says why that
+/// backend cannot run here.
+llvm::Expected<std::unique_ptr<Benchmarker>>
+createBenchmarker(const AutotuneOptions &Opts, int Rank);
+
 } // namespace mtsched
 
 #endif // MTSCHED_AUTOTUNE_BENCHMARKER_H
