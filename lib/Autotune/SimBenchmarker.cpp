@@ -31,6 +31,8 @@ public:
       : Opts(Opts), Rank(Rank), Noise(Opts.Seed, Rank, Opts.SimNoisePct) {}
 
   llvm::StringRef getBackendName() const override { return "sim"; }
+  /// Bump when a formula or constant of the cost model changes.
+  std::string getVersion() const override { return "sim-model-1"; }
 
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused) override {

@@ -34,6 +34,15 @@ struct AutotuneOptions {
   FaultPlan Faults;
   /// Show a progress line on stderr for long runs.
   bool Progress = true;
+  /// Directory of the persistent autotune cache (docs/CACHE.md); empty
+  /// means no cache.
+  std::string CacheDir;
+  /// Replay every node from the cache without benchmarking; a node missing
+  /// from it is an error.
+  bool CacheOnly = false;
+  /// Benchmark only the K choices the cost model ranks best, per node and
+  /// per size hint; 0 benchmarks every choice.
+  unsigned PruneTopK = 0;
 };
 
 } // namespace mtsched

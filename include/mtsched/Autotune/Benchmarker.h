@@ -31,6 +31,10 @@ public:
   virtual ~Benchmarker() = default;
   /// "sim" or "cuda", as the report names it.
   virtual llvm::StringRef getBackendName() const = 0;
+  /// What the timings depend on besides the workload: library and driver
+  /// versions (CUDA), the model's version (sim). Part of the cache key, so
+  /// an upgrade invalidates cached timings.
+  virtual std::string getVersion() const { return "unversioned"; }
   /// Times choice C of node N (fused with its epilogue if Fused).
   virtual Measurement measure(const MultiTemplateBufferNode &N,
                               const Workload &W, const Choice &C,

@@ -1,0 +1,292 @@
+//===- Cache.cpp - The persistent autotune cache --------------------------===//
+#include "mtsched/Autotune/Cache.h"
+#include "mtsched/IR/Graph.h"
+#include "mtsched/Runtime/DeviceDesc.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+#include <cmath>
+#include <limits>
+
+using namespace mtsched;
+
+static constexpr double Inf = std::numeric_limits<double>::infinity();
+static constexpr llvm::StringLiteral Magic = "mtsched-autotune-cache";
+
+llvm::StringRef mtsched::getMtschedVersion() { return "0.1.0"; }
+
+static llvm::Optional<ChoiceStatus> parseStatus(llvm::StringRef S) {
+  for (ChoiceStatus C :
+       {ChoiceStatus::Ok, ChoiceStatus::Failed, ChoiceStatus::Timeout,
+        ChoiceStatus::WrongResult, ChoiceStatus::Skipped})
+    if (choiceStatusName(C) == S)
+      return C;
+  return llvm::None;
+}
+
+std::string CacheEntry::serialize(llvm::StringRef Key) const {
+  llvm::json::Array Recs;
+  for (const auto &KV : Records) {
+    const CacheRecord &R = KV.second;
+    llvm::json::Object O{{"measure", KV.first},
+                         {"status", choiceStatusName(R.Status)},
+                         {"us", std::isfinite(R.Us)
+                                    ? llvm::json::Value(R.Us)
+                                    : llvm::json::Value(nullptr)}};
+    if (!R.Message.empty())
+      O["message"] = R.Message;
+    Recs.push_back(std::move(O));
+  }
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << llvm::json::Value(llvm::json::Object{{"mtsched", getMtschedVersion()},
+                                             {"key", Key},
+                                             {"records", std::move(Recs)}});
+  return OS.str();
+}
+
+static llvm::Error bad(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+llvm::Expected<CacheEntry> CacheEntry::parse(llvm::StringRef Text,
+                                             llvm::StringRef Key) {
+  llvm::Expected<llvm::json::Value> V = llvm::json::parse(Text);
+  if (!V)
+    return bad("invalid JSON: " + llvm::toString(V.takeError()));
+  const llvm::json::Object *O = V->getAsObject();
+  if (!O)
+    return bad("not a JSON object");
+  llvm::Optional<llvm::StringRef> Version = O->getString("mtsched");
+  if (!Version)
+    return bad("no mtsched version");
+  if (*Version != getMtschedVersion())
+    return bad("written by mtsched " + *Version + ", this is " +
+               getMtschedVersion());
+  llvm::Optional<llvm::StringRef> StoredKey = O->getString("key");
+  if (!StoredKey || *StoredKey != Key)
+    return bad("written for another key");
+  const llvm::json::Array *Recs = O->getArray("records");
+  if (!Recs)
+    return bad("no records");
+  CacheEntry E;
+  for (const llvm::json::Value &RV : *Recs) {
+    const llvm::json::Object *R = RV.getAsObject();
+    if (!R)
+      return bad("a record is not an object");
+    llvm::Optional<llvm::StringRef> Measure = R->getString("measure");
+    llvm::Optional<llvm::StringRef> Status = R->getString("status");
+    const llvm::json::Value *Us = R->get("us");
+    if (!Measure || !Status || !Us)
+      return bad("a record lacks 'measure', 'status' or 'us'");
+    CacheRecord C;
+    llvm::Optional<ChoiceStatus> S = parseStatus(*Status);
+    if (!S)
+      return bad("unknown status '" + *Status + "'");
+    C.Status = *S;
+    if (Us->kind() == llvm::json::Value::Null)
+      C.Us = Inf;
+    else if (llvm::Optional<double> D = Us->getAsNumber())
+      C.Us = *D;
+    else
+      return bad("'us' is not a number");
+    if ((C.Status == ChoiceStatus::Ok) != std::isfinite(C.Us))
+      return bad("a record's status and time disagree");
+    C.Message = R->getString("message").getValueOr("").str();
+    E.Records[Measure->str()] = std::move(C);
+  }
+  return E;
+}
+
+std::string mtsched::cacheKeyOf(const Module &M, const Graph &G,
+                                const MultiTemplateBufferNode &N,
+                                const AutotuneOptions &Opts,
+                                llvm::StringRef BackendName,
+                                llvm::StringRef BackendVersion, int WorldSize) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << "mtsched " << getMtschedVersion() << "\nformat "
+     << AutotuneCache::FormatVersion << "\nbackend " << BackendName << ' '
+     << BackendVersion << "\ndevice " << Opts.Device.Name << ' '
+     << llvm::utohexstr(hashDevice(Opts.Device)) << "\nworld " << WorldSize;
+  OS << "\nmeasure runs=" << Opts.BenchRuns << " warmup=" << Opts.WarmupRuns;
+  // Simulated times depend on the noise stream too.
+  if (BackendName == "sim") {
+    OS << " noise=";
+    OS.write_hex(llvm::DoubleToBits(Opts.SimNoisePct));
+    OS << " seed=" << Opts.Seed;
+  }
+  OS << "\nnode " << N.getKindKeyword() << ' ' << N.getOpName();
+  if (!N.getCustomName().empty())
+    OS << " \"" << N.getCustomName() << '"';
+  if (const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N))
+    OS << " kind " << collectiveKindName(C->getCollectiveKind()) << " ranks "
+       << M.groupRanks(C->getGroup(), G.getWorldSize()).size();
+  OS << ' ';
+  N.getAttrs().print(OS);
+  for (const Operand &O : N.getOperands())
+    OS << ' ' << O.V->getType().str();
+  OS << " -> " << N.getType().str() << "\nchoices";
+  for (const Choice &C : N.getChoices()) {
+    OS << ' ' << C.Name;
+    C.Params.print(OS);
+    OS << ';';
+  }
+  // The epilogue by its ops, attributes and operand types; which operand
+  // carries the chain matters (sub(a, b) is not sub(b, a)).
+  OS << "\nepilogue";
+  const Value *Prev = N.getResult();
+  for (const Operand &E : N.getEpilogue()) {
+    const Node *EN = E.V->getDef();
+    OS << ' ' << EN->getOpName() << '(';
+    for (const Operand &In : EN->getOperands())
+      OS << (In.V == Prev ? "^" : In.V->getType().str()) << ',';
+    OS << ')';
+    EN->getAttrs().print(OS);
+    OS << "->" << EN->getType().str() << ';';
+    Prev = E.V;
+  }
+  return OS.str();
+}
+
+std::string AutotuneCache::pathFor(llvm::StringRef Key) const {
+  llvm::SmallString<256> P(Dir);
+  llvm::sys::path::append(P, "autotune",
+                          llvm::utohexstr(llvm::xxHash64(Key), /*LowerCase=*/
+                                          true) +
+                              ".entry");
+  return std::string(P.str());
+}
+
+/// `mtsched-autotune-cache FORMAT\nxxh64 HEX LENGTH\n` then the body.
+AutotuneCache::LookupResult AutotuneCache::lookup(llvm::StringRef Key) const {
+  LookupResult R;
+  std::string Path = pathFor(Key);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Buf =
+      llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/false);
+  if (!Buf) {
+    if (Buf.getError() != std::errc::no_such_file_or_directory) {
+      R.State = LookupState::Invalid;
+      R.Problem = "cannot read it: " + Buf.getError().message();
+    }
+    return R;
+  }
+  R.State = LookupState::Invalid;
+  llvm::StringRef Text = (*Buf)->getBuffer();
+  llvm::StringRef Line1, Line2, Rest;
+  std::tie(Line1, Rest) = Text.split('\n');
+  std::tie(Line2, Rest) = Rest.split('\n');
+  llvm::SmallVector<llvm::StringRef, 3> H1, H2;
+  Line1.split(H1, ' ');
+  Line2.split(H2, ' ');
+  if (H1.size() != 2 || H1[0] != Magic) {
+    R.Problem = "not a cache entry (bad header)";
+    return R;
+  }
+  unsigned Format = 0;
+  if (H1[1].getAsInteger(10, Format) || Format != FormatVersion) {
+    R.Problem =
+        ("cache format " + H1[1] + ", expected " + llvm::Twine(FormatVersion))
+            .str();
+    return R;
+  }
+  uint64_t Sum = 0, Length = 0;
+  if (H2.size() != 3 || H2[0] != "xxh64" || H2[1].getAsInteger(16, Sum) ||
+      H2[2].getAsInteger(10, Length)) {
+    R.Problem = "bad checksum line";
+    return R;
+  }
+  if (Rest.size() != Length) {
+    R.Problem = "truncated: " + std::to_string(Rest.size()) + " of " +
+                std::to_string(Length) + " bytes";
+    return R;
+  }
+  if (llvm::xxHash64(Rest) != Sum) {
+    R.Problem = "checksum mismatch";
+    return R;
+  }
+  llvm::Expected<CacheEntry> E = CacheEntry::parse(Rest, Key);
+  if (!E) {
+    R.Problem = llvm::toString(E.takeError());
+    return R;
+  }
+  R.State = LookupState::Hit;
+  R.Entry = std::move(*E);
+  return R;
+}
+
+llvm::Error AutotuneCache::store(llvm::StringRef Key,
+                                 const CacheEntry &E) const {
+  std::string Path = pathFor(Key);
+  llvm::StringRef Parent = llvm::sys::path::parent_path(Path);
+  if (std::error_code EC = llvm::sys::fs::create_directories(Parent))
+    return bad("cannot create '" + Parent + "': " + EC.message());
+  std::string Body = E.serialize(Key);
+  int FD;
+  llvm::SmallString<256> Tmp;
+  if (std::error_code EC =
+          llvm::sys::fs::createUniqueFile(Path + ".%%%%%%%%.tmp", FD, Tmp))
+    return bad("cannot create a file next to '" + Path + "': " + EC.message());
+  {
+    llvm::raw_fd_ostream OS(FD, /*shouldClose=*/true);
+    OS << Magic << ' ' << FormatVersion << "\nxxh64 "
+       << llvm::utohexstr(llvm::xxHash64(Body), /*LowerCase=*/true) << ' '
+       << Body.size() << '\n'
+       << Body;
+    OS.close();
+    if (OS.has_error()) {
+      std::string Msg = OS.error().message();
+      OS.clear_error();
+      llvm::sys::fs::remove(Tmp);
+      return bad("cannot write '" + Tmp + "': " + Msg);
+    }
+  }
+  if (std::error_code EC = llvm::sys::fs::rename(Tmp, Path)) {
+    llvm::sys::fs::remove(Tmp);
+    return bad("cannot rename '" + Tmp + "' to '" + Path +
+               "': " + EC.message());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::string> mtsched::resolveCacheDir(llvm::StringRef FlagDir,
+                                                     bool NoCache,
+                                                     bool CacheOnly) {
+  if (NoCache && CacheOnly)
+    return bad("--no-cache and --cache-only contradict each other");
+  if (NoCache && !FlagDir.empty())
+    return bad("--no-cache and --cache-dir contradict each other");
+  if (NoCache)
+    return std::string();
+  std::string Dir = FlagDir.str();
+  if (Dir.empty()) {
+    llvm::Optional<std::string> Env =
+        llvm::sys::Process::GetEnv("MTSCHED_CACHE");
+    bool OffByEnv = Env && (*Env == "off" || *Env == "0");
+    if (OffByEnv && !CacheOnly)
+      return std::string();
+    if (llvm::Optional<std::string> EnvDir =
+            llvm::sys::Process::GetEnv("MTSCHED_CACHE_DIR");
+        EnvDir && !EnvDir->empty()) {
+      Dir = *EnvDir;
+    } else {
+      llvm::SmallString<256> P;
+      if (!llvm::sys::path::cache_directory(P))
+        return bad("cannot find the user's cache directory; pass --cache-dir "
+                   "or --no-cache");
+      llvm::sys::path::append(P, "mtsched");
+      Dir = std::string(P.str());
+    }
+  }
+  if (std::error_code EC = llvm::sys::fs::create_directories(Dir))
+    return bad("cannot create cache directory '" + Dir + "': " + EC.message());
+  if (!llvm::sys::fs::is_directory(Dir))
+    return bad("cache directory '" + Dir + "' is not a directory");
+  return Dir;
+}
