@@ -1,9 +1,11 @@
 //===- Autotuner.cpp - One rank's autotuning session ----------------------===//
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/Cache.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/TimeProfiler.h"
 #include "llvm/Support/xxhash.h"
@@ -94,6 +96,11 @@ struct Autotuner::Impl {
       Heuristic = std::move(*H);
     else
       llvm::consumeError(H.takeError());
+    // Injected faults change measurements on purpose: never cache them.
+    if (!Opts.CacheDir.empty() && Opts.Faults.empty()) {
+      Cache = std::make_unique<AutotuneCache>(Opts.CacheDir);
+      Self.Result.CacheDir = Opts.CacheDir;
+    }
   }
 
   Autotuner &Self;
@@ -116,6 +123,19 @@ struct Autotuner::Impl {
   std::map<std::string, Agreed> Memo;
   Clock::time_point Start = Clock::now();
   bool ProgressShown = false;
+
+  /// The persistent cache; null without one. Only rank 0 reads and writes
+  /// it and broadcasts what it found, so every rank replays the same.
+  std::unique_ptr<AutotuneCache> Cache;
+  /// For the node being finalized: whether the cache was consulted, what it
+  /// held, the measurements the node used (to store), and whether a
+  /// measurement was missing under --cache-only.
+  bool CacheActive = false;
+  CacheEntry Replay;
+  CacheEntry Recording;
+  bool NodeMissing = false;
+  bool CacheOnlyFailed = false;
+  bool StoreWarned = false;
 
   RunResult &result() { return Self.Result; }
   int rank() const { return Comm.rank(); }
@@ -144,8 +164,23 @@ struct Autotuner::Impl {
                                      bool Fused,
                                      const std::vector<bool> &Skip = {});
   Agreed measureEpilogue(const MultiTemplateBufferNode &N, const Workload &W);
-  /// Finalizes N: benchmark, fusion decision, dispatch table.
+  /// Finalizes N: cache lookup (broadcast from rank 0), then finalizeNode,
+  /// then storing what was measured.
   void finalize(const Graph &G, MultiTemplateBufferNode &N, bool WithFusion);
+  /// Benchmark (or replay), fusion decision, dispatch table.
+  void finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
+                    bool WithFusion);
+  /// Remembers a measurement N's decision used, for the cache.
+  void record(const std::string &Key, const Agreed &A) {
+    if (CacheActive)
+      Recording.Records[Key] = {A.Status, A.Us, A.Message};
+  }
+  /// Looks Key up in the replayed entry: true and A set on a hit.
+  bool replayed(const std::string &Key, Agreed &A);
+  /// --prune-top-k: for each choice of N at W, empty if it is benchmarked,
+  /// else why not.
+  std::vector<std::string> pruneReasons(const MultiTemplateBufferNode &N,
+                                        const Workload &W) const;
   void showProgress(size_t Done, size_t Total);
 };
 
@@ -321,29 +356,40 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
           A.Message = "failed on another rank";
         A.Status = S;
         A.Us = S == ChoiceStatus::Ok ? roundUs(PendingValues[2 * K]) : Inf;
-        Memo[memoKey(W, N.getChoices()[Pending[K]], Fused)] = A;
+        std::string Key = memoKey(W, N.getChoices()[Pending[K]], Fused);
+        Memo[Key] = A;
+        record(Key, A);
       }
     }
     Pending.clear();
     PendingValues.clear();
   };
+  std::vector<std::string> Pruned = pruneReasons(N, W);
   for (size_t I = 0; I < N.getChoices().size(); ++I) {
     const Choice &C = N.getChoices()[I];
     if (Fused && C.isExtern()) {
       Out[I].Message = "extern choices cannot fuse";
       continue;
     }
+    if (!Pruned[I].empty()) {
+      Out[I].Message = Pruned[I];
+      continue;
+    }
     if (I < Skip.size() && Skip[I]) {
       Out[I].Message = "not tried fused: it failed unfused";
       continue;
     }
-    auto Hit = Memo.find(memoKey(W, C, Fused));
+    std::string Key = memoKey(W, C, Fused);
+    auto Hit = Memo.find(Key);
     if (Hit != Memo.end()) {
       ++result().MemoHits;
       Out[I] = Hit->second;
+      record(Key, Out[I]);
       continue;
     }
-    if (Degraded)
+    if (replayed(Key, Out[I]))
+      continue;
+    if (Degraded || NodeMissing)
       continue;
     if (Collective && Comm.barrier(Opts.ChoiceTimeout) != CommStatus::Ok) {
       Degraded = CommBroken = true;
@@ -381,9 +427,12 @@ Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
   auto Hit = Memo.find(Key);
   if (Hit != Memo.end()) {
     ++result().MemoHits;
+    record(Key, Hit->second);
     return Hit->second;
   }
-  if (Degraded)
+  if (replayed(Key, A))
+    return A;
+  if (Degraded || NodeMissing)
     return A;
   Measurement Local = Self.Bench->measureEpilogue(N, W);
   ++result().BenchmarksRun;
@@ -397,16 +446,135 @@ Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
   A.Us = roundUs(V[0]);
   A.LocalUs = Local.Us;
   Memo[Key] = A;
+  record(Key, A);
   return A;
+}
+
+bool Autotuner::Impl::replayed(const std::string &Key, Agreed &A) {
+  if (!CacheActive)
+    return false;
+  auto R = Replay.Records.find(Key);
+  if (R == Replay.Records.end()) {
+    // Nothing to replay and nothing may be measured.
+    if (Opts.CacheOnly) {
+      NodeMissing = true;
+      A.Message = "not in the autotune cache (--cache-only)";
+    }
+    return false;
+  }
+  A.Status = R->second.Status;
+  A.Us = R->second.Us;
+  // Replayed: no rank measured anything this run.
+  A.LocalUs = Inf;
+  A.Message = R->second.Message;
+  Memo[Key] = A;
+  record(Key, A);
+  return true;
+}
+
+std::vector<std::string>
+Autotuner::Impl::pruneReasons(const MultiTemplateBufferNode &N,
+                              const Workload &W) const {
+  size_t Count = N.getChoices().size();
+  std::vector<std::string> Out(Count);
+  if (Opts.PruneTopK == 0 || Opts.PruneTopK >= Count)
+    return Out;
+  std::vector<std::pair<double, size_t>> Ranked;
+  for (size_t I = 0; I < Count; ++I)
+    Ranked.push_back(
+        {predictChoiceUs(Opts.Device, W, N.getChoices()[I], false), I});
+  // Ties (and +inf) keep program order.
+  llvm::sort(Ranked);
+  for (size_t R = Opts.PruneTopK; R < Count; ++R) {
+    std::string Msg;
+    llvm::raw_string_ostream OS(Msg);
+    OS << "pruned: the cost model ranks it " << R + 1 << " of " << Count;
+    if (std::isfinite(Ranked[R].first))
+      OS << " (predicted " << llvm::format("%.3f", Ranked[R].first) << " us)";
+    OS << "; --prune-top-k=" << Opts.PruneTopK;
+    Out[Ranked[R].second] = OS.str();
+  }
+  return Out;
 }
 
 void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
                                bool WithFusion) {
+  CacheActive = NodeMissing = false;
+  Replay = CacheEntry();
+  Recording = CacheEntry();
+  std::string Key;
+  if (Cache && !Degraded) {
+    Key = cacheKeyOf(M, G, N, Opts, Self.Bench->getBackendName(),
+                     Self.Bench->getVersion(), Comm.size());
+    // Rank 0's cache decides for every rank: "H" + entry, or "M".
+    std::string Data = "M";
+    if (rank() == 0) {
+      AutotuneCache::LookupResult L = Cache->lookup(Key);
+      if (L.State == AutotuneCache::LookupState::Invalid)
+        warn(N.getLoc(), "ignoring autotune cache entry '" +
+                             Cache->pathFor(Key) + "' of '%" + N.getName() +
+                             "': " + L.Problem + "; it will be rewritten");
+      if (L.State == AutotuneCache::LookupState::Hit)
+        Data = "H" + L.Entry.serialize(Key);
+    }
+    if (Comm.broadcast(Data, 0, Opts.ChoiceTimeout) != CommStatus::Ok) {
+      Degraded = CommBroken = true;
+      DegradedReason = "a peer stopped answering during the cache lookup";
+    } else {
+      CacheActive = true;
+      if (llvm::StringRef(Data).startswith("H")) {
+        // Rank 0 parsed these very bytes, so every rank parses them alike.
+        llvm::Expected<CacheEntry> E =
+            CacheEntry::parse(llvm::StringRef(Data).drop_front(), Key);
+        if (E)
+          Replay = std::move(*E);
+        else
+          llvm::consumeError(E.takeError());
+      }
+    }
+  }
+  bool WasHit = CacheActive && !Replay.Records.empty();
+  unsigned Before = result().BenchmarksRun;
+  finalizeNode(G, N, WithFusion);
+  if (!CacheActive)
+    return;
+  bool Measured = result().BenchmarksRun != Before;
+  if (WasHit && !Measured && !NodeMissing) {
+    ++result().CacheHits;
+    return;
+  }
+  ++result().CacheMisses;
+  if (NodeMissing) {
+    CacheOnlyFailed = true;
+    llvm::consumeError(Diags.error(
+        N.getLoc(), "no autotune cache entry for '%" + N.getName() + "' in '" +
+                        Opts.CacheDir + "' (--cache-only)"));
+    return;
+  }
+  if (Degraded || rank() != 0 || Opts.CacheOnly)
+    return;
+  // Keep what the entry held (other heuristics' or hints' measurements).
+  for (auto &KV : Recording.Records)
+    Replay.Records[KV.first] = KV.second;
+  if (llvm::Error E = Cache->store(Key, Replay)) {
+    std::string Msg = llvm::toString(std::move(E));
+    if (!StoreWarned)
+      warn(N.getLoc(), "cannot write the autotune cache: " + Msg);
+    StoreWarned = true;
+  }
+}
+
+void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
+                                   bool WithFusion) {
   llvm::TimeTraceScope Scope("finalize", "%" + N.getName());
   Workload W = describeNode(M, G, N);
   std::vector<Agreed> Unfused = measureChoices(G, N, W, 0, false);
   if (Degraded) {
     decideWithoutBenchmark(G, N, DegradedReason);
+    return;
+  }
+  if (NodeMissing) {
+    decideWithoutBenchmark(G, N, "not in the autotune cache (--cache-only)");
     return;
   }
   NodeResult R = startRecord(G, N);
@@ -423,9 +591,13 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
       Fused = measureChoices(G, N, W, 0, true, FailedUnfused);
       Epilogue = measureEpilogue(N, W);
     } else {
-      for (const Choice &C : N.getChoices()) {
+      std::vector<std::string> Pruned = pruneReasons(N, W);
+      for (size_t I = 0; I < N.getChoices().size(); ++I) {
         Agreed A;
-        A.Us = roundUs(predictChoiceUs(Opts.Device, W, C, true));
+        // A pruned choice is never picked, not even fused.
+        if (Pruned[I].empty())
+          A.Us =
+              roundUs(predictChoiceUs(Opts.Device, W, N.getChoices()[I], true));
         A.Status =
             std::isfinite(A.Us) ? ChoiceStatus::Ok : ChoiceStatus::Skipped;
         Fused.push_back(A);
@@ -434,6 +606,10 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
     }
     if (Degraded) {
       decideWithoutBenchmark(G, N, DegradedReason);
+      return;
+    }
+    if (NodeMissing) {
+      decideWithoutBenchmark(G, N, "not in the autotune cache (--cache-only)");
       return;
     }
   }
@@ -502,7 +678,7 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
   for (int64_t Hint : Hintable ? Opts.SizeHints : std::vector<int64_t>()) {
     Workload HW = describeNode(M, G, N, Hint);
     std::vector<Agreed> AtHint = measureChoices(G, N, HW, Hint, false);
-    if (Degraded)
+    if (Degraded || NodeMissing)
       break;
     double Best = Inf;
     std::string Winner = fallbackChoice(N);
@@ -560,6 +736,8 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   }
   I.finalize(G, N, /*WithFusion=*/false);
   I.addPhase("benchmark", msSince(T0));
+  if (I.CacheOnlyFailed)
+    return llvm::make_error<ReportedError>();
   return llvm::Error::success();
 }
 
@@ -618,6 +796,9 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
     I.showProgress(K + 1, Todo.size());
   }
   I.addPhase("benchmark", msSince(B0));
+  // Every node missing from the cache was named above.
+  if (I.CacheOnlyFailed)
+    return llvm::make_error<ReportedError>();
   return llvm::Error::success();
 }
 

@@ -8,6 +8,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
 #include <cmath>
@@ -265,28 +266,46 @@ llvm::Expected<std::string> mtsched::resolveCacheDir(llvm::StringRef FlagDir,
   if (NoCache)
     return std::string();
   std::string Dir = FlagDir.str();
+  // A directory the user named must work; the default one may not exist on
+  // this machine (no HOME, read-only home): then the run goes on uncached,
+  // unless it can only replay.
+  bool Explicit = !Dir.empty() || CacheOnly;
   if (Dir.empty()) {
     llvm::Optional<std::string> Env =
         llvm::sys::Process::GetEnv("MTSCHED_CACHE");
-    bool OffByEnv = Env && (*Env == "off" || *Env == "0");
-    if (OffByEnv && !CacheOnly)
+    if (Env && (*Env == "off" || *Env == "0") && !CacheOnly)
       return std::string();
     if (llvm::Optional<std::string> EnvDir =
             llvm::sys::Process::GetEnv("MTSCHED_CACHE_DIR");
         EnvDir && !EnvDir->empty()) {
       Dir = *EnvDir;
+      Explicit = true;
     } else {
       llvm::SmallString<256> P;
-      if (!llvm::sys::path::cache_directory(P))
-        return bad("cannot find the user's cache directory; pass --cache-dir "
-                   "or --no-cache");
+      if (!llvm::sys::path::cache_directory(P)) {
+        if (Explicit)
+          return bad("cannot find the user's cache directory; pass "
+                     "--cache-dir");
+        llvm::WithColor::warning()
+            << "cannot find the user's cache directory; running without the "
+               "autotune cache (pass --cache-dir or --no-cache)\n";
+        return std::string();
+      }
       llvm::sys::path::append(P, "mtsched");
       Dir = std::string(P.str());
     }
   }
-  if (std::error_code EC = llvm::sys::fs::create_directories(Dir))
-    return bad("cannot create cache directory '" + Dir + "': " + EC.message());
-  if (!llvm::sys::fs::is_directory(Dir))
-    return bad("cache directory '" + Dir + "' is not a directory");
+  std::error_code EC = llvm::sys::fs::create_directories(Dir);
+  if (!EC && !llvm::sys::fs::is_directory(Dir))
+    EC = std::make_error_code(std::errc::not_a_directory);
+  if (EC) {
+    if (Explicit)
+      return bad("cannot create cache directory '" + Dir +
+                 "': " + EC.message());
+    llvm::WithColor::warning()
+        << "cannot create cache directory '" << Dir << "': " << EC.message()
+        << "; running without the autotune cache\n";
+    return std::string();
+  }
   return Dir;
 }

@@ -97,5 +97,9 @@ llvm::json::Value mtsched::buildReport(const ReportInput &In) {
       {"phases_ms", std::move(Phases)},
       {"benchmarks_run", int64_t(R.BenchmarksRun)},
       {"memo_hits", int64_t(R.MemoHits)},
+      {"cache", Object{{"hits", int64_t(R.CacheHits)},
+                       {"misses", int64_t(R.CacheMisses)},
+                       {"dir", R.CacheDir.empty() ? JValue(nullptr)
+                                                  : JValue(R.CacheDir)}}},
   };
 }

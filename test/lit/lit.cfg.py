@@ -16,6 +16,14 @@ for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "HOME", "TMPDIR"]:
     if var in os.environ:
         config.environment[var] = os.environ[var]
 
+# The autotune cache is off in tests (counts of benchmarks run must not
+# depend on earlier runs); a test that wants it passes --cache-dir=%t.cache.
+# Its default directory points into the build tree so nothing here can touch
+# the user's cache.
+config.environment["MTSCHED_CACHE"] = "off"
+config.environment["MTSCHED_CACHE_DIR"] = os.path.join(
+    config.mtsched_obj_root, "test", "lit", "default-cache")
+
 config.substitutions.append(("%mtsched-opt", os.path.join(config.mtsched_tools_dir, "mtsched-opt")))
 config.substitutions.append(("%examples", os.path.join(config.mtsched_src_root, "examples")))
 config.substitutions.append(("%python", config.python))

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/Cache.h"
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/Passes/PassRegistry.h"
@@ -135,6 +136,25 @@ static cl::opt<std::string>
               cl::value_desc("file"), cl::cat(TuneCat));
 static cl::opt<bool> Quiet("quiet", cl::desc("No progress line on stderr"),
                            cl::cat(TuneCat));
+static cl::opt<std::string> CacheDir(
+    "cache-dir",
+    cl::desc("Autotune cache directory (default: $MTSCHED_CACHE_DIR, else "
+             "the user's cache directory + /mtsched)"),
+    cl::value_desc("dir"), cl::cat(TuneCat));
+static cl::opt<bool> NoCache("no-cache",
+                             cl::desc("Neither read nor write the autotune "
+                                      "cache"),
+                             cl::cat(TuneCat));
+static cl::opt<bool> CacheOnly(
+    "cache-only",
+    cl::desc("Replay every decision from the cache without benchmarking; "
+             "a missing entry is an error"),
+    cl::cat(TuneCat));
+static cl::opt<unsigned> PruneTopK(
+    "prune-top-k",
+    cl::desc("Benchmark only the K choices the cost model ranks best, per "
+             "node and size hint (default 0: all)"),
+    cl::init(0), cl::value_desc("K"), cl::cat(TuneCat));
 
 static void fail(const Twine &Msg) {
   errs() << "mtsched-opt: error: " << Msg << '\n';
@@ -228,6 +248,12 @@ int main(int argc, char **argv) {
     if (Error E = Tune.Faults.add(Spec))
       fail(toString(std::move(E)));
   Tune.Progress = !Quiet;
+  Expected<std::string> Dir = resolveCacheDir(CacheDir, NoCache, CacheOnly);
+  if (!Dir)
+    fail(toString(Dir.takeError()));
+  Tune.CacheDir = *Dir;
+  Tune.CacheOnly = CacheOnly;
+  Tune.PruneTopK = PruneTopK;
 
   std::vector<std::string> Requested(Pipeline.begin(), Pipeline.end());
   std::vector<std::pair<unsigned, std::string>> Flagged;

@@ -75,6 +75,11 @@ struct RunResult {
   std::map<std::string, double> PhasesMs;
   unsigned BenchmarksRun = 0;
   unsigned MemoHits = 0;
+  /// Nodes replayed from the persistent cache without measuring anything,
+  /// and nodes it did not (fully) hold; CacheDir is empty without a cache.
+  unsigned CacheHits = 0;
+  unsigned CacheMisses = 0;
+  std::string CacheDir;
   /// Per rank (index = rank): each node's choices' local times, in the order
   /// of Nodes, and the rank's decisions; empty for a rank that was not heard
   /// from at the end.
