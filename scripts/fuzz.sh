@@ -45,7 +45,7 @@ while IFS= read -r -d '' F; do
     /^\/\/ -----/ { part++; next }
     { print > (prefix part ".mir") }' "$F"
 done < <(find "$ROOT/examples" "$ROOT/test/lit" -name '*.mir' -type f -print0 | sort -z)
-echo "fuzz: $(ls "$SEEDS" | wc -l) seeds from $N .mir files; corpus has $(ls "$CORPUS" | wc -l) inputs"
+echo "fuzz: $(find "$SEEDS" -type f | wc -l) seeds from $N .mir files; corpus has $(find "$CORPUS" -type f | wc -l) inputs"
 
 # Fail on the first UBSan report with a stack; report leaks. ASan keeps every
 # distinct allocation stack, and the recursive parser makes millions of them:
@@ -76,4 +76,4 @@ if [[ $STATUS -ne 0 ]]; then
 fi
 grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb|stat::new_units_added)' "$LOG" || true
 grep -E '^#[0-9]+.*(DONE|INITED)' "$LOG" | tail -n 2 || true
-echo "fuzz: OK, no crash, leak, timeout or round-trip mismatch in ${SECONDS_TO_RUN}s; corpus now $(ls "$CORPUS" | wc -l) inputs"
+echo "fuzz: OK, no crash, leak, timeout or round-trip mismatch in ${SECONDS_TO_RUN}s; corpus now $(find "$CORPUS" -type f | wc -l) inputs"

@@ -170,7 +170,7 @@ for ARG in "$@"; do
   --only=*) ONLY=",${ARG#--only=}," ;;
   --skip=*) SKIP=",${ARG#--skip=}," ;;
   --list)
-    for S in "${STAGES[@]}"; do printf '%-12s %s\n' "$S" "$(describe "$S")"; done
+    for S in "${STAGES[@]}"; do printf '%-22s %s\n' "$S" "$(describe "$S")"; done
     exit 0
     ;;
   -h | --help)
