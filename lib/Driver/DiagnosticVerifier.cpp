@@ -25,6 +25,7 @@ DiagnosticVerifier::DiagnosticVerifier(llvm::SourceMgr &SM,
     : SM(SM), Errs(Errs) {
   const llvm::MemoryBuffer *Buf = SM.getMemoryBuffer(SM.getMainFileID());
   llvm::StringRef Text = Buf->getBuffer();
+  int64_t NumLines = int64_t(Text.count('\n')) + 1;
   // expected-KIND [@+N | @-N | @N] {{message}}
   llvm::Regex Re("expected-(error|warning|note|remark)[ \t]*(@[+-]?[0-9]+)?"
                  "[ \t]*\\{\\{(.*)\\}\\}");
@@ -53,11 +54,22 @@ DiagnosticVerifier::DiagnosticVerifier(llvm::SourceMgr &SM,
                  .Default(llvm::SourceMgr::DK_Remark);
     E.Line = LineNo;
     if (!M[2].empty()) {
+      // @+N and @-N are relative to this line, @N is absolute.
       llvm::StringRef Offset = M[2].drop_front();
-      int N = 0;
+      bool Relative = Offset.front() == '+' || Offset.front() == '-';
       Offset.consume_front("+");
-      Offset.getAsInteger(10, N);
-      E.Line = (M[2][1] == '+' || M[2][1] == '-') ? LineNo + N : N;
+      int64_t N = 0;
+      int64_t Target = 0;
+      if (!Offset.getAsInteger(10, N))
+        Target = Relative ? int64_t(LineNo) + N : N;
+      if (Target < 1 || Target > NumLines) {
+        SM.PrintMessage(Errs, Loc, llvm::SourceMgr::DK_Error,
+                        "expectation names line " + M[2] +
+                            ", which is not a line of this file");
+        Malformed = true;
+        continue;
+      }
+      E.Line = unsigned(Target);
     }
     E.Substring = M[3].str();
     E.Loc = Loc;
@@ -84,6 +96,9 @@ void DiagnosticVerifier::handle(const llvm::SMDiagnostic &D) {
 }
 
 bool DiagnosticVerifier::finish() {
+  // Our own reports must reach Errs, not handle(): SourceMgr hands every
+  // message to the installed handler, even one printed to a given stream.
+  SM.setDiagHandler(nullptr);
   bool OK = !Malformed;
   for (const llvm::SMDiagnostic &D : Unexpected) {
     OK = false;
