@@ -1,0 +1,55 @@
+//===- IRTestUtils.h - Parse IR text in unit tests --------------*- C++ -*-===//
+#ifndef MTSCHED_TEST_UNIT_IR_IRTESTUTILS_H
+#define MTSCHED_TEST_UNIT_IR_IRTESTUTILS_H
+
+#include "mtsched/IR/Graph.h"
+#include "mtsched/IR/Parser.h"
+#include "mtsched/IR/Verifier.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+#include <memory>
+#include <string>
+
+namespace mtsched {
+namespace test {
+
+/// A source manager that collects its diagnostics as text, so tests can
+/// check what a user would have seen. Locations point into its buffer, so
+/// it must outlive the module parsed from it.
+struct CapturedSource {
+  llvm::SourceMgr SM;
+  std::string Diags;
+
+  explicit CapturedSource(llvm::StringRef Text) {
+    SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Text, "t.mir"),
+                          llvm::SMLoc());
+    SM.setDiagHandler(
+        [](const llvm::SMDiagnostic &D, void *Ctx) {
+          llvm::raw_string_ostream OS(*static_cast<std::string *>(Ctx));
+          D.print(nullptr, OS, /*ShowColors=*/false);
+        },
+        &Diags);
+  }
+};
+
+/// Parses Text; the module is null after a parse error.
+inline std::unique_ptr<Module> parse(CapturedSource &Src) {
+  return parseModule(Src.SM);
+}
+
+/// Parses and verifies Text; the module is null after any error.
+inline std::unique_ptr<Module> parseAndVerify(CapturedSource &Src) {
+  std::unique_ptr<Module> M = parseModule(Src.SM);
+  if (!M)
+    return nullptr;
+  if (llvm::Error E = verifyModule(*M, Src.SM)) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  return M;
+}
+
+} // namespace test
+} // namespace mtsched
+
+#endif // MTSCHED_TEST_UNIT_IR_IRTESTUTILS_H
