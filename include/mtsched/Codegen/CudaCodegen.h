@@ -1,0 +1,77 @@
+//===- CudaCodegen.h - CUDA C++ source for templates and groups -*- C++ -*-===//
+//
+// Generates self-contained CUDA C++ (no toolkit headers) for
+//   * a GEMM choice `gemm_BMxBNxBK_wW_sS`: bf16/f16 on tensor cores
+//     (mma.sync m16n8k16, ldmatrix, cp.async with S stages), f32 on CUDA
+//     cores; optionally with its epilogue chain fused, a row reduction
+//     (rmsnorm, softmax) included when BN covers the row;
+//   * a fused kernel group of pointwise ops and reductions over the last
+//     dimension (sum, max, softmax, rmsnorm), one kernel per group.
+// Every kernel is `extern "C" __global__`, specialised to its shapes, and
+// takes its inputs then its outputs as pointers, in the order of
+// KernelSource::Inputs and KernelSource::Outputs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_CODEGEN_CUDACODEGEN_H
+#define MTSCHED_CODEGEN_CUDACODEGEN_H
+
+#include "mtsched/IR/Graph.h"
+#include "mtsched/Lowering/ChoiceConfig.h"
+#include "llvm/Support/Error.h"
+#include <string>
+#include <vector>
+
+namespace mtsched {
+
+struct KernelSource {
+  /// The entry point's name (also used for the dumped file's name).
+  std::string Name;
+  std::string Source;
+  /// Values read, in parameter order.
+  std::vector<const Value *> Inputs;
+  /// Values written, in parameter order after the inputs.
+  std::vector<const Value *> Outputs;
+  unsigned GridX = 1, GridY = 1, GridZ = 1;
+  unsigned BlockX = 1;
+  /// Dynamic shared memory in bytes.
+  unsigned SharedBytes = 0;
+};
+
+/// Rows of a tensor seen as [rows, inner dim].
+int64_t rowsOf(const TensorType &T);
+
+/// The GEMM of matmul node N with tile T, with N's epilogue chain fused if
+/// Fused. M overrides the number of rows of A (a size hint; 0: N's own).
+/// Fails for a tile the template cannot run (the message says why).
+llvm::Expected<KernelSource>
+generateGemmKernel(const MultiTemplateBufferNode &N, const GemmTileConfig &T,
+                   bool Fused, int64_t M = 0);
+
+/// One kernel computing Nodes (buffers of one fused group, in program
+/// order). Outputs are the nodes whose value is used outside the group or
+/// returned (see OutputsOf); Rows overrides the rows of the iteration space.
+llvm::Expected<KernelSource>
+generateGroupKernel(llvm::StringRef Name, llvm::ArrayRef<const Node *> Nodes,
+                    llvm::ArrayRef<const Value *> Outputs, int64_t Rows = 0);
+
+/// N's epilogue chain as its own kernel.
+llvm::Expected<KernelSource>
+generateEpilogueKernel(const MultiTemplateBufferNode &N, int64_t Rows = 0);
+
+/// Every kernel of a scheduled graph: each buffer kernel group, and each
+/// GEMM choice of each matmul (decided: the decided choice, fused if so;
+/// undecided: every choice, unfused and fused). Kernels that cannot be
+/// generated are reported in Errors, one line each.
+std::vector<KernelSource>
+generateGraphKernels(const Graph &G, std::vector<std::string> &Errors);
+
+/// Writes each kernel to Dir/<name>.cu.
+llvm::Error dumpKernels(llvm::ArrayRef<KernelSource> Kernels,
+                        llvm::StringRef Dir);
+
+/// A C identifier derived from S.
+std::string sanitizeIdentifier(llvm::StringRef S);
+
+} // namespace mtsched
+
+#endif // MTSCHED_CODEGEN_CUDACODEGEN_H

@@ -1,0 +1,147 @@
+//===- CudaApi.h - CUDA driver, NVRTC and cuBLAS opened at run time -*- C++
+//-*-===//
+//
+// mtsched never links against CUDA and never includes its headers: the few
+// types and entry points it needs are declared here and looked up with
+// llvm::sys::DynamicLibrary, so one binary runs with or without a GPU and
+// can say exactly what is missing.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_RUNTIME_CUDAAPI_H
+#define MTSCHED_RUNTIME_CUDAAPI_H
+
+#include "llvm/Support/Error.h"
+#include <cstddef>
+#include <string>
+
+namespace mtsched {
+namespace cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st *;
+using CUmodule = struct CUmod_st *;
+using CUfunction = struct CUfunc_st *;
+using CUstream = struct CUstream_st *;
+using CUevent = struct CUevent_st *;
+using nvrtcResult = int;
+using nvrtcProgram = struct _nvrtcProgram *;
+using cublasHandle_t = struct cublasContext *;
+using cublasStatus_t = int;
+
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+constexpr int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+constexpr int CU_EVENT_DEFAULT = 0;
+constexpr int CU_STREAM_NON_BLOCKING = 1;
+constexpr int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
+constexpr int CUBLAS_COMPUTE_32F = 68;
+constexpr int CUBLAS_OP_N = 0;
+constexpr int CUBLAS_GEMM_DEFAULT = -1;
+
+/// The driver API (libcuda.so.1).
+struct DriverApi {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int *);
+  CUresult (*cuDeviceGetCount)(int *);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, CUstream, void **,
+                             void **);
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*cuStreamCreate)(CUstream *, unsigned);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*cuGetErrorName)(CUresult, const char **);
+  CUresult (*cuGetErrorString)(CUresult, const char **);
+
+  /// "CUDA_ERROR_X (text)" for a result code.
+  std::string errorString(CUresult R) const;
+};
+
+/// NVRTC (libnvrtc.so.13, else libnvrtc.so).
+struct NvrtcApi {
+  nvrtcResult (*nvrtcVersion)(int *, int *);
+  nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram *, const char *, const char *,
+                                    int, const char *const *,
+                                    const char *const *);
+  nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram *);
+  nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char *const *);
+  nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t *);
+  nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char *);
+  nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t *);
+  nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char *);
+  const char *(*nvrtcGetErrorString)(nvrtcResult);
+  int Major = 0, Minor = 0;
+};
+
+/// cuBLAS (libcublas.so.13, else libcublas.so).
+struct CublasApi {
+  cublasStatus_t (*cublasCreate)(cublasHandle_t *);
+  cublasStatus_t (*cublasDestroy)(cublasHandle_t);
+  cublasStatus_t (*cublasSetStream)(cublasHandle_t, CUstream);
+  cublasStatus_t (*cublasGemmEx)(cublasHandle_t, int, int, int, int, int,
+                                 const void *, const void *, int, int,
+                                 const void *, int, int, const void *, void *,
+                                 int, int, int, int);
+};
+
+/// Each loader opens its library once per process; the error says which
+/// library or symbol is missing. Library paths can be overridden for tests
+/// with MTSCHED_LIBCUDA, MTSCHED_LIBNVRTC and MTSCHED_LIBCUBLAS.
+llvm::Expected<const DriverApi &> loadDriver();
+llvm::Expected<const NvrtcApi &> loadNvrtc();
+llvm::Expected<const CublasApi &> loadCublas();
+
+/// The device a backend would use: device 0, sm_80 or newer, with an
+/// initialised primary context current on the calling thread.
+struct DeviceInfo {
+  std::string Name;
+  int Major = 0, Minor = 0;
+  int SMs = 0;
+  int L2Bytes = 0;
+  int MaxSharedOptin = 0;
+  int DriverVersion = 0;
+  CUcontext Ctx = nullptr;
+};
+
+/// Finds device 0 and makes its primary context current; explains exactly
+/// why CUDA cannot run here otherwise (no driver, no device, sm < 80).
+llvm::Expected<DeviceInfo> openDevice();
+/// Makes the primary context current on this thread.
+llvm::Error makeCurrent(const DeviceInfo &D);
+
+/// Compiles one kernel with NVRTC for sm_<Arch> to a cubin; the error holds
+/// the compiler's log.
+llvm::Expected<std::string> compileToCubin(llvm::StringRef Source,
+                                           llvm::StringRef Name, int Arch);
+/// The options compileToCubin passes (part of the cache key).
+std::string compileOptionsKey(int Arch);
+
+} // namespace cuda
+} // namespace mtsched
+
+#endif // MTSCHED_RUNTIME_CUDAAPI_H

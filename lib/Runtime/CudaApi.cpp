@@ -1,0 +1,271 @@
+//===- CudaApi.cpp - Loading the CUDA libraries at run time ---------------===//
+#include "mtsched/Runtime/CudaApi.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/DynamicLibrary.h"
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+using namespace mtsched;
+using namespace mtsched::cuda;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+namespace {
+
+/// Opens the first library of Names that loads; Why collects the failures.
+struct Library {
+  llvm::sys::DynamicLibrary Lib;
+  std::string Path;
+
+  bool open(std::vector<std::string> Names, const char *EnvOverride,
+            std::string &Why) {
+    if (const char *E = std::getenv(EnvOverride))
+      Names.insert(Names.begin(), E);
+    for (const std::string &N : Names) {
+      std::string Msg;
+      Lib = llvm::sys::DynamicLibrary::getPermanentLibrary(N.c_str(), &Msg);
+      if (Lib.isValid()) {
+        Path = N;
+        return true;
+      }
+      Why += (Why.empty() ? "" : "; ") + N + ": " + Msg;
+    }
+    return false;
+  }
+
+  /// Looks up the first of Syms; records a missing one in Missing.
+  template <typename F>
+  void get(F &Fn, std::initializer_list<const char *> Syms,
+           std::string &Missing) {
+    for (const char *S : Syms)
+      if (void *P = Lib.getAddressOfSymbol(S)) {
+        Fn = reinterpret_cast<F>(P);
+        return;
+      }
+    Fn = nullptr;
+    Missing += (Missing.empty() ? "" : ", ") + std::string(*Syms.begin());
+  }
+};
+
+template <typename Api> struct Loaded {
+  Api A{};
+  std::string Error;
+  std::once_flag Once;
+};
+
+} // namespace
+
+std::string DriverApi::errorString(CUresult R) const {
+  const char *Name = nullptr, *Text = nullptr;
+  if (cuGetErrorName)
+    cuGetErrorName(R, &Name);
+  if (cuGetErrorString)
+    cuGetErrorString(R, &Text);
+  return std::string(Name ? Name : "CUDA error " + std::to_string(R)) +
+         (Text ? std::string(" (") + Text + ")" : std::string());
+}
+
+llvm::Expected<const DriverApi &> cuda::loadDriver() {
+  static Loaded<DriverApi> L;
+  std::call_once(L.Once, [] {
+    Library Lib;
+    std::string Why;
+    if (!Lib.open({"libcuda.so.1", "libcuda.so"}, "MTSCHED_LIBCUDA", Why)) {
+      L.Error = "no CUDA driver library (libcuda.so.1) could be opened: " + Why;
+      return;
+    }
+    std::string M;
+    DriverApi &A = L.A;
+    Lib.get(A.cuInit, {"cuInit"}, M);
+    Lib.get(A.cuDriverGetVersion, {"cuDriverGetVersion"}, M);
+    Lib.get(A.cuDeviceGetCount, {"cuDeviceGetCount"}, M);
+    Lib.get(A.cuDeviceGet, {"cuDeviceGet"}, M);
+    Lib.get(A.cuDeviceGetName, {"cuDeviceGetName"}, M);
+    Lib.get(A.cuDeviceGetAttribute, {"cuDeviceGetAttribute"}, M);
+    Lib.get(A.cuDevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}, M);
+    Lib.get(A.cuCtxSetCurrent, {"cuCtxSetCurrent"}, M);
+    Lib.get(A.cuCtxSynchronize, {"cuCtxSynchronize"}, M);
+    Lib.get(A.cuModuleLoadData, {"cuModuleLoadData"}, M);
+    Lib.get(A.cuModuleUnload, {"cuModuleUnload"}, M);
+    Lib.get(A.cuModuleGetFunction, {"cuModuleGetFunction"}, M);
+    Lib.get(A.cuFuncSetAttribute, {"cuFuncSetAttribute"}, M);
+    Lib.get(A.cuLaunchKernel, {"cuLaunchKernel"}, M);
+    Lib.get(A.cuMemAlloc, {"cuMemAlloc_v2"}, M);
+    Lib.get(A.cuMemFree, {"cuMemFree_v2"}, M);
+    Lib.get(A.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"}, M);
+    Lib.get(A.cuMemcpyDtoH, {"cuMemcpyDtoH_v2"}, M);
+    Lib.get(A.cuMemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}, M);
+    Lib.get(A.cuMemsetD8Async, {"cuMemsetD8Async"}, M);
+    Lib.get(A.cuStreamCreate, {"cuStreamCreate"}, M);
+    Lib.get(A.cuStreamSynchronize, {"cuStreamSynchronize"}, M);
+    Lib.get(A.cuEventCreate, {"cuEventCreate"}, M);
+    Lib.get(A.cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}, M);
+    Lib.get(A.cuEventRecord, {"cuEventRecord"}, M);
+    Lib.get(A.cuEventSynchronize, {"cuEventSynchronize"}, M);
+    Lib.get(A.cuEventElapsedTime,
+            {"cuEventElapsedTime_v2", "cuEventElapsedTime"}, M);
+    Lib.get(A.cuGetErrorName, {"cuGetErrorName"}, M);
+    Lib.get(A.cuGetErrorString, {"cuGetErrorString"}, M);
+    if (!M.empty())
+      L.Error = Lib.Path + " lacks " + M + " (driver too old?)";
+  });
+  if (!L.Error.empty())
+    return err(L.Error);
+  return L.A;
+}
+
+llvm::Expected<const NvrtcApi &> cuda::loadNvrtc() {
+  static Loaded<NvrtcApi> L;
+  std::call_once(L.Once, [] {
+    Library Lib;
+    std::string Why;
+    if (!Lib.open({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
+                   "/usr/local/cuda/lib64/libnvrtc.so"},
+                  "MTSCHED_LIBNVRTC", Why)) {
+      L.Error = "no NVRTC library (libnvrtc.so.13) could be opened: " + Why;
+      return;
+    }
+    std::string M;
+    NvrtcApi &A = L.A;
+    Lib.get(A.nvrtcVersion, {"nvrtcVersion"}, M);
+    Lib.get(A.nvrtcCreateProgram, {"nvrtcCreateProgram"}, M);
+    Lib.get(A.nvrtcDestroyProgram, {"nvrtcDestroyProgram"}, M);
+    Lib.get(A.nvrtcCompileProgram, {"nvrtcCompileProgram"}, M);
+    Lib.get(A.nvrtcGetProgramLogSize, {"nvrtcGetProgramLogSize"}, M);
+    Lib.get(A.nvrtcGetProgramLog, {"nvrtcGetProgramLog"}, M);
+    Lib.get(A.nvrtcGetCUBINSize, {"nvrtcGetCUBINSize"}, M);
+    Lib.get(A.nvrtcGetCUBIN, {"nvrtcGetCUBIN"}, M);
+    Lib.get(A.nvrtcGetErrorString, {"nvrtcGetErrorString"}, M);
+    if (!M.empty()) {
+      L.Error = Lib.Path + " lacks " + M;
+      return;
+    }
+    A.nvrtcVersion(&A.Major, &A.Minor);
+  });
+  if (!L.Error.empty())
+    return err(L.Error);
+  return L.A;
+}
+
+llvm::Expected<const CublasApi &> cuda::loadCublas() {
+  static Loaded<CublasApi> L;
+  std::call_once(L.Once, [] {
+    Library Lib;
+    std::string Why;
+    if (!Lib.open({"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
+                  "MTSCHED_LIBCUBLAS", Why)) {
+      L.Error = "no cuBLAS library (libcublas.so.13) could be opened: " + Why;
+      return;
+    }
+    std::string M;
+    CublasApi &A = L.A;
+    Lib.get(A.cublasCreate, {"cublasCreate_v2"}, M);
+    Lib.get(A.cublasDestroy, {"cublasDestroy_v2"}, M);
+    Lib.get(A.cublasSetStream, {"cublasSetStream_v2"}, M);
+    Lib.get(A.cublasGemmEx, {"cublasGemmEx"}, M);
+    if (!M.empty())
+      L.Error = Lib.Path + " lacks " + M;
+  });
+  if (!L.Error.empty())
+    return err(L.Error);
+  return L.A;
+}
+
+llvm::Expected<DeviceInfo> cuda::openDevice() {
+  llvm::Expected<const DriverApi &> DrvOr = loadDriver();
+  if (!DrvOr)
+    return DrvOr.takeError();
+  const DriverApi &D = *DrvOr;
+  if (CUresult R = D.cuInit(0))
+    return err("the CUDA driver did not initialise: " + D.errorString(R) +
+               " (no GPU, or no permission to use it?)");
+  int Count = 0;
+  if (CUresult R = D.cuDeviceGetCount(&Count))
+    return err("cannot count CUDA devices: " + D.errorString(R));
+  if (Count == 0)
+    return err("the CUDA driver sees no device");
+  DeviceInfo Info;
+  CUdevice Dev;
+  if (CUresult R = D.cuDeviceGet(&Dev, 0))
+    return err("cannot open CUDA device 0: " + D.errorString(R));
+  char Name[256] = {0};
+  D.cuDeviceGetName(Name, sizeof(Name) - 1, Dev);
+  Info.Name = Name;
+  D.cuDriverGetVersion(&Info.DriverVersion);
+  D.cuDeviceGetAttribute(&Info.Major,
+                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, Dev);
+  D.cuDeviceGetAttribute(&Info.Minor,
+                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, Dev);
+  D.cuDeviceGetAttribute(&Info.SMs, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                         Dev);
+  D.cuDeviceGetAttribute(&Info.L2Bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, Dev);
+  D.cuDeviceGetAttribute(&Info.MaxSharedOptin,
+                         CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                         Dev);
+  if (Info.Major < 8)
+    return err("CUDA device 0 (" + Info.Name + ") is sm_" +
+               llvm::Twine(Info.Major) + llvm::Twine(Info.Minor) +
+               "; the generated kernels need sm_80 or newer");
+  if (CUresult R = D.cuDevicePrimaryCtxRetain(&Info.Ctx, Dev))
+    return err("cannot create a context on " + Info.Name + ": " +
+               D.errorString(R));
+  if (llvm::Error E = makeCurrent(Info))
+    return std::move(E);
+  return Info;
+}
+
+llvm::Error cuda::makeCurrent(const DeviceInfo &Info) {
+  llvm::Expected<const DriverApi &> D = loadDriver();
+  if (!D)
+    return D.takeError();
+  if (CUresult R = D->cuCtxSetCurrent(Info.Ctx))
+    return err("cannot make the CUDA context current: " + D->errorString(R));
+  return llvm::Error::success();
+}
+
+std::string cuda::compileOptionsKey(int Arch) {
+  return "--gpu-architecture=sm_" + std::to_string(Arch) +
+         " -std=c++17 --use_fast_math -default-device";
+}
+
+llvm::Expected<std::string>
+cuda::compileToCubin(llvm::StringRef Source, llvm::StringRef Name, int Arch) {
+  llvm::Expected<const NvrtcApi &> NOr = loadNvrtc();
+  if (!NOr)
+    return NOr.takeError();
+  const NvrtcApi &N = *NOr;
+  std::string Src = Source.str(), FileName = Name.str() + ".cu";
+  nvrtcProgram Prog = nullptr;
+  if (nvrtcResult R = N.nvrtcCreateProgram(&Prog, Src.c_str(), FileName.c_str(),
+                                           0, nullptr, nullptr))
+    return err("nvrtcCreateProgram failed: " +
+               llvm::Twine(N.nvrtcGetErrorString(R)));
+  std::string ArchOpt = "--gpu-architecture=sm_" + std::to_string(Arch);
+  const char *Opts[] = {ArchOpt.c_str(), "-std=c++17", "--use_fast_math",
+                        "-default-device"};
+  nvrtcResult R = N.nvrtcCompileProgram(Prog, 4, Opts);
+  size_t LogSize = 0;
+  N.nvrtcGetProgramLogSize(Prog, &LogSize);
+  std::string Log(LogSize, '\0');
+  if (LogSize)
+    N.nvrtcGetProgramLog(Prog, &Log[0]);
+  while (!Log.empty() && (Log.back() == '\0' || Log.back() == '\n'))
+    Log.pop_back();
+  if (R) {
+    N.nvrtcDestroyProgram(&Prog);
+    return err("NVRTC failed to compile '" + Name + "' (" +
+               N.nvrtcGetErrorString(R) + "):\n" + Log);
+  }
+  size_t Size = 0;
+  N.nvrtcGetCUBINSize(Prog, &Size);
+  std::string Cubin(Size, '\0');
+  if (Size)
+    N.nvrtcGetCUBIN(Prog, &Cubin[0]);
+  N.nvrtcDestroyProgram(&Prog);
+  if (Cubin.empty())
+    return err("NVRTC produced no cubin for '" + Name + "'");
+  return Cubin;
+}

@@ -1,0 +1,164 @@
+//===- CudaCompiler.cpp - Parallel NVRTC compilation with a disk cache ----===//
+#include "mtsched/Runtime/CudaCompiler.h"
+#include "mtsched/Runtime/CudaApi.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+#include <chrono>
+#include <cstring>
+
+using namespace mtsched;
+using namespace mtsched::cuda;
+
+CudaOptions &cuda::cudaOptions() {
+  static CudaOptions O;
+  return O;
+}
+
+KernelStats &cuda::kernelStats() {
+  static KernelStats S;
+  return S;
+}
+
+std::string cuda::kernelCacheDir() {
+  const std::string &D = cudaOptions().KernelCacheDir;
+  if (D == "none")
+    return "";
+  if (!D.empty())
+    return D;
+  llvm::SmallString<256> P;
+  if (!llvm::sys::path::cache_directory(P))
+    return "";
+  llvm::sys::path::append(P, "mtsched", "kernels");
+  return std::string(P);
+}
+
+unsigned cuda::compileThreads() {
+  unsigned T = cudaOptions().CompileThreads;
+  if (T)
+    return T;
+  return std::max(
+      1u, std::min(8u, llvm::hardware_concurrency().compute_thread_count()));
+}
+
+static constexpr char Magic[8] = {'M', 'T', 'S', 'C', 'U', 'B', '1', '\0'};
+
+static std::string cacheKey(const CompileJob &J, int Arch) {
+  const NvrtcApi *N = nullptr;
+  if (auto NOr = loadNvrtc())
+    N = &*NOr;
+  else
+    llvm::consumeError(NOr.takeError());
+  std::string Blob =
+      J.Source + '\0' + compileOptionsKey(Arch) + '\0' + J.Name + '\0' +
+      (N ? std::to_string(N->Major) + "." + std::to_string(N->Minor)
+         : std::string("?"));
+  return llvm::utohexstr(llvm::xxHash64(Blob), /*LowerCase=*/true);
+}
+
+/// The cached cubin for Key, if present and intact.
+static llvm::Optional<std::string> readEntry(llvm::StringRef Path,
+                                             llvm::StringRef Key) {
+  auto Buf = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false);
+  if (!Buf)
+    return llvm::None;
+  llvm::StringRef B = (*Buf)->getBuffer();
+  // magic, key (16 hex), size (8 bytes), data, checksum (8 bytes)
+  if (B.size() < 8 + 16 + 8 + 8 ||
+      B.substr(0, 8) != llvm::StringRef(Magic, 8) || B.substr(8, 16) != Key)
+    return llvm::None;
+  uint64_t Size, Sum;
+  std::memcpy(&Size, B.data() + 24, 8);
+  if (B.size() != 32 + Size + 8)
+    return llvm::None;
+  llvm::StringRef Data = B.substr(32, Size);
+  std::memcpy(&Sum, B.data() + 32 + Size, 8);
+  if (Sum != llvm::xxHash64(Data))
+    return llvm::None;
+  return Data.str();
+}
+
+static void writeEntry(llvm::StringRef Dir, llvm::StringRef Path,
+                       llvm::StringRef Key, llvm::StringRef Data) {
+  if (llvm::sys::fs::create_directories(Dir))
+    return;
+  llvm::SmallString<256> Tmp;
+  int FD;
+  if (llvm::sys::fs::createUniqueFile(Path + "-%%%%%%%%.tmp", FD, Tmp))
+    return;
+  {
+    llvm::raw_fd_ostream OS(FD, /*shouldClose=*/true);
+    uint64_t Size = Data.size(), Sum = llvm::xxHash64(Data);
+    OS.write(Magic, 8);
+    OS << Key;
+    OS.write(reinterpret_cast<const char *>(&Size), 8);
+    OS << Data;
+    OS.write(reinterpret_cast<const char *>(&Sum), 8);
+    OS.close();
+    if (OS.has_error()) {
+      OS.clear_error();
+      llvm::sys::fs::remove(Tmp);
+      return;
+    }
+  }
+  if (llvm::sys::fs::rename(Tmp, Path))
+    llvm::sys::fs::remove(Tmp);
+}
+
+std::vector<llvm::Expected<std::string>>
+cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch) {
+  auto T0 = std::chrono::steady_clock::now();
+  std::string Dir = kernelCacheDir();
+  std::vector<llvm::Optional<std::string>> Ok(Jobs.size());
+  std::vector<std::string> Errors(Jobs.size());
+  auto Work = [&](size_t I) {
+    const CompileJob &J = Jobs[I];
+    std::string Key = cacheKey(J, Arch);
+    llvm::SmallString<256> Path(Dir);
+    llvm::sys::path::append(Path, Key + ".cubin");
+    if (!Dir.empty())
+      if (llvm::Optional<std::string> Hit = readEntry(Path, Key)) {
+        ++kernelStats().Cached;
+        Ok[I] = std::move(*Hit);
+        return;
+      }
+    llvm::Expected<std::string> C = compileToCubin(J.Source, J.Name, Arch);
+    if (!C) {
+      ++kernelStats().Failed;
+      Errors[I] = llvm::toString(C.takeError());
+      return;
+    }
+    ++kernelStats().Compiled;
+    if (!Dir.empty())
+      writeEntry(Dir, Path, Key, *C);
+    Ok[I] = std::move(*C);
+  };
+  unsigned Threads = std::min<unsigned>(compileThreads(), Jobs.size());
+  if (Threads <= 1) {
+    for (size_t I = 0; I < Jobs.size(); ++I)
+      Work(I);
+  } else {
+    llvm::ThreadPool Pool(llvm::hardware_concurrency(Threads));
+    for (size_t I = 0; I < Jobs.size(); ++I)
+      Pool.async([&Work, I] { Work(I); });
+    Pool.wait();
+  }
+  std::vector<llvm::Expected<std::string>> Out;
+  for (size_t I = 0; I < Jobs.size(); ++I) {
+    if (Ok[I])
+      Out.push_back(std::move(*Ok[I]));
+    else
+      Out.push_back(
+          llvm::createStringError(llvm::inconvertibleErrorCode(), Errors[I]));
+  }
+  kernelStats().CompileMs +=
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - T0)
+          .count();
+  return Out;
+}
