@@ -9,7 +9,10 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.mtsched_obj_root, "test", "lit")
 
 config.environment["PATH"] = os.pathsep.join(
-    [config.mtsched_tools_dir, config.llvm_tools_dir,
+    [config.mtsched_tools_dir,
+     os.path.join(config.mtsched_obj_root, "tools", "mtsched-calibrate"),
+     os.path.join(config.mtsched_obj_root, "tools", "mtsched-lab"),
+     config.llvm_tools_dir,
      config.environment.get("PATH", os.environ["PATH"])])
 # Sanitizer settings from the caller (CI's ASan/TSan runs) reach the tools.
 for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "HOME", "TMPDIR"]:

@@ -1,0 +1,113 @@
+"""Writes the heuristics lab's corpus (bench/corpus/*.mir).
+
+Four realistic graph families on 4 tensor-parallel ranks, Llama-3-8B-like
+sizes (hidden 4096, MLP 14336, 32 heads), each at a decode size (M = 1..16
+tokens) and a prefill size (M = 2048..8192 tokens):
+
+  tp_layer     attention projections and MLP, two all_reduces, residual
+               adds, rmsnorm (Megatron tensor parallelism)
+  sp_layer     sequence parallel MLP: all_gather before, reduce_scatter
+               after the matmuls
+  moe_layer    mixture of experts: router, all_to_all dispatch and combine
+  coll_chain   a chain of six collectives with pointwise work between them
+
+The attention core (QK^T, softmax, PV) is a softmax over the query
+projection: the IR has no batched attention op, and the scheduler only
+decides the projections and collectives around it.
+
+usage: python3 gen_corpus.py  (rewrites the .mir files next to it)
+"""
+import os
+
+TP = 4
+H, F = 4096, 14336
+HQ = H // TP           # per-rank query/output width
+FF = F // TP           # per-rank MLP width
+HEAD = "group @tp = [0, 1, 2, 3]\n"
+
+
+def tp_layer(m):
+    return f"""// Tensor-parallel transformer layer, M = {m} tokens, {TP} ranks.
+{HEAD}
+graph @tp_layer_m{m}(%x: bf16[{m},{H}], %g1: bf16[{H}], %wq: bf16[{H},{HQ}], %wo: bf16[{HQ},{H}], %g2: bf16[{H}], %wu: bf16[{H},{FF}], %wd: bf16[{FF},{H}]) attributes {{world_size = {TP}}} {{
+  %n1 = rmsnorm(%x, %g1) {{eps = 1.0e-05}} : bf16[{m},{H}]
+  %q = matmul(%n1, %wq) : bf16[{m},{HQ}]
+  %s = softmax(%q) : bf16[{m},{HQ}]
+  %o = matmul(%s, %wo) : bf16[{m},{H}]
+  %or = all_reduce(%o) {{reduce = "sum", group = "tp"}} : bf16[{m},{H}]
+  %h1 = add(%or, %x) : bf16[{m},{H}]
+  %n2 = rmsnorm(%h1, %g2) {{eps = 1.0e-05}} : bf16[{m},{H}]
+  %u = matmul(%n2, %wu) : bf16[{m},{FF}]
+  %a = silu(%u) : bf16[{m},{FF}]
+  %d = matmul(%a, %wd) : bf16[{m},{H}]
+  %dr = all_reduce(%d) {{reduce = "sum", group = "tp"}} : bf16[{m},{H}]
+  %out = add(%dr, %h1) : bf16[{m},{H}]
+  return %out
+}}
+"""
+
+
+def sp_layer(m):
+    s = m // TP
+    return f"""// Sequence-parallel MLP layer, M = {m} tokens ({s} per rank), {TP} ranks.
+{HEAD}
+graph @sp_layer_m{m}(%xs: bf16[{s},{H}], %g: bf16[{H}], %wu: bf16[{H},{FF}], %wd: bf16[{FF},{H}], %b: bf16[{H}]) attributes {{world_size = {TP}}} {{
+  %xg = all_gather(%xs) {{group = "tp"}} : bf16[{m},{H}]
+  %n = rmsnorm(%xg, %g) {{eps = 1.0e-05}} : bf16[{m},{H}]
+  %u = matmul(%n, %wu) : bf16[{m},{FF}]
+  %a = gelu(%u) : bf16[{m},{FF}]
+  %d = matmul(%a, %wd) : bf16[{m},{H}]
+  %rs = reduce_scatter(%d) {{reduce = "sum", group = "tp"}} : bf16[{s},{H}]
+  %rb = add(%rs, %b) : bf16[{s},{H}]
+  %out = add(%rb, %xs) : bf16[{s},{H}]
+  return %out
+}}
+"""
+
+
+def moe_layer(m):
+    return f"""// Mixture-of-experts layer (one expert per rank), M = {m} tokens, {TP} ranks.
+{HEAD}
+graph @moe_layer_m{m}(%x: bf16[{m},{H}], %wr: bf16[{H},64], %we1: bf16[{H},{F // 4}], %we2: bf16[{F // 4},{H}]) attributes {{world_size = {TP}}} {{
+  %r = matmul(%x, %wr) : bf16[{m},64]
+  %p = softmax(%r) : bf16[{m},64]
+  %dx = all_to_all(%x) {{group = "tp"}} : bf16[{m},{H}]
+  %e = matmul(%dx, %we1) : bf16[{m},{F // 4}]
+  %a = silu(%e) : bf16[{m},{F // 4}]
+  %e2 = matmul(%a, %we2) : bf16[{m},{H}]
+  %c = all_to_all(%e2) {{group = "tp"}} : bf16[{m},{H}]
+  %out = add(%c, %x) : bf16[{m},{H}]
+  return %out, %p
+}}
+"""
+
+
+def coll_chain(m):
+    return f"""// A chain of six collectives with pointwise work between, M = {m}, {TP} ranks.
+{HEAD}
+graph @coll_chain_m{m}(%x: bf16[{m},{H}], %b: bf16[{H}]) attributes {{world_size = {TP}}} {{
+  %c1 = all_reduce(%x) {{reduce = "sum", group = "tp"}} : bf16[{m},{H}]
+  %p1 = add(%c1, %b) : bf16[{m},{H}]
+  %c2 = reduce_scatter(%p1) {{reduce = "sum", group = "tp"}} : bf16[{m // TP},{H}]
+  %p2 = gelu(%c2) : bf16[{m // TP},{H}]
+  %c3 = all_gather(%p2) {{group = "tp"}} : bf16[{m},{H}]
+  %p3 = relu(%c3) : bf16[{m},{H}]
+  %c4 = all_to_all(%p3) {{group = "tp"}} : bf16[{m},{H}]
+  %p4 = mul(%c4, %x) : bf16[{m},{H}]
+  %c5 = all_reduce(%p4) {{reduce = "sum", group = "tp"}} : bf16[{m},{H}]
+  %p5 = silu(%c5) : bf16[{m},{H}]
+  %c6 = all_reduce(%p5) {{reduce = "max", group = "tp"}} : bf16[{m},{H}]
+  %out = add(%c6, %b) : bf16[{m},{H}]
+  return %out
+}}
+"""
+
+
+GRAPHS = [("tp_layer", tp_layer, 4, 4096), ("sp_layer", sp_layer, 16, 8192),
+          ("moe_layer", moe_layer, 8, 2048), ("coll_chain", coll_chain, 4, 4096)]
+
+here = os.path.dirname(os.path.abspath(__file__))
+for name, fn, dec, pre in GRAPHS:
+    for phase, m in (("decode", dec), ("prefill", pre)):
+        with open(os.path.join(here, f"{name}_{phase}.mir"), "w") as f:
+            f.write(fn(m))

@@ -1,0 +1,402 @@
+//===- Calibrate.cpp - Fit the simulator's device to measured times -------===//
+#include "mtsched/Autotune/Calibrate.h"
+#include "mtsched/IR/Graph.h"
+#include "mtsched/IR/Parser.h"
+#include "mtsched/Passes/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace mtsched;
+
+static llvm::Error bad(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+namespace {
+struct Param {
+  const char *Name;
+  double DeviceDesc::*Member;
+};
+const Param Params[] = {
+    {"hbm_gbps", &DeviceDesc::HbmGBps},
+    {"peak_bf16_tflops", &DeviceDesc::PeakBf16Tflops},
+    {"peak_fp32_tflops", &DeviceDesc::PeakFp32Tflops},
+    {"link_gbps", &DeviceDesc::LinkGBps},
+    {"link_latency_us", &DeviceDesc::LinkLatencyUs},
+    {"launch_us", &DeviceDesc::LaunchUs},
+    {"barrier_us", &DeviceDesc::BarrierUs},
+};
+constexpr size_t NumParams = sizeof(Params) / sizeof(Params[0]);
+} // namespace
+
+std::vector<std::string> mtsched::calibratedParameterNames() {
+  std::vector<std::string> Out;
+  for (const Param &P : Params)
+    Out.push_back(P.Name);
+  return Out;
+}
+
+double mtsched::predictSampleUs(const DeviceDesc &D,
+                                const CalibrationSample &S) {
+  switch (S.K) {
+  case CalibrationSample::Kind::Choice:
+    return predictChoiceUs(D, S.W, S.C, false);
+  case CalibrationSample::Kind::Fused:
+    return predictChoiceUs(D, S.W, S.C, true);
+  case CalibrationSample::Kind::Epilogue:
+    return predictEpilogueUs(D, S.W);
+  }
+  return 0;
+}
+
+static std::string groupOf(const Workload &W, const Choice &C, bool Fused) {
+  std::string G;
+  switch (W.K) {
+  case Workload::Kind::Gemm:
+    G = C.isExtern() ? "extern gemm" : "gemm tiles";
+    break;
+  case Workload::Kind::Collective: {
+    llvm::Optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+    G = "collective " + (A ? collectiveAlgoName(*A).str() : C.Name);
+    break;
+  }
+  case Workload::Kind::Custom:
+    G = "custom";
+    break;
+  }
+  return Fused ? G + " + epilogue" : G;
+}
+
+llvm::Expected<std::vector<CalibrationSample>>
+mtsched::collectCalibrationSamples(const Module &M,
+                                   const llvm::json::Value &Report) {
+  const llvm::json::Object *R = Report.getAsObject();
+  const llvm::json::Array *Nodes = R ? R->getArray("nodes") : nullptr;
+  if (!Nodes)
+    return bad("the report has no 'nodes' list");
+  std::vector<CalibrationSample> Out;
+  for (const llvm::json::Value &NV : *Nodes) {
+    const llvm::json::Object *NO = NV.getAsObject();
+    if (!NO)
+      return bad("a node of the report is not an object");
+    llvm::StringRef GraphName = NO->getString("graph").getValueOr("");
+    llvm::StringRef NodeName = NO->getString("name").getValueOr("");
+    if (NO->getBoolean("fallback").getValueOr(false))
+      continue;
+    const Graph *G = nullptr;
+    for (const auto &Cand : M.getGraphs())
+      if ("@" + Cand->getName() == GraphName)
+        G = Cand.get();
+    if (!G)
+      return bad("the report's graph '" + GraphName +
+                 "' is not in the IR file");
+    const MultiTemplateBufferNode *N = nullptr;
+    for (const auto &Cand : G->getNodes())
+      if ("%" + Cand->getName() == NodeName)
+        N = llvm::dyn_cast<MultiTemplateBufferNode>(Cand.get());
+    if (!N)
+      return bad("the report's node '" + NodeName + "' of '" + GraphName +
+                 "' is not a multi-template buffer of the lowered IR");
+    Workload W = describeNode(M, *G, *N);
+    const llvm::json::Array *Choices = NO->getArray("choices");
+    if (!Choices)
+      return bad("node '" + NodeName + "' has no 'choices'");
+    bool AnyPredicted = false;
+    for (const llvm::json::Value &CV : *Choices) {
+      const llvm::json::Object *CO = CV.getAsObject();
+      if (!CO)
+        return bad("a choice of '" + NodeName + "' is not an object");
+      llvm::StringRef Name = CO->getString("name").getValueOr("");
+      const Choice *C = N->findChoice(Name);
+      if (!C)
+        return bad("choice '" + Name + "' of '" + NodeName +
+                   "' is not in the lowered IR (run with the same choice "
+                   "options)");
+      std::string What = (GraphName + "/" + NodeName + " " + Name).str();
+      if (llvm::Optional<double> Ms = CO->getNumber("ms"))
+        Out.push_back({CalibrationSample::Kind::Choice, groupOf(W, *C, false),
+                       What, W, *C, *Ms * 1000.0});
+      bool Predicted = CO->getBoolean("fused_predicted").getValueOr(false);
+      AnyPredicted |= Predicted;
+      if (llvm::Optional<double> Ms = CO->getNumber("fused_ms"))
+        if (!Predicted)
+          Out.push_back({CalibrationSample::Kind::Fused, groupOf(W, *C, true),
+                         What + " fused", W, *C, *Ms * 1000.0});
+    }
+    // The cost-model heuristic predicts the epilogue too.
+    if (llvm::Optional<double> Ms = NO->getNumber("epilogue_ms"))
+      if (!AnyPredicted && W.Epilogue.NumOps > 0 && *Ms > 0)
+        Out.push_back({CalibrationSample::Kind::Epilogue, "epilogues",
+                       (GraphName + "/" + NodeName + " epilogue").str(), W,
+                       Choice(), *Ms * 1000.0});
+  }
+  if (Out.empty())
+    return bad("the report holds no measured times to calibrate from");
+  return Out;
+}
+
+llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
+    llvm::StringRef IRPath, llvm::StringRef ReportPath,
+    const LoweringOptions &Lowering, const FusionOptions &Fusion) {
+  auto IR = llvm::MemoryBuffer::getFile(IRPath, /*IsText=*/true);
+  if (!IR)
+    return bad("cannot read IR file '" + IRPath +
+               "': " + IR.getError().message());
+  auto Rep = llvm::MemoryBuffer::getFile(ReportPath, /*IsText=*/true);
+  if (!Rep)
+    return bad("cannot read report '" + ReportPath +
+               "': " + Rep.getError().message());
+  llvm::Expected<llvm::json::Value> Report =
+      llvm::json::parse((*Rep)->getBuffer());
+  if (!Report)
+    return bad(ReportPath +
+               ": invalid JSON: " + llvm::toString(Report.takeError()));
+  llvm::SourceMgr SM;
+  SM.AddNewSourceBuffer(std::move(*IR), llvm::SMLoc());
+  std::unique_ptr<Module> M = parseModule(SM);
+  if (!M)
+    return bad("cannot parse IR file '" + IRPath + "'");
+  Diagnostics Diags(SM);
+  PassContext Ctx;
+  Ctx.M = M.get();
+  Ctx.Diags = &Diags;
+  LoweringOptions L = Lowering;
+  // Decisions are not needed, only the workloads.
+  L.Mode = CollectiveMode::Deferred;
+  L.Selector = nullptr;
+  std::unique_ptr<Pass> Passes[] = {createLowerPass(L), createFusePass(Fusion)};
+  for (auto &G : M->getGraphs())
+    for (auto &P : Passes) {
+      P->setContext(Ctx);
+      if (llvm::Error E = P->run(*G)) {
+        llvm::consumeError(std::move(E));
+        return bad("cannot lower IR file '" + IRPath + "'");
+      }
+    }
+  llvm::Expected<std::vector<CalibrationSample>> S =
+      collectCalibrationSamples(*M, *Report);
+  if (!S)
+    return bad(ReportPath + ": " + llvm::toString(S.takeError()));
+  return S;
+}
+
+namespace {
+
+/// Mean squared relative error of the samples on a device whose fitted
+/// parameters are Start's times exp(X).
+class Objective {
+public:
+  Objective(const DeviceDesc &Start,
+            const std::vector<CalibrationSample> &Samples,
+            const std::vector<size_t> &Free)
+      : Start(Start), Samples(Samples), Free(Free) {}
+
+  DeviceDesc device(const std::vector<double> &X) const {
+    DeviceDesc D = Start;
+    for (size_t I = 0; I < Free.size(); ++I)
+      D.*Params[Free[I]].Member =
+          Start.*Params[Free[I]].Member * std::exp(X[I]);
+    return D;
+  }
+  double operator()(const std::vector<double> &X) {
+    ++Evaluations;
+    DeviceDesc D = device(X);
+    double Sum = 0;
+    for (const CalibrationSample &S : Samples) {
+      double P = predictSampleUs(D, S);
+      double E = std::isfinite(P) ? (P - S.MeasuredUs) / S.MeasuredUs : 10.0;
+      Sum += E * E;
+    }
+    return Sum / Samples.size();
+  }
+  unsigned Evaluations = 0;
+
+private:
+  const DeviceDesc &Start;
+  const std::vector<CalibrationSample> &Samples;
+  const std::vector<size_t> &Free;
+};
+
+/// Nelder-Mead from X0 with initial step Step; returns the best point.
+std::vector<double> nelderMead(Objective &F, std::vector<double> X0,
+                               double Step, unsigned MaxIter) {
+  size_t N = X0.size();
+  std::vector<std::vector<double>> P(N + 1, X0);
+  for (size_t I = 0; I < N; ++I)
+    P[I + 1][I] += Step;
+  std::vector<double> V(N + 1);
+  for (size_t I = 0; I <= N; ++I)
+    V[I] = F(P[I]);
+  for (unsigned It = 0; It < MaxIter; ++It) {
+    std::vector<size_t> Order(N + 1);
+    for (size_t I = 0; I <= N; ++I)
+      Order[I] = I;
+    std::sort(Order.begin(), Order.end(), [&](size_t A, size_t B) {
+      return V[A] < V[B] || (V[A] == V[B] && A < B);
+    });
+    size_t Best = Order[0], Worst = Order[N], Second = Order[N - 1];
+    if (V[Worst] - V[Best] <= 1e-14 * (1 + V[Best]))
+      break;
+    std::vector<double> C(N, 0);
+    for (size_t I = 0; I <= N; ++I)
+      if (I != Worst)
+        for (size_t J = 0; J < N; ++J)
+          C[J] += P[I][J] / N;
+    auto Along = [&](double T) {
+      std::vector<double> X(N);
+      for (size_t J = 0; J < N; ++J)
+        X[J] = C[J] + T * (P[Worst][J] - C[J]);
+      return X;
+    };
+    std::vector<double> R = Along(-1);
+    double FR = F(R);
+    if (FR < V[Best]) {
+      std::vector<double> E = Along(-2);
+      double FE = F(E);
+      if (FE < FR) {
+        P[Worst] = E;
+        V[Worst] = FE;
+      } else {
+        P[Worst] = R;
+        V[Worst] = FR;
+      }
+    } else if (FR < V[Second]) {
+      P[Worst] = R;
+      V[Worst] = FR;
+    } else {
+      std::vector<double> K = FR < V[Worst] ? Along(-0.5) : Along(0.5);
+      double FK = F(K);
+      if (FK < std::min(FR, V[Worst])) {
+        P[Worst] = K;
+        V[Worst] = FK;
+      } else {
+        for (size_t I = 0; I <= N; ++I)
+          if (I != Best) {
+            for (size_t J = 0; J < N; ++J)
+              P[I][J] = P[Best][J] + 0.5 * (P[I][J] - P[Best][J]);
+            V[I] = F(P[I]);
+          }
+      }
+    }
+  }
+  size_t Best = 0;
+  for (size_t I = 1; I <= N; ++I)
+    if (V[I] < V[Best])
+      Best = I;
+  return P[Best];
+}
+
+void errorsInto(const DeviceDesc &D,
+                const std::vector<CalibrationSample> &Samples, bool After,
+                std::map<std::string, CalibrationError> &Groups) {
+  for (const CalibrationSample &S : Samples) {
+    CalibrationError &G = Groups[S.Group];
+    G.Group = S.Group;
+    double P = predictSampleUs(D, S);
+    double E =
+        std::isfinite(P) ? std::fabs(P - S.MeasuredUs) / S.MeasuredUs : 1e9;
+    double &Rms = After ? G.RmsAfter : G.RmsBefore;
+    double &Max = After ? G.MaxAfter : G.MaxBefore;
+    Rms += E * E;
+    Max = std::max(Max, E);
+    if (After)
+      ++G.Count;
+  }
+}
+
+} // namespace
+
+CalibrationResult
+mtsched::calibrateDevice(const DeviceDesc &Start,
+                         const std::vector<CalibrationSample> &Samples,
+                         llvm::StringRef Name) {
+  CalibrationResult R;
+  // A parameter is free when moving it by 20% moves some prediction by
+  // more than 0.1%.
+  std::vector<size_t> Free;
+  for (size_t I = 0; I < NumParams; ++I) {
+    DeviceDesc Up = Start;
+    Up.*Params[I].Member *= 1.2;
+    bool Moves = false;
+    for (const CalibrationSample &S : Samples) {
+      double A = predictSampleUs(Start, S), B = predictSampleUs(Up, S);
+      if (std::isfinite(A) != std::isfinite(B) ||
+          (std::isfinite(A) && std::fabs(B - A) > 1e-3 * A)) {
+        Moves = true;
+        break;
+      }
+    }
+    if (Moves)
+      Free.push_back(I);
+    else
+      R.Undetermined.push_back(Params[I].Name);
+  }
+  Objective F(Start, Samples, Free);
+  std::vector<double> X(Free.size(), 0.0);
+  R.ObjectiveBefore = F(X);
+  double Best = R.ObjectiveBefore;
+  // Restart from the best point with a shrinking simplex until a restart
+  // stops improving: Nelder-Mead can stall on the roofline's kinks.
+  double Step = 0.5;
+  for (unsigned Round = 0; Round < 12 && !Free.empty(); ++Round) {
+    std::vector<double> Y = nelderMead(F, X, Step, 3000);
+    double FY = F(Y);
+    bool Improved = FY < Best * (1 - 1e-9);
+    if (FY < Best) {
+      Best = FY;
+      X = Y;
+    }
+    if (!Improved && Step < 0.02)
+      break;
+    Step = Improved ? std::max(Step * 0.5, 0.05) : Step * 0.3;
+  }
+  R.Fitted = F.device(X);
+  R.Fitted.Name = Name.str();
+  R.ObjectiveAfter = Best;
+  R.Evaluations = F.Evaluations;
+
+  std::map<std::string, CalibrationError> Groups;
+  errorsInto(Start, Samples, false, Groups);
+  errorsInto(R.Fitted, Samples, true, Groups);
+  for (auto &KV : Groups) {
+    CalibrationError E = KV.second;
+    E.RmsBefore = std::sqrt(E.RmsBefore / E.Count);
+    E.RmsAfter = std::sqrt(E.RmsAfter / E.Count);
+    R.Errors.push_back(E);
+  }
+  return R;
+}
+
+void mtsched::printCalibration(const DeviceDesc &Start,
+                               const CalibrationResult &R,
+                               llvm::raw_ostream &OS) {
+  OS << "parameter            start       fitted\n";
+  for (const Param &P : Params) {
+    bool Fixed = llvm::is_contained(R.Undetermined, P.Name);
+    OS << llvm::format("%-18s %10.4g %12.4g", P.Name, Start.*P.Member,
+                       R.Fitted.*P.Member)
+       << (Fixed ? "  (not determined by these timings: kept)" : "") << '\n';
+  }
+  OS << llvm::format("%-18s %10d %12d  (kept)\n",
+                     static_cast<const char *>("num_sms"), Start.NumSMs,
+                     R.Fitted.NumSMs)
+     << llvm::format("%-18s %10.4g %12.4g  (kept)\n",
+                     static_cast<const char *>("l2_mb"), Start.L2MB,
+                     R.Fitted.L2MB);
+  OS << "\nrelative error per choice kind (rms / max, %):\n"
+     << "kind                                samples   before            "
+        "after\n";
+  for (const CalibrationError &E : R.Errors)
+    OS << llvm::format("%-35s %7u %7.2f / %7.2f %7.2f / %7.2f\n",
+                       E.Group.c_str(), E.Count, 100 * E.RmsBefore,
+                       100 * E.MaxBefore, 100 * E.RmsAfter, 100 * E.MaxAfter);
+  OS << llvm::format("\nobjective (mean squared relative error): %.3g -> "
+                     "%.3g after %u evaluations\n",
+                     R.ObjectiveBefore, R.ObjectiveAfter, R.Evaluations);
+}

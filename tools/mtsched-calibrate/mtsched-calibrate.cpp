@@ -1,0 +1,98 @@
+//===- mtsched-calibrate.cpp - Fit a simulated device to a run ------------===//
+//
+// mtsched-calibrate --calibrate-from=REPORT.json --calibrate=OUT.json IR.mir
+// (the pair repeatable) fits the simulator's device parameters to the timings
+// of REPORT (a
+// --report of a run on IR.mir) and writes a device file for --device=OUT.
+// The logic is in lib/Autotune/Calibrate.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "mtsched/Autotune/Calibrate.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+using namespace mtsched;
+
+static cl::OptionCategory Cat("Calibration options");
+static cl::list<std::string>
+    IRFiles(cl::Positional, cl::OneOrMore,
+            cl::desc("<IR file of each report, in the same order>"),
+            cl::cat(Cat));
+static cl::list<std::string>
+    From("calibrate-from", cl::OneOrMore,
+         cl::desc("Report (--report JSON) of a run to fit; repeat it with "
+                  "one IR file each to fit several runs at once"),
+         cl::value_desc("report.json"), cl::cat(Cat));
+static cl::opt<std::string> Out("calibrate", cl::Required,
+                                cl::desc("Device file to write"),
+                                cl::value_desc("out.json"), cl::cat(Cat));
+static cl::opt<std::string>
+    Device("device",
+           cl::desc("Starting point: h100, h200 (default) or a JSON file"),
+           cl::init("h200"), cl::cat(Cat));
+static cl::opt<std::string> Name("name",
+                                 cl::desc("Name of the fitted device "
+                                          "(default: calibrated)"),
+                                 cl::init("calibrated"), cl::cat(Cat));
+static cl::opt<std::string>
+    ChoicesFile("choices-file",
+                cl::desc("The choices file the run used, if any"),
+                cl::value_desc("file"), cl::cat(Cat));
+static cl::list<std::string> DisableChoices("disable-choices",
+                                            cl::desc("As the run used them"),
+                                            cl::CommaSeparated, cl::cat(Cat));
+static cl::opt<unsigned> MaxEpilogueLength("max-epilogue-length",
+                                           cl::desc("As the run used it"),
+                                           cl::init(8), cl::cat(Cat));
+
+static void fail(const Twine &Msg) {
+  errs() << "mtsched-calibrate: error: " << Msg << '\n';
+  exit(1);
+}
+
+int main(int argc, char **argv) {
+  InitLLVM X(argc, argv);
+  cl::HideUnrelatedOptions(Cat);
+  cl::ParseCommandLineOptions(
+      argc, argv, "mtsched-calibrate: fit the simulated device to a run\n");
+  Expected<DeviceDesc> Start = StringRef(Device).endswith(".json")
+                                   ? loadDeviceFile(Device)
+                                   : getBuiltinDevice(Device);
+  if (!Start)
+    fail(toString(Start.takeError()));
+  if (Name.empty())
+    fail("--name must not be empty");
+  LoweringOptions Lowering;
+  if (!ChoicesFile.empty())
+    if (Error E = Lowering.Choices.loadFile(ChoicesFile))
+      fail(toString(std::move(E)));
+  for (const std::string &C : DisableChoices)
+    Lowering.Choices.Disabled.insert(C);
+  FusionOptions Fusion;
+  if (MaxEpilogueLength == 0)
+    fail("--max-epilogue-length must be at least 1");
+  Fusion.MaxEpilogueLength = MaxEpilogueLength;
+  if (IRFiles.size() != From.size())
+    fail("give one IR file per --calibrate-from report (" + Twine(From.size()) +
+         " reports, " + Twine(IRFiles.size()) + " IR files)");
+  std::vector<CalibrationSample> Samples;
+  for (size_t I = 0; I < From.size(); ++I) {
+    Expected<std::vector<CalibrationSample>> S =
+        loadCalibrationSamples(IRFiles[I], From[I], Lowering, Fusion);
+    if (!S)
+      fail(toString(S.takeError()));
+    llvm::append_range(Samples, *S);
+  }
+  CalibrationResult R = calibrateDevice(*Start, Samples, Name);
+  printCalibration(*Start, R, outs());
+  std::error_code EC;
+  raw_fd_ostream OS(Out, EC, sys::fs::OF_Text);
+  if (EC)
+    fail("cannot write '" + Out + "': " + EC.message());
+  writeDeviceFile(R.Fitted, OS);
+  outs() << "wrote " << Out << '\n';
+  return 0;
+}
