@@ -1,4 +1,12 @@
 //===- RankRunner.cpp - Runs the pipeline on every rank -------------------===//
+//
+// Two launchers share everything but the launch: thread ranks (every rank a
+// thread of this process, talking through a ThreadGroup) and MPI ranks (this
+// process is one rank of `mpirun -np N`, talking through an
+// MpiCommunicator). Both run runRank() per rank and emitOutputs() once for
+// the reporting rank.
+//
+//===----------------------------------------------------------------------===//
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/Report.h"
@@ -13,8 +21,14 @@
 #include "llvm/Support/TimeProfiler.h"
 #include "llvm/Support/WithColor.h"
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
+#ifdef MTSCHED_HAVE_MPI
+#include "mtsched/Runtime/MpiCommunicator.h"
+#endif
 
 using namespace mtsched;
 
@@ -80,45 +94,38 @@ bool hasCollectives(const Graph &G) {
   return false;
 }
 
-/// The number of ranks: --ranks, else the largest world size. A graph with
-/// collectives must run on exactly its world size; others run on any.
-int rankCount(const OptMainConfig &Config, const Module &M,
-              Diagnostics &Diags) {
-  int64_t N = Config.NumRanks;
+/// The number of ranks: Fixed (the MPI size) if positive, else --ranks,
+/// else the largest world size. A graph with collectives must run on exactly
+/// its world size; others run on any. Source names where the count came from
+/// in the error, which only Loud ranks print.
+int rankCount(const OptMainConfig &Config, const Module &M, Diagnostics &Diags,
+              int Fixed, llvm::StringRef Source, bool Loud) {
+  int64_t N = Fixed > 0 ? Fixed : Config.NumRanks;
   if (N == 0)
     for (const auto &G : M.getGraphs())
       N = std::max(N, G->getWorldSize());
   N = std::max<int64_t>(N, 1);
   for (const auto &G : M.getGraphs())
     if (G->getWorldSize() != N && hasCollectives(*G)) {
-      Diags.print(G->getLoc(), llvm::SourceMgr::DK_Error,
-                  "graph '@" + G->getName() + "' has world_size " +
-                      llvm::Twine(G->getWorldSize()) + ", but " +
-                      llvm::Twine(N) + " rank" + (N == 1 ? " is" : "s are") +
-                      " running (--ranks)");
+      if (Loud)
+        Diags.print(G->getLoc(), llvm::SourceMgr::DK_Error,
+                    "graph '@" + G->getName() + "' has world_size " +
+                        llvm::Twine(G->getWorldSize()) + ", but " +
+                        llvm::Twine(N) + " rank" + (N == 1 ? " is" : "s are") +
+                        " running (" + Source + ")");
       return 0;
     }
   return N;
 }
 
-void runRank(int Rank, const OptMainConfig &Config,
-             const PassRegistry &Registry, const Module &Source,
-             Diagnostics &Diags, ThreadGroup &Group, RankGate &Gate,
-             RankState &State) {
-  llvm::set_thread_name("rank " + llvm::Twine(Rank));
-  if (!Config.TraceFile.empty())
-    llvm::timeTraceProfilerInitialize(/*TimeTraceGranularity=*/0,
-                                      "mtsched-opt");
-  bool Hung = false;
+/// Runs the pipeline as one rank: every launcher's shared part. Comm is the
+/// rank's communicator and Hooks how it stops on purpose (fault injection).
+void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
+             const OptMainConfig &Config, const PassRegistry &Registry,
+             const Module &Source, Diagnostics &Diags, RankState &State) {
   State.M = Source.clone();
-  State.Comm = Group.get(Rank);
+  State.Comm = std::move(Comm);
   PipelineOptions Pipe = Config.Pipe;
-  RankHooks Hooks;
-  Hooks.Hang = [&] {
-    Hung = true;
-    Gate.hang();
-  };
-  Hooks.Exit = [&] { Group.markDead(Rank); };
   llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
       createBenchmarker(Pipe.Autotune, Rank);
   if (!Bench) {
@@ -126,7 +133,6 @@ void runRank(int Rank, const OptMainConfig &Config,
     std::string Msg = toString(Bench.takeError());
     if (Rank == 0)
       llvm::WithColor::error() << Msg << '\n';
-    Gate.settle();
     return;
   }
   State.Session = std::make_unique<Autotuner>(
@@ -167,10 +173,6 @@ void runRank(int Rank, const OptMainConfig &Config,
     llvm::raw_string_ostream IROS(State.FinalIR);
     printModule(*State.M, IROS);
   }
-  if (!Config.TraceFile.empty())
-    llvm::timeTraceProfilerFinishThread();
-  if (!Hung)
-    Gate.settle();
 }
 
 bool writeFile(llvm::StringRef Path, llvm::StringRef What,
@@ -186,19 +188,49 @@ bool writeFile(llvm::StringRef Path, llvm::StringRef What,
   return true;
 }
 
-} // namespace
+/// The outputs of a run, from the reporting rank (null if none finished):
+/// its IR dumps, and when OK its final IR and the report. WriteTrace: this
+/// process writes the trace it collected. Returns OK unless a file could
+/// not be written.
+bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
+                 bool OK, bool WriteTrace, llvm::raw_ostream &OS,
+                 std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
+  if (Reporter) {
+    OS << Reporter->Dumps;
+    if (OK)
+      OS << Reporter->FinalIR;
+  }
+  if (OK && !Config.ReportFile.empty()) {
+    ReportInput In;
+    In.Backend = Reporter->Session->getBackendName();
+    In.WorldSize = N;
+    In.Mode = Reporter->Session->getMode();
+    In.Result = &Reporter->Session->getResult();
+    In.ExtraPhasesMs = std::move(FrontendPhasesMs);
+    llvm::append_range(In.ExtraPhasesMs, Reporter->PassTimesMs);
+    OK &= writeFile(Config.ReportFile, "report", [&](llvm::raw_fd_ostream &F) {
+      F << llvm::formatv("{0:2}", buildReport(In)) << '\n';
+    });
+  }
+  if (!Config.TraceFile.empty()) {
+    if (WriteTrace)
+      OK &= writeFile(Config.TraceFile, "trace", [&](llvm::raw_fd_ostream &F) {
+        llvm::timeTraceProfilerWrite(F);
+      });
+    llvm::timeTraceProfilerCleanup();
+  }
+  return OK;
+}
 
-bool mtsched::runOnRanks(
+//===----------------------------------------------------------------------===//
+// Thread ranks
+//===----------------------------------------------------------------------===//
+
+bool runThreadRanks(
     const OptMainConfig &Config, const PassRegistry &Registry, const Module &M,
     Diagnostics &Diags, llvm::raw_ostream &OS,
     std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
-  // Without passes there is nothing for ranks to do: print the module,
-  // whatever world sizes its graphs have.
-  if (Config.Pipeline.empty()) {
-    printModule(M, OS);
-    return true;
-  }
-  int N = rankCount(Config, M, Diags);
+  int N = rankCount(Config, M, Diags, 0, "--ranks", /*Loud=*/true);
   if (N == 0)
     return false;
   bool Trace = !Config.TraceFile.empty();
@@ -211,9 +243,27 @@ bool mtsched::runOnRanks(
   std::vector<RankState> States(N);
   std::vector<std::thread> Threads;
   for (int R = 0; R < N; ++R)
-    Threads.emplace_back(runRank, R, std::cref(Config), std::cref(Registry),
-                         std::cref(M), std::ref(Diags), std::ref(Group),
-                         std::ref(Gate), std::ref(States[R]));
+    Threads.emplace_back([&, R] {
+      llvm::set_thread_name("rank " + llvm::Twine(R));
+      if (Trace)
+        llvm::timeTraceProfilerInitialize(/*TimeTraceGranularity=*/0,
+                                          "mtsched-opt");
+      // A hung rank is released once every other rank has finished, so the
+      // process ends in bounded time and joins every thread.
+      bool Hung = false;
+      RankHooks Hooks;
+      Hooks.Hang = [&Hung, &Gate] {
+        Hung = true;
+        Gate.hang();
+      };
+      Hooks.Exit = [&Group, R] { Group.markDead(R); };
+      runRank(R, Group.get(R), std::move(Hooks), Config, Registry, M, Diags,
+              States[R]);
+      if (Trace)
+        llvm::timeTraceProfilerFinishThread();
+      if (!Hung)
+        Gate.settle();
+    });
   Gate.waitAllSettled(N);
   Gate.release();
   for (std::thread &T : Threads)
@@ -238,29 +288,202 @@ bool mtsched::runOnRanks(
             << (&S - States.data()) << " decided differently\n";
         OK = false;
       }
-  if (Reporter) {
-    OS << Reporter->Dumps;
-    if (OK)
-      OS << Reporter->FinalIR;
+  return emitOutputs(Config, N, Reporter, OK, /*WriteTrace=*/true, OS,
+                     std::move(FrontendPhasesMs));
+}
+
+//===----------------------------------------------------------------------===//
+// MPI ranks
+//===----------------------------------------------------------------------===//
+
+/// The variables an MPI launcher sets for each process it starts: Open MPI,
+/// then MPICH/Hydra and Slurm (PMI), then PMIx.
+constexpr const char *LauncherSizeVars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                            "PMIX_SIZE"};
+constexpr const char *LauncherRankVars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                            "PMIX_RANK"};
+
+int launcherVar(llvm::ArrayRef<const char *> Names) {
+  for (const char *Name : Names)
+    if (const char *V = std::getenv(Name)) {
+      int N = 0;
+      if (!llvm::StringRef(V).getAsInteger(10, N))
+        return N;
+    }
+  return -1;
+}
+
+#ifdef MTSCHED_HAVE_MPI
+
+/// How this process exits (see finishRankProcess).
+struct ExitPolicy {
+  bool Reporter = false;
+  /// How long MPI_Finalize may take before the process leaves without it.
+  std::chrono::milliseconds FinalizeBound{60000};
+};
+ExitPolicy Exit;
+
+/// How long a rank of a broken run waits for a lower rank to say it
+/// finished before it reports itself (only when a lower rank went silent).
+constexpr std::chrono::milliseconds ReporterGrace{1000};
+/// How long a non-reporting rank of a broken run waits for the reporter to
+/// end the job before ending it itself.
+constexpr std::chrono::milliseconds ReporterWait{5000};
+/// Exit status of a rank that hung on purpose (if the job outlives it).
+constexpr int HungExitCode = 3;
+
+bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
+                 const Module &M, Diagnostics &Diags, llvm::raw_ostream &OS,
+                 std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
+  llvm::Expected<std::unique_ptr<MpiCommunicator>> Created =
+      MpiCommunicator::create();
+  if (!Created) {
+    llvm::WithColor::error() << toString(Created.takeError()) << '\n';
+    return false;
+  }
+  MpiCommunicator &Comm = **Created;
+  int Rank = Comm.rank(), Size = Comm.size();
+  const AutotuneOptions &Tune = Config.Pipe.Autotune;
+  Exit.FinalizeBound = Tune.PreSyncTimeout + Tune.ChoiceTimeout +
+                       std::chrono::milliseconds(10000);
+  // Every rank finds the same errors here; rank 0 reports them.
+  if (Config.NumRanks != 0 && Config.NumRanks != Size) {
+    if (Rank == 0)
+      llvm::WithColor::error()
+          << "--ranks=" << Config.NumRanks << " does not match the " << Size
+          << " MPI process" << (Size == 1 ? "" : "es")
+          << " (mpirun -np); omit --ranks under mpirun\n";
+    return false;
+  }
+  if (!rankCount(Config, M, Diags, Size, "mpirun -np", Rank == 0))
+    return false;
+  bool Trace = !Config.TraceFile.empty();
+  if (Trace)
+    llvm::timeTraceProfilerInitialize(/*TimeTraceGranularity=*/0,
+                                      "mtsched-opt");
+
+  RankHooks Hooks;
+  // Leaving: the peers hear of it at once and fail their pending operation,
+  // as thread ranks do when a peer is marked dead.
+  bool Departed = false;
+  Hooks.Exit = [&Comm, &Departed] {
+    Comm.depart();
+    Departed = true;
+  };
+  // Hanging: take no part for longer than any peer waits, so the peers time
+  // out; the job ends when they do (or, failing that, when this rank gives
+  // up and exits non-zero).
+  std::chrono::milliseconds HangFor =
+      Tune.PreSyncTimeout + Tune.ChoiceTimeout + std::chrono::seconds(5);
+  Hooks.Hang = [Rank, HangFor] {
+    llvm::WithColor::warning()
+        << "rank " << Rank << " hangs (injected fault): it takes no part for "
+        << HangFor.count() << " ms, then exits with status " << HungExitCode
+        << "\n";
+    std::this_thread::sleep_for(HangFor);
+  };
+  RankState State;
+  runRank(Rank, std::move(*Created), std::move(Hooks), Config, Registry, M,
+          Diags, State);
+
+  if (State.Stopped) {
+    llvm::WithColor::warning() << State.StopReason << "\n";
+    if (Trace)
+      llvm::timeTraceProfilerCleanup();
+    // Departed: MPI_Finalize at exit returns once the peers finalize.
+    if (Departed)
+      return true;
+    // Hung: the peers gave up long ago and may have ended the job already.
+    llvm::outs().flush();
+    llvm::errs().flush();
+    std::fflush(nullptr);
+    _exit(HungExitCode);
   }
 
-  if (OK && !Config.ReportFile.empty()) {
-    ReportInput In;
-    In.Backend = Reporter->Session->getBackendName();
-    In.WorldSize = N;
-    In.Mode = Reporter->Session->getMode();
-    In.Result = &Reporter->Session->getResult();
-    In.ExtraPhasesMs = std::move(FrontendPhasesMs);
-    llvm::append_range(In.ExtraPhasesMs, Reporter->PassTimesMs);
-    OK &= writeFile(Config.ReportFile, "report", [&](llvm::raw_fd_ostream &F) {
-      F << llvm::formatv("{0:2}", buildReport(In)) << '\n';
-    });
+  // The lowest rank that finished reports. Healthy run: every rank took part
+  // in the autotuner's final all-gather, so that is rank 0. Broken run:
+  // nothing collective is left, so the ranks that finished agree by
+  // messages, with a grace for a silent lower rank.
+  bool IsReporter = State.OK && (MpiCommunicator::isBroken()
+                                     ? Comm.isLowestFinishedRank(ReporterGrace)
+                                     : Rank == 0);
+  Exit.Reporter = IsReporter;
+  bool OK = State.OK;
+  if (IsReporter) {
+    const RunResult &R = State.Session->getResult();
+    for (int Peer = 0; Peer < Size; ++Peer)
+      if (Peer != Rank && !R.RankDecisions[Peer].empty() &&
+          R.RankDecisions[Peer] != R.RankDecisions[Rank]) {
+        llvm::WithColor::error()
+            << "ranks " << Rank << " and " << Peer << " decided differently\n";
+        OK = false;
+      }
   }
-  if (Trace) {
-    OK &= writeFile(Config.TraceFile, "trace", [&](llvm::raw_fd_ostream &F) {
-      llvm::timeTraceProfilerWrite(F);
-    });
+  if (IsReporter)
+    return emitOutputs(Config, Size, &State, OK, /*WriteTrace=*/true, OS,
+                       std::move(FrontendPhasesMs));
+  if (Trace)
     llvm::timeTraceProfilerCleanup();
-  }
   return OK;
+}
+
+#endif // MTSCHED_HAVE_MPI
+
+} // namespace
+
+bool mtsched::runOnRanks(
+    const OptMainConfig &Config, const PassRegistry &Registry, const Module &M,
+    Diagnostics &Diags, llvm::raw_ostream &OS,
+    std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
+  int LaunchedRanks = launcherVar(LauncherSizeVars);
+  // Without passes there is nothing for ranks to do: print the module,
+  // whatever world sizes its graphs have (once, under mpirun).
+  if (Config.Pipeline.empty()) {
+    if (launcherVar(LauncherRankVars) <= 0)
+      printModule(M, OS);
+    return true;
+  }
+  if (LaunchedRanks < 1)
+    return runThreadRanks(Config, Registry, M, Diags, OS,
+                          std::move(FrontendPhasesMs));
+#ifdef MTSCHED_HAVE_MPI
+  return runMpiRanks(Config, Registry, M, Diags, OS,
+                     std::move(FrontendPhasesMs));
+#else
+  if (launcherVar(LauncherRankVars) <= 0)
+    llvm::WithColor::error()
+        << "started by an MPI launcher (" << LaunchedRanks
+        << " processes), but this mtsched-opt was built without MPI "
+           "(MTSCHED_ENABLE_MPI=OFF); run it without mpirun for thread ranks\n";
+  return false;
+#endif
+}
+
+int mtsched::finishRankProcess(int ExitCode) {
+#ifdef MTSCHED_HAVE_MPI
+  if (!MpiCommunicator::isInitialized())
+    return ExitCode;
+  llvm::outs().flush();
+  llvm::errs().flush();
+  std::fflush(nullptr);
+  if (!MpiCommunicator::canFinalize()) {
+    // A peer may never come, so MPI_Finalize could block forever. The
+    // reporter has written everything: it ends the job. Any other rank gives
+    // the reporter time to finish first (its abort ends this process too).
+    if (!Exit.Reporter)
+      std::this_thread::sleep_for(ReporterWait);
+    MpiCommunicator::abort(ExitCode);
+  }
+  // MPI_Finalize returns once every process calls it. A watchdog bounds it
+  // in case a peer that looked healthy never does.
+  std::chrono::milliseconds Bound = Exit.FinalizeBound;
+  std::thread([Bound, ExitCode] {
+    std::this_thread::sleep_for(Bound);
+    llvm::errs() << "mtsched-opt: MPI_Finalize did not return within "
+                 << Bound.count() << " ms; exiting without it\n";
+    _exit(ExitCode);
+  }).detach();
+  MpiCommunicator::finalize();
+#endif
+  return ExitCode;
 }

@@ -6,6 +6,7 @@
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/Cache.h"
 #include "mtsched/Driver/OptMain.h"
+#include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Runtime/DeviceDesc.h"
@@ -86,7 +87,8 @@ static cl::opt<unsigned> MaxEpilogueLength(
 
 static cl::opt<int> Ranks("ranks",
                           cl::desc("Ranks to run as threads (default: the "
-                                   "graph's world_size)"),
+                                   "graph's world_size; under mpirun, the "
+                                   "MPI size)"),
                           cl::init(0), cl::cat(TuneCat));
 static cl::opt<std::string>
     Backend("backend", cl::desc("Where choices are timed: sim (default)"),
@@ -268,5 +270,6 @@ int main(int argc, char **argv) {
   for (const std::string &P : PrintIRAfter)
     if (!Registry.lookup(P))
       fail("unknown pass '" + P + "' in --print-ir-after");
-  return optMain(Config, Registry);
+  // Under mpirun, MPI_Finalize (or the way out without it) comes last.
+  return finishRankProcess(optMain(Config, Registry));
 }

@@ -1,8 +1,10 @@
 //===- RankRunner.h - Runs the pipeline on every rank -----------*- C++ -*-===//
 //
-// Each rank runs the whole pipeline on its own copy of the module, as a
-// thread, talking to its peers through a Communicator. The lowest rank that
-// finishes reports: its IR is printed and its session writes the report.
+// Each rank runs the whole pipeline on its own copy of the module, talking to
+// its peers through a Communicator: as a thread of this process (default),
+// or, when an MPI launcher started this process (`mpirun -np N`), as this
+// process, one rank of N. The lowest rank that finishes reports: its IR is
+// printed and its session writes the report. docs/RANKS.md has the details.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_DRIVER_RANKRUNNER_H
@@ -26,6 +28,14 @@ class Module;
 bool runOnRanks(const OptMainConfig &Config, const PassRegistry &Registry,
                 const Module &M, Diagnostics &Diags, llvm::raw_ostream &OS,
                 std::vector<std::pair<std::string, double>> FrontendPhasesMs);
+
+/// Ends this process's part in the run; call it last, with the exit code
+/// main() is about to return. With thread ranks it returns ExitCode. With
+/// MPI ranks it flushes the outputs, then calls MPI_Finalize (bounded by a
+/// watchdog) and returns ExitCode, unless a peer may never come (an
+/// operation timed out): then MPI_Finalize could block forever, so it ends
+/// the whole job with MPI_Abort(ExitCode) and does not return.
+int finishRankProcess(int ExitCode);
 
 } // namespace mtsched
 

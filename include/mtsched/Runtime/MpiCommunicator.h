@@ -1,0 +1,106 @@
+//===- MpiCommunicator.h - Ranks as MPI processes ---------------*- C++ -*-===//
+//
+// The Communicator interface over MPI, for ranks that are processes started
+// by `mpirun -np N`. This header does not include <mpi.h>: it is compiled
+// into MtschedRuntimeMpi only when MTSCHED_ENABLE_MPI is on, and only the
+// driver links it.
+//
+// Every operation is a non-blocking MPI collective polled with MPI_Test
+// against the operation's deadline, so like the thread communicator it
+// returns Timeout instead of waiting past its deadline. MPI collectives
+// cannot be cancelled, which shapes the rest (docs/RANKS.md has the details):
+//
+//  * A barrier that times out stays posted. MPI matches collectives by their
+//    order on the communicator, so a late rank completes it when it arrives
+//    and meets its peers again at the next operation, as with the thread
+//    communicator's sequence numbers. This is what lets the pre-sync's
+//    all-gather tell a rank that missed the window from one that is gone.
+//  * A data operation (allGather, allReduceMax, broadcast) that times out
+//    breaks the communicator: its buffers stay allocated (a peer may still
+//    write into them), and every later call returns Failed at once without
+//    touching MPI.
+//  * A rank that leaves on purpose calls depart(): it tells every peer on a
+//    separate control communicator, and a peer's pending or later operation
+//    returns Failed as soon as it sees that, as with ThreadGroup::markDead.
+//
+// All instances in a process share one MPI world (MPI is initialised once per
+// process), so whether MPI can still be finalized is a property of the
+// process: see canFinalize().
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_RUNTIME_MPICOMMUNICATOR_H
+#define MTSCHED_RUNTIME_MPICOMMUNICATOR_H
+
+#include "mtsched/Runtime/Communicator.h"
+#include "llvm/Support/Error.h"
+#include <chrono>
+#include <memory>
+
+namespace mtsched {
+
+class MpiCommunicator final : public Communicator {
+public:
+  /// Initialises MPI on first use (MPI_Init_thread, MPI_THREAD_FUNNELED: only
+  /// the thread that created the first communicator may use any of them) and
+  /// returns a communicator over every process of MPI_COMM_WORLD.
+  static llvm::Expected<std::unique_ptr<MpiCommunicator>> create();
+  /// Whether MPI was initialised in this process (by create()).
+  static bool isInitialized();
+  ~MpiCommunicator() override;
+
+  int rank() const override;
+  int size() const override;
+  llvm::StringRef kind() const override { return "mpi"; }
+  CommStatus barrier(std::chrono::milliseconds Timeout) override;
+  /// Sizes first (MPI_Iallgather), then the bytes (MPI_Iallgatherv); one
+  /// deadline bounds both.
+  CommStatus allGather(llvm::StringRef Data, std::vector<std::string> &Out,
+                       std::chrono::milliseconds Timeout) override;
+  /// Lengths are checked first (a max-reduction of (n, -n)), so ranks that
+  /// pass different lengths all get Failed. The values are reduced with a
+  /// user-defined MPI_Op with the thread communicator's order, not MPI_MAX
+  /// (whose NaN handling is unspecified): NaN > +inf > every number.
+  CommStatus allReduceMax(llvm::MutableArrayRef<double> Values,
+                          std::chrono::milliseconds Timeout) override;
+  /// Roots are checked first (as lengths above), then MPI_Ibcast of the size
+  /// and of the bytes.
+  CommStatus broadcast(std::string &Data, int Root,
+                       std::chrono::milliseconds Timeout) override;
+
+  /// This rank leaves: every peer is told (small messages on a control
+  /// communicator, which complete without the peer's help), and every later
+  /// operation of this process returns Failed. A departed process must end
+  /// with MPI_Finalize, which returns once its peers finalize too.
+  void depart();
+  /// Whether Rank said it departed (as far as this process has heard).
+  bool hasDeparted(int Rank) const;
+
+  /// An operation of this process failed or timed out with data in flight:
+  /// nothing crosses ranks any more.
+  static bool isBroken();
+  /// Whether MPI_Finalize can be expected to return: no operation of this
+  /// process is still waiting for a peer that never said it departed. False
+  /// after any timeout that was not completed later; true after a clean run
+  /// and after a peer departed (departed peers are in MPI_Finalize too).
+  static bool canFinalize();
+
+  /// For a broken run, which has no collective left to agree with: whether
+  /// this rank should report, i.e. no lower rank that did not depart says
+  /// within Grace that it finished. Every rank that finished calls it once;
+  /// it also tells the higher ranks that this one finished.
+  bool isLowestFinishedRank(std::chrono::milliseconds Grace);
+
+  /// MPI_Finalize (healthy or departed-only process); returns whether MPI
+  /// was finalized.
+  static bool finalize();
+  /// Ends the whole job at once (MPI_Abort with ExitCode): the way out when
+  /// a peer may never come, so MPI_Finalize could block forever.
+  [[noreturn]] static void abort(int ExitCode);
+
+private:
+  MpiCommunicator();
+};
+
+} // namespace mtsched
+
+#endif // MTSCHED_RUNTIME_MPICOMMUNICATOR_H

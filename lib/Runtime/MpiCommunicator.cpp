@@ -1,0 +1,424 @@
+//===- MpiCommunicator.cpp - Ranks as MPI processes -----------------------===//
+//
+// One MpiWorld per process holds two duplicates of MPI_COMM_WORLD: Coll for
+// the collectives, Ctl for the small point-to-point messages (departure,
+// "finished") that must not be matched against collectives. Each operation
+// keeps its MPI request and buffers in an InFlight; when an operation is
+// given up while MPI may still use them, the InFlight is parked in the world
+// and never freed, because MPI offers no way to cancel a collective.
+//
+//===----------------------------------------------------------------------===//
+#include "mtsched/Runtime/MpiCommunicator.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mpi.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace mtsched;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+enum Tag : int { TagBye = 1, TagFinished = 2 };
+
+/// One operation's request and every buffer MPI may write or read.
+struct InFlight {
+  MPI_Request Req = MPI_REQUEST_NULL;
+  int64_t Hdr[2] = {0, 0};
+  int64_t HdrOut[2] = {0, 0};
+  std::vector<int64_t> Sizes;
+  std::vector<int> Counts, Displs;
+  std::vector<char> Send, Recv;
+  std::vector<double> Values, Reduced;
+};
+
+/// NaN above +inf above every number, whatever order contributions arrive
+/// in; the same rule as the thread communicator.
+void nanAwareMax(void *In, void *InOut, int *Len, MPI_Datatype *) {
+  const double *A = static_cast<const double *>(In);
+  double *B = static_cast<double *>(InOut);
+  for (int I = 0; I < *Len; ++I) {
+    if (std::isnan(A[I]) || std::isnan(B[I]))
+      B[I] = std::numeric_limits<double>::quiet_NaN();
+    else
+      B[I] = std::max(A[I], B[I]);
+  }
+}
+
+/// Longer waits are clamped so a deadline never overflows the clock.
+constexpr std::chrono::hours MaxTimeout{24};
+
+Clock::time_point deadlineAfter(std::chrono::milliseconds Timeout) {
+  return Clock::now() +
+         std::min<std::chrono::milliseconds>(
+             std::max<std::chrono::milliseconds>(Timeout, {}), MaxTimeout);
+}
+
+/// A token for messages whose content does not matter; static so that sends
+/// freed before completion always have a valid buffer.
+int Token = 1;
+
+struct MpiWorld {
+  MPI_Comm Coll = MPI_COMM_NULL;
+  MPI_Comm Ctl = MPI_COMM_NULL;
+  MPI_Op MaxOp = MPI_OP_NULL;
+  int Rank = 0;
+  int Size = 1;
+  /// An operation failed or was given up with data in flight.
+  bool Broken = false;
+  /// A data operation timed out: some peer may never come.
+  bool DataTimedOut = false;
+  /// This process called depart().
+  bool Departed = false;
+  std::vector<bool> PeerDeparted;
+  bool AnyPeerDeparted = false;
+  /// Barriers that timed out and are still posted (see the header).
+  std::vector<MPI_Request> StaleBarriers;
+  /// Operations given up with data in flight; never freed.
+  std::vector<std::unique_ptr<InFlight>> Abandoned;
+  /// Ranks whose "finished" message arrived.
+  std::vector<bool> Finished;
+  bool FinishedSent = false;
+
+  bool usable() const { return !Broken && !Departed; }
+
+  /// Receives every departure message that has arrived; true if any peer
+  /// departed so far.
+  bool pollDepartures() {
+    while (true) {
+      int Flag = 0;
+      MPI_Status St;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, TagBye, Ctl, &Flag, &St) != MPI_SUCCESS ||
+          !Flag)
+        break;
+      int Buf;
+      MPI_Recv(&Buf, 1, MPI_INT, St.MPI_SOURCE, TagBye, Ctl, MPI_STATUS_IGNORE);
+      PeerDeparted[St.MPI_SOURCE] = true;
+      AnyPeerDeparted = true;
+    }
+    return AnyPeerDeparted;
+  }
+
+  /// Forgets the stale barriers that completed since.
+  void reapStale() {
+    llvm::erase_if(StaleBarriers, [](MPI_Request &R) {
+      int Done = 0;
+      MPI_Test(&R, &Done, MPI_STATUS_IGNORE);
+      return Done != 0;
+    });
+  }
+
+  /// Polls Op's request until it completes, a peer departs, or Deadline.
+  /// Polling yields the core at first and then sleeps briefly, so ranks
+  /// oversubscribing a machine leave each other room to arrive.
+  CommStatus wait(InFlight &Op, Clock::time_point Deadline) {
+    for (unsigned Spin = 0;; ++Spin) {
+      int Done = 0;
+      if (MPI_Test(&Op.Req, &Done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return CommStatus::Failed;
+      if (Done)
+        return CommStatus::Ok;
+      if (pollDepartures())
+        return CommStatus::Failed;
+      if (Clock::now() >= Deadline)
+        return CommStatus::Timeout;
+      if (Spin < 200)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  /// Waits for one phase of a data operation; on failure parks Op (MPI may
+  /// still use its buffers) and breaks the communicator.
+  CommStatus finishPhase(std::unique_ptr<InFlight> &Op, int StartRC,
+                         Clock::time_point Deadline) {
+    CommStatus S =
+        StartRC == MPI_SUCCESS ? wait(*Op, Deadline) : CommStatus::Failed;
+    if (S == CommStatus::Ok)
+      return S;
+    Broken = true;
+    DataTimedOut |= S == CommStatus::Timeout;
+    if (Op->Req != MPI_REQUEST_NULL)
+      Abandoned.push_back(std::move(Op));
+    return S;
+  }
+
+  /// The pair (V, -V) max-reduced: every rank passed V iff the result is
+  /// (V, -V). Used to check lengths and roots before the data moves.
+  CommStatus agree(int64_t V, bool &Same, Clock::time_point Deadline) {
+    auto Op = std::make_unique<InFlight>();
+    Op->Hdr[0] = V;
+    Op->Hdr[1] = -V;
+    int RC = MPI_Iallreduce(Op->Hdr, Op->HdrOut, 2, MPI_INT64_T, MPI_MAX, Coll,
+                            &Op->Req);
+    CommStatus S = finishPhase(Op, RC, Deadline);
+    Same = S == CommStatus::Ok && Op->HdrOut[0] == V && Op->HdrOut[1] == -V;
+    return S;
+  }
+};
+
+MpiWorld *World = nullptr;
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create() {
+  if (!World) {
+    int Finalized = 0;
+    MPI_Finalized(&Finalized);
+    if (Finalized)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "MPI was already finalized");
+    int Init = 0;
+    MPI_Initialized(&Init);
+    int Provided = 0;
+    if (!Init && MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED,
+                                 &Provided) != MPI_SUCCESS)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "MPI_Init_thread failed");
+    auto W = std::make_unique<MpiWorld>();
+    MPI_Comm_dup(MPI_COMM_WORLD, &W->Coll);
+    MPI_Comm_dup(MPI_COMM_WORLD, &W->Ctl);
+    // Errors come back as codes (turned into Failed), never abort the job.
+    MPI_Comm_set_errhandler(W->Coll, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(W->Ctl, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(W->Coll, &W->Rank);
+    MPI_Comm_size(W->Coll, &W->Size);
+    MPI_Op_create(nanAwareMax, /*commute=*/1, &W->MaxOp);
+    W->PeerDeparted.assign(W->Size, false);
+    W->Finished.assign(W->Size, false);
+    World = W.release();
+  }
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator());
+}
+
+bool MpiCommunicator::isInitialized() { return World != nullptr; }
+
+MpiCommunicator::MpiCommunicator() = default;
+MpiCommunicator::~MpiCommunicator() = default;
+
+int MpiCommunicator::rank() const { return World->Rank; }
+int MpiCommunicator::size() const { return World->Size; }
+
+CommStatus MpiCommunicator::barrier(std::chrono::milliseconds Timeout) {
+  MpiWorld &W = *World;
+  if (!W.usable())
+    return CommStatus::Failed;
+  auto Deadline = deadlineAfter(Timeout);
+  W.reapStale();
+  auto Op = std::make_unique<InFlight>();
+  if (MPI_Ibarrier(W.Coll, &Op->Req) != MPI_SUCCESS) {
+    W.Broken = true;
+    return CommStatus::Failed;
+  }
+  CommStatus S = W.wait(*Op, Deadline);
+  if (S == CommStatus::Timeout) {
+    // No buffers: the barrier stays posted for a late peer to complete.
+    W.StaleBarriers.push_back(Op->Req);
+  } else if (S == CommStatus::Failed) {
+    W.Broken = true;
+    W.Abandoned.push_back(std::move(Op));
+  }
+  return S;
+}
+
+CommStatus MpiCommunicator::allGather(llvm::StringRef Data,
+                                      std::vector<std::string> &Out,
+                                      std::chrono::milliseconds Timeout) {
+  MpiWorld &W = *World;
+  if (!W.usable())
+    return CommStatus::Failed;
+  auto Deadline = deadlineAfter(Timeout);
+  auto Op = std::make_unique<InFlight>();
+  Op->Hdr[0] = int64_t(Data.size());
+  Op->Sizes.assign(W.Size, 0);
+  int RC = MPI_Iallgather(Op->Hdr, 1, MPI_INT64_T, Op->Sizes.data(), 1,
+                          MPI_INT64_T, W.Coll, &Op->Req);
+  if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
+    return S;
+  // Every rank sees the same sizes, so every rank fails here alike and the
+  // communicator stays in step.
+  int64_t Total = 0;
+  for (int64_t S : Op->Sizes) {
+    if (S < 0 || S > INT_MAX)
+      return CommStatus::Failed;
+    Op->Displs.push_back(int(Total));
+    Op->Counts.push_back(int(S));
+    Total += S;
+  }
+  if (Total > INT_MAX)
+    return CommStatus::Failed;
+  Op->Send.assign(Data.begin(), Data.end());
+  Op->Send.push_back(0); // Never an empty (null) buffer.
+  Op->Recv.resize(Total + 1);
+  RC = MPI_Iallgatherv(Op->Send.data(), int(Data.size()), MPI_CHAR,
+                       Op->Recv.data(), Op->Counts.data(), Op->Displs.data(),
+                       MPI_CHAR, W.Coll, &Op->Req);
+  if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
+    return S;
+  Out.clear();
+  for (int R = 0; R < W.Size; ++R)
+    Out.emplace_back(Op->Recv.data() + Op->Displs[R], Op->Counts[R]);
+  return CommStatus::Ok;
+}
+
+CommStatus MpiCommunicator::allReduceMax(llvm::MutableArrayRef<double> Values,
+                                         std::chrono::milliseconds Timeout) {
+  MpiWorld &W = *World;
+  if (!W.usable())
+    return CommStatus::Failed;
+  auto Deadline = deadlineAfter(Timeout);
+  bool Same = false;
+  if (CommStatus S = W.agree(int64_t(Values.size()), Same, Deadline);
+      S != CommStatus::Ok)
+    return S;
+  if (!Same || Values.size() > size_t(INT_MAX))
+    return CommStatus::Failed;
+  if (Values.empty())
+    return CommStatus::Ok;
+  auto Op = std::make_unique<InFlight>();
+  Op->Values.assign(Values.begin(), Values.end());
+  Op->Reduced.resize(Values.size());
+  int RC =
+      MPI_Iallreduce(Op->Values.data(), Op->Reduced.data(), int(Values.size()),
+                     MPI_DOUBLE, W.MaxOp, W.Coll, &Op->Req);
+  if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
+    return S;
+  llvm::copy(Op->Reduced, Values.begin());
+  return CommStatus::Ok;
+}
+
+CommStatus MpiCommunicator::broadcast(std::string &Data, int Root,
+                                      std::chrono::milliseconds Timeout) {
+  MpiWorld &W = *World;
+  if (!W.usable())
+    return CommStatus::Failed;
+  auto Deadline = deadlineAfter(Timeout);
+  bool Same = false;
+  if (CommStatus S = W.agree(Root, Same, Deadline); S != CommStatus::Ok)
+    return S;
+  if (!Same || Root < 0 || Root >= W.Size)
+    return CommStatus::Failed;
+  auto Op = std::make_unique<InFlight>();
+  bool IsRoot = W.Rank == Root;
+  Op->Hdr[0] = IsRoot ? int64_t(Data.size()) : 0;
+  int RC = MPI_Ibcast(Op->Hdr, 1, MPI_INT64_T, Root, W.Coll, &Op->Req);
+  if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
+    return S;
+  int64_t N = Op->Hdr[0];
+  if (N < 0 || N > INT_MAX)
+    return CommStatus::Failed;
+  if (IsRoot)
+    Op->Send.assign(Data.begin(), Data.end());
+  Op->Send.resize(N + 1);
+  RC = MPI_Ibcast(Op->Send.data(), int(N), MPI_CHAR, Root, W.Coll, &Op->Req);
+  if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
+    return S;
+  if (!IsRoot)
+    Data.assign(Op->Send.data(), N);
+  return CommStatus::Ok;
+}
+
+void MpiCommunicator::depart() {
+  MpiWorld &W = *World;
+  if (W.Departed)
+    return;
+  W.Departed = true;
+  // Small messages go out eagerly: the send completes without the peer
+  // receiving it, so a hung peer cannot hold this rank up.
+  for (int R = 0; R < W.Size; ++R) {
+    if (R == W.Rank)
+      continue;
+    MPI_Request Req;
+    if (MPI_Isend(&Token, 1, MPI_INT, R, TagBye, W.Ctl, &Req) == MPI_SUCCESS)
+      MPI_Request_free(&Req);
+  }
+}
+
+bool MpiCommunicator::hasDeparted(int Rank) const {
+  if (Rank < 0 || Rank >= World->Size)
+    return false;
+  if (World->usable())
+    World->pollDepartures();
+  return World->PeerDeparted[Rank];
+}
+
+bool MpiCommunicator::isBroken() { return World && !World->usable(); }
+
+bool MpiCommunicator::canFinalize() {
+  if (!World)
+    return true;
+  MpiWorld &W = *World;
+  if (W.Departed)
+    return true;
+  if (W.DataTimedOut)
+    return false;
+  W.pollDepartures();
+  W.reapStale();
+  // A barrier still waiting on a rank that departed completes in
+  // MPI_Finalize's own synchronisation; one waiting on a silent rank never
+  // does.
+  return W.StaleBarriers.empty() || W.AnyPeerDeparted;
+}
+
+bool MpiCommunicator::isLowestFinishedRank(std::chrono::milliseconds Grace) {
+  MpiWorld &W = *World;
+  if (!W.FinishedSent) {
+    W.FinishedSent = true;
+    W.pollDepartures();
+    for (int R = W.Rank + 1; R < W.Size; ++R) {
+      if (W.PeerDeparted[R])
+        continue;
+      MPI_Request Req;
+      if (MPI_Isend(&Token, 1, MPI_INT, R, TagFinished, W.Ctl, &Req) ==
+          MPI_SUCCESS)
+        MPI_Request_free(&Req);
+    }
+  }
+  auto Deadline = deadlineAfter(Grace);
+  while (true) {
+    int Flag = 0;
+    MPI_Status St;
+    while (MPI_Iprobe(MPI_ANY_SOURCE, TagFinished, W.Ctl, &Flag, &St) ==
+               MPI_SUCCESS &&
+           Flag) {
+      int Buf;
+      MPI_Recv(&Buf, 1, MPI_INT, St.MPI_SOURCE, TagFinished, W.Ctl,
+               MPI_STATUS_IGNORE);
+      W.Finished[St.MPI_SOURCE] = true;
+    }
+    W.pollDepartures();
+    bool AllLowerGone = true;
+    for (int R = 0; R < W.Rank; ++R) {
+      if (W.Finished[R])
+        return false;
+      AllLowerGone &= W.PeerDeparted[R];
+    }
+    if (AllLowerGone || Clock::now() >= Deadline)
+      return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+bool MpiCommunicator::finalize() {
+  int Finalized = 0;
+  MPI_Finalized(&Finalized);
+  if (!World || Finalized)
+    return false;
+  MPI_Finalize();
+  return true;
+}
+
+void MpiCommunicator::abort(int ExitCode) {
+  llvm::outs().flush();
+  llvm::errs().flush();
+  MPI_Abort(MPI_COMM_WORLD, ExitCode);
+  // MPI_Abort does not return; if it ever did, leave without running
+  // destructors that might call into MPI.
+  _exit(ExitCode);
+}
