@@ -808,27 +808,51 @@ void Autotuner::finish() {
   int Size = I.Comm.size();
   Result.RankLocalUs.assign(Size, {});
   Result.RankDecisions.assign(Size, {});
-  // Serialise this rank's view; rank 0 reports everyone's.
-  llvm::json::Array Nodes;
-  llvm::json::Object Decisions;
-  for (const NodeResult &N : Result.Nodes) {
-    llvm::json::Array Times;
-    for (const ChoiceResult &C : N.Choices)
-      Times.push_back(std::isfinite(C.LocalUs) ? llvm::json::Value(C.LocalUs)
-                                               : llvm::json::Value(nullptr));
-    Nodes.push_back(std::move(Times));
-    Decisions[N.Graph + "/" + N.Name] = N.Chosen;
+  auto Decisions = [&] {
+    std::vector<std::pair<std::string, std::string>> D;
+    for (const NodeResult &N : Result.Nodes)
+      D.emplace_back(N.Graph + "/" + N.Name, N.Chosen);
+    llvm::sort(D);
+    return D;
+  };
+  auto LocalTimes = [&] {
+    std::vector<std::vector<double>> T;
+    for (const NodeResult &N : Result.Nodes) {
+      T.emplace_back();
+      for (const ChoiceResult &C : N.Choices)
+        T.back().push_back(C.LocalUs);
+    }
+    return T;
+  };
+  Result.RankLocalUs[I.rank()] = LocalTimes();
+  Result.RankDecisions[I.rank()] = Decisions();
+  if (Size == 1 || I.CommBroken) {
+    I.addPhase("gather", msSince(T0));
+    return;
   }
+
+  // Every rank's view, for the report: rank 0 reports everyone's.
+  llvm::json::Array Nodes;
+  for (const std::vector<double> &Times : Result.RankLocalUs[I.rank()]) {
+    llvm::json::Array A;
+    for (double T : Times)
+      A.push_back(std::isfinite(T) ? llvm::json::Value(T)
+                                   : llvm::json::Value(nullptr));
+    Nodes.push_back(std::move(A));
+  }
+  llvm::json::Object Dec;
+  for (const auto &KV : Result.RankDecisions[I.rank()])
+    Dec[KV.first] = KV.second;
   std::string Mine;
   llvm::raw_string_ostream OS(Mine);
-  OS << llvm::json::Value(llvm::json::Object{
-      {"local", std::move(Nodes)}, {"decisions", std::move(Decisions)}});
+  OS << llvm::json::Value(llvm::json::Object{{"local", std::move(Nodes)},
+                                             {"decisions", std::move(Dec)}});
   std::vector<std::string> All;
-  if (I.CommBroken ||
-      I.Comm.allGather(OS.str(), All, I.Opts.ChoiceTimeout) != CommStatus::Ok)
+  if (I.Comm.allGather(OS.str(), All, I.Opts.ChoiceTimeout) != CommStatus::Ok)
     All.assign(Size, "");
-  All[I.rank()] = OS.str();
   for (int R = 0; R < Size; ++R) {
+    if (R == I.rank())
+      continue;
     llvm::Expected<llvm::json::Value> V = llvm::json::parse(All[R]);
     if (!V) {
       llvm::consumeError(V.takeError());

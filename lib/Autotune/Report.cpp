@@ -24,12 +24,11 @@ llvm::json::Value mtsched::buildReport(const ReportInput &In) {
       const ChoiceResult &C = N.Choices[CI];
       Array RankMs;
       for (int Rank = 0; Rank < In.WorldSize; ++Rank) {
-        const auto &Local = Rank < int(R.RankLocalUs.size())
-                                ? R.RankLocalUs[Rank]
-                                : std::vector<std::vector<double>>();
-        RankMs.push_back(NI < Local.size() && CI < Local[NI].size()
-                             ? ms(Local[NI][CI])
-                             : JValue(nullptr));
+        bool Known = Rank < int(R.RankLocalUs.size()) &&
+                     NI < R.RankLocalUs[Rank].size() &&
+                     CI < R.RankLocalUs[Rank][NI].size();
+        RankMs.push_back(Known ? ms(R.RankLocalUs[Rank][NI][CI])
+                               : JValue(nullptr));
       }
       Object CO{{"name", C.Name},
                 {"ms", ms(C.Us)},

@@ -3,6 +3,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -67,14 +68,11 @@ void mtsched::printFloat(llvm::raw_ostream &OS, double V) {
     OS << (V < 0 ? "-inf" : "inf");
     return;
   }
-  // The shortest %g form that reads back exactly.
+  // The shortest %g-style form that reads back exactly.
   char Buf[64];
-  int Precision = 1;
-  for (; Precision <= 17; ++Precision) {
-    std::snprintf(Buf, sizeof(Buf), "%.*g", Precision, V);
-    if (std::strtod(Buf, nullptr) == V)
-      break;
-  }
+  auto Res =
+      std::to_chars(Buf, Buf + sizeof(Buf) - 1, V, std::chars_format::general);
+  *Res.ptr = '\0';
   // %g switches to an exponent as soon as the integer part has more digits
   // than the precision, so 10 would print as 1e+01. Below 1e16 every such
   // value is an integer; print it in full, which reads back the same.
