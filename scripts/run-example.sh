@@ -14,7 +14,7 @@ bash scripts/setup.sh
 bash scripts/build.sh build
 
 # The example command: the one place to change what the example runs.
-EXAMPLE_CMD=(build/tools/mtsched-opt/mtsched-opt examples/tp_mlp.mir)
+EXAMPLE_CMD=(build/tools/mtsched-opt/mtsched-opt --pipeline=default examples/tp_mlp.mir)
 
 echo "run-example: ${EXAMPLE_CMD[*]}"
 "${EXAMPLE_CMD[@]}"
