@@ -1,0 +1,60 @@
+//===- Lab.h - Compare fusion heuristics and pruning over a corpus -*- C++
+//-*-===//
+//
+// The heuristics lab runs the whole pipeline (lower, fuse, autotune on
+// every rank) over a corpus of graphs once per fusion heuristic and pruning
+// setting, and tabulates, per graph and setting, the predicted and measured
+// time of the decided graph, the autotuning wall time, the benchmarks run
+// and the regret against the exhaustive run (benchmark heuristic, no
+// pruning). docs/HEURISTICS.md explains the columns.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_LAB_H
+#define MTSCHED_AUTOTUNE_LAB_H
+
+#include "mtsched/Autotune/AutotuneOptions.h"
+#include "llvm/Support/Error.h"
+#include <string>
+#include <vector>
+
+namespace llvm {
+class raw_ostream;
+}
+
+namespace mtsched {
+
+struct LabOptions {
+  /// IR files, each run on its graphs' world size.
+  std::vector<std::string> Files;
+  /// Backend, device, noise, seed; the cache is never used.
+  AutotuneOptions Tune;
+  std::vector<std::string> Heuristics = {"benchmark", "cost-model", "always",
+                                         "never"};
+  /// 0 means no pruning.
+  std::vector<unsigned> PruneTopK = {0, 1, 3};
+};
+
+struct LabRow {
+  std::string File;
+  std::string Heuristic;
+  unsigned PruneTopK = 0;
+  /// Sum over decided nodes of the cost model's time of the decision (fused
+  /// where fused, else the choice plus the epilogue kernel).
+  double PredictedUs = 0;
+  /// The same sum over the exhaustive run's agreed timings.
+  double MeasuredUs = 0;
+  double AutotuneMs = 0;
+  unsigned Benchmarks = 0;
+  /// MeasuredUs / MeasuredUs(exhaustive) - 1.
+  double Regret = 0;
+};
+
+/// Runs every file under every setting; an error names the file and why.
+llvm::Expected<std::vector<LabRow>> runLab(const LabOptions &Opts);
+
+/// One Markdown table of the rows.
+void printLabTable(const std::vector<LabRow> &Rows, llvm::raw_ostream &OS);
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_LAB_H

@@ -1,0 +1,192 @@
+//===- Lab.cpp - Compare fusion heuristics and pruning over a corpus ------===//
+#include "mtsched/Autotune/Lab.h"
+#include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/IR/Graph.h"
+#include "mtsched/IR/Parser.h"
+#include "mtsched/IR/Verifier.h"
+#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Passes/PassManager.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <thread>
+
+using namespace mtsched;
+
+static llvm::Error bad(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+namespace {
+
+/// What one run of one file under one setting left on rank 0.
+struct LabRun {
+  std::unique_ptr<Module> M;
+  RunResult Result;
+  double AutotuneMs = 0;
+};
+
+/// Runs lower, fuse and autotune on every rank (threads) of Source.
+llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
+                               const AutotuneOptions &Tune,
+                               const FusionOptions &Fusion) {
+  int N = 1;
+  for (const auto &G : Source.getGraphs())
+    N = std::max<int>(N, G->getWorldSize());
+  Diagnostics Diags(SM);
+  ThreadGroup Group(N);
+  std::vector<LabRun> Runs(N);
+  std::vector<std::string> Errors(N);
+  std::vector<std::thread> Threads;
+  for (int R = 0; R < N; ++R)
+    Threads.emplace_back([&, R] {
+      LabRun &Run = Runs[R];
+      Run.M = Source.clone();
+      std::unique_ptr<Communicator> Comm = Group.get(R);
+      llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
+          createBenchmarker(Tune, R);
+      if (!Bench) {
+        Errors[R] = llvm::toString(Bench.takeError());
+        Group.markDead(R);
+        return;
+      }
+      Autotuner Session(Tune, Fusion, CollectiveMode::Deferred, *Comm,
+                        std::move(*Bench), Diags, *Run.M);
+      PassContext Ctx;
+      Ctx.M = Run.M.get();
+      Ctx.Diags = &Diags;
+      Ctx.AnalysisOS = &llvm::nulls();
+      PassManagerOptions PMO;
+      LoweringOptions Lowering;
+      PassManager PM(PMO, Ctx, llvm::nulls());
+      PM.addPass(createLowerPass(Lowering));
+      PM.addPass(createFusePass(Fusion));
+      PM.addPass(createAutotunePass(&Session));
+      if (llvm::Error E = PM.run(*Run.M)) {
+        Errors[R] = llvm::toString(std::move(E));
+        Group.markDead(R);
+        return;
+      }
+      for (const auto &P : PM.getPassTimesMs())
+        if (P.first == "autotune")
+          Run.AutotuneMs += P.second;
+      Session.finish();
+      Run.Result = Session.getResult();
+    });
+  for (std::thread &T : Threads)
+    T.join();
+  for (const std::string &E : Errors)
+    if (!E.empty())
+      return bad(E);
+  if (!Runs[0].Result.Sync.Ok)
+    return bad("the pre-sync failed: " + Runs[0].Result.Sync.Reason);
+  return std::move(Runs[0]);
+}
+
+/// The agreed timings of the exhaustive run, by graph/%node.
+using TimingTable = std::map<std::string, const NodeResult *>;
+
+/// Predicted and measured time of the decided graph.
+void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
+              double &PredictedUs, double &MeasuredUs) {
+  PredictedUs = MeasuredUs = 0;
+  for (const auto &G : Run.M->getGraphs())
+    for (const auto &NP : G->getNodes()) {
+      const auto *N = llvm::dyn_cast<MultiTemplateBufferNode>(NP.get());
+      if (!N || !N->isDecided())
+        continue;
+      const Choice *C = N->findChoice(N->getDecision());
+      if (!C)
+        continue;
+      Workload W = describeNode(*Run.M, *G, *N);
+      bool Fused = N->isEpilogueFused();
+      bool Epi = !N->getEpilogue().empty();
+      PredictedUs += predictChoiceUs(D, W, *C, Fused) +
+                     (Epi && !Fused ? predictEpilogueUs(D, W) : 0);
+      auto It = Ref.find(G->getName() + "/%" + N->getName());
+      if (It == Ref.end()) {
+        MeasuredUs = std::numeric_limits<double>::infinity();
+        continue;
+      }
+      for (const ChoiceResult &CR : It->second->Choices)
+        if (CR.Name == C->Name)
+          MeasuredUs +=
+              Fused ? CR.FusedUs : CR.Us + (Epi ? It->second->EpilogueUs : 0);
+    }
+}
+
+} // namespace
+
+llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
+  std::vector<LabRow> Rows;
+  for (const std::string &File : Opts.Files) {
+    auto Buf = llvm::MemoryBuffer::getFile(File, /*IsText=*/true);
+    if (!Buf)
+      return bad("cannot read '" + File + "': " + Buf.getError().message());
+    llvm::SourceMgr SM;
+    SM.AddNewSourceBuffer(std::move(*Buf), llvm::SMLoc());
+    std::unique_ptr<Module> M = parseModule(SM);
+    if (!M)
+      return bad("cannot parse '" + File + "'");
+    if (llvm::Error E = verifyModule(*M, SM)) {
+      llvm::consumeError(std::move(E));
+      return bad("'" + File + "' does not verify");
+    }
+    AutotuneOptions Tune = Opts.Tune;
+    Tune.CacheDir.clear();
+    Tune.CacheOnly = false;
+    Tune.Progress = false;
+    // The exhaustive run first: its agreed timings measure every setting.
+    FusionOptions Exhaustive;
+    Exhaustive.Heuristic = "benchmark";
+    Tune.PruneTopK = 0;
+    llvm::Expected<LabRun> Ref = runOnce(*M, SM, Tune, Exhaustive);
+    if (!Ref)
+      return bad(File + ": " + llvm::toString(Ref.takeError()));
+    TimingTable Table;
+    for (const NodeResult &N : Ref->Result.Nodes)
+      Table[N.Graph + "/" + N.Name] = &N;
+    double RefPredicted, RefMeasured;
+    evaluate(*Ref, Tune.Device, Table, RefPredicted, RefMeasured);
+    for (const std::string &H : Opts.Heuristics)
+      for (unsigned K : Opts.PruneTopK) {
+        FusionOptions Fusion;
+        Fusion.Heuristic = H;
+        Tune.PruneTopK = K;
+        llvm::Expected<LabRun> Run = runOnce(*M, SM, Tune, Fusion);
+        if (!Run)
+          return bad(File + ": " + llvm::toString(Run.takeError()));
+        LabRow Row;
+        Row.File = llvm::sys::path::stem(File).str();
+        Row.Heuristic = H;
+        Row.PruneTopK = K;
+        evaluate(*Run, Tune.Device, Table, Row.PredictedUs, Row.MeasuredUs);
+        Row.AutotuneMs = Run->AutotuneMs;
+        Row.Benchmarks = Run->Result.BenchmarksRun;
+        Row.Regret = Row.MeasuredUs / RefMeasured - 1;
+        Rows.push_back(Row);
+      }
+  }
+  return Rows;
+}
+
+void mtsched::printLabTable(const std::vector<LabRow> &Rows,
+                            llvm::raw_ostream &OS) {
+  OS << "| graph | heuristic | prune | predicted us | measured us | "
+        "autotune ms | benchmarks | regret |\n"
+     << "|---|---|---|---:|---:|---:|---:|---:|\n";
+  for (const LabRow &R : Rows) {
+    OS << "| " << R.File << " | " << R.Heuristic << " | "
+       << (R.PruneTopK ? "top-" + std::to_string(R.PruneTopK)
+                       : std::string("none"))
+       << " | " << llvm::format("%.1f", R.PredictedUs) << " | "
+       << llvm::format("%.1f", R.MeasuredUs) << " | "
+       << llvm::format("%.1f", R.AutotuneMs) << " | " << R.Benchmarks << " | "
+       << llvm::format("%.1f%%", 100 * R.Regret) << " |\n";
+  }
+}
