@@ -1,5 +1,6 @@
 //===- Report.cpp ---------------------------------------------------------===//
 #include "mtsched/Autotune/Report.h"
+#include "mtsched/Runtime/CudaCompiler.h"
 #include <cmath>
 
 using namespace mtsched;
@@ -82,7 +83,7 @@ llvm::json::Value mtsched::buildReport(const ReportInput &In) {
   for (const auto &P : R.PhasesMs)
     Phases["autotune." + P.first] = P.second;
 
-  return Object{
+  Object Out{
       {"version", 1},
       {"backend", In.Backend},
       {"world_size", In.WorldSize},
@@ -101,4 +102,13 @@ llvm::json::Value mtsched::buildReport(const ReportInput &In) {
                        {"dir", R.CacheDir.empty() ? JValue(nullptr)
                                                   : JValue(R.CacheDir)}}},
   };
+  if (In.Backend == "cuda") {
+    // NVRTC work of this process: compiled now or read from the cache.
+    const cuda::KernelStats &K = cuda::kernelStats();
+    Out["kernels"] = Object{{"compiled", int64_t(K.Compiled.load())},
+                            {"cached", int64_t(K.Cached.load())},
+                            {"failed", int64_t(K.Failed.load())},
+                            {"compile_ms", int64_t(K.CompileMs.load())}};
+  }
+  return Out;
 }

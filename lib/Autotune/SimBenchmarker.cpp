@@ -1,8 +1,11 @@
 //===- SimBenchmarker.cpp - Timings from the cost model -------------------===//
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/CudaBenchmarker.h"
+#include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 using namespace mtsched;
@@ -111,7 +114,27 @@ llvm::Expected<std::unique_ptr<Benchmarker>>
 mtsched::createBenchmarker(const AutotuneOptions &Opts, int Rank) {
   if (Opts.Backend == "sim")
     return createSimBenchmarker(Opts, Rank);
+  if (Opts.Backend == "cuda")
+    return createCudaBenchmarker(Opts, Rank);
+  if (Opts.Backend == "auto") {
+    // Say once per process which backend auto picked, and why.
+    static std::once_flag Said;
+    llvm::Expected<std::unique_ptr<Benchmarker>> Cuda =
+        createCudaBenchmarker(Opts, Rank);
+    if (Cuda) {
+      std::call_once(Said, [] {
+        llvm::errs() << "mtsched-opt: --backend=auto: using cuda\n";
+      });
+      return Cuda;
+    }
+    std::string Why = llvm::toString(Cuda.takeError());
+    std::call_once(Said, [&] {
+      llvm::errs() << "mtsched-opt: --backend=auto: using sim (" << Why
+                   << ")\n";
+    });
+    return createSimBenchmarker(Opts, Rank);
+  }
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "unknown backend '" + Opts.Backend +
-                                     "' (this build has: sim)");
+                                     "' (this build has: sim, cuda, auto)");
 }

@@ -31,7 +31,7 @@ struct Library {
         Path = N;
         return true;
       }
-      Why += (Why.empty() ? "" : "; ") + N + ": " + Msg;
+      Why += (Why.empty() ? "" : "; ") + Msg;
     }
     return false;
   }

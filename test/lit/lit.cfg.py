@@ -30,3 +30,13 @@ config.environment["MTSCHED_CACHE_DIR"] = os.path.join(
 config.substitutions.append(("%mtsched-opt", os.path.join(config.mtsched_tools_dir, "mtsched-opt")))
 config.substitutions.append(("%examples", os.path.join(config.mtsched_src_root, "examples")))
 config.substitutions.append(("%python", config.python))
+
+# cuda-gpu: a GPU is present, so tests under Cuda/ that need one run
+# (scripts/gpu-test.sh); CI has none and reports them unsupported.
+import subprocess
+try:
+    if subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL, timeout=30).returncode == 0:
+        config.available_features.add("cuda-gpu")
+except (OSError, subprocess.SubprocessError):
+    pass

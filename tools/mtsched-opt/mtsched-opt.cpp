@@ -5,14 +5,22 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/Cache.h"
+#include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Driver/RegisterPasses.h"
+#include "mtsched/IR/Parser.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Runtime/CudaCompiler.h"
 #include "mtsched/Runtime/DeviceDesc.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 using namespace llvm;
 using namespace mtsched;
@@ -91,7 +99,9 @@ static cl::opt<int> Ranks("ranks",
                                    "MPI size)"),
                           cl::init(0), cl::cat(TuneCat));
 static cl::opt<std::string>
-    Backend("backend", cl::desc("Where choices are timed: sim (default)"),
+    Backend("backend",
+            cl::desc("Where choices are timed: sim (default), cuda, or auto "
+                     "(cuda when it can run, else sim)"),
             cl::init("sim"), cl::cat(TuneCat));
 static cl::opt<std::string>
     Device("device",
@@ -136,6 +146,25 @@ static cl::opt<std::string> ReportFile("report",
 static cl::opt<std::string>
     TraceFile("trace", cl::desc("Write a Chrome trace of the autotuning"),
               cl::value_desc("file"), cl::cat(TuneCat));
+static cl::opt<unsigned> CompileThreads(
+    "compile-threads",
+    cl::desc("NVRTC threads of the cuda backend (default: hardware threads, "
+             "at most 8)"),
+    cl::init(0), cl::cat(TuneCat));
+static cl::opt<std::string> KernelCacheDir(
+    "kernel-cache-dir",
+    cl::desc("Where compiled kernels are cached (default: the user cache "
+             "directory + /mtsched/kernels; 'none' for no cache)"),
+    cl::value_desc("dir"), cl::cat(TuneCat));
+static cl::opt<std::string>
+    DumpKernels("dump-kernels",
+                cl::desc("Write each generated kernel's CUDA C++ to DIR"),
+                cl::value_desc("DIR"), cl::cat(TuneCat));
+static cl::opt<bool>
+    RunGraph("run",
+             cl::desc("Run the decided graph on the GPU and check every "
+                      "output against the fp64 interpreter"),
+             cl::cat(TuneCat));
 static cl::opt<bool> Quiet("quiet", cl::desc("No progress line on stderr"),
                            cl::cat(TuneCat));
 static cl::opt<std::string> CacheDir(
@@ -216,6 +245,8 @@ int main(int argc, char **argv) {
   Config.TraceFile = TraceFile;
   AutotuneOptions &Tune = Config.Pipe.Autotune;
   Tune.Backend = Backend;
+  cuda::cudaOptions().CompileThreads = CompileThreads;
+  cuda::cudaOptions().KernelCacheDir = KernelCacheDir;
   if (Expected<std::unique_ptr<Benchmarker>> B = createBenchmarker(Tune, 0); !B)
     fail(toString(B.takeError()));
   Expected<DeviceDesc> Dev = StringRef(Device).endswith(".json")
@@ -270,6 +301,53 @@ int main(int argc, char **argv) {
   for (const std::string &P : PrintIRAfter)
     if (!Registry.lookup(P))
       fail("unknown pass '" + P + "' in --print-ir-after");
-  // Under mpirun, MPI_Finalize (or the way out without it) comes last.
-  return finishRankProcess(optMain(Config, Registry));
+  if (DumpKernels.empty() && !RunGraph)
+    // Under mpirun, MPI_Finalize (or the way out without it) comes last.
+    return finishRankProcess(optMain(Config, Registry));
+  // --dump-kernels / --run work on the printed (decided) IR: print it to a
+  // temporary file, read it back, then pass it on.
+  SmallString<128> Tmp;
+  if (std::error_code EC =
+          sys::fs::createTemporaryFile("mtsched-out", "mir", Tmp))
+    fail("cannot create a temporary file: " + EC.message());
+  std::string FinalOutput = Config.OutputFile;
+  Config.OutputFile = std::string(Tmp);
+  int RC = optMain(Config, Registry);
+  auto Printed = MemoryBuffer::getFile(Tmp);
+  sys::fs::remove(Tmp);
+  if (!Printed)
+    fail("cannot read back the printed IR");
+  if (RC == 0) {
+    SourceMgr SM;
+    SM.AddNewSourceBuffer(
+        MemoryBuffer::getMemBufferCopy((*Printed)->getBuffer(), InputFile),
+        SMLoc());
+    std::unique_ptr<Module> M = parseModule(SM);
+    if (!M)
+      fail("cannot parse the printed IR back");
+    for (const auto &G : M->getGraphs()) {
+      if (!DumpKernels.empty()) {
+        std::vector<std::string> Errors;
+        std::vector<KernelSource> Ks = generateGraphKernels(*G, Errors);
+        if (Error E = dumpKernels(Ks, DumpKernels))
+          fail(toString(std::move(E)));
+        errs() << "mtsched-opt: wrote " << Ks.size() << " kernels of @"
+               << G->getName() << " to " << DumpKernels << "\n";
+        for (const std::string &E : Errors)
+          errs() << "mtsched-opt: warning: no kernel for " << E << "\n";
+      }
+      if (RunGraph)
+        if (Error E = runGraphOnGpu(*G, Seed, errs())) {
+          errs() << "mtsched-opt: error: " << toString(std::move(E)) << "\n";
+          RC = 1;
+        }
+    }
+  }
+  std::error_code EC;
+  ToolOutputFile Out(FinalOutput, EC, sys::fs::OF_None);
+  if (EC)
+    fail("cannot write '" + FinalOutput + "': " + EC.message());
+  Out.os() << (*Printed)->getBuffer();
+  Out.keep();
+  return finishRankProcess(RC);
 }

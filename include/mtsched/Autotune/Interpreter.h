@@ -1,0 +1,43 @@
+//===- Interpreter.h - fp64 reference semantics of the IR ops ---*- C++ -*-===//
+//
+// The CPU reference every GPU result is checked against: each op evaluated
+// in double precision, with numpy-style broadcasting over the result shape.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_INTERPRETER_H
+#define MTSCHED_AUTOTUNE_INTERPRETER_H
+
+#include "mtsched/IR/Graph.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/Error.h"
+#include <cstdint>
+#include <vector>
+
+namespace mtsched {
+
+using ValueData = llvm::DenseMap<const Value *, std::vector<double>>;
+
+/// Evaluates node N from its operands' entries of Data into Data[result].
+/// Collectives are the identity (one rank); custom ops are an error.
+llvm::Error interpretNode(const Node &N, ValueData &Data);
+/// Evaluates every node of G in program order; Data holds the inputs.
+llvm::Error interpretGraph(const Graph &G, ValueData &Data);
+
+/// Applies the pointwise/row-reduction chain to one row `Row` (index R in
+/// an iteration space of Rows rows of length Row.size()); external operands
+/// are read from Data with the codegen's broadcasting rules.
+llvm::Error interpretRowChain(llvm::ArrayRef<const Node *> Chain,
+                              const Value *Start, int64_t R, int64_t Rows,
+                              std::vector<double> &Row, const ValueData &Data);
+
+/// Host conversions (round to nearest even).
+uint16_t floatToBF16(float F);
+float bf16ToFloat(uint16_t H);
+uint16_t floatToF16(float F);
+float f16ToFloat(uint16_t H);
+/// D rounded to what dtype T can hold.
+double roundTo(double D, DType T);
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_INTERPRETER_H

@@ -1,0 +1,897 @@
+//===- CudaBenchmarker.cpp - Timing choices on a CUDA GPU -----------------===//
+//
+// For each multi-template buffer (at its size or a size hint) the first
+// measurement prepares everything the node's choices need: seeded random
+// inputs (rotated copies so that back-to-back launches do not hit a warm
+// L2), the fp64 reference of a sample of output rows, and every choice's
+// kernel, generated and compiled at once on the compile thread pool. Each
+// measurement then checks the choice's output against the reference and
+// times it: warm-up, then BenchRuns samples, each many back-to-back
+// launches between two events divided by their count, the L2 flushed
+// before each sample; the median counts.
+//
+//===----------------------------------------------------------------------===//
+#include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Codegen/CudaCodegen.h"
+#include "mtsched/Runtime/CudaApi.h"
+#include "mtsched/Runtime/CudaCompiler.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <random>
+
+using namespace mtsched;
+using namespace mtsched::cuda;
+
+static constexpr double Inf = std::numeric_limits<double>::infinity();
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+namespace {
+
+/// The process's one GPU session; ranks (threads) take turns through Mu.
+struct Gpu {
+  DeviceInfo Info;
+  const DriverApi *D = nullptr;
+  CUstream Stream = nullptr;
+  CUevent E0 = nullptr, E1 = nullptr;
+  CUdeviceptr Flush = 0;
+  size_t FlushBytes = 0;
+  cublasHandle_t Blas = nullptr;
+  const CublasApi *B = nullptr;
+  std::string BlasError;
+  std::mutex Mu;
+};
+
+llvm::Expected<Gpu &> gpu() {
+  static Gpu G;
+  static std::string Error;
+  static std::once_flag Once;
+  std::call_once(Once, [] {
+    llvm::Expected<DeviceInfo> Info = openDevice();
+    if (!Info) {
+      Error = llvm::toString(Info.takeError());
+      return;
+    }
+    if (auto N = loadNvrtc(); !N) {
+      Error = llvm::toString(N.takeError());
+      return;
+    }
+    G.Info = *Info;
+    G.D = &*loadDriver();
+    if (CUresult R = G.D->cuStreamCreate(&G.Stream, CU_STREAM_NON_BLOCKING)) {
+      Error = "cannot create a CUDA stream: " + G.D->errorString(R);
+      return;
+    }
+    G.D->cuEventCreate(&G.E0, CU_EVENT_DEFAULT);
+    G.D->cuEventCreate(&G.E1, CU_EVENT_DEFAULT);
+    G.FlushBytes = size_t(std::max(G.Info.L2Bytes, 1 << 20)) * 2;
+    if (G.D->cuMemAlloc(&G.Flush, G.FlushBytes))
+      G.Flush = 0;
+    llvm::Expected<const CublasApi &> B = loadCublas();
+    if (!B) {
+      G.BlasError = llvm::toString(B.takeError());
+    } else if (int S = B->cublasCreate(&G.Blas)) {
+      G.BlasError = "cublasCreate failed with status " + std::to_string(S);
+    } else {
+      G.B = &*B;
+      B->cublasSetStream(G.Blas, G.Stream);
+    }
+  });
+  if (!Error.empty())
+    return err(Error);
+  return G;
+}
+
+struct DevBuf {
+  CUdeviceptr P = 0;
+  size_t Bytes = 0;
+};
+
+struct LoadedKernel {
+  KernelSource K;
+  std::string Error; // generation, compilation or load failure
+  CUmodule Mod = nullptr;
+  CUfunction Fn = nullptr;
+};
+
+/// Everything the choices of one node at one size share.
+struct Prepared {
+  int64_t Rows = 0, N = 0, K = 0;
+  int Copies = 1;
+  std::map<const Value *, std::vector<DevBuf>> Dev;
+  ValueData Host;
+  DevBuf OutMain[8], OutFused[8], OutEpi[8];
+  std::vector<int64_t> CheckRows;
+  std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
+  std::map<std::string, LoadedKernel> Kernels;
+  std::string Error;
+};
+
+Measurement failed(ChoiceStatus S, std::string Msg) {
+  Measurement M;
+  M.Status = S;
+  M.Us = Inf;
+  M.Message = std::move(Msg);
+  return M;
+}
+
+std::vector<double> toHostValues(const std::string &Bytes, DType T) {
+  size_t Elt = dtypeBytes(T), N = Bytes.size() / Elt;
+  std::vector<double> Out(N);
+  for (size_t I = 0; I < N; ++I) {
+    const char *P = Bytes.data() + I * Elt;
+    uint16_t H;
+    float F;
+    switch (T) {
+    case DType::BF16:
+      std::memcpy(&H, P, 2);
+      Out[I] = bf16ToFloat(H);
+      break;
+    case DType::F16:
+      std::memcpy(&H, P, 2);
+      Out[I] = f16ToFloat(H);
+      break;
+    case DType::F32:
+      std::memcpy(&F, P, 4);
+      Out[I] = F;
+      break;
+    case DType::I32: {
+      int32_t V;
+      std::memcpy(&V, P, 4);
+      Out[I] = V;
+      break;
+    }
+    case DType::I64: {
+      int64_t V;
+      std::memcpy(&V, P, 8);
+      Out[I] = double(V);
+      break;
+    }
+    }
+  }
+  return Out;
+}
+
+std::string toDeviceBytes(const std::vector<double> &V, DType T) {
+  size_t Elt = dtypeBytes(T);
+  std::string Out(V.size() * Elt, '\0');
+  for (size_t I = 0; I < V.size(); ++I) {
+    char *P = &Out[I * Elt];
+    uint16_t H;
+    float F = float(V[I]);
+    switch (T) {
+    case DType::BF16:
+      H = floatToBF16(F);
+      std::memcpy(P, &H, 2);
+      break;
+    case DType::F16:
+      H = floatToF16(F);
+      std::memcpy(P, &H, 2);
+      break;
+    case DType::F32:
+      std::memcpy(P, &F, 4);
+      break;
+    case DType::I32: {
+      int32_t X = int32_t(V[I]);
+      std::memcpy(P, &X, 4);
+      break;
+    }
+    case DType::I64: {
+      int64_t X = int64_t(V[I]);
+      std::memcpy(P, &X, 8);
+      break;
+    }
+    }
+  }
+  return Out;
+}
+
+/// Relative error ||out - ref|| / ||ref|| of the checked rows, or +inf if
+/// any element is not finite where the reference is.
+double relError(const std::vector<double> &Out, int64_t N,
+                llvm::ArrayRef<int64_t> Rows,
+                const std::vector<std::vector<double>> &Ref) {
+  double E2 = 0, R2 = 0;
+  for (size_t I = 0; I < Rows.size(); ++I)
+    for (int64_t C = 0; C < N; ++C) {
+      double O = Out[Rows[I] * N + C], R = Ref[I][C];
+      if (!std::isfinite(O) && std::isfinite(R))
+        return Inf;
+      E2 += (O - R) * (O - R);
+      R2 += R * R;
+    }
+  return R2 > 0 ? std::sqrt(E2 / R2) : std::sqrt(E2);
+}
+
+double tolerance(DType T) {
+  switch (T) {
+  case DType::BF16:
+    return 2e-2;
+  case DType::F16:
+    return 5e-3;
+  default:
+    return 1e-3;
+  }
+}
+
+class CudaBenchmarker : public Benchmarker {
+public:
+  CudaBenchmarker(const AutotuneOptions &Opts, int Rank, Gpu &G)
+      : Opts(Opts), Rank(Rank), G(G) {}
+  ~CudaBenchmarker() override;
+
+  llvm::StringRef getBackendName() const override { return "cuda"; }
+
+  Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
+                      const Choice &C, bool Fused) override;
+  Measurement measureEpilogue(const MultiTemplateBufferNode &N,
+                              const Workload &W) override;
+
+private:
+  Prepared &prepare(const MultiTemplateBufferNode &N, const Workload &W);
+  void precompile(const MultiTemplateBufferNode &N, Prepared &P);
+  LoadedKernel *kernel(Prepared &P, const std::string &Key);
+  /// Checks then times Launch(copy); Out holds the output per copy.
+  Measurement run(const std::function<CUresult(int)> &Launch, Prepared &P,
+                  const DevBuf *Out, DType OutType,
+                  const std::vector<std::vector<double>> &Ref);
+  CUresult launch(const LoadedKernel &L, Prepared &P, const DevBuf *Out,
+                  int Copy);
+
+  const AutotuneOptions &Opts;
+  int Rank;
+  Gpu &G;
+  std::map<std::pair<const MultiTemplateBufferNode *, int64_t>,
+           std::unique_ptr<Prepared>>
+      Cache;
+};
+
+} // namespace
+
+CudaBenchmarker::~CudaBenchmarker() {
+  std::lock_guard<std::mutex> Lock(G.Mu);
+  if (makeCurrent(G.Info))
+    return;
+  for (auto &KV : Cache) {
+    Prepared &P = *KV.second;
+    for (auto &D : P.Dev)
+      for (DevBuf &B : D.second)
+        G.D->cuMemFree(B.P);
+    for (int I = 0; I < 8; ++I)
+      for (DevBuf *B : {&P.OutMain[I], &P.OutFused[I], &P.OutEpi[I]})
+        if (B->P)
+          G.D->cuMemFree(B->P);
+    for (auto &K : P.Kernels)
+      if (K.second.Mod)
+        G.D->cuModuleUnload(K.second.Mod);
+  }
+}
+
+static std::string keyOf(const std::string &Choice, bool Fused) {
+  return Choice + (Fused ? "+fused" : "");
+}
+
+void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
+                                 Prepared &P) {
+  std::vector<std::string> Keys;
+  std::vector<CompileJob> Jobs;
+  auto Add = [&](const std::string &Key, llvm::Expected<KernelSource> K) {
+    LoadedKernel &L = P.Kernels[Key];
+    if (!K) {
+      L.Error = "no kernel: " + llvm::toString(K.takeError());
+      return;
+    }
+    L.K = std::move(*K);
+    Keys.push_back(Key);
+    Jobs.push_back({L.K.Name, L.K.Source});
+  };
+  bool HasEpi = !N.getEpilogue().empty();
+  for (const Choice &C : N.getChoices()) {
+    llvm::Optional<GemmTileConfig> T = gemmTileOf(C);
+    if (!T)
+      continue;
+    Add(keyOf(C.Name, false), generateGemmKernel(N, *T, false, P.Rows));
+    if (HasEpi)
+      Add(keyOf(C.Name, true), generateGemmKernel(N, *T, true, P.Rows));
+  }
+  if (HasEpi)
+    Add("epilogue", generateEpilogueKernel(N, P.Rows));
+  std::vector<llvm::Expected<std::string>> Cubins =
+      compileAll(Jobs, G.Info.Major * 10 + G.Info.Minor);
+  for (size_t I = 0; I < Jobs.size(); ++I) {
+    LoadedKernel &L = P.Kernels[Keys[I]];
+    if (!Cubins[I]) {
+      L.Error = "failed to compile: " + llvm::toString(Cubins[I].takeError());
+      continue;
+    }
+    if (CUresult R = G.D->cuModuleLoadData(&L.Mod, Cubins[I]->data())) {
+      L.Error = "cannot load the module: " + G.D->errorString(R);
+      continue;
+    }
+    if (CUresult R = G.D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str())) {
+      L.Error = "no entry point: " + G.D->errorString(R);
+      continue;
+    }
+    if (L.K.SharedBytes > 48 * 1024) {
+      if (int(L.K.SharedBytes) > G.Info.MaxSharedOptin) {
+        L.Error = "needs " + std::to_string(L.K.SharedBytes) +
+                  " bytes of shared memory; the device allows " +
+                  std::to_string(G.Info.MaxSharedOptin);
+        continue;
+      }
+      if (CUresult R = G.D->cuFuncSetAttribute(
+              L.Fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+              int(L.K.SharedBytes)))
+        L.Error =
+            "cannot raise the shared memory limit: " + G.D->errorString(R);
+    }
+  }
+}
+
+Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
+                                   const Workload &W) {
+  int64_t OwnRows = rowsOf(N.getType());
+  int64_t Rows =
+      W.K == Workload::Kind::Gemm ? W.Gemm.M * W.Gemm.Batch : OwnRows;
+  auto &Slot = Cache[{&N, Rows}];
+  if (Slot)
+    return *Slot;
+  Slot = std::make_unique<Prepared>();
+  Prepared &P = *Slot;
+  P.Rows = Rows;
+  P.N = N.getType().innerDim();
+  P.K = N.getNumOperands() ? N.getOperand(0)->getType().innerDim() : 0;
+
+  // Values the kernels read: operands, the epilogue's other inputs, and
+  // N's own result (the epilogue kernel's input).
+  std::vector<const Value *> Values;
+  for (const Operand &O : N.getOperands())
+    Values.push_back(O.V);
+  Values.push_back(N.getResult());
+  for (const Operand &E : N.getEpilogue())
+    for (const Operand &O : E.V->getDef()->getOperands())
+      if (llvm::find(Values, O.V) == Values.end() &&
+          llvm::none_of(N.getEpilogue(),
+                        [&](const Operand &X) { return X.V == O.V; }))
+        Values.push_back(O.V);
+  auto NumAt = [&](const Value *V) {
+    const TensorType &T = V->getType();
+    if (rowsOf(T) == OwnRows && T.rank() >= 2)
+      return Rows * T.innerDim();
+    return T.numElements();
+  };
+  std::mt19937_64 Rng(Opts.Seed * 1000003 + 17);
+  std::uniform_real_distribution<double> U(-1, 1);
+  int64_t Footprint = 0;
+  for (const Value *V : Values)
+    Footprint += NumAt(V) * dtypeBytes(V->getType().Dtype);
+  Footprint += 2 * Rows * P.N * dtypeBytes(N.getType().Dtype);
+  P.Copies = int(std::min<int64_t>(
+      8, std::max<int64_t>(1, (3 * int64_t(G.Info.L2Bytes) + Footprint - 1) /
+                                  std::max<int64_t>(1, Footprint))));
+  for (const Value *V : Values) {
+    std::vector<double> H(NumAt(V));
+    for (double &X : H)
+      X = roundTo(U(Rng), V->getType().Dtype);
+    std::string Bytes = toDeviceBytes(H, V->getType().Dtype);
+    for (int C = 0; C < P.Copies; ++C) {
+      DevBuf B;
+      B.Bytes = Bytes.size();
+      if (G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes)) ||
+          G.D->cuMemcpyHtoD(B.P, Bytes.data(), B.Bytes)) {
+        P.Error = "cannot allocate or fill " + std::to_string(B.Bytes) +
+                  " bytes for '%" + V->getName() + "'";
+        return P;
+      }
+      P.Dev[V].push_back(B);
+    }
+    P.Host[V] = std::move(H);
+  }
+  const Value *Last =
+      N.getEpilogue().empty() ? N.getResult() : N.getEpilogue().back().V;
+  for (int C = 0; C < P.Copies; ++C)
+    for (auto [Buf, V] :
+         {std::make_pair(&P.OutMain[C], (const Value *)N.getResult()),
+          std::make_pair(&P.OutFused[C], Last),
+          std::make_pair(&P.OutEpi[C], Last)}) {
+      Buf->Bytes = Rows * P.N * dtypeBytes(V->getType().Dtype);
+      if (G.D->cuMemAlloc(&Buf->P, std::max<size_t>(16, Buf->Bytes))) {
+        P.Error = "cannot allocate the output";
+        return P;
+      }
+    }
+
+  // Reference rows: all of a small output, else the first, the last and
+  // 14 random ones.
+  if (Rows <= 64) {
+    for (int64_t R = 0; R < Rows; ++R)
+      P.CheckRows.push_back(R);
+  } else {
+    P.CheckRows = {0, Rows - 1};
+    std::uniform_int_distribution<int64_t> Pick(1, Rows - 2);
+    while (P.CheckRows.size() < 16)
+      P.CheckRows.push_back(Pick(Rng));
+  }
+  std::vector<const Node *> Chain;
+  for (const Operand &E : N.getEpilogue())
+    Chain.push_back(E.V->getDef());
+  for (int64_t R : P.CheckRows) {
+    std::vector<double> Row(P.N, 0.0);
+    if (N.getOp() == OpCode::MatMul) {
+      const TensorType &BT = N.getOperand(1)->getType();
+      int64_t M1 = N.getOperand(0)
+                       ->getType()
+                       .Shape[N.getOperand(0)->getType().rank() - 2];
+      const double *A = &P.Host[N.getOperand(0)][R * P.K];
+      const double *B =
+          &P.Host[N.getOperand(1)][BT.rank() > 2 ? (R / M1) * P.K * P.N : 0];
+      for (int64_t Kk = 0; Kk < P.K; ++Kk)
+        for (int64_t C = 0; C < P.N; ++C)
+          Row[C] += A[Kk] * B[Kk * P.N + C];
+    }
+    P.RefMain.push_back(Row);
+    if (!Chain.empty()) {
+      if (llvm::Error E =
+              interpretRowChain(Chain, N.getResult(), R, Rows, Row, P.Host)) {
+        P.Error = llvm::toString(std::move(E));
+        return P;
+      }
+      P.RefFused.push_back(Row);
+      std::vector<double> In(P.Host[N.getResult()].begin() + R * P.N,
+                             P.Host[N.getResult()].begin() + (R + 1) * P.N);
+      if (llvm::Error E =
+              interpretRowChain(Chain, N.getResult(), R, Rows, In, P.Host)) {
+        P.Error = llvm::toString(std::move(E));
+        return P;
+      }
+      P.RefEpi.push_back(In);
+    }
+  }
+  if (N.getOp() == OpCode::MatMul)
+    precompile(N, P);
+  return P;
+}
+
+CUresult CudaBenchmarker::launch(const LoadedKernel &L, Prepared &P,
+                                 const DevBuf *Out, int Copy) {
+  std::vector<CUdeviceptr> Ptrs;
+  for (const Value *V : L.K.Inputs)
+    Ptrs.push_back(P.Dev[V][Copy].P);
+  Ptrs.push_back(Out[Copy].P);
+  std::vector<void *> Args;
+  for (CUdeviceptr &X : Ptrs)
+    Args.push_back(&X);
+  return G.D->cuLaunchKernel(L.Fn, L.K.GridX, L.K.GridY, L.K.GridZ, L.K.BlockX,
+                             1, 1, L.K.SharedBytes, G.Stream, Args.data(),
+                             nullptr);
+}
+
+Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
+                                 Prepared &P, const DevBuf *Out, DType OutType,
+                                 const std::vector<std::vector<double>> &Ref) {
+  const DriverApi &D = *G.D;
+  auto Fail = [&](const char *What, CUresult R) {
+    return failed(ChoiceStatus::Failed,
+                  std::string(What) + ": " + D.errorString(R));
+  };
+  // Correctness: poison the output, run once, compare sampled rows.
+  if (CUresult R = D.cuMemsetD8Async(Out[0].P, 0xff, Out[0].Bytes, G.Stream))
+    return Fail("cannot poison the output", R);
+  if (CUresult R = Launch(0))
+    return Fail("launch failed", R);
+  if (CUresult R = D.cuStreamSynchronize(G.Stream))
+    return Fail("kernel failed", R);
+  std::string Bytes(Out[0].Bytes, '\0');
+  if (CUresult R = D.cuMemcpyDtoH(&Bytes[0], Out[0].P, Bytes.size()))
+    return Fail("cannot read the output", R);
+  double Rel = relError(toHostValues(Bytes, OutType), P.N, P.CheckRows, Ref);
+  if (!(Rel <= tolerance(OutType)))
+    return failed(ChoiceStatus::WrongResult,
+                  "output differs from the fp64 reference: relative error " +
+                      llvm::formatv("{0:e2}", Rel).str() + " > " +
+                      llvm::formatv("{0:e0}", tolerance(OutType)).str());
+  // Warm-up, then an estimate that sizes the samples.
+  for (unsigned I = 0; I < std::max(1u, Opts.WarmupRuns); ++I)
+    if (CUresult R = Launch(int(I % P.Copies)))
+      return Fail("launch failed", R);
+  D.cuEventRecord(G.E0, G.Stream);
+  if (CUresult R = Launch(0))
+    return Fail("launch failed", R);
+  D.cuEventRecord(G.E1, G.Stream);
+  if (CUresult R = D.cuEventSynchronize(G.E1))
+    return Fail("kernel failed", R);
+  float Ms = 0;
+  D.cuEventElapsedTime(&Ms, G.E0, G.E1);
+  double EstUs = std::max(1.0, double(Ms) * 1000);
+  int PerSample = int(std::min(1000.0, std::max(2.0, std::ceil(500 / EstUs))));
+  double Budget = EstUs * PerSample * Opts.BenchRuns / 1000;
+  if (Budget > double(Opts.ChoiceTimeout.count()))
+    return failed(
+        ChoiceStatus::Timeout,
+        "would run " + std::to_string(int(Budget)) + " ms, past the " +
+            std::to_string(Opts.ChoiceTimeout.count()) + " ms choice timeout");
+  std::vector<double> Samples;
+  for (unsigned S = 0; S < std::max(1u, Opts.BenchRuns); ++S) {
+    if (G.Flush)
+      D.cuMemsetD8Async(G.Flush, S & 0xff, G.FlushBytes, G.Stream);
+    D.cuEventRecord(G.E0, G.Stream);
+    for (int I = 0; I < PerSample; ++I)
+      if (CUresult R = Launch(int((S * PerSample + I) % P.Copies)))
+        return Fail("launch failed", R);
+    D.cuEventRecord(G.E1, G.Stream);
+    if (CUresult R = D.cuEventSynchronize(G.E1))
+      return Fail("kernel failed", R);
+    D.cuEventElapsedTime(&Ms, G.E0, G.E1);
+    Samples.push_back(double(Ms) * 1000 / PerSample);
+  }
+  std::nth_element(Samples.begin(), Samples.begin() + Samples.size() / 2,
+                   Samples.end());
+  Measurement M;
+  M.Us = Samples[Samples.size() / 2];
+  return M;
+}
+
+Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
+                                     const Workload &W, const Choice &C,
+                                     bool Fused) {
+  if (const Fault *F = Opts.Faults.choiceFault(Rank, N.getName(), C.Name))
+    return failed(F->K == Fault::Kind::WrongResult ? ChoiceStatus::WrongResult
+                                                   : ChoiceStatus::Failed,
+                  "injected fault");
+  if (W.K == Workload::Kind::Collective) {
+    if (W.Ranks > 1)
+      return failed(ChoiceStatus::Failed,
+                    "the cuda backend needs one rank per GPU for a " +
+                        std::to_string(W.Ranks) +
+                        "-rank collective (not implemented yet)");
+    if (Fused)
+      return failed(ChoiceStatus::Failed,
+                    "a one-rank collective is a copy; its epilogue is "
+                    "measured as its own kernel");
+  }
+  if (W.K == Workload::Kind::Custom)
+    return failed(ChoiceStatus::Failed,
+                  "the cuda backend has no kernel for custom op '" +
+                      N.getOpName().str() + "'");
+  std::lock_guard<std::mutex> Lock(G.Mu);
+  if (llvm::Error E = makeCurrent(G.Info))
+    return failed(ChoiceStatus::Failed, llvm::toString(std::move(E)));
+  if (W.K == Workload::Kind::Collective) {
+    // One rank: the collective is a device-to-device copy.
+    Prepared &P = prepare(N, W);
+    if (!P.Error.empty())
+      return failed(ChoiceStatus::Failed, P.Error);
+    const Value *In = N.getOperand(0);
+    return run(
+        [&](int Copy) {
+          return G.D->cuMemcpyDtoDAsync(P.OutMain[Copy].P, P.Dev[In][Copy].P,
+                                        P.OutMain[Copy].Bytes, G.Stream);
+        },
+        P, P.OutMain, N.getType().Dtype,
+        [&] {
+          std::vector<std::vector<double>> Ref;
+          for (int64_t R : P.CheckRows)
+            Ref.emplace_back(P.Host[In].begin() + R * P.N,
+                             P.Host[In].begin() + (R + 1) * P.N);
+          return Ref;
+        }());
+  }
+  Prepared &P = prepare(N, W);
+  if (!P.Error.empty())
+    return failed(ChoiceStatus::Failed, P.Error);
+  DType OutType =
+      Fused ? N.getEpilogue().back().V->getType().Dtype : N.getType().Dtype;
+  const DevBuf *Out = Fused ? P.OutFused : P.OutMain;
+  const auto &Ref = Fused ? P.RefFused : P.RefMain;
+  if (C.isExtern()) {
+    if (Fused)
+      return failed(ChoiceStatus::Failed, "'" + C.Name + "' cannot fuse");
+    if (C.Name != "extern.cublas")
+      return failed(ChoiceStatus::Failed, "unknown extern choice");
+    if (!G.B)
+      return failed(ChoiceStatus::Failed, G.BlasError);
+    if (N.getOperand(1)->getType().rank() > 2)
+      return failed(ChoiceStatus::Failed,
+                    "batched weights are not passed to cuBLAS yet");
+    int Type = N.getType().Dtype == DType::BF16  ? CUDA_R_16BF
+               : N.getType().Dtype == DType::F16 ? CUDA_R_16F
+                                                 : CUDA_R_32F;
+    const Value *A = N.getOperand(0), *B = N.getOperand(1);
+    float One = 1, Zero = 0;
+    // Row-major C = A B is column-major C^T = B^T A^T.
+    return run(
+        [&](int Copy) -> CUresult {
+          int S = G.B->cublasGemmEx(
+              G.Blas, CUBLAS_OP_N, CUBLAS_OP_N, int(P.N), int(P.Rows), int(P.K),
+              &One, reinterpret_cast<void *>(P.Dev[B][Copy].P), Type, int(P.N),
+              reinterpret_cast<void *>(P.Dev[A][Copy].P), Type, int(P.K), &Zero,
+              reinterpret_cast<void *>(P.OutMain[Copy].P), Type, int(P.N),
+              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+          return S ? 999 : CUDA_SUCCESS;
+        },
+        P, P.OutMain, OutType, Ref);
+  }
+  auto It = P.Kernels.find(keyOf(C.Name, Fused));
+  if (It == P.Kernels.end())
+    return failed(ChoiceStatus::Failed,
+                  "no kernel for '" + C.Name + "' on the cuda backend");
+  LoadedKernel &L = It->second;
+  if (!L.Error.empty())
+    return failed(ChoiceStatus::Failed, L.Error);
+  return run([&](int Copy) { return launch(L, P, Out, Copy); }, P, Out, OutType,
+             Ref);
+}
+
+Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
+                                             const Workload &W) {
+  if (N.getEpilogue().empty())
+    return Measurement();
+  std::lock_guard<std::mutex> Lock(G.Mu);
+  if (llvm::Error E = makeCurrent(G.Info))
+    return failed(ChoiceStatus::Failed, llvm::toString(std::move(E)));
+  Prepared &P = prepare(N, W);
+  if (!P.Error.empty())
+    return failed(ChoiceStatus::Failed, P.Error);
+  auto It = P.Kernels.find("epilogue");
+  if (It == P.Kernels.end()) {
+    // Not a matmul: compile the epilogue alone.
+    LoadedKernel &L = P.Kernels["epilogue"];
+    llvm::Expected<KernelSource> K = generateEpilogueKernel(N, P.Rows);
+    if (!K) {
+      L.Error = llvm::toString(K.takeError());
+    } else {
+      L.K = std::move(*K);
+      auto C = compileAll({{L.K.Name, L.K.Source}},
+                          G.Info.Major * 10 + G.Info.Minor);
+      if (!C[0])
+        L.Error = llvm::toString(C[0].takeError());
+      else if (G.D->cuModuleLoadData(&L.Mod, C[0]->data()) ||
+               G.D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str()))
+        L.Error = "cannot load the epilogue kernel";
+    }
+    It = P.Kernels.find("epilogue");
+  }
+  LoadedKernel &L = It->second;
+  if (!L.Error.empty())
+    return failed(ChoiceStatus::Failed, L.Error);
+  return run([&](int Copy) { return launch(L, P, P.OutEpi, Copy); }, P,
+             P.OutEpi, N.getEpilogue().back().V->getType().Dtype, P.RefEpi);
+}
+
+llvm::Expected<std::unique_ptr<Benchmarker>>
+mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank) {
+  llvm::Expected<Gpu &> G = gpu();
+  if (!G)
+    return err("the cuda backend cannot run here: " +
+               llvm::toString(G.takeError()));
+  return std::make_unique<CudaBenchmarker>(Opts, Rank, *G);
+}
+
+//===----------------------------------------------------------------------===//
+// --run: the whole decided graph
+//===----------------------------------------------------------------------===//
+
+llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
+                                   llvm::raw_ostream &OS) {
+  llvm::Expected<Gpu &> GOr = gpu();
+  if (!GOr)
+    return err("--run needs the cuda backend: " +
+               llvm::toString(GOr.takeError()));
+  Gpu &Gp = *GOr;
+  std::lock_guard<std::mutex> Lock(Gp.Mu);
+  if (llvm::Error E = makeCurrent(Gp.Info))
+    return E;
+  const DriverApi &D = *Gp.D;
+  int Arch = Gp.Info.Major * 10 + Gp.Info.Minor;
+  ValueData Host;
+  std::map<const Value *, CUdeviceptr> Dev;
+  std::vector<CUdeviceptr> Owned;
+  std::vector<CUmodule> Modules;
+  auto Cleanup = llvm::make_scope_exit([&] {
+    for (CUdeviceptr P : Owned)
+      D.cuMemFree(P);
+    for (CUmodule M : Modules)
+      D.cuModuleUnload(M);
+  });
+  auto Alloc = [&](const Value *V) -> llvm::Error {
+    if (Dev.count(V))
+      return llvm::Error::success();
+    CUdeviceptr P;
+    size_t Bytes = std::max<int64_t>(16, V->getType().numBytes());
+    if (CUresult R = D.cuMemAlloc(&P, Bytes))
+      return err("cannot allocate '%" + V->getName() +
+                 "': " + D.errorString(R));
+    Owned.push_back(P);
+    Dev[V] = P;
+    return llvm::Error::success();
+  };
+  std::mt19937_64 Rng(Seed * 7919 + 3);
+  std::uniform_real_distribution<double> U(-1, 1);
+  for (const auto &In : G.getInputs()) {
+    std::vector<double> H(In->getType().numElements());
+    for (double &X : H)
+      X = roundTo(U(Rng), In->getType().Dtype);
+    if (llvm::Error E = Alloc(In.get()))
+      return E;
+    std::string Bytes = toDeviceBytes(H, In->getType().Dtype);
+    if (CUresult R = D.cuMemcpyHtoD(Dev[In.get()], Bytes.data(), Bytes.size()))
+      return err("cannot copy '%" + In->getName() + "': " + D.errorString(R));
+    Host[In.get()] = std::move(H);
+  }
+  auto RunKernel = [&](llvm::Expected<KernelSource> KOr) -> llvm::Error {
+    if (!KOr)
+      return KOr.takeError();
+    KernelSource &K = *KOr;
+    auto C = compileAll({{K.Name, K.Source}}, Arch);
+    if (!C[0])
+      return C[0].takeError();
+    CUmodule Mod;
+    CUfunction Fn;
+    if (CUresult R = D.cuModuleLoadData(&Mod, C[0]->data()))
+      return err("cannot load '" + K.Name + "': " + D.errorString(R));
+    Modules.push_back(Mod);
+    if (CUresult R = D.cuModuleGetFunction(&Fn, Mod, K.Name.c_str()))
+      return err("no entry point '" + K.Name + "': " + D.errorString(R));
+    if (K.SharedBytes > 48 * 1024)
+      D.cuFuncSetAttribute(Fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           int(K.SharedBytes));
+    std::vector<CUdeviceptr> Ptrs;
+    for (const Value *V : K.Inputs)
+      Ptrs.push_back(Dev[V]);
+    for (const Value *V : K.Outputs) {
+      if (llvm::Error E = Alloc(V))
+        return E;
+      Ptrs.push_back(Dev[V]);
+    }
+    std::vector<void *> Args;
+    for (CUdeviceptr &X : Ptrs)
+      Args.push_back(&X);
+    if (CUresult R =
+            D.cuLaunchKernel(Fn, K.GridX, K.GridY, K.GridZ, K.BlockX, 1, 1,
+                             K.SharedBytes, Gp.Stream, Args.data(), nullptr))
+      return err("launch of '" + K.Name + "' failed: " + D.errorString(R));
+    if (CUresult R = D.cuStreamSynchronize(Gp.Stream))
+      return err("'" + K.Name + "' failed: " + D.errorString(R));
+    return llvm::Error::success();
+  };
+  // Nodes fused into a template's epilogue run inside it.
+  llvm::DenseSet<const Node *> Fused;
+  for (const auto &N : G.getNodes())
+    if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
+      if (M->isEpilogueFused())
+        for (const Operand &E : M->getEpilogue())
+          Fused.insert(E.V->getDef());
+  std::map<int, bool> GroupDone;
+  unsigned Launched = 0;
+  for (const auto &NP : G.getNodes()) {
+    const Node *N = NP.get();
+    if (llvm::Error E = interpretNode(*N, Host))
+      return E;
+    if (Fused.count(N))
+      continue;
+    if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N)) {
+      if (!M->isDecided())
+        return err("'%" + M->getName() + "' is not decided; run --autotune");
+      if (const auto *C =
+              llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(M)) {
+        (void)C;
+        if (G.getWorldSize() > 1)
+          return err("'%" + M->getName() +
+                     "': --run executes collectives only on one rank");
+        if (llvm::Error E = Alloc(M->getResult()))
+          return E;
+        D.cuMemcpyDtoDAsync(Dev[M->getResult()], Dev[M->getOperand(0)],
+                            M->getType().numBytes(), Gp.Stream);
+        D.cuStreamSynchronize(Gp.Stream);
+        if (M->isEpilogueFused()) {
+          if (llvm::Error E = RunKernel(generateEpilogueKernel(*M)))
+            return E;
+        }
+        ++Launched;
+        continue;
+      }
+      const Choice *Ch = M->findChoice(M->getDecision());
+      llvm::Optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : llvm::None;
+      if (T) {
+        if (llvm::Error E =
+                RunKernel(generateGemmKernel(*M, *T, M->isEpilogueFused())))
+          return E;
+      } else if (M->getDecision() == "extern.cublas" && Gp.B &&
+                 M->getOperand(1)->getType().rank() == 2) {
+        if (llvm::Error E = Alloc(M->getResult()))
+          return E;
+        int Type = M->getType().Dtype == DType::BF16  ? CUDA_R_16BF
+                   : M->getType().Dtype == DType::F16 ? CUDA_R_16F
+                                                      : CUDA_R_32F;
+        int Nn = int(M->getType().innerDim()), Rows = int(rowsOf(M->getType()));
+        int K = int(M->getOperand(0)->getType().innerDim());
+        float One = 1, Zero = 0;
+        if (int S = Gp.B->cublasGemmEx(
+                Gp.Blas, CUBLAS_OP_N, CUBLAS_OP_N, Nn, Rows, K, &One,
+                reinterpret_cast<void *>(Dev[M->getOperand(1)]), Type, Nn,
+                reinterpret_cast<void *>(Dev[M->getOperand(0)]), Type, K, &Zero,
+                reinterpret_cast<void *>(Dev[M->getResult()]), Type, Nn,
+                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT))
+          return err("cublasGemmEx failed with status " + std::to_string(S));
+        D.cuStreamSynchronize(Gp.Stream);
+        if (M->isEpilogueFused())
+          return err("extern.cublas cannot run a fused epilogue");
+      } else {
+        return err("'%" + M->getName() + "': cannot run decision '" +
+                   M->getDecision() + "' on the GPU");
+      }
+      ++Launched;
+      continue;
+    }
+    const auto *B = llvm::dyn_cast<BufferNode>(N);
+    if (!B)
+      return err("'%" + N->getName() + "' is not lowered; run --lower");
+    int Id = B->getKernel() == BufferNode::NoKernel ? -1 - int(B->getIndex())
+                                                    : B->getKernel();
+    if (GroupDone[Id])
+      continue;
+    GroupDone[Id] = true;
+    std::vector<const Node *> Members;
+    for (const auto &X : G.getNodes())
+      if (const auto *XB = llvm::dyn_cast<BufferNode>(X.get()))
+        if (!Fused.count(XB) && (XB->getKernel() == BufferNode::NoKernel
+                                     ? -1 - int(XB->getIndex()) == Id
+                                     : XB->getKernel() == Id))
+          Members.push_back(XB);
+    llvm::DenseSet<const Node *> Set(Members.begin(), Members.end());
+    std::vector<const Value *> Outs;
+    for (const Node *X : Members) {
+      bool External = G.isOutput(X->getResult());
+      for (const Node *U : G.getUsers(X->getResult()))
+        External |= !Set.count(U);
+      if (External)
+        Outs.push_back(X->getResult());
+    }
+    if (llvm::Error E = RunKernel(generateGroupKernel(
+            G.getName() + "_run_kernel" + std::to_string(Launched), Members,
+            Outs)))
+      return E;
+    ++Launched;
+  }
+  bool AllOk = true;
+  for (const Operand &O : G.getOutputs()) {
+    const Value *V = O.V;
+    std::string Bytes(V->getType().numBytes(), '\0');
+    if (CUresult R = D.cuMemcpyDtoH(&Bytes[0], Dev[V], Bytes.size()))
+      return err("cannot read '%" + V->getName() + "': " + D.errorString(R));
+    std::vector<double> Out = toHostValues(Bytes, V->getType().Dtype);
+    const std::vector<double> &Ref = Host[V];
+    double E2 = 0, R2 = 0;
+    bool Finite = true;
+    for (size_t I = 0; I < Out.size(); ++I) {
+      Finite &= std::isfinite(Out[I]) || !std::isfinite(Ref[I]);
+      E2 += (Out[I] - Ref[I]) * (Out[I] - Ref[I]);
+      R2 += Ref[I] * Ref[I];
+    }
+    double Rel = R2 > 0 ? std::sqrt(E2 / R2) : std::sqrt(E2);
+    bool Ok = Finite && Rel <= tolerance(V->getType().Dtype);
+    AllOk &= Ok;
+    OS << "run @" << G.getName() << ": output %" << V->getName() << " "
+       << (Ok ? "matches" : "DIFFERS FROM")
+       << " the fp64 reference (relative error " << llvm::formatv("{0:e2}", Rel)
+       << ", tolerance "
+       << llvm::formatv("{0:e0}", tolerance(V->getType().Dtype)) << ", "
+       << Launched << " launches)\n";
+  }
+  if (!AllOk)
+    return err("@" + G.getName() + ": an output differs from the reference");
+  return llvm::Error::success();
+}

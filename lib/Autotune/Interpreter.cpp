@@ -1,0 +1,277 @@
+//===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
+#include "mtsched/Autotune/Interpreter.h"
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace mtsched;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+uint16_t mtsched::floatToBF16(float F) {
+  uint32_t U;
+  std::memcpy(&U, &F, 4);
+  if ((U & 0x7fffffffu) > 0x7f800000u)
+    return 0x7fc0;
+  U += 0x7fffu + ((U >> 16) & 1u);
+  return uint16_t(U >> 16);
+}
+
+float mtsched::bf16ToFloat(uint16_t H) {
+  uint32_t U = uint32_t(H) << 16;
+  float F;
+  std::memcpy(&F, &U, 4);
+  return F;
+}
+
+uint16_t mtsched::floatToF16(float F) {
+  uint32_t U;
+  std::memcpy(&U, &F, 4);
+  uint32_t Sign = (U >> 16) & 0x8000u;
+  int32_t Exp = int32_t((U >> 23) & 0xff) - 127 + 15;
+  uint32_t Man = U & 0x7fffffu;
+  if (((U >> 23) & 0xff) == 0xff)
+    return uint16_t(Sign | 0x7c00u | (Man ? 0x200u : 0));
+  if (Exp >= 31)
+    return uint16_t(Sign | 0x7c00u);
+  if (Exp <= 0) {
+    if (Exp < -10)
+      return uint16_t(Sign);
+    Man |= 0x800000u;
+    uint32_t Shift = uint32_t(14 - Exp);
+    uint32_t H = Man >> Shift;
+    uint32_t Rem = Man & ((1u << Shift) - 1), Half = 1u << (Shift - 1);
+    if (Rem > Half || (Rem == Half && (H & 1)))
+      ++H;
+    return uint16_t(Sign | H);
+  }
+  uint32_t H = Sign | (uint32_t(Exp) << 10) | (Man >> 13);
+  uint32_t Rem = Man & 0x1fffu;
+  if (Rem > 0x1000u || (Rem == 0x1000u && (H & 1)))
+    ++H;
+  return uint16_t(H);
+}
+
+float mtsched::f16ToFloat(uint16_t H) {
+  uint32_t Sign = uint32_t(H & 0x8000u) << 16;
+  uint32_t Exp = (H >> 10) & 0x1f, Man = H & 0x3ffu;
+  float F;
+  if (Exp == 0) {
+    F = std::ldexp(float(Man), -24);
+    return Sign ? -F : F;
+  }
+  uint32_t U = Exp == 31 ? (Sign | 0x7f800000u | (Man << 13))
+                         : (Sign | ((Exp - 15 + 127) << 23) | (Man << 13));
+  std::memcpy(&F, &U, 4);
+  return F;
+}
+
+double mtsched::roundTo(double D, DType T) {
+  switch (T) {
+  case DType::F32:
+    return double(float(D));
+  case DType::BF16:
+    return bf16ToFloat(floatToBF16(float(D)));
+  case DType::F16:
+    return f16ToFloat(floatToF16(float(D)));
+  default:
+    return std::nearbyint(D);
+  }
+}
+
+static double applyPointwise(OpCode Op, double A, double B) {
+  switch (Op) {
+  case OpCode::Add:
+    return A + B;
+  case OpCode::Sub:
+    return A - B;
+  case OpCode::Mul:
+    return A * B;
+  case OpCode::Div:
+    return A / B;
+  case OpCode::Relu:
+    return A > 0 ? A : 0;
+  case OpCode::Gelu:
+    return 0.5 * A * (1 + std::erf(A / std::sqrt(2.0)));
+  case OpCode::Silu:
+    return A / (1 + std::exp(-A));
+  case OpCode::Exp:
+    return std::exp(A);
+  case OpCode::Neg:
+    return -A;
+  default: // Cast
+    return A;
+  }
+}
+
+/// Index into a tensor of shape Op for the flat index I of shape Out
+/// (right-aligned broadcasting).
+static int64_t broadcastIndex(llvm::ArrayRef<int64_t> Op,
+                              llvm::ArrayRef<int64_t> Out, int64_t I) {
+  int64_t Idx = 0, OpStride = 1;
+  for (int D = int(Out.size()) - 1, OD = int(Op.size()) - 1; D >= 0;
+       --D, --OD) {
+    int64_t Coord = I % Out[D];
+    I /= Out[D];
+    int64_t OpDim = OD >= 0 ? Op[OD] : 1;
+    if (OpDim != 1)
+      Idx += Coord * OpStride;
+    OpStride *= OpDim;
+  }
+  return Idx;
+}
+
+static double epsOf(const Node &N) {
+  if (const Attribute *A = N.getAttrs().get("eps"))
+    return A->getNumber();
+  return 1e-6;
+}
+
+llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
+  std::vector<const std::vector<double> *> In;
+  for (const Operand &O : N.getOperands()) {
+    auto It = Data.find(O.V);
+    if (It == Data.end())
+      return err("no value for '%" + O.V->getName() + "'");
+    In.push_back(&It->second);
+  }
+  const TensorType &T = N.getType();
+  std::vector<double> Out(T.numElements());
+  OpCode Op = N.getOp();
+  if (Op == OpCode::MatMul) {
+    const TensorType &A = N.getOperand(0)->getType(),
+                     &B = N.getOperand(1)->getType();
+    int64_t K = A.innerDim(), Nn = B.innerDim();
+    int64_t M = A.Shape[A.rank() - 2];
+    int64_t Batch = A.numElements() / (M * K);
+    bool BatchedB = B.rank() > 2;
+    for (int64_t Bt = 0; Bt < Batch; ++Bt)
+      for (int64_t I = 0; I < M; ++I) {
+        double *C = &Out[(Bt * M + I) * Nn];
+        const double *Ar = &(*In[0])[(Bt * M + I) * K];
+        const double *Bm = &(*In[1])[BatchedB ? Bt * K * Nn : 0];
+        for (int64_t Kk = 0; Kk < K; ++Kk) {
+          double Av = Ar[Kk];
+          const double *Br = Bm + Kk * Nn;
+          for (int64_t J = 0; J < Nn; ++J)
+            C[J] += Av * Br[J];
+        }
+      }
+  } else if (collectiveKindOf(Op) != CollectiveKind::None) {
+    if (In.empty() || In[0]->size() != Out.size())
+      return err("'%" + N.getName() +
+                 "': only one-rank collectives (the identity) are interpreted");
+    Out = *In[0];
+  } else if (isPointwise(Op)) {
+    for (int64_t I = 0; I < int64_t(Out.size()); ++I) {
+      double A = (*In[0])[broadcastIndex(N.getOperand(0)->getType().Shape,
+                                         T.Shape, I)];
+      double B = In.size() > 1
+                     ? (*In[1])[broadcastIndex(N.getOperand(1)->getType().Shape,
+                                               T.Shape, I)]
+                     : 0;
+      Out[I] = applyPointwise(Op, A, B);
+    }
+  } else if (Op == OpCode::Sum || Op == OpCode::Max) {
+    const TensorType &IT = N.getOperand(0)->getType();
+    int64_t Dim = IT.rank() - 1;
+    if (const Attribute *D = N.getAttrs().get("dim"))
+      Dim = D->getInt() < 0 ? D->getInt() + IT.rank() : D->getInt();
+    int64_t After = 1;
+    for (unsigned D = Dim + 1; D < IT.rank(); ++D)
+      After *= IT.Shape[D];
+    int64_t Len = IT.Shape[Dim];
+    for (int64_t I = 0; I < int64_t(Out.size()); ++I) {
+      double Acc =
+          Op == OpCode::Sum ? 0 : -std::numeric_limits<double>::infinity();
+      for (int64_t D = 0; D < Len; ++D) {
+        double V = (*In[0])[(I / After) * Len * After + D * After + I % After];
+        Acc = Op == OpCode::Sum ? Acc + V : std::max(Acc, V);
+      }
+      Out[I] = Acc;
+    }
+  } else if (Op == OpCode::RmsNorm || Op == OpCode::Softmax) {
+    int64_t L = T.innerDim(), Rows = T.numElements() / L;
+    for (int64_t R = 0; R < Rows; ++R) {
+      std::vector<double> Row(In[0]->begin() + R * L,
+                              In[0]->begin() + (R + 1) * L);
+      const Node *Chain[] = {&N};
+      ValueData Tmp;
+      Tmp[N.getOperand(0)] = {};
+      if (N.getNumOperands() > 1)
+        Tmp[N.getOperand(1)] = *In[1];
+      if (llvm::Error E =
+              interpretRowChain(Chain, N.getOperand(0), R, Rows, Row, Tmp))
+        return E;
+      std::copy(Row.begin(), Row.end(), Out.begin() + R * L);
+    }
+  } else {
+    return err("the interpreter has no semantics for '" + N.getOpName() + "'");
+  }
+  Data[N.getResult()] = std::move(Out);
+  return llvm::Error::success();
+}
+
+llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
+                                       const Value *Start, int64_t R,
+                                       int64_t Rows, std::vector<double> &Row,
+                                       const ValueData &Data) {
+  int64_t L = Row.size();
+  const Value *Prev = Start;
+  auto At = [&](const Value *V, int64_t C) -> double {
+    const std::vector<double> &D = Data.find(V)->second;
+    int64_t Num = D.size();
+    if (Num == 1)
+      return D[0];
+    if (Num == L && V->getType().innerDim() == L)
+      return D[C];
+    if (Num == Rows * L)
+      return D[R * L + C];
+    if (Num == Rows)
+      return D[R];
+    return D[broadcastIndex(V->getType().Shape, Start->getType().Shape,
+                            R * L + C)];
+  };
+  for (const Node *N : Chain) {
+    for (const Operand &O : N->getOperands())
+      if (O.V != Prev && !Data.count(O.V))
+        return err("no value for '%" + O.V->getName() + "'");
+    OpCode Op = N->getOp();
+    if (Op == OpCode::RmsNorm) {
+      double SS = 0;
+      for (double V : Row)
+        SS += V * V;
+      double Scale = 1 / std::sqrt(SS / L + epsOf(*N));
+      for (int64_t C = 0; C < L; ++C)
+        Row[C] = Row[C] * Scale * At(N->getOperand(1), C);
+    } else if (Op == OpCode::Softmax) {
+      double Mx = -std::numeric_limits<double>::infinity(), Sum = 0;
+      for (double V : Row)
+        Mx = std::max(Mx, V);
+      for (double &V : Row)
+        Sum += (V = std::exp(V - Mx));
+      for (double &V : Row)
+        V /= Sum;
+    } else if (isPointwise(Op)) {
+      for (int64_t C = 0; C < L; ++C) {
+        double Ops[2] = {0, 0};
+        for (unsigned I = 0; I < N->getNumOperands(); ++I)
+          Ops[I] = N->getOperand(I) == Prev ? Row[C] : At(N->getOperand(I), C);
+        Row[C] = applyPointwise(Op, Ops[0], Ops[1]);
+      }
+    } else {
+      return err("'%" + N->getName() + "' cannot be in an epilogue");
+    }
+    Prev = N->getResult();
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error mtsched::interpretGraph(const Graph &G, ValueData &Data) {
+  for (const auto &N : G.getNodes())
+    if (llvm::Error E = interpretNode(*N, Data))
+      return E;
+  return llvm::Error::success();
+}

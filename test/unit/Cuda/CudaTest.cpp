@@ -1,0 +1,166 @@
+//===- CudaTest.cpp - The cuda backend on a real GPU ----------------------===//
+//
+// Every test skips, saying why, where no GPU can be used (CI); on a GPU
+// machine scripts/gpu-test.sh runs them.
+//
+//===----------------------------------------------------------------------===//
+#include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/IR/Parser.h"
+#include "mtsched/IR/Verifier.h"
+#include "mtsched/Lowering/ChoiceConfig.h"
+#include "mtsched/Lowering/Lowering.h"
+#include "mtsched/Runtime/CudaApi.h"
+#include "mtsched/Runtime/CudaCompiler.h"
+#include "mtsched/Schedule/Fusion.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+#include "gtest/gtest.h"
+#include <cmath>
+
+using namespace mtsched;
+
+namespace {
+
+struct Lowered {
+  llvm::SourceMgr SM;
+  std::unique_ptr<Module> M;
+};
+
+std::unique_ptr<Lowered> lower(llvm::StringRef Text) {
+  auto L = std::make_unique<Lowered>();
+  L->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Text, "t.mir"),
+                           llvm::SMLoc());
+  L->M = parseModule(L->SM);
+  if (!L->M)
+    return nullptr;
+  for (auto &G : L->M->getGraphs()) {
+    if (llvm::Error E = createLowerPass(LoweringOptions())->run(*G)) {
+      llvm::consumeError(std::move(E));
+      return nullptr;
+    }
+    if (llvm::Error E = createFusePass(FusionOptions())->run(*G)) {
+      llvm::consumeError(std::move(E));
+      return nullptr;
+    }
+  }
+  return L;
+}
+
+#define REQUIRE_GPU()                                                          \
+  do {                                                                         \
+    llvm::Expected<cuda::DeviceInfo> Dev = cuda::openDevice();                 \
+    if (!Dev)                                                                  \
+      GTEST_SKIP() << "no usable GPU: " << llvm::toString(Dev.takeError());    \
+  } while (0)
+
+} // namespace
+
+TEST(Interpreter, Bf16RoundTrip) {
+  EXPECT_EQ(bf16ToFloat(floatToBF16(1.0f)), 1.0f);
+  EXPECT_EQ(f16ToFloat(floatToF16(0.5f)), 0.5f);
+  EXPECT_EQ(f16ToFloat(floatToF16(65504.0f)), 65504.0f);
+  EXPECT_NEAR(roundTo(1.00390625, DType::BF16), 1.0, 1e-9); // ties to even
+}
+
+TEST(CudaBackend, ExplainsWhyItCannotRun) {
+  llvm::Expected<cuda::DeviceInfo> Dev = cuda::openDevice();
+  if (Dev)
+    GTEST_SKIP() << "a GPU is present (" << Dev->Name << ")";
+  std::string Why = llvm::toString(Dev.takeError());
+  EXPECT_FALSE(Why.empty());
+  AutotuneOptions Opts;
+  Opts.Backend = "cuda";
+  auto B = createBenchmarker(Opts, 0);
+  ASSERT_FALSE(bool(B));
+  EXPECT_NE(llvm::toString(B.takeError()).find("cannot run here"),
+            std::string::npos);
+}
+
+TEST(CudaBackend, EveryGemmChoiceMatchesTheReference) {
+  REQUIRE_GPU();
+  // Not tile multiples anywhere: predicated loads and stores.
+  for (const char *Ty : {"bf16", "f16", "f32"}) {
+    std::string Src = std::string(R"(
+graph @g(%x: T[100,200], %w: T[200,72], %b: T[72]) {
+  %y = matmul(%x, %w) : T[100,72]
+  %z = add(%y, %b) : T[100,72]
+  %o = gelu(%z) : T[100,72]
+  return %o
+})");
+    for (size_t P; (P = Src.find("T[")) != std::string::npos;)
+      Src.replace(P, 1, Ty);
+    auto L = lower(Src);
+    ASSERT_TRUE(L) << Ty;
+    const Graph &G = *L->M->getGraphs()[0];
+    const auto &N = *llvm::cast<MultiTemplateBufferNode>(G.getNodes()[0].get());
+    AutotuneOptions Opts;
+    Opts.Backend = "cuda";
+    Opts.BenchRuns = 3;
+    auto B = createBenchmarker(Opts, 0);
+    ASSERT_TRUE(bool(B)) << llvm::toString(B.takeError());
+    Workload W = describeNode(*L->M, G, N);
+    unsigned Ok = 0;
+    for (const Choice &C : N.getChoices())
+      for (bool Fused : {false, true}) {
+        if (Fused && C.isExtern())
+          continue;
+        Measurement M = (*B)->measure(N, W, C, Fused);
+        EXPECT_EQ(M.Status, ChoiceStatus::Ok)
+            << Ty << " " << C.Name << (Fused ? " fused: " : ": ") << M.Message;
+        Ok += M.Status == ChoiceStatus::Ok;
+      }
+    EXPECT_GT(Ok, 2u);
+    Measurement E = (*B)->measureEpilogue(N, W);
+    EXPECT_EQ(E.Status, ChoiceStatus::Ok) << E.Message;
+  }
+}
+
+TEST(CudaBackend, FusedRmsNormMatchesTheReference) {
+  REQUIRE_GPU();
+  auto L = lower(R"(
+graph @g(%x: bf16[300,512], %w: bf16[512,256], %r: bf16[300,256], %g: bf16[256]) {
+  %y = matmul(%x, %w) : bf16[300,256]
+  %s = add(%y, %r) : bf16[300,256]
+  %o = rmsnorm(%s, %g) {eps = 1.0e-05} : bf16[300,256]
+  return %o
+})");
+  ASSERT_TRUE(L);
+  const Graph &G = *L->M->getGraphs()[0];
+  const auto &N = *llvm::cast<MultiTemplateBufferNode>(G.getNodes()[0].get());
+  AutotuneOptions Opts;
+  Opts.Backend = "cuda";
+  Opts.BenchRuns = 3;
+  auto B = createBenchmarker(Opts, 0);
+  ASSERT_TRUE(bool(B));
+  Workload W = describeNode(*L->M, G, N);
+  Choice C;
+  C.Name = gemmChoiceName({128, 256, 64, 8, 3});
+  Measurement M = (*B)->measure(N, W, C, true);
+  EXPECT_EQ(M.Status, ChoiceStatus::Ok) << M.Message;
+}
+
+TEST(CudaBackend, RunsAGraphEndToEnd) {
+  REQUIRE_GPU();
+  auto L = lower(R"(
+graph @g(%x: bf16[64,128], %w: bf16[128,256], %b: bf16[256], %g: bf16[256]) {
+  %y = matmul(%x, %w) : bf16[64,256]
+  %z = add(%y, %b) : bf16[64,256]
+  %a = silu(%z) : bf16[64,256]
+  %s = softmax(%a) : bf16[64,256]
+  %n = rmsnorm(%s, %g) : bf16[64,256]
+  %m = max(%n) : bf16[64]
+  return %n, %m
+})");
+  ASSERT_TRUE(L);
+  Graph &G = *L->M->getGraphs()[0];
+  auto *N = llvm::cast<MultiTemplateBufferNode>(G.getNodes()[0].get());
+  N->setDecision(N->getChoices().front().Name);
+  std::string Log;
+  llvm::raw_string_ostream OS(Log);
+  llvm::Error E = runGraphOnGpu(G, 1, OS);
+  EXPECT_FALSE(bool(E)) << llvm::toString(std::move(E)) << OS.str();
+  EXPECT_NE(OS.str().find("output %n matches"), std::string::npos) << Log;
+}
