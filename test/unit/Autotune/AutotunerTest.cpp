@@ -1,0 +1,153 @@
+// The autotuner's cross-rank protocol with a fake benchmarker: decisions
+// come from timings max-reduced over ranks, so ranks that measure
+// differently still decide identically.
+#include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/IR/Parser.h"
+#include "mtsched/IR/Printer.h"
+#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Passes/PassManager.h"
+#include "mtsched/Schedule/Fusion.h"
+#include "llvm/Support/SourceMgr.h"
+#include "gtest/gtest.h"
+#include <map>
+#include <thread>
+
+using namespace mtsched;
+
+namespace {
+
+/// Times from a table: (rank, choice) -> microseconds.
+class TableBenchmarker : public Benchmarker {
+public:
+  TableBenchmarker(int Rank, std::map<std::pair<int, std::string>, double> T)
+      : Rank(Rank), Table(std::move(T)) {}
+  llvm::StringRef getBackendName() const override { return "sim"; }
+  Measurement measure(const MultiTemplateBufferNode &, const Workload &,
+                      const Choice &C, bool Fused) override {
+    Measurement M;
+    auto It = Table.find({Rank, C.Name});
+    M.Us = It == Table.end() ? 100 : It->second;
+    if (Fused)
+      M.Us += 1000; // never worth fusing here
+    return M;
+  }
+  Measurement measureEpilogue(const MultiTemplateBufferNode &,
+                              const Workload &) override {
+    return Measurement{ChoiceStatus::Ok, 1, ""};
+  }
+
+private:
+  int Rank;
+  std::map<std::pair<int, std::string>, double> Table;
+};
+
+const char *IR = R"(graph @g(%x: bf16[64,64]) attributes {world_size = 2} {
+  %r = all_reduce(%x) : bf16[64,64]
+  %s = custom "my.kernel"(%r) configs [a, b] : bf16[64,64]
+  return %s
+}
+)";
+
+struct RankRun {
+  std::string IR;
+  RunResult Result;
+};
+
+/// Runs lower + fuse + autotune on two thread ranks.
+std::vector<RankRun> runTwoRanks(CollectiveMode Mode) {
+  llvm::SourceMgr SM;
+  SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(IR, "t.mir"),
+                        llvm::SMLoc());
+  std::unique_ptr<Module> M = parseModule(SM);
+  EXPECT_TRUE(M);
+  Diagnostics Diags(SM);
+  ThreadGroup Group(2);
+  // Rank 0 finds one_shot and `a` fastest; rank 1 finds them slowest. The
+  // max over ranks favours two_shot and `b`.
+  std::map<std::pair<int, std::string>, double> T = {
+      {{0, "nccl"}, 20},     {{1, "nccl"}, 20},     {{0, "one_shot"}, 5},
+      {{1, "one_shot"}, 30}, {{0, "two_shot"}, 15}, {{1, "two_shot"}, 16},
+      {{0, "a"}, 1},         {{1, "a"}, 50},        {{0, "b"}, 10},
+      {{1, "b"}, 11}};
+  std::vector<RankRun> Runs(2);
+  std::vector<std::thread> Threads;
+  for (int R = 0; R < 2; ++R)
+    Threads.emplace_back([&, R] {
+      std::unique_ptr<Module> Copy = M->clone();
+      std::unique_ptr<Communicator> Comm = Group.get(R);
+      AutotuneOptions Opts;
+      Opts.PreSyncTimeout = std::chrono::milliseconds(10000);
+      Opts.ChoiceTimeout = std::chrono::milliseconds(10000);
+      Autotuner Session(Opts, FusionOptions(), Mode, *Comm,
+                        std::make_unique<TableBenchmarker>(R, T), Diags, *Copy);
+      LoweringOptions Lower;
+      Lower.Mode = Mode;
+      Lower.Selector = &Session;
+      PassContext Ctx{Copy.get(), &Diags, &llvm::nulls()};
+      PassManager PM(PassManagerOptions(), Ctx, llvm::nulls());
+      PM.addPass(createLowerPass(Lower));
+      PM.addPass(createFusePass(FusionOptions()));
+      PM.addPass(createAutotunePass(&Session));
+      EXPECT_FALSE(bool(PM.run(*Copy)));
+      Session.finish();
+      Runs[R].IR = moduleToString(*Copy);
+      Runs[R].Result = Session.getResult();
+    });
+  for (std::thread &Th : Threads)
+    Th.join();
+  return Runs;
+}
+
+TEST(AutotunerTest, RanksDecideIdenticallyFromMaxReducedTimes) {
+  std::vector<RankRun> Runs = runTwoRanks(CollectiveMode::Deferred);
+  EXPECT_EQ(Runs[0].IR, Runs[1].IR);
+  EXPECT_NE(Runs[0].IR.find("decided two_shot"), std::string::npos)
+      << Runs[0].IR;
+  EXPECT_NE(Runs[0].IR.find("decided b"), std::string::npos) << Runs[0].IR;
+  // The IR keeps the max over ranks.
+  EXPECT_NE(Runs[0].IR.find("one_shot = 30.0us"), std::string::npos);
+  // Each rank still remembers what it measured itself.
+  const RunResult &R0 = Runs[0].Result;
+  ASSERT_EQ(R0.RankLocalUs.size(), 2u);
+  EXPECT_EQ(R0.RankLocalUs[0][0][1], 5);
+  EXPECT_EQ(R0.RankLocalUs[1][0][1], 30);
+  EXPECT_EQ(R0.RankDecisions[0], R0.RankDecisions[1]);
+  EXPECT_EQ(R0.Sync.Count, 1u);
+  EXPECT_TRUE(R0.Sync.Ok);
+}
+
+TEST(AutotunerTest, ImmediateModeSyncsPerCollective) {
+  std::vector<RankRun> Runs = runTwoRanks(CollectiveMode::Immediate);
+  EXPECT_EQ(Runs[0].IR, Runs[1].IR);
+  EXPECT_NE(Runs[0].IR.find("decided two_shot"), std::string::npos);
+  EXPECT_EQ(Runs[0].Result.Sync.Count, 1u); // one collective node
+  EXPECT_EQ(Runs[0].IR.find("fused_timings"), std::string::npos);
+}
+
+TEST(AutotunerTest, FingerprintSeesOrderAndChoices) {
+  llvm::SourceMgr SM;
+  SM.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(
+          R"(graph @g(%x: bf16[8]) attributes {world_size = 2} {
+  %a = collective_multi_template_buffer all_reduce(%x) group @world kind all_reduce choices [nccl, one_shot] : bf16[8]
+  %b = collective_multi_template_buffer all_reduce(%a) group @world kind all_reduce choices [nccl, two_shot] : bf16[8]
+  return %b
+}
+)",
+          "f.mir"),
+      llvm::SMLoc());
+  std::unique_ptr<Module> M = parseModule(SM);
+  ASSERT_TRUE(M);
+  const Graph &G = *M->getGraphs()[0];
+  auto *A =
+      llvm::cast<CollectiveMultiTemplateBufferNode>(G.getNodes()[0].get());
+  auto *B =
+      llvm::cast<CollectiveMultiTemplateBufferNode>(G.getNodes()[1].get());
+  const CollectiveMultiTemplateBufferNode *AB[] = {A, B}, *BA[] = {B, A},
+                                          *OnlyA[] = {A};
+  EXPECT_EQ(fingerprintCollectives(G, AB), fingerprintCollectives(G, AB));
+  EXPECT_NE(fingerprintCollectives(G, AB), fingerprintCollectives(G, BA));
+  EXPECT_NE(fingerprintCollectives(G, AB), fingerprintCollectives(G, OnlyA));
+}
+
+} // namespace

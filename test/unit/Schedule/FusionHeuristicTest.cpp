@@ -1,0 +1,70 @@
+#include "mtsched/Schedule/FusionHeuristic.h"
+#include "gtest/gtest.h"
+#include <limits>
+
+using namespace mtsched;
+
+static constexpr double Inf = std::numeric_limits<double>::infinity();
+
+static FusionDecision decide(llvm::StringRef Name, const FusionQuery &Q) {
+  auto H = createFusionHeuristic(Name);
+  EXPECT_TRUE(bool(H));
+  return (*H)->decide(Q);
+}
+
+// Unfused best: b (10 + epilogue 4 = 14). Fused best: a at 12.
+static FusionQuery query(double Threshold = 1.0) {
+  FusionQuery Q;
+  Q.Variants = {{"a", 11, 12}, {"b", 10, 13}, {"ext", 10.5, Inf}};
+  Q.EpilogueUs = 4;
+  Q.SpeedupThreshold = Threshold;
+  return Q;
+}
+
+TEST(FusionHeuristicTest, BenchmarkFusesOnlyWhenFaster) {
+  FusionDecision D = decide("benchmark", query());
+  EXPECT_TRUE(D.Fused);
+  EXPECT_EQ(D.Choice, "a");
+  // 14 / 12 < 1.2: not enough speedup.
+  D = decide("benchmark", query(1.2));
+  EXPECT_FALSE(D.Fused);
+  EXPECT_EQ(D.Choice, "b");
+}
+
+TEST(FusionHeuristicTest, AlwaysAndNever) {
+  FusionQuery Q = query(100);
+  EXPECT_TRUE(decide("always", Q).Fused);
+  FusionDecision D = decide("never", query());
+  EXPECT_FALSE(D.Fused);
+  EXPECT_EQ(D.Choice, "b");
+}
+
+TEST(FusionHeuristicTest, NoUsableVariantPicksTheFirstUnfused) {
+  FusionQuery Q;
+  Q.Variants = {{"a", Inf, Inf}, {"b", Inf, Inf}};
+  for (const char *Name : {"benchmark", "cost-model", "always", "never"}) {
+    FusionDecision D = decide(Name, Q);
+    EXPECT_FALSE(D.Fused) << Name;
+    EXPECT_EQ(D.Choice, "a") << Name;
+  }
+}
+
+TEST(FusionHeuristicTest, WhatEachMeasures) {
+  auto Bench = createFusionHeuristic("benchmark");
+  auto Cost = createFusionHeuristic("cost-model");
+  auto Never = createFusionHeuristic("never");
+  ASSERT_TRUE(Bench && Cost && Never);
+  EXPECT_TRUE((*Bench)->needsMeasuredFusedTimes());
+  EXPECT_FALSE((*Cost)->needsMeasuredFusedTimes());
+  EXPECT_TRUE((*Cost)->considersFusion());
+  EXPECT_FALSE((*Never)->considersFusion());
+}
+
+TEST(FusionHeuristicTest, UnknownNameListsTheKnownOnes) {
+  auto H = createFusionHeuristic("greedy");
+  ASSERT_FALSE(bool(H));
+  EXPECT_EQ(toString(H.takeError()),
+            "unknown fusion heuristic 'greedy' (known: benchmark, "
+            "cost-model, always, never)");
+  EXPECT_EQ(listFusionHeuristics().size(), 4u);
+}
