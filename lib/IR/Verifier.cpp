@@ -104,6 +104,10 @@ llvm::Optional<std::string> Verifier::groupAttr(const Node &N, bool Report) {
 
 int64_t Verifier::groupSize(const Graph &G, llvm::StringRef Name, SMLoc Loc) {
   int64_t World = G.getWorldSize();
+  // An invalid world_size was reported with the graph; sizes below 1 would
+  // only produce confusing follow-on errors.
+  if (World < 1)
+    return 0;
   if (Name == WorldGroupName)
     return World;
   const ProcessGroup *PG = M.findGroup(Name);
