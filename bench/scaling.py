@@ -38,15 +38,17 @@ def main():
                 subprocess.run([sys.executable, os.path.join(HERE, "gen_graph.py"),
                                 "--nodes", str(n), "--world", "1"],
                                stdout=f, check=True)
+            cmd = [a.opt, "--pipeline=default", "--quiet", "--no-cache", graph,
+                   "-o", os.devnull]
             walls, reports = [], []
             for _ in range(a.repeat):
+                # The wall time excludes writing the report, which is large.
                 t0 = time.perf_counter()
-                subprocess.run([a.opt, "--pipeline=default", "--quiet",
-                                "--report=" + report, graph, "-o", os.devnull],
-                               check=True)
+                subprocess.run(cmd, check=True)
                 walls.append(time.perf_counter() - t0)
-                with open(report) as f:
-                    reports.append(json.load(f)["phases_ms"])
+            subprocess.run(cmd + ["--report=" + report], check=True)
+            with open(report) as f:
+                reports.append(json.load(f)["phases_ms"])
             wall = statistics.median(walls)
             med = lambda k: statistics.median(r.get(k, 0) for r in reports)
             print("| %d | %.3f | %.1f | %.1f | %.1f | %.1f | %.2f |" %

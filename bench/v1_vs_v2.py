@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run(opt, graph, mode, ranks, report):
-    subprocess.run([opt, "--pipeline=default", "--quiet",
+    subprocess.run([opt, "--pipeline=default", "--quiet", "--no-cache",
                     "--collective-mode=" + mode, "--ranks=%d" % ranks,
                     "--report=" + report, graph, "-o", os.devnull],
                    check=True)
@@ -35,8 +35,8 @@ def main():
                                                  "mtsched-opt", "mtsched-opt"))
     p.add_argument("--repeat", type=int, default=5)
     a = p.parse_args()
-    print("| collectives | ranks | V1 syncs | V2 syncs | V1 autotune ms | V2 autotune ms | V1/V2 |")
-    print("|---|---|---|---|---|---|---|")
+    print("| collectives | ranks | V1 syncs | V2 syncs | V1 sync ms | V2 sync ms | V1 autotune ms | V2 autotune ms | V1/V2 |")
+    print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "r.json")
         for layers in (1, 3, 5, 10):
@@ -48,18 +48,21 @@ def main():
                                    stdout=f, check=True)
                 row = {}
                 for mode in ("immediate", "deferred"):
-                    times, syncs = [], None
+                    times, sync_ms, syncs = [], [], None
                     for _ in range(a.repeat):
                         r = run(a.opt, graph, mode, ranks, report)
                         # V1 decides while lowering, so its autotuning time is
                         # in `lower`; V2's is in `autotune`.
                         ph = r["phases_ms"]
                         times.append(ph.get("lower", 0) + ph.get("autotune", 0))
+                        sync_ms.append(r["sync"]["ms"])
                         syncs = r["sync"]["count"]
-                    row[mode] = (syncs, statistics.median(times))
+                    row[mode] = (syncs, statistics.median(sync_ms),
+                                 statistics.median(times))
                 v1, v2 = row["immediate"], row["deferred"]
-                print("| %d | %d | %d | %d | %.3f | %.3f | %.1fx |" %
-                      (layers, ranks, v1[0], v2[0], v1[1], v2[1], v1[1] / v2[1]))
+                print("| %d | %d | %d | %d | %.3f | %.3f | %.3f | %.3f | %.1fx |" %
+                      (layers, ranks, v1[0], v2[0], v1[1], v2[1], v1[2], v2[2],
+                       v1[2] / v2[2]))
 
 
 if __name__ == "__main__":
