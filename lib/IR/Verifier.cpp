@@ -7,6 +7,7 @@
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/IR/Graph.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
@@ -364,6 +365,15 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   return false;
 }
 
+/// Whether Name is a bare identifier, the only form the parser reads back
+/// for a choice name.
+static bool isBareIdentifier(llvm::StringRef Name) {
+  if (Name.empty() || !(llvm::isAlpha(Name[0]) || Name[0] == '_'))
+    return false;
+  return llvm::all_of(
+      Name, [](char C) { return llvm::isAlnum(C) || C == '_' || C == '.'; });
+}
+
 void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                              llvm::StringRef What) {
   if (Choices.empty()) {
@@ -374,10 +384,19 @@ void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
     return;
   }
   llvm::StringSet<> Seen;
-  for (const Choice &C : Choices)
-    if (!Seen.insert(C.Name).second)
-      error(C.Loc, "duplicate " + What.drop_back() + " '" + C.Name + "' in '%" +
-                       N.getName() + "'");
+  for (const Choice &C : Choices) {
+    SMLoc Loc = C.Loc.isValid() ? C.Loc : N.getLoc();
+    // Choices made by a pass (say from a choices file) would otherwise print
+    // as text that does not parse back.
+    if (!isBareIdentifier(C.Name))
+      error(Loc, What.drop_back() + " name '" + C.Name + "' of '%" +
+                     N.getName() +
+                     "' is not an identifier (a letter or '_', then letters, "
+                     "digits, '_' or '.')");
+    else if (!Seen.insert(C.Name).second)
+      error(Loc, "duplicate " + What.drop_back() + " '" + C.Name + "' in '%" +
+                     N.getName() + "'");
+  }
 }
 
 void Verifier::verifyTimings(const MultiTemplateBufferNode &N,
@@ -445,6 +464,8 @@ void Verifier::verifyMTB(const Graph &G, const MultiTemplateBufferNode &N) {
 
 void Verifier::verifyNode(const Graph &G, const Node &N) {
   OpCategory Cat = getOpInfo(N.getOp()).Category;
+  if (N.getOp() == OpCode::Custom && N.getCustomName().empty())
+    error(N.getLoc(), "custom op '%" + N.getName() + "' has an empty name");
   switch (N.getKind()) {
   case Node::Kind::Op:
     break;

@@ -158,3 +158,34 @@ TEST(VerifierTest, EntriesWithoutLocationsPointAtTheirNode) {
             std::string::npos)
       << Src.Diags;
 }
+
+TEST(VerifierTest, NamesAPassMadeMustPrintAsParseableText) {
+  // A choice list from a user's choices file, or a custom op renamed by a
+  // pass, must still print as text that parses back.
+  test::CapturedSource Src(
+      "graph @g(%x: f32[4]) attributes {world_size = 2} {\n"
+      "  %r = collective_multi_template_buffer all_reduce(%x) group @world "
+      "kind all_reduce choices [nccl] : f32[4]\n"
+      "  %c = custom \"op\"(%r) configs [a] : f32[4]\n  return %c\n}\n");
+  std::unique_ptr<Module> M = test::parse(Src);
+  ASSERT_TRUE(M) << Src.Diags;
+  Graph &G = *M->getGraphs()[0];
+  auto *R =
+      llvm::cast<CollectiveMultiTemplateBufferNode>(G.getNodes()[0].get());
+  R->getChoices().push_back({"my-choice", {}, {}});
+  R->getChoices().push_back({"2shot", {}, {}});
+  G.getNodes()[1]->setCustomName("");
+  EXPECT_EQ(verify(*M, Src.SM), "verification failed with 3 errors");
+  EXPECT_NE(Src.Diags.find("t.mir:2:41: error: choice name 'my-choice' of "
+                           "'%r' is not an identifier"),
+            std::string::npos)
+      << Src.Diags;
+  EXPECT_NE(Src.Diags.find("error: choice name '2shot' of '%r' is not an "
+                           "identifier"),
+            std::string::npos)
+      << Src.Diags;
+  EXPECT_NE(
+      Src.Diags.find("t.mir:3:8: error: custom op '%c' has an empty name"),
+      std::string::npos)
+      << Src.Diags;
+}
