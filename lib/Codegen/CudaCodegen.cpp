@@ -649,7 +649,9 @@ __device__ __forceinline__ void mt_ldmatrix_x4_trans(unsigned *r,
 }
 __device__ __forceinline__ void mt_mma(float *d, const unsigned *a,
                                        const unsigned *b) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE
+  // Not volatile: registers only, so the compiler may overlap the next
+  // fragments' ldmatrix with these MMAs.
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE
                ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                "{%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -935,8 +937,17 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
        << "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
        << "  const int wm = warp / WARPS_N, wn = warp % WARPS_N;\n"
        << "  const long long bz = blockIdx.z;\n"
-       << "  const long long m0 = (long long)blockIdx.y * BM;\n"
-       << "  const long long n0 = (long long)blockIdx.x * BN;\n"
+       << "  // Grouped raster: GROUP_M consecutive CTAs walk down a column "
+          "of\n"
+       << "  // tiles, so the B tiles they share stay in L2.\n"
+       << "  const int tiles_n = gridDim.x, tiles_m = gridDim.y, GROUP_M = 8;\n"
+       << "  const int pid = blockIdx.y * tiles_n + blockIdx.x;\n"
+       << "  const int first_m = (pid / (GROUP_M * tiles_n)) * GROUP_M;\n"
+       << "  const int group_m = min(tiles_m - first_m, GROUP_M);\n"
+       << "  const int in_group = pid % (GROUP_M * tiles_n);\n"
+       << "  const long long m0 = (long long)(first_m + in_group % group_m) * "
+          "BM;\n"
+       << "  const long long n0 = (long long)(in_group / group_m) * BN;\n"
        << "  const unsigned short *A = (const unsigned short *)" << AName
        << " + bz * M_ * K_;\n"
        << "  const unsigned short *B = (const unsigned short *)" << BName

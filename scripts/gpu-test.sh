@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# GPU tests and measurements of the cuda backend, run on a machine with a
+# GPU from a build carried there (see docs/CUDA.md):
+#
+#   scripts/gpu-test.sh [--bench] [DIR]
+#
+# DIR (default .device) holds bin/{mtsched-opt,CudaTests,FileCheck,not},
+# lib/ (shared libraries the binaries need beyond libc) and lit/ (lit.py);
+# scripts/gpu-test.sh --pack builds that folder here from build/.
+# Runs the GPU unit tests (they skip, saying why, without a GPU) and the
+# lit tests under test/lit/Cuda (REQUIRES: cuda-gpu). With --bench it then
+# times the measurements recorded in docs/BENCHMARKS.md; results go to
+# $OUT (or ./gpu-results) as JSON reports and a summary.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=0
+PACK=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --bench) BENCH=1; shift ;;
+  --pack) PACK=1; shift ;;
+  *) break ;;
+  esac
+done
+D=$(cd "${1:-$ROOT/.device}" 2>/dev/null && pwd || echo "${1:-$ROOT/.device}")
+
+if [ $PACK = 1 ]; then
+  # Collect what the GPU machine lacks (it has no LLVM): the binaries, the
+  # non-system libraries they load, FileCheck, not and lit.
+  B=$ROOT/build
+  rm -rf "$D" && mkdir -p "$D/bin" "$D/lib"
+  cp "$B/tools/mtsched-opt/mtsched-opt" "$B/test/unit/Cuda/CudaTests" "$D/bin/"
+  LLVM_BIN=$(llvm-config-14 --bindir)
+  cp "$LLVM_BIN/FileCheck" "$LLVM_BIN/not" "$D/bin/"
+  for bin in "$D"/bin/*; do
+    ldd "$bin" | awk '/=> \// {print $3}' |
+      grep -v -E 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux' |
+      xargs -r -I{} cp -L {} "$D/lib/"
+  done
+  cp -r "$(llvm-config-14 --prefix)/build/utils/lit" "$D/lit"
+  du -sh "$D"
+  exit 0
+fi
+
+OUTDIR=${OUT:-$ROOT/gpu-results}
+mkdir -p "$OUTDIR"
+export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+OPT="$D/bin/mtsched-opt"
+nvidia-smi -L || echo "gpu-test: no nvidia-smi; GPU tests will skip"
+fail=0
+
+echo "== GPU unit tests"
+"$D/bin/CudaTests" 2>&1 | tee "$OUTDIR/unit.log" | tail -25
+[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+
+echo "== lit tests under test/lit/Cuda"
+W=$(mktemp -d)
+mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
+cp "$OPT" "$W/tools/mtsched-opt/"
+cat >"$W/test/lit/lit.site.cfg.py" <<SITE
+import os
+config.mtsched_src_root = "$ROOT"
+config.mtsched_obj_root = "$W"
+config.mtsched_tools_dir = "$W/tools/mtsched-opt"
+config.llvm_tools_dir = "$D/bin"
+config.python = "python3"
+lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
+SITE
+python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda" 2>&1 | tee "$OUTDIR/lit.log" | tail -25
+[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+
+if [ $BENCH = 1 ]; then
+  echo "== measurements"
+  T=$(mktemp -d)
+  cat >"$T/gemm.mir" <<'MIR'
+graph @mm4096(%x: bf16[4096,4096], %w: bf16[4096,4096]) {
+  %y = matmul(%x, %w) : bf16[4096,4096]
+  return %y
+}
+graph @mm16(%x: bf16[16,4096], %w: bf16[4096,4096]) {
+  %y = matmul(%x, %w) : bf16[16,4096]
+  return %y
+}
+graph @mm64(%x: bf16[64,4096], %w: bf16[4096,4096]) {
+  %y = matmul(%x, %w) : bf16[64,4096]
+  return %y
+}
+graph @mm256(%x: bf16[256,4096], %w: bf16[4096,4096]) {
+  %y = matmul(%x, %w) : bf16[256,4096]
+  return %y
+}
+MIR
+  cat >"$T/epilogue.mir" <<'MIR'
+graph @bias_relu(%x: bf16[4096,4096], %w: bf16[4096,4096], %b: bf16[4096]) {
+  %y = matmul(%x, %w) : bf16[4096,4096]
+  %z = add(%y, %b) : bf16[4096,4096]
+  %o = relu(%z) : bf16[4096,4096]
+  return %o
+}
+graph @res_rms(%x: bf16[4096,4096], %w: bf16[4096,4096], %r: bf16[4096,4096], %g: bf16[4096]) {
+  %y = matmul(%x, %w) : bf16[4096,4096]
+  %s = add(%y, %r) : bf16[4096,4096]
+  %o = rmsnorm(%s, %g) {eps = 1.0e-05} : bf16[4096,4096]
+  return %o
+}
+graph @res_rms256(%x: bf16[4096,4096], %w: bf16[4096,256], %r: bf16[4096,256], %g: bf16[256]) {
+  %y = matmul(%x, %w) : bf16[4096,256]
+  %s = add(%y, %r) : bf16[4096,256]
+  %o = rmsnorm(%s, %g) {eps = 1.0e-05} : bf16[4096,256]
+  return %o
+}
+MIR
+  # tp_mlp on one rank: world size 1, so each all_reduce is a copy.
+  sed -e 's/group @tp = \[0, 1\]/group @tp = [0]/' \
+    -e 's/world_size = 2/world_size = 1/' "$ROOT/examples/tp_mlp.mir" >"$T/tp_mlp1.mir"
+
+  run() { # name, args...
+    local n=$1; shift
+    local t0=$EPOCHREALTIME
+    "$OPT" "$@" --quiet >"$T/$n.out" 2>"$T/$n.err"
+    local rc=$?
+    echo "$n rc=$rc wall_s=$(python3 -c "print(round($EPOCHREALTIME - $t0, 2))")" | tee -a "$OUTDIR/summary.txt"
+    tail -3 "$T/$n.err"
+  }
+  # --no-cache: no autotune-result cache, so every run measures; only the
+  # kernel cache (--kernel-cache-dir) is cold or warm.
+  run gemm "$T/gemm.mir" --no-cache --pipeline=default --backend=cuda --kernel-cache-dir="$T/c1" --report="$OUTDIR/gemm.json"
+  run epilogue "$T/epilogue.mir" --no-cache --pipeline=default --backend=cuda --kernel-cache-dir="$T/c1" --report="$OUTDIR/epilogue.json"
+  run tp_cold "$T/tp_mlp1.mir" --no-cache --pipeline=default --backend=cuda --kernel-cache-dir="$T/c2" --report="$OUTDIR/tp_cold.json"
+  run tp_warm "$T/tp_mlp1.mir" --no-cache --pipeline=default --backend=cuda --kernel-cache-dir="$T/c2" --report="$OUTDIR/tp_warm.json"
+  # Replay from the autotune cache (written by the next run) for comparison.
+  run tp_replay0 "$T/tp_mlp1.mir" --cache-dir="$T/t5" --pipeline=default --backend=cuda --kernel-cache-dir="$T/c5"
+  run tp_replay "$T/tp_mlp1.mir" --cache-dir="$T/t5" --pipeline=default --backend=cuda --kernel-cache-dir="$T/c5" --report="$OUTDIR/tp_replay.json"
+  run compile_serial "$T/gemm.mir" --no-cache --pipeline=default --backend=cuda --kernel-cache-dir="$T/c3" --compile-threads=1 --bench-runs=1 --report="$OUTDIR/compile1.json"
+  run compile_16 "$T/gemm.mir" --no-cache --pipeline=default --backend=cuda --kernel-cache-dir="$T/c4" --compile-threads=16 --bench-runs=1 --report="$OUTDIR/compile16.json"
+  python3 "$ROOT/scripts/gpu-bench-summary.py" "$OUTDIR" | tee -a "$OUTDIR/summary.txt"
+fi
+exit $fail
