@@ -670,7 +670,39 @@ __device__ __forceinline__ void mt_load_tile(unsigned short *sA,
   const long long k0 = (long long)kt * BK;
   unsigned short *a = sA + stage * (BM * AS);
   unsigned short *b = sB + stage * (BK * BS);
-#if ALIGNED8
+#define A_RPP (THREADS / (BK / 8)) // rows of A copied per pass
+#define B_RPP (THREADS / (BN / 8)) // rows of B copied per pass
+#if ALIGNED8 && (THREADS % (BK / 8)) == 0 && (THREADS % (BN / 8)) == 0
+  // Each thread copies the same 16-byte column in every pass: only its base
+  // addresses depend on run-time values; bounds checks fold away when the
+  // shape is a tile multiple.
+  const int a_row = tid / (BK / 8), a_col = (tid % (BK / 8)) * 8;
+  const unsigned short *ga = A + (m0 + a_row) * K_ + k0 + a_col;
+  unsigned short *sa = a + a_row * AS + a_col;
+  #pragma unroll
+  for (int p = 0; p < (BM + A_RPP - 1) / A_RPP; ++p) {
+    const int row = a_row + p * A_RPP;
+    if (BM % A_RPP == 0 || row < BM) {
+      const bool ok = (M_ % BM == 0 || m0 + row < M_) &&
+                      (K_ % BK == 0 || k0 + a_col < K_);
+      mt_cp_async16(sa + p * A_RPP * AS, ok ? ga + p * A_RPP * K_ : A,
+                    ok ? 16 : 0);
+    }
+  }
+  const int b_row = tid / (BN / 8), b_col = (tid % (BN / 8)) * 8;
+  const unsigned short *gb = B + (k0 + b_row) * N_ + n0 + b_col;
+  unsigned short *sb = b + b_row * BS + b_col;
+  #pragma unroll
+  for (int p = 0; p < (BK + B_RPP - 1) / B_RPP; ++p) {
+    const int row = b_row + p * B_RPP;
+    if (BK % B_RPP == 0 || row < BK) {
+      const bool ok = (K_ % BK == 0 || k0 + row < K_) &&
+                      (N_ % BN == 0 || n0 + b_col < N_);
+      mt_cp_async16(sb + p * B_RPP * BS, ok ? gb + p * B_RPP * N_ : B,
+                    ok ? 16 : 0);
+    }
+  }
+#elif ALIGNED8
   #pragma unroll
   for (int ch = tid; ch < BM * BK / 8; ch += THREADS) {
     const int row = ch / (BK / 8), kc = (ch % (BK / 8)) * 8;
