@@ -58,7 +58,9 @@ static std::string cacheKey(const CompileJob &J, int Arch) {
       J.Source + '\0' + compileOptionsKey(Arch) + '\0' + J.Name + '\0' +
       (N ? std::to_string(N->Major) + "." + std::to_string(N->Minor)
          : std::string("?"));
-  return llvm::utohexstr(llvm::xxHash64(Blob), /*LowerCase=*/true);
+  // Always 16 digits: the entry header stores the key at a fixed width.
+  std::string Hex = llvm::utohexstr(llvm::xxHash64(Blob), /*LowerCase=*/true);
+  return std::string(16 - Hex.size(), '0') + Hex;
 }
 
 /// The cached cubin for Key, if present and intact.

@@ -11,6 +11,7 @@
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Runtime/CudaApi.h"
+#include "mtsched/Runtime/CudaCompiler.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -19,6 +20,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
+#include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
 #include <mutex>
 
@@ -210,4 +212,42 @@ TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
     ADD_FAILURE() << F;
   std::cout << "[ compiled ] " << Work.size() << " distinct kernels from "
             << Graphs << " graphs\n";
+}
+
+TEST(CudaCompiler, CachesAndRewritesCorruptEntries) {
+  llvm::Expected<const cuda::NvrtcApi &> N = cuda::loadNvrtc();
+  if (!N)
+    GTEST_SKIP() << "NVRTC not available: " << llvm::toString(N.takeError());
+  llvm::SmallString<128> Dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("mtsched-kcache", Dir));
+  cuda::cudaOptions().KernelCacheDir = std::string(Dir);
+  // Several kernels, so some keys start with a zero digit.
+  std::vector<cuda::CompileJob> Jobs;
+  for (int I = 0; I < 6; ++I)
+    Jobs.push_back({"k" + std::to_string(I),
+                    "extern \"C\" __global__ void k" + std::to_string(I) +
+                        "(float *p) { p[threadIdx.x] += " + std::to_string(I) +
+                        ".f; }\n"});
+  cuda::KernelStats &S = cuda::kernelStats();
+  unsigned C0 = S.Compiled, H0 = S.Cached;
+  for (auto &R : cuda::compileAll(Jobs, 90))
+    ASSERT_TRUE(bool(R)) << llvm::toString(R.takeError());
+  EXPECT_EQ(S.Compiled - C0, 6u);
+  for (auto &R : cuda::compileAll(Jobs, 90))
+    ASSERT_TRUE(bool(R));
+  EXPECT_EQ(S.Cached - H0, 6u);
+  // Corrupt every entry: each is recompiled, not trusted.
+  std::error_code EC;
+  for (llvm::sys::fs::directory_iterator I(Dir, EC), E; I != E && !EC;
+       I.increment(EC)) {
+    std::error_code WEC;
+    llvm::raw_fd_ostream OS(I->path(), WEC, llvm::sys::fs::OF_Append);
+    OS << "garbage";
+  }
+  unsigned C1 = S.Compiled;
+  for (auto &R : cuda::compileAll(Jobs, 90))
+    ASSERT_TRUE(bool(R));
+  EXPECT_EQ(S.Compiled - C1, 6u);
+  cuda::cudaOptions().KernelCacheDir.clear();
+  llvm::sys::fs::remove_directories(Dir);
 }
