@@ -315,9 +315,16 @@ int launcherVar(llvm::ArrayRef<const char *> Names) {
 
 #ifdef MTSCHED_HAVE_MPI
 
+/// A warning as one write, so that mpirun does not interleave it with
+/// another rank's output.
+void warnInOneWrite(const llvm::Twine &Msg) {
+  llvm::errs() << ("warning: " + Msg + "\n").str();
+}
+
 /// How this process exits (see finishRankProcess).
 struct ExitPolicy {
-  bool Reporter = false;
+  /// Replaces the driver's exit code (a rank that hung on purpose).
+  int Code = -1;
   /// How long MPI_Finalize may take before the process leaves without it.
   std::chrono::milliseconds FinalizeBound{60000};
 };
@@ -326,10 +333,13 @@ ExitPolicy Exit;
 /// How long a rank of a broken run waits for a lower rank to say it
 /// finished before it reports itself (only when a lower rank went silent).
 constexpr std::chrono::milliseconds ReporterGrace{1000};
-/// How long a non-reporting rank of a broken run waits for the reporter to
-/// end the job before ending it itself.
-constexpr std::chrono::milliseconds ReporterWait{5000};
-/// Exit status of a rank that hung on purpose (if the job outlives it).
+/// How long MPI_Finalize may wait for a peer that went silent (a timed-out
+/// operation): an injected hang ends and finalizes well within it.
+constexpr std::chrono::milliseconds SilentPeerBound{10000};
+/// How much longer than its peers' bound (pre-sync window + choice timeout)
+/// a rank hangs on purpose.
+constexpr std::chrono::milliseconds HangSlack{2000};
+/// Exit status of a rank that hung on purpose.
 constexpr int HungExitCode = 3;
 
 bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
@@ -371,15 +381,14 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
     Departed = true;
   };
   // Hanging: take no part for longer than any peer waits, so the peers time
-  // out; the job ends when they do (or, failing that, when this rank gives
-  // up and exits non-zero).
+  // out and fall back; then join them in MPI_Finalize and exit non-zero.
   std::chrono::milliseconds HangFor =
-      Tune.PreSyncTimeout + Tune.ChoiceTimeout + std::chrono::seconds(5);
+      Tune.PreSyncTimeout + Tune.ChoiceTimeout + HangSlack;
   Hooks.Hang = [Rank, HangFor] {
-    llvm::WithColor::warning()
-        << "rank " << Rank << " hangs (injected fault): it takes no part for "
-        << HangFor.count() << " ms, then exits with status " << HungExitCode
-        << "\n";
+    warnInOneWrite("rank " + llvm::Twine(Rank) +
+                   " hangs (injected fault): it takes no part for " +
+                   llvm::Twine(HangFor.count()) +
+                   " ms, then exits with status " + llvm::Twine(HungExitCode));
     std::this_thread::sleep_for(HangFor);
   };
   RankState State;
@@ -387,17 +396,15 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
           Diags, State);
 
   if (State.Stopped) {
-    llvm::WithColor::warning() << State.StopReason << "\n";
+    warnInOneWrite(State.StopReason);
     if (Trace)
       llvm::timeTraceProfilerCleanup();
     // Departed: MPI_Finalize at exit returns once the peers finalize.
-    if (Departed)
-      return true;
-    // Hung: the peers gave up long ago and may have ended the job already.
-    llvm::outs().flush();
-    llvm::errs().flush();
-    std::fflush(nullptr);
-    _exit(HungExitCode);
+    // Hung: the peers gave up long ago and wait in MPI_Finalize; joining
+    // them ends the job cleanly, with this rank's status non-zero.
+    if (!Departed)
+      Exit.Code = HungExitCode;
+    return true;
   }
 
   // The lowest rank that finished reports. Healthy run: every rank took part
@@ -407,7 +414,6 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
   bool IsReporter = State.OK && (MpiCommunicator::isBroken()
                                      ? Comm.isLowestFinishedRank(ReporterGrace)
                                      : Rank == 0);
-  Exit.Reporter = IsReporter;
   bool OK = State.OK;
   if (IsReporter) {
     const RunResult &R = State.Session->getResult();
@@ -463,24 +469,22 @@ int mtsched::finishRankProcess(int ExitCode) {
 #ifdef MTSCHED_HAVE_MPI
   if (!MpiCommunicator::isInitialized())
     return ExitCode;
+  if (Exit.Code >= 0)
+    ExitCode = Exit.Code;
   llvm::outs().flush();
   llvm::errs().flush();
   std::fflush(nullptr);
-  if (!MpiCommunicator::canFinalize()) {
-    // A peer may never come, so MPI_Finalize could block forever. The
-    // reporter has written everything: it ends the job. Any other rank gives
-    // the reporter time to finish first (its abort ends this process too).
-    if (!Exit.Reporter)
-      std::this_thread::sleep_for(ReporterWait);
-    MpiCommunicator::abort(ExitCode);
-  }
-  // MPI_Finalize returns once every process calls it. A watchdog bounds it
-  // in case a peer that looked healthy never does.
-  std::chrono::milliseconds Bound = Exit.FinalizeBound;
+  // MPI_Finalize returns once every process calls it; a watchdog bounds the
+  // wait. When an operation timed out, the silent peer may never come, so
+  // the bound is short: past it this process leaves without MPI_Finalize
+  // and mpirun ends the job (after an injected hang the peer does come).
+  std::chrono::milliseconds Bound =
+      MpiCommunicator::canFinalize() ? Exit.FinalizeBound : SilentPeerBound;
   std::thread([Bound, ExitCode] {
     std::this_thread::sleep_for(Bound);
     llvm::errs() << "mtsched-opt: MPI_Finalize did not return within "
                  << Bound.count() << " ms; exiting without it\n";
+    llvm::errs().flush();
     _exit(ExitCode);
   }).detach();
   MpiCommunicator::finalize();

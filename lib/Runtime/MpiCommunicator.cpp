@@ -17,7 +17,6 @@
 #include <limits>
 #include <mpi.h>
 #include <thread>
-#include <unistd.h>
 
 using namespace mtsched;
 using Clock = std::chrono::steady_clock;
@@ -356,14 +355,20 @@ bool MpiCommunicator::canFinalize() {
   MpiWorld &W = *World;
   if (W.Departed)
     return true;
-  if (W.DataTimedOut)
-    return false;
   W.pollDepartures();
   W.reapStale();
-  // A barrier still waiting on a rank that departed completes in
-  // MPI_Finalize's own synchronisation; one waiting on a silent rank never
-  // does.
-  return W.StaleBarriers.empty() || W.AnyPeerDeparted;
+  // An operation given up on may have completed since (its peer was late).
+  llvm::erase_if(W.Abandoned, [](std::unique_ptr<InFlight> &Op) {
+    int Done = 0;
+    MPI_Test(&Op->Req, &Done, MPI_STATUS_IGNORE);
+    return Done != 0;
+  });
+  if (W.StaleBarriers.empty() && W.Abandoned.empty())
+    return true;
+  // Something still waits for a peer. If that peer departed, it is in
+  // MPI_Finalize too, whose own synchronisation then completes; a silent
+  // peer may never come.
+  return W.AnyPeerDeparted && !W.DataTimedOut;
 }
 
 bool MpiCommunicator::isLowestFinishedRank(std::chrono::milliseconds Grace) {
@@ -412,13 +417,4 @@ bool MpiCommunicator::finalize() {
     return false;
   MPI_Finalize();
   return true;
-}
-
-void MpiCommunicator::abort(int ExitCode) {
-  llvm::outs().flush();
-  llvm::errs().flush();
-  MPI_Abort(MPI_COMM_WORLD, ExitCode);
-  // MPI_Abort does not return; if it ever did, leave without running
-  // destructors that might call into MPI.
-  _exit(ExitCode);
 }

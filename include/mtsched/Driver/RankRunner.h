@@ -30,11 +30,11 @@ bool runOnRanks(const OptMainConfig &Config, const PassRegistry &Registry,
                 std::vector<std::pair<std::string, double>> FrontendPhasesMs);
 
 /// Ends this process's part in the run; call it last, with the exit code
-/// main() is about to return. With thread ranks it returns ExitCode. With
-/// MPI ranks it flushes the outputs, then calls MPI_Finalize (bounded by a
-/// watchdog) and returns ExitCode, unless a peer may never come (an
-/// operation timed out): then MPI_Finalize could block forever, so it ends
-/// the whole job with MPI_Abort(ExitCode) and does not return.
+/// main() is about to return, and return what it returns. With thread ranks
+/// that is ExitCode. With MPI ranks it flushes the outputs and calls
+/// MPI_Finalize, bounded by a watchdog that exits without it (short when a
+/// peer went silent, see docs/RANKS.md); a rank that hung on purpose
+/// returns 3.
 int finishRankProcess(int ExitCode);
 
 } // namespace mtsched

@@ -90,12 +90,9 @@ public:
   /// it also tells the higher ranks that this one finished.
   bool isLowestFinishedRank(std::chrono::milliseconds Grace);
 
-  /// MPI_Finalize (healthy or departed-only process); returns whether MPI
-  /// was finalized.
+  /// MPI_Finalize; returns whether MPI was finalized (now). It returns once
+  /// every process calls it: callers bound it (see canFinalize()).
   static bool finalize();
-  /// Ends the whole job at once (MPI_Abort with ExitCode): the way out when
-  /// a peer may never come, so MPI_Finalize could block forever.
-  [[noreturn]] static void abort(int ExitCode);
 
 private:
   MpiCommunicator();

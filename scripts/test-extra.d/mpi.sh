@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# MPI ranks (docs/RANKS.md): builds with MPI, runs the MpiCommunicator unit
+# tests and the simulator pipeline under `mpirun -np 2` and
+# `mpirun -np 4 --oversubscribe`, healthy and with injected rank faults. Every
+# mpirun runs under `timeout`, which is the bound being tested: a fault must
+# end the job within the pre-sync window + the choice timeout + slack, with
+# every surviving rank falling back the same way.
+#
+# Skips (exit 77) when mpirun is not installed.
+set -euo pipefail
+
+ROOT="${MTSCHED_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+BUILD="${MTSCHED_BUILD_DIR:-$ROOT/build}"
+cd "$ROOT"
+
+if ! command -v mpirun >/dev/null 2>&1; then
+  echo "mpi: SKIPPED: mpirun not found (apt-get install openmpi-bin libopenmpi-dev," \
+    "or bash scripts/setup.sh)"
+  exit 77
+fi
+
+# The Release build, with MPI (a build configured before MPI was installed
+# has it off).
+[[ -f "$BUILD/CMakeCache.txt" ]] || bash scripts/build.sh "$BUILD"
+if ! grep -q '^MTSCHED_ENABLE_MPI:BOOL=ON' "$BUILD/CMakeCache.txt"; then
+  echo "mpi: reconfiguring $BUILD with -DMTSCHED_ENABLE_MPI=ON"
+  cmake -DMTSCHED_ENABLE_MPI=ON "$BUILD" >/dev/null
+fi
+ninja -C "$BUILD" -j"${MTSCHED_JOBS:-2}" mtsched-opt MpiCommunicatorTests
+OPT="$BUILD/tools/mtsched-opt/mtsched-opt"
+UNIT="$BUILD/test/unit/Mpi/MpiCommunicatorTests"
+
+MPIRUN=(mpirun)
+if mpirun --version 2>&1 | grep -q 'Open MPI'; then
+  # CI runs as root; Open MPI refuses that unless told.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  MPIRUN+=(--oversubscribe)
+fi
+echo "mpi: $(mpirun --version 2>&1 | head -n 1)"
+
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+FAILS=0
+fail() {
+  echo "mpi: FAIL: $*" >&2
+  FAILS=$((FAILS + 1))
+}
+
+# run NAME BOUND_S NP ARGS...: mtsched-opt under mpirun, killed past BOUND_S;
+# stdout in $TMP/NAME.out, stderr in $TMP/NAME.err, status in RC.
+run() {
+  local NAME="$1" BOUND="$2" NP="$3"
+  shift 3
+  local START=$SECONDS
+  RC=0
+  timeout -k 5 "$BOUND" "${MPIRUN[@]}" -np "$NP" "$OPT" "$@" \
+    >"$TMP/$NAME.out" 2>"$TMP/$NAME.err" || RC=$?
+  echo "mpi: $NAME: np $NP, exit $RC, $((SECONDS - START))s (bound ${BOUND}s)"
+  if [[ $RC -eq 124 || $RC -eq 137 ]]; then
+    fail "$NAME did not finish within ${BOUND}s"
+    sed 's/^/  | /' "$TMP/$NAME.err" >&2
+  fi
+}
+
+# expect NAME REGEX: stderr of run NAME matches.
+expect() {
+  grep -Eq -- "$2" "$TMP/$1.err" || {
+    fail "$1: no line matching '$2' on stderr"
+    sed 's/^/  | /' "$TMP/$1.err" >&2
+  }
+}
+
+# check NAME PYTHON-EXPR...: each expression is true of the report r.
+check() {
+  local NAME="$1"
+  shift
+  python3 - "$TMP/$NAME.json" "$@" <<'EOF' || fail "$NAME: report check failed"
+import json, sys
+r = json.load(open(sys.argv[1]))
+ok = True
+for e in sys.argv[2:]:
+    if not eval(e):
+        print("  report check false: " + e, file=sys.stderr)
+        ok = False
+sys.exit(0 if ok else 1)
+EOF
+}
+
+# Each surviving rank in SURVIVORS warned that the pre-sync failed, all for
+# the same reason, and falls back.
+same_fallback() {
+  local NAME="$1" SURVIVORS="$2" R REASONS
+  for R in $SURVIVORS; do
+    expect "$NAME" "warning: rank $R: pre-sync failed: .*falls back to its default choice"
+  done
+  REASONS="$(sed -n 's/.*warning: rank [0-9]*: pre-sync failed: \(.*\); every node.*/\1/p' \
+    "$TMP/$NAME.err" | sort -u | wc -l)"
+  [[ "$REASONS" == 1 ]] || fail "$NAME: surviving ranks gave $REASONS different reasons"
+}
+
+echo "== unit tests: MpiCommunicator"
+for NP in 2 4; do
+  for FILTER in '-*Breaks*' '*DepartureBreaks*' '*TimeoutBreaks*'; do
+    RC=0
+    timeout -k 5 60 "${MPIRUN[@]}" -np "$NP" "$UNIT" --gtest_filter="$FILTER" \
+      >"$TMP/unit.log" 2>&1 || RC=$?
+    if [[ $RC -ne 0 ]] || grep -q '^\[rank [0-9]*\].*failure' "$TMP/unit.log"; then
+      fail "unit tests np $NP '$FILTER' (exit $RC)"
+      sed 's/^/  | /' "$TMP/unit.log" >&2
+    else
+      echo "mpi: unit np $NP '$FILTER': $(grep -o 'PASSED.*' "$TMP/unit.log" | head -n 1)"
+    fi
+  done
+done
+
+COMMON=(--pipeline=default --quiet)
+EXAMPLE=examples/tp_mlp.mir
+GRAPH4="$TMP/tp4.mir"
+python3 bench/gen_graph.py --layers 2 --world 4 >"$GRAPH4"
+
+echo "== healthy runs: the same IR as thread ranks, every rank's decisions equal"
+"$OPT" "${COMMON[@]}" "$EXAMPLE" >"$TMP/threads2.out"
+run np2 60 2 "${COMMON[@]}" "$EXAMPLE" --report="$TMP/np2.json"
+[[ $RC -eq 0 ]] || fail "np2 exited $RC"
+cmp -s "$TMP/np2.out" "$TMP/threads2.out" || fail "np2: IR differs from thread ranks"
+check np2 "r['world_size'] == 2" "r['sync']['ok']" "len(r['ranks']) == 2" \
+  "all(k['decisions'] == r['ranks'][0]['decisions'] for k in r['ranks'])" \
+  "len(r['ranks'][0]['decisions']) == 4"
+
+"$OPT" "${COMMON[@]}" "$GRAPH4" >"$TMP/threads4.out"
+run np4 60 4 "${COMMON[@]}" "$GRAPH4" --report="$TMP/np4.json"
+[[ $RC -eq 0 ]] || fail "np4 exited $RC"
+cmp -s "$TMP/np4.out" "$TMP/threads4.out" || fail "np4: IR differs from thread ranks"
+check np4 "r['world_size'] == 4" "r['sync']['ok']" "len(r['ranks']) == 4" \
+  "all(k['decisions'] == r['ranks'][0]['decisions'] for k in r['ranks'])"
+
+run v1np2 60 2 "${COMMON[@]}" --collective-mode=immediate "$EXAMPLE" --report="$TMP/v1np2.json"
+[[ $RC -eq 0 ]] || fail "v1np2 exited $RC"
+check v1np2 "r['mode'] == 'immediate'" "r['sync']['count'] == 2" "r['sync']['ok']" \
+  "all(k['decisions'] == r['ranks'][0]['decisions'] for k in r['ranks'])"
+
+run ranksmismatch 60 2 "${COMMON[@]}" --ranks=3 "$EXAMPLE"
+[[ $RC -ne 0 ]] || fail "--ranks=3 under -np 2 should fail"
+expect ranksmismatch "error: --ranks=3 does not match the 2 MPI processes"
+
+echo "== faults: bounded, every survivor falls back the same way"
+# Late past the 5 ms window: everyone meets again at the all-gather and
+# falls back; the job ends cleanly.
+run late 20 2 "${COMMON[@]}" --inject=late:rank=1:ms=200 "$EXAMPLE" --report="$TMP/late.json"
+[[ $RC -eq 0 ]] || fail "late exited $RC"
+same_fallback late "0 1"
+expect late "pre-sync window expired on rank"
+check late "not r['sync']['ok']" "all(n['fallback'] for n in r['nodes'])" \
+  "len(r['ranks']) == 2" "r['ranks'][0]['decisions'] == r['ranks'][1]['decisions']"
+
+# Hang: the survivors time out after the window + 1 s and fall back; the
+# hung rank gives up 2 s later, and the job ends with its status, 3.
+run hang 20 2 "${COMMON[@]}" --inject=hang:rank=1 --choice-timeout-ms=1000 "$EXAMPLE" \
+  --report="$TMP/hang.json"
+[[ $RC -eq 3 ]] || fail "hang exited $RC, expected 3 (the hung rank's status)"
+same_fallback hang "0"
+expect hang "rank 0: pre-sync failed: peers did not answer within 1000 ms"
+expect hang "rank 1 hangs \(injected fault\)"
+check hang "not r['sync']['ok']" "r['sync']['ms'] < 5000" \
+  "[n['chosen'] for n in r['nodes'] if n['op'] == 'all_reduce'] == ['nccl', 'nccl']"
+
+# Exit: the peers hear at once that rank 1 left and fall back.
+run exit 20 2 "${COMMON[@]}" --inject=exit:rank=1 "$EXAMPLE" --report="$TMP/exit.json"
+[[ $RC -eq 0 ]] || fail "exit exited $RC"
+same_fallback exit "0"
+expect exit "rank 0: pre-sync failed: a peer exited before the pre-sync completed"
+expect exit "warning: rank 1 exited \(injected fault\)"
+check exit "not r['sync']['ok']" "all(n['fallback'] for n in r['nodes'])"
+
+# Rank 0 exits: rank 1 reports.
+run exit0 20 2 "${COMMON[@]}" --inject=exit:rank=0 "$EXAMPLE" --report="$TMP/exit0.json"
+[[ $RC -eq 0 ]] || fail "exit0 exited $RC"
+same_fallback exit0 "1"
+grep -q '^graph @tp_mlp' "$TMP/exit0.out" || fail "exit0: rank 1 did not print the IR"
+check exit0 "[k['rank'] for k in r['ranks']] == [1]"
+
+# Four ranks: one hangs, the three others agree; then one exits.
+run hang4 30 4 "${COMMON[@]}" --inject=hang:rank=1 --choice-timeout-ms=1000 "$GRAPH4" \
+  --report="$TMP/hang4.json"
+[[ $RC -eq 3 ]] || fail "hang4 exited $RC, expected 3"
+same_fallback hang4 "0 2 3"
+check hang4 "not r['sync']['ok']" "all(n['fallback'] for n in r['nodes'])"
+run exit4 30 4 "${COMMON[@]}" --inject=exit:rank=2 "$GRAPH4" --report="$TMP/exit4.json"
+[[ $RC -eq 0 ]] || fail "exit4 exited $RC"
+same_fallback exit4 "0 1 3"
+run late4 30 4 "${COMMON[@]}" --inject=late:rank=3:ms=200 "$GRAPH4" --report="$TMP/late4.json"
+[[ $RC -eq 0 ]] || fail "late4 exited $RC"
+same_fallback late4 "0 1 2 3"
+check late4 "len(r['ranks']) == 4" \
+  "all(k['decisions'] == r['ranks'][0]['decisions'] for k in r['ranks'])"
+
+if [[ $FAILS -ne 0 ]]; then
+  echo "mpi: $FAILS check(s) failed" >&2
+  exit 1
+fi
+echo "mpi: OK"
