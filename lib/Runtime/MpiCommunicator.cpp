@@ -184,6 +184,7 @@ llvm::Expected<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create() {
     MPI_Comm_dup(MPI_COMM_WORLD, &W->Coll);
     MPI_Comm_dup(MPI_COMM_WORLD, &W->Ctl);
     // Errors come back as codes (turned into Failed), never abort the job.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(W->Coll, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(W->Ctl, MPI_ERRORS_RETURN);
     MPI_Comm_rank(W->Coll, &W->Rank);

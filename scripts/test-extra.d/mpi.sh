@@ -113,7 +113,7 @@ for NP in 2 4; do
   done
 done
 
-COMMON=(--pipeline=default --quiet)
+COMMON=(--pipeline=default --quiet --no-cache)
 EXAMPLE=examples/tp_mlp.mir
 GRAPH4="$TMP/tp4.mir"
 python3 bench/gen_graph.py --layers 2 --world 4 >"$GRAPH4"
@@ -133,6 +133,13 @@ run np4 60 4 "${COMMON[@]}" "$GRAPH4" --report="$TMP/np4.json"
 cmp -s "$TMP/np4.out" "$TMP/threads4.out" || fail "np4: IR differs from thread ranks"
 check np4 "r['world_size'] == 4" "r['sync']['ok']" "len(r['ranks']) == 4" \
   "all(k['decisions'] == r['ranks'][0]['decisions'] for k in r['ranks'])"
+
+# The autotune cache: rank 0 replays and broadcasts; the IR is the same.
+for PASS in write replay; do
+  run "cache$PASS" 60 2 --pipeline=default --quiet --cache-dir="$TMP/cache" "$EXAMPLE"
+  [[ $RC -eq 0 ]] || fail "cache$PASS exited $RC"
+  cmp -s "$TMP/cache$PASS.out" "$TMP/threads2.out" || fail "cache$PASS: IR differs from thread ranks"
+done
 
 run v1np2 60 2 "${COMMON[@]}" --collective-mode=immediate "$EXAMPLE" --report="$TMP/v1np2.json"
 [[ $RC -eq 0 ]] || fail "v1np2 exited $RC"
