@@ -19,26 +19,15 @@ static llvm::Error bad(const llvm::Twine &Msg) {
 }
 
 namespace {
-struct Param {
-  const char *Name;
-  double DeviceDesc::*Member;
-};
-const Param Params[] = {
-    {"hbm_gbps", &DeviceDesc::HbmGBps},
-    {"peak_bf16_tflops", &DeviceDesc::PeakBf16Tflops},
-    {"peak_fp32_tflops", &DeviceDesc::PeakFp32Tflops},
-    {"link_gbps", &DeviceDesc::LinkGBps},
-    {"link_latency_us", &DeviceDesc::LinkLatencyUs},
-    {"launch_us", &DeviceDesc::LaunchUs},
-    {"barrier_us", &DeviceDesc::BarrierUs},
-};
-constexpr size_t NumParams = sizeof(Params) / sizeof(Params[0]);
+// The fitted parameters are the device description's numeric fields.
+const llvm::ArrayRef<DeviceField> Params = deviceNumericFields();
+const size_t NumParams = Params.size();
 } // namespace
 
 std::vector<std::string> mtsched::calibratedParameterNames() {
   std::vector<std::string> Out;
-  for (const Param &P : Params)
-    Out.push_back(P.Name);
+  for (const DeviceField &P : Params)
+    Out.push_back(P.Key.str());
   return Out;
 }
 
@@ -335,7 +324,7 @@ mtsched::calibrateDevice(const DeviceDesc &Start,
     if (Moves)
       Free.push_back(I);
     else
-      R.Undetermined.push_back(Params[I].Name);
+      R.Undetermined.push_back(Params[I].Key.str());
   }
   Objective F(Start, Samples, Free);
   std::vector<double> X(Free.size(), 0.0);
@@ -377,9 +366,9 @@ void mtsched::printCalibration(const DeviceDesc &Start,
                                const CalibrationResult &R,
                                llvm::raw_ostream &OS) {
   OS << "parameter            start       fitted\n";
-  for (const Param &P : Params) {
-    bool Fixed = llvm::is_contained(R.Undetermined, P.Name);
-    OS << llvm::format("%-18s %10.4g %12.4g", P.Name, Start.*P.Member,
+  for (const DeviceField &P : Params) {
+    bool Fixed = llvm::is_contained(R.Undetermined, P.Key);
+    OS << llvm::format("%-18s %10.4g %12.4g", P.Key.data(), Start.*P.Member,
                        R.Fitted.*P.Member)
        << (Fixed ? "  (not determined by these timings: kept)" : "") << '\n';
   }

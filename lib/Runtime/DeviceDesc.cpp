@@ -14,14 +14,7 @@ using namespace mtsched;
 
 namespace {
 
-/// One numeric field of a device file: its JSON key and where it lives.
-struct NumericField {
-  llvm::StringLiteral Key;
-  double DeviceDesc::*Member;
-};
-
-// The order here is the order of the file, of the hash and of the docs.
-const NumericField NumericFields[] = {
+const DeviceField NumericFields[] = {
     {"hbm_gbps", &DeviceDesc::HbmGBps},
     {"peak_bf16_tflops", &DeviceDesc::PeakBf16Tflops},
     {"peak_fp32_tflops", &DeviceDesc::PeakFp32Tflops},
@@ -111,7 +104,7 @@ llvm::Expected<DeviceDesc> mtsched::parseDeviceJSON(llvm::StringRef Text,
   for (const auto &KV : *Root) {
     llvm::StringRef Key = KV.first;
     bool Known = Key == NameKey || Key == NumSMsKey || Key == L2Key ||
-                 llvm::any_of(NumericFields, [&](const NumericField &F) {
+                 llvm::any_of(NumericFields, [&](const DeviceField &F) {
                    return F.Key == Key;
                  });
     if (!Known)
@@ -129,7 +122,7 @@ llvm::Expected<DeviceDesc> mtsched::parseDeviceJSON(llvm::StringRef Text,
     return fileError(Path, "key 'name' must not be empty");
   D.Name = NameStr->str();
 
-  for (const NumericField &F : NumericFields)
+  for (const DeviceField &F : NumericFields)
     if (llvm::Error E = readPositive(*Root, F.Key, Path, D.*F.Member))
       return std::move(E);
 
@@ -162,7 +155,7 @@ void mtsched::writeDeviceFile(const DeviceDesc &D, llvm::raw_ostream &OS) {
   llvm::json::OStream J(OS, /*IndentSize=*/2);
   J.object([&] {
     J.attribute(NameKey, D.Name);
-    for (const NumericField &F : NumericFields)
+    for (const DeviceField &F : NumericFields)
       J.attribute(F.Key, D.*F.Member);
     J.attribute(NumSMsKey, int64_t(D.NumSMs));
     J.attribute(L2Key, D.L2MB);
@@ -182,7 +175,7 @@ uint64_t mtsched::hashDevice(const DeviceDesc &D) {
   };
   AddU64(D.Name.size());
   Bytes += D.Name;
-  for (const NumericField &F : NumericFields) {
+  for (const DeviceField &F : NumericFields) {
     // -0.0 and 0.0 describe the same device.
     double V = D.*F.Member == 0 ? 0.0 : D.*F.Member;
     uint64_t Bits;
@@ -195,4 +188,8 @@ uint64_t mtsched::hashDevice(const DeviceDesc &D) {
   std::memcpy(&Bits, &L2, sizeof(Bits));
   AddU64(Bits);
   return llvm::xxHash64(Bytes);
+}
+
+llvm::ArrayRef<DeviceField> mtsched::deviceNumericFields() {
+  return NumericFields;
 }

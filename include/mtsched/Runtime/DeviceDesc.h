@@ -10,6 +10,7 @@
 #ifndef MTSCHED_RUNTIME_DEVICEDESC_H
 #define MTSCHED_RUNTIME_DEVICEDESC_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
@@ -45,6 +46,15 @@ struct DeviceDesc {
   int NumSMs = 132;
   double L2MB = 50;
 };
+
+/// One numeric field of a device description: its JSON key and where it
+/// lives. The order is the order of device files, of the hash and of the
+/// docs.
+struct DeviceField {
+  llvm::StringLiteral Key;
+  double DeviceDesc::*Member;
+};
+llvm::ArrayRef<DeviceField> deviceNumericFields();
 
 /// The built-in descriptions' names, in a fixed order.
 std::vector<llvm::StringRef> builtinDeviceNames();
