@@ -314,15 +314,15 @@ static double roundUs(double Us) {
   return std::isfinite(Us) ? std::round(Us * 1000.0) / 1000.0 : Us;
 }
 
-/// The key under which a measurement is remembered and reused.
-static std::string memoKey(const Workload &W, const Choice &C, bool Fused) {
+/// The part of a measurement's key that depends on the workload only; it is
+/// computed once per node and shared by all its choices.
+static std::string workloadKey(const Workload &W, bool Fused) {
   std::string S;
   llvm::raw_string_ostream OS(S);
   OS << int(W.K) << ':' << W.Gemm.Batch << 'x' << W.Gemm.M << 'x' << W.Gemm.N
      << 'x' << W.Gemm.K << ':' << int(W.Gemm.Dtype) << ':' << int(W.Collective)
      << ':' << W.Bytes << ':' << W.Ranks << ':' << W.InBytes << ':'
-     << W.OutBytes << ':' << C.Name;
-  C.Params.print(OS);
+     << W.OutBytes;
   if (Fused)
     OS << ":fused:" << W.Epilogue.NumOps << ':' << W.Epilogue.Elements << ':'
        << W.Epilogue.ExtraInputBytes << ':' << W.Epilogue.FlopsPerElement << ':'
@@ -330,11 +330,30 @@ static std::string memoKey(const Workload &W, const Choice &C, bool Fused) {
   return OS.str();
 }
 
+/// The key under which a measurement of C is remembered and reused.
+static std::string choiceKey(const std::string &WorkloadKey, const Choice &C) {
+  std::string S;
+  S.reserve(WorkloadKey.size() + C.Name.size() + 2);
+  S += WorkloadKey;
+  S += '|';
+  S += C.Name;
+  if (!C.Params.empty()) {
+    llvm::raw_string_ostream OS(S);
+    C.Params.print(OS);
+  }
+  return S;
+}
+
+static std::string memoKey(const Workload &W, const Choice &C, bool Fused) {
+  return choiceKey(workloadKey(W, Fused), C);
+}
+
 std::vector<Agreed> Autotuner::Impl::measureChoices(
     const Graph &G, const MultiTemplateBufferNode &N, const Workload &W,
     int64_t Hint, bool Fused, const std::vector<bool> &Skip) {
   bool Collective = llvm::isa<CollectiveMultiTemplateBufferNode>(N);
   std::vector<Agreed> Out(N.getChoices().size());
+  const std::string Prefix = workloadKey(W, Fused);
   // Local results still to be max-reduced: after every choice for a
   // collective (all ranks run it together), once per node otherwise.
   std::vector<size_t> Pending;
@@ -356,7 +375,7 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
           A.Message = "failed on another rank";
         A.Status = S;
         A.Us = S == ChoiceStatus::Ok ? roundUs(PendingValues[2 * K]) : Inf;
-        std::string Key = memoKey(W, N.getChoices()[Pending[K]], Fused);
+        std::string Key = choiceKey(Prefix, N.getChoices()[Pending[K]]);
         Memo[Key] = A;
         record(Key, A);
       }
@@ -379,7 +398,7 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
       Out[I].Message = "not tried fused: it failed unfused";
       continue;
     }
-    std::string Key = memoKey(W, C, Fused);
+    std::string Key = choiceKey(Prefix, C);
     auto Hit = Memo.find(Key);
     if (Hit != Memo.end()) {
       ++result().MemoHits;
