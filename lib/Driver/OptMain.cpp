@@ -84,7 +84,7 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
       llvm::consumeError(std::move(E));
     } else {
       Diagnostics Diags(SM);
-      OK = runOnRanks(Config, Registry, *M, Diags, OutOS,
+      OK = runOnRanks(Config, Registry, std::move(M), Diags, OutOS,
                       {{"parse", ParseMs}, {"verify", MsSince(T1)}});
     }
   }

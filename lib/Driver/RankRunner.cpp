@@ -14,6 +14,7 @@
 #include "mtsched/IR/Printer.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -122,8 +123,9 @@ int rankCount(const OptMainConfig &Config, const Module &M, Diagnostics &Diags,
 /// rank's communicator and Hooks how it stops on purpose (fault injection).
 void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
              const OptMainConfig &Config, const PassRegistry &Registry,
-             const Module &Source, Diagnostics &Diags, RankState &State) {
-  State.M = Source.clone();
+             std::unique_ptr<Module> Mod, Diagnostics &Diags,
+             RankState &State) {
+  State.M = std::move(Mod);
   State.Comm = std::move(Comm);
   PipelineOptions Pipe = Config.Pipe;
   llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
@@ -135,6 +137,7 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
       llvm::WithColor::error() << Msg << '\n';
     return;
   }
+  attachCommunicator(**Bench, *State.Comm);
   State.Session = std::make_unique<Autotuner>(
       Pipe.Autotune, Pipe.Fusion, Pipe.Lowering.Mode, *State.Comm,
       std::move(*Bench), Diags, *State.M, std::move(Hooks));
@@ -227,10 +230,10 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
 //===----------------------------------------------------------------------===//
 
 bool runThreadRanks(
-    const OptMainConfig &Config, const PassRegistry &Registry, const Module &M,
-    Diagnostics &Diags, llvm::raw_ostream &OS,
+    const OptMainConfig &Config, const PassRegistry &Registry,
+    std::unique_ptr<Module> M, Diagnostics &Diags, llvm::raw_ostream &OS,
     std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
-  int N = rankCount(Config, M, Diags, 0, "--ranks", /*Loud=*/true);
+  int N = rankCount(Config, *M, Diags, 0, "--ranks", /*Loud=*/true);
   if (N == 0)
     return false;
   bool Trace = !Config.TraceFile.empty();
@@ -257,8 +260,10 @@ bool runThreadRanks(
         Gate.hang();
       };
       Hooks.Exit = [&Group, R] { Group.markDead(R); };
-      runRank(R, Group.get(R), std::move(Hooks), Config, Registry, M, Diags,
-              States[R]);
+      // Each rank owns a copy; a single rank takes the original.
+      std::unique_ptr<Module> Copy = N == 1 ? std::move(M) : M->clone();
+      runRank(R, Group.get(R), std::move(Hooks), Config, Registry,
+              std::move(Copy), Diags, States[R]);
       if (Trace)
         llvm::timeTraceProfilerFinishThread();
       if (!Hung)
@@ -343,7 +348,8 @@ constexpr std::chrono::milliseconds HangSlack{2000};
 constexpr int HungExitCode = 3;
 
 bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
-                 const Module &M, Diagnostics &Diags, llvm::raw_ostream &OS,
+                 std::unique_ptr<Module> M, Diagnostics &Diags,
+                 llvm::raw_ostream &OS,
                  std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   llvm::Expected<std::unique_ptr<MpiCommunicator>> Created =
       MpiCommunicator::create();
@@ -365,7 +371,7 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
           << " (mpirun -np); omit --ranks under mpirun\n";
     return false;
   }
-  if (!rankCount(Config, M, Diags, Size, "mpirun -np", Rank == 0))
+  if (!rankCount(Config, *M, Diags, Size, "mpirun -np", Rank == 0))
     return false;
   bool Trace = !Config.TraceFile.empty();
   if (Trace)
@@ -392,8 +398,8 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
     std::this_thread::sleep_for(HangFor);
   };
   RankState State;
-  runRank(Rank, std::move(*Created), std::move(Hooks), Config, Registry, M,
-          Diags, State);
+  runRank(Rank, std::move(*Created), std::move(Hooks), Config, Registry,
+          std::move(M), Diags, State);
 
   if (State.Stopped) {
     warnInOneWrite(State.StopReason);
@@ -438,22 +444,22 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
 } // namespace
 
 bool mtsched::runOnRanks(
-    const OptMainConfig &Config, const PassRegistry &Registry, const Module &M,
-    Diagnostics &Diags, llvm::raw_ostream &OS,
+    const OptMainConfig &Config, const PassRegistry &Registry,
+    std::unique_ptr<Module> M, Diagnostics &Diags, llvm::raw_ostream &OS,
     std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   int LaunchedRanks = launcherVar(LauncherSizeVars);
   // Without passes there is nothing for ranks to do: print the module,
   // whatever world sizes its graphs have (once, under mpirun).
   if (Config.Pipeline.empty()) {
     if (launcherVar(LauncherRankVars) <= 0)
-      printModule(M, OS);
+      printModule(*M, OS);
     return true;
   }
   if (LaunchedRanks < 1)
-    return runThreadRanks(Config, Registry, M, Diags, OS,
+    return runThreadRanks(Config, Registry, std::move(M), Diags, OS,
                           std::move(FrontendPhasesMs));
 #ifdef MTSCHED_HAVE_MPI
-  return runMpiRanks(Config, Registry, M, Diags, OS,
+  return runMpiRanks(Config, Registry, std::move(M), Diags, OS,
                      std::move(FrontendPhasesMs));
 #else
   if (launcherVar(LauncherRankVars) <= 0)

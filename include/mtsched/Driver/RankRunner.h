@@ -26,7 +26,8 @@ class Module;
 /// writes the report and trace Config asks for; FrontendPhasesMs (parse,
 /// verify) go into the report. Returns false after reporting an error.
 bool runOnRanks(const OptMainConfig &Config, const PassRegistry &Registry,
-                const Module &M, Diagnostics &Diags, llvm::raw_ostream &OS,
+                std::unique_ptr<Module> M, Diagnostics &Diags,
+                llvm::raw_ostream &OS,
                 std::vector<std::pair<std::string, double>> FrontendPhasesMs);
 
 /// Ends this process's part in the run; call it last, with the exit code
