@@ -15,9 +15,11 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=0
 PACK=0
+COLL=0
 while [ $# -gt 0 ]; do
   case "$1" in
   --bench) BENCH=1; shift ;;
+  --coll) COLL=1; shift ;;
   --pack) PACK=1; shift ;;
   *) break ;;
   esac
@@ -48,6 +50,40 @@ export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OPT="$D/bin/mtsched-opt"
 nvidia-smi -L || echo "gpu-test: no nvidia-smi; GPU tests will skip"
 fail=0
+
+if [ $COLL = 1 ]; then
+  # Collectives on two GPUs (thread ranks, one GPU each) only: the unit and
+  # lit tests, then with --bench the all_reduce sweep of docs/BENCHMARKS.md.
+  echo "== collective unit tests"
+  timeout 300 "$D/bin/CudaTests" --gtest_filter='Collective*' 2>&1 | tee "$OUTDIR/coll-unit.log" | tail -25
+  [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+  echo "== collective lit test"
+  W=$(mktemp -d)
+  mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
+  cp "$OPT" "$W/tools/mtsched-opt/"
+  cat >"$W/test/lit/lit.site.cfg.py" <<SITE
+import os
+config.mtsched_src_root = "$ROOT"
+config.mtsched_obj_root = "$W"
+config.mtsched_tools_dir = "$W/tools/mtsched-opt"
+config.llvm_tools_dir = "$D/bin"
+config.python = "python3"
+lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
+SITE
+  timeout 300 python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda/collective-2gpu.mir" 2>&1 | tee "$OUTDIR/coll-lit.log" | tail -25
+  [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+  if [ $BENCH = 1 ]; then
+    echo "== all_reduce sweep, 2 ranks"
+    t0=$EPOCHREALTIME
+    timeout 400 "$OPT" "$ROOT/bench/allreduce-2gpu.mir" --ranks=2 --pipeline=default --backend=cuda \
+      --no-cache --kernel-cache-dir="$(mktemp -d)" --report="$OUTDIR/allreduce-2gpu.json" \
+      >"$OUTDIR/allreduce-2gpu.out" 2>"$OUTDIR/allreduce-2gpu.err"
+    echo "allreduce-2gpu rc=$? wall_s=$(python3 -c "print(round($EPOCHREALTIME - $t0, 2))")" | tee -a "$OUTDIR/summary.txt"
+    tail -5 "$OUTDIR/allreduce-2gpu.err"
+    python3 "$ROOT/scripts/gpu-coll-summary.py" "$OUTDIR/allreduce-2gpu.json" | tee -a "$OUTDIR/summary.txt"
+  fi
+  exit $fail
+fi
 
 echo "== GPU unit tests"
 "$D/bin/CudaTests" 2>&1 | tee "$OUTDIR/unit.log" | tail -25

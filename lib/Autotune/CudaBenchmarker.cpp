@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/CudaBenchmarker.h"
+#include "CudaCollective.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Runtime/CudaApi.h"
@@ -251,6 +252,13 @@ private:
   CUresult launch(const LoadedKernel &L, Prepared &P, const DevBuf *Out,
                   int Copy);
 
+public:
+  /// The rank's communicator (multi-rank collectives need it).
+  Communicator *Comm = nullptr;
+  /// Multi-rank collectives, one GPU per rank (created on first use).
+  std::unique_ptr<CollectiveRank> Coll;
+
+private:
   const AutotuneOptions &Opts;
   int Rank;
   Gpu &G;
@@ -547,6 +555,22 @@ Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
 Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
                                      const Workload &W, const Choice &C,
                                      bool Fused) {
+  if (W.K == Workload::Kind::Collective && W.Ranks > 1) {
+    // Every rank must take part, even one that refuses (an injected fault):
+    // the peers then fail the choice too instead of waiting for it.
+    if (!Comm || Comm->size() != W.Ranks)
+      return failed(ChoiceStatus::Failed,
+                    "a " + std::to_string(W.Ranks) +
+                        "-rank collective needs that many ranks, one GPU "
+                        "each (run with --ranks=" +
+                        std::to_string(W.Ranks) + ")");
+    std::string Fault;
+    if (Opts.Faults.choiceFault(Rank, N.getName(), C.Name))
+      Fault = "injected fault";
+    if (!Coll)
+      Coll = createCollectiveRank(Opts, *Comm);
+    return Coll->measure(N, W, C, Fused, Fault);
+  }
   if (const Fault *F = Opts.Faults.choiceFault(Rank, N.getName(), C.Name))
     return failed(F->K == Fault::Kind::WrongResult ? ChoiceStatus::WrongResult
                                                    : ChoiceStatus::Failed,
@@ -669,6 +693,11 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
     return failed(ChoiceStatus::Failed, L.Error);
   return run([&](int Copy) { return launch(L, P, P.OutEpi, Copy); }, P,
              P.OutEpi, N.getEpilogue().back().V->getType().Dtype, P.RefEpi);
+}
+
+void mtsched::attachCommunicator(Benchmarker &B, Communicator &Comm) {
+  if (B.getBackendName() == "cuda")
+    static_cast<CudaBenchmarker &>(B).Comm = &Comm;
 }
 
 llvm::Expected<std::unique_ptr<Benchmarker>>

@@ -9,12 +9,12 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/Report.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
-#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -109,6 +109,8 @@ llvm::Expected<const DriverApi &> cuda::loadDriver() {
             {"cuEventElapsedTime_v2", "cuEventElapsedTime"}, M);
     Lib.get(A.cuGetErrorName, {"cuGetErrorName"}, M);
     Lib.get(A.cuGetErrorString, {"cuGetErrorString"}, M);
+    Lib.get(A.cuDeviceCanAccessPeer, {"cuDeviceCanAccessPeer"}, M);
+    Lib.get(A.cuCtxEnablePeerAccess, {"cuCtxEnablePeerAccess"}, M);
     if (!M.empty())
       L.Error = Lib.Path + " lacks " + M + " (driver too old?)";
   });
@@ -174,7 +176,19 @@ llvm::Expected<const CublasApi &> cuda::loadCublas() {
   return L.A;
 }
 
-llvm::Expected<DeviceInfo> cuda::openDevice() {
+int cuda::deviceCount() {
+  llvm::Expected<const DriverApi &> D = loadDriver();
+  if (!D) {
+    llvm::consumeError(D.takeError());
+    return 0;
+  }
+  int Count = 0;
+  if (D->cuInit(0) || D->cuDeviceGetCount(&Count))
+    return 0;
+  return Count;
+}
+
+llvm::Expected<DeviceInfo> cuda::openDevice(int Ordinal) {
   llvm::Expected<const DriverApi &> DrvOr = loadDriver();
   if (!DrvOr)
     return DrvOr.takeError();
@@ -187,10 +201,15 @@ llvm::Expected<DeviceInfo> cuda::openDevice() {
     return err("cannot count CUDA devices: " + D.errorString(R));
   if (Count == 0)
     return err("the CUDA driver sees no device");
+  if (Ordinal >= Count)
+    return err("CUDA device " + llvm::Twine(Ordinal) + " does not exist (" +
+               llvm::Twine(Count) + " device" + (Count == 1 ? "" : "s") + ")");
   DeviceInfo Info;
+  Info.Ordinal = Ordinal;
   CUdevice Dev;
-  if (CUresult R = D.cuDeviceGet(&Dev, 0))
-    return err("cannot open CUDA device 0: " + D.errorString(R));
+  if (CUresult R = D.cuDeviceGet(&Dev, Ordinal))
+    return err("cannot open CUDA device " + llvm::Twine(Ordinal) + ": " +
+               D.errorString(R));
   char Name[256] = {0};
   D.cuDeviceGetName(Name, sizeof(Name) - 1, Dev);
   Info.Name = Name;
@@ -206,8 +225,8 @@ llvm::Expected<DeviceInfo> cuda::openDevice() {
                          CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                          Dev);
   if (Info.Major < 8)
-    return err("CUDA device 0 (" + Info.Name + ") is sm_" +
-               llvm::Twine(Info.Major) + llvm::Twine(Info.Minor) +
+    return err("CUDA device " + llvm::Twine(Ordinal) + " (" + Info.Name +
+               ") is sm_" + llvm::Twine(Info.Major) + llvm::Twine(Info.Minor) +
                "; the generated kernels need sm_80 or newer");
   if (CUresult R = D.cuDevicePrimaryCtxRetain(&Info.Ctx, Dev))
     return err("cannot create a context on " + Info.Name + ": " +

@@ -40,3 +40,11 @@ try:
         config.available_features.add("cuda-gpu")
 except (OSError, subprocess.SubprocessError):
     pass
+# cuda-2gpu: at least two GPUs, for collectives on thread ranks (one GPU each).
+try:
+    _gpus = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=30)
+    if _gpus.returncode == 0 and _gpus.stdout.decode().count("GPU ") >= 2:
+        config.available_features.add("cuda-2gpu")
+except (OSError, subprocess.SubprocessError):
+    pass

@@ -3,6 +3,7 @@
 #define MTSCHED_AUTOTUNE_CUDABENCHMARKER_H
 
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Runtime/Communicator.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mtsched {
@@ -13,6 +14,11 @@ namespace mtsched {
 /// CUDA cannot run here.
 llvm::Expected<std::unique_ptr<Benchmarker>>
 createCudaBenchmarker(const AutotuneOptions &Opts, int Rank);
+
+/// Gives a cuda benchmarker its rank's communicator, which collectives over
+/// several GPUs (NCCL set-up, peer buffers, per-sample barriers) need; does
+/// nothing for another backend. The communicator must outlive B.
+void attachCommunicator(Benchmarker &B, Communicator &Comm);
 
 /// Runs every node of a decided graph on the GPU with seeded random inputs
 /// and checks each graph output against the fp64 interpreter; a line per

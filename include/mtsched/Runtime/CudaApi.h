@@ -76,6 +76,8 @@ struct DriverApi {
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*cuGetErrorName)(CUresult, const char **);
+  CUresult (*cuDeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+  CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
   CUresult (*cuGetErrorString)(CUresult, const char **);
 
   /// "CUDA_ERROR_X (text)" for a result code.
@@ -126,11 +128,14 @@ struct DeviceInfo {
   int MaxSharedOptin = 0;
   int DriverVersion = 0;
   CUcontext Ctx = nullptr;
+  int Ordinal = 0;
 };
 
 /// Finds device 0 and makes its primary context current; explains exactly
 /// why CUDA cannot run here otherwise (no driver, no device, sm < 80).
-llvm::Expected<DeviceInfo> openDevice();
+llvm::Expected<DeviceInfo> openDevice(int Ordinal = 0);
+/// The number of CUDA devices (0 when the driver cannot run).
+int deviceCount();
 /// Makes the primary context current on this thread.
 llvm::Error makeCurrent(const DeviceInfo &D);
 

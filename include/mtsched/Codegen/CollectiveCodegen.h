@@ -1,0 +1,86 @@
+//===- CollectiveCodegen.h - Peer-memory collective kernels -----*- C++ -*-===//
+//
+// CUDA C++ for collectives that read and write peers' buffers directly over
+// NVLink (CUDA peer access), compiled with NVRTC like every other kernel:
+//   * all_reduce `one_shot`: every rank reads every peer's input and reduces
+//     the whole tensor;
+//   * all_reduce `two_shot`: rank r reduces chunk r (reduce-scatter) and
+//     writes it into every rank's output (all-gather);
+//   * all_gather and reduce_scatter `p2p`: direct peer reads.
+// Ranks synchronise through flags in peer-visible memory: each block writes
+// the call's epoch into a slot of every peer's flag array with a system-
+// scope release store and spins (acquire loads, bounded by a clock timeout)
+// until every peer has written it too; once before touching peer data and
+// once after, so no rank reuses a buffer a peer still reads.
+//
+// one_shot and two_shot all_reduce can carry an epilogue: bias and/or
+// residual add, then relu or gelu, or a residual add then rmsnorm over the
+// last dimension (one block per row; one kernel).
+//
+// Kernel parameters, in order: MtPtrs ins, MtPtrs outs, MtPtrs flags,
+// unsigned rank, unsigned epoch, const T *bias, const T *residual,
+// const T *gamma (unused ones may be null); MtPtrs is a struct of 8 device
+// pointers passed by value (one per rank).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_CODEGEN_COLLECTIVECODEGEN_H
+#define MTSCHED_CODEGEN_COLLECTIVECODEGEN_H
+
+#include "mtsched/IR/Ops.h"
+#include "mtsched/IR/Types.h"
+#include "mtsched/Runtime/CostModel.h"
+#include "llvm/Support/Error.h"
+#include <string>
+
+namespace mtsched {
+
+/// The most ranks a peer-memory kernel handles, and the most blocks it runs.
+constexpr int MaxCollectiveRanks = 8;
+constexpr int MaxCollectiveBlocks = 256;
+/// Bytes of each rank's flag array.
+constexpr size_t CollectiveFlagBytes =
+    2 * MaxCollectiveBlocks * MaxCollectiveRanks * sizeof(unsigned);
+
+struct CollectiveEpilogue {
+  enum class Act { None, Relu, Gelu };
+  bool Bias = false;     // + bias[col] (a row vector of Cols)
+  bool Residual = false; // + residual[i] (a full tensor)
+  Act Activation = Act::None;
+  bool RmsNorm = false; // rmsnorm(x, gamma) over rows of Cols, after the adds
+  double Eps = 1e-5;
+  bool empty() const {
+    return !Bias && !Residual && Activation == Act::None && !RmsNorm;
+  }
+  /// "bias_residual_relu", "residual_rmsnorm", ...
+  std::string name() const;
+};
+
+struct CollectiveKernelSpec {
+  CollectiveKind Kind = CollectiveKind::AllReduce;
+  CollectiveAlgo Algo = CollectiveAlgo::OneShot;
+  DType Dtype = DType::BF16;
+  int Ranks = 2;
+  /// Elements of each rank's input.
+  int64_t Elems = 0;
+  /// Elements of a row (the last dimension), for bias and rmsnorm.
+  int64_t Cols = 0;
+  /// SMs of the device (bounds the grid).
+  int SMs = 132;
+  CollectiveEpilogue Epilogue;
+};
+
+struct CollectiveKernel {
+  std::string Name;
+  std::string Source;
+  unsigned GridX = 1, BlockX = 1;
+};
+
+/// Fails (saying why) for an algorithm that does not implement the kind,
+/// more than MaxCollectiveRanks ranks, an integer dtype or an epilogue the
+/// algorithm cannot carry.
+llvm::Expected<CollectiveKernel>
+generateCollectiveKernel(const CollectiveKernelSpec &S);
+
+} // namespace mtsched
+
+#endif // MTSCHED_CODEGEN_COLLECTIVECODEGEN_H

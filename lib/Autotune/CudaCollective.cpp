@@ -1,0 +1,821 @@
+//===- CudaCollective.cpp - Timing collectives across GPUs ----------------===//
+//
+// One rank per GPU (device = rank % devices, its primary context). NCCL
+// communicators come from ncclCommInitRank with a unique id made on rank 0
+// and broadcast through the Communicator. Peer-memory kernels read and write
+// peers' buffers through CUDA peer access; buffer addresses are exchanged
+// with allGather (thread ranks share one address space).
+//
+// Every step whose outcome could differ between ranks (set-up, the
+// correctness check, the number of launches per sample) is agreed with
+// allReduceMax before the next collective launch, so a rank that fails
+// makes every rank fail the choice instead of leaving a peer waiting
+// inside NCCL or a spinning kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaCollective.h"
+#include "mtsched/Codegen/CollectiveCodegen.h"
+#include "mtsched/Runtime/CudaApi.h"
+#include "mtsched/Runtime/CudaCompiler.h"
+#include "mtsched/Runtime/NcclApi.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+
+using namespace mtsched;
+using namespace mtsched::cuda;
+using namespace mtsched::nccl;
+
+CollectiveRank::~CollectiveRank() = default;
+
+namespace {
+
+constexpr double Inf = std::numeric_limits<double>::infinity();
+
+Measurement failedM(ChoiceStatus S, std::string Msg) {
+  Measurement M;
+  M.Status = S;
+  M.Us = Inf;
+  M.Message = std::move(Msg);
+  return M;
+}
+
+uint16_t toBf16(float F) {
+  uint32_t U;
+  std::memcpy(&U, &F, 4);
+  U += 0x7fff + ((U >> 16) & 1);
+  return uint16_t(U >> 16);
+}
+float fromBf16(uint16_t H) {
+  uint32_t U = uint32_t(H) << 16;
+  float F;
+  std::memcpy(&F, &U, 4);
+  return F;
+}
+uint16_t toF16(float F) {
+  // Round to nearest via the hardware-free path: good enough for [-1, 1).
+  uint32_t U;
+  std::memcpy(&U, &F, 4);
+  uint32_t Sign = (U >> 16) & 0x8000;
+  int Exp = int((U >> 23) & 0xff) - 127 + 15;
+  uint32_t Man = U & 0x7fffff;
+  if (Exp <= 0) {
+    if (Exp < -10)
+      return uint16_t(Sign);
+    Man |= 0x800000;
+    uint32_t Shift = uint32_t(14 - Exp);
+    uint32_t H = Man >> Shift;
+    if ((Man >> (Shift - 1)) & 1)
+      ++H;
+    return uint16_t(Sign | H);
+  }
+  uint32_t H = Sign | (uint32_t(Exp) << 10) | (Man >> 13);
+  if (Man & 0x1000)
+    ++H;
+  return uint16_t(H);
+}
+float fromF16(uint16_t H) {
+  uint32_t Sign = uint32_t(H & 0x8000) << 16;
+  int Exp = (H >> 10) & 0x1f;
+  uint32_t Man = H & 0x3ff;
+  float F;
+  if (Exp == 0)
+    F = std::ldexp(float(Man), -24);
+  else if (Exp == 31)
+    F = Man ? NAN : INFINITY;
+  else
+    F = std::ldexp(float(Man | 0x400), Exp - 25);
+  uint32_t U;
+  std::memcpy(&U, &F, 4);
+  U |= Sign;
+  std::memcpy(&F, &U, 4);
+  return F;
+}
+
+/// Seeded values in [-1, 1), rounded to T, as device bytes and as doubles.
+void randomData(uint64_t Seed, int64_t N, DType T, std::string &Bytes,
+                std::vector<float> &Vals) {
+  unsigned Sz = dtypeBytes(T);
+  Bytes.assign(size_t(N) * Sz, '\0');
+  Vals.resize(size_t(N));
+  uint64_t X = Seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  for (int64_t I = 0; I < N; ++I) {
+    X ^= X << 13;
+    X ^= X >> 7;
+    X ^= X << 17;
+    float F = float(double(X >> 11) / double(1ull << 53) * 2 - 1);
+    if (T == DType::BF16) {
+      uint16_t H = toBf16(F);
+      std::memcpy(&Bytes[size_t(I) * 2], &H, 2);
+      Vals[size_t(I)] = fromBf16(H);
+    } else if (T == DType::F16) {
+      uint16_t H = toF16(F);
+      std::memcpy(&Bytes[size_t(I) * 2], &H, 2);
+      Vals[size_t(I)] = fromF16(H);
+    } else {
+      std::memcpy(&Bytes[size_t(I) * 4], &F, 4);
+      Vals[size_t(I)] = F;
+    }
+  }
+}
+
+double valueAt(const std::string &Bytes, int64_t I, DType T) {
+  if (T == DType::F32) {
+    float F;
+    std::memcpy(&F, &Bytes[size_t(I) * 4], 4);
+    return F;
+  }
+  uint16_t H;
+  std::memcpy(&H, &Bytes[size_t(I) * 2], 2);
+  return T == DType::BF16 ? fromBf16(H) : fromF16(H);
+}
+
+double tol(DType T) {
+  return T == DType::BF16 ? 2e-2 : T == DType::F16 ? 5e-3 : 1e-3;
+}
+
+struct MtPtrs {
+  CUdeviceptr P[MaxCollectiveRanks];
+};
+
+/// The epilogue of N as peer kernels can fuse it, or why not.
+llvm::Expected<CollectiveEpilogue> epilogueOf(const MultiTemplateBufferNode &N,
+                                              const Value *&BiasV,
+                                              const Value *&ResV,
+                                              const Value *&GammaV) {
+  CollectiveEpilogue E;
+  const Value *Cur = N.getResult();
+  auto Bad = [&](const llvm::Twine &Why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the epilogue " + Why);
+  };
+  for (const Operand &O : N.getEpilogue()) {
+    const Node *D = O.V->getDef();
+    if (!D)
+      return Bad("has a value without a definition");
+    const Value *Other = nullptr;
+    for (unsigned I = 0; I < D->getNumOperands(); ++I)
+      if (D->getOperand(I) != Cur)
+        Other = D->getOperand(I);
+    switch (D->getOp()) {
+    case OpCode::Add:
+      if (!Other || E.Activation != CollectiveEpilogue::Act::None || E.RmsNorm)
+        return Bad("add is not a bias or residual add of the result");
+      if (Other->getType().Shape == N.getType().Shape && !E.Residual) {
+        E.Residual = true;
+        ResV = Other;
+      } else if (Other->getType().numElements() == N.getType().Shape.back() &&
+                 !E.Bias) {
+        E.Bias = true;
+        BiasV = Other;
+      } else {
+        return Bad("add of '%" + Other->getName() + "' is not fused");
+      }
+      break;
+    case OpCode::Relu:
+    case OpCode::Gelu:
+      if (E.Activation != CollectiveEpilogue::Act::None || E.RmsNorm)
+        return Bad("has a second activation");
+      E.Activation = D->getOp() == OpCode::Relu ? CollectiveEpilogue::Act::Relu
+                                                : CollectiveEpilogue::Act::Gelu;
+      break;
+    case OpCode::RmsNorm:
+      if (E.RmsNorm || !Other ||
+          Other->getType().numElements() != N.getType().Shape.back())
+        return Bad("rmsnorm is not over the last dimension with a weight");
+      E.RmsNorm = true;
+      GammaV = Other;
+      if (const Attribute *A = D->getAttrs().get("eps"))
+        E.Eps = A->getNumber();
+      else
+        E.Eps = 1e-6;
+      break;
+    default:
+      return Bad("op '" + D->getOpName() + "' is not fused by peer kernels");
+    }
+    if (O.V->getType().Dtype != N.getType().Dtype)
+      return Bad("changes the dtype");
+    Cur = O.V;
+  }
+  return E;
+}
+
+class CollectiveRankImpl : public CollectiveRank {
+public:
+  CollectiveRankImpl(const AutotuneOptions &Opts, Communicator &Comm)
+      : Opts(Opts), Comm(Comm) {}
+  ~CollectiveRankImpl() override;
+  Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
+                      const Choice &C, bool Fused,
+                      const std::string &LocalFault) override;
+
+private:
+  struct Buffers {
+    std::string Key;
+    int64_t InElems = 0, OutElems = 0, Cols = 0;
+    DType T = DType::BF16;
+    int Copies = 1;
+    std::vector<CUdeviceptr> In, Out;    // own, per copy
+    std::vector<MtPtrs> PeerIn, PeerOut; // per copy
+    CUdeviceptr Bias = 0, Res = 0, Gamma = 0;
+    std::vector<std::vector<float>> HostIn; // every rank's input
+    std::vector<float> HostBias, HostRes, HostGamma;
+  };
+
+  /// Device, streams, peer access, NCCL, flags; Err says why not.
+  bool init(std::string &Err);
+  bool prepare(const MultiTemplateBufferNode &N, const Workload &W,
+               std::string &Err);
+  void freeBuffers();
+  bool agree(bool Ok) {
+    std::vector<double> V{Ok ? 0.0 : 1.0};
+    return Comm.allReduceMax(V, Opts.ChoiceTimeout) == CommStatus::Ok &&
+           V[0] == 0;
+  }
+  CUfunction kernel(const CollectiveKernel &K, std::string &Err);
+  bool check(const std::string &Bytes, const Workload &W, bool Fused,
+             const CollectiveEpilogue &E, std::string &Msg);
+
+  const AutotuneOptions &Opts;
+  Communicator &Comm;
+  bool Inited = false, InitOk = false;
+  std::string InitError, PeerError;
+  DeviceInfo Dev;
+  const DriverApi *D = nullptr;
+  const NcclApi *Nc = nullptr;
+  std::string NcclError;
+  ncclComm_t NComm = nullptr;
+  CUstream Stream = nullptr;
+  CUevent E0 = nullptr, E1 = nullptr;
+  CUdeviceptr Flags = 0;
+  MtPtrs PeerFlags{};
+  unsigned Epoch = 0;
+  Buffers B;
+  std::map<std::string, CUfunction> Kernels;
+  std::vector<CUmodule> Modules;
+};
+
+CollectiveRankImpl::~CollectiveRankImpl() {
+  if (!InitOk)
+    return;
+  llvm::consumeError(makeCurrent(Dev));
+  freeBuffers();
+  if (NComm)
+    Nc->ncclCommDestroy(NComm);
+  for (CUmodule M : Modules)
+    D->cuModuleUnload(M);
+  if (Flags)
+    D->cuMemFree(Flags);
+}
+
+void CollectiveRankImpl::freeBuffers() {
+  for (CUdeviceptr P : B.In)
+    D->cuMemFree(P);
+  for (CUdeviceptr P : B.Out)
+    D->cuMemFree(P);
+  for (CUdeviceptr P : {B.Bias, B.Res, B.Gamma})
+    if (P)
+      D->cuMemFree(P);
+  B = Buffers();
+}
+
+bool CollectiveRankImpl::init(std::string &Err) {
+  if (Inited) {
+    Err = InitError;
+    return InitOk;
+  }
+  Inited = true;
+  int Count = deviceCount();
+  int Ranks = Comm.size(), Rank = Comm.rank();
+  bool Ok = true;
+  if (Count < Ranks) {
+    InitError = "a " + std::to_string(Ranks) +
+                "-rank collective needs one GPU per rank; this machine has " +
+                std::to_string(Count);
+    Ok = false;
+  }
+  if (Ok) {
+    llvm::Expected<DeviceInfo> I = openDevice(Rank % Count);
+    if (!I) {
+      InitError = llvm::toString(I.takeError());
+      Ok = false;
+    } else {
+      Dev = *I;
+      D = &*loadDriver();
+    }
+  }
+  if (Ok && (D->cuStreamCreate(&Stream, CU_STREAM_NON_BLOCKING) ||
+             D->cuEventCreate(&E0, CU_EVENT_DEFAULT) ||
+             D->cuEventCreate(&E1, CU_EVENT_DEFAULT) ||
+             D->cuMemAlloc(&Flags, CollectiveFlagBytes) ||
+             D->cuMemsetD8Async(Flags, 0, CollectiveFlagBytes, Stream) ||
+             D->cuStreamSynchronize(Stream))) {
+    InitError = "cannot set up a stream, events or flags on device " +
+                std::to_string(Dev.Ordinal);
+    Ok = false;
+  }
+  // Peer access to every other rank's device (a failure only rules out the
+  // peer-memory kernels).
+  if (Ok) {
+    for (int R = 0; R < Ranks; ++R) {
+      int Other = R % Count;
+      if (Other == Dev.Ordinal)
+        continue;
+      int Can = 0;
+      D->cuDeviceCanAccessPeer(&Can, Dev.Ordinal, Other);
+      CUcontext PeerCtx = nullptr;
+      CUdevice PD = 0;
+      D->cuDeviceGet(&PD, Other);
+      if (!Can || D->cuDevicePrimaryCtxRetain(&PeerCtx, PD)) {
+        PeerError = "device " + std::to_string(Dev.Ordinal) +
+                    " cannot access device " + std::to_string(Other);
+        continue;
+      }
+      CUresult Res = D->cuCtxEnablePeerAccess(PeerCtx, 0);
+      if (Res && Res != 704 /*CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED*/)
+        PeerError = "cannot enable peer access from device " +
+                    std::to_string(Dev.Ordinal) + " to device " +
+                    std::to_string(Other) + ": " + D->errorString(Res);
+    }
+  }
+  // Everyone must be set up before NCCL and the flag exchange.
+  if (!agree(Ok)) {
+    if (InitError.empty())
+      InitError = "a peer rank could not set up its GPU";
+    Err = InitError;
+    return false;
+  }
+  // Flag addresses.
+  std::vector<std::string> All;
+  std::string Mine = std::to_string(Flags);
+  if (Comm.allGather(Mine, All, Opts.ChoiceTimeout) != CommStatus::Ok) {
+    Err = InitError = "cannot exchange peer buffer addresses";
+    return false;
+  }
+  for (int R = 0; R < Ranks; ++R)
+    PeerFlags.P[R] = std::stoull(All[R]);
+  // NCCL: the id from rank 0, then every rank joins at once.
+  std::string Id;
+  llvm::Expected<const NcclApi &> NOr = loadNccl();
+  bool NOk = bool(NOr);
+  if (!NOk)
+    NcclError = llvm::toString(NOr.takeError());
+  else
+    Nc = &*NOr;
+  if (NOk && Rank == 0) {
+    ncclUniqueId U;
+    if (ncclResult_t R = Nc->ncclGetUniqueId(&U)) {
+      NcclError = "ncclGetUniqueId failed: " + Nc->errorString(R);
+      NOk = false;
+    } else {
+      Id.assign(U.Internal, sizeof(U.Internal));
+    }
+  }
+  if (!agree(NOk) ||
+      Comm.broadcast(Id, 0, Opts.ChoiceTimeout) != CommStatus::Ok ||
+      Id.size() != sizeof(ncclUniqueId)) {
+    if (NcclError.empty())
+      NcclError = "a peer rank could not open NCCL";
+  } else {
+    ncclUniqueId U;
+    std::memcpy(U.Internal, Id.data(), sizeof(U.Internal));
+    if (ncclResult_t R = Nc->ncclCommInitRank(&NComm, Ranks, U, Rank)) {
+      NcclError = "ncclCommInitRank failed: " + Nc->errorString(R);
+      NComm = nullptr;
+    }
+    if (!agree(NComm != nullptr) && NcclError.empty())
+      NcclError = "ncclCommInitRank failed on a peer rank";
+  }
+  InitOk = true;
+  return true;
+}
+
+bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
+                                 const Workload &W, std::string &Err) {
+  DType T = N.getOperand(0)->getType().Dtype;
+  int64_t InElems = W.Bytes / dtypeBytes(T);
+  int Ranks = Comm.size();
+  int64_t OutElems = InElems;
+  if (W.Collective == CollectiveKind::AllGather)
+    OutElems = InElems * Ranks;
+  if (W.Collective == CollectiveKind::ReduceScatter)
+    OutElems = InElems / Ranks;
+  int64_t Cols = N.getOperand(0)->getType().Shape.empty()
+                     ? InElems
+                     : N.getOperand(0)->getType().Shape.back();
+  if (Cols <= 0 || InElems % Cols)
+    Cols = InElems;
+  std::string Key = std::to_string(InElems) + "/" + std::to_string(Cols) + "/" +
+                    std::string(dtypeName(T)) + "/" +
+                    std::string(collectiveKindName(W.Collective)) + "/" +
+                    N.getName();
+  if (Key == B.Key)
+    return true;
+  // Peers may still be inside a kernel reading our buffers: meet first.
+  if (!B.Key.empty()) {
+    D->cuStreamSynchronize(Stream);
+    Comm.barrier(Opts.ChoiceTimeout);
+    freeBuffers();
+  }
+  B.Key = Key;
+  B.T = T;
+  B.InElems = InElems;
+  B.OutElems = OutElems;
+  B.Cols = Cols;
+  size_t InB = size_t(InElems) * dtypeBytes(T),
+         OutB = size_t(OutElems) * dtypeBytes(T);
+  double L2 = 3.0 * 64 * 1024 * 1024; // 3x the L2 (H200: 60 MiB)
+  B.Copies =
+      int(std::min(8.0, std::max(1.0, std::ceil(L2 / double(InB + OutB)))));
+  std::string Bytes, Scratch;
+  bool Ok = true;
+  B.HostIn.resize(size_t(Ranks));
+  for (int R = 0; R < Ranks; ++R)
+    randomData(Opts.Seed * 1000 + 17 + uint64_t(R), InElems, T,
+               R == Comm.rank() ? Bytes : Scratch, B.HostIn[size_t(R)]);
+  for (int C = 0; C < B.Copies && Ok; ++C) {
+    CUdeviceptr I = 0, O = 0;
+    if (D->cuMemAlloc(&I, InB) || D->cuMemAlloc(&O, OutB) ||
+        D->cuMemcpyHtoD(I, Bytes.data(), InB)) {
+      Ok = false;
+      Err = "cannot allocate " + std::to_string(InB + OutB) +
+            " bytes on device " + std::to_string(Dev.Ordinal);
+    }
+    if (I)
+      B.In.push_back(I);
+    if (O)
+      B.Out.push_back(O);
+  }
+  // Epilogue operands, the same on every rank (replicated tensors).
+  int64_t ColsN = Cols;
+  std::string EB;
+  auto Extra = [&](CUdeviceptr &P, std::vector<float> &H, int64_t Nn,
+                   uint64_t S) {
+    randomData(Opts.Seed * 1000 + S, Nn, T, EB, H);
+    if (S == 903) // rmsnorm weights near 1
+      for (size_t I = 0; I < H.size(); ++I) {
+        float F = 1.0f + 0.25f * H[I];
+        uint16_t Hh = T == DType::BF16 ? toBf16(F) : toF16(F);
+        if (T == DType::F32)
+          std::memcpy(&EB[I * 4], &F, 4);
+        else
+          std::memcpy(&EB[I * 2], &Hh, 2);
+        H[I] = T == DType::BF16  ? fromBf16(Hh)
+               : T == DType::F16 ? fromF16(Hh)
+                                 : F;
+      }
+    if (D->cuMemAlloc(&P, EB.size()) ||
+        D->cuMemcpyHtoD(P, EB.data(), EB.size()))
+      Ok = false;
+  };
+  if (Ok && W.Collective == CollectiveKind::AllReduce) {
+    Extra(B.Bias, B.HostBias, ColsN, 901);
+    Extra(B.Res, B.HostRes, InElems, 902);
+    Extra(B.Gamma, B.HostGamma, ColsN, 903);
+  }
+  if (!agree(Ok)) {
+    if (Err.empty())
+      Err = "a peer rank could not allocate its buffers";
+    freeBuffers();
+    return false;
+  }
+  std::string Mine;
+  for (int C = 0; C < B.Copies; ++C)
+    Mine += std::to_string(B.In[size_t(C)]) + " " +
+            std::to_string(B.Out[size_t(C)]) + " ";
+  std::vector<std::string> All;
+  if (Comm.allGather(Mine, All, Opts.ChoiceTimeout) != CommStatus::Ok) {
+    Err = "cannot exchange peer buffer addresses";
+    freeBuffers();
+    return false;
+  }
+  B.PeerIn.assign(size_t(B.Copies), MtPtrs{});
+  B.PeerOut.assign(size_t(B.Copies), MtPtrs{});
+  for (int R = 0; R < Ranks; ++R) {
+    std::istringstream In(All[size_t(R)]);
+    for (int C = 0; C < B.Copies; ++C)
+      In >> B.PeerIn[size_t(C)].P[R] >> B.PeerOut[size_t(C)].P[R];
+  }
+  return true;
+}
+
+CUfunction CollectiveRankImpl::kernel(const CollectiveKernel &K,
+                                      std::string &Err) {
+  auto It = Kernels.find(K.Name);
+  if (It != Kernels.end())
+    return It->second;
+  std::vector<llvm::Expected<std::string>> Cubins =
+      compileAll({{K.Name, K.Source}}, Dev.Major * 10 + Dev.Minor);
+  if (!Cubins[0]) {
+    Err = "failed to compile: " + llvm::toString(Cubins[0].takeError());
+    return nullptr;
+  }
+  CUmodule M = nullptr;
+  CUfunction F = nullptr;
+  if (CUresult R = D->cuModuleLoadData(&M, Cubins[0]->data())) {
+    Err = "cannot load the module: " + D->errorString(R);
+    return nullptr;
+  }
+  Modules.push_back(M);
+  if (CUresult R = D->cuModuleGetFunction(&F, M, K.Name.c_str())) {
+    Err = "no entry point: " + D->errorString(R);
+    return nullptr;
+  }
+  Kernels[K.Name] = F;
+  return F;
+}
+
+bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
+                               bool Fused, const CollectiveEpilogue &E,
+                               std::string &Msg) {
+  int Ranks = Comm.size(), Rank = Comm.rank();
+  int64_t N = B.OutElems;
+  double E2 = 0, R2 = 0;
+  bool Finite = true;
+  auto Cmp = [&](int64_t I, double Ref) {
+    double V = valueAt(Bytes, I, B.T);
+    if (!std::isfinite(V))
+      Finite = false;
+    E2 += (V - Ref) * (V - Ref);
+    R2 += Ref * Ref;
+  };
+  auto Sum = [&](int64_t I) {
+    double S = 0;
+    for (int R = 0; R < Ranks; ++R)
+      S += B.HostIn[size_t(R)][size_t(I)];
+    return S;
+  };
+  if (W.Collective == CollectiveKind::AllGather) {
+    int64_t Step = std::max<int64_t>(1, N / (1 << 21));
+    for (int64_t I = 0; I < N; I += Step)
+      Cmp(I, B.HostIn[size_t(I / B.InElems)][size_t(I % B.InElems)]);
+  } else if (W.Collective == CollectiveKind::ReduceScatter) {
+    int64_t Step = std::max<int64_t>(1, N / (1 << 21));
+    for (int64_t I = 0; I < N; I += Step)
+      Cmp(I, Sum(Rank * N + I));
+  } else if (!Fused || !E.RmsNorm) {
+    int64_t Step = std::max<int64_t>(1, N / (1 << 21));
+    for (int64_t I = 0; I < N; I += Step) {
+      double X = Sum(I);
+      if (Fused) {
+        if (E.Bias)
+          X += B.HostBias[size_t(I % B.Cols)];
+        if (E.Residual)
+          X += B.HostRes[size_t(I)];
+        if (E.Activation == CollectiveEpilogue::Act::Relu)
+          X = X > 0 ? X : 0;
+        if (E.Activation == CollectiveEpilogue::Act::Gelu)
+          X = 0.5 * X * (1 + std::erf(X / std::sqrt(2.0)));
+      }
+      Cmp(I, X);
+    }
+    // The ragged tail past the last full vector, always.
+    for (int64_t I = std::max<int64_t>(0, N - 16); I < N; ++I)
+      Cmp(I, [&] {
+        double X = Sum(I);
+        if (Fused) {
+          if (E.Bias)
+            X += B.HostBias[size_t(I % B.Cols)];
+          if (E.Residual)
+            X += B.HostRes[size_t(I)];
+          if (E.Activation == CollectiveEpilogue::Act::Relu)
+            X = X > 0 ? X : 0;
+          if (E.Activation == CollectiveEpilogue::Act::Gelu)
+            X = 0.5 * X * (1 + std::erf(X / std::sqrt(2.0)));
+        }
+        return X;
+      }());
+  } else {
+    int64_t Rows = N / B.Cols;
+    int64_t Step = std::max<int64_t>(1, Rows / 64);
+    std::vector<double> X(size_t(B.Cols));
+    for (int64_t Row = 0; Row < Rows;
+         Row = Row + Step < Rows || Row == Rows - 1 ? Row + Step : Rows - 1) {
+      double SS = 0;
+      for (int64_t C = 0; C < B.Cols; ++C) {
+        int64_t I = Row * B.Cols + C;
+        double V = Sum(I);
+        if (E.Bias)
+          V += B.HostBias[size_t(C)];
+        if (E.Residual)
+          V += B.HostRes[size_t(I)];
+        X[size_t(C)] = V;
+        SS += V * V;
+      }
+      double Inv = 1 / std::sqrt(SS / double(B.Cols) + E.Eps);
+      for (int64_t C = 0; C < B.Cols; ++C)
+        Cmp(Row * B.Cols + C, X[size_t(C)] * Inv * B.HostGamma[size_t(C)]);
+    }
+  }
+  double Rel = R2 > 0 ? std::sqrt(E2 / R2) : std::sqrt(E2);
+  if (Finite && Rel <= tol(B.T))
+    return true;
+  Msg = "output on rank " + std::to_string(Rank) +
+        " differs from the fp64 reference: relative error " +
+        llvm::formatv("{0:e2}", Rel).str() + " > " +
+        llvm::formatv("{0:e0}", tol(B.T)).str();
+  return false;
+}
+
+Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
+                                        const Workload &W, const Choice &C,
+                                        bool Fused,
+                                        const std::string &LocalFault) {
+  std::string Err = LocalFault;
+  bool Ok = Err.empty();
+  if (!init(Err) && Ok) {
+    Ok = false;
+  }
+  if (!InitOk)
+    return failedM(ChoiceStatus::Failed, Err);
+  if (llvm::Error E = makeCurrent(Dev)) {
+    Err = llvm::toString(std::move(E));
+    Ok = false;
+  }
+  llvm::Optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+  if (Ok && !A) {
+    Err = "'" + C.Name + "' is no collective algorithm this backend knows";
+    Ok = false;
+  }
+  if (const Attribute *R = N.getAttrs().get("reduce"))
+    if (Ok && R->getString() != "sum") {
+      Err = "only reduce = \"sum\" is timed on GPUs, not \"" +
+            R->getString().str() + "\"";
+      Ok = false;
+    }
+  if (Ok && !prepare(N, W, Err))
+    Ok = false;
+  // The launch.
+  std::function<CUresult(int)> Launch;
+  CollectiveEpilogue Epi;
+  if (Ok && *A == CollectiveAlgo::Nccl) {
+    if (Fused) {
+      Err = "'nccl' is an extern call and cannot fuse";
+      Ok = false;
+    } else if (!NComm) {
+      Err = NcclError;
+      Ok = false;
+    } else {
+      int DT = B.T == DType::BF16  ? ncclBfloat16
+               : B.T == DType::F16 ? ncclFloat16
+                                   : ncclFloat32;
+      size_t Count = size_t(B.InElems);
+      switch (W.Collective) {
+      case CollectiveKind::AllReduce:
+        Launch = [&, DT, Count](int Cp) {
+          return Nc->ncclAllReduce((void *)B.In[size_t(Cp)],
+                                   (void *)B.Out[size_t(Cp)], Count, DT,
+                                   ncclSum, NComm, Stream);
+        };
+        break;
+      case CollectiveKind::AllGather:
+        Launch = [&, DT, Count](int Cp) {
+          return Nc->ncclAllGather((void *)B.In[size_t(Cp)],
+                                   (void *)B.Out[size_t(Cp)], Count, DT, NComm,
+                                   Stream);
+        };
+        break;
+      case CollectiveKind::ReduceScatter:
+        Launch = [&, DT](int Cp) {
+          return Nc->ncclReduceScatter(
+              (void *)B.In[size_t(Cp)], (void *)B.Out[size_t(Cp)],
+              size_t(B.OutElems), DT, ncclSum, NComm, Stream);
+        };
+        break;
+      default:
+        Err = "nccl is not timed for " +
+              std::string(collectiveKindName(W.Collective));
+        Ok = false;
+      }
+    }
+  } else if (Ok) {
+    const Value *BiasV = nullptr, *ResV = nullptr, *GammaV = nullptr;
+    if (Fused) {
+      llvm::Expected<CollectiveEpilogue> EOr =
+          epilogueOf(N, BiasV, ResV, GammaV);
+      if (!EOr) {
+        Err = llvm::toString(EOr.takeError());
+        Ok = false;
+      } else {
+        Epi = *EOr;
+      }
+    }
+    if (Ok && !PeerError.empty()) {
+      Err = PeerError;
+      Ok = false;
+    }
+    CollectiveKernelSpec S;
+    S.Kind = W.Collective;
+    S.Algo = *A;
+    S.Dtype = B.T;
+    S.Ranks = Comm.size();
+    S.Elems = B.InElems;
+    S.Cols = B.Cols;
+    S.SMs = Dev.SMs;
+    S.Epilogue = Epi;
+    CUfunction F = nullptr;
+    CollectiveKernel K;
+    if (Ok) {
+      llvm::Expected<CollectiveKernel> KOr = generateCollectiveKernel(S);
+      if (!KOr) {
+        Err = "no kernel: " + llvm::toString(KOr.takeError());
+        Ok = false;
+      } else {
+        K = *KOr;
+        F = kernel(K, Err);
+        Ok = F != nullptr;
+      }
+    }
+    if (Ok)
+      Launch = [this, F, K](int Cp) {
+        MtPtrs In = B.PeerIn[size_t(Cp)], Out = B.PeerOut[size_t(Cp)],
+               Fl = PeerFlags;
+        unsigned Rank = unsigned(Comm.rank()), Ep = ++Epoch;
+        CUdeviceptr Bi = B.Bias, Re = B.Res, Ga = B.Gamma;
+        void *Args[] = {&In, &Out, &Fl, &Rank, &Ep, &Bi, &Re, &Ga};
+        return D->cuLaunchKernel(F, K.GridX, 1, 1, K.BlockX, 1, 1, 0, Stream,
+                                 Args, nullptr);
+      };
+  }
+  if (!agree(Ok))
+    return failedM(ChoiceStatus::Failed,
+                   Ok ? "a peer rank could not run this choice" : Err);
+
+  // Correctness on every rank.
+  auto Sync = [&] { return D->cuStreamSynchronize(Stream); };
+  std::string Why;
+  Ok = !D->cuMemsetD8Async(B.Out[0], 0xff, size_t(B.OutElems) * dtypeBytes(B.T),
+                           Stream) &&
+       !Sync() && Comm.barrier(Opts.ChoiceTimeout) == CommStatus::Ok;
+  CUresult LR = Ok ? Launch(0) : CUDA_SUCCESS;
+  CUresult SR = Ok ? Sync() : CUDA_SUCCESS;
+  // The peer (two_shot, all-gather) may still be writing into our output
+  // until its kernel ended: meet before reading.
+  Ok = Ok && !LR && !SR && Comm.barrier(Opts.ChoiceTimeout) == CommStatus::Ok;
+  bool Right = false;
+  if (Ok) {
+    std::string Bytes(size_t(B.OutElems) * dtypeBytes(B.T), '\0');
+    Ok = !D->cuMemcpyDtoH(&Bytes[0], B.Out[0], Bytes.size());
+    Right = Ok && check(Bytes, W, Fused, Epi, Why);
+  } else {
+    Why = "the check run failed: " + D->errorString(LR ? LR : SR);
+  }
+  if (!agree(Right))
+    return failedM(Ok ? ChoiceStatus::WrongResult : ChoiceStatus::Failed,
+                   Why.empty() ? "a peer rank's output was wrong" : Why);
+
+  // Warm-up and the launches per sample (the same on every rank).
+  for (unsigned I = 0; I < std::max(2u, Opts.WarmupRuns); ++I)
+    Launch(int(I % unsigned(B.Copies)));
+  Sync();
+  Comm.barrier(Opts.ChoiceTimeout);
+  D->cuEventRecord(E0, Stream);
+  for (int I = 0; I < 5; ++I)
+    Launch(I % B.Copies);
+  D->cuEventRecord(E1, Stream);
+  bool TOk = !D->cuEventSynchronize(E1);
+  float Ms = 0;
+  D->cuEventElapsedTime(&Ms, E0, E1);
+  std::vector<double> Est{TOk ? std::max(0.5, double(Ms) * 1000 / 5) : Inf};
+  if (Comm.allReduceMax(Est, Opts.ChoiceTimeout) != CommStatus::Ok ||
+      !std::isfinite(Est[0]))
+    return failedM(ChoiceStatus::Failed, "a timing run failed");
+  int PerSample =
+      int(std::min(2000.0, std::max(5.0, std::ceil(1000 / Est[0]))));
+  double Budget = Est[0] * PerSample * Opts.BenchRuns / 1000;
+  if (Budget > double(Opts.ChoiceTimeout.count()))
+    return failedM(ChoiceStatus::Timeout, "would run " +
+                                              std::to_string(int(Budget)) +
+                                              " ms, past the choice timeout");
+  std::vector<double> Samples;
+  for (unsigned S = 0; S < std::max(1u, Opts.BenchRuns); ++S) {
+    if (Comm.barrier(Opts.ChoiceTimeout) != CommStatus::Ok)
+      return failedM(ChoiceStatus::Failed, "a peer stopped answering");
+    D->cuEventRecord(E0, Stream);
+    for (int I = 0; I < PerSample; ++I)
+      Launch(int((S * unsigned(PerSample) + unsigned(I)) % unsigned(B.Copies)));
+    D->cuEventRecord(E1, Stream);
+    if (CUresult R = D->cuEventSynchronize(E1))
+      return failedM(ChoiceStatus::Failed,
+                     "kernel failed: " + D->errorString(R));
+    D->cuEventElapsedTime(&Ms, E0, E1);
+    Samples.push_back(double(Ms) * 1000 / PerSample);
+  }
+  std::nth_element(Samples.begin(), Samples.begin() + Samples.size() / 2,
+                   Samples.end());
+  Measurement M;
+  M.Us = Samples[Samples.size() / 2];
+  return M;
+}
+
+} // namespace
+
+std::unique_ptr<CollectiveRank>
+mtsched::createCollectiveRank(const AutotuneOptions &Opts, Communicator &Comm) {
+  return std::make_unique<CollectiveRankImpl>(Opts, Comm);
+}

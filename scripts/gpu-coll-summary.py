@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Markdown table of the 2-GPU all_reduce sweep from a --report JSON.
+
+usage: gpu-coll-summary.py REPORT.json
+Each graph @arN holds one bf16 all_reduce of N bytes per rank followed by a
+residual add and an rmsnorm; the report has every choice's time (max over
+ranks, median of samples), unfused and fused, and the epilogue alone.
+"""
+import json
+import sys
+
+r = json.load(open(sys.argv[1]))
+print("| bytes | nccl us (GB/s) | one_shot us (GB/s) | two_shot us (GB/s) | pick | pick vs fastest "
+      "| nccl + rmsnorm kernel us | fused one_shot us | fused two_shot us | fused speedup | decision |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for n in r["nodes"]:
+    if n.get("op") != "all_reduce":
+        continue
+    b = int(n["graph"].lstrip("@ar").split("_")[0])
+    t = {c["name"]: c for c in n["choices"]}
+
+    def us(c, key="ms"):
+        v = t.get(c, {}).get(key)
+        return None if v is None else v * 1000
+
+    def cell(c):
+        u = us(c)
+        if u is None:
+            return t.get(c, {}).get("status", "-")
+        # bus bandwidth at 2 ranks = algorithm bandwidth = bytes / time
+        return "%.1f (%.0f)" % (u, b / (u * 1e-6) / 1e9)
+
+    unf = {c: us(c) for c in t if us(c) is not None}
+    fastest = min(unf.values()) if unf else None
+    # The autotuner's pick (its all_reduce time against the fastest's).
+    pick = n.get("chosen", "-")
+    epi = n.get("epilogue_ms")
+    nccl_epi = (us("nccl") + epi * 1000) if (us("nccl") is not None and epi is not None) else None
+    f1, f2 = us("one_shot", "fused_ms"), us("two_shot", "fused_ms")
+    fused = [x for x in (f1, f2) if x is not None]
+    unfused_best = (fastest + epi * 1000) if (fastest is not None and epi is not None) else None
+    sp = ("%.2fx" % (nccl_epi / min(fused))) if (fused and nccl_epi) else "-"
+    dec = n.get("chosen", "-") + (" fused" if n.get("epilogue_fused") else "")
+    fmt = lambda x: "-" if x is None else "%.1f" % x
+    print("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        b, cell("nccl"), cell("one_shot"), cell("two_shot"), pick,
+        "+%.1f%%" % (100 * (unf[pick] / fastest - 1)) if pick in unf else "-",
+        fmt(nccl_epi), fmt(f1), fmt(f2), sp, dec))
