@@ -829,9 +829,9 @@ void Autotuner::finish() {
   Result.RankDecisions.assign(Size, {});
   auto Decisions = [&] {
     std::vector<std::pair<std::string, std::string>> D;
+    // In decision order, which every rank shares.
     for (const NodeResult &N : Result.Nodes)
       D.emplace_back(N.Graph + "/" + N.Name, N.Chosen);
-    llvm::sort(D);
     return D;
   };
   auto LocalTimes = [&] {
@@ -859,9 +859,10 @@ void Autotuner::finish() {
                                    : llvm::json::Value(nullptr));
     Nodes.push_back(std::move(A));
   }
-  llvm::json::Object Dec;
+  // A list of pairs, not an object, so the order survives the trip.
+  llvm::json::Array Dec;
   for (const auto &KV : Result.RankDecisions[I.rank()])
-    Dec[KV.first] = KV.second;
+    Dec.push_back(llvm::json::Array{KV.first, KV.second});
   std::string Mine;
   llvm::raw_string_ostream OS(Mine);
   OS << llvm::json::Value(llvm::json::Object{{"local", std::move(Nodes)},
@@ -885,11 +886,15 @@ void Autotuner::finish() {
           Times.push_back(T.getAsNumber().getValueOr(Inf));
         Result.RankLocalUs[R].push_back(std::move(Times));
       }
-    if (const llvm::json::Object *D = O->getObject("decisions"))
-      for (const auto &KV : *D)
+    if (const llvm::json::Array *D = O->getArray("decisions"))
+      for (const llvm::json::Value &Pair : *D) {
+        const llvm::json::Array *KV = Pair.getAsArray();
+        if (!KV || KV->size() != 2)
+          continue;
         Result.RankDecisions[R].emplace_back(
-            KV.first.str(), KV.second.getAsString().getValueOr("").str());
-    llvm::sort(Result.RankDecisions[R]);
+            (*KV)[0].getAsString().getValueOr("").str(),
+            (*KV)[1].getAsString().getValueOr("").str());
+      }
   }
   I.addPhase("gather", msSince(T0));
 }

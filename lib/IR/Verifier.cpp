@@ -383,8 +383,10 @@ void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
           "'%" + N.getName() + "' has no " + What + "; it needs at least one");
     return;
   }
-  llvm::StringSet<> Seen;
-  for (const Choice &C : Choices) {
+  // Choice lists are short: comparing with the earlier entries is cheaper
+  // than hashing, and this runs after every pass.
+  for (size_t I = 0; I < Choices.size(); ++I) {
+    const Choice &C = Choices[I];
     SMLoc Loc = C.Loc.isValid() ? C.Loc : N.getLoc();
     // Choices made by a pass (say from a choices file) would otherwise print
     // as text that does not parse back.
@@ -393,7 +395,8 @@ void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                      N.getName() +
                      "' is not an identifier (a letter or '_', then letters, "
                      "digits, '_' or '.')");
-    else if (!Seen.insert(C.Name).second)
+    else if (llvm::any_of(Choices.take_front(I),
+                          [&](const Choice &P) { return P.Name == C.Name; }))
       error(Loc, "duplicate " + What.drop_back() + " '" + C.Name + "' in '%" +
                      N.getName() + "'");
   }
@@ -402,13 +405,15 @@ void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
 void Verifier::verifyTimings(const MultiTemplateBufferNode &N,
                              llvm::ArrayRef<ChoiceTiming> Timings,
                              llvm::StringRef Clause) {
-  llvm::StringSet<> Seen;
-  for (const ChoiceTiming &T : Timings) {
+  for (size_t I = 0; I < Timings.size(); ++I) {
+    const ChoiceTiming &T = Timings[I];
     SMLoc Loc = T.Loc.isValid() ? T.Loc : N.getLoc();
     if (!N.findChoice(T.Choice))
       error(Loc, Clause + " names '" + T.Choice +
                      "', which is not a choice of '%" + N.getName() + "'");
-    else if (!Seen.insert(T.Choice).second)
+    else if (llvm::any_of(Timings.take_front(I), [&](const ChoiceTiming &P) {
+               return P.Choice == T.Choice;
+             }))
       error(Loc, Clause + " names '" + T.Choice + "' twice");
   }
 }

@@ -1,6 +1,8 @@
 //===- Lowering.cpp - The `lower` pass ------------------------------------===//
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Passes/Diagnostics.h"
+#include <map>
+#include <tuple>
 
 using namespace mtsched;
 
@@ -61,6 +63,10 @@ private:
   }
 
   LoweringOptions Opts;
+  /// Pruned GEMM choice lists by (M, N, K): models repeat the same shapes
+  /// in every layer.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<Choice>>
+      GemmChoices;
 };
 
 } // namespace
@@ -75,7 +81,10 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
     const TensorType &Out = N.getType();
     int64_t M = Out.numElements() / Out.innerDim();
     int64_t K = N.getOperand(0)->getType().innerDim();
-    MTB->getChoices() = Opts.Choices.gemmChoices(M, Out.innerDim(), K);
+    auto [It, New] = GemmChoices.try_emplace({M, Out.innerDim(), K});
+    if (New)
+      It->second = Opts.Choices.gemmChoices(M, Out.innerDim(), K);
+    MTB->getChoices() = It->second;
     return MTB;
   }
   case OpCategory::Collective: {
