@@ -76,7 +76,7 @@ SITE
     echo "== all_reduce sweep, 2 ranks"
     t0=$EPOCHREALTIME
     timeout 400 "$OPT" "$ROOT/bench/allreduce-2gpu.mir" --ranks=2 --pipeline=default --backend=cuda \
-      --no-cache --kernel-cache-dir="$(mktemp -d)" --report="$OUTDIR/allreduce-2gpu.json" \
+      --no-cache --choice-timeout-ms=300000 --kernel-cache-dir="$(mktemp -d)" --report="$OUTDIR/allreduce-2gpu.json" \
       >"$OUTDIR/allreduce-2gpu.out" 2>"$OUTDIR/allreduce-2gpu.err"
     echo "allreduce-2gpu rc=$? wall_s=$(python3 -c "print(round($EPOCHREALTIME - $t0, 2))")" | tee -a "$OUTDIR/summary.txt"
     tail -5 "$OUTDIR/allreduce-2gpu.err"

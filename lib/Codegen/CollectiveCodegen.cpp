@@ -124,11 +124,25 @@ __device__ __forceinline__ void mt_barrier(const MtPtrs &flags, unsigned rank,
   }
   __syncthreads();
 }
+// The call's epoch: one more than this block's counter in the rank's own
+// flag memory, so a captured CUDA graph replays with fresh epochs. Ranks run
+// the same kernels with the same grids in the same order, so block b's
+// counters agree across ranks.
+__device__ __forceinline__ unsigned mt_begin(const MtPtrs &flags,
+                                             unsigned rank) {
+  __shared__ unsigned e;
+  if (threadIdx.x == 0)
+    e = *((volatile unsigned *)flags.p[rank] + 2 * MAXB * 8 + blockIdx.x) + 1;
+  __syncthreads();
+  return e;
+}
 __device__ __forceinline__ void mt_end(const MtPtrs &flags, unsigned rank,
                                        unsigned epoch) {
   __threadfence_system();
   __syncthreads();
   mt_barrier(flags, rank, epoch, 1);
+  if (threadIdx.x == 0)
+    *((volatile unsigned *)flags.p[rank] + 2 * MAXB * 8 + blockIdx.x) = epoch;
 }
 __device__ __forceinline__ float mt_block_sum(float v, float *red) {
   for (int o = 16; o > 0; o >>= 1)
@@ -165,8 +179,9 @@ __device__ __forceinline__ float mt_epi(float x, long long e, const T *bias,
 // pushes it to every rank.
 static const char *FlatAllReduce = R"(
 extern "C" __global__ void __launch_bounds__(512)
-NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank, unsigned epoch,
+NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
      const T *bias, const T *res, const T *gamma) {
+  const unsigned epoch = mt_begin(flags, rank);
   const long long n = NELEMS, nv = n / VEC;
   long long lo = 0, hi = nv;
 #if TWO_SHOT
@@ -250,8 +265,9 @@ __device__ __forceinline__ void stE(T *p, const float *f) {
 #endif
 }
 extern "C" __global__ void __launch_bounds__(BT)
-NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank, unsigned epoch,
+NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
      const T *bias, const T *res, const T *gamma) {
+  const unsigned epoch = mt_begin(flags, rank);
   __shared__ float red[32];
   const long long rows = NELEMS / COLS;
   long long lo = 0, hi = rows;
@@ -313,8 +329,9 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank, unsigned epoch,
 // out[j] = sum_r in_r[rank * m + j], m = n / W.
 static const char *P2P = R"(
 extern "C" __global__ void __launch_bounds__(512)
-NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank, unsigned epoch,
+NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
      const T *bias, const T *res, const T *gamma) {
+  const unsigned epoch = mt_begin(flags, rank);
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long stride = (long long)gridDim.x * blockDim.x;
   mt_barrier(flags, rank, epoch, 0);

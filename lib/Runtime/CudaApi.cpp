@@ -111,6 +111,15 @@ llvm::Expected<const DriverApi &> cuda::loadDriver() {
     Lib.get(A.cuGetErrorString, {"cuGetErrorString"}, M);
     Lib.get(A.cuDeviceCanAccessPeer, {"cuDeviceCanAccessPeer"}, M);
     Lib.get(A.cuCtxEnablePeerAccess, {"cuCtxEnablePeerAccess"}, M);
+    std::string Optional; // graphs: missing ones only disable capture
+    Lib.get(A.cuStreamBeginCapture,
+            {"cuStreamBeginCapture_v2", "cuStreamBeginCapture"}, Optional);
+    Lib.get(A.cuStreamEndCapture, {"cuStreamEndCapture"}, Optional);
+    Lib.get(A.cuGraphInstantiateWithFlags, {"cuGraphInstantiateWithFlags"},
+            Optional);
+    Lib.get(A.cuGraphLaunch, {"cuGraphLaunch"}, Optional);
+    Lib.get(A.cuGraphExecDestroy, {"cuGraphExecDestroy"}, Optional);
+    Lib.get(A.cuGraphDestroy, {"cuGraphDestroy"}, Optional);
     if (!M.empty())
       L.Error = Lib.Path + " lacks " + M + " (driver too old?)";
   });

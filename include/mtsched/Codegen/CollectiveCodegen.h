@@ -17,8 +17,12 @@
 // residual add, then relu or gelu, or a residual add then rmsnorm over the
 // last dimension (one block per row; one kernel).
 //
+// The epoch is one more than a per-block counter in the rank's own flag
+// memory (the kernel bumps it), so launches can be captured in a CUDA graph
+// and replayed.
+//
 // Kernel parameters, in order: MtPtrs ins, MtPtrs outs, MtPtrs flags,
-// unsigned rank, unsigned epoch, const T *bias, const T *residual,
+// unsigned rank, const T *bias, const T *residual,
 // const T *gamma (unused ones may be null); MtPtrs is a struct of 8 device
 // pointers passed by value (one per rank).
 //
@@ -38,8 +42,10 @@ namespace mtsched {
 constexpr int MaxCollectiveRanks = 8;
 constexpr int MaxCollectiveBlocks = 256;
 /// Bytes of each rank's flag array.
+/// Bytes of each rank's flag memory (zeroed once): two barrier phases of
+/// per-block, per-peer slots, then one epoch counter per block.
 constexpr size_t CollectiveFlagBytes =
-    2 * MaxCollectiveBlocks * MaxCollectiveRanks * sizeof(unsigned);
+    3 * MaxCollectiveBlocks * MaxCollectiveRanks * sizeof(unsigned);
 
 struct CollectiveEpilogue {
   enum class Act { None, Relu, Gelu };

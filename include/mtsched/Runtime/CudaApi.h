@@ -25,6 +25,8 @@ using CUmodule = struct CUmod_st *;
 using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
 using CUevent = struct CUevent_st *;
+using CUgraph = struct CUgraph_st *;
+using CUgraphExec = struct CUgraphExec_st *;
 using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram *;
 using cublasHandle_t = struct cublasContext *;
@@ -39,6 +41,7 @@ constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
 constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 constexpr int CU_EVENT_DEFAULT = 0;
 constexpr int CU_STREAM_NON_BLOCKING = 1;
+constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 constexpr int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
 constexpr int CUBLAS_COMPUTE_32F = 68;
 constexpr int CUBLAS_OP_N = 0;
@@ -78,6 +81,15 @@ struct DriverApi {
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuDeviceCanAccessPeer)(int *, CUdevice, CUdevice);
   CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
+  /// CUDA graphs; null where the driver lacks them (callers then launch
+  /// eagerly).
+  CUresult (*cuStreamBeginCapture)(CUstream, int) = nullptr;
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph *) = nullptr;
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph,
+                                          unsigned long long) = nullptr;
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*cuGraphExecDestroy)(CUgraphExec) = nullptr;
+  CUresult (*cuGraphDestroy)(CUgraph) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char **);
 
   /// "CUDA_ERROR_X (text)" for a result code.
