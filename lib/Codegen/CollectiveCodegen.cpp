@@ -108,13 +108,24 @@ __device__ __forceinline__ void mt_barrier(const MtPtrs &flags, unsigned rank,
   if (threadIdx.x < W) {
     unsigned slot = (phase * MAXB + blockIdx.x) * 8;
     unsigned *remote = (unsigned *)flags.p[threadIdx.x] + slot + rank;
-    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(remote), "r"(epoch)
-                 : "memory");
     unsigned *mine = (unsigned *)flags.p[rank] + slot + threadIdx.x;
+    // Entry (phase 0) orders nothing of this kernel: the inputs were written
+    // by earlier kernels. Exit (phase 1) releases this block's reads and
+    // writes (ordered before it by __syncthreads) and acquires the peers'.
+    if (phase == 0)
+      asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(remote),
+                   "r"(epoch)
+                   : "memory");
+    else
+      asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(remote),
+                   "r"(epoch)
+                   : "memory");
     long long t0 = clock64();
     while (true) {
       unsigned v;
-      asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(mine)
+      asm volatile("ld.acquire.sys.global.u32 %0, [%1];"
+                   : "=r"(v)
+                   : "l"(mine)
                    : "memory");
       if ((int)(v - epoch) >= 0)
         break;
@@ -138,7 +149,6 @@ __device__ __forceinline__ unsigned mt_begin(const MtPtrs &flags,
 }
 __device__ __forceinline__ void mt_end(const MtPtrs &flags, unsigned rank,
                                        unsigned epoch) {
-  __threadfence_system();
   __syncthreads();
   mt_barrier(flags, rank, epoch, 1);
   if (threadIdx.x == 0)
