@@ -106,6 +106,8 @@ struct LoadedKernel {
   std::string Error; // generation, compilation or load failure
   CUmodule Mod = nullptr;
   CUfunction Fn = nullptr;
+  /// K's tensor maps per rotated input copy, encoded on first launch.
+  std::map<int, std::vector<CUtensorMap>> Maps;
 };
 
 /// Everything the choices of one node at one size share.
@@ -120,6 +122,39 @@ struct Prepared {
   std::map<std::string, LoadedKernel> Kernels;
   std::string Error;
 };
+
+/// Why kernel K cannot run on device Info, or empty if it can.
+std::string unsupportedReason(const KernelSource &K, const DeviceInfo &Info,
+                              const DriverApi &D) {
+  if (!K.NeedsSm90a)
+    return "";
+  // sm_90a code runs on compute capability 9.0 only.
+  if (Info.Major != 9 || Info.Minor != 0)
+    return "needs an sm_90 GPU (wgmma, TMA); " + Info.Name + " is sm_" +
+           std::to_string(Info.Major) + std::to_string(Info.Minor);
+  if (!K.TensorMaps.empty() && !D.cuTensorMapEncodeTiled)
+    return "the CUDA driver lacks cuTensorMapEncodeTiled (TMA)";
+  return "";
+}
+
+/// Encodes K's tensor maps over its inputs at Ptrs (K.Inputs order).
+CUresult encodeTensorMaps(const DriverApi &D, const KernelSource &K,
+                          llvm::ArrayRef<CUdeviceptr> Ptrs,
+                          std::vector<CUtensorMap> &Out) {
+  Out.assign(K.TensorMaps.size(), CUtensorMap());
+  const uint32_t ElementStrides[3] = {1, 1, 1};
+  for (size_t I = 0; I < K.TensorMaps.size(); ++I) {
+    const TensorMapParam &T = K.TensorMaps[I];
+    if (CUresult R = D.cuTensorMapEncodeTiled(
+            &Out[I], CU_TENSOR_MAP_DATA_TYPE_UINT16, 3,
+            reinterpret_cast<void *>(Ptrs[T.Input]), T.Dims, T.Strides, T.Box,
+            ElementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
+      return R;
+  }
+  return CUDA_SUCCESS;
+}
 
 Measurement failed(ChoiceStatus S, std::string Msg) {
   Measurement M;
@@ -249,8 +284,7 @@ private:
   Measurement run(const std::function<CUresult(int)> &Launch, Prepared &P,
                   const DevBuf *Out, DType OutType,
                   const std::vector<std::vector<double>> &Ref);
-  CUresult launch(const LoadedKernel &L, Prepared &P, const DevBuf *Out,
-                  int Copy);
+  CUresult launch(LoadedKernel &L, Prepared &P, const DevBuf *Out, int Copy);
 
 public:
   /// The rank's communicator (multi-rank collectives need it).
@@ -303,8 +337,11 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
       return;
     }
     L.K = std::move(*K);
+    L.Error = unsupportedReason(L.K, G.Info, *G.D);
+    if (!L.Error.empty())
+      return;
     Keys.push_back(Key);
-    Jobs.push_back({L.K.Name, L.K.Source});
+    Jobs.push_back({L.K.Name, L.K.Source, L.K.NeedsSm90a});
   };
   bool HasEpi = !N.getEpilogue().empty();
   for (const Choice &C : N.getChoices()) {
@@ -473,13 +510,23 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   return P;
 }
 
-CUresult CudaBenchmarker::launch(const LoadedKernel &L, Prepared &P,
+CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
                                  const DevBuf *Out, int Copy) {
   std::vector<CUdeviceptr> Ptrs;
   for (const Value *V : L.K.Inputs)
     Ptrs.push_back(P.Dev[V][Copy].P);
-  Ptrs.push_back(Out[Copy].P);
   std::vector<void *> Args;
+  if (!L.K.TensorMaps.empty()) {
+    auto [It, New] = L.Maps.try_emplace(Copy);
+    if (New)
+      if (CUresult R = encodeTensorMaps(*G.D, L.K, Ptrs, It->second)) {
+        L.Maps.erase(It);
+        return R;
+      }
+    for (CUtensorMap &Map : It->second)
+      Args.push_back(&Map);
+  }
+  Ptrs.push_back(Out[Copy].P);
   for (CUdeviceptr &X : Ptrs)
     Args.push_back(&X);
   return G.D->cuLaunchKernel(L.Fn, L.K.GridX, L.K.GridY, L.K.GridZ, L.K.BlockX,
@@ -764,7 +811,10 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
     if (!KOr)
       return KOr.takeError();
     KernelSource &K = *KOr;
-    auto C = compileAll({{K.Name, K.Source}}, Arch);
+    std::string Why = unsupportedReason(K, Gp.Info, D);
+    if (!Why.empty())
+      return err("'" + K.Name + "' " + Why);
+    auto C = compileAll({{K.Name, K.Source, K.NeedsSm90a}}, Arch);
     if (!C[0])
       return C[0].takeError();
     CUmodule Mod;
@@ -785,7 +835,14 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
         return E;
       Ptrs.push_back(Dev[V]);
     }
+    std::vector<CUtensorMap> Maps;
+    if (CUresult R = encodeTensorMaps(
+            D, K, llvm::makeArrayRef(Ptrs).take_front(K.Inputs.size()), Maps))
+      return err("cannot encode the tensor maps of '" + K.Name +
+                 "': " + D.errorString(R));
     std::vector<void *> Args;
+    for (CUtensorMap &Map : Maps)
+      Args.push_back(&Map);
     for (CUdeviceptr &X : Ptrs)
       Args.push_back(&X);
     if (CUresult R =

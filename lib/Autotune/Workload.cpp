@@ -114,8 +114,10 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     if (C.isExtern())
       return externGemmTimeUs(D, W.Gemm);
     if (llvm::Optional<GemmTileConfig> T = gemmTileOf(C))
-      return gemmTimeUs(
-          D, W.Gemm, GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages}, Epi);
+      return gemmTimeUs(D, W.Gemm,
+                        GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages,
+                                 T->Template == GemmTemplate::Wgmma},
+                        Epi);
     return Inf;
   case Workload::Kind::Collective: {
     llvm::Optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);

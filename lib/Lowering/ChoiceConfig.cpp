@@ -10,13 +10,19 @@ using namespace mtsched;
 ChoiceConfig ChoiceConfig::getDefault() {
   ChoiceConfig C;
   // Tile shapes in the spirit of Inductor's mm configs: large tiles for
-  // prefill-sized M, narrow ones for decode-sized M.
+  // prefill-sized M, narrow ones for decode-sized M. Then the Hopper wgmma
+  // tiles, BK = 64 (one 128-byte swizzled row of bf16), as deep as shared
+  // memory allows.
   C.GemmTiles = {
       {128, 256, 64, 8, 3}, {256, 128, 64, 8, 3}, {128, 128, 64, 4, 3},
       {128, 128, 32, 4, 4}, {128, 64, 64, 4, 4},  {64, 128, 64, 4, 4},
       {64, 64, 64, 4, 4},   {32, 64, 64, 4, 4},   {16, 128, 128, 4, 4},
       {16, 64, 128, 4, 5},
   };
+  for (GemmTileConfig T :
+       {wgmmaTile(128, 256, 64, 4), wgmmaTile(128, 128, 64, 6),
+        wgmmaTile(64, 256, 64, 4), wgmmaTile(64, 128, 64, 6)})
+    C.GemmTiles.push_back(T);
   C.GemmExterns = {"extern.cublas"};
   C.AllReduce = {"nccl", "one_shot", "two_shot"};
   C.AllGather = {"nccl", "p2p"};
@@ -25,14 +31,23 @@ ChoiceConfig ChoiceConfig::getDefault() {
   return C;
 }
 
+GemmTileConfig mtsched::wgmmaTile(int BM, int BN, int BK, int Stages) {
+  GemmTileConfig T{BM, BN, BK, (std::max(BM, 64) / 64 + 1) * 4, Stages};
+  T.Template = GemmTemplate::Wgmma;
+  return T;
+}
+
 std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
-  return "gemm_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
-         std::to_string(T.BK) + "_w" + std::to_string(T.Warps) + "_s" +
+  std::string Tile = std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
+                     std::to_string(T.BK);
+  if (T.Template == GemmTemplate::Wgmma)
+    return "gemm_wg_" + Tile + "_s" + std::to_string(T.Stages);
+  return "gemm_" + Tile + "_w" + std::to_string(T.Warps) + "_s" +
          std::to_string(T.Stages);
 }
 
 llvm::Optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
-  // gemm_<BM>x<BN>x<BK>_w<warps>_s<stages>
+  // gemm_<BM>x<BN>x<BK>_w<warps>_s<stages> or gemm_wg_<BM>x<BN>x<BK>_s<stages>
   llvm::StringRef S(C.Name);
   GemmTileConfig T;
   auto Int = [&](int &Out, char Sep) {
@@ -43,9 +58,17 @@ llvm::Optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
     S = S.drop_front(std::min(S.size(), End + 1));
     return true;
   };
-  if (!S.consume_front("gemm_") || !Int(T.BM, 'x') || !Int(T.BN, 'x') ||
-      !Int(T.BK, '_') || !S.consume_front("w") || !Int(T.Warps, '_') ||
-      !S.consume_front("s") || !Int(T.Stages, 0))
+  if (!S.consume_front("gemm_"))
+    return llvm::None;
+  if (S.consume_front("wg_")) {
+    if (!Int(T.BM, 'x') || !Int(T.BN, 'x') || !Int(T.BK, '_') ||
+        !S.consume_front("s") || !Int(T.Stages, 0))
+      return llvm::None;
+    return wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
+  }
+  if (!Int(T.BM, 'x') || !Int(T.BN, 'x') || !Int(T.BK, '_') ||
+      !S.consume_front("w") || !Int(T.Warps, '_') || !S.consume_front("s") ||
+      !Int(T.Stages, 0))
     return llvm::None;
   return T;
 }
@@ -54,8 +77,8 @@ static int64_t roundUpPow2(int64_t V) {
   return std::max<int64_t>(16, llvm::PowerOf2Ceil(uint64_t(V)));
 }
 
-std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N,
-                                              int64_t K) const {
+std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
+                                              DType Dtype) const {
   std::vector<Choice> Out;
   auto Add = [&](const GemmTileConfig &T) {
     Choice C;
@@ -68,19 +91,26 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N,
         return;
     Out.push_back(std::move(C));
   };
+  bool WgmmaFits =
+      (Dtype == DType::BF16 || Dtype == DType::F16) && K % 8 == 0 && N % 8 == 0;
   // A tile larger than the (power-of-two rounded) problem only wastes work.
   for (const GemmTileConfig &T : GemmTiles)
     if (T.BM <= roundUpPow2(M) && T.BN <= roundUpPow2(N) &&
-        T.BK <= roundUpPow2(K))
+        T.BK <= roundUpPow2(K) &&
+        (T.Template != GemmTemplate::Wgmma || WgmmaFits))
       Add(T);
-  if (Out.empty() && !GemmTiles.empty()) {
-    // Keep the smallest tile so tiny problems still have a template.
-    const GemmTileConfig *Smallest = &GemmTiles.front();
+  if (Out.empty()) {
+    // Keep the smallest mma.sync tile so tiny problems still have a template
+    // that runs anywhere.
+    const GemmTileConfig *Smallest = nullptr;
     for (const GemmTileConfig &T : GemmTiles)
-      if (int64_t(T.BM) * T.BN * T.BK <
-          int64_t(Smallest->BM) * Smallest->BN * Smallest->BK)
+      if (T.Template == GemmTemplate::MmaSync &&
+          (!Smallest || int64_t(T.BM) * T.BN * T.BK < int64_t(Smallest->BM) *
+                                                          Smallest->BN *
+                                                          Smallest->BK))
         Smallest = &T;
-    Add(*Smallest);
+    if (Smallest)
+      Add(*Smallest);
   }
   for (const std::string &E : GemmExterns)
     if (!Disabled.count(E))
@@ -166,19 +196,35 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
       if (!O)
         return fileError(Path, "'gemm_tiles' must be a list of objects");
       GemmTileConfig T;
+      // A wgmma tile derives its warps from BM, so it names no "warps".
+      bool Wgmma = false;
+      if (const llvm::json::Value *Tmpl = O->get("template")) {
+        llvm::Optional<llvm::StringRef> Name = Tmpl->getAsString();
+        if (!Name || (*Name != "wgmma" && *Name != "mma"))
+          return fileError(Path,
+                           "gemm tile field 'template' must be \"mma\" or "
+                           "\"wgmma\"");
+        Wgmma = *Name == "wgmma";
+      }
       std::pair<const char *, int *> Fields[] = {{"bm", &T.BM},
                                                  {"bn", &T.BN},
                                                  {"bk", &T.BK},
                                                  {"warps", &T.Warps},
                                                  {"stages", &T.Stages}};
       for (auto &F : Fields) {
+        if (Wgmma && llvm::StringRef(F.first) == "warps") {
+          if (O->get("warps"))
+            return fileError(Path, "a wgmma gemm tile takes no 'warps' (one "
+                                   "consumer warpgroup per 64 rows)");
+          continue;
+        }
         llvm::Optional<int64_t> V = O->getInteger(F.first);
         if (!V || *V <= 0 || *V > 1024)
           return fileError(Path, "gemm tile field '" + llvm::Twine(F.first) +
                                      "' must be an integer in [1, 1024]");
         *F.second = int(*V);
       }
-      GemmTiles.push_back(T);
+      GemmTiles.push_back(Wgmma ? wgmmaTile(T.BM, T.BN, T.BK, T.Stages) : T);
     }
   }
   if (llvm::Error E = readNames(*Root, "gemm_externs", Path, GemmExterns))

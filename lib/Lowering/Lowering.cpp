@@ -63,9 +63,9 @@ private:
   }
 
   LoweringOptions Opts;
-  /// Pruned GEMM choice lists by (M, N, K): models repeat the same shapes
-  /// in every layer.
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<Choice>>
+  /// Pruned GEMM choice lists by (M, N, K, dtype): models repeat the same
+  /// shapes in every layer.
+  std::map<std::tuple<int64_t, int64_t, int64_t, DType>, std::vector<Choice>>
       GemmChoices;
 };
 
@@ -81,9 +81,10 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
     const TensorType &Out = N.getType();
     int64_t M = Out.numElements() / Out.innerDim();
     int64_t K = N.getOperand(0)->getType().innerDim();
-    auto [It, New] = GemmChoices.try_emplace({M, Out.innerDim(), K});
+    DType Dt = N.getOperand(0)->getType().Dtype;
+    auto [It, New] = GemmChoices.try_emplace({M, Out.innerDim(), K, Dt});
     if (New)
-      It->second = Opts.Choices.gemmChoices(M, Out.innerDim(), K);
+      It->second = Opts.Choices.gemmChoices(M, Out.innerDim(), K, Dt);
     MTB->getChoices() = It->second;
     return MTB;
   }

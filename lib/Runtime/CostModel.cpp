@@ -69,6 +69,13 @@ constexpr double MinOutputsPerWarp = 128;
 /// Warps needed to use all four tensor-core sub-partitions of an SM.
 constexpr double WarpsForFullSM = 4;
 
+// The wgmma template (gemm_wg_*): TMA fills the stages without the threads'
+// help and each consumer warpgroup issues 64 x BN MMAs straight from shared
+// memory, as the library's kernels do; its main loop reaches this share of
+// the library's efficiency for the same tile intensity (measured on H200:
+// 128x256x64 with 4 stages 197 us at 4096^3 against cuBLAS's 173 us).
+constexpr double WgmmaShareOfExtern = 0.9;
+
 // Extern (cuBLAS-like) GEMM: its best large tile's main loop runs at
 // ExternEff of peak, calibrated to cuBLAS at 4096^3 bf16 on H200 in
 // ANCHORS.md (175 us = 786 TFLOP/s, output write and launch included).
@@ -260,6 +267,13 @@ double mtsched::gemmTimeUs(const DeviceDesc &D, const GemmProblem &P,
   if (emptyProblem(P))
     return D.LaunchUs;
   double StageFactor = 1 - StageLoss / (double(T.Stages) * T.Stages);
+  if (T.Wgmma) {
+    double Eff = ExternEff * WgmmaShareOfExtern * StageFactor *
+                 intensityFactor(D, T.BM, T.BN, P.Dtype) /
+                 intensityFactor(D, 256, 128, P.Dtype);
+    GemmKernel K{T.BM, T.BN, T.BK, T.Warps, T.Stages, 1, Eff};
+    return gemmKernelUs(D, P, K, Fused);
+  }
   double BkFactor = T.BK / (T.BK + BkHalf);
   double WarpFactor =
       std::min(1.0, T.Warps / WarpsForFullSM) *

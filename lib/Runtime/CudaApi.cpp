@@ -120,6 +120,7 @@ llvm::Expected<const DriverApi &> cuda::loadDriver() {
     Lib.get(A.cuGraphLaunch, {"cuGraphLaunch"}, Optional);
     Lib.get(A.cuGraphExecDestroy, {"cuGraphExecDestroy"}, Optional);
     Lib.get(A.cuGraphDestroy, {"cuGraphDestroy"}, Optional);
+    Lib.get(A.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, Optional);
     if (!M.empty())
       L.Error = Lib.Path + " lacks " + M + " (driver too old?)";
   });
@@ -254,13 +255,19 @@ llvm::Error cuda::makeCurrent(const DeviceInfo &Info) {
   return llvm::Error::success();
 }
 
-std::string cuda::compileOptionsKey(int Arch) {
+static std::string archOption(int Arch, bool ArchSpecific) {
   return "--gpu-architecture=sm_" + std::to_string(Arch) +
+         (ArchSpecific ? "a" : "");
+}
+
+std::string cuda::compileOptionsKey(int Arch, bool ArchSpecific) {
+  return archOption(Arch, ArchSpecific) +
          " -std=c++17 --use_fast_math -default-device";
 }
 
-llvm::Expected<std::string>
-cuda::compileToCubin(llvm::StringRef Source, llvm::StringRef Name, int Arch) {
+llvm::Expected<std::string> cuda::compileToCubin(llvm::StringRef Source,
+                                                 llvm::StringRef Name, int Arch,
+                                                 bool ArchSpecific) {
   llvm::Expected<const NvrtcApi &> NOr = loadNvrtc();
   if (!NOr)
     return NOr.takeError();
@@ -271,7 +278,7 @@ cuda::compileToCubin(llvm::StringRef Source, llvm::StringRef Name, int Arch) {
                                            0, nullptr, nullptr))
     return err("nvrtcCreateProgram failed: " +
                llvm::Twine(N.nvrtcGetErrorString(R)));
-  std::string ArchOpt = "--gpu-architecture=sm_" + std::to_string(Arch);
+  std::string ArchOpt = archOption(Arch, ArchSpecific);
   const char *Opts[] = {ArchOpt.c_str(), "-std=c++17", "--use_fast_math",
                         "-default-device"};
   nvrtcResult R = N.nvrtcCompileProgram(Prog, 4, Opts);

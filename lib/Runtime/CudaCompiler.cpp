@@ -55,7 +55,8 @@ static std::string cacheKey(const CompileJob &J, int Arch) {
   else
     llvm::consumeError(NOr.takeError());
   std::string Blob =
-      J.Source + '\0' + compileOptionsKey(Arch) + '\0' + J.Name + '\0' +
+      J.Source + '\0' + compileOptionsKey(Arch, J.ArchSpecific) + '\0' +
+      J.Name + '\0' +
       (N ? std::to_string(N->Major) + "." + std::to_string(N->Minor)
          : std::string("?"));
   // Always 16 digits: the entry header stores the key at a fixed width.
@@ -129,7 +130,8 @@ cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch) {
         Ok[I] = std::move(*Hit);
         return;
       }
-    llvm::Expected<std::string> C = compileToCubin(J.Source, J.Name, Arch);
+    llvm::Expected<std::string> C =
+        compileToCubin(J.Source, J.Name, Arch, J.ArchSpecific);
     if (!C) {
       ++kernelStats().Failed;
       Errors[I] = llvm::toString(C.takeError());

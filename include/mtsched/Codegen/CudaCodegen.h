@@ -3,8 +3,10 @@
 // Generates self-contained CUDA C++ (no toolkit headers) for
 //   * a GEMM choice `gemm_BMxBNxBK_wW_sS`: bf16/f16 on tensor cores
 //     (mma.sync m16n8k16, ldmatrix, cp.async with S stages), f32 on CUDA
-//     cores; optionally with its epilogue chain fused, a row reduction
-//     (rmsnorm, softmax) included when BN covers the row;
+//     cores; or `gemm_wg_BMxBNxBK_sS`: bf16/f16 on Hopper (sm_90a: wgmma fed
+//     by TMA through S stages, a producer warpgroup and one consumer
+//     warpgroup per 64 rows); optionally with its epilogue chain fused, a
+//     row reduction (rmsnorm, softmax) included when BN covers the row;
 //   * a fused kernel group of pointwise ops and reductions over the last
 //     dimension (sum, max, softmax, rmsnorm), one kernel per group.
 // Every kernel is `extern "C" __global__`, specialised to its shapes, and
@@ -18,10 +20,25 @@
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "llvm/Support/Error.h"
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace mtsched {
+
+/// A TMA tensor map (CUtensorMap) over one input of 2-byte elements, 128-byte
+/// swizzle, zeros out of bounds. The launcher encodes it with the input's
+/// device address and passes it by value.
+struct TensorMapParam {
+  /// Index into KernelSource::Inputs.
+  unsigned Input = 0;
+  /// Sizes in elements, innermost first.
+  uint64_t Dims[3] = {1, 1, 1};
+  /// Byte strides of dimensions 1 and 2.
+  uint64_t Strides[2] = {0, 0};
+  /// Elements copied per request, innermost first.
+  uint32_t Box[3] = {1, 1, 1};
+};
 
 struct KernelSource {
   /// The entry point's name (also used for the dumped file's name).
@@ -35,6 +52,10 @@ struct KernelSource {
   unsigned BlockX = 1;
   /// Dynamic shared memory in bytes.
   unsigned SharedBytes = 0;
+  /// Kernel parameters before the inputs' pointers.
+  std::vector<TensorMapParam> TensorMaps;
+  /// Compiled for sm_90a (wgmma, setmaxnreg, TMA): runs on sm_90 GPUs only.
+  bool NeedsSm90a = false;
 };
 
 /// Rows of a tensor seen as [rows, inner dim].

@@ -16,9 +16,22 @@
 
 namespace mtsched {
 
+/// Which GEMM template a tile instantiates.
+enum class GemmTemplate {
+  /// mma.sync + ldmatrix + cp.async: any sm_80+ GPU, any dtype.
+  MmaSync,
+  /// wgmma + TMA with producer/consumer warpgroups: sm_90a, bf16/f16 only.
+  Wgmma,
+};
+
 struct GemmTileConfig {
   int BM, BN, BK, Warps, Stages;
+  GemmTemplate Template = GemmTemplate::MmaSync;
 };
+
+/// A wgmma tile: one consumer warpgroup per 64 rows of BM plus the producer
+/// warpgroup, so its warps follow from BM.
+GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 
 struct ChoiceConfig {
   std::vector<GemmTileConfig> GemmTiles;
@@ -38,13 +51,16 @@ struct ChoiceConfig {
   llvm::Error loadFile(llvm::StringRef Path);
 
   /// Candidates for a matmul with the given result problem, pruned to tiles
-  /// that fit the shape, then the extern choices.
-  std::vector<Choice> gemmChoices(int64_t M, int64_t N, int64_t K) const;
+  /// that fit the shape, then the extern choices. wgmma tiles are offered
+  /// only where they can run on an sm_90 GPU: bf16/f16 operands with K and
+  /// N multiples of 8 (TMA needs 16-byte row strides).
+  std::vector<Choice> gemmChoices(int64_t M, int64_t N, int64_t K,
+                                  DType Dtype) const;
   /// Candidates for a built-in collective.
   std::vector<Choice> collectiveChoices(CollectiveKind K) const;
 };
 
-/// `gemm_128x64x32_w4_s3`.
+/// `gemm_128x64x32_w4_s3`, or `gemm_wg_128x256x64_s4` for a wgmma tile.
 std::string gemmChoiceName(const GemmTileConfig &T);
 /// The tile a gemm choice's name describes, if it is one.
 llvm::Optional<GemmTileConfig> gemmTileOf(const Choice &C);

@@ -31,6 +31,8 @@ struct GemmProblem {
 /// the shared-memory software pipeline.
 struct GemmTile {
   int BM, BN, BK, Warps, Stages;
+  /// The Hopper template (wgmma fed by TMA) rather than mma.sync.
+  bool Wgmma = false;
 };
 
 /// The pointwise / row-reduction chain that follows a producer. An empty

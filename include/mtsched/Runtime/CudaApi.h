@@ -12,6 +12,7 @@
 
 #include "llvm/Support/Error.h"
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace mtsched {
@@ -46,6 +47,16 @@ constexpr int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
 constexpr int CUBLAS_COMPUTE_32F = 68;
 constexpr int CUBLAS_OP_N = 0;
 constexpr int CUBLAS_GEMM_DEFAULT = -1;
+constexpr int CU_TENSOR_MAP_DATA_TYPE_UINT16 = 1;
+constexpr int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
+constexpr int CU_TENSOR_MAP_SWIZZLE_128B = 3;
+constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3;
+constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0; // zeros
+
+/// A TMA descriptor, passed to kernels by value.
+struct alignas(128) CUtensorMap {
+  unsigned long long Opaque[16];
+};
 
 /// The driver API (libcuda.so.1).
 struct DriverApi {
@@ -91,6 +102,12 @@ struct DriverApi {
   CUresult (*cuGraphExecDestroy)(CUgraphExec) = nullptr;
   CUresult (*cuGraphDestroy)(CUgraph) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char **);
+  /// TMA descriptors (CUDA 12+); null where the driver lacks it (the wgmma
+  /// GEMM template then fails).
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *, int, uint32_t, void *,
+                                     const uint64_t *, const uint64_t *,
+                                     const uint32_t *, const uint32_t *, int,
+                                     int, int, int) = nullptr;
 
   /// "CUDA_ERROR_X (text)" for a result code.
   std::string errorString(CUresult R) const;
@@ -151,12 +168,14 @@ int deviceCount();
 /// Makes the primary context current on this thread.
 llvm::Error makeCurrent(const DeviceInfo &D);
 
-/// Compiles one kernel with NVRTC for sm_<Arch> to a cubin; the error holds
-/// the compiler's log.
+/// Compiles one kernel with NVRTC for sm_<Arch> to a cubin, or for
+/// sm_<Arch>a (the architecture-specific target wgmma and setmaxnreg need)
+/// if ArchSpecific; the error holds the compiler's log.
 llvm::Expected<std::string> compileToCubin(llvm::StringRef Source,
-                                           llvm::StringRef Name, int Arch);
+                                           llvm::StringRef Name, int Arch,
+                                           bool ArchSpecific = false);
 /// The options compileToCubin passes (part of the cache key).
-std::string compileOptionsKey(int Arch);
+std::string compileOptionsKey(int Arch, bool ArchSpecific = false);
 
 } // namespace cuda
 } // namespace mtsched

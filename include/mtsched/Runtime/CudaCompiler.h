@@ -41,6 +41,8 @@ KernelStats &kernelStats();
 struct CompileJob {
   std::string Name;
   std::string Source;
+  /// For sm_<Arch>a (wgmma kernels), not sm_<Arch>.
+  bool ArchSpecific = false;
 };
 
 /// The cache directory in use (resolving the default), or empty if none.

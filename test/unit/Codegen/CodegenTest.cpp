@@ -109,8 +109,9 @@ TEST(CudaCodegen, GeneratesKernelsForExample) {
   std::vector<KernelSource> Ks =
       generateGraphKernels(*P->M->getGraphs()[0], Errors);
   EXPECT_TRUE(Errors.empty()) << Errors.front();
-  // 10 tiles x 2 matmuls (no epilogue: all_reduce consumes them) + 2 groups.
-  EXPECT_EQ(Ks.size(), 22u);
+  // 14 tiles (10 mma.sync, 4 wgmma) x 2 matmuls (no epilogue: all_reduce
+  // consumes them) + 2 groups.
+  EXPECT_EQ(Ks.size(), 30u);
   for (const KernelSource &K : Ks) {
     EXPECT_EQ(K.Source.find("#include"), std::string::npos) << K.Name;
     EXPECT_NE(K.Source.find("extern \"C\" __global__"), std::string::npos);
@@ -141,6 +142,73 @@ graph @g(%x: bf16[64,256], %w: bf16[256,256], %r: bf16[64,256], %g: bf16[256]) {
   EXPECT_EQ(Wide->Inputs.size(), 4u); // x, w, r, g
   EXPECT_EQ(Wide->Outputs[0]->getName(), "o");
   EXPECT_NE(Wide->Source.find("rsqrtf"), std::string::npos);
+}
+
+TEST(CudaCodegen, WgmmaTemplateNeedsHopperAndTmaShapes) {
+  auto P = lowerAndFuse(R"(
+graph @g(%x: bf16[300,200], %w: bf16[200,264], %b: bf16[264]) {
+  %y = matmul(%x, %w) : bf16[300,264]
+  %z = add(%y, %b) : bf16[300,264]
+  %o = relu(%z) : bf16[300,264]
+  return %o
+}
+graph @f(%x: f32[64,64], %w: f32[64,64]) {
+  %y = matmul(%x, %w) : f32[64,64]
+  return %y
+}
+graph @k(%x: bf16[64,60], %w: bf16[60,64]) {
+  %y = matmul(%x, %w) : bf16[64,64]
+  return %y
+}
+)",
+                        "wg.mir");
+  ASSERT_TRUE(P);
+  auto Mtb = [&](int I) {
+    return llvm::cast<MultiTemplateBufferNode>(
+        P->M->getGraphs()[I]->getNodes()[0].get());
+  };
+  GemmTileConfig T = wgmmaTile(128, 256, 64, 4);
+  EXPECT_EQ(gemmChoiceName(T), "gemm_wg_128x256x64_s4");
+  EXPECT_EQ(T.Warps, 12); // a producer and two consumer warpgroups
+  auto Named = [](const char *Name) {
+    Choice C;
+    C.Name = Name;
+    return C;
+  };
+  llvm::Optional<GemmTileConfig> Back =
+      gemmTileOf(Named("gemm_wg_128x256x64_s4"));
+  ASSERT_TRUE(Back.hasValue());
+  EXPECT_EQ(Back->Template, GemmTemplate::Wgmma);
+  EXPECT_FALSE(gemmTileOf(Named("gemm_wg_128x256x64_w4_s4")).hasValue());
+
+  auto K = generateGemmKernel(*Mtb(0), T, /*Fused=*/true);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_TRUE(K->NeedsSm90a);
+  EXPECT_EQ(K->BlockX, 384u);
+  ASSERT_EQ(K->TensorMaps.size(), 2u);
+  // A is [1][300][200], B is [1][200][264]; boxes of 64 columns.
+  EXPECT_EQ(K->TensorMaps[0].Dims[0], 200u);
+  EXPECT_EQ(K->TensorMaps[0].Dims[1], 300u);
+  EXPECT_EQ(K->TensorMaps[0].Box[1], 128u);
+  EXPECT_EQ(K->TensorMaps[1].Dims[0], 264u);
+  EXPECT_EQ(K->TensorMaps[1].Strides[0], 264u * 2);
+  for (const char *S : {"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16",
+                        "cp.async.bulk.tensor.3d", "setmaxnreg.inc",
+                        "// %z = add", "// %o = relu"})
+    EXPECT_NE(K->Source.find(S), std::string::npos) << S;
+
+  auto F32 = generateGemmKernel(*Mtb(1), wgmmaTile(64, 64, 64, 2), false);
+  ASSERT_FALSE(bool(F32));
+  EXPECT_NE(llvm::toString(F32.takeError()).find("bf16 or f16"),
+            std::string::npos);
+  auto OddK = generateGemmKernel(*Mtb(2), wgmmaTile(64, 64, 64, 2), false);
+  ASSERT_FALSE(bool(OddK));
+  EXPECT_NE(llvm::toString(OddK.takeError()).find("multiples of 8"),
+            std::string::npos);
+  auto BK32 = generateGemmKernel(*Mtb(0), wgmmaTile(64, 64, 32, 2), false);
+  ASSERT_FALSE(bool(BK32));
+  EXPECT_NE(llvm::toString(BK32.takeError()).find("BK = 64"),
+            std::string::npos);
 }
 
 TEST(CudaCodegen, DumpWritesOneFilePerKernel) {
@@ -199,8 +267,8 @@ TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
   llvm::ThreadPool Pool(llvm::hardware_concurrency(8));
   for (auto &W : Work)
     Pool.async([&W, &Mu, &Failures] {
-      llvm::Expected<std::string> Cubin =
-          cuda::compileToCubin(W.second.Source, W.second.Name, 90);
+      llvm::Expected<std::string> Cubin = cuda::compileToCubin(
+          W.second.Source, W.second.Name, 90, W.second.NeedsSm90a);
       if (!Cubin) {
         std::lock_guard<std::mutex> L(Mu);
         Failures.push_back(W.first + ": " + W.second.Name + ": " +

@@ -142,6 +142,80 @@ graph @g(%x: bf16[300,512], %w: bf16[512,256], %r: bf16[300,256], %g: bf16[256])
   EXPECT_EQ(M.Status, ChoiceStatus::Ok) << M.Message;
 }
 
+TEST(CudaBackend, WgmmaChoicesMatchTheReference) {
+  REQUIRE_GPU();
+  // Shapes that are not tile multiples, f16, a batched B, and each kind of
+  // fused epilogue: bias + relu, residual + gelu, rmsnorm and softmax.
+  auto L = lower(R"(
+graph @bias_relu(%x: bf16[300,200], %w: bf16[200,264], %b: bf16[264]) {
+  %y = matmul(%x, %w) : bf16[300,264]
+  %z = add(%y, %b) : bf16[300,264]
+  %o = relu(%z) : bf16[300,264]
+  return %o
+}
+graph @res_gelu(%x: f16[130,520], %w: f16[520,136], %r: f16[130,136]) {
+  %y = matmul(%x, %w) : f16[130,136]
+  %z = add(%y, %r) : f16[130,136]
+  %o = gelu(%z) : f16[130,136]
+  return %o
+}
+graph @batched(%x: bf16[3,100,72], %w: bf16[3,72,200], %b: bf16[200]) {
+  %y = matmul(%x, %w) : bf16[3,100,200]
+  %o = add(%y, %b) : bf16[3,100,200]
+  return %o
+}
+graph @res_rms(%x: bf16[200,192], %w: bf16[192,256], %r: bf16[200,256], %g: bf16[256]) {
+  %y = matmul(%x, %w) : bf16[200,256]
+  %s = add(%y, %r) : bf16[200,256]
+  %o = rmsnorm(%s, %g) {eps = 1.0e-05} : bf16[200,256]
+  return %o
+}
+graph @soft(%x: bf16[96,128], %w: bf16[128,128]) {
+  %y = matmul(%x, %w) : bf16[96,128]
+  %o = softmax(%y) : bf16[96,128]
+  return %o
+})");
+  ASSERT_TRUE(L);
+  llvm::Expected<cuda::DeviceInfo> Dev = cuda::openDevice();
+  ASSERT_TRUE(bool(Dev));
+  bool Hopper = Dev->Major == 9 && Dev->Minor == 0;
+  AutotuneOptions Opts;
+  Opts.Backend = "cuda";
+  Opts.BenchRuns = 3;
+  auto B = createBenchmarker(Opts, 0);
+  ASSERT_TRUE(bool(B)) << llvm::toString(B.takeError());
+  unsigned Ok = 0;
+  for (auto &G : L->M->getGraphs()) {
+    const auto &N =
+        *llvm::cast<MultiTemplateBufferNode>(G->getNodes()[0].get());
+    Workload W = describeNode(*L->M, *G, N);
+    for (const Choice &C : N.getChoices()) {
+      llvm::Optional<GemmTileConfig> T = gemmTileOf(C);
+      if (!T || T->Template != GemmTemplate::Wgmma)
+        continue;
+      for (bool Fused : {false, true}) {
+        if (Fused && N.getEpilogue().empty())
+          continue;
+        Measurement M = (*B)->measure(N, W, C, Fused);
+        std::string What = "@" + G->getName() + " " + C.Name +
+                           (Fused ? " fused: " : ": ") + M.Message;
+        if (!Hopper) {
+          EXPECT_NE(M.Message.find("needs an sm_90 GPU"), std::string::npos)
+              << What;
+          continue;
+        }
+        // A row reduction needs the whole row in one CTA (N <= BN).
+        if (Fused && M.Message.find("whole row") != std::string::npos)
+          continue;
+        EXPECT_EQ(M.Status, ChoiceStatus::Ok) << What;
+        Ok += M.Status == ChoiceStatus::Ok;
+      }
+    }
+  }
+  if (Hopper)
+    EXPECT_GT(Ok, 20u);
+}
+
 TEST(CudaBackend, RunsAGraphEndToEnd) {
   REQUIRE_GPU();
   auto L = lower(R"(

@@ -1,0 +1,100 @@
+//===- GemmCodegen.h - Pieces the GEMM templates share ----------*- C++ -*-===//
+//
+// Internal to lib/Codegen: the mma.sync template (CudaCodegen.cpp) and the
+// Hopper wgmma template (WgmmaGemm.cpp) share the prelude, the kernel's
+// parameter list, the fused epilogue and the grouped CTA raster.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_LIB_CODEGEN_GEMMCODEGEN_H
+#define MTSCHED_LIB_CODEGEN_GEMMCODEGEN_H
+
+#include "mtsched/Codegen/CudaCodegen.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/raw_ostream.h"
+#include <string>
+
+namespace mtsched {
+namespace codegen {
+
+/// Conversions and reductions every kernel may use; no toolkit header.
+extern const char *const Prelude;
+
+/// The C type a tensor of dtype T is stored as.
+const char *storageType(DType T);
+/// Converts float expression V to dtype T's storage.
+std::string storeExpr(DType T, const std::string &V);
+
+/// Collects the parameters of a kernel: inputs first, deduplicated.
+struct ParamList {
+  llvm::SetVector<const Value *> Inputs;
+  std::vector<const Value *> Outputs;
+
+  std::string name(const Value *V) const;
+  std::string signature() const;
+};
+
+/// The fused epilogue of a GEMM, applied to accumulator `v` at (r, c).
+struct EpilogueCode {
+  ParamList *P;
+  /// Pointwise statements ending in `v = ...;`.
+  std::string Pre;
+  /// The final row reduction, if any.
+  const Node *RowNode = nullptr;
+  std::string RowWeight; // rmsnorm weight load expression
+  const Value *Result = nullptr;
+};
+
+/// How the threads that hold the accumulators cooperate in the epilogue.
+struct EpilogueThreads {
+  /// A statement synchronising exactly those threads.
+  std::string Sync = "__syncthreads()";
+  /// This thread's index among them, and their number.
+  std::string Tid = "threadIdx.x", Count = "THREADS";
+  /// The condition under which FOR_EACH_ACC's (r, c) is inside the output.
+  std::string InBounds = "r < ROWS && c < N_";
+  /// The template defines FOR_EACH_ACC_PAIR(stmt), binding `v0` and `v1` to
+  /// the accumulators of columns c and c + 1 (c even): a 16-bit output is
+  /// then stored one 32-bit word per pair.
+  bool PairStores = false;
+  /// The accumulators have the mma fragment layout (the four lanes of a quad
+  /// share rows) and the template defines ROW_SLOTS (rows per thread),
+  /// ROW_SLOT (the row slot of FOR_EACH_ACC's element) and
+  /// FOR_EACH_ROW_SLOT(stmt) (binding `h` and `rl`; every lane runs it):
+  /// row sums and maxima are then reduced per thread and per quad before
+  /// one shared-memory atomic per row.
+  bool QuadRowSums = false;
+};
+
+/// The pointwise chain, the row reduction and the store. The template
+/// defines FOR_EACH_ACC(stmt) binding `v` (by reference), `r` (global row),
+/// `rl` (row within the tile) and `c`; `mt_smem` is its shared memory.
+void emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
+                      const std::string &OutName, DType OutType,
+                      const EpilogueThreads &T = EpilogueThreads());
+
+/// Declares m0, n0 (the CTA's first row and column): GROUP_M consecutive
+/// CTAs walk down a column of tiles so that the B tiles they share stay in
+/// L2.
+void emitGroupedRaster(llvm::raw_ostream &OS);
+
+/// What generateGemmKernel has worked out before a template emits its body.
+struct GemmSetup {
+  GemmTileConfig T;
+  int64_t M, N, K, Batch;
+  bool BatchedB;
+  DType Dt;
+  const ParamList *P;
+  const EpilogueCode *Epi;
+  std::string OutName;
+  DType OutType;
+};
+
+/// The wgmma + TMA template (sm_90a): appends the kernel to OS, after the
+/// shape #defines, and fills K's launch fields, tensor maps and target.
+llvm::Error emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
+                          const GemmSetup &S);
+
+} // namespace codegen
+} // namespace mtsched
+
+#endif // MTSCHED_LIB_CODEGEN_GEMMCODEGEN_H

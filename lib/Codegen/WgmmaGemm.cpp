@@ -1,0 +1,344 @@
+//===- WgmmaGemm.cpp - The Hopper GEMM template (wgmma + TMA) -------------===//
+//
+// `gemm_wg_BMxBNxBK_sS`, bf16/f16 in, fp32 accumulators, sm_90a only. The
+// CTA is one producer warpgroup and BM/64 consumer warpgroups:
+//
+//   * the producer's first thread streams k-tiles of A (BM x 64) and B
+//     (64 x BN, as BN/64 boxes of 64 columns) into S shared-memory stages
+//     with TMA (`cp.async.bulk.tensor`), 128-byte swizzled, zeros out of
+//     bounds; each stage has a `full` mbarrier (the copies' bytes landed)
+//     and an `empty` one (every consumer is done reading it);
+//   * consumer warpgroup w multiplies rows [64w, 64w + 64) of the tile with
+//     `wgmma.mma_async.m64nBNk16` straight from shared memory: A is K-major,
+//     B ([K, N] row-major) is MN-major ("transposed" in wgmma's terms). It
+//     keeps one k-tile of MMAs in flight and frees the stage of the one
+//     before;
+//   * `setmaxnreg` moves registers from the producer (which needs few) to
+//     the consumers (BN/2 accumulators each);
+//   * the consumers then run the shared epilogue straight from registers:
+//     the fused chain, a row reduction through shared memory (a named
+//     barrier of the consumers only), and masked 32-bit paired stores.
+//
+//===----------------------------------------------------------------------===//
+#include "GemmCodegen.h"
+#include "llvm/ADT/Twine.h"
+
+using namespace mtsched;
+using namespace mtsched::codegen;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+/// Registers per thread of a warpgroup when one CTA has the SM: 65536 / 128.
+static constexpr int RegsPerWarpgroupThread = 512;
+/// What the producer keeps: it only computes coordinates.
+static constexpr int ProducerRegs = 40;
+/// Registers a consumer needs besides its accumulators (descriptors, loop
+/// state, epilogue addresses).
+static constexpr int ConsumerOverheadRegs = 40;
+
+/// Barriers, TMA, descriptors and wgmma fences; the per-tile #defines come
+/// first.
+static const char *WgmmaHelpers = R"(
+#define THREADS ((CONSUMERS + 1) * 128)
+#define A_STAGE (BM * BK * 2)     // bytes of one A stage: BM rows of 128 bytes
+#define B_BOX (BK * 128)          // bytes of one 64-column box of B
+#define B_STAGE (BN / 64 * B_BOX) // bytes of one B stage
+
+// A CUtensorMap, filled in by the launcher (cuTensorMapEncodeTiled).
+struct __align__(64) mt_tensor_map {
+  unsigned long long opaque[16];
+};
+
+__device__ __forceinline__ unsigned mt_smem_addr(const void *p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+      : "=r"(a) : "l"(p));
+  return a;
+}
+__device__ __forceinline__ void mt_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar),
+               "r"(count));
+}
+// Arrives and makes the current phase also wait for `bytes` of copies.
+__device__ __forceinline__ void mt_mbar_expect(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mt_mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar)
+               : "memory");
+}
+// Returns once the phase of parity `parity` has completed; the phase before
+// the first counts as completed with parity 1.
+__device__ __forceinline__ void mt_mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile("{\n"
+               ".reg .pred done;\n"
+               "MT_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra MT_WAIT;\n"
+               "}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+// One box of a 3-d tensor map into shared memory; completes on `bar`.
+__device__ __forceinline__ void mt_tma_load(unsigned dst,
+                                            const mt_tensor_map &map,
+                                            unsigned bar, int x, int y,
+                                            int z) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(dst),
+      "l"(&map), "r"(bar), "r"(x), "r"(y), "r"(z) : "memory");
+}
+// wgmma shared-memory matrix descriptor with 128-byte swizzle: start
+// address, leading and stride byte offsets, each in 16-byte units.
+__device__ __forceinline__ unsigned long long mt_desc(unsigned addr,
+                                                      unsigned lbo,
+                                                      unsigned sbo) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) |
+         ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void mt_wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void mt_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+#define MT_WGMMA_WAIT(n) \
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(n) : "memory")
+// Keeps the compiler from touching an accumulator across a wgmma wait.
+__device__ __forceinline__ void mt_fence_acc(float &x) {
+  asm volatile("" : "+f"(x)::"memory");
+}
+)";
+
+/// `mt_wgmma(acc, descA, descB)`: acc += A (64 x 16) * B (16 x BN), A
+/// K-major, B MN-major.
+static std::string wgmmaFunction(int BN, const char *Type) {
+  int Regs = BN / 2;
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << "__device__ __forceinline__ void mt_wgmma(float *d, unsigned long "
+        "long a,\n"
+     << "                                         unsigned long long b) {\n"
+     << "  asm volatile(\"wgmma.mma_async.sync.aligned.m64n" << BN << "k16.f32."
+     << Type << "." << Type << " {\"\n";
+  for (int I = 0; I < Regs; I += 8) {
+    OS << "               \"";
+    for (int J = I; J < I + 8; ++J)
+      OS << "%" << J << (J + 1 < Regs ? ", " : "");
+    OS << "\"\n";
+  }
+  // scale-d 1 (accumulate), A and B scales 1, A K-major, B MN-major.
+  OS << "               \"}, %" << Regs << ", %" << Regs + 1
+     << ", 1, 1, 1, 0, 1;\"\n               : ";
+  for (int I = 0; I < Regs; ++I)
+    OS << "\"+f\"(d[" << I << "])" << (I + 1 < Regs ? ", " : "")
+       << ((I + 1) % 6 == 0 && I + 1 < Regs ? "\n                 " : "");
+  OS << "\n               : \"l\"(a), \"l\"(b));\n}\n";
+  return OS.str();
+}
+
+llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
+                                   const GemmSetup &S) {
+  const GemmTileConfig &T = S.T;
+  if (S.Dt != DType::BF16 && S.Dt != DType::F16)
+    return err("the wgmma template needs bf16 or f16 operands, got " +
+               dtypeName(S.Dt));
+  if (T.BK != 64)
+    return err("tile " + gemmChoiceName(T) +
+               ": the wgmma template needs BK = 64 (one 128-byte swizzled "
+               "row of 16-bit elements)");
+  if (T.BM % 64 || T.BM > 256 || T.BN % 64 || T.BN > 256)
+    return err(
+        "tile " + gemmChoiceName(T) +
+        ": the wgmma template needs BM and BN multiples of 64 up to 256");
+  if (T.Stages < 2)
+    return err("tile " + gemmChoiceName(T) +
+               ": the wgmma template needs at least 2 stages");
+  if (S.K % 8 || S.N % 8)
+    return err("the wgmma template needs K and N multiples of 8 (TMA row "
+               "strides are multiples of 16 bytes), got K = " +
+               llvm::Twine(S.K) + ", N = " + llvm::Twine(S.N));
+  int Consumers = T.BM / 64;
+  // One CTA per SM: the producer gives its registers to the consumers.
+  int ConsumerRegs = 0;
+  if (Consumers > 1) {
+    ConsumerRegs = std::min(256, (RegsPerWarpgroupThread - ProducerRegs) /
+                                     Consumers / 8 * 8);
+    if (T.BN / 2 + ConsumerOverheadRegs > ConsumerRegs)
+      return err("tile " + gemmChoiceName(T) + ": " + llvm::Twine(T.BN / 2) +
+                 " accumulators per thread do not fit in the " +
+                 llvm::Twine(ConsumerRegs) + " registers of " +
+                 llvm::Twine(Consumers) + " consumer warpgroups");
+  }
+  const char *Type = S.Dt == DType::BF16 ? "bf16" : "f16";
+  OS << "#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
+     << " // consumer warpgroups, 64 rows each\n"
+     << WgmmaHelpers << wgmmaFunction(T.BN, Type);
+  OS << R"(
+// Accumulator j*4 + i of this thread sits at row rl (below), column
+// n0 + j*8 + 2*(lane%4) + i%2: the m16n8 fragment layout, repeated.
+#define FOR_EACH_ACC(STMT)                                                     \
+  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
+    const long long r = bz * M_ + m0 + rl;                                     \
+    const long long c = n0 + j * 8 + (lane & 3) * 2 + (i & 1);                 \
+    float &v = acc[j * 4 + i];                                                 \
+    (void)rl; (void)r; (void)c; (void)v;                                       \
+    if (INTERIOR || m0 + rl < M_) STMT                                         \
+  }
+#define FOR_EACH_ACC_PAIR(STMT)                                                \
+  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
+  _Pragma("unroll") for (int i = 0; i < 4; i += 2) {                           \
+    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
+    const long long r = bz * M_ + m0 + rl;                                     \
+    const long long c = n0 + j * 8 + (lane & 3) * 2;                           \
+    const float v0 = acc[j * 4 + i], v1 = acc[j * 4 + i + 1];                  \
+    if (INTERIOR || m0 + rl < M_) STMT                                         \
+  }
+// Rows rl and rl + 8 of this thread are its row slots 0 and 1.
+#define ROW_SLOTS 2
+#define ROW_SLOT (i >> 1)
+#define FOR_EACH_ROW_SLOT(STMT)                                                \
+  _Pragma("unroll") for (int h = 0; h < 2; ++h) {                              \
+    const int rl = cw * 64 + warp * 16 + (lane >> 2) + h * 8;                  \
+    STMT                                                                       \
+  }
+
+)";
+  OS << "extern \"C\" __global__ void __launch_bounds__(THREADS, 1) " << K.Name
+     << "(\n    const __grid_constant__ mt_tensor_map tm_a,\n"
+     << "    const __grid_constant__ mt_tensor_map tm_b, " << S.P->signature()
+     << ") {\n"
+     << "  extern __shared__ __align__(1024) unsigned char mt_smem[];\n"
+     << "  // 128-byte swizzled stages start at 1024-byte boundaries.\n"
+     << "  const unsigned sA = (mt_smem_addr(mt_smem) + 1023) & ~1023u;\n"
+     << "  const unsigned sB = sA + STAGES * A_STAGE;\n"
+     << "  const unsigned full = sB + STAGES * B_STAGE; // 8-byte mbarriers\n"
+     << "  const unsigned empty = full + 8 * STAGES;\n"
+     << "  const int tid = threadIdx.x;\n"
+     << "  const long long bz = blockIdx.z;\n";
+  emitGroupedRaster(OS);
+  OS << R"(  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mt_mbar_init(full + 8 * s, 1);
+      mt_mbar_init(empty + 8 * s, CONSUMERS);
+    }
+    // Make the initialised barriers visible to the TMA unit.
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int KT = (int)((K_ + BK - 1) / BK);
+  if (tid < 128) {
+)";
+  if (ConsumerRegs)
+    OS << "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " << ProducerRegs
+       << ";\");\n";
+  OS << R"(    if (tid == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_a) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_b) : "memory");
+      for (int kt = 0; kt < KT; ++kt) {
+        const int s = kt % STAGES;
+        // Wait until every consumer has freed the stage (the first lap
+        // passes at once).
+        mt_mbar_wait(empty + 8 * s, ((kt / STAGES) & 1) ^ 1);
+        // Out-of-bounds parts of a box are zero-filled and still counted.
+        mt_mbar_expect(full + 8 * s, A_STAGE + B_STAGE);
+        mt_tma_load(sA + s * A_STAGE, tm_a, full + 8 * s, kt * BK, (int)m0,
+                    (int)bz);
+        #pragma unroll
+        for (int j = 0; j < BN / 64; ++j)
+          mt_tma_load(sB + s * B_STAGE + j * B_BOX, tm_b, full + 8 * s,
+                      (int)n0 + j * 64, kt * BK, (int)bz);
+      }
+    }
+  } else {
+)";
+  if (ConsumerRegs)
+    OS << "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << ConsumerRegs
+       << ";\");\n";
+  OS << R"(    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
+    float acc[BN / 2];
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i)
+      acc[i] = 0.f;
+    for (int kt = 0; kt < KT; ++kt) {
+      const int s = kt % STAGES;
+      mt_mbar_wait(full + 8 * s, (kt / STAGES) & 1);
+      const unsigned a = sA + s * A_STAGE + cw * 64 * 128;
+      const unsigned b = sB + s * B_STAGE;
+      mt_wgmma_fence();
+      #pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk)
+        // A: 8-row groups 1024 bytes apart, k16 steps 32 bytes into the
+        // swizzled row. B: 8-row groups 1024 bytes apart, 64-column boxes
+        // B_BOX apart, k16 steps 16 rows (2048 bytes).
+        mt_wgmma(acc, mt_desc(a + kk * 32, 16, 1024),
+                 mt_desc(b + kk * 2048, B_BOX, 1024));
+      mt_wgmma_commit();
+      // This k-tile's MMAs stay in flight; the previous one's are done, so
+      // its stage can be refilled.
+      MT_WGMMA_WAIT(1);
+      if (kt > 0 && tid % 128 == 0)
+        mt_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
+    }
+    MT_WGMMA_WAIT(0);
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i)
+      mt_fence_acc(acc[i]);
+)";
+  EpilogueThreads Threads;
+  Threads.Sync = "asm volatile(\"bar.sync 1, " +
+                 std::to_string(Consumers * 128) + ";\" ::: \"memory\")";
+  Threads.Tid = "(tid - 128)";
+  Threads.Count = "(CONSUMERS * 128)";
+  Threads.InBounds = "INTERIOR || (r < ROWS && c < N_)";
+  Threads.PairStores = true;
+  Threads.QuadRowSums = true;
+  std::string Tail;
+  llvm::raw_string_ostream TOS(Tail);
+  emitEpilogueTail(TOS, *S.Epi, S.OutName, S.OutType, Threads);
+  // The tail is written for function scope; indent it into the branches.
+  std::string Indented;
+  for (llvm::StringRef Rest(TOS.str()); !Rest.empty();) {
+    auto [Line, Next] = Rest.split('\n');
+    Indented += (Line.empty() ? "" : "    ") + Line.str() + "\n";
+    Rest = Next;
+  }
+  // Twice: without bounds checks for a tile inside the output, so that
+  // the epilogue's loads are not each behind a branch, and with them.
+  OS << "    if (m0 + BM <= M_ && n0 + BN <= N_) {\n#define INTERIOR 1\n"
+     << Indented << "#undef INTERIOR\n    } else {\n#define INTERIOR 0\n"
+     << Indented << "#undef INTERIOR\n    }\n  }\n}\n";
+
+  int64_t Smem =
+      1024 + int64_t(T.Stages) * (T.BM + T.BN) * T.BK * 2 + 16 * T.Stages;
+  K.BlockX = unsigned((Consumers + 1) * 128);
+  K.SharedBytes = unsigned(Smem);
+  K.NeedsSm90a = true;
+  // A as [batch][M][K], B as [batch][K][N] (without a batched B, batch is
+  // 1 and M counts all of A's rows).
+  int64_t ARows = S.M, Batch = S.Batch;
+  TensorMapParam MA, MB;
+  MA.Input = 0;
+  MA.Dims[0] = uint64_t(S.K);
+  MA.Dims[1] = uint64_t(ARows);
+  MA.Dims[2] = uint64_t(Batch);
+  MA.Strides[0] = uint64_t(S.K) * 2;
+  MA.Strides[1] = uint64_t(ARows) * S.K * 2;
+  MA.Box[0] = 64;
+  MA.Box[1] = uint32_t(T.BM);
+  MB.Input = 1;
+  MB.Dims[0] = uint64_t(S.N);
+  MB.Dims[1] = uint64_t(S.K);
+  MB.Dims[2] = uint64_t(Batch);
+  MB.Strides[0] = uint64_t(S.N) * 2;
+  MB.Strides[1] = uint64_t(S.K) * S.N * 2;
+  MB.Box[0] = 64;
+  MB.Box[1] = uint32_t(T.BK);
+  K.TensorMaps = {MA, MB};
+  return llvm::Error::success();
+}
