@@ -6,7 +6,8 @@
 #
 # DIR (default .device) holds bin/{mtsched-opt,CudaTests,FileCheck,not},
 # lib/ (shared libraries the binaries need beyond libc) and lit/ (lit.py);
-# scripts/gpu-test.sh --pack builds that folder here from build/.
+# scripts/gpu-test.sh --pack builds that folder here from build/ (or
+# $BUILD_DIR).
 # Runs the GPU unit tests (they skip, saying why, without a GPU) and the
 # lit tests under test/lit/Cuda (REQUIRES: cuda-gpu). With --bench it then
 # times the measurements recorded in docs/BENCHMARKS.md; results go to
@@ -29,15 +30,26 @@ D=$(cd "${1:-$ROOT/.device}" 2>/dev/null && pwd || echo "${1:-$ROOT/.device}")
 if [ $PACK = 1 ]; then
   # Collect what the GPU machine lacks (it has no LLVM): the binaries, the
   # non-system libraries they load, FileCheck, not and lit.
-  B=$ROOT/build
+  B=${BUILD_DIR:-$ROOT/build}
   rm -rf "$D" && mkdir -p "$D/bin" "$D/lib"
   cp "$B/tools/mtsched-opt/mtsched-opt" "$B/test/unit/Cuda/CudaTests" "$D/bin/"
+  # The tools of scripts/gpu-e2e.sh, where built.
+  for t in tools/mtsched-calibrate/mtsched-calibrate tools/mtsched-lab/mtsched-lab \
+    bench/mtsched-bench-presync; do
+    [ -x "$B/$t" ] && cp "$B/$t" "$D/bin/"
+  done
   LLVM_BIN=$(llvm-config-14 --bindir)
   cp "$LLVM_BIN/FileCheck" "$LLVM_BIN/not" "$D/bin/"
   for bin in "$D"/bin/*; do
     ldd "$bin" | awk '/=> \// {print $3}' |
       grep -v -E 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux' |
       xargs -r -I{} cp -L {} "$D/lib/"
+  done
+  # MPI's own libraries apart: the GPU machine's MPI, if it has one, must
+  # load its own (scripts/gpu-e2e.sh tries both).
+  mkdir -p "$D/lib-mpi"
+  for l in "$D"/lib/libmpi* "$D"/lib/libopen-* "$D"/lib/libhwloc* "$D"/lib/libevent* "$D"/lib/libpmix*; do
+    [ -e "$l" ] && mv "$l" "$D/lib-mpi/"
   done
   cp -r "$(llvm-config-14 --prefix)/build/utils/lit" "$D/lit"
   du -sh "$D"
@@ -46,7 +58,7 @@ fi
 
 OUTDIR=${OUT:-$ROOT/gpu-results}
 mkdir -p "$OUTDIR"
-export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$D/lib:$D/lib-mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OPT="$D/bin/mtsched-opt"
 nvidia-smi -L || echo "gpu-test: no nvidia-smi; GPU tests will skip"
 fail=0
@@ -57,7 +69,7 @@ if [ $COLL = 1 ]; then
   echo "== collective unit tests"
   timeout 300 "$D/bin/CudaTests" --gtest_filter='Collective*' 2>&1 | tee "$OUTDIR/coll-unit.log" | tail -25
   [ "${PIPESTATUS[0]}" = 0 ] || fail=1
-  echo "== collective lit test"
+  echo "== collective lit tests (thread ranks, MPI ranks)"
   W=$(mktemp -d)
   mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
   cp "$OPT" "$W/tools/mtsched-opt/"
@@ -70,7 +82,7 @@ config.llvm_tools_dir = "$D/bin"
 config.python = "python3"
 lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
 SITE
-  timeout 300 python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda/collective-2gpu.mir" 2>&1 | tee "$OUTDIR/coll-lit.log" | tail -25
+  timeout 300 python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda/collective-2gpu.mir" "$W/test/lit/Cuda/collective-2gpu-mpi.mir" 2>&1 | tee "$OUTDIR/coll-lit.log" | tail -25
   [ "${PIPESTATUS[0]}" = 0 ] || fail=1
   if [ $BENCH = 1 ]; then
     echo "== all_reduce sweep, 2 ranks"

@@ -15,15 +15,22 @@ The attention core (QK^T, softmax, PV) is a softmax over the query
 projection: the IR has no batched attention op, and the scheduler only
 decides the projections and collectives around it.
 
-usage: python3 gen_corpus.py  (rewrites the .mir files next to it)
+usage: python3 gen_corpus.py [--tp N] [--out DIR]
+  (default: 4 ranks, rewriting the .mir files next to it; the GPU lab on a
+  2-GPU machine uses --tp 2 --out SOMEWHERE)
 """
+import argparse
 import os
 
-TP = 4
+ap = argparse.ArgumentParser()
+ap.add_argument("--tp", type=int, default=4)
+ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+args = ap.parse_args()
+TP = args.tp
 H, F = 4096, 14336
 HQ = H // TP           # per-rank query/output width
 FF = F // TP           # per-rank MLP width
-HEAD = "group @tp = [0, 1, 2, 3]\n"
+HEAD = "group @tp = [" + ", ".join(map(str, range(TP))) + "]\n"
 
 
 def tp_layer(m):
@@ -106,8 +113,8 @@ graph @coll_chain_m{m}(%x: bf16[{m},{H}], %b: bf16[{H}]) attributes {{world_size
 GRAPHS = [("tp_layer", tp_layer, 4, 4096), ("sp_layer", sp_layer, 16, 8192),
           ("moe_layer", moe_layer, 8, 2048), ("coll_chain", coll_chain, 4, 4096)]
 
-here = os.path.dirname(os.path.abspath(__file__))
+os.makedirs(args.out, exist_ok=True)
 for name, fn, dec, pre in GRAPHS:
     for phase, m in (("decode", dec), ("prefill", pre)):
-        with open(os.path.join(here, f"{name}_{phase}.mir"), "w") as f:
+        with open(os.path.join(args.out, f"{name}_{phase}.mir"), "w") as f:
             f.write(fn(m))

@@ -56,12 +56,14 @@ struct Gpu {
   std::mutex Mu;
 };
 
-llvm::Expected<Gpu &> gpu() {
+/// The first call opens GPU Ordinal (modulo the device count).
+llvm::Expected<Gpu &> gpu(int Ordinal) {
   static Gpu G;
   static std::string Error;
   static std::once_flag Once;
-  std::call_once(Once, [] {
-    llvm::Expected<DeviceInfo> Info = openDevice();
+  std::call_once(Once, [Ordinal] {
+    llvm::Expected<DeviceInfo> Info =
+        openDevice(Ordinal % std::max(1, deviceCount()));
     if (!Info) {
       Error = llvm::toString(Info.takeError());
       return;
@@ -749,7 +751,7 @@ void mtsched::attachCommunicator(Benchmarker &B, Communicator &Comm) {
 
 llvm::Expected<std::unique_ptr<Benchmarker>>
 mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank) {
-  llvm::Expected<Gpu &> G = gpu();
+  llvm::Expected<Gpu &> G = gpu(Opts.GpuOrdinal);
   if (!G)
     return err("the cuda backend cannot run here: " +
                llvm::toString(G.takeError()));
@@ -762,7 +764,7 @@ mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank) {
 
 llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
                                    llvm::raw_ostream &OS) {
-  llvm::Expected<Gpu &> GOr = gpu();
+  llvm::Expected<Gpu &> GOr = gpu(0);
   if (!GOr)
     return err("--run needs the cuda backend: " +
                llvm::toString(GOr.takeError()));

@@ -4,7 +4,9 @@
 // communicators come from ncclCommInitRank with a unique id made on rank 0
 // and broadcast through the Communicator. Peer-memory kernels read and write
 // peers' buffers through CUDA peer access; buffer addresses are exchanged
-// with allGather (thread ranks share one address space).
+// with allGather: as plain pointers between thread ranks (one address
+// space), as CUDA IPC handles between MPI processes, each of which opens its
+// peers' handles and closes them before the owner frees the memory.
 //
 // Every step whose outcome could differ between ranks (set-up, the
 // correctness check, the number of launches per sample) is agreed with
@@ -222,6 +224,7 @@ private:
     int Copies = 1;
     std::vector<CUdeviceptr> In, Out;    // own, per copy
     std::vector<MtPtrs> PeerIn, PeerOut; // per copy
+    std::vector<CUdeviceptr> Imported;   // peers' memory opened by IPC
     CUdeviceptr Bias = 0, Res = 0, Gamma = 0;
     std::vector<std::vector<float>> HostIn; // every rank's input
     std::vector<float> HostBias, HostRes, HostGamma;
@@ -232,6 +235,13 @@ private:
   bool prepare(const MultiTemplateBufferNode &N, const Workload &W,
                std::string &Err);
   void freeBuffers();
+  /// Every rank's Mine, indexed [rank][i]: this rank's own pointers as they
+  /// are, a peer's as valid here (opened by IPC between processes and
+  /// appended to Imported).
+  bool exchangePointers(const std::vector<CUdeviceptr> &Mine,
+                        std::vector<std::vector<CUdeviceptr>> &All,
+                        std::vector<CUdeviceptr> &Imported, std::string &Err);
+  void closeImported(std::vector<CUdeviceptr> &Imported);
   bool agree(bool Ok) {
     std::vector<double> V{Ok ? 0.0 : 1.0};
     return Comm.allReduceMax(V, Opts.ChoiceTimeout) == CommStatus::Ok &&
@@ -254,6 +264,7 @@ private:
   CUevent E0 = nullptr, E1 = nullptr;
   CUdeviceptr Flags = 0;
   MtPtrs PeerFlags{};
+  std::vector<CUdeviceptr> ImportedFlags;
   Buffers B;
   std::map<std::string, CUfunction> Kernels;
   std::vector<CUmodule> Modules;
@@ -263,6 +274,8 @@ CollectiveRankImpl::~CollectiveRankImpl() {
   if (!InitOk)
     return;
   llvm::consumeError(makeCurrent(Dev));
+  D->cuStreamSynchronize(Stream);
+  closeImported(ImportedFlags);
   freeBuffers();
   if (NComm)
     Nc->ncclCommDestroy(NComm);
@@ -272,7 +285,91 @@ CollectiveRankImpl::~CollectiveRankImpl() {
     D->cuMemFree(Flags);
 }
 
+void CollectiveRankImpl::closeImported(std::vector<CUdeviceptr> &Imported) {
+  for (CUdeviceptr P : Imported)
+    D->cuIpcCloseMemHandle(P);
+  Imported.clear();
+}
+
+bool CollectiveRankImpl::exchangePointers(
+    const std::vector<CUdeviceptr> &Mine,
+    std::vector<std::vector<CUdeviceptr>> &All,
+    std::vector<CUdeviceptr> &Imported, std::string &Err) {
+  bool Ipc = !Comm.sharesAddressSpace();
+  std::string Out;
+  bool Ok = true;
+  if (Ipc && !(D->cuIpcGetMemHandle && D->cuIpcOpenMemHandle &&
+               D->cuIpcCloseMemHandle)) {
+    Err = "the CUDA driver has no IPC entry points (cuIpcGetMemHandle), "
+          "which MPI ranks need to share device memory";
+    Ok = false;
+  }
+  for (CUdeviceptr P : Mine) {
+    if (!Ipc) {
+      Out += std::to_string(P) + " ";
+      continue;
+    }
+    CUipcMemHandle H;
+    if (Ok) {
+      if (CUresult R = D->cuIpcGetMemHandle(&H, P)) {
+        Err = "cannot export device memory to peer processes: " +
+              D->errorString(R);
+        Ok = false;
+      }
+    }
+    if (Ok)
+      Out += llvm::toHex(llvm::StringRef(H.Reserved, sizeof(H.Reserved))) + " ";
+  }
+  std::vector<std::string> Gathered;
+  if (!agree(Ok) ||
+      Comm.allGather(Out, Gathered, Opts.ChoiceTimeout) != CommStatus::Ok) {
+    if (Err.empty())
+      Err = "cannot exchange peer buffer addresses";
+    return false;
+  }
+  All.assign(Gathered.size(), {});
+  for (size_t R = 0; R < Gathered.size() && Ok; ++R) {
+    std::istringstream In(Gathered[R]);
+    for (size_t I = 0; I < Mine.size() && Ok; ++I) {
+      std::string Word;
+      In >> Word;
+      if (!Ipc) {
+        All[R].push_back(std::stoull(Word));
+        continue;
+      }
+      if (int(R) == Comm.rank()) {
+        All[R].push_back(Mine[I]);
+        continue;
+      }
+      CUipcMemHandle H;
+      std::string Raw = llvm::fromHex(Word);
+      CUdeviceptr P = 0;
+      CUresult Res = 1;
+      if (Raw.size() == sizeof(H.Reserved)) {
+        std::memcpy(H.Reserved, Raw.data(), sizeof(H.Reserved));
+        Res = D->cuIpcOpenMemHandle(&P, H, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      }
+      if (Res) {
+        Err = "cannot open rank " + std::to_string(R) +
+              "'s device memory (CUDA IPC): " + D->errorString(Res);
+        Ok = false;
+        break;
+      }
+      Imported.push_back(P);
+      All[R].push_back(P);
+    }
+  }
+  if (!agree(Ok)) {
+    closeImported(Imported);
+    if (Err.empty())
+      Err = "a peer rank could not open this rank's device memory";
+    return false;
+  }
+  return true;
+}
+
 void CollectiveRankImpl::freeBuffers() {
+  closeImported(B.Imported);
   for (CUdeviceptr P : B.In)
     D->cuMemFree(P);
   for (CUdeviceptr P : B.Out)
@@ -349,15 +446,18 @@ bool CollectiveRankImpl::init(std::string &Err) {
     Err = InitError;
     return false;
   }
-  // Flag addresses.
-  std::vector<std::string> All;
-  std::string Mine = std::to_string(Flags);
-  if (Comm.allGather(Mine, All, Opts.ChoiceTimeout) != CommStatus::Ok) {
-    Err = InitError = "cannot exchange peer buffer addresses";
-    return false;
+  // Peer kernels run on every rank or on none; NCCL needs no peer memory.
+  if (!agree(PeerError.empty()) && PeerError.empty())
+    PeerError = "a peer rank cannot reach the other GPUs";
+  std::vector<std::vector<CUdeviceptr>> AllFlags;
+  std::string FlagError;
+  if (PeerError.empty()) {
+    if (exchangePointers({Flags}, AllFlags, ImportedFlags, FlagError))
+      for (int R = 0; R < Ranks; ++R)
+        PeerFlags.P[R] = AllFlags[size_t(R)][0];
+    else
+      PeerError = FlagError;
   }
-  for (int R = 0; R < Ranks; ++R)
-    PeerFlags.P[R] = std::stoull(All[R]);
   // NCCL: the id from rank 0, then every rank joins at once.
   std::string Id;
   llvm::Expected<const NcclApi &> NOr = loadNccl();
@@ -415,9 +515,11 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
                     N.getName();
   if (Key == B.Key)
     return true;
-  // Peers may still be inside a kernel reading our buffers: meet first.
+  // Peers may still be inside a kernel reading our buffers, or hold them
+  // open: close ours, then meet, then free.
   if (!B.Key.empty()) {
     D->cuStreamSynchronize(Stream);
+    closeImported(B.Imported);
     Comm.barrier(Opts.ChoiceTimeout);
     freeBuffers();
   }
@@ -483,23 +585,25 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
     freeBuffers();
     return false;
   }
-  std::string Mine;
-  for (int C = 0; C < B.Copies; ++C)
-    Mine += std::to_string(B.In[size_t(C)]) + " " +
-            std::to_string(B.Out[size_t(C)]) + " ";
-  std::vector<std::string> All;
-  if (Comm.allGather(Mine, All, Opts.ChoiceTimeout) != CommStatus::Ok) {
-    Err = "cannot exchange peer buffer addresses";
+  std::vector<CUdeviceptr> Mine;
+  for (int C = 0; C < B.Copies; ++C) {
+    Mine.push_back(B.In[size_t(C)]);
+    Mine.push_back(B.Out[size_t(C)]);
+  }
+  if (!PeerError.empty())
+    return true; // only nccl runs; it needs no peer pointers
+  std::vector<std::vector<CUdeviceptr>> All;
+  if (!exchangePointers(Mine, All, B.Imported, Err)) {
     freeBuffers();
     return false;
   }
   B.PeerIn.assign(size_t(B.Copies), MtPtrs{});
   B.PeerOut.assign(size_t(B.Copies), MtPtrs{});
-  for (int R = 0; R < Ranks; ++R) {
-    std::istringstream In(All[size_t(R)]);
-    for (int C = 0; C < B.Copies; ++C)
-      In >> B.PeerIn[size_t(C)].P[R] >> B.PeerOut[size_t(C)].P[R];
-  }
+  for (int R = 0; R < Ranks; ++R)
+    for (int C = 0; C < B.Copies; ++C) {
+      B.PeerIn[size_t(C)].P[R] = All[size_t(R)][size_t(2 * C)];
+      B.PeerOut[size_t(C)].P[R] = All[size_t(R)][size_t(2 * C + 1)];
+    }
   return true;
 }
 

@@ -1,6 +1,7 @@
 //===- Lab.cpp - Compare fusion heuristics and pruning over a corpus ------===//
 #include "mtsched/Autotune/Lab.h"
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
@@ -55,6 +56,7 @@ llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
         Group.markDead(R);
         return;
       }
+      attachCommunicator(**Bench, *Comm);
       Autotuner Session(Tune, Fusion, CollectiveMode::Deferred, *Comm,
                         std::move(*Bench), Diags, *Run.M);
       PassContext Ctx;

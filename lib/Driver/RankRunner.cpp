@@ -128,6 +128,8 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   State.M = std::move(Mod);
   State.Comm = std::move(Comm);
   PipelineOptions Pipe = Config.Pipe;
+  if (!State.Comm->sharesAddressSpace())
+    Pipe.Autotune.GpuOrdinal = Rank;
   llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
       createBenchmarker(Pipe.Autotune, Rank);
   if (!Bench) {

@@ -111,7 +111,7 @@ llvm::Expected<const DriverApi &> cuda::loadDriver() {
     Lib.get(A.cuGetErrorString, {"cuGetErrorString"}, M);
     Lib.get(A.cuDeviceCanAccessPeer, {"cuDeviceCanAccessPeer"}, M);
     Lib.get(A.cuCtxEnablePeerAccess, {"cuCtxEnablePeerAccess"}, M);
-    std::string Optional; // graphs: missing ones only disable capture
+    std::string Optional; // graphs, IPC: missing ones disable a feature
     Lib.get(A.cuStreamBeginCapture,
             {"cuStreamBeginCapture_v2", "cuStreamBeginCapture"}, Optional);
     Lib.get(A.cuStreamEndCapture, {"cuStreamEndCapture"}, Optional);
@@ -121,6 +121,10 @@ llvm::Expected<const DriverApi &> cuda::loadDriver() {
     Lib.get(A.cuGraphExecDestroy, {"cuGraphExecDestroy"}, Optional);
     Lib.get(A.cuGraphDestroy, {"cuGraphDestroy"}, Optional);
     Lib.get(A.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, Optional);
+    Lib.get(A.cuIpcGetMemHandle, {"cuIpcGetMemHandle"}, Optional);
+    Lib.get(A.cuIpcOpenMemHandle,
+            {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"}, Optional);
+    Lib.get(A.cuIpcCloseMemHandle, {"cuIpcCloseMemHandle"}, Optional);
     if (!M.empty())
       L.Error = Lib.Path + " lacks " + M + " (driver too old?)";
   });

@@ -18,6 +18,11 @@ config.environment["PATH"] = os.pathsep.join(
 for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "HOME", "TMPDIR"]:
     if var in os.environ:
         config.environment[var] = os.environ[var]
+# NCCL settings (the GPU machines keep NCCL_NVLS_ENABLE=0) and the MPI
+# launcher's own settings reach the GPU and MPI tests.
+for var in os.environ:
+    if var.startswith(("NCCL_", "OMPI_", "PMIX_", "OPAL_", "CUDA_")):
+        config.environment[var] = os.environ[var]
 
 # The autotune cache is off in tests (counts of benchmarks run must not
 # depend on earlier runs); a test that wants it passes --cache-dir=%t.cache.
@@ -48,3 +53,10 @@ try:
         config.available_features.add("cuda-2gpu")
 except (OSError, subprocess.SubprocessError):
     pass
+# mpirun: an MPI launcher, for tests of MPI ranks (as root, Open MPI must be
+# told that is fine; the ranks inherit the environment on one machine).
+import shutil
+if shutil.which("mpirun"):
+    config.available_features.add("mpirun")
+    config.substitutions.append(
+        ("%mpirun-np2", "mpirun --allow-run-as-root --oversubscribe -np 2"))

@@ -20,7 +20,9 @@ static cl::OptionCategory Cat("Lab options");
 static cl::list<std::string> Files(cl::Positional, cl::OneOrMore,
                                    cl::desc("<graph.mir>..."), cl::cat(Cat));
 static cl::opt<std::string>
-    Backend("backend", cl::desc("Where choices are timed: sim (default)"),
+    Backend("backend",
+            cl::desc("Where choices are timed: sim (default), cuda (one GPU "
+                     "per rank, ranks as threads) or auto"),
             cl::init("sim"), cl::cat(Cat));
 static cl::opt<std::string>
     Device("device",

@@ -14,6 +14,10 @@ namespace mtsched {
 struct AutotuneOptions {
   /// Where choices are timed: "sim" (see createBenchmarker).
   std::string Backend = "sim";
+  /// The GPU (modulo the device count) that times this process's
+  /// non-collective kernels: 0 for thread ranks, which share it; an MPI
+  /// rank's own rank, so processes on one machine do not share a GPU.
+  int GpuOrdinal = 0;
   DeviceDesc Device;
   /// Timed runs per measurement (median taken) and untimed warm-up runs.
   unsigned BenchRuns = 10;

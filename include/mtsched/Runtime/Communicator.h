@@ -43,6 +43,10 @@ public:
   virtual int size() const = 0;
   /// "threads", "mpi", "single".
   virtual llvm::StringRef kind() const = 0;
+  /// True when every rank lives in this process (a device pointer of one
+  /// rank is valid in another); false for MPI processes, which must share
+  /// device memory through IPC handles.
+  virtual bool sharesAddressSpace() const { return true; }
   /// Barrier that gives up after Timeout.
   virtual CommStatus barrier(std::chrono::milliseconds Timeout) = 0;
   /// Every rank's Data, indexed by rank. Out is only written on Ok.

@@ -52,6 +52,12 @@ constexpr int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
 constexpr int CU_TENSOR_MAP_SWIZZLE_128B = 3;
 constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3;
 constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0; // zeros
+constexpr unsigned CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1;
+
+/// An allocation exported to another process (CU_IPC_HANDLE_SIZE bytes).
+struct CUipcMemHandle {
+  char Reserved[64];
+};
 
 /// A TMA descriptor, passed to kernels by value.
 struct alignas(128) CUtensorMap {
@@ -92,6 +98,12 @@ struct DriverApi {
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuDeviceCanAccessPeer)(int *, CUdevice, CUdevice);
   CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
+  /// Device memory shared between processes (MPI ranks); null where the
+  /// driver lacks them (peer kernels are then unavailable to MPI ranks).
+  CUresult (*cuIpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr) = nullptr;
+  CUresult (*cuIpcOpenMemHandle)(CUdeviceptr *, CUipcMemHandle,
+                                 unsigned) = nullptr;
+  CUresult (*cuIpcCloseMemHandle)(CUdeviceptr) = nullptr;
   /// CUDA graphs; null where the driver lacks them (callers then launch
   /// eagerly).
   CUresult (*cuStreamBeginCapture)(CUstream, int) = nullptr;

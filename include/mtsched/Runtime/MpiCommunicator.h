@@ -51,6 +51,7 @@ public:
   int rank() const override;
   int size() const override;
   llvm::StringRef kind() const override { return "mpi"; }
+  bool sharesAddressSpace() const override { return false; }
   CommStatus barrier(std::chrono::milliseconds Timeout) override;
   /// Sizes first (MPI_Iallgather), then the bytes (MPI_Iallgatherv); one
   /// deadline bounds both.
