@@ -30,44 +30,8 @@ grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|Expected|Which is|fused:|: ' "$OUT
   grep -v 'RUN' | head -40
 
 T=$(mktemp -d)
-cat >"$T/gemm.mir" <<'MIR'
-graph @mm4096(%x: bf16[4096,4096], %w: bf16[4096,4096]) {
-  %y = matmul(%x, %w) : bf16[4096,4096]
-  return %y
-}
-graph @mm16(%x: bf16[16,4096], %w: bf16[4096,4096]) {
-  %y = matmul(%x, %w) : bf16[16,4096]
-  return %y
-}
-graph @mm64(%x: bf16[64,4096], %w: bf16[4096,4096]) {
-  %y = matmul(%x, %w) : bf16[64,4096]
-  return %y
-}
-graph @mm256(%x: bf16[256,4096], %w: bf16[4096,4096]) {
-  %y = matmul(%x, %w) : bf16[256,4096]
-  return %y
-}
-MIR
-cat >"$T/epilogue.mir" <<'MIR'
-graph @bias_relu(%x: bf16[4096,4096], %w: bf16[4096,4096], %b: bf16[4096]) {
-  %y = matmul(%x, %w) : bf16[4096,4096]
-  %z = add(%y, %b) : bf16[4096,4096]
-  %o = relu(%z) : bf16[4096,4096]
-  return %o
-}
-graph @res_rms(%x: bf16[4096,4096], %w: bf16[4096,4096], %r: bf16[4096,4096], %g: bf16[4096]) {
-  %y = matmul(%x, %w) : bf16[4096,4096]
-  %s = add(%y, %r) : bf16[4096,4096]
-  %o = rmsnorm(%s, %g) {eps = 1.0e-05} : bf16[4096,4096]
-  return %o
-}
-graph @res_rms256(%x: bf16[4096,4096], %w: bf16[4096,256], %r: bf16[4096,256], %g: bf16[256]) {
-  %y = matmul(%x, %w) : bf16[4096,256]
-  %s = add(%y, %r) : bf16[4096,256]
-  %o = rmsnorm(%s, %g) {eps = 1.0e-05} : bf16[4096,256]
-  return %o
-}
-MIR
+cp "$ROOT/bench/gemm.mir" "$T/gemm.mir"
+cp "$ROOT/bench/gemm-epilogue.mir" "$T/epilogue.mir"
 for n in gemm epilogue; do
   echo "== $n"
   t0=$EPOCHREALTIME
