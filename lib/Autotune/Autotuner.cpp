@@ -636,6 +636,7 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   FusionQuery Q;
   Q.SpeedupThreshold = Fusion.SpeedupThreshold;
   Q.EpilogueUs = Epilogue.Us;
+  Q.Variants.reserve(N.getChoices().size());
   for (size_t I = 0; I < N.getChoices().size(); ++I) {
     const Choice &C = N.getChoices()[I];
     double UnfusedUs = Unfused[I].Us;
@@ -668,9 +669,14 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
 
   N.setDecision(D.Choice);
   N.setEpilogueFused(D.Fused);
+  size_t Count = N.getChoices().size();
   N.getTimings().clear();
+  N.getTimings().reserve(Count);
   N.getFusedTimings().clear();
-  for (size_t I = 0; I < N.getChoices().size(); ++I) {
+  if (HasEpilogue)
+    N.getFusedTimings().reserve(Count);
+  R.Choices.reserve(Count);
+  for (size_t I = 0; I < Count; ++I) {
     const Choice &C = N.getChoices()[I];
     N.getTimings().push_back({C.Name, Unfused[I].Us});
     ChoiceResult CR;

@@ -68,8 +68,6 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
   if (Config.VerifyDiagnostics)
     Verifier = std::make_unique<DiagnosticVerifier>(SM, llvm::errs());
 
-  std::string Output;
-  llvm::raw_string_ostream OutOS(Output);
   bool OK = false;
   auto T0 = std::chrono::steady_clock::now();
   auto MsSince = [](std::chrono::steady_clock::time_point T) {
@@ -84,7 +82,7 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
       llvm::consumeError(std::move(E));
     } else {
       Diagnostics Diags(SM);
-      OK = runOnRanks(Config, Registry, std::move(M), Diags, OutOS,
+      OK = runOnRanks(Config, Registry, std::move(M), Diags, OS,
                       {{"parse", ParseMs}, {"verify", MsSince(T1)}});
     }
   }
@@ -92,7 +90,6 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
     // With --verify-diagnostics success means every expectation was met.
     OK = Verifier->finish();
   }
-  OS << OutOS.str();
   return OK;
 }
 

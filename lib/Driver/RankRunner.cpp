@@ -21,6 +21,7 @@
 #include "llvm/Support/Threading.h"
 #include "llvm/Support/TimeProfiler.h"
 #include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_sha1_ostream.h"
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -74,7 +75,9 @@ struct RankState {
   std::unique_ptr<Communicator> Comm;
   std::unique_ptr<Autotuner> Session;
   std::string Dumps;
-  std::string FinalIR;
+  /// SHA1 of the decided IR as printed, to compare thread ranks without
+  /// holding a copy of each rank's text.
+  std::string FinalIRHash;
   bool OK = false;
   /// Stopped by an injected fault (exit or hang).
   bool Stopped = false;
@@ -121,10 +124,12 @@ int rankCount(const OptMainConfig &Config, const Module &M, Diagnostics &Diags,
 
 /// Runs the pipeline as one rank: every launcher's shared part. Comm is the
 /// rank's communicator and Hooks how it stops on purpose (fault injection).
+/// HashFinalIR: record the decided IR's hash for comparison with the other
+/// ranks of this process.
 void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
              const OptMainConfig &Config, const PassRegistry &Registry,
-             std::unique_ptr<Module> Mod, Diagnostics &Diags,
-             RankState &State) {
+             std::unique_ptr<Module> Mod, Diagnostics &Diags, RankState &State,
+             bool HashFinalIR) {
   State.M = std::move(Mod);
   State.Comm = std::move(Comm);
   PipelineOptions Pipe = Config.Pipe;
@@ -175,8 +180,11 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   }
   if (State.OK) {
     State.Session->finish();
-    llvm::raw_string_ostream IROS(State.FinalIR);
-    printModule(*State.M, IROS);
+    if (HashFinalIR) {
+      llvm::raw_sha1_ostream Hash;
+      printModule(*State.M, Hash);
+      State.FinalIRHash = Hash.sha1().str();
+    }
   }
 }
 
@@ -203,7 +211,7 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
   if (Reporter) {
     OS << Reporter->Dumps;
     if (OK)
-      OS << Reporter->FinalIR;
+      printModule(*Reporter->M, OS);
   }
   if (OK && !Config.ReportFile.empty()) {
     ReportInput In;
@@ -265,7 +273,7 @@ bool runThreadRanks(
       // Each rank owns a copy; a single rank takes the original.
       std::unique_ptr<Module> Copy = N == 1 ? std::move(M) : M->clone();
       runRank(R, Group.get(R), std::move(Hooks), Config, Registry,
-              std::move(Copy), Diags, States[R]);
+              std::move(Copy), Diags, States[R], /*HashFinalIR=*/N > 1);
       if (Trace)
         llvm::timeTraceProfilerFinishThread();
       if (!Hung)
@@ -289,7 +297,7 @@ bool runThreadRanks(
   bool OK = !AnyError && Reporter;
   if (OK)
     for (const RankState &S : States)
-      if (S.OK && S.FinalIR != Reporter->FinalIR) {
+      if (S.OK && S.FinalIRHash != Reporter->FinalIRHash) {
         llvm::WithColor::error()
             << "ranks " << (Reporter - States.data()) << " and "
             << (&S - States.data()) << " decided differently\n";
@@ -400,8 +408,9 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
     std::this_thread::sleep_for(HangFor);
   };
   RankState State;
+  // Each process prints only its own IR: there is nothing to compare.
   runRank(Rank, std::move(*Created), std::move(Hooks), Config, Registry,
-          std::move(M), Diags, State);
+          std::move(M), Diags, State, /*HashFinalIR=*/false);
 
   if (State.Stopped) {
     warnInOneWrite(State.StopReason);

@@ -49,8 +49,18 @@ std::unique_ptr<Node> BufferNode::clone() const {
   return N;
 }
 
+ChoiceList mtsched::makeChoiceList(std::vector<Choice> Choices) {
+  if (Choices.empty()) {
+    // Every node starts with no choices: one list serves them all.
+    static const ChoiceList Empty =
+        std::make_shared<const std::vector<Choice>>();
+    return Empty;
+  }
+  return std::make_shared<const std::vector<Choice>>(std::move(Choices));
+}
+
 const Choice *MultiTemplateBufferNode::findChoice(llvm::StringRef Name) const {
-  for (const Choice &C : Choices)
+  for (const Choice &C : *Choices)
     if (C.Name == Name)
       return &C;
   return nullptr;
@@ -87,8 +97,8 @@ llvm::StringRef mtsched::syncStateName(SyncState S) {
 }
 
 std::unique_ptr<Node> CollectiveMultiTemplateBufferNode::clone() const {
-  auto N = std::make_unique<CollectiveMultiTemplateBufferNode>(getOp(),
-                                                               getLoc());
+  auto N =
+      std::make_unique<CollectiveMultiTemplateBufferNode>(getOp(), getLoc());
   copyMTBInto(*N);
   N->CKind = CKind;
   N->Group = Group;

@@ -459,8 +459,10 @@ bool Parser::parseMTBClauses(MultiTemplateBufferNode &N) {
     C->setCollectiveKind(*K);
     consume();
   }
-  if (!expectKeyword("choices") || !parseChoiceList(N.getChoices()))
+  std::vector<Choice> Choices;
+  if (!expectKeyword("choices") || !parseChoiceList(Choices))
     return false;
+  N.setChoices(std::move(Choices));
   if (consumeKeyword("epilogue")) {
     if (!expect(Token::LSquare, "'[' to start the epilogue"))
       return false;

@@ -7,6 +7,7 @@
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/IR/Graph.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
@@ -63,6 +64,8 @@ private:
   unsigned NumErrors = 0;
   /// Program position of each value's definition; inputs are -1.
   llvm::DenseMap<const Value *, int> Position;
+  /// Choice lists verified without errors.
+  llvm::DenseSet<const std::vector<Choice> *> CleanChoiceLists;
 };
 
 } // namespace
@@ -419,7 +422,15 @@ void Verifier::verifyTimings(const MultiTemplateBufferNode &N,
 }
 
 void Verifier::verifyMTB(const Graph &G, const MultiTemplateBufferNode &N) {
-  verifyChoices(N, N.getChoices(), "choices");
+  // Shared lists (lowering gives every matmul of a shape one list) are
+  // checked once; whether a list is valid does not depend on its node.
+  const std::vector<Choice> *List = N.getChoiceList().get();
+  if (!CleanChoiceLists.count(List)) {
+    unsigned Before = NumErrors;
+    verifyChoices(N, *List, "choices");
+    if (NumErrors == Before)
+      CleanChoiceLists.insert(List);
+  }
   auto CheckChoice = [&](llvm::StringRef Name, SMLoc Loc,
                          llvm::StringRef Where) {
     if (!N.findChoice(Name))

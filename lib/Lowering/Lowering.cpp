@@ -65,8 +65,10 @@ private:
   LoweringOptions Opts;
   /// Pruned GEMM choice lists by (M, N, K, dtype): models repeat the same
   /// shapes in every layer.
-  std::map<std::tuple<int64_t, int64_t, int64_t, DType>, std::vector<Choice>>
+  std::map<std::tuple<int64_t, int64_t, int64_t, DType>, ChoiceList>
       GemmChoices;
+  /// Built-in collective choice lists by kind, shared the same way.
+  std::map<CollectiveKind, ChoiceList> CollectiveChoices;
 };
 
 } // namespace
@@ -84,8 +86,9 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
     DType Dt = N.getOperand(0)->getType().Dtype;
     auto [It, New] = GemmChoices.try_emplace({M, Out.innerDim(), K, Dt});
     if (New)
-      It->second = Opts.Choices.gemmChoices(M, Out.innerDim(), K, Dt);
-    MTB->getChoices() = It->second;
+      It->second =
+          makeChoiceList(Opts.Choices.gemmChoices(M, Out.innerDim(), K, Dt));
+    MTB->setChoices(It->second);
     return MTB;
   }
   case OpCategory::Collective: {
@@ -93,7 +96,11 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
     C->setCollectiveKind(collectiveKindOf(N.getOp()));
     C->setGroup(processGroupOf(N.getAttrs()));
     C->setGroupLoc(N.getLoc());
-    C->getChoices() = Opts.Choices.collectiveChoices(C->getCollectiveKind());
+    auto [It, New] = CollectiveChoices.try_emplace(C->getCollectiveKind());
+    if (New)
+      It->second = makeChoiceList(
+          Opts.Choices.collectiveChoices(C->getCollectiveKind()));
+    C->setChoices(It->second);
     return C;
   }
   case OpCategory::Custom: {
@@ -108,9 +115,11 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
     } else {
       MTB = copyOf<MultiTemplateBufferNode>(N);
     }
+    std::vector<Choice> Choices;
     for (const Choice &Config : N.getConfigs())
       if (!Opts.Choices.Disabled.count(Config.Name))
-        MTB->getChoices().push_back(Config);
+        Choices.push_back(Config);
+    MTB->setChoices(std::move(Choices));
     return MTB;
   }
   }

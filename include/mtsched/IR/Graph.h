@@ -67,6 +67,14 @@ struct Choice {
   }
 };
 
+/// A node's candidate list. Lists are immutable once built and shared between
+/// nodes: lowering gives every matmul of one shape the same list, which keeps
+/// a graph of many layers small.
+using ChoiceList = std::shared_ptr<const std::vector<Choice>>;
+
+/// A ChoiceList holding Choices.
+ChoiceList makeChoiceList(std::vector<Choice> Choices);
+
 struct Operand {
   Value *V;
   llvm::SMLoc Loc;
@@ -187,8 +195,12 @@ public:
   MultiTemplateBufferNode(OpCode Op, llvm::SMLoc Loc)
       : MultiTemplateBufferNode(Kind::MultiTemplateBuffer, Op, Loc) {}
 
-  std::vector<Choice> &getChoices() { return Choices; }
-  const std::vector<Choice> &getChoices() const { return Choices; }
+  const std::vector<Choice> &getChoices() const { return *Choices; }
+  const ChoiceList &getChoiceList() const { return Choices; }
+  void setChoices(ChoiceList L) { Choices = std::move(L); }
+  void setChoices(std::vector<Choice> L) {
+    Choices = makeChoiceList(std::move(L));
+  }
   const Choice *findChoice(llvm::StringRef Name) const;
 
   /// Epilogue candidates found by the scheduler, in program order.
@@ -225,7 +237,7 @@ protected:
   void copyMTBInto(MultiTemplateBufferNode &N) const;
 
 private:
-  std::vector<Choice> Choices;
+  ChoiceList Choices = makeChoiceList({});
   std::vector<Operand> Epilogue;
   std::string Decision;
   llvm::SMLoc DecisionLoc;
@@ -243,8 +255,7 @@ llvm::StringRef syncStateName(SyncState S);
 class CollectiveMultiTemplateBufferNode : public MultiTemplateBufferNode {
 public:
   CollectiveMultiTemplateBufferNode(OpCode Op, llvm::SMLoc Loc)
-      : MultiTemplateBufferNode(Kind::CollectiveMultiTemplateBuffer, Op,
-                                Loc) {}
+      : MultiTemplateBufferNode(Kind::CollectiveMultiTemplateBuffer, Op, Loc) {}
 
   CollectiveKind getCollectiveKind() const { return CKind; }
   void setCollectiveKind(CollectiveKind K) { CKind = K; }

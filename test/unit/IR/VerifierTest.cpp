@@ -172,8 +172,7 @@ TEST(VerifierTest, NamesAPassMadeMustPrintAsParseableText) {
   Graph &G = *M->getGraphs()[0];
   auto *R =
       llvm::cast<CollectiveMultiTemplateBufferNode>(G.getNodes()[0].get());
-  R->getChoices().push_back({"my-choice", {}, {}});
-  R->getChoices().push_back({"2shot", {}, {}});
+  R->setChoices(std::vector<Choice>{{"my-choice", {}, {}}, {"2shot", {}, {}}});
   G.getNodes()[1]->setCustomName("");
   EXPECT_EQ(verify(*M, Src.SM), "verification failed with 3 errors");
   EXPECT_NE(Src.Diags.find("t.mir:2:41: error: choice name 'my-choice' of "
