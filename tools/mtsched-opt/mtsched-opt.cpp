@@ -6,6 +6,7 @@
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/Cache.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Autotune/Npy.h"
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/RankRunner.h"
@@ -19,6 +20,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -165,6 +167,32 @@ static cl::opt<bool>
              cl::desc("Run the decided graph on the GPU and check every "
                       "output against the fp64 interpreter"),
              cl::cat(TuneCat));
+static cl::opt<std::string> RunInputs(
+    "run-inputs",
+    cl::desc("--run / --interpret: read each graph input %x from DIR/x.npy "
+             "(or DIR/<graph>/x.npy) instead of random values"),
+    cl::value_desc("DIR"), cl::cat(TuneCat));
+static cl::opt<std::string> RunOutputs(
+    "run-outputs",
+    cl::desc("--run / --interpret: write each graph output %y to DIR/y.npy "
+             "(DIR/<graph>/y.npy when the file has several graphs)"),
+    cl::value_desc("DIR"), cl::cat(TuneCat));
+static cl::opt<unsigned> RunTimeSamples(
+    "run-time-samples",
+    cl::desc("--run: samples of the whole decided graph's time (default 10; "
+             "0: do not time it)"),
+    cl::init(10), cl::cat(TuneCat));
+static cl::opt<bool> RunCheck(
+    "run-check",
+    cl::desc("--run: check every output against the fp64 interpreter "
+             "(default true; --run-check=false when another reference, such "
+             "as PyTorch, checks the --run-outputs files)"),
+    cl::init(true), cl::cat(TuneCat));
+static cl::opt<bool> Interpret(
+    "interpret",
+    cl::desc("Evaluate the printed graph with the fp64 interpreter on the CPU "
+             "(no GPU; custom ops are an error)"),
+    cl::cat(TuneCat));
 static cl::opt<bool> Quiet("quiet", cl::desc("No progress line on stderr"),
                            cl::cat(TuneCat));
 static cl::opt<std::string> CacheDir(
@@ -301,11 +329,15 @@ int main(int argc, char **argv) {
   for (const std::string &P : PrintIRAfter)
     if (!Registry.lookup(P))
       fail("unknown pass '" + P + "' in --print-ir-after");
-  if (DumpKernels.empty() && !RunGraph)
+  if ((!RunInputs.empty() || !RunOutputs.empty()) && !RunGraph && !Interpret)
+    fail("--run-inputs and --run-outputs need --run or --interpret");
+  if (!RunInputs.empty() && !sys::fs::is_directory(RunInputs))
+    fail("--run-inputs: '" + RunInputs + "' is not a directory");
+  if (DumpKernels.empty() && !RunGraph && !Interpret)
     // Under mpirun, MPI_Finalize (or the way out without it) comes last.
     return finishRankProcess(optMain(Config, Registry));
-  // --dump-kernels / --run work on the printed (decided) IR: print it to a
-  // temporary file, read it back, then pass it on.
+  // --dump-kernels / --run / --interpret work on the printed (decided) IR:
+  // print it to a temporary file, read it back, then pass it on.
   SmallString<128> Tmp;
   if (std::error_code EC =
           sys::fs::createTemporaryFile("mtsched-out", "mir", Tmp))
@@ -326,6 +358,19 @@ int main(int argc, char **argv) {
     if (!M)
       fail("cannot parse the printed IR back");
     for (const auto &G : M->getGraphs()) {
+      RunIO IO;
+      IO.Seed = Seed;
+      IO.InputDir = RunInputs;
+      IO.TimeRuns = RunTimeSamples;
+      IO.Check = RunCheck;
+      if (!RunOutputs.empty()) {
+        SmallString<256> Dir(RunOutputs);
+        if (M->getGraphs().size() > 1)
+          sys::path::append(Dir, G->getName());
+        if (std::error_code EC = sys::fs::create_directories(Dir))
+          fail("cannot create '" + Dir + "': " + EC.message());
+        IO.OutputDir = std::string(Dir);
+      }
       if (!DumpKernels.empty()) {
         std::vector<std::string> Errors;
         std::vector<KernelSource> Ks = generateGraphKernels(*G, Errors);
@@ -336,8 +381,14 @@ int main(int argc, char **argv) {
         for (const std::string &E : Errors)
           errs() << "mtsched-opt: warning: no kernel for " << E << "\n";
       }
+      if (Interpret)
+        if (Error E = interpretGraphToFiles(*G, IO, errs())) {
+          errs() << "mtsched-opt: error: @" << G->getName() << ": "
+                 << toString(std::move(E)) << "\n";
+          RC = 1;
+        }
       if (RunGraph)
-        if (Error E = runGraphOnGpu(*G, Seed, errs())) {
+        if (Error E = runGraphOnGpu(*G, IO, errs())) {
           errs() << "mtsched-opt: error: " << toString(std::move(E)) << "\n";
           RC = 1;
         }
