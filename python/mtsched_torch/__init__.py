@@ -149,6 +149,10 @@ def parse_kwargs(items):
         if "=" not in it:
             raise ValueError("expected KEY=VALUE, got %r" % it)
         k, v = it.split("=", 1)
+        name = v[len("torch."):] if v.startswith("torch.") else v
+        if name in _TORCH_DTYPES:
+            out[k] = _TORCH_DTYPES[name]
+            continue
         try:
             out[k] = ast.literal_eval(v)
         except (ValueError, SyntaxError):

@@ -291,6 +291,31 @@ def _strip_casts(n):
     return n
 
 
+def _last_dim(dims, rank):
+    return dims is not None and len(dims) == 1 and dims[0] in (-1, rank - 1)
+
+
+def _mean_last(m):
+    """The operand of mean(v, [-1], keepdim=True) (also spelled
+    sum(v, [-1], True) / N), or None."""
+    if _name(m) == "aten.mean":
+        v = m.args[0]
+        rank = len(tensor_meta(v)[1])
+        if _last_dim(_arg(m, 1, "dim"), rank) and _arg(m, 2, "keepdim", False):
+            return v
+        return None
+    if _name(m) == "aten.div" and not isinstance(m.args[1], torch.fx.Node):
+        s = m.args[0]
+        if _name(s) != "aten.sum":
+            return None
+        v = s.args[0]
+        shape = tensor_meta(v)[1]
+        if _last_dim(_arg(s, 1, "dim"), len(shape)) and \
+                _arg(s, 2, "keepdim", False) and m.args[1] == shape[-1]:
+            return v
+    return None
+
+
 def _match_rsqrt_norm(t):
     """t == x * rsqrt(mean(x^2, [-1], keepdim) + eps) -> (x, eps) or None."""
     if _name(t) != "aten.mul":
@@ -302,18 +327,9 @@ def _match_rsqrt_norm(t):
         if _name(add) != "aten.add" or isinstance(add.args[1], torch.fx.Node):
             continue
         eps = float(add.args[1])
-        mean = add.args[0]
-        if _name(mean) != "aten.mean":
+        p = _mean_last(add.args[0])
+        if p is None:
             continue
-        dims = _arg(mean, 1, "dim")
-        if list(dims or []) not in ([-1],) and not (
-                dims and len(dims) == 1 and
-                dims[0] == len(mean.args[0].meta.get("val", mean.args[0].meta.get(
-                    "tensor_meta")).shape) - 1):
-            continue
-        if not _arg(mean, 2, "keepdim", False):
-            continue
-        p = mean.args[0]
         if _name(p) == "aten.pow":
             if p.args[1] != 2 or _strip_casts(p.args[0]) is not _strip_casts(xf):
                 continue
