@@ -241,14 +241,13 @@ llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
     llvm::Expected<NpyArray> A = readNpy(Path);
     if (!A)
       return llvm::make_error<llvm::StringError>(
-          "input '%" + In->getName() + "' of @" + G.getName() + ": " +
-              llvm::toString(A.takeError()),
+          "input '%" + In->getName() + "': " + llvm::toString(A.takeError()),
           llvm::inconvertibleErrorCode());
     const TensorType &T = In->getType();
     if (llvm::ArrayRef<int64_t>(A->Shape) != llvm::ArrayRef<int64_t>(T.Shape))
       return err("'" + Path + "' has shape " + shapeText(A->Shape) +
-                 ", but input '%" + In->getName() + "' of @" + G.getName() +
-                 " is " + shapeText(T.Shape));
+                 ", but input '%" + In->getName() + "' is " +
+                 shapeText(T.Shape));
     for (double &X : A->Values)
       X = roundTo(X, T.Dtype);
     Data[In.get()] = std::move(A->Values);
