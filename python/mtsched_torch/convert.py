@@ -99,9 +99,6 @@ class Converter:
             raise Unmapped("operand %s has no IR value" % arg.name)
         return v
 
-    def ir_type(self, value):
-        return self.types[value]
-
     def emit(self, op, operands, dtype, shape, attrs=None, hint=None,
              custom=False, configs=None, comment=None):
         name = self.unique(hint or op)
@@ -175,10 +172,9 @@ class Converter:
             self.transposed.add(name)
             comment += ", transposed (the IR holds its [in, out] transpose)"
         dt = self.dtype(tdt, "input " + node.name)
-        if not shape or any(d <= 0 for d in shape) and shape:
-            if any(d <= 0 for d in shape):
-                raise ValueError("input %s has shape %s; the IR needs positive "
-                                 "sizes" % (node.name, list(shape)))
+        if any(d <= 0 for d in shape):
+            raise ValueError("input %s has shape %s; the IR needs positive "
+                             "sizes" % (node.name, list(shape)))
         self.graph.inputs.append((name, dt, shape, comment))
         self.types[name] = (dt, tuple(shape))
         self.env[node] = name
@@ -210,6 +206,11 @@ class Converter:
             self._getitem(node)
             return
         name = op_name(node.target)
+        if opmap.is_ignored(name) or (not node.users and
+                                      tensor_meta(node) is None):
+            # Runtime checks of export graphs (_assert_tensor_metadata,
+            # _assert_scalar, ...) and other calls with no result.
+            return
         fn = opmap.lookup(name)
         if fn is not None:
             try:
@@ -257,8 +258,7 @@ class Converter:
         schema_args = []
         if isinstance(node.target, torch._ops.OpOverload):
             schema_args = [a.name for a in node.target._schema.arguments]
-        flat = list(node.args) + [None] * 0
-        for i, a in enumerate(flat):
+        for i, a in enumerate(node.args):
             key = schema_args[i] if i < len(schema_args) else "arg%d" % i
             self._custom_arg(key, a, operands, attrs)
         for k, a in node.kwargs.items():

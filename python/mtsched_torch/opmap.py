@@ -41,6 +41,15 @@ def lookup(name):
     return None
 
 
+_IGNORED_PREFIXES = ("aten._assert", "aten.sym_constrain_range",
+                     "aten._check", "aten._print", "aten._functional_assert")
+
+
+def is_ignored(name):
+    """Ops with no value semantics (export's runtime checks)."""
+    return name.startswith(_IGNORED_PREFIXES)
+
+
 def register(*names):
     def deco(fn):
         for n in names:
@@ -66,11 +75,20 @@ def _result(conv, node):
 @register("aten.clone", "aten.contiguous", "aten.detach", "aten.alias",
           "aten.lift_fresh_copy", "aten.view", "aten._unsafe_view",
           "aten.reshape", "aten.expand", "aten.squeeze", "aten.unsqueeze",
-          "aten.flatten", "_c10d_functional.wait_tensor",
-          "c10d_functional.wait_tensor")
+          "aten.flatten", "aten._reshape_alias",
+          "_c10d_functional.wait_tensor", "c10d_functional.wait_tensor")
 def _identity(conv, node):
     v = conv.value(node.args[0])
     dt, shape = _result(conv, node)
+    if _name(node) == "aten._reshape_alias":
+        # A view with explicit strides: the identity only with the
+        # contiguous strides of its size.
+        contiguous, acc = [], 1
+        for d in reversed(list(node.args[1])):
+            contiguous.insert(0, acc)
+            acc *= d
+        if list(node.args[2]) != contiguous:
+            raise Unmapped("strides %s" % (list(node.args[2]),))
     vshape = conv.types[v][1]
     if tuple(shape) != tuple(vshape):
         raise Unmapped("changes the shape %s -> %s" % (list(vshape),
@@ -357,6 +375,12 @@ def _rmsnorm_emit(conv, node, x, w, eps):
 def _mul(conv, node):
     a, b = node.args[0], node.args[1]
     if isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node):
+        # x * sigmoid(x), silu decomposed.
+        for x, sg in ((a, b), (b, a)):
+            if _name(sg) == "aten.sigmoid" and sg.args[0] is x:
+                dt, shape = _result(conv, node)
+                return conv.emit("silu", [conv.cast(conv.value(x), dt)], dt,
+                                 shape, hint=node.name)
         for w, t in ((a, b), (b, a)):
             m = _match_rsqrt_norm(_strip_casts(t))
             if m is not None:

@@ -15,14 +15,12 @@ Every tracer yields a :class:`Traced`: the graph module and, per placeholder,
 what it is (a user input, a parameter or a buffer) and its name.
 """
 
-import contextlib
 import inspect
 import sys
 
 import torch
 import torch.fx
 
-from . import collectives
 
 
 class InputInfo:
@@ -40,12 +38,15 @@ class InputInfo:
 
 
 class Traced:
-    """An ATen-level graph module and its placeholders, in order."""
+    """An ATen-level graph module and its placeholders, in order;
+    user_outputs, when not None, picks the graph outputs that are the
+    module's (export also returns mutated buffers)."""
 
     def __init__(self, gm, inputs, tracer):
         self.gm = gm
         self.inputs = inputs
         self.tracer = tracer
+        self.user_outputs = None
 
 
 def has_export():
@@ -123,18 +124,19 @@ def trace_make_fx(module, args, input_names=None):
     return Traced(gm, infos, "make_fx")
 
 
-def trace_export(module, args, input_names=None):
-    """Exports module(*args) with torch.export and decomposes to core ATen."""
+def trace_export(module, args, input_names=None, decompose=False):
+    """Exports module(*args) with torch.export.
+
+    The exported ATen graph is imported as it is: ``aten.linear``,
+    ``aten.silu``, ``aten.softmax`` stay whole, which is what the op table
+    maps. ``decompose=True`` runs ``run_decompositions()`` to core ATen first
+    (silu then arrives as x * sigmoid(x), which is mapped back)."""
     if not has_export():
         raise RuntimeError("torch.export needs PyTorch 2.x (this is %s)"
                            % torch.__version__)
-    with torch.no_grad():
-        ep = torch.export.export(module, tuple(args))
-    try:
+    ep = torch.export.export(module, tuple(args))
+    if decompose:
         ep = ep.run_decompositions()
-    except Exception as e:  # noqa: BLE001 - keep the undecomposed graph
-        print("mtsched_torch: warning: run_decompositions failed (%s); "
-              "importing the exported graph as is" % e, file=sys.stderr)
     sig = ep.graph_signature
     kinds = {}
     for spec in sig.input_specs:
@@ -142,9 +144,12 @@ def trace_export(module, args, input_names=None):
         name = getattr(spec.arg, "name", None)
         kinds[name] = ("parameter" if k == "parameter" else
                        "buffer" if k == "buffer" else
-                       "constant" if k.startswith("constant") else "input",
+                       "constant" if k.startswith("constant") else
+                       "input" if k == "user_input" else k,
                        spec.target)
     gm = ep.graph_module
+    outs = [i for i, spec in enumerate(sig.output_specs)
+            if str(spec.kind).split(".")[-1].lower() == "user_output"]
     users = iter(_user_names(len(args), input_names))
     infos = []
     for ph in gm.graph.nodes:
@@ -157,7 +162,10 @@ def trace_export(module, args, input_names=None):
         else:
             infos.append(InputInfo(ph.name, target or ph.name, kind,
                                    target or ph.name))
-    return Traced(gm, infos, "export")
+    t = Traced(gm, infos, "export")
+    if len(outs) != len(sig.output_specs):
+        t.user_outputs = outs  # drop buffer mutations and the like
+    return t
 
 
 def _is_aten_graph(gm):
@@ -205,10 +213,3 @@ def trace(module, args, tracer="auto", input_names=None):
                                   input_names)
     raise ValueError("unknown tracer %r (auto, export, make_fx, "
                      "symbolic_trace)" % tracer)
-
-
-@contextlib.contextmanager
-def collectives_mode(mode):
-    """Shorthand for collectives.mode (used by the CLI)."""
-    with collectives.mode(mode):
-        yield

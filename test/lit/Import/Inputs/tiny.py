@@ -38,3 +38,26 @@ class Softmaxy(nn.Module):
 
 def softmaxy(world_size=1, device=None, dtype=torch.float32):
     return Softmaxy(device, dtype)
+
+
+class Patterns(nn.Module):
+    """Spellings the importer recognises: RMSNorm with x * x and sum / N,
+    silu as x * sigmoid(x), an identity reshape, a bf16 * f32 promotion."""
+
+    def __init__(self, device=None, dtype=torch.float32):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(32, device=device, dtype=dtype))
+        self.scale = nn.Parameter(torch.ones(32, device=device,
+                                             dtype=torch.float32))
+
+    def forward(self, x):
+        h = x.float()
+        var = (h * h).sum(-1, keepdim=True) / 32
+        n = (h * torch.rsqrt(var + 1e-6)).to(x.dtype) * self.w
+        s = n * torch.sigmoid(n)
+        s = s.reshape(s.shape[0], 32)
+        return s * self.scale
+
+
+def patterns(world_size=1, device=None, dtype=torch.bfloat16):
+    return Patterns(device, dtype)
