@@ -28,11 +28,23 @@ PY="$(find_torch_python)" || {
   echo "gpu-torch-compare: error: no Python with torch and numpy" >&2
   exit 2
 }
-BIN="${MTSCHED_OPT:-$ROOT/build/tools/mtsched-opt/mtsched-opt}"
-[[ -x "$BIN" ]] || {
-  echo "gpu-torch-compare: error: $BIN not found (build it, or carry build/)" >&2
+# The driver: $MTSCHED_OPT, else .device/bin (scripts/gpu-test.sh --pack,
+# with the libraries it packed), else build/.
+if [[ -n "${MTSCHED_OPT:-}" ]]; then
+  BIN="$MTSCHED_OPT"
+elif [[ -x "$ROOT/.device/bin/mtsched-opt" ]]; then
+  BIN="$ROOT/.device/bin/mtsched-opt"
+  export LD_LIBRARY_PATH="$ROOT/.device/lib:$ROOT/.device/lib-mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  BIN="$ROOT/build/tools/mtsched-opt/mtsched-opt"
+fi
+if ! "$BIN" --version >/dev/null 2>&1; then
+  echo "gpu-torch-compare: error: '$BIN' does not run here:" >&2
+  "$BIN" --version >&2 || true
+  echo "gpu-torch-compare: build it, or run 'scripts/gpu-test.sh --pack' and carry .device/" >&2
   exit 2
-}
+fi
+export MTSCHED_OPT="$BIN"
 RESULTS="${OUT:-$ROOT/gpu-results}/torch-compare"
 mkdir -p "$RESULTS"
 export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
