@@ -40,6 +40,10 @@ private:
   /// depend on it, which keeps the search short.
   const Node *cycleThrough(const Node *Consumer, const KernelSet &Kernel,
                            unsigned FirstIndex);
+  /// The first operand of Consumer, outside the kernel, that is defined
+  /// after the node at Index, or null.
+  static const Node *definedAfter(const Node *Consumer, const KernelSet &Kernel,
+                                  unsigned Index);
   void findEpilogue(const MultiTemplateBufferNode &M, FusionPlan &Plan);
   void groupBuffers(FusionPlan &Plan);
 
@@ -82,6 +86,17 @@ const Node *FusionAnalysis::cycleThrough(const Node *Consumer,
   return nullptr;
 }
 
+const Node *FusionAnalysis::definedAfter(const Node *Consumer,
+                                         const KernelSet &Kernel,
+                                         unsigned Index) {
+  for (const Operand &O : Consumer->getOperands()) {
+    const Node *Def = O.V->getDef();
+    if (Def && !Kernel.count(Def) && Def->getIndex() > Index)
+      return Def;
+  }
+  return nullptr;
+}
+
 void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
                                   FusionPlan &Plan) {
   std::vector<const Node *> Chain;
@@ -116,6 +131,18 @@ void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
     if (isRowReduction(U->getOp()) && U->getOperand(0) != V) {
       Why = "'%" + Cur->getName() + "' is not the normalised input of '%" +
             U->getName() + "'";
+      break;
+    }
+    if (KernelOf.count(U)) {
+      Why = "consumer '%" + U->getName() +
+            "' is already in another template's epilogue";
+      break;
+    }
+    // Kernels run in program order (--run, the generated program): the
+    // template must not read a value that is computed after it.
+    if (const Node *Late = definedAfter(U, Members, M.getIndex())) {
+      Why = "fusing '%" + U->getName() + "' would read '%" + Late->getName() +
+            "', which is computed after '%" + M.getName() + "'";
       break;
     }
     if (const Node *Through = cycleThrough(U, Members, M.getIndex())) {
