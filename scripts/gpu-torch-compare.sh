@@ -9,12 +9,14 @@
 #   bash scripts/gpu-torch-compare.sh            # from the repository root,
 #                                                # with a built build/
 # Environment:
-#   OUT                results go to $OUT/torch-compare (else
-#                      ./gpu-results/torch-compare): compare.md (the table),
+#   OUT                results go to $OUT/torch-compare-<sizes> (else
+#                      ./gpu-results/...): compare.md (the table),
 #                      compare.json, per layer the .mir, the decided IR, the
 #                      report and mtsched-opt's log
 #   GALLERY            gallery modules, space-separated (default all)
-#   SIZES              decode,prefill (default)
+#   SIZES              decode,prefill (default); SIZES=decode and then
+#                      SIZES=prefill split the work over two calls when
+#                      torch.compile's autotuning makes one call too long
 #   DEADLINE           seconds after which no new layer starts (default 450)
 #   MTSCHED_PYTHON     the interpreter with torch (default: python3, then
 #                      /usr/bin/python3)
@@ -45,7 +47,8 @@ if ! "$BIN" --version >/dev/null 2>&1; then
   exit 2
 fi
 export MTSCHED_OPT="$BIN"
-RESULTS="${OUT:-$ROOT/gpu-results}/torch-compare"
+SIZES="${SIZES:-decode,prefill}"
+RESULTS="${OUT:-$ROOT/gpu-results}/torch-compare-${SIZES//,/-}"
 mkdir -p "$RESULTS"
 export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 # The kernel cache stays out of $OUT (it is large and is not a result).
@@ -56,7 +59,7 @@ CACHE="${TMPDIR:-/tmp}/mtsched-torch-compare-kernels"
 } | tee "$RESULTS/environment.txt"
 # shellcheck disable=SC2086
 "$PY" -m mtsched_torch.compare --gallery ${GALLERY:-all} \
-  --sizes "${SIZES:-decode,prefill}" --device cuda --mode run \
+  --sizes "$SIZES" --device cuda --mode run \
   --tracer export --mtsched-opt "$BIN" --kernel-cache-dir "$CACHE" \
   --deadline-s "${DEADLINE:-450}" --out "$RESULTS" "$@" \
   2> >(tee "$RESULTS/compare.log" >&2)
