@@ -93,6 +93,8 @@ llvm::Expected<NpyArray> mtsched::readNpy(llvm::StringRef Path) {
     int64_t X;
     if (D.trim().getAsInteger(10, X) || X < 0)
       return Bad("shape (" + Shape + ")");
+    if (X > 0 && N > (int64_t(1) << 40) / X)
+      return Bad("shape (" + Shape + ") has more than 2^40 elements");
     A.Shape.push_back(X);
     N *= X;
   }
