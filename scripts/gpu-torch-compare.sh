@@ -17,7 +17,7 @@
 #   SIZES              decode,prefill (default); SIZES=decode and then
 #                      SIZES=prefill split the work over two calls when
 #                      torch.compile's autotuning makes one call too long
-#   DEADLINE           seconds after which no new layer starts (default 450)
+#   DEADLINE           seconds after which no new layer starts (default 420)
 #   MTSCHED_PYTHON     the interpreter with torch (default: python3, then
 #                      /usr/bin/python3)
 #   MTSCHED_OPT        the mtsched-opt binary (default build/tools/...)
@@ -61,5 +61,5 @@ CACHE="${TMPDIR:-/tmp}/mtsched-torch-compare-kernels"
 "$PY" -m mtsched_torch.compare --gallery ${GALLERY:-all} \
   --sizes "$SIZES" --device cuda --mode run \
   --tracer export --mtsched-opt "$BIN" --kernel-cache-dir "$CACHE" \
-  --deadline-s "${DEADLINE:-450}" --out "$RESULTS" "$@" \
+  --deadline-s "${DEADLINE:-420}" --out "$RESULTS" "$@" \
   2> >(tee "$RESULTS/compare.log" >&2)
