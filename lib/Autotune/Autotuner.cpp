@@ -326,7 +326,7 @@ static std::string workloadKey(const Workload &W, bool Fused) {
   if (Fused)
     OS << ":fused:" << W.Epilogue.NumOps << ':' << W.Epilogue.Elements << ':'
        << W.Epilogue.ExtraInputBytes << ':' << W.Epilogue.FlopsPerElement << ':'
-       << W.Epilogue.RowReduction;
+       << W.Epilogue.RowReduction << ':' << W.Epilogue.ExtraWrites;
   return OS.str();
 }
 
@@ -823,6 +823,12 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   // Every node missing from the cache was named above.
   if (I.CacheOnlyFailed)
     return llvm::make_error<ReportedError>();
+  // Whatever the heuristic decided must run: prove it before printing it.
+  if (llvm::Error E = verifySchedule(G))
+    return I.Diags.error(G.getLoc(), "the autotuner decided an illegal "
+                                     "schedule for '@" +
+                                         G.getName() +
+                                         "': " + toString(std::move(E)));
   return llvm::Error::success();
 }
 

@@ -85,6 +85,7 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
     }
     Prev = EO.V;
   }
+  E.ExtraWrites = int(N.getEpilogueWrites().size());
   return W;
 }
 

@@ -48,6 +48,9 @@ struct EpilogueDesc {
   /// rmsnorm / softmax: a CTA must see a full row.
   bool RowReduction = false;
   int NumOps = 0;
+  /// Intermediate values written besides the output (`writes [...]`), each
+  /// of Elements elements.
+  int ExtraWrites = 0;
 };
 
 /// Predicted time of a GEMM template with tile T, with Fused appended to its
