@@ -99,14 +99,14 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
   case Workload::Kind::Gemm:
     if (C.isExtern())
       return externGemmTimeUs(D, W.Gemm);
-    if (llvm::Optional<GemmTileConfig> T = gemmTileOf(C))
+    if (std::optional<GemmTileConfig> T = gemmTileOf(C))
       return gemmTimeUs(D, W.Gemm,
                         GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages,
                                  T->Template == GemmTemplate::Wgmma},
                         Epi);
     return Inf;
   case Workload::Kind::Collective: {
-    llvm::Optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
     if (!A)
       return Inf;
     return collectiveTimeUs(D, W.Collective, *A, W.Bytes, W.Ranks, Epi);

@@ -559,7 +559,7 @@ mtsched::generateGraphCollectiveKernels(const Module &M, const Graph &G,
     const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(N.get());
     if (!C || !C->isDecided())
       continue;
-    llvm::Optional<CollectiveAlgo> A = collectiveAlgoOf(C->getDecision());
+    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C->getDecision());
     // NCCL is a library call: there is no source to show.
     if (!A || *A == CollectiveAlgo::Nccl)
       continue;

@@ -65,7 +65,8 @@ void PassManager::dump(const Module &M, const llvm::Twine &Banner) {
 static std::string digestOf(const Module &M) {
   llvm::raw_sha1_ostream Hash;
   printModule(M, Hash);
-  return Hash.sha1().str();
+  auto Digest = Hash.sha1();
+  return std::string(Digest.begin(), Digest.end());
 }
 
 llvm::Error PassManager::run(Module &M) {
@@ -80,7 +81,7 @@ llvm::Error PassManager::run(Module &M) {
       Before = digestOf(M);
     auto Start = std::chrono::steady_clock::now();
     {
-      llvm::Optional<llvm::TimeRegion> Region;
+      std::optional<llvm::TimeRegion> Region;
       if (Timers)
         Region.emplace(*Timers->Timers[I]);
       for (const auto &G : M.getGraphs())

@@ -358,14 +358,14 @@ llvm::StringRef mtsched::collectiveAlgoName(CollectiveAlgo A) {
   return "nccl";
 }
 
-llvm::Optional<CollectiveAlgo>
+std::optional<CollectiveAlgo>
 mtsched::parseCollectiveAlgo(llvm::StringRef Name) {
-  return llvm::StringSwitch<llvm::Optional<CollectiveAlgo>>(Name)
+  return llvm::StringSwitch<std::optional<CollectiveAlgo>>(Name)
       .Case("nccl", CollectiveAlgo::Nccl)
       .Case("one_shot", CollectiveAlgo::OneShot)
       .Case("two_shot", CollectiveAlgo::TwoShot)
       .Case("p2p", CollectiveAlgo::P2P)
-      .Default(llvm::None);
+      .Default(std::nullopt);
 }
 
 bool mtsched::collectiveAlgoSupports(CollectiveAlgo Algo, CollectiveKind Kind) {
@@ -528,7 +528,7 @@ double NoiseSource::apply(double Us) {
   return Us * Factor;
 }
 
-llvm::Optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
+std::optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
   std::string Lower = Name.lower();
   llvm::StringRef L(Lower);
   if (L.contains("nccl"))
@@ -539,5 +539,5 @@ llvm::Optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
     return CollectiveAlgo::TwoShot;
   if (L.contains("p2p"))
     return CollectiveAlgo::P2P;
-  return llvm::None;
+  return std::nullopt;
 }

@@ -10,7 +10,7 @@
 
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Runtime/CostModel.h"
-#include "llvm/ADT/Optional.h"
+#include <optional>
 
 namespace mtsched {
 

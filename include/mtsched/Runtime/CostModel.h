@@ -16,9 +16,9 @@
 #include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Types.h"
 #include "mtsched/Runtime/DeviceDesc.h"
-#include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringRef.h"
 #include <cstdint>
+#include <optional>
 
 namespace mtsched {
 
@@ -82,11 +82,11 @@ enum class CollectiveAlgo { Nccl, OneShot, TwoShot, P2P };
 
 /// The collective algorithm a choice name stands for: `nccl`, `one_shot`,
 /// `two_shot`, `p2p`, also inside custom config names.
-llvm::Optional<CollectiveAlgo> collectiveAlgoOf(llvm::StringRef ChoiceName);
+std::optional<CollectiveAlgo> collectiveAlgoOf(llvm::StringRef ChoiceName);
 
 llvm::StringRef collectiveAlgoName(CollectiveAlgo A);
 /// "nccl", "one_shot", "two_shot", "p2p".
-llvm::Optional<CollectiveAlgo> parseCollectiveAlgo(llvm::StringRef Name);
+std::optional<CollectiveAlgo> parseCollectiveAlgo(llvm::StringRef Name);
 /// Whether the model has a formula for Algo running Kind (NCCL runs every
 /// kind; one_shot and two_shot only all_reduce; p2p all but all_reduce).
 bool collectiveAlgoSupports(CollectiveAlgo Algo, CollectiveKind Kind);
