@@ -120,9 +120,11 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
       if (std::isfinite(C.FusedUs))
         Rows.push_back({&C, true, C.FusedUs, Rows.size()});
     }
-    // Fastest first; +inf (failed, skipped) last; ties keep choice order.
-    llvm::stable_sort(Rows,
-                      [](const Row &A, const Row &B) { return A.Us < B.Us; });
+    // Fastest first; +inf (failed, skipped) last; ties keep choice order
+    // (the final tie-break, as everywhere, so the order is deterministic).
+    llvm::sort(Rows, [](const Row &A, const Row &B) {
+      return std::make_pair(A.Us, A.Order) < std::make_pair(B.Us, B.Order);
+    });
     double Best = Rows.empty() ? INFINITY : Rows.front().Us;
     for (size_t RI = 0; RI < Rows.size(); ++RI) {
       const Row &Rw = Rows[RI];
