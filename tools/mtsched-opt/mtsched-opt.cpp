@@ -404,12 +404,14 @@ int main(int argc, char **argv) {
   sys::fs::remove(Tmp);
   if (!Printed)
     fail("cannot read back the printed IR");
-  if (RC == 0) {
+  // Under mpirun only the reporting rank printed anything.
+  std::unique_ptr<Module> M;
+  if (RC == 0 && !(*Printed)->getBuffer().empty()) {
     SourceMgr SM;
     SM.AddNewSourceBuffer(
         MemoryBuffer::getMemBufferCopy((*Printed)->getBuffer(), InputFile),
         SMLoc());
-    std::unique_ptr<Module> M = parseModule(SM);
+    M = parseModule(SM);
     if (!M)
       fail("cannot parse the printed IR back");
     for (const auto &G : M->getGraphs()) {
@@ -438,20 +440,10 @@ int main(int argc, char **argv) {
   ToolOutputFile Out(FinalOutput, EC, sys::fs::OF_None);
   if (EC)
     fail("cannot write '" + FinalOutput + "': " + EC.message());
-  if (Emit == EmitKind::Dot) {
-    if (RC == 0) {
-      SourceMgr SM;
-      SM.AddNewSourceBuffer(
-          MemoryBuffer::getMemBufferCopy((*Printed)->getBuffer(), InputFile),
-          SMLoc());
-      std::unique_ptr<Module> M = parseModule(SM);
-      if (!M)
-        fail("cannot parse the printed IR back");
-      printModuleAsDot(*M, Out.os());
-    }
-  } else {
+  if (Emit == EmitKind::IR)
     Out.os() << (*Printed)->getBuffer();
-  }
+  else if (M)
+    printModuleAsDot(*M, Out.os());
   Out.keep();
   return finishRankProcess(RC);
 }
