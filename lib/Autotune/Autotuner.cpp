@@ -123,6 +123,7 @@ struct Autotuner::Impl {
   std::map<std::string, Agreed> Memo;
   Clock::time_point Start = Clock::now();
   bool ProgressShown = false;
+  Clock::time_point LastProgress;
 
   /// The persistent cache; null without one. Only rank 0 reads and writes
   /// it and broadcasts what it found, so every rank replays the same.
@@ -560,6 +561,8 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
   bool Measured = result().BenchmarksRun != Before;
   if (WasHit && !Measured && !NodeMissing) {
     ++result().CacheHits;
+    if (!result().Nodes.empty())
+      result().Nodes.back().FromCache = true;
     return;
   }
   ++result().CacheMisses;
@@ -727,7 +730,12 @@ void Autotuner::Impl::showProgress(size_t Done, size_t Total) {
     return;
   if (msSince(Start) < 1000 && !ProgressShown)
     return;
+  // At most ten redraws a second (and always the last): redrawing per node
+  // wrote megabytes to the terminal on large graphs.
+  if (Done != Total && ProgressShown && msSince(LastProgress) < 100)
+    return;
   ProgressShown = true;
+  LastProgress = Clock::now();
   llvm::errs() << "\r[mtsched] autotuning " << Done << "/" << Total << " nodes";
   if (Done == Total)
     llvm::errs() << '\n';

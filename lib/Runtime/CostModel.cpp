@@ -530,3 +530,17 @@ double NoiseSource::apply(double Us) {
   double Factor = 1 + Scale;
   return Us * Factor;
 }
+
+std::optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
+  std::string Lower = Name.lower();
+  llvm::StringRef L(Lower);
+  if (L.contains("nccl"))
+    return CollectiveAlgo::Nccl;
+  if (L.contains("one_shot") || L.contains("oneshot"))
+    return CollectiveAlgo::OneShot;
+  if (L.contains("two_shot") || L.contains("twoshot"))
+    return CollectiveAlgo::TwoShot;
+  if (L.contains("p2p"))
+    return CollectiveAlgo::P2P;
+  return std::nullopt;
+}
