@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
+#include <cmath>
 
 using namespace mtsched;
 using llvm::SMLoc;
@@ -46,6 +47,7 @@ private:
   bool inferType(const Graph &G, const Node &N, TensorType &Result);
   bool inferCollective(const Graph &G, const Node &N, TensorType &Result);
   void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);
+  void verifyChoiceParams(const Choice &C, SMLoc Loc, llvm::StringRef What);
   void verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                      llvm::StringRef What);
   void verifyTimings(const MultiTemplateBufferNode &N,
@@ -402,7 +404,33 @@ void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                           [&](const Choice &P) { return P.Name == C.Name; }))
       error(Loc, "duplicate " + What.drop_back() + " '" + C.Name + "' in '%" +
                      N.getName() + "'");
+    verifyChoiceParams(C, Loc, What.drop_back());
   }
+}
+
+void Verifier::verifyChoiceParams(const Choice &C, SMLoc Loc,
+                                  llvm::StringRef What) {
+  // The simulator reads these two (docs/SIMULATOR.md): which algorithm a
+  // custom collective's choice is, or the time to give it outright. The
+  // names are CostModel's CollectiveAlgo, which the IR cannot include.
+  if (const Attribute *A = C.Params.get("algo")) {
+    static const llvm::StringLiteral Algos[] = {"nccl", "one_shot", "two_shot",
+                                                "p2p"};
+    if (!A->isString())
+      error(Loc, "attribute 'algo' of " + What + " '" + C.Name +
+                     "' must be a string");
+    else if (!llvm::is_contained(Algos, A->getString()))
+      error(Loc, "unknown collective algorithm '" + A->getString() + "' in " +
+                     What + " '" + C.Name +
+                     "' (expected \"nccl\", \"one_shot\", \"two_shot\" or "
+                     "\"p2p\")");
+  }
+  if (const Attribute *A = C.Params.get("cost_us"))
+    if (!(A->isInt() || A->isFloat()) || !std::isfinite(A->getNumber()) ||
+        A->getNumber() < 0)
+      error(Loc, "attribute 'cost_us' of " + What + " '" + C.Name +
+                     "' must be a finite, non-negative number of "
+                     "microseconds");
 }
 
 void Verifier::verifyTimings(const MultiTemplateBufferNode &N,
@@ -517,9 +545,16 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
     else if (!O->getConfigs().empty())
       error(N.getLoc(), "only custom ops take 'configs'");
   }
-  if (N.getOp() == OpCode::Custom)
+  if (N.getOp() == OpCode::Custom) {
     if (std::optional<std::string> Group = groupAttr(N))
       groupSize(G, *Group, N.getLoc());
+    // What the fusion pass may fuse into the custom kernel (none if absent).
+    if (const Attribute *E = N.getAttrs().get("epilogue"))
+      if (!E->isString() ||
+          (E->getString() != "pointwise" && E->getString() != "none"))
+        error(N.getLoc(), "attribute 'epilogue' of custom op '%" + N.getName() +
+                              "' must be \"pointwise\" or \"none\"");
+  }
   if (const auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(&N))
     verifyMTB(G, *MTB);
 

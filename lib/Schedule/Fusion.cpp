@@ -84,6 +84,14 @@ const Node *FusionAnalysis::cycleThrough(const Node *Consumer,
 
 void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
                                   FusionPlan &Plan) {
+  // A custom op's kernel is opaque: it absorbs an epilogue only when it
+  // declares `epilogue = "pointwise"`, and then pointwise ops only.
+  bool Custom = M.getOp() == OpCode::Custom;
+  if (Custom && M.getAttrs().getString("epilogue") != "pointwise") {
+    Plan.NoEpilogue[&M] = "custom op '%" + M.getName() +
+                          "' does not declare epilogue = \"pointwise\"";
+    return;
+  }
   std::vector<const Node *> Chain;
   KernelSet Members{&M};
   const Node *Cur = &M;
@@ -116,6 +124,11 @@ void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
     if (isRowReduction(U->getOp()) && U->getOperand(0) != V) {
       Why = "'%" + Cur->getName() + "' is not the normalised input of '%" +
             U->getName() + "'";
+      break;
+    }
+    if (Custom && !isPointwise(U->getOp())) {
+      Why = "custom op '%" + M.getName() +
+            "' absorbs pointwise ops only, not '%" + U->getName() + "'";
       break;
     }
     if (const Node *Through = cycleThrough(U, Members, M.getIndex())) {
