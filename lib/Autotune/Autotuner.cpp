@@ -27,10 +27,17 @@ static double msSince(Clock::time_point T) {
 
 uint64_t mtsched::fingerprintCollectives(
     const Graph &G,
-    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes) {
+    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes,
+    llvm::ArrayRef<int64_t> ByteHints) {
   std::string S;
   llvm::raw_string_ostream OS(S);
   OS << '@' << G.getName();
+  // Ranks tuning at other sizes would run other benchmarks.
+  if (!ByteHints.empty()) {
+    OS << " bytes";
+    for (int64_t H : ByteHints)
+      OS << ' ' << H;
+  }
   for (const CollectiveMultiTemplateBufferNode *N : Nodes) {
     OS << "|%" << N->getName() << ' ' << N->getOpName() << ' '
        << collectiveKindName(N->getCollectiveKind()) << " @" << N->getGroup();
@@ -698,9 +705,17 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
     CN->setFallback(R.Fallback);
   }
 
-  // One winner per size hint, measured at that size.
-  bool Hintable = W.K != Workload::Kind::Custom;
-  for (int64_t Hint : Hintable ? Opts.SizeHints : std::vector<int64_t>()) {
+  // One winner per size hint, measured at that size: rows for a matmul,
+  // message bytes for a collective (custom kernels have no size to vary).
+  llvm::ArrayRef<int64_t> Hints;
+  if (W.K == Workload::Kind::Gemm) {
+    Hints = Opts.SizeHintsM;
+    N.setDispatchUnit(DispatchUnit::M);
+  } else if (W.K == Workload::Kind::Collective) {
+    Hints = Opts.SizeHintsBytes;
+    N.setDispatchUnit(DispatchUnit::Bytes);
+  }
+  for (int64_t Hint : Hints) {
     Workload HW = describeNode(M, G, N, Hint);
     std::vector<Agreed> AtHint = measureChoices(G, N, HW, Hint, false);
     if (Degraded || NodeMissing)
@@ -741,7 +756,7 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   auto T0 = Clock::now();
   if (auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
     const CollectiveMultiTemplateBufferNode *One[] = {C};
-    uint64_t Fp = fingerprintCollectives(G, One);
+    uint64_t Fp = fingerprintCollectives(G, One, I.Opts.SizeHintsBytes);
     if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
       Fp = ~Fp;
     auto S0 = Clock::now();
@@ -789,7 +804,7 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   std::string SyncFailure;
   if (!Collectives.empty()) {
     auto S0 = Clock::now();
-    uint64_t Fp = fingerprintCollectives(G, Collectives);
+    uint64_t Fp = fingerprintCollectives(G, Collectives, I.Opts.SizeHintsBytes);
     // A rank that collected a different list: it misses the last node.
     if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
       Fp = fingerprintCollectives(G, llvm::ArrayRef(Collectives).drop_back());

@@ -470,6 +470,25 @@ void Verifier::verifyMTB(const Graph &G, const MultiTemplateBufferNode &N) {
     CheckChoice(N.getDecision(), N.getDecisionLoc(), "decision");
   verifyTimings(N, N.getTimings(), "timings");
   verifyTimings(N, N.getFusedTimings(), "fused_timings");
+  if (!N.getDispatch().empty()) {
+    // Hints count rows of a matmul and message bytes of a collective; a
+    // table in the other unit would be read at the wrong sizes.
+    bool IsColl = llvm::isa<CollectiveMultiTemplateBufferNode>(N);
+    bool IsMatMul = N.getOp() == OpCode::MatMul;
+    SMLoc Loc =
+        N.getDispatchUnitLoc().isValid() ? N.getDispatchUnitLoc() : N.getLoc();
+    llvm::StringRef Unit = dispatchUnitName(N.getDispatchUnit());
+    if (!IsColl && !IsMatMul)
+      error(Loc, "'%" + N.getName() +
+                     "' cannot have a dispatch table: only matmuls (unit "
+                     "'m') and collectives (unit 'bytes') are tuned per size");
+    else if (IsColl && N.getDispatchUnit() != DispatchUnit::Bytes)
+      error(Loc, "dispatch unit '" + Unit + "' does not fit collective '%" +
+                     N.getName() + "'; its hints are message bytes ('bytes')");
+    else if (IsMatMul && N.getDispatchUnit() != DispatchUnit::M)
+      error(Loc, "dispatch unit '" + Unit + "' does not fit matmul '%" +
+                     N.getName() + "'; its hints are rows ('m')");
+  }
   const DispatchEntry *Prev = nullptr;
   for (const DispatchEntry &E : N.getDispatch()) {
     SMLoc Loc = E.Loc.isValid() ? E.Loc : N.getLoc();

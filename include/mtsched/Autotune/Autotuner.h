@@ -143,11 +143,13 @@ private:
 std::unique_ptr<Pass> createAutotunePass(Autotuner *Session);
 
 /// Hash of the ordered collective nodes (name, op, shapes, dtypes, group,
-/// choice names); equal on every rank that is about to benchmark the same
-/// collectives in the same order.
+/// choice names) and of the message-byte size hints they are tuned at;
+/// equal on every rank that is about to benchmark the same collectives in
+/// the same order.
 uint64_t fingerprintCollectives(
     const Graph &G,
-    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes);
+    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes,
+    llvm::ArrayRef<int64_t> ByteHints = {});
 
 } // namespace mtsched
 
