@@ -55,6 +55,9 @@ static std::string groupOf(const Workload &W, const Choice &C, bool Fused) {
     G = "collective " + (A ? collectiveAlgoName(*A).str() : C.Name);
     break;
   }
+  case Workload::Kind::SwiGlu:
+    G = "swiglu tiles";
+    break;
   case Workload::Kind::Custom:
     G = "custom";
     break;
