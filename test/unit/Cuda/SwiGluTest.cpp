@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Lowering/SwiGlu.h"
@@ -16,6 +17,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
+#include <cmath>
+#include <random>
 
 using namespace mtsched;
 
@@ -81,6 +84,36 @@ std::string mlp(llvm::StringRef Ty, int M, int D) {
 }
 
 } // namespace
+
+// No GPU needed: the fp64 interpreter gives the merged node exactly the
+// split form's values, so --run checks either form against one reference.
+TEST(SwiGluInterpreter, MergedEqualsSplit) {
+  auto L = lowerSwiGlu(mlp("bf16", 24, 40));
+  ASSERT_TRUE(L);
+  const Graph &G = *L->M->getGraphs()[0];
+  ValueData Data;
+  std::mt19937_64 Rng(7);
+  std::uniform_real_distribution<double> U(-1, 1);
+  for (const auto &In : G.getInputs()) {
+    std::vector<double> V(In->getType().numElements());
+    for (double &X : V)
+      X = U(Rng);
+    Data[In.get()] = std::move(V);
+  }
+  llvm::Error E = interpretGraph(G, Data);
+  ASSERT_FALSE(bool(E)) << llvm::toString(std::move(E));
+  const std::vector<double> *Split = nullptr, *Merged = nullptr;
+  for (const auto &N : G.getNodes()) {
+    if (N->getName() == "gu")
+      Split = &Data[N->getResult()];
+    if (N->getOp() == OpCode::SwiGlu)
+      Merged = &Data[N->getResult()];
+  }
+  ASSERT_TRUE(Split && Merged);
+  ASSERT_EQ(Split->size(), Merged->size());
+  for (size_t I = 0; I < Split->size(); ++I)
+    EXPECT_NEAR((*Split)[I], (*Merged)[I], 1e-9 * (1 + std::fabs((*Split)[I])));
+}
 
 TEST(SwiGluGpu, EveryMergedChoiceMatchesTheReference) {
   REQUIRE_GPU();
