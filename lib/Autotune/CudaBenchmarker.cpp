@@ -396,10 +396,9 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
 Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
                                    const Workload &W) {
   int64_t OwnRows = rowsOf(N.getType());
-  int64_t Rows =
-      W.K == Workload::Kind::Gemm || W.K == Workload::Kind::SwiGlu
-          ? W.Gemm.M * W.Gemm.Batch
-          : OwnRows;
+  int64_t Rows = W.K == Workload::Kind::Gemm || W.K == Workload::Kind::SwiGlu
+                     ? W.Gemm.M * W.Gemm.Batch
+                     : OwnRows;
   auto &Slot = Cache[{&N, Rows}];
   if (Slot)
     return *Slot;
@@ -912,8 +911,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
       }
       const Choice *Ch = M->findChoice(M->getDecision());
       if (M->getOp() == OpCode::SwiGlu) {
-        std::optional<GemmTileConfig> T =
-            Ch ? swigluTileOf(*Ch) : std::nullopt;
+        std::optional<GemmTileConfig> T = Ch ? swigluTileOf(*Ch) : std::nullopt;
         if (!T || M->isEpilogueFused())
           return err("'%" + M->getName() + "': cannot run decision '" +
                      M->getDecision() + "' on the GPU");

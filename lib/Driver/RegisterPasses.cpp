@@ -21,8 +21,9 @@ static void add(PassRegistry &Registry, FactoryT Factory,
 void mtsched::registerAllPasses(PassRegistry &Registry) {
   add(Registry,
       [](const PipelineOptions &O) { return createLowerPass(O.Lowering); });
-  add(Registry,
-      [](const PipelineOptions &O) { return createFuseSwiGluPass(O.Lowering); });
+  add(Registry, [](const PipelineOptions &O) {
+    return createFuseSwiGluPass(O.Lowering);
+  });
   add(Registry,
       [](const PipelineOptions &O) { return createFusePass(O.Fusion); });
   add(Registry,

@@ -136,8 +136,7 @@ int64_t Verifier::groupSize(const Graph &G, llvm::StringRef Name, SMLoc Loc) {
   return PG->Ranks.size();
 }
 
-bool Verifier::inferSwiGlu(const Graph &G, const Node &N,
-                           TensorType &Result) {
+bool Verifier::inferSwiGlu(const Graph &G, const Node &N, TensorType &Result) {
   const TensorType &A = N.getOperand(0)->getType();
   const TensorType &Wg = N.getOperand(1)->getType();
   const TensorType &Wu = N.getOperand(2)->getType();
@@ -207,7 +206,8 @@ void Verifier::verifyAlternatives(const Graph &G) {
                              Of->getType().str());
     if (Read.count(N->getResult()))
       error(N->getLoc(), "'%" + N->getName() + "' is an alternative of '%" +
-                             Of->getName() + "'; nothing may read or return it");
+                             Of->getName() +
+                             "'; nothing may read or return it");
   }
 }
 

@@ -144,8 +144,8 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
   return Out;
 }
 
-std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N,
-                                                int64_t K, DType Dtype) const {
+std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
+                                                DType Dtype) const {
   std::vector<Choice> Out;
   if (Dtype != DType::BF16 && Dtype != DType::F16)
     return Out;

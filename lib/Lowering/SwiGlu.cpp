@@ -37,17 +37,15 @@ static bool usedOnce(const UseCounts &Uses, const Value *V) {
   return It != Uses.end() && It->second == 1;
 }
 
-std::optional<SwiGluMatch> mtsched::matchSwiGlu(Node &Mul,
-                                                const UseCounts &Uses,
-                                                bool Decided) {
+std::optional<SwiGluMatch>
+mtsched::matchSwiGlu(Node &Mul, const UseCounts &Uses, bool Decided) {
   if (!llvm::isa<BufferNode>(Mul) || Mul.getOp() != OpCode::Mul ||
       Mul.getNumOperands() != 2)
     return std::nullopt;
   for (unsigned SiluIdx = 0; SiluIdx < 2; ++SiluIdx) {
     Node *Silu = Mul.getOperand(SiluIdx)->getDef();
     Value *UpV = Mul.getOperand(1 - SiluIdx);
-    if (!Silu || !llvm::isa<BufferNode>(Silu) ||
-        Silu->getOp() != OpCode::Silu)
+    if (!Silu || !llvm::isa<BufferNode>(Silu) || Silu->getOp() != OpCode::Silu)
       continue;
     MultiTemplateBufferNode *Gate = matMul(Silu->getOperand(0), Decided);
     MultiTemplateBufferNode *Up = matMul(UpV, Decided);
@@ -127,13 +125,11 @@ llvm::Error FuseSwiGluPass::run(Graph &G) {
       Name = Mul.getName() + ".swiglu" + std::to_string(Suffix);
     Names.insert(Name);
     // The alternative points at the mul it would replace.
-    auto Alt = std::make_unique<MultiTemplateBufferNode>(OpCode::SwiGlu,
-                                                         Mul.getLoc());
-    Alt->getOperands() = {{S->H, Mul.getLoc()},
-                          {S->Wg, Mul.getLoc()},
-                          {S->Wu, Mul.getLoc()}};
-    Alt->getAttrs().set(AlternativeOfAttr,
-                        Attribute::getString(Mul.getName()));
+    auto Alt =
+        std::make_unique<MultiTemplateBufferNode>(OpCode::SwiGlu, Mul.getLoc());
+    Alt->getOperands() = {
+        {S->H, Mul.getLoc()}, {S->Wg, Mul.getLoc()}, {S->Wu, Mul.getLoc()}};
+    Alt->getAttrs().set(AlternativeOfAttr, Attribute::getString(Mul.getName()));
     Alt->setChoices(It->second);
     Value *V = G.createValue(Name, Out, Mul.getLoc());
     G.insertNode(I + 1, std::move(Alt), V);

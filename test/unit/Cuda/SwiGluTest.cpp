@@ -5,12 +5,12 @@
 // end with --run's executor. Each test skips, saying why, without a GPU.
 //
 //===----------------------------------------------------------------------===//
+#include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Lowering/Lowering.h"
-#include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Runtime/CudaApi.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/Support/MemoryBuffer.h"
