@@ -26,7 +26,7 @@ ChoiceConfig ChoiceConfig::getDefault() {
   // Merged gate+up tiles hold two accumulators per output element, so they
   // are half as wide as the GEMM tiles for the same registers.
   C.SwiGluTiles = {
-      {128, 128, 32, 8, 3}, {128, 64, 64, 4, 3}, {64, 128, 64, 4, 3},
+      {128, 128, 32, 8, 3}, {128, 64, 64, 8, 3}, {64, 128, 64, 4, 3},
       {64, 64, 64, 4, 4},   {32, 64, 64, 4, 4},  {16, 128, 64, 4, 3},
       {16, 64, 128, 4, 3},
   };
