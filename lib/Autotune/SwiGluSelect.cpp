@@ -26,6 +26,20 @@ static double roundUs(double Us) {
   return std::isfinite(Us) ? std::round(Us * 1000.0) / 1000.0 : Us;
 }
 
+/// N as its own pointwise kernel reading its operands but Prev.
+static EpilogueDesc standalone(const Node &N, const Value *Prev) {
+  EpilogueDesc E;
+  E.Dtype = N.getType().Dtype;
+  E.Elements = N.getType().numElements();
+  E.NumOps = 1;
+  E.FlopsPerElement = N.getOp() == OpCode::Silu ? 4 : 1;
+  E.RowReduction = isRowReduction(N.getOp());
+  for (const Operand &O : N.getOperands())
+    if (O.V != Prev)
+      E.ExtraInputBytes += O.V->getType().numBytes();
+  return E;
+}
+
 namespace {
 
 class SelectSwiGluPass : public Pass {
@@ -42,6 +56,10 @@ private:
   /// The split form's time: both GEMMs as decided, their unfused epilogues
   /// as kernels of their own, and what no epilogue covers on its own.
   double splitUs(const Graph &G, const SwiGluMatch &S);
+  /// What the merged form adds to its own GEMM: consumers of %gu that are
+  /// in the split GEMMs' epilogues run as a kernel of their own once the
+  /// merged GEMM (which has no epilogue) replaces them. Predicted.
+  double mergedExtraUs(const SwiGluMatch &S);
 
   Autotuner *Session;
 };
@@ -62,18 +80,28 @@ double SelectSwiGluPass::splitUs(const Graph &G, const SwiGluMatch &S) {
   // A pointwise node in no epilogue is a kernel of its own: predicted, as
   // nothing times buffer kernels.
   for (const Node *N : {S.Silu, S.Mul})
-    if (!Covered.count(N)) {
-      EpilogueDesc E;
-      E.Dtype = N->getType().Dtype;
-      E.Elements = N->getType().numElements();
-      E.NumOps = 1;
-      E.FlopsPerElement = N->getOp() == OpCode::Silu ? 4 : 1;
-      for (const Operand &O : N->getOperands())
-        if (O.V != N->getOperand(0))
-          E.ExtraInputBytes += O.V->getType().numBytes();
-      Us += epilogueTimeUs(Session->getDevice(), E);
-    }
+    if (!Covered.count(N))
+      Us += epilogueTimeUs(Session->getDevice(),
+                           standalone(*N, N->getOperand(0)));
   return roundUs(Us);
+}
+
+double SelectSwiGluPass::mergedExtraUs(const SwiGluMatch &S) {
+  EpilogueDesc Chain;
+  for (const MultiTemplateBufferNode *X : {S.Gate, S.Up})
+    for (const Operand &E : X->getEpilogue()) {
+      const Node *N = E.V->getDef();
+      if (N == S.Silu || N == S.Mul)
+        continue;
+      EpilogueDesc One = standalone(*N, N->getOperand(0));
+      Chain.Dtype = One.Dtype;
+      Chain.Elements = One.Elements;
+      Chain.NumOps += 1;
+      Chain.FlopsPerElement += One.FlopsPerElement;
+      Chain.ExtraInputBytes += One.ExtraInputBytes;
+      Chain.RowReduction |= One.RowReduction;
+    }
+  return epilogueTimeUs(Session->getDevice(), Chain);
 }
 
 llvm::Error SelectSwiGluPass::run(Graph &G) {
@@ -110,7 +138,8 @@ llvm::Error SelectSwiGluPass::run(Graph &G) {
                                   "', which is no longer a decided "
                                   "mul(silu(matmul), matmul) over its "
                                   "operands");
-    double Merged = decidedUs(*Alt, Alt->isEpilogueFused());
+    double Merged =
+        roundUs(decidedUs(*Alt, Alt->isEpilogueFused()) + mergedExtraUs(*S));
     double Split = splitUs(G, *S);
     // Attributes but the link, then both times.
     AttrDict Attrs;
