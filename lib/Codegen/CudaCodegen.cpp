@@ -604,7 +604,7 @@ mtsched::generateEpilogueKernel(const MultiTemplateBufferNode &N,
 
 /// Tensor-core main loop: cp.async multi-stage copy into padded shared
 /// memory, ldmatrix into fragments, mma.sync m16n8k16 with fp32 accumulators.
-static const char *TensorCoreMainLoop = R"(
+const char *const codegen::TensorCoreMainLoop = R"(
 #define THREADS (WARPS_M * WARPS_N * 32)
 #define WM (BM / WARPS_M) // warp tile rows
 #define WN (BN / WARPS_N) // warp tile columns
@@ -876,7 +876,7 @@ void codegen::emitGroupedRaster(llvm::raw_ostream &OS) {
 
 /// Picks WARPS_M x WARPS_N for a tile: warp tiles of at least 16x16, as
 /// square as possible.
-static bool warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN) {
+bool codegen::warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN) {
   int Best = -1;
   for (int Wm = 1; Wm <= T.Warps; Wm *= 2) {
     if (T.Warps % Wm)
@@ -1197,6 +1197,14 @@ mtsched::generateGraphKernels(const Graph &G,
   }
   for (const auto &N : G.getNodes()) {
     const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
+    if (M && M->getOp() == OpCode::SwiGlu) {
+      for (const Choice &C : M->getChoices())
+        if (std::optional<GemmTileConfig> T = swigluTileOf(C))
+          if (!M->isDecided() || M->getDecision() == C.Name)
+            Take(generateSwiGluKernel(*M, *T),
+                 "'%" + M->getName() + "' choice '" + C.Name + "'");
+      continue;
+    }
     if (!M || M->getOp() != OpCode::MatMul)
       continue;
     for (const Choice &C : M->getChoices()) {
