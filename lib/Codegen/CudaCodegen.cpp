@@ -594,8 +594,10 @@ mtsched::generateEpilogueKernel(const MultiTemplateBufferNode &N,
   std::vector<const Node *> Chain = epilogueNodes(N);
   if (Chain.empty())
     return err("'%" + N.getName() + "' has no epilogue");
+  // Run apart, the chain writes what a fused kernel would: the 'writes'
+  // list and its last value.
   return generateGroupKernel("epilogue_" + N.getName(), Chain,
-                             {Chain.back()->getResult()}, Rows);
+                             N.getFusedOutputs(), Rows);
 }
 
 //===----------------------------------------------------------------------===//
@@ -739,6 +741,12 @@ buildEpilogue(const MultiTemplateBufferNode &N, bool Fused, ParamList &P,
   std::vector<const Node *> Chain = epilogueNodes(N);
   if (Chain.empty())
     return err("'%" + N.getName() + "' has no epilogue to fuse");
+  // The templates write one output; a second is modelled by the simulator
+  // but not generated yet.
+  if (!N.getEpilogueWrites().empty())
+    return err("the epilogue of '%" + N.getName() + "' also writes '%" +
+               N.getEpilogueWrites().front().V->getName() +
+               "', and GEMM templates write one output only");
   const Value *Prev = N.getResult();
   const TensorType &Iter = N.getType();
   llvm::raw_string_ostream OS(E.Pre);
