@@ -28,6 +28,13 @@ void attachCommunicator(Benchmarker &B, Communicator &Comm);
 /// replayed back to back) and prints the median.
 llvm::Error runGraphOnGpu(const Graph &G, const RunIO &IO,
                           llvm::raw_ostream &OS);
+/// The same with seeded random inputs, no files and no timing.
+inline llvm::Error runGraphOnGpu(const Graph &G, uint64_t Seed,
+                                 llvm::raw_ostream &OS) {
+  RunIO IO;
+  IO.Seed = Seed;
+  return runGraphOnGpu(G, IO, OS);
+}
 
 } // namespace mtsched
 
