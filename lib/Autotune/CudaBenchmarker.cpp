@@ -120,6 +120,9 @@ struct Prepared {
   std::map<const Value *, std::vector<DevBuf>> Dev;
   ValueData Host;
   DevBuf OutMain[8], OutFused[8], OutEpi[8];
+  /// Per copy, where a kernel writes outputs other than the measured one
+  /// (an epilogue's `writes` list).
+  std::map<const Value *, std::vector<DevBuf>> Scratch;
   std::vector<int64_t> CheckRows;
   std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
   std::map<std::string, LoadedKernel> Kernels;
@@ -312,9 +315,10 @@ CudaBenchmarker::~CudaBenchmarker() {
     return;
   for (auto &KV : Cache) {
     Prepared &P = *KV.second;
-    for (auto &D : P.Dev)
-      for (DevBuf &B : D.second)
-        G.D->cuMemFree(B.P);
+    for (auto *Bufs : {&P.Dev, &P.Scratch})
+      for (auto &D : *Bufs)
+        for (DevBuf &B : D.second)
+          G.D->cuMemFree(B.P);
     for (int I = 0; I < 8; ++I)
       for (DevBuf *B : {&P.OutMain[I], &P.OutFused[I], &P.OutEpi[I]})
         if (B->P)
@@ -546,6 +550,27 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
       }
     for (CUtensorMap &Map : It->second)
       Args.push_back(&Map);
+  }
+  // The measured output is the kernel's last; any before it (an epilogue's
+  // `writes`) go to scratch buffers of their own.
+  for (size_t I = 0; I + 1 < L.K.Outputs.size(); ++I) {
+    const Value *V = L.K.Outputs[I];
+    std::vector<DevBuf> &Bufs = P.Scratch[V];
+    if (Bufs.empty()) {
+      Bufs.resize(P.Copies);
+      for (DevBuf &B : Bufs) {
+        B.Bytes =
+            P.Rows * V->getType().innerDim() * dtypeBytes(V->getType().Dtype);
+        if (CUresult R = G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
+          for (DevBuf &F : Bufs)
+            if (F.P)
+              G.D->cuMemFree(F.P);
+          P.Scratch.erase(V);
+          return R;
+        }
+      }
+    }
+    Ptrs.push_back(Bufs[Copy].P);
   }
   Ptrs.push_back(Out[Copy].P);
   for (CUdeviceptr &X : Ptrs)
