@@ -9,6 +9,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/TimeProfiler.h"
 #include "llvm/Support/xxhash.h"
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -25,23 +26,54 @@ static double msSince(Clock::time_point T) {
   return std::chrono::duration<double, std::milli>(Clock::now() - T).count();
 }
 
+/// A node as printed, on one line (the printer may wrap choice lists).
+static std::string nodeText(const Node &N) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  printNode(N, OS);
+  OS.flush();
+  std::replace(S.begin(), S.end(), '\n', ' ');
+  return llvm::StringRef(S).trim().str();
+}
+
 uint64_t mtsched::fingerprintCollectives(
     const Graph &G,
     llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes) {
+  std::string S = "@" + G.getName();
+  for (const CollectiveMultiTemplateBufferNode *N : Nodes) {
+    S += '|';
+    S += nodeText(*N);
+  }
+  return llvm::xxHash64(S);
+}
+
+uint64_t mtsched::fingerprintStructure(const Graph &G) {
   std::string S;
   llvm::raw_string_ostream OS(S);
-  OS << '@' << G.getName();
-  for (const CollectiveMultiTemplateBufferNode *N : Nodes) {
-    OS << "|%" << N->getName() << ' ' << N->getOpName() << ' '
-       << collectiveKindName(N->getCollectiveKind()) << " @" << N->getGroup();
-    for (const Operand &O : N->getOperands())
-      OS << ' ' << O.V->getType().str();
-    OS << " -> " << N->getType().str() << " [";
-    for (const Choice &C : N->getChoices())
-      OS << C.Name << ',';
-    OS << ']';
-  }
+  printGraph(G, OS);
   return llvm::xxHash64(OS.str());
+}
+
+std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
+                                   const FusionOptions &Fusion,
+                                   CollectiveMode Mode) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << "collective-mode="
+     << (Mode == CollectiveMode::Deferred ? "deferred" : "immediate")
+     << " fusion-heuristic=" << Fusion.Heuristic
+     << " fusion-speedup-threshold=" << Fusion.SpeedupThreshold
+     << " max-epilogue-length=" << Fusion.MaxEpilogueLength
+     << " backend=" << Opts.Backend << " size-hints=";
+  llvm::interleave(Opts.SizeHints, OS, ",");
+  OS << " prune-top-k=" << Opts.PruneTopK
+     << " collective-fallback=" << Opts.CollectiveFallback
+     << " cache-only=" << (Opts.CacheOnly ? "true" : "false")
+     << " choice-timeout-ms=" << Opts.ChoiceTimeout.count()
+     << " on-sync-failure="
+     << (Opts.OnSyncFailure == SyncFailurePolicy::Error ? "error"
+                                                         : "fallback");
+  return OS.str();
 }
 
 namespace {
@@ -113,11 +145,21 @@ struct Autotuner::Impl {
   std::unique_ptr<FusionHeuristic> Heuristic;
 
   /// Set once peers stopped answering or the pre-sync failed: from then on
-  /// nothing crosses ranks and every node is decided by the fallback rules.
+  /// nothing is measured; a node the cache replays keeps its cached
+  /// decision, every other node is decided by the fallback rules.
   bool Degraded = false;
   std::string DegradedReason;
-  /// Set when a peer stopped answering: even the final gather is skipped.
+  /// Set when a peer stopped answering: even the final gather is skipped,
+  /// and measurements remembered this run are no longer trusted (a peer may
+  /// have completed an exchange this rank gave up on).
   bool CommBroken = false;
+  /// The node being finalized needed a measurement it could not take.
+  bool NodeUnmeasured = false;
+  /// The nodes that fell back since the last sync failure: "%name -> choice".
+  std::vector<std::string> FellBack;
+  /// A pre-sync (or V1 sync) agreed once, so later syncs of V1 know ranks
+  /// agree on flags and structure.
+  bool RanksAgreed = false;
   bool RankFaultsApplied = false;
   /// Measurements already agreed, by workload, choice, fusion and size.
   std::map<std::string, Agreed> Memo;
@@ -148,13 +190,38 @@ struct Autotuner::Impl {
   }
 
   llvm::Error applyRankFaults();
-  /// Barrier with the pre-sync window, then agreement on (ok, fingerprint)
-  /// within the choice timeout. Returns an empty string on success, else
-  /// the reason.
-  std::string sync(uint64_t Fingerprint);
+  /// What the ranks compare in a pre-sync.
+  struct SyncInput {
+    const Graph *G = nullptr;
+    std::vector<const CollectiveMultiTemplateBufferNode *> Collectives;
+    /// Whether the whole graph's structure is compared (deferred mode; V1
+    /// compares it in its first sync only, the graph still being lowered).
+    bool CompareStructure = true;
+    /// Rank 0's cache bundle (see lookupBundle); empty elsewhere.
+    std::string Bundle;
+  };
+  /// Barrier with the arrival deadline (PreSyncTimeout), then one
+  /// all-gather, bounded by AgreementTimeout, of each rank's arrival time,
+  /// barrier wait, flags, fingerprints and rank 0's cache bundle. Returns
+  /// an empty string on success, else the reason; Bundle gets rank 0's
+  /// bundle whenever the gather succeeded. An llvm::Error when the ranks
+  /// differ in flags or graphs: tuning them would be meaningless.
+  llvm::Expected<std::string> sync(SyncInput In, std::string &Bundle);
+  /// Names the first node where rank R's graph differs from Ref's, by a
+  /// second all-gather of per-node texts (collectives) or hashes.
+  std::string nameDifference(const SyncInput &In, bool Collectives, int Ref,
+                             int R);
+  /// Rank 0: every node's cache entry, looked up before the pre-sync so a
+  /// fully cached graph needs nothing measured (empty without a cache).
+  std::string lookupBundle(const Graph &G,
+                           llvm::ArrayRef<MultiTemplateBufferNode *> Todo);
+  /// After a sync failure: the one stderr line the reporting rank prints,
+  /// or the error under --on-sync-failure=error.
+  llvm::Error noteFallbacks(const Graph &G, llvm::StringRef What);
   std::string fallbackChoice(const MultiTemplateBufferNode &N) const;
+  /// Fallback counts N as a node that fell back after a sync failure.
   void decideWithoutBenchmark(const Graph &G, MultiTemplateBufferNode &N,
-                              llvm::StringRef Reason);
+                              llvm::StringRef Reason, bool Fallback = true);
   /// Measures the choices of N (fused or not) at a size, max-reduced.
   /// Choices whose entry in Skip is set are not measured (a choice that
   /// failed unfused is not tried fused).
@@ -164,9 +231,11 @@ struct Autotuner::Impl {
                                      bool Fused,
                                      const std::vector<bool> &Skip = {});
   Agreed measureEpilogue(const MultiTemplateBufferNode &N, const Workload &W);
-  /// Finalizes N: cache lookup (broadcast from rank 0), then finalizeNode,
-  /// then storing what was measured.
-  void finalize(const Graph &G, MultiTemplateBufferNode &N, bool WithFusion);
+  /// Finalizes N: cache lookup (Entry, from rank 0's bundle; without one,
+  /// a broadcast from rank 0), then finalizeNode, then storing what was
+  /// measured.
+  void finalize(const Graph &G, MultiTemplateBufferNode &N, bool WithFusion,
+                const std::string *Entry = nullptr);
   /// Benchmark (or replay), fusion decision, dispatch table.
   void finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
                     bool WithFusion);
@@ -199,8 +268,13 @@ llvm::Error Autotuner::Impl::applyRankFaults() {
   if (RankFaultsApplied)
     return llvm::Error::success();
   RankFaultsApplied = true;
-  if (const Fault *F = Opts.Faults.rankFault(Fault::Kind::Late, rank()))
-    std::this_thread::sleep_for(std::chrono::milliseconds(F->DelayMs));
+  if (const Fault *F = Opts.Faults.rankFault(Fault::Kind::Late, rank())) {
+    std::chrono::milliseconds D(F->DelayMs);
+    if (Hooks.Late)
+      Hooks.Late(D);
+    else
+      std::this_thread::sleep_for(D);
+  }
   if (Opts.Faults.rankFault(Fault::Kind::Exit, rank())) {
     if (Hooks.Exit)
       Hooks.Exit();
@@ -216,38 +290,320 @@ llvm::Error Autotuner::Impl::applyRankFaults() {
   return llvm::Error::success();
 }
 
-std::string Autotuner::Impl::sync(uint64_t Fingerprint) {
+namespace {
+
+/// One rank's contribution to the pre-sync's agreement.
+struct Arrival {
+  bool InTime = false;
+  /// Wall-clock time at the barrier, in ns since the epoch: comparable
+  /// across the processes of one machine and, to NTP accuracy, of several.
+  int64_t AtNs = 0;
+  /// How long this rank waited in the barrier (steady clock).
+  int64_t WaitNs = 0;
+  std::string Flags;
+  std::string Structure;
+  std::string Collectives;
+  std::string Bundle;
+};
+
+std::string encodeArrival(const Arrival &A) {
+  return "v1\n" + std::string(A.InTime ? "1" : "0") + "\n" +
+         std::to_string(A.AtNs) + "\n" + std::to_string(A.WaitNs) + "\n" +
+         A.Flags + "\n" + A.Structure + "\n" + A.Collectives + "\n" + A.Bundle;
+}
+
+bool decodeArrival(llvm::StringRef S, Arrival &A) {
+  llvm::SmallVector<llvm::StringRef, 8> F;
+  S.split(F, '\n', /*MaxSplit=*/7);
+  if (F.size() != 8 || F[0] != "v1" || F[2].getAsInteger(10, A.AtNs) ||
+      F[3].getAsInteger(10, A.WaitNs))
+    return false;
+  A.InTime = F[1] == "1";
+  A.Flags = F[4].str();
+  A.Structure = F[5].str();
+  A.Collectives = F[6].str();
+  A.Bundle = F[7].str();
+  return true;
+}
+
+std::string joinRanks(llvm::ArrayRef<int> Ranks) {
+  std::string S = Ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t I = 0; I < Ranks.size(); ++I)
+    S += (I ? ", " : "") + std::to_string(Ranks[I]);
+  return S;
+}
+
+std::string fmtMs(double Ms) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << llvm::format(Ms < 10 ? "%.3f" : "%.0f", Ms);
+  return OS.str();
+}
+
+/// The first `name=value` word of A and B that differs, as "--name=a" and
+/// "--name=b".
+std::pair<std::string, std::string> firstFlagDifference(llvm::StringRef A,
+                                                        llvm::StringRef B) {
+  llvm::SmallVector<llvm::StringRef, 16> WA, WB;
+  A.split(WA, ' ');
+  B.split(WB, ' ');
+  for (size_t I = 0; I < std::max(WA.size(), WB.size()); ++I) {
+    llvm::StringRef X = I < WA.size() ? WA[I] : "";
+    llvm::StringRef Y = I < WB.size() ? WB[I] : "";
+    if (X != Y)
+      return {"--" + X.str(), "--" + Y.str()};
+  }
+  return {A.str(), B.str()};
+}
+
+/// The length-prefixed list the cache bundle is made of.
+void appendEntry(std::string &Out, llvm::StringRef E) {
+  Out += std::to_string(E.size());
+  Out += ':';
+  Out += E;
+}
+
+std::vector<std::string> splitEntries(llvm::StringRef S) {
+  std::vector<std::string> Out;
+  while (!S.empty()) {
+    size_t Colon = S.find(':');
+    size_t Len = 0;
+    if (Colon == llvm::StringRef::npos ||
+        S.substr(0, Colon).getAsInteger(10, Len) || Colon + 1 + Len > S.size())
+      return {};
+    Out.push_back(S.substr(Colon + 1, Len).str());
+    S = S.drop_front(Colon + 1 + Len);
+  }
+  return Out;
+}
+
+} // namespace
+
+std::string
+Autotuner::Impl::lookupBundle(const Graph &G,
+                              llvm::ArrayRef<MultiTemplateBufferNode *> Todo) {
+  if (!Cache || rank() != 0)
+    return "";
+  std::string Out = "B";
+  for (MultiTemplateBufferNode *N : Todo) {
+    std::string Key = cacheKeyOf(M, G, *N, Opts, Self.Bench->getBackendName(),
+                                 Self.Bench->getVersion(), Comm.size());
+    AutotuneCache::LookupResult L = Cache->lookup(Key);
+    if (L.State == AutotuneCache::LookupState::Invalid)
+      warn(N->getLoc(), "ignoring autotune cache entry '" +
+                            Cache->pathFor(Key) + "' of '%" + N->getName() +
+                            "': " + L.Problem + "; it will be rewritten");
+    appendEntry(Out, L.State == AutotuneCache::LookupState::Hit
+                         ? "H" + L.Entry.serialize(Key)
+                         : std::string("M"));
+  }
+  return Out;
+}
+
+std::string Autotuner::Impl::nameDifference(const SyncInput &In,
+                                            bool Collectives, int Ref, int R) {
+  // Collectives are few: their text travels, so the error can show both
+  // spellings. The whole graph can be large: name and hash per node.
+  std::string Mine;
+  auto Add = [&](const Node &N) {
+    std::string T = nodeText(N);
+    Mine += Collectives ? T : N.getName() + " " + llvm::utohexstr(
+                                                     llvm::xxHash64(T));
+    Mine += '\n';
+  };
+  if (Collectives)
+    for (const CollectiveMultiTemplateBufferNode *N : In.Collectives)
+      Add(*N);
+  else
+    for (const auto &N : In.G->getNodes())
+      Add(*N);
+  std::vector<std::string> All;
+  std::string What = Collectives ? "collective nodes" : "graphs";
+  std::string Generic = "ranks " + std::to_string(Ref) + " and " +
+                        std::to_string(R) + " have different " + What;
+  if (Comm.allGather(Mine, All, Opts.AgreementTimeout) != CommStatus::Ok)
+    return Generic;
+  llvm::SmallVector<llvm::StringRef, 16> A, B;
+  llvm::StringRef(All[Ref]).split(A, '\n', -1, /*KeepEmpty=*/false);
+  llvm::StringRef(All[R]).split(B, '\n', -1, /*KeepEmpty=*/false);
+  for (size_t I = 0; I < std::max(A.size(), B.size()); ++I) {
+    if (I < A.size() && I < B.size() && A[I] == B[I])
+      continue;
+    if (I >= B.size())
+      return Generic + ": rank " + std::to_string(R) + " has no " +
+             (Collectives ? "'" + A[I].split(' ').first.str() + "'"
+                          : "node '%" + A[I].split(' ').first.str() + "'") +
+             " (rank " + std::to_string(Ref) + " has " +
+             std::to_string(A.size()) + ", rank " + std::to_string(R) +
+             " has " + std::to_string(B.size()) + ")";
+    if (I >= A.size())
+      return Generic + ": rank " + std::to_string(R) + " has " +
+             std::to_string(B.size() - A.size()) + " more (rank " +
+             std::to_string(Ref) + " has " + std::to_string(A.size()) + ")";
+    if (Collectives)
+      return Generic + ": rank " + std::to_string(Ref) + " has '" +
+             A[I].str() + "', rank " + std::to_string(R) + " has '" +
+             B[I].str() + "'";
+    auto [NA, HA] = A[I].split(' ');
+    auto [NB, HB] = B[I].split(' ');
+    if (NA != NB)
+      return Generic + ": node " + std::to_string(I + 1) + " is '%" +
+             NA.str() + "' on rank " + std::to_string(Ref) + " and '%" +
+             NB.str() + "' on rank " + std::to_string(R);
+    return Generic + ": node '%" + NA.str() + "' differs";
+  }
+  return Generic;
+}
+
+llvm::Expected<std::string> Autotuner::Impl::sync(SyncInput In,
+                                                  std::string &Bundle) {
   llvm::TimeTraceScope Scope("pre-sync");
   if (Degraded)
     return DegradedReason;
-  ++result().Sync.Count;
-  CommStatus Barrier = Comm.barrier(Opts.PreSyncTimeout);
-  std::string Mine = std::string(Barrier == CommStatus::Ok ? "1:" : "0:") +
-                     llvm::utohexstr(Fingerprint);
+  SyncResult &SR = result().Sync;
+  bool First = SR.Count++ == 0;
+  if (First)
+    SR.DeadlineMs = double(Opts.PreSyncTimeout.count());
+
+  // Everything a rank contributes is ready before it arrives, so the
+  // agreement costs one exchange and no rank's hashing.
+  Arrival Me;
+  Me.Flags = protocolFlags(Opts, Fusion, Self.Mode);
+  Me.Structure = In.CompareStructure
+                     ? llvm::utohexstr(fingerprintStructure(*In.G))
+                     : std::string("-");
+  Me.Collectives =
+      llvm::utohexstr(fingerprintCollectives(*In.G, In.Collectives));
+  Me.Bundle = std::move(In.Bundle);
+  Me.AtNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  auto B0 = Clock::now();
+  CommStatus Barrier;
+  {
+    llvm::TimeTraceScope Wait("pre-sync.arrival");
+    Barrier = Comm.barrier(Opts.PreSyncTimeout);
+  }
+  Me.WaitNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  Clock::now() - B0)
+                  .count();
+  Me.InTime = Barrier == CommStatus::Ok;
+
   std::vector<std::string> All;
-  CommStatus Gather = Comm.allGather(Mine, All, Opts.ChoiceTimeout);
+  auto G0 = Clock::now();
+  CommStatus Gather;
+  {
+    llvm::TimeTraceScope Agree("pre-sync.agreement");
+    Gather = Comm.allGather(encodeArrival(Me), All, Opts.AgreementTimeout);
+  }
+  double AgreeMs = msSince(G0);
+  int N = Comm.size();
   if (Gather != CommStatus::Ok) {
     Degraded = CommBroken = true;
-    DegradedReason = Gather == CommStatus::Failed
-                         ? "a peer exited before the pre-sync completed"
-                         : "peers did not answer within " +
-                               std::to_string(Opts.ChoiceTimeout.count()) +
-                               " ms after the pre-sync window";
+    std::vector<int> Missing = Comm.missingPeers();
+    if (First)
+      SR.MissingRanks = Missing;
+    std::string Bound =
+        std::to_string((Opts.PreSyncTimeout + Opts.AgreementTimeout).count());
+    if (Missing.empty())
+      DegradedReason =
+          Gather == CommStatus::Failed
+              ? "a peer exited before the pre-sync completed"
+              : "peers did not answer within " + Bound +
+                    " ms (arrival deadline + agreement timeout)";
+    else if (Gather == CommStatus::Failed)
+      DegradedReason = joinRanks(Missing) + " exited before the pre-sync";
+    else
+      DegradedReason = joinRanks(Missing) +
+                       " did not reach the pre-sync within " + Bound +
+                       " ms (arrival deadline + agreement timeout)";
     return DegradedReason;
   }
-  std::vector<std::string> Late;
-  for (size_t R = 0; R < All.size(); ++R)
-    if (!llvm::StringRef(All[R]).startswith("1:"))
-      Late.push_back(std::to_string(R));
-  if (!Late.empty())
-    return "the " + std::to_string(Opts.PreSyncTimeout.count()) +
-           " ms pre-sync window expired on rank(s) " + llvm::join(Late, ", ");
-  for (size_t R = 1; R < All.size(); ++R)
-    if (All[R].substr(2) != All[0].substr(2))
-      return "ranks collected different collective nodes (rank " +
-             std::to_string(R) + " fingerprint " + All[R].substr(2) +
-             ", rank 0 fingerprint " + All[0].substr(2) + ")";
-  return "";
+
+  std::vector<Arrival> Ranks(N);
+  for (int R = 0; R < N; ++R)
+    if (!decodeArrival(All[R], Ranks[R]))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "rank " + std::to_string(R) +
+              " sent a pre-sync message this build cannot read (another "
+              "mtsched version?)");
+  Bundle = std::move(Ranks[0].Bundle);
+
+  // Ranks that differ in what they would tune cannot be tuned together:
+  // stop, naming the first difference. Every rank finds the same one.
+  for (int R = 1; R < N; ++R) {
+    if (Ranks[R].Flags != Ranks[0].Flags) {
+      auto [A, B] = firstFlagDifference(Ranks[0].Flags, Ranks[R].Flags);
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "ranks 0 and " + std::to_string(R) +
+              " run with different autotuning flags: rank 0 has '" + A +
+              "', rank " + std::to_string(R) + " has '" + B + "'");
+    }
+  }
+  for (bool Coll : {true, false})
+    for (int R = 1; R < N; ++R) {
+      const std::string &X = Coll ? Ranks[0].Collectives : Ranks[0].Structure;
+      const std::string &Y = Coll ? Ranks[R].Collectives : Ranks[R].Structure;
+      if (X != Y)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "graph '@" + In.G->getName() + "': " +
+                nameDifference(In, Coll, 0, R));
+    }
+  RanksAgreed = true;
+
+  std::vector<double> AtMs, WaitMs;
+  for (const Arrival &A : Ranks) {
+    AtMs.push_back(double(A.AtNs) / 1e6);
+    WaitMs.push_back(double(A.WaitNs) / 1e6);
+  }
+  double FirstAt = *std::min_element(AtMs.begin(), AtMs.end());
+  bool AllInTime = llvm::all_of(Ranks, [](const Arrival &A) {
+    return A.InTime;
+  });
+  if (AllInTime) {
+    // Released together: each rank's wait is the release time minus its
+    // arrival, so no clock needs comparing. The last rank waited only for
+    // the sync itself.
+    double MaxWait = *std::max_element(WaitMs.begin(), WaitMs.end());
+    double MinWait = *std::min_element(WaitMs.begin(), WaitMs.end());
+    if (First) {
+      SR.SkewMs = MaxWait - MinWait;
+      SR.CostMs = MinWait + AgreeMs;
+    }
+    llvm::TimeTraceScope Outcome("pre-sync.ok", [&] {
+      return "arrival skew " + fmtMs(MaxWait - MinWait) + " ms, cost " +
+             fmtMs(MinWait + AgreeMs) + " ms";
+    });
+    return "";
+  }
+  // The ranks that came after the first one's deadline. Wall clocks of
+  // different machines may disagree a little: if none is past the
+  // deadline by them, the last one to arrive is the late one.
+  std::vector<int> Late;
+  double D = double(Opts.PreSyncTimeout.count());
+  for (int R = 0; R < N; ++R)
+    if (AtMs[R] - FirstAt > D)
+      Late.push_back(R);
+  if (Late.empty())
+    Late.push_back(int(std::max_element(AtMs.begin(), AtMs.end()) -
+                       AtMs.begin()));
+  int FirstRank = int(std::min_element(AtMs.begin(), AtMs.end()) -
+                      AtMs.begin());
+  double Skew = *std::max_element(AtMs.begin(), AtMs.end()) - FirstAt;
+  if (First) {
+    SR.SkewMs = Skew;
+    SR.LateRanks = Late;
+  }
+  std::string Why = joinRanks(Late) + " arrived " +
+                    (Late.size() == 1 ? "" : "up to ") + fmtMs(Skew) +
+                    " ms after rank " + std::to_string(FirstRank) +
+                    ", past the " + std::to_string(Opts.PreSyncTimeout.count()) +
+                    " ms arrival deadline (--pre-sync-timeout-ms)";
+  llvm::TimeTraceScope Outcome("pre-sync.expired", Why);
+  return Why;
 }
 
 std::string
@@ -274,8 +630,13 @@ static NodeResult startRecord(const Graph &G,
 
 void Autotuner::Impl::decideWithoutBenchmark(const Graph &G,
                                              MultiTemplateBufferNode &N,
-                                             llvm::StringRef Reason) {
+                                             llvm::StringRef Reason,
+                                             bool Fallback) {
   NodeResult R = startRecord(G, N);
+  // A replay that got part-way may have left timings and a dispatch table.
+  N.getTimings().clear();
+  N.getFusedTimings().clear();
+  N.getDispatch().clear();
   std::string Chosen = fallbackChoice(N);
   if (auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
     C->setSync(SyncState::Failed);
@@ -306,7 +667,47 @@ void Autotuner::Impl::decideWithoutBenchmark(const Graph &G,
   N.setDecision(Chosen);
   N.setEpilogueFused(false);
   R.Chosen = Chosen;
+  if (Fallback) {
+    ++result().Sync.FallbackNodes;
+    FellBack.push_back(R.Name + " -> " + Chosen);
+  }
   result().Nodes.push_back(std::move(R));
+}
+
+llvm::Error Autotuner::Impl::noteFallbacks(const Graph &G,
+                                           llvm::StringRef What) {
+  if (FellBack.empty())
+    return llvm::Error::success();
+  std::string Line;
+  llvm::raw_string_ostream OS(Line);
+  OS << What << " of '@" << G.getName() << "' failed: " << DegradedReason
+     << "; " << FellBack.size()
+     << (FellBack.size() == 1 ? " node" : " nodes") << " could not be measured";
+  bool Error = Opts.OnSyncFailure == SyncFailurePolicy::Error;
+  if (Error) {
+    OS << " (--on-sync-failure=error)";
+  } else {
+    // What was chosen instead; a long list is cut, the report has it all.
+    OS << " and fell back: ";
+    constexpr size_t Shown = 8;
+    for (size_t I = 0; I < std::min(Shown, FellBack.size()); ++I)
+      OS << (I ? ", " : "") << FellBack[I];
+    if (FellBack.size() > Shown)
+      OS << ", ... (" << FellBack.size() - Shown << " more)";
+  }
+  FellBack.clear();
+  if (!Error) {
+    result().Warnings.push_back(OS.str());
+    return llvm::Error::success();
+  }
+  // Every rank stops; the lowest rank still talking says why, once.
+  std::vector<int> Missing = Comm.missingPeers();
+  int Speaker = 0;
+  while (CommBroken && llvm::is_contained(Missing, Speaker))
+    ++Speaker;
+  if (rank() != Speaker)
+    return llvm::make_error<ReportedError>();
+  return Diags.error(G.getLoc(), OS.str());
 }
 
 /// Times kept to the nanosecond: finer digits are noise and clutter the IR.
@@ -361,10 +762,18 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
   auto Flush = [&] {
     if (Pending.empty())
       return;
-    if (Comm.allReduceMax(PendingValues, Opts.ChoiceTimeout) !=
-        CommStatus::Ok) {
-      Degraded = CommBroken = true;
-      DegradedReason = "a peer stopped answering during benchmarking";
+    // Each rank measured the same choices, each within the choice timeout:
+    // waiting that long per choice plus a margin means a choice that timed
+    // out on one rank arrives here as a timeout (+inf on every rank), never
+    // as a silent peer.
+    auto Bound = Opts.ChoiceTimeout * int64_t(Pending.size()) +
+                 Opts.AgreementTimeout;
+    if (Comm.allReduceMax(PendingValues, Bound) != CommStatus::Ok) {
+      Degraded = CommBroken = NodeUnmeasured = true;
+      std::vector<int> Missing = Comm.missingPeers();
+      DegradedReason =
+          (Missing.empty() ? std::string("a peer") : joinRanks(Missing)) +
+          " stopped answering during benchmarking";
       for (size_t J : Pending)
         Out[J].Status = ChoiceStatus::Skipped;
     } else {
@@ -399,7 +808,7 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
       continue;
     }
     std::string Key = choiceKey(Prefix, C);
-    auto Hit = Memo.find(Key);
+    auto Hit = CommBroken ? Memo.end() : Memo.find(Key);
     if (Hit != Memo.end()) {
       ++result().MemoHits;
       Out[I] = Hit->second;
@@ -408,10 +817,14 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
     }
     if (replayed(Key, Out[I]))
       continue;
-    if (Degraded || NodeMissing)
+    if (NodeMissing)
       continue;
+    if (Degraded) {
+      NodeUnmeasured = true;
+      continue;
+    }
     if (Collective && Comm.barrier(Opts.ChoiceTimeout) != CommStatus::Ok) {
-      Degraded = CommBroken = true;
+      Degraded = CommBroken = NodeUnmeasured = true;
       DegradedReason = "a peer stopped answering during benchmarking";
       continue;
     }
@@ -443,7 +856,7 @@ Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
   Agreed A;
   Choice Epi{"<epilogue>", {}, {}};
   std::string Key = memoKey(W, Epi, /*Fused=*/true);
-  auto Hit = Memo.find(Key);
+  auto Hit = CommBroken ? Memo.end() : Memo.find(Key);
   if (Hit != Memo.end()) {
     ++result().MemoHits;
     record(Key, Hit->second);
@@ -451,13 +864,18 @@ Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
   }
   if (replayed(Key, A))
     return A;
-  if (Degraded || NodeMissing)
+  if (NodeMissing)
     return A;
+  if (Degraded) {
+    NodeUnmeasured = true;
+    return A;
+  }
   Measurement Local = Self.Bench->measureEpilogue(N, W);
   ++result().BenchmarksRun;
   std::vector<double> V{Local.Status == ChoiceStatus::Ok ? Local.Us : Inf};
-  if (Comm.allReduceMax(V, Opts.ChoiceTimeout) != CommStatus::Ok) {
-    Degraded = CommBroken = true;
+  if (Comm.allReduceMax(V, Opts.ChoiceTimeout + Opts.AgreementTimeout) !=
+      CommStatus::Ok) {
+    Degraded = CommBroken = NodeUnmeasured = true;
     DegradedReason = "a peer stopped answering during benchmarking";
     return A;
   }
@@ -517,12 +935,25 @@ Autotuner::Impl::pruneReasons(const MultiTemplateBufferNode &N,
 }
 
 void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
-                               bool WithFusion) {
-  CacheActive = NodeMissing = false;
+                               bool WithFusion, const std::string *Entry) {
+  CacheActive = NodeMissing = NodeUnmeasured = false;
   Replay = CacheEntry();
   Recording = CacheEntry();
   std::string Key;
-  if (Cache && !Degraded) {
+  if (Cache && Entry) {
+    // Rank 0's entry, agreed in the pre-sync: replay needs no peer.
+    Key = cacheKeyOf(M, G, N, Opts, Self.Bench->getBackendName(),
+                     Self.Bench->getVersion(), Comm.size());
+    CacheActive = true;
+    if (llvm::StringRef(*Entry).consume_front("H")) {
+      llvm::Expected<CacheEntry> E =
+          CacheEntry::parse(llvm::StringRef(*Entry).drop_front(), Key);
+      if (E)
+        Replay = std::move(*E);
+      else
+        llvm::consumeError(E.takeError());
+    }
+  } else if (Cache && !Degraded) {
     Key = cacheKeyOf(M, G, N, Opts, Self.Bench->getBackendName(),
                      Self.Bench->getVersion(), Comm.size());
     // Rank 0's cache decides for every rank: "H" + entry, or "M".
@@ -536,7 +967,8 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
       if (L.State == AutotuneCache::LookupState::Hit)
         Data = "H" + L.Entry.serialize(Key);
     }
-    if (Comm.broadcast(Data, 0, Opts.ChoiceTimeout) != CommStatus::Ok) {
+    if (Comm.broadcast(Data, 0, Opts.ChoiceTimeout + Opts.AgreementTimeout) !=
+        CommStatus::Ok) {
       Degraded = CommBroken = true;
       DegradedReason = "a peer stopped answering during the cache lookup";
     } else {
@@ -588,12 +1020,13 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   llvm::TimeTraceScope Scope("finalize", "%" + N.getName());
   Workload W = describeNode(M, G, N);
   std::vector<Agreed> Unfused = measureChoices(G, N, W, 0, false);
-  if (Degraded) {
-    decideWithoutBenchmark(G, N, DegradedReason);
+  if (NodeMissing) {
+    decideWithoutBenchmark(G, N, "not in the autotune cache (--cache-only)",
+                           /*Fallback=*/false);
     return;
   }
-  if (NodeMissing) {
-    decideWithoutBenchmark(G, N, "not in the autotune cache (--cache-only)");
+  if (NodeUnmeasured) {
+    decideWithoutBenchmark(G, N, DegradedReason);
     return;
   }
   NodeResult R = startRecord(G, N);
@@ -623,12 +1056,13 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
       }
       Epilogue.Us = roundUs(predictEpilogueUs(Opts.Device, W));
     }
-    if (Degraded) {
-      decideWithoutBenchmark(G, N, DegradedReason);
+    if (NodeMissing) {
+      decideWithoutBenchmark(G, N, "not in the autotune cache (--cache-only)",
+                             /*Fallback=*/false);
       return;
     }
-    if (NodeMissing) {
-      decideWithoutBenchmark(G, N, "not in the autotune cache (--cache-only)");
+    if (NodeUnmeasured) {
+      decideWithoutBenchmark(G, N, DegradedReason);
       return;
     }
   }
@@ -698,12 +1132,23 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
     CN->setFallback(R.Fallback);
   }
 
-  // One winner per size hint, measured at that size.
+  // One winner per size hint, measured at that size. A choice that failed
+  // or timed out at the node's own size is not tried again: a timeout then
+  // costs one choice timeout per workload, not one per hint.
   bool Hintable = W.K != Workload::Kind::Custom;
+  std::vector<bool> FailedAtSize;
+  for (const Agreed &A : Unfused)
+    FailedAtSize.push_back(A.Status != ChoiceStatus::Ok &&
+                           A.Status != ChoiceStatus::Skipped);
   for (int64_t Hint : Hintable ? Opts.SizeHints : std::vector<int64_t>()) {
     Workload HW = describeNode(M, G, N, Hint);
-    std::vector<Agreed> AtHint = measureChoices(G, N, HW, Hint, false);
-    if (Degraded || NodeMissing)
+    std::vector<Agreed> AtHint =
+        measureChoices(G, N, HW, Hint, false, FailedAtSize);
+    if (NodeUnmeasured && !NodeMissing) {
+      decideWithoutBenchmark(G, N, DegradedReason);
+      return;
+    }
+    if (NodeMissing)
       break;
     double Best = Inf;
     std::string Winner = fallbackChoice(N);
@@ -739,31 +1184,45 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   if (llvm::Error E = I.applyRankFaults())
     return E;
   auto T0 = Clock::now();
-  if (auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
-    const CollectiveMultiTemplateBufferNode *One[] = {C};
-    uint64_t Fp = fingerprintCollectives(G, One);
-    if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
-      Fp = ~Fp;
+  auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N);
+  // One sync per collective; the first node is preceded by one whatever its
+  // kind, so ranks agree on flags before anything else crosses them.
+  if (C || (!I.RanksAgreed && !I.Degraded && I.Comm.size() > 1)) {
+    Impl::SyncInput In;
+    In.G = &G;
+    if (C)
+      In.Collectives.push_back(C);
+    In.CompareStructure = !I.RanksAgreed;
+    if (C && I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
+      In.Collectives.clear();
     auto S0 = Clock::now();
-    std::string Why = I.sync(Fp);
+    std::string Unused;
+    llvm::Expected<std::string> Why = I.sync(std::move(In), Unused);
     Result.Sync.Ms += msSince(S0);
     I.addPhase("pre_sync", msSince(S0));
-    if (!Why.empty()) {
+    if (!Why) {
+      if (I.rank() == 0)
+        return I.Diags.error(N.getLoc(), toString(Why.takeError()));
+      llvm::consumeError(Why.takeError());
+      return llvm::make_error<ReportedError>();
+    }
+    if (!Why->empty()) {
       Result.Sync.Ok = false;
       if (Result.Sync.Reason.empty())
-        Result.Sync.Reason = Why;
-      I.warn(N.getLoc(), "sync for '%" + N.getName() + "' failed: " + Why +
-                             "; falling back to '" + I.fallbackChoice(N) + "'");
-      I.decideWithoutBenchmark(G, N, Why);
+        Result.Sync.Reason = *Why;
+      // The next sync tries again: V1 syncs each collective on its own.
+      I.Degraded = I.CommBroken;
+      I.DegradedReason = *Why;
+      I.decideWithoutBenchmark(G, N, *Why);
       I.addPhase("benchmark", msSince(T0));
-      return llvm::Error::success();
+      return I.noteFallbacks(G, "sync for '%" + N.getName() + "'");
     }
   }
   I.finalize(G, N, /*WithFusion=*/false);
   I.addPhase("benchmark", msSince(T0));
   if (I.CacheOnlyFailed)
     return llvm::make_error<ReportedError>();
-  return llvm::Error::success();
+  return I.noteFallbacks(G, "sync");
 }
 
 llvm::Error Autotuner::tuneGraph(Graph &G) {
@@ -786,45 +1245,67 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
       Collectives.push_back(C);
   I.addPhase("collect", msSince(T0));
 
-  std::string SyncFailure;
-  if (!Collectives.empty()) {
+  // Rank 0 looks every node up in the cache first; its entries travel with
+  // the pre-sync, so a node the cache holds is replayed whatever becomes of
+  // the pre-sync, and a fully cached graph measures (and waits for) nothing.
+  auto L0 = Clock::now();
+  std::string Bundle = I.lookupBundle(G, Todo);
+  if (I.Cache)
+    I.addPhase("cache_lookup", msSince(L0));
+  bool NeedSync =
+      !Collectives.empty() || (I.Comm.size() > 1 && !Todo.empty());
+  if (NeedSync) {
     auto S0 = Clock::now();
-    uint64_t Fp = fingerprintCollectives(G, Collectives);
+    Impl::SyncInput In;
+    In.G = &G;
+    In.Collectives = Collectives;
     // A rank that collected a different list: it misses the last node.
-    if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
-      Fp = fingerprintCollectives(G,
-                                  llvm::makeArrayRef(Collectives).drop_back());
-    SyncFailure = I.sync(Fp);
+    if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()) &&
+        !In.Collectives.empty())
+      In.Collectives.pop_back();
+    In.Bundle = std::move(Bundle);
+    Bundle.clear();
+    llvm::Expected<std::string> Why = I.sync(std::move(In), Bundle);
     double Ms = msSince(S0);
     Result.Sync.Ms += Ms;
     I.addPhase("pre_sync", Ms);
-    if (!SyncFailure.empty()) {
+    if (!Why) {
+      // Every rank found the same difference; rank 0 names it.
+      if (I.rank() == 0)
+        return I.Diags.error(G.getLoc(), toString(Why.takeError()));
+      llvm::consumeError(Why.takeError());
+      return llvm::make_error<ReportedError>();
+    }
+    if (!Why->empty()) {
       Result.Sync.Ok = false;
       if (Result.Sync.Reason.empty())
-        Result.Sync.Reason = SyncFailure;
-      I.warn(G.getLoc(), "pre-sync failed: " + SyncFailure +
-                             "; every node of '@" + G.getName() +
-                             "' falls back to its default choice");
-      // Once the pre-sync failed ranks may not even hold the same graph, so
-      // nothing else crosses ranks.
+        Result.Sync.Reason = *Why;
+      // Nothing is measured from here on; what the cache holds still
+      // replays, identically on every rank.
       I.Degraded = true;
-      I.DegradedReason = SyncFailure;
+      I.DegradedReason = *Why;
     }
   }
+  std::vector<std::string> Entries;
+  if (I.Cache && llvm::StringRef(Bundle).consume_front("B"))
+    Entries = splitEntries(llvm::StringRef(Bundle).drop_front());
+  bool HaveEntries = I.Cache && Entries.size() == Todo.size() &&
+                     (!Bundle.empty() || Todo.empty());
 
   auto B0 = Clock::now();
   for (size_t K = 0; K < Todo.size(); ++K) {
-    if (I.Degraded)
+    if (I.Degraded && !HaveEntries)
       I.decideWithoutBenchmark(G, *Todo[K], I.DegradedReason);
     else
-      I.finalize(G, *Todo[K], /*WithFusion=*/true);
+      I.finalize(G, *Todo[K], /*WithFusion=*/true,
+                 HaveEntries ? &Entries[K] : nullptr);
     I.showProgress(K + 1, Todo.size());
   }
   I.addPhase("benchmark", msSince(B0));
   // Every node missing from the cache was named above.
   if (I.CacheOnlyFailed)
     return llvm::make_error<ReportedError>();
-  return llvm::Error::success();
+  return I.noteFallbacks(G, "pre-sync");
 }
 
 void Autotuner::finish() {
@@ -874,7 +1355,9 @@ void Autotuner::finish() {
   OS << llvm::json::Value(llvm::json::Object{{"local", std::move(Nodes)},
                                              {"decisions", std::move(Dec)}});
   std::vector<std::string> All;
-  if (I.Comm.allGather(OS.str(), All, I.Opts.ChoiceTimeout) != CommStatus::Ok)
+  if (I.Comm.allGather(OS.str(), All,
+                       I.Opts.ChoiceTimeout + I.Opts.AgreementTimeout) !=
+      CommStatus::Ok)
     All.assign(Size, "");
   for (int R = 0; R < Size; ++R) {
     if (R == I.rank())

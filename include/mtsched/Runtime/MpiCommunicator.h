@@ -67,6 +67,9 @@ public:
   /// and of the bytes.
   CommStatus broadcast(std::string &Data, int Root,
                        std::chrono::milliseconds Timeout) override;
+  /// Departed peers, and peers that did not announce (a control message
+  /// sent on entering every barrier) the barrier this process entered last.
+  std::vector<int> missingPeers() const override;
 
   /// This rank leaves: every peer is told (small messages on a control
   /// communicator, which complete without the peer's help), and every later
