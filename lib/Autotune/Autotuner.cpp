@@ -973,7 +973,7 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
       DegradedReason = "a peer stopped answering during the cache lookup";
     } else {
       CacheActive = true;
-      if (llvm::StringRef(Data).startswith("H")) {
+      if (llvm::StringRef(Data).starts_with("H")) {
         // Rank 0 parsed these very bytes, so every rank parses them alike.
         llvm::Expected<CacheEntry> E =
             CacheEntry::parse(llvm::StringRef(Data).drop_front(), Key);
@@ -1372,7 +1372,7 @@ void Autotuner::finish() {
       for (const llvm::json::Value &Node : *Local) {
         std::vector<double> Times;
         for (const llvm::json::Value &T : *Node.getAsArray())
-          Times.push_back(T.getAsNumber().getValueOr(Inf));
+          Times.push_back(T.getAsNumber().value_or(Inf));
         Result.RankLocalUs[R].push_back(std::move(Times));
       }
     if (const llvm::json::Array *D = O->getArray("decisions"))
@@ -1381,8 +1381,8 @@ void Autotuner::finish() {
         if (!KV || KV->size() != 2)
           continue;
         Result.RankDecisions[R].emplace_back(
-            (*KV)[0].getAsString().getValueOr("").str(),
-            (*KV)[1].getAsString().getValueOr("").str());
+            (*KV)[0].getAsString().value_or("").str(),
+            (*KV)[1].getAsString().value_or("").str());
       }
   }
   I.addPhase("gather", msSince(T0));
