@@ -12,6 +12,8 @@
 #   release   Release build (build/), ctest: unit tests + lit tests
 #   deps      the Release mtsched-opt links no libLLVM*.so
 #   example   scripts/run-example.sh (the README's first command)
+#   chaos     scripts/chaos.sh: under CPU hogs, identical IR every run and
+#             every injected fault bounded, at 2/4/8 thread and MPI ranks
 #   asan      ASan+UBSan build (build-asan/), ctest: unit + lit
 #   tsan      ThreadSanitizer build (build-tsan/): see MTSCHED_TSAN_SCOPE
 #   fuzz      scripts/fuzz.sh for MTSCHED_FUZZ_SECONDS (default 60)
@@ -81,6 +83,10 @@ stage_example() {
   MTSCHED_SKIP_SETUP=1 bash "$ROOT/scripts/run-example.sh"
 }
 
+stage_chaos() {
+  bash "$ROOT/scripts/chaos.sh" "$ROOT/build"
+}
+
 stage_asan() {
   bash "$ROOT/scripts/build.sh" --sanitizer=asan "$ROOT/build-asan"
   ASAN_OPTIONS=detect_leaks=1 \
@@ -138,7 +144,7 @@ fi
 # Driver.
 # ---------------------------------------------------------------------------
 
-STAGES=(setup release deps example asan tsan fuzz)
+STAGES=(setup release deps example chaos asan tsan fuzz)
 if [[ -d "$ROOT/scripts/test-extra.d" ]]; then
   while IFS= read -r F; do
     STAGES+=("extra:$(basename "$F")")
@@ -151,6 +157,7 @@ describe() {
   release) echo "Release build, unit + lit tests" ;;
   deps) echo "mtsched-opt links no libLLVM*.so" ;;
   example) echo "scripts/run-example.sh" ;;
+  chaos) echo "scripts/chaos.sh: determinism under load and faults" ;;
   asan) echo "ASan+UBSan build, unit + lit tests" ;;
   tsan)
     if [[ "$MTSCHED_TSAN_SCOPE" == threads ]]; then

@@ -71,8 +71,7 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
      << " cache-only=" << (Opts.CacheOnly ? "true" : "false")
      << " choice-timeout-ms=" << Opts.ChoiceTimeout.count()
      << " on-sync-failure="
-     << (Opts.OnSyncFailure == SyncFailurePolicy::Error ? "error"
-                                                         : "fallback");
+     << (Opts.OnSyncFailure == SyncFailurePolicy::Error ? "error" : "fallback");
   return OS.str();
 }
 
@@ -407,8 +406,9 @@ std::string Autotuner::Impl::nameDifference(const SyncInput &In,
   std::string Mine;
   auto Add = [&](const Node &N) {
     std::string T = nodeText(N);
-    Mine += Collectives ? T : N.getName() + " " + llvm::utohexstr(
-                                                     llvm::xxHash64(T));
+    Mine += Collectives
+                ? T
+                : N.getName() + " " + llvm::utohexstr(llvm::xxHash64(T));
     Mine += '\n';
   };
   if (Collectives)
@@ -441,15 +441,14 @@ std::string Autotuner::Impl::nameDifference(const SyncInput &In,
              std::to_string(B.size() - A.size()) + " more (rank " +
              std::to_string(Ref) + " has " + std::to_string(A.size()) + ")";
     if (Collectives)
-      return Generic + ": rank " + std::to_string(Ref) + " has '" +
-             A[I].str() + "', rank " + std::to_string(R) + " has '" +
-             B[I].str() + "'";
+      return Generic + ": rank " + std::to_string(Ref) + " has '" + A[I].str() +
+             "', rank " + std::to_string(R) + " has '" + B[I].str() + "'";
     auto [NA, HA] = A[I].split(' ');
     auto [NB, HB] = B[I].split(' ');
     if (NA != NB)
-      return Generic + ": node " + std::to_string(I + 1) + " is '%" +
-             NA.str() + "' on rank " + std::to_string(Ref) + " and '%" +
-             NB.str() + "' on rank " + std::to_string(R);
+      return Generic + ": node " + std::to_string(I + 1) + " is '%" + NA.str() +
+             "' on rank " + std::to_string(Ref) + " and '%" + NB.str() +
+             "' on rank " + std::to_string(R);
     return Generic + ": node '%" + NA.str() + "' differs";
   }
   return Generic;
@@ -484,9 +483,9 @@ llvm::Expected<std::string> Autotuner::Impl::sync(SyncInput In,
     llvm::TimeTraceScope Wait("pre-sync.arrival");
     Barrier = Comm.barrier(Opts.PreSyncTimeout);
   }
-  Me.WaitNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  Clock::now() - B0)
-                  .count();
+  Me.WaitNs =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - B0)
+          .count();
   Me.InTime = Barrier == CommStatus::Ok;
 
   std::vector<std::string> All;
@@ -506,11 +505,10 @@ llvm::Expected<std::string> Autotuner::Impl::sync(SyncInput In,
     std::string Bound =
         std::to_string((Opts.PreSyncTimeout + Opts.AgreementTimeout).count());
     if (Missing.empty())
-      DegradedReason =
-          Gather == CommStatus::Failed
-              ? "a peer exited before the pre-sync completed"
-              : "peers did not answer within " + Bound +
-                    " ms (arrival deadline + agreement timeout)";
+      DegradedReason = Gather == CommStatus::Failed
+                           ? "a peer exited before the pre-sync completed"
+                           : "peers did not answer within " + Bound +
+                                 " ms (arrival deadline + agreement timeout)";
     else if (Gather == CommStatus::Failed)
       DegradedReason = joinRanks(Missing) + " exited before the pre-sync";
     else
@@ -547,10 +545,9 @@ llvm::Expected<std::string> Autotuner::Impl::sync(SyncInput In,
       const std::string &X = Coll ? Ranks[0].Collectives : Ranks[0].Structure;
       const std::string &Y = Coll ? Ranks[R].Collectives : Ranks[R].Structure;
       if (X != Y)
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            "graph '@" + In.G->getName() + "': " +
-                nameDifference(In, Coll, 0, R));
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "graph '@" + In.G->getName() + "': " +
+                                           nameDifference(In, Coll, 0, R));
     }
   RanksAgreed = true;
 
@@ -560,9 +557,8 @@ llvm::Expected<std::string> Autotuner::Impl::sync(SyncInput In,
     WaitMs.push_back(double(A.WaitNs) / 1e6);
   }
   double FirstAt = *std::min_element(AtMs.begin(), AtMs.end());
-  bool AllInTime = llvm::all_of(Ranks, [](const Arrival &A) {
-    return A.InTime;
-  });
+  bool AllInTime =
+      llvm::all_of(Ranks, [](const Arrival &A) { return A.InTime; });
   if (AllInTime) {
     // Released together: each rank's wait is the release time minus its
     // arrival, so no clock needs comparing. The last rank waited only for
@@ -588,20 +584,20 @@ llvm::Expected<std::string> Autotuner::Impl::sync(SyncInput In,
     if (AtMs[R] - FirstAt > D)
       Late.push_back(R);
   if (Late.empty())
-    Late.push_back(int(std::max_element(AtMs.begin(), AtMs.end()) -
-                       AtMs.begin()));
-  int FirstRank = int(std::min_element(AtMs.begin(), AtMs.end()) -
-                      AtMs.begin());
+    Late.push_back(
+        int(std::max_element(AtMs.begin(), AtMs.end()) - AtMs.begin()));
+  int FirstRank =
+      int(std::min_element(AtMs.begin(), AtMs.end()) - AtMs.begin());
   double Skew = *std::max_element(AtMs.begin(), AtMs.end()) - FirstAt;
   if (First) {
     SR.SkewMs = Skew;
     SR.LateRanks = Late;
   }
-  std::string Why = joinRanks(Late) + " arrived " +
-                    (Late.size() == 1 ? "" : "up to ") + fmtMs(Skew) +
-                    " ms after rank " + std::to_string(FirstRank) +
-                    ", past the " + std::to_string(Opts.PreSyncTimeout.count()) +
-                    " ms arrival deadline (--pre-sync-timeout-ms)";
+  std::string Why =
+      joinRanks(Late) + " arrived " + (Late.size() == 1 ? "" : "up to ") +
+      fmtMs(Skew) + " ms after rank " + std::to_string(FirstRank) +
+      ", past the " + std::to_string(Opts.PreSyncTimeout.count()) +
+      " ms arrival deadline (--pre-sync-timeout-ms)";
   llvm::TimeTraceScope Outcome("pre-sync.expired", Why);
   return Why;
 }
@@ -681,8 +677,8 @@ llvm::Error Autotuner::Impl::noteFallbacks(const Graph &G,
   std::string Line;
   llvm::raw_string_ostream OS(Line);
   OS << What << " of '@" << G.getName() << "' failed: " << DegradedReason
-     << "; " << FellBack.size()
-     << (FellBack.size() == 1 ? " node" : " nodes") << " could not be measured";
+     << "; " << FellBack.size() << (FellBack.size() == 1 ? " node" : " nodes")
+     << " could not be measured";
   bool Error = Opts.OnSyncFailure == SyncFailurePolicy::Error;
   if (Error) {
     OS << " (--on-sync-failure=error)";
@@ -766,8 +762,8 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
     // waiting that long per choice plus a margin means a choice that timed
     // out on one rank arrives here as a timeout (+inf on every rank), never
     // as a silent peer.
-    auto Bound = Opts.ChoiceTimeout * int64_t(Pending.size()) +
-                 Opts.AgreementTimeout;
+    auto Bound =
+        Opts.ChoiceTimeout * int64_t(Pending.size()) + Opts.AgreementTimeout;
     if (Comm.allReduceMax(PendingValues, Bound) != CommStatus::Ok) {
       Degraded = CommBroken = NodeUnmeasured = true;
       std::vector<int> Missing = Comm.missingPeers();
@@ -1252,8 +1248,7 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   std::string Bundle = I.lookupBundle(G, Todo);
   if (I.Cache)
     I.addPhase("cache_lookup", msSince(L0));
-  bool NeedSync =
-      !Collectives.empty() || (I.Comm.size() > 1 && !Todo.empty());
+  bool NeedSync = !Collectives.empty() || (I.Comm.size() > 1 && !Todo.empty());
   if (NeedSync) {
     auto S0 = Clock::now();
     Impl::SyncInput In;

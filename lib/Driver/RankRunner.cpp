@@ -488,8 +488,7 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
   MpiCommunicator &Comm = **Created;
   const AutotuneOptions &Tune = Config.Pipe.Autotune;
   // Ranks start apart as they do at the pre-sync: the same deadline.
-  std::chrono::milliseconds Bound =
-      Tune.PreSyncTimeout + Tune.AgreementTimeout;
+  std::chrono::milliseconds Bound = Tune.PreSyncTimeout + Tune.AgreementTimeout;
   std::vector<std::string> All;
   if (Comm.allGather(InputOK ? "1" : "0", All, Bound) != CommStatus::Ok) {
     std::vector<int> Missing = Comm.missingPeers();
@@ -499,8 +498,7 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
     llvm::errs() << ("error: rank " + llvm::Twine(Comm.rank()) +
                      ": not every MPI rank read its input within " +
                      llvm::Twine(Bound.count()) + " ms" +
-                     (Who.empty() ? "" : " (missing: rank " + Who + ")") +
-                     "\n")
+                     (Who.empty() ? "" : " (missing: rank " + Who + ")") + "\n")
                         .str();
     return false;
   }

@@ -255,8 +255,7 @@ CommStatus MpiCommunicator::barrier(std::chrono::milliseconds Timeout) {
     if (R == W.Rank)
       continue;
     MPI_Request Req;
-    if (MPI_Isend(&Token, 1, MPI_INT, R, TagArrive, W.Ctl, &Req) ==
-        MPI_SUCCESS)
+    if (MPI_Isend(&Token, 1, MPI_INT, R, TagArrive, W.Ctl, &Req) == MPI_SUCCESS)
       MPI_Request_free(&Req);
   }
   auto Op = std::make_unique<InFlight>();

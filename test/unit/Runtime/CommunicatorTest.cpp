@@ -186,6 +186,28 @@ TEST(ThreadCommunicatorTest, BarrierTimesOutWhenARankNeverArrives) {
   }
 }
 
+TEST(ThreadCommunicatorTest, TimeoutNamesTheRanksThatNeverArrived) {
+  ThreadGroup G(4);
+  std::vector<std::vector<int>> Missing(4);
+  runRanks(G, [&](Communicator &C, int R) {
+    if (R == 1 || R == 3)
+      return; // Never arrive.
+    EXPECT_EQ(C.barrier(20ms), CommStatus::Timeout);
+    Missing[R] = C.missingPeers();
+  });
+  for (int R : {0, 2})
+    EXPECT_EQ(Missing[R], (std::vector<int>{1, 3})) << R;
+}
+
+TEST(ThreadCommunicatorTest, FailureNamesTheDeadRank) {
+  ThreadGroup G(3);
+  std::unique_ptr<Communicator> C = G.get(0);
+  EXPECT_TRUE(C->missingPeers().empty());
+  G.markDead(2);
+  EXPECT_EQ(C->barrier(Patient), CommStatus::Failed);
+  EXPECT_EQ(C->missingPeers(), std::vector<int>{2});
+}
+
 TEST(ThreadCommunicatorTest, ZeroTimeoutDoesNotWait) {
   ThreadGroup G(2);
   std::unique_ptr<Communicator> C = G.get(0);
