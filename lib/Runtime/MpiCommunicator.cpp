@@ -125,14 +125,17 @@ struct MpiWorld {
     }
   }
 
-  /// Records which peers are missing: departed ones, and those that have
-  /// not announced this process's latest barrier.
+  /// Records which peers are missing: the departed ones if any (a departure
+  /// fails an operation at once, while slower peers may still be on their
+  /// way), else those that have not announced this process's latest
+  /// barrier.
   void noteMissing() {
     pollDepartures();
     pollArrivals();
     Missing.clear();
     for (int R = 0; R < Size; ++R)
-      if (R != Rank && (PeerDeparted[R] || PeerBarriers[R] < Barriers))
+      if (R != Rank && (AnyPeerDeparted ? PeerDeparted[R]
+                                        : PeerBarriers[R] < Barriers))
         Missing.push_back(R);
   }
 

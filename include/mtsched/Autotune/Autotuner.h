@@ -16,6 +16,7 @@
 
 #include "mtsched/Autotune/AutotuneOptions.h"
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/PreSync.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Schedule/Fusion.h"
@@ -163,23 +164,6 @@ private:
 
 /// `autotune`: decides every multi-template buffer through Session.
 std::unique_ptr<Pass> createAutotunePass(Autotuner *Session);
-
-/// Hash of the ordered collective nodes as printed (name, op, attributes
-/// such as `reduce` and `group`, operand and result types, choices); equal
-/// on every rank that is about to benchmark the same collectives in the
-/// same order.
-uint64_t fingerprintCollectives(
-    const Graph &G,
-    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes);
-
-/// Hash of every node of G as printed, in program order: ranks that would
-/// exchange measurements for different non-collective nodes differ here.
-uint64_t fingerprintStructure(const Graph &G);
-
-/// The options that change what ranks exchange or decide, as `name=value`
-/// words (command-line spelling): ranks must agree on every one.
-std::string protocolFlags(const AutotuneOptions &Opts,
-                          const FusionOptions &Fusion, CollectiveMode Mode);
 
 } // namespace mtsched
 

@@ -180,7 +180,7 @@ TEST(AutotunerTest, SkewWithinTheDeadlineIsMeasuredNotAFailure) {
   EXPECT_EQ(Runs[0].IR, Runs[1].IR);
   const SyncResult &S = Runs[0].Result.Sync;
   EXPECT_TRUE(S.Ok) << S.Reason;
-  EXPECT_GE(S.SkewMs, 150);
+  EXPECT_GE(S.SkewMs, 50); // 200 ms apart, less what rank 0 took to get there
   EXPECT_GE(S.CostMs, 0);
   EXPECT_EQ(S.FallbackNodes, 0u);
   EXPECT_EQ(Runs[0].Result.Warnings.size(), 0u);
