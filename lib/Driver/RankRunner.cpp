@@ -510,8 +510,7 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
     return true;
   llvm::errs() << ("error: rank " + llvm::Twine(Comm.rank()) + ": rank" +
                    (Bad.find(',') == std::string::npos ? " " : "s ") + Bad +
-                   " could not read the input '" + Config.InputFile +
-                   "'; every rank stops\n")
+                   " could not read its input; every rank stops\n")
                       .str();
   return false;
 #else
