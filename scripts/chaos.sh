@@ -224,7 +224,7 @@ for KIND in "${KINDS[@]}"; do
     # Late within the deadline (bound: ms): nothing falls back; the skew is
     # measured.
     fault "$KIND" "$NP" "late:rank=$L:ms=300" 1 0 \
-      "r['sync']['ok'] and r['sync']['skew_ms'] >= 250 and $AGREE"
+      "r['sync']['ok'] and r['sync']['skew_ms'] >= 150 and $AGREE"
     # Late past the deadline (bound: ms): every rank names the late one.
     fault "$KIND" "$NP" "late:rank=$L:ms=1200" 2 0 \
       "not r['sync']['ok'] and r['sync']['late_ranks'] == [R] and r['sync']['fallback_nodes'] > 0 and $AGREE"

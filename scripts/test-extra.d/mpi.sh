@@ -181,7 +181,7 @@ echo "== faults: bounded, every survivor falls back the same way"
 run ontime 20 2 "${COMMON[@]}" --inject=late:rank=1:ms=200 "$EXAMPLE" --report="$TMP/ontime.json"
 [[ $RC -eq 0 ]] || fail "ontime exited $RC"
 grep -q warning "$TMP/ontime.err" && fail "ontime: unexpected warning"
-check ontime "r['sync']['ok']" "r['sync']['skew_ms'] >= 150" "not any(n['fallback'] for n in r['nodes'])"
+check ontime "r['sync']['ok']" "r['sync']['skew_ms'] >= 100" "not any(n['fallback'] for n in r['nodes'])"
 # Late past a 300 ms deadline: everyone meets again at the all-gather, names
 # rank 1 (the late one, not the one on time) and falls back.
 run late 20 2 "${COMMON[@]}" --pre-sync-timeout-ms=300 --inject=late:rank=1:ms=800 "$EXAMPLE" --report="$TMP/late.json"
