@@ -141,42 +141,6 @@ static cl::opt<unsigned> BenchRuns("bench-runs",
 static cl::opt<unsigned>
     WarmupRuns("warmup-runs", cl::desc("Untimed warm-up runs (default 2)"),
                cl::init(2), cl::cat(TuneCat));
-<<<<<<< HEAD
-static cl::opt<unsigned> PreSyncTimeoutMs(
-    "pre-sync-timeout-ms",
-    cl::desc("Arrival deadline of the pre-sync: how long the first rank "
-             "waits for the last one (default 5000)"),
-    cl::init(5000), cl::cat(TuneCat));
-static cl::opt<unsigned> AgreementTimeoutMs(
-    "agreement-timeout-ms",
-    cl::desc("How long ranks in step wait for each other: the pre-sync's "
-             "agreement after the arrival deadline, and the margin past "
-             "--choice-timeout-ms when timings are exchanged (default 2000)"),
-    cl::init(2000), cl::cat(TuneCat));
-static cl::opt<unsigned> ChoiceTimeoutMs(
-    "choice-timeout-ms",
-    cl::desc("A choice running longer is excluded (default 30000)"),
-    cl::init(30000), cl::cat(TuneCat));
-static cl::opt<SyncFailurePolicy> OnSyncFailure(
-    "on-sync-failure",
-    cl::desc("What a failed pre-sync does to nodes that cannot be measured"),
-    cl::values(clEnumValN(SyncFailurePolicy::Fallback, "fallback",
-                          "decide them by the fallback rules and say so on "
-                          "stderr (default)"),
-               clEnumValN(SyncFailurePolicy::Error, "error",
-                          "stop with an error (exit status 1)")),
-    cl::init(SyncFailurePolicy::Fallback), cl::cat(TuneCat));
-static cl::opt<std::string> CollectiveFallback(
-    "collective-fallback",
-    cl::desc("Choice a collective falls back to (default: its first)"),
-    cl::cat(TuneCat));
-static cl::opt<double> SimNoise("sim-noise",
-                                cl::desc("Simulated timing noise, in percent"),
-                                cl::init(0), cl::cat(TuneCat));
-static cl::opt<uint64_t> Seed("seed", cl::desc("Seed of the simulated noise"),
-                              cl::init(0), cl::cat(TuneCat));
-=======
->>>>>>> main
 static cl::list<int64_t> SizeHints(
     "size-hints",
     cl::desc("Sizes to tune for: message bytes (collectives), M (matmuls)"),
@@ -223,13 +187,28 @@ static cl::opt<int> Ranks("ranks",
                           cl::init(0), cl::cat(RanksCat));
 static cl::opt<unsigned> PreSyncTimeoutMs(
     "pre-sync-timeout-ms",
-    cl::desc("Window of the one pre-sync before benchmarking (default 5)"),
-    cl::init(5), cl::cat(RanksCat));
+    cl::desc("Arrival deadline of the pre-sync: how long the first rank "
+             "waits for the last one (default 5000)"),
+    cl::init(5000), cl::cat(RanksCat));
+static cl::opt<unsigned> AgreementTimeoutMs(
+    "agreement-timeout-ms",
+    cl::desc("How long ranks in step wait for each other: the pre-sync's "
+             "agreement after the arrival deadline, and the margin past "
+             "--choice-timeout-ms when timings are exchanged (default 2000)"),
+    cl::init(2000), cl::cat(RanksCat));
 static cl::opt<unsigned> ChoiceTimeoutMs(
     "choice-timeout-ms",
-    cl::desc("A choice running longer is excluded; also bounds every "
-             "exchange between ranks (default 30000)"),
+    cl::desc("A choice running longer is excluded (default 30000)"),
     cl::init(30000), cl::cat(RanksCat));
+static cl::opt<SyncFailurePolicy> OnSyncFailure(
+    "on-sync-failure",
+    cl::desc("What a failed pre-sync does to nodes that cannot be measured"),
+    cl::values(clEnumValN(SyncFailurePolicy::Fallback, "fallback",
+                          "decide them by the fallback rules and say so on "
+                          "stderr (default)"),
+               clEnumValN(SyncFailurePolicy::Error, "error",
+                          "stop with an error (exit status 1)")),
+    cl::init(SyncFailurePolicy::Fallback), cl::cat(RanksCat));
 static cl::opt<std::string> CollectiveFallback(
     "collective-fallback",
     cl::desc("Choice a collective falls back to (default: its first)"),
