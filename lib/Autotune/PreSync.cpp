@@ -66,8 +66,10 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
      << " fusion-heuristic=" << Fusion.Heuristic
      << " fusion-speedup-threshold=" << Fusion.SpeedupThreshold
      << " max-epilogue-length=" << Fusion.MaxEpilogueLength
-     << " backend=" << Opts.Backend << " size-hints=";
-  llvm::interleave(Opts.SizeHints, OS, ",");
+     << " backend=" << Opts.Backend << " size-hints-m=";
+  llvm::interleave(Opts.SizeHintsM, OS, ",");
+  OS << " size-hints-bytes=";
+  llvm::interleave(Opts.SizeHintsBytes, OS, ",");
   OS << " prune-top-k=" << Opts.PruneTopK
      << " collective-fallback=" << Opts.CollectiveFallback
      << " cache-only=" << (Opts.CacheOnly ? "true" : "false")

@@ -61,6 +61,9 @@ struct NodeResult {
   bool FromCache = false;
   double EpilogueUs = 0;
   std::vector<DispatchEntry> Dispatch;
+  /// The ranks whose measurements the times come from: a collective's
+  /// group, every rank for other nodes; empty when nothing was measured.
+  std::vector<int> TimedBy;
 };
 
 struct SyncResult {

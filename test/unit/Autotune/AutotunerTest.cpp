@@ -220,11 +220,11 @@ TEST(AutotunerTest, RanksWithDifferentFlagsStop) {
 
 TEST(AutotunerTest, ProtocolFlagsNameWhatRanksMustShare) {
   AutotuneOptions O;
-  O.SizeHints = {16, 1024};
+  O.SizeHintsBytes = {16, 1024};
   O.PruneTopK = 3;
   std::string F = protocolFlags(O, FusionOptions(), CollectiveMode::Immediate);
   for (const char *W :
        {"collective-mode=immediate", "fusion-heuristic=benchmark",
-        "size-hints=16,1024", "prune-top-k=3"})
+        "size-hints-bytes=16,1024", "prune-top-k=3"})
     EXPECT_NE(F.find(W), std::string::npos) << W << " in " << F;
 }
