@@ -347,6 +347,11 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
   };
   bool HasEpi = !N.getEpilogue().empty();
   for (const Choice &C : N.getChoices()) {
+    if (N.getOp() == OpCode::SwiGlu) {
+      if (std::optional<GemmTileConfig> T = swigluTileOf(C))
+        Add(keyOf(C.Name, false), generateSwiGluKernel(N, *T, P.Rows));
+      continue;
+    }
     std::optional<GemmTileConfig> T = gemmTileOf(C);
     if (!T)
       continue;
@@ -391,8 +396,9 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
 Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
                                    const Workload &W) {
   int64_t OwnRows = rowsOf(N.getType());
-  int64_t Rows =
-      W.K == Workload::Kind::Gemm ? W.Gemm.M * W.Gemm.Batch : OwnRows;
+  int64_t Rows = W.K == Workload::Kind::Gemm || W.K == Workload::Kind::SwiGlu
+                     ? W.Gemm.M * W.Gemm.Batch
+                     : OwnRows;
   auto &Slot = Cache[{&N, Rows}];
   if (Slot)
     return *Slot;
@@ -488,6 +494,18 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       for (int64_t Kk = 0; Kk < P.K; ++Kk)
         for (int64_t C = 0; C < P.N; ++C)
           Row[C] += A[Kk] * B[Kk * P.N + C];
+    } else if (N.getOp() == OpCode::SwiGlu) {
+      const double *A = &P.Host[N.getOperand(0)][R * P.K];
+      const double *Wg = P.Host[N.getOperand(1)].data();
+      const double *Wu = P.Host[N.getOperand(2)].data();
+      std::vector<double> U(P.N, 0.0);
+      for (int64_t Kk = 0; Kk < P.K; ++Kk)
+        for (int64_t C = 0; C < P.N; ++C) {
+          Row[C] += A[Kk] * Wg[Kk * P.N + C];
+          U[C] += A[Kk] * Wu[Kk * P.N + C];
+        }
+      for (int64_t C = 0; C < P.N; ++C)
+        Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
     }
     P.RefMain.push_back(Row);
     if (!Chain.empty()) {
@@ -507,7 +525,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       P.RefEpi.push_back(In);
     }
   }
-  if (N.getOp() == OpCode::MatMul)
+  if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu)
     precompile(N, P);
   return P;
 }
@@ -899,6 +917,16 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
         continue;
       }
       const Choice *Ch = M->findChoice(M->getDecision());
+      if (M->getOp() == OpCode::SwiGlu) {
+        std::optional<GemmTileConfig> T = Ch ? swigluTileOf(*Ch) : std::nullopt;
+        if (!T || M->isEpilogueFused())
+          return err("'%" + M->getName() + "': cannot run decision '" +
+                     M->getDecision() + "' on the GPU");
+        if (llvm::Error E = RunKernel(generateSwiGluKernel(*M, *T)))
+          return E;
+        ++Launched;
+        continue;
+      }
       std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt;
       if (T) {
         if (llvm::Error E =
