@@ -39,8 +39,9 @@ static llvm::cl::opt<int>
            llvm::cl::init(100));
 static llvm::cl::opt<unsigned>
     WindowMs("pre-sync-timeout-ms",
-             llvm::cl::desc("The barrier's window (default 5, as the driver)"),
-             llvm::cl::init(5));
+             llvm::cl::desc("The barrier's arrival deadline (default 5000, "
+                            "as the driver)"),
+             llvm::cl::init(5000));
 
 /// One rank's samples, in microseconds; -1 for a sample whose sync failed.
 static std::vector<double> runRank(Communicator &C) {

@@ -14,6 +14,8 @@
 #   example   scripts/run-example.sh (the README's first command)
 #   import    the PyTorch importer's tests (lit: test/lit/Import, the .npy
 #             tests) with Debian's PyTorch 1.13; fails if torch is missing
+#   chaos     scripts/chaos.sh: under CPU hogs, identical IR every run and
+#             every injected fault bounded, at 2/4/8 thread and MPI ranks
 #   asan      ASan+UBSan build (build-asan/), ctest: unit + lit
 #   tsan      ThreadSanitizer build (build-tsan/): see MTSCHED_TSAN_SCOPE
 #   fuzz      scripts/fuzz.sh for MTSCHED_FUZZ_SECONDS (default 60)
@@ -107,6 +109,10 @@ stage_import() {
   rm -f "$LOG"
 }
 
+stage_chaos() {
+  bash "$ROOT/scripts/chaos.sh" "$ROOT/build"
+}
+
 stage_asan() {
   bash "$ROOT/scripts/build.sh" --sanitizer=asan "$ROOT/build-asan"
   ASAN_OPTIONS=detect_leaks=1 \
@@ -164,7 +170,7 @@ fi
 # Driver.
 # ---------------------------------------------------------------------------
 
-STAGES=(setup release deps example import asan tsan fuzz)
+STAGES=(setup release deps example import chaos asan tsan fuzz)
 if [[ -d "$ROOT/scripts/test-extra.d" ]]; then
   while IFS= read -r F; do
     STAGES+=("extra:$(basename "$F")")
@@ -178,6 +184,7 @@ describe() {
   deps) echo "mtsched-opt links no libLLVM*.so" ;;
   example) echo "scripts/run-example.sh" ;;
   import) echo "PyTorch importer tests (torch 1.13)" ;;
+  chaos) echo "scripts/chaos.sh: determinism under load and faults" ;;
   asan) echo "ASan+UBSan build, unit + lit tests" ;;
   tsan)
     if [[ "$MTSCHED_TSAN_SCOPE" == threads ]]; then

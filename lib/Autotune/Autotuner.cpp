@@ -8,7 +8,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/TimeProfiler.h"
-#include "llvm/Support/xxhash.h"
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -23,32 +23,6 @@ static constexpr double Inf = std::numeric_limits<double>::infinity();
 
 static double msSince(Clock::time_point T) {
   return std::chrono::duration<double, std::milli>(Clock::now() - T).count();
-}
-
-uint64_t mtsched::fingerprintCollectives(
-    const Graph &G,
-    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes,
-    llvm::ArrayRef<int64_t> ByteHints) {
-  std::string S;
-  llvm::raw_string_ostream OS(S);
-  OS << '@' << G.getName();
-  // Ranks tuning at other sizes would run other benchmarks.
-  if (!ByteHints.empty()) {
-    OS << " bytes";
-    for (int64_t H : ByteHints)
-      OS << ' ' << H;
-  }
-  for (const CollectiveMultiTemplateBufferNode *N : Nodes) {
-    OS << "|%" << N->getName() << ' ' << N->getOpName() << ' '
-       << collectiveKindName(N->getCollectiveKind()) << " @" << N->getGroup();
-    for (const Operand &O : N->getOperands())
-      OS << ' ' << O.V->getType().str();
-    OS << " -> " << N->getType().str() << " [";
-    for (const Choice &C : N->getChoices())
-      OS << C.Name << ',';
-    OS << ']';
-  }
-  return llvm::xxHash64(OS.str());
 }
 
 namespace {
@@ -120,11 +94,21 @@ struct Autotuner::Impl {
   std::unique_ptr<FusionHeuristic> Heuristic;
 
   /// Set once peers stopped answering or the pre-sync failed: from then on
-  /// nothing crosses ranks and every node is decided by the fallback rules.
+  /// nothing is measured; a node the cache replays keeps its cached
+  /// decision, every other node is decided by the fallback rules.
   bool Degraded = false;
   std::string DegradedReason;
-  /// Set when a peer stopped answering: even the final gather is skipped.
+  /// Set when a peer stopped answering: even the final gather is skipped,
+  /// and measurements remembered this run are no longer trusted (a peer may
+  /// have completed an exchange this rank gave up on).
   bool CommBroken = false;
+  /// The node being finalized needed a measurement it could not take.
+  bool NodeUnmeasured = false;
+  /// The nodes that fell back since the last sync failure: "%name -> choice".
+  std::vector<std::string> FellBack;
+  /// A pre-sync (or V1 sync) agreed once, so later syncs of V1 know ranks
+  /// agree on flags and structure.
+  bool RanksAgreed = false;
   bool RankFaultsApplied = false;
   /// Measurements already agreed, by workload, choice, fusion and size.
   std::map<std::string, Agreed> Memo;
@@ -174,13 +158,22 @@ struct Autotuner::Impl {
   }
 
   llvm::Error applyRankFaults();
-  /// Barrier with the pre-sync window, then agreement on (ok, fingerprint)
-  /// within the choice timeout. Returns an empty string on success, else
-  /// the reason.
-  std::string sync(uint64_t Fingerprint);
+  /// The pre-sync (runPreSync) with this rank's flags; records its outcome.
+  /// Returns an empty string on success, else the reason; Bundle gets rank
+  /// 0's cache bundle whenever the ranks met. An llvm::Error when the ranks
+  /// differ in flags or graphs: tuning them together would be meaningless.
+  llvm::Expected<std::string> sync(PreSyncInput In, std::string &Bundle);
+  /// Rank 0: every node's cache entry, looked up before the pre-sync so a
+  /// fully cached graph needs nothing measured (empty without a cache).
+  std::string lookupBundle(const Graph &G,
+                           llvm::ArrayRef<MultiTemplateBufferNode *> Todo);
+  /// After a sync failure: the one stderr line the reporting rank prints,
+  /// or the error under --on-sync-failure=error.
+  llvm::Error noteFallbacks(const Graph &G, llvm::StringRef What);
   std::string fallbackChoice(const MultiTemplateBufferNode &N) const;
+  /// Fallback counts N as a node that fell back after a sync failure.
   void decideWithoutBenchmark(const Graph &G, MultiTemplateBufferNode &N,
-                              llvm::StringRef Reason);
+                              llvm::StringRef Reason, bool Fallback = true);
   /// Measures the choices of N (fused or not) at a size, max-reduced.
   /// Choices whose entry in Skip is set are not measured (a choice that
   /// failed unfused is not tried fused).
@@ -190,9 +183,11 @@ struct Autotuner::Impl {
                                      bool Fused,
                                      const std::vector<bool> &Skip = {});
   Agreed measureEpilogue(const MultiTemplateBufferNode &N, const Workload &W);
-  /// Finalizes N: cache lookup (broadcast from rank 0), then finalizeNode,
-  /// then storing what was measured.
-  void finalize(const Graph &G, MultiTemplateBufferNode &N, bool WithFusion);
+  /// Finalizes N: cache lookup (Entry, from rank 0's bundle; without one,
+  /// a broadcast from rank 0), then finalizeNode, then storing what was
+  /// measured.
+  void finalize(const Graph &G, MultiTemplateBufferNode &N, bool WithFusion,
+                const std::string *Entry = nullptr);
   /// Benchmark (or replay), fusion decision, dispatch table.
   void finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
                     bool WithFusion);
@@ -248,8 +243,13 @@ llvm::Error Autotuner::Impl::applyRankFaults() {
   if (RankFaultsApplied)
     return llvm::Error::success();
   RankFaultsApplied = true;
-  if (const Fault *F = Opts.Faults.rankFault(Fault::Kind::Late, rank()))
-    std::this_thread::sleep_for(std::chrono::milliseconds(F->DelayMs));
+  if (const Fault *F = Opts.Faults.rankFault(Fault::Kind::Late, rank())) {
+    std::chrono::milliseconds D(F->DelayMs);
+    if (Hooks.Late)
+      Hooks.Late(D);
+    else
+      std::this_thread::sleep_for(D);
+  }
   if (Opts.Faults.rankFault(Fault::Kind::Exit, rank())) {
     if (Hooks.Exit)
       Hooks.Exit();
@@ -265,38 +265,79 @@ llvm::Error Autotuner::Impl::applyRankFaults() {
   return llvm::Error::success();
 }
 
-std::string Autotuner::Impl::sync(uint64_t Fingerprint) {
+namespace {
+
+/// The length-prefixed list the cache bundle is made of.
+void appendEntry(std::string &Out, llvm::StringRef E) {
+  Out += std::to_string(E.size());
+  Out += ':';
+  Out += E;
+}
+
+std::vector<std::string> splitEntries(llvm::StringRef S) {
+  std::vector<std::string> Out;
+  while (!S.empty()) {
+    size_t Colon = S.find(':');
+    size_t Len = 0;
+    if (Colon == llvm::StringRef::npos ||
+        S.substr(0, Colon).getAsInteger(10, Len) || Colon + 1 + Len > S.size())
+      return {};
+    Out.push_back(S.substr(Colon + 1, Len).str());
+    S = S.drop_front(Colon + 1 + Len);
+  }
+  return Out;
+}
+
+} // namespace
+
+std::string
+Autotuner::Impl::lookupBundle(const Graph &G,
+                              llvm::ArrayRef<MultiTemplateBufferNode *> Todo) {
+  if (!Cache || rank() != 0)
+    return "";
+  std::string Out = "B";
+  for (MultiTemplateBufferNode *N : Todo) {
+    std::string Key = cacheKeyOf(M, G, *N, Opts, Self.Bench->getBackendName(),
+                                 Self.Bench->getVersion(), Comm.size());
+    AutotuneCache::LookupResult L = Cache->lookup(Key);
+    if (L.State == AutotuneCache::LookupState::Invalid)
+      warn(N->getLoc(), "ignoring autotune cache entry '" +
+                            Cache->pathFor(Key) + "' of '%" + N->getName() +
+                            "': " + L.Problem + "; it will be rewritten");
+    appendEntry(Out, L.State == AutotuneCache::LookupState::Hit
+                         ? "H" + L.Entry.serialize(Key)
+                         : std::string("M"));
+  }
+  return Out;
+}
+
+llvm::Expected<std::string> Autotuner::Impl::sync(PreSyncInput In,
+                                                  std::string &Bundle) {
   llvm::TimeTraceScope Scope("pre-sync");
   if (Degraded)
     return DegradedReason;
-  ++result().Sync.Count;
-  CommStatus Barrier = Comm.barrier(Opts.PreSyncTimeout);
-  std::string Mine = std::string(Barrier == CommStatus::Ok ? "1:" : "0:") +
-                     llvm::utohexstr(Fingerprint);
-  std::vector<std::string> All;
-  CommStatus Gather = Comm.allGather(Mine, All, Opts.ChoiceTimeout);
-  if (Gather != CommStatus::Ok) {
-    Degraded = CommBroken = true;
-    DegradedReason = Gather == CommStatus::Failed
-                         ? "a peer exited before the pre-sync completed"
-                         : "peers did not answer within " +
-                               std::to_string(Opts.ChoiceTimeout.count()) +
-                               " ms after the pre-sync window";
-    return DegradedReason;
+  SyncResult &SR = result().Sync;
+  bool First = SR.Count++ == 0;
+  if (First)
+    SR.DeadlineMs = double(Opts.PreSyncTimeout.count());
+  In.Flags = protocolFlags(Opts, Fusion, Self.Mode);
+  llvm::Expected<PreSyncOutcome> O = runPreSync(Comm, Opts, std::move(In));
+  if (!O)
+    return O.takeError();
+  if (First) {
+    SR.SkewMs = O->SkewMs;
+    SR.CostMs = O->CostMs;
+    SR.LateRanks = O->LateRanks;
+    SR.MissingRanks = O->MissingRanks;
   }
-  std::vector<std::string> Late;
-  for (size_t R = 0; R < All.size(); ++R)
-    if (!llvm::StringRef(All[R]).starts_with("1:"))
-      Late.push_back(std::to_string(R));
-  if (!Late.empty())
-    return "the " + std::to_string(Opts.PreSyncTimeout.count()) +
-           " ms pre-sync window expired on rank(s) " + llvm::join(Late, ", ");
-  for (size_t R = 1; R < All.size(); ++R)
-    if (All[R].substr(2) != All[0].substr(2))
-      return "ranks collected different collective nodes (rank " +
-             std::to_string(R) + " fingerprint " + All[R].substr(2) +
-             ", rank 0 fingerprint " + All[0].substr(2) + ")";
-  return "";
+  Bundle = std::move(O->Bundle);
+  if (O->State == PreSyncOutcome::Broken) {
+    Degraded = CommBroken = true;
+    DegradedReason = O->Reason;
+  } else {
+    RanksAgreed = true;
+  }
+  return O->Reason;
 }
 
 std::string
@@ -323,8 +364,13 @@ static NodeResult startRecord(const Graph &G,
 
 void Autotuner::Impl::decideWithoutBenchmark(const Graph &G,
                                              MultiTemplateBufferNode &N,
-                                             llvm::StringRef Reason) {
+                                             llvm::StringRef Reason,
+                                             bool Fallback) {
   NodeResult R = startRecord(G, N);
+  // A replay that got part-way may have left timings and a dispatch table.
+  N.getTimings().clear();
+  N.getFusedTimings().clear();
+  N.getDispatch().clear();
   std::string Chosen = fallbackChoice(N);
   if (auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
     C->setSync(SyncState::Failed);
@@ -355,7 +401,47 @@ void Autotuner::Impl::decideWithoutBenchmark(const Graph &G,
   N.setDecision(Chosen);
   N.setEpilogueFused(false);
   R.Chosen = Chosen;
+  if (Fallback) {
+    ++result().Sync.FallbackNodes;
+    FellBack.push_back(R.Name + " -> " + Chosen);
+  }
   result().Nodes.push_back(std::move(R));
+}
+
+llvm::Error Autotuner::Impl::noteFallbacks(const Graph &G,
+                                           llvm::StringRef What) {
+  if (FellBack.empty())
+    return llvm::Error::success();
+  std::string Line;
+  llvm::raw_string_ostream OS(Line);
+  OS << What << " of '@" << G.getName() << "' failed: " << DegradedReason
+     << "; " << FellBack.size() << (FellBack.size() == 1 ? " node" : " nodes")
+     << " could not be measured";
+  bool Error = Opts.OnSyncFailure == SyncFailurePolicy::Error;
+  if (Error) {
+    OS << " (--on-sync-failure=error)";
+  } else {
+    // What was chosen instead; a long list is cut, the report has it all.
+    OS << " and fell back: ";
+    constexpr size_t Shown = 8;
+    for (size_t I = 0; I < std::min(Shown, FellBack.size()); ++I)
+      OS << (I ? ", " : "") << FellBack[I];
+    if (FellBack.size() > Shown)
+      OS << ", ... (" << FellBack.size() - Shown << " more)";
+  }
+  FellBack.clear();
+  if (!Error) {
+    result().Warnings.push_back(OS.str());
+    return llvm::Error::success();
+  }
+  // Every rank stops; the lowest rank still talking says why, once.
+  std::vector<int> Missing = Comm.missingPeers();
+  int Speaker = 0;
+  while (CommBroken && llvm::is_contained(Missing, Speaker))
+    ++Speaker;
+  if (rank() != Speaker)
+    return llvm::make_error<ReportedError>();
+  return Diags.error(G.getLoc(), OS.str());
 }
 
 /// Times kept to the nanosecond: finer digits are noise and clutter the IR.
@@ -410,10 +496,18 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
   auto Flush = [&] {
     if (Pending.empty())
       return;
-    if (NodeComm->allReduceMax(PendingValues, Opts.ChoiceTimeout) !=
-        CommStatus::Ok) {
-      Degraded = CommBroken = true;
-      DegradedReason = "a peer stopped answering during benchmarking";
+    // Each rank measured the same choices, each within the choice timeout:
+    // waiting that long per choice plus a margin means a choice that timed
+    // out on one rank arrives here as a timeout (+inf on every rank), never
+    // as a silent peer.
+    auto Bound =
+        Opts.ChoiceTimeout * int64_t(Pending.size()) + Opts.AgreementTimeout;
+    if (NodeComm->allReduceMax(PendingValues, Bound) != CommStatus::Ok) {
+      Degraded = CommBroken = NodeUnmeasured = true;
+      std::vector<int> Missing = NodeComm->missingPeers();
+      DegradedReason =
+          (Missing.empty() ? std::string("a peer") : formatRanks(Missing)) +
+          " stopped answering during benchmarking";
       for (size_t J : Pending)
         Out[J].Status = ChoiceStatus::Skipped;
     } else {
@@ -448,7 +542,7 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
       continue;
     }
     std::string Key = choiceKey(Prefix, C);
-    auto Hit = Memo.find(Key);
+    auto Hit = CommBroken ? Memo.end() : Memo.find(Key);
     if (Hit != Memo.end()) {
       ++result().MemoHits;
       Out[I] = Hit->second;
@@ -457,10 +551,14 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
     }
     if (replayed(Key, Out[I]))
       continue;
-    if (Degraded || NodeMissing)
+    if (NodeMissing)
       continue;
+    if (Degraded) {
+      NodeUnmeasured = true;
+      continue;
+    }
     if (Collective && NodeComm->barrier(Opts.ChoiceTimeout) != CommStatus::Ok) {
-      Degraded = CommBroken = true;
+      Degraded = CommBroken = NodeUnmeasured = true;
       DegradedReason = "a peer stopped answering during benchmarking";
       continue;
     }
@@ -492,7 +590,7 @@ Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
   Agreed A;
   Choice Epi{"<epilogue>", {}, {}};
   std::string Key = memoKey(W, Epi, /*Fused=*/true) + NodeGroupKey;
-  auto Hit = Memo.find(Key);
+  auto Hit = CommBroken ? Memo.end() : Memo.find(Key);
   if (Hit != Memo.end()) {
     ++result().MemoHits;
     record(Key, Hit->second);
@@ -500,13 +598,18 @@ Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
   }
   if (replayed(Key, A))
     return A;
-  if (Degraded || NodeMissing)
+  if (NodeMissing)
     return A;
+  if (Degraded) {
+    NodeUnmeasured = true;
+    return A;
+  }
   Measurement Local = Self.Bench->measureEpilogue(N, W);
   ++result().BenchmarksRun;
   std::vector<double> V{Local.Status == ChoiceStatus::Ok ? Local.Us : Inf};
-  if (NodeComm->allReduceMax(V, Opts.ChoiceTimeout) != CommStatus::Ok) {
-    Degraded = CommBroken = true;
+  if (NodeComm->allReduceMax(V, Opts.ChoiceTimeout + Opts.AgreementTimeout) !=
+      CommStatus::Ok) {
+    Degraded = CommBroken = NodeUnmeasured = true;
     DegradedReason = "a peer stopped answering during benchmarking";
     return A;
   }
@@ -566,12 +669,25 @@ Autotuner::Impl::pruneReasons(const MultiTemplateBufferNode &N,
 }
 
 void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
-                               bool WithFusion) {
-  CacheActive = NodeMissing = false;
+                               bool WithFusion, const std::string *Entry) {
+  CacheActive = NodeMissing = NodeUnmeasured = false;
   Replay = CacheEntry();
   Recording = CacheEntry();
   std::string Key;
-  if (Cache && !Degraded) {
+  if (Cache && Entry) {
+    // Rank 0's entry, agreed in the pre-sync: replay needs no peer.
+    Key = cacheKeyOf(M, G, N, Opts, Self.Bench->getBackendName(),
+                     Self.Bench->getVersion(), Comm.size());
+    CacheActive = true;
+    if (llvm::StringRef(*Entry).consume_front("H")) {
+      llvm::Expected<CacheEntry> E =
+          CacheEntry::parse(llvm::StringRef(*Entry).drop_front(), Key);
+      if (E)
+        Replay = std::move(*E);
+      else
+        llvm::consumeError(E.takeError());
+    }
+  } else if (Cache && !Degraded) {
     Key = cacheKeyOf(M, G, N, Opts, Self.Bench->getBackendName(),
                      Self.Bench->getVersion(), Comm.size());
     // Rank 0's cache decides for every rank (the group's first rank for a
@@ -586,7 +702,9 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
       if (L.State == AutotuneCache::LookupState::Hit)
         Data = "H" + L.Entry.serialize(Key);
     }
-    if (NodeComm->broadcast(Data, 0, Opts.ChoiceTimeout) != CommStatus::Ok) {
+    if (NodeComm->broadcast(Data, 0,
+                            Opts.ChoiceTimeout + Opts.AgreementTimeout) !=
+        CommStatus::Ok) {
       Degraded = CommBroken = true;
       DegradedReason = "a peer stopped answering during the cache lookup";
     } else {
@@ -640,12 +758,13 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   llvm::TimeTraceScope Scope("finalize", "%" + N.getName());
   Workload W = describeNode(M, G, N);
   std::vector<Agreed> Unfused = measureChoices(G, N, W, 0, false);
-  if (Degraded) {
-    decideWithoutBenchmark(G, N, DegradedReason);
+  if (NodeMissing) {
+    decideWithoutBenchmark(G, N, "not in the autotune cache (--cache-only)",
+                           /*Fallback=*/false);
     return;
   }
-  if (NodeMissing) {
-    decideWithoutBenchmark(G, N, "not in the autotune cache (--cache-only)");
+  if (NodeUnmeasured) {
+    decideWithoutBenchmark(G, N, DegradedReason);
     return;
   }
   NodeResult R = startRecord(G, N);
@@ -675,12 +794,13 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
       }
       Epilogue.Us = roundUs(predictEpilogueUs(Opts.Device, W));
     }
-    if (Degraded) {
-      decideWithoutBenchmark(G, N, DegradedReason);
+    if (NodeMissing) {
+      decideWithoutBenchmark(G, N, "not in the autotune cache (--cache-only)",
+                             /*Fallback=*/false);
       return;
     }
-    if (NodeMissing) {
-      decideWithoutBenchmark(G, N, "not in the autotune cache (--cache-only)");
+    if (NodeUnmeasured) {
+      decideWithoutBenchmark(G, N, DegradedReason);
       return;
     }
   }
@@ -751,7 +871,10 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   }
 
   // One winner per size hint, measured at that size: rows for a matmul,
-  // message bytes for a collective (custom kernels have no size to vary).
+  // message bytes for a collective (custom kernels have no size to vary). A
+  // choice that failed or timed out at the node's own size is not tried
+  // again: a timeout then costs one choice timeout per workload, not one per
+  // hint.
   llvm::ArrayRef<int64_t> Hints;
   if (W.K == Workload::Kind::Gemm) {
     Hints = Opts.SizeHintsM;
@@ -760,10 +883,19 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
     Hints = Opts.SizeHintsBytes;
     N.setDispatchUnit(DispatchUnit::Bytes);
   }
+  std::vector<bool> FailedAtSize;
+  for (const Agreed &A : Unfused)
+    FailedAtSize.push_back(A.Status != ChoiceStatus::Ok &&
+                           A.Status != ChoiceStatus::Skipped);
   for (int64_t Hint : Hints) {
     Workload HW = describeNode(M, G, N, Hint);
-    std::vector<Agreed> AtHint = measureChoices(G, N, HW, Hint, false);
-    if (Degraded || NodeMissing)
+    std::vector<Agreed> AtHint =
+        measureChoices(G, N, HW, Hint, false, FailedAtSize);
+    if (NodeUnmeasured && !NodeMissing) {
+      decideWithoutBenchmark(G, N, DegradedReason);
+      return;
+    }
+    if (NodeMissing)
       break;
     double Best = Inf;
     std::string Winner = fallbackChoice(N);
@@ -1088,24 +1220,38 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   if (llvm::Error E = I.applyRankFaults())
     return E;
   auto T0 = Clock::now();
-  if (auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
-    const CollectiveMultiTemplateBufferNode *One[] = {C};
-    uint64_t Fp = fingerprintCollectives(G, One, I.Opts.SizeHintsBytes);
-    if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
-      Fp = ~Fp;
+  auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N);
+  // One sync per collective; the first node is preceded by one whatever its
+  // kind, so ranks agree on flags before anything else crosses them.
+  if (C || (!I.RanksAgreed && !I.Degraded && I.Comm.size() > 1)) {
+    PreSyncInput In;
+    In.G = &G;
+    if (C)
+      In.Collectives.push_back(C);
+    In.CompareStructure = !I.RanksAgreed;
+    if (C && I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
+      In.Collectives.clear();
     auto S0 = Clock::now();
-    std::string Why = I.sync(Fp);
+    std::string Unused;
+    llvm::Expected<std::string> Why = I.sync(std::move(In), Unused);
     Result.Sync.Ms += msSince(S0);
     I.addPhase("pre_sync", msSince(S0));
-    if (!Why.empty()) {
+    if (!Why) {
+      if (I.rank() == 0)
+        return I.Diags.error(N.getLoc(), toString(Why.takeError()));
+      llvm::consumeError(Why.takeError());
+      return llvm::make_error<ReportedError>();
+    }
+    if (!Why->empty()) {
       Result.Sync.Ok = false;
       if (Result.Sync.Reason.empty())
-        Result.Sync.Reason = Why;
-      I.warn(N.getLoc(), "sync for '%" + N.getName() + "' failed: " + Why +
-                             "; falling back to '" + I.fallbackChoice(N) + "'");
-      I.decideWithoutBenchmark(G, N, Why);
+        Result.Sync.Reason = *Why;
+      // The next sync tries again: V1 syncs each collective on its own.
+      I.Degraded = I.CommBroken;
+      I.DegradedReason = *Why;
+      I.decideWithoutBenchmark(G, N, *Why);
       I.addPhase("benchmark", msSince(T0));
-      return llvm::Error::success();
+      return I.noteFallbacks(G, "sync for '%" + N.getName() + "'");
     }
   }
   if (std::vector<int> Ranks = I.subgroupOf(G, N); !Ranks.empty())
@@ -1116,7 +1262,7 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   I.addPhase("benchmark", msSince(T0));
   if (I.CacheOnlyFailed)
     return llvm::make_error<ReportedError>();
-  return llvm::Error::success();
+  return I.noteFallbacks(G, "sync");
 }
 
 llvm::Error Autotuner::tuneGraph(Graph &G) {
@@ -1139,40 +1285,62 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
       Collectives.push_back(C);
   I.addPhase("collect", msSince(T0));
 
-  std::string SyncFailure;
-  if (!Collectives.empty()) {
+  // Rank 0 looks every node up in the cache first; its entries travel with
+  // the pre-sync, so a node the cache holds is replayed whatever becomes of
+  // the pre-sync, and a fully cached graph measures (and waits for) nothing.
+  auto L0 = Clock::now();
+  std::string Bundle = I.lookupBundle(G, Todo);
+  if (I.Cache)
+    I.addPhase("cache_lookup", msSince(L0));
+  bool NeedSync = !Collectives.empty() || (I.Comm.size() > 1 && !Todo.empty());
+  if (NeedSync) {
     auto S0 = Clock::now();
-    uint64_t Fp = fingerprintCollectives(G, Collectives, I.Opts.SizeHintsBytes);
+    PreSyncInput In;
+    In.G = &G;
+    In.Collectives = Collectives;
     // A rank that collected a different list: it misses the last node.
-    if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
-      Fp = fingerprintCollectives(G, llvm::ArrayRef(Collectives).drop_back());
-    SyncFailure = I.sync(Fp);
+    if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()) &&
+        !In.Collectives.empty())
+      In.Collectives.pop_back();
+    In.Bundle = std::move(Bundle);
+    Bundle.clear();
+    llvm::Expected<std::string> Why = I.sync(std::move(In), Bundle);
     double Ms = msSince(S0);
     Result.Sync.Ms += Ms;
     I.addPhase("pre_sync", Ms);
-    if (!SyncFailure.empty()) {
+    if (!Why) {
+      // Every rank found the same difference; rank 0 names it.
+      if (I.rank() == 0)
+        return I.Diags.error(G.getLoc(), toString(Why.takeError()));
+      llvm::consumeError(Why.takeError());
+      return llvm::make_error<ReportedError>();
+    }
+    if (!Why->empty()) {
       Result.Sync.Ok = false;
       if (Result.Sync.Reason.empty())
-        Result.Sync.Reason = SyncFailure;
-      I.warn(G.getLoc(), "pre-sync failed: " + SyncFailure +
-                             "; every node of '@" + G.getName() +
-                             "' falls back to its default choice");
-      // Once the pre-sync failed ranks may not even hold the same graph, so
-      // nothing else crosses ranks.
+        Result.Sync.Reason = *Why;
+      // Nothing is measured from here on; what the cache holds still
+      // replays, identically on every rank.
       I.Degraded = true;
-      I.DegradedReason = SyncFailure;
+      I.DegradedReason = *Why;
     }
   }
+  std::vector<std::string> Entries;
+  if (I.Cache && llvm::StringRef(Bundle).consume_front("B"))
+    Entries = splitEntries(llvm::StringRef(Bundle).drop_front());
+  bool HaveEntries = I.Cache && Entries.size() == Todo.size() &&
+                     (!Bundle.empty() || Todo.empty());
 
   auto B0 = Clock::now();
   std::vector<Impl::GroupNode> GroupNodes;
   for (size_t K = 0; K < Todo.size(); ++K) {
-    if (I.Degraded)
+    if (I.Degraded && !HaveEntries)
       I.decideWithoutBenchmark(G, *Todo[K], I.DegradedReason);
     else if (std::vector<int> Ranks = I.subgroupOf(G, *Todo[K]); !Ranks.empty())
       GroupNodes.push_back(I.queueGroupNode(G, *Todo[K], std::move(Ranks)));
     else
-      I.finalize(G, *Todo[K], /*WithFusion=*/true);
+      I.finalize(G, *Todo[K], /*WithFusion=*/true,
+                 HaveEntries ? &Entries[K] : nullptr);
     I.showProgress(K + 1, Todo.size());
   }
   I.tuneSubgroupNodes(G, GroupNodes, /*WithFusion=*/true);
@@ -1186,7 +1354,7 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
                                      "schedule for '@" +
                                          G.getName() +
                                          "': " + toString(std::move(E)));
-  return llvm::Error::success();
+  return I.noteFallbacks(G, "pre-sync");
 }
 
 double Autotuner::measureEpilogueUs(const Graph &G,
@@ -1254,7 +1422,9 @@ void Autotuner::finish() {
   OS << llvm::json::Value(llvm::json::Object{{"local", std::move(Nodes)},
                                              {"decisions", std::move(Dec)}});
   std::vector<std::string> All;
-  if (I.Comm.allGather(OS.str(), All, I.Opts.ChoiceTimeout) != CommStatus::Ok)
+  if (I.Comm.allGather(OS.str(), All,
+                       I.Opts.ChoiceTimeout + I.Opts.AgreementTimeout) !=
+      CommStatus::Ok)
     All.assign(Size, "");
   for (int R = 0; R < Size; ++R) {
     if (R == I.rank())

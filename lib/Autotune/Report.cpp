@@ -15,6 +15,13 @@ static JValue ms(double Us) {
   return Us / 1000.0;
 }
 
+static JValue ranksArray(const std::vector<int> &Ranks) {
+  Array A;
+  for (int R : Ranks)
+    A.push_back(int64_t(R));
+  return A;
+}
+
 llvm::json::Value mtsched::buildReport(const ReportInput &In) {
   const RunResult &R = *In.Result;
   Array Nodes;
@@ -92,7 +99,15 @@ llvm::json::Value mtsched::buildReport(const ReportInput &In) {
       {"sync", Object{{"count", int64_t(R.Sync.Count)},
                       {"ok", R.Sync.Ok},
                       {"ms", R.Sync.Ms},
-                      {"reason", R.Sync.Reason}}},
+                      {"reason", R.Sync.Reason},
+                      {"deadline_ms", R.Sync.DeadlineMs},
+                      {"skew_ms", R.Sync.SkewMs < 0 ? JValue(nullptr)
+                                                    : JValue(R.Sync.SkewMs)},
+                      {"cost_ms", R.Sync.CostMs < 0 ? JValue(nullptr)
+                                                    : JValue(R.Sync.CostMs)},
+                      {"late_ranks", ranksArray(R.Sync.LateRanks)},
+                      {"missing_ranks", ranksArray(R.Sync.MissingRanks)},
+                      {"fallback_nodes", int64_t(R.Sync.FallbackNodes)}}},
       {"nodes", std::move(Nodes)},
       {"ranks", std::move(Ranks)},
       {"phases_ms", std::move(Phases)},

@@ -75,16 +75,22 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
                std::chrono::steady_clock::now() - T)
         .count();
   };
-  if (std::unique_ptr<Module> M = parseModule(SM)) {
-    double ParseMs = MsSince(T0);
-    auto T1 = std::chrono::steady_clock::now();
+  std::unique_ptr<Module> M = parseModule(SM);
+  double ParseMs = MsSince(T0);
+  auto T1 = std::chrono::steady_clock::now();
+  if (M) {
     if (llvm::Error E = verifyModule(*M, SM)) {
       llvm::consumeError(std::move(E));
-    } else {
-      Diagnostics Diags(SM);
-      OK = runOnRanks(Config, Registry, std::move(M), Diags, OS,
-                      {{"parse", ParseMs}, {"verify", MsSince(T1)}});
+      M.reset();
     }
+  }
+  double VerifyMs = MsSince(T1);
+  // Under mpirun every rank reads its own input: one that fails must stop
+  // the others too, or they would wait for it in vain.
+  if (agreeOnInput(Config, M != nullptr) && M) {
+    Diagnostics Diags(SM);
+    OK = runOnRanks(Config, Registry, std::move(M), Diags, OS,
+                    {{"parse", ParseMs}, {"verify", VerifyMs}});
   }
   if (Verifier) {
     // With --verify-diagnostics success means every expectation was met.

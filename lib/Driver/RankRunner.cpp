@@ -55,6 +55,16 @@ public:
     CV.notify_all();
     CV.wait(L, [&] { return Released; });
   }
+  /// A rank that is late on purpose sleeps up to D. It counts as settled
+  /// meanwhile, so once every other rank has finished (no peer waits for
+  /// it any more) the driver releases it early and the run stays bounded.
+  void sleepLate(std::chrono::milliseconds D) {
+    std::unique_lock<std::mutex> L(M);
+    ++Settled;
+    CV.notify_all();
+    if (!CV.wait_for(L, D, [&] { return Released; }))
+      --Settled;
+  }
   void waitAllSettled(int N) {
     std::unique_lock<std::mutex> L(M);
     CV.wait(L, [&] { return Settled == N; });
@@ -210,6 +220,14 @@ bool writeFile(llvm::StringRef Path, llvm::StringRef What,
 bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
                  bool OK, bool WriteTrace, llvm::raw_ostream &OS,
                  std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
+  if (Reporter && Reporter->Session) {
+    // One line per failed sync, from one rank only: every rank composed
+    // the same.
+    std::string Lines;
+    for (const std::string &W : Reporter->Session->getResult().Warnings)
+      Lines += "warning: " + W + "\n";
+    llvm::errs() << Lines;
+  }
   if (Reporter) {
     // IR dumps go to stderr, as mlir-opt's do, so stdout stays one module
     // that the next tool can parse.
@@ -279,6 +297,7 @@ bool runThreadRanks(
         Gate.hang();
       };
       Hooks.Exit = [&Group, R] { Group.markDead(R); };
+      Hooks.Late = [&Gate](std::chrono::milliseconds D) { Gate.sleepLate(D); };
       // Each rank owns a copy; a single rank takes the original.
       std::unique_ptr<Module> Copy = N == 1 ? std::move(M) : M->clone();
       runRank(R, Group.get(R), std::move(Hooks), Config, Registry,
@@ -387,8 +406,8 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
   MpiCommunicator &Comm = **Created;
   int Rank = Comm.rank(), Size = Comm.size();
   const AutotuneOptions &Tune = Config.Pipe.Autotune;
-  Exit.FinalizeBound = Tune.PreSyncTimeout + Tune.ChoiceTimeout +
-                       std::chrono::milliseconds(10000);
+  Exit.FinalizeBound = Tune.PreSyncTimeout + Tune.AgreementTimeout +
+                       Tune.ChoiceTimeout + std::chrono::milliseconds(10000);
   // Every rank finds the same errors here; rank 0 reports them.
   if (Config.NumRanks != 0 && Config.NumRanks != Size) {
     if (Rank == 0)
@@ -413,10 +432,11 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
     Comm.depart();
     Departed = true;
   };
-  // Hanging: take no part for longer than any peer waits, so the peers time
-  // out and fall back; then join them in MPI_Finalize and exit non-zero.
+  // Hanging: take no part for longer than any peer waits (the arrival
+  // deadline, then the agreement), so the peers time out and fall back;
+  // then join them in MPI_Finalize and exit non-zero.
   std::chrono::milliseconds HangFor =
-      Tune.PreSyncTimeout + Tune.ChoiceTimeout + HangSlack;
+      Tune.PreSyncTimeout + Tune.AgreementTimeout + HangSlack;
   Hooks.Hang = [Rank, HangFor] {
     warnInOneWrite("rank " + llvm::Twine(Rank) +
                    " hangs (injected fault): it takes no part for " +
@@ -472,6 +492,50 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
 #endif // MTSCHED_HAVE_MPI
 
 } // namespace
+
+bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
+  if (Config.Pipeline.empty() || launcherVar(LauncherSizeVars) < 1)
+    return true;
+#ifdef MTSCHED_HAVE_MPI
+  llvm::Expected<std::unique_ptr<MpiCommunicator>> Created =
+      MpiCommunicator::create();
+  if (!Created) {
+    llvm::WithColor::error() << toString(Created.takeError()) << '\n';
+    return false;
+  }
+  MpiCommunicator &Comm = **Created;
+  const AutotuneOptions &Tune = Config.Pipe.Autotune;
+  // Ranks start apart as they do at the pre-sync: the same deadline.
+  std::chrono::milliseconds Bound = Tune.PreSyncTimeout + Tune.AgreementTimeout;
+  std::vector<std::string> All;
+  if (Comm.allGather(InputOK ? "1" : "0", All, Bound) != CommStatus::Ok) {
+    std::vector<int> Missing = Comm.missingPeers();
+    std::string Who;
+    for (int R : Missing)
+      Who += (Who.empty() ? "" : ", ") + std::to_string(R);
+    llvm::errs() << ("error: rank " + llvm::Twine(Comm.rank()) +
+                     ": not every MPI rank read its input within " +
+                     llvm::Twine(Bound.count()) + " ms" +
+                     (Who.empty() ? "" : " (missing: rank " + Who + ")") + "\n")
+                        .str();
+    return false;
+  }
+  std::string Bad;
+  for (size_t R = 0; R < All.size(); ++R)
+    if (All[R] != "1")
+      Bad += (Bad.empty() ? "" : ", ") + std::to_string(R);
+  if (Bad.empty())
+    return true;
+  llvm::errs() << ("error: rank " + llvm::Twine(Comm.rank()) + ": rank" +
+                   (Bad.find(',') == std::string::npos ? " " : "s ") + Bad +
+                   " could not read its input; every rank stops\n")
+                      .str();
+  return false;
+#else
+  (void)InputOK;
+  return true;
+#endif
+}
 
 bool mtsched::runOnRanks(
     const OptMainConfig &Config, const PassRegistry &Registry,

@@ -107,6 +107,8 @@ struct Slot {
   /// AllReduceMax: the running maximum.
   std::vector<double> Values;
   int Arrived = 0;
+  /// Which ranks deposited, so a timeout can name the ones that did not.
+  std::vector<bool> Present;
   /// Some rank gave up at its deadline; later arrivals give up at once, so
   /// no rank can see this slot complete after another saw it time out.
   bool TimedOut = false;
@@ -199,6 +201,7 @@ public:
   int rank() const override { return Rank; }
   int size() const override { return S->N; }
   llvm::StringRef kind() const override { return "threads"; }
+  std::vector<int> missingPeers() const override { return Missing; }
 
   CommStatus barrier(std::chrono::milliseconds Timeout) override {
     return run(
@@ -310,8 +313,10 @@ private:
                            std::chrono::steady_clock::time_point Deadline) {
     // A dead peer will never contribute: fail now rather than at the
     // deadline. Nothing is deposited, so the slot cannot complete either.
-    if (S->NumDead > 0)
+    if (S->NumDead > 0) {
+      noteDead();
       return CommStatus::Failed;
+    }
     auto It = S->Slots.find(Seq);
     if (It == S->Slots.end()) {
       It = S->Slots.emplace(Seq, Slot()).first;
@@ -321,13 +326,18 @@ private:
         It->second.Mismatch = true;
     }
     Slot &Mine = It->second;
-    if (Mine.TimedOut)
+    if (Mine.TimedOut) {
+      // Late: the peers gave up on this slot before this rank came.
+      Missing.clear();
       return CommStatus::Timeout;
+    }
     if (Mine.Kind != Kind || Mine.Shape != Shape)
       Mine.Mismatch = true;
     if (!Mine.Mismatch) {
       Deposit(Mine);
       ++Mine.Arrived;
+      Mine.Present.resize(S->N, false);
+      Mine.Present[Rank] = true;
     }
     S->CV.notify_all();
 
@@ -343,8 +353,11 @@ private:
     };
     bool InTime = S->CV.wait_until(Lock, Deadline, Settled);
     auto I = S->Slots.find(Seq);
-    if (I == S->Slots.end())
+    Missing.clear();
+    if (I == S->Slots.end()) {
+      noteDead();
       return CommStatus::Failed;
+    }
     Slot &Sl = I->second;
     if (Sl.Mismatch)
       return CommStatus::Failed;
@@ -354,19 +367,37 @@ private:
       Collect(Sl);
       return CommStatus::Ok;
     }
-    if (S->NumDead > 0)
+    if (S->NumDead > 0) {
+      noteDead();
       return CommStatus::Failed;
+    }
     if (!InTime && !Sl.TimedOut) {
       Sl.TimedOut = true;
       S->CV.notify_all();
     }
+    // Who had not deposited when the slot gave up (a rank that arrives
+    // after that finds it timed out and names the same absentees, itself
+    // excepted).
+    Sl.Present.resize(S->N, false);
+    for (int R = 0; R < S->N; ++R)
+      if (!Sl.Present[R] && R != Rank)
+        Missing.push_back(R);
     return CommStatus::Timeout;
+  }
+
+  /// Needs S->M held.
+  void noteDead() {
+    Missing.clear();
+    for (int R = 0; R < S->N; ++R)
+      if (S->Dead[R])
+        Missing.push_back(R);
   }
 
   std::shared_ptr<ThreadGroupState> S;
   const int Rank;
-  /// Only this rank's thread touches it.
+  /// Only this rank's thread touches these.
   uint64_t NextSeq = 0;
+  std::vector<int> Missing;
 };
 
 } // namespace

@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-enum Tag : int { TagBye = 1, TagFinished = 2 };
+enum Tag : int { TagBye = 1, TagFinished = 2, TagArrive = 3 };
 
 /// One operation's request and every buffer MPI may write or read.
 struct InFlight {
@@ -83,6 +83,12 @@ struct MpiWorld {
   /// Ranks whose "finished" message arrived.
   std::vector<bool> Finished;
   bool FinishedSent = false;
+  /// Barriers this process entered, and per peer the barriers it announced
+  /// entering: a peer behind this process never reached the last one.
+  uint64_t Barriers = 0;
+  std::vector<uint64_t> PeerBarriers;
+  /// The peers missing from the operation that last failed or timed out.
+  std::vector<int> Missing;
 
   bool usable() const { return !Broken && !Departed; }
 
@@ -101,6 +107,36 @@ struct MpiWorld {
       AnyPeerDeparted = true;
     }
     return AnyPeerDeparted;
+  }
+
+  /// Receives every barrier announcement that has arrived.
+  void pollArrivals() {
+    while (true) {
+      int Flag = 0;
+      MPI_Status St;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, TagArrive, Ctl, &Flag, &St) !=
+              MPI_SUCCESS ||
+          !Flag)
+        break;
+      int Buf;
+      MPI_Recv(&Buf, 1, MPI_INT, St.MPI_SOURCE, TagArrive, Ctl,
+               MPI_STATUS_IGNORE);
+      ++PeerBarriers[St.MPI_SOURCE];
+    }
+  }
+
+  /// Records which peers are missing: the departed ones if any (a departure
+  /// fails an operation at once, while slower peers may still be on their
+  /// way), else those that have not announced this process's latest
+  /// barrier.
+  void noteMissing() {
+    pollDepartures();
+    pollArrivals();
+    Missing.clear();
+    for (int R = 0; R < Size; ++R)
+      if (R != Rank &&
+          (AnyPeerDeparted ? PeerDeparted[R] : PeerBarriers[R] < Barriers))
+        Missing.push_back(R);
   }
 
   /// Forgets the stale barriers that completed since.
@@ -141,6 +177,7 @@ struct MpiWorld {
         StartRC == MPI_SUCCESS ? wait(*Op, Deadline) : CommStatus::Failed;
     if (S == CommStatus::Ok)
       return S;
+    noteMissing();
     Broken = true;
     DataTimedOut |= S == CommStatus::Timeout;
     if (Op->Req != MPI_REQUEST_NULL)
@@ -200,6 +237,7 @@ llvm::Expected<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create() {
     MPI_Comm_size(W->Coll, &W->Size);
     MPI_Op_create(nanAwareMax, /*commute=*/1, &W->MaxOp);
     W->PeerDeparted.assign(W->Size, false);
+    W->PeerBarriers.assign(W->Size, 0);
     W->Finished.assign(W->Size, false);
     World = W.release();
   }
@@ -261,12 +299,31 @@ CommStatus MpiCommunicator::barrier(std::chrono::milliseconds Timeout) {
     return CommStatus::Failed;
   auto Deadline = deadlineAfter(Timeout);
   W.reapStale();
+  // Tell every peer this rank got here, so that a peer whose barrier or a
+  // later operation times out can name who never came. Small messages go
+  // out eagerly; draining the ones received keeps the queue short.
+  // Only barriers of the whole world count: a subgroup's members are not
+  // every peer.
+  W.pollArrivals();
+  if (Size == W.Size) {
+    ++W.Barriers;
+    for (int R = 0; R < W.Size; ++R) {
+      if (R == W.Rank)
+        continue;
+      MPI_Request Req;
+      if (MPI_Isend(&Token, 1, MPI_INT, R, TagArrive, W.Ctl, &Req) ==
+          MPI_SUCCESS)
+        MPI_Request_free(&Req);
+    }
+  }
   auto Op = std::make_unique<InFlight>();
   if (MPI_Ibarrier(asComm(Coll), &Op->Req) != MPI_SUCCESS) {
     W.Broken = true;
     return CommStatus::Failed;
   }
   CommStatus S = W.wait(*Op, Deadline);
+  if (S != CommStatus::Ok)
+    W.noteMissing();
   if (S == CommStatus::Timeout) {
     // No buffers: the barrier stays posted for a late peer to complete.
     W.StaleBarriers.push_back(Op->Req);
@@ -399,6 +456,10 @@ bool MpiCommunicator::hasDeparted(int Rank) const {
   if (World->usable())
     World->pollDepartures();
   return World->PeerDeparted[Rank];
+}
+
+std::vector<int> MpiCommunicator::missingPeers() const {
+  return World->Missing;
 }
 
 bool MpiCommunicator::isBroken() { return World && !World->usable(); }

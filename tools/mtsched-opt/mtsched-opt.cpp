@@ -224,13 +224,28 @@ static cl::opt<int> Ranks("ranks",
                           cl::init(0), cl::cat(RanksCat));
 static cl::opt<unsigned> PreSyncTimeoutMs(
     "pre-sync-timeout-ms",
-    cl::desc("Window of the one pre-sync before benchmarking (default 5)"),
-    cl::init(5), cl::cat(RanksCat));
+    cl::desc("Arrival deadline of the pre-sync: how long the first rank "
+             "waits for the last one (default 5000)"),
+    cl::init(5000), cl::cat(RanksCat));
+static cl::opt<unsigned> AgreementTimeoutMs(
+    "agreement-timeout-ms",
+    cl::desc("How long ranks in step wait for each other: the pre-sync's "
+             "agreement after the arrival deadline, and the margin past "
+             "--choice-timeout-ms when timings are exchanged (default 2000)"),
+    cl::init(2000), cl::cat(RanksCat));
 static cl::opt<unsigned> ChoiceTimeoutMs(
     "choice-timeout-ms",
-    cl::desc("A choice running longer is excluded; also bounds every "
-             "exchange between ranks (default 30000)"),
+    cl::desc("A choice running longer is excluded (default 30000)"),
     cl::init(30000), cl::cat(RanksCat));
+static cl::opt<SyncFailurePolicy> OnSyncFailure(
+    "on-sync-failure",
+    cl::desc("What a failed pre-sync does to nodes that cannot be measured"),
+    cl::values(clEnumValN(SyncFailurePolicy::Fallback, "fallback",
+                          "decide them by the fallback rules and say so on "
+                          "stderr (default)"),
+               clEnumValN(SyncFailurePolicy::Error, "error",
+                          "stop with an error (exit status 1)")),
+    cl::init(SyncFailurePolicy::Fallback), cl::cat(RanksCat));
 static cl::opt<std::string> CollectiveFallback(
     "collective-fallback",
     cl::desc("Choice a collective falls back to (default: its first)"),
@@ -369,6 +384,10 @@ int main(int argc, char **argv) {
   if (ChoiceTimeoutMs == 0)
     fail("--choice-timeout-ms must be at least 1");
   Tune.ChoiceTimeout = std::chrono::milliseconds(ChoiceTimeoutMs);
+  if (AgreementTimeoutMs == 0)
+    fail("--agreement-timeout-ms must be at least 1");
+  Tune.AgreementTimeout = std::chrono::milliseconds(AgreementTimeoutMs);
+  Tune.OnSyncFailure = OnSyncFailure;
   Tune.CollectiveFallback = CollectiveFallback;
   if (SimNoise < 0 || SimNoise >= 100)
     fail("--sim-noise must be in [0, 100)");

@@ -11,6 +11,14 @@
 
 namespace mtsched {
 
+/// What a rank does when the pre-sync fails and nodes cannot be measured.
+enum class SyncFailurePolicy {
+  /// Decide them by the deterministic fallback rules and say so on stderr.
+  Fallback,
+  /// Stop with an error (the driver exits non-zero).
+  Error
+};
+
 struct AutotuneOptions {
   /// Where choices are timed: "sim" (see createBenchmarker).
   std::string Backend = "sim";
@@ -22,11 +30,22 @@ struct AutotuneOptions {
   /// Timed runs per measurement (median taken) and untimed warm-up runs.
   unsigned BenchRuns = 10;
   unsigned WarmupRuns = 2;
-  /// The one pre-sync's window.
-  std::chrono::milliseconds PreSyncTimeout{5};
-  /// A choice that takes longer is excluded; also bounds every cross-rank
-  /// exchange after the pre-sync window.
+  /// The pre-sync's arrival deadline: how long the first rank waits for the
+  /// last one. Ranks reach the scheduler tens of ms to seconds apart (a
+  /// loaded machine, a slower process start, a bigger graph to lower), so
+  /// this is seconds; the sync's own cost once everyone is there is
+  /// microseconds and is measured, not bounded, by it.
+  std::chrono::milliseconds PreSyncTimeout{5000};
+  /// How long ranks that should be in step wait for each other in an
+  /// exchange: the pre-sync's agreement after the arrival deadline (a rank
+  /// later than deadline + this is missing, not late), and the margin past
+  /// the choice timeout when measurements are exchanged, so that a choice
+  /// that timed out on one rank is reported as a timeout, never mistaken for
+  /// a silent peer.
+  std::chrono::milliseconds AgreementTimeout{2000};
+  /// A choice that takes longer is excluded.
   std::chrono::milliseconds ChoiceTimeout{30000};
+  SyncFailurePolicy OnSyncFailure = SyncFailurePolicy::Fallback;
   /// Choice a collective falls back to; empty means its first choice.
   std::string CollectiveFallback;
   /// Multiplicative noise of simulated timings, in percent, seeded per rank.

@@ -16,6 +16,7 @@
 
 #include "mtsched/Autotune/AutotuneOptions.h"
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/PreSync.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Schedule/Fusion.h"
@@ -68,8 +69,23 @@ struct NodeResult {
 struct SyncResult {
   unsigned Count = 0;
   bool Ok = true;
+  /// Wall time this rank spent in syncs (waiting for peers included).
   double Ms = 0;
   std::string Reason;
+  /// The arrival deadline the (first) pre-sync ran with.
+  double DeadlineMs = 0;
+  /// Of the first pre-sync: the last rank's arrival minus the first one's,
+  /// and the sync's own cost (from the last arrival to the release, plus the
+  /// agreement exchange); negative when they could not be measured (the
+  /// ranks never all met).
+  double SkewMs = -1;
+  double CostMs = -1;
+  /// Ranks that arrived after the deadline, and ranks never heard from.
+  std::vector<int> LateRanks;
+  std::vector<int> MissingRanks;
+  /// Nodes decided by the fallback rules because nothing could be measured
+  /// (not counting nodes replayed from the cache).
+  unsigned FallbackNodes = 0;
 };
 
 /// Everything the report needs from a rank.
@@ -90,6 +106,9 @@ struct RunResult {
   /// from at the end.
   std::vector<std::vector<std::vector<double>>> RankLocalUs;
   std::vector<std::vector<std::pair<std::string, std::string>>> RankDecisions;
+  /// One line per failed sync that made nodes fall back, for the reporting
+  /// rank to print once per run (every rank composes the same line).
+  std::vector<std::string> Warnings;
 };
 
 /// Hooks through which the driver makes a rank late, hung or dead on
@@ -97,6 +116,10 @@ struct RunResult {
 struct RankHooks {
   /// Blocks until the driver releases hung ranks.
   std::function<void()> Hang;
+  /// Sleeps for the given time, or less once the driver knows no peer waits
+  /// for this rank any more (thread ranks: every other rank finished); an
+  /// injected `late` fault stays within its bound that way.
+  std::function<void(std::chrono::milliseconds)> Late;
   /// Marks this rank dead for its peers.
   std::function<void()> Exit;
 };
@@ -153,15 +176,6 @@ private:
 
 /// `autotune`: decides every multi-template buffer through Session.
 std::unique_ptr<Pass> createAutotunePass(Autotuner *Session);
-
-/// Hash of the ordered collective nodes (name, op, shapes, dtypes, group,
-/// choice names) and of the message-byte size hints they are tuned at;
-/// equal on every rank that is about to benchmark the same collectives in
-/// the same order.
-uint64_t fingerprintCollectives(
-    const Graph &G,
-    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes,
-    llvm::ArrayRef<int64_t> ByteHints = {});
 
 } // namespace mtsched
 

@@ -30,6 +30,13 @@ bool runOnRanks(const OptMainConfig &Config, const PassRegistry &Registry,
                 llvm::raw_ostream &OS,
                 std::vector<std::pair<std::string, double>> FrontendPhasesMs);
 
+/// Under an MPI launcher, with a pipeline to run: tells every rank whether
+/// this one read its input (InputOK), and returns whether every rank did.
+/// A rank whose input failed thus stops every rank, each saying which rank
+/// failed, instead of leaving its peers to time out. True at once for
+/// thread ranks.
+bool agreeOnInput(const OptMainConfig &Config, bool InputOK);
+
 /// Ends this process's part in the run; call it last, with the exit code
 /// main() is about to return, and return what it returns. With thread ranks
 /// that is ExitCode. With MPI ranks it flushes the outputs and calls

@@ -63,6 +63,11 @@ public:
   /// Root's Data to everyone (Data is only written on Ok).
   virtual CommStatus broadcast(std::string &Data, int Root,
                                std::chrono::milliseconds Timeout) = 0;
+  /// After an operation returned Timeout or Failed: the peers known not to
+  /// have joined it (dead or departed ranks, and ranks that never arrived),
+  /// in rank order. Empty when the implementation cannot tell. It is what
+  /// lets a fallback name the rank at fault instead of every rank.
+  virtual std::vector<int> missingPeers() const { return {}; }
   /// A communicator over some of this one's ranks, for a process group
   /// smaller than the world: Ranks are ranks of this communicator, this rank
   /// among them, and the new communicator's rank() is this rank's index in

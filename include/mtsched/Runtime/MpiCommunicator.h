@@ -70,6 +70,9 @@ public:
   /// and of the bytes.
   CommStatus broadcast(std::string &Data, int Root,
                        std::chrono::milliseconds Timeout) override;
+  /// Departed peers, and peers that did not announce (a control message
+  /// sent on entering every barrier) the barrier this process entered last.
+  std::vector<int> missingPeers() const override;
   /// MPI_Comm_create_group over the members only. It is blocking: MPI has
   /// no non-blocking way to make a communicator over a subset, so it waits
   /// until every member calls it. The autotuner calls it only after a

@@ -9,6 +9,7 @@
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -51,10 +52,17 @@ const char *IR = R"(graph @g(%x: bf16[64,64]) attributes {world_size = 2} {
 struct RankRun {
   std::string IR;
   RunResult Result;
+  /// The pipeline returned an error.
+  bool Failed = false;
 };
 
+/// Per rank: options to change, and how long to wait before starting.
+using RankTweak =
+    std::function<void(int Rank, AutotuneOptions &, FusionOptions &,
+                       std::chrono::milliseconds &Delay)>;
+
 /// Runs lower + fuse + autotune on two thread ranks.
-std::vector<RankRun> runTwoRanks(CollectiveMode Mode) {
+std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {}) {
   llvm::SourceMgr SM;
   SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(IR, "t.mir"),
                         llvm::SMLoc());
@@ -78,7 +86,12 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode) {
       AutotuneOptions Opts;
       Opts.PreSyncTimeout = std::chrono::milliseconds(10000);
       Opts.ChoiceTimeout = std::chrono::milliseconds(10000);
-      Autotuner Session(Opts, FusionOptions(), Mode, *Comm,
+      FusionOptions Fusion;
+      std::chrono::milliseconds Delay(0);
+      if (Tweak)
+        Tweak(R, Opts, Fusion, Delay);
+      std::this_thread::sleep_for(Delay);
+      Autotuner Session(Opts, Fusion, Mode, *Comm,
                         std::make_unique<TableBenchmarker>(R, T), Diags, *Copy);
       LoweringOptions Lower;
       Lower.Mode = Mode;
@@ -88,7 +101,11 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode) {
       PM.addPass(createLowerPass(Lower));
       PM.addPass(createFusePass(FusionOptions()));
       PM.addPass(createAutotunePass(&Session));
-      EXPECT_FALSE(bool(PM.run(*Copy)));
+      if (llvm::Error E = PM.run(*Copy)) {
+        llvm::consumeError(std::move(E));
+        Runs[R].Failed = true;
+        return;
+      }
       Session.finish();
       Runs[R].IR = moduleToString(*Copy);
       Runs[R].Result = Session.getResult();
@@ -151,3 +168,63 @@ TEST(AutotunerTest, FingerprintSeesOrderAndChoices) {
 }
 
 } // namespace
+
+TEST(AutotunerTest, SkewWithinTheDeadlineIsMeasuredNotAFailure) {
+  std::vector<RankRun> Runs = runTwoRanks(
+      CollectiveMode::Deferred, [](int R, AutotuneOptions &, FusionOptions &,
+                                   std::chrono::milliseconds &Delay) {
+        if (R == 1)
+          Delay = std::chrono::milliseconds(200);
+      });
+  ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
+  EXPECT_EQ(Runs[0].IR, Runs[1].IR);
+  const SyncResult &S = Runs[0].Result.Sync;
+  EXPECT_TRUE(S.Ok) << S.Reason;
+  EXPECT_GE(S.SkewMs, 50); // 200 ms apart, less what rank 0 took to get there
+  EXPECT_GE(S.CostMs, 0);
+  EXPECT_EQ(S.FallbackNodes, 0u);
+  EXPECT_EQ(Runs[0].Result.Warnings.size(), 0u);
+}
+
+TEST(AutotunerTest, LateRankIsNamedAndEveryRankFallsBackAlike) {
+  std::vector<RankRun> Runs = runTwoRanks(
+      CollectiveMode::Deferred, [](int R, AutotuneOptions &O, FusionOptions &,
+                                   std::chrono::milliseconds &Delay) {
+        O.PreSyncTimeout = std::chrono::milliseconds(50);
+        if (R == 1)
+          Delay = std::chrono::milliseconds(400);
+      });
+  ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
+  EXPECT_EQ(Runs[0].IR, Runs[1].IR);
+  for (const RankRun &Run : Runs) {
+    const SyncResult &S = Run.Result.Sync;
+    EXPECT_FALSE(S.Ok);
+    EXPECT_EQ(S.LateRanks, std::vector<int>{1});
+    EXPECT_EQ(S.FallbackNodes, 2u);
+    ASSERT_EQ(Run.Result.Warnings.size(), 1u);
+    EXPECT_NE(Run.Result.Warnings[0].find("rank 1 arrived"), std::string::npos)
+        << Run.Result.Warnings[0];
+  }
+}
+
+TEST(AutotunerTest, RanksWithDifferentFlagsStop) {
+  std::vector<RankRun> Runs = runTwoRanks(
+      CollectiveMode::Deferred, [](int R, AutotuneOptions &, FusionOptions &F,
+                                   std::chrono::milliseconds &) {
+        if (R == 1)
+          F.Heuristic = "never";
+      });
+  EXPECT_TRUE(Runs[0].Failed);
+  EXPECT_TRUE(Runs[1].Failed);
+}
+
+TEST(AutotunerTest, ProtocolFlagsNameWhatRanksMustShare) {
+  AutotuneOptions O;
+  O.SizeHintsBytes = {16, 1024};
+  O.PruneTopK = 3;
+  std::string F = protocolFlags(O, FusionOptions(), CollectiveMode::Immediate);
+  for (const char *W :
+       {"collective-mode=immediate", "fusion-heuristic=benchmark",
+        "size-hints-bytes=16,1024", "prune-top-k=3"})
+    EXPECT_NE(F.find(W), std::string::npos) << W << " in " << F;
+}

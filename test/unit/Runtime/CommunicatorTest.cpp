@@ -186,6 +186,34 @@ TEST(ThreadCommunicatorTest, BarrierTimesOutWhenARankNeverArrives) {
   }
 }
 
+TEST(ThreadCommunicatorTest, TimeoutNamesTheRanksThatNeverArrived) {
+  ThreadGroup G(4);
+  std::vector<std::vector<int>> Missing(4);
+  std::atomic<int> Ready{0};
+  runRanks(G, [&](Communicator &C, int R) {
+    if (R == 1 || R == 3)
+      return; // Never arrive.
+    // Both present ranks are at the barrier well before its deadline, so
+    // neither counts the other as missing.
+    ++Ready;
+    while (Ready.load() < 2)
+      std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(C.barrier(1000ms), CommStatus::Timeout);
+    Missing[R] = C.missingPeers();
+  });
+  for (int R : {0, 2})
+    EXPECT_EQ(Missing[R], (std::vector<int>{1, 3})) << R;
+}
+
+TEST(ThreadCommunicatorTest, FailureNamesTheDeadRank) {
+  ThreadGroup G(3);
+  std::unique_ptr<Communicator> C = G.get(0);
+  EXPECT_TRUE(C->missingPeers().empty());
+  G.markDead(2);
+  EXPECT_EQ(C->barrier(Patient), CommStatus::Failed);
+  EXPECT_EQ(C->missingPeers(), std::vector<int>{2});
+}
+
 TEST(ThreadCommunicatorTest, ZeroTimeoutDoesNotWait) {
   ThreadGroup G(2);
   std::unique_ptr<Communicator> C = G.get(0);

@@ -1,0 +1,350 @@
+//===- PreSync.cpp - The one timed agreement before measuring -------------===//
+//
+// The pre-sync is a barrier bounded by the arrival deadline, then one
+// all-gather bounded by the agreement timeout. Every rank judges the same
+// gathered data (arrival times, barrier waits, flags, fingerprints), so every
+// rank reaches the same verdict: in step, a named rank late, a named rank
+// missing, or ranks that differ (an error).
+//
+//===----------------------------------------------------------------------===//
+#include "mtsched/Autotune/PreSync.h"
+#include "mtsched/IR/Printer.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/TimeProfiler.h"
+#include "llvm/Support/xxhash.h"
+#include <algorithm>
+#include <chrono>
+
+using namespace mtsched;
+using Clock = std::chrono::steady_clock;
+
+static double msSince(Clock::time_point T) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - T).count();
+}
+
+namespace {
+
+/// A node as printed, on one line (the printer may wrap choice lists).
+std::string nodeText(const Node &N) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  printNode(N, OS);
+  OS.flush();
+  std::replace(S.begin(), S.end(), '\n', ' ');
+  return llvm::StringRef(S).trim().str();
+}
+
+} // namespace
+
+uint64_t mtsched::fingerprintCollectives(
+    const Graph &G,
+    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes) {
+  std::string S = "@" + G.getName();
+  for (const CollectiveMultiTemplateBufferNode *N : Nodes) {
+    S += '|';
+    S += nodeText(*N);
+  }
+  return llvm::xxHash64(S);
+}
+
+uint64_t mtsched::fingerprintStructure(const Graph &G) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  printGraph(G, OS);
+  return llvm::xxHash64(OS.str());
+}
+
+std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
+                                   const FusionOptions &Fusion,
+                                   CollectiveMode Mode) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << "collective-mode="
+     << (Mode == CollectiveMode::Deferred ? "deferred" : "immediate")
+     << " fusion-heuristic=" << Fusion.Heuristic
+     << " fusion-speedup-threshold=" << Fusion.SpeedupThreshold
+     << " max-epilogue-length=" << Fusion.MaxEpilogueLength
+     << " backend=" << Opts.Backend << " size-hints-m=";
+  llvm::interleave(Opts.SizeHintsM, OS, ",");
+  OS << " size-hints-bytes=";
+  llvm::interleave(Opts.SizeHintsBytes, OS, ",");
+  OS << " prune-top-k=" << Opts.PruneTopK
+     << " collective-fallback=" << Opts.CollectiveFallback
+     << " cache-only=" << (Opts.CacheOnly ? "true" : "false")
+     << " choice-timeout-ms=" << Opts.ChoiceTimeout.count()
+     << " on-sync-failure="
+     << (Opts.OnSyncFailure == SyncFailurePolicy::Error ? "error" : "fallback");
+  return OS.str();
+}
+
+namespace {
+
+/// One rank's contribution to the pre-sync's agreement.
+struct Arrival {
+  bool InTime = false;
+  /// Wall-clock time at the barrier, in ns since the epoch: comparable
+  /// across the processes of one machine and, to NTP accuracy, of several.
+  int64_t AtNs = 0;
+  /// How long this rank waited in the barrier (steady clock).
+  int64_t WaitNs = 0;
+  std::string Flags;
+  std::string Structure;
+  std::string Collectives;
+  std::string Bundle;
+};
+
+std::string encodeArrival(const Arrival &A) {
+  return "v1\n" + std::string(A.InTime ? "1" : "0") + "\n" +
+         std::to_string(A.AtNs) + "\n" + std::to_string(A.WaitNs) + "\n" +
+         A.Flags + "\n" + A.Structure + "\n" + A.Collectives + "\n" + A.Bundle;
+}
+
+bool decodeArrival(llvm::StringRef S, Arrival &A) {
+  llvm::SmallVector<llvm::StringRef, 8> F;
+  S.split(F, '\n', /*MaxSplit=*/7);
+  if (F.size() != 8 || F[0] != "v1" || F[2].getAsInteger(10, A.AtNs) ||
+      F[3].getAsInteger(10, A.WaitNs))
+    return false;
+  A.InTime = F[1] == "1";
+  A.Flags = F[4].str();
+  A.Structure = F[5].str();
+  A.Collectives = F[6].str();
+  A.Bundle = F[7].str();
+  return true;
+}
+
+} // namespace
+
+std::string mtsched::formatRanks(llvm::ArrayRef<int> Ranks) {
+  std::string S = Ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t I = 0; I < Ranks.size(); ++I)
+    S += (I ? ", " : "") + std::to_string(Ranks[I]);
+  return S;
+}
+
+namespace {
+
+std::string fmtMs(double Ms) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << llvm::format(Ms < 10 ? "%.3f" : "%.0f", Ms);
+  return OS.str();
+}
+
+/// The first `name=value` word of A and B that differs, as "--name=a" and
+/// "--name=b".
+std::pair<std::string, std::string> firstFlagDifference(llvm::StringRef A,
+                                                        llvm::StringRef B) {
+  llvm::SmallVector<llvm::StringRef, 16> WA, WB;
+  A.split(WA, ' ');
+  B.split(WB, ' ');
+  for (size_t I = 0; I < std::max(WA.size(), WB.size()); ++I) {
+    llvm::StringRef X = I < WA.size() ? WA[I] : "";
+    llvm::StringRef Y = I < WB.size() ? WB[I] : "";
+    if (X != Y)
+      return {"--" + X.str(), "--" + Y.str()};
+  }
+  return {A.str(), B.str()};
+}
+
+} // namespace
+
+/// Names the first node where rank R's graph differs from Ref's, by a second
+/// all-gather of per-node texts (collectives, which are few) or hashes.
+static std::string nameDifference(Communicator &Comm,
+                                  const AutotuneOptions &Opts,
+                                  const PreSyncInput &In, bool Collectives,
+                                  int Ref, int R) {
+  // Collectives are few: their text travels, so the error can show both
+  // spellings. The whole graph can be large: name and hash per node.
+  std::string Mine;
+  auto Add = [&](const Node &N) {
+    std::string T = nodeText(N);
+    Mine += Collectives
+                ? T
+                : N.getName() + " " + llvm::utohexstr(llvm::xxHash64(T));
+    Mine += '\n';
+  };
+  if (Collectives)
+    for (const CollectiveMultiTemplateBufferNode *N : In.Collectives)
+      Add(*N);
+  else
+    for (const auto &N : In.G->getNodes())
+      Add(*N);
+  std::vector<std::string> All;
+  std::string What = Collectives ? "collective nodes" : "graphs";
+  std::string Generic = "ranks " + std::to_string(Ref) + " and " +
+                        std::to_string(R) + " have different " + What;
+  if (Comm.allGather(Mine, All, Opts.AgreementTimeout) != CommStatus::Ok)
+    return Generic;
+  llvm::SmallVector<llvm::StringRef, 16> A, B;
+  llvm::StringRef(All[Ref]).split(A, '\n', -1, /*KeepEmpty=*/false);
+  llvm::StringRef(All[R]).split(B, '\n', -1, /*KeepEmpty=*/false);
+  for (size_t I = 0; I < std::max(A.size(), B.size()); ++I) {
+    if (I < A.size() && I < B.size() && A[I] == B[I])
+      continue;
+    if (I >= B.size())
+      return Generic + ": rank " + std::to_string(R) + " has no " +
+             (Collectives ? "'" + A[I].split(' ').first.str() + "'"
+                          : "node '%" + A[I].split(' ').first.str() + "'") +
+             " (rank " + std::to_string(Ref) + " has " +
+             std::to_string(A.size()) + ", rank " + std::to_string(R) +
+             " has " + std::to_string(B.size()) + ")";
+    if (I >= A.size())
+      return Generic + ": rank " + std::to_string(R) + " has " +
+             std::to_string(B.size() - A.size()) + " more (rank " +
+             std::to_string(Ref) + " has " + std::to_string(A.size()) + ")";
+    if (Collectives)
+      return Generic + ": rank " + std::to_string(Ref) + " has '" + A[I].str() +
+             "', rank " + std::to_string(R) + " has '" + B[I].str() + "'";
+    auto [NA, HA] = A[I].split(' ');
+    auto [NB, HB] = B[I].split(' ');
+    if (NA != NB)
+      return Generic + ": node " + std::to_string(I + 1) + " is '%" + NA.str() +
+             "' on rank " + std::to_string(Ref) + " and '%" + NB.str() +
+             "' on rank " + std::to_string(R);
+    return Generic + ": node '%" + NA.str() + "' differs";
+  }
+  return Generic;
+}
+
+llvm::Expected<PreSyncOutcome> mtsched::runPreSync(Communicator &Comm,
+                                                   const AutotuneOptions &Opts,
+                                                   PreSyncInput In) {
+  PreSyncOutcome Out;
+  // Everything a rank contributes is ready before it arrives, so the
+  // agreement costs one exchange and no rank's hashing.
+  Arrival Me;
+  Me.Flags = In.Flags;
+  Me.Structure = In.CompareStructure
+                     ? llvm::utohexstr(fingerprintStructure(*In.G))
+                     : std::string("-");
+  Me.Collectives =
+      llvm::utohexstr(fingerprintCollectives(*In.G, In.Collectives));
+  Me.Bundle = std::move(In.Bundle);
+  Me.AtNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  auto B0 = Clock::now();
+  CommStatus Barrier;
+  {
+    llvm::TimeTraceScope Wait("pre-sync.arrival");
+    Barrier = Comm.barrier(Opts.PreSyncTimeout);
+  }
+  Me.WaitNs =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - B0)
+          .count();
+  Me.InTime = Barrier == CommStatus::Ok;
+
+  std::vector<std::string> All;
+  auto G0 = Clock::now();
+  CommStatus Gather;
+  {
+    llvm::TimeTraceScope Agree("pre-sync.agreement");
+    Gather = Comm.allGather(encodeArrival(Me), All, Opts.AgreementTimeout);
+  }
+  double AgreeMs = msSince(G0);
+  int N = Comm.size();
+  if (Gather != CommStatus::Ok) {
+    Out.State = PreSyncOutcome::Broken;
+    std::vector<int> Missing = Comm.missingPeers();
+    Out.MissingRanks = Missing;
+    std::string Bound =
+        std::to_string((Opts.PreSyncTimeout + Opts.AgreementTimeout).count());
+    if (Missing.empty())
+      Out.Reason = Gather == CommStatus::Failed
+                       ? "a peer exited before the pre-sync completed"
+                       : "peers did not answer within " + Bound +
+                             " ms (arrival deadline + agreement timeout)";
+    else if (Gather == CommStatus::Failed)
+      Out.Reason = formatRanks(Missing) + " exited before the pre-sync";
+    else
+      Out.Reason = formatRanks(Missing) +
+                   " did not reach the pre-sync within " + Bound +
+                   " ms (arrival deadline + agreement timeout)";
+    return Out;
+  }
+
+  std::vector<Arrival> Ranks(N);
+  for (int R = 0; R < N; ++R)
+    if (!decodeArrival(All[R], Ranks[R]))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "rank " + std::to_string(R) +
+              " sent a pre-sync message this build cannot read (another "
+              "mtsched version?)");
+  Out.Bundle = std::move(Ranks[0].Bundle);
+
+  // Ranks that differ in what they would tune cannot be tuned together:
+  // stop, naming the first difference. Every rank finds the same one.
+  for (int R = 1; R < N; ++R) {
+    if (Ranks[R].Flags != Ranks[0].Flags) {
+      auto [A, B] = firstFlagDifference(Ranks[0].Flags, Ranks[R].Flags);
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "ranks 0 and " + std::to_string(R) +
+              " run with different autotuning flags: rank 0 has '" + A +
+              "', rank " + std::to_string(R) + " has '" + B + "'");
+    }
+  }
+  for (bool Coll : {true, false})
+    for (int R = 1; R < N; ++R) {
+      const std::string &X = Coll ? Ranks[0].Collectives : Ranks[0].Structure;
+      const std::string &Y = Coll ? Ranks[R].Collectives : Ranks[R].Structure;
+      if (X != Y)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "graph '@" + In.G->getName() +
+                "': " + nameDifference(Comm, Opts, In, Coll, 0, R));
+    }
+
+  std::vector<double> AtMs, WaitMs;
+  for (const Arrival &A : Ranks) {
+    AtMs.push_back(double(A.AtNs) / 1e6);
+    WaitMs.push_back(double(A.WaitNs) / 1e6);
+  }
+  double FirstAt = *std::min_element(AtMs.begin(), AtMs.end());
+  bool AllInTime =
+      llvm::all_of(Ranks, [](const Arrival &A) { return A.InTime; });
+  if (AllInTime) {
+    // Released together: each rank's wait is the release time minus its
+    // arrival, so no clock needs comparing. The last rank waited only for
+    // the sync itself.
+    double MaxWait = *std::max_element(WaitMs.begin(), WaitMs.end());
+    double MinWait = *std::min_element(WaitMs.begin(), WaitMs.end());
+    Out.SkewMs = MaxWait - MinWait;
+    Out.CostMs = MinWait + AgreeMs;
+    llvm::TimeTraceScope Outcome("pre-sync.ok", [&] {
+      return "arrival skew " + fmtMs(MaxWait - MinWait) + " ms, cost " +
+             fmtMs(MinWait + AgreeMs) + " ms";
+    });
+    return Out;
+  }
+  // The ranks that came after the first one's deadline. Wall clocks of
+  // different machines may disagree a little: if none is past the
+  // deadline by them, the last one to arrive is the late one.
+  std::vector<int> Late;
+  double D = double(Opts.PreSyncTimeout.count());
+  for (int R = 0; R < N; ++R)
+    if (AtMs[R] - FirstAt > D)
+      Late.push_back(R);
+  if (Late.empty())
+    Late.push_back(
+        int(std::max_element(AtMs.begin(), AtMs.end()) - AtMs.begin()));
+  int FirstRank =
+      int(std::min_element(AtMs.begin(), AtMs.end()) - AtMs.begin());
+  double Skew = *std::max_element(AtMs.begin(), AtMs.end()) - FirstAt;
+  Out.State = PreSyncOutcome::Late;
+  Out.SkewMs = Skew;
+  Out.LateRanks = Late;
+  std::string Why =
+      formatRanks(Late) + " arrived " + (Late.size() == 1 ? "" : "up to ") +
+      fmtMs(Skew) + " ms after rank " + std::to_string(FirstRank) +
+      ", past the " + std::to_string(Opts.PreSyncTimeout.count()) +
+      " ms arrival deadline (--pre-sync-timeout-ms)";
+  llvm::TimeTraceScope Outcome("pre-sync.expired", Why);
+  Out.Reason = Why;
+  return Out;
+}
