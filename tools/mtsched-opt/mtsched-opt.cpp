@@ -15,6 +15,7 @@
 #include "mtsched/Runtime/CudaCompiler.h"
 #include "mtsched/Runtime/DeviceDesc.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
+#include "mtsched/Support/Version.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -205,6 +206,7 @@ int main(int argc, char **argv) {
         StringRef(P.Argument), cl::desc(P.Description), cl::cat(PassCat)));
 
   cl::HideUnrelatedOptions({&DriverCat, &PassCat, &TuneCat});
+  setToolVersionPrinter("mtsched-opt");
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-opt: ML graph scheduler and autotuner\n");
 
