@@ -1,13 +1,16 @@
 //===- main.cpp - An out-of-tree user of the installed mtsched ------------===//
 //
-// Parses and verifies a small graph, prints it back, and names the version
-// it was built against: what a project using find_package(mtsched) can do.
+// Parses and verifies a small graph, prints it back, lists the passes, and
+// names the version it was built against: what a project using
+// find_package(mtsched) can do.
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Config/Version.h"
+#include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/IR/Verifier.h"
+#include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Support/Version.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -38,7 +41,10 @@ int main() {
                  << ", library version " << mtsched::getVersionString() << '\n';
     return 1;
   }
-  llvm::outs() << "// built against mtsched " << mtsched::getVersionString()
-               << '\n';
+  mtsched::PassRegistry Registry;
+  mtsched::registerAllPasses(Registry);
+  llvm::outs() << "// " << Registry.getPasses().size()
+               << " passes registered; built against mtsched "
+               << mtsched::getVersionString() << '\n';
   return 0;
 }
