@@ -152,14 +152,15 @@ install_and_consume() {
 # release stage ran). Both are installed and used by an outside project.
 stage_build-matrix() {
   local GCC_DIR="$ROOT/build-gcc"
+  mkdir -p "$GCC_DIR"
   cmake -S "$ROOT" -B "$GCC_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DMTSCHED_WERROR=ON \
     -DMTSCHED_ENABLE_TESTS=OFF -DMTSCHED_ENABLE_BENCH=OFF \
-    >"$GCC_DIR.configure.log" 2>&1 || {
-    cat "$GCC_DIR.configure.log" >&2
+    >"$GCC_DIR/configure.log" 2>&1 || {
+    cat "$GCC_DIR/configure.log" >&2
     return 1
   }
-  grep -E 'Using LLVM|MPI ranks' "$GCC_DIR.configure.log"
+  grep -E 'Using LLVM|MPI ranks' "$GCC_DIR/configure.log"
   ninja -C "$GCC_DIR" -j"$MTSCHED_JOBS"
   install_and_consume "$GCC_DIR" g++
 
