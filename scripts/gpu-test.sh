@@ -64,7 +64,9 @@ if [ $PACK = 1 ]; then
   case "$LIT" in
   *.py) cp -r "$(dirname "$LIT")" "$D/lit" ;;
   *)
-    LITPKG=$(python3 -c 'import lit, os; print(os.path.dirname(os.path.dirname(lit.__file__)))') || {
+    # The Python named on its #! line (pip writes the one it installed for).
+    LITPY=$(sed -n '1s/^#! *//p' "$LIT")
+    LITPKG=$(${LITPY:-python3} -c 'import lit, os; print(os.path.dirname(os.path.dirname(lit.__file__)))') || {
       echo "gpu-test: error: cannot find the lit package for $LIT" >&2
       exit 1
     }
