@@ -21,9 +21,7 @@ using namespace mtsched;
 static constexpr double Inf = std::numeric_limits<double>::infinity();
 static constexpr llvm::StringLiteral Magic = "mtsched-autotune-cache";
 
-llvm::StringRef mtsched::getMtschedVersion() {
-  return MTSCHED_VERSION_STRING;
-}
+llvm::StringRef mtsched::getMtschedVersion() { return MTSCHED_VERSION_STRING; }
 
 static std::optional<ChoiceStatus> parseStatus(llvm::StringRef S) {
   for (ChoiceStatus C :
