@@ -54,7 +54,8 @@ llvm::json::Value mtsched::buildReport(const ReportInput &In) {
               {"chosen", N.Chosen},
               {"epilogue", std::move(Epilogue)},
               {"epilogue_fused", N.EpilogueFused},
-              {"fallback", N.Fallback}};
+              {"fallback", N.Fallback},
+              {"timed_by", Array(N.TimedBy)}};
     if (!N.Epilogue.empty())
       NO["epilogue_ms"] = ms(N.EpilogueUs);
     if (!N.Dispatch.empty()) {

@@ -37,9 +37,10 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
   // Ratio of the hinted size to the node's own, applied to full-size
   // tensors (the output and same-shape epilogue inputs).
   double Scale = 1;
-  if (N.getOp() == OpCode::MatMul) {
+  if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu) {
     const TensorType &A = N.getOperand(0)->getType();
-    W.K = Workload::Kind::Gemm;
+    W.K = N.getOp() == OpCode::SwiGlu ? Workload::Kind::SwiGlu
+                                      : Workload::Kind::Gemm;
     W.Gemm.Batch = 1;
     W.Gemm.M = Out.numElements() / Out.innerDim();
     W.Gemm.N = Out.innerDim();
@@ -89,8 +90,25 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
   return W;
 }
 
+std::optional<CollectiveAlgo> mtsched::collectiveAlgoOf(const Choice &C) {
+  if (std::optional<llvm::StringRef> A = C.Params.getString("algo")) {
+    for (CollectiveAlgo Algo : {CollectiveAlgo::Nccl, CollectiveAlgo::OneShot,
+                                CollectiveAlgo::TwoShot, CollectiveAlgo::P2P})
+      if (collectiveAlgoName(Algo) == *A)
+        return Algo;
+    return std::nullopt;
+  }
+  return collectiveAlgoOf(C.Name);
+}
+
 double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
                                 const Choice &C, bool Fused) {
+  // A time given outright (a custom op's config the model cannot know):
+  // the kernel is opaque, so it has no fused variant.
+  if (const Attribute *Cost = C.Params.get("cost_us"))
+    if ((Cost->isInt() || Cost->isFloat()) &&
+        std::isfinite(Cost->getNumber()) && Cost->getNumber() >= 0)
+      return Fused ? Inf : Cost->getNumber();
   EpilogueDesc None;
   None.Dtype = W.Epilogue.Dtype;
   const EpilogueDesc &Epi = Fused ? W.Epilogue : None;
@@ -106,8 +124,14 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
                                  T->Template == GemmTemplate::Wgmma},
                         Epi);
     return Inf;
+  case Workload::Kind::SwiGlu:
+    if (std::optional<GemmTileConfig> T = swigluTileOf(C))
+      return swigluTimeUs(
+          D, W.Gemm, GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages, false},
+          Epi);
+    return Inf;
   case Workload::Kind::Collective: {
-    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C);
     if (!A)
       return Inf;
     return collectiveTimeUs(D, W.Collective, *A, W.Bytes, W.Ranks, Epi);

@@ -87,6 +87,12 @@ void MultiTemplateBufferNode::copyMTBInto(MultiTemplateBufferNode &N) const {
   N.Timings = Timings;
   N.FusedTimings = FusedTimings;
   N.Dispatch = Dispatch;
+  N.DispUnit = DispUnit;
+  N.DispUnitLoc = DispUnitLoc;
+}
+
+llvm::StringRef mtsched::dispatchUnitName(DispatchUnit U) {
+  return U == DispatchUnit::Bytes ? "bytes" : "m";
 }
 
 std::unique_ptr<Node> MultiTemplateBufferNode::clone() const {
@@ -152,6 +158,25 @@ Node *Graph::replaceNode(Node *Old, std::unique_ptr<Node> New) {
   New->Result->setDef(New.get());
   Nodes[I] = std::move(New);
   return Nodes[I].get();
+}
+
+Node *Graph::insertNode(unsigned Index, std::unique_ptr<Node> N,
+                        Value *Result) {
+  N->Result = Result;
+  Result->setDef(N.get());
+  Node *Raw = N.get();
+  Nodes.insert(Nodes.begin() + Index, std::move(N));
+  for (unsigned I = Index; I < Nodes.size(); ++I)
+    Nodes[I]->Index = I;
+  return Raw;
+}
+
+void Graph::eraseNode(Node *N) {
+  unsigned Index = N->Index;
+  N->Result->setDef(nullptr);
+  Nodes.erase(Nodes.begin() + Index);
+  for (unsigned I = Index; I < Nodes.size(); ++I)
+    Nodes[I]->Index = I;
 }
 
 std::vector<Node *> Graph::getUsers(const Value *V) const {

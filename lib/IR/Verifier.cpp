@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
+#include <cmath>
 
 using namespace mtsched;
 using llvm::SMLoc;
@@ -45,12 +46,16 @@ private:
   /// type; returns false (after reporting) if it cannot be computed.
   bool inferType(const Graph &G, const Node &N, TensorType &Result);
   bool inferCollective(const Graph &G, const Node &N, TensorType &Result);
+  bool inferSwiGlu(const Graph &G, const Node &N, TensorType &Result);
+  /// `alternative_of = "v"`: N computes %v another way and nothing reads N.
+  void verifyAlternatives(const Graph &G);
   void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);
   /// Checks that every epilogue can be fused as written: each member
   /// consumes the one before it, reads only values computed before its
   /// template runs, belongs to one epilogue only, and every value read
   /// outside the fused kernel is written by it (docs/IR.md, "Epilogues").
   void verifyEpilogues(const Graph &G);
+  void verifyChoiceParams(const Choice &C, SMLoc Loc, llvm::StringRef What);
   void verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                      llvm::StringRef What);
   void verifyTimings(const MultiTemplateBufferNode &N,
@@ -69,6 +74,8 @@ private:
   unsigned NumErrors = 0;
   /// Program position of each value's definition; inputs are -1.
   llvm::DenseMap<const Value *, int> Position;
+  /// Nodes with an `alternative_of` attribute, checked after the graph.
+  std::vector<const Node *> Alternatives;
   /// Choice lists verified without errors.
   llvm::DenseSet<const std::vector<Choice> *> CleanChoiceLists;
 };
@@ -97,6 +104,8 @@ void Verifier::verifyGraph(const Graph &G) {
     if (!Position.count(O.V))
       error(O.Loc, "returned value " + name(O.V) + " is not defined");
   verifyEpilogues(G);
+  verifyAlternatives(G);
+  Alternatives.clear();
 }
 
 void Verifier::verifyEpilogues(const Graph &G) {
@@ -282,6 +291,81 @@ int64_t Verifier::groupSize(const Graph &G, llvm::StringRef Name, SMLoc Loc) {
   return PG->Ranks.size();
 }
 
+bool Verifier::inferSwiGlu(const Graph &G, const Node &N, TensorType &Result) {
+  const TensorType &A = N.getOperand(0)->getType();
+  const TensorType &Wg = N.getOperand(1)->getType();
+  const TensorType &Wu = N.getOperand(2)->getType();
+  if (!isFloatDType(A.Dtype)) {
+    error(N.getLoc(),
+          "'swiglu' needs floating-point operands, got " + dtypeName(A.Dtype));
+    return false;
+  }
+  if (A.rank() < 2) {
+    error(N.getOperands()[0].Loc, "operand " + name(N.getOperand(0)) +
+                                      " of 'swiglu' must have rank 2 or more, "
+                                      "got " +
+                                      A.str());
+    return false;
+  }
+  for (unsigned I = 1; I < 3; ++I) {
+    const TensorType &W = N.getOperand(I)->getType();
+    if (W.rank() != 2 || W.Shape[0] != A.innerDim()) {
+      error(N.getOperands()[I].Loc,
+            "weight " + name(N.getOperand(I)) + " of 'swiglu' has shape " +
+                shapeStr(W.Shape) + ", expected [" + Twine(A.innerDim()) +
+                ", N] (K = the last dimension of " + name(N.getOperand(0)) +
+                ")");
+      return false;
+    }
+  }
+  if (Wg.Shape != Wu.Shape) {
+    error(N.getOperands()[2].Loc,
+          "the gate and up weights of 'swiglu' differ in shape: " +
+              shapeStr(Wg.Shape) + " and " + shapeStr(Wu.Shape));
+    return false;
+  }
+  Result = A;
+  Result.Shape.back() = Wg.Shape[1];
+  return true;
+}
+
+void Verifier::verifyAlternatives(const Graph &G) {
+  if (Alternatives.empty())
+    return;
+  llvm::StringMap<const Node *> ByName;
+  llvm::DenseSet<const Value *> Read;
+  for (const auto &X : G.getNodes()) {
+    ByName[X->getName()] = X.get();
+    for (const Operand &O : X->getOperands())
+      Read.insert(O.V);
+  }
+  for (const Operand &O : G.getOutputs())
+    Read.insert(O.V);
+  for (const Node *N : Alternatives) {
+    const Attribute &A = *N->getAttrs().get("alternative_of");
+    if (!A.isString()) {
+      error(N->getLoc(), "attribute 'alternative_of' must be a string");
+      continue;
+    }
+    const Node *Of = ByName.lookup(A.getString());
+    if (!Of || Of->getIndex() >= N->getIndex()) {
+      error(N->getLoc(), "'%" + N->getName() + "' is an alternative of '%" +
+                             A.getString() +
+                             "', which is not a node defined before it");
+      continue;
+    }
+    if (Of->getType() != N->getType())
+      error(N->getLoc(), "'%" + N->getName() + "' has type " +
+                             N->getType().str() + " but its alternative_of '%" +
+                             Of->getName() + "' has type " +
+                             Of->getType().str());
+    if (Read.count(N->getResult()))
+      error(N->getLoc(), "'%" + N->getName() + "' is an alternative of '%" +
+                             Of->getName() +
+                             "'; nothing may read or return it");
+  }
+}
+
 /// Numpy-style broadcasting of two shapes; false if incompatible.
 static bool broadcastShapes(llvm::ArrayRef<int64_t> A,
                             llvm::ArrayRef<int64_t> B,
@@ -401,6 +485,8 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   case OpCategory::MatMul: {
     if (!SameDType())
       return false;
+    if (N.getOp() == OpCode::SwiGlu)
+      return inferSwiGlu(G, N, Result);
     const TensorType &A = Operand(0), &B = Operand(1);
     if (!isFloatDType(A.Dtype)) {
       error(N.getLoc(), "'matmul' needs floating-point operands, got " +
@@ -555,7 +641,33 @@ void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                           [&](const Choice &P) { return P.Name == C.Name; }))
       error(Loc, "duplicate " + What.drop_back() + " '" + C.Name + "' in '%" +
                      N.getName() + "'");
+    verifyChoiceParams(C, Loc, What.drop_back());
   }
+}
+
+void Verifier::verifyChoiceParams(const Choice &C, SMLoc Loc,
+                                  llvm::StringRef What) {
+  // The simulator reads these two (docs/SIMULATOR.md): which algorithm a
+  // custom collective's choice is, or the time to give it outright. The
+  // names are CostModel's CollectiveAlgo, which the IR cannot include.
+  if (const Attribute *A = C.Params.get("algo")) {
+    static const llvm::StringLiteral Algos[] = {"nccl", "one_shot", "two_shot",
+                                                "p2p"};
+    if (!A->isString())
+      error(Loc, "attribute 'algo' of " + What + " '" + C.Name +
+                     "' must be a string");
+    else if (!llvm::is_contained(Algos, A->getString()))
+      error(Loc, "unknown collective algorithm '" + A->getString() + "' in " +
+                     What + " '" + C.Name +
+                     "' (expected \"nccl\", \"one_shot\", \"two_shot\" or "
+                     "\"p2p\")");
+  }
+  if (const Attribute *A = C.Params.get("cost_us"))
+    if (!(A->isInt() || A->isFloat()) || !std::isfinite(A->getNumber()) ||
+        A->getNumber() < 0)
+      error(Loc, "attribute 'cost_us' of " + What + " '" + C.Name +
+                     "' must be a finite, non-negative number of "
+                     "microseconds");
 }
 
 void Verifier::verifyTimings(const MultiTemplateBufferNode &N,
@@ -595,6 +707,25 @@ void Verifier::verifyMTB(const Graph &G, const MultiTemplateBufferNode &N) {
     CheckChoice(N.getDecision(), N.getDecisionLoc(), "decision");
   verifyTimings(N, N.getTimings(), "timings");
   verifyTimings(N, N.getFusedTimings(), "fused_timings");
+  if (!N.getDispatch().empty()) {
+    // Hints count rows of a matmul and message bytes of a collective; a
+    // table in the other unit would be read at the wrong sizes.
+    bool IsColl = llvm::isa<CollectiveMultiTemplateBufferNode>(N);
+    bool IsMatMul = N.getOp() == OpCode::MatMul;
+    SMLoc Loc =
+        N.getDispatchUnitLoc().isValid() ? N.getDispatchUnitLoc() : N.getLoc();
+    llvm::StringRef Unit = dispatchUnitName(N.getDispatchUnit());
+    if (!IsColl && !IsMatMul)
+      error(Loc, "'%" + N.getName() +
+                     "' cannot have a dispatch table: only matmuls (unit "
+                     "'m') and collectives (unit 'bytes') are tuned per size");
+    else if (IsColl && N.getDispatchUnit() != DispatchUnit::Bytes)
+      error(Loc, "dispatch unit '" + Unit + "' does not fit collective '%" +
+                     N.getName() + "'; its hints are message bytes ('bytes')");
+    else if (IsMatMul && N.getDispatchUnit() != DispatchUnit::M)
+      error(Loc, "dispatch unit '" + Unit + "' does not fit matmul '%" +
+                     N.getName() + "'; its hints are rows ('m')");
+  }
   const DispatchEntry *Prev = nullptr;
   for (const DispatchEntry &E : N.getDispatch()) {
     SMLoc Loc = E.Loc.isValid() ? E.Loc : N.getLoc();
@@ -666,11 +797,20 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
     else if (!O->getConfigs().empty())
       error(N.getLoc(), "only custom ops take 'configs'");
   }
-  if (N.getOp() == OpCode::Custom)
+  if (N.getOp() == OpCode::Custom) {
     if (std::optional<std::string> Group = groupAttr(N))
       groupSize(G, *Group, N.getLoc());
+    // What the fusion pass may fuse into the custom kernel (none if absent).
+    if (const Attribute *E = N.getAttrs().get("epilogue"))
+      if (!E->isString() ||
+          (E->getString() != "pointwise" && E->getString() != "none"))
+        error(N.getLoc(), "attribute 'epilogue' of custom op '%" + N.getName() +
+                              "' must be \"pointwise\" or \"none\"");
+  }
   if (const auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(&N))
     verifyMTB(G, *MTB);
+  if (N.getAttrs().contains("alternative_of"))
+    Alternatives.push_back(&N);
 
   TensorType Inferred;
   if (!inferType(G, N, Inferred))
