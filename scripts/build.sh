@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Configures (CMake + Ninja, clang-19) and builds one build directory.
+# Configures (CMake + Ninja, clang) and builds one build directory.
 #
 #   bash scripts/build.sh                       # Release            -> build/
 #   bash scripts/build.sh --sanitizer=asan      # ASan+UBSan, RelWithDebInfo -> build-asan/
@@ -14,10 +14,14 @@
 #   --target=T              build only target T (repeatable; default: all,
 #                           or mtsched-fuzz-parser with --fuzzer)
 #   --no-tests              configure with MTSCHED_ENABLE_TESTS=OFF
+#   --werror, --no-werror   configure with MTSCHED_WERROR=ON / OFF (-Werror);
+#                           neither: as the directory was (OFF when new)
 #
-# Environment: MTSCHED_JOBS (ninja -j, default 2), MTSCHED_CC / MTSCHED_CXX
-# (default clang-19 / clang++-19). Run scripts/setup.sh first on a fresh
-# machine; scripts/test.sh and scripts/run-example.sh do that for you.
+# Environment: MTSCHED_JOBS (ninja -j, default 2); MTSCHED_LLVM_CONFIG (the
+# LLVM, default the newest llvm-config-NN >= 19 found); MTSCHED_CC /
+# MTSCHED_CXX (default that LLVM's clang-NN / clang++-NN). Run
+# scripts/setup.sh first on a fresh machine; scripts/test.sh and
+# scripts/run-example.sh do that for you.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,9 +31,10 @@ FUZZER=0
 BUILD_TYPE=""
 BUILD_DIR=""
 TESTS=ON
+WERROR=""
 TARGETS=()
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 for ARG in "$@"; do
   case "$ARG" in
@@ -42,6 +47,8 @@ for ARG in "$@"; do
     --build-type=*) BUILD_TYPE="${ARG#--build-type=}" ;;
     --target=*) TARGETS+=("${ARG#--target=}") ;;
     --no-tests) TESTS=OFF ;;
+    --werror) WERROR=ON ;;
+    --no-werror) WERROR=OFF ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "build: error: unknown option '$ARG'" >&2; usage >&2; exit 2 ;;
     *)
@@ -79,17 +86,9 @@ fi
 BUILD_DIR="${BUILD_DIR:-$ROOT/$DEFAULT_DIR}"
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$PWD/$BUILD_DIR" ;; esac
 
-CC_BIN="$(command -v "${MTSCHED_CC:-clang-19}" || true)"
-CXX_BIN="$(command -v "${MTSCHED_CXX:-clang++-19}" || true)"
-if [[ -z "$CC_BIN" || -z "$CXX_BIN" ]]; then
-  echo "build: error: clang-19 not found; run 'bash scripts/setup.sh' first" >&2
-  exit 1
-fi
-LLVM_CONFIG="$(command -v llvm-config-19 || true)"
-if [[ -z "$LLVM_CONFIG" ]]; then
-  echo "build: error: llvm-config-19 not found; run 'bash scripts/setup.sh' first" >&2
-  exit 1
-fi
+# LLVM_CONFIG, CC_BIN, CXX_BIN: see scripts/find-llvm.sh.
+source "$ROOT/scripts/find-llvm.sh"
+mtsched_find_llvm || exit 1
 
 # CMake silently throws the whole cache away when the compiler changes, and
 # refuses a different generator; say what to do instead.
@@ -105,7 +104,7 @@ if [[ -f "$CACHE" ]]; then
 fi
 
 mkdir -p "$BUILD_DIR"
-echo "build: configuring $BUILD_DIR ($BUILD_TYPE${SANITIZER:+, sanitizer=$SANITIZER}$([[ $FUZZER == 1 ]] && echo ", fuzzer"))"
+echo "build: configuring $BUILD_DIR ($BUILD_TYPE${SANITIZER:+, sanitizer=$SANITIZER}$([[ $FUZZER == 1 ]] && echo ", fuzzer")$([[ $WERROR == ON ]] && echo ", -Werror"); $(basename "$CXX_BIN"), LLVM $("$LLVM_CONFIG" --version))"
 cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
   -DCMAKE_C_COMPILER="$CC_BIN" \
@@ -115,6 +114,7 @@ cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
   -DMTSCHED_ENABLE_FUZZER="$([[ $FUZZER == 1 ]] && echo ON || echo OFF)" \
   -DMTSCHED_ENABLE_TESTS="$TESTS" \
   -DMTSCHED_ENABLE_BENCH="$BENCH" \
+  ${WERROR:+-DMTSCHED_WERROR="$WERROR"} \
   >"$BUILD_DIR/configure.log" 2>&1 || {
     cat "$BUILD_DIR/configure.log" >&2
     echo "build: error: cmake configure failed" >&2

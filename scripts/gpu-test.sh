@@ -38,8 +38,16 @@ if [ $PACK = 1 ]; then
     bench/mtsched-bench-presync; do
     [ -x "$B/$t" ] && cp "$B/$t" "$D/bin/"
   done
-  LLVM_BIN=$(llvm-config-19 --bindir)
-  cp "$LLVM_BIN/FileCheck" "$LLVM_BIN/not" "$D/bin/"
+  # FileCheck, not and lit as the build's lit tests found them (CMake cache).
+  cached() { sed -n "s/^$1:FILEPATH=//p" "$B/CMakeCache.txt"; }
+  FILECHECK=$(cached MTSCHED_FILECHECK)
+  NOT=$(cached MTSCHED_NOT)
+  LIT=$(cached MTSCHED_LIT)
+  if [ -z "$FILECHECK" ] || [ -z "$NOT" ] || [ -z "$LIT" ]; then
+    echo "gpu-test: error: $B was configured without tests (no FileCheck/not/lit in its cache)" >&2
+    exit 1
+  fi
+  cp "$FILECHECK" "$NOT" "$D/bin/"
   for bin in "$D"/bin/*; do
     ldd "$bin" | awk '/=> \// {print $3}' |
       grep -v -E 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux' |
@@ -51,7 +59,21 @@ if [ $PACK = 1 ]; then
   for l in "$D"/lib/libmpi* "$D"/lib/libopen-* "$D"/lib/libhwloc* "$D"/lib/libevent* "$D"/lib/libpmix*; do
     [ -e "$l" ] && mv "$l" "$D/lib-mpi/"
   done
-  cp -r "$(llvm-config-19 --prefix)/build/utils/lit" "$D/lit"
+  # lit.py runs from its own folder; a lit installed by pip is a package of
+  # the Python it was installed for, so take its source folder.
+  case "$LIT" in
+  *.py) cp -r "$(dirname "$LIT")" "$D/lit" ;;
+  *)
+    # The Python named on its #! line (pip writes the one it installed for).
+    LITPY=$(sed -n '1s/^#! *//p' "$LIT")
+    LITPKG=$(${LITPY:-python3} -c 'import lit, os; print(os.path.dirname(os.path.dirname(lit.__file__)))') || {
+      echo "gpu-test: error: cannot find the lit package for $LIT" >&2
+      exit 1
+    }
+    mkdir -p "$D/lit" && cp -r "$LITPKG/lit" "$D/lit/lit"
+    printf 'import sys\nfrom lit.main import main\nsys.exit(main())\n' >"$D/lit/lit.py"
+    ;;
+  esac
   du -sh "$D"
   exit 0
 fi

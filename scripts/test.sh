@@ -9,7 +9,7 @@
 #
 # Stages, in order:
 #   setup     scripts/setup.sh (installs what is missing)
-#   release   Release build (build/), ctest: unit tests + lit tests
+#   release   Release build (build/, clang, -Werror), ctest: unit + lit tests
 #   deps      the Release mtsched-opt links no libLLVM*.so
 #   example   scripts/run-example.sh (the README's first command)
 #   import    the PyTorch importer's tests (lit: test/lit/Import, the .npy
@@ -19,6 +19,9 @@
 #   asan      ASan+UBSan build (build-asan/), ctest: unit + lit
 #   tsan      ThreadSanitizer build (build-tsan/): see MTSCHED_TSAN_SCOPE
 #   fuzz      scripts/fuzz.sh for MTSCHED_FUZZ_SECONDS (default 60)
+#   build-matrix  plain CMake with g++ and -Werror (build-gcc/: libraries and
+#             tools), the clang -Werror tools of build/; each installed into
+#             a temporary prefix and used by test/install/consumer
 #   extra:*   every scripts/test-extra.d/*.sh, in name order (MPI, CUDA, ...)
 #
 # Environment:
@@ -63,7 +66,7 @@ stage_setup() {
 }
 
 stage_release() {
-  bash "$ROOT/scripts/build.sh" "$ROOT/build"
+  bash "$ROOT/scripts/build.sh" --werror "$ROOT/build"
   run_ctest "$ROOT/build"
 }
 
@@ -99,7 +102,9 @@ stage_import() {
   local LIT LOG
   LIT="$(sed -n 's/^MTSCHED_LIT:FILEPATH=//p' "$ROOT/build/CMakeCache.txt")"
   LOG="$(mktemp)"
-  python3 "$LIT" -sv --filter 'Import/|interpret-npy' "$ROOT/build/test/lit" | tee "$LOG"
+  local -a LIT_CMD=("$LIT")
+  [[ "$LIT" == *.py ]] && LIT_CMD=(python3 "$LIT")
+  "${LIT_CMD[@]}" -sv --filter 'Import/|interpret-npy' "$ROOT/build/test/lit" | tee "$LOG"
   # A test lit reports unsupported did not run: here that is a failure.
   if grep -q 'Unsupported' "$LOG"; then
     echo "import: error: some importer tests were unsupported (no torch for lit?)" >&2
@@ -136,7 +141,10 @@ stage_tsan() {
     run_ctest "$DIR" -L threads --no-tests=ignore
     local LIT
     LIT="$(sed -n 's/^MTSCHED_LIT:FILEPATH=//p' "$DIR/CMakeCache.txt")"
-    python3 "$LIT" -sv --allow-empty-runs --filter "$MTSCHED_TSAN_LIT_FILTER" \
+    # lit.py is a script for python3; lit and llvm-lit run on their own.
+    local -a LIT_CMD=("$LIT")
+    [[ "$LIT" == *.py ]] && LIT_CMD=(python3 "$LIT")
+    "${LIT_CMD[@]}" -sv --allow-empty-runs --filter "$MTSCHED_TSAN_LIT_FILTER" \
       "$DIR/test/lit"
     ;;
   *)
@@ -148,6 +156,53 @@ stage_tsan() {
 
 stage_fuzz() {
   bash "$ROOT/scripts/fuzz.sh" "$MTSCHED_FUZZ_SECONDS"
+}
+
+# Installs build directory $1 into a fresh prefix and builds and runs the
+# out-of-tree project test/install/consumer against it with compiler $2.
+install_and_consume() {
+  local BUILD="$1" CXX="$2"
+  local TMP
+  TMP="$(mktemp -d)"
+  cmake --install "$BUILD" --prefix "$TMP/prefix" >"$TMP/install.log"
+  echo "build-matrix: installed $(find "$TMP/prefix" -type f | wc -l) files from $BUILD"
+  cmake -S "$ROOT/test/install/consumer" -B "$TMP/consumer" -G Ninja \
+    -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" \
+    -DCMAKE_PREFIX_PATH="$TMP/prefix" >"$TMP/consumer.log" 2>&1 || {
+    cat "$TMP/consumer.log" >&2
+    return 1
+  }
+  grep -E 'Using (mtsched|LLVM)' "$TMP/consumer.log" || true
+  ninja -C "$TMP/consumer"
+  "$TMP/consumer/mtsched-consumer" | tee "$TMP/consumer.out"
+  grep -q '^graph @g' "$TMP/consumer.out"
+  "$TMP/prefix/bin/mtsched-opt" --version
+  rm -rf "$TMP"
+}
+
+# Plain CMake as a user runs it (no LLVM_DIR, the default search) with g++
+# and -Werror, only the libraries and tools: the scripted builds are clang's.
+# Then clang's -Werror tools from the release build (already built when the
+# release stage ran). Both are installed and used by an outside project.
+stage_build-matrix() {
+  local GCC_DIR="$ROOT/build-gcc"
+  mkdir -p "$GCC_DIR"
+  cmake -S "$ROOT" -B "$GCC_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DMTSCHED_WERROR=ON \
+    -DMTSCHED_ENABLE_TESTS=OFF -DMTSCHED_ENABLE_BENCH=OFF \
+    >"$GCC_DIR/configure.log" 2>&1 || {
+    cat "$GCC_DIR/configure.log" >&2
+    return 1
+  }
+  grep -E 'Using LLVM|MPI ranks' "$GCC_DIR/configure.log"
+  ninja -C "$GCC_DIR" -j"$MTSCHED_JOBS"
+  install_and_consume "$GCC_DIR" g++
+
+  bash "$ROOT/scripts/build.sh" --werror --target=mtsched-opt \
+    --target=mtsched-lab --target=mtsched-calibrate "$ROOT/build"
+  local CLANGXX
+  CLANGXX="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$ROOT/build/CMakeCache.txt")"
+  install_and_consume "$ROOT/build" "$CLANGXX"
 }
 
 stage_extra() {
@@ -170,7 +225,7 @@ fi
 # Driver.
 # ---------------------------------------------------------------------------
 
-STAGES=(setup release deps example import chaos asan tsan fuzz)
+STAGES=(setup release deps example import chaos asan tsan fuzz build-matrix)
 if [[ -d "$ROOT/scripts/test-extra.d" ]]; then
   while IFS= read -r F; do
     STAGES+=("extra:$(basename "$F")")
@@ -180,7 +235,7 @@ fi
 describe() {
   case "$1" in
   setup) echo "install missing packages" ;;
-  release) echo "Release build, unit + lit tests" ;;
+  release) echo "Release build (-Werror), unit + lit tests" ;;
   deps) echo "mtsched-opt links no libLLVM*.so" ;;
   example) echo "scripts/run-example.sh" ;;
   import) echo "PyTorch importer tests (torch 1.13)" ;;
@@ -194,6 +249,7 @@ describe() {
     fi
     ;;
   fuzz) echo "parser fuzzer, ${MTSCHED_FUZZ_SECONDS}s" ;;
+  build-matrix) echo "g++ and clang -Werror builds, install, find_package consumer" ;;
   extra:*) echo "scripts/test-extra.d/${1#extra:}" ;;
   esac
 }
@@ -209,7 +265,7 @@ for ARG in "$@"; do
     exit 0
     ;;
   -h | --help)
-    sed -n '2,35p' "$SELF" | sed 's/^# \{0,1\}//'
+    sed -n '2,38p' "$SELF" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)

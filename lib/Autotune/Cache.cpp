@@ -1,5 +1,6 @@
 //===- Cache.cpp - The persistent autotune cache --------------------------===//
 #include "mtsched/Autotune/Cache.h"
+#include "mtsched/Config/Version.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Runtime/DeviceDesc.h"
 #include "llvm/ADT/StringExtras.h"
@@ -20,7 +21,7 @@ using namespace mtsched;
 static constexpr double Inf = std::numeric_limits<double>::infinity();
 static constexpr llvm::StringLiteral Magic = "mtsched-autotune-cache";
 
-llvm::StringRef mtsched::getMtschedVersion() { return "0.1.0"; }
+llvm::StringRef mtsched::getMtschedVersion() { return MTSCHED_VERSION_STRING; }
 
 static std::optional<ChoiceStatus> parseStatus(llvm::StringRef S) {
   for (ChoiceStatus C :

@@ -35,6 +35,10 @@ config.environment["MTSCHED_CACHE_DIR"] = os.path.join(
 config.substitutions.append(("%mtsched-opt", os.path.join(config.mtsched_tools_dir, "mtsched-opt")))
 config.substitutions.append(("%examples", os.path.join(config.mtsched_src_root, "examples")))
 config.substitutions.append(("%python", config.python))
+# project(mtsched VERSION ...); absent from site configs written by hand
+# (scripts/gpu-test.sh), which run no test that uses it.
+if getattr(config, "mtsched_version", None):
+    config.substitutions.append(("%mtsched-version", config.mtsched_version))
 
 # cuda-gpu: a GPU is present, so tests under Cuda/ that need one run
 # (scripts/gpu-test.sh); CI has none and reports them unsupported.

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/Calibrate.h"
+#include "mtsched/Support/Version.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -56,6 +57,7 @@ static void fail(const Twine &Msg) {
 int main(int argc, char **argv) {
   InitLLVM X(argc, argv);
   cl::HideUnrelatedOptions(Cat);
+  setToolVersionPrinter("mtsched-calibrate");
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-calibrate: fit the simulated device to a run\n");
   Expected<DeviceDesc> Start = StringRef(Device).ends_with(".json")

@@ -9,6 +9,7 @@
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/Lab.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
+#include "mtsched/Support/Version.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -50,6 +51,7 @@ static void fail(const Twine &Msg) {
 int main(int argc, char **argv) {
   InitLLVM X(argc, argv);
   cl::HideUnrelatedOptions(Cat);
+  setToolVersionPrinter("mtsched-lab");
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-lab: compare fusion heuristics and pruning\n");
   LabOptions Opts;

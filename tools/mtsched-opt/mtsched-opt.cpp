@@ -18,6 +18,7 @@
 #include "mtsched/Runtime/CudaCompiler.h"
 #include "mtsched/Runtime/DeviceDesc.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
+#include "mtsched/Support/Version.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -317,6 +318,7 @@ int main(int argc, char **argv) {
 
   cl::HideUnrelatedOptions(
       {&PipelineCat, &TuneCat, &BackendCat, &RanksCat, &CacheCat, &OutputCat});
+  setToolVersionPrinter("mtsched-opt");
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-opt: ML graph scheduler and autotuner\n");
   if (ListPasses) {
