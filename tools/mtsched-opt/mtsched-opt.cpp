@@ -11,6 +11,7 @@
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/Parser.h"
+#include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Runtime/CudaCompiler.h"
 #include "mtsched/Runtime/DeviceDesc.h"
@@ -188,7 +189,8 @@ static cl::opt<unsigned> PruneTopK(
     cl::init(0), cl::value_desc("K"), cl::cat(TuneCat));
 
 static void fail(const Twine &Msg) {
-  errs() << "mtsched-opt: error: " << Msg << '\n';
+  // Messages may quote a choices file or a flag's value byte for byte.
+  errs() << "mtsched-opt: error: " << escapeControlBytes(Msg.str()) << '\n';
   exit(1);
 }
 
@@ -238,8 +240,8 @@ int main(int argc, char **argv) {
     fail("--max-epilogue-length must be at least 1");
   Fusion.MaxEpilogueLength = MaxEpilogueLength;
 
-  if (Ranks < 0 || Ranks > 1024)
-    fail("--ranks must be between 1 and 1024");
+  if (Ranks < 0 || Ranks > OptMainConfig::MaxRanks)
+    fail("--ranks must be between 1 and " + Twine(OptMainConfig::MaxRanks));
   Config.NumRanks = Ranks;
   Config.ReportFile = ReportFile;
   Config.TraceFile = TraceFile;
@@ -255,8 +257,11 @@ int main(int argc, char **argv) {
   if (!Dev)
     fail(toString(Dev.takeError()));
   Tune.Device = *Dev;
-  if (BenchRuns == 0)
-    fail("--bench-runs must be at least 1");
+  // Each run is a sample kept in memory: bound them like every other input.
+  if (BenchRuns == 0 || BenchRuns > 100000)
+    fail("--bench-runs must be between 1 and 100000");
+  if (WarmupRuns > 100000)
+    fail("--warmup-runs must be at most 100000");
   Tune.BenchRuns = BenchRuns;
   Tune.WarmupRuns = WarmupRuns;
   Tune.PreSyncTimeout = std::chrono::milliseconds(PreSyncTimeoutMs);
@@ -264,7 +269,8 @@ int main(int argc, char **argv) {
     fail("--choice-timeout-ms must be at least 1");
   Tune.ChoiceTimeout = std::chrono::milliseconds(ChoiceTimeoutMs);
   Tune.CollectiveFallback = CollectiveFallback;
-  if (SimNoise < 0 || SimNoise >= 100)
+  // Written so that NaN, which compares false with everything, fails too.
+  if (!(SimNoise >= 0 && SimNoise < 100))
     fail("--sim-noise must be in [0, 100)");
   Tune.SimNoisePct = SimNoise;
   Tune.Seed = Seed;
