@@ -246,9 +246,8 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
     In.Result = &Reporter->Session->getResult();
     In.ExtraPhasesMs = std::move(FrontendPhasesMs);
     llvm::append_range(In.ExtraPhasesMs, Reporter->PassTimesMs);
-    OK &= writeFile(Config.ReportFile, "report", [&](llvm::raw_fd_ostream &F) {
-      F << llvm::formatv("{0:2}", buildReport(In)) << '\n';
-    });
+    OK &= writeFile(Config.ReportFile, "report",
+                    [&](llvm::raw_fd_ostream &F) { writeReport(F, In); });
   }
   if (!Config.TraceFile.empty()) {
     if (WriteTrace)
