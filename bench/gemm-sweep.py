@@ -41,9 +41,9 @@ if gemm:
     for n in gemm["nodes"]:
         ok = [c for c in n["choices"] if c["status"] == "ok" and c["ms"]]
         best = {}
-        for fam, pred in (("wg", lambda c: c["name"].startswith("gemm_wg_")),
-                          ("mma", lambda c: c["name"].startswith("gemm_")
-                           and not c["name"].startswith("gemm_wg_")),
+        for fam, pred in (("wg", lambda c: c["name"].starts_with("gemm_wg_")),
+                          ("mma", lambda c: c["name"].starts_with("gemm_")
+                           and not c["name"].starts_with("gemm_wg_")),
                           ("blas", lambda c: c["name"] == "extern.cublas")):
             cs = [c for c in ok if pred(c)]
             best[fam] = min(cs, key=lambda c: c["ms"]) if cs else None
@@ -65,8 +65,8 @@ if epi:
         e = n.get("epilogue_ms")
         ok = [c for c in n["choices"] if c["status"] == "ok" and c["ms"]]
         blas = [c for c in ok if c["name"] == "extern.cublas"]
-        tm = [c for c in ok if c["name"].startswith("gemm_")]
-        fused = [c for c in n["choices"] if c["name"].startswith("gemm_")
+        tm = [c for c in ok if c["name"].starts_with("gemm_")]
+        fused = [c for c in n["choices"] if c["name"].starts_with("gemm_")
                  and c.get("fused_ms") and not c.get("fused_predicted")]
         b = "-" if not (blas and e) else "%s + %s = %s" % (
             fmt(blas[0]["ms"]), fmt(e), fmt(blas[0]["ms"] + e))

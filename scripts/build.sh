@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Configures (CMake + Ninja, clang-14) and builds one build directory.
+# Configures (CMake + Ninja, clang-19) and builds one build directory.
 #
 #   bash scripts/build.sh                       # Release            -> build/
 #   bash scripts/build.sh --sanitizer=asan      # ASan+UBSan, RelWithDebInfo -> build-asan/
@@ -16,7 +16,7 @@
 #   --no-tests              configure with MTSCHED_ENABLE_TESTS=OFF
 #
 # Environment: MTSCHED_JOBS (ninja -j, default 2), MTSCHED_CC / MTSCHED_CXX
-# (default clang-14 / clang++-14). Run scripts/setup.sh first on a fresh
+# (default clang-19 / clang++-19). Run scripts/setup.sh first on a fresh
 # machine; scripts/test.sh and scripts/run-example.sh do that for you.
 set -euo pipefail
 
@@ -79,15 +79,15 @@ fi
 BUILD_DIR="${BUILD_DIR:-$ROOT/$DEFAULT_DIR}"
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$PWD/$BUILD_DIR" ;; esac
 
-CC_BIN="$(command -v "${MTSCHED_CC:-clang-14}" || true)"
-CXX_BIN="$(command -v "${MTSCHED_CXX:-clang++-14}" || true)"
+CC_BIN="$(command -v "${MTSCHED_CC:-clang-19}" || true)"
+CXX_BIN="$(command -v "${MTSCHED_CXX:-clang++-19}" || true)"
 if [[ -z "$CC_BIN" || -z "$CXX_BIN" ]]; then
-  echo "build: error: clang-14 not found; run 'bash scripts/setup.sh' first" >&2
+  echo "build: error: clang-19 not found; run 'bash scripts/setup.sh' first" >&2
   exit 1
 fi
-LLVM_CONFIG="$(command -v llvm-config-14 || true)"
+LLVM_CONFIG="$(command -v llvm-config-19 || true)"
 if [[ -z "$LLVM_CONFIG" ]]; then
-  echo "build: error: llvm-config-14 not found; run 'bash scripts/setup.sh' first" >&2
+  echo "build: error: llvm-config-19 not found; run 'bash scripts/setup.sh' first" >&2
   exit 1
 fi
 

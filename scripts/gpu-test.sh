@@ -38,7 +38,7 @@ if [ $PACK = 1 ]; then
     bench/mtsched-bench-presync; do
     [ -x "$B/$t" ] && cp "$B/$t" "$D/bin/"
   done
-  LLVM_BIN=$(llvm-config-14 --bindir)
+  LLVM_BIN=$(llvm-config-19 --bindir)
   cp "$LLVM_BIN/FileCheck" "$LLVM_BIN/not" "$D/bin/"
   for bin in "$D"/bin/*; do
     ldd "$bin" | awk '/=> \// {print $3}' |
@@ -51,7 +51,7 @@ if [ $PACK = 1 ]; then
   for l in "$D"/lib/libmpi* "$D"/lib/libopen-* "$D"/lib/libhwloc* "$D"/lib/libevent* "$D"/lib/libpmix*; do
     [ -e "$l" ] && mv "$l" "$D/lib-mpi/"
   done
-  cp -r "$(llvm-config-14 --prefix)/build/utils/lit" "$D/lit"
+  cp -r "$(llvm-config-19 --prefix)/build/utils/lit" "$D/lit"
   du -sh "$D"
   exit 0
 fi

@@ -12,17 +12,17 @@ if [[ "${MTSCHED_SKIP_SETUP:-0}" == 1 ]]; then
   exit 0
 fi
 
-# One package a line: the toolchain (clang-14 builds everything; LLVM 14's
+# One package a line: the toolchain (clang-19 builds everything; LLVM 19's
 # static Support library, lit and FileCheck), test and benchmark libraries,
 # the libraries libLLVMSupport.a links against, and MPI for multi-process
 # ranks.
 PACKAGES=(
   cmake
   ninja-build
-  clang-14
-  llvm-14-dev
-  llvm-14-tools
-  libclang-rt-14-dev
+  clang-19
+  llvm-19-dev
+  llvm-19-tools
+  libclang-rt-19-dev
   libgtest-dev
   libgmock-dev
   libbenchmark-dev

@@ -240,7 +240,7 @@ std::string Autotuner::Impl::sync(uint64_t Fingerprint) {
   }
   std::vector<std::string> Late;
   for (size_t R = 0; R < All.size(); ++R)
-    if (!llvm::StringRef(All[R]).startswith("1:"))
+    if (!llvm::StringRef(All[R]).starts_with("1:"))
       Late.push_back(std::to_string(R));
   if (!Late.empty())
     return "the " + std::to_string(Opts.PreSyncTimeout.count()) +
@@ -584,7 +584,7 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
       DegradedReason = "a peer stopped answering during the cache lookup";
     } else {
       CacheActive = true;
-      if (llvm::StringRef(Data).startswith("H")) {
+      if (llvm::StringRef(Data).starts_with("H")) {
         // Rank 0 parsed these very bytes, so every rank parses them alike.
         llvm::Expected<CacheEntry> E =
             CacheEntry::parse(llvm::StringRef(Data).drop_front(), Key);
@@ -837,8 +837,7 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
     uint64_t Fp = fingerprintCollectives(G, Collectives);
     // A rank that collected a different list: it misses the last node.
     if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
-      Fp = fingerprintCollectives(G,
-                                  llvm::makeArrayRef(Collectives).drop_back());
+      Fp = fingerprintCollectives(G, llvm::ArrayRef(Collectives).drop_back());
     SyncFailure = I.sync(Fp);
     double Ms = msSince(S0);
     Result.Sync.Ms += Ms;
@@ -934,7 +933,7 @@ void Autotuner::finish() {
       for (const llvm::json::Value &Node : *Local) {
         std::vector<double> Times;
         for (const llvm::json::Value &T : *Node.getAsArray())
-          Times.push_back(T.getAsNumber().getValueOr(Inf));
+          Times.push_back(T.getAsNumber().value_or(Inf));
         Result.RankLocalUs[R].push_back(std::move(Times));
       }
     if (const llvm::json::Array *D = O->getArray("decisions"))
@@ -943,8 +942,8 @@ void Autotuner::finish() {
         if (!KV || KV->size() != 2)
           continue;
         Result.RankDecisions[R].emplace_back(
-            (*KV)[0].getAsString().getValueOr("").str(),
-            (*KV)[1].getAsString().getValueOr("").str());
+            (*KV)[0].getAsString().value_or("").str(),
+            (*KV)[1].getAsString().value_or("").str());
       }
   }
   I.addPhase("gather", msSince(T0));

@@ -4,6 +4,7 @@
 #include "mtsched/Runtime/DeviceDesc.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -26,13 +27,13 @@ static constexpr llvm::StringLiteral Magic = "mtsched-autotune-cache";
 
 llvm::StringRef mtsched::getMtschedVersion() { return "0.1.0"; }
 
-static llvm::Optional<ChoiceStatus> parseStatus(llvm::StringRef S) {
+static std::optional<ChoiceStatus> parseStatus(llvm::StringRef S) {
   for (ChoiceStatus C :
        {ChoiceStatus::Ok, ChoiceStatus::Failed, ChoiceStatus::Timeout,
         ChoiceStatus::WrongResult, ChoiceStatus::Skipped})
     if (choiceStatusName(C) == S)
       return C;
-  return llvm::None;
+  return std::nullopt;
 }
 
 std::string CacheEntry::serialize(llvm::StringRef Key) const {
@@ -68,13 +69,13 @@ llvm::Expected<CacheEntry> CacheEntry::parse(llvm::StringRef Text,
   const llvm::json::Object *O = V->getAsObject();
   if (!O)
     return bad("not a JSON object");
-  llvm::Optional<llvm::StringRef> Version = O->getString("mtsched");
+  std::optional<llvm::StringRef> Version = O->getString("mtsched");
   if (!Version)
     return bad("no mtsched version");
   if (*Version != getMtschedVersion())
     return bad("written by mtsched " + *Version + ", this is " +
                getMtschedVersion());
-  llvm::Optional<llvm::StringRef> StoredKey = O->getString("key");
+  std::optional<llvm::StringRef> StoredKey = O->getString("key");
   if (!StoredKey || *StoredKey != Key)
     return bad("written for another key");
   const llvm::json::Array *Recs = O->getArray("records");
@@ -85,19 +86,19 @@ llvm::Expected<CacheEntry> CacheEntry::parse(llvm::StringRef Text,
     const llvm::json::Object *R = RV.getAsObject();
     if (!R)
       return bad("a record is not an object");
-    llvm::Optional<llvm::StringRef> Measure = R->getString("measure");
-    llvm::Optional<llvm::StringRef> Status = R->getString("status");
+    std::optional<llvm::StringRef> Measure = R->getString("measure");
+    std::optional<llvm::StringRef> Status = R->getString("status");
     const llvm::json::Value *Us = R->get("us");
     if (!Measure || !Status || !Us)
       return bad("a record lacks 'measure', 'status' or 'us'");
     CacheRecord C;
-    llvm::Optional<ChoiceStatus> S = parseStatus(*Status);
+    std::optional<ChoiceStatus> S = parseStatus(*Status);
     if (!S)
       return bad("unknown status '" + *Status + "'");
     C.Status = *S;
     if (Us->kind() == llvm::json::Value::Null)
       C.Us = Inf;
-    else if (llvm::Optional<double> D = Us->getAsNumber())
+    else if (std::optional<double> D = Us->getAsNumber())
       C.Us = *D;
     else
       return bad("'us' is not a number");
@@ -106,7 +107,7 @@ llvm::Expected<CacheEntry> CacheEntry::parse(llvm::StringRef Text,
     // A time the IR cannot print as one (it would not parse back).
     if (std::signbit(C.Us))
       return bad("record '" + *Measure + "' has a negative time");
-    C.Message = R->getString("message").getValueOr("").str();
+    C.Message = R->getString("message").value_or("").str();
     E.Records[Measure->str()] = std::move(C);
   }
   return E;
@@ -127,7 +128,7 @@ std::string mtsched::cacheKeyOf(const Module &M, const Graph &G,
   // Simulated times depend on the noise stream too.
   if (BackendName == "sim") {
     OS << " noise=";
-    OS.write_hex(llvm::DoubleToBits(Opts.SimNoisePct));
+    OS.write_hex(llvm::bit_cast<uint64_t>(Opts.SimNoisePct));
     OS << " seed=" << Opts.Seed;
   }
   OS << "\nnode " << N.getKindKeyword() << ' ' << N.getOpName();
@@ -319,11 +320,11 @@ llvm::Expected<std::string> mtsched::resolveCacheDir(llvm::StringRef FlagDir,
   // unless it can only replay.
   bool Explicit = !Dir.empty() || CacheOnly;
   if (Dir.empty()) {
-    llvm::Optional<std::string> Env =
+    std::optional<std::string> Env =
         llvm::sys::Process::GetEnv("MTSCHED_CACHE");
     if (Env && (*Env == "off" || *Env == "0") && !CacheOnly)
       return std::string();
-    if (llvm::Optional<std::string> EnvDir =
+    if (std::optional<std::string> EnvDir =
             llvm::sys::Process::GetEnv("MTSCHED_CACHE_DIR");
         EnvDir && !EnvDir->empty()) {
       Dir = *EnvDir;

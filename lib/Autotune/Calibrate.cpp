@@ -51,7 +51,7 @@ static std::string groupOf(const Workload &W, const Choice &C, bool Fused) {
     G = C.isExtern() ? "extern gemm" : "gemm tiles";
     break;
   case Workload::Kind::Collective: {
-    llvm::Optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
     G = "collective " + (A ? collectiveAlgoName(*A).str() : C.Name);
     break;
   }
@@ -74,9 +74,9 @@ mtsched::collectCalibrationSamples(const Module &M,
     const llvm::json::Object *NO = NV.getAsObject();
     if (!NO)
       return bad("a node of the report is not an object");
-    llvm::StringRef GraphName = NO->getString("graph").getValueOr("");
-    llvm::StringRef NodeName = NO->getString("name").getValueOr("");
-    if (NO->getBoolean("fallback").getValueOr(false))
+    llvm::StringRef GraphName = NO->getString("graph").value_or("");
+    llvm::StringRef NodeName = NO->getString("name").value_or("");
+    if (NO->getBoolean("fallback").value_or(false))
       continue;
     const Graph *G = nullptr;
     for (const auto &Cand : M.getGraphs())
@@ -101,25 +101,25 @@ mtsched::collectCalibrationSamples(const Module &M,
       const llvm::json::Object *CO = CV.getAsObject();
       if (!CO)
         return bad("a choice of '" + NodeName + "' is not an object");
-      llvm::StringRef Name = CO->getString("name").getValueOr("");
+      llvm::StringRef Name = CO->getString("name").value_or("");
       const Choice *C = N->findChoice(Name);
       if (!C)
         return bad("choice '" + Name + "' of '" + NodeName +
                    "' is not in the lowered IR (run with the same choice "
                    "options)");
       std::string What = (GraphName + "/" + NodeName + " " + Name).str();
-      if (llvm::Optional<double> Ms = CO->getNumber("ms"))
+      if (std::optional<double> Ms = CO->getNumber("ms"))
         Out.push_back({CalibrationSample::Kind::Choice, groupOf(W, *C, false),
                        What, W, *C, *Ms * 1000.0});
-      bool Predicted = CO->getBoolean("fused_predicted").getValueOr(false);
+      bool Predicted = CO->getBoolean("fused_predicted").value_or(false);
       AnyPredicted |= Predicted;
-      if (llvm::Optional<double> Ms = CO->getNumber("fused_ms"))
+      if (std::optional<double> Ms = CO->getNumber("fused_ms"))
         if (!Predicted)
           Out.push_back({CalibrationSample::Kind::Fused, groupOf(W, *C, true),
                          What + " fused", W, *C, *Ms * 1000.0});
     }
     // The cost-model heuristic predicts the epilogue too.
-    if (llvm::Optional<double> Ms = NO->getNumber("epilogue_ms"))
+    if (std::optional<double> Ms = NO->getNumber("epilogue_ms"))
       if (!AnyPredicted && W.Epilogue.NumOps > 0 && *Ms > 0)
         Out.push_back({CalibrationSample::Kind::Epilogue, "epilogues",
                        (GraphName + "/" + NodeName + " epilogue").str(), W,

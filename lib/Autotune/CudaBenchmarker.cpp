@@ -347,7 +347,7 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
   };
   bool HasEpi = !N.getEpilogue().empty();
   for (const Choice &C : N.getChoices()) {
-    llvm::Optional<GemmTileConfig> T = gemmTileOf(C);
+    std::optional<GemmTileConfig> T = gemmTileOf(C);
     if (!T)
       continue;
     Add(keyOf(C.Name, false), generateGemmKernel(N, *T, false, P.Rows));
@@ -839,7 +839,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
     }
     std::vector<CUtensorMap> Maps;
     if (CUresult R = encodeTensorMaps(
-            D, K, llvm::makeArrayRef(Ptrs).take_front(K.Inputs.size()), Maps))
+            D, K, llvm::ArrayRef(Ptrs).take_front(K.Inputs.size()), Maps))
       return err("cannot encode the tensor maps of '" + K.Name +
                  "': " + D.errorString(R));
     std::vector<void *> Args;
@@ -892,7 +892,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
         continue;
       }
       const Choice *Ch = M->findChoice(M->getDecision());
-      llvm::Optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : llvm::None;
+      std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt;
       if (T) {
         if (llvm::Error E =
                 RunKernel(generateGemmKernel(*M, *T, M->isEpilogueFused())))

@@ -20,6 +20,7 @@
 #include "mtsched/Runtime/CudaApi.h"
 #include "mtsched/Runtime/CudaCompiler.h"
 #include "mtsched/Runtime/NcclApi.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <algorithm>
 #include <cmath>
@@ -740,7 +741,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     Err = llvm::toString(std::move(E));
     Ok = false;
   }
-  llvm::Optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+  std::optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
   if (Ok && !A) {
     Err = "'" + C.Name + "' is no collective algorithm this backend knows";
     Ok = false;

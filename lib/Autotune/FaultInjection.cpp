@@ -21,16 +21,16 @@ llvm::Error FaultPlan::add(llvm::StringRef Spec) {
   llvm::SmallVector<llvm::StringRef, 4> Parts;
   Spec.split(Parts, ':');
   using K = Fault::Kind;
-  llvm::Optional<K> Kind = llvm::StringSwitch<llvm::Optional<K>>(Parts[0])
-                               .Case("late", K::Late)
-                               .Case("hang", K::Hang)
-                               .Case("exit", K::Exit)
-                               .Case("mismatch", K::Mismatch)
-                               .Case("build-fail", K::BuildFail)
-                               .Case("run-fail", K::RunFail)
-                               .Case("wrong-result", K::WrongResult)
-                               .Case("timeout", K::Timeout)
-                               .Default(llvm::None);
+  std::optional<K> Kind = llvm::StringSwitch<std::optional<K>>(Parts[0])
+                              .Case("late", K::Late)
+                              .Case("hang", K::Hang)
+                              .Case("exit", K::Exit)
+                              .Case("mismatch", K::Mismatch)
+                              .Case("build-fail", K::BuildFail)
+                              .Case("run-fail", K::RunFail)
+                              .Case("wrong-result", K::WrongResult)
+                              .Case("timeout", K::Timeout)
+                              .Default(std::nullopt);
   if (!Kind)
     return specError(Spec,
                      "unknown fault '" + Parts[0] +
@@ -40,7 +40,7 @@ llvm::Error FaultPlan::add(llvm::StringRef Spec) {
   F.K = *Kind;
   F.Spec = Spec.str();
   bool HasMs = false;
-  for (llvm::StringRef P : llvm::makeArrayRef(Parts).drop_front()) {
+  for (llvm::StringRef P : llvm::ArrayRef(Parts).drop_front()) {
     auto [Key, Val] = P.split('=');
     if (Key == "rank") {
       if (Val.getAsInteger(10, F.Rank) || F.Rank < 0)

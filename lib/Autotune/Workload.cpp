@@ -103,7 +103,7 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
   return W;
 }
 
-llvm::Optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
+std::optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
   std::string Lower = Name.lower();
   llvm::StringRef L(Lower);
   if (L.contains("nccl"))
@@ -114,7 +114,7 @@ llvm::Optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
     return CollectiveAlgo::TwoShot;
   if (L.contains("p2p"))
     return CollectiveAlgo::P2P;
-  return llvm::None;
+  return std::nullopt;
 }
 
 double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
@@ -128,14 +128,14 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
   case Workload::Kind::Gemm:
     if (C.isExtern())
       return externGemmTimeUs(D, W.Gemm);
-    if (llvm::Optional<GemmTileConfig> T = gemmTileOf(C))
+    if (std::optional<GemmTileConfig> T = gemmTileOf(C))
       return gemmTimeUs(D, W.Gemm,
                         GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages,
                                  T->Template == GemmTemplate::Wgmma},
                         Epi);
     return Inf;
   case Workload::Kind::Collective: {
-    llvm::Optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
     if (!A)
       return Inf;
     return collectiveTimeUs(D, W.Collective, *A, W.Bytes, W.Ranks, Epi);

@@ -1200,7 +1200,7 @@ mtsched::generateGraphKernels(const Graph &G,
     if (!M || M->getOp() != OpCode::MatMul)
       continue;
     for (const Choice &C : M->getChoices()) {
-      llvm::Optional<GemmTileConfig> T = gemmTileOf(C);
+      std::optional<GemmTileConfig> T = gemmTileOf(C);
       if (!T)
         continue;
       if (M->isDecided() && M->getDecision() != C.Name)

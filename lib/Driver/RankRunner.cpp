@@ -16,6 +16,7 @@
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Runtime/Communicator.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Threading.h"
@@ -208,7 +209,7 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
     if (HashFinalIR) {
       llvm::raw_sha1_ostream Hash;
       printModule(*State.M, Hash);
-      State.FinalIRHash = Hash.sha1().str();
+      State.FinalIRHash = llvm::toHex(Hash.sha1());
     }
   }
 }

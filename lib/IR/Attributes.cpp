@@ -128,17 +128,17 @@ void AttrDict::set(llvm::StringRef Key, Attribute Value) {
   Entries.emplace_back(Key.str(), std::move(Value));
 }
 
-llvm::Optional<int64_t> AttrDict::getInt(llvm::StringRef Key) const {
+std::optional<int64_t> AttrDict::getInt(llvm::StringRef Key) const {
   const Attribute *A = get(Key);
   if (!A || !A->isInt())
-    return llvm::None;
+    return std::nullopt;
   return A->getInt();
 }
 
-llvm::Optional<llvm::StringRef> AttrDict::getString(llvm::StringRef Key) const {
+std::optional<llvm::StringRef> AttrDict::getString(llvm::StringRef Key) const {
   const Attribute *A = get(Key);
   if (!A || !A->isString())
-    return llvm::None;
+    return std::nullopt;
   return A->getString();
 }
 

@@ -6,7 +6,7 @@ using namespace mtsched;
 
 bool Choice::isExtern() const {
   llvm::StringRef N(Name);
-  return N == "nccl" || N.startswith("extern.");
+  return N == "nccl" || N.starts_with("extern.");
 }
 
 llvm::StringRef Node::getKindKeyword() const {
@@ -109,7 +109,7 @@ std::unique_ptr<Node> CollectiveMultiTemplateBufferNode::clone() const {
 }
 
 int64_t Graph::getWorldSize() const {
-  if (llvm::Optional<int64_t> W = Attrs.getInt("world_size"))
+  if (std::optional<int64_t> W = Attrs.getInt("world_size"))
     return *W;
   return 1;
 }

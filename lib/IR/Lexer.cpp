@@ -74,7 +74,7 @@ Token Lexer::lex() {
   case '-':
     if (Cur != End && llvm::isDigit(*Cur))
       return lexNumber(Start);
-    if (llvm::StringRef(Cur, End - Cur).startswith("inf") &&
+    if (llvm::StringRef(Cur, End - Cur).starts_with("inf") &&
         (Cur + 3 == End || !isIdentChar(Cur[3]))) {
       Cur += 3;
       return make(Token::Float, Start);

@@ -33,11 +33,11 @@ const OpInfo &mtsched::getOpInfo(OpCode Code) {
   return OpTable[static_cast<unsigned>(Code)];
 }
 
-llvm::Optional<OpCode> mtsched::lookupOp(llvm::StringRef Name) {
+std::optional<OpCode> mtsched::lookupOp(llvm::StringRef Name) {
   for (const OpInfo &I : OpTable)
     if (I.Name == Name)
       return I.Code;
-  return llvm::None;
+  return std::nullopt;
 }
 
 llvm::StringRef mtsched::suggestOp(llvm::StringRef Name) {
@@ -53,7 +53,8 @@ llvm::StringRef mtsched::suggestOp(llvm::StringRef Name) {
   }
   // Two edits (one swapped pair) for names of four letters or more, else
   // one, so typos match but unrelated short names get no hint.
-  unsigned Limit = Name.size() >= 4 ? std::max<unsigned>(2, Name.size() / 3) : 1;
+  unsigned Limit =
+      Name.size() >= 4 ? std::max<unsigned>(2, Name.size() / 3) : 1;
   return BestDist <= Limit ? Best : llvm::StringRef();
 }
 
@@ -75,15 +76,14 @@ llvm::StringRef mtsched::collectiveKindName(CollectiveKind K) {
   return "unknown";
 }
 
-llvm::Optional<CollectiveKind>
+std::optional<CollectiveKind>
 mtsched::parseCollectiveKind(llvm::StringRef Name) {
-  for (CollectiveKind K :
-       {CollectiveKind::AllReduce, CollectiveKind::AllGather,
-        CollectiveKind::ReduceScatter, CollectiveKind::AllToAll,
-        CollectiveKind::Unknown})
+  for (CollectiveKind K : {CollectiveKind::AllReduce, CollectiveKind::AllGather,
+                           CollectiveKind::ReduceScatter,
+                           CollectiveKind::AllToAll, CollectiveKind::Unknown})
     if (collectiveKindName(K) == Name)
       return K;
-  return llvm::None;
+  return std::nullopt;
 }
 
 CollectiveKind mtsched::collectiveKindInName(llvm::StringRef Name) {

@@ -147,7 +147,7 @@ bool Parser::parseInteger(int64_t &V, StringRef What) {
 bool Parser::parseType(TensorType &T) {
   if (!Tok.is(Token::BareIdent))
     return emitError("expected a tensor type such as 'bf16[4,8]'");
-  llvm::Optional<DType> D = parseDType(Tok.Spelling);
+  std::optional<DType> D = parseDType(Tok.Spelling);
   if (!D)
     return emitError("unknown element type '" + Tok.Spelling +
                      "' (expected f32, f16, bf16, i32 or i64)");
@@ -253,7 +253,7 @@ bool Parser::parseAttribute(Attribute &A) {
     bool NonZeroLiteral =
         Tok.Spelling.take_until([](char C) { return C == 'e' || C == 'E'; })
             .find_first_of("123456789") != StringRef::npos;
-    if ((std::isinf(V) && !Tok.Spelling.endswith("inf")) ||
+    if ((std::isinf(V) && !Tok.Spelling.ends_with("inf")) ||
         (V == 0 && NonZeroLiteral))
       return emitError("float '" + Tok.Spelling + "' is out of range");
     A = Attribute::getFloat(V);
@@ -473,7 +473,7 @@ bool Parser::parseMTBClauses(MultiTemplateBufferNode &N) {
     consume();
     if (!expectKeyword("kind"))
       return false;
-    llvm::Optional<CollectiveKind> K;
+    std::optional<CollectiveKind> K;
     if (Tok.is(Token::BareIdent))
       K = parseCollectiveKind(Tok.Spelling);
     if (!K)
@@ -598,7 +598,7 @@ bool Parser::parseNode(Graph &G) {
   if (!Tok.is(Token::BareIdent))
     return emitError("expected an op name");
   SMLoc OpLoc = Tok.getLoc();
-  llvm::Optional<OpCode> Op = lookupOp(Tok.Spelling);
+  std::optional<OpCode> Op = lookupOp(Tok.Spelling);
   if (!Op) {
     StringRef Hint = suggestOp(Tok.Spelling);
     if (!Hint.empty())

@@ -21,14 +21,14 @@ llvm::StringRef mtsched::dtypeName(DType T) {
   llvm_unreachable("unknown dtype");
 }
 
-llvm::Optional<DType> mtsched::parseDType(llvm::StringRef Name) {
-  return llvm::StringSwitch<llvm::Optional<DType>>(Name)
+std::optional<DType> mtsched::parseDType(llvm::StringRef Name) {
+  return llvm::StringSwitch<std::optional<DType>>(Name)
       .Case("f32", DType::F32)
       .Case("f16", DType::F16)
       .Case("bf16", DType::BF16)
       .Case("i32", DType::I32)
       .Case("i64", DType::I64)
-      .Default(llvm::None);
+      .Default(std::nullopt);
 }
 
 unsigned mtsched::dtypeBytes(DType T) {

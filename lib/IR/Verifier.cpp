@@ -59,7 +59,7 @@ private:
   int64_t groupSize(const Graph &G, llvm::StringRef Name, SMLoc Loc);
   /// Name of the process group an op's attributes select; None (reported
   /// if Report is set) when the attribute is not a string.
-  llvm::Optional<std::string> groupAttr(const Node &N, bool Report = true);
+  std::optional<std::string> groupAttr(const Node &N, bool Report = true);
 
   static std::string name(const Value *V) { return "'%" + V->getName() + "'"; }
 
@@ -122,13 +122,13 @@ void Verifier::verifyGraph(const Graph &G) {
       error(O.Loc, "returned value " + name(O.V) + " is not defined");
 }
 
-llvm::Optional<std::string> Verifier::groupAttr(const Node &N, bool Report) {
+std::optional<std::string> Verifier::groupAttr(const Node &N, bool Report) {
   for (llvm::StringRef Key : {"group", "process_group"})
     if (const Attribute *A = N.getAttrs().get(Key)) {
       if (!A->isString()) {
         if (Report)
           error(N.getLoc(), "attribute '" + Key + "' must be a string");
-        return llvm::None;
+        return std::nullopt;
       }
       return A->getString().str();
     }
@@ -178,7 +178,7 @@ static bool broadcastShapes(llvm::ArrayRef<int64_t> A,
 bool Verifier::inferCollective(const Graph &G, const Node &N,
                                TensorType &Result) {
   const TensorType &In = N.getOperand(0)->getType();
-  llvm::Optional<std::string> Group = groupAttr(N);
+  std::optional<std::string> Group = groupAttr(N);
   if (!Group)
     return false;
   int64_t Size = groupSize(G, *Group, N.getLoc());
@@ -250,12 +250,12 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
       }
     return true;
   };
-  auto Dim = [&](int64_t Rank, int64_t Default) -> llvm::Optional<int64_t> {
+  auto Dim = [&](int64_t Rank, int64_t Default) -> std::optional<int64_t> {
     int64_t D = Default;
     if (const Attribute *A = N.getAttrs().get("dim")) {
       if (!A->isInt()) {
         error(N.getLoc(), "attribute 'dim' must be an integer");
-        return llvm::None;
+        return std::nullopt;
       }
       D = A->getInt();
     }
@@ -263,7 +263,7 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
       error(N.getLoc(), "dimension " + Twine(D) +
                             " is out of range for a tensor of rank " +
                             Twine(Rank));
-      return llvm::None;
+      return std::nullopt;
     }
     return D < 0 ? D + Rank : D;
   };
@@ -347,7 +347,7 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
       return false;
     }
     if (N.getOp() == OpCode::Sum || N.getOp() == OpCode::Max) {
-      llvm::Optional<int64_t> D = Dim(In.rank(), -1);
+      std::optional<int64_t> D = Dim(In.rank(), -1);
       if (!D)
         return false;
       Result = In;
@@ -509,7 +509,7 @@ void Verifier::verifyMTB(const Graph &G, const MultiTemplateBufferNode &N) {
     // The clause repeats the group the op's attributes select (lowering
     // copies it), so it must agree with them. The group itself is checked
     // once, with the attributes, by inferCollective or verifyNode.
-    if (llvm::Optional<std::string> Attr = groupAttr(N, /*Report=*/false))
+    if (std::optional<std::string> Attr = groupAttr(N, /*Report=*/false))
       if (*Attr != C->getGroup())
         error(C->getGroupLoc(), "group '@" + C->getGroup() +
                                     "' does not match the op's group '@" +
@@ -557,7 +557,7 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
       error(N.getLoc(), "only custom ops take 'configs'");
   }
   if (N.getOp() == OpCode::Custom)
-    if (llvm::Optional<std::string> Group = groupAttr(N))
+    if (std::optional<std::string> Group = groupAttr(N))
       groupSize(G, *Group, N.getLoc());
   if (const auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(&N))
     verifyMTB(G, *MTB);

@@ -46,7 +46,7 @@ std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
          std::to_string(T.Stages);
 }
 
-llvm::Optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
+std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
   // gemm_<BM>x<BN>x<BK>_w<warps>_s<stages> or gemm_wg_<BM>x<BN>x<BK>_s<stages>
   llvm::StringRef S(C.Name);
   GemmTileConfig T;
@@ -59,17 +59,17 @@ llvm::Optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
     return true;
   };
   if (!S.consume_front("gemm_"))
-    return llvm::None;
+    return std::nullopt;
   if (S.consume_front("wg_")) {
     if (!Int(T.BM, 'x') || !Int(T.BN, 'x') || !Int(T.BK, '_') ||
         !S.consume_front("s") || !Int(T.Stages, 0))
-      return llvm::None;
+      return std::nullopt;
     return wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
   }
   if (!Int(T.BM, 'x') || !Int(T.BN, 'x') || !Int(T.BK, '_') ||
       !S.consume_front("w") || !Int(T.Warps, '_') || !S.consume_front("s") ||
       !Int(T.Stages, 0))
-    return llvm::None;
+    return std::nullopt;
   return T;
 }
 
@@ -159,7 +159,7 @@ static llvm::Error readNames(const llvm::json::Object &Root,
     return fileError(Path, "'" + Key + "' must be a list of choice names");
   Out.clear();
   for (const llvm::json::Value &E : *A) {
-    llvm::Optional<llvm::StringRef> S = E.getAsString();
+    std::optional<llvm::StringRef> S = E.getAsString();
     if (!S || S->empty())
       return fileError(Path, "'" + Key + "' must be a list of choice names");
     Out.push_back(S->str());
@@ -199,7 +199,7 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
       // A wgmma tile derives its warps from BM, so it names no "warps".
       bool Wgmma = false;
       if (const llvm::json::Value *Tmpl = O->get("template")) {
-        llvm::Optional<llvm::StringRef> Name = Tmpl->getAsString();
+        std::optional<llvm::StringRef> Name = Tmpl->getAsString();
         if (!Name || (*Name != "wgmma" && *Name != "mma"))
           return fileError(Path,
                            "gemm tile field 'template' must be \"mma\" or "
@@ -218,7 +218,7 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
                                    "consumer warpgroup per 64 rows)");
           continue;
         }
-        llvm::Optional<int64_t> V = O->getInteger(F.first);
+        std::optional<int64_t> V = O->getInteger(F.first);
         if (!V || *V <= 0 || *V > 1024)
           return fileError(Path, "gemm tile field '" + llvm::Twine(F.first) +
                                      "' must be an integer in [1, 1024]");

@@ -35,7 +35,7 @@ CustomOpClass mtsched::classifyCustomOp(llvm::StringRef Name,
 
 std::string mtsched::processGroupOf(const AttrDict &Attrs) {
   for (llvm::StringRef Key : {"group", "process_group"})
-    if (llvm::Optional<llvm::StringRef> G = Attrs.getString(Key))
+    if (std::optional<llvm::StringRef> G = Attrs.getString(Key))
       return G->str();
   return std::string(WorldGroupName);
 }

@@ -45,7 +45,7 @@ llvm::Error PassManager::run(Module &M) {
     Pass &P = *Passes[I];
     auto Start = std::chrono::steady_clock::now();
     {
-      llvm::Optional<llvm::TimeRegion> Region;
+      std::optional<llvm::TimeRegion> Region;
       if (Timers)
         Region.emplace(*Timers->Timers[I]);
       for (const auto &G : M.getGraphs())

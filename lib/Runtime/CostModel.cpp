@@ -370,14 +370,14 @@ llvm::StringRef mtsched::collectiveAlgoName(CollectiveAlgo A) {
   return "nccl";
 }
 
-llvm::Optional<CollectiveAlgo>
+std::optional<CollectiveAlgo>
 mtsched::parseCollectiveAlgo(llvm::StringRef Name) {
-  return llvm::StringSwitch<llvm::Optional<CollectiveAlgo>>(Name)
+  return llvm::StringSwitch<std::optional<CollectiveAlgo>>(Name)
       .Case("nccl", CollectiveAlgo::Nccl)
       .Case("one_shot", CollectiveAlgo::OneShot)
       .Case("two_shot", CollectiveAlgo::TwoShot)
       .Case("p2p", CollectiveAlgo::P2P)
-      .Default(llvm::None);
+      .Default(std::nullopt);
 }
 
 bool mtsched::collectiveAlgoSupports(CollectiveAlgo Algo, CollectiveKind Kind) {

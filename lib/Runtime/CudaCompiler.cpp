@@ -65,24 +65,24 @@ static std::string cacheKey(const CompileJob &J, int Arch) {
 }
 
 /// The cached cubin for Key, if present and intact.
-static llvm::Optional<std::string> readEntry(llvm::StringRef Path,
-                                             llvm::StringRef Key) {
+static std::optional<std::string> readEntry(llvm::StringRef Path,
+                                            llvm::StringRef Key) {
   auto Buf = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false);
   if (!Buf)
-    return llvm::None;
+    return std::nullopt;
   llvm::StringRef B = (*Buf)->getBuffer();
   // magic, key (16 hex), size (8 bytes), data, checksum (8 bytes)
   if (B.size() < 8 + 16 + 8 + 8 ||
       B.substr(0, 8) != llvm::StringRef(Magic, 8) || B.substr(8, 16) != Key)
-    return llvm::None;
+    return std::nullopt;
   uint64_t Size, Sum;
   std::memcpy(&Size, B.data() + 24, 8);
   if (B.size() != 32 + Size + 8)
-    return llvm::None;
+    return std::nullopt;
   llvm::StringRef Data = B.substr(32, Size);
   std::memcpy(&Sum, B.data() + 32 + Size, 8);
   if (Sum != llvm::xxHash64(Data))
-    return llvm::None;
+    return std::nullopt;
   return Data.str();
 }
 
@@ -117,7 +117,7 @@ std::vector<llvm::Expected<std::string>>
 cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch) {
   auto T0 = std::chrono::steady_clock::now();
   std::string Dir = kernelCacheDir();
-  std::vector<llvm::Optional<std::string>> Ok(Jobs.size());
+  std::vector<std::optional<std::string>> Ok(Jobs.size());
   std::vector<std::string> Errors(Jobs.size());
   auto Work = [&](size_t I) {
     const CompileJob &J = Jobs[I];
@@ -125,7 +125,7 @@ cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch) {
     llvm::SmallString<256> Path(Dir);
     llvm::sys::path::append(Path, Key + ".cubin");
     if (!Dir.empty())
-      if (llvm::Optional<std::string> Hit = readEntry(Path, Key)) {
+      if (std::optional<std::string> Hit = readEntry(Path, Key)) {
         ++kernelStats().Cached;
         Ok[I] = std::move(*Hit);
         return;
@@ -147,7 +147,7 @@ cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch) {
     for (size_t I = 0; I < Jobs.size(); ++I)
       Work(I);
   } else {
-    llvm::ThreadPool Pool(llvm::hardware_concurrency(Threads));
+    llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(Threads));
     for (size_t I = 0; I < Jobs.size(); ++I)
       Pool.async([&Work, I] { Work(I); });
     Pool.wait();

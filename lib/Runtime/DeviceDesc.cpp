@@ -61,7 +61,7 @@ llvm::Error readPositive(const llvm::json::Object &Root, llvm::StringRef Key,
   const llvm::json::Value *V = Root.get(Key);
   if (!V)
     return fileError(Path, "missing key '" + Key + "'");
-  llvm::Optional<double> D = V->getAsNumber();
+  std::optional<double> D = V->getAsNumber();
   if (!D)
     return fileError(Path, "key '" + Key + "' must be a number");
   if (!(*D > 0) || !std::isfinite(*D))
@@ -115,7 +115,7 @@ llvm::Expected<DeviceDesc> mtsched::parseDeviceJSON(llvm::StringRef Text,
   const llvm::json::Value *Name = Root->get(NameKey);
   if (!Name)
     return fileError(Path, "missing key 'name'");
-  llvm::Optional<llvm::StringRef> NameStr = Name->getAsString();
+  std::optional<llvm::StringRef> NameStr = Name->getAsString();
   if (!NameStr)
     return fileError(Path, "key 'name' must be a string");
   if (NameStr->empty())
@@ -129,7 +129,7 @@ llvm::Expected<DeviceDesc> mtsched::parseDeviceJSON(llvm::StringRef Text,
   const llvm::json::Value *SMs = Root->get(NumSMsKey);
   if (!SMs)
     return fileError(Path, "missing key 'num_sms'");
-  llvm::Optional<int64_t> NumSMs = SMs->getAsInteger();
+  std::optional<int64_t> NumSMs = SMs->getAsInteger();
   if (!NumSMs)
     return fileError(Path, "key 'num_sms' must be an integer");
   if (*NumSMs <= 0 || *NumSMs > 1000000)

@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(Cat);
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-calibrate: fit the simulated device to a run\n");
-  Expected<DeviceDesc> Start = StringRef(Device).endswith(".json")
+  Expected<DeviceDesc> Start = StringRef(Device).ends_with(".json")
                                    ? loadDeviceFile(Device)
                                    : getBuiltinDevice(Device);
   if (!Start)

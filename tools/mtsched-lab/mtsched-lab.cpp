@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
           createBenchmarker(Opts.Tune, 0);
       !B)
     fail(toString(B.takeError()));
-  Expected<DeviceDesc> Dev = StringRef(Device).endswith(".json")
+  Expected<DeviceDesc> Dev = StringRef(Device).ends_with(".json")
                                  ? loadDeviceFile(Device)
                                  : getBuiltinDevice(Device);
   if (!Dev)

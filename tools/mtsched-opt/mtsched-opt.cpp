@@ -251,7 +251,7 @@ int main(int argc, char **argv) {
   cuda::cudaOptions().KernelCacheDir = KernelCacheDir;
   if (Expected<std::unique_ptr<Benchmarker>> B = createBenchmarker(Tune, 0); !B)
     fail(toString(B.takeError()));
-  Expected<DeviceDesc> Dev = StringRef(Device).endswith(".json")
+  Expected<DeviceDesc> Dev = StringRef(Device).ends_with(".json")
                                  ? loadDeviceFile(Device)
                                  : getBuiltinDevice(Device);
   if (!Dev)

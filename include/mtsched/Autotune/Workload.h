@@ -10,7 +10,7 @@
 
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Runtime/CostModel.h"
-#include "llvm/ADT/Optional.h"
+#include <optional>
 
 namespace mtsched {
 
@@ -35,7 +35,7 @@ Workload describeNode(const Module &M, const Graph &G,
 
 /// The collective algorithm a choice name stands for: `nccl`, `one_shot`,
 /// `two_shot`, `p2p`, also inside custom config names.
-llvm::Optional<CollectiveAlgo> collectiveAlgoOf(llvm::StringRef ChoiceName);
+std::optional<CollectiveAlgo> collectiveAlgoOf(llvm::StringRef ChoiceName);
 
 /// Noise-free predicted time of a choice (fused with the epilogue if Fused)
 /// in microseconds; +inf if it cannot run that way.

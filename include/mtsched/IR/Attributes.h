@@ -7,9 +7,9 @@
 #ifndef MTSCHED_IR_ATTRIBUTES_H
 #define MTSCHED_IR_ATTRIBUTES_H
 
-#include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringRef.h"
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,8 +75,8 @@ public:
   }
   bool contains(llvm::StringRef Key) const { return get(Key) != nullptr; }
 
-  llvm::Optional<int64_t> getInt(llvm::StringRef Key) const;
-  llvm::Optional<llvm::StringRef> getString(llvm::StringRef Key) const;
+  std::optional<int64_t> getInt(llvm::StringRef Key) const;
+  std::optional<llvm::StringRef> getString(llvm::StringRef Key) const;
 
   std::vector<Entry>::const_iterator begin() const { return Entries.begin(); }
   std::vector<Entry>::const_iterator end() const { return Entries.end(); }

@@ -8,8 +8,8 @@
 #define MTSCHED_IR_OPS_H
 
 #include "llvm/ADT/ArrayRef.h"
-#include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringRef.h"
+#include <optional>
 
 namespace mtsched {
 
@@ -49,7 +49,7 @@ struct OpInfo {
 /// All known ops, in OpCode order.
 llvm::ArrayRef<OpInfo> allOps();
 const OpInfo &getOpInfo(OpCode Code);
-llvm::Optional<OpCode> lookupOp(llvm::StringRef Name);
+std::optional<OpCode> lookupOp(llvm::StringRef Name);
 /// The known op name closest to Name, for did-you-mean hints; empty if none
 /// is close enough.
 llvm::StringRef suggestOp(llvm::StringRef Name);
@@ -66,10 +66,17 @@ inline bool isRowReduction(OpCode C) {
   return C == OpCode::RmsNorm || C == OpCode::Softmax;
 }
 
-enum class CollectiveKind { None, AllReduce, AllGather, ReduceScatter, AllToAll, Unknown };
+enum class CollectiveKind {
+  None,
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Unknown
+};
 
 llvm::StringRef collectiveKindName(CollectiveKind K);
-llvm::Optional<CollectiveKind> parseCollectiveKind(llvm::StringRef Name);
+std::optional<CollectiveKind> parseCollectiveKind(llvm::StringRef Name);
 /// Collective kind named inside Name (all_reduce / allreduce, ...), or None.
 CollectiveKind collectiveKindInName(llvm::StringRef Name);
 /// Collective kind of a built-in op, None for non-collectives.

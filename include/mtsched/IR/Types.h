@@ -6,11 +6,11 @@
 #ifndef MTSCHED_IR_TYPES_H
 #define MTSCHED_IR_TYPES_H
 
-#include "llvm/ADT/Optional.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace llvm {
@@ -22,7 +22,7 @@ namespace mtsched {
 enum class DType { F32, F16, BF16, I32, I64 };
 
 llvm::StringRef dtypeName(DType T);
-llvm::Optional<DType> parseDType(llvm::StringRef Name);
+std::optional<DType> parseDType(llvm::StringRef Name);
 /// Size of one element in bytes.
 unsigned dtypeBytes(DType T);
 bool isFloatDType(DType T);

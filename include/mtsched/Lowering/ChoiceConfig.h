@@ -63,7 +63,7 @@ struct ChoiceConfig {
 /// `gemm_128x64x32_w4_s3`, or `gemm_wg_128x256x64_s4` for a wgmma tile.
 std::string gemmChoiceName(const GemmTileConfig &T);
 /// The tile a gemm choice's name describes, if it is one.
-llvm::Optional<GemmTileConfig> gemmTileOf(const Choice &C);
+std::optional<GemmTileConfig> gemmTileOf(const Choice &C);
 
 } // namespace mtsched
 

@@ -16,8 +16,8 @@
 #include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Types.h"
 #include "mtsched/Runtime/DeviceDesc.h"
-#include "llvm/ADT/Optional.h"
 #include <cstdint>
+#include <optional>
 
 namespace mtsched {
 
@@ -81,7 +81,7 @@ enum class CollectiveAlgo { Nccl, OneShot, TwoShot, P2P };
 
 llvm::StringRef collectiveAlgoName(CollectiveAlgo A);
 /// "nccl", "one_shot", "two_shot", "p2p".
-llvm::Optional<CollectiveAlgo> parseCollectiveAlgo(llvm::StringRef Name);
+std::optional<CollectiveAlgo> parseCollectiveAlgo(llvm::StringRef Name);
 /// Whether the model has a formula for Algo running Kind (NCCL runs every
 /// kind; one_shot and two_shot only all_reduce; p2p all but all_reduce).
 bool collectiveAlgoSupports(CollectiveAlgo Algo, CollectiveKind Kind);

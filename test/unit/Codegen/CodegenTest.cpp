@@ -175,11 +175,11 @@ graph @k(%x: bf16[64,60], %w: bf16[60,64]) {
     C.Name = Name;
     return C;
   };
-  llvm::Optional<GemmTileConfig> Back =
+  std::optional<GemmTileConfig> Back =
       gemmTileOf(Named("gemm_wg_128x256x64_s4"));
-  ASSERT_TRUE(Back.hasValue());
+  ASSERT_TRUE(Back.has_value());
   EXPECT_EQ(Back->Template, GemmTemplate::Wgmma);
-  EXPECT_FALSE(gemmTileOf(Named("gemm_wg_128x256x64_w4_s4")).hasValue());
+  EXPECT_FALSE(gemmTileOf(Named("gemm_wg_128x256x64_w4_s4")).has_value());
 
   auto K = generateGemmKernel(*Mtb(0), T, /*Fused=*/true);
   ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
@@ -264,7 +264,7 @@ TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
   EXPECT_GT(Graphs, 10u);
   std::mutex Mu;
   std::vector<std::string> Failures;
-  llvm::ThreadPool Pool(llvm::hardware_concurrency(8));
+  llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(8));
   for (auto &W : Work)
     Pool.async([&W, &Mu, &Failures] {
       llvm::Expected<std::string> Cubin = cuda::compileToCubin(

@@ -190,7 +190,7 @@ graph @soft(%x: bf16[96,128], %w: bf16[128,128]) {
         *llvm::cast<MultiTemplateBufferNode>(G->getNodes()[0].get());
     Workload W = describeNode(*L->M, *G, N);
     for (const Choice &C : N.getChoices()) {
-      llvm::Optional<GemmTileConfig> T = gemmTileOf(C);
+      std::optional<GemmTileConfig> T = gemmTileOf(C);
       if (!T || T->Template != GemmTemplate::Wgmma)
         continue;
       for (bool Fused : {false, true}) {

@@ -31,8 +31,8 @@ TEST(AttributesTest, DictKeepsInsertionOrderAndReplacesInPlace) {
   llvm::raw_string_ostream OS(S);
   D.print(OS);
   EXPECT_EQ(OS.str(), " {b = true, a = \"x\"}");
-  EXPECT_EQ(D.getString("a").getValue(), "x");
-  EXPECT_FALSE(D.getInt("a").hasValue());
+  EXPECT_EQ(D.getString("a").value(), "x");
+  EXPECT_FALSE(D.getInt("a").has_value());
 }
 
 TEST(AttributesTest, FloatsPrintIntegralValuesInFull) {
@@ -113,11 +113,11 @@ TEST(AttributesTest, DictLookups) {
   EXPECT_TRUE(D.contains("dim"));
   EXPECT_FALSE(D.contains("keepdim"));
   EXPECT_EQ(D.get("keepdim"), nullptr);
-  EXPECT_EQ(D.getInt("dim").getValue(), -1);
+  EXPECT_EQ(D.getInt("dim").value(), -1);
   // Typed lookups of the wrong kind give None rather than a wrong value.
-  EXPECT_FALSE(D.getString("dim").hasValue());
-  EXPECT_FALSE(D.getInt("group").hasValue());
-  EXPECT_FALSE(D.getInt("missing").hasValue());
+  EXPECT_FALSE(D.getString("dim").has_value());
+  EXPECT_FALSE(D.getInt("group").has_value());
+  EXPECT_FALSE(D.getInt("missing").has_value());
 
   AttrDict Same;
   Same.set("dim", Attribute::getInt(-1));

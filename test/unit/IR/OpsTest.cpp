@@ -12,8 +12,8 @@ TEST(OpsTest, TableIsInOpCodeOrderAndLookupsAgree) {
     EXPECT_EQ(lookupOp(Info.Name), Info.Code);
   }
   EXPECT_EQ(I, 20u);
-  EXPECT_FALSE(lookupOp("Relu").hasValue());
-  EXPECT_FALSE(lookupOp("").hasValue());
+  EXPECT_FALSE(lookupOp("Relu").has_value());
+  EXPECT_FALSE(lookupOp("").has_value());
 }
 
 TEST(OpsTest, CategoriesAndArity) {
@@ -87,6 +87,6 @@ TEST(OpsTest, CollectiveKindNames) {
     EXPECT_EQ(parseCollectiveKind(collectiveKindName(K)), K);
   EXPECT_EQ(collectiveKindName(CollectiveKind::None), "none");
   // `none` is a name for messages, never a kind a node can be parsed with.
-  EXPECT_FALSE(parseCollectiveKind("none").hasValue());
-  EXPECT_FALSE(parseCollectiveKind("allreduce").hasValue());
+  EXPECT_FALSE(parseCollectiveKind("none").has_value());
+  EXPECT_FALSE(parseCollectiveKind("allreduce").has_value());
 }

@@ -192,10 +192,9 @@ TEST(ParserTest, EveryByteInStringsAndCustomNamesRoundTrips) {
   std::unique_ptr<Module> M = test::parseAndVerify(Src);
   ASSERT_TRUE(M) << Src.Diags << Once;
   const Graph &G = *M->getGraphs()[0];
-  EXPECT_EQ(G.getAttrs().getString("bytes").getValue(), All);
-  EXPECT_EQ(G.getAttrs().getString("nul").getValue(),
-            llvm::StringRef("a\0b", 3));
-  EXPECT_EQ(G.getAttrs().getString("empty").getValue(), "");
+  EXPECT_EQ(G.getAttrs().getString("bytes").value(), All);
+  EXPECT_EQ(G.getAttrs().getString("nul").value(), llvm::StringRef("a\0b", 3));
+  EXPECT_EQ(G.getAttrs().getString("empty").value(), "");
   EXPECT_EQ(G.getNodes()[0]->getCustomName(), All);
   EXPECT_EQ(reprint(Once), Once);
   // The printed text is one line per construct: no raw newlines or other

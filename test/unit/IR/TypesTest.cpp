@@ -7,9 +7,9 @@ using namespace mtsched;
 TEST(TypesTest, DTypeNamesRoundTrip) {
   for (DType T : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64})
     EXPECT_EQ(parseDType(dtypeName(T)), T) << dtypeName(T).str();
-  EXPECT_FALSE(parseDType("f64").hasValue());
-  EXPECT_FALSE(parseDType("F32").hasValue());
-  EXPECT_FALSE(parseDType("").hasValue());
+  EXPECT_FALSE(parseDType("f64").has_value());
+  EXPECT_FALSE(parseDType("F32").has_value());
+  EXPECT_FALSE(parseDType("").has_value());
 }
 
 TEST(TypesTest, DTypeSizesAndFloatness) {

@@ -319,7 +319,7 @@ TEST(CostModelTest, CollectiveAlgorithmsThatDoNotExist) {
   EXPECT_TRUE(std::isinf(allReduce(CollectiveAlgo::Nccl, 1 * MB, 0)));
   EXPECT_TRUE(std::isinf(allReduce(CollectiveAlgo::Nccl, -1, 2)));
   EXPECT_EQ(parseCollectiveAlgo("two_shot"), CollectiveAlgo::TwoShot);
-  EXPECT_EQ(parseCollectiveAlgo("three_shot"), llvm::None);
+  EXPECT_EQ(parseCollectiveAlgo("three_shot"), std::nullopt);
   EXPECT_EQ(collectiveAlgoName(CollectiveAlgo::P2P), "p2p");
 }
 
