@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Tables from the reports bench/gemm-sweep.sh writes (DIR/gemm.json,
 DIR/epilogue.json): every GEMM choice per shape, then the best template of
-each family against cuBLAS, then fused epilogues against cuBLAS + epilogue."""
+each family against cuBLAS, then fused epilogues against cuBLAS + epilogue.
+The template-vs-cuBLAS table is also plotted to DIR/gemm.png (bench/plots.py,
+if matplotlib is installed)."""
 import json
 import os
 import sys
@@ -80,3 +82,9 @@ if epi:
             f = "%s (%s)" % (fmt(bf["fused_ms"]), bf["name"])
         print("| %s | %s | %s | %s | %s%s |" % (
             n["graph"], b, t, f, n["chosen"], " fused" if n["epilogue_fused"] else ""))
+
+if gemm:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import plots
+    plots.gemm(os.path.join(d, "gemm.json"), os.path.join(d, "gemm.png"),
+               "GEMM templates vs cuBLAS")

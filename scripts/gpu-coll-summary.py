@@ -2,11 +2,14 @@
 """Markdown table of the 2-GPU all_reduce sweep from a --report JSON.
 
 usage: gpu-coll-summary.py REPORT.json
+The sweep is also plotted to REPORT.png (bench/plots.py, if matplotlib is
+installed).
 Each graph @arN holds one bf16 all_reduce of N bytes per rank followed by a
 residual add and an rmsnorm; the report has every choice's time (max over
 ranks, median of samples), unfused and fused, and the epilogue alone.
 """
 import json
+import os
 import sys
 
 r = json.load(open(sys.argv[1]))
@@ -56,3 +59,10 @@ for n in r["nodes"]:
         b, cell("nccl"), cell("one_shot"), cell("two_shot"), pick,
         "+%.1f%%" % (100 * (unf[pick] / fastest - 1)) if pick in unf else "-",
         fmt(nccl_epi), fmt(f1), fmt(f2), sp, dec, dec_vs))
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "bench"))
+import plots  # noqa: E402
+
+plots.allreduce(sys.argv[1], os.path.splitext(sys.argv[1])[0] + ".png",
+                "all_reduce sweep")

@@ -14,8 +14,9 @@ fi
 
 # One package a line: the toolchain (clang-19 builds everything; LLVM 19's
 # static Support library, lit and FileCheck), test and benchmark libraries,
-# the libraries libLLVMSupport.a links against, and MPI for multi-process
-# ranks.
+# the libraries libLLVMSupport.a links against, MPI for multi-process
+# ranks, Graphviz (the lit test that renders --emit=dot) and matplotlib (the
+# benchmark scripts' plots).
 PACKAGES=(
   cmake
   ninja-build
@@ -32,6 +33,8 @@ PACKAGES=(
   python3
   libopenmpi-dev
   openmpi-bin
+  graphviz
+  python3-matplotlib
 )
 
 # `dpkg -s` succeeds for removed packages whose config files remain, so ask

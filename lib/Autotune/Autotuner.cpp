@@ -126,6 +126,7 @@ struct Autotuner::Impl {
   std::map<std::string, Agreed> Memo;
   Clock::time_point Start = Clock::now();
   bool ProgressShown = false;
+  Clock::time_point LastProgress;
 
   /// The persistent cache; null without one. Only rank 0 reads and writes
   /// it and broadcasts what it found, so every rank replays the same.
@@ -329,7 +330,7 @@ static std::string workloadKey(const Workload &W, bool Fused) {
   if (Fused)
     OS << ":fused:" << W.Epilogue.NumOps << ':' << W.Epilogue.Elements << ':'
        << W.Epilogue.ExtraInputBytes << ':' << W.Epilogue.FlopsPerElement << ':'
-       << W.Epilogue.RowReduction;
+       << W.Epilogue.RowReduction << ':' << W.Epilogue.ExtraWrites;
   return OS.str();
 }
 
@@ -612,6 +613,8 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
   bool Measured = result().BenchmarksRun != Before;
   if (WasHit && !Measured) {
     ++result().CacheHits;
+    if (!result().Nodes.empty())
+      result().Nodes.back().FromCache = true;
     return;
   }
   ++result().CacheMisses;
@@ -772,7 +775,12 @@ void Autotuner::Impl::showProgress(size_t Done, size_t Total) {
     return;
   if (msSince(Start) < 1000 && !ProgressShown)
     return;
+  // At most ten redraws a second (and always the last): redrawing per node
+  // wrote megabytes to the terminal on large graphs.
+  if (Done != Total && ProgressShown && msSince(LastProgress) < 100)
+    return;
   ProgressShown = true;
+  LastProgress = Clock::now();
   llvm::errs() << "\r[mtsched] autotuning " << Done << "/" << Total << " nodes";
   if (Done == Total)
     llvm::errs() << '\n';
@@ -868,6 +876,12 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   // Every node missing from the cache was named above.
   if (I.CacheOnlyFailed)
     return llvm::make_error<ReportedError>();
+  // Whatever the heuristic decided must run: prove it before printing it.
+  if (llvm::Error E = verifySchedule(G))
+    return I.Diags.error(G.getLoc(), "the autotuner decided an illegal "
+                                     "schedule for '@" +
+                                         G.getName() +
+                                         "': " + toString(std::move(E)));
   return llvm::Error::success();
 }
 

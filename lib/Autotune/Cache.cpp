@@ -161,6 +161,8 @@ std::string mtsched::cacheKeyOf(const Module &M, const Graph &G,
     OS << "->" << EN->getType().str() << ';';
     Prev = E.V;
   }
+  // Which members the fused kernel also writes.
+  OS << " writes " << N.getEpilogueWrites().size();
   return OS.str();
 }
 

@@ -146,68 +146,6 @@ struct MtPtrs {
   CUdeviceptr P[MaxCollectiveRanks];
 };
 
-/// The epilogue of N as peer kernels can fuse it, or why not.
-llvm::Expected<CollectiveEpilogue> epilogueOf(const MultiTemplateBufferNode &N,
-                                              const Value *&BiasV,
-                                              const Value *&ResV,
-                                              const Value *&GammaV) {
-  CollectiveEpilogue E;
-  const Value *Cur = N.getResult();
-  auto Bad = [&](const llvm::Twine &Why) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the epilogue " + Why);
-  };
-  for (const Operand &O : N.getEpilogue()) {
-    const Node *D = O.V->getDef();
-    if (!D)
-      return Bad("has a value without a definition");
-    const Value *Other = nullptr;
-    for (unsigned I = 0; I < D->getNumOperands(); ++I)
-      if (D->getOperand(I) != Cur)
-        Other = D->getOperand(I);
-    switch (D->getOp()) {
-    case OpCode::Add:
-      if (!Other || E.Activation != CollectiveEpilogue::Act::None || E.RmsNorm)
-        return Bad("add is not a bias or residual add of the result");
-      if (Other->getType().Shape == N.getType().Shape && !E.Residual) {
-        E.Residual = true;
-        ResV = Other;
-      } else if (Other->getType().numElements() == N.getType().Shape.back() &&
-                 !E.Bias) {
-        E.Bias = true;
-        BiasV = Other;
-      } else {
-        return Bad("add of '%" + Other->getName() + "' is not fused");
-      }
-      break;
-    case OpCode::Relu:
-    case OpCode::Gelu:
-      if (E.Activation != CollectiveEpilogue::Act::None || E.RmsNorm)
-        return Bad("has a second activation");
-      E.Activation = D->getOp() == OpCode::Relu ? CollectiveEpilogue::Act::Relu
-                                                : CollectiveEpilogue::Act::Gelu;
-      break;
-    case OpCode::RmsNorm:
-      if (E.RmsNorm || !Other ||
-          Other->getType().numElements() != N.getType().Shape.back())
-        return Bad("rmsnorm is not over the last dimension with a weight");
-      E.RmsNorm = true;
-      GammaV = Other;
-      if (const Attribute *A = D->getAttrs().get("eps"))
-        E.Eps = A->getNumber();
-      else
-        E.Eps = 1e-6;
-      break;
-    default:
-      return Bad("op '" + D->getOpName() + "' is not fused by peer kernels");
-    }
-    if (O.V->getType().Dtype != N.getType().Dtype)
-      return Bad("changes the dtype");
-    Cur = O.V;
-  }
-  return E;
-}
-
 class CollectiveRankImpl : public CollectiveRank {
 public:
   CollectiveRankImpl(const AutotuneOptions &Opts, Communicator &Comm)
@@ -801,7 +739,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     const Value *BiasV = nullptr, *ResV = nullptr, *GammaV = nullptr;
     if (Fused) {
       llvm::Expected<CollectiveEpilogue> EOr =
-          epilogueOf(N, BiasV, ResV, GammaV);
+          collectiveEpilogueOf(N, BiasV, ResV, GammaV);
       if (!EOr) {
         Err = llvm::toString(EOr.takeError());
         Ok = false;

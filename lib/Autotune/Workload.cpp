@@ -100,21 +100,8 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
     }
     Prev = EO.V;
   }
+  E.ExtraWrites = int(N.getEpilogueWrites().size());
   return W;
-}
-
-std::optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
-  std::string Lower = Name.lower();
-  llvm::StringRef L(Lower);
-  if (L.contains("nccl"))
-    return CollectiveAlgo::Nccl;
-  if (L.contains("one_shot") || L.contains("oneshot"))
-    return CollectiveAlgo::OneShot;
-  if (L.contains("two_shot") || L.contains("twoshot"))
-    return CollectiveAlgo::TwoShot;
-  if (L.contains("p2p"))
-    return CollectiveAlgo::P2P;
-  return std::nullopt;
 }
 
 double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,

@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Codegen/CollectiveCodegen.h"
+#include "mtsched/Codegen/CudaCodegen.h"
+#include "mtsched/IR/Graph.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <algorithm>
@@ -485,4 +487,122 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   Def("NAME", K.Name);
   K.Source = D + Prelude + Body;
   return K;
+}
+
+llvm::Expected<CollectiveEpilogue>
+mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
+                              const Value *&BiasV, const Value *&ResV,
+                              const Value *&GammaV) {
+  CollectiveEpilogue E;
+  const Value *Cur = N.getResult();
+  auto Bad = [&](const llvm::Twine &Why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the epilogue " + Why);
+  };
+  for (const Operand &O : N.getEpilogue()) {
+    const Node *D = O.V->getDef();
+    if (!D)
+      return Bad("has a value without a definition");
+    const Value *Other = nullptr;
+    for (unsigned I = 0; I < D->getNumOperands(); ++I)
+      if (D->getOperand(I) != Cur)
+        Other = D->getOperand(I);
+    switch (D->getOp()) {
+    case OpCode::Add:
+      if (!Other || E.Activation != CollectiveEpilogue::Act::None || E.RmsNorm)
+        return Bad("add is not a bias or residual add of the result");
+      if (Other->getType().Shape == N.getType().Shape && !E.Residual) {
+        E.Residual = true;
+        ResV = Other;
+      } else if (Other->getType().numElements() == N.getType().Shape.back() &&
+                 !E.Bias) {
+        E.Bias = true;
+        BiasV = Other;
+      } else {
+        return Bad("add of '%" + Other->getName() + "' is not fused");
+      }
+      break;
+    case OpCode::Relu:
+    case OpCode::Gelu:
+      if (E.Activation != CollectiveEpilogue::Act::None || E.RmsNorm)
+        return Bad("has a second activation");
+      E.Activation = D->getOp() == OpCode::Relu ? CollectiveEpilogue::Act::Relu
+                                                : CollectiveEpilogue::Act::Gelu;
+      break;
+    case OpCode::RmsNorm:
+      if (E.RmsNorm || !Other ||
+          Other->getType().numElements() != N.getType().Shape.back())
+        return Bad("rmsnorm is not over the last dimension with a weight");
+      E.RmsNorm = true;
+      GammaV = Other;
+      if (const Attribute *A = D->getAttrs().get("eps"))
+        E.Eps = A->getNumber();
+      else
+        E.Eps = 1e-6;
+      break;
+    default:
+      return Bad("op '" + D->getOpName() + "' is not fused by peer kernels");
+    }
+    if (O.V->getType().Dtype != N.getType().Dtype)
+      return Bad("changes the dtype");
+    Cur = O.V;
+  }
+  return E;
+}
+
+std::vector<KernelSource>
+mtsched::generateGraphCollectiveKernels(const Module &M, const Graph &G,
+                                        std::vector<std::string> &Errors,
+                                        int SMs) {
+  std::vector<KernelSource> Out;
+  for (const auto &N : G.getNodes()) {
+    const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(N.get());
+    if (!C || !C->isDecided())
+      continue;
+    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C->getDecision());
+    // NCCL is a library call: there is no source to show.
+    if (!A || *A == CollectiveAlgo::Nccl)
+      continue;
+    std::string What =
+        "'%" + C->getName() + "' choice '" + C->getDecision() + "'";
+    CollectiveKernelSpec S;
+    S.Kind = C->getCollectiveKind();
+    S.Algo = *A;
+    const TensorType &In = C->getOperand(0)->getType();
+    S.Dtype = In.Dtype;
+    S.Ranks = int(G.getWorldSize());
+    if (const ProcessGroup *PG = M.findGroup(C->getGroup()))
+      S.Ranks = int(PG->Ranks.size());
+    S.Elems = In.numElements();
+    S.Cols = In.Shape.empty() ? S.Elems : In.Shape.back();
+    if (S.Cols <= 0 || S.Elems % S.Cols)
+      S.Cols = S.Elems;
+    S.SMs = SMs;
+    if (C->isEpilogueFused()) {
+      const Value *Bias = nullptr, *Res = nullptr, *Gamma = nullptr;
+      llvm::Expected<CollectiveEpilogue> E =
+          collectiveEpilogueOf(*C, Bias, Res, Gamma);
+      if (!E) {
+        Errors.push_back(What + ": " + llvm::toString(E.takeError()));
+        continue;
+      }
+      S.Epilogue = *E;
+    }
+    llvm::Expected<CollectiveKernel> K = generateCollectiveKernel(S);
+    if (!K) {
+      Errors.push_back(What + ": " + llvm::toString(K.takeError()));
+      continue;
+    }
+    KernelSource KS;
+    // Kernel names are per shape and algorithm; the node's name keeps two
+    // collectives of one shape apart in the dump directory.
+    KS.Name = sanitizeIdentifier(C->getName()) + "_" + K->Name;
+    KS.Source = std::move(K->Source);
+    KS.GridX = K->GridX;
+    KS.BlockX = K->BlockX;
+    KS.Inputs.push_back(C->getOperand(0));
+    KS.Outputs.push_back(C->getResult());
+    Out.push_back(std::move(KS));
+  }
+  return Out;
 }

@@ -11,6 +11,7 @@
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/Report.h"
+#include "mtsched/Autotune/Summary.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/Passes/Diagnostics.h"
@@ -235,9 +236,16 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
                  bool OK, bool WriteTrace, llvm::raw_ostream &OS,
                  std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   if (Reporter) {
-    OS << Reporter->Dumps;
+    // IR dumps go to stderr, as mlir-opt's do, so stdout stays one module
+    // that the next tool can parse.
+    llvm::errs() << Reporter->Dumps;
     if (OK)
       printModule(*Reporter->M, OS);
+    // Only a run that tuned something has anything to summarise.
+    if (OK && Config.AutotuneSummary &&
+        !Reporter->Session->getResult().Nodes.empty())
+      printAutotuneSummary(Reporter->Session->getResult(), *Reporter->M, N,
+                           llvm::errs());
   }
   if (OK && !Config.ReportFile.empty()) {
     ReportInput In;
@@ -320,6 +328,14 @@ bool runThreadRanks(
       Reporter = &S;
   }
   bool OK = !AnyError && Reporter;
+  // No rank finished: the first that failed shows its dumps (e.g.
+  // --print-ir-after-failure); every rank ran the same passes.
+  if (!Reporter)
+    for (const RankState &S : States)
+      if (!S.Stopped) {
+        llvm::errs() << S.Dumps;
+        break;
+      }
   if (OK)
     for (const RankState &S : States)
       if (S.OK && S.FinalIRHash != Reporter->FinalIRHash) {
@@ -468,6 +484,8 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
         OK = false;
       }
   }
+  if (!State.OK && Rank == 0)
+    llvm::errs() << State.Dumps;
   if (IsReporter)
     return emitOutputs(Config, Size, &State, OK, /*WriteTrace=*/true, OS,
                        std::move(FrontendPhasesMs));

@@ -29,6 +29,8 @@ void mtsched::registerAllPasses(PassRegistry &Registry) {
         return createTestPrintFusionCandidatesPass(O.Fusion);
       },
       /*IsTestPass=*/true);
+  add(Registry,
+      [](const PipelineOptions &) { return createVerifySchedulePass(); });
   add(
       Registry,
       [](const PipelineOptions &) { return createTestPrintSchedulePass(); },

@@ -66,10 +66,21 @@ const Choice *MultiTemplateBufferNode::findChoice(llvm::StringRef Name) const {
   return nullptr;
 }
 
+std::vector<const Value *> MultiTemplateBufferNode::getFusedOutputs() const {
+  std::vector<const Value *> Out;
+  if (Epilogue.empty())
+    return Out;
+  for (const Operand &W : EpilogueWrites)
+    Out.push_back(W.V);
+  Out.push_back(Epilogue.back().V);
+  return Out;
+}
+
 void MultiTemplateBufferNode::copyMTBInto(MultiTemplateBufferNode &N) const {
   copyCommonInto(N);
   N.Choices = Choices;
   N.Epilogue = Epilogue;
+  N.EpilogueWrites = EpilogueWrites;
   N.Decision = Decision;
   N.DecisionLoc = DecisionLoc;
   N.EpilogueFused = EpilogueFused;
@@ -181,8 +192,10 @@ std::unique_ptr<Graph> Graph::clone() const {
   }
   // Epilogues may name values defined later, so remap after all exist.
   for (const auto &N : G->Nodes)
-    if (auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
+    if (auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(N.get())) {
       Remap(MTB->getEpilogue());
+      Remap(MTB->getEpilogueWrites());
+    }
   G->Outputs = Outputs;
   Remap(G->Outputs);
   return G;

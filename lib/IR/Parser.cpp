@@ -486,20 +486,26 @@ bool Parser::parseMTBClauses(MultiTemplateBufferNode &N) {
   if (!expectKeyword("choices") || !parseChoiceList(Choices))
     return false;
   N.setChoices(std::move(Choices));
-  if (consumeKeyword("epilogue")) {
-    if (!expect(Token::LSquare, "'[' to start the epilogue"))
+  // Both lists name values defined later; they are resolved at the end of
+  // the graph.
+  auto ParseLaterValues = [&](std::vector<Operand> &List, StringRef What) {
+    if (!expect(Token::LSquare, ("'[' to start the " + What).str()))
       return false;
-    if (!parseCommaList(Token::RSquare, "]", [&] {
-          if (!Tok.is(Token::PercentIdent))
-            return emitError("expected a value name such as '%x'");
-          N.getEpilogue().push_back({nullptr, Tok.getLoc()});
-          Pending.push_back({&N.getEpilogue(), N.getEpilogue().size() - 1,
-                             Tok.ident().str()});
-          consume();
-          return true;
-        }))
-      return false;
-  }
+    return parseCommaList(Token::RSquare, "]", [&] {
+      if (!Tok.is(Token::PercentIdent))
+        return emitError("expected a value name such as '%x'");
+      List.push_back({nullptr, Tok.getLoc()});
+      Pending.push_back({&List, List.size() - 1, Tok.ident().str()});
+      consume();
+      return true;
+    });
+  };
+  if (consumeKeyword("epilogue") &&
+      !ParseLaterValues(N.getEpilogue(), "epilogue"))
+    return false;
+  if (consumeKeyword("writes") &&
+      !ParseLaterValues(N.getEpilogueWrites(), "'writes' list"))
+    return false;
   if (Tok.isKeyword("decided")) {
     consume();
     if (!Tok.is(Token::BareIdent))
@@ -546,9 +552,10 @@ static StringRef clausesOf(Node::Kind K) {
   case Node::Kind::Buffer:
     return "kernel";
   case Node::Kind::MultiTemplateBuffer:
-    return "choices, epilogue, decided, timings, fused_timings, dispatch";
+    return "choices, epilogue, writes, decided, timings, fused_timings, "
+           "dispatch";
   case Node::Kind::CollectiveMultiTemplateBuffer:
-    return "group, kind, choices, epilogue, decided, sync, timings, "
+    return "group, kind, choices, epilogue, writes, decided, sync, timings, "
            "fused_timings, dispatch";
   }
   return "";
@@ -559,9 +566,9 @@ static StringRef clausesOf(Node::Kind K) {
 /// rather than just "expected ':'".
 bool Parser::rejectMisplacedClause(const Node &N) {
   static const StringRef Clauses[] = {
-      "configs",  "kernel",        "group",   "kind",     "choices",
-      "epilogue", "decided",       "fused",   "fallback", "sync",
-      "timings",  "fused_timings", "dispatch"};
+      "configs",  "kernel",  "group",         "kind",    "choices",
+      "epilogue", "writes",  "decided",       "fused",   "fallback",
+      "sync",     "timings", "fused_timings", "dispatch"};
   if (!Tok.is(Token::BareIdent) || !llvm::is_contained(Clauses, Tok.Spelling))
     return true;
   if (Tok.isKeyword("fused") || Tok.isKeyword("fallback"))

@@ -54,6 +54,11 @@ static void printMTBClauses(const MultiTemplateBufferNode &N,
     printOperands(N.getEpilogue(), OS);
     OS << ']';
   }
+  if (!N.getEpilogueWrites().empty()) {
+    OS << " writes [";
+    printOperands(N.getEpilogueWrites(), OS);
+    OS << ']';
+  }
   if (N.isDecided()) {
     OS << " decided " << N.getDecision();
     if (N.isEpilogueFused())

@@ -50,6 +50,11 @@ private:
   bool inferType(const Graph &G, const Node &N, TensorType &Result);
   bool inferCollective(const Graph &G, const Node &N, TensorType &Result);
   void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);
+  /// Checks that every epilogue can be fused as written: each member
+  /// consumes the one before it, reads only values computed before its
+  /// template runs, belongs to one epilogue only, and every value read
+  /// outside the fused kernel is written by it (docs/IR.md, "Epilogues").
+  void verifyEpilogues(const Graph &G);
   void verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                      llvm::StringRef What);
   void verifyTimings(const MultiTemplateBufferNode &N,
@@ -120,6 +125,154 @@ void Verifier::verifyGraph(const Graph &G) {
   for (const Operand &O : G.getOutputs())
     if (!Position.count(O.V))
       error(O.Loc, "returned value " + name(O.V) + " is not defined");
+  verifyEpilogues(G);
+}
+
+void Verifier::verifyEpilogues(const Graph &G) {
+  std::vector<const MultiTemplateBufferNode *> Templates;
+  for (const auto &N : G.getNodes())
+    if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
+      if (!M->getEpilogue().empty() || !M->getEpilogueWrites().empty())
+        Templates.push_back(M);
+  if (Templates.empty())
+    return;
+  llvm::DenseMap<const Value *, llvm::SmallVector<const Node *, 2>> Users;
+  for (const auto &N : G.getNodes())
+    for (const Operand &O : N->getOperands()) {
+      auto &Us = Users[O.V];
+      if (Us.empty() || Us.back() != N.get())
+        Us.push_back(N.get());
+    }
+  llvm::DenseSet<const Value *> Returned;
+  for (const Operand &O : G.getOutputs())
+    Returned.insert(O.V);
+  // The template whose kernel computes each epilogue member. A member runs
+  // where its template runs, so that is where its value becomes readable.
+  llvm::DenseMap<const Node *, const MultiTemplateBufferNode *> Owner;
+  auto ReadyAt = [&](const Node *Def) {
+    auto It = Owner.find(Def);
+    return It == Owner.end() ? Def->getIndex() : It->second->getIndex();
+  };
+
+  for (const MultiTemplateBufferNode *M : Templates) {
+    const std::string MName = "'%" + M->getName() + "'";
+    llvm::DenseSet<const Value *> InKernel{M->getResult()};
+    const Value *Prev = M->getResult();
+    bool Chain = true;
+    const auto &Epi = M->getEpilogue();
+    for (const Operand &E : Epi)
+      if (!E.V->getDef() || E.V->getDef()->getIndex() <= M->getIndex()) {
+        error(E.Loc, "epilogue value " + name(E.V) + " must be defined after " +
+                         MName);
+        Chain = false;
+      }
+    // Order and duplicates first: they explain a broken chain best.
+    for (size_t I = 1; I < Epi.size() && Chain; ++I) {
+      const Node *D = Epi[I].V->getDef(), *P = Epi[I - 1].V->getDef();
+      if (D == P)
+        error(Epi[I].Loc,
+              name(Epi[I].V) + " appears twice in the epilogue of " + MName);
+      else if (D->getIndex() < P->getIndex())
+        error(Epi[I].Loc, "the epilogue of " + MName +
+                              " is not in program order: " + name(Epi[I].V) +
+                              " is defined before '%" + P->getName() + "'");
+      else
+        continue;
+      Chain = false;
+    }
+    for (size_t I = 0; I < Epi.size() && Chain; ++I) {
+      const Operand &E = Epi[I];
+      const Node *D = E.V->getDef();
+      auto [It, New] = Owner.try_emplace(D, M);
+      if (!New)
+        error(E.Loc, name(E.V) + " is already in the epilogue of '%" +
+                         It->second->getName() +
+                         "'; a node belongs to at most one kernel");
+      bool Fusable = llvm::isa<BufferNode>(D) &&
+                     (isPointwise(D->getOp()) || isRowReduction(D->getOp()));
+      if (!Fusable) {
+        error(E.Loc, "epilogue member " + name(E.V) +
+                         " is not a pointwise op or a row reduction");
+        Chain = false;
+        break;
+      }
+      bool Row = isRowReduction(D->getOp());
+      bool Consumes =
+          Row ? D->getOperand(0) == Prev
+              : llvm::any_of(D->getOperands(),
+                             [&](const Operand &O) { return O.V == Prev; });
+      if (!Consumes) {
+        error(E.Loc, "epilogue member " + name(E.V) + " does not " +
+                         (Row ? "normalise " : "consume ") + name(Prev) +
+                         ", the value before it in the epilogue of " + MName);
+        Chain = false;
+        break;
+      }
+      if (Row && I + 1 != Epi.size())
+        error(E.Loc, "row reduction " + name(E.V) +
+                         " must end the epilogue of " + MName);
+      if (D->getType().Shape != M->getType().Shape)
+        error(E.Loc, "epilogue member " + name(E.V) + " iterates over " +
+                         shapeStr(D->getType().Shape) + ", not " +
+                         shapeStr(M->getType().Shape) + " like " + MName);
+      for (const Operand &O : D->getOperands()) {
+        const Node *Src = O.V->getDef();
+        if (InKernel.count(O.V) || !Src)
+          continue;
+        if (ReadyAt(Src) >= M->getIndex())
+          error(O.Loc, "epilogue member " + name(E.V) + " of " + MName +
+                           " reads " + name(O.V) +
+                           ", which is computed after " + MName + " runs");
+      }
+      InKernel.insert(E.V);
+      Prev = E.V;
+    }
+    if (!Chain)
+      continue;
+
+    // The fused kernel writes the last member and the 'writes' list, not
+    // the template's own result.
+    auto ReaderOutside = [&](const Value *V) -> std::string {
+      if (Returned.count(V))
+        return "the graph's return";
+      auto U = Users.find(V);
+      if (U != Users.end())
+        for (const Node *N : U->second)
+          if (!InKernel.count(N->getResult()))
+            return "'%" + N->getName() + "'";
+      return "";
+    };
+    std::string R = ReaderOutside(M->getResult());
+    if (!Epi.empty() && !R.empty())
+      error(M->getLoc(), MName +
+                             " has an epilogue, but its result is also read "
+                             "by " +
+                             R + ", and a fused kernel does not write it");
+    llvm::DenseSet<const Value *> Listed;
+    for (const Operand &W : M->getEpilogueWrites()) {
+      bool Member =
+          llvm::any_of(Epi, [&](const Operand &E) { return E.V == W.V; });
+      if (!Member || W.V == Epi.back().V)
+        error(W.Loc, name(W.V) + " in the 'writes' list of " + MName +
+                         (Member ? " is the last epilogue member, which is "
+                                   "always written"
+                                 : " is not a member of its epilogue"));
+      else if (!Listed.insert(W.V).second)
+        error(W.Loc,
+              name(W.V) + " appears twice in the 'writes' list of " + MName);
+      else if (ReaderOutside(W.V).empty())
+        error(W.Loc, name(W.V) + " is in the 'writes' list of " + MName +
+                         ", but nothing outside the fused kernel reads it");
+    }
+    for (size_t I = 0; I + 1 < Epi.size(); ++I) {
+      std::string Reader = ReaderOutside(Epi[I].V);
+      if (!Reader.empty() && !Listed.count(Epi[I].V))
+        error(Epi[I].Loc, name(Epi[I].V) + " is read by " + Reader +
+                              " outside the fused kernel of " + MName +
+                              ", so it must be in the epilogue's 'writes' "
+                              "list");
+    }
+  }
 }
 
 std::optional<std::string> Verifier::groupAttr(const Node &N, bool Report) {
@@ -492,10 +645,6 @@ void Verifier::verifyMTB(const Graph &G, const MultiTemplateBufferNode &N) {
                      Twine(E.Hint) + " after " + Twine(Prev->Hint));
     Prev = &E;
   }
-  for (const Operand &E : N.getEpilogue())
-    if (!E.V->getDef() || E.V->getDef()->getIndex() <= N.getIndex())
-      error(E.Loc, "epilogue value " + name(E.V) + " must be defined after '%" +
-                       N.getName() + "'");
   if (N.isEpilogueFused() && N.getEpilogue().empty())
     error(N.getDecisionLoc(),
           "'%" + N.getName() + "' is marked fused but has no epilogue");

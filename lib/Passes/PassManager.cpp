@@ -7,6 +7,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Timer.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/raw_sha1_ostream.h"
 #include <chrono>
 
 using namespace mtsched;
@@ -40,34 +41,69 @@ void PassManager::printPipeline(llvm::raw_ostream &OS) const {
   OS << '\n';
 }
 
+bool PassManager::shouldPrintBefore(llvm::StringRef Arg) const {
+  return Opts.PrintBeforeAll || Opts.PrintBefore.count(Arg);
+}
+
+bool PassManager::shouldPrintAfter(llvm::StringRef Arg) const {
+  // --print-ir-after-change alone selects every pass; with a selection it
+  // only filters it (below, by comparing the IR).
+  bool Selective = Opts.PrintAfterAll || !Opts.PrintAfter.empty();
+  if (!Selective)
+    return Opts.PrintAfterChange;
+  return Opts.PrintAfterAll || Opts.PrintAfter.count(Arg);
+}
+
+void PassManager::dump(const Module &M, const llvm::Twine &Banner) {
+  DumpOS << "// -----// IR Dump " << Banner << " //----- //\n";
+  printModule(M, DumpOS);
+  DumpOS << '\n';
+}
+
+/// A digest of M's printed form: passes do not report whether they changed
+/// anything, so --print-ir-after-change compares the text they leave.
+static std::string digestOf(const Module &M) {
+  llvm::raw_sha1_ostream Hash;
+  printModule(M, Hash);
+  auto Digest = Hash.sha1();
+  return std::string(Digest.begin(), Digest.end());
+}
+
 llvm::Error PassManager::run(Module &M) {
   for (size_t I = 0; I < Passes.size(); ++I) {
     Pass &P = *Passes[I];
+    llvm::StringRef Arg = P.getArgument();
+    if (shouldPrintBefore(Arg))
+      dump(M, "Before " + Arg);
+    bool PrintAfter = shouldPrintAfter(Arg);
+    std::string Before;
+    if (PrintAfter && Opts.PrintAfterChange)
+      Before = digestOf(M);
     auto Start = std::chrono::steady_clock::now();
     {
       std::optional<llvm::TimeRegion> Region;
       if (Timers)
         Region.emplace(*Timers->Timers[I]);
       for (const auto &G : M.getGraphs())
-        if (llvm::Error E = P.run(*G))
+        if (llvm::Error E = P.run(*G)) {
+          if (Opts.PrintAfterFailure)
+            dump(M, "After " + Arg + " Failed");
           return E;
+        }
     }
-    PassTimesMs.emplace_back(P.getArgument().str(),
+    PassTimesMs.emplace_back(Arg.str(),
                              std::chrono::duration<double, std::milli>(
                                  std::chrono::steady_clock::now() - Start)
                                  .count());
     if (Opts.VerifyEach)
       if (llvm::Error E = verifyModule(M, Ctx.Diags->getSourceMgr())) {
         llvm::consumeError(std::move(E));
-        return Ctx.Diags->error({}, "IR is invalid after pass '" +
-                                        P.getArgument() + "'");
+        if (Opts.PrintAfterFailure)
+          dump(M, "After " + Arg + " Failed");
+        return Ctx.Diags->error({}, "IR is invalid after pass '" + Arg + "'");
       }
-    if (Opts.PrintAfterAll || Opts.PrintAfter.count(P.getArgument())) {
-      DumpOS << "// -----// IR Dump After " << P.getArgument()
-             << " //----- //\n";
-      printModule(M, DumpOS);
-      DumpOS << '\n';
-    }
+    if (PrintAfter && (!Opts.PrintAfterChange || digestOf(M) != Before))
+      dump(M, "After " + Arg);
   }
   return llvm::Error::success();
 }

@@ -150,8 +150,10 @@ double fusedEpilogueUs(const DeviceDesc &D, const EpilogueDesc &E,
                        double BwFraction = 1) {
   if (E.NumOps == 0)
     return 0;
+  double ExtraWriteBytes =
+      double(E.Elements) * dtypeBytes(E.Dtype) * E.ExtraWrites;
   return vectorUs(D, epilogueFlops(E)) +
-         hbmUs(D, double(E.ExtraInputBytes), BwFraction);
+         hbmUs(D, double(E.ExtraInputBytes) + ExtraWriteBytes, BwFraction);
 }
 
 double ceilDiv(double A, double B) { return std::ceil(A / B); }
@@ -348,8 +350,8 @@ double mtsched::epilogueTimeUs(const DeviceDesc &D, const EpilogueDesc &E) {
   // One pass: a row reduction keeps its row on chip, so it reads the input
   // once like a pointwise chain does.
   double Bytes = double(E.Elements) * dtypeBytes(E.Dtype);
-  return memoryBoundUs(D, Bytes + double(E.ExtraInputBytes), Bytes,
-                       epilogueFlops(E));
+  return memoryBoundUs(D, Bytes + double(E.ExtraInputBytes),
+                       Bytes * (1 + E.ExtraWrites), epilogueFlops(E));
 }
 
 //===----------------------------------------------------------------------===//
@@ -538,4 +540,18 @@ double NoiseSource::apply(double Us) {
   Scale *= Signed;
   double Factor = 1 + Scale;
   return Us * Factor;
+}
+
+std::optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
+  std::string Lower = Name.lower();
+  llvm::StringRef L(Lower);
+  if (L.contains("nccl"))
+    return CollectiveAlgo::Nccl;
+  if (L.contains("one_shot") || L.contains("oneshot"))
+    return CollectiveAlgo::OneShot;
+  if (L.contains("two_shot") || L.contains("twoshot"))
+    return CollectiveAlgo::TwoShot;
+  if (L.contains("p2p"))
+    return CollectiveAlgo::P2P;
+  return std::nullopt;
 }

@@ -40,6 +40,12 @@ private:
   /// depend on it, which keeps the search short.
   const Node *cycleThrough(const Node *Consumer, const KernelSet &Kernel,
                            unsigned FirstIndex);
+  /// Why U cannot join M's epilogue after Cur; empty if it can.
+  std::string whyNotJoin(const MultiTemplateBufferNode &M, const Node *U,
+                         const Node *Cur, const KernelSet &Members);
+  /// Members of Chain, but the last, whose values are read outside it.
+  std::vector<const Node *>
+  readOutside(llvm::ArrayRef<const Node *> Chain) const;
   void findEpilogue(const MultiTemplateBufferNode &M, FusionPlan &Plan);
   void groupBuffers(FusionPlan &Plan);
 
@@ -53,6 +59,8 @@ private:
   std::vector<unsigned> KernelFirst;
   /// Kernels that are epilogue chains and take no other members.
   llvm::DenseSet<unsigned> Closed;
+  /// The template whose epilogue each chain member is in.
+  llvm::DenseMap<const Node *, const MultiTemplateBufferNode *> EpilogueOwner;
 };
 
 } // namespace
@@ -82,54 +90,114 @@ const Node *FusionAnalysis::cycleThrough(const Node *Consumer,
   return nullptr;
 }
 
+std::string FusionAnalysis::whyNotJoin(const MultiTemplateBufferNode &M,
+                                       const Node *U, const Node *Cur,
+                                       const KernelSet &Members) {
+  if (!isFusableBuffer(U))
+    return "consumer '%" + U->getName() +
+           "' is not a pointwise op or a row reduction";
+  auto Owner = EpilogueOwner.find(U);
+  if (Owner != EpilogueOwner.end())
+    return "consumer '%" + U->getName() + "' is in the epilogue of '%" +
+           Owner->second->getName() + "'";
+  if (U->getType().Shape != M.getType().Shape)
+    return "consumer '%" + U->getName() + "' iterates over " +
+           shapeStr(U->getType().Shape) + ", not " +
+           shapeStr(M.getType().Shape);
+  if (isRowReduction(U->getOp()) && U->getOperand(0) != Cur->getResult())
+    return "'%" + Cur->getName() + "' is not the normalised input of '%" +
+           U->getName() + "'";
+  // The fused kernel runs where M runs, so everything else it reads must be
+  // computed by then; a value in an earlier template's epilogue is computed
+  // where that template runs.
+  for (const Operand &O : U->getOperands()) {
+    const Node *Def = O.V->getDef();
+    if (!Def || Members.count(Def))
+      continue;
+    auto It = EpilogueOwner.find(Def);
+    unsigned ReadyAt =
+        It == EpilogueOwner.end() ? Def->getIndex() : It->second->getIndex();
+    if (ReadyAt >= M.getIndex())
+      return "consumer '%" + U->getName() + "' reads '%" + O.V->getName() +
+             "', which is computed after '%" + M.getName() + "'";
+  }
+  if (const Node *Through = cycleThrough(U, Members, M.getIndex()))
+    return "fusing '%" + U->getName() + "' would create a cycle through '%" +
+           Through->getName() + "'";
+  return "";
+}
+
+std::vector<const Node *>
+FusionAnalysis::readOutside(llvm::ArrayRef<const Node *> Chain) const {
+  llvm::DenseSet<const Node *> In(Chain.begin(), Chain.end());
+  std::vector<const Node *> Out;
+  for (size_t I = 0; I + 1 < Chain.size(); ++I) {
+    const Value *V = Chain[I]->getResult();
+    bool Escapes = Outputs.count(V);
+    auto It = Users.find(V);
+    if (It != Users.end())
+      for (const Node *U : It->second)
+        Escapes |= !In.count(U);
+    if (Escapes)
+      Out.push_back(Chain[I]);
+  }
+  return Out;
+}
+
 void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
                                   FusionPlan &Plan) {
   std::vector<const Node *> Chain;
   KernelSet Members{&M};
   const Node *Cur = &M;
   std::string Why;
-  while (Chain.size() < Opts.MaxEpilogueLength) {
-    const Value *V = Cur->getResult();
-    if (Outputs.count(V)) {
-      Why = "'%" + Cur->getName() + "' is a graph output";
-      break;
-    }
+  {
+    // The template's own result is not written by a fused kernel, so the
+    // epilogue must be its only reader.
+    const Value *V = M.getResult();
     auto It = Users.find(V);
     size_t NumUsers = It == Users.end() ? 0 : It->second.size();
-    if (NumUsers != 1) {
-      Why = "'%" + Cur->getName() + "' has " + std::to_string(NumUsers) +
+    if (Outputs.count(V))
+      Why = "'%" + M.getName() + "' is a graph output";
+    else if (NumUsers != 1)
+      Why = "'%" + M.getName() + "' has " + std::to_string(NumUsers) +
             " consumers";
+  }
+  while (Why.empty() && Chain.size() < Opts.MaxEpilogueLength) {
+    auto It = Users.find(Cur->getResult());
+    if (It == Users.end()) {
+      Why = "'%" + Cur->getName() + "' has no consumers";
       break;
     }
-    const Node *U = It->second.front();
-    if (!isFusableBuffer(U)) {
-      Why = "consumer '%" + U->getName() +
-            "' is not a pointwise op or a row reduction";
-      break;
+    // The first consumer in program order that can join continues the
+    // chain; any other reader makes Cur a value the kernel also writes.
+    const Node *Next = nullptr;
+    for (const Node *U : It->second) {
+      std::string W = whyNotJoin(M, U, Cur, Members);
+      if (W.empty()) {
+        Next = U;
+        break;
+      }
+      if (Why.empty())
+        Why = std::move(W);
     }
-    if (U->getType().Shape != M.getType().Shape) {
-      Why = "consumer '%" + U->getName() + "' iterates over " +
-            shapeStr(U->getType().Shape) + ", not " +
-            shapeStr(M.getType().Shape);
+    if (!Next)
       break;
-    }
-    if (isRowReduction(U->getOp()) && U->getOperand(0) != V) {
-      Why = "'%" + Cur->getName() + "' is not the normalised input of '%" +
-            U->getName() + "'";
-      break;
-    }
-    if (const Node *Through = cycleThrough(U, Members, M.getIndex())) {
-      Why = "fusing '%" + U->getName() + "' would create a cycle through '%" +
-            Through->getName() + "'";
-      break;
-    }
-    Chain.push_back(U);
-    Members.insert(U);
-    Cur = U;
-    if (isRowReduction(U->getOp())) {
+    Why.clear();
+    Chain.push_back(Next);
+    Members.insert(Next);
+    Cur = Next;
+    if (isRowReduction(Next->getOp())) {
       Why = "a row reduction ends the epilogue";
       break;
     }
+  }
+  // Cut the chain where it would write too many values: the member at the
+  // cut is then the last one, which is always written.
+  std::vector<const Node *> Writes = readOutside(Chain);
+  while (Writes.size() > Opts.MaxExtraWrites) {
+    const Node *Last = Writes[Opts.MaxExtraWrites];
+    Chain.resize(llvm::find(Chain, Last) - Chain.begin() + 1);
+    Writes = readOutside(Chain);
   }
   if (Chain.empty()) {
     Plan.NoEpilogue[&M] = Why;
@@ -142,8 +210,11 @@ void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
   for (const Node *N : Chain) {
     KernelSets[K].insert(N);
     KernelOf[N] = K;
+    EpilogueOwner[N] = &M;
   }
   Closed.insert(K);
+  if (!Writes.empty())
+    Plan.Writes[&M] = std::move(Writes);
   Plan.Epilogues[&M] = std::move(Chain);
 }
 
@@ -240,11 +311,16 @@ public:
         if (M->isDecided())
           continue;
         M->getEpilogue().clear();
+        M->getEpilogueWrites().clear();
         auto It = Plan.Epilogues.find(M);
         if (It == Plan.Epilogues.end())
           continue;
         for (const Node *E : It->second)
           M->getEpilogue().push_back({E->getResult(), E->getLoc()});
+        auto W = Plan.Writes.find(M);
+        if (W != Plan.Writes.end())
+          for (const Node *E : W->second)
+            M->getEpilogueWrites().push_back({E->getResult(), E->getLoc()});
       }
     return llvm::Error::success();
   }
@@ -277,6 +353,13 @@ public:
       OS << "  epilogue of %" << E.first->getName() << ": ";
       llvm::interleaveComma(E.second, OS,
                             [&](const Node *N) { OS << '%' << N->getName(); });
+      auto W = Plan.Writes.find(E.first);
+      if (W != Plan.Writes.end()) {
+        OS << " (also writes ";
+        llvm::interleaveComma(
+            W->second, OS, [&](const Node *N) { OS << '%' << N->getName(); });
+        OS << ')';
+      }
       OS << '\n';
     }
     for (const auto &E : Plan.NoEpilogue)

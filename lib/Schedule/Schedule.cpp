@@ -16,8 +16,16 @@ llvm::Expected<Schedule> mtsched::buildSchedule(const Graph &G) {
     const Node *N = Owned.get();
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N))
       if (M->isEpilogueFused())
-        for (const Operand &E : M->getEpilogue())
-          KernelOfNode.try_emplace(E.V->getDef(), Kernels.size());
+        for (const Operand &E : M->getEpilogue()) {
+          auto [It, New] =
+              KernelOfNode.try_emplace(E.V->getDef(), Kernels.size());
+          if (!New)
+            return llvm::createStringError(
+                llvm::inconvertibleErrorCode(),
+                "'%" + E.V->getName() + "' is fused into the kernels of '%" +
+                    Kernels[It->second].getLeader()->getName() + "' and '%" +
+                    M->getName() + "'");
+        }
     // Fused epilogue nodes were mapped to their template's kernel above.
     auto It = KernelOfNode.find(N);
     if (It != KernelOfNode.end()) {

@@ -60,3 +60,8 @@ if shutil.which("mpirun"):
     config.available_features.add("mpirun")
     config.substitutions.append(
         ("%mpirun-np2", "mpirun --allow-run-as-root --oversubscribe -np 2"))
+# graphviz: `dot`, to check that --emit=dot renders (scripts/setup.sh
+# installs it, so CI renders; a machine without it reports the test
+# unsupported).
+if shutil.which("dot"):
+    config.available_features.add("graphviz")

@@ -6,10 +6,12 @@
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/Cache.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Codegen/CollectiveCodegen.h"
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Driver/RegisterPasses.h"
+#include "mtsched/IR/DotPrinter.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
@@ -26,45 +28,84 @@
 using namespace llvm;
 using namespace mtsched;
 
-static cl::OptionCategory DriverCat("Driver options");
-static cl::OptionCategory PassCat("Pass options");
+// Options are grouped by topic so that --help reads like a table of
+// contents (mlir-opt does the same with its categories).
+static cl::OptionCategory
+    PipelineCat("Input and pipeline options",
+                "What to read and which passes to run; IR dumps go to stderr");
+static cl::OptionCategory
+    TuneCat("Autotuning options",
+            "Choices, fusion heuristics and how choices are timed");
+static cl::OptionCategory
+    BackendCat("Backend options",
+               "Where choices are timed: the simulator or CUDA");
+static cl::OptionCategory
+    RanksCat("Ranks and fault options",
+             "Ranks, the pre-sync, timeouts and fault injection");
+static cl::OptionCategory
+    CacheCat("Cache options", "The persistent autotune cache (docs/CACHE.md)");
+static cl::OptionCategory OutputCat("Output options",
+                                    "The printed IR or graph, reports, traces, "
+                                    "kernels and the summary on stderr");
 
 static cl::opt<std::string> InputFile(cl::Positional, cl::desc("<input file>"),
-                                      cl::init("-"), cl::cat(DriverCat));
-static cl::opt<std::string> OutputFile("o", cl::desc("Output file"),
-                                       cl::value_desc("filename"),
-                                       cl::init("-"), cl::cat(DriverCat));
+                                      cl::init("-"), cl::cat(PipelineCat));
 static cl::opt<bool> SplitInputFile(
     "split-input-file",
     cl::desc("Process each '// -----' separated case on its own"),
-    cl::cat(DriverCat));
+    cl::cat(PipelineCat));
 static cl::opt<bool> VerifyDiagnostics(
     "verify-diagnostics",
     cl::desc("Check diagnostics against expected-error comments"),
-    cl::cat(DriverCat));
-static cl::list<std::string>
-    Pipeline("pipeline", cl::desc("Comma-separated passes to run"),
-             cl::CommaSeparated, cl::value_desc("pass,..."), cl::cat(PassCat));
-static cl::opt<bool> PrintIRAfterAll("print-ir-after-all",
-                                     cl::desc("Print the IR after every pass"),
-                                     cl::cat(PassCat));
-static cl::list<std::string>
-    PrintIRAfter("print-ir-after", cl::desc("Print the IR after these passes"),
-                 cl::CommaSeparated, cl::value_desc("pass"), cl::cat(PassCat));
+    cl::cat(PipelineCat));
+static cl::list<std::string> Pipeline(
+    "pipeline",
+    cl::desc("Comma-separated passes to run (also -p, --pass-pipeline)"),
+    cl::CommaSeparated, cl::value_desc("pass,..."), cl::cat(PipelineCat));
+static cl::opt<bool>
+    PrintIRAfterAll("print-ir-after-all",
+                    cl::desc("Print the IR after every pass (stderr)"),
+                    cl::cat(PipelineCat));
+static cl::list<std::string> PrintIRAfter(
+    "print-ir-after", cl::desc("Print the IR after these passes (stderr)"),
+    cl::CommaSeparated, cl::value_desc("pass"), cl::cat(PipelineCat));
 static cl::opt<bool>
     VerifyEach("verify-each", cl::init(true),
                cl::desc("Run the verifier after every pass (default on)"),
-               cl::cat(PassCat));
+               cl::cat(PipelineCat));
 static cl::opt<bool> TimePasses("time-passes",
                                 cl::desc("Report the time of every pass"),
-                                cl::cat(PassCat));
+                                cl::cat(PipelineCat));
 static cl::opt<bool>
     DumpPassPipeline("dump-pass-pipeline",
                      cl::desc("Print the pipeline to stderr before running"),
-                     cl::cat(PassCat));
+                     cl::cat(PipelineCat));
 
-static cl::OptionCategory TuneCat("Lowering, fusion and autotuning options");
-
+static cl::alias PassPipelineAlias("pass-pipeline",
+                                   cl::desc("Alias for --pipeline"),
+                                   cl::aliasopt(Pipeline),
+                                   cl::cat(PipelineCat));
+static cl::alias PAlias("p", cl::desc("Alias for --pipeline"),
+                        cl::aliasopt(Pipeline), cl::cat(PipelineCat));
+static cl::opt<bool> ListPasses("list-passes",
+                                cl::desc("List the passes and exit"),
+                                cl::cat(PipelineCat));
+static cl::opt<bool>
+    PrintIRBeforeAll("print-ir-before-all",
+                     cl::desc("Print the IR before every pass (stderr)"),
+                     cl::cat(PipelineCat));
+static cl::list<std::string> PrintIRBefore(
+    "print-ir-before", cl::desc("Print the IR before these passes (stderr)"),
+    cl::CommaSeparated, cl::value_desc("pass"), cl::cat(PipelineCat));
+static cl::opt<bool> PrintIRAfterChange(
+    "print-ir-after-change",
+    cl::desc("Print the IR after a pass only if the pass changed it; alone, "
+             "after every pass that changed it (stderr)"),
+    cl::cat(PipelineCat));
+static cl::opt<bool> PrintIRAfterFailure(
+    "print-ir-after-failure",
+    cl::desc("Print the IR as a failing pass left it (stderr)"),
+    cl::cat(PipelineCat));
 static cl::opt<CollectiveMode>
     Mode("collective-mode", cl::desc("When multi-template buffers are decided"),
          cl::values(clEnumValN(CollectiveMode::Deferred, "deferred",
@@ -94,20 +135,6 @@ static cl::opt<unsigned> MaxEpilogueLength(
     cl::desc("Longest epilogue chain considered for fusion (default 8)"),
     cl::init(8), cl::cat(TuneCat));
 
-static cl::opt<int> Ranks("ranks",
-                          cl::desc("Ranks to run as threads (default: the "
-                                   "graph's world_size; under mpirun, the "
-                                   "MPI size)"),
-                          cl::init(0), cl::cat(TuneCat));
-static cl::opt<std::string>
-    Backend("backend",
-            cl::desc("Where choices are timed: sim (default), cuda, or auto "
-                     "(cuda when it can run, else sim)"),
-            cl::init("sim"), cl::cat(TuneCat));
-static cl::opt<std::string>
-    Device("device",
-           cl::desc("Simulated device: h100, h200 (default) or a JSON file"),
-           cl::init("h200"), cl::cat(TuneCat));
 static cl::opt<unsigned> BenchRuns("bench-runs",
                                    cl::desc("Timed runs per measurement "
                                             "(median taken; default 10)"),
@@ -115,79 +142,111 @@ static cl::opt<unsigned> BenchRuns("bench-runs",
 static cl::opt<unsigned>
     WarmupRuns("warmup-runs", cl::desc("Untimed warm-up runs (default 2)"),
                cl::init(2), cl::cat(TuneCat));
-static cl::opt<unsigned> PreSyncTimeoutMs(
-    "pre-sync-timeout-ms",
-    cl::desc("Window of the one pre-sync before benchmarking (default 5)"),
-    cl::init(5), cl::cat(TuneCat));
-static cl::opt<unsigned> ChoiceTimeoutMs(
-    "choice-timeout-ms",
-    cl::desc("A choice running longer is excluded; also bounds every "
-             "exchange between ranks (default 30000)"),
-    cl::init(30000), cl::cat(TuneCat));
-static cl::opt<std::string> CollectiveFallback(
-    "collective-fallback",
-    cl::desc("Choice a collective falls back to (default: its first)"),
-    cl::cat(TuneCat));
-static cl::opt<double> SimNoise("sim-noise",
-                                cl::desc("Simulated timing noise, in percent"),
-                                cl::init(0), cl::cat(TuneCat));
-static cl::opt<uint64_t> Seed("seed", cl::desc("Seed of the simulated noise"),
-                              cl::init(0), cl::cat(TuneCat));
 static cl::list<int64_t> SizeHints(
     "size-hints",
     cl::desc("Sizes to tune for: message bytes (collectives), M (matmuls)"),
     cl::CommaSeparated, cl::value_desc("n,..."), cl::cat(TuneCat));
-static cl::list<std::string>
-    Inject("inject", cl::desc("Inject a fault (see docs/PASSES.md)"),
-           cl::value_desc("spec"), cl::cat(TuneCat));
-static cl::opt<std::string> ReportFile("report",
-                                       cl::desc("Write a JSON report"),
-                                       cl::value_desc("file"),
-                                       cl::cat(TuneCat));
-static cl::opt<std::string>
-    TraceFile("trace", cl::desc("Write a Chrome trace of the autotuning"),
-              cl::value_desc("file"), cl::cat(TuneCat));
-static cl::opt<unsigned> CompileThreads(
-    "compile-threads",
-    cl::desc("NVRTC threads of the cuda backend (default: hardware threads, "
-             "at most 8)"),
-    cl::init(0), cl::cat(TuneCat));
-static cl::opt<std::string> KernelCacheDir(
-    "kernel-cache-dir",
-    cl::desc("Where compiled kernels are cached (default: the user cache "
-             "directory + /mtsched/kernels; 'none' for no cache)"),
-    cl::value_desc("dir"), cl::cat(TuneCat));
-static cl::opt<std::string>
-    DumpKernels("dump-kernels",
-                cl::desc("Write each generated kernel's CUDA C++ to DIR"),
-                cl::value_desc("DIR"), cl::cat(TuneCat));
-static cl::opt<bool>
-    RunGraph("run",
-             cl::desc("Run the decided graph on the GPU and check every "
-                      "output against the fp64 interpreter"),
-             cl::cat(TuneCat));
-static cl::opt<bool> Quiet("quiet", cl::desc("No progress line on stderr"),
-                           cl::cat(TuneCat));
-static cl::opt<std::string> CacheDir(
-    "cache-dir",
-    cl::desc("Autotune cache directory (default: $MTSCHED_CACHE_DIR, else "
-             "the user's cache directory + /mtsched)"),
-    cl::value_desc("dir"), cl::cat(TuneCat));
-static cl::opt<bool> NoCache("no-cache",
-                             cl::desc("Neither read nor write the autotune "
-                                      "cache"),
-                             cl::cat(TuneCat));
-static cl::opt<bool> CacheOnly(
-    "cache-only",
-    cl::desc("Replay every decision from the cache without benchmarking; "
-             "a missing entry is an error"),
-    cl::cat(TuneCat));
 static cl::opt<unsigned> PruneTopK(
     "prune-top-k",
     cl::desc("Benchmark only the K choices the cost model ranks best, per "
              "node and size hint (default 0: all)"),
     cl::init(0), cl::value_desc("K"), cl::cat(TuneCat));
 
+static cl::opt<std::string>
+    Backend("backend",
+            cl::desc("Where choices are timed: sim (default), cuda, or auto "
+                     "(cuda when it can run, else sim)"),
+            cl::init("sim"), cl::cat(BackendCat));
+static cl::opt<std::string>
+    Device("device",
+           cl::desc("Simulated device: h100, h200 (default) or a JSON file"),
+           cl::init("h200"), cl::cat(BackendCat));
+static cl::opt<double> SimNoise("sim-noise",
+                                cl::desc("Simulated timing noise, in percent"),
+                                cl::init(0), cl::cat(BackendCat));
+static cl::opt<uint64_t> Seed("seed", cl::desc("Seed of the simulated noise"),
+                              cl::init(0), cl::cat(BackendCat));
+static cl::opt<unsigned> CompileThreads(
+    "compile-threads",
+    cl::desc("NVRTC threads of the cuda backend (default: hardware threads, "
+             "at most 8)"),
+    cl::init(0), cl::cat(BackendCat));
+static cl::opt<std::string> KernelCacheDir(
+    "kernel-cache-dir",
+    cl::desc("Where compiled kernels are cached (default: the user cache "
+             "directory + /mtsched/kernels; 'none' for no cache)"),
+    cl::value_desc("dir"), cl::cat(BackendCat));
+static cl::opt<bool>
+    RunGraph("run",
+             cl::desc("Run the decided graph on the GPU and check every "
+                      "output against the fp64 interpreter"),
+             cl::cat(BackendCat));
+static cl::opt<int> Ranks("ranks",
+                          cl::desc("Ranks to run as threads (default: the "
+                                   "graph's world_size; under mpirun, the "
+                                   "MPI size)"),
+                          cl::init(0), cl::cat(RanksCat));
+static cl::opt<unsigned> PreSyncTimeoutMs(
+    "pre-sync-timeout-ms",
+    cl::desc("Window of the one pre-sync before benchmarking (default 5)"),
+    cl::init(5), cl::cat(RanksCat));
+static cl::opt<unsigned> ChoiceTimeoutMs(
+    "choice-timeout-ms",
+    cl::desc("A choice running longer is excluded; also bounds every "
+             "exchange between ranks (default 30000)"),
+    cl::init(30000), cl::cat(RanksCat));
+static cl::opt<std::string> CollectiveFallback(
+    "collective-fallback",
+    cl::desc("Choice a collective falls back to (default: its first)"),
+    cl::cat(RanksCat));
+static cl::list<std::string>
+    Inject("inject", cl::desc("Inject a fault (see docs/PASSES.md)"),
+           cl::value_desc("spec"), cl::cat(RanksCat));
+static cl::opt<std::string> CacheDir(
+    "cache-dir",
+    cl::desc("Autotune cache directory (default: $MTSCHED_CACHE_DIR, else "
+             "the user's cache directory + /mtsched)"),
+    cl::value_desc("dir"), cl::cat(CacheCat));
+static cl::opt<bool> NoCache("no-cache",
+                             cl::desc("Neither read nor write the autotune "
+                                      "cache"),
+                             cl::cat(CacheCat));
+static cl::opt<bool> CacheOnly(
+    "cache-only",
+    cl::desc("Replay every decision from the cache without benchmarking; "
+             "a missing entry is an error"),
+    cl::cat(CacheCat));
+static cl::opt<std::string> OutputFile("o", cl::desc("Output file"),
+                                       cl::value_desc("filename"),
+                                       cl::init("-"), cl::cat(OutputCat));
+static cl::opt<std::string> ReportFile("report",
+                                       cl::desc("Write a JSON report"),
+                                       cl::value_desc("file"),
+                                       cl::cat(OutputCat));
+static cl::opt<std::string>
+    TraceFile("trace", cl::desc("Write a Chrome trace of the autotuning"),
+              cl::value_desc("file"), cl::cat(OutputCat));
+static cl::opt<std::string>
+    DumpKernels("dump-kernels",
+                cl::desc("Write each generated kernel's CUDA C++ to DIR"),
+                cl::value_desc("DIR"), cl::cat(OutputCat));
+static cl::opt<bool>
+    Quiet("quiet",
+          cl::desc("No progress line and no autotune summary on stderr"),
+          cl::cat(OutputCat));
+enum class EmitKind { IR, Dot };
+static cl::opt<EmitKind>
+    Emit("emit", cl::desc("What is printed after the passes"),
+         cl::values(clEnumValN(EmitKind::IR, "ir", "the IR (default)"),
+                    clEnumValN(EmitKind::Dot, "dot",
+                               "a Graphviz graph: fused kernels as clusters, "
+                               "decisions and times on the nodes")),
+         cl::init(EmitKind::IR), cl::cat(OutputCat));
+static cl::opt<cl::boolOrDefault> AutotuneSummary(
+    "autotune-summary",
+    cl::desc("Print every decided node's choices, sorted by time, on stderr "
+             "after tuning (default: on when stderr is a terminal)"),
+    cl::cat(OutputCat));
 static void fail(const Twine &Msg) {
   // Messages may quote a choices file or a flag's value byte for byte.
   errs() << "mtsched-opt: error: " << escapeControlBytes(Msg.str()) << '\n';
@@ -204,11 +263,16 @@ int main(int argc, char **argv) {
   std::vector<std::unique_ptr<cl::opt<bool>>> PassFlags;
   for (const PassInfo &P : Registry.getPasses())
     PassFlags.push_back(std::make_unique<cl::opt<bool>>(
-        StringRef(P.Argument), cl::desc(P.Description), cl::cat(PassCat)));
+        StringRef(P.Argument), cl::desc(P.Description), cl::cat(PipelineCat)));
 
-  cl::HideUnrelatedOptions({&DriverCat, &PassCat, &TuneCat});
+  cl::HideUnrelatedOptions(
+      {&PipelineCat, &TuneCat, &BackendCat, &RanksCat, &CacheCat, &OutputCat});
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-opt: ML graph scheduler and autotuner\n");
+  if (ListPasses) {
+    printPassList(Registry, outs());
+    return 0;
+  }
 
   OptMainConfig Config;
   Config.InputFile = InputFile;
@@ -217,8 +281,13 @@ int main(int argc, char **argv) {
   Config.VerifyDiagnostics = VerifyDiagnostics;
   Config.DumpPassPipeline = DumpPassPipeline;
   Config.PMOptions.VerifyEach = VerifyEach;
+  Config.PMOptions.PrintBeforeAll = PrintIRBeforeAll;
   Config.PMOptions.PrintAfterAll = PrintIRAfterAll;
+  Config.PMOptions.PrintAfterChange = PrintIRAfterChange;
+  Config.PMOptions.PrintAfterFailure = PrintIRAfterFailure;
   Config.PMOptions.TimePasses = TimePasses;
+  for (const std::string &P : PrintIRBefore)
+    Config.PMOptions.PrintBefore.insert(P);
   for (const std::string &P : PrintIRAfter)
     Config.PMOptions.PrintAfter.insert(P);
 
@@ -287,6 +356,11 @@ int main(int argc, char **argv) {
     if (Error E = Tune.Faults.add(Spec))
       fail(toString(std::move(E)));
   Tune.Progress = !Quiet;
+  // Like the progress line, the summary is for a person at a terminal;
+  // --autotune-summary forces it on (tests), =false off.
+  Config.AutotuneSummary = AutotuneSummary == cl::BOU_UNSET
+                               ? !Quiet && errs().is_displayed()
+                               : AutotuneSummary == cl::BOU_TRUE;
   Expected<std::string> Dir = resolveCacheDir(CacheDir, NoCache, CacheOnly);
   if (!Dir)
     fail(toString(Dir.takeError()));
@@ -294,7 +368,14 @@ int main(int argc, char **argv) {
   Tune.CacheOnly = CacheOnly;
   Tune.PruneTopK = PruneTopK;
 
-  std::vector<std::string> Requested(Pipeline.begin(), Pipeline.end());
+  // cl::CommaSeparated splits --pipeline's values but not its aliases'.
+  std::vector<std::string> Requested;
+  for (const std::string &P : Pipeline) {
+    SmallVector<StringRef, 4> Names;
+    StringRef(P).split(Names, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+    for (StringRef N : Names)
+      Requested.push_back(N.str());
+  }
   std::vector<std::pair<unsigned, std::string>> Flagged;
   for (const auto &F : PassFlags)
     if (F->getNumOccurrences())
@@ -307,11 +388,17 @@ int main(int argc, char **argv) {
   for (const std::string &P : PrintIRAfter)
     if (!Registry.lookup(P))
       fail("unknown pass '" + P + "' in --print-ir-after");
-  if (DumpKernels.empty() && !RunGraph)
+  for (const std::string &P : PrintIRBefore)
+    if (!Registry.lookup(P))
+      fail("unknown pass '" + P + "' in --print-ir-before");
+  if (DumpKernels.empty() && !RunGraph && Emit == EmitKind::IR)
     // Under mpirun, MPI_Finalize (or the way out without it) comes last.
     return finishRankProcess(optMain(Config, Registry));
-  // --dump-kernels / --run work on the printed (decided) IR: print it to a
-  // temporary file, read it back, then pass it on.
+  if (Emit == EmitKind::Dot && SplitInputFile)
+    fail("--emit=dot prints one graph; it does not combine with "
+         "--split-input-file");
+  // --dump-kernels, --run and --emit=dot work on the printed (decided) IR:
+  // print it to a temporary file, read it back, then pass it on.
   SmallString<128> Tmp;
   if (std::error_code EC =
           sys::fs::createTemporaryFile("mtsched-out", "mir", Tmp))
@@ -323,18 +410,24 @@ int main(int argc, char **argv) {
   sys::fs::remove(Tmp);
   if (!Printed)
     fail("cannot read back the printed IR");
-  if (RC == 0) {
+  // Under mpirun only the reporting rank printed anything.
+  std::unique_ptr<Module> M;
+  if (RC == 0 && !(*Printed)->getBuffer().empty()) {
     SourceMgr SM;
     SM.AddNewSourceBuffer(
         MemoryBuffer::getMemBufferCopy((*Printed)->getBuffer(), InputFile),
         SMLoc());
-    std::unique_ptr<Module> M = parseModule(SM);
+    M = parseModule(SM);
     if (!M)
       fail("cannot parse the printed IR back");
     for (const auto &G : M->getGraphs()) {
       if (!DumpKernels.empty()) {
         std::vector<std::string> Errors;
         std::vector<KernelSource> Ks = generateGraphKernels(*G, Errors);
+        // The peer-memory collectives the decided graph runs are kernels
+        // too; NCCL choices are library calls and have none.
+        for (KernelSource &K : generateGraphCollectiveKernels(*M, *G, Errors))
+          Ks.push_back(std::move(K));
         if (Error E = dumpKernels(Ks, DumpKernels))
           fail(toString(std::move(E)));
         errs() << "mtsched-opt: wrote " << Ks.size() << " kernels of @"
@@ -353,7 +446,10 @@ int main(int argc, char **argv) {
   ToolOutputFile Out(FinalOutput, EC, sys::fs::OF_None);
   if (EC)
     fail("cannot write '" + FinalOutput + "': " + EC.message());
-  Out.os() << (*Printed)->getBuffer();
+  if (Emit == EmitKind::IR)
+    Out.os() << (*Printed)->getBuffer();
+  else if (M)
+    printModuleAsDot(*M, Out.os());
   Out.keep();
   return finishRankProcess(RC);
 }

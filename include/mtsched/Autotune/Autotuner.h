@@ -56,6 +56,8 @@ struct NodeResult {
   std::vector<std::string> Epilogue;
   bool EpilogueFused = false;
   bool Fallback = false;
+  /// Replayed from the persistent cache: nothing was measured this run.
+  bool FromCache = false;
   double EpilogueUs = 0;
   std::vector<DispatchEntry> Dispatch;
 };

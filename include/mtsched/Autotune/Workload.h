@@ -33,9 +33,8 @@ struct Workload {
 Workload describeNode(const Module &M, const Graph &G,
                       const MultiTemplateBufferNode &N, int64_t Hint = 0);
 
-/// The collective algorithm a choice name stands for: `nccl`, `one_shot`,
-/// `two_shot`, `p2p`, also inside custom config names.
-std::optional<CollectiveAlgo> collectiveAlgoOf(llvm::StringRef ChoiceName);
+// collectiveAlgoOf() lives in Runtime/CostModel.h, beside CollectiveAlgo, so
+// that codegen can name a decided collective's kernel too.
 
 /// Noise-free predicted time of a choice (fused with the epilogue if Fused)
 /// in microseconds; +inf if it cannot run that way.

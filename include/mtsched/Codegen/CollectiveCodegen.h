@@ -35,8 +35,15 @@
 #include "mtsched/Runtime/CostModel.h"
 #include "llvm/Support/Error.h"
 #include <string>
+#include <vector>
 
 namespace mtsched {
+
+class Graph;
+class Module;
+class MultiTemplateBufferNode;
+class Value;
+struct KernelSource;
 
 /// The most ranks a peer-memory kernel handles, and the most blocks it runs.
 constexpr int MaxCollectiveRanks = 8;
@@ -86,6 +93,21 @@ struct CollectiveKernel {
 /// algorithm cannot carry.
 llvm::Expected<CollectiveKernel>
 generateCollectiveKernel(const CollectiveKernelSpec &S);
+
+/// N's epilogue as peer kernels fuse it (bias and residual adds, relu or
+/// gelu, rmsnorm), with the values each part reads, or why it cannot be.
+llvm::Expected<CollectiveEpilogue>
+collectiveEpilogueOf(const MultiTemplateBufferNode &N, const Value *&BiasV,
+                     const Value *&ResV, const Value *&GammaV);
+
+/// The peer-memory kernel of every decided collective of G (in M, which
+/// holds the process groups) whose decision
+/// is one (one_shot, two_shot, p2p; NCCL has none), with its epilogue if
+/// fused, for ranks of its group on a GPU with SMs multiprocessors. Kernels
+/// that cannot be generated are reported in Errors, one line each.
+std::vector<KernelSource>
+generateGraphCollectiveKernels(const Module &M, const Graph &G,
+                               std::vector<std::string> &Errors, int SMs = 132);
 
 } // namespace mtsched
 

@@ -36,6 +36,8 @@ struct OptMainConfig {
   /// JSON report and Chrome trace files; empty for none.
   std::string ReportFile;
   std::string TraceFile;
+  /// Print the autotune summary (docs/PASSES.md) on stderr after tuning.
+  bool AutotuneSummary = false;
 };
 
 /// Runs the driver; returns the process exit code (0 or 1).

@@ -206,6 +206,16 @@ public:
   /// Epilogue candidates found by the scheduler, in program order.
   std::vector<Operand> &getEpilogue() { return Epilogue; }
   const std::vector<Operand> &getEpilogue() const { return Epilogue; }
+  /// Epilogue members other than the last whose values are read outside the
+  /// fused kernel (or returned): a fused kernel writes them as well as the
+  /// last member, e.g. the residual sum beside the normalised output.
+  std::vector<Operand> &getEpilogueWrites() { return EpilogueWrites; }
+  const std::vector<Operand> &getEpilogueWrites() const {
+    return EpilogueWrites;
+  }
+  /// Every value a fused kernel of this node writes: the extra writes, then
+  /// the last epilogue member. Empty without an epilogue.
+  std::vector<const Value *> getFusedOutputs() const;
 
   bool isDecided() const { return !Decision.empty(); }
   const std::string &getDecision() const { return Decision; }
@@ -239,6 +249,7 @@ protected:
 private:
   ChoiceList Choices = makeChoiceList({});
   std::vector<Operand> Epilogue;
+  std::vector<Operand> EpilogueWrites;
   std::string Decision;
   llvm::SMLoc DecisionLoc;
   bool EpilogueFused = false;

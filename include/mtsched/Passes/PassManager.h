@@ -4,6 +4,7 @@
 
 #include "mtsched/Passes/Pass.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/Twine.h"
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,12 +16,23 @@ class raw_ostream;
 
 namespace mtsched {
 
+/// IR printing follows mlir-opt's `--mlir-print-ir-*` flags; every dump goes
+/// to the manager's dump stream, which the driver sends to stderr so that
+/// stdout stays one parseable module.
 struct PassManagerOptions {
   /// Run the verifier after every pass.
   bool VerifyEach = true;
+  bool PrintBeforeAll = false;
+  /// Pass arguments before which to print the IR.
+  llvm::StringSet<> PrintBefore;
   bool PrintAfterAll = false;
   /// Pass arguments after which to print the IR.
   llvm::StringSet<> PrintAfter;
+  /// Print after a pass only if it changed the IR. Alone it means "after
+  /// every pass that changed it"; with PrintAfter(All) it narrows those.
+  bool PrintAfterChange = false;
+  /// Print the IR as a failing pass left it.
+  bool PrintAfterFailure = false;
   /// Report per-pass wall time (llvm::Timer) when the manager is destroyed.
   bool TimePasses = false;
 };
@@ -44,6 +56,10 @@ public:
   }
 
 private:
+  bool shouldPrintBefore(llvm::StringRef Arg) const;
+  bool shouldPrintAfter(llvm::StringRef Arg) const;
+  void dump(const Module &M, const llvm::Twine &Banner);
+
   struct Impl;
   PassManagerOptions Opts;
   PassContext Ctx;

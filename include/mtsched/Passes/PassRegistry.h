@@ -37,6 +37,10 @@ private:
   std::vector<PassInfo> Passes;
 };
 
+/// Prints every pass with its description, test passes last, for
+/// `--list-passes`.
+void printPassList(const PassRegistry &Registry, llvm::raw_ostream &OS);
+
 } // namespace mtsched
 
 #endif // MTSCHED_PASSES_PASSREGISTRY_H

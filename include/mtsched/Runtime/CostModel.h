@@ -16,6 +16,7 @@
 #include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Types.h"
 #include "mtsched/Runtime/DeviceDesc.h"
+#include "llvm/ADT/StringRef.h"
 #include <cstdint>
 #include <optional>
 
@@ -48,6 +49,9 @@ struct EpilogueDesc {
   /// rmsnorm / softmax: a CTA must see a full row.
   bool RowReduction = false;
   int NumOps = 0;
+  /// Intermediate values written besides the output (`writes [...]`), each
+  /// of Elements elements.
+  int ExtraWrites = 0;
 };
 
 /// Predicted time of a GEMM template with tile T, with Fused appended to its
@@ -78,6 +82,10 @@ double reductionTimeUs(const DeviceDesc &D, int64_t Rows, int64_t RowLength,
 double epilogueTimeUs(const DeviceDesc &D, const EpilogueDesc &E);
 
 enum class CollectiveAlgo { Nccl, OneShot, TwoShot, P2P };
+
+/// The collective algorithm a choice name stands for: `nccl`, `one_shot`,
+/// `two_shot`, `p2p`, also inside custom config names.
+std::optional<CollectiveAlgo> collectiveAlgoOf(llvm::StringRef ChoiceName);
 
 llvm::StringRef collectiveAlgoName(CollectiveAlgo A);
 /// "nccl", "one_shot", "two_shot", "p2p".

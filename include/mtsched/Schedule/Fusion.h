@@ -10,11 +10,20 @@
 //    same shape (a broadcast that grows the iteration space would recompute
 //    the producer) and no other operand depends on that kernel through a
 //    node outside it (that would create a cycle).
-//  - The epilogue of a multi-template buffer is its single-consumer chain of
-//    same-shape fusable buffers; it ends after a row reduction, at a value
-//    with several consumers, or at a graph output. The chain becomes one
-//    kernel of its own, so that fusing it into the template moves a whole
-//    kernel.
+//  - The epilogue of a multi-template buffer is a chain of same-shape
+//    fusable buffers, each consuming the one before it (the first consumes
+//    the template, which must have no other reader). It ends after a row
+//    reduction or at MaxEpilogueLength. A member that is read outside the
+//    chain (or returned) may continue it once: the fused kernel then writes
+//    two values, e.g. the residual sum and its RMSNorm (`writes [...]`).
+//  - Legal by construction: a node joins at most one epilogue, and a member
+//    reads only the template, earlier members, graph inputs and values
+//    computed before the template runs (a value in an earlier template's
+//    epilogue is computed where that template runs). So for SwiGLU,
+//    `%gu = mul(silu(%g), %u)`, the gate GEMM takes `silu` and the up GEMM
+//    takes the `mul`, which reads the gate's fused output.
+//  - The chain becomes one kernel of its own, so that fusing it into the
+//    template moves a whole kernel.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_SCHEDULE_FUSION_H
@@ -36,6 +45,8 @@ struct FusionOptions {
   double SpeedupThreshold = 1.0;
   /// Longest epilogue chain considered.
   unsigned MaxEpilogueLength = 8;
+  /// Values a fused kernel may write besides the last epilogue member.
+  unsigned MaxExtraWrites = 1;
 };
 
 struct FusionRejection {
@@ -51,6 +62,10 @@ struct FusionPlan {
   /// Epilogue chain of each multi-template buffer that has one.
   llvm::MapVector<const MultiTemplateBufferNode *, std::vector<const Node *>>
       Epilogues;
+  /// Members of each epilogue read outside it, which a fused kernel writes
+  /// besides the last member; absent when there are none.
+  llvm::MapVector<const MultiTemplateBufferNode *, std::vector<const Node *>>
+      Writes;
   /// Why a multi-template buffer got no epilogue.
   llvm::MapVector<const MultiTemplateBufferNode *, std::string> NoEpilogue;
   std::vector<FusionRejection> Rejections;

@@ -38,8 +38,19 @@ struct Schedule {
 /// in a cycle.
 llvm::Expected<Schedule> buildSchedule(const Graph &G);
 
+/// Walks the schedule as the GPU would run it and fails, naming the kernel
+/// and value at fault, unless every kernel reads only graph inputs, values
+/// computed inside it and values an earlier kernel wrote, no value is
+/// written twice, and every returned value is written. A fused template
+/// kernel writes only its epilogue's outputs (getFusedOutputs), never the
+/// template's own result.
+llvm::Error verifySchedule(const Graph &G);
+
 /// `test-print-schedule`: prints the kernel order and the collective list.
 std::unique_ptr<Pass> createTestPrintSchedulePass();
+/// `verify-schedule`: runs verifySchedule; the autotuner also runs it on
+/// every graph it decided.
+std::unique_ptr<Pass> createVerifySchedulePass();
 
 } // namespace mtsched
 

@@ -29,10 +29,10 @@ TEST(GraphTest, ReplaceNodeKeepsUses) {
 namespace {
 
 const char *LoweredText = R"(group @tp = [0, 1]
-graph @g(%x: bf16[16,32], %w: bf16[32,8], %b: bf16[8]) attributes {world_size = 2} {
+graph @g(%x: bf16[16,32], %w: bf16[32,8], %b: bf16[8], %c: bf16[16,8]) attributes {world_size = 2} {
   %y = multi_template_buffer matmul(%x, %w) choices [gemm {bm = 64}, extern.cublas] epilogue [%z] decided gemm fused timings {gemm = 1.5us, extern.cublas = inf} fused_timings {gemm = 1.25us} dispatch {16 = gemm} : bf16[16,8]
-  %r = collective_multi_template_buffer all_reduce(%y) {group = "tp"} group @tp kind all_reduce choices [nccl, one_shot] decided one_shot fallback sync failed : bf16[16,8]
-  %z = buffer add(%r, %b) kernel 3 : bf16[16,8]
+  %r = collective_multi_template_buffer all_reduce(%c) {group = "tp"} group @tp kind all_reduce choices [nccl, one_shot] decided one_shot fallback sync failed : bf16[16,8]
+  %z = buffer add(%y, %b) kernel 3 : bf16[16,8]
   %u = relu(%z) : bf16[16,8]
   return %u, %r
 }

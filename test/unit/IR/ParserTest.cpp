@@ -42,11 +42,11 @@ Parsed parse(llvm::StringRef Text) {
 
 TEST(ParserTest, LoweredNodesHaveTheirKinds) {
   Parsed P = parse(R"(group @tp = [0, 1]
-graph @g(%x: bf16[16,32], %w: bf16[32,8]) attributes {world_size = 2} {
+graph @g(%x: bf16[16,32], %w: bf16[32,8], %c: bf16[16,8]) attributes {world_size = 2} {
   %y = multi_template_buffer matmul(%x, %w) choices [gemm_a {bm = 64}, extern.cublas] epilogue [%z] decided gemm_a fused timings {gemm_a = 1.5us, extern.cublas = inf} : bf16[16,8]
-  %r = collective_multi_template_buffer all_reduce(%y) {group = "tp"} group @tp kind all_reduce choices [nccl, one_shot] sync ok : bf16[16,8]
-  %z = buffer relu(%r) kernel 0 : bf16[16,8]
-  return %z
+  %r = collective_multi_template_buffer all_reduce(%c) {group = "tp"} group @tp kind all_reduce choices [nccl, one_shot] sync ok : bf16[16,8]
+  %z = buffer relu(%y) kernel 0 : bf16[16,8]
+  return %z, %r
 }
 )");
   ASSERT_TRUE(P.M) << P.Diags;

@@ -1,0 +1,172 @@
+//===- Summary.cpp - The autotune summary for people ----------------------===//
+#include "mtsched/Autotune/Summary.h"
+#include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/IR/Graph.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cmath>
+
+using namespace mtsched;
+
+namespace {
+
+/// A summary is for reading: a 100,000-node graph gets its first nodes and
+/// each node its fastest variants; the report has everything.
+constexpr size_t MaxNodes = 20;
+constexpr size_t MaxRows = 10;
+
+/// One line under a node: a choice, fused or not, at its time.
+struct Row {
+  const ChoiceResult *C;
+  bool Fused;
+  /// What the variant costs in total: an unfused choice pays for the
+  /// epilogue kernel too, so rows compare like with like.
+  double Us;
+  size_t Order;
+};
+
+/// `1024x4096`, as Inductor writes shapes.
+std::string shapeOf(const TensorType &T) {
+  std::string S;
+  for (size_t I = 0; I < T.Shape.size(); ++I)
+    S += (I ? "x" : "") + std::to_string(T.Shape[I]);
+  return S.empty() ? "scalar" : S;
+}
+
+/// The node's operands' shapes and dtype: `matmul(1024x4096, 4096x4096) bf16`.
+std::string signatureOf(const NodeResult &NR, const Node *N) {
+  std::string S = NR.Op + "(";
+  if (N)
+    for (unsigned I = 0; I < N->getNumOperands(); ++I)
+      S += (I ? ", " : "") + shapeOf(N->getOperand(I)->getType());
+  S += ")";
+  if (N)
+    S += " " + std::string(dtypeName(N->getType().Dtype));
+  return S;
+}
+
+/// Which rank's time was the maximum for choice C of node NodeIdx (the
+/// time every rank decided on), or -1 when all ranks measured the same.
+int slowestRank(const RunResult &R, size_t NodeIdx, size_t C) {
+  int Slowest = -1;
+  double Max = -1, Min = INFINITY;
+  for (size_t Rank = 0; Rank < R.RankLocalUs.size(); ++Rank) {
+    const auto &Nodes = R.RankLocalUs[Rank];
+    if (NodeIdx >= Nodes.size() || C >= Nodes[NodeIdx].size())
+      return -1;
+    double T = Nodes[NodeIdx][C];
+    if (!std::isfinite(T))
+      return -1;
+    if (T > Max) {
+      Max = T;
+      Slowest = int(Rank);
+    }
+    Min = std::min(Min, T);
+  }
+  return Max > Min ? Slowest : -1;
+}
+
+} // namespace
+
+void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
+                                   int Ranks, llvm::raw_ostream &OS) {
+  llvm::StringMap<llvm::StringMap<const Node *>> Nodes;
+  for (const auto &G : M.getGraphs())
+    for (const auto &N : G->getNodes())
+      Nodes[G->getName()]["%" + N->getName()] = N.get();
+
+  unsigned Cached = 0, Fallbacks = 0;
+  for (size_t NI = 0; NI < R.Nodes.size(); ++NI) {
+    const NodeResult &NR = R.Nodes[NI];
+    Cached += NR.FromCache;
+    Fallbacks += NR.Fallback;
+    if (NI >= MaxNodes)
+      continue;
+    const Node *N = Nodes.lookup(NR.Graph).lookup(NR.Name);
+    OS << "AUTOTUNE @" << NR.Graph << " " << NR.Name << " "
+       << signatureOf(NR, N);
+    if (!NR.Group.empty())
+      OS << " group @" << NR.Group;
+    OS << " on " << Ranks << " rank" << (Ranks == 1 ? "" : "s") << ": ";
+    if (NR.Fallback) {
+      std::string Why = NR.Choices.empty() ? "" : NR.Choices[0].Message;
+      OS << "fallback";
+      if (!Why.empty())
+        OS << " (" << Why << ")";
+    } else if (NR.FromCache) {
+      OS << "replayed from the cache";
+    } else {
+      OS << "measured" << (Ranks > 1 ? " (max over ranks)" : "");
+    }
+    OS << '\n';
+
+    // A fallback measured nothing: the reason is in the header already.
+    bool Measured = false;
+    for (const ChoiceResult &C : NR.Choices)
+      Measured |= C.Status != ChoiceStatus::Skipped;
+    if (NR.Fallback && !Measured) {
+      OS << "  " << NR.Chosen << "  <- chosen\n";
+      continue;
+    }
+
+    bool HasFused = false;
+    for (const ChoiceResult &C : NR.Choices)
+      HasFused |= std::isfinite(C.FusedUs);
+    double Epi = HasFused && std::isfinite(NR.EpilogueUs) ? NR.EpilogueUs : 0;
+    std::vector<Row> Rows;
+    for (const ChoiceResult &C : NR.Choices) {
+      Rows.push_back({&C, false, C.Us + Epi, Rows.size()});
+      if (std::isfinite(C.FusedUs))
+        Rows.push_back({&C, true, C.FusedUs, Rows.size()});
+    }
+    // Fastest first; +inf (failed, skipped) last; ties keep choice order
+    // (the final tie-break, as everywhere, so the order is deterministic).
+    llvm::sort(Rows, [](const Row &A, const Row &B) {
+      return std::make_pair(A.Us, A.Order) < std::make_pair(B.Us, B.Order);
+    });
+    double Best = Rows.empty() ? INFINITY : Rows.front().Us;
+    for (size_t RI = 0; RI < Rows.size(); ++RI) {
+      const Row &Rw = Rows[RI];
+      bool Chosen = Rw.C->Name == NR.Chosen && Rw.Fused == NR.EpilogueFused;
+      // The decision is always shown, even below the cut.
+      if (RI >= MaxRows && !Chosen) {
+        if (RI == MaxRows)
+          OS << "  ... " << Rows.size() - MaxRows << " more\n";
+        continue;
+      }
+      const ChoiceResult &C = *Rw.C;
+      OS << "  " << C.Name;
+      if (!std::isfinite(Rw.Us)) {
+        OS << " " << choiceStatusName(C.Status);
+        if (!C.Message.empty())
+          OS << ": " << C.Message;
+        OS << '\n';
+        continue;
+      }
+      OS << llvm::format(" %.4f ms %.1f%%", Rw.Us / 1000.0,
+                         100.0 * Best / Rw.Us);
+      if (HasFused)
+        OS << (Rw.Fused ? " fused" : " unfused");
+      if (Chosen) {
+        OS << "  <- chosen";
+        if (!NR.FromCache && !Rw.Fused && Ranks > 1) {
+          size_t CI = &C - NR.Choices.data();
+          int Slow = slowestRank(R, NI, CI);
+          if (Slow >= 0)
+            OS << " (rank " << Slow << " slowest)";
+        }
+      }
+      OS << '\n';
+    }
+    for (const DispatchEntry &D : NR.Dispatch)
+      OS << "  dispatch <= " << D.Hint << ": " << D.Choice << '\n';
+  }
+  if (R.Nodes.size() > MaxNodes)
+    OS << "AUTOTUNE: ... " << R.Nodes.size() - MaxNodes
+       << " more nodes (--report=FILE has every one)\n";
+  OS << "AUTOTUNE: " << R.Nodes.size() << " node"
+     << (R.Nodes.size() == 1 ? "" : "s") << " decided, " << R.BenchmarksRun
+     << " benchmarks run, " << Cached << " from the cache, " << Fallbacks
+     << " fallback" << (Fallbacks == 1 ? "" : "s") << '\n';
+}
