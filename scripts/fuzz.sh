@@ -58,7 +58,7 @@ fi
 DECIDED=0
 VARIANTS=(
   ""
-  "--size-hints=4096,1048576"
+  "--size-hints-m=16,4096 --size-hints-bytes=4096,1048576"
   "--collective-mode=immediate"
   "--fusion-heuristic=cost-model --prune-top-k=2"
   "--inject=mismatch:rank=1 --pre-sync-timeout-ms=50"

@@ -28,10 +28,17 @@ static double msSince(Clock::time_point T) {
 
 uint64_t mtsched::fingerprintCollectives(
     const Graph &G,
-    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes) {
+    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes,
+    llvm::ArrayRef<int64_t> ByteHints) {
   std::string S;
   llvm::raw_string_ostream OS(S);
   OS << '@' << G.getName();
+  // Ranks tuning at other sizes would run other benchmarks.
+  if (!ByteHints.empty()) {
+    OS << " bytes";
+    for (int64_t H : ByteHints)
+      OS << ' ' << H;
+  }
   for (const CollectiveMultiTemplateBufferNode *N : Nodes) {
     OS << "|%" << N->getName() << ' ' << N->getOpName() << ' '
        << collectiveKindName(N->getCollectiveKind()) << " @" << N->getGroup();
@@ -141,6 +148,24 @@ struct Autotuner::Impl {
   bool CacheOnlyFailed = false;
   bool StoreWarned = false;
 
+  /// The communicator the node being finalized is timed on: Comm, or the
+  /// node's process group's when that is smaller than the world; and the
+  /// suffix that keeps that group's measurements apart in Memo and the cache
+  /// (empty for the world).
+  Communicator *NodeComm = &Comm;
+  std::string NodeGroupKey;
+  /// This rank's communicators of the subgroups it belongs to, by rank list.
+  std::map<std::vector<int>, std::unique_ptr<Communicator>> GroupComms;
+  /// A collective on a process group smaller than the world, waiting for
+  /// its group to time it and for the exchange that tells the other ranks.
+  struct GroupNode {
+    MultiTemplateBufferNode *N;
+    /// Its entry in result().Nodes, kept in decision order on every rank.
+    size_t ResultIndex;
+    /// World ranks, in the group's order; Ranks[0] leads.
+    std::vector<int> Ranks;
+  };
+
   RunResult &result() { return Self.Result; }
   int rank() const { return Comm.rank(); }
 
@@ -186,6 +211,29 @@ struct Autotuner::Impl {
   std::vector<std::string> pruneReasons(const MultiTemplateBufferNode &N,
                                         const Workload &W) const;
   void showProgress(size_t Done, size_t Total);
+
+  /// The ranks of N's process group if N is a collective on a group smaller
+  /// than the world; empty otherwise.
+  std::vector<int> subgroupOf(const Graph &G,
+                              const MultiTemplateBufferNode &N) const;
+  /// The ranks whose measurements N's times come from.
+  std::vector<int> timedBy(const Graph &G,
+                           const MultiTemplateBufferNode &N) const;
+  /// Queues N (a subgroup collective) for tuneSubgroupNodes, holding its
+  /// place among the results.
+  GroupNode queueGroupNode(const Graph &G, MultiTemplateBufferNode &N,
+                           std::vector<int> Ranks);
+  /// Each queued node is timed by its group's members only, on the group's
+  /// communicator (disjoint groups at the same time); then one world-wide
+  /// all-gather carries each group leader's decisions to every rank. If the
+  /// exchange cannot happen, every rank falls back on every queued node.
+  void tuneSubgroupNodes(const Graph &G, llvm::ArrayRef<GroupNode> Nodes,
+                         bool WithFusion);
+  /// The decision of a queued node as its leader sends it, and its reverse.
+  llvm::json::Value groupRecord(const MultiTemplateBufferNode &N,
+                                const NodeResult &R) const;
+  bool applyGroupRecord(const llvm::json::Object &O, MultiTemplateBufferNode &N,
+                        NodeResult &R) const;
 };
 
 Autotuner::Autotuner(const AutotuneOptions &Opts, const FusionOptions &Fusion,
@@ -379,7 +427,7 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
     int64_t Hint, bool Fused, const std::vector<bool> &Skip) {
   bool Collective = llvm::isa<CollectiveMultiTemplateBufferNode>(N);
   std::vector<Agreed> Out(N.getChoices().size());
-  const std::string Prefix = workloadKey(W, Fused);
+  const std::string Prefix = workloadKey(W, Fused) + NodeGroupKey;
   // Local results still to be max-reduced: after every choice for a
   // collective (all ranks run it together), once per node otherwise.
   std::vector<size_t> Pending;
@@ -387,7 +435,7 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
   auto Flush = [&] {
     if (Pending.empty())
       return;
-    if (Comm.allReduceMax(PendingValues, Opts.ChoiceTimeout) !=
+    if (NodeComm->allReduceMax(PendingValues, Opts.ChoiceTimeout) !=
         CommStatus::Ok) {
       Degraded = CommBroken = true;
       DegradedReason = "a peer stopped answering during benchmarking";
@@ -442,7 +490,7 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
       Out[I].Message = "not in the autotune cache (--cache-only)";
       continue;
     }
-    if (Collective && Comm.barrier(Opts.ChoiceTimeout) != CommStatus::Ok) {
+    if (Collective && NodeComm->barrier(Opts.ChoiceTimeout) != CommStatus::Ok) {
       Degraded = CommBroken = true;
       DegradedReason = "a peer stopped answering during benchmarking";
       continue;
@@ -474,7 +522,7 @@ Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
                                         const Workload &W) {
   Agreed A;
   Choice Epi{"<epilogue>", {}, {}};
-  std::string Key = memoKey(W, Epi, /*Fused=*/true);
+  std::string Key = memoKey(W, Epi, /*Fused=*/true) + NodeGroupKey;
   auto Hit = Memo.find(Key);
   if (Hit != Memo.end()) {
     ++result().MemoHits;
@@ -492,7 +540,7 @@ Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
   Measurement Local = Self.Bench->measureEpilogue(N, W);
   ++result().BenchmarksRun;
   std::vector<double> V{Local.Status == ChoiceStatus::Ok ? Local.Us : Inf};
-  if (Comm.allReduceMax(V, Opts.ChoiceTimeout) != CommStatus::Ok) {
+  if (NodeComm->allReduceMax(V, Opts.ChoiceTimeout) != CommStatus::Ok) {
     Degraded = CommBroken = true;
     DegradedReason = "a peer stopped answering during benchmarking";
     return A;
@@ -561,9 +609,10 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
   if (Cache && !Degraded) {
     Key = cacheKeyOf(M, G, N, Opts, Self.Bench->getBackendName(),
                      Self.Bench->getVersion(), Comm.size());
-    // Rank 0's cache decides for every rank: "H" + entry, or "M".
+    // Rank 0's cache decides for every rank (the group's first rank for a
+    // subgroup's node): "H" + entry, or "M".
     std::string Data = "M";
-    if (rank() == 0) {
+    if (NodeComm->rank() == 0) {
       AutotuneCache::LookupResult L = Cache->lookup(Key);
       if (L.State == AutotuneCache::LookupState::Hit) {
         std::string Unknown = unknownChoiceIn(L.Entry, N);
@@ -580,7 +629,7 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
       if (L.State == AutotuneCache::LookupState::Hit)
         Data = "H" + L.Entry.serialize(Key);
     }
-    if (Comm.broadcast(Data, 0, Opts.ChoiceTimeout) != CommStatus::Ok) {
+    if (NodeComm->broadcast(Data, 0, Opts.ChoiceTimeout) != CommStatus::Ok) {
       Degraded = CommBroken = true;
       DegradedReason = "a peer stopped answering during the cache lookup";
     } else {
@@ -618,7 +667,7 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
     return;
   }
   ++result().CacheMisses;
-  if (Degraded || rank() != 0 || Opts.CacheOnly)
+  if (Degraded || NodeComm->rank() != 0 || Opts.CacheOnly)
     return;
   // Keep what the entry held (other heuristics' or hints' measurements).
   for (auto &KV : Recording.Records)
@@ -746,9 +795,17 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
     CN->setFallback(R.Fallback);
   }
 
-  // One winner per size hint, measured at that size.
-  bool Hintable = W.K != Workload::Kind::Custom;
-  for (int64_t Hint : Hintable ? Opts.SizeHints : std::vector<int64_t>()) {
+  // One winner per size hint, measured at that size: rows for a matmul,
+  // message bytes for a collective (custom kernels have no size to vary).
+  llvm::ArrayRef<int64_t> Hints;
+  if (W.K == Workload::Kind::Gemm) {
+    Hints = Opts.SizeHintsM;
+    N.setDispatchUnit(DispatchUnit::M);
+  } else if (W.K == Workload::Kind::Collective) {
+    Hints = Opts.SizeHintsBytes;
+    N.setDispatchUnit(DispatchUnit::Bytes);
+  }
+  for (int64_t Hint : Hints) {
     Workload HW = describeNode(M, G, N, Hint);
     std::vector<Agreed> AtHint = measureChoices(G, N, HW, Hint, false);
     if (Degraded || NodeMissing)
@@ -767,6 +824,7 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   R.Chosen = D.Choice;
   R.EpilogueFused = D.Fused;
   R.EpilogueUs = Epilogue.Us;
+  R.TimedBy = timedBy(G, N);
   result().Nodes.push_back(std::move(R));
 }
 
@@ -787,6 +845,289 @@ void Autotuner::Impl::showProgress(size_t Done, size_t Total) {
   llvm::errs().flush();
 }
 
+//===----------------------------------------------------------------------===//
+// Collectives on process groups smaller than the world
+//===----------------------------------------------------------------------===//
+
+std::vector<int>
+Autotuner::Impl::subgroupOf(const Graph &G,
+                            const MultiTemplateBufferNode &N) const {
+  const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N);
+  if (!C)
+    return {};
+  std::vector<int64_t> Ranks = M.groupRanks(C->getGroup(), G.getWorldSize());
+  // The verifier keeps ranks below the world size: a group as large as the
+  // world is the world, in any order.
+  if (Ranks.empty() || int64_t(Ranks.size()) >= Comm.size())
+    return {};
+  return std::vector<int>(Ranks.begin(), Ranks.end());
+}
+
+std::vector<int>
+Autotuner::Impl::timedBy(const Graph &G,
+                         const MultiTemplateBufferNode &N) const {
+  std::vector<int> Ranks = subgroupOf(G, N);
+  if (Ranks.empty())
+    for (int R = 0; R < Comm.size(); ++R)
+      Ranks.push_back(R);
+  return Ranks;
+}
+
+Autotuner::Impl::GroupNode
+Autotuner::Impl::queueGroupNode(const Graph &G, MultiTemplateBufferNode &N,
+                                std::vector<int> Ranks) {
+  result().Nodes.push_back(startRecord(G, N));
+  return {&N, result().Nodes.size() - 1, std::move(Ranks)};
+}
+
+static llvm::json::Value jsonUs(double Us) {
+  return std::isfinite(Us) ? llvm::json::Value(Us) : llvm::json::Value(nullptr);
+}
+
+static double usOf(const llvm::json::Value *V) {
+  std::optional<double> D = V ? V->getAsNumber() : std::nullopt;
+  return D ? *D : Inf;
+}
+
+static llvm::json::Array jsonTimings(llvm::ArrayRef<ChoiceTiming> T) {
+  llvm::json::Array A;
+  for (const ChoiceTiming &E : T)
+    A.push_back(llvm::json::Array{E.Choice, jsonUs(E.Us)});
+  return A;
+}
+
+static bool readTimings(const llvm::json::Array *A,
+                        std::vector<ChoiceTiming> &Out) {
+  Out.clear();
+  if (!A)
+    return false;
+  for (const llvm::json::Value &V : *A) {
+    const llvm::json::Array *P = V.getAsArray();
+    if (!P || P->size() != 2 || !(*P)[0].getAsString())
+      return false;
+    Out.push_back({(*P)[0].getAsString()->str(), usOf(&(*P)[1])});
+  }
+  return true;
+}
+
+llvm::json::Value Autotuner::Impl::groupRecord(const MultiTemplateBufferNode &N,
+                                               const NodeResult &R) const {
+  const auto *C = llvm::cast<CollectiveMultiTemplateBufferNode>(&N);
+  llvm::json::Array Dispatch, Choices;
+  for (const DispatchEntry &E : N.getDispatch())
+    Dispatch.push_back(llvm::json::Array{E.Hint, E.Choice});
+  for (const ChoiceResult &CR : R.Choices)
+    Choices.push_back(
+        llvm::json::Object{{"status", choiceStatusName(CR.Status)},
+                           {"us", jsonUs(CR.Us)},
+                           {"fused_us", jsonUs(CR.FusedUs)},
+                           {"fused_predicted", CR.FusedPredicted},
+                           {"message", CR.Message}});
+  return llvm::json::Object{{"decided", N.getDecision()},
+                            {"fused", N.isEpilogueFused()},
+                            {"fallback", C->isFallback()},
+                            {"sync", syncStateName(C->getSync())},
+                            {"timings", jsonTimings(N.getTimings())},
+                            {"fused_timings", jsonTimings(N.getFusedTimings())},
+                            {"dispatch", std::move(Dispatch)},
+                            {"choices", std::move(Choices)},
+                            {"result_fallback", R.Fallback},
+                            {"epilogue_us", jsonUs(R.EpilogueUs)},
+                            {"timed_by", llvm::json::Array(R.TimedBy)}};
+}
+
+bool Autotuner::Impl::applyGroupRecord(const llvm::json::Object &O,
+                                       MultiTemplateBufferNode &N,
+                                       NodeResult &R) const {
+  auto *C = llvm::cast<CollectiveMultiTemplateBufferNode>(&N);
+  std::optional<llvm::StringRef> Decided = O.getString("decided");
+  std::optional<llvm::StringRef> Sync = O.getString("sync");
+  const llvm::json::Array *Dispatch = O.getArray("dispatch");
+  const llvm::json::Array *Choices = O.getArray("choices");
+  const llvm::json::Array *TimedBy = O.getArray("timed_by");
+  if (!Decided || !N.findChoice(*Decided) || !Sync || !Dispatch || !Choices ||
+      !TimedBy || Choices->size() != N.getChoices().size() ||
+      !readTimings(O.getArray("timings"), N.getTimings()) ||
+      !readTimings(O.getArray("fused_timings"), N.getFusedTimings()))
+    return false;
+  N.setDecision(Decided->str());
+  N.setEpilogueFused(O.getBoolean("fused").value_or(false));
+  C->setFallback(O.getBoolean("fallback").value_or(false));
+  C->setSync(*Sync == "ok"       ? SyncState::Ok
+             : *Sync == "failed" ? SyncState::Failed
+                                 : SyncState::Pending);
+  N.getDispatch().clear();
+  N.setDispatchUnit(DispatchUnit::Bytes);
+  R.Dispatch.clear();
+  for (const llvm::json::Value &V : *Dispatch) {
+    const llvm::json::Array *P = V.getAsArray();
+    if (!P || P->size() != 2 || !(*P)[0].getAsInteger() ||
+        !(*P)[1].getAsString())
+      return false;
+    DispatchEntry E{*(*P)[0].getAsInteger(), (*P)[1].getAsString()->str()};
+    N.getDispatch().push_back(E);
+    R.Dispatch.push_back(E);
+  }
+  R.Choices.clear();
+  for (size_t I = 0; I < Choices->size(); ++I) {
+    const llvm::json::Object *CO = (*Choices)[I].getAsObject();
+    if (!CO)
+      return false;
+    ChoiceResult CR;
+    CR.Name = N.getChoices()[I].Name;
+    CR.Status = ChoiceStatus::Failed;
+    llvm::StringRef St = CO->getString("status").value_or("");
+    for (ChoiceStatus S :
+         {ChoiceStatus::Ok, ChoiceStatus::Failed, ChoiceStatus::Timeout,
+          ChoiceStatus::WrongResult, ChoiceStatus::Skipped})
+      if (choiceStatusName(S) == St)
+        CR.Status = S;
+    CR.Us = usOf(CO->get("us"));
+    // This rank is not in the group: it measured nothing.
+    CR.LocalUs = Inf;
+    CR.FusedUs = usOf(CO->get("fused_us"));
+    CR.FusedPredicted = CO->getBoolean("fused_predicted").value_or(false);
+    CR.Message = CO->getString("message").value_or("").str();
+    R.Choices.push_back(std::move(CR));
+  }
+  R.TimedBy.clear();
+  for (const llvm::json::Value &V : *TimedBy)
+    R.TimedBy.push_back(int(V.getAsInteger().value_or(-1)));
+  R.Chosen = N.getDecision();
+  R.EpilogueFused = N.isEpilogueFused();
+  R.Fallback = O.getBoolean("result_fallback").value_or(false);
+  R.EpilogueUs = usOf(O.get("epilogue_us"));
+  return true;
+}
+
+void Autotuner::Impl::tuneSubgroupNodes(const Graph &G,
+                                        llvm::ArrayRef<GroupNode> Nodes,
+                                        bool WithFusion) {
+  if (Nodes.empty())
+    return;
+  // How long one rank may wait for another in this phase: a member may be
+  // busy with an earlier node of another group, and a rank in no group
+  // waits at the exchange for every group to finish. Each member's part is
+  // a sequence of steps each bounded by the choice timeout (per choice, a
+  // barrier, a run and a max-reduction, unfused, fused and at each byte
+  // hint; per node the cache lookup, the epilogue and one entry barrier),
+  // so their sum bounds the wait and every rank computes the same.
+  int64_t Steps = 1;
+  for (const GroupNode &GN : Nodes)
+    Steps += 3 * int64_t(GN.N->getChoices().size()) *
+                 (2 + int64_t(Opts.SizeHintsBytes.size())) +
+             3;
+  std::chrono::milliseconds PhaseBound = Opts.ChoiceTimeout * Steps;
+  // The members time each node on their group's communicator, in program
+  // order; ranks outside the group go on at once, so disjoint groups run
+  // side by side. Every rank still takes part in the exchange below.
+  for (const GroupNode &GN : Nodes) {
+    if (Degraded)
+      break;
+    if (!llvm::is_contained(GN.Ranks, rank()))
+      continue;
+    auto It = GroupComms.find(GN.Ranks);
+    if (It == GroupComms.end()) {
+      llvm::Expected<std::unique_ptr<Communicator>> Sub =
+          Comm.createSubgroup(GN.Ranks);
+      if (!Sub) {
+        Degraded = CommBroken = true;
+        DegradedReason = llvm::toString(Sub.takeError());
+        break;
+      }
+      It = GroupComms.emplace(GN.Ranks, std::move(*Sub)).first;
+    }
+    // Members meet first with the phase's bound, so one still busy with
+    // another group's node is waited for; later steps are prompt.
+    if (It->second->barrier(PhaseBound) != CommStatus::Ok) {
+      Degraded = CommBroken = true;
+      DegradedReason = "a peer stopped answering during benchmarking";
+      break;
+    }
+    NodeComm = It->second.get();
+    NodeGroupKey =
+        "@" + llvm::join(llvm::map_range(
+                             GN.Ranks, [](int R) { return std::to_string(R); }),
+                         ",");
+    finalize(G, *GN.N, WithFusion);
+    NodeComm = &Comm;
+    NodeGroupKey.clear();
+    // finalize appended the node's result: it takes the queued place.
+    result().Nodes[GN.ResultIndex] = std::move(result().Nodes.back());
+    result().Nodes.pop_back();
+  }
+
+  // Each group's first rank sends its group's decisions; one all-gather
+  // over the world carries them to the ranks outside the group. A rank
+  // that is degraded (its pre-sync failed, or a peer stopped answering)
+  // takes no part, and then nobody's exchange succeeds.
+  bool Exchanged = false;
+  if (!Degraded) {
+    llvm::json::Array Mine;
+    for (size_t J = 0; J < Nodes.size(); ++J)
+      if (Nodes[J].Ranks.front() == rank())
+        Mine.push_back(llvm::json::Array{
+            int64_t(J),
+            groupRecord(*Nodes[J].N, result().Nodes[Nodes[J].ResultIndex])});
+    std::string Data;
+    llvm::raw_string_ostream OS(Data);
+    OS << llvm::json::Value(std::move(Mine));
+    std::vector<std::string> All;
+    CommStatus S = Comm.allGather(OS.str(), All, PhaseBound);
+    if (S != CommStatus::Ok) {
+      Degraded = CommBroken = true;
+      DegradedReason =
+          "a peer stopped answering while the groups' decisions were shared";
+    } else {
+      Exchanged = true;
+      for (const std::string &Text : All) {
+        llvm::Expected<llvm::json::Value> V = llvm::json::parse(Text);
+        if (!V) {
+          llvm::consumeError(V.takeError());
+          Exchanged = false;
+          continue;
+        }
+        const llvm::json::Array *Recs = V->getAsArray();
+        if (!Recs) {
+          Exchanged = false;
+          continue;
+        }
+        for (const llvm::json::Value &RV : *Recs) {
+          const llvm::json::Array *P = RV.getAsArray();
+          std::optional<int64_t> J =
+              P && P->size() == 2 ? (*P)[0].getAsInteger() : std::nullopt;
+          const llvm::json::Object *O = J ? (*P)[1].getAsObject() : nullptr;
+          if (!O || *J < 0 || size_t(*J) >= Nodes.size()) {
+            Exchanged = false;
+            continue;
+          }
+          const GroupNode &GN = Nodes[*J];
+          if (llvm::is_contained(GN.Ranks, rank()))
+            continue;
+          if (!applyGroupRecord(*O, *GN.N, result().Nodes[GN.ResultIndex]))
+            Exchanged = false;
+        }
+      }
+    }
+  }
+  if (Exchanged)
+    return;
+  // No rank can be sure the others heard every group: all fall back on
+  // every queued node, members too, so the IR stays the same everywhere.
+  llvm::SMLoc Loc = Nodes.front().N->getLoc();
+  warn(Loc, "the decisions of collectives on process groups smaller than the "
+            "world could not be shared (" +
+                DegradedReason + "); they fall back to their default choice");
+  for (const GroupNode &GN : Nodes) {
+    GN.N->getTimings().clear();
+    GN.N->getFusedTimings().clear();
+    GN.N->getDispatch().clear();
+    decideWithoutBenchmark(G, *GN.N, DegradedReason);
+    result().Nodes[GN.ResultIndex] = std::move(result().Nodes.back());
+    result().Nodes.pop_back();
+  }
+}
+
 llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   Impl &I = *P;
   if (llvm::Error E = I.applyRankFaults())
@@ -794,7 +1135,7 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   auto T0 = Clock::now();
   if (auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
     const CollectiveMultiTemplateBufferNode *One[] = {C};
-    uint64_t Fp = fingerprintCollectives(G, One);
+    uint64_t Fp = fingerprintCollectives(G, One, I.Opts.SizeHintsBytes);
     if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
       Fp = ~Fp;
     auto S0 = Clock::now();
@@ -812,7 +1153,11 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
       return llvm::Error::success();
     }
   }
-  I.finalize(G, N, /*WithFusion=*/false);
+  if (std::vector<int> Ranks = I.subgroupOf(G, N); !Ranks.empty())
+    I.tuneSubgroupNodes(G, {I.queueGroupNode(G, N, std::move(Ranks))},
+                        /*WithFusion=*/false);
+  else
+    I.finalize(G, N, /*WithFusion=*/false);
   I.addPhase("benchmark", msSince(T0));
   if (I.CacheOnlyFailed)
     return llvm::make_error<ReportedError>();
@@ -842,7 +1187,7 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   std::string SyncFailure;
   if (!Collectives.empty()) {
     auto S0 = Clock::now();
-    uint64_t Fp = fingerprintCollectives(G, Collectives);
+    uint64_t Fp = fingerprintCollectives(G, Collectives, I.Opts.SizeHintsBytes);
     // A rank that collected a different list: it misses the last node.
     if (I.Opts.Faults.rankFault(Fault::Kind::Mismatch, I.rank()))
       Fp = fingerprintCollectives(G, llvm::ArrayRef(Collectives).drop_back());
@@ -865,13 +1210,17 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   }
 
   auto B0 = Clock::now();
+  std::vector<Impl::GroupNode> GroupNodes;
   for (size_t K = 0; K < Todo.size(); ++K) {
     if (I.Degraded)
       I.decideWithoutBenchmark(G, *Todo[K], I.DegradedReason);
+    else if (std::vector<int> Ranks = I.subgroupOf(G, *Todo[K]); !Ranks.empty())
+      GroupNodes.push_back(I.queueGroupNode(G, *Todo[K], std::move(Ranks)));
     else
       I.finalize(G, *Todo[K], /*WithFusion=*/true);
     I.showProgress(K + 1, Todo.size());
   }
+  I.tuneSubgroupNodes(G, GroupNodes, /*WithFusion=*/true);
   I.addPhase("benchmark", msSince(B0));
   // Every node missing from the cache was named above.
   if (I.CacheOnlyFailed)

@@ -134,9 +134,17 @@ std::string mtsched::cacheKeyOf(const Module &M, const Graph &G,
   OS << "\nnode " << N.getKindKeyword() << ' ' << N.getOpName();
   if (!N.getCustomName().empty())
     OS << " \"" << N.getCustomName() << '"';
-  if (const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N))
+  if (const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
+    std::vector<int64_t> Ranks = M.groupRanks(C->getGroup(), G.getWorldSize());
     OS << " kind " << collectiveKindName(C->getCollectiveKind()) << " ranks "
-       << M.groupRanks(C->getGroup(), G.getWorldSize()).size();
+       << Ranks.size();
+    // A group smaller than the world: which ranks (links differ).
+    if (int64_t(Ranks.size()) < WorldSize) {
+      OS << " members";
+      for (int64_t R : Ranks)
+        OS << ' ' << R;
+    }
+  }
   OS << ' ';
   N.getAttrs().print(OS);
   for (const Operand &O : N.getOperands())

@@ -51,7 +51,7 @@ static std::string groupOf(const Workload &W, const Choice &C, bool Fused) {
     G = C.isExtern() ? "extern gemm" : "gemm tiles";
     break;
   case Workload::Kind::Collective: {
-    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C);
     G = "collective " + (A ? collectiveAlgoName(*A).str() : C.Name);
     break;
   }

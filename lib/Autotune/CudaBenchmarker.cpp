@@ -607,6 +607,13 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
   if (W.K == Workload::Kind::Collective && W.Ranks > 1) {
     // Every rank must take part, even one that refuses (an injected fault):
     // the peers then fail the choice too instead of waiting for it.
+    if (Comm && Comm->size() > W.Ranks)
+      return failed(ChoiceStatus::Failed,
+                    "the cuda backend times collectives over every rank "
+                    "only; a " +
+                        std::to_string(W.Ranks) + "-rank process group of " +
+                        std::to_string(Comm->size()) +
+                        " ranks is not implemented yet");
     if (!Comm || Comm->size() != W.Ranks)
       return failed(ChoiceStatus::Failed,
                     "a " + std::to_string(W.Ranks) +

@@ -679,7 +679,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     Err = llvm::toString(std::move(E));
     Ok = false;
   }
-  std::optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+  std::optional<CollectiveAlgo> A = collectiveAlgoOf(C);
   if (Ok && !A) {
     Err = "'" + C.Name + "' is no collective algorithm this backend knows";
     Ok = false;

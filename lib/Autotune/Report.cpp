@@ -79,6 +79,10 @@ static void writeNode(llvm::json::OStream &J, const ReportInput &In,
   if (!N.Epilogue.empty())
     msAttribute(J, "epilogue_ms", N.EpilogueUs);
   J.attribute("fallback", N.Fallback);
+  J.attributeArray("timed_by", [&] {
+    for (int Rank : N.TimedBy)
+      J.value(Rank);
+  });
   if (!N.Dispatch.empty())
     J.attributeArray("dispatch", [&] {
       for (const DispatchEntry &E : N.Dispatch)

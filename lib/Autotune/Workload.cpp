@@ -104,8 +104,25 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
   return W;
 }
 
+std::optional<CollectiveAlgo> mtsched::collectiveAlgoOf(const Choice &C) {
+  if (std::optional<llvm::StringRef> A = C.Params.getString("algo")) {
+    for (CollectiveAlgo Algo : {CollectiveAlgo::Nccl, CollectiveAlgo::OneShot,
+                                CollectiveAlgo::TwoShot, CollectiveAlgo::P2P})
+      if (collectiveAlgoName(Algo) == *A)
+        return Algo;
+    return std::nullopt;
+  }
+  return collectiveAlgoOf(C.Name);
+}
+
 double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
                                 const Choice &C, bool Fused) {
+  // A time given outright (a custom op's config the model cannot know):
+  // the kernel is opaque, so it has no fused variant.
+  if (const Attribute *Cost = C.Params.get("cost_us"))
+    if ((Cost->isInt() || Cost->isFloat()) &&
+        std::isfinite(Cost->getNumber()) && Cost->getNumber() >= 0)
+      return Fused ? Inf : Cost->getNumber();
   EpilogueDesc None;
   None.Dtype = W.Epilogue.Dtype;
   const EpilogueDesc &Epi = Fused ? W.Epilogue : None;
@@ -122,7 +139,7 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
                         Epi);
     return Inf;
   case Workload::Kind::Collective: {
-    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C.Name);
+    std::optional<CollectiveAlgo> A = collectiveAlgoOf(C);
     if (!A)
       return Inf;
     return collectiveTimeUs(D, W.Collective, *A, W.Bytes, W.Ranks, Epi);

@@ -87,6 +87,12 @@ void MultiTemplateBufferNode::copyMTBInto(MultiTemplateBufferNode &N) const {
   N.Timings = Timings;
   N.FusedTimings = FusedTimings;
   N.Dispatch = Dispatch;
+  N.DispUnit = DispUnit;
+  N.DispUnitLoc = DispUnitLoc;
+}
+
+llvm::StringRef mtsched::dispatchUnitName(DispatchUnit U) {
+  return U == DispatchUnit::Bytes ? "bytes" : "m";
 }
 
 std::unique_ptr<Node> MultiTemplateBufferNode::clone() const {

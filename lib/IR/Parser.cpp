@@ -539,8 +539,21 @@ bool Parser::parseMTBClauses(MultiTemplateBufferNode &N) {
     return false;
   if (consumeKeyword("fused_timings") && !parseTimings(N.getFusedTimings()))
     return false;
-  if (consumeKeyword("dispatch") && !parseDispatch(N.getDispatch()))
-    return false;
+  if (consumeKeyword("dispatch")) {
+    // The unit says what the hints count, so a table is never read in the
+    // wrong one.
+    N.setDispatchUnitLoc(Tok.getLoc());
+    if (Tok.isKeyword("m"))
+      N.setDispatchUnit(DispatchUnit::M);
+    else if (Tok.isKeyword("bytes"))
+      N.setDispatchUnit(DispatchUnit::Bytes);
+    else
+      return emitError("expected the dispatch table's unit: 'm' (matmul "
+                       "rows) or 'bytes' (collective message bytes)");
+    consume();
+    if (!parseDispatch(N.getDispatch()))
+      return false;
+  }
   return true;
 }
 

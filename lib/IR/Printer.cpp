@@ -77,7 +77,7 @@ static void printMTBClauses(const MultiTemplateBufferNode &N,
     printTimings(N.getFusedTimings(), OS);
   }
   if (!N.getDispatch().empty()) {
-    OS << " dispatch {";
+    OS << " dispatch " << dispatchUnitName(N.getDispatchUnit()) << " {";
     llvm::interleaveComma(N.getDispatch(), OS, [&](const DispatchEntry &E) {
       OS << E.Hint << " = " << E.Choice;
     });

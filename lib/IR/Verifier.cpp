@@ -13,6 +13,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
+#include <cmath>
 
 using namespace mtsched;
 using llvm::SMLoc;
@@ -55,6 +56,7 @@ private:
   /// template runs, belongs to one epilogue only, and every value read
   /// outside the fused kernel is written by it (docs/IR.md, "Epilogues").
   void verifyEpilogues(const Graph &G);
+  void verifyChoiceParams(const Choice &C, SMLoc Loc, llvm::StringRef What);
   void verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                      llvm::StringRef What);
   void verifyTimings(const MultiTemplateBufferNode &N,
@@ -590,7 +592,33 @@ void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                     }))
       error(Loc, "duplicate " + What.drop_back() + " '" + C.Name + "' in '%" +
                      N.getName() + "'");
+    verifyChoiceParams(C, Loc, What.drop_back());
   }
+}
+
+void Verifier::verifyChoiceParams(const Choice &C, SMLoc Loc,
+                                  llvm::StringRef What) {
+  // The simulator reads these two (docs/SIMULATOR.md): which algorithm a
+  // custom collective's choice is, or the time to give it outright. The
+  // names are CostModel's CollectiveAlgo, which the IR cannot include.
+  if (const Attribute *A = C.Params.get("algo")) {
+    static const llvm::StringLiteral Algos[] = {"nccl", "one_shot", "two_shot",
+                                                "p2p"};
+    if (!A->isString())
+      error(Loc, "attribute 'algo' of " + What + " '" + C.Name +
+                     "' must be a string");
+    else if (!llvm::is_contained(Algos, A->getString()))
+      error(Loc, "unknown collective algorithm '" + A->getString() + "' in " +
+                     What + " '" + C.Name +
+                     "' (expected \"nccl\", \"one_shot\", \"two_shot\" or "
+                     "\"p2p\")");
+  }
+  if (const Attribute *A = C.Params.get("cost_us"))
+    if (!(A->isInt() || A->isFloat()) || !std::isfinite(A->getNumber()) ||
+        A->getNumber() < 0)
+      error(Loc, "attribute 'cost_us' of " + What + " '" + C.Name +
+                     "' must be a finite, non-negative number of "
+                     "microseconds");
 }
 
 void Verifier::verifyTimings(const MultiTemplateBufferNode &N,
@@ -634,6 +662,25 @@ void Verifier::verifyMTB(const Graph &G, const MultiTemplateBufferNode &N) {
     CheckChoice(N.getDecision(), N.getDecisionLoc(), "decision");
   verifyTimings(N, N.getTimings(), "timings");
   verifyTimings(N, N.getFusedTimings(), "fused_timings");
+  if (!N.getDispatch().empty()) {
+    // Hints count rows of a matmul and message bytes of a collective; a
+    // table in the other unit would be read at the wrong sizes.
+    bool IsColl = llvm::isa<CollectiveMultiTemplateBufferNode>(N);
+    bool IsMatMul = N.getOp() == OpCode::MatMul;
+    SMLoc Loc =
+        N.getDispatchUnitLoc().isValid() ? N.getDispatchUnitLoc() : N.getLoc();
+    llvm::StringRef Unit = dispatchUnitName(N.getDispatchUnit());
+    if (!IsColl && !IsMatMul)
+      error(Loc, "'%" + N.getName() +
+                     "' cannot have a dispatch table: only matmuls (unit "
+                     "'m') and collectives (unit 'bytes') are tuned per size");
+    else if (IsColl && N.getDispatchUnit() != DispatchUnit::Bytes)
+      error(Loc, "dispatch unit '" + Unit + "' does not fit collective '%" +
+                     N.getName() + "'; its hints are message bytes ('bytes')");
+    else if (IsMatMul && N.getDispatchUnit() != DispatchUnit::M)
+      error(Loc, "dispatch unit '" + Unit + "' does not fit matmul '%" +
+                     N.getName() + "'; its hints are rows ('m')");
+  }
   const DispatchEntry *Prev = nullptr;
   for (const DispatchEntry &E : N.getDispatch()) {
     SMLoc Loc = E.Loc.isValid() ? E.Loc : N.getLoc();
@@ -705,9 +752,16 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
     else if (!O->getConfigs().empty())
       error(N.getLoc(), "only custom ops take 'configs'");
   }
-  if (N.getOp() == OpCode::Custom)
+  if (N.getOp() == OpCode::Custom) {
     if (std::optional<std::string> Group = groupAttr(N))
       groupSize(G, *Group, N.getLoc());
+    // What the fusion pass may fuse into the custom kernel (none if absent).
+    if (const Attribute *E = N.getAttrs().get("epilogue"))
+      if (!E->isString() ||
+          (E->getString() != "pointwise" && E->getString() != "none"))
+        error(N.getLoc(), "attribute 'epilogue' of custom op '%" + N.getName() +
+                              "' must be \"pointwise\" or \"none\"");
+  }
   if (const auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(&N))
     verifyMTB(G, *MTB);
 

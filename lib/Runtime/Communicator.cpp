@@ -59,6 +59,36 @@ CommStatus SingleCommunicator::broadcast(std::string &, int Root,
   return Root == 0 ? CommStatus::Ok : CommStatus::Failed;
 }
 
+llvm::Expected<std::unique_ptr<Communicator>>
+SingleCommunicator::createSubgroup(llvm::ArrayRef<int> Ranks) {
+  if (llvm::Expected<int> I = subgroupIndex(Ranks, 1, 0); !I)
+    return I.takeError();
+  return std::make_unique<SingleCommunicator>();
+}
+
+llvm::Expected<int> mtsched::subgroupIndex(llvm::ArrayRef<int> Ranks, int Size,
+                                           int Self) {
+  auto Bad = [&](const llvm::Twine &Why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot create a subgroup: " + Why);
+  };
+  if (Ranks.empty())
+    return Bad("it has no ranks");
+  int Index = -1;
+  for (size_t I = 0; I < Ranks.size(); ++I) {
+    if (Ranks[I] < 0 || Ranks[I] >= Size)
+      return Bad("rank " + llvm::Twine(Ranks[I]) + " is not below " +
+                 llvm::Twine(Size));
+    if (llvm::is_contained(Ranks.take_front(I), Ranks[I]))
+      return Bad("rank " + llvm::Twine(Ranks[I]) + " appears twice");
+    if (Ranks[I] == Self)
+      Index = int(I);
+  }
+  if (Index < 0)
+    return Bad("rank " + llvm::Twine(Self) + " is not a member");
+  return Index;
+}
+
 //===----------------------------------------------------------------------===//
 // ThreadGroup
 //===----------------------------------------------------------------------===//
@@ -103,6 +133,14 @@ namespace detail {
 struct ThreadGroupState {
   explicit ThreadGroupState(int N) : N(N), Dead(N, false), Done(N, 0) {}
 
+  /// A subgroup of this group, by its ranks in this group.
+  struct Subgroup {
+    std::vector<int> Ranks;
+    std::shared_ptr<ThreadGroupState> State;
+    /// Members that took their communicator.
+    std::vector<bool> Taken;
+  };
+
   const int N;
   std::mutex M;
   std::condition_variable CV;
@@ -112,6 +150,29 @@ struct ThreadGroupState {
   /// number): every slot below the minimum over live ranks is garbage.
   std::vector<uint64_t> Done;
   std::map<uint64_t, Slot> Slots;
+  /// Created by the first member that asked, keyed by the rank list.
+  std::map<std::vector<int>, Subgroup> Subgroups;
+
+  /// Marks Rank dead here and in every subgroup it belongs to. Takes M (and
+  /// each subgroup's, one at a time).
+  void markDead(int Rank) {
+    std::vector<std::pair<std::shared_ptr<ThreadGroupState>, int>> Subs;
+    {
+      std::lock_guard<std::mutex> Lock(M);
+      if (Dead[Rank])
+        return;
+      Dead[Rank] = true;
+      ++NumDead;
+      collect();
+      CV.notify_all();
+      for (auto &KV : Subgroups)
+        for (size_t I = 0; I < KV.second.Ranks.size(); ++I)
+          if (KV.second.Ranks[I] == Rank)
+            Subs.emplace_back(KV.second.State, int(I));
+    }
+    for (auto &[Sub, Index] : Subs)
+      Sub->markDead(Index);
+  }
 
   /// Frees the slots every live rank has finished with. Needs M held.
   void collect() {
@@ -186,6 +247,40 @@ public:
             Data = Sl.Strings.front();
         },
         Timeout);
+  }
+
+  llvm::Expected<std::unique_ptr<Communicator>>
+  createSubgroup(llvm::ArrayRef<int> Ranks) override {
+    llvm::Expected<int> Index = subgroupIndex(Ranks, S->N, Rank);
+    if (!Index)
+      return Index.takeError();
+    std::vector<int> Key(Ranks.begin(), Ranks.end());
+    std::vector<int> DeadMembers;
+    std::shared_ptr<ThreadGroupState> Sub;
+    {
+      std::lock_guard<std::mutex> Lock(S->M);
+      auto [It, New] = S->Subgroups.try_emplace(Key);
+      ThreadGroupState::Subgroup &G = It->second;
+      if (New) {
+        G.Ranks = Key;
+        G.State = std::make_shared<ThreadGroupState>(int(Key.size()));
+        G.Taken.assign(Key.size(), false);
+        // A rank that died before the subgroup existed is dead in it too.
+        for (size_t I = 0; I < Key.size(); ++I)
+          if (S->Dead[Key[I]])
+            DeadMembers.push_back(int(I));
+      }
+      if (G.Taken[*Index])
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "cannot create a subgroup: rank " + llvm::Twine(Rank) +
+                " already has a communicator for these ranks");
+      G.Taken[*Index] = true;
+      Sub = G.State;
+    }
+    for (int I : DeadMembers)
+      Sub->markDead(I);
+    return std::make_unique<ThreadCommunicator>(std::move(Sub), *Index);
   }
 
 private:
@@ -293,13 +388,7 @@ std::unique_ptr<Communicator> ThreadGroup::get(int Rank) {
 void ThreadGroup::markDead(int Rank) {
   if (Rank < 0 || Rank >= State->N)
     return;
-  std::lock_guard<std::mutex> Lock(State->M);
-  if (State->Dead[Rank])
-    return;
-  State->Dead[Rank] = true;
-  ++State->NumDead;
-  State->collect();
-  State->CV.notify_all();
+  State->markDead(Rank);
 }
 
 bool ThreadGroup::isDead(int Rank) const {

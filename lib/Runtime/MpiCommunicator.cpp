@@ -150,11 +150,12 @@ struct MpiWorld {
 
   /// The pair (V, -V) max-reduced: every rank passed V iff the result is
   /// (V, -V). Used to check lengths and roots before the data moves.
-  CommStatus agree(int64_t V, bool &Same, Clock::time_point Deadline) {
+  CommStatus agree(MPI_Comm C, int64_t V, bool &Same,
+                   Clock::time_point Deadline) {
     auto Op = std::make_unique<InFlight>();
     Op->Hdr[0] = V;
     Op->Hdr[1] = -V;
-    int RC = MPI_Iallreduce(Op->Hdr, Op->HdrOut, 2, MPI_INT64_T, MPI_MAX, Coll,
+    int RC = MPI_Iallreduce(Op->Hdr, Op->HdrOut, 2, MPI_INT64_T, MPI_MAX, C,
                             &Op->Req);
     CommStatus S = finishPhase(Op, RC, Deadline);
     Same = S == CommStatus::Ok && Op->HdrOut[0] == V && Op->HdrOut[1] == -V;
@@ -165,6 +166,14 @@ struct MpiWorld {
 MpiWorld *World = nullptr;
 
 } // namespace
+
+/// The MPI communicator an instance works on: the world's Coll, or a
+/// subgroup's (kept until MPI_Finalize, which frees it).
+struct mtsched::MpiCommHandle {
+  MPI_Comm C;
+};
+
+static MPI_Comm asComm(const std::unique_ptr<MpiCommHandle> &H) { return H->C; }
 
 llvm::Expected<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create() {
   if (!World) {
@@ -194,16 +203,57 @@ llvm::Expected<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create() {
     W->Finished.assign(W->Size, false);
     World = W.release();
   }
-  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator());
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(
+      new MpiCommHandle{World->Coll}, World->Rank, World->Size));
 }
 
 bool MpiCommunicator::isInitialized() { return World != nullptr; }
 
-MpiCommunicator::MpiCommunicator() = default;
+MpiCommunicator::MpiCommunicator(MpiCommHandle *Coll, int Rank, int Size)
+    : Coll(Coll), Rank(Rank), Size(Size) {}
 MpiCommunicator::~MpiCommunicator() = default;
 
-int MpiCommunicator::rank() const { return World->Rank; }
-int MpiCommunicator::size() const { return World->Size; }
+int MpiCommunicator::rank() const { return Rank; }
+int MpiCommunicator::size() const { return Size; }
+
+llvm::Expected<std::unique_ptr<Communicator>>
+MpiCommunicator::createSubgroup(llvm::ArrayRef<int> Ranks) {
+  llvm::Expected<int> Index = subgroupIndex(Ranks, Size, Rank);
+  if (!Index)
+    return Index.takeError();
+  MpiWorld &W = *World;
+  auto Fail = [](const llvm::Twine &Why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot create a subgroup: " + Why);
+  };
+  if (!W.usable())
+    return Fail("the MPI communicator is broken or departed");
+  MPI_Group Parent, Sub;
+  if (MPI_Comm_group(asComm(Coll), &Parent) != MPI_SUCCESS)
+    return Fail("MPI_Comm_group failed");
+  int RC = MPI_Group_incl(Parent, int(Ranks.size()), Ranks.data(), &Sub);
+  MPI_Group_free(&Parent);
+  if (RC != MPI_SUCCESS)
+    return Fail("MPI_Group_incl failed");
+  // Only the members take part. The tag tells apart creations of different
+  // groups that share members, should they ever overlap in time.
+  int Tag = 0;
+  for (int R : Ranks)
+    Tag = (Tag * 31 + R + 1) & 0x3fff;
+  MPI_Comm New = MPI_COMM_NULL;
+  RC = MPI_Comm_create_group(asComm(Coll), Sub, Tag, &New);
+  MPI_Group_free(&Sub);
+  if (RC != MPI_SUCCESS || New == MPI_COMM_NULL) {
+    W.Broken = true;
+    return Fail("MPI_Comm_create_group failed");
+  }
+  MPI_Comm_set_errhandler(New, MPI_ERRORS_RETURN);
+  int SubRank = 0, SubSize = 0;
+  MPI_Comm_rank(New, &SubRank);
+  MPI_Comm_size(New, &SubSize);
+  return std::unique_ptr<Communicator>(
+      new MpiCommunicator(new MpiCommHandle{New}, SubRank, SubSize));
+}
 
 CommStatus MpiCommunicator::barrier(std::chrono::milliseconds Timeout) {
   MpiWorld &W = *World;
@@ -212,7 +262,7 @@ CommStatus MpiCommunicator::barrier(std::chrono::milliseconds Timeout) {
   auto Deadline = deadlineAfter(Timeout);
   W.reapStale();
   auto Op = std::make_unique<InFlight>();
-  if (MPI_Ibarrier(W.Coll, &Op->Req) != MPI_SUCCESS) {
+  if (MPI_Ibarrier(asComm(Coll), &Op->Req) != MPI_SUCCESS) {
     W.Broken = true;
     return CommStatus::Failed;
   }
@@ -236,9 +286,9 @@ CommStatus MpiCommunicator::allGather(llvm::StringRef Data,
   auto Deadline = deadlineAfter(Timeout);
   auto Op = std::make_unique<InFlight>();
   Op->Hdr[0] = int64_t(Data.size());
-  Op->Sizes.assign(W.Size, 0);
+  Op->Sizes.assign(Size, 0);
   int RC = MPI_Iallgather(Op->Hdr, 1, MPI_INT64_T, Op->Sizes.data(), 1,
-                          MPI_INT64_T, W.Coll, &Op->Req);
+                          MPI_INT64_T, asComm(Coll), &Op->Req);
   if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
     return S;
   // Every rank sees the same sizes, so every rank fails here alike and the
@@ -258,11 +308,11 @@ CommStatus MpiCommunicator::allGather(llvm::StringRef Data,
   Op->Recv.resize(Total + 1);
   RC = MPI_Iallgatherv(Op->Send.data(), int(Data.size()), MPI_CHAR,
                        Op->Recv.data(), Op->Counts.data(), Op->Displs.data(),
-                       MPI_CHAR, W.Coll, &Op->Req);
+                       MPI_CHAR, asComm(Coll), &Op->Req);
   if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
     return S;
   Out.clear();
-  for (int R = 0; R < W.Size; ++R)
+  for (int R = 0; R < Size; ++R)
     Out.emplace_back(Op->Recv.data() + Op->Displs[R], Op->Counts[R]);
   return CommStatus::Ok;
 }
@@ -274,7 +324,8 @@ CommStatus MpiCommunicator::allReduceMax(llvm::MutableArrayRef<double> Values,
     return CommStatus::Failed;
   auto Deadline = deadlineAfter(Timeout);
   bool Same = false;
-  if (CommStatus S = W.agree(int64_t(Values.size()), Same, Deadline);
+  if (CommStatus S =
+          W.agree(asComm(Coll), int64_t(Values.size()), Same, Deadline);
       S != CommStatus::Ok)
     return S;
   if (!Same || Values.size() > size_t(INT_MAX))
@@ -286,7 +337,7 @@ CommStatus MpiCommunicator::allReduceMax(llvm::MutableArrayRef<double> Values,
   Op->Reduced.resize(Values.size());
   int RC =
       MPI_Iallreduce(Op->Values.data(), Op->Reduced.data(), int(Values.size()),
-                     MPI_DOUBLE, W.MaxOp, W.Coll, &Op->Req);
+                     MPI_DOUBLE, W.MaxOp, asComm(Coll), &Op->Req);
   if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
     return S;
   llvm::copy(Op->Reduced, Values.begin());
@@ -300,14 +351,15 @@ CommStatus MpiCommunicator::broadcast(std::string &Data, int Root,
     return CommStatus::Failed;
   auto Deadline = deadlineAfter(Timeout);
   bool Same = false;
-  if (CommStatus S = W.agree(Root, Same, Deadline); S != CommStatus::Ok)
+  if (CommStatus S = W.agree(asComm(Coll), Root, Same, Deadline);
+      S != CommStatus::Ok)
     return S;
-  if (!Same || Root < 0 || Root >= W.Size)
+  if (!Same || Root < 0 || Root >= Size)
     return CommStatus::Failed;
   auto Op = std::make_unique<InFlight>();
-  bool IsRoot = W.Rank == Root;
+  bool IsRoot = Rank == Root;
   Op->Hdr[0] = IsRoot ? int64_t(Data.size()) : 0;
-  int RC = MPI_Ibcast(Op->Hdr, 1, MPI_INT64_T, Root, W.Coll, &Op->Req);
+  int RC = MPI_Ibcast(Op->Hdr, 1, MPI_INT64_T, Root, asComm(Coll), &Op->Req);
   if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
     return S;
   int64_t N = Op->Hdr[0];
@@ -316,7 +368,8 @@ CommStatus MpiCommunicator::broadcast(std::string &Data, int Root,
   if (IsRoot)
     Op->Send.assign(Data.begin(), Data.end());
   Op->Send.resize(N + 1);
-  RC = MPI_Ibcast(Op->Send.data(), int(N), MPI_CHAR, Root, W.Coll, &Op->Req);
+  RC = MPI_Ibcast(Op->Send.data(), int(N), MPI_CHAR, Root, asComm(Coll),
+                  &Op->Req);
   if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
     return S;
   if (!IsRoot)

@@ -107,6 +107,9 @@ std::string FusionAnalysis::whyNotJoin(const MultiTemplateBufferNode &M,
   if (isRowReduction(U->getOp()) && U->getOperand(0) != Cur->getResult())
     return "'%" + Cur->getName() + "' is not the normalised input of '%" +
            U->getName() + "'";
+  if (M.getOp() == OpCode::Custom && !isPointwise(U->getOp()))
+    return "custom op '%" + M.getName() +
+           "' absorbs pointwise ops only, not '%" + U->getName() + "'";
   // The fused kernel runs where M runs, so everything else it reads must be
   // computed by then; a value in an earlier template's epilogue is computed
   // where that template runs.
@@ -146,6 +149,14 @@ FusionAnalysis::readOutside(llvm::ArrayRef<const Node *> Chain) const {
 
 void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
                                   FusionPlan &Plan) {
+  // A custom op's kernel is opaque: it absorbs an epilogue only when it
+  // declares `epilogue = "pointwise"`, and then pointwise ops only.
+  bool Custom = M.getOp() == OpCode::Custom;
+  if (Custom && M.getAttrs().getString("epilogue") != "pointwise") {
+    Plan.NoEpilogue[&M] = "custom op '%" + M.getName() +
+                          "' does not declare epilogue = \"pointwise\"";
+    return;
+  }
   std::vector<const Node *> Chain;
   KernelSet Members{&M};
   const Node *Cur = &M;

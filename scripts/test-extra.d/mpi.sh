@@ -134,6 +134,26 @@ cmp -s "$TMP/np4.out" "$TMP/threads4.out" || fail "np4: IR differs from thread r
 check np4 "r['world_size'] == 4" "r['sync']['ok']" "len(r['ranks']) == 4" \
   "all(k['decisions'] == r['ranks'][0]['decisions'] for k in r['ranks'])"
 
+echo "== process groups smaller than the world: only members time them"
+# A wide pre-sync window: 8 processes on two cores must not fall back.
+SUBOPTS=("${COMMON[@]}" --pre-sync-timeout-ms=10000)
+SUB=test/lit/Autotune/subgroups.mir
+"$OPT" "${SUBOPTS[@]}" "$SUB" >"$TMP/threadssub.out"
+run sub4 60 4 "${SUBOPTS[@]}" "$SUB" --report="$TMP/sub4.json"
+[[ $RC -eq 0 ]] || fail "sub4 exited $RC"
+cmp -s "$TMP/sub4.out" "$TMP/threadssub.out" || fail "sub4: IR differs from thread ranks"
+check sub4 "len(r['ranks']) == 4" \
+  "all(k['decisions'] == r['ranks'][0]['decisions'] for k in r['ranks'])" \
+  "[n['timed_by'] for n in r['nodes'] if n['name'] == '%r'] == [[0, 1]]" \
+  "all((c['rank_ms'][i] is not None) == (i < 2) for n in r['nodes'] if n['name'] == '%r' for c in n['choices'] for i in range(4))"
+TPDP=test/lit/Autotune/Inputs/tp-dp.mir
+"$OPT" "${SUBOPTS[@]}" --size-hints-bytes=65536 "$TPDP" >"$TMP/threadstpdp.out"
+run tpdp8 90 8 "${SUBOPTS[@]}" --size-hints-bytes=65536 "$TPDP" --report="$TMP/tpdp8.json"
+[[ $RC -eq 0 ]] || fail "tpdp8 exited $RC"
+cmp -s "$TMP/tpdp8.out" "$TMP/threadstpdp.out" || fail "tpdp8: IR differs from thread ranks"
+check tpdp8 "len(r['ranks']) == 8" \
+  "{n['name']: n['timed_by'] for n in r['nodes'] if n['group']} == {'%r0': [0, 1, 2, 3], '%r1': [4, 5, 6, 7], '%g': list(range(8))}"
+
 # The autotune cache: rank 0 replays and broadcasts; the IR is the same.
 for PASS in write replay; do
   run "cache$PASS" 60 2 --pipeline=default --quiet --cache-dir="$TMP/cache" "$EXAMPLE"

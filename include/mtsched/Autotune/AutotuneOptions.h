@@ -32,9 +32,10 @@ struct AutotuneOptions {
   /// Multiplicative noise of simulated timings, in percent, seeded per rank.
   double SimNoisePct = 0;
   uint64_t Seed = 0;
-  /// Message sizes in bytes (collectives) or M (matmuls) to tune for; each
-  /// gets its own winner in a dispatch table.
-  std::vector<int64_t> SizeHints;
+  /// Sizes to tune for, each getting its own winner in a dispatch table:
+  /// rows (M) of matmuls, and message bytes of collectives. Sorted, unique.
+  std::vector<int64_t> SizeHintsM;
+  std::vector<int64_t> SizeHintsBytes;
   FaultPlan Faults;
   /// Show a progress line on stderr for long runs.
   bool Progress = true;

@@ -60,6 +60,9 @@ struct NodeResult {
   bool FromCache = false;
   double EpilogueUs = 0;
   std::vector<DispatchEntry> Dispatch;
+  /// The ranks whose measurements the times come from: a collective's
+  /// group, every rank for other nodes; empty when nothing was measured.
+  std::vector<int> TimedBy;
 };
 
 struct SyncResult {
@@ -145,11 +148,13 @@ private:
 std::unique_ptr<Pass> createAutotunePass(Autotuner *Session);
 
 /// Hash of the ordered collective nodes (name, op, shapes, dtypes, group,
-/// choice names); equal on every rank that is about to benchmark the same
-/// collectives in the same order.
+/// choice names) and of the message-byte size hints they are tuned at;
+/// equal on every rank that is about to benchmark the same collectives in
+/// the same order.
 uint64_t fingerprintCollectives(
     const Graph &G,
-    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes);
+    llvm::ArrayRef<const CollectiveMultiTemplateBufferNode *> Nodes,
+    llvm::ArrayRef<int64_t> ByteHints = {});
 
 } // namespace mtsched
 

@@ -35,9 +35,13 @@ Workload describeNode(const Module &M, const Graph &G,
 
 // collectiveAlgoOf() lives in Runtime/CostModel.h, beside CollectiveAlgo, so
 // that codegen can name a decided collective's kernel too.
+/// The algorithm a choice is: its `algo` parameter (a custom collective's
+/// config, `custom_ar {algo = "one_shot"}`), else what its name says.
+std::optional<CollectiveAlgo> collectiveAlgoOf(const Choice &C);
 
 /// Noise-free predicted time of a choice (fused with the epilogue if Fused)
-/// in microseconds; +inf if it cannot run that way.
+/// in microseconds; +inf if it cannot run that way. A choice with a
+/// `cost_us` parameter takes that time unfused and cannot run fused.
 double predictChoiceUs(const DeviceDesc &D, const Workload &W, const Choice &C,
                        bool Fused);
 /// Predicted time of the epilogue as its own kernel.

@@ -189,6 +189,12 @@ struct DispatchEntry {
   }
 };
 
+/// What a dispatch table's size hints count: rows (M) of a matmul, or the
+/// message bytes of a collective. Printed `dispatch m {...}` and
+/// `dispatch bytes {...}`.
+enum class DispatchUnit { M, Bytes };
+llvm::StringRef dispatchUnitName(DispatchUnit U);
+
 /// A node whose implementation is chosen among several by the scheduler.
 class MultiTemplateBufferNode : public Node {
 public:
@@ -234,6 +240,12 @@ public:
   }
   std::vector<DispatchEntry> &getDispatch() { return Dispatch; }
   const std::vector<DispatchEntry> &getDispatch() const { return Dispatch; }
+  /// The unit of the dispatch table's hints, as written or as the autotuner
+  /// tuned them; the verifier checks it fits the node.
+  DispatchUnit getDispatchUnit() const { return DispUnit; }
+  void setDispatchUnit(DispatchUnit U) { DispUnit = U; }
+  llvm::SMLoc getDispatchUnitLoc() const { return DispUnitLoc; }
+  void setDispatchUnitLoc(llvm::SMLoc L) { DispUnitLoc = L; }
 
   std::unique_ptr<Node> clone() const override;
   static bool classof(const Node *N) {
@@ -256,6 +268,8 @@ private:
   std::vector<ChoiceTiming> Timings;
   std::vector<ChoiceTiming> FusedTimings;
   std::vector<DispatchEntry> Dispatch;
+  DispatchUnit DispUnit = DispatchUnit::M;
+  llvm::SMLoc DispUnitLoc;
 };
 
 enum class SyncState { Pending, Ok, Failed };

@@ -8,7 +8,7 @@
 // hung or dead rank can never hang the others.
 //
 // Implementations: SingleCommunicator (one rank), ThreadCommunicator (ranks
-// as threads of one process, from a ThreadGroup); MPI comes later.
+// as threads of one process, from a ThreadGroup) and MpiCommunicator.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_RUNTIME_COMMUNICATOR_H
@@ -16,6 +16,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 #include <chrono>
 #include <memory>
 #include <string>
@@ -62,7 +63,22 @@ public:
   /// Root's Data to everyone (Data is only written on Ok).
   virtual CommStatus broadcast(std::string &Data, int Root,
                                std::chrono::milliseconds Timeout) = 0;
+  /// A communicator over some of this one's ranks, for a process group
+  /// smaller than the world: Ranks are ranks of this communicator, this rank
+  /// among them, and the new communicator's rank() is this rank's index in
+  /// Ranks. Only the members call it (non-members never wait for it), each
+  /// once per rank list, with the same list in the same order. Thread ranks
+  /// create it without waiting; MPI ranks wait for every member (see
+  /// MpiCommunicator). A peer marked dead or departed fails the
+  /// subgroup's operations as it fails this communicator's.
+  virtual llvm::Expected<std::unique_ptr<Communicator>>
+  createSubgroup(llvm::ArrayRef<int> Ranks) = 0;
 };
+
+/// Checks a rank list for createSubgroup: not empty, no duplicates, every
+/// rank in [0, Size), Self among them. Returns Self's index.
+llvm::Expected<int> subgroupIndex(llvm::ArrayRef<int> Ranks, int Size,
+                                  int Self);
 
 /// A group of one: every operation succeeds at once.
 class SingleCommunicator final : public Communicator {
@@ -78,6 +94,9 @@ public:
   /// Failed unless Root is 0.
   CommStatus broadcast(std::string &Data, int Root,
                        std::chrono::milliseconds Timeout) override;
+  /// Another single communicator; Ranks must be {0}.
+  llvm::Expected<std::unique_ptr<Communicator>>
+  createSubgroup(llvm::ArrayRef<int> Ranks) override;
 };
 
 namespace detail {
@@ -89,6 +108,9 @@ struct ThreadGroupState;
 /// ranks by a per-rank sequence number, so a rank that gave up on one
 /// operation meets its peers again at the next. The shared state is owned
 /// jointly by the group and its communicators: either may outlive the other.
+/// Subgroups (Communicator::createSubgroup) share the group's registry: the
+/// first member to ask creates the subgroup's state, the others join it, and
+/// markDead reaches every subgroup the dead rank belongs to.
 class ThreadGroup {
 public:
   explicit ThreadGroup(int N);

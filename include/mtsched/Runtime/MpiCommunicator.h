@@ -23,7 +23,8 @@
 //    separate control communicator, and a peer's pending or later operation
 //    returns Failed as soon as it sees that, as with ThreadGroup::markDead.
 //
-// All instances in a process share one MPI world (MPI is initialised once per
+// A subgroup (createSubgroup) is an instance over its own MPI communicator;
+// every instance in a process shares one MPI world (MPI is initialised once per
 // process), so whether MPI can still be finalized is a property of the
 // process: see canFinalize().
 //
@@ -37,6 +38,8 @@
 #include <memory>
 
 namespace mtsched {
+
+struct MpiCommHandle;
 
 class MpiCommunicator final : public Communicator {
 public:
@@ -67,6 +70,14 @@ public:
   /// and of the bytes.
   CommStatus broadcast(std::string &Data, int Root,
                        std::chrono::milliseconds Timeout) override;
+  /// MPI_Comm_create_group over the members only. It is blocking: MPI has
+  /// no non-blocking way to make a communicator over a subset, so it waits
+  /// until every member calls it. The autotuner calls it only after a
+  /// successful pre-sync, when every member is known to be running. The
+  /// subgroup shares this process's state: a departure or a broken
+  /// operation on either fails both.
+  llvm::Expected<std::unique_ptr<Communicator>>
+  createSubgroup(llvm::ArrayRef<int> Ranks) override;
 
   /// This rank leaves: every peer is told (small messages on a control
   /// communicator, which complete without the peer's help), and every later
@@ -96,7 +107,9 @@ public:
   static bool finalize();
 
 private:
-  MpiCommunicator();
+  MpiCommunicator(MpiCommHandle *Coll, int Rank, int Size);
+  std::unique_ptr<MpiCommHandle> Coll;
+  int Rank, Size;
 };
 
 } // namespace mtsched

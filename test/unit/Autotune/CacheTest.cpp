@@ -239,9 +239,11 @@ TEST(CacheKeyTest, CoversWhatChangesMeasurements) {
   ASSERT_EQ(KE.size(), 2u);
   EXPECT_EQ(KE[0], K[0]);
   EXPECT_NE(KE[1], K[1]);
-  // The size hints are not: each measurement is keyed inside the entry.
+  // The size hints are not: each measurement is keyed inside the entry by
+  // the workload at its hint (rows of a matmul, bytes of a collective).
   AutotuneOptions Hints = Opts;
-  Hints.SizeHints = {16};
+  Hints.SizeHintsM = {16};
+  Hints.SizeHintsBytes = {4096};
   EXPECT_EQ(keysOf(Base, Hints), K);
 }
 

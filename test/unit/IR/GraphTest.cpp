@@ -30,7 +30,7 @@ namespace {
 
 const char *LoweredText = R"(group @tp = [0, 1]
 graph @g(%x: bf16[16,32], %w: bf16[32,8], %b: bf16[8], %c: bf16[16,8]) attributes {world_size = 2} {
-  %y = multi_template_buffer matmul(%x, %w) choices [gemm {bm = 64}, extern.cublas] epilogue [%z] decided gemm fused timings {gemm = 1.5us, extern.cublas = inf} fused_timings {gemm = 1.25us} dispatch {16 = gemm} : bf16[16,8]
+  %y = multi_template_buffer matmul(%x, %w) choices [gemm {bm = 64}, extern.cublas] epilogue [%z] decided gemm fused timings {gemm = 1.5us, extern.cublas = inf} fused_timings {gemm = 1.25us} dispatch m {16 = gemm} : bf16[16,8]
   %r = collective_multi_template_buffer all_reduce(%c) {group = "tp"} group @tp kind all_reduce choices [nccl, one_shot] decided one_shot fallback sync failed : bf16[16,8]
   %z = buffer add(%y, %b) kernel 3 : bf16[16,8]
   %u = relu(%z) : bf16[16,8]
@@ -122,6 +122,7 @@ TEST(GraphTest, CloneCopiesEveryNodeKindAndRemapsValues) {
   auto *OrigY = llvm::cast<MultiTemplateBufferNode>(G.getNodes()[0].get());
   EXPECT_EQ(Y->getChoices(), OrigY->getChoices());
   EXPECT_EQ(Y->getDispatch(), OrigY->getDispatch());
+  EXPECT_EQ(Y->getDispatchUnit(), OrigY->getDispatchUnit());
   ASSERT_EQ(Y->getTimings().size(), 2u);
   EXPECT_EQ(Y->getTimings()[0].Us, 1.5);
   EXPECT_EQ(Y->getFusedTimings()[0].Us, 1.25);

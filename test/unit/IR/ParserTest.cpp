@@ -207,7 +207,7 @@ TEST(ParserTest, TimingsAndDispatchKeepTheirLocations) {
   test::CapturedSource Src(
       "graph @g(%a: f32[4,8], %b: f32[8,4]) {\n"
       "  %y = multi_template_buffer matmul(%a, %b) choices [p, q] timings "
-      "{p = 1.0us, q = inf} dispatch {8 = p} : f32[4,4]\n"
+      "{p = 1.0us, q = inf} dispatch m {8 = p} : f32[4,4]\n"
       "  return %y\n}\n");
   std::unique_ptr<Module> M = test::parseAndVerify(Src);
   ASSERT_TRUE(M) << Src.Diags;
@@ -217,6 +217,8 @@ TEST(ParserTest, TimingsAndDispatchKeepTheirLocations) {
             "p = 1.0us");
   EXPECT_EQ(llvm::StringRef(Y->getTimings()[1].Loc.getPointer(), 7), "q = inf");
   EXPECT_EQ(llvm::StringRef(Y->getDispatch()[0].Loc.getPointer(), 5), "8 = p");
+  EXPECT_EQ(Y->getDispatchUnit(), DispatchUnit::M);
+  EXPECT_EQ(llvm::StringRef(Y->getDispatchUnitLoc().getPointer(), 3), "m {");
 }
 
 TEST(ParserTest, StopsAtTheFirstErrorWithOneDiagnostic) {

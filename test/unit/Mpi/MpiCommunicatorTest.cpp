@@ -165,6 +165,42 @@ TEST(MpiCommunicatorTest, DepartureBreaks) {
     EXPECT_TRUE(C.isLowestFinishedRank(2s));
 }
 
+// Two disjoint subgroups (the even and the odd ranks) work at the same time
+// on their own communicators; ranks are numbered in the group's order, and
+// the world goes on afterwards.
+TEST(MpiCommunicatorTest, SubgroupsOfEvenAndOddRanks) {
+  MpiCommunicator &C = comm();
+  std::vector<int> Ranks;
+  for (int R = C.size() - 1; R >= 0; --R)
+    if (R % 2 == C.rank() % 2)
+      Ranks.push_back(R);
+  llvm::Expected<std::unique_ptr<Communicator>> Sub = C.createSubgroup(Ranks);
+  ASSERT_TRUE(bool(Sub)) << toString(Sub.takeError());
+  Communicator &S = **Sub;
+  EXPECT_EQ(S.size(), int(Ranks.size()));
+  EXPECT_EQ(Ranks[S.rank()], C.rank());
+  for (int I = 0; I < 20; ++I)
+    EXPECT_EQ(S.barrier(Patient), CommStatus::Ok);
+  std::vector<double> V{double(C.rank())};
+  EXPECT_EQ(S.allReduceMax(V, Patient), CommStatus::Ok);
+  EXPECT_EQ(V[0], double(Ranks.front()));
+  std::vector<std::string> Out;
+  EXPECT_EQ(S.allGather(std::to_string(C.rank()), Out, Patient),
+            CommStatus::Ok);
+  ASSERT_EQ(Out.size(), Ranks.size());
+  for (size_t I = 0; I < Ranks.size(); ++I)
+    EXPECT_EQ(Out[I], std::to_string(Ranks[I]));
+  std::string B = S.rank() == 0 ? "lead" : "";
+  EXPECT_EQ(S.broadcast(B, 0, Patient), CommStatus::Ok);
+  EXPECT_EQ(B, "lead");
+  llvm::Expected<std::unique_ptr<Communicator>> Bad =
+      C.createSubgroup({C.rank(), C.rank()});
+  ASSERT_FALSE(bool(Bad));
+  llvm::consumeError(Bad.takeError());
+  EXPECT_EQ(C.barrier(Patient), CommStatus::Ok);
+  EXPECT_FALSE(MpiCommunicator::isBroken());
+}
+
 TEST(MpiCommunicatorTest, TimeoutBreaks) {
   MpiCommunicator &C = comm();
   // Rank 1 never takes part: the data operation times out and breaks the

@@ -365,4 +365,137 @@ TEST(ThreadCommunicatorTest, CommunicatorOutlivesItsGroup) {
   EXPECT_EQ(All, std::vector<std::string>{"only"});
 }
 
+//===----------------------------------------------------------------------===//
+// Subgroups
+//===----------------------------------------------------------------------===//
+
+TEST(SubgroupTest, RankListsAreChecked) {
+  auto Msg = [](llvm::Expected<int> I) {
+    return I ? std::string("ok") : llvm::toString(I.takeError());
+  };
+  EXPECT_EQ(Msg(subgroupIndex({2, 0}, 4, 0)), "ok");
+  EXPECT_EQ(*subgroupIndex({2, 0}, 4, 0), 1);
+  EXPECT_EQ(Msg(subgroupIndex({}, 4, 0)),
+            "cannot create a subgroup: it has no ranks");
+  EXPECT_EQ(Msg(subgroupIndex({0, 4}, 4, 0)),
+            "cannot create a subgroup: rank 4 is not below 4");
+  EXPECT_EQ(Msg(subgroupIndex({0, 1, 0}, 4, 0)),
+            "cannot create a subgroup: rank 0 appears twice");
+  EXPECT_EQ(Msg(subgroupIndex({1, 2}, 4, 0)),
+            "cannot create a subgroup: rank 0 is not a member");
+  SingleCommunicator One;
+  llvm::Expected<std::unique_ptr<Communicator>> Sub = One.createSubgroup({0});
+  ASSERT_TRUE(bool(Sub));
+  EXPECT_EQ((*Sub)->size(), 1);
+  llvm::Expected<std::unique_ptr<Communicator>> Bad = One.createSubgroup({1});
+  ASSERT_FALSE(bool(Bad));
+  llvm::consumeError(Bad.takeError());
+}
+
+// TP x DP on 8 ranks: [0..3] and [4..7] work on their own communicators at
+// the same time; ranks are numbered in the group's order; the world still
+// works afterwards.
+TEST(SubgroupTest, DisjointGroupsRunSideBySide) {
+  ThreadGroup G(8);
+  std::vector<std::vector<std::string>> Gathered(8);
+  std::vector<double> Max(8);
+  std::vector<int> SubRank(8), SubSize(8);
+  std::atomic<int> Failures{0};
+  runRanks(G, [&](Communicator &C, int R) {
+    std::vector<int> Ranks =
+        R < 4 ? std::vector<int>{3, 2, 1, 0} : std::vector<int>{4, 5, 6, 7};
+    llvm::Expected<std::unique_ptr<Communicator>> Sub = C.createSubgroup(Ranks);
+    if (!Sub) {
+      llvm::consumeError(Sub.takeError());
+      ++Failures;
+      return;
+    }
+    Communicator &S = **Sub;
+    SubRank[R] = S.rank();
+    SubSize[R] = S.size();
+    // Many operations per group, none of them world-wide.
+    for (int I = 0; I < 50; ++I)
+      if (S.barrier(Patient) != CommStatus::Ok)
+        ++Failures;
+    std::vector<double> V{double(R)};
+    if (S.allReduceMax(V, Patient) != CommStatus::Ok ||
+        S.allGather(std::to_string(R), Gathered[R], Patient) != CommStatus::Ok)
+      ++Failures;
+    Max[R] = V[0];
+    // Root 0 is the group's first rank: 3 for the first group.
+    std::string B = R == 3 || R == 4 ? "root" + std::to_string(R) : "";
+    if (S.broadcast(B, 0, Patient) != CommStatus::Ok ||
+        B != (R < 4 ? "root3" : "root4"))
+      ++Failures;
+    if (C.barrier(Patient) != CommStatus::Ok)
+      ++Failures;
+  });
+  EXPECT_EQ(Failures, 0);
+  for (int R = 0; R < 8; ++R) {
+    EXPECT_EQ(SubSize[R], 4);
+    EXPECT_EQ(SubRank[R], R < 4 ? 3 - R : R - 4);
+    EXPECT_EQ(Max[R], R < 4 ? 3 : 7);
+  }
+  EXPECT_EQ(Gathered[1], (std::vector<std::string>{"3", "2", "1", "0"}));
+  EXPECT_EQ(Gathered[6], (std::vector<std::string>{"4", "5", "6", "7"}));
+}
+
+// Ranks outside the group never wait for it, and a rank asking twice for
+// the same group is told so instead of sharing a slot sequence.
+TEST(SubgroupTest, NonMembersDoNotTakePartAndEachMemberAsksOnce) {
+  ThreadGroup G(4);
+  std::atomic<int> Failures{0};
+  runRanks(G, [&](Communicator &C, int R) {
+    if (R != 0 && R != 1)
+      return;
+    llvm::Expected<std::unique_ptr<Communicator>> Sub =
+        C.createSubgroup({0, 1});
+    if (!Sub) {
+      llvm::consumeError(Sub.takeError());
+      ++Failures;
+      return;
+    }
+    if ((*Sub)->barrier(Patient) != CommStatus::Ok)
+      ++Failures;
+    llvm::Expected<std::unique_ptr<Communicator>> Again =
+        C.createSubgroup({0, 1});
+    if (Again)
+      ++Failures;
+    else
+      EXPECT_EQ(llvm::toString(Again.takeError()),
+                "cannot create a subgroup: rank " + std::to_string(R) +
+                    " already has a communicator for these ranks");
+  });
+  EXPECT_EQ(Failures, 0);
+}
+
+// A member that dies fails its subgroups' operations at once, also a
+// subgroup created after it died.
+TEST(SubgroupTest, DeadMemberFailsTheSubgroup) {
+  ThreadGroup G(3);
+  std::vector<std::unique_ptr<Communicator>> Comms;
+  for (int R = 0; R < 3; ++R)
+    Comms.push_back(G.get(R));
+  llvm::Expected<std::unique_ptr<Communicator>> Before =
+      Comms[0]->createSubgroup({0, 1});
+  ASSERT_TRUE(bool(Before));
+  auto Start = Clock::now();
+  std::thread Killer([&] {
+    std::this_thread::sleep_for(50ms);
+    G.markDead(1);
+  });
+  EXPECT_EQ((*Before)->barrier(Patient), CommStatus::Failed);
+  Killer.join();
+  EXPECT_LT(msSince(Start), 10000.0);
+  llvm::Expected<std::unique_ptr<Communicator>> After =
+      Comms[2]->createSubgroup({2, 1});
+  ASSERT_TRUE(bool(After));
+  EXPECT_EQ((*After)->barrier(Patient), CommStatus::Failed);
+  // A subgroup without the dead rank goes on.
+  llvm::Expected<std::unique_ptr<Communicator>> Solo =
+      Comms[2]->createSubgroup({2});
+  ASSERT_TRUE(bool(Solo));
+  EXPECT_EQ((*Solo)->barrier(Patient), CommStatus::Ok);
+}
+
 } // namespace
