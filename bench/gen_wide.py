@@ -7,8 +7,9 @@ quadratic: one list or dictionary (or one module) with N entries.
   gen_wide.py groups N     # N process groups
   gen_wide.py ranks N      # one group of N ranks
   gen_wide.py attrs N      # a graph with N attributes
-  gen_wide.py timings N    # a decided node with N choices, N timings and
-                           # N fused timings, and a dispatch table of N rows
+  gen_wide.py timings N    # a decided collective with N choices, N timings
+                           # and N fused timings, and a dispatch table of N
+                           # rows
 
 Every output parses and verifies; `mtsched-opt FILE` prints it back.
 """
@@ -43,13 +44,14 @@ def main():
     elif kind == "timings":
         names = ["c%d" % i for i in range(n)]
         w("graph @g(%x: f32[4]) {\n")
-        w("  %y = multi_template_buffer custom \"kernel\"(%x) choices [")
+        w("  %y = collective_multi_template_buffer custom \"my_allreduce\"(%x) "
+          "group @world kind all_reduce choices [")
         w(", ".join(names))
-        w("] epilogue [%z] decided c0 timings {")
+        w("] epilogue [%z] decided c0 sync ok timings {")
         w(", ".join("%s = %d.5us" % (c, i) for i, c in enumerate(names)))
         w("} fused_timings {")
         w(", ".join("%s = %d.25us" % (c, i) for i, c in enumerate(names)))
-        w("} dispatch {")
+        w("} dispatch bytes {")
         w(", ".join("%d = %s" % (i + 1, c) for i, c in enumerate(names)))
         w("} : f32[4]\n  %z = buffer relu(%y) : f32[4]\n  return %z\n}\n")
     else:

@@ -402,9 +402,11 @@ static std::string choiceKey(const std::string &WorkloadKey, const Choice &C) {
 /// record for an unknown choice would be replayed into the report and the
 /// entry rewritten with it.
 static std::string unknownChoiceIn(const CacheEntry &E,
-                                   const MultiTemplateBufferNode &N) {
+                                   const MultiTemplateBufferNode &N,
+                                   llvm::StringRef GroupKey) {
   llvm::StringSet<> Known;
-  Known.insert("<epilogue>");
+  // The epilogue's key ends in the group key (measureEpilogue).
+  Known.insert(("<epilogue>" + GroupKey).str());
   for (const Choice &C : N.getChoices())
     Known.insert(llvm::StringRef(choiceKey("", C)).drop_front());
   for (const auto &KV : E.Records) {
@@ -615,7 +617,7 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
     if (NodeComm->rank() == 0) {
       AutotuneCache::LookupResult L = Cache->lookup(Key);
       if (L.State == AutotuneCache::LookupState::Hit) {
-        std::string Unknown = unknownChoiceIn(L.Entry, N);
+        std::string Unknown = unknownChoiceIn(L.Entry, N, NodeGroupKey);
         if (!Unknown.empty()) {
           L.State = AutotuneCache::LookupState::Invalid;
           L.Problem = "it has a record for '" + Unknown +

@@ -203,9 +203,11 @@ TEST(VerifierTest, LongListsAreCheckedLikeShortOnes) {
       "  %y = custom \"k\"(%x) configs [" +
       Names +
       ", c7] : f32[4]\n"
-      "  %z = multi_template_buffer custom \"k\"(%x) choices [" +
+      "  %z = collective_multi_template_buffer custom \"my_allreduce\"(%x) "
+      "group @world kind all_reduce choices [" +
       Names + "] timings {" + Timings +
-      ", c3 = 2.0us, nope = 1.0us} dispatch {1 = c19, 2 = zz} : f32[4]\n"
+      ", c3 = 2.0us, nope = 1.0us} dispatch bytes {1 = c19, 2 = zz} : "
+      "f32[4]\n"
       "  return %z\n}\n";
   test::CapturedSource Src(Text);
   std::unique_ptr<Module> M = test::parse(Src);
