@@ -125,6 +125,8 @@ if [ $BENCH = 1 ]; then
   # tp_mlp on one rank: world size 1, so each all_reduce is a copy.
   sed -e 's/group @tp = \[0, 1\]/group @tp = [0]/' \
     -e 's/world_size = 2/world_size = 1/' "$ROOT/examples/tp_mlp.mir" >"$T/tp_mlp1.mir"
+  sed -e 's/group @tp = \[0, 1\]/group @tp = [0]/' \
+    -e 's/world_size = 2/world_size = 1/' "$ROOT/examples/llama_mlp_swiglu.mir" >"$T/swiglu1.mir"
 
   run() { # name, args...
     local n=$1; shift
@@ -145,6 +147,12 @@ if [ $BENCH = 1 ]; then
   run tp_replay "$T/tp_mlp1.mir" --cache-dir="$T/t5" --pipeline=default --backend=cuda --kernel-cache-dir="$T/c5" --report="$OUTDIR/tp_replay.json"
   run compile_serial "$T/gemm.mir" --no-cache --pipeline=default --backend=cuda --kernel-cache-dir="$T/c3" --compile-threads=1 --bench-runs=1 --report="$OUTDIR/compile1.json"
   run compile_16 "$T/gemm.mir" --no-cache --pipeline=default --backend=cuda --kernel-cache-dir="$T/c4" --compile-threads=16 --bench-runs=1 --report="$OUTDIR/compile16.json"
+  # SwiGLU (Llama-3-8B MLP at TP=2, one rank): merged gate+up GEMM against
+  # the split GEMMs, decode and prefill, as measured.
+  run swiglu "$T/swiglu1.mir" --no-cache --pipeline=default --backend=cuda --kernel-cache-dir="$T/c6" --report="$OUTDIR/swiglu.json"
+  cp "$T/swiglu.out" "$OUTDIR/swiglu.mir"
+  grep -o '^graph @[a-z_]*\|%gu = [a-z_]* [a-z]*(\|swiglu_[a-z]*_us = [0-9.inf]*\|decided swiglu_[0-9x_ws]*' "$T/swiglu.out" | tr '\n' ' ' | sed 's/graph @/\nswiglu @/g' | tee -a "$OUTDIR/summary.txt"
+  echo | tee -a "$OUTDIR/summary.txt"
   python3 "$ROOT/scripts/gpu-bench-summary.py" "$OUTDIR" | tee -a "$OUTDIR/summary.txt"
 fi
 exit $fail

@@ -31,6 +31,8 @@ PACKAGES=(
   libtinfo-dev
   libzstd-dev
   python3
+  python3-numpy
+  python3-torch
   libopenmpi-dev
   openmpi-bin
   graphviz

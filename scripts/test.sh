@@ -12,6 +12,8 @@
 #   release   Release build (build/), ctest: unit tests + lit tests
 #   deps      the Release mtsched-opt links no libLLVM*.so
 #   example   scripts/run-example.sh (the README's first command)
+#   import    the PyTorch importer's tests (lit: test/lit/Import, the .npy
+#             tests) with Debian's PyTorch 1.13; fails if torch is missing
 #   asan      ASan+UBSan build (build-asan/), ctest: unit + lit
 #   tsan      ThreadSanitizer build (build-tsan/): see MTSCHED_TSAN_SCOPE
 #   fuzz      scripts/fuzz.sh for MTSCHED_FUZZ_SECONDS (default 60)
@@ -81,6 +83,30 @@ stage_example() {
   MTSCHED_SKIP_SETUP=1 bash "$ROOT/scripts/run-example.sh"
 }
 
+stage_import() {
+  source "$ROOT/scripts/torch-python.sh"
+  local PY
+  PY="$(find_torch_python)" || {
+    echo "import: error: no Python with torch and numpy (scripts/setup.sh installs python3-torch and python3-numpy)" >&2
+    return 1
+  }
+  echo "import: $PY, PyTorch $("$PY" -c 'import torch; print(torch.__version__)')"
+  if [[ ! -x "$ROOT/build/tools/mtsched-opt/mtsched-opt" ]]; then
+    bash "$ROOT/scripts/build.sh" --target=mtsched-opt "$ROOT/build"
+  fi
+  local LIT LOG
+  LIT="$(sed -n 's/^MTSCHED_LIT:FILEPATH=//p' "$ROOT/build/CMakeCache.txt")"
+  LOG="$(mktemp)"
+  python3 "$LIT" -sv --filter 'Import/|interpret-npy' "$ROOT/build/test/lit" | tee "$LOG"
+  # A test lit reports unsupported did not run: here that is a failure.
+  if grep -q 'Unsupported' "$LOG"; then
+    echo "import: error: some importer tests were unsupported (no torch for lit?)" >&2
+    rm -f "$LOG"
+    return 1
+  fi
+  rm -f "$LOG"
+}
+
 stage_asan() {
   bash "$ROOT/scripts/build.sh" --sanitizer=asan "$ROOT/build-asan"
   ASAN_OPTIONS=detect_leaks=1 \
@@ -138,7 +164,7 @@ fi
 # Driver.
 # ---------------------------------------------------------------------------
 
-STAGES=(setup release deps example asan tsan fuzz)
+STAGES=(setup release deps example import asan tsan fuzz)
 if [[ -d "$ROOT/scripts/test-extra.d" ]]; then
   while IFS= read -r F; do
     STAGES+=("extra:$(basename "$F")")
@@ -151,6 +177,7 @@ describe() {
   release) echo "Release build, unit + lit tests" ;;
   deps) echo "mtsched-opt links no libLLVM*.so" ;;
   example) echo "scripts/run-example.sh" ;;
+  import) echo "PyTorch importer tests (torch 1.13)" ;;
   asan) echo "ASan+UBSan build, unit + lit tests" ;;
   tsan)
     if [[ "$MTSCHED_TSAN_SCOPE" == threads ]]; then

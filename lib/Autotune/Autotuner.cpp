@@ -1236,6 +1236,24 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   return llvm::Error::success();
 }
 
+double Autotuner::measureEpilogueUs(const Graph &G,
+                                    const MultiTemplateBufferNode &N) {
+  Impl &I = *P;
+  if (N.getEpilogue().empty())
+    return 0;
+  Workload W = describeNode(I.M, G, N);
+  if (!I.Degraded) {
+    // Outside a node's finalization: no cache entry is being replayed.
+    I.CacheActive = I.NodeMissing = false;
+    Agreed A = I.measureEpilogue(N, W);
+    if (!I.Degraded)
+      return A.Us;
+  }
+  return roundUs(predictEpilogueUs(I.Opts.Device, W));
+}
+
+const DeviceDesc &Autotuner::getDevice() const { return P->Opts.Device; }
+
 void Autotuner::finish() {
   Impl &I = *P;
   auto T0 = Clock::now();

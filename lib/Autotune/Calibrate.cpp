@@ -2,6 +2,7 @@
 #include "mtsched/Autotune/Calibrate.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
+#include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -55,6 +56,9 @@ static std::string groupOf(const Workload &W, const Choice &C, bool Fused) {
     G = "collective " + (A ? collectiveAlgoName(*A).str() : C.Name);
     break;
   }
+  case Workload::Kind::SwiGlu:
+    G = "swiglu tiles";
+    break;
   case Workload::Kind::Custom:
     G = "custom";
     break;
@@ -159,7 +163,10 @@ llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
   // Decisions are not needed, only the workloads.
   L.Mode = CollectiveMode::Deferred;
   L.Selector = nullptr;
-  std::unique_ptr<Pass> Passes[] = {createLowerPass(L), createFusePass(Fusion)};
+  // As the default pipeline lowers (the report may time SwiGLU's merged
+  // alternatives, which fuse-swiglu adds).
+  std::unique_ptr<Pass> Passes[] = {createLowerPass(L), createFuseSwiGluPass(L),
+                                    createFusePass(Fusion)};
   for (auto &G : M->getGraphs())
     for (auto &P : Passes) {
       P->setContext(Ctx);

@@ -14,6 +14,7 @@
 #include "mtsched/Autotune/CudaBenchmarker.h"
 #include "CudaCollective.h"
 #include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Autotune/Npy.h"
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Runtime/CudaApi.h"
 #include "mtsched/Runtime/CudaCompiler.h"
@@ -119,6 +120,9 @@ struct Prepared {
   std::map<const Value *, std::vector<DevBuf>> Dev;
   ValueData Host;
   DevBuf OutMain[8], OutFused[8], OutEpi[8];
+  /// Per copy, where a kernel writes outputs other than the measured one
+  /// (an epilogue's `writes` list).
+  std::map<const Value *, std::vector<DevBuf>> Scratch;
   std::vector<int64_t> CheckRows;
   std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
   std::map<std::string, LoadedKernel> Kernels;
@@ -311,9 +315,10 @@ CudaBenchmarker::~CudaBenchmarker() {
     return;
   for (auto &KV : Cache) {
     Prepared &P = *KV.second;
-    for (auto &D : P.Dev)
-      for (DevBuf &B : D.second)
-        G.D->cuMemFree(B.P);
+    for (auto *Bufs : {&P.Dev, &P.Scratch})
+      for (auto &D : *Bufs)
+        for (DevBuf &B : D.second)
+          G.D->cuMemFree(B.P);
     for (int I = 0; I < 8; ++I)
       for (DevBuf *B : {&P.OutMain[I], &P.OutFused[I], &P.OutEpi[I]})
         if (B->P)
@@ -347,6 +352,11 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
   };
   bool HasEpi = !N.getEpilogue().empty();
   for (const Choice &C : N.getChoices()) {
+    if (N.getOp() == OpCode::SwiGlu) {
+      if (std::optional<GemmTileConfig> T = swigluTileOf(C))
+        Add(keyOf(C.Name, false), generateSwiGluKernel(N, *T, P.Rows));
+      continue;
+    }
     std::optional<GemmTileConfig> T = gemmTileOf(C);
     if (!T)
       continue;
@@ -391,8 +401,9 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
 Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
                                    const Workload &W) {
   int64_t OwnRows = rowsOf(N.getType());
-  int64_t Rows =
-      W.K == Workload::Kind::Gemm ? W.Gemm.M * W.Gemm.Batch : OwnRows;
+  int64_t Rows = W.K == Workload::Kind::Gemm || W.K == Workload::Kind::SwiGlu
+                     ? W.Gemm.M * W.Gemm.Batch
+                     : OwnRows;
   auto &Slot = Cache[{&N, Rows}];
   if (Slot)
     return *Slot;
@@ -488,6 +499,18 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       for (int64_t Kk = 0; Kk < P.K; ++Kk)
         for (int64_t C = 0; C < P.N; ++C)
           Row[C] += A[Kk] * B[Kk * P.N + C];
+    } else if (N.getOp() == OpCode::SwiGlu) {
+      const double *A = &P.Host[N.getOperand(0)][R * P.K];
+      const double *Wg = P.Host[N.getOperand(1)].data();
+      const double *Wu = P.Host[N.getOperand(2)].data();
+      std::vector<double> U(P.N, 0.0);
+      for (int64_t Kk = 0; Kk < P.K; ++Kk)
+        for (int64_t C = 0; C < P.N; ++C) {
+          Row[C] += A[Kk] * Wg[Kk * P.N + C];
+          U[C] += A[Kk] * Wu[Kk * P.N + C];
+        }
+      for (int64_t C = 0; C < P.N; ++C)
+        Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
     }
     P.RefMain.push_back(Row);
     if (!Chain.empty()) {
@@ -507,7 +530,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       P.RefEpi.push_back(In);
     }
   }
-  if (N.getOp() == OpCode::MatMul)
+  if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu)
     precompile(N, P);
   return P;
 }
@@ -527,6 +550,27 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
       }
     for (CUtensorMap &Map : It->second)
       Args.push_back(&Map);
+  }
+  // The measured output is the kernel's last; any before it (an epilogue's
+  // `writes`) go to scratch buffers of their own.
+  for (size_t I = 0; I + 1 < L.K.Outputs.size(); ++I) {
+    const Value *V = L.K.Outputs[I];
+    std::vector<DevBuf> &Bufs = P.Scratch[V];
+    if (Bufs.empty()) {
+      Bufs.resize(P.Copies);
+      for (DevBuf &B : Bufs) {
+        B.Bytes =
+            P.Rows * V->getType().innerDim() * dtypeBytes(V->getType().Dtype);
+        if (CUresult R = G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
+          for (DevBuf &F : Bufs)
+            if (F.P)
+              G.D->cuMemFree(F.P);
+          P.Scratch.erase(V);
+          return R;
+        }
+      }
+    }
+    Ptrs.push_back(Bufs[Copy].P);
   }
   Ptrs.push_back(Out[Copy].P);
   for (CUdeviceptr &X : Ptrs)
@@ -769,7 +813,57 @@ mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank) {
 // --run: the whole decided graph
 //===----------------------------------------------------------------------===//
 
-llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
+/// Times the whole decided graph: its launches replayed back to back
+/// between two events, enough times for about 1 ms a sample, the median of
+/// Samples samples. Prints one line; a failure only warns.
+static void timeReplay(const Graph &G, Gpu &Gp,
+                       std::vector<std::function<CUresult()>> &Replay,
+                       unsigned Samples, llvm::raw_ostream &OS) {
+  const DriverApi &D = *Gp.D;
+  auto RunAll = [&](unsigned Times) -> CUresult {
+    for (unsigned I = 0; I < Times; ++I)
+      for (auto &F : Replay)
+        if (CUresult R = F())
+          return R;
+    return CUDA_SUCCESS;
+  };
+  auto Timed = [&](unsigned Times, double &Us) -> CUresult {
+    D.cuEventRecord(Gp.E0, Gp.Stream);
+    if (CUresult R = RunAll(Times))
+      return R;
+    D.cuEventRecord(Gp.E1, Gp.Stream);
+    if (CUresult R = D.cuEventSynchronize(Gp.E1))
+      return R;
+    float Ms = 0;
+    D.cuEventElapsedTime(&Ms, Gp.E0, Gp.E1);
+    Us = double(Ms) * 1000.0 / Times;
+    return CUDA_SUCCESS;
+  };
+  double Once = 0;
+  CUresult R = RunAll(3);
+  if (!R)
+    R = Timed(1, Once);
+  unsigned Times =
+      unsigned(std::min(1000.0, std::max(1.0, 1000.0 / std::max(Once, 1.0))));
+  std::vector<double> Us;
+  for (unsigned S = 0; S < Samples && !R; ++S) {
+    double X = 0;
+    R = Timed(Times, X);
+    Us.push_back(X);
+  }
+  if (R || Us.empty()) {
+    OS << "run @" << G.getName()
+       << ": warning: timing failed: " << D.errorString(R) << "\n";
+    return;
+  }
+  llvm::sort(Us);
+  OS << "run @" << G.getName() << ": decided graph "
+     << llvm::formatv("{0:f2}", Us[Us.size() / 2]) << " us (median of "
+     << Us.size() << " samples of " << Times << " back-to-back runs, "
+     << Replay.size() << " launches a run)\n";
+}
+
+llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
                                    llvm::raw_ostream &OS) {
   llvm::Expected<Gpu &> GOr = gpu(0);
   if (!GOr)
@@ -803,19 +897,18 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
     Dev[V] = P;
     return llvm::Error::success();
   };
-  std::mt19937_64 Rng(Seed * 7919 + 3);
-  std::uniform_real_distribution<double> U(-1, 1);
+  if (llvm::Error E = makeGraphInputs(G, IO, Host))
+    return E;
   for (const auto &In : G.getInputs()) {
-    std::vector<double> H(In->getType().numElements());
-    for (double &X : H)
-      X = roundTo(U(Rng), In->getType().Dtype);
     if (llvm::Error E = Alloc(In.get()))
       return E;
-    std::string Bytes = toDeviceBytes(H, In->getType().Dtype);
+    std::string Bytes = toDeviceBytes(Host[In.get()], In->getType().Dtype);
     if (CUresult R = D.cuMemcpyHtoD(Dev[In.get()], Bytes.data(), Bytes.size()))
       return err("cannot copy '%" + In->getName() + "': " + D.errorString(R));
-    Host[In.get()] = std::move(H);
   }
+  // Every launch of the graph, in order, replayed to time the whole graph
+  // once its outputs are checked.
+  std::vector<std::function<CUresult()>> Replay;
   auto RunKernel = [&](llvm::Expected<KernelSource> KOr) -> llvm::Error {
     if (!KOr)
       return KOr.takeError();
@@ -860,6 +953,20 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
       return err("launch of '" + K.Name + "' failed: " + D.errorString(R));
     if (CUresult R = D.cuStreamSynchronize(Gp.Stream))
       return err("'" + K.Name + "' failed: " + D.errorString(R));
+    auto State = std::make_shared<
+        std::pair<std::vector<CUtensorMap>, std::vector<CUdeviceptr>>>(
+        std::move(Maps), std::move(Ptrs));
+    unsigned GX = K.GridX, GY = K.GridY, GZ = K.GridZ, BX = K.BlockX,
+             Shared = K.SharedBytes;
+    Replay.push_back([&D, &Gp, Fn, State, GX, GY, GZ, BX, Shared] {
+      std::vector<void *> A;
+      for (CUtensorMap &Map : State->first)
+        A.push_back(&Map);
+      for (CUdeviceptr &X : State->second)
+        A.push_back(&X);
+      return D.cuLaunchKernel(Fn, GX, GY, GZ, BX, 1, 1, Shared, Gp.Stream,
+                              A.data(), nullptr);
+    });
     return llvm::Error::success();
   };
   // Nodes fused into a template's epilogue run inside it.
@@ -873,8 +980,9 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
   unsigned Launched = 0;
   for (const auto &NP : G.getNodes()) {
     const Node *N = NP.get();
-    if (llvm::Error E = interpretNode(*N, Host))
-      return E;
+    if (IO.Check)
+      if (llvm::Error E = interpretNode(*N, Host))
+        return E;
     if (Fused.count(N))
       continue;
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N)) {
@@ -891,6 +999,11 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
         D.cuMemcpyDtoDAsync(Dev[M->getResult()], Dev[M->getOperand(0)],
                             M->getType().numBytes(), Gp.Stream);
         D.cuStreamSynchronize(Gp.Stream);
+        Replay.push_back([&D, &Gp, Dst = Dev[M->getResult()],
+                          Src = Dev[M->getOperand(0)],
+                          Bytes = size_t(M->getType().numBytes())] {
+          return D.cuMemcpyDtoDAsync(Dst, Src, Bytes, Gp.Stream);
+        });
         if (M->isEpilogueFused()) {
           if (llvm::Error E = RunKernel(generateEpilogueKernel(*M)))
             return E;
@@ -899,6 +1012,16 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
         continue;
       }
       const Choice *Ch = M->findChoice(M->getDecision());
+      if (M->getOp() == OpCode::SwiGlu) {
+        std::optional<GemmTileConfig> T = Ch ? swigluTileOf(*Ch) : std::nullopt;
+        if (!T || M->isEpilogueFused())
+          return err("'%" + M->getName() + "': cannot run decision '" +
+                     M->getDecision() + "' on the GPU");
+        if (llvm::Error E = RunKernel(generateSwiGluKernel(*M, *T)))
+          return E;
+        ++Launched;
+        continue;
+      }
       std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt;
       if (T) {
         if (llvm::Error E =
@@ -922,6 +1045,18 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT))
           return err("cublasGemmEx failed with status " + std::to_string(S));
         D.cuStreamSynchronize(Gp.Stream);
+        void *PA = reinterpret_cast<void *>(Dev[M->getOperand(0)]),
+             *PB = reinterpret_cast<void *>(Dev[M->getOperand(1)]),
+             *PC = reinterpret_cast<void *>(Dev[M->getResult()]);
+        Replay.push_back([&Gp, Type, Nn, Rows, K, PA, PB, PC] {
+          float One = 1, Zero = 0;
+          return CUresult(Gp.B->cublasGemmEx(
+                              Gp.Blas, CUBLAS_OP_N, CUBLAS_OP_N, Nn, Rows, K,
+                              &One, PB, Type, Nn, PA, Type, K, &Zero, PC, Type,
+                              Nn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+                              ? 1
+                              : 0);
+        });
         if (M->isEpilogueFused())
           return err("extern.cublas cannot run a fused epilogue");
       } else {
@@ -968,6 +1103,16 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
     if (CUresult R = D.cuMemcpyDtoH(&Bytes[0], Dev[V], Bytes.size()))
       return err("cannot read '%" + V->getName() + "': " + D.errorString(R));
     std::vector<double> Out = toHostValues(Bytes, V->getType().Dtype);
+    if (!IO.OutputDir.empty())
+      if (llvm::Error E = writeNpy(npyPathFor(IO.OutputDir, *V),
+                                   V->getType().Dtype, V->getType().Shape, Out))
+        return E;
+    if (!IO.Check) {
+      OS << "run @" << G.getName() << ": output %" << V->getName()
+         << " computed, not checked (--run-check=false; " << Launched
+         << " launches)\n";
+      continue;
+    }
     const std::vector<double> &Ref = Host[V];
     double E2 = 0, R2 = 0;
     bool Finite = true;
@@ -988,5 +1133,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, uint64_t Seed,
   }
   if (!AllOk)
     return err("@" + G.getName() + ": an output differs from the reference");
+  if (IO.TimeRuns > 0)
+    timeReplay(G, Gp, Replay, IO.TimeRuns, OS);
   return llvm::Error::success();
 }

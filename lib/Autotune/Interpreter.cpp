@@ -1,5 +1,6 @@
 //===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
 #include "mtsched/Autotune/Interpreter.h"
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -159,6 +160,25 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
             C[J] += Av * Br[J];
         }
       }
+  } else if (Op == OpCode::SwiGlu) {
+    // silu(A Wg) * (A Wu), row by row.
+    int64_t K = N.getOperand(0)->getType().innerDim(), Nn = T.innerDim();
+    int64_t Rows = T.numElements() / Nn;
+    std::vector<double> G(Nn), U(Nn);
+    for (int64_t I = 0; I < Rows; ++I) {
+      std::fill(G.begin(), G.end(), 0.0);
+      std::fill(U.begin(), U.end(), 0.0);
+      const double *Ar = &(*In[0])[I * K];
+      for (int64_t Kk = 0; Kk < K; ++Kk) {
+        const double *Gr = &(*In[1])[Kk * Nn], *Ur = &(*In[2])[Kk * Nn];
+        for (int64_t J = 0; J < Nn; ++J) {
+          G[J] += Ar[Kk] * Gr[J];
+          U[J] += Ar[Kk] * Ur[J];
+        }
+      }
+      for (int64_t J = 0; J < Nn; ++J)
+        Out[I * Nn + J] = G[J] / (1 + std::exp(-G[J])) * U[J];
+    }
   } else if (collectiveKindOf(Op) != CollectiveKind::None) {
     if (In.empty() || In[0]->size() != Out.size())
       return err("'%" + N.getName() +

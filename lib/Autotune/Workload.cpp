@@ -51,9 +51,10 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
   // Ratio of the hinted size to the node's own, applied to full-size
   // tensors (the output and same-shape epilogue inputs).
   double Scale = 1;
-  if (N.getOp() == OpCode::MatMul) {
+  if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu) {
     const TensorType &A = N.getOperand(0)->getType();
-    W.K = Workload::Kind::Gemm;
+    W.K = N.getOp() == OpCode::SwiGlu ? Workload::Kind::SwiGlu
+                                      : Workload::Kind::Gemm;
     W.Gemm.Batch = 1;
     W.Gemm.M = Out.numElements() / Out.innerDim();
     W.Gemm.N = Out.innerDim();
@@ -137,6 +138,12 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
                         GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages,
                                  T->Template == GemmTemplate::Wgmma},
                         Epi);
+    return Inf;
+  case Workload::Kind::SwiGlu:
+    if (std::optional<GemmTileConfig> T = swigluTileOf(C))
+      return swigluTimeUs(
+          D, W.Gemm, GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages, false},
+          Epi);
     return Inf;
   case Workload::Kind::Collective: {
     std::optional<CollectiveAlgo> A = collectiveAlgoOf(C);

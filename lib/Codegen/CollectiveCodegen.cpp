@@ -499,6 +499,11 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "the epilogue " + Why);
   };
+  // The peer kernels write one output; a second (the residual sum beside
+  // its RMSNorm) is modelled by the simulator but not generated yet.
+  if (!N.getEpilogueWrites().empty())
+    return Bad("also writes '%" + N.getEpilogueWrites().front().V->getName() +
+               "', and peer kernels write one output only");
   for (const Operand &O : N.getEpilogue()) {
     const Node *D = O.V->getDef();
     if (!D)

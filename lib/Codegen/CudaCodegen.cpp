@@ -594,8 +594,10 @@ mtsched::generateEpilogueKernel(const MultiTemplateBufferNode &N,
   std::vector<const Node *> Chain = epilogueNodes(N);
   if (Chain.empty())
     return err("'%" + N.getName() + "' has no epilogue");
+  // Run apart, the chain writes what a fused kernel would: the 'writes'
+  // list and its last value.
   return generateGroupKernel("epilogue_" + N.getName(), Chain,
-                             {Chain.back()->getResult()}, Rows);
+                             N.getFusedOutputs(), Rows);
 }
 
 //===----------------------------------------------------------------------===//
@@ -604,7 +606,7 @@ mtsched::generateEpilogueKernel(const MultiTemplateBufferNode &N,
 
 /// Tensor-core main loop: cp.async multi-stage copy into padded shared
 /// memory, ldmatrix into fragments, mma.sync m16n8k16 with fp32 accumulators.
-static const char *TensorCoreMainLoop = R"(
+const char *const codegen::TensorCoreMainLoop = R"(
 #define THREADS (WARPS_M * WARPS_N * 32)
 #define WM (BM / WARPS_M) // warp tile rows
 #define WN (BN / WARPS_N) // warp tile columns
@@ -739,6 +741,12 @@ buildEpilogue(const MultiTemplateBufferNode &N, bool Fused, ParamList &P,
   std::vector<const Node *> Chain = epilogueNodes(N);
   if (Chain.empty())
     return err("'%" + N.getName() + "' has no epilogue to fuse");
+  // The templates write one output; a second is modelled by the simulator
+  // but not generated yet.
+  if (!N.getEpilogueWrites().empty())
+    return err("the epilogue of '%" + N.getName() + "' also writes '%" +
+               N.getEpilogueWrites().front().V->getName() +
+               "', and GEMM templates write one output only");
   const Value *Prev = N.getResult();
   const TensorType &Iter = N.getType();
   llvm::raw_string_ostream OS(E.Pre);
@@ -876,7 +884,7 @@ void codegen::emitGroupedRaster(llvm::raw_ostream &OS) {
 
 /// Picks WARPS_M x WARPS_N for a tile: warp tiles of at least 16x16, as
 /// square as possible.
-static bool warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN) {
+bool codegen::warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN) {
   int Best = -1;
   for (int Wm = 1; Wm <= T.Warps; Wm *= 2) {
     if (T.Warps % Wm)
@@ -1197,6 +1205,14 @@ mtsched::generateGraphKernels(const Graph &G,
   }
   for (const auto &N : G.getNodes()) {
     const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
+    if (M && M->getOp() == OpCode::SwiGlu) {
+      for (const Choice &C : M->getChoices())
+        if (std::optional<GemmTileConfig> T = swigluTileOf(C))
+          if (!M->isDecided() || M->getDecision() == C.Name)
+            Take(generateSwiGluKernel(*M, *T),
+                 "'%" + M->getName() + "' choice '" + C.Name + "'");
+      continue;
+    }
     if (!M || M->getOp() != OpCode::MatMul)
       continue;
     for (const Choice &C : M->getChoices()) {

@@ -72,6 +72,16 @@ void emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
                       const std::string &OutName, DType OutType,
                       const EpilogueThreads &T = EpilogueThreads());
 
+/// The mma.sync template's main-loop pieces: the tile #defines it derives
+/// (THREADS, WM, WN, MT, NT, AS, BS), cp.async / ldmatrix / mma helpers and
+/// mt_load_tile. Needs M_, N_, K_, BM, BN, BK, WARPS_M, WARPS_N, STAGES,
+/// ALIGNED8 and MMA_TYPE defined first.
+extern const char *const TensorCoreMainLoop;
+
+/// Picks WARPS_M x WARPS_N for an mma.sync tile: warp tiles of at least
+/// 16x16, as square as possible; false if none exists.
+bool warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN);
+
 /// Declares m0, n0 (the CTA's first row and column): GROUP_M consecutive
 /// CTAs walk down a column of tiles so that the B tiles they share stay in
 /// L2.

@@ -1,7 +1,9 @@
 //===- RegisterPasses.cpp - The one list of all passes --------------------===//
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/SwiGluSelect.h"
 #include "mtsched/Driver/PipelineOptions.h"
+#include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Schedule/Schedule.h"
 
@@ -19,10 +21,16 @@ static void add(PassRegistry &Registry, FactoryT Factory,
 void mtsched::registerAllPasses(PassRegistry &Registry) {
   add(Registry,
       [](const PipelineOptions &O) { return createLowerPass(O.Lowering); });
+  add(Registry, [](const PipelineOptions &O) {
+    return createFuseSwiGluPass(O.Lowering);
+  });
   add(Registry,
       [](const PipelineOptions &O) { return createFusePass(O.Fusion); });
   add(Registry,
       [](const PipelineOptions &O) { return createAutotunePass(O.Session); });
+  add(Registry, [](const PipelineOptions &O) {
+    return createSelectSwiGluPass(O.Session);
+  });
   add(
       Registry,
       [](const PipelineOptions &O) {

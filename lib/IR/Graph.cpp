@@ -160,6 +160,25 @@ Node *Graph::replaceNode(Node *Old, std::unique_ptr<Node> New) {
   return Nodes[I].get();
 }
 
+Node *Graph::insertNode(unsigned Index, std::unique_ptr<Node> N,
+                        Value *Result) {
+  N->Result = Result;
+  Result->setDef(N.get());
+  Node *Raw = N.get();
+  Nodes.insert(Nodes.begin() + Index, std::move(N));
+  for (unsigned I = Index; I < Nodes.size(); ++I)
+    Nodes[I]->Index = I;
+  return Raw;
+}
+
+void Graph::eraseNode(Node *N) {
+  unsigned Index = N->Index;
+  N->Result->setDef(nullptr);
+  Nodes.erase(Nodes.begin() + Index);
+  for (unsigned I = Index; I < Nodes.size(); ++I)
+    Nodes[I]->Index = I;
+}
+
 std::vector<Node *> Graph::getUsers(const Value *V) const {
   std::vector<Node *> Users;
   for (const auto &N : Nodes)

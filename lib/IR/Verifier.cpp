@@ -50,6 +50,9 @@ private:
   /// type; returns false (after reporting) if it cannot be computed.
   bool inferType(const Graph &G, const Node &N, TensorType &Result);
   bool inferCollective(const Graph &G, const Node &N, TensorType &Result);
+  bool inferSwiGlu(const Graph &G, const Node &N, TensorType &Result);
+  /// `alternative_of = "v"`: N computes %v another way and nothing reads N.
+  void verifyAlternatives(const Graph &G);
   void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);
   /// Checks that every epilogue can be fused as written: each member
   /// consumes the one before it, reads only values computed before its
@@ -82,6 +85,8 @@ private:
   unsigned NumErrors = 0;
   /// Program position of each value's definition; inputs are -1.
   llvm::DenseMap<const Value *, int> Position;
+  /// Nodes with an `alternative_of` attribute, checked after the graph.
+  std::vector<const Node *> Alternatives;
   /// Choice lists verified without errors.
   llvm::DenseSet<const std::vector<Choice> *> CleanChoiceLists;
   /// The names of each long choice list (see hasChoice).
@@ -128,6 +133,8 @@ void Verifier::verifyGraph(const Graph &G) {
     if (!Position.count(O.V))
       error(O.Loc, "returned value " + name(O.V) + " is not defined");
   verifyEpilogues(G);
+  verifyAlternatives(G);
+  Alternatives.clear();
 }
 
 void Verifier::verifyEpilogues(const Graph &G) {
@@ -314,6 +321,81 @@ int64_t Verifier::groupSize(const Graph &G, llvm::StringRef Name, SMLoc Loc) {
   return PG->Ranks.size();
 }
 
+bool Verifier::inferSwiGlu(const Graph &G, const Node &N, TensorType &Result) {
+  const TensorType &A = N.getOperand(0)->getType();
+  const TensorType &Wg = N.getOperand(1)->getType();
+  const TensorType &Wu = N.getOperand(2)->getType();
+  if (!isFloatDType(A.Dtype)) {
+    error(N.getLoc(),
+          "'swiglu' needs floating-point operands, got " + dtypeName(A.Dtype));
+    return false;
+  }
+  if (A.rank() < 2) {
+    error(N.getOperands()[0].Loc, "operand " + name(N.getOperand(0)) +
+                                      " of 'swiglu' must have rank 2 or more, "
+                                      "got " +
+                                      A.str());
+    return false;
+  }
+  for (unsigned I = 1; I < 3; ++I) {
+    const TensorType &W = N.getOperand(I)->getType();
+    if (W.rank() != 2 || W.Shape[0] != A.innerDim()) {
+      error(N.getOperands()[I].Loc,
+            "weight " + name(N.getOperand(I)) + " of 'swiglu' has shape " +
+                shapeStr(W.Shape) + ", expected [" + Twine(A.innerDim()) +
+                ", N] (K = the last dimension of " + name(N.getOperand(0)) +
+                ")");
+      return false;
+    }
+  }
+  if (Wg.Shape != Wu.Shape) {
+    error(N.getOperands()[2].Loc,
+          "the gate and up weights of 'swiglu' differ in shape: " +
+              shapeStr(Wg.Shape) + " and " + shapeStr(Wu.Shape));
+    return false;
+  }
+  Result = A;
+  Result.Shape.back() = Wg.Shape[1];
+  return true;
+}
+
+void Verifier::verifyAlternatives(const Graph &G) {
+  if (Alternatives.empty())
+    return;
+  llvm::StringMap<const Node *> ByName;
+  llvm::DenseSet<const Value *> Read;
+  for (const auto &X : G.getNodes()) {
+    ByName[X->getName()] = X.get();
+    for (const Operand &O : X->getOperands())
+      Read.insert(O.V);
+  }
+  for (const Operand &O : G.getOutputs())
+    Read.insert(O.V);
+  for (const Node *N : Alternatives) {
+    const Attribute &A = *N->getAttrs().get("alternative_of");
+    if (!A.isString()) {
+      error(N->getLoc(), "attribute 'alternative_of' must be a string");
+      continue;
+    }
+    const Node *Of = ByName.lookup(A.getString());
+    if (!Of || Of->getIndex() >= N->getIndex()) {
+      error(N->getLoc(), "'%" + N->getName() + "' is an alternative of '%" +
+                             A.getString() +
+                             "', which is not a node defined before it");
+      continue;
+    }
+    if (Of->getType() != N->getType())
+      error(N->getLoc(), "'%" + N->getName() + "' has type " +
+                             N->getType().str() + " but its alternative_of '%" +
+                             Of->getName() + "' has type " +
+                             Of->getType().str());
+    if (Read.count(N->getResult()))
+      error(N->getLoc(), "'%" + N->getName() + "' is an alternative of '%" +
+                             Of->getName() +
+                             "'; nothing may read or return it");
+  }
+}
+
 /// Numpy-style broadcasting of two shapes; false if incompatible.
 static bool broadcastShapes(llvm::ArrayRef<int64_t> A,
                             llvm::ArrayRef<int64_t> B,
@@ -433,6 +515,8 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   case OpCategory::MatMul: {
     if (!SameDType())
       return false;
+    if (N.getOp() == OpCode::SwiGlu)
+      return inferSwiGlu(G, N, Result);
     const TensorType &A = Operand(0), &B = Operand(1);
     if (!isFloatDType(A.Dtype)) {
       error(N.getLoc(), "'matmul' needs floating-point operands, got " +
@@ -764,6 +848,8 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
   }
   if (const auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(&N))
     verifyMTB(G, *MTB);
+  if (N.getAttrs().contains("alternative_of"))
+    Alternatives.push_back(&N);
 
   TensorType Inferred;
   if (!inferType(G, N, Inferred))

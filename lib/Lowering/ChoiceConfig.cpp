@@ -23,6 +23,13 @@ ChoiceConfig ChoiceConfig::getDefault() {
        {wgmmaTile(128, 256, 64, 4), wgmmaTile(128, 128, 64, 6),
         wgmmaTile(64, 256, 64, 4), wgmmaTile(64, 128, 64, 6)})
     C.GemmTiles.push_back(T);
+  // Merged gate+up tiles hold two accumulators per output element, so they
+  // are half as wide as the GEMM tiles for the same registers.
+  C.SwiGluTiles = {
+      {128, 128, 32, 8, 3}, {128, 64, 64, 8, 3}, {64, 128, 64, 4, 3},
+      {64, 64, 64, 4, 4},   {32, 64, 64, 4, 4},  {16, 128, 64, 4, 3},
+      {16, 64, 128, 4, 3},
+  };
   C.GemmExterns = {"extern.cublas"};
   C.AllReduce = {"nccl", "one_shot", "two_shot"};
   C.AllGather = {"nccl", "p2p"};
@@ -73,6 +80,25 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
   return T;
 }
 
+std::string mtsched::swigluChoiceName(const GemmTileConfig &T) {
+  return "swiglu_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
+         std::to_string(T.BK) + "_w" + std::to_string(T.Warps) + "_s" +
+         std::to_string(T.Stages);
+}
+
+std::optional<GemmTileConfig> mtsched::swigluTileOf(const Choice &C) {
+  // swiglu_<BM>x<BN>x<BK>_w<warps>_s<stages>: the GEMM spelling after its
+  // prefix.
+  llvm::StringRef S(C.Name);
+  if (!S.consume_front("swiglu_"))
+    return std::nullopt;
+  Choice AsGemm{("gemm_" + S).str(), {}, {}};
+  std::optional<GemmTileConfig> T = gemmTileOf(AsGemm);
+  if (!T || T->Template != GemmTemplate::MmaSync)
+    return std::nullopt;
+  return T;
+}
+
 static int64_t roundUpPow2(int64_t V) {
   return std::max<int64_t>(16, llvm::PowerOf2Ceil(uint64_t(V)));
 }
@@ -115,6 +141,31 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
   for (const std::string &E : GemmExterns)
     if (!Disabled.count(E))
       Out.push_back(Choice{E, {}, {}});
+  return Out;
+}
+
+std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
+                                                DType Dtype) const {
+  std::vector<Choice> Out;
+  if (Dtype != DType::BF16 && Dtype != DType::F16)
+    return Out;
+  for (const GemmTileConfig &T : SwiGluTiles) {
+    Choice C{swigluChoiceName(T), {}, {}};
+    if (Disabled.count(C.Name) || T.BM > roundUpPow2(M) ||
+        T.BN > roundUpPow2(N) || T.BK > roundUpPow2(K))
+      continue;
+    if (llvm::none_of(Out, [&](const Choice &P) { return P.Name == C.Name; }))
+      Out.push_back(std::move(C));
+  }
+  // A tiny problem keeps the smallest tile, as GEMMs do.
+  const GemmTileConfig *Smallest = nullptr;
+  for (const GemmTileConfig &T : SwiGluTiles)
+    if (!Disabled.count(swigluChoiceName(T)) &&
+        (!Smallest || int64_t(T.BM) * T.BN * T.BK <
+                          int64_t(Smallest->BM) * Smallest->BN * Smallest->BK))
+      Smallest = &T;
+  if (Out.empty() && Smallest)
+    Out.push_back(Choice{swigluChoiceName(*Smallest), {}, {}});
   return Out;
 }
 

@@ -84,6 +84,10 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
     int64_t M = Out.numElements() / Out.innerDim();
     int64_t K = N.getOperand(0)->getType().innerDim();
     DType Dt = N.getOperand(0)->getType().Dtype;
+    if (N.getOp() == OpCode::SwiGlu) {
+      MTB->setChoices(Opts.Choices.swigluChoices(M, Out.innerDim(), K, Dt));
+      return MTB;
+    }
     auto [It, New] = GemmChoices.try_emplace({M, Out.innerDim(), K, Dt});
     if (New)
       It->second =

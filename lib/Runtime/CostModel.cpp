@@ -68,6 +68,9 @@ constexpr double StageLoss = 0.5;
 constexpr double MinOutputsPerWarp = 128;
 /// Warps needed to use all four tensor-core sub-partitions of an SM.
 constexpr double WarpsForFullSM = 4;
+/// silu(g) * u per output element of the merged gate+up GEMM: exp, add,
+/// divide (silu, as Workload counts it) and the multiply.
+constexpr double SwiGluFlopsPerElement = 5;
 
 // The wgmma template (gemm_wg_*): TMA fills the stages without the threads'
 // help and each consumer warpgroup issues 64 x BN MMAs straight from shared
@@ -164,6 +167,9 @@ struct GemmKernel {
   int SplitK = 1;
   /// Fraction of the tensor-core peak the main loop reaches.
   double Efficiency;
+  /// Output columns written per accumulator column (1/2 for SwiGLU's
+  /// merged gate+up GEMM).
+  double OutFraction = 1;
 };
 
 /// CTAs of K that fit on one SM at once, or 0 if the CTA does not fit.
@@ -240,7 +246,7 @@ double gemmKernelUs(const DeviceDesc &D, const GemmProblem &P,
   // partial sums of a split K), plus a fused epilogue's work. Other
   // resident CTAs keep the tensor cores busy meanwhile, so a compute-bound
   // kernel hides 1 - 1/CPS of it; a memory-bound one hides none.
-  double OutBytes = double(P.Batch) * P.M * P.N * E;
+  double OutBytes = double(P.Batch) * P.M * P.N * E * K.OutFraction;
   if (K.SplitK > 1)
     OutBytes += 2.0 * K.SplitK * P.Batch * P.M * P.N * 4;
   double TailUs =
@@ -284,6 +290,37 @@ double mtsched::gemmTimeUs(const DeviceDesc &D, const GemmProblem &P,
                BkFactor * StageFactor * WarpFactor;
   GemmKernel K{T.BM, T.BN, T.BK, T.Warps, T.Stages, 1, Eff};
   return gemmKernelUs(D, P, K, Fused);
+}
+
+double mtsched::swigluTimeUs(const DeviceDesc &D, const GemmProblem &P,
+                             const GemmTile &T, const EpilogueDesc &Fused) {
+  if (!validProblem(P) || T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.Warps <= 0 ||
+      T.Stages <= 0 || T.Wgmma)
+    return Inf;
+  if (Fused.NumOps > 0 && Fused.RowReduction && P.N > T.BN)
+    return Inf;
+  if (emptyProblem(P))
+    return D.LaunchUs;
+  // The mma.sync template's kernel over the concatenated weights.
+  GemmProblem Merged = P;
+  Merged.N = 2 * P.N;
+  GemmTile Wide = T;
+  Wide.BN = 2 * T.BN;
+  double StageFactor = 1 - StageLoss / (double(T.Stages) * T.Stages);
+  double BkFactor = T.BK / (T.BK + BkHalf);
+  double WarpFactor =
+      std::min(1.0, T.Warps / WarpsForFullSM) *
+      std::min(1.0, double(T.BM) * Wide.BN / T.Warps / MinOutputsPerWarp);
+  double Eff = TemplateMaxEff * intensityFactor(D, T.BM, Wide.BN, P.Dtype) *
+               BkFactor * StageFactor * WarpFactor;
+  GemmKernel K{T.BM, Wide.BN, T.BK, T.Warps, T.Stages, 1, Eff, 0.5};
+  // silu(g) * u per output element, in registers: its arithmetic only.
+  EpilogueDesc Epi = Fused;
+  Epi.Dtype = P.Dtype;
+  Epi.Elements = P.Batch * P.M * P.N;
+  Epi.FlopsPerElement += SwiGluFlopsPerElement;
+  Epi.NumOps += 1;
+  return gemmKernelUs(D, Merged, K, Epi);
 }
 
 double mtsched::externGemmTimeUs(const DeviceDesc &D, const GemmProblem &P) {

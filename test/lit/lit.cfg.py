@@ -65,3 +65,41 @@ if shutil.which("mpirun"):
 # unsupported).
 if shutil.which("dot"):
     config.available_features.add("graphviz")
+# torch / numpy: an interpreter that imports them, for the importer tests
+# (test/lit/Import) and .npy checks. Debian's python3-torch imports only
+# from /usr/bin/python3, so try that after lit's own interpreter.
+# %torch-python runs it with python/ on the path; %mtsched-import is the
+# importer's command line. torch-1.13: the PyTorch the committed gallery
+# files were generated with (CI's).
+config.environment["PYTHONPATH"] = os.path.join(config.mtsched_src_root,
+                                                "python")
+config.substitutions.append(("%gallery",
+                             os.path.join(config.mtsched_src_root, "examples",
+                                          "gallery")))
+config.substitutions.append(("%torch-examples",
+                             os.path.join(config.mtsched_src_root, "examples",
+                                          "torch")))
+_torch_python = None
+for _cand in [config.python, "/usr/bin/python3", shutil.which("python3")]:
+    if not _cand or not os.path.exists(_cand):
+        continue
+    try:
+        _out = subprocess.run(
+            [_cand, "-c", "import numpy; import torch; print(torch.__version__)"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        continue
+    if _out.returncode == 0:
+        _torch_python = _cand
+        config.available_features.add("torch")
+        config.available_features.add("numpy")
+        if _out.stdout.decode().strip().startswith("1.13"):
+            config.available_features.add("torch-1.13")
+        break
+if _torch_python:
+    config.substitutions.append(("%torch-python", _torch_python))
+    config.substitutions.append(("%mtsched-import",
+                                 _torch_python + " -m mtsched_torch"))
+    # make_fx and the meta kernels print nothing on success; keep the
+    # importer's own warnings readable.
+    config.environment["PYTHONDONTWRITEBYTECODE"] = "1"

@@ -6,6 +6,7 @@
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/Cache.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Autotune/Npy.h"
 #include "mtsched/Codegen/CollectiveCodegen.h"
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Driver/OptMain.h"
@@ -22,6 +23,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -187,9 +189,35 @@ static cl::opt<std::string> KernelCacheDir(
     cl::value_desc("dir"), cl::cat(BackendCat));
 static cl::opt<bool>
     RunGraph("run",
-             cl::desc("Run the decided graph on the GPU and check every "
-                      "output against the fp64 interpreter"),
+             cl::desc("Run the decided graph on the GPU, check every output "
+                      "against the fp64 interpreter and time the graph"),
              cl::cat(BackendCat));
+static cl::opt<std::string> RunInputs(
+    "run-inputs",
+    cl::desc("--run / --interpret: read each graph input %x from DIR/x.npy "
+             "(or DIR/<graph>/x.npy) instead of random values"),
+    cl::value_desc("DIR"), cl::cat(BackendCat));
+static cl::opt<std::string> RunOutputs(
+    "run-outputs",
+    cl::desc("--run / --interpret: write each graph output %y to DIR/y.npy "
+             "(DIR/<graph>/y.npy when the file has several graphs)"),
+    cl::value_desc("DIR"), cl::cat(BackendCat));
+static cl::opt<unsigned> RunTimeSamples(
+    "run-time-samples",
+    cl::desc("--run: samples of the whole decided graph's time (default 10; "
+             "0: do not time it)"),
+    cl::init(10), cl::cat(BackendCat));
+static cl::opt<bool> RunCheck(
+    "run-check",
+    cl::desc("--run: check every output against the fp64 interpreter "
+             "(default true; --run-check=false when another reference, such "
+             "as PyTorch, checks the --run-outputs files)"),
+    cl::init(true), cl::cat(BackendCat));
+static cl::opt<bool> Interpret(
+    "interpret",
+    cl::desc("Evaluate the printed graph with the fp64 interpreter on the CPU "
+             "(no GPU; custom ops are an error)"),
+    cl::cat(BackendCat));
 static cl::opt<int> Ranks("ranks",
                           cl::desc("Ranks to run as threads (default: the "
                                    "graph's world_size; under mpirun, the "
@@ -407,13 +435,18 @@ int main(int argc, char **argv) {
   for (const std::string &P : PrintIRBefore)
     if (!Registry.lookup(P))
       fail("unknown pass '" + P + "' in --print-ir-before");
-  if (DumpKernels.empty() && !RunGraph && Emit == EmitKind::IR)
+  if ((!RunInputs.empty() || !RunOutputs.empty()) && !RunGraph && !Interpret)
+    fail("--run-inputs and --run-outputs need --run or --interpret");
+  if (!RunInputs.empty() && !sys::fs::is_directory(RunInputs))
+    fail("--run-inputs: '" + RunInputs + "' is not a directory");
+  if (DumpKernels.empty() && !RunGraph && !Interpret && Emit == EmitKind::IR)
     // Under mpirun, MPI_Finalize (or the way out without it) comes last.
     return finishRankProcess(optMain(Config, Registry));
   if (Emit == EmitKind::Dot && SplitInputFile)
     fail("--emit=dot prints one graph; it does not combine with "
          "--split-input-file");
-  // --dump-kernels, --run and --emit=dot work on the printed (decided) IR:
+  // --dump-kernels, --run, --interpret and --emit=dot work on the printed
+  // (decided) IR:
   // print it to a temporary file, read it back, then pass it on.
   SmallString<128> Tmp;
   if (std::error_code EC =
@@ -437,6 +470,19 @@ int main(int argc, char **argv) {
     if (!M)
       fail("cannot parse the printed IR back");
     for (const auto &G : M->getGraphs()) {
+      RunIO IO;
+      IO.Seed = Seed;
+      IO.InputDir = RunInputs;
+      IO.TimeRuns = RunTimeSamples;
+      IO.Check = RunCheck;
+      if (!RunOutputs.empty()) {
+        SmallString<256> Dir(RunOutputs);
+        if (M->getGraphs().size() > 1)
+          sys::path::append(Dir, G->getName());
+        if (std::error_code EC = sys::fs::create_directories(Dir))
+          fail("cannot create '" + Dir + "': " + EC.message());
+        IO.OutputDir = std::string(Dir);
+      }
       if (!DumpKernels.empty()) {
         std::vector<std::string> Errors;
         std::vector<KernelSource> Ks = generateGraphKernels(*G, Errors);
@@ -451,8 +497,14 @@ int main(int argc, char **argv) {
         for (const std::string &E : Errors)
           errs() << "mtsched-opt: warning: no kernel for " << E << "\n";
       }
+      if (Interpret)
+        if (Error E = interpretGraphToFiles(*G, IO, errs())) {
+          errs() << "mtsched-opt: error: @" << G->getName() << ": "
+                 << toString(std::move(E)) << "\n";
+          RC = 1;
+        }
       if (RunGraph)
-        if (Error E = runGraphOnGpu(*G, Seed, errs())) {
+        if (Error E = runGraphOnGpu(*G, IO, errs())) {
           errs() << "mtsched-opt: error: " << toString(std::move(E)) << "\n";
           RC = 1;
         }

@@ -132,6 +132,13 @@ public:
   /// once on every rank after the pipeline.
   void finish();
 
+  /// N's epilogue run as its own kernel: measured like every choice (agreed
+  /// across ranks, memoized), predicted by the noise-free cost model once
+  /// ranks cannot agree; 0 without an epilogue, +inf if it failed.
+  double measureEpilogueUs(const Graph &G, const MultiTemplateBufferNode &N);
+  /// The device the cost model describes.
+  const DeviceDesc &getDevice() const;
+
   const RunResult &getResult() const { return Result; }
   llvm::StringRef getBackendName() const { return Bench->getBackendName(); }
   CollectiveMode getMode() const { return Mode; }

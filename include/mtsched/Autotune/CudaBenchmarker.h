@@ -3,6 +3,7 @@
 #define MTSCHED_AUTOTUNE_CUDABENCHMARKER_H
 
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/Npy.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -20,10 +21,20 @@ createCudaBenchmarker(const AutotuneOptions &Opts, int Rank);
 /// nothing for another backend. The communicator must outlive B.
 void attachCommunicator(Benchmarker &B, Communicator &Comm);
 
-/// Runs every node of a decided graph on the GPU with seeded random inputs
-/// and checks each graph output against the fp64 interpreter; a line per
-/// output goes to OS.
-llvm::Error runGraphOnGpu(const Graph &G, uint64_t Seed, llvm::raw_ostream &OS);
+/// Runs every node of a decided graph on the GPU on the inputs IO gives
+/// (.npy files or seeded random values) and checks each graph output against
+/// the fp64 interpreter, writing it to IO.OutputDir if set; a line per output
+/// goes to OS. Then, if IO.TimeRuns > 0, times the whole graph (its launches
+/// replayed back to back) and prints the median.
+llvm::Error runGraphOnGpu(const Graph &G, const RunIO &IO,
+                          llvm::raw_ostream &OS);
+/// The same with seeded random inputs, no files and no timing.
+inline llvm::Error runGraphOnGpu(const Graph &G, uint64_t Seed,
+                                 llvm::raw_ostream &OS) {
+  RunIO IO;
+  IO.Seed = Seed;
+  return runGraphOnGpu(G, IO, OS);
+}
 
 } // namespace mtsched
 

@@ -15,7 +15,8 @@
 namespace mtsched {
 
 struct Workload {
-  enum class Kind { Gemm, Collective, Custom };
+  /// SwiGlu: a merged gate+up GEMM; Gemm.N counts its output columns.
+  enum class Kind { Gemm, Collective, Custom, SwiGlu };
   Kind K = Kind::Custom;
   GemmProblem Gemm{};
   CollectiveKind Collective = CollectiveKind::None;

@@ -68,6 +68,15 @@ llvm::Expected<KernelSource>
 generateGemmKernel(const MultiTemplateBufferNode &N, const GemmTileConfig &T,
                    bool Fused, int64_t M = 0);
 
+/// The merged gate+up GEMM of `swiglu` node N (operands %h, %wg, %wu) with
+/// mma.sync tile T: each CTA computes the BM x BN tiles of h * wg and h * wu
+/// for the same columns, reading both weights (their concatenation is
+/// logical, never materialised), and writes silu(g) * u once. bf16/f16
+/// only. M overrides the rows of %h (a size hint; 0: N's own).
+llvm::Expected<KernelSource>
+generateSwiGluKernel(const MultiTemplateBufferNode &N, const GemmTileConfig &T,
+                     int64_t M = 0);
+
 /// One kernel computing Nodes (buffers of one fused group, in program
 /// order). Outputs are the nodes whose value is used outside the group or
 /// returned (see OutputsOf); Rows overrides the rows of the iteration space.

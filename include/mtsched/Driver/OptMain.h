@@ -44,7 +44,8 @@ struct OptMainConfig {
 int optMain(const OptMainConfig &Config, const PassRegistry &Registry);
 
 /// The passes `--pipeline=default` stands for.
-inline constexpr const char *DefaultPipeline[] = {"lower", "fuse", "autotune"};
+inline constexpr const char *DefaultPipeline[] = {
+    "lower", "fuse-swiglu", "fuse", "autotune", "select-swiglu"};
 
 /// Expands pipeline aliases (`default`) and checks every name; reports
 /// unknown names to errs() and returns false.

@@ -344,6 +344,11 @@ public:
   /// Replaces Old by New in place; New defines Old's result value, so every
   /// use now refers to New.
   Node *replaceNode(Node *Old, std::unique_ptr<Node> New);
+  /// Inserts N before position Index (size() appends), defining Result.
+  Node *insertNode(unsigned Index, std::unique_ptr<Node> N, Value *Result);
+  /// Removes N, which nothing may read any more; its value stays allocated
+  /// (and undefined) until the graph dies.
+  void eraseNode(Node *N);
 
   const std::vector<std::unique_ptr<Node>> &getNodes() const { return Nodes; }
   size_t size() const { return Nodes.size(); }

@@ -34,6 +34,9 @@ enum class OpCode {
   Max,
   RmsNorm,
   Softmax,
+  /// silu(A x Wg) * (A x Wu): a gate and an up projection merged into one
+  /// GEMM (see the fuse-swiglu pass).
+  SwiGlu,
 };
 
 enum class OpCategory { MatMul, Collective, Custom, Pointwise, Reduction };

@@ -35,6 +35,10 @@ GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 
 struct ChoiceConfig {
   std::vector<GemmTileConfig> GemmTiles;
+  /// Tiles of the merged gate+up GEMM (`swiglu`, mma.sync template). BN
+  /// counts output columns: a CTA computes BN columns of both the gate and
+  /// the up projection, so its accumulators cover 2 * BN.
+  std::vector<GemmTileConfig> SwiGluTiles;
   /// Extern library choices offered for every matmul.
   std::vector<std::string> GemmExterns;
   std::vector<std::string> AllReduce;
@@ -56,6 +60,10 @@ struct ChoiceConfig {
   /// N multiples of 8 (TMA needs 16-byte row strides).
   std::vector<Choice> gemmChoices(int64_t M, int64_t N, int64_t K,
                                   DType Dtype) const;
+  /// Candidates for a merged gate+up GEMM with N output columns: the
+  /// SwiGluTiles that fit the shape (bf16/f16 only, like the template).
+  std::vector<Choice> swigluChoices(int64_t M, int64_t N, int64_t K,
+                                    DType Dtype) const;
   /// Candidates for a built-in collective.
   std::vector<Choice> collectiveChoices(CollectiveKind K) const;
 };
@@ -64,6 +72,10 @@ struct ChoiceConfig {
 std::string gemmChoiceName(const GemmTileConfig &T);
 /// The tile a gemm choice's name describes, if it is one.
 std::optional<GemmTileConfig> gemmTileOf(const Choice &C);
+/// `swiglu_64x128x64_w4_s3`: a merged gate+up GEMM tile.
+std::string swigluChoiceName(const GemmTileConfig &T);
+/// The tile a swiglu choice's name describes, if it is one.
+std::optional<GemmTileConfig> swigluTileOf(const Choice &C);
 
 } // namespace mtsched
 

@@ -62,6 +62,14 @@ struct EpilogueDesc {
 double gemmTimeUs(const DeviceDesc &D, const GemmProblem &P, const GemmTile &T,
                   const EpilogueDesc &Fused);
 
+/// Predicted time of the merged gate+up GEMM of SwiGLU with tile T: one
+/// GEMM of P.N output columns computed from 2 * P.N accumulator columns (a
+/// CTA holds BN gate and BN up columns: the kernel of a GEMM with N' = 2N
+/// and BN' = 2BN), whose epilogue computes silu(g) * u and writes P.N
+/// columns. Fused is a further epilogue on that result.
+double swigluTimeUs(const DeviceDesc &D, const GemmProblem &P,
+                    const GemmTile &T, const EpilogueDesc &Fused);
+
 /// Predicted time of the vendor library (cuBLAS-like) call: it picks its
 /// own tile and split-K, and runs near the best tile's efficiency. It never
 /// fuses an epilogue.

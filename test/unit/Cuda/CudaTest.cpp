@@ -234,7 +234,9 @@ graph @g(%x: bf16[64,128], %w: bf16[128,256], %b: bf16[256], %g: bf16[256]) {
   N->setDecision(N->getChoices().front().Name);
   std::string Log;
   llvm::raw_string_ostream OS(Log);
-  llvm::Error E = runGraphOnGpu(G, 1, OS);
+  RunIO IO;
+  IO.Seed = 1;
+  llvm::Error E = runGraphOnGpu(G, IO, OS);
   EXPECT_FALSE(bool(E)) << llvm::toString(std::move(E)) << OS.str();
   EXPECT_NE(OS.str().find("output %n matches"), std::string::npos) << Log;
 }

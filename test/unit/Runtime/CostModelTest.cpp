@@ -386,3 +386,37 @@ TEST(CostModelTest, NoiseIsDeterministicAndBounded) {
 }
 
 } // namespace
+
+TEST(CostModelTest, SwiGluIsOneGemmOfTwiceTheColumnsWritingHalf) {
+  DeviceDesc D = h200();
+  EpilogueDesc None;
+  GemmTile T{64, 64, 64, 4, 4};
+  GemmTile Wide{64, 128, 64, 4, 4};
+  for (int64_t M : {16, 4096}) {
+    GemmProblem P{1, M, 7168, 4096, DType::BF16};
+    GemmProblem P2 = P;
+    P2.N = 2 * P.N;
+    double Merged = swigluTimeUs(D, P, T, None);
+    ASSERT_TRUE(std::isfinite(Merged));
+    // The kernel of the GEMM over [wg | wu], minus half its output, plus
+    // silu * mul in registers: never slower than that GEMM by more than the
+    // epilogue's arithmetic, and cheaper than two GEMMs plus a kernel.
+    double Concat = gemmTimeUs(D, P2, Wide, None);
+    EXPECT_LT(Merged, Concat * 1.05) << M;
+    EpilogueDesc SiluMul;
+    SiluMul.Elements = M * P.N;
+    SiluMul.ExtraInputBytes = M * P.N * 2;
+    SiluMul.FlopsPerElement = 5;
+    SiluMul.NumOps = 2;
+    double Split = 2 * gemmTimeUs(D, P, T, None) + epilogueTimeUs(D, SiluMul);
+    EXPECT_LT(Merged, Split) << M;
+  }
+  // No wgmma merged template; a row reduction needs the whole row.
+  GemmProblem P{1, 16, 7168, 4096, DType::BF16};
+  EXPECT_TRUE(
+      std::isinf(swigluTimeUs(D, P, GemmTile{64, 64, 64, 8, 4, true}, None)));
+  EpilogueDesc Norm;
+  Norm.NumOps = 1;
+  Norm.RowReduction = true;
+  EXPECT_TRUE(std::isinf(swigluTimeUs(D, P, T, Norm)));
+}

@@ -1,0 +1,31 @@
+//===- SwiGluSelect.h - Merged or split SwiGLU, by measurement --*- C++ -*-===//
+//
+// `select-swiglu` runs after `autotune`. For each merged gate+up GEMM that
+// `fuse-swiglu` added as an alternative of %gu, it compares the decided
+// merged node's time with the decided split form's: both GEMMs as decided
+// (fused with their epilogue, or plus the epilogue kernel they leave), and
+// any node of the pattern in no epilogue as its own kernel; the merged side
+// is charged for consumers of %gu the split form fused (they run as a kernel
+// of their own after it). The faster stays: merged, the alternative takes %gu's place and the two GEMMs and the
+// silu go; split, the alternative goes. Either way %gu records both times
+// (`swiglu_merged_us`, `swiglu_split_us`), and the result is an ordinary
+// decided graph (see docs/PASSES.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_SWIGLUSELECT_H
+#define MTSCHED_AUTOTUNE_SWIGLUSELECT_H
+
+#include "mtsched/Passes/Pass.h"
+#include <memory>
+
+namespace mtsched {
+
+class Autotuner;
+
+/// `select-swiglu`: keeps the faster of each merged/split SwiGLU pair;
+/// unfused epilogues of the split GEMMs are measured through Session.
+std::unique_ptr<Pass> createSelectSwiGluPass(Autotuner *Session);
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_SWIGLUSELECT_H

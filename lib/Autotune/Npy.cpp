@@ -1,0 +1,288 @@
+//===- Npy.cpp - NumPy .npy files for the inputs and outputs of --run ----===//
+#include "mtsched/Autotune/Npy.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cstring>
+#include <random>
+
+using namespace mtsched;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+static std::string shapeText(llvm::ArrayRef<int64_t> Shape) {
+  std::string S = "[";
+  for (size_t I = 0; I < Shape.size(); ++I)
+    S += (I ? "," : "") + std::to_string(Shape[I]);
+  return S + "]";
+}
+
+/// The value of key Key in the header dictionary (its text up to the next
+/// top-level comma or closing brace), or an empty string.
+static llvm::StringRef headerField(llvm::StringRef H, llvm::StringRef Key) {
+  std::string Quoted = "'" + Key.str() + "'";
+  size_t P = H.find(Quoted);
+  if (P == llvm::StringRef::npos)
+    return {};
+  llvm::StringRef Rest = H.drop_front(P + Quoted.size()).ltrim();
+  if (Rest.empty() || Rest.front() != ':')
+    return {};
+  Rest = Rest.drop_front().ltrim();
+  int Depth = 0;
+  size_t End = 0;
+  for (; End < Rest.size(); ++End) {
+    char C = Rest[End];
+    if (C == '(' || C == '[')
+      ++Depth;
+    else if (C == ')' || C == ']')
+      --Depth;
+    else if ((C == ',' || C == '}') && Depth == 0)
+      break;
+  }
+  return Rest.take_front(End).trim();
+}
+
+llvm::Expected<NpyArray> mtsched::readNpy(llvm::StringRef Path) {
+  auto BufOr = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+  if (!BufOr)
+    return err("cannot read '" + Path + "': " + BufOr.getError().message());
+  llvm::StringRef B = (*BufOr)->getBuffer();
+  auto Bad = [&](const llvm::Twine &Why) {
+    return err("'" + Path + "' is not a .npy file numpy writes: " + Why);
+  };
+  if (B.size() < 10 || B.substr(0, 6) != "\x93NUMPY")
+    return Bad("no \\x93NUMPY magic");
+  unsigned Major = uint8_t(B[6]);
+  size_t HeaderLen, Off;
+  if (Major == 1) {
+    HeaderLen = uint8_t(B[8]) | (size_t(uint8_t(B[9])) << 8);
+    Off = 10;
+  } else if (Major == 2 || Major == 3) {
+    if (B.size() < 12)
+      return Bad("truncated header");
+    HeaderLen = 0;
+    for (int I = 3; I >= 0; --I)
+      HeaderLen = (HeaderLen << 8) | uint8_t(B[8 + I]);
+    Off = 12;
+  } else {
+    return Bad("version " + llvm::Twine(Major));
+  }
+  if (Off + HeaderLen > B.size())
+    return Bad("truncated header");
+  llvm::StringRef H = B.substr(Off, HeaderLen);
+  NpyArray A;
+  llvm::StringRef Descr = headerField(H, "descr");
+  if (Descr.size() < 2 || (Descr.front() != '\'' && Descr.front() != '"'))
+    return Bad("no 'descr'");
+  A.Descr = Descr.drop_front().drop_back().str();
+  if (headerField(H, "fortran_order") != "False")
+    return Bad("Fortran order (save a C-contiguous array)");
+  llvm::StringRef Shape = headerField(H, "shape");
+  if (Shape.size() < 2 || Shape.front() != '(' || Shape.back() != ')')
+    return Bad("no 'shape'");
+  Shape = Shape.drop_front().drop_back();
+  llvm::SmallVector<llvm::StringRef, 4> Dims;
+  Shape.split(Dims, ',', -1, /*KeepEmpty=*/false);
+  int64_t N = 1;
+  for (llvm::StringRef D : Dims) {
+    int64_t X;
+    if (D.trim().getAsInteger(10, X) || X < 0)
+      return Bad("shape (" + Shape + ")");
+    if (X > 0 && N > (int64_t(1) << 40) / X)
+      return Bad("shape (" + Shape + ") has more than 2^40 elements");
+    A.Shape.push_back(X);
+    N *= X;
+  }
+  llvm::StringRef T = A.Descr;
+  char Order = T.empty() ? '?' : T.front();
+  llvm::StringRef Kind = T.drop_front();
+  static const struct {
+    const char *Kind;
+    unsigned Bytes;
+  } Known[] = {{"f2", 2}, {"f4", 4}, {"f8", 8}, {"i1", 1}, {"i2", 2},
+               {"i4", 4}, {"i8", 8}, {"u1", 1}, {"b1", 1}};
+  unsigned Elt = 0;
+  for (const auto &K : Known)
+    if (Kind == K.Kind)
+      Elt = K.Bytes;
+  if (!Elt || (Order != '<' && Order != '|' && Order != '='))
+    return Bad("element type '" + T +
+               "' (little-endian f2, f4, f8, i1-i8, u1 or b1)");
+  const char *P = B.data() + Off + HeaderLen;
+  if (size_t(B.end() - P) < size_t(N) * Elt)
+    return Bad("the data is shorter than the shape " + shapeText(A.Shape));
+  A.Values.resize(N);
+  for (int64_t I = 0; I < N; ++I, P += Elt) {
+    double V = 0;
+    if (Kind == "f2") {
+      uint16_t X;
+      std::memcpy(&X, P, 2);
+      V = f16ToFloat(X);
+    } else if (Kind == "f4") {
+      float X;
+      std::memcpy(&X, P, 4);
+      V = X;
+    } else if (Kind == "f8") {
+      std::memcpy(&V, P, 8);
+    } else if (Kind == "i1") {
+      V = int8_t(*P);
+    } else if (Kind == "i2") {
+      int16_t X;
+      std::memcpy(&X, P, 2);
+      V = X;
+    } else if (Kind == "i4") {
+      int32_t X;
+      std::memcpy(&X, P, 4);
+      V = X;
+    } else if (Kind == "i8") {
+      int64_t X;
+      std::memcpy(&X, P, 8);
+      V = double(X);
+    } else {
+      V = uint8_t(*P);
+    }
+    A.Values[I] = V;
+  }
+  return A;
+}
+
+llvm::Error mtsched::writeNpy(llvm::StringRef Path, DType T,
+                              llvm::ArrayRef<int64_t> Shape,
+                              llvm::ArrayRef<double> Values) {
+  const char *Descr = "<f4";
+  switch (T) {
+  case DType::F16:
+    Descr = "<f2";
+    break;
+  case DType::I32:
+    Descr = "<i4";
+    break;
+  case DType::I64:
+    Descr = "<i8";
+    break;
+  default:
+    break;
+  }
+  std::string H = "{'descr': '" + std::string(Descr) +
+                  "', 'fortran_order': False, 'shape': (";
+  for (size_t I = 0; I < Shape.size(); ++I)
+    H += std::to_string(Shape[I]) + (Shape.size() == 1 ? "," : "") +
+         (I + 1 < Shape.size() ? ", " : "");
+  H += "), }";
+  // Pad with spaces and end with \n so the data starts 64-byte aligned.
+  size_t Total = 10 + H.size() + 1;
+  H.append((64 - Total % 64) % 64, ' ');
+  H += '\n';
+  std::error_code EC;
+  llvm::raw_fd_ostream OS(Path, EC, llvm::sys::fs::OF_None);
+  if (EC)
+    return err("cannot write '" + Path + "': " + EC.message());
+  OS << "\x93NUMPY" << char(1) << char(0) << char(H.size() & 0xff)
+     << char(H.size() >> 8) << H;
+  for (double V : Values) {
+    switch (T) {
+    case DType::F16: {
+      uint16_t X = floatToF16(float(V));
+      OS.write(reinterpret_cast<const char *>(&X), 2);
+      break;
+    }
+    case DType::I32: {
+      int32_t X = int32_t(V);
+      OS.write(reinterpret_cast<const char *>(&X), 4);
+      break;
+    }
+    case DType::I64: {
+      int64_t X = int64_t(V);
+      OS.write(reinterpret_cast<const char *>(&X), 8);
+      break;
+    }
+    default: {
+      float X = float(roundTo(V, T));
+      OS.write(reinterpret_cast<const char *>(&X), 4);
+      break;
+    }
+    }
+  }
+  OS.close();
+  if (OS.has_error())
+    return err("cannot write '" + Path + "': " + OS.error().message());
+  return llvm::Error::success();
+}
+
+std::string mtsched::npyPathFor(llvm::StringRef Dir, const Value &V) {
+  llvm::SmallString<256> P(Dir);
+  llvm::sys::path::append(P, V.getName() + ".npy");
+  return std::string(P);
+}
+
+llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
+                                     ValueData &Data) {
+  if (IO.InputDir.empty()) {
+    std::mt19937_64 Rng(IO.Seed * 7919 + 3);
+    std::uniform_real_distribution<double> U(-1, 1);
+    for (const auto &In : G.getInputs()) {
+      std::vector<double> H(In->getType().numElements());
+      for (double &X : H)
+        X = roundTo(U(Rng), In->getType().Dtype);
+      Data[In.get()] = std::move(H);
+    }
+    return llvm::Error::success();
+  }
+  llvm::SmallString<256> Dir(IO.InputDir);
+  llvm::SmallString<256> Sub(IO.InputDir);
+  llvm::sys::path::append(Sub, G.getName());
+  if (llvm::sys::fs::is_directory(Sub))
+    Dir = Sub;
+  for (const auto &In : G.getInputs()) {
+    std::string Path = npyPathFor(Dir, *In);
+    llvm::Expected<NpyArray> A = readNpy(Path);
+    if (!A)
+      return llvm::make_error<llvm::StringError>(
+          "input '%" + In->getName() + "': " + llvm::toString(A.takeError()),
+          llvm::inconvertibleErrorCode());
+    const TensorType &T = In->getType();
+    if (llvm::ArrayRef<int64_t>(A->Shape) != llvm::ArrayRef<int64_t>(T.Shape))
+      return err("'" + Path + "' has shape " + shapeText(A->Shape) +
+                 ", but input '%" + In->getName() + "' is " +
+                 shapeText(T.Shape));
+    for (double &X : A->Values)
+      X = roundTo(X, T.Dtype);
+    Data[In.get()] = std::move(A->Values);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error mtsched::interpretGraphToFiles(const Graph &G, const RunIO &IO,
+                                           llvm::raw_ostream &OS) {
+  ValueData Data;
+  if (llvm::Error E = makeGraphInputs(G, IO, Data))
+    return E;
+  if (llvm::Error E = interpretGraph(G, Data))
+    return E;
+  for (const Operand &O : G.getOutputs()) {
+    const Value *V = O.V;
+    std::vector<double> &Out = Data[V];
+    double Max = 0;
+    for (double &X : Out) {
+      X = roundTo(X, V->getType().Dtype);
+      Max = std::max(Max, std::abs(X));
+    }
+    OS << "interpret @" << G.getName() << ": output %" << V->getName()
+       << " computed (" << Out.size() << " elements, max |x| "
+       << llvm::formatv("{0:e3}", Max) << ")";
+    if (!IO.OutputDir.empty()) {
+      std::string Path = npyPathFor(IO.OutputDir, *V);
+      if (llvm::Error E =
+              writeNpy(Path, V->getType().Dtype, V->getType().Shape, Out))
+        return E;
+      OS << ", written to " << Path;
+    }
+    OS << "\n";
+  }
+  return llvm::Error::success();
+}

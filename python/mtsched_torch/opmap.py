@@ -1,0 +1,538 @@
+"""The op-mapping table: ATen / collective op name -> IR.
+
+``OPS`` maps an op name (namespace.packet, overload ignored) to a function
+``fn(conv, node) -> IR value name``; it raises ``convert.Unmapped`` to decline
+(the node then becomes ``custom "aten.x"``). Adding an op is one entry; ops
+the IR will gain later (reshape, transpose, slice, concat, rsqrt, pow, sin,
+cos, attention, rotary, embedding: issue 14) stay custom until theirs lands.
+
+Exactness rules (docs/IMPORT.md):
+
+* a view, reshape, clone, contiguous, detach or alias whose result has the
+  operand's shape is the identity on values and is elided; any other
+  reshape/transpose/permute stays custom;
+* ``aten.t`` / ``permute([1, 0])`` / ``transpose(0, 1)`` of a 2-D parameter
+  or buffer used only that way (or as ``aten.linear``'s weight) makes the
+  graph input its transpose (``[in, out]``): the input's comment says so and
+  the importer's input list records ``transposed``;
+* the RMSNorm pattern ``w * cast(x * rsqrt(mean(x^2, -1, keepdim) + eps))``
+  (with optional casts of x) becomes ``rmsnorm(x, w) {eps}``: the same
+  function, evaluated with one rounding fewer;
+* binary ops whose operands' element types differ cast the operand to the
+  result type first (PyTorch's type promotion computes in that type).
+"""
+
+import torch
+
+from .fxutil import Unmapped, op_name, tensor_meta
+
+OPS = {}
+
+
+def lookup(name):
+    """The mapping for op name, the generic collective mapping for a name
+    that contains a collective, or None."""
+    fn = OPS.get(name)
+    if fn is not None:
+        return fn
+    kind = collective_kind_in(name)
+    if kind is not None:
+        return lambda conv, node: _generic_collective(conv, node, kind)
+    return None
+
+
+_IGNORED_PREFIXES = ("aten._assert", "aten.sym_constrain_range",
+                     "aten._check", "aten._print", "aten._functional_assert")
+
+
+def is_ignored(name):
+    """Ops with no value semantics (export's runtime checks)."""
+    return name.startswith(_IGNORED_PREFIXES)
+
+
+def register(*names):
+    def deco(fn):
+        for n in names:
+            OPS[n] = fn
+        return fn
+    return deco
+
+
+def _arg(node, i, name, default=None):
+    if len(node.args) > i:
+        return node.args[i]
+    return node.kwargs.get(name, default)
+
+
+def _result(conv, node):
+    tdt, shape = conv.meta(node)
+    return conv.dtype(tdt, node.name), shape
+
+
+# -- identities -----------------------------------------------------------------
+
+
+@register("aten.clone", "aten.contiguous", "aten.detach", "aten.alias",
+          "aten.lift_fresh_copy", "aten.view", "aten._unsafe_view",
+          "aten.reshape", "aten.expand", "aten.squeeze", "aten.unsqueeze",
+          "aten.flatten", "aten._reshape_alias",
+          "_c10d_functional.wait_tensor", "c10d_functional.wait_tensor")
+def _identity(conv, node):
+    v = conv.value(node.args[0])
+    dt, shape = _result(conv, node)
+    if _name(node) == "aten._reshape_alias":
+        # A view with explicit strides: the identity only with the
+        # contiguous strides of its size.
+        contiguous, acc = [], 1
+        for d in reversed(list(node.args[1])):
+            contiguous.insert(0, acc)
+            acc *= d
+        if list(node.args[2]) != contiguous:
+            raise Unmapped("strides %s" % (list(node.args[2]),))
+    vshape = conv.types[v][1]
+    if tuple(shape) != tuple(vshape):
+        raise Unmapped("changes the shape %s -> %s" % (list(vshape),
+                                                       list(shape)))
+    conv.elided[_name(node)] += 1
+    return conv.cast(v, dt)
+
+
+def _is_transpose_2d(node):
+    t = node.target
+    if t is torch.ops.aten.t.default:
+        return True
+    if t is torch.ops.aten.permute.default:
+        return list(node.args[1]) == [1, 0]
+    if t is torch.ops.aten.transpose.int:
+        return sorted(int(d) % 2 for d in node.args[1:3]) == [0, 1]
+    if t is getattr(torch.ops.aten, "numpy_T", None):
+        return True
+    return False
+
+
+def find_pretransposed(nodes, infos):
+    """Placeholders (parameters/buffers, 2-D) used only through a 2-D
+    transpose or as aten.linear's weight."""
+    out = set()
+    for n in nodes:
+        if n.op != "placeholder":
+            continue
+        info = infos.get(n.name)
+        if info is None or info.kind not in ("parameter", "buffer",
+                                             "constant"):
+            continue
+        m = tensor_meta(n)
+        if not m or isinstance(m, list) or len(m[1]) != 2 or not n.users:
+            continue
+        ok = True
+        for u in n.users:
+            if u.op != "call_function":
+                ok = False
+            elif _is_transpose_2d(u) and u.args[0] is n:
+                continue
+            elif u.target is torch.ops.aten.linear.default and \
+                    _arg(u, 1, "weight") is n and u.args[0] is not n:
+                continue
+            else:
+                ok = False
+        if ok:
+            out.add(n)
+    return out
+
+
+@register("aten.t", "aten.permute", "aten.transpose", "aten.numpy_T")
+def _transpose(conv, node):
+    src = node.args[0]
+    if src in conv.transposed_fx and _is_transpose_2d(node):
+        conv.elided["transpose of a pre-transposed weight"] += 1
+        return conv.value(src)
+    raise Unmapped("transpose/permute (no IR op yet)")
+
+
+# -- casts ----------------------------------------------------------------------
+
+
+@register("aten._to_copy", "aten.to", "prims.convert_element_type",
+          "aten.type_as")
+def _to(conv, node):
+    v = conv.value(node.args[0])
+    dt, shape = _result(conv, node)
+    return conv.cast(v, dt, hint=node.name)
+
+
+# -- pointwise ------------------------------------------------------------------
+
+
+def _binary(irop):
+    def fn(conv, node):
+        a, b = node.args[0], node.args[1]
+        if not isinstance(a, torch.fx.Node) or not isinstance(b, torch.fx.Node):
+            raise Unmapped("scalar operand (the IR has no constants)")
+        alpha = _arg(node, 2, "alpha", 1)
+        if alpha != 1:
+            raise Unmapped("alpha = %r" % (alpha,))
+        if node.kwargs.get("rounding_mode") is not None:
+            raise Unmapped("rounding_mode")
+        dt, shape = _result(conv, node)
+        va, vb = conv.cast(conv.value(a), dt), conv.cast(conv.value(b), dt)
+        return conv.emit(irop, [va, vb], dt, shape, hint=node.name)
+    return fn
+
+
+for _op in ("add", "sub", "mul", "div"):
+    register("aten." + _op)(_binary(_op))
+
+
+def _unary(irop, check=None):
+    def fn(conv, node):
+        if check:
+            check(node)
+        dt, shape = _result(conv, node)
+        v = conv.cast(conv.value(node.args[0]), dt)
+        return conv.emit(irop, [v], dt, shape, hint=node.name)
+    return fn
+
+
+def _exact_gelu(node):
+    if _arg(node, 1, "approximate", "none") != "none":
+        raise Unmapped("tanh-approximate gelu")
+
+
+register("aten.relu")(_unary("relu"))
+register("aten.gelu")(_unary("gelu", _exact_gelu))
+register("aten.silu")(_unary("silu"))
+register("aten.exp")(_unary("exp"))
+register("aten.neg")(_unary("neg"))
+
+
+# -- reductions -------------------------------------------------------------------
+
+
+def _one_dim(node, dims, rank):
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) != 1):
+        raise Unmapped("reduces over %r, not one dimension" % (dims,))
+    d = dims[0] if isinstance(dims, (list, tuple)) else dims
+    return d - rank if d >= 0 else d
+
+
+def _reduce(irop):
+    def fn(conv, node):
+        v = conv.value(node.args[0])
+        rank = len(conv.types[v][1])
+        d = _one_dim(node, _arg(node, 1, "dim"), rank)
+        keep = bool(_arg(node, 2, "keepdim", False))
+        dt, shape = _result(conv, node)
+        v = conv.cast(v, dt)
+        attrs = {"dim": d}
+        if keep:
+            attrs["keepdim"] = True
+        return conv.emit(irop, [v], dt, shape, attrs, hint=node.name)
+    return fn
+
+
+register("aten.sum")(_reduce("sum"))
+register("aten.amax")(_reduce("max"))
+
+
+@register("aten._softmax", "aten.softmax")
+def _softmax(conv, node):
+    v = conv.value(node.args[0])
+    rank = len(conv.types[v][1])
+    d = node.args[1]
+    if d not in (-1, rank - 1):
+        raise Unmapped("softmax over dimension %d, not the last" % d)
+    dt, shape = _result(conv, node)
+    # _softmax(x, dim, half_to_float) and softmax(x, dim, dtype) both give
+    # the result type in meta: compute in it.
+    return conv.emit("softmax", [conv.cast(v, dt)], dt, shape, hint=node.name)
+
+
+# -- matmuls ----------------------------------------------------------------------
+
+
+def _matmul(conv, a, b, dt, shape, hint):
+    va, vb = conv.value(a), conv.value(b)
+    ta, tb = conv.types[va], conv.types[vb]
+    if ta[0] != tb[0] or ta[0] not in ("f32", "f16", "bf16"):
+        raise Unmapped("operands %s and %s" % (ta[0], tb[0]))
+    ra, rb = len(ta[1]), len(tb[1])
+    if ra < 2 or not (rb == 2 or rb == ra):
+        raise Unmapped("ranks %d x %d" % (ra, rb))
+    if rb == ra and tuple(ta[1][:-2]) != tuple(tb[1][:-2]):
+        raise Unmapped("broadcast batch dimensions")
+    return conv.emit("matmul", [va, vb], ta[0], shape, hint=hint)
+
+
+@register("aten.mm", "aten.bmm", "aten.matmul")
+def _mm(conv, node):
+    dt, shape = _result(conv, node)
+    return _matmul(conv, node.args[0], node.args[1], dt, shape, node.name)
+
+
+@register("aten.addmm")
+def _addmm(conv, node):
+    if _arg(node, 3, "beta", 1) != 1 or _arg(node, 4, "alpha", 1) != 1:
+        raise Unmapped("beta/alpha")
+    dt, shape = _result(conv, node)
+    mm = _matmul(conv, node.args[1], node.args[2], dt, shape, node.name + ".mm")
+    bias = conv.cast(conv.value(node.args[0]), dt)
+    return conv.emit("add", [mm, bias], dt, shape, hint=node.name)
+
+
+@register("aten.linear")
+def _linear(conv, node):
+    w = node.args[1]
+    if w not in conv.transposed_fx:
+        raise Unmapped("weight is not a pre-transposed parameter")
+    dt, shape = _result(conv, node)
+    mm = _matmul(conv, node.args[0], w, dt, shape, node.name + ".mm")
+    b = _arg(node, 2, "bias")
+    if b is None:
+        return mm
+    return conv.emit("add", [mm, conv.cast(conv.value(b), dt)], dt, shape,
+                     hint=node.name)
+
+
+# -- RMSNorm ----------------------------------------------------------------------
+
+_CASTS = ("aten._to_copy", "aten.to", "prims.convert_element_type")
+
+
+def _name(n):
+    return op_name(n.target) if isinstance(n, torch.fx.Node) and \
+        n.op == "call_function" else None
+
+
+def _strip_casts(n):
+    while isinstance(n, torch.fx.Node) and _name(n) in _CASTS:
+        n = n.args[0]
+    return n
+
+
+def _last_dim(dims, rank):
+    return dims is not None and len(dims) == 1 and dims[0] in (-1, rank - 1)
+
+
+def _mean_last(m):
+    """The operand of mean(v, [-1], keepdim=True) (also spelled
+    sum(v, [-1], True) / N), or None."""
+    if _name(m) == "aten.mean":
+        v = m.args[0]
+        rank = len(tensor_meta(v)[1])
+        if _last_dim(_arg(m, 1, "dim"), rank) and _arg(m, 2, "keepdim", False):
+            return v
+        return None
+    if _name(m) == "aten.div" and not isinstance(m.args[1], torch.fx.Node):
+        s = m.args[0]
+        if _name(s) != "aten.sum":
+            return None
+        v = s.args[0]
+        shape = tensor_meta(v)[1]
+        if _last_dim(_arg(s, 1, "dim"), len(shape)) and \
+                _arg(s, 2, "keepdim", False) and m.args[1] == shape[-1]:
+            return v
+    return None
+
+
+def _match_rsqrt_norm(t):
+    """t == x * rsqrt(mean(x^2, [-1], keepdim) + eps) -> (x, eps) or None."""
+    if _name(t) != "aten.mul":
+        return None
+    for xf, r in ((t.args[0], t.args[1]), (t.args[1], t.args[0])):
+        if _name(r) != "aten.rsqrt":
+            continue
+        add = r.args[0]
+        if _name(add) != "aten.add" or isinstance(add.args[1], torch.fx.Node):
+            continue
+        eps = float(add.args[1])
+        p = _mean_last(add.args[0])
+        if p is None:
+            continue
+        if _name(p) == "aten.pow":
+            if p.args[1] != 2 or _strip_casts(p.args[0]) is not _strip_casts(xf):
+                continue
+        elif _name(p) == "aten.mul":
+            if not (_strip_casts(p.args[0]) is _strip_casts(xf) and
+                    _strip_casts(p.args[1]) is _strip_casts(xf)):
+                continue
+        else:
+            continue
+        return _strip_casts(xf), eps
+    return None
+
+
+def _rmsnorm_emit(conv, node, x, w, eps):
+    dt, shape = _result(conv, node)
+    vx = conv.value(x)
+    vw = conv.value(w)
+    if conv.types[vw][1] != (shape[-1],) or dt not in ("f32", "f16", "bf16"):
+        raise Unmapped("not an RMSNorm over the last dimension")
+    conv.rmsnorms += 1
+    return conv.emit("rmsnorm", [conv.cast(vx, dt), conv.cast(vw, dt)], dt,
+                     shape, {"eps": float(eps)}, hint=node.name)
+
+
+def _mul(conv, node):
+    a, b = node.args[0], node.args[1]
+    if isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node):
+        # x * sigmoid(x), silu decomposed.
+        for x, sg in ((a, b), (b, a)):
+            if _name(sg) == "aten.sigmoid" and sg.args[0] is x:
+                dt, shape = _result(conv, node)
+                return conv.emit("silu", [conv.cast(conv.value(x), dt)], dt,
+                                 shape, hint=node.name)
+        for w, t in ((a, b), (b, a)):
+            m = _match_rsqrt_norm(_strip_casts(t))
+            if m is not None:
+                try:
+                    return _rmsnorm_emit(conv, node, m[0], w, m[1])
+                except Unmapped:
+                    pass
+    return _binary("mul")(conv, node)
+
+
+OPS["aten.mul"] = _mul
+
+
+@register("aten.rms_norm")
+def _rms_norm(conv, node):
+    w = _arg(node, 2, "weight")
+    eps = _arg(node, 3, "eps")
+    if w is None or len(node.args[1]) != 1:
+        raise Unmapped("no weight, or not over the last dimension")
+    if eps is None:
+        eps = torch.finfo(node.args[0].meta["val"].dtype).eps
+    return _rmsnorm_emit(conv, node, node.args[0], w, eps)
+
+
+# -- collectives --------------------------------------------------------------------
+
+_SPELLINGS = (
+    ("all_reduce", ("all_reduce", "allreduce")),
+    ("all_gather", ("all_gather", "allgather")),
+    ("reduce_scatter", ("reduce_scatter", "reducescatter")),
+    ("all_to_all", ("all_to_all", "alltoall")),
+)
+_REDUCE_OPS = {"sum", "avg", "max", "min", "product", "premul_sum"}
+
+
+def collective_kind_in(name):
+    """The collective a name spells (docs/IR.md's rule), or None."""
+    low = name.lower()
+    for kind, spellings in _SPELLINGS:
+        if any(s in low for s in spellings):
+            return kind
+    return None
+
+
+def _emit_collective(conv, node, kind, x, group, size, reduce="sum", dim=0):
+    dt, shape = _result(conv, node)
+    v = conv.value(x)
+    vdt, vshape = conv.types[v]
+    if vdt != dt:
+        raise Unmapped("changes the element type")
+    g = conv.group(group, size)
+    expect = list(vshape)
+    if kind == "all_gather":
+        expect[dim] *= size
+    elif kind == "reduce_scatter":
+        if expect[dim] % size:
+            raise Unmapped("dimension %d of size %d does not split into %d"
+                           % (dim, expect[dim], size))
+        expect[dim] //= size
+    if tuple(expect) != tuple(shape):
+        raise Unmapped("result shape %s, expected %s for %d ranks"
+                       % (list(shape), expect, size))
+    attrs = {}
+    if reduce in ("sum", "max", "min", "avg") and kind in (
+            "all_reduce", "reduce_scatter"):
+        attrs["reduce"] = reduce
+    elif kind in ("all_reduce", "reduce_scatter"):
+        raise Unmapped("reduction %r" % (reduce,))
+    attrs["group"] = g
+    if kind != "all_reduce" and dim != 0:
+        attrs["dim"] = dim
+    return conv.emit(kind, [v], dt, shape, attrs, hint=node.name)
+
+
+def _size_of(conv, name, default):
+    from . import collectives
+    ours = conv.group_names.get(name, name)
+    return collectives.group_size(ours, default)
+
+
+@register("mtsched.all_reduce")
+def _mt_all_reduce(conv, node):
+    return _emit_collective(conv, node, "all_reduce", node.args[0],
+                            node.args[1], int(node.args[2]))
+
+
+@register("mtsched.all_gather", "mtsched.reduce_scatter", "mtsched.all_to_all")
+def _mt_dim_collective(conv, node):
+    kind = _name(node).split(".")[1]
+    x, dim, group, size = node.args[:4]
+    rank = len(conv.types[conv.value(x)][1])
+    return _emit_collective(conv, node, kind, x, group, int(size),
+                            dim=int(dim) % rank)
+
+
+@register("_c10d_functional.all_reduce")
+def _f_all_reduce(conv, node):
+    x, reduce, group = node.args[:3]
+    return _emit_collective(conv, node, "all_reduce", x, group,
+                            _size_of(conv, group, conv.world_size),
+                            reduce=str(reduce).lower())
+
+
+@register("_c10d_functional.all_gather_into_tensor")
+def _f_all_gather(conv, node):
+    x, size, group = node.args[:3]
+    return _emit_collective(conv, node, "all_gather", x, group, int(size))
+
+
+@register("_c10d_functional.reduce_scatter_tensor")
+def _f_reduce_scatter(conv, node):
+    x, reduce, size, group = node.args[:4]
+    return _emit_collective(conv, node, "reduce_scatter", x, group, int(size),
+                            reduce=str(reduce).lower())
+
+
+@register("_c10d_functional.all_to_all_single")
+def _f_all_to_all(conv, node):
+    x, out_splits, in_splits, group = node.args[:4]
+    size = len(in_splits) if in_splits else _size_of(conv, group,
+                                                     conv.world_size)
+    if out_splits and len(set(int(s) for s in out_splits)) != 1 or \
+            in_splits and len(set(int(s) for s in in_splits)) != 1:
+        raise Unmapped("unequal splits")
+    return _emit_collective(conv, node, "all_to_all", x, group, size)
+
+
+def _generic_collective(conv, node, kind):
+    """vLLM-style custom collectives: the first tensor argument is the input,
+    the first string that is not a reduction is the group, an int argument
+    is the world size; else the shapes tell it."""
+    tensors = [a for a in node.args if isinstance(a, torch.fx.Node)]
+    if not tensors:
+        raise Unmapped("no tensor operand")
+    x = tensors[0]
+    strings = [a for a in list(node.args) + list(node.kwargs.values())
+               if isinstance(a, str)]
+    group = next((s for s in strings if s.lower() not in _REDUCE_OPS), "world")
+    reduce = next((s.lower() for s in strings if s.lower() in _REDUCE_OPS),
+                  "sum")
+    ints = [a for a in list(node.args) + list(node.kwargs.values())
+            if isinstance(a, int) and not isinstance(a, bool) and a > 0]
+    xin = tensor_meta(x)[1]
+    out = conv.meta(node)[1]
+    size = None
+    dim = 0
+    if kind in ("all_gather", "reduce_scatter"):
+        diff = [i for i, (p, q) in enumerate(zip(xin, out)) if p != q]
+        if len(diff) == 1:
+            dim = diff[0]
+            size = (out[dim] // xin[dim] if kind == "all_gather"
+                    else xin[dim] // out[dim])
+    if size is None:
+        size = ints[-1] if ints else _size_of(conv, group, conv.world_size)
+    return _emit_collective(conv, node, kind, x, group, size, reduce, dim)
