@@ -99,10 +99,12 @@ static bool candidatesOf(const Node &N, const ChoiceConfig &Choices,
   case OpCategory::MatMul: {
     // The same problem lowering computes (lib/Lowering/Lowering.cpp).
     const TensorType &Out0 = N.getType();
-    Out = Choices.gemmChoices(Out0.numElements() / Out0.innerDim(),
-                              Out0.innerDim(),
-                              N.getOperand(0)->getType().innerDim(),
-                              N.getOperand(0)->getType().Dtype);
+    int64_t M = Out0.numElements() / Out0.innerDim();
+    int64_t K = N.getOperand(0)->getType().innerDim();
+    DType Dt = N.getOperand(0)->getType().Dtype;
+    Out = N.getOp() == OpCode::SwiGlu
+              ? Choices.swigluChoices(M, Out0.innerDim(), K, Dt)
+              : Choices.gemmChoices(M, Out0.innerDim(), K, Dt);
     return true;
   }
   case OpCategory::Collective:
@@ -143,6 +145,15 @@ llvm::Error FaultPlan::checkTargets(const Module &M,
         ChoiceFound |= llvm::any_of(
             Candidates, [&](const Choice &C) { return C.Name == F.Choice; });
       }
+    // The fuse-swiglu pass adds merged gate+up alternatives after lowering,
+    // to matmul pairs only it recognises: their tiles are accepted by name
+    // when the module has a matmul at all.
+    if (!ChoiceFound && F.Node.empty() && swigluTileOf(Choice{F.Choice, {}, {}}))
+      ChoiceFound = llvm::any_of(M.getGraphs(), [](const auto &G) {
+        return llvm::any_of(G->getNodes(), [](const auto &N) {
+          return N->getOp() == OpCode::MatMul;
+        });
+      });
     if (!F.Node.empty() && !NodeFound)
       return specError(F.Spec, "no graph has a node '%" + F.Node + "'");
     if (!F.Node.empty() && !NodeTunable)
