@@ -4,7 +4,11 @@
 #   bash scripts/fuzz.sh [SECONDS]     # default: $MTSCHED_FUZZ_SECONDS or 60
 #
 # Seeds are every *.mir under examples/ and test/lit/ (each `// -----` case
-# also on its own), copied afresh into BUILD_DIR/seeds on every run; inputs
+# also on its own), plus decided IR: what `mtsched-opt --pipeline=default`
+# prints for the examples and the benchmark graphs (timings, fused timings,
+# dispatch tables, sync states, fallbacks), made with the Release build's
+# mtsched-opt (MTSCHED_OPT overrides it; it is built if missing). All are
+# copied or made afresh into BUILD_DIR/seeds on every run; inputs
 # the fuzzer finds go to BUILD_DIR/corpus, which is kept between local runs
 # (CI starts from a fresh clone, so from the seeds alone). Nothing generated
 # is committed. Any crash, sanitizer report, leak, timeout (-timeout=5), out-
@@ -45,7 +49,31 @@ while IFS= read -r -d '' F; do
     /^\/\/ -----/ { part++; next }
     { print > (prefix part ".mir") }' "$F"
 done < <(find "$ROOT/examples" "$ROOT/test/lit" -name '*.mir' -type f -print0 | sort -z)
-echo "fuzz: $(find "$SEEDS" -type f | wc -l) seeds from $N .mir files; corpus has $(find "$CORPUS" -type f | wc -l) inputs"
+# Decided IR: the clauses autotuning adds are mutated too. Each graph is
+# decided several ways, so every clause kind appears in some seed.
+OPT="${MTSCHED_OPT:-$ROOT/build/tools/mtsched-opt/mtsched-opt}"
+if [[ ! -x "$OPT" ]]; then
+  bash "$ROOT/scripts/build.sh" --target=mtsched-opt "$ROOT/build"
+fi
+DECIDED=0
+VARIANTS=(
+  ""
+  "--size-hints-m=16,4096 --size-hints-bytes=4096,1048576"
+  "--collective-mode=immediate"
+  "--fusion-heuristic=cost-model --prune-top-k=2"
+  "--inject=mismatch:rank=1 --pre-sync-timeout-ms=50"
+)
+while IFS= read -r -d '' F; do
+  for V in "${VARIANTS[@]}"; do
+    DECIDED=$((DECIDED + 1))
+    # shellcheck disable=SC2086  # V is a list of flags
+    MTSCHED_CACHE=off timeout 60 "$OPT" --pipeline=default --quiet --no-cache \
+      $V "$F" -o "$SEEDS/decided-$DECIDED.mir" >/dev/null 2>&1 ||
+      rm -f "$SEEDS/decided-$DECIDED.mir"
+  done
+done < <(find "$ROOT/examples" "$ROOT/bench" "$ROOT/test/lit/Autotune/Inputs" \
+  -name '*.mir' -type f -print0 | sort -z)
+echo "fuzz: $(find "$SEEDS" -type f | wc -l) seeds from $N .mir files and $(find "$SEEDS" -name 'decided-*' | wc -l) decided graphs; corpus has $(find "$CORPUS" -type f | wc -l) inputs"
 
 # Fail on the first UBSan report with a stack; report leaks. ASan keeps every
 # distinct allocation stack, and the recursive parser makes millions of them:

@@ -5,6 +5,7 @@
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/TimeProfiler.h"
@@ -78,7 +79,9 @@ struct Autotuner::Impl {
     else
       llvm::consumeError(H.takeError());
     // Injected faults change measurements on purpose: never cache them.
-    if (!Opts.CacheDir.empty() && Opts.Faults.empty()) {
+    // --cache-only measures nothing, so its replay is unaffected by faults
+    // and it still reads the cache (it never writes).
+    if (!Opts.CacheDir.empty() && (Opts.Faults.empty() || Opts.CacheOnly)) {
       Cache = std::make_unique<AutotuneCache>(Opts.CacheDir);
       Self.Result.CacheDir = Opts.CacheDir;
     }
@@ -290,6 +293,10 @@ std::vector<std::string> splitEntries(llvm::StringRef S) {
 
 } // namespace
 
+static std::string unknownChoiceIn(const CacheEntry &E,
+                                   const MultiTemplateBufferNode &N,
+                                   std::optional<llvm::StringRef> GroupKey);
+
 std::string
 Autotuner::Impl::lookupBundle(const Graph &G,
                               llvm::ArrayRef<MultiTemplateBufferNode *> Todo) {
@@ -300,6 +307,14 @@ Autotuner::Impl::lookupBundle(const Graph &G,
     std::string Key = cacheKeyOf(M, G, *N, Opts, Self.Bench->getBackendName(),
                                  Self.Bench->getVersion(), Comm.size());
     AutotuneCache::LookupResult L = Cache->lookup(Key);
+    if (L.State == AutotuneCache::LookupState::Hit) {
+      std::string Unknown = unknownChoiceIn(L.Entry, *N, std::nullopt);
+      if (!Unknown.empty()) {
+        L.State = AutotuneCache::LookupState::Invalid;
+        L.Problem = "it has a record for '" + Unknown +
+                    "', which is not a choice of '%" + N->getName() + "'";
+      }
+    }
     if (L.State == AutotuneCache::LookupState::Invalid)
       warn(N->getLoc(), "ignoring autotune cache entry '" +
                             Cache->pathFor(Key) + "' of '%" + N->getName() +
@@ -479,6 +494,34 @@ static std::string choiceKey(const std::string &WorkloadKey, const Choice &C) {
   return S;
 }
 
+/// The choice of a record of E (what choiceKey appended after the '|')
+/// that is neither a choice of N nor the epilogue, or "" if there is none.
+/// An entry with a valid checksum can still have been written by hand; a
+/// record for an unknown choice would be replayed into the report and the
+/// entry rewritten with it.
+/// GroupKey is the node's subgroup key, or std::nullopt where it is not
+/// known yet (the lookup before the pre-sync), which accepts any.
+static std::string unknownChoiceIn(const CacheEntry &E,
+                                   const MultiTemplateBufferNode &N,
+                                   std::optional<llvm::StringRef> GroupKey) {
+  llvm::StringSet<> Known;
+  // The epilogue's key ends in the group key (measureEpilogue).
+  Known.insert(("<epilogue>" + GroupKey.value_or("")).str());
+  for (const Choice &C : N.getChoices())
+    Known.insert(llvm::StringRef(choiceKey("", C)).drop_front());
+  for (const auto &KV : E.Records) {
+    size_t Bar = KV.first.find('|');
+    llvm::StringRef Name = Bar == std::string::npos
+                               ? llvm::StringRef()
+                               : llvm::StringRef(KV.first).substr(Bar + 1);
+    if (!GroupKey && Name.starts_with("<epilogue>@"))
+      continue;
+    if (!Known.count(Name))
+      return Name.empty() ? KV.first : Name.str();
+  }
+  return "";
+}
+
 static std::string memoKey(const Workload &W, const Choice &C, bool Fused) {
   return choiceKey(workloadKey(W, Fused), C);
 }
@@ -557,6 +600,12 @@ std::vector<Agreed> Autotuner::Impl::measureChoices(
       NodeUnmeasured = true;
       continue;
     }
+    if (Opts.CacheOnly) {
+      // Whatever the cache's state, --cache-only never benchmarks.
+      NodeMissing = true;
+      Out[I].Message = "not in the autotune cache (--cache-only)";
+      continue;
+    }
     if (Collective && NodeComm->barrier(Opts.ChoiceTimeout) != CommStatus::Ok) {
       Degraded = CommBroken = NodeUnmeasured = true;
       DegradedReason = "a peer stopped answering during benchmarking";
@@ -602,6 +651,10 @@ Agreed Autotuner::Impl::measureEpilogue(const MultiTemplateBufferNode &N,
     return A;
   if (Degraded) {
     NodeUnmeasured = true;
+    return A;
+  }
+  if (Opts.CacheOnly) {
+    NodeMissing = true;
     return A;
   }
   Measurement Local = Self.Bench->measureEpilogue(N, W);
@@ -695,6 +748,14 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
     std::string Data = "M";
     if (NodeComm->rank() == 0) {
       AutotuneCache::LookupResult L = Cache->lookup(Key);
+      if (L.State == AutotuneCache::LookupState::Hit) {
+        std::string Unknown = unknownChoiceIn(L.Entry, N, NodeGroupKey);
+        if (!Unknown.empty()) {
+          L.State = AutotuneCache::LookupState::Invalid;
+          L.Problem = "it has a record for '" + Unknown +
+                      "', which is not a choice of '%" + N.getName() + "'";
+        }
+      }
       if (L.State == AutotuneCache::LookupState::Invalid)
         warn(N.getLoc(), "ignoring autotune cache entry '" +
                              Cache->pathFor(Key) + "' of '%" + N.getName() +
@@ -723,23 +784,25 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
   bool WasHit = CacheActive && !Replay.Records.empty();
   unsigned Before = result().BenchmarksRun;
   finalizeNode(G, N, WithFusion);
-  if (!CacheActive)
-    return;
-  bool Measured = result().BenchmarksRun != Before;
-  if (WasHit && !Measured && !NodeMissing) {
-    ++result().CacheHits;
-    if (!result().Nodes.empty())
-      result().Nodes.back().FromCache = true;
-    return;
-  }
-  ++result().CacheMisses;
   if (NodeMissing) {
+    if (CacheActive)
+      ++result().CacheMisses;
     CacheOnlyFailed = true;
     llvm::consumeError(Diags.error(
         N.getLoc(), "no autotune cache entry for '%" + N.getName() + "' in '" +
                         Opts.CacheDir + "' (--cache-only)"));
     return;
   }
+  if (!CacheActive)
+    return;
+  bool Measured = result().BenchmarksRun != Before;
+  if (WasHit && !Measured) {
+    ++result().CacheHits;
+    if (!result().Nodes.empty())
+      result().Nodes.back().FromCache = true;
+    return;
+  }
+  ++result().CacheMisses;
   if (Degraded || NodeComm->rank() != 0 || Opts.CacheOnly)
     return;
   // Keep what the entry held (other heuristics' or hints' measurements).

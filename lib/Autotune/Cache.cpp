@@ -3,6 +3,7 @@
 #include "mtsched/Config/Version.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Runtime/DeviceDesc.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/FileSystem.h"
@@ -13,8 +14,12 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
+#include <cerrno>
 #include <cmath>
+#include <fcntl.h>
 #include <limits>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace mtsched;
 
@@ -100,6 +105,9 @@ llvm::Expected<CacheEntry> CacheEntry::parse(llvm::StringRef Text,
       return bad("'us' is not a number");
     if ((C.Status == ChoiceStatus::Ok) != std::isfinite(C.Us))
       return bad("a record's status and time disagree");
+    // A time the IR cannot print as one (it would not parse back).
+    if (std::signbit(C.Us))
+      return bad("record '" + *Measure + "' has a negative time");
     C.Message = R->getString("message").value_or("").str();
     E.Records[Measure->str()] = std::move(C);
   }
@@ -176,22 +184,62 @@ std::string AutotuneCache::pathFor(llvm::StringRef Key) const {
   return std::string(P.str());
 }
 
+/// Reads the entry at Path into Text. Anyone who can write the directory
+/// can put anything there, so the file is opened without blocking (a FIFO
+/// would otherwise wait for a writer forever), and only a regular file of
+/// at most MaxEntryBytes is read, by its size at open time (a device like
+/// /dev/zero never ends). Problem says why an existing file was refused.
+static std::error_code readEntryFile(const std::string &Path, std::string &Text,
+                                     std::string &Problem) {
+  int FD = ::open(Path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (FD < 0)
+    return std::error_code(errno, std::generic_category());
+  auto Close = llvm::make_scope_exit([FD] { ::close(FD); });
+  struct stat St;
+  if (::fstat(FD, &St) != 0)
+    return std::error_code(errno, std::generic_category());
+  if (!S_ISREG(St.st_mode)) {
+    Problem = "not a regular file";
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  if (St.st_size > AutotuneCache::MaxEntryBytes) {
+    Problem = "larger than " + std::to_string(AutotuneCache::MaxEntryBytes) +
+              " bytes (" + std::to_string(St.st_size) + ")";
+    return std::make_error_code(std::errc::file_too_large);
+  }
+  // Read at most one byte past the size seen: a file that grew meanwhile
+  // fails the length check below instead of being read without end.
+  Text.resize(size_t(St.st_size) + 1);
+  size_t Got = 0;
+  while (Got < Text.size()) {
+    ssize_t N = ::read(FD, &Text[Got], Text.size() - Got);
+    if (N < 0 && errno == EINTR)
+      continue;
+    if (N < 0)
+      return std::error_code(errno, std::generic_category());
+    if (N == 0)
+      break;
+    Got += size_t(N);
+  }
+  Text.resize(Got);
+  return {};
+}
+
 /// `mtsched-autotune-cache FORMAT\nxxh64 HEX LENGTH\n` then the body.
 AutotuneCache::LookupResult AutotuneCache::lookup(llvm::StringRef Key) const {
   LookupResult R;
   std::string Path = pathFor(Key);
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Buf =
-      llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  if (!Buf) {
-    if (Buf.getError() != std::errc::no_such_file_or_directory) {
+  std::string Contents;
+  if (std::error_code EC = readEntryFile(Path, Contents, R.Problem)) {
+    if (EC != std::errc::no_such_file_or_directory) {
       R.State = LookupState::Invalid;
-      R.Problem = "cannot read it: " + Buf.getError().message();
+      if (R.Problem.empty())
+        R.Problem = "cannot read it: " + EC.message();
     }
     return R;
   }
   R.State = LookupState::Invalid;
-  llvm::StringRef Text = (*Buf)->getBuffer();
+  llvm::StringRef Text = Contents;
   llvm::StringRef Line1, Line2, Rest;
   std::tie(Line1, Rest) = Text.split('\n');
   std::tie(Line2, Rest) = Rest.split('\n');

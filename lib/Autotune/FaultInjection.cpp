@@ -1,12 +1,20 @@
 //===- FaultInjection.cpp -------------------------------------------------===//
 #include "mtsched/Autotune/FaultInjection.h"
+#include "mtsched/IR/Graph.h"
+#include "mtsched/Lowering/ChoiceConfig.h"
+#include "mtsched/Lowering/Lowering.h"
+#include "mtsched/Passes/Diagnostics.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mtsched;
 
 static llvm::Error specError(llvm::StringRef Spec, const llvm::Twine &Msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "--inject='" + Spec + "': " + Msg);
+  // Both parts may quote what the user typed; keep control bytes out of the
+  // terminal.
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      escapeControlBytes(("--inject='" + Spec + "': " + Msg).str()));
 }
 
 llvm::Error FaultPlan::add(llvm::StringRef Spec) {
@@ -30,6 +38,7 @@ llvm::Error FaultPlan::add(llvm::StringRef Spec) {
                          "run-fail, wrong-result, timeout)");
   Fault F;
   F.K = *Kind;
+  F.Spec = Spec.str();
   bool HasMs = false;
   for (llvm::StringRef P : llvm::ArrayRef(Parts).drop_front()) {
     auto [Key, Val] = P.split('=');
@@ -73,4 +82,88 @@ const Fault *FaultPlan::choiceFault(int Rank, llvm::StringRef Node,
         (F.Rank < 0 || F.Rank == Rank) && (F.Node.empty() || F.Node == Node))
       return &F;
   return nullptr;
+}
+
+/// The candidates N has or, for a high-level op, will have after lowering;
+/// false if N never becomes a multi-template buffer.
+static bool candidatesOf(const Node &N, const ChoiceConfig &Choices,
+                         std::vector<Choice> &Out) {
+  if (const auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(&N)) {
+    Out = MTB->getChoices();
+    return true;
+  }
+  const auto *Op = llvm::dyn_cast<OpNode>(&N);
+  if (!Op)
+    return false;
+  switch (getOpInfo(N.getOp()).Category) {
+  case OpCategory::MatMul: {
+    // The same problem lowering computes (lib/Lowering/Lowering.cpp).
+    const TensorType &Out0 = N.getType();
+    int64_t M = Out0.numElements() / Out0.innerDim();
+    int64_t K = N.getOperand(0)->getType().innerDim();
+    DType Dt = N.getOperand(0)->getType().Dtype;
+    Out = N.getOp() == OpCode::SwiGlu
+              ? Choices.swigluChoices(M, Out0.innerDim(), K, Dt)
+              : Choices.gemmChoices(M, Out0.innerDim(), K, Dt);
+    return true;
+  }
+  case OpCategory::Collective:
+    Out = Choices.collectiveChoices(collectiveKindOf(N.getOp()));
+    return true;
+  case OpCategory::Custom:
+    Out.clear();
+    for (const Choice &C : Op->getConfigs())
+      if (!Choices.Disabled.count(C.Name))
+        Out.push_back(C);
+    return true;
+  default:
+    return false;
+  }
+}
+
+llvm::Error FaultPlan::checkTargets(const Module &M,
+                                    const ChoiceConfig &Choices,
+                                    int NumRanks) const {
+  for (const Fault &F : Faults) {
+    if (F.Rank >= NumRanks)
+      return specError(F.Spec, "there is no rank " + llvm::Twine(F.Rank) +
+                                   " (" + llvm::Twine(NumRanks) + " rank" +
+                                   (NumRanks == 1 ? " is" : "s are") +
+                                   " running)");
+    if (F.isRankFault())
+      continue;
+    bool NodeFound = false, NodeTunable = false, ChoiceFound = false;
+    std::vector<Choice> Candidates;
+    for (const auto &G : M.getGraphs())
+      for (const auto &N : G->getNodes()) {
+        if (!F.Node.empty() && N->getName() != F.Node)
+          continue;
+        NodeFound = true;
+        if (!candidatesOf(*N, Choices, Candidates))
+          continue;
+        NodeTunable = true;
+        ChoiceFound |= llvm::any_of(
+            Candidates, [&](const Choice &C) { return C.Name == F.Choice; });
+      }
+    // The fuse-swiglu pass adds merged gate+up alternatives after lowering,
+    // to matmul pairs only it recognises: their tiles are accepted by name
+    // when the module has a matmul at all.
+    if (!ChoiceFound && F.Node.empty() && swigluTileOf(Choice{F.Choice, {}, {}}))
+      ChoiceFound = llvm::any_of(M.getGraphs(), [](const auto &G) {
+        return llvm::any_of(G->getNodes(), [](const auto &N) {
+          return N->getOp() == OpCode::MatMul;
+        });
+      });
+    if (!F.Node.empty() && !NodeFound)
+      return specError(F.Spec, "no graph has a node '%" + F.Node + "'");
+    if (!F.Node.empty() && !NodeTunable)
+      return specError(F.Spec, "node '%" + F.Node +
+                                   "' has no choices (it is not a matmul, a "
+                                   "collective or a custom op)");
+    if (!ChoiceFound)
+      return specError(F.Spec,
+                       "'" + F.Choice + "' is not a choice of " +
+                           (F.Node.empty() ? "any node" : "'%" + F.Node + "'"));
+  }
+  return llvm::Error::success();
 }

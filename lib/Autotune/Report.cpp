@@ -1,130 +1,184 @@
 //===- Report.cpp ---------------------------------------------------------===//
+//
+// The report is streamed: each value goes to the file as it is produced, so
+// that a run of a million nodes does not hold a second copy of its results
+// as a JSON tree (which cost ten times the run's own memory). Adding a key
+// is one J.attribute(...) line where it belongs; docs/REPORT.md lists the
+// keys.
+//
+//===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/Report.h"
 #include "mtsched/Runtime/CudaCompiler.h"
+#include "llvm/ADT/StringMap.h"
+#include <charconv>
 #include <cmath>
 
 using namespace mtsched;
-using llvm::json::Array;
-using llvm::json::Object;
 using JValue = llvm::json::Value;
 
-/// Microseconds as milliseconds, null when not finite.
-static JValue ms(double Us) {
+/// Microseconds as milliseconds, null when not finite. The number is
+/// written in the shortest form that reads back to the same double
+/// (std::to_chars): a report holds millions of them, and the 17 printf
+/// digits json::OStream would use cost more than the rest of the report.
+static void writeMs(llvm::json::OStream &J, double Us) {
   if (!std::isfinite(Us))
-    return nullptr;
-  return Us / 1000.0;
+    return J.value(nullptr);
+  J.rawValue([&](llvm::raw_ostream &OS) {
+    char Buf[32];
+    std::to_chars_result R = std::to_chars(Buf, Buf + sizeof(Buf), Us / 1000.0);
+    OS.write(Buf, R.ptr - Buf);
+  });
 }
 
-static JValue ranksArray(const std::vector<int> &Ranks) {
-  Array A;
-  for (int R : Ranks)
-    A.push_back(int64_t(R));
-  return A;
+static void msAttribute(llvm::json::OStream &J, llvm::StringRef Key,
+                        double Us) {
+  J.attributeBegin(Key);
+  writeMs(J, Us);
+  J.attributeEnd();
 }
 
-llvm::json::Value mtsched::buildReport(const ReportInput &In) {
+static void writeChoice(llvm::json::OStream &J, const ReportInput &In,
+                        size_t NI, size_t CI, const ChoiceResult &C) {
   const RunResult &R = *In.Result;
-  Array Nodes;
-  for (size_t NI = 0; NI < R.Nodes.size(); ++NI) {
-    const NodeResult &N = R.Nodes[NI];
-    Array Choices;
-    for (size_t CI = 0; CI < N.Choices.size(); ++CI) {
-      const ChoiceResult &C = N.Choices[CI];
-      Array RankMs;
-      for (int Rank = 0; Rank < In.WorldSize; ++Rank) {
-        bool Known = Rank < int(R.RankLocalUs.size()) &&
-                     NI < R.RankLocalUs[Rank].size() &&
-                     CI < R.RankLocalUs[Rank][NI].size();
-        RankMs.push_back(Known ? ms(R.RankLocalUs[Rank][NI][CI])
-                               : JValue(nullptr));
-      }
-      Object CO{{"name", C.Name},
-                {"ms", ms(C.Us)},
-                {"rank_ms", std::move(RankMs)},
-                {"fused_ms", ms(C.FusedUs)},
-                {"status", choiceStatusName(C.Status)}};
-      if (std::isfinite(C.FusedUs))
-        CO["fused_predicted"] = C.FusedPredicted;
-      if (!C.Message.empty())
-        CO["message"] = C.Message;
-      Choices.push_back(std::move(CO));
+  J.attribute("name", C.Name);
+  msAttribute(J, "ms", C.Us);
+  J.attributeArray("rank_ms", [&] {
+    for (int Rank = 0; Rank < In.WorldSize; ++Rank) {
+      bool Known = Rank < int(R.RankLocalUs.size()) &&
+                   NI < R.RankLocalUs[Rank].size() &&
+                   CI < R.RankLocalUs[Rank][NI].size();
+      writeMs(J, Known ? R.RankLocalUs[Rank][NI][CI] : NAN);
     }
-    Array Epilogue;
+  });
+  msAttribute(J, "fused_ms", C.FusedUs);
+  if (std::isfinite(C.FusedUs))
+    J.attribute("fused_predicted", C.FusedPredicted);
+  J.attribute("status", choiceStatusName(C.Status));
+  if (!C.Message.empty())
+    J.attribute("message", C.Message);
+}
+
+static void writeNode(llvm::json::OStream &J, const ReportInput &In,
+                      size_t NI) {
+  const NodeResult &N = In.Result->Nodes[NI];
+  J.attribute("graph", "@" + N.Graph);
+  J.attribute("name", N.Name);
+  J.attribute("kind", N.Kind);
+  J.attribute("op", N.Op);
+  J.attribute("group", N.Group.empty() ? JValue(nullptr) : JValue(N.Group));
+  J.attributeArray("choices", [&] {
+    for (size_t CI = 0; CI < N.Choices.size(); ++CI)
+      J.object([&] { writeChoice(J, In, NI, CI, N.Choices[CI]); });
+  });
+  J.attribute("chosen", N.Chosen);
+  J.attributeArray("epilogue", [&] {
     for (const std::string &E : N.Epilogue)
-      Epilogue.push_back(E);
-    Object NO{{"graph", "@" + N.Graph},
-              {"name", N.Name},
-              {"kind", N.Kind},
-              {"op", N.Op},
-              {"group", N.Group.empty() ? JValue(nullptr) : JValue(N.Group)},
-              {"choices", std::move(Choices)},
-              {"chosen", N.Chosen},
-              {"epilogue", std::move(Epilogue)},
-              {"epilogue_fused", N.EpilogueFused},
-              {"fallback", N.Fallback},
-              {"timed_by", Array(N.TimedBy)}};
-    if (!N.Epilogue.empty())
-      NO["epilogue_ms"] = ms(N.EpilogueUs);
-    if (!N.Dispatch.empty()) {
-      Array D;
+      J.value(E);
+  });
+  J.attribute("epilogue_fused", N.EpilogueFused);
+  if (!N.Epilogue.empty())
+    msAttribute(J, "epilogue_ms", N.EpilogueUs);
+  J.attribute("fallback", N.Fallback);
+  J.attributeArray("timed_by", [&] {
+    for (int Rank : N.TimedBy)
+      J.value(Rank);
+  });
+  if (!N.Dispatch.empty())
+    J.attributeArray("dispatch", [&] {
       for (const DispatchEntry &E : N.Dispatch)
-        D.push_back(Object{{"hint", E.Hint}, {"choice", E.Choice}});
-      NO["dispatch"] = std::move(D);
+        J.object([&] {
+          J.attribute("hint", E.Hint);
+          J.attribute("choice", E.Choice);
+        });
+    });
+}
+
+void mtsched::writeReport(llvm::raw_ostream &OS, const ReportInput &In) {
+  const RunResult &R = *In.Result;
+  llvm::json::OStream J(OS, /*IndentSize=*/0);
+  J.object([&] {
+    J.attribute("version", 1);
+    J.attribute("backend", In.Backend);
+    J.attribute("world_size", In.WorldSize);
+    J.attribute("mode", collectiveModeName(In.Mode));
+    J.attributeObject("sync", [&] {
+      J.attribute("count", int64_t(R.Sync.Count));
+      J.attribute("ok", R.Sync.Ok);
+      J.attribute("ms", R.Sync.Ms);
+      J.attribute("reason", R.Sync.Reason);
+      J.attribute("deadline_ms", R.Sync.DeadlineMs);
+      // Negative: not measured (no pre-sync ran, or it never completed).
+      J.attribute("skew_ms", R.Sync.SkewMs < 0
+                                 ? llvm::json::Value(nullptr)
+                                 : llvm::json::Value(R.Sync.SkewMs));
+      J.attribute("cost_ms", R.Sync.CostMs < 0
+                                 ? llvm::json::Value(nullptr)
+                                 : llvm::json::Value(R.Sync.CostMs));
+      J.attributeArray("late_ranks", [&] {
+        for (int Rank : R.Sync.LateRanks)
+          J.value(int64_t(Rank));
+      });
+      J.attributeArray("missing_ranks", [&] {
+        for (int Rank : R.Sync.MissingRanks)
+          J.value(int64_t(Rank));
+      });
+      J.attribute("fallback_nodes", int64_t(R.Sync.FallbackNodes));
+    });
+    J.attributeArray("nodes", [&] {
+      for (size_t NI = 0; NI < R.Nodes.size(); ++NI)
+        J.object([&] { writeNode(J, In, NI); });
+    });
+    J.attributeArray("ranks", [&] {
+      for (size_t Rank = 0; Rank < R.RankDecisions.size(); ++Rank) {
+        if (R.RankDecisions[Rank].empty() && !R.Nodes.empty())
+          continue;
+        J.object([&] {
+          J.attribute("rank", int64_t(Rank));
+          // In decision order; keys are unique (graph and node names are).
+          J.attributeObject("decisions", [&] {
+            for (const auto &KV : R.RankDecisions[Rank])
+              J.attribute(KV.first, KV.second);
+          });
+        });
+      }
+    });
+    J.attributeObject("phases_ms", [&] {
+      // A pass run twice is listed twice; a JSON key appears once, with
+      // the last time.
+      std::vector<std::pair<std::string, double>> Phases;
+      llvm::StringMap<size_t> Index;
+      auto Add = [&](std::string Name, double Ms) {
+        auto [It, New] = Index.try_emplace(Name, Phases.size());
+        if (New)
+          Phases.emplace_back(std::move(Name), Ms);
+        else
+          Phases[It->second].second = Ms;
+      };
+      for (const auto &P : In.ExtraPhasesMs)
+        Add(P.first, P.second);
+      for (const auto &P : R.PhasesMs)
+        Add("autotune." + P.first, P.second);
+      for (const auto &P : Phases)
+        J.attribute(P.first, P.second);
+    });
+    J.attribute("benchmarks_run", int64_t(R.BenchmarksRun));
+    J.attribute("memo_hits", int64_t(R.MemoHits));
+    J.attributeObject("cache", [&] {
+      J.attribute("hits", int64_t(R.CacheHits));
+      J.attribute("misses", int64_t(R.CacheMisses));
+      J.attribute("dir",
+                  R.CacheDir.empty() ? JValue(nullptr) : JValue(R.CacheDir));
+    });
+    if (In.Backend == "cuda") {
+      // NVRTC work of this process: compiled now or read from the cache.
+      const cuda::KernelStats &K = cuda::kernelStats();
+      J.attributeObject("kernels", [&] {
+        J.attribute("compiled", int64_t(K.Compiled.load()));
+        J.attribute("cached", int64_t(K.Cached.load()));
+        J.attribute("failed", int64_t(K.Failed.load()));
+        J.attribute("compile_ms", int64_t(K.CompileMs.load()));
+      });
     }
-    Nodes.push_back(std::move(NO));
-  }
-
-  Array Ranks;
-  for (size_t Rank = 0; Rank < R.RankDecisions.size(); ++Rank) {
-    if (R.RankDecisions[Rank].empty() && !R.Nodes.empty())
-      continue;
-    Object D;
-    for (const auto &KV : R.RankDecisions[Rank])
-      D[KV.first] = KV.second;
-    Ranks.push_back(
-        Object{{"rank", int64_t(Rank)}, {"decisions", std::move(D)}});
-  }
-
-  Object Phases;
-  for (const auto &P : In.ExtraPhasesMs)
-    Phases[P.first] = P.second;
-  for (const auto &P : R.PhasesMs)
-    Phases["autotune." + P.first] = P.second;
-
-  Object Out{
-      {"version", 1},
-      {"backend", In.Backend},
-      {"world_size", In.WorldSize},
-      {"mode", collectiveModeName(In.Mode)},
-      {"sync", Object{{"count", int64_t(R.Sync.Count)},
-                      {"ok", R.Sync.Ok},
-                      {"ms", R.Sync.Ms},
-                      {"reason", R.Sync.Reason},
-                      {"deadline_ms", R.Sync.DeadlineMs},
-                      {"skew_ms", R.Sync.SkewMs < 0 ? JValue(nullptr)
-                                                    : JValue(R.Sync.SkewMs)},
-                      {"cost_ms", R.Sync.CostMs < 0 ? JValue(nullptr)
-                                                    : JValue(R.Sync.CostMs)},
-                      {"late_ranks", ranksArray(R.Sync.LateRanks)},
-                      {"missing_ranks", ranksArray(R.Sync.MissingRanks)},
-                      {"fallback_nodes", int64_t(R.Sync.FallbackNodes)}}},
-      {"nodes", std::move(Nodes)},
-      {"ranks", std::move(Ranks)},
-      {"phases_ms", std::move(Phases)},
-      {"benchmarks_run", int64_t(R.BenchmarksRun)},
-      {"memo_hits", int64_t(R.MemoHits)},
-      {"cache", Object{{"hits", int64_t(R.CacheHits)},
-                       {"misses", int64_t(R.CacheMisses)},
-                       {"dir", R.CacheDir.empty() ? JValue(nullptr)
-                                                  : JValue(R.CacheDir)}}},
-  };
-  if (In.Backend == "cuda") {
-    // NVRTC work of this process: compiled now or read from the cache.
-    const cuda::KernelStats &K = cuda::kernelStats();
-    Out["kernels"] = Object{{"compiled", int64_t(K.Compiled.load())},
-                            {"cached", int64_t(K.Cached.load())},
-                            {"failed", int64_t(K.Failed.load())},
-                            {"compile_ms", int64_t(K.CompileMs.load())}};
-  }
-  return Out;
+  });
+  OS << '\n';
 }

@@ -25,9 +25,23 @@ static double flopsPerElement(OpCode Op) {
   }
 }
 
+/// Every tensor fits in int64 bytes (the parser checks), but sums of
+/// several, and sizes scaled up to a size hint, may not: they saturate, so
+/// the cost model sees "enormous" rather than an overflowed count.
+static constexpr int64_t MaxBytes = std::numeric_limits<int64_t>::max();
+
+static int64_t addSaturating(int64_t A, int64_t B) {
+  int64_t Sum;
+  return __builtin_add_overflow(A, B, &Sum) ? MaxBytes : Sum;
+}
+
 /// Scales a byte count of a full-size tensor to a size hint.
 static int64_t scaled(int64_t Bytes, double Scale) {
-  return static_cast<int64_t>(std::llround(double(Bytes) * Scale));
+  double V = std::round(double(Bytes) * Scale);
+  // 2^63 is the first double past the int64 range.
+  if (!(V < 0x1p63))
+    return MaxBytes;
+  return static_cast<int64_t>(V);
 }
 
 Workload mtsched::describeNode(const Module &M, const Graph &G,
@@ -64,7 +78,7 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
   } else {
     W.K = Workload::Kind::Custom;
     for (const Operand &O : N.getOperands())
-      W.InBytes += O.V->getType().numBytes();
+      W.InBytes = addSaturating(W.InBytes, O.V->getType().numBytes());
     W.OutBytes = Out.numBytes();
   }
 
@@ -81,8 +95,9 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
       if (In.V == Prev)
         continue;
       const TensorType &T = In.V->getType();
-      E.ExtraInputBytes +=
-          T.Shape == Out.Shape ? scaled(T.numBytes(), Scale) : T.numBytes();
+      E.ExtraInputBytes = addSaturating(
+          E.ExtraInputBytes,
+          T.Shape == Out.Shape ? scaled(T.numBytes(), Scale) : T.numBytes());
     }
     Prev = EO.V;
   }
@@ -139,8 +154,8 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
   case Workload::Kind::Custom: {
     // A custom kernel is modelled as memory-bound: it reads its inputs and
     // writes its output once; a fused epilogue adds its extra inputs only.
-    double Us =
-        pointwiseTimeUs(D, W.InBytes + Epi.ExtraInputBytes, W.OutBytes, 0);
+    double Us = pointwiseTimeUs(
+        D, addSaturating(W.InBytes, Epi.ExtraInputBytes), W.OutBytes, 0);
     return Us;
   }
   }

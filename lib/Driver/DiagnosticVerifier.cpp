@@ -1,5 +1,6 @@
 //===- DiagnosticVerifier.cpp ---------------------------------------------===//
 #include "mtsched/Driver/DiagnosticVerifier.h"
+#include "mtsched/Passes/Diagnostics.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
@@ -102,9 +103,10 @@ bool DiagnosticVerifier::finish() {
   bool OK = !Malformed;
   for (const llvm::SMDiagnostic &D : Unexpected) {
     OK = false;
-    SM.PrintMessage(Errs, D.getLoc(), llvm::SourceMgr::DK_Error,
-                    "unexpected " + kindName(D.getKind()) + ": " +
-                        D.getMessage());
+    printEscapedDiagnostic(SM.GetMessage(D.getLoc(), llvm::SourceMgr::DK_Error,
+                                         "unexpected " + kindName(D.getKind()) +
+                                             ": " + D.getMessage()),
+                           Errs);
   }
   for (const Expected &E : Expectations)
     if (!E.Matched) {

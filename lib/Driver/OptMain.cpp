@@ -67,6 +67,10 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
   std::unique_ptr<DiagnosticVerifier> Verifier;
   if (Config.VerifyDiagnostics)
     Verifier = std::make_unique<DiagnosticVerifier>(SM, llvm::errs());
+  else
+    // Messages quote names and strings from the input, and the quoted
+    // source line is the input: neither may reach the terminal raw.
+    installEscapingDiagHandler(SM);
 
   bool OK = false;
   auto T0 = std::chrono::steady_clock::now();

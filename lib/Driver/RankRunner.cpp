@@ -118,8 +118,19 @@ int rankCount(const OptMainConfig &Config, const Module &M, Diagnostics &Diags,
               int Fixed, llvm::StringRef Source, bool Loud) {
   int64_t N = Fixed > 0 ? Fixed : Config.NumRanks;
   if (N == 0)
-    for (const auto &G : M.getGraphs())
+    for (const auto &G : M.getGraphs()) {
+      // Checked before it becomes a count of threads and module copies.
+      if (G->getWorldSize() > OptMainConfig::MaxRanks) {
+        if (Loud)
+          Diags.print(G->getLoc(), llvm::SourceMgr::DK_Error,
+                      "graph '@" + G->getName() + "' has world_size " +
+                          llvm::Twine(G->getWorldSize()) + ", more than the " +
+                          llvm::Twine(OptMainConfig::MaxRanks) +
+                          " ranks mtsched-opt can run");
+        return 0;
+      }
       N = std::max(N, G->getWorldSize());
+    }
   N = std::max<int64_t>(N, 1);
   for (const auto &G : M.getGraphs())
     if (G->getWorldSize() != N && hasCollectives(*G)) {
@@ -132,6 +143,20 @@ int rankCount(const OptMainConfig &Config, const Module &M, Diagnostics &Diags,
       return 0;
     }
   return N;
+}
+
+/// Whether every --inject fault names a rank, node and choice of this run;
+/// Loud ranks say which does not.
+bool checkFaultTargets(const OptMainConfig &Config, const Module &M, int N,
+                       bool Loud) {
+  llvm::Error E = Config.Pipe.Autotune.Faults.checkTargets(
+      M, Config.Pipe.Lowering.Choices, N);
+  if (!E)
+    return true;
+  std::string Msg = toString(std::move(E));
+  if (Loud)
+    llvm::WithColor::error() << Msg << '\n';
+  return false;
 }
 
 /// Runs the pipeline as one rank: every launcher's shared part. Comm is the
@@ -248,9 +273,8 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
     In.Result = &Reporter->Session->getResult();
     In.ExtraPhasesMs = std::move(FrontendPhasesMs);
     llvm::append_range(In.ExtraPhasesMs, Reporter->PassTimesMs);
-    OK &= writeFile(Config.ReportFile, "report", [&](llvm::raw_fd_ostream &F) {
-      F << llvm::formatv("{0:2}", buildReport(In)) << '\n';
-    });
+    OK &= writeFile(Config.ReportFile, "report",
+                    [&](llvm::raw_fd_ostream &F) { writeReport(F, In); });
   }
   if (!Config.TraceFile.empty()) {
     if (WriteTrace)
@@ -271,7 +295,7 @@ bool runThreadRanks(
     std::unique_ptr<Module> M, Diagnostics &Diags, llvm::raw_ostream &OS,
     std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   int N = rankCount(Config, *M, Diags, 0, "--ranks", /*Loud=*/true);
-  if (N == 0)
+  if (N == 0 || !checkFaultTargets(Config, *M, N, /*Loud=*/true))
     return false;
   bool Trace = !Config.TraceFile.empty();
   if (Trace)
@@ -417,7 +441,8 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
           << " (mpirun -np); omit --ranks under mpirun\n";
     return false;
   }
-  if (!rankCount(Config, *M, Diags, Size, "mpirun -np", Rank == 0))
+  if (!rankCount(Config, *M, Diags, Size, "mpirun -np", Rank == 0) ||
+      !checkFaultTargets(Config, *M, Size, Rank == 0))
     return false;
   bool Trace = !Config.TraceFile.empty();
   if (Trace)

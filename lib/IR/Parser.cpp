@@ -7,8 +7,10 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/IR/Parser.h"
 #include "Lexer.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
 #include <cmath>
@@ -114,6 +116,8 @@ private:
   /// How deep the attribute list being parsed is nested.
   unsigned ListDepth = 0;
   static constexpr unsigned MaxListDepth = 64;
+  /// Up to this many entries, searching a list beats hashing.
+  static constexpr size_t SmallCollection = 8;
   /// Epilogue operands name values defined after their node; they are
   /// resolved at the end of the graph.
   struct PendingUse {
@@ -122,6 +126,11 @@ private:
     std::string Name;
   };
   std::vector<PendingUse> Pending;
+  /// Groups and graphs defined so far, by name: a redefinition check that
+  /// scanned the module would make parsing quadratic in their number.
+  /// Groups by index into the module's list, which grows as they come.
+  llvm::StringMap<size_t> GroupsByName;
+  llvm::StringMap<const Graph *> GraphsByName;
 };
 
 } // namespace
@@ -302,20 +311,31 @@ bool Parser::parseAttribute(Attribute &A) {
 bool Parser::parseAttrDict(AttrDict &D) {
   if (!expect(Token::LBrace, "'{' to start the attributes"))
     return false;
+  // AttrDict is a list searched from the start; past a few keys, a set of
+  // the keys keeps a large dictionary linear to parse.
+  llvm::StringSet<> Keys;
+  auto IsDuplicate = [&](StringRef Key) {
+    if (D.size() < SmallCollection)
+      return D.contains(Key);
+    if (Keys.empty())
+      for (const AttrDict::Entry &E : D)
+        Keys.insert(E.first);
+    return !Keys.insert(Key).second;
+  };
   return parseCommaList(Token::RBrace, "}", [&] {
     if (!Tok.is(Token::BareIdent))
       return emitError("expected an attribute name");
-    std::string Key = Tok.Spelling.str();
+    StringRef Key = Tok.Spelling;
     SMLoc KeyLoc = Tok.getLoc();
     consume();
-    if (D.contains(Key))
+    if (IsDuplicate(Key))
       return emitError(KeyLoc, "duplicate attribute '" + Key + "'");
     if (!expect(Token::Equal, "'=' after attribute name"))
       return false;
     Attribute A;
     if (!parseAttribute(A))
       return false;
-    D.set(Key, std::move(A));
+    D.append(Key, std::move(A));
     return true;
   });
 }
@@ -410,9 +430,10 @@ bool Parser::parseGroup(Module &M) {
   G.Loc = Tok.getLoc();
   if (G.Name == WorldGroupName)
     return emitError("group '@world' is predefined and cannot be redefined");
-  if (const ProcessGroup *Prev = M.findGroup(G.Name)) {
+  auto Prev = GroupsByName.find(G.Name);
+  if (Prev != GroupsByName.end()) {
     emitError("redefinition of group '@" + G.Name + "'");
-    SM.PrintMessage(Prev->Loc, llvm::SourceMgr::DK_Note,
+    SM.PrintMessage(M.getGroups()[Prev->second].Loc, llvm::SourceMgr::DK_Note,
                     "previous definition is here");
     return false;
   }
@@ -420,12 +441,13 @@ bool Parser::parseGroup(Module &M) {
   if (!expect(Token::Equal, "'=' after the group name") ||
       !expect(Token::LSquare, "'[' to start the rank list"))
     return false;
+  llvm::DenseSet<int64_t> Seen;
   if (!parseCommaList(Token::RSquare, "]", [&] {
         SMLoc Loc = Tok.getLoc();
         int64_t R;
         if (!parseInteger(R, "a rank"))
           return false;
-        if (llvm::is_contained(G.Ranks, R))
+        if (!Seen.insert(R).second)
           return emitError(Loc, "rank " + llvm::Twine(R) +
                                     " appears twice in group '@" + G.Name +
                                     "'");
@@ -435,6 +457,7 @@ bool Parser::parseGroup(Module &M) {
     return false;
   if (G.Ranks.empty())
     return emitError(G.Loc, "group '@" + G.Name + "' has no ranks");
+  GroupsByName[G.Name] = M.getGroups().size();
   M.getGroups().push_back(std::move(G));
   return true;
 }
@@ -707,13 +730,13 @@ bool Parser::parseGraph(Module &M) {
   if (!Tok.is(Token::AtIdent))
     return emitError("expected a graph name such as '@main'");
   auto G = std::make_unique<Graph>(Tok.ident().str(), Tok.getLoc());
-  for (const auto &Other : M.getGraphs())
-    if (Other->getName() == G->getName()) {
-      emitError("redefinition of graph '@" + G->getName() + "'");
-      SM.PrintMessage(Other->getLoc(), llvm::SourceMgr::DK_Note,
-                      "previous definition is here");
-      return false;
-    }
+  auto Other = GraphsByName.find(G->getName());
+  if (Other != GraphsByName.end()) {
+    emitError("redefinition of graph '@" + G->getName() + "'");
+    SM.PrintMessage(Other->second->getLoc(), llvm::SourceMgr::DK_Note,
+                    "previous definition is here");
+    return false;
+  }
   consume();
 
   Scope S;
@@ -775,6 +798,7 @@ bool Parser::parseGraph(Module &M) {
   if (!resolveEpilogues(*G))
     return false;
   Names = nullptr;
+  GraphsByName[G->getName()] = G.get();
   M.getGraphs().push_back(std::move(G));
   return true;
 }

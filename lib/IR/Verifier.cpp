@@ -9,6 +9,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
@@ -22,7 +23,10 @@ namespace {
 
 class Verifier {
 public:
-  Verifier(const Module &M, llvm::SourceMgr &SM) : M(M), SM(SM) {}
+  Verifier(const Module &M, llvm::SourceMgr &SM) : M(M), SM(SM) {
+    for (const ProcessGroup &G : M.getGroups())
+      GroupsByName.try_emplace(G.Name, &G);
+  }
 
   unsigned run() {
     for (const ProcessGroup &G : M.getGroups())
@@ -69,6 +73,13 @@ private:
 
   static std::string name(const Value *V) { return "'%" + V->getName() + "'"; }
 
+  /// Whether List has a choice called Name. Lists are usually short and
+  /// scanned; a long one (a custom op's thousands of configs) gets a set of
+  /// its names, built once, so that checking every timing and dispatch
+  /// entry against it stays linear.
+  bool hasChoice(const std::vector<Choice> &List, llvm::StringRef Name);
+  static constexpr size_t SmallList = 8;
+
   const Module &M;
   llvm::SourceMgr &SM;
   unsigned NumErrors = 0;
@@ -78,11 +89,29 @@ private:
   std::vector<const Node *> Alternatives;
   /// Choice lists verified without errors.
   llvm::DenseSet<const std::vector<Choice> *> CleanChoiceLists;
+  /// The names of each long choice list (see hasChoice).
+  llvm::DenseMap<const std::vector<Choice> *, llvm::StringSet<>> ChoiceNames;
+  /// The module's groups by name, and the world size of the graph being
+  /// verified: looked up for every collective node.
+  llvm::StringMap<const ProcessGroup *> GroupsByName;
+  int64_t WorldSize = 1;
 };
+
+bool Verifier::hasChoice(const std::vector<Choice> &List,
+                         llvm::StringRef Name) {
+  if (List.size() <= SmallList)
+    return llvm::any_of(List, [&](const Choice &C) { return C.Name == Name; });
+  auto [It, New] = ChoiceNames.try_emplace(&List);
+  if (New)
+    for (const Choice &C : List)
+      It->second.insert(C.Name);
+  return It->second.count(Name);
+}
 
 } // namespace
 
 void Verifier::verifyGraph(const Graph &G) {
+  WorldSize = G.getWorldSize();
   if (const Attribute *W = G.getAttrs().get("world_size"))
     if (!W->isInt() || W->getInt() < 1)
       error(G.getLoc(), "attribute 'world_size' of graph '@" + G.getName() +
@@ -269,14 +298,15 @@ std::optional<std::string> Verifier::groupAttr(const Node &N, bool Report) {
 }
 
 int64_t Verifier::groupSize(const Graph &G, llvm::StringRef Name, SMLoc Loc) {
-  int64_t World = G.getWorldSize();
+  int64_t World = WorldSize;
   // An invalid world_size was reported with the graph; sizes below 1 would
   // only produce confusing follow-on errors.
   if (World < 1)
     return 0;
   if (Name == WorldGroupName)
     return World;
-  const ProcessGroup *PG = M.findGroup(Name);
+  auto It = GroupsByName.find(Name);
+  const ProcessGroup *PG = It == GroupsByName.end() ? nullptr : It->second;
   if (!PG) {
     error(Loc, "unknown process group '@" + Name + "'");
     return 0;
@@ -625,8 +655,11 @@ void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
           "'%" + N.getName() + "' has no " + What + "; it needs at least one");
     return;
   }
-  // Choice lists are short: comparing with the earlier entries is cheaper
-  // than hashing, and this runs after every pass.
+  // Choice lists are usually short: comparing with the earlier entries is
+  // cheaper than hashing, and this runs after every pass. Long ones (a
+  // custom op with thousands of configs) use a set, to stay linear.
+  bool Long = Choices.size() > SmallList;
+  llvm::StringSet<> Seen;
   for (size_t I = 0; I < Choices.size(); ++I) {
     const Choice &C = Choices[I];
     SMLoc Loc = C.Loc.isValid() ? C.Loc : N.getLoc();
@@ -637,8 +670,10 @@ void Verifier::verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                      N.getName() +
                      "' is not an identifier (a letter or '_', then letters, "
                      "digits, '_' or '.')");
-    else if (llvm::any_of(Choices.take_front(I),
-                          [&](const Choice &P) { return P.Name == C.Name; }))
+    else if (Long ? !Seen.insert(C.Name).second
+                  : llvm::any_of(Choices.take_front(I), [&](const Choice &P) {
+                      return P.Name == C.Name;
+                    }))
       error(Loc, "duplicate " + What.drop_back() + " '" + C.Name + "' in '%" +
                      N.getName() + "'");
     verifyChoiceParams(C, Loc, What.drop_back());
@@ -673,15 +708,19 @@ void Verifier::verifyChoiceParams(const Choice &C, SMLoc Loc,
 void Verifier::verifyTimings(const MultiTemplateBufferNode &N,
                              llvm::ArrayRef<ChoiceTiming> Timings,
                              llvm::StringRef Clause) {
+  bool Long = Timings.size() > SmallList;
+  llvm::StringSet<> Seen;
   for (size_t I = 0; I < Timings.size(); ++I) {
     const ChoiceTiming &T = Timings[I];
     SMLoc Loc = T.Loc.isValid() ? T.Loc : N.getLoc();
-    if (!N.findChoice(T.Choice))
+    if (!hasChoice(N.getChoices(), T.Choice))
       error(Loc, Clause + " names '" + T.Choice +
                      "', which is not a choice of '%" + N.getName() + "'");
-    else if (llvm::any_of(Timings.take_front(I), [&](const ChoiceTiming &P) {
-               return P.Choice == T.Choice;
-             }))
+    else if (Long ? !Seen.insert(T.Choice).second
+                  : llvm::any_of(Timings.take_front(I),
+                                 [&](const ChoiceTiming &P) {
+                                   return P.Choice == T.Choice;
+                                 }))
       error(Loc, Clause + " names '" + T.Choice + "' twice");
   }
 }
@@ -698,7 +737,7 @@ void Verifier::verifyMTB(const Graph &G, const MultiTemplateBufferNode &N) {
   }
   auto CheckChoice = [&](llvm::StringRef Name, SMLoc Loc,
                          llvm::StringRef Where) {
-    if (!N.findChoice(Name))
+    if (!hasChoice(N.getChoices(), Name))
       error(Loc.isValid() ? Loc : N.getLoc(),
             Where + " names '" + Name + "', which is not a choice of '%" +
                 N.getName() + "'");

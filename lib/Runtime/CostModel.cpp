@@ -349,12 +349,24 @@ double mtsched::externGemmTimeUs(const DeviceDesc &D, const GemmProblem &P) {
   return Best;
 }
 
+namespace {
+
+/// pointwiseTimeUs on byte counts kept as doubles: sums and products of
+/// sizes near 2^63 stay finite there, where converting them back to int64
+/// would overflow (undefined behaviour; UBSan found it in epilogueTimeUs).
+double memoryBoundUs(const DeviceDesc &D, double BytesRead, double BytesWritten,
+                     double Flops) {
+  if (!(BytesRead >= 0) || !(BytesWritten >= 0) || !(Flops >= 0))
+    return Inf;
+  return D.LaunchUs +
+         std::max(hbmUs(D, BytesRead + BytesWritten), vectorUs(D, Flops));
+}
+
+} // namespace
+
 double mtsched::pointwiseTimeUs(const DeviceDesc &D, int64_t BytesRead,
                                 int64_t BytesWritten, double Flops) {
-  if (BytesRead < 0 || BytesWritten < 0 || Flops < 0)
-    return Inf;
-  return D.LaunchUs + std::max(hbmUs(D, double(BytesRead) + BytesWritten),
-                               vectorUs(D, Flops));
+  return memoryBoundUs(D, double(BytesRead), double(BytesWritten), Flops);
 }
 
 double mtsched::reductionTimeUs(const DeviceDesc &D, int64_t Rows,
@@ -363,8 +375,8 @@ double mtsched::reductionTimeUs(const DeviceDesc &D, int64_t Rows,
     return Inf;
   double Elements = double(Rows) * RowLength;
   double E = dtypeBytes(Dtype);
-  return pointwiseTimeUs(D, int64_t(Elements * E), int64_t(double(Rows) * E),
-                         Elements * std::max(1, NumOps));
+  return memoryBoundUs(D, Elements * E, double(Rows) * E,
+                       Elements * std::max(1, NumOps));
 }
 
 double mtsched::epilogueTimeUs(const DeviceDesc &D, const EpilogueDesc &E) {
@@ -375,9 +387,8 @@ double mtsched::epilogueTimeUs(const DeviceDesc &D, const EpilogueDesc &E) {
   // One pass: a row reduction keeps its row on chip, so it reads the input
   // once like a pointwise chain does.
   double Bytes = double(E.Elements) * dtypeBytes(E.Dtype);
-  return pointwiseTimeUs(D, int64_t(Bytes) + E.ExtraInputBytes,
-                         int64_t(Bytes * (1 + E.ExtraWrites)),
-                         epilogueFlops(E));
+  return memoryBoundUs(D, Bytes + double(E.ExtraInputBytes),
+                       Bytes * (1 + E.ExtraWrites), epilogueFlops(E));
 }
 
 //===----------------------------------------------------------------------===//

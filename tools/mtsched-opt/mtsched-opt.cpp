@@ -14,6 +14,7 @@
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/DotPrinter.h"
 #include "mtsched/IR/Parser.h"
+#include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Runtime/CudaCompiler.h"
 #include "mtsched/Runtime/DeviceDesc.h"
@@ -300,7 +301,8 @@ static cl::opt<cl::boolOrDefault> AutotuneSummary(
              "after tuning (default: on when stderr is a terminal)"),
     cl::cat(OutputCat));
 static void fail(const Twine &Msg) {
-  errs() << "mtsched-opt: error: " << Msg << '\n';
+  // Messages may quote a choices file or a flag's value byte for byte.
+  errs() << "mtsched-opt: error: " << escapeControlBytes(Msg.str()) << '\n';
   exit(1);
 }
 
@@ -361,8 +363,8 @@ int main(int argc, char **argv) {
     fail("--max-epilogue-length must be at least 1");
   Fusion.MaxEpilogueLength = MaxEpilogueLength;
 
-  if (Ranks < 0 || Ranks > 1024)
-    fail("--ranks must be between 1 and 1024");
+  if (Ranks < 0 || Ranks > OptMainConfig::MaxRanks)
+    fail("--ranks must be between 1 and " + Twine(OptMainConfig::MaxRanks));
   Config.NumRanks = Ranks;
   Config.ReportFile = ReportFile;
   Config.TraceFile = TraceFile;
@@ -378,8 +380,11 @@ int main(int argc, char **argv) {
   if (!Dev)
     fail(toString(Dev.takeError()));
   Tune.Device = *Dev;
-  if (BenchRuns == 0)
-    fail("--bench-runs must be at least 1");
+  // Each run is a sample kept in memory: bound them like every other input.
+  if (BenchRuns == 0 || BenchRuns > 100000)
+    fail("--bench-runs must be between 1 and 100000");
+  if (WarmupRuns > 100000)
+    fail("--warmup-runs must be at most 100000");
   Tune.BenchRuns = BenchRuns;
   Tune.WarmupRuns = WarmupRuns;
   Tune.PreSyncTimeout = std::chrono::milliseconds(PreSyncTimeoutMs);
@@ -391,7 +396,8 @@ int main(int argc, char **argv) {
   Tune.AgreementTimeout = std::chrono::milliseconds(AgreementTimeoutMs);
   Tune.OnSyncFailure = OnSyncFailure;
   Tune.CollectiveFallback = CollectiveFallback;
-  if (SimNoise < 0 || SimNoise >= 100)
+  // Written so that NaN, which compares false with everything, fails too.
+  if (!(SimNoise >= 0 && SimNoise < 100))
     fail("--sim-noise must be in [0, 100)");
   Tune.SimNoisePct = SimNoise;
   Tune.Seed = Seed;

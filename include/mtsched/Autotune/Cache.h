@@ -85,6 +85,9 @@ public:
 
   /// The on-disk format; a file of another format is ignored and rewritten.
   static constexpr unsigned FormatVersion = 1;
+  /// Larger entry files are refused unread. An entry holds a few hundred
+  /// bytes per measurement: choices x (unfused, fused) x (1 + size hints).
+  static constexpr int64_t MaxEntryBytes = 64 << 20;
 
 private:
   std::string Dir;

@@ -26,6 +26,9 @@
 
 namespace mtsched {
 
+struct ChoiceConfig;
+class Module;
+
 struct Fault {
   enum class Kind {
     Late,
@@ -46,6 +49,8 @@ struct Fault {
   std::string Node;
 
   bool isRankFault() const { return K <= Kind::Mismatch; }
+  /// The --inject text it was parsed from, for messages.
+  std::string Spec;
 };
 
 class FaultPlan {
@@ -53,6 +58,15 @@ public:
   /// Parses one --inject spec.
   llvm::Error add(llvm::StringRef Spec);
   bool empty() const { return Faults.empty(); }
+
+  /// Checks that every fault names what exists in this run: a rank below
+  /// NumRanks, a node of M that is (or that lowering makes) a multi-template
+  /// buffer, and a choice among that node's candidates (any such node's,
+  /// without node=). Candidates lowering has not attached yet are those
+  /// Choices gives. A fault that can never fire is a typo in a test, so it
+  /// is an error rather than a silent no-op.
+  llvm::Error checkTargets(const Module &M, const ChoiceConfig &Choices,
+                           int NumRanks) const;
 
   /// The first rank fault of kind K for Rank, if any.
   const Fault *rankFault(Fault::Kind K, int Rank) const;

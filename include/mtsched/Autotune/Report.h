@@ -22,7 +22,9 @@ struct ReportInput {
   std::vector<std::pair<std::string, double>> ExtraPhasesMs;
 };
 
-llvm::json::Value buildReport(const ReportInput &In);
+/// Writes the report to OS as it goes (llvm::json::OStream), followed by a
+/// newline; nothing of it is built in memory first.
+void writeReport(llvm::raw_ostream &OS, const ReportInput &In);
 
 } // namespace mtsched
 

@@ -29,6 +29,10 @@ struct OptMainConfig {
   PipelineOptions Pipe;
   /// Ranks run as threads; 0 means the graphs' world size.
   int NumRanks = 0;
+  /// The most ranks one run may have, by --ranks, world_size or mpirun:
+  /// every rank is a thread (or process) with its own copy of the module,
+  /// so a world size of 2^31 must be an error, not an allocation.
+  static constexpr int MaxRanks = 1024;
   /// JSON report and Chrome trace files; empty for none.
   std::string ReportFile;
   std::string TraceFile;

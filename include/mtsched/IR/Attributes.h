@@ -68,6 +68,11 @@ public:
   const Attribute *get(llvm::StringRef Key) const;
   /// Sets Key, replacing an existing value in place.
   void set(llvm::StringRef Key, Attribute Value);
+  /// Adds Key, which the caller knows is not there yet, at the end without
+  /// searching (the parser checks keys itself, in constant time each).
+  void append(llvm::StringRef Key, Attribute Value) {
+    Entries.emplace_back(Key.str(), std::move(Value));
+  }
   bool contains(llvm::StringRef Key) const { return get(Key) != nullptr; }
 
   std::optional<int64_t> getInt(llvm::StringRef Key) const;

@@ -30,6 +30,23 @@ public:
   }
 };
 
+/// Text with every control byte (and DEL) written as `\xNN`, and every byte
+/// that is not part of valid UTF-8 too, so that text taken from the input
+/// cannot move the cursor, recolour or clear the terminal that shows a
+/// diagnostic. Printable ASCII, tabs and valid UTF-8 are kept.
+std::string escapeControlBytes(llvm::StringRef Text);
+
+/// Whether escapeControlBytes would change Text.
+bool hasControlBytes(llvm::StringRef Text);
+
+/// Prints D to OS as SourceMgr does, but with control bytes in the message
+/// and in the quoted source line escaped (the caret still points at the
+/// right character). Install it with installEscapingDiagHandler.
+void printEscapedDiagnostic(const llvm::SMDiagnostic &D, llvm::raw_ostream &OS);
+
+/// Makes SM print every diagnostic through printEscapedDiagnostic to errs().
+void installEscapingDiagHandler(llvm::SourceMgr &SM);
+
 /// Every rank runs the same passes, so an error in the input is found once
 /// per rank; each distinct message is printed once.
 class Diagnostics {

@@ -10,7 +10,9 @@
 #include "gtest/gtest.h"
 #include <cmath>
 #include <limits>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace mtsched;
 
@@ -87,6 +89,57 @@ TEST_F(CacheTest, DamagedFilesAreInvalid) {
   // Rewriting repairs it.
   ASSERT_FALSE(llvm::errorToBool(C.store("k", sampleEntry())));
   EXPECT_EQ(C.lookup("k").State, AutotuneCache::LookupState::Hit);
+}
+
+TEST_F(CacheTest, SpecialAndHugeFilesAreRefusedUnread) {
+  AutotuneCache C(std::string(Dir.str()));
+  ASSERT_FALSE(llvm::errorToBool(C.store("k", sampleEntry())));
+  std::string Path = C.pathFor("k");
+  // A FIFO with no writer: a blocking open would wait forever.
+  ASSERT_FALSE(llvm::sys::fs::remove(Path));
+  ASSERT_EQ(::mkfifo(Path.c_str(), 0600), 0);
+  AutotuneCache::LookupResult R = C.lookup("k");
+  EXPECT_EQ(R.State, AutotuneCache::LookupState::Invalid);
+  EXPECT_EQ(R.Problem, "not a regular file");
+  // A device that never ends. (sys::fs::remove refuses a FIFO.)
+  ASSERT_EQ(::unlink(Path.c_str()), 0);
+  ASSERT_FALSE(llvm::sys::fs::create_link("/dev/zero", Path));
+  R = C.lookup("k");
+  EXPECT_EQ(R.State, AutotuneCache::LookupState::Invalid);
+  EXPECT_EQ(R.Problem, "not a regular file");
+  // A file larger than any entry: refused by its size (it is sparse, so
+  // this costs no disk).
+  ASSERT_FALSE(llvm::sys::fs::remove(Path));
+  {
+    int FD;
+    ASSERT_FALSE(llvm::sys::fs::openFileForWrite(Path, FD));
+    ASSERT_EQ(::ftruncate(FD, AutotuneCache::MaxEntryBytes + 1), 0);
+    ::close(FD);
+  }
+  R = C.lookup("k");
+  EXPECT_EQ(R.State, AutotuneCache::LookupState::Invalid);
+  EXPECT_NE(R.Problem.find("larger than"), std::string::npos) << R.Problem;
+  // Storing replaces each of them with a good entry.
+  ASSERT_FALSE(llvm::errorToBool(C.store("k", sampleEntry())));
+  EXPECT_EQ(C.lookup("k").State, AutotuneCache::LookupState::Hit);
+}
+
+TEST(CacheEntryTest, ImpossibleTimesAreRejected) {
+  // The checksum only proves the bytes are the ones written; these could
+  // still have been written by hand.
+  CacheEntry Neg;
+  Neg.Records["a"] = {ChoiceStatus::Ok, -1.0, ""};
+  llvm::Expected<CacheEntry> E = CacheEntry::parse(Neg.serialize("k"), "k");
+  ASSERT_FALSE(E);
+  EXPECT_EQ(llvm::toString(E.takeError()), "record 'a' has a negative time");
+  // Infinity cannot be written in JSON; a number too large for a double
+  // reads as one, and an ok record must have a finite time.
+  std::string Huge = sampleEntry().serialize("k");
+  Huge.replace(Huge.find("12345.678"), 9, "1e999");
+  E = CacheEntry::parse(Huge, "k");
+  ASSERT_FALSE(E);
+  EXPECT_EQ(llvm::toString(E.takeError()),
+            "a record's status and time disagree");
 }
 
 TEST_F(CacheTest, ConcurrentWritersNeverExposeAPartialEntry) {

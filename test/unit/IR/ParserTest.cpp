@@ -238,3 +238,42 @@ TEST(ParserTest, EmptyInputIsAnEmptyModule) {
     EXPECT_EQ(moduleToString(*M), "");
   }
 }
+
+TEST(ParserTest, DuplicatesInLongListsAndModulesAreFound) {
+  // The parser finds these through sets past a few entries (so that input
+  // of many attributes, ranks, groups or graphs parses in linear time); the
+  // messages and locations are those of short input.
+  std::string Attrs, Ranks, Groups, Graphs;
+  for (int I = 0; I < 20; ++I) {
+    Attrs += "a" + std::to_string(I) + " = " + std::to_string(I) + ", ";
+    Ranks += std::to_string(I) + ", ";
+    Groups += "group @p" + std::to_string(I) + " = [0]\n";
+    Graphs += "graph @g" + std::to_string(I) + "() {\n  return\n}\n";
+  }
+  Parsed P =
+      parse("graph @g() attributes {" + Attrs + "a5 = 1} {\n  return\n}\n");
+  EXPECT_FALSE(P.M);
+  EXPECT_NE(P.Diags.find("error: duplicate attribute 'a5'"), std::string::npos)
+      << P.Diags;
+  P = parse("group @p = [" + Ranks + "11]\n");
+  EXPECT_FALSE(P.M);
+  EXPECT_NE(P.Diags.find("error: rank 11 appears twice in group '@p'"),
+            std::string::npos)
+      << P.Diags;
+  P = parse(Groups + "group @p13 = [1]\n");
+  EXPECT_FALSE(P.M);
+  EXPECT_NE(P.Diags.find("t.mir:21:7: error: redefinition of group '@p13'"),
+            std::string::npos)
+      << P.Diags;
+  EXPECT_NE(P.Diags.find("t.mir:14:7: note: previous definition is here"),
+            std::string::npos)
+      << P.Diags;
+  P = parse(Graphs + "graph @g2() {\n  return\n}\n");
+  EXPECT_FALSE(P.M);
+  EXPECT_NE(P.Diags.find("t.mir:61:7: error: redefinition of graph '@g2'"),
+            std::string::npos)
+      << P.Diags;
+  EXPECT_NE(P.Diags.find("t.mir:7:7: note: previous definition is here"),
+            std::string::npos)
+      << P.Diags;
+}

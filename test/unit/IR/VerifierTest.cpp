@@ -188,3 +188,44 @@ TEST(VerifierTest, NamesAPassMadeMustPrintAsParseableText) {
       std::string::npos)
       << Src.Diags;
 }
+
+TEST(VerifierTest, LongListsAreCheckedLikeShortOnes) {
+  // Past a few entries duplicates and unknown names are found through sets
+  // rather than by comparing each entry with the earlier ones; the messages
+  // and locations must not change.
+  std::string Names, Timings;
+  for (int I = 0; I < 20; ++I) {
+    Names += (I ? ", c" : "c") + std::to_string(I);
+    Timings += (I ? ", c" : "c") + std::to_string(I) + " = 1.0us";
+  }
+  std::string Text =
+      "graph @g(%x: f32[4]) {\n"
+      "  %y = custom \"k\"(%x) configs [" +
+      Names +
+      ", c7] : f32[4]\n"
+      "  %z = collective_multi_template_buffer custom \"my_allreduce\"(%x) "
+      "group @world kind all_reduce choices [" +
+      Names + "] timings {" + Timings +
+      ", c3 = 2.0us, nope = 1.0us} dispatch bytes {1 = c19, 2 = zz} : "
+      "f32[4]\n"
+      "  return %z\n}\n";
+  test::CapturedSource Src(Text);
+  std::unique_ptr<Module> M = test::parse(Src);
+  ASSERT_TRUE(M) << Src.Diags;
+  EXPECT_EQ(verify(*M, Src.SM), "verification failed with 4 errors");
+  EXPECT_NE(Src.Diags.find("t.mir:2:"), std::string::npos) << Src.Diags;
+  EXPECT_NE(Src.Diags.find("error: duplicate config 'c7' in '%y'"),
+            std::string::npos)
+      << Src.Diags;
+  EXPECT_NE(Src.Diags.find("error: timings names 'c3' twice"),
+            std::string::npos)
+      << Src.Diags;
+  EXPECT_NE(Src.Diags.find("error: timings names 'nope', which is not a "
+                           "choice of '%z'"),
+            std::string::npos)
+      << Src.Diags;
+  EXPECT_NE(Src.Diags.find("error: dispatch table names 'zz', which is not a "
+                           "choice of '%z'"),
+            std::string::npos)
+      << Src.Diags;
+}

@@ -1,6 +1,7 @@
 #include "mtsched/Runtime/CostModel.h"
 #include "gtest/gtest.h"
 #include <cmath>
+#include <limits>
 
 using namespace mtsched;
 
@@ -208,6 +209,31 @@ TEST(CostModelTest, RowReductionFusesOnlyWhenTheTileCoversTheRow) {
   EXPECT_TRUE(std::isfinite(Fused));
   EXPECT_LT(Fused, gemmTimeUs(D, gemm(4096, 256, 4096), Big, NoEpilogue) +
                        epilogueTimeUs(D, Narrow));
+}
+
+TEST(CostModelTest, SizesNearTheInt64LimitStayFinite) {
+  // The largest tensors the parser accepts (2^63-1 bytes) and sums of
+  // them: as doubles these round up to 2^63 and beyond, which used to be
+  // converted back to int64 (undefined behaviour; the ASan+UBSan build
+  // runs this test).
+  DeviceDesc D = h200();
+  const int64_t Max = std::numeric_limits<int64_t>::max();
+  EpilogueDesc E;
+  E.Elements = Max / 4;
+  E.Dtype = DType::F32;
+  E.ExtraInputBytes = Max;
+  E.FlopsPerElement = 8;
+  E.NumOps = 3;
+  double Epi = epilogueTimeUs(D, E);
+  EXPECT_TRUE(std::isfinite(Epi));
+  EXPECT_GT(Epi, 1e12);
+  EXPECT_TRUE(std::isfinite(reductionTimeUs(D, Max, Max, DType::I64, 4)));
+  EXPECT_TRUE(std::isfinite(pointwiseTimeUs(D, Max, Max, 1e300)));
+  GemmProblem P{1, 1, Max / 4, 1, DType::F32};
+  EXPECT_TRUE(std::isfinite(gemmTimeUs(D, P, Mid, E)));
+  EXPECT_TRUE(std::isfinite(externGemmTimeUs(D, P)));
+  EXPECT_TRUE(std::isfinite(collectiveTimeUs(
+      D, CollectiveKind::AllReduce, CollectiveAlgo::TwoShot, Max, 8, E)));
 }
 
 TEST(CostModelTest, MemoryBoundKernels) {

@@ -6,6 +6,10 @@ keeping its length), format (another on-disk format number), version (an
 entry written by another mtsched version, checksum recomputed so only the
 version is wrong), garbage (not an entry at all), count (print the number of
 entries and check no temporary file was left behind).
+With a valid checksum but impossible content: negative (a negative time),
+unknown-choice (a record for a choice the node does not have).
+Not a regular file, or too large: fifo (a named pipe), device (a symbolic
+link to /dev/zero), huge (a sparse 100 MB file).
 """
 import glob
 import os
@@ -93,6 +97,23 @@ def main():
             out = l1 + b"\nxxh64 %016x %d\n" % (xxh64(body), len(body)) + body
         elif mode == "garbage":
             out = b"\x00\xffnot a cache entry"
+        elif mode in ("negative", "unknown-choice"):
+            if mode == "negative":
+                body = re.sub(rb'"us":[0-9.e+-]+', b'"us":-1.5', body, count=1)
+            else:
+                body = re.sub(rb'\|[A-Za-z_][A-Za-z0-9_.]*"', b'|no_such_choice"',
+                              body, count=1)
+            out = l1 + b"\nxxh64 %016x %d\n" % (xxh64(body), len(body)) + body
+        elif mode in ("fifo", "device", "huge"):
+            os.remove(f)
+            if mode == "fifo":
+                os.mkfifo(f)
+            elif mode == "device":
+                os.symlink("/dev/zero", f)
+            else:
+                with open(f, "wb") as h:
+                    h.truncate(100 << 20)
+            continue
         else:
             sys.exit("unknown mode " + mode)
         open(f, "wb").write(out)
