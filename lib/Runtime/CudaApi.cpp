@@ -3,6 +3,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/DynamicLibrary.h"
 #include <cstdlib>
+#include <dlfcn.h>
 #include <mutex>
 #include <vector>
 
@@ -11,6 +12,15 @@ using namespace mtsched::cuda;
 
 static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+/// LLVM's DynamicLibrary closes its "permanent" libraries in a static
+/// destructor at exit (LLVM 17+). NVIDIA's libraries carry their own
+/// libstdc++, whose allocations then lose their last reference before
+/// LeakSanitizer looks, and code they registered with atexit would run
+/// unmapped: mark them never to be unloaded, as permanent means.
+void mtsched::cuda::keepLoaded(const std::string &Path) {
+  ::dlopen(Path.c_str(), RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 namespace {
@@ -29,6 +39,7 @@ struct Library {
       Lib = llvm::sys::DynamicLibrary::getPermanentLibrary(N.c_str(), &Msg);
       if (Lib.isValid()) {
         Path = N;
+        keepLoaded(N);
         return true;
       }
       Why += (Why.empty() ? "" : "; ") + Msg;

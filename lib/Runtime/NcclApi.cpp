@@ -1,5 +1,6 @@
 //===- NcclApi.cpp - NCCL opened at run time ------------------------------===//
 #include "mtsched/Runtime/NcclApi.h"
+#include "mtsched/Runtime/CudaApi.h"
 #include "llvm/Support/DynamicLibrary.h"
 #include <cstdlib>
 #include <mutex>
@@ -29,6 +30,7 @@ llvm::Expected<const NcclApi &> nccl::loadNccl() {
       Lib = llvm::sys::DynamicLibrary::getPermanentLibrary(N.c_str(), &Msg);
       if (Lib.isValid()) {
         Path = N;
+        cuda::keepLoaded(N);
         break;
       }
       Why += (Why.empty() ? "" : "; ") + Msg;

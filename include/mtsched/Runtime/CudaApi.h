@@ -18,6 +18,10 @@
 namespace mtsched {
 namespace cuda {
 
+/// Marks an already opened shared library (by the path it was opened with)
+/// never to be unloaded, not even by DynamicLibrary's exit-time cleanup.
+void keepLoaded(const std::string &Path);
+
 using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
