@@ -148,7 +148,8 @@ llvm::Error FaultPlan::checkTargets(const Module &M,
     // The fuse-swiglu pass adds merged gate+up alternatives after lowering,
     // to matmul pairs only it recognises: their tiles are accepted by name
     // when the module has a matmul at all.
-    if (!ChoiceFound && F.Node.empty() && swigluTileOf(Choice{F.Choice, {}, {}}))
+    if (!ChoiceFound && F.Node.empty() &&
+        swigluTileOf(Choice{F.Choice, {}, {}}))
       ChoiceFound = llvm::any_of(M.getGraphs(), [](const auto &G) {
         return llvm::any_of(G->getNodes(), [](const auto &N) {
           return N->getOp() == OpCode::MatMul;

@@ -6,8 +6,9 @@
 // (fused with their epilogue, or plus the epilogue kernel they leave), and
 // any node of the pattern in no epilogue as its own kernel; the merged side
 // is charged for consumers of %gu the split form fused (they run as a kernel
-// of their own after it). The faster stays: merged, the alternative takes %gu's place and the two GEMMs and the
-// silu go; split, the alternative goes. Either way %gu records both times
+// of their own after it). The faster stays: merged, the alternative takes %gu's
+// place and the two GEMMs and the silu go; split, the alternative goes. Either
+// way %gu records both times
 // (`swiglu_merged_us`, `swiglu_split_us`), and the result is an ordinary
 // decided graph (see docs/PASSES.md).
 //
