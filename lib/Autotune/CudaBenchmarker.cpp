@@ -22,6 +22,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/TimeProfiler.h"
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -30,6 +31,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 
 using namespace mtsched;
@@ -63,6 +65,7 @@ llvm::Expected<Gpu &> gpu(int Ordinal) {
   static std::string Error;
   static std::once_flag Once;
   std::call_once(Once, [Ordinal] {
+    llvm::TimeTraceScope Scope("cuda.open-device");
     llvm::Expected<DeviceInfo> Info =
         openDevice(Ordinal % std::max(1, deviceCount()));
     if (!Info) {
@@ -366,6 +369,9 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
   }
   if (HasEpi)
     Add("epilogue", generateEpilogueKernel(N, P.Rows));
+  llvm::TimeTraceScope Scope("cuda.compile", [&] {
+    return std::to_string(Jobs.size()) + " kernels";
+  });
   std::vector<llvm::Expected<std::string>> Cubins =
       compileAll(Jobs, G.Info.Major * 10 + G.Info.Minor);
   for (size_t I = 0; I < Jobs.size(); ++I) {
@@ -409,6 +415,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     return *Slot;
   Slot = std::make_unique<Prepared>();
   Prepared &P = *Slot;
+  llvm::TimeTraceScope Scope("cuda.prepare", "%" + N.getName());
   P.Rows = Rows;
   P.N = N.getType().innerDim();
   P.K = N.getNumOperands() ? N.getOperand(0)->getType().innerDim() : 0;
@@ -440,6 +447,8 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   P.Copies = int(std::min<int64_t>(
       8, std::max<int64_t>(1, (3 * int64_t(G.Info.L2Bytes) + Footprint - 1) /
                                   std::max<int64_t>(1, Footprint))));
+  std::optional<llvm::TimeTraceScope> Phase;
+  Phase.emplace("cuda.prepare.inputs");
   for (const Value *V : Values) {
     std::vector<double> H(NumAt(V));
     for (double &X : H)
@@ -472,6 +481,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       }
     }
 
+  Phase.emplace("cuda.prepare.reference");
   // Reference rows: all of a small output, else the first, the last and
   // 14 random ones.
   if (Rows <= 64) {
@@ -530,6 +540,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       P.RefEpi.push_back(In);
     }
   }
+  Phase.reset();
   if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu)
     precompile(N, P);
   return P;
@@ -589,6 +600,8 @@ Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
                   std::string(What) + ": " + D.errorString(R));
   };
   // Correctness: poison the output, run once, compare sampled rows.
+  std::optional<llvm::TimeTraceScope> Phase;
+  Phase.emplace("cuda.check");
   if (CUresult R = D.cuMemsetD8Async(Out[0].P, 0xff, Out[0].Bytes, G.Stream))
     return Fail("cannot poison the output", R);
   if (CUresult R = Launch(0))
@@ -605,6 +618,7 @@ Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
                       llvm::formatv("{0:e2}", Rel).str() + " > " +
                       llvm::formatv("{0:e0}", tolerance(OutType)).str());
   // Warm-up, then an estimate that sizes the samples.
+  Phase.emplace("cuda.time");
   for (unsigned I = 0; I < std::max(1u, Opts.WarmupRuns); ++I)
     if (CUresult R = Launch(int(I % P.Copies)))
       return Fail("launch failed", R);
@@ -897,6 +911,8 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     Dev[V] = P;
     return llvm::Error::success();
   };
+  std::optional<llvm::TimeTraceScope> Inputs;
+  Inputs.emplace("run.inputs");
   if (llvm::Error E = makeGraphInputs(G, IO, Host))
     return E;
   for (const auto &In : G.getInputs()) {
@@ -906,6 +922,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     if (CUresult R = D.cuMemcpyHtoD(Dev[In.get()], Bytes.data(), Bytes.size()))
       return err("cannot copy '%" + In->getName() + "': " + D.errorString(R));
   }
+  Inputs.reset();
   // Every launch of the graph, in order, replayed to time the whole graph
   // once its outputs are checked.
   std::vector<std::function<CUresult()>> Replay;
@@ -916,6 +933,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     std::string Why = unsupportedReason(K, Gp.Info, D);
     if (!Why.empty())
       return err("'" + K.Name + "' " + Why);
+    llvm::TimeTraceScope Scope("run.compile", K.Name);
     auto C = compileAll({{K.Name, K.Source, K.NeedsSm90a}}, Arch);
     if (!C[0])
       return C[0].takeError();
@@ -980,9 +998,11 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
   unsigned Launched = 0;
   for (const auto &NP : G.getNodes()) {
     const Node *N = NP.get();
-    if (IO.Check)
+    if (IO.Check) {
+      llvm::TimeTraceScope Scope("run.interpret", "%" + N->getName());
       if (llvm::Error E = interpretNode(*N, Host))
         return E;
+    }
     if (Fused.count(N))
       continue;
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N)) {
