@@ -30,7 +30,7 @@ time_run() { # NAME PHASE ARGS...
   shift 2
   local t0=$EPOCHREALTIME
   "$OPT" "$ROOT/bench/speed/$name.mir" --backend=cuda --pipeline=default \
-    --cache-dir="$W/cache-$name" --kernel-cache-dir="${KC:-$W/kernels-$name}" \
+    --cache-dir="${CD:-$W/cache-$name}" --kernel-cache-dir="${KC:-$W/kernels-$name}" \
     --trace="$OUTDIR/$name-$phase.trace.json" --quiet "$@" \
     -o "$OUTDIR/$name-$phase.mir" 2>"$OUTDIR/$name-$phase.log"
   local rc=$?
@@ -43,7 +43,7 @@ for name in gemm-bias-relu llama-mlp-m16; do
   time_run "$name" warm
   time_run "$name" warm2
 done
-KC=none time_run llama-mlp-m16 run-cold --run --no-cache
+CD="$W/cache-run" KC=none time_run llama-mlp-m16 run-cold --run
 grep -h "^run @\|error\|warning" "$OUTDIR"/*.log | head -20 | tee -a "$OUTDIR/notes.txt"
 # Where the time goes: the trace's events summed by name (top 12 per run).
 for f in "$OUTDIR"/*.trace.json; do

@@ -15,6 +15,7 @@
 #include "CudaCollective.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/Npy.h"
+#include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Runtime/CudaApi.h"
 #include "mtsched/Runtime/CudaCompiler.h"
@@ -176,71 +177,75 @@ Measurement failed(ChoiceStatus S, std::string Msg) {
 std::vector<double> toHostValues(const std::string &Bytes, DType T) {
   size_t Elt = dtypeBytes(T), N = Bytes.size() / Elt;
   std::vector<double> Out(N);
-  for (size_t I = 0; I < N; ++I) {
-    const char *P = Bytes.data() + I * Elt;
-    uint16_t H;
-    float F;
-    switch (T) {
-    case DType::BF16:
-      std::memcpy(&H, P, 2);
-      Out[I] = bf16ToFloat(H);
-      break;
-    case DType::F16:
-      std::memcpy(&H, P, 2);
-      Out[I] = f16ToFloat(H);
-      break;
-    case DType::F32:
-      std::memcpy(&F, P, 4);
-      Out[I] = F;
-      break;
-    case DType::I32: {
-      int32_t V;
-      std::memcpy(&V, P, 4);
-      Out[I] = V;
-      break;
+  parallelChunks(int64_t(N), [&](int64_t Begin, int64_t End) {
+    for (size_t I = Begin; I < size_t(End); ++I) {
+      const char *P = Bytes.data() + I * Elt;
+      uint16_t H;
+      float F;
+      switch (T) {
+      case DType::BF16:
+        std::memcpy(&H, P, 2);
+        Out[I] = bf16ToFloat(H);
+        break;
+      case DType::F16:
+        std::memcpy(&H, P, 2);
+        Out[I] = f16ToFloat(H);
+        break;
+      case DType::F32:
+        std::memcpy(&F, P, 4);
+        Out[I] = F;
+        break;
+      case DType::I32: {
+        int32_t V;
+        std::memcpy(&V, P, 4);
+        Out[I] = V;
+        break;
+      }
+      case DType::I64: {
+        int64_t V;
+        std::memcpy(&V, P, 8);
+        Out[I] = double(V);
+        break;
+      }
+      }
     }
-    case DType::I64: {
-      int64_t V;
-      std::memcpy(&V, P, 8);
-      Out[I] = double(V);
-      break;
-    }
-    }
-  }
+  });
   return Out;
 }
 
 std::string toDeviceBytes(const std::vector<double> &V, DType T) {
   size_t Elt = dtypeBytes(T);
   std::string Out(V.size() * Elt, '\0');
-  for (size_t I = 0; I < V.size(); ++I) {
-    char *P = &Out[I * Elt];
-    uint16_t H;
-    float F = float(V[I]);
-    switch (T) {
-    case DType::BF16:
-      H = floatToBF16(F);
-      std::memcpy(P, &H, 2);
-      break;
-    case DType::F16:
-      H = floatToF16(F);
-      std::memcpy(P, &H, 2);
-      break;
-    case DType::F32:
-      std::memcpy(P, &F, 4);
-      break;
-    case DType::I32: {
-      int32_t X = int32_t(V[I]);
-      std::memcpy(P, &X, 4);
-      break;
+  parallelChunks(int64_t(V.size()), [&](int64_t Begin, int64_t End) {
+    for (size_t I = Begin; I < size_t(End); ++I) {
+      char *P = &Out[I * Elt];
+      uint16_t H;
+      float F = float(V[I]);
+      switch (T) {
+      case DType::BF16:
+        H = floatToBF16(F);
+        std::memcpy(P, &H, 2);
+        break;
+      case DType::F16:
+        H = floatToF16(F);
+        std::memcpy(P, &H, 2);
+        break;
+      case DType::F32:
+        std::memcpy(P, &F, 4);
+        break;
+      case DType::I32: {
+        int32_t X = int32_t(V[I]);
+        std::memcpy(P, &X, 4);
+        break;
+      }
+      case DType::I64: {
+        int64_t X = int64_t(V[I]);
+        std::memcpy(P, &X, 8);
+        break;
+      }
+      }
     }
-    case DType::I64: {
-      int64_t X = int64_t(V[I]);
-      std::memcpy(P, &X, 8);
-      break;
-    }
-    }
-  }
+  });
   return Out;
 }
 
@@ -369,9 +374,8 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
   }
   if (HasEpi)
     Add("epilogue", generateEpilogueKernel(N, P.Rows));
-  llvm::TimeTraceScope Scope("cuda.compile", [&] {
-    return std::to_string(Jobs.size()) + " kernels";
-  });
+  llvm::TimeTraceScope Scope(
+      "cuda.compile", [&] { return std::to_string(Jobs.size()) + " kernels"; });
   std::vector<llvm::Expected<std::string>> Cubins =
       compileAll(Jobs, G.Info.Major * 10 + G.Info.Minor);
   for (size_t I = 0; I < Jobs.size(); ++I) {
@@ -402,6 +406,58 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
             "cannot raise the shared memory limit: " + G.D->errorString(R);
     }
   }
+}
+
+/// The fp64 reference of check row Index of P (the node alone, and with
+/// its epilogue fused and as its own kernel); an error message, or empty.
+/// Rows are independent: prepare() computes them in parallel.
+static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
+                                llvm::ArrayRef<const Node *> Chain,
+                                size_t Index) {
+  int64_t R = P.CheckRows[Index];
+  int64_t Rows = P.Rows;
+  // Read-only from here: rows run in parallel.
+  const ValueData &Host = P.Host;
+  std::vector<double> Row(P.N, 0.0);
+  if (N.getOp() == OpCode::MatMul) {
+    const TensorType &BT = N.getOperand(1)->getType();
+    int64_t M1 =
+        N.getOperand(0)->getType().Shape[N.getOperand(0)->getType().rank() - 2];
+    const double *A = &Host.at(N.getOperand(0))[R * P.K];
+    const double *B =
+        &Host.at(N.getOperand(1))[BT.rank() > 2 ? (R / M1) * P.K * P.N : 0];
+    for (int64_t Kk = 0; Kk < P.K; ++Kk)
+      for (int64_t C = 0; C < P.N; ++C)
+        Row[C] += A[Kk] * B[Kk * P.N + C];
+  } else if (N.getOp() == OpCode::SwiGlu) {
+    const double *A = &Host.at(N.getOperand(0))[R * P.K];
+    const double *Wg = Host.at(N.getOperand(1)).data();
+    const double *Wu = Host.at(N.getOperand(2)).data();
+    std::vector<double> U(P.N, 0.0);
+    for (int64_t Kk = 0; Kk < P.K; ++Kk)
+      for (int64_t C = 0; C < P.N; ++C) {
+        Row[C] += A[Kk] * Wg[Kk * P.N + C];
+        U[C] += A[Kk] * Wu[Kk * P.N + C];
+      }
+    for (int64_t C = 0; C < P.N; ++C)
+      Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
+  }
+  P.RefMain[Index] = Row;
+  if (!Chain.empty()) {
+    if (llvm::Error E =
+            interpretRowChain(Chain, N.getResult(), R, Rows, Row, P.Host)) {
+      return llvm::toString(std::move(E));
+    }
+    P.RefFused[Index] = Row;
+    std::vector<double> In(Host.at(N.getResult()).begin() + R * P.N,
+                           Host.at(N.getResult()).begin() + (R + 1) * P.N);
+    if (llvm::Error E =
+            interpretRowChain(Chain, N.getResult(), R, Rows, In, P.Host)) {
+      return llvm::toString(std::move(E));
+    }
+    P.RefEpi[Index] = In;
+  }
+  return std::string();
 }
 
 Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
@@ -439,7 +495,6 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     return T.numElements();
   };
   std::mt19937_64 Rng(Opts.Seed * 1000003 + 17);
-  std::uniform_real_distribution<double> U(-1, 1);
   int64_t Footprint = 0;
   for (const Value *V : Values)
     Footprint += NumAt(V) * dtypeBytes(V->getType().Dtype);
@@ -450,9 +505,8 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   std::optional<llvm::TimeTraceScope> Phase;
   Phase.emplace("cuda.prepare.inputs");
   for (const Value *V : Values) {
-    std::vector<double> H(NumAt(V));
-    for (double &X : H)
-      X = roundTo(U(Rng), V->getType().Dtype);
+    std::vector<double> H = randomValues(
+        NumAt(V), Opts.Seed, uint64_t(P.Host.size()), V->getType().Dtype);
     std::string Bytes = toDeviceBytes(H, V->getType().Dtype);
     for (int C = 0; C < P.Copies; ++C) {
       DevBuf B;
@@ -496,50 +550,27 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   std::vector<const Node *> Chain;
   for (const Operand &E : N.getEpilogue())
     Chain.push_back(E.V->getDef());
-  for (int64_t R : P.CheckRows) {
-    std::vector<double> Row(P.N, 0.0);
-    if (N.getOp() == OpCode::MatMul) {
-      const TensorType &BT = N.getOperand(1)->getType();
-      int64_t M1 = N.getOperand(0)
-                       ->getType()
-                       .Shape[N.getOperand(0)->getType().rank() - 2];
-      const double *A = &P.Host[N.getOperand(0)][R * P.K];
-      const double *B =
-          &P.Host[N.getOperand(1)][BT.rank() > 2 ? (R / M1) * P.K * P.N : 0];
-      for (int64_t Kk = 0; Kk < P.K; ++Kk)
-        for (int64_t C = 0; C < P.N; ++C)
-          Row[C] += A[Kk] * B[Kk * P.N + C];
-    } else if (N.getOp() == OpCode::SwiGlu) {
-      const double *A = &P.Host[N.getOperand(0)][R * P.K];
-      const double *Wg = P.Host[N.getOperand(1)].data();
-      const double *Wu = P.Host[N.getOperand(2)].data();
-      std::vector<double> U(P.N, 0.0);
-      for (int64_t Kk = 0; Kk < P.K; ++Kk)
-        for (int64_t C = 0; C < P.N; ++C) {
-          Row[C] += A[Kk] * Wg[Kk * P.N + C];
-          U[C] += A[Kk] * Wu[Kk * P.N + C];
-        }
-      for (int64_t C = 0; C < P.N; ++C)
-        Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
-    }
-    P.RefMain.push_back(Row);
-    if (!Chain.empty()) {
-      if (llvm::Error E =
-              interpretRowChain(Chain, N.getResult(), R, Rows, Row, P.Host)) {
-        P.Error = llvm::toString(std::move(E));
-        return P;
-      }
-      P.RefFused.push_back(Row);
-      std::vector<double> In(P.Host[N.getResult()].begin() + R * P.N,
-                             P.Host[N.getResult()].begin() + (R + 1) * P.N);
-      if (llvm::Error E =
-              interpretRowChain(Chain, N.getResult(), R, Rows, In, P.Host)) {
-        P.Error = llvm::toString(std::move(E));
-        return P;
-      }
-      P.RefEpi.push_back(In);
-    }
+  // One row per task: a check row of a 4096-wide GEMM is 16M multiply-adds
+  // in fp64, and a decode GEMM checks every one of its rows.
+  size_t NumRows = P.CheckRows.size();
+  P.RefMain.assign(NumRows, {});
+  if (!Chain.empty()) {
+    P.RefFused.assign(NumRows, {});
+    P.RefEpi.assign(NumRows, {});
   }
+  std::vector<std::string> RowErrors(NumRows);
+  parallelChunks(
+      int64_t(NumRows),
+      [&](int64_t Begin, int64_t End) {
+        for (int64_t I = Begin; I < End; ++I)
+          RowErrors[I] = referenceRow(N, P, Chain, size_t(I));
+      },
+      /*MinChunk=*/1);
+  for (const std::string &E : RowErrors)
+    if (!E.empty()) {
+      P.Error = E;
+      return P;
+    }
   Phase.reset();
   if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu)
     precompile(N, P);
@@ -608,10 +639,19 @@ Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
     return Fail("launch failed", R);
   if (CUresult R = D.cuStreamSynchronize(G.Stream))
     return Fail("kernel failed", R);
-  std::string Bytes(Out[0].Bytes, '\0');
-  if (CUresult R = D.cuMemcpyDtoH(&Bytes[0], Out[0].P, Bytes.size()))
-    return Fail("cannot read the output", R);
-  double Rel = relError(toHostValues(Bytes, OutType), P.N, P.CheckRows, Ref);
+  // Only the checked rows come back: the whole of a 4096x4096 output took
+  // a tenth of a second to copy and convert, for 16 rows.
+  size_t RowBytes = size_t(P.N) * dtypeBytes(OutType);
+  std::string Bytes(P.CheckRows.size() * RowBytes, '\0');
+  std::vector<int64_t> Packed;
+  for (int64_t Row : P.CheckRows) {
+    if (CUresult R =
+            D.cuMemcpyDtoH(&Bytes[Packed.size() * RowBytes],
+                           Out[0].P + CUdeviceptr(Row) * RowBytes, RowBytes))
+      return Fail("cannot read the output", R);
+    Packed.push_back(int64_t(Packed.size()));
+  }
+  double Rel = relError(toHostValues(Bytes, OutType), P.N, Packed, Ref);
   if (!(Rel <= tolerance(OutType)))
     return failed(ChoiceStatus::WrongResult,
                   "output differs from the fp64 reference: relative error " +
