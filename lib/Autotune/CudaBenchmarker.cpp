@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Autotune/CudaBenchSupport.h"
 #include "CudaCollective.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/Npy.h"
@@ -57,8 +58,29 @@ struct Gpu {
   cublasHandle_t Blas = nullptr;
   const CublasApi *B = nullptr;
   std::string BlasError;
+  /// Fills and fp64 references on the GPU, loaded on first use (under Mu);
+  /// if they cannot load, inputs are drawn and checked on the host.
+  std::unique_ptr<BenchSupport> Support;
+  bool SupportTried = false;
   std::mutex Mu;
 };
+
+/// G's support kernels, loading them on the first call; null (said once on
+/// stderr) if they cannot load.
+BenchSupport *support(Gpu &G) {
+  if (!G.SupportTried) {
+    G.SupportTried = true;
+    llvm::Expected<std::unique_ptr<BenchSupport>> S =
+        BenchSupport::load(*G.D, G.Info.Major * 10 + G.Info.Minor);
+    if (S)
+      G.Support = std::move(*S);
+    else
+      llvm::errs() << "mtsched-opt: warning: " << llvm::toString(S.takeError())
+                   << "; benchmark inputs are drawn and checked on the host "
+                      "(slower)\n";
+  }
+  return G.Support.get();
+}
 
 /// The first call opens GPU Ordinal (modulo the device count).
 llvm::Expected<Gpu &> gpu(int Ordinal) {
@@ -418,8 +440,10 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
   int64_t Rows = P.Rows;
   // Read-only from here: rows run in parallel.
   const ValueData &Host = P.Host;
-  std::vector<double> Row(P.N, 0.0);
-  if (N.getOp() == OpCode::MatMul) {
+  // Computed on the GPU already, or else here.
+  std::vector<double> Row = P.RefMain[Index];
+  if (!Row.empty()) {
+  } else if (Row.assign(P.N, 0.0); N.getOp() == OpCode::MatMul) {
     const TensorType &BT = N.getOperand(1)->getType();
     int64_t M1 =
         N.getOperand(0)->getType().Shape[N.getOperand(0)->getType().rank() - 2];
@@ -504,22 +528,64 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
                                   std::max<int64_t>(1, Footprint))));
   std::optional<llvm::TimeTraceScope> Phase;
   Phase.emplace("cuda.prepare.inputs");
-  for (const Value *V : Values) {
-    std::vector<double> H = randomValues(
-        NumAt(V), Opts.Seed, uint64_t(P.Host.size()), V->getType().Dtype);
-    std::string Bytes = toDeviceBytes(H, V->getType().Dtype);
+  // A GEMM's operands (weights of up to hundreds of millions of elements)
+  // are filled on the GPU and its reference rows computed there; the rest
+  // (activation-sized: the epilogue's inputs, the node's own result) are
+  // drawn on the host, where the epilogue's reference reads them.
+  bool Gemm = N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu;
+  // The GPU reference reads every operand as one element type.
+  bool SameType = llvm::all_of(N.getOperands(), [&](const Operand &O) {
+    return O.V->getType().Dtype == N.getOperand(0)->getType().Dtype;
+  });
+  BenchSupport *Support = Gemm && SameType ? support(G) : nullptr;
+  std::vector<const Node *> Chain;
+  for (const Operand &E : N.getEpilogue())
+    Chain.push_back(E.V->getDef());
+  auto Reads = [](const Node *X, const Value *V) {
+    return llvm::any_of(X->getOperands(),
+                        [&](const Operand &O) { return O.V == V; });
+  };
+  auto OnGpu = [&](const Value *V) {
+    return Support && Reads(&N, V) &&
+           llvm::none_of(Chain, [&](const Node *X) { return Reads(X, V); });
+  };
+  for (auto [Stream, V] : llvm::enumerate(Values)) {
+    DType T = V->getType().Dtype;
+    int64_t Count = NumAt(V);
+    size_t Bytes = size_t(Count) * dtypeBytes(T);
+    bool Device = OnGpu(V) && T != DType::I32 && T != DType::I64;
+    std::vector<double> H;
+    std::string HostBytes;
+    if (!Device) {
+      H = randomValues(Count, Opts.Seed, Stream, T);
+      HostBytes = toDeviceBytes(H, T);
+    }
     for (int C = 0; C < P.Copies; ++C) {
       DevBuf B;
-      B.Bytes = Bytes.size();
-      if (G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes)) ||
-          G.D->cuMemcpyHtoD(B.P, Bytes.data(), B.Bytes)) {
+      B.Bytes = Bytes;
+      bool Failed = G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes));
+      if (!Failed && Device) {
+        if (llvm::Error E =
+                Support->fill(B.P, Count, T, Opts.Seed, Stream, G.Stream)) {
+          P.Error = llvm::toString(std::move(E));
+          return P;
+        }
+      } else if (!Failed) {
+        Failed = G.D->cuMemcpyHtoD(B.P, HostBytes.data(), B.Bytes);
+      }
+      if (Failed) {
         P.Error = "cannot allocate or fill " + std::to_string(B.Bytes) +
                   " bytes for '%" + V->getName() + "'";
         return P;
       }
       P.Dev[V].push_back(B);
     }
-    P.Host[V] = std::move(H);
+    if (!Device)
+      P.Host[V] = std::move(H);
+  }
+  if (Support && G.D->cuStreamSynchronize(G.Stream)) {
+    P.Error = "filling the inputs failed";
+    return P;
   }
   const Value *Last =
       N.getEpilogue().empty() ? N.getResult() : N.getEpilogue().back().V;
@@ -547,9 +613,6 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     while (P.CheckRows.size() < 16)
       P.CheckRows.push_back(Pick(Rng));
   }
-  std::vector<const Node *> Chain;
-  for (const Operand &E : N.getEpilogue())
-    Chain.push_back(E.V->getDef());
   // One row per task: a check row of a 4096-wide GEMM is 16M multiply-adds
   // in fp64, and a decode GEMM checks every one of its rows.
   size_t NumRows = P.CheckRows.size();
@@ -557,6 +620,38 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   if (!Chain.empty()) {
     P.RefFused.assign(NumRows, {});
     P.RefEpi.assign(NumRows, {});
+  }
+  if (Support) {
+    // The GEMM's own rows on the GPU, from its device inputs (copy 0).
+    const Value *A = N.getOperand(0);
+    const TensorType &AT = A->getType();
+    int64_t M1 = AT.rank() >= 2 ? AT.Shape[AT.rank() - 2] : 1;
+    auto RowsOf = [&](const Value *B) {
+      return Support->gemmRows(P.Dev[A][0].P, P.Dev[B][0].P, AT.Dtype,
+                               P.CheckRows, P.K, P.N, M1,
+                               B->getType().rank() > 2, G.Stream);
+    };
+    if (N.getOp() == OpCode::MatMul) {
+      auto R = RowsOf(N.getOperand(1));
+      if (!R) {
+        P.Error = llvm::toString(R.takeError());
+        return P;
+      }
+      P.RefMain = std::move(*R);
+    } else if (N.getOp() == OpCode::SwiGlu) {
+      auto Gate = RowsOf(N.getOperand(1));
+      auto Up = Gate ? RowsOf(N.getOperand(2)) : Gate.takeError();
+      if (!Up) {
+        P.Error = llvm::toString(Up.takeError());
+        return P;
+      }
+      for (size_t I = 0; I < NumRows; ++I) {
+        std::vector<double> &Gr = (*Gate)[I];
+        for (int64_t C = 0; C < P.N; ++C)
+          Gr[C] = Gr[C] / (1 + std::exp(-Gr[C])) * (*Up)[I][C];
+      }
+      P.RefMain = std::move(*Gate);
+    }
   }
   std::vector<std::string> RowErrors(NumRows);
   parallelChunks(

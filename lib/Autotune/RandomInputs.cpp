@@ -34,10 +34,14 @@ void mtsched::parallelChunks(int64_t N,
   Pool.wait();
 }
 
+uint64_t mtsched::randomKey(uint64_t Seed, uint64_t Stream) {
+  return mix(mix(Seed) ^ (Stream * 0xd1b54a32d192ed03ULL));
+}
+
 std::vector<double> mtsched::randomValues(int64_t N, uint64_t Seed,
                                           uint64_t Stream, DType T) {
   std::vector<double> V(std::max<int64_t>(0, N));
-  uint64_t Key = mix(mix(Seed) ^ (Stream * 0xd1b54a32d192ed03ULL));
+  uint64_t Key = randomKey(Seed, Stream);
   parallelChunks(N, [&](int64_t B, int64_t E) {
     for (int64_t I = B; I < E; ++I) {
       // The top 53 bits as a double in [0, 1), scaled to [-1, 1).

@@ -23,6 +23,10 @@ namespace mtsched {
 std::vector<double> randomValues(int64_t N, uint64_t Seed, uint64_t Stream,
                                  DType T);
 
+/// The key randomValues() hashes element indices with; the GPU benchmarker's
+/// fill kernel takes it to write the same values on the device.
+uint64_t randomKey(uint64_t Seed, uint64_t Stream);
+
 /// Calls Fn(Begin, End) on disjoint chunks covering [0, N), on the hardware
 /// threads when N is at least two chunks of MinChunk items (items are cheap
 /// by default: a thread is worth a million of them), else on this thread.
