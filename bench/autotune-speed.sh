@@ -11,7 +11,7 @@
 # MLP is also run with --run (decided graph on the GPU, checked against the
 # fp64 interpreter). Then bench/peers/torch_gemm.py times cuBLAS and
 # Inductor's max-autotune compile of GEMM+bias+ReLU at 4096^3 with empty
-# Inductor and Triton caches, when PyTorch is installed. Results in $OUT
+# Inductor and Triton caches, when PyTorch is installed (SKIP_PEERS=1: not). Results in $OUT
 # (default ./speed-results): speed.md (the table), *.trace.json, *.log.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,7 +45,7 @@ for name in gemm-bias-relu llama-mlp-m16; do
 done
 CD="$W/cache-run" KC=none time_run llama-mlp-m16 run-cold --run
 grep -h "^run @\|error\|warning" "$OUTDIR"/*.log | head -20 | tee -a "$OUTDIR/notes.txt"
-# Where the time goes: the trace's events summed by name (top 12 per run).
+# Where the time goes: the trace's events summed by name (top 15 per run).
 for f in "$OUTDIR"/*.trace.json; do
   python3 - "$f" <<'PY' | tee -a "$OUTDIR/profile.txt"
 import json, sys, collections
@@ -55,11 +55,12 @@ for e in ev:
     if e.get("ph") == "X":
         tot[e["name"]] += e.get("dur", 0); cnt[e["name"]] += 1
 print("==", sys.argv[1].rsplit("/", 1)[-1])
-for n, d in tot.most_common(12):
+for n, d in [x for x in tot.most_common() if not x[0].startswith("Total ")][:15]:
     print(f"  {n:32s} {d/1e6:9.3f} s  x{cnt[n]}")
 PY
 done
-if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+if [ -z "${SKIP_PEERS:-}" ] &&
+  python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   export TORCHINDUCTOR_CACHE_DIR="$W/inductor" TRITON_CACHE_DIR="$W/triton"
   timeout 400 python3 "$ROOT/bench/peers/torch_gemm.py" "$OUTDIR/torch_gemm.json" 4096,4096,4096 \
     >"$OUTDIR/torch_gemm.log" 2>&1
