@@ -42,8 +42,11 @@ unsigned cuda::compileThreads() {
   unsigned T = cudaOptions().CompileThreads;
   if (T)
     return T;
+  // Every hardware thread: on a 16-core H100 host, 16 threads compiled the
+  // 29 kernels of a 4096^3 GEMM's choices in half the time 8 took
+  // (bench/autotune-speed.sh, docs/BENCHMARKS.md).
   return std::max(
-      1u, std::min(8u, llvm::hardware_concurrency().compute_thread_count()));
+      1u, std::min(32u, llvm::hardware_concurrency().compute_thread_count()));
 }
 
 static constexpr char Magic[8] = {'M', 'T', 'S', 'C', 'U', 'B', '1', '\0'};
