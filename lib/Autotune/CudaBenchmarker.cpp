@@ -40,6 +40,10 @@ using namespace mtsched;
 using namespace mtsched::cuda;
 
 static constexpr double Inf = std::numeric_limits<double>::infinity();
+/// Early stop of a losing choice: after this many samples, if every one is
+/// slower than this factor times the node's best median so far.
+static constexpr size_t EarlyStopSamples = 3;
+static constexpr double EarlyStopFactor = 1.5;
 
 static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
@@ -151,6 +155,8 @@ struct Prepared {
   std::map<const Value *, std::vector<DevBuf>> Scratch;
   std::vector<int64_t> CheckRows;
   std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
+  /// The fastest median so far of the node's choices, unfused and fused.
+  double BestUs[2] = {Inf, Inf};
   std::map<std::string, LoadedKernel> Kernels;
   std::string Error;
 };
@@ -317,9 +323,13 @@ private:
   void precompile(const MultiTemplateBufferNode &N, Prepared &P);
   LoadedKernel *kernel(Prepared &P, const std::string &Key);
   /// Checks then times Launch(copy); Out holds the output per copy.
+  /// Best, if given, is the fastest median of the node's choices so far
+  /// (updated): a choice whose first samples are all slower than
+  /// EarlyStopFactor x Best cannot win and stops being timed.
   Measurement run(const std::function<CUresult(int)> &Launch, Prepared &P,
                   const DevBuf *Out, DType OutType,
-                  const std::vector<std::vector<double>> &Ref);
+                  const std::vector<std::vector<double>> &Ref,
+                  double *Best = nullptr);
   CUresult launch(LoadedKernel &L, Prepared &P, const DevBuf *Out, int Copy);
 
 public:
@@ -738,7 +748,8 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
 
 Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
                                  Prepared &P, const DevBuf *Out, DType OutType,
-                                 const std::vector<std::vector<double>> &Ref) {
+                                 const std::vector<std::vector<double>> &Ref,
+                                 double *Best) {
   const DriverApi &D = *G->D;
   auto Fail = [&](const char *What, CUresult R) {
     return failed(ChoiceStatus::Failed,
@@ -805,11 +816,20 @@ Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
       return Fail("kernel failed", R);
     D.cuEventElapsedTime(&Ms, G->E0, G->E1);
     Samples.push_back(double(Ms) * 1000 / PerSample);
+    // Triton's and Inductor's habit: a choice whose first samples are all
+    // far slower than the best so far cannot win; its median so far says
+    // so without the remaining samples.
+    if (Best && Samples.size() == EarlyStopSamples &&
+        Samples.size() < Opts.BenchRuns &&
+        *llvm::min_element(Samples) > EarlyStopFactor * *Best)
+      break;
   }
   std::nth_element(Samples.begin(), Samples.begin() + Samples.size() / 2,
                    Samples.end());
   Measurement M;
   M.Us = Samples[Samples.size() / 2];
+  if (Best)
+    *Best = std::min(*Best, M.Us);
   return M;
 }
 
@@ -916,7 +936,7 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
               Type, int(P.N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
           return S ? 999 : CUDA_SUCCESS;
         },
-        P, P.OutMain, OutType, Ref);
+        P, P.OutMain, OutType, Ref, &P.BestUs[0]);
   }
   auto It = P.Kernels.find(keyOf(C.Name, Fused));
   if (It == P.Kernels.end())
@@ -926,7 +946,7 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
   if (!L.Error.empty())
     return failed(ChoiceStatus::Failed, L.Error);
   return run([&](int Copy) { return launch(L, P, Out, Copy); }, P, Out, OutType,
-             Ref);
+             Ref, &P.BestUs[Fused]);
 }
 
 Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
