@@ -55,6 +55,7 @@ static const llvm::StringMap<std::function<double(const std::vector<double> &)>>
       {"exp", [](V X) { return std::exp(X[0]); }},
       {"neg", [](V X) { return -X[0]; }},
       {"cast", [](V X) { return X[0]; }},
+      {"rsqrt", [](V X) { return std::pow(X[0], -0.5); }},
   };
   return R;
 }
