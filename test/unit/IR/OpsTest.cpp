@@ -56,6 +56,13 @@ static const llvm::StringMap<std::function<double(const std::vector<double> &)>>
       {"neg", [](V X) { return -X[0]; }},
       {"cast", [](V X) { return X[0]; }},
       {"rsqrt", [](V X) { return std::pow(X[0], -0.5); }},
+      {"sin", [](V X) { return std::sin(X[0]); }},
+      {"cos", [](V X) { return std::cos(X[0]); }},
+      {"sigmoid", [](V X) { return 0.5 * (1 + std::tanh(X[0] / 2)); }},
+      {"tanh", [](V X) { return std::sinh(X[0]) / std::cosh(X[0]); }},
+      {"sqrt", [](V X) { return std::pow(X[0], 0.5); }},
+      {"abs", [](V X) { return X[0] < 0 ? -X[0] : X[0]; }},
+      {"recip", [](V X) { return std::pow(X[0], -1.0); }},
   };
   return R;
 }
