@@ -63,6 +63,9 @@ static const llvm::StringMap<std::function<double(const std::vector<double> &)>>
       {"sqrt", [](V X) { return std::pow(X[0], 0.5); }},
       {"abs", [](V X) { return X[0] < 0 ? -X[0] : X[0]; }},
       {"recip", [](V X) { return std::pow(X[0], -1.0); }},
+      {"pow", [](V X) { return std::pow(X[0], X[1]); }},
+      {"maximum", [](V X) { return X[0] > X[1] ? X[0] : X[1]; }},
+      {"minimum", [](V X) { return X[0] < X[1] ? X[0] : X[1]; }},
   };
   return R;
 }
