@@ -562,9 +562,18 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
       Result = TensorType(N.getType().Dtype, Operand(0).Shape);
       return true;
     }
-    if (!SameDType())
-      return false;
-    Result = Operand(0);
+    // The operands that give the result's element type: all of them but a
+    // select's condition, which may be of any type.
+    unsigned First = Info.Types == OpTypeRule::Select ? 1 : 0;
+    for (unsigned I = First + 1; I < N.getNumOperands(); ++I)
+      if (Operand(I).Dtype != Operand(First).Dtype) {
+        error(N.getOperands()[I].Loc,
+              "operand " + name(N.getOperand(I)) + " has element type " +
+                  dtypeName(Operand(I).Dtype) + ", expected " +
+                  dtypeName(Operand(First).Dtype));
+        return false;
+      }
+    Result = TensorType(Operand(First).Dtype, Operand(0).Shape);
     // Each further operand broadcasts with the shape so far, so an error
     // names the operand that does not fit.
     for (unsigned I = 1; I < N.getNumOperands(); ++I) {

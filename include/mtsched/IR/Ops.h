@@ -43,6 +43,9 @@ enum class OpTypeRule {
   Broadcast,
   /// One operand; the result keeps its shape and declares its type.
   Cast,
+  /// A condition of any element type (nonzero is true), then operands of
+  /// one element type, the result's; all three broadcast together.
+  Select,
   /// A reduction over attribute 'dim' (default last), 'keepdim'.
   Reduce,
   /// A floating-point row normalisation; rmsnorm's weight is a row.

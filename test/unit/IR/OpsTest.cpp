@@ -66,6 +66,8 @@ static const llvm::StringMap<std::function<double(const std::vector<double> &)>>
       {"pow", [](V X) { return std::pow(X[0], X[1]); }},
       {"maximum", [](V X) { return X[0] > X[1] ? X[0] : X[1]; }},
       {"minimum", [](V X) { return X[0] < X[1] ? X[0] : X[1]; }},
+      {"where",
+       [](V X) { return std::fpclassify(X[0]) == FP_ZERO ? X[2] : X[1]; }},
   };
   return R;
 }
