@@ -601,37 +601,24 @@ bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
     for (int64_t I = 0; I < N; I += Step)
       Cmp(I, Sum(Rank * N + I));
   } else if (!Fused || !E.RmsNorm) {
-    int64_t Step = std::max<int64_t>(1, N / (1 << 21));
-    for (int64_t I = 0; I < N; I += Step) {
+    auto Ref = [&](int64_t I) {
       double X = Sum(I);
       if (Fused) {
         if (E.Bias)
           X += B.HostBias[size_t(I % B.Cols)];
         if (E.Residual)
           X += B.HostRes[size_t(I)];
-        if (E.Activation == CollectiveEpilogue::Act::Relu)
-          X = X > 0 ? X : 0;
-        if (E.Activation == CollectiveEpilogue::Act::Gelu)
-          X = 0.5 * X * (1 + std::erf(X / std::sqrt(2.0)));
+        if (E.Activation)
+          X = evaluatePointwise(*E.Activation, {X});
       }
-      Cmp(I, X);
-    }
+      return X;
+    };
+    int64_t Step = std::max<int64_t>(1, N / (1 << 21));
+    for (int64_t I = 0; I < N; I += Step)
+      Cmp(I, Ref(I));
     // The ragged tail past the last full vector, always.
     for (int64_t I = std::max<int64_t>(0, N - 16); I < N; ++I)
-      Cmp(I, [&] {
-        double X = Sum(I);
-        if (Fused) {
-          if (E.Bias)
-            X += B.HostBias[size_t(I % B.Cols)];
-          if (E.Residual)
-            X += B.HostRes[size_t(I)];
-          if (E.Activation == CollectiveEpilogue::Act::Relu)
-            X = X > 0 ? X : 0;
-          if (E.Activation == CollectiveEpilogue::Act::Gelu)
-            X = 0.5 * X * (1 + std::erf(X / std::sqrt(2.0)));
-        }
-        return X;
-      }());
+      Cmp(I, Ref(I));
   } else {
     int64_t Rows = N / B.Cols;
     int64_t Step = std::max<int64_t>(1, Rows / 64);

@@ -1,6 +1,7 @@
 //===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/RandomInputs.h"
+#include "llvm/ADT/SmallVector.h"
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -80,31 +81,6 @@ double mtsched::roundTo(double D, DType T) {
     return f16ToFloat(floatToF16(float(D)));
   default:
     return std::nearbyint(D);
-  }
-}
-
-static double applyPointwise(OpCode Op, double A, double B) {
-  switch (Op) {
-  case OpCode::Add:
-    return A + B;
-  case OpCode::Sub:
-    return A - B;
-  case OpCode::Mul:
-    return A * B;
-  case OpCode::Div:
-    return A / B;
-  case OpCode::Relu:
-    return A > 0 ? A : 0;
-  case OpCode::Gelu:
-    return 0.5 * A * (1 + std::erf(A / std::sqrt(2.0)));
-  case OpCode::Silu:
-    return A / (1 + std::exp(-A));
-  case OpCode::Exp:
-    return std::exp(A);
-  case OpCode::Neg:
-    return -A;
-  default: // Cast
-    return A;
   }
 }
 
@@ -201,14 +177,12 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
                  "': only one-rank collectives (the identity) are interpreted");
     Out = *In[0];
   } else if (isPointwise(Op)) {
+    llvm::SmallVector<double, 3> X(In.size());
     for (int64_t I = 0; I < int64_t(Out.size()); ++I) {
-      double A = (*In[0])[broadcastIndex(N.getOperand(0)->getType().Shape,
-                                         T.Shape, I)];
-      double B = In.size() > 1
-                     ? (*In[1])[broadcastIndex(N.getOperand(1)->getType().Shape,
-                                               T.Shape, I)]
-                     : 0;
-      Out[I] = applyPointwise(Op, A, B);
+      for (unsigned J = 0; J < In.size(); ++J)
+        X[J] = (*In[J])[broadcastIndex(N.getOperand(J)->getType().Shape,
+                                       T.Shape, I)];
+      Out[I] = evaluatePointwise(Op, X);
     }
   } else if (Op == OpCode::Sum || Op == OpCode::Max) {
     const TensorType &IT = N.getOperand(0)->getType();
@@ -291,11 +265,11 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
       for (double &V : Row)
         V /= Sum;
     } else if (isPointwise(Op)) {
+      llvm::SmallVector<double, 3> X(N->getNumOperands());
       for (int64_t C = 0; C < L; ++C) {
-        double Ops[2] = {0, 0};
         for (unsigned I = 0; I < N->getNumOperands(); ++I)
-          Ops[I] = N->getOperand(I) == Prev ? Row[C] : At(N->getOperand(I), C);
-        Row[C] = applyPointwise(Op, Ops[0], Ops[1]);
+          X[I] = N->getOperand(I) == Prev ? Row[C] : At(N->getOperand(I), C);
+        Row[C] = evaluatePointwise(Op, X);
       }
     } else {
       return err("'%" + N->getName() + "' cannot be in an epilogue");

@@ -26,10 +26,8 @@ std::string CollectiveEpilogue::name() const {
     Add("bias");
   if (Residual)
     Add("residual");
-  if (Activation == Act::Relu)
-    Add("relu");
-  if (Activation == Act::Gelu)
-    Add("gelu");
+  if (Activation)
+    Add(getOpInfo(*Activation).Name.data());
   if (RmsNorm)
     Add("rmsnorm");
   return S.empty() ? "none" : S;
@@ -177,11 +175,8 @@ __device__ __forceinline__ float mt_epi(float x, long long e, const T *bias,
 #if EPI_RES
   x += ld1(res + e);
 #endif
-#if EPI_RELU
-  x = fmaxf(x, 0.f);
-#endif
-#if EPI_GELU
-  x = 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+#ifdef EPI_ACT
+  x = EPI_ACT(x);
 #endif
   return x;
 }
@@ -426,7 +421,7 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   if ((Ep.Bias || Ep.RmsNorm) && S.Elems % Cols)
     return fail("rows of " + llvm::Twine(Cols) + " do not tile " +
                 llvm::Twine(S.Elems) + " elements");
-  if (Ep.RmsNorm && Ep.Activation != CollectiveEpilogue::Act::None)
+  if (Ep.RmsNorm && Ep.Activation)
     return fail("an activation before rmsnorm is not fused");
   int VecElems = S.Dtype == DType::F32 ? 4 : 8;
 
@@ -479,8 +474,9 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   Def("GATHER", S.Kind == CollectiveKind::AllGather ? "1" : "0");
   Def("EPI_BIAS", Ep.Bias ? "1" : "0");
   Def("EPI_RES", Ep.Residual ? "1" : "0");
-  Def("EPI_RELU", Ep.Activation == CollectiveEpilogue::Act::Relu ? "1" : "0");
-  Def("EPI_GELU", Ep.Activation == CollectiveEpilogue::Act::Gelu ? "1" : "0");
+  // The activation is the op table's expression of its one operand.
+  if (Ep.Activation)
+    Def("EPI_ACT(x)", expandCudaExpr(*Ep.Activation, {"(x)"}));
   Def("EPI_ANY", Ep.empty() ? "0" : "1");
   Def("EPS", llvm::formatv("{0:e}f", Ep.Eps).str());
   Def("BT", std::to_string(K.BlockX));
@@ -514,7 +510,7 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
         Other = D->getOperand(I);
     switch (D->getOp()) {
     case OpCode::Add:
-      if (!Other || E.Activation != CollectiveEpilogue::Act::None || E.RmsNorm)
+      if (!Other || E.Activation || E.RmsNorm)
         return Bad("add is not a bias or residual add of the result");
       if (Other->getType().Shape == N.getType().Shape && !E.Residual) {
         E.Residual = true;
@@ -527,13 +523,6 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
         return Bad("add of '%" + Other->getName() + "' is not fused");
       }
       break;
-    case OpCode::Relu:
-    case OpCode::Gelu:
-      if (E.Activation != CollectiveEpilogue::Act::None || E.RmsNorm)
-        return Bad("has a second activation");
-      E.Activation = D->getOp() == OpCode::Relu ? CollectiveEpilogue::Act::Relu
-                                                : CollectiveEpilogue::Act::Gelu;
-      break;
     case OpCode::RmsNorm:
       if (E.RmsNorm || !Other ||
           Other->getType().numElements() != N.getType().Shape.back())
@@ -545,8 +534,18 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
       else
         E.Eps = 1e-6;
       break;
-    default:
-      return Bad("op '" + D->getOpName() + "' is not fused by peer kernels");
+    default: {
+      // Any unary pointwise op of the table is an activation; a cast is
+      // not one (it changes what is stored, not the value).
+      const OpInfo &Info = getOpInfo(D->getOp());
+      if (Info.Category != OpCategory::Pointwise || Info.NumOperands != 1 ||
+          Info.Types == OpTypeRule::Cast)
+        return Bad("op '" + D->getOpName() + "' is not fused by peer kernels");
+      if (E.Activation || E.RmsNorm)
+        return Bad("has a second activation");
+      E.Activation = D->getOp();
+      break;
+    }
     }
     if (O.V->getType().Dtype != N.getType().Dtype)
       return Bad("changes the dtype");

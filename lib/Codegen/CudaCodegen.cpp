@@ -167,37 +167,13 @@ static double epsOf(const Node &N) {
   return 1e-6;
 }
 
-/// The expression of pointwise node N over operand expressions Ops.
+/// The expression of pointwise node N over operand expressions Ops (the op
+/// table's CUDA expression).
 static llvm::Expected<std::string>
 pointwiseExpr(const Node &N, llvm::ArrayRef<std::string> Ops) {
-  auto Bin = [&](const char *Op) {
-    return "(" + Ops[0] + " " + Op + " " + Ops[1] + ")";
-  };
-  switch (N.getOp()) {
-  case OpCode::Add:
-    return Bin("+");
-  case OpCode::Sub:
-    return Bin("-");
-  case OpCode::Mul:
-    return Bin("*");
-  case OpCode::Div:
-    return Bin("/");
-  case OpCode::Relu:
-    return "fmaxf(" + Ops[0] + ", 0.f)";
-  case OpCode::Gelu:
-    return "(0.5f * " + Ops[0] + " * (1.f + erff(" + Ops[0] +
-           " * 0.70710678118654752f)))";
-  case OpCode::Silu:
-    return "(" + Ops[0] + " / (1.f + expf(-" + Ops[0] + ")))";
-  case OpCode::Exp:
-    return "expf(" + Ops[0] + ")";
-  case OpCode::Neg:
-    return "(-" + Ops[0] + ")";
-  case OpCode::Cast:
-    return Ops[0];
-  default:
+  if (!isPointwise(N.getOp()))
     return err("'" + N.getOpName() + "' is not a pointwise op");
-  }
+  return expandCudaExpr(N.getOp(), Ops);
 }
 
 static std::string var(const Value *V) {

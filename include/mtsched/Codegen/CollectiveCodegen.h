@@ -34,6 +34,7 @@
 #include "mtsched/IR/Types.h"
 #include "mtsched/Runtime/CostModel.h"
 #include "llvm/Support/Error.h"
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,15 +56,14 @@ constexpr size_t CollectiveFlagBytes =
     3 * MaxCollectiveBlocks * MaxCollectiveRanks * sizeof(unsigned);
 
 struct CollectiveEpilogue {
-  enum class Act { None, Relu, Gelu };
   bool Bias = false;     // + bias[col] (a row vector of Cols)
   bool Residual = false; // + residual[i] (a full tensor)
-  Act Activation = Act::None;
+  /// A unary pointwise op of the op table applied after the adds (relu,
+  /// gelu, ...): its CUDA expression and fp64 reference are the table's.
+  std::optional<OpCode> Activation;
   bool RmsNorm = false; // rmsnorm(x, gamma) over rows of Cols, after the adds
   double Eps = 1e-5;
-  bool empty() const {
-    return !Bias && !Residual && Activation == Act::None && !RmsNorm;
-  }
+  bool empty() const { return !Bias && !Residual && !Activation && !RmsNorm; }
   /// "bias_residual_relu", "residual_rmsnorm", ...
   std::string name() const;
 };

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Codegen/CudaCodegen.h"
+#include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
@@ -265,6 +266,29 @@ TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
     Keep.push_back(std::move(P));
   }
   EXPECT_GT(Graphs, 10u);
+  // Every pointwise op of the table, whether or not an input uses it: one
+  // kernel evaluates each expression (as the codegens expand it) over
+  // loaded operands.
+  {
+    KernelSource K;
+    K.Name = "op_table_expressions";
+    std::string Body;
+    unsigned Out = 0;
+    for (const OpInfo &Info : allOps()) {
+      if (Info.Category != OpCategory::Pointwise)
+        continue;
+      std::vector<std::string> Ops;
+      for (int I = 0; I < Info.NumOperands; ++I)
+        Ops.push_back("p[i * 4 + " + std::to_string(I) + "]");
+      Body += "  q[i * 64 + " + std::to_string(Out++) +
+              "] = " + expandCudaExpr(Info.Code, Ops) + "; // " +
+              Info.Name.str() + "\n";
+    }
+    K.Source = "extern \"C\" __global__ void " + K.Name +
+               "(const float *p, float *q) {\n  const int i = threadIdx.x;\n" +
+               Body + "}\n";
+    Work.emplace_back("the op table", std::move(K));
+  }
   std::mutex Mu;
   std::vector<std::string> Failures;
   llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(8));

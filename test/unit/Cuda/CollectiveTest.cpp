@@ -42,7 +42,7 @@ TEST(CollectiveKernels, EveryVariantCompilesWithNvrtc) {
         S.Epilogue = CollectiveEpilogue();
         Specs.push_back(S);
         S.Epilogue.Bias = true;
-        S.Epilogue.Activation = CollectiveEpilogue::Act::Gelu;
+        S.Epilogue.Activation = OpCode::Gelu;
         Specs.push_back(S);
         S.Epilogue = CollectiveEpilogue();
         S.Epilogue.Residual = true;
