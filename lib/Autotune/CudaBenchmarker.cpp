@@ -125,6 +125,11 @@ struct Prepared {
   std::map<const Value *, std::vector<DevBuf>> Scratch;
   std::vector<int64_t> CheckRows;
   std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
+  /// The sampled rows of each `writes` value as the fused kernel (from the
+  /// GEMM's rows) and the epilogue kernel (from its random input) compute
+  /// them: checked like the last output.
+  std::map<const Value *, std::vector<std::vector<double>>> RefWritesFused,
+      RefWritesEpi;
   std::map<std::string, LoadedKernel> Kernels;
   std::string Error;
 };
@@ -286,10 +291,16 @@ private:
   Prepared &prepare(const MultiTemplateBufferNode &N, const Workload &W);
   void precompile(const MultiTemplateBufferNode &N, Prepared &P);
   LoadedKernel *kernel(Prepared &P, const std::string &Key);
-  /// Checks then times Launch(copy); Out holds the output per copy.
-  Measurement run(const std::function<CUresult(int)> &Launch, Prepared &P,
-                  const DevBuf *Out, DType OutType,
-                  const std::vector<std::vector<double>> &Ref);
+  /// Checks then times Launch(copy); Out holds the output per copy. With
+  /// Extra, the kernel K's outputs before its last (its epilogue's `writes`)
+  /// are checked too, against Extra's rows.
+  Measurement
+  run(const std::function<CUresult(int)> &Launch, Prepared &P,
+      const DevBuf *Out, DType OutType,
+      const std::vector<std::vector<double>> &Ref,
+      const KernelSource *K = nullptr,
+      const std::map<const Value *, std::vector<std::vector<double>>> *Extra =
+          nullptr);
   CUresult launch(LoadedKernel &L, Prepared &P, const DevBuf *Out, int Copy);
 
 public:
@@ -486,6 +497,37 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   std::vector<const Node *> Chain;
   for (const Operand &E : N.getEpilogue())
     Chain.push_back(E.V->getDef());
+  // A kernel writing the epilogue's `writes` needs a buffer for each,
+  // allocated before the first check poisons it.
+  for (const Operand &Wr : N.getEpilogueWrites()) {
+    std::vector<DevBuf> &Bufs = P.Scratch[Wr.V];
+    Bufs.resize(P.Copies);
+    for (DevBuf &B : Bufs) {
+      B.Bytes =
+          Rows * Wr.V->getType().innerDim() * dtypeBytes(Wr.V->getType().Dtype);
+      if (G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
+        P.Error = "cannot allocate the output '%" + Wr.V->getName() + "'";
+        return P;
+      }
+    }
+  }
+  // Applies the chain to Row (row R), keeping a copy of each value the
+  // epilogue also writes in Writes.
+  auto ApplyChain =
+      [&](int64_t R, std::vector<double> &Row,
+          std::map<const Value *, std::vector<std::vector<double>>> &Writes)
+      -> llvm::Error {
+    const Value *Prev = N.getResult();
+    for (const Node *C : Chain) {
+      if (llvm::Error E = interpretRowChain(C, Prev, R, Rows, Row, P.Host))
+        return E;
+      Prev = C->getResult();
+      if (llvm::any_of(N.getEpilogueWrites(),
+                       [&](const Operand &X) { return X.V == Prev; }))
+        Writes[Prev].push_back(Row);
+    }
+    return llvm::Error::success();
+  };
   for (int64_t R : P.CheckRows) {
     std::vector<double> Row(P.N, 0.0);
     if (N.getOp() == OpCode::MatMul) {
@@ -514,16 +556,14 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     }
     P.RefMain.push_back(Row);
     if (!Chain.empty()) {
-      if (llvm::Error E =
-              interpretRowChain(Chain, N.getResult(), R, Rows, Row, P.Host)) {
+      if (llvm::Error E = ApplyChain(R, Row, P.RefWritesFused)) {
         P.Error = llvm::toString(std::move(E));
         return P;
       }
       P.RefFused.push_back(Row);
       std::vector<double> In(P.Host[N.getResult()].begin() + R * P.N,
                              P.Host[N.getResult()].begin() + (R + 1) * P.N);
-      if (llvm::Error E =
-              interpretRowChain(Chain, N.getResult(), R, Rows, In, P.Host)) {
+      if (llvm::Error E = ApplyChain(R, In, P.RefWritesEpi)) {
         P.Error = llvm::toString(std::move(E));
         return P;
       }
@@ -580,17 +620,37 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
                              nullptr);
 }
 
-Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
-                                 Prepared &P, const DevBuf *Out, DType OutType,
-                                 const std::vector<std::vector<double>> &Ref) {
+Measurement CudaBenchmarker::run(
+    const std::function<CUresult(int)> &Launch, Prepared &P, const DevBuf *Out,
+    DType OutType, const std::vector<std::vector<double>> &Ref,
+    const KernelSource *K,
+    const std::map<const Value *, std::vector<std::vector<double>>> *Extra) {
   const DriverApi &D = *G.D;
   auto Fail = [&](const char *What, CUresult R) {
     return failed(ChoiceStatus::Failed,
                   std::string(What) + ": " + D.errorString(R));
   };
-  // Correctness: poison the output, run once, compare sampled rows.
+  // The kernel's other outputs (an epilogue's `writes`), each with its
+  // buffer of copy 0 and its reference rows.
+  std::vector<std::tuple<const Value *, const DevBuf *,
+                         const std::vector<std::vector<double>> *>>
+      Others;
+  if (K && Extra)
+    for (size_t I = 0; I + 1 < K->Outputs.size(); ++I) {
+      const Value *V = K->Outputs[I];
+      auto B = P.Scratch.find(V);
+      auto R = Extra->find(V);
+      if (B == P.Scratch.end() || B->second.empty() || R == Extra->end())
+        return failed(ChoiceStatus::Failed,
+                      "no reference for the output '%" + V->getName() + "'");
+      Others.emplace_back(V, &B->second[0], &R->second);
+    }
+  // Correctness: poison the outputs, run once, compare sampled rows.
   if (CUresult R = D.cuMemsetD8Async(Out[0].P, 0xff, Out[0].Bytes, G.Stream))
     return Fail("cannot poison the output", R);
+  for (auto &[V, B, Rows] : Others)
+    if (CUresult R = D.cuMemsetD8Async(B->P, 0xff, B->Bytes, G.Stream))
+      return Fail("cannot poison an output", R);
   if (CUresult R = Launch(0))
     return Fail("launch failed", R);
   if (CUresult R = D.cuStreamSynchronize(G.Stream))
@@ -604,6 +664,20 @@ Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
                   "output differs from the fp64 reference: relative error " +
                       llvm::formatv("{0:e2}", Rel).str() + " > " +
                       llvm::formatv("{0:e0}", tolerance(OutType)).str());
+  for (auto &[V, B, Rows] : Others) {
+    DType T = V->getType().Dtype;
+    std::string Other(B->Bytes, '\0');
+    if (CUresult R = D.cuMemcpyDtoH(&Other[0], B->P, Other.size()))
+      return Fail("cannot read an output", R);
+    double RelW = relError(toHostValues(Other, T), V->getType().innerDim(),
+                           P.CheckRows, *Rows);
+    if (!(RelW <= tolerance(T)))
+      return failed(ChoiceStatus::WrongResult,
+                    "output '%" + V->getName() +
+                        "' differs from the fp64 reference: relative error " +
+                        llvm::formatv("{0:e2}", RelW).str() + " > " +
+                        llvm::formatv("{0:e0}", tolerance(T)).str());
+  }
   // Warm-up, then an estimate that sizes the samples.
   for (unsigned I = 0; I < std::max(1u, Opts.WarmupRuns); ++I)
     if (CUresult R = Launch(int(I % P.Copies)))
@@ -756,7 +830,7 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
   if (!L.Error.empty())
     return failed(ChoiceStatus::Failed, L.Error);
   return run([&](int Copy) { return launch(L, P, Out, Copy); }, P, Out, OutType,
-             Ref);
+             Ref, &L.K, &P.RefWritesFused);
 }
 
 Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
@@ -792,7 +866,8 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
   if (!L.Error.empty())
     return failed(ChoiceStatus::Failed, L.Error);
   return run([&](int Copy) { return launch(L, P, P.OutEpi, Copy); }, P,
-             P.OutEpi, N.getEpilogue().back().V->getType().Dtype, P.RefEpi);
+             P.OutEpi, N.getEpilogue().back().V->getType().Dtype, P.RefEpi,
+             &L.K, &P.RefWritesEpi);
 }
 
 void mtsched::attachCommunicator(Benchmarker &B, Communicator &Comm) {
