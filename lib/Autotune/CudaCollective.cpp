@@ -457,10 +457,15 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
                      : N.getOperand(0)->getType().Shape.back();
   if (Cols <= 0 || InElems % Cols)
     Cols = InElems;
+  // A fused epilogue that also writes its sum needs a second output, peer-
+  // visible like the first (two_shot writes every rank's); nodes of one
+  // name and shape differ in that.
+  bool WantSum = W.Collective == CollectiveKind::AllReduce &&
+                 !N.getEpilogueWrites().empty();
   std::string Key = std::to_string(InElems) + "/" + std::to_string(Cols) + "/" +
                     std::string(dtypeName(T)) + "/" +
                     std::string(collectiveKindName(W.Collective)) + "/" +
-                    N.getName();
+                    N.getName() + (WantSum ? "/sum" : "");
   if (Key == B.Key)
     return true;
   // Peers may still be inside a kernel reading our buffers, or hold them
@@ -500,10 +505,6 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
     if (O)
       B.Out.push_back(O);
   }
-  // A fused epilogue that also writes its sum needs a second output, peer-
-  // visible like the first (two_shot writes every rank's).
-  bool WantSum = W.Collective == CollectiveKind::AllReduce &&
-                 !N.getEpilogueWrites().empty();
   for (int C = 0; WantSum && C < B.Copies && Ok; ++C) {
     CUdeviceptr S = 0;
     if (D->cuMemAlloc(&S, InB)) {
