@@ -1,5 +1,6 @@
 //===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
 #include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Autotune/RandomInputs.h"
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -148,37 +149,52 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
     int64_t M = A.Shape[A.rank() - 2];
     int64_t Batch = A.numElements() / (M * K);
     bool BatchedB = B.rank() > 2;
-    for (int64_t Bt = 0; Bt < Batch; ++Bt)
-      for (int64_t I = 0; I < M; ++I) {
-        double *C = &Out[(Bt * M + I) * Nn];
-        const double *Ar = &(*In[0])[(Bt * M + I) * K];
-        const double *Bm = &(*In[1])[BatchedB ? Bt * K * Nn : 0];
-        for (int64_t Kk = 0; Kk < K; ++Kk) {
-          double Av = Ar[Kk];
-          const double *Br = Bm + Kk * Nn;
-          for (int64_t J = 0; J < Nn; ++J)
-            C[J] += Av * Br[J];
-        }
-      }
+    // Rows in parallel: --run checks a 4096^3 GEMM in fp64 here.
+    parallelChunks(
+        Batch * M,
+        [&](int64_t Begin, int64_t End) {
+          for (int64_t Row = Begin; Row < End; ++Row) {
+            int64_t Bt = Row / M;
+            double *C = &Out[Row * Nn];
+            const double *Ar = &(*In[0])[Row * K];
+            const double *Bm = &(*In[1])[BatchedB ? Bt * K * Nn : 0];
+            for (int64_t Kk = 0; Kk < K; ++Kk) {
+              double Av = Ar[Kk];
+              const double *Br = Bm + Kk * Nn;
+              for (int64_t J = 0; J < Nn; ++J)
+                C[J] += Av * Br[J];
+            }
+          }
+        },
+        /*MinChunk=*/
+        std::max<int64_t>(1,
+                          (int64_t(1) << 22) / std::max<int64_t>(1, K * Nn)));
   } else if (Op == OpCode::SwiGlu) {
     // silu(A Wg) * (A Wu), row by row.
     int64_t K = N.getOperand(0)->getType().innerDim(), Nn = T.innerDim();
     int64_t Rows = T.numElements() / Nn;
-    std::vector<double> G(Nn), U(Nn);
-    for (int64_t I = 0; I < Rows; ++I) {
-      std::fill(G.begin(), G.end(), 0.0);
-      std::fill(U.begin(), U.end(), 0.0);
-      const double *Ar = &(*In[0])[I * K];
-      for (int64_t Kk = 0; Kk < K; ++Kk) {
-        const double *Gr = &(*In[1])[Kk * Nn], *Ur = &(*In[2])[Kk * Nn];
-        for (int64_t J = 0; J < Nn; ++J) {
-          G[J] += Ar[Kk] * Gr[J];
-          U[J] += Ar[Kk] * Ur[J];
-        }
-      }
-      for (int64_t J = 0; J < Nn; ++J)
-        Out[I * Nn + J] = G[J] / (1 + std::exp(-G[J])) * U[J];
-    }
+    parallelChunks(
+        Rows,
+        [&](int64_t Begin, int64_t End) {
+          std::vector<double> G(Nn), U(Nn);
+          for (int64_t I = Begin; I < End; ++I) {
+            std::fill(G.begin(), G.end(), 0.0);
+            std::fill(U.begin(), U.end(), 0.0);
+            const double *Ar = &(*In[0])[I * K];
+            for (int64_t Kk = 0; Kk < K; ++Kk) {
+              const double *Gr = &(*In[1])[Kk * Nn], *Ur = &(*In[2])[Kk * Nn];
+              for (int64_t J = 0; J < Nn; ++J) {
+                G[J] += Ar[Kk] * Gr[J];
+                U[J] += Ar[Kk] * Ur[J];
+              }
+            }
+            for (int64_t J = 0; J < Nn; ++J)
+              Out[I * Nn + J] = G[J] / (1 + std::exp(-G[J])) * U[J];
+          }
+        },
+        /*MinChunk=*/
+        std::max<int64_t>(1, (int64_t(1) << 22) /
+                                 std::max<int64_t>(1, 2 * K * Nn)));
   } else if (collectiveKindOf(Op) != CollectiveKind::None) {
     if (In.empty() || In[0]->size() != Out.size())
       return err("'%" + N.getName() +
