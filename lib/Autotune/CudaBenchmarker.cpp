@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/CudaBenchmarker.h"
-#include "mtsched/Autotune/CudaBenchSupport.h"
 #include "CudaCollective.h"
+#include "mtsched/Autotune/CudaBenchSupport.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/Npy.h"
 #include "mtsched/Autotune/RandomInputs.h"
@@ -40,6 +40,10 @@ using namespace mtsched;
 using namespace mtsched::cuda;
 
 static constexpr double Inf = std::numeric_limits<double>::infinity();
+/// Early stop of a losing choice: after this many samples, if every one is
+/// slower than this factor times the node's best median so far.
+static constexpr size_t EarlyStopSamples = 3;
+static constexpr double EarlyStopFactor = 1.5;
 
 static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
@@ -156,6 +160,8 @@ struct Prepared {
   /// them: checked like the last output.
   std::map<const Value *, std::vector<std::vector<double>>> RefWritesFused,
       RefWritesEpi;
+  /// The fastest median so far of the node's choices, unfused and fused.
+  double BestUs[2] = {Inf, Inf};
   std::map<std::string, LoadedKernel> Kernels;
   std::string Error;
 };
@@ -306,8 +312,8 @@ double tolerance(DType T) {
 
 class CudaBenchmarker : public Benchmarker {
 public:
-  CudaBenchmarker(const AutotuneOptions &Opts, int Rank, Gpu &G)
-      : Opts(Opts), Rank(Rank), G(G) {}
+  CudaBenchmarker(const AutotuneOptions &Opts, int Rank)
+      : Opts(Opts), Rank(Rank) {}
   ~CudaBenchmarker() override;
 
   llvm::StringRef getBackendName() const override { return "cuda"; }
@@ -321,13 +327,16 @@ private:
   Prepared &prepare(const MultiTemplateBufferNode &N, const Workload &W);
   void precompile(const MultiTemplateBufferNode &N, Prepared &P);
   LoadedKernel *kernel(Prepared &P, const std::string &Key);
-  /// Checks then times Launch(copy); Out holds the output per copy. With
-  /// Extra, the kernel K's outputs before its last (its epilogue's `writes`)
-  /// are checked too, against Extra's rows.
+  /// Checks then times Launch(copy); Out holds the output per copy.
+  /// Best, if given, is the fastest median of the node's choices so far
+  /// (updated): a choice whose first samples are all slower than
+  /// EarlyStopFactor x Best cannot win and stops being timed. With Extra,
+  /// the kernel K's outputs before its last (its epilogue's `writes`) are
+  /// checked too, against Extra's rows.
   Measurement
   run(const std::function<CUresult(int)> &Launch, Prepared &P,
       const DevBuf *Out, DType OutType,
-      const std::vector<std::vector<double>> &Ref,
+      const std::vector<std::vector<double>> &Ref, double *Best = nullptr,
       const KernelSource *K = nullptr,
       const std::map<const Value *, std::vector<std::vector<double>>> *Extra =
           nullptr);
@@ -342,7 +351,11 @@ public:
 private:
   const AutotuneOptions &Opts;
   int Rank;
-  Gpu &G;
+  /// The GPU, opened by the first measurement: a run whose every decision
+  /// replays from the autotune cache never creates a CUDA context.
+  Gpu *G = nullptr;
+  /// Opens G if needed; why it cannot be, or empty.
+  std::string openGpu();
   std::map<std::pair<const MultiTemplateBufferNode *, int64_t>,
            std::unique_ptr<Prepared>>
       Cache;
@@ -350,23 +363,36 @@ private:
 
 } // namespace
 
+std::string CudaBenchmarker::openGpu() {
+  if (G)
+    return std::string();
+  llvm::Expected<Gpu &> GOr = gpu(Opts.GpuOrdinal);
+  if (!GOr)
+    return "the cuda backend cannot run here: " +
+           llvm::toString(GOr.takeError());
+  G = &*GOr;
+  return std::string();
+}
+
 CudaBenchmarker::~CudaBenchmarker() {
-  std::lock_guard<std::mutex> Lock(G.Mu);
-  if (makeCurrent(G.Info))
+  if (!G)
+    return;
+  std::lock_guard<std::mutex> Lock(G->Mu);
+  if (makeCurrent(G->Info))
     return;
   for (auto &KV : Cache) {
     Prepared &P = *KV.second;
     for (auto *Bufs : {&P.Dev, &P.Scratch})
       for (auto &D : *Bufs)
         for (DevBuf &B : D.second)
-          G.D->cuMemFree(B.P);
+          G->D->cuMemFree(B.P);
     for (int I = 0; I < 8; ++I)
       for (DevBuf *B : {&P.OutMain[I], &P.OutFused[I], &P.OutEpi[I]})
         if (B->P)
-          G.D->cuMemFree(B->P);
+          G->D->cuMemFree(B->P);
     for (auto &K : P.Kernels)
       if (K.second.Mod)
-        G.D->cuModuleUnload(K.second.Mod);
+        G->D->cuModuleUnload(K.second.Mod);
   }
 }
 
@@ -385,7 +411,7 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
       return;
     }
     L.K = std::move(*K);
-    L.Error = unsupportedReason(L.K, G.Info, *G.D);
+    L.Error = unsupportedReason(L.K, G->Info, *G->D);
     if (!L.Error.empty())
       return;
     Keys.push_back(Key);
@@ -410,33 +436,34 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
   llvm::TimeTraceScope Scope(
       "cuda.compile", [&] { return std::to_string(Jobs.size()) + " kernels"; });
   std::vector<llvm::Expected<std::string>> Cubins =
-      compileAll(Jobs, G.Info.Major * 10 + G.Info.Minor);
+      compileAll(Jobs, G->Info.Major * 10 + G->Info.Minor);
   for (size_t I = 0; I < Jobs.size(); ++I) {
     LoadedKernel &L = P.Kernels[Keys[I]];
     if (!Cubins[I]) {
       L.Error = "failed to compile: " + llvm::toString(Cubins[I].takeError());
       continue;
     }
-    if (CUresult R = G.D->cuModuleLoadData(&L.Mod, Cubins[I]->data())) {
-      L.Error = "cannot load the module: " + G.D->errorString(R);
+    if (CUresult R = G->D->cuModuleLoadData(&L.Mod, Cubins[I]->data())) {
+      L.Error = "cannot load the module: " + G->D->errorString(R);
       continue;
     }
-    if (CUresult R = G.D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str())) {
-      L.Error = "no entry point: " + G.D->errorString(R);
+    if (CUresult R =
+            G->D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str())) {
+      L.Error = "no entry point: " + G->D->errorString(R);
       continue;
     }
     if (L.K.SharedBytes > 48 * 1024) {
-      if (int(L.K.SharedBytes) > G.Info.MaxSharedOptin) {
+      if (int(L.K.SharedBytes) > G->Info.MaxSharedOptin) {
         L.Error = "needs " + std::to_string(L.K.SharedBytes) +
                   " bytes of shared memory; the device allows " +
-                  std::to_string(G.Info.MaxSharedOptin);
+                  std::to_string(G->Info.MaxSharedOptin);
         continue;
       }
-      if (CUresult R = G.D->cuFuncSetAttribute(
+      if (CUresult R = G->D->cuFuncSetAttribute(
               L.Fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
               int(L.K.SharedBytes)))
         L.Error =
-            "cannot raise the shared memory limit: " + G.D->errorString(R);
+            "cannot raise the shared memory limit: " + G->D->errorString(R);
     }
   }
 }
@@ -548,7 +575,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     Footprint += NumAt(V) * dtypeBytes(V->getType().Dtype);
   Footprint += 2 * Rows * P.N * dtypeBytes(N.getType().Dtype);
   P.Copies = int(std::min<int64_t>(
-      8, std::max<int64_t>(1, (3 * int64_t(G.Info.L2Bytes) + Footprint - 1) /
+      8, std::max<int64_t>(1, (3 * int64_t(G->Info.L2Bytes) + Footprint - 1) /
                                   std::max<int64_t>(1, Footprint))));
   std::optional<llvm::TimeTraceScope> Phase;
   Phase.emplace("cuda.prepare.inputs");
@@ -561,7 +588,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   bool SameType = llvm::all_of(N.getOperands(), [&](const Operand &O) {
     return O.V->getType().Dtype == N.getOperand(0)->getType().Dtype;
   });
-  BenchSupport *Support = Gemm && SameType ? support(G) : nullptr;
+  BenchSupport *Support = Gemm && SameType ? support(*G) : nullptr;
   std::vector<const Node *> Chain;
   for (const Operand &E : N.getEpilogue())
     Chain.push_back(E.V->getDef());
@@ -587,15 +614,15 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     for (int C = 0; C < P.Copies; ++C) {
       DevBuf B;
       B.Bytes = Bytes;
-      bool Failed = G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes));
+      bool Failed = G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes));
       if (!Failed && Device) {
         if (llvm::Error E =
-                Support->fill(B.P, Count, T, Opts.Seed, Stream, G.Stream)) {
+                Support->fill(B.P, Count, T, Opts.Seed, Stream, G->Stream)) {
           P.Error = llvm::toString(std::move(E));
           return P;
         }
       } else if (!Failed) {
-        Failed = G.D->cuMemcpyHtoD(B.P, HostBytes.data(), B.Bytes);
+        Failed = G->D->cuMemcpyHtoD(B.P, HostBytes.data(), B.Bytes);
       }
       if (Failed) {
         P.Error = "cannot allocate or fill " + std::to_string(B.Bytes) +
@@ -607,7 +634,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     if (!Device)
       P.Host[V] = std::move(H);
   }
-  if (Support && G.D->cuStreamSynchronize(G.Stream)) {
+  if (Support && G->D->cuStreamSynchronize(G->Stream)) {
     P.Error = "filling the inputs failed";
     return P;
   }
@@ -619,7 +646,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
           std::make_pair(&P.OutFused[C], Last),
           std::make_pair(&P.OutEpi[C], Last)}) {
       Buf->Bytes = Rows * P.N * dtypeBytes(V->getType().Dtype);
-      if (G.D->cuMemAlloc(&Buf->P, std::max<size_t>(16, Buf->Bytes))) {
+      if (G->D->cuMemAlloc(&Buf->P, std::max<size_t>(16, Buf->Bytes))) {
         P.Error = "cannot allocate the output";
         return P;
       }
@@ -645,7 +672,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     for (DevBuf &B : Bufs) {
       B.Bytes =
           Rows * Wr.V->getType().innerDim() * dtypeBytes(Wr.V->getType().Dtype);
-      if (G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
+      if (G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
         P.Error = "cannot allocate the output '%" + Wr.V->getName() + "'";
         return P;
       }
@@ -672,7 +699,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     auto RowsOf = [&](const Value *B) {
       return Support->gemmRows(P.Dev[A][0].P, P.Dev[B][0].P, AT.Dtype,
                                P.CheckRows, P.K, P.N, M1,
-                               B->getType().rank() > 2, G.Stream);
+                               B->getType().rank() > 2, G->Stream);
     };
     if (N.getOp() == OpCode::MatMul) {
       auto R = RowsOf(N.getOperand(1));
@@ -724,7 +751,7 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
   if (!L.K.TensorMaps.empty()) {
     auto [It, New] = L.Maps.try_emplace(Copy);
     if (New)
-      if (CUresult R = encodeTensorMaps(*G.D, L.K, Ptrs, It->second)) {
+      if (CUresult R = encodeTensorMaps(*G->D, L.K, Ptrs, It->second)) {
         L.Maps.erase(It);
         return R;
       }
@@ -741,10 +768,11 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
       for (DevBuf &B : Bufs) {
         B.Bytes =
             P.Rows * V->getType().innerDim() * dtypeBytes(V->getType().Dtype);
-        if (CUresult R = G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
+        if (CUresult R =
+                G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
           for (DevBuf &F : Bufs)
             if (F.P)
-              G.D->cuMemFree(F.P);
+              G->D->cuMemFree(F.P);
           P.Scratch.erase(V);
           return R;
         }
@@ -755,17 +783,17 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
   Ptrs.push_back(Out[Copy].P);
   for (CUdeviceptr &X : Ptrs)
     Args.push_back(&X);
-  return G.D->cuLaunchKernel(L.Fn, L.K.GridX, L.K.GridY, L.K.GridZ, L.K.BlockX,
-                             1, 1, L.K.SharedBytes, G.Stream, Args.data(),
-                             nullptr);
+  return G->D->cuLaunchKernel(L.Fn, L.K.GridX, L.K.GridY, L.K.GridZ, L.K.BlockX,
+                              1, 1, L.K.SharedBytes, G->Stream, Args.data(),
+                              nullptr);
 }
 
 Measurement CudaBenchmarker::run(
     const std::function<CUresult(int)> &Launch, Prepared &P, const DevBuf *Out,
-    DType OutType, const std::vector<std::vector<double>> &Ref,
+    DType OutType, const std::vector<std::vector<double>> &Ref, double *Best,
     const KernelSource *K,
     const std::map<const Value *, std::vector<std::vector<double>>> *Extra) {
-  const DriverApi &D = *G.D;
+  const DriverApi &D = *G->D;
   auto Fail = [&](const char *What, CUresult R) {
     return failed(ChoiceStatus::Failed,
                   std::string(What) + ": " + D.errorString(R));
@@ -788,14 +816,14 @@ Measurement CudaBenchmarker::run(
   // Correctness: poison the outputs, run once, compare sampled rows.
   std::optional<llvm::TimeTraceScope> Phase;
   Phase.emplace("cuda.check");
-  if (CUresult R = D.cuMemsetD8Async(Out[0].P, 0xff, Out[0].Bytes, G.Stream))
+  if (CUresult R = D.cuMemsetD8Async(Out[0].P, 0xff, Out[0].Bytes, G->Stream))
     return Fail("cannot poison the output", R);
   for (auto &[V, B, Rows] : Others)
-    if (CUresult R = D.cuMemsetD8Async(B->P, 0xff, B->Bytes, G.Stream))
+    if (CUresult R = D.cuMemsetD8Async(B->P, 0xff, B->Bytes, G->Stream))
       return Fail("cannot poison an output", R);
   if (CUresult R = Launch(0))
     return Fail("launch failed", R);
-  if (CUresult R = D.cuStreamSynchronize(G.Stream))
+  if (CUresult R = D.cuStreamSynchronize(G->Stream))
     return Fail("kernel failed", R);
   // Only the checked rows come back: the whole of a 4096x4096 output took
   // a tenth of a second to copy and convert, for 16 rows.
@@ -838,14 +866,14 @@ Measurement CudaBenchmarker::run(
   for (unsigned I = 0; I < std::max(1u, Opts.WarmupRuns); ++I)
     if (CUresult R = Launch(int(I % P.Copies)))
       return Fail("launch failed", R);
-  D.cuEventRecord(G.E0, G.Stream);
+  D.cuEventRecord(G->E0, G->Stream);
   if (CUresult R = Launch(0))
     return Fail("launch failed", R);
-  D.cuEventRecord(G.E1, G.Stream);
-  if (CUresult R = D.cuEventSynchronize(G.E1))
+  D.cuEventRecord(G->E1, G->Stream);
+  if (CUresult R = D.cuEventSynchronize(G->E1))
     return Fail("kernel failed", R);
   float Ms = 0;
-  D.cuEventElapsedTime(&Ms, G.E0, G.E1);
+  D.cuEventElapsedTime(&Ms, G->E0, G->E1);
   double EstUs = std::max(1.0, double(Ms) * 1000);
   int PerSample = int(std::min(1000.0, std::max(2.0, std::ceil(500 / EstUs))));
   double Budget = EstUs * PerSample * Opts.BenchRuns / 1000;
@@ -856,22 +884,31 @@ Measurement CudaBenchmarker::run(
             std::to_string(Opts.ChoiceTimeout.count()) + " ms choice timeout");
   std::vector<double> Samples;
   for (unsigned S = 0; S < std::max(1u, Opts.BenchRuns); ++S) {
-    if (G.Flush)
-      D.cuMemsetD8Async(G.Flush, S & 0xff, G.FlushBytes, G.Stream);
-    D.cuEventRecord(G.E0, G.Stream);
+    if (G->Flush)
+      D.cuMemsetD8Async(G->Flush, S & 0xff, G->FlushBytes, G->Stream);
+    D.cuEventRecord(G->E0, G->Stream);
     for (int I = 0; I < PerSample; ++I)
       if (CUresult R = Launch(int((S * PerSample + I) % P.Copies)))
         return Fail("launch failed", R);
-    D.cuEventRecord(G.E1, G.Stream);
-    if (CUresult R = D.cuEventSynchronize(G.E1))
+    D.cuEventRecord(G->E1, G->Stream);
+    if (CUresult R = D.cuEventSynchronize(G->E1))
       return Fail("kernel failed", R);
-    D.cuEventElapsedTime(&Ms, G.E0, G.E1);
+    D.cuEventElapsedTime(&Ms, G->E0, G->E1);
     Samples.push_back(double(Ms) * 1000 / PerSample);
+    // Triton's and Inductor's habit: a choice whose first samples are all
+    // far slower than the best so far cannot win; its median so far says
+    // so without the remaining samples.
+    if (Best && Samples.size() == EarlyStopSamples &&
+        Samples.size() < Opts.BenchRuns &&
+        *llvm::min_element(Samples) > EarlyStopFactor * *Best)
+      break;
   }
   std::nth_element(Samples.begin(), Samples.begin() + Samples.size() / 2,
                    Samples.end());
   Measurement M;
   M.Us = Samples[Samples.size() / 2];
+  if (Best)
+    *Best = std::min(*Best, M.Us);
   return M;
 }
 
@@ -920,8 +957,10 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     return failed(ChoiceStatus::Failed,
                   "the cuda backend has no kernel for custom op '" +
                       N.getOpName().str() + "'");
-  std::lock_guard<std::mutex> Lock(G.Mu);
-  if (llvm::Error E = makeCurrent(G.Info))
+  if (std::string Why = openGpu(); !Why.empty())
+    return failed(ChoiceStatus::Failed, Why);
+  std::lock_guard<std::mutex> Lock(G->Mu);
+  if (llvm::Error E = makeCurrent(G->Info))
     return failed(ChoiceStatus::Failed, llvm::toString(std::move(E)));
   if (W.K == Workload::Kind::Collective) {
     // One rank: the collective is a device-to-device copy.
@@ -931,8 +970,8 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     const Value *In = N.getOperand(0);
     return run(
         [&](int Copy) {
-          return G.D->cuMemcpyDtoDAsync(P.OutMain[Copy].P, P.Dev[In][Copy].P,
-                                        P.OutMain[Copy].Bytes, G.Stream);
+          return G->D->cuMemcpyDtoDAsync(P.OutMain[Copy].P, P.Dev[In][Copy].P,
+                                         P.OutMain[Copy].Bytes, G->Stream);
         },
         P, P.OutMain, N.getType().Dtype,
         [&] {
@@ -955,8 +994,8 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
       return failed(ChoiceStatus::Failed, "'" + C.Name + "' cannot fuse");
     if (C.Name != "extern.cublas")
       return failed(ChoiceStatus::Failed, "unknown extern choice");
-    if (!G.B)
-      return failed(ChoiceStatus::Failed, G.BlasError);
+    if (!G->B)
+      return failed(ChoiceStatus::Failed, G->BlasError);
     if (N.getOperand(1)->getType().rank() > 2)
       return failed(ChoiceStatus::Failed,
                     "batched weights are not passed to cuBLAS yet");
@@ -968,15 +1007,15 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     // Row-major C = A B is column-major C^T = B^T A^T.
     return run(
         [&](int Copy) -> CUresult {
-          int S = G.B->cublasGemmEx(
-              G.Blas, CUBLAS_OP_N, CUBLAS_OP_N, int(P.N), int(P.Rows), int(P.K),
-              &One, reinterpret_cast<void *>(P.Dev[B][Copy].P), Type, int(P.N),
-              reinterpret_cast<void *>(P.Dev[A][Copy].P), Type, int(P.K), &Zero,
-              reinterpret_cast<void *>(P.OutMain[Copy].P), Type, int(P.N),
-              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+          int S = G->B->cublasGemmEx(
+              G->Blas, CUBLAS_OP_N, CUBLAS_OP_N, int(P.N), int(P.Rows),
+              int(P.K), &One, reinterpret_cast<void *>(P.Dev[B][Copy].P), Type,
+              int(P.N), reinterpret_cast<void *>(P.Dev[A][Copy].P), Type,
+              int(P.K), &Zero, reinterpret_cast<void *>(P.OutMain[Copy].P),
+              Type, int(P.N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
           return S ? 999 : CUDA_SUCCESS;
         },
-        P, P.OutMain, OutType, Ref);
+        P, P.OutMain, OutType, Ref, &P.BestUs[0]);
   }
   auto It = P.Kernels.find(keyOf(C.Name, Fused));
   if (It == P.Kernels.end())
@@ -986,15 +1025,17 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
   if (!L.Error.empty())
     return failed(ChoiceStatus::Failed, L.Error);
   return run([&](int Copy) { return launch(L, P, Out, Copy); }, P, Out, OutType,
-             Ref, &L.K, &P.RefWritesFused);
+             Ref, &P.BestUs[Fused], &L.K, &P.RefWritesFused);
 }
 
 Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
                                              const Workload &W) {
   if (N.getEpilogue().empty())
     return Measurement();
-  std::lock_guard<std::mutex> Lock(G.Mu);
-  if (llvm::Error E = makeCurrent(G.Info))
+  if (std::string Why = openGpu(); !Why.empty())
+    return failed(ChoiceStatus::Failed, Why);
+  std::lock_guard<std::mutex> Lock(G->Mu);
+  if (llvm::Error E = makeCurrent(G->Info))
     return failed(ChoiceStatus::Failed, llvm::toString(std::move(E)));
   Prepared &P = prepare(N, W);
   if (!P.Error.empty())
@@ -1009,11 +1050,11 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
     } else {
       L.K = std::move(*K);
       auto C = compileAll({{L.K.Name, L.K.Source}},
-                          G.Info.Major * 10 + G.Info.Minor);
+                          G->Info.Major * 10 + G->Info.Minor);
       if (!C[0])
         L.Error = llvm::toString(C[0].takeError());
-      else if (G.D->cuModuleLoadData(&L.Mod, C[0]->data()) ||
-               G.D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str()))
+      else if (G->D->cuModuleLoadData(&L.Mod, C[0]->data()) ||
+               G->D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str()))
         L.Error = "cannot load the epilogue kernel";
     }
     It = P.Kernels.find("epilogue");
@@ -1023,7 +1064,7 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
     return failed(ChoiceStatus::Failed, L.Error);
   return run([&](int Copy) { return launch(L, P, P.OutEpi, Copy); }, P,
              P.OutEpi, N.getEpilogue().back().V->getType().Dtype, P.RefEpi,
-             &L.K, &P.RefWritesEpi);
+             nullptr, &L.K, &P.RefWritesEpi);
 }
 
 void mtsched::attachCommunicator(Benchmarker &B, Communicator &Comm) {
@@ -1033,11 +1074,22 @@ void mtsched::attachCommunicator(Benchmarker &B, Communicator &Comm) {
 
 llvm::Expected<std::unique_ptr<Benchmarker>>
 mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank) {
+  // Only the driver library is checked here (no CUDA context, no cuInit):
+  // the GPU opens at the first measurement, so a fully cached run starts
+  // in milliseconds. A machine with the driver but no usable GPU fails
+  // every measurement with the reason instead.
+  if (llvm::Expected<const DriverApi &> D = loadDriver(); !D)
+    return err("the cuda backend cannot run here: " +
+               llvm::toString(D.takeError()));
+  return std::make_unique<CudaBenchmarker>(Opts, Rank);
+}
+
+llvm::Error mtsched::openCudaDevice(const AutotuneOptions &Opts) {
   llvm::Expected<Gpu &> G = gpu(Opts.GpuOrdinal);
   if (!G)
     return err("the cuda backend cannot run here: " +
                llvm::toString(G.takeError()));
-  return std::make_unique<CudaBenchmarker>(Opts, Rank, *G);
+  return llvm::Error::success();
 }
 
 //===----------------------------------------------------------------------===//
