@@ -155,6 +155,11 @@ struct Prepared {
   std::map<const Value *, std::vector<DevBuf>> Scratch;
   std::vector<int64_t> CheckRows;
   std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
+  /// The sampled rows of each `writes` value as the fused kernel (from the
+  /// GEMM's rows) and the epilogue kernel (from its random input) compute
+  /// them: checked like the last output.
+  std::map<const Value *, std::vector<std::vector<double>>> RefWritesFused,
+      RefWritesEpi;
   /// The fastest median so far of the node's choices, unfused and fused.
   double BestUs[2] = {Inf, Inf};
   std::map<std::string, LoadedKernel> Kernels;
@@ -325,11 +330,16 @@ private:
   /// Checks then times Launch(copy); Out holds the output per copy.
   /// Best, if given, is the fastest median of the node's choices so far
   /// (updated): a choice whose first samples are all slower than
-  /// EarlyStopFactor x Best cannot win and stops being timed.
-  Measurement run(const std::function<CUresult(int)> &Launch, Prepared &P,
-                  const DevBuf *Out, DType OutType,
-                  const std::vector<std::vector<double>> &Ref,
-                  double *Best = nullptr);
+  /// EarlyStopFactor x Best cannot win and stops being timed. With Extra,
+  /// the kernel K's outputs before its last (its epilogue's `writes`) are
+  /// checked too, against Extra's rows.
+  Measurement
+  run(const std::function<CUresult(int)> &Launch, Prepared &P,
+      const DevBuf *Out, DType OutType,
+      const std::vector<std::vector<double>> &Ref, double *Best = nullptr,
+      const KernelSource *K = nullptr,
+      const std::map<const Value *, std::vector<std::vector<double>>> *Extra =
+          nullptr);
   CUresult launch(LoadedKernel &L, Prepared &P, const DevBuf *Out, int Copy);
 
 public:
@@ -495,18 +505,31 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
       Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
   }
   P.RefMain[Index] = Row;
-  if (!Chain.empty()) {
-    if (llvm::Error E =
-            interpretRowChain(Chain, N.getResult(), R, Rows, Row, P.Host)) {
-      return llvm::toString(std::move(E));
+  // Applies the chain to X, keeping this row of each value the epilogue
+  // also writes in its slot of Writes (sized by prepare()).
+  auto ApplyChain =
+      [&](std::vector<double> &X,
+          std::map<const Value *, std::vector<std::vector<double>>> &Writes)
+      -> llvm::Error {
+    const Value *Prev = N.getResult();
+    for (const Node *C : Chain) {
+      if (llvm::Error E = interpretRowChain(C, Prev, R, Rows, X, P.Host))
+        return E;
+      Prev = C->getResult();
+      auto It = Writes.find(Prev);
+      if (It != Writes.end())
+        It->second[Index] = X;
     }
+    return llvm::Error::success();
+  };
+  if (!Chain.empty()) {
+    if (llvm::Error E = ApplyChain(Row, P.RefWritesFused))
+      return llvm::toString(std::move(E));
     P.RefFused[Index] = Row;
     std::vector<double> In(Host.at(N.getResult()).begin() + R * P.N,
                            Host.at(N.getResult()).begin() + (R + 1) * P.N);
-    if (llvm::Error E =
-            interpretRowChain(Chain, N.getResult(), R, Rows, In, P.Host)) {
+    if (llvm::Error E = ApplyChain(In, P.RefWritesEpi))
       return llvm::toString(std::move(E));
-    }
     P.RefEpi[Index] = In;
   }
   return std::string();
@@ -641,6 +664,20 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     while (P.CheckRows.size() < 16)
       P.CheckRows.push_back(Pick(Rng));
   }
+  // A kernel writing the epilogue's `writes` needs a buffer for each,
+  // allocated before the first check poisons it.
+  for (const Operand &Wr : N.getEpilogueWrites()) {
+    std::vector<DevBuf> &Bufs = P.Scratch[Wr.V];
+    Bufs.resize(P.Copies);
+    for (DevBuf &B : Bufs) {
+      B.Bytes =
+          Rows * Wr.V->getType().innerDim() * dtypeBytes(Wr.V->getType().Dtype);
+      if (G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
+        P.Error = "cannot allocate the output '%" + Wr.V->getName() + "'";
+        return P;
+      }
+    }
+  }
   // One row per task: a check row of a 4096-wide GEMM is 16M multiply-adds
   // in fp64, and a decode GEMM checks every one of its rows.
   size_t NumRows = P.CheckRows.size();
@@ -648,6 +685,11 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   if (!Chain.empty()) {
     P.RefFused.assign(NumRows, {});
     P.RefEpi.assign(NumRows, {});
+    // Sized here: the rows fill their own slots in parallel.
+    for (const Operand &Wr : N.getEpilogueWrites()) {
+      P.RefWritesFused[Wr.V].assign(NumRows, {});
+      P.RefWritesEpi[Wr.V].assign(NumRows, {});
+    }
   }
   if (Support) {
     // The GEMM's own rows on the GPU, from its device inputs (copy 0).
@@ -746,20 +788,39 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
                               nullptr);
 }
 
-Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
-                                 Prepared &P, const DevBuf *Out, DType OutType,
-                                 const std::vector<std::vector<double>> &Ref,
-                                 double *Best) {
+Measurement CudaBenchmarker::run(
+    const std::function<CUresult(int)> &Launch, Prepared &P, const DevBuf *Out,
+    DType OutType, const std::vector<std::vector<double>> &Ref, double *Best,
+    const KernelSource *K,
+    const std::map<const Value *, std::vector<std::vector<double>>> *Extra) {
   const DriverApi &D = *G->D;
   auto Fail = [&](const char *What, CUresult R) {
     return failed(ChoiceStatus::Failed,
                   std::string(What) + ": " + D.errorString(R));
   };
-  // Correctness: poison the output, run once, compare sampled rows.
+  // The kernel's other outputs (an epilogue's `writes`), each with its
+  // buffer of copy 0 and its reference rows.
+  std::vector<std::tuple<const Value *, const DevBuf *,
+                         const std::vector<std::vector<double>> *>>
+      Others;
+  if (K && Extra)
+    for (size_t I = 0; I + 1 < K->Outputs.size(); ++I) {
+      const Value *V = K->Outputs[I];
+      auto B = P.Scratch.find(V);
+      auto R = Extra->find(V);
+      if (B == P.Scratch.end() || B->second.empty() || R == Extra->end())
+        return failed(ChoiceStatus::Failed,
+                      "no reference for the output '%" + V->getName() + "'");
+      Others.emplace_back(V, &B->second[0], &R->second);
+    }
+  // Correctness: poison the outputs, run once, compare sampled rows.
   std::optional<llvm::TimeTraceScope> Phase;
   Phase.emplace("cuda.check");
   if (CUresult R = D.cuMemsetD8Async(Out[0].P, 0xff, Out[0].Bytes, G->Stream))
     return Fail("cannot poison the output", R);
+  for (auto &[V, B, Rows] : Others)
+    if (CUresult R = D.cuMemsetD8Async(B->P, 0xff, B->Bytes, G->Stream))
+      return Fail("cannot poison an output", R);
   if (CUresult R = Launch(0))
     return Fail("launch failed", R);
   if (CUresult R = D.cuStreamSynchronize(G->Stream))
@@ -782,6 +843,24 @@ Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
                   "output differs from the fp64 reference: relative error " +
                       llvm::formatv("{0:e2}", Rel).str() + " > " +
                       llvm::formatv("{0:e0}", tolerance(OutType)).str());
+  for (auto &[V, B, Rows] : Others) {
+    DType T = V->getType().Dtype;
+    size_t WBytes = size_t(V->getType().innerDim()) * dtypeBytes(T);
+    std::string Other(P.CheckRows.size() * WBytes, '\0');
+    for (size_t I = 0; I < P.CheckRows.size(); ++I)
+      if (CUresult R = D.cuMemcpyDtoH(
+              &Other[I * WBytes], B->P + CUdeviceptr(P.CheckRows[I]) * WBytes,
+              WBytes))
+        return Fail("cannot read an output", R);
+    double RelW = relError(toHostValues(Other, T), V->getType().innerDim(),
+                           Packed, *Rows);
+    if (!(RelW <= tolerance(T)))
+      return failed(ChoiceStatus::WrongResult,
+                    "output '%" + V->getName() +
+                        "' differs from the fp64 reference: relative error " +
+                        llvm::formatv("{0:e2}", RelW).str() + " > " +
+                        llvm::formatv("{0:e0}", tolerance(T)).str());
+  }
   // Warm-up, then an estimate that sizes the samples.
   Phase.emplace("cuda.time");
   for (unsigned I = 0; I < std::max(1u, Opts.WarmupRuns); ++I)
@@ -946,7 +1025,7 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
   if (!L.Error.empty())
     return failed(ChoiceStatus::Failed, L.Error);
   return run([&](int Copy) { return launch(L, P, Out, Copy); }, P, Out, OutType,
-             Ref, &P.BestUs[Fused]);
+             Ref, &P.BestUs[Fused], &L.K, &P.RefWritesFused);
 }
 
 Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
@@ -984,7 +1063,8 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
   if (!L.Error.empty())
     return failed(ChoiceStatus::Failed, L.Error);
   return run([&](int Copy) { return launch(L, P, P.OutEpi, Copy); }, P,
-             P.OutEpi, N.getEpilogue().back().V->getType().Dtype, P.RefEpi);
+             P.OutEpi, N.getEpilogue().back().V->getType().Dtype, P.RefEpi,
+             nullptr, &L.K, &P.RefWritesEpi);
 }
 
 void mtsched::attachCommunicator(Benchmarker &B, Communicator &Comm) {

@@ -26,6 +26,8 @@ std::string CollectiveEpilogue::name() const {
     Add("bias");
   if (Residual)
     Add("residual");
+  if (WriteSum)
+    Add("sum");
   if (Activation)
     Add(getOpInfo(*Activation).Name.data());
   if (RmsNorm)
@@ -166,19 +168,27 @@ __device__ __forceinline__ float mt_block_sum(float v, float *red) {
     s += red[i];
   return s;
 }
-// The elementwise epilogue of element e (flat index).
-__device__ __forceinline__ float mt_epi(float x, long long e, const T *bias,
-                                        const T *res) {
+// The elementwise epilogue of element e (flat index): the adds, whose
+// result is the sum a second output holds (EPI_SUM), then the activation.
+__device__ __forceinline__ float mt_adds(float x, long long e, const T *bias,
+                                         const T *res) {
 #if EPI_BIAS
   x += ld1(bias + e % COLS);
 #endif
 #if EPI_RES
   x += ld1(res + e);
 #endif
+  return x;
+}
+__device__ __forceinline__ float mt_act(float x) {
 #ifdef EPI_ACT
   x = EPI_ACT(x);
 #endif
   return x;
+}
+__device__ __forceinline__ float mt_epi(float x, long long e, const T *bias,
+                                        const T *res) {
+  return mt_act(mt_adds(x, e, bias, res));
 }
 )";
 
@@ -187,7 +197,7 @@ __device__ __forceinline__ float mt_epi(float x, long long e, const T *bias,
 static const char *FlatAllReduce = R"(
 extern "C" __global__ void __launch_bounds__(512)
 NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
-     const T *bias, const T *res, const T *gamma) {
+     const T *bias, const T *res, const T *gamma, MtPtrs sums) {
   const unsigned epoch = mt_begin(flags, rank);
   const long long n = NELEMS, nv = n / VEC;
   long long lo = 0, hi = nv;
@@ -216,7 +226,22 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
 #if EPI_ANY
 #pragma unroll
     for (int j = 0; j < VEC; ++j)
-      acc[j] = mt_epi(acc[j], i * VEC + j, bias, res);
+      acc[j] = mt_adds(acc[j], i * VEC + j, bias, res);
+#if EPI_SUM
+    {
+      const U4 s = pack(acc);
+#if TWO_SHOT
+#pragma unroll
+      for (int r = 0; r < W; ++r)
+        stv((U4 *)sums.p[r] + i, s);
+#else
+      stv((U4 *)sums.p[rank] + i, s);
+#endif
+    }
+#endif
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      acc[j] = mt_act(acc[j]);
 #endif
     U4 o = pack(acc);
 #if TWO_SHOT
@@ -237,7 +262,17 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
       for (int r = 0; r < W; ++r)
         acc += ld1((const T *)ins.p[r] + e);
 #if EPI_ANY
-      acc = mt_epi(acc, e, bias, res);
+      acc = mt_adds(acc, e, bias, res);
+#if EPI_SUM
+#if TWO_SHOT
+#pragma unroll
+      for (int r = 0; r < W; ++r)
+        st1((T *)sums.p[r] + e, acc);
+#else
+      st1((T *)sums.p[rank] + e, acc);
+#endif
+#endif
+      acc = mt_act(acc);
 #endif
 #if TWO_SHOT
 #pragma unroll
@@ -273,7 +308,7 @@ __device__ __forceinline__ void stE(T *p, const float *f) {
 }
 extern "C" __global__ void __launch_bounds__(BT)
 NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
-     const T *bias, const T *res, const T *gamma) {
+     const T *bias, const T *res, const T *gamma, MtPtrs sums) {
   const unsigned epoch = mt_begin(flags, rank);
   __shared__ float red[32];
   const long long rows = NELEMS / COLS;
@@ -306,6 +341,17 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
           x[k][j] = mt_epi(x[k][j], off + j, bias, res);
           ss += x[k][j] * x[k][j];
         }
+#if EPI_SUM
+        // The normalised row's input, read again after the kernel: every
+        // rank's copy (two_shot) or this rank's.
+#if TWO_SHOT
+#pragma unroll
+        for (int r = 0; r < W; ++r)
+          stE((T *)sums.p[r] + off, x[k]);
+#else
+        stE((T *)sums.p[rank] + off, x[k]);
+#endif
+#endif
       }
     }
     const float inv = rsqrtf(mt_block_sum(ss, red) / (float)COLS + EPS);
@@ -337,7 +383,7 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
 static const char *P2P = R"(
 extern "C" __global__ void __launch_bounds__(512)
 NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
-     const T *bias, const T *res, const T *gamma) {
+     const T *bias, const T *res, const T *gamma, MtPtrs sums) {
   const unsigned epoch = mt_begin(flags, rank);
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long stride = (long long)gridDim.x * blockDim.x;
@@ -423,6 +469,8 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
                 llvm::Twine(S.Elems) + " elements");
   if (Ep.RmsNorm && Ep.Activation)
     return fail("an activation before rmsnorm is not fused");
+  if (Ep.WriteSum && !Ep.Bias && !Ep.Residual)
+    return fail("a second output holds the sum after a bias or residual add");
   int VecElems = S.Dtype == DType::F32 ? 4 : 8;
 
   CollectiveKernel K;
@@ -478,6 +526,7 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   if (Ep.Activation)
     Def("EPI_ACT(x)", expandCudaExpr(*Ep.Activation, {"(x)"}));
   Def("EPI_ANY", Ep.empty() ? "0" : "1");
+  Def("EPI_SUM", Ep.WriteSum ? "1" : "0");
   Def("EPS", llvm::formatv("{0:e}f", Ep.Eps).str());
   Def("BT", std::to_string(K.BlockX));
   Def("NAME", K.Name);
@@ -495,11 +544,15 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "the epilogue " + Why);
   };
-  // The peer kernels write one output; a second (the residual sum beside
-  // its RMSNorm) is modelled by the simulator but not generated yet.
+  // A second output holds the value after the adds: the member written
+  // must be the last add, followed only by the activation or the rmsnorm.
+  const Value *Sum = nullptr;
+  if (N.getEpilogueWrites().size() > 1)
+    return Bad("writes " + llvm::Twine(N.getEpilogueWrites().size()) +
+               " values besides its last; peer kernels write one");
   if (!N.getEpilogueWrites().empty())
-    return Bad("also writes '%" + N.getEpilogueWrites().front().V->getName() +
-               "', and peer kernels write one output only");
+    Sum = N.getEpilogueWrites().front().V;
+  bool SumSeen = false;
   for (const Operand &O : N.getEpilogue()) {
     const Node *D = O.V->getDef();
     if (!D)
@@ -508,6 +561,9 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
     for (unsigned I = 0; I < D->getNumOperands(); ++I)
       if (D->getOperand(I) != Cur)
         Other = D->getOperand(I);
+    if (SumSeen && D->getOp() == OpCode::Add)
+      return Bad("writes '%" + Sum->getName() +
+                 "', which is not the value after the adds");
     switch (D->getOp()) {
     case OpCode::Add:
       if (!Other || E.Activation || E.RmsNorm)
@@ -549,8 +605,17 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
     }
     if (O.V->getType().Dtype != N.getType().Dtype)
       return Bad("changes the dtype");
+    if (O.V == Sum) {
+      if (D->getOp() != OpCode::Add)
+        return Bad("writes '%" + Sum->getName() +
+                   "', which is not the value after the adds");
+      SumSeen = true;
+      E.WriteSum = true;
+    }
     Cur = O.V;
   }
+  if (Sum && !E.WriteSum)
+    return Bad("writes '%" + Sum->getName() + "', which it does not compute");
   return E;
 }
 
@@ -605,6 +670,10 @@ mtsched::generateGraphCollectiveKernels(const Module &M, const Graph &G,
     KS.GridX = K->GridX;
     KS.BlockX = K->BlockX;
     KS.Inputs.push_back(C->getOperand(0));
+    // The result is the `outs` parameter; a fused epilogue's value after
+    // the adds (`writes`) is `sums`.
+    if (S.Epilogue.WriteSum)
+      KS.Outputs.push_back(C->getEpilogueWrites().front().V);
     KS.Outputs.push_back(C->getResult());
     Out.push_back(std::move(KS));
   }

@@ -717,12 +717,13 @@ buildEpilogue(const MultiTemplateBufferNode &N, bool Fused, ParamList &P,
   std::vector<const Node *> Chain = epilogueNodes(N);
   if (Chain.empty())
     return err("'%" + N.getName() + "' has no epilogue to fuse");
-  // The templates write one output; a second is modelled by the simulator
-  // but not generated yet.
-  if (!N.getEpilogueWrites().empty())
-    return err("the epilogue of '%" + N.getName() + "' also writes '%" +
-               N.getEpilogueWrites().front().V->getName() +
-               "', and GEMM templates write one output only");
+  // Members read outside the kernel (the residual sum beside its RMSNorm)
+  // are stored where the chain computes them, before the outputs' last.
+  llvm::DenseSet<const Value *> Written;
+  for (const Operand &W : N.getEpilogueWrites()) {
+    Written.insert(W.V);
+    P.Outputs.push_back(W.V);
+  }
   const Value *Prev = N.getResult();
   const TensorType &Iter = N.getType();
   llvm::raw_string_ostream OS(E.Pre);
@@ -769,8 +770,16 @@ buildEpilogue(const MultiTemplateBufferNode &N, bool Fused, ParamList &P,
       return X.takeError();
     OS << "        v = " << *X << "; // %" << C->getName() << " = "
        << C->getOpName() << "\n";
+    if (Written.erase(C->getResult()))
+      OS << "        " << P.name(C->getResult())
+         << "_out[r * N_ + c] = " << storeExpr(C->getType().Dtype, "v")
+         << "; // %" << C->getName() << " is read after the kernel\n";
     Prev = C->getResult();
   }
+  if (!Written.empty())
+    return err("the epilogue of '%" + N.getName() +
+               "' writes a value that no pointwise member before its end "
+               "computes");
   E.Result = Prev;
   return E;
 }
