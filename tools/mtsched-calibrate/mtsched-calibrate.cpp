@@ -7,8 +7,9 @@
 // The logic is in lib/Autotune/Calibrate.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Autotune/Calibrate.h"
 #include "mtsched/Support/Version.h"
+#include "mtsched/Tools/Calibrate.h"
+#include "mtsched/Tools/ToolOptions.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -38,16 +39,7 @@ static cl::opt<std::string> Name("name",
                                  cl::desc("Name of the fitted device "
                                           "(default: calibrated)"),
                                  cl::init("calibrated"), cl::cat(Cat));
-static cl::opt<std::string>
-    ChoicesFile("choices-file",
-                cl::desc("The choices file the run used, if any"),
-                cl::value_desc("file"), cl::cat(Cat));
-static cl::list<std::string> DisableChoices("disable-choices",
-                                            cl::desc("As the run used them"),
-                                            cl::CommaSeparated, cl::cat(Cat));
-static cl::opt<unsigned> MaxEpilogueLength("max-epilogue-length",
-                                           cl::desc("As the run used it"),
-                                           cl::init(8), cl::cat(Cat));
+static ChoiceToolOptions ChoiceOpts(Cat);
 
 static void fail(const Twine &Msg) {
   errs() << "mtsched-calibrate: error: " << Msg << '\n';
@@ -60,23 +52,15 @@ int main(int argc, char **argv) {
   setToolVersionPrinter("mtsched-calibrate");
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-calibrate: fit the simulated device to a run\n");
-  Expected<DeviceDesc> Start = StringRef(Device).ends_with(".json")
-                                   ? loadDeviceFile(Device)
-                                   : getBuiltinDevice(Device);
+  Expected<DeviceDesc> Start = loadDevice(Device);
   if (!Start)
     fail(toString(Start.takeError()));
   if (Name.empty())
     fail("--name must not be empty");
   LoweringOptions Lowering;
-  if (!ChoicesFile.empty())
-    if (Error E = Lowering.Choices.loadFile(ChoicesFile))
-      fail(toString(std::move(E)));
-  for (const std::string &C : DisableChoices)
-    Lowering.Choices.Disabled.insert(C);
   FusionOptions Fusion;
-  if (MaxEpilogueLength == 0)
-    fail("--max-epilogue-length must be at least 1");
-  Fusion.MaxEpilogueLength = MaxEpilogueLength;
+  if (Error E = ChoiceOpts.apply(Lowering, Fusion))
+    fail(toString(std::move(E)));
   if (IRFiles.size() != From.size())
     fail("give one IR file per --calibrate-from report (" + Twine(From.size()) +
          " reports, " + Twine(IRFiles.size()) + " IR files)");

@@ -95,10 +95,9 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {}) {
                         std::make_unique<TableBenchmarker>(R, T), Diags, *Copy);
       LoweringOptions Lower;
       Lower.Mode = Mode;
-      Lower.Selector = &Session;
       PassContext Ctx{Copy.get(), &Diags, &llvm::nulls()};
       PassManager PM(PassManagerOptions(), Ctx, llvm::nulls());
-      PM.addPass(createLowerPass(Lower));
+      PM.addPass(createLowerPass(Lower, &Session));
       PM.addPass(createFusePass(FusionOptions()));
       PM.addPass(createAutotunePass(&Session));
       if (llvm::Error E = PM.run(*Copy)) {

@@ -11,8 +11,8 @@
 // moves no prediction by 0.1%) keep their starting values and are reported.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_CALIBRATE_H
-#define MTSCHED_AUTOTUNE_CALIBRATE_H
+#ifndef MTSCHED_TOOLS_CALIBRATE_H
+#define MTSCHED_TOOLS_CALIBRATE_H
 
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/Lowering/Lowering.h"
@@ -88,4 +88,4 @@ void printCalibration(const DeviceDesc &Start, const CalibrationResult &R,
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_CALIBRATE_H
+#endif // MTSCHED_TOOLS_CALIBRATE_H

@@ -1,5 +1,5 @@
 //===- Calibrate.cpp - Fit the simulator's device to measured times -------===//
-#include "mtsched/Autotune/Calibrate.h"
+#include "mtsched/Tools/Calibrate.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Lowering/SwiGlu.h"
@@ -162,7 +162,6 @@ llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
   LoweringOptions L = Lowering;
   // Decisions are not needed, only the workloads.
   L.Mode = CollectiveMode::Deferred;
-  L.Selector = nullptr;
   // As the default pipeline lowers (the report may time SwiGLU's merged
   // alternatives, which fuse-swiglu adds).
   std::unique_ptr<Pass> Passes[] = {createLowerPass(L), createFuseSwiGluPass(L),

@@ -1,4 +1,4 @@
-#include "mtsched/Autotune/Calibrate.h"
+#include "mtsched/Tools/Calibrate.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Passes/Diagnostics.h"

@@ -7,7 +7,7 @@
 // keys.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Autotune/Report.h"
+#include "mtsched/Tools/Report.h"
 #include "mtsched/Runtime/CudaCompiler.h"
 #include "llvm/ADT/StringMap.h"
 #include <charconv>
