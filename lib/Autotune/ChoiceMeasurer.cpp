@@ -50,6 +50,14 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
                                const Workload &W, int64_t Hint, bool Fused,
                                const std::vector<bool> &Skip, NodeState &S) {
   bool Collective = llvm::isa<CollectiveMultiTemplateBufferNode>(N);
+  // Work split: the K-th choice that needs measuring is timed by rank
+  // K mod size only. Every rank skips the same choices (memo, cache,
+  // pruning and failures are agreed state), so the shares are disjoint and
+  // cover every choice; the others contribute -inf, which the max-reduction
+  // ignores.
+  Communicator &Comm = Ranks.nodeComm();
+  bool Split = Opts.SplitTuning && !Collective && Comm.size() > 1;
+  size_t ToMeasure = 0;
   std::vector<AgreedMeasurement> Out(N.getChoices().size());
   const std::string Prefix = workloadKey(W, Fused) + Ranks.nodeGroupKey();
   // Local results still to be max-reduced: after every choice for a
@@ -125,6 +133,14 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
         !Ranks.barrier(Opts.ChoiceTimeout,
                        "a peer stopped answering during benchmarking")) {
       S.Unmeasured = true;
+      continue;
+    }
+    if (Split && int(ToMeasure++ % size_t(Comm.size())) != Comm.rank()) {
+      // Another rank's share: this rank measured nothing.
+      Out[I].Status = ChoiceStatus::Ok;
+      Pending.push_back(I);
+      PendingValues.push_back(-Inf);
+      PendingValues.push_back(statusCode(ChoiceStatus::Ok));
       continue;
     }
     Measurement Local;

@@ -138,6 +138,18 @@ static cl::list<int64_t> SizeHintsBytes(
 // 4 KB when M=4096 was meant; it is kept only to say what replaced it.
 static cl::list<std::string> OldSizeHints("size-hints", cl::CommaSeparated,
                                           cl::Hidden, cl::cat(TuneCat));
+enum class SplitTuningMode { Off, On };
+static cl::opt<SplitTuningMode> SplitTuning(
+    "split-tuning",
+    cl::desc("With several ranks, each rank times its share of a "
+             "non-collective node's choices and the ranks exchange the "
+             "times, so N ranks tune N times faster (default on)"),
+    cl::values(clEnumValN(SplitTuningMode::On, "on",
+                          "split the choices among the ranks (default)"),
+               clEnumValN(SplitTuningMode::Off, "off",
+                          "every rank times every choice; the slowest "
+                          "rank's time counts")),
+    cl::init(SplitTuningMode::On), cl::cat(TuneCat));
 static cl::opt<unsigned> PruneTopK(
     "prune-top-k",
     cl::desc("Benchmark only the K choices the cost model ranks best, per "
@@ -381,6 +393,7 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   Tune.CacheDir = *Dir;
   Tune.CacheOnly = CacheOnly;
   Tune.PruneTopK = PruneTopK;
+  Tune.SplitTuning = SplitTuning == SplitTuningMode::On;
 
   // cl::CommaSeparated splits --pipeline's values but not its aliases'.
   std::vector<std::string> Requested;

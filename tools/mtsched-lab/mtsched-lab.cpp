@@ -46,6 +46,9 @@ int main(int argc, char **argv) {
   if (Error E = BackendOpts.apply(Opts.Tune))
     fail(toString(std::move(E)));
   Opts.Tune.PreSyncTimeout = std::chrono::milliseconds(5000);
+  // The lab weighs each setting by every rank's measurements and counts
+  // the benchmarks one rank runs: the work split would change both.
+  Opts.Tune.SplitTuning = false;
   if (!Heuristics.empty()) {
     Opts.Heuristics.clear();
     for (const std::string &H : Heuristics) {
