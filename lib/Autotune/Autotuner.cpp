@@ -119,7 +119,7 @@ void Autotuner::Impl::decideWithoutBenchmark(const Graph &G,
                                              MultiTemplateBufferNode &N,
                                              llvm::StringRef Reason,
                                              bool Fallback) {
-  NodeResult R = startRecord(G, N);
+  NodeResult R = startRecord(M, G, N);
   // A replay that got part-way may have left timings and a dispatch table.
   N.getTimings().clear();
   N.getFusedTimings().clear();
@@ -272,7 +272,7 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   T.Unfused = Measurer.measureChoices(N, W, 0, false, {}, Node);
   if (stopIfUnmeasured(G, N))
     return;
-  NodeResult R = startRecord(G, N);
+  NodeResult R = startRecord(M, G, N);
   T.HasEpilogue =
       WithFusion && !N.getEpilogue().empty() && Heuristic->considersFusion();
   bool Measured = Heuristic->needsMeasuredFusedTimes();

@@ -82,7 +82,7 @@ std::string mtsched::fastestChoice(const MultiTemplateBufferNode &N,
   return Default;
 }
 
-NodeResult mtsched::startRecord(const Graph &G,
+NodeResult mtsched::startRecord(const Module &M, const Graph &G,
                                 const MultiTemplateBufferNode &N) {
   NodeResult R;
   R.Graph = G.getName();
@@ -93,5 +93,9 @@ NodeResult mtsched::startRecord(const Graph &G,
     R.Group = C->getGroup();
   for (const Operand &E : N.getEpilogue())
     R.Epilogue.push_back("%" + E.V->getName());
+  R.W = describeNode(M, G, N);
+  R.ChoiceParams.reserve(N.getChoices().size());
+  for (const Choice &C : N.getChoices())
+    R.ChoiceParams.push_back(C.Params);
   return R;
 }

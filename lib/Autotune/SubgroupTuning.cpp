@@ -43,7 +43,7 @@ Autotuner::Impl::timedBy(const Graph &G,
 Autotuner::Impl::GroupNode
 Autotuner::Impl::queueGroupNode(const Graph &G, MultiTemplateBufferNode &N,
                                 std::vector<int> Group) {
-  result().Nodes.push_back(startRecord(G, N));
+  result().Nodes.push_back(startRecord(M, G, N));
   return {&N, result().Nodes.size() - 1, std::move(Group)};
 }
 

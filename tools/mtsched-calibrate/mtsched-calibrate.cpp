@@ -1,10 +1,11 @@
 //===- mtsched-calibrate.cpp - Fit a simulated device to a run ------------===//
 //
-// mtsched-calibrate --calibrate-from=REPORT.json --calibrate=OUT.json IR.mir
-// (the pair repeatable) fits the simulator's device parameters to the timings
-// of REPORT (a
-// --report of a run on IR.mir) and writes a device file for --device=OUT.
-// The logic is in lib/Autotune/Calibrate.cpp.
+// mtsched-calibrate --calibrate-from=REPORT.json --calibrate=OUT.json
+// (repeatable) fits the simulator's device parameters to the timings of
+// REPORT (a --report of a run, which carries every node's workload) and
+// writes a device file for --device=OUT. A report of an older mtsched has
+// no workloads: then give the run's IR file after each report. The logic is
+// in lib/Tools/Calibrate.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Support/Version.h"
@@ -20,8 +21,9 @@ using namespace mtsched;
 
 static cl::OptionCategory Cat("Calibration options");
 static cl::list<std::string>
-    IRFiles(cl::Positional, cl::OneOrMore,
-            cl::desc("<IR file of each report, in the same order>"),
+    IRFiles(cl::Positional, cl::ZeroOrMore,
+            cl::desc("<IR file of each report, in the same order: needed "
+                     "only for reports without workloads (older ones)>"),
             cl::cat(Cat));
 static cl::list<std::string>
     From("calibrate-from", cl::OneOrMore,
@@ -61,13 +63,13 @@ int main(int argc, char **argv) {
   FusionOptions Fusion;
   if (Error E = ChoiceOpts.apply(Lowering, Fusion))
     fail(toString(std::move(E)));
-  if (IRFiles.size() != From.size())
+  if (!IRFiles.empty() && IRFiles.size() != From.size())
     fail("give one IR file per --calibrate-from report (" + Twine(From.size()) +
          " reports, " + Twine(IRFiles.size()) + " IR files)");
   std::vector<CalibrationSample> Samples;
   for (size_t I = 0; I < From.size(); ++I) {
-    Expected<std::vector<CalibrationSample>> S =
-        loadCalibrationSamples(IRFiles[I], From[I], Lowering, Fusion);
+    Expected<std::vector<CalibrationSample>> S = loadCalibrationSamples(
+        IRFiles.empty() ? "" : IRFiles[I], From[I], Lowering, Fusion);
     if (!S)
       fail(toString(S.takeError()));
     llvm::append_range(Samples, *S);

@@ -9,6 +9,7 @@
 #define MTSCHED_AUTOTUNE_AUTOTUNERESULT_H
 
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/Workload.h"
 #include "mtsched/IR/Graph.h"
 #include <map>
 #include <string>
@@ -50,6 +51,10 @@ struct NodeResult {
   /// The ranks whose measurements the times come from: a collective's
   /// group, every rank for other nodes; empty when nothing was measured.
   std::vector<int> TimedBy;
+  /// What the node computes and each choice's parameters, in choice order:
+  /// the report carries them so that calibration needs no IR.
+  Workload W;
+  std::vector<AttrDict> ChoiceParams;
 };
 
 struct SyncResult {

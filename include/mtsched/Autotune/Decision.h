@@ -53,8 +53,10 @@ std::string fastestChoice(const MultiTemplateBufferNode &N,
                           const std::vector<AgreedMeasurement> &Times,
                           std::string Default);
 
-/// The start of N's result record: its names, kind, group and epilogue.
-NodeResult startRecord(const Graph &G, const MultiTemplateBufferNode &N);
+/// The start of N's result record: its names, kind, group, epilogue,
+/// workload and choice parameters.
+NodeResult startRecord(const Module &M, const Graph &G,
+                       const MultiTemplateBufferNode &N);
 
 } // namespace mtsched
 
