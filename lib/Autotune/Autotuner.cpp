@@ -56,6 +56,16 @@ void Autotuner::addObserver(std::unique_ptr<AutotuneObserver> O) {
   P->Observers.push_back(std::move(O));
 }
 
+llvm::Error Autotuner::Impl::checkBackend(llvm::SMLoc Loc) {
+  std::string Why = Self.Bench->getSetupError();
+  if (Why.empty())
+    return llvm::Error::success();
+  // Every rank that needed the backend failed the same way; rank 0 says so.
+  if (rank() != 0)
+    return llvm::make_error<ReportedError>();
+  return Diags.error(Loc, Why);
+}
+
 void Autotuner::Impl::notifyProgress(size_t Done, size_t Total) {
   for (const std::unique_ptr<AutotuneObserver> &O : Observers)
     O->nodeHandled(Done, Total);
@@ -309,7 +319,8 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
 
   FusionDecision D =
       decideNode(*Heuristic, N, T, Fusion.SpeedupThreshold, Opts, R.Fallback);
-  if (R.Fallback)
+  // Without a backend the error at the end of tuning says why, once.
+  if (R.Fallback && Self.Bench->getSetupError().empty())
     warn(N.getLoc(), "every choice of '%" + N.getName() + "' failed; using '" +
                          D.Choice + "'");
   applyDecision(N, T, D, R);
@@ -402,6 +413,8 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   else
     I.finalize(G, N, /*WithFusion=*/false);
   I.addPhase("benchmark", msSince(T0));
+  if (llvm::Error E = I.checkBackend(N.getLoc()))
+    return E;
   if (I.CacheOnlyFailed)
     return llvm::make_error<ReportedError>();
   return I.noteFallbacks(G, "sync");
@@ -486,6 +499,8 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   }
   I.tuneSubgroupNodes(G, GroupNodes, /*WithFusion=*/true);
   I.addPhase("benchmark", msSince(B0));
+  if (llvm::Error E = I.checkBackend(G.getLoc()))
+    return E;
   // Every node missing from the cache was named above.
   if (I.CacheOnlyFailed)
     return llvm::make_error<ReportedError>();

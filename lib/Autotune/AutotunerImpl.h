@@ -83,6 +83,8 @@ struct Autotuner::Impl {
   /// Whether finalizeNode must stop: N was decided without measurements.
   bool stopIfUnmeasured(const Graph &G, MultiTemplateBufferNode &N);
   void notifyProgress(size_t Done, size_t Total);
+  /// An error if the backend was needed and could not be set up.
+  llvm::Error checkBackend(llvm::SMLoc Loc);
 
   /// The ranks of N's process group if N is a collective on a group smaller
   /// than the world; empty otherwise.

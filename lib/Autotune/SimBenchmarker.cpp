@@ -26,6 +26,9 @@ llvm::StringRef mtsched::choiceStatusName(ChoiceStatus S) {
   return "failed";
 }
 
+// Bump when a formula or constant of the cost model changes.
+llvm::StringRef mtsched::getSimModelVersion() { return "sim-model-1"; }
+
 namespace {
 
 class SimBenchmarker : public Benchmarker {
@@ -34,8 +37,7 @@ public:
       : Opts(Opts), Rank(Rank), Noise(Opts.Seed, Rank, Opts.SimNoisePct) {}
 
   llvm::StringRef getBackendName() const override { return "sim"; }
-  /// Bump when a formula or constant of the cost model changes.
-  std::string getVersion() const override { return "sim-model-1"; }
+  std::string getVersion() const override { return getSimModelVersion().str(); }
 
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused) override {

@@ -10,6 +10,7 @@
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Autotune/LazyBenchmarker.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
@@ -172,8 +173,10 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   PipelineOptions Pipe = Config.Pipe;
   if (!State.Comm->sharesAddressSpace())
     Pipe.Autotune.GpuOrdinal = Rank;
+  // Created on first use, so that a run the cache answers entirely never
+  // starts a GPU context or compiles a kernel.
   llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
-      createBenchmarker(Pipe.Autotune, Rank);
+      createLazyBenchmarker(Pipe.Autotune, Rank, *State.Comm);
   if (!Bench) {
     // Every rank fails the same way; rank 0 says so.
     std::string Msg = toString(Bench.takeError());
@@ -181,7 +184,6 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
       llvm::WithColor::error() << Msg << '\n';
     return;
   }
-  attachCommunicator(**Bench, *State.Comm);
   State.Session = std::make_unique<Autotuner>(
       Pipe.Autotune, Pipe.Fusion, Pipe.Lowering.Mode, *State.Comm,
       std::move(*Bench), Diags, *State.M, std::move(Hooks));

@@ -34,10 +34,14 @@ BackendToolOptions::BackendToolOptions(cl::OptionCategory &Cat, Defaults D)
 
 llvm::Error BackendToolOptions::apply(AutotuneOptions &Opts) const {
   Opts.Backend = Backend;
-  if (llvm::Expected<std::unique_ptr<Benchmarker>> B =
-          createBenchmarker(Opts, 0);
-      !B)
-    return B.takeError();
+  // cuda is checked when a choice first needs measuring (a warm start from
+  // the cache never initialises the GPU); a bad name is an error now, and
+  // auto must try cuda to know which backend it is.
+  if (Opts.Backend != "cuda")
+    if (llvm::Expected<std::unique_ptr<Benchmarker>> B =
+            createBenchmarker(Opts, 0);
+        !B)
+      return B.takeError();
   llvm::Expected<DeviceDesc> Dev = loadDevice(Device);
   if (!Dev)
     return Dev.takeError();

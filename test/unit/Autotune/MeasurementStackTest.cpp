@@ -2,6 +2,7 @@
 // one rank: the memo answers a workload measured before, and a degraded
 // run measures nothing.
 #include "mtsched/Autotune/ChoiceMeasurer.h"
+#include "mtsched/Autotune/LazyBenchmarker.h"
 #include "mtsched/IR/Parser.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
@@ -94,6 +95,47 @@ TEST(MeasurementStackTest, ADegradedRunMeasuresNothing) {
   EXPECT_EQ(S.Bench.Calls, 0u);
   EXPECT_TRUE(NS.Unmeasured);
   EXPECT_EQ(T[0].Status, ChoiceStatus::Skipped);
+}
+
+// The backend is created on the first measurement only; a backend that
+// cannot be created fails every measurement and says why.
+TEST(MeasurementStackTest, TheBackendIsCreatedOnFirstUse) {
+  Stack S;
+  ASSERT_TRUE(S.M);
+  const Graph &G = *S.M->getGraphs().front();
+  MultiTemplateBufferNode &P = S.node("p");
+  Workload W = describeNode(*S.M, G, P);
+  unsigned Before = LazyBenchmarker::getCreatedCount();
+  LazyBenchmarker Lazy("sim", "v", [] {
+    return llvm::Expected<std::unique_ptr<Benchmarker>>(
+        std::make_unique<CountingBenchmarker>());
+  });
+  EXPECT_FALSE(Lazy.isCreated());
+  EXPECT_EQ(Lazy.getBackendName(), "sim");
+  EXPECT_EQ(LazyBenchmarker::getCreatedCount(), Before);
+  // CountingBenchmarker is unversioned, not "v": the identity the cache
+  // keys used would be wrong, so it is refused.
+  Measurement M = Lazy.measure(P, W, P.getChoices()[0], false);
+  EXPECT_EQ(M.Status, ChoiceStatus::Failed);
+  EXPECT_NE(Lazy.getSetupError().find("announced version 'v'"),
+            std::string::npos);
+  LazyBenchmarker Good("sim", "unversioned", [] {
+    return llvm::Expected<std::unique_ptr<Benchmarker>>(
+        std::make_unique<CountingBenchmarker>());
+  });
+  M = Good.measure(P, W, P.getChoices()[0], false);
+  EXPECT_EQ(M.Status, ChoiceStatus::Ok);
+  EXPECT_TRUE(Good.isCreated());
+  EXPECT_TRUE(Good.getSetupError().empty());
+  EXPECT_EQ(LazyBenchmarker::getCreatedCount(), Before + 1);
+  LazyBenchmarker Bad("cuda", "unversioned", [] {
+    return llvm::Expected<std::unique_ptr<Benchmarker>>(
+        llvm::createStringError(llvm::inconvertibleErrorCode(), "no GPU"));
+  });
+  M = Bad.measureEpilogue(P, W);
+  EXPECT_EQ(M.Status, ChoiceStatus::Failed);
+  EXPECT_EQ(M.Message, "no GPU");
+  EXPECT_EQ(Bad.getSetupError(), "no GPU");
 }
 
 } // namespace
