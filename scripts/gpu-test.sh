@@ -3,6 +3,7 @@
 # GPU from a build carried there (see docs/CUDA.md):
 #
 #   scripts/gpu-test.sh [--bench] [DIR]
+#   scripts/gpu-test.sh --warm [DIR]
 #
 # DIR (default .device) holds bin/{mtsched-opt,CudaTests,FileCheck,not},
 # lib/ (shared libraries the binaries need beyond libc) and lit/ (lit.py);
@@ -12,16 +13,24 @@
 # lit tests under test/lit/Cuda (REQUIRES: cuda-gpu). With --bench it then
 # times the measurements recorded in docs/BENCHMARKS.md; results go to
 # $OUT (or ./gpu-results) as JSON reports and a summary.
+# --warm only times warm starts: tp_mlp on one GPU is tuned once on cuda
+# into a fresh autotune cache, then run 10 times more from it; each warm
+# run must replay every node, never create the backend (no `create
+# benchmarker` in its trace) and print the same IR. It prints
+# `warm_start median_ms=... max_ms=... created_backend=0 same_ir=1` (the
+# target is a median of at most 20 ms) and exits 1 if a check fails.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=0
 PACK=0
 COLL=0
+WARM=0
 while [ $# -gt 0 ]; do
   case "$1" in
   --bench) BENCH=1; shift ;;
   --coll) COLL=1; shift ;;
   --pack) PACK=1; shift ;;
+  --warm) WARM=1; shift ;;
   *) break ;;
   esac
 done
@@ -84,6 +93,38 @@ export LD_LIBRARY_PATH="$D/lib:$D/lib-mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OPT="$D/bin/mtsched-opt"
 nvidia-smi -L || echo "gpu-test: no nvidia-smi; GPU tests will skip"
 fail=0
+
+if [ $WARM = 1 ]; then
+  echo "== warm start from the autotune cache (one GPU)"
+  T=$(mktemp -d)
+  sed -e 's/group @tp = \[0, 1\]/group @tp = [0]/' \
+    -e 's/world_size = 2/world_size = 1/' "$ROOT/examples/tp_mlp.mir" >"$T/tp_mlp1.mir"
+  "$OPT" "$T/tp_mlp1.mir" --pipeline=default --backend=cuda --quiet --cache-dir="$T/cache" \
+    --kernel-cache-dir="$T/kernels" >"$T/cold.mir" 2>"$T/cold.err" || { cat "$T/cold.err"; exit 1; }
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    t0=$EPOCHREALTIME
+    "$OPT" "$T/tp_mlp1.mir" --pipeline=default --backend=cuda --quiet --cache-dir="$T/cache" \
+      --kernel-cache-dir="$T/kernels" --trace="$T/warm$i.json" --report="$T/warm$i.report.json" >"$T/warm$i.mir" 2>"$T/warm$i.err"
+    rc=$?
+    t1=$EPOCHREALTIME
+    echo "$(python3 -c "print(($t1 - $t0) * 1000)") $rc" >>"$T/times"
+  done
+  python3 - "$T" <<'PY' | tee -a "$OUTDIR/summary.txt"
+import json, statistics, sys
+t = sys.argv[1]
+rows = [l.split() for l in open(t + "/times")]
+ms = [float(r[0]) for r in rows]
+ok = all(r[1] == "0" for r in rows)
+cold = open(t + "/cold.mir").read()
+same = all(open("%s/warm%d.mir" % (t, i)).read() == cold for i in range(1, 11))
+created = sum("create benchmarker" in open("%s/warm%d.json" % (t, i)).read() for i in range(1, 11))
+hits = all(json.load(open("%s/warm%d.report.json" % (t, i)))["cache"]["misses"] == 0 for i in range(1, 11))
+print("warm_start median_ms=%.1f max_ms=%.1f created_backend=%d same_ir=%d all_cached=%d rc_ok=%d"
+      % (statistics.median(ms), max(ms), created, same, hits, ok))
+sys.exit(0 if ok and same and hits and created == 0 else 1)
+PY
+  exit "${PIPESTATUS[0]}"
+fi
 
 if [ $COLL = 1 ]; then
   # Collectives on two GPUs (thread ranks, one GPU each) only: the unit and

@@ -71,6 +71,7 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
   OS << " size-hints-bytes=";
   llvm::interleave(Opts.SizeHintsBytes, OS, ",");
   OS << " prune-top-k=" << Opts.PruneTopK
+     << " split-tuning=" << (Opts.SplitTuning ? "on" : "off")
      << " collective-fallback=" << Opts.CollectiveFallback
      << " cache-only=" << (Opts.CacheOnly ? "true" : "false")
      << " choice-timeout-ms=" << Opts.ChoiceTimeout.count()

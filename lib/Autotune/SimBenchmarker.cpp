@@ -1,6 +1,7 @@
 //===- SimBenchmarker.cpp - Timings from the cost model -------------------===//
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Autotune/FaultInjectingBenchmarker.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <cmath>
@@ -26,21 +27,21 @@ llvm::StringRef mtsched::choiceStatusName(ChoiceStatus S) {
   return "failed";
 }
 
+// Bump when a formula or constant of the cost model changes.
+llvm::StringRef mtsched::getSimModelVersion() { return "sim-model-1"; }
+
 namespace {
 
 class SimBenchmarker : public Benchmarker {
 public:
   SimBenchmarker(const AutotuneOptions &Opts, int Rank)
-      : Opts(Opts), Rank(Rank), Noise(Opts.Seed, Rank, Opts.SimNoisePct) {}
+      : Opts(Opts), Noise(Opts.Seed, Rank, Opts.SimNoisePct) {}
 
   llvm::StringRef getBackendName() const override { return "sim"; }
-  /// Bump when a formula or constant of the cost model changes.
-  std::string getVersion() const override { return "sim-model-1"; }
+  std::string getVersion() const override { return getSimModelVersion().str(); }
 
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused) override {
-    if (const Fault *F = Opts.Faults.choiceFault(Rank, N.getName(), C.Name))
-      return injected(*F);
     return sample(predictChoiceUs(Opts.Device, W, C, Fused),
                   "the simulator has no model for '" + C.Name +
                       (Fused ? "' fused with its epilogue" : "'"));
@@ -71,35 +72,7 @@ private:
     return M;
   }
 
-  Measurement injected(const Fault &F) {
-    Measurement M;
-    M.Us = std::numeric_limits<double>::infinity();
-    switch (F.K) {
-    case Fault::Kind::BuildFail:
-      M.Status = ChoiceStatus::Failed;
-      M.Message = "failed to compile (injected fault)";
-      break;
-    case Fault::Kind::RunFail:
-      M.Status = ChoiceStatus::Failed;
-      M.Message = "failed at run time (injected fault)";
-      break;
-    case Fault::Kind::WrongResult:
-      M.Status = ChoiceStatus::WrongResult;
-      M.Message = "output differs from the reference (injected fault)";
-      break;
-    default:
-      // A run that never finishes: the watchdog gives up at the deadline.
-      std::this_thread::sleep_for(Opts.ChoiceTimeout);
-      M.Status = ChoiceStatus::Timeout;
-      M.Message = "ran past the " + std::to_string(Opts.ChoiceTimeout.count()) +
-                  " ms choice timeout (injected fault)";
-      break;
-    }
-    return M;
-  }
-
   const AutotuneOptions &Opts;
-  int Rank;
   NoiseSource Noise;
 };
 
@@ -107,7 +80,9 @@ private:
 
 std::unique_ptr<Benchmarker>
 mtsched::createSimBenchmarker(const AutotuneOptions &Opts, int Rank) {
-  return std::make_unique<SimBenchmarker>(Opts, Rank);
+  // Choice faults are a layer of their own above the model.
+  return createFaultInjectingBenchmarker(
+      std::make_unique<SimBenchmarker>(Opts, Rank), Opts, Rank);
 }
 
 llvm::Expected<std::unique_ptr<Benchmarker>>

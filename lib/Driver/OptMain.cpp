@@ -46,8 +46,7 @@ namespace {
 /// Runs the parse, verify, pipeline and print steps on one input buffer.
 class BufferProcessor {
 public:
-  BufferProcessor(const OptMainConfig &Config, const PassRegistry &Registry)
-      : Config(Config), Registry(Registry) {}
+  explicit BufferProcessor(const OptMainConfig &Config) : Config(Config) {}
 
   /// Returns true on success; the printed IR goes to OS.
   bool process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
@@ -55,7 +54,6 @@ public:
 
 private:
   const OptMainConfig &Config;
-  const PassRegistry &Registry;
 };
 
 } // namespace
@@ -93,7 +91,7 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
   // the others too, or they would wait for it in vain.
   if (agreeOnInput(Config, M != nullptr) && M) {
     Diagnostics Diags(SM);
-    OK = runOnRanks(Config, Registry, std::move(M), Diags, OS,
+    OK = runOnRanks(Config, std::move(M), Diags, OS,
                     {{"parse", ParseMs}, {"verify", VerifyMs}});
   }
   if (Verifier) {
@@ -103,8 +101,7 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
   return OK;
 }
 
-int mtsched::optMain(const OptMainConfig &Config,
-                     const PassRegistry &Registry) {
+int mtsched::optMain(const OptMainConfig &Config) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> FileOrErr =
       llvm::MemoryBuffer::getFileOrSTDIN(Config.InputFile, /*IsText=*/true);
   if (std::error_code EC = FileOrErr.getError()) {
@@ -126,9 +123,14 @@ int mtsched::optMain(const OptMainConfig &Config,
     llvm::errs() << '\n';
   }
 
-  BufferProcessor Processor(Config, Registry);
   llvm::StringRef Name = (*FileOrErr)->getBufferIdentifier();
   llvm::StringRef Text = (*FileOrErr)->getBuffer();
+  // --run-outputs writes DIR/<graph>/ when the file has several graphs, and
+  // the cases of a split file are graphs of one file.
+  OptMainConfig Run = Config;
+  Run.Output.GraphFolders =
+      Config.SplitInputFile && Text.contains(("\n" + SplitMarker).str());
+  BufferProcessor Processor(Run);
   bool OK = true;
   if (!Config.SplitInputFile) {
     OK = Processor.process(std::move(*FileOrErr), Out.os());

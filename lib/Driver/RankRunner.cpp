@@ -10,13 +10,15 @@
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
-#include "mtsched/Autotune/Report.h"
-#include "mtsched/Autotune/Summary.h"
+#include "mtsched/Autotune/LazyBenchmarker.h"
+#include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Runtime/Communicator.h"
+#include "mtsched/Tools/Report.h"
+#include "mtsched/Tools/Summary.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -164,16 +166,17 @@ bool checkFaultTargets(const OptMainConfig &Config, const Module &M, int N,
 /// HashFinalIR: record the decided IR's hash for comparison with the other
 /// ranks of this process.
 void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
-             const OptMainConfig &Config, const PassRegistry &Registry,
-             std::unique_ptr<Module> Mod, Diagnostics &Diags, RankState &State,
-             bool HashFinalIR) {
+             const OptMainConfig &Config, std::unique_ptr<Module> Mod,
+             Diagnostics &Diags, RankState &State, bool HashFinalIR) {
   State.M = std::move(Mod);
   State.Comm = std::move(Comm);
   PipelineOptions Pipe = Config.Pipe;
   if (!State.Comm->sharesAddressSpace())
     Pipe.Autotune.GpuOrdinal = Rank;
+  // Created on first use, so that a run the cache answers entirely never
+  // starts a GPU context or compiles a kernel.
   llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
-      createBenchmarker(Pipe.Autotune, Rank);
+      createLazyBenchmarker(Pipe.Autotune, Rank, *State.Comm);
   if (!Bench) {
     // Every rank fails the same way; rank 0 says so.
     std::string Msg = toString(Bench.takeError());
@@ -181,12 +184,12 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
       llvm::WithColor::error() << Msg << '\n';
     return;
   }
-  attachCommunicator(**Bench, *State.Comm);
   State.Session = std::make_unique<Autotuner>(
       Pipe.Autotune, Pipe.Fusion, Pipe.Lowering.Mode, *State.Comm,
       std::move(*Bench), Diags, *State.M, std::move(Hooks));
-  Pipe.Lowering.Selector = State.Session.get();
-  Pipe.Session = State.Session.get();
+  // This rank's passes, bound to its options and its autotuner.
+  PassRegistry RankPasses;
+  registerAllPasses(RankPasses, Pipe, State.Session.get());
 
   PassContext Ctx;
   Ctx.M = State.M.get();
@@ -198,7 +201,7 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   {
     PassManager PM(PMOpts, Ctx, DumpOS);
     for (const std::string &Name : Config.Pipeline)
-      PM.addPass(Registry.lookup(Name)->Factory(Pipe));
+      PM.addPass(RankPasses.lookup(Name)->Factory());
     llvm::Error E = PM.run(*State.M);
     State.PassTimesMs = PM.getPassTimesMs();
     bool Failed = false;
@@ -258,7 +261,7 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
     // that the next tool can parse.
     llvm::errs() << Reporter->Dumps;
     if (OK)
-      printModule(*Reporter->M, OS);
+      OK = runOutputSteps(Config.Output, *Reporter->M, OS);
     // Only a run that tuned something has anything to summarise.
     if (OK && Config.AutotuneSummary &&
         !Reporter->Session->getResult().Nodes.empty())
@@ -291,8 +294,8 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
 //===----------------------------------------------------------------------===//
 
 bool runThreadRanks(
-    const OptMainConfig &Config, const PassRegistry &Registry,
-    std::unique_ptr<Module> M, Diagnostics &Diags, llvm::raw_ostream &OS,
+    const OptMainConfig &Config, std::unique_ptr<Module> M, Diagnostics &Diags,
+    llvm::raw_ostream &OS,
     std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   int N = rankCount(Config, *M, Diags, 0, "--ranks", /*Loud=*/true);
   if (N == 0 || !checkFaultTargets(Config, *M, N, /*Loud=*/true))
@@ -324,8 +327,8 @@ bool runThreadRanks(
       Hooks.Late = [&Gate](std::chrono::milliseconds D) { Gate.sleepLate(D); };
       // Each rank owns a copy; a single rank takes the original.
       std::unique_ptr<Module> Copy = N == 1 ? std::move(M) : M->clone();
-      runRank(R, Group.get(R), std::move(Hooks), Config, Registry,
-              std::move(Copy), Diags, States[R], /*HashFinalIR=*/N > 1);
+      runRank(R, Group.get(R), std::move(Hooks), Config, std::move(Copy), Diags,
+              States[R], /*HashFinalIR=*/N > 1);
       if (Trace)
         llvm::timeTraceProfilerFinishThread();
       if (!Hung)
@@ -417,9 +420,8 @@ constexpr std::chrono::milliseconds HangSlack{2000};
 /// Exit status of a rank that hung on purpose.
 constexpr int HungExitCode = 3;
 
-bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
-                 std::unique_ptr<Module> M, Diagnostics &Diags,
-                 llvm::raw_ostream &OS,
+bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
+                 Diagnostics &Diags, llvm::raw_ostream &OS,
                  std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   llvm::Expected<std::unique_ptr<MpiCommunicator>> Created =
       MpiCommunicator::create();
@@ -471,8 +473,8 @@ bool runMpiRanks(const OptMainConfig &Config, const PassRegistry &Registry,
   };
   RankState State;
   // Each process prints only its own IR: there is nothing to compare.
-  runRank(Rank, std::move(*Created), std::move(Hooks), Config, Registry,
-          std::move(M), Diags, State, /*HashFinalIR=*/false);
+  runRank(Rank, std::move(*Created), std::move(Hooks), Config, std::move(M),
+          Diags, State, /*HashFinalIR=*/false);
 
   if (State.Stopped) {
     warnInOneWrite(State.StopReason);
@@ -563,22 +565,20 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
 }
 
 bool mtsched::runOnRanks(
-    const OptMainConfig &Config, const PassRegistry &Registry,
-    std::unique_ptr<Module> M, Diagnostics &Diags, llvm::raw_ostream &OS,
+    const OptMainConfig &Config, std::unique_ptr<Module> M, Diagnostics &Diags,
+    llvm::raw_ostream &OS,
     std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   int LaunchedRanks = launcherVar(LauncherSizeVars);
   // Without passes there is nothing for ranks to do: print the module,
   // whatever world sizes its graphs have (once, under mpirun).
-  if (Config.Pipeline.empty()) {
-    if (launcherVar(LauncherRankVars) <= 0)
-      printModule(*M, OS);
-    return true;
-  }
+  if (Config.Pipeline.empty())
+    return launcherVar(LauncherRankVars) > 0 ||
+           runOutputSteps(Config.Output, *M, OS);
   if (LaunchedRanks < 1)
-    return runThreadRanks(Config, Registry, std::move(M), Diags, OS,
+    return runThreadRanks(Config, std::move(M), Diags, OS,
                           std::move(FrontendPhasesMs));
 #ifdef MTSCHED_HAVE_MPI
-  return runMpiRanks(Config, Registry, std::move(M), Diags, OS,
+  return runMpiRanks(Config, std::move(M), Diags, OS,
                      std::move(FrontendPhasesMs));
 #else
   if (launcherVar(LauncherRankVars) <= 0)

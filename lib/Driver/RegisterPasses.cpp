@@ -2,7 +2,6 @@
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/SwiGluSelect.h"
-#include "mtsched/Driver/PipelineOptions.h"
 #include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Schedule/Schedule.h"
@@ -13,34 +12,28 @@ using namespace mtsched;
 template <typename FactoryT>
 static void add(PassRegistry &Registry, FactoryT Factory,
                 bool IsTestPass = false) {
-  std::unique_ptr<Pass> Probe = Factory(PipelineOptions());
+  std::unique_ptr<Pass> Probe = Factory();
   Registry.registerPass({Probe->getArgument().str(),
                          Probe->getDescription().str(), Factory, IsTestPass});
 }
 
-void mtsched::registerAllPasses(PassRegistry &Registry) {
-  add(Registry,
-      [](const PipelineOptions &O) { return createLowerPass(O.Lowering); });
-  add(Registry, [](const PipelineOptions &O) {
-    return createFuseSwiGluPass(O.Lowering);
-  });
-  add(Registry,
-      [](const PipelineOptions &O) { return createFusePass(O.Fusion); });
-  add(Registry,
-      [](const PipelineOptions &O) { return createAutotunePass(O.Session); });
-  add(Registry, [](const PipelineOptions &O) {
-    return createSelectSwiGluPass(O.Session);
-  });
+void mtsched::registerAllPasses(PassRegistry &Registry,
+                                const PipelineOptions &Options,
+                                Autotuner *Session) {
+  // Each factory keeps its own copy of the options it reads.
+  LoweringOptions Lowering = Options.Lowering;
+  FusionOptions Fusion = Options.Fusion;
+  // Immediate mode: lowering hands each node it creates to the autotuner.
+  add(Registry, [=] { return createLowerPass(Lowering, Session); });
+  add(Registry, [=] { return createFuseSwiGluPass(Lowering); });
+  add(Registry, [=] { return createFusePass(Fusion); });
+  add(Registry, [=] { return createAutotunePass(Session); });
+  add(Registry, [=] { return createSelectSwiGluPass(Session); });
   add(
-      Registry,
-      [](const PipelineOptions &O) {
-        return createTestPrintFusionCandidatesPass(O.Fusion);
-      },
+      Registry, [=] { return createTestPrintFusionCandidatesPass(Fusion); },
       /*IsTestPass=*/true);
-  add(Registry,
-      [](const PipelineOptions &) { return createVerifySchedulePass(); });
+  add(Registry, [] { return createVerifySchedulePass(); });
   add(
-      Registry,
-      [](const PipelineOptions &) { return createTestPrintSchedulePass(); },
+      Registry, [] { return createTestPrintSchedulePass(); },
       /*IsTestPass=*/true);
 }

@@ -44,7 +44,8 @@ namespace {
 
 class LowerPass : public Pass {
 public:
-  explicit LowerPass(const LoweringOptions &Opts) : Opts(Opts) {}
+  LowerPass(const LoweringOptions &Opts, ImmediateSelector *Selector)
+      : Opts(Opts), Selector(Selector) {}
   llvm::StringRef getArgument() const override { return "lower"; }
   llvm::StringRef getDescription() const override {
     return "Lower high-level ops to buffer / multi_template_buffer / "
@@ -63,6 +64,7 @@ private:
   }
 
   LoweringOptions Opts;
+  ImmediateSelector *Selector;
   /// Pruned GEMM choice lists by (M, N, K, dtype): models repeat the same
   /// shapes in every layer.
   std::map<std::tuple<int64_t, int64_t, int64_t, DType>, ChoiceList>
@@ -132,7 +134,7 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
 }
 
 llvm::Error LowerPass::run(Graph &G) {
-  if (Opts.Mode == CollectiveMode::Immediate && !Opts.Selector)
+  if (Opts.Mode == CollectiveMode::Immediate && !Selector)
     return Ctx.Diags->error(G.getLoc(),
                             "immediate mode needs an autotuner to decide "
                             "nodes while lowering");
@@ -151,12 +153,13 @@ llvm::Error LowerPass::run(Graph &G) {
                             Op->getOpName() + "') after disabling choices");
     G.replaceNode(Op, std::move(New));
     if (MTB && Opts.Mode == CollectiveMode::Immediate)
-      if (llvm::Error E = Opts.Selector->decideNow(G, *MTB))
+      if (llvm::Error E = Selector->decideNow(G, *MTB))
         return E;
   }
   return llvm::Error::success();
 }
 
-std::unique_ptr<Pass> mtsched::createLowerPass(const LoweringOptions &Opts) {
-  return std::make_unique<LowerPass>(Opts);
+std::unique_ptr<Pass> mtsched::createLowerPass(const LoweringOptions &Opts,
+                                               ImmediateSelector *Selector) {
+  return std::make_unique<LowerPass>(Opts, Selector);
 }

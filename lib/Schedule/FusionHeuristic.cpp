@@ -53,15 +53,31 @@ public:
     if (B.Fused < 0)
       return unfused(Q, B);
     double Fused = Q.Variants[B.Fused].FusedUs;
-    double Unfused = B.Unfused < 0
-                         ? std::numeric_limits<double>::infinity()
-                         : Q.Variants[B.Unfused].UnfusedUs + Q.EpilogueUs;
+    double Unfused = bestComparable(Q, B) + Q.EpilogueUs;
     if (Unfused >= Fused * Q.SpeedupThreshold)
       return {Q.Variants[B.Fused].Choice, true};
+    // Not fused: the fastest choice as measured, whatever was compared.
     return unfused(Q, B);
   }
 
 private:
+  /// The best unfused time to weigh against the fused ones: measured by
+  /// `benchmark`; by `cost-model`, predicted where the query has
+  /// predictions, so that both sides of the comparison are predictions.
+  double bestComparable(const FusionQuery &Q, const Best &B) const {
+    constexpr double Inf = std::numeric_limits<double>::infinity();
+    if (Measured)
+      return B.Unfused < 0 ? Inf : Q.Variants[B.Unfused].UnfusedUs;
+    double Out = Inf;
+    for (const FusionQuery::Variant &V : Q.Variants) {
+      double Us =
+          std::isnan(V.PredictedUnfusedUs) ? V.UnfusedUs : V.PredictedUnfusedUs;
+      if (std::isfinite(Us) && Us < Out)
+        Out = Us;
+    }
+    return Out;
+  }
+
   bool Measured;
 };
 

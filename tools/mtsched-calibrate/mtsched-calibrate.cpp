@@ -1,14 +1,16 @@
 //===- mtsched-calibrate.cpp - Fit a simulated device to a run ------------===//
 //
-// mtsched-calibrate --calibrate-from=REPORT.json --calibrate=OUT.json IR.mir
-// (the pair repeatable) fits the simulator's device parameters to the timings
-// of REPORT (a
-// --report of a run on IR.mir) and writes a device file for --device=OUT.
-// The logic is in lib/Autotune/Calibrate.cpp.
+// mtsched-calibrate --calibrate-from=REPORT.json --calibrate=OUT.json
+// (repeatable) fits the simulator's device parameters to the timings of
+// REPORT (a --report of a run, which carries every node's workload) and
+// writes a device file for --device=OUT. A report of an older mtsched has
+// no workloads: then give the run's IR file after each report. The logic is
+// in lib/Tools/Calibrate.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Autotune/Calibrate.h"
 #include "mtsched/Support/Version.h"
+#include "mtsched/Tools/Calibrate.h"
+#include "mtsched/Tools/ToolOptions.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -19,8 +21,9 @@ using namespace mtsched;
 
 static cl::OptionCategory Cat("Calibration options");
 static cl::list<std::string>
-    IRFiles(cl::Positional, cl::OneOrMore,
-            cl::desc("<IR file of each report, in the same order>"),
+    IRFiles(cl::Positional, cl::ZeroOrMore,
+            cl::desc("<IR file of each report, in the same order: needed "
+                     "only for reports without workloads (older ones)>"),
             cl::cat(Cat));
 static cl::list<std::string>
     From("calibrate-from", cl::OneOrMore,
@@ -38,16 +41,7 @@ static cl::opt<std::string> Name("name",
                                  cl::desc("Name of the fitted device "
                                           "(default: calibrated)"),
                                  cl::init("calibrated"), cl::cat(Cat));
-static cl::opt<std::string>
-    ChoicesFile("choices-file",
-                cl::desc("The choices file the run used, if any"),
-                cl::value_desc("file"), cl::cat(Cat));
-static cl::list<std::string> DisableChoices("disable-choices",
-                                            cl::desc("As the run used them"),
-                                            cl::CommaSeparated, cl::cat(Cat));
-static cl::opt<unsigned> MaxEpilogueLength("max-epilogue-length",
-                                           cl::desc("As the run used it"),
-                                           cl::init(8), cl::cat(Cat));
+static ChoiceToolOptions ChoiceOpts(Cat);
 
 static void fail(const Twine &Msg) {
   errs() << "mtsched-calibrate: error: " << Msg << '\n';
@@ -60,30 +54,22 @@ int main(int argc, char **argv) {
   setToolVersionPrinter("mtsched-calibrate");
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-calibrate: fit the simulated device to a run\n");
-  Expected<DeviceDesc> Start = StringRef(Device).ends_with(".json")
-                                   ? loadDeviceFile(Device)
-                                   : getBuiltinDevice(Device);
+  Expected<DeviceDesc> Start = loadDevice(Device);
   if (!Start)
     fail(toString(Start.takeError()));
   if (Name.empty())
     fail("--name must not be empty");
   LoweringOptions Lowering;
-  if (!ChoicesFile.empty())
-    if (Error E = Lowering.Choices.loadFile(ChoicesFile))
-      fail(toString(std::move(E)));
-  for (const std::string &C : DisableChoices)
-    Lowering.Choices.Disabled.insert(C);
   FusionOptions Fusion;
-  if (MaxEpilogueLength == 0)
-    fail("--max-epilogue-length must be at least 1");
-  Fusion.MaxEpilogueLength = MaxEpilogueLength;
-  if (IRFiles.size() != From.size())
+  if (Error E = ChoiceOpts.apply(Lowering, Fusion))
+    fail(toString(std::move(E)));
+  if (!IRFiles.empty() && IRFiles.size() != From.size())
     fail("give one IR file per --calibrate-from report (" + Twine(From.size()) +
          " reports, " + Twine(IRFiles.size()) + " IR files)");
   std::vector<CalibrationSample> Samples;
   for (size_t I = 0; I < From.size(); ++I) {
-    Expected<std::vector<CalibrationSample>> S =
-        loadCalibrationSamples(IRFiles[I], From[I], Lowering, Fusion);
+    Expected<std::vector<CalibrationSample>> S = loadCalibrationSamples(
+        IRFiles.empty() ? "" : IRFiles[I], From[I], Lowering, Fusion);
     if (!S)
       fail(toString(S.takeError()));
     llvm::append_range(Samples, *S);

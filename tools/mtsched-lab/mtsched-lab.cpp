@@ -7,9 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/Benchmarker.h"
-#include "mtsched/Autotune/Lab.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
 #include "mtsched/Support/Version.h"
+#include "mtsched/Tools/Lab.h"
+#include "mtsched/Tools/ToolOptions.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -20,21 +21,7 @@ using namespace mtsched;
 static cl::OptionCategory Cat("Lab options");
 static cl::list<std::string> Files(cl::Positional, cl::OneOrMore,
                                    cl::desc("<graph.mir>..."), cl::cat(Cat));
-static cl::opt<std::string>
-    Backend("backend",
-            cl::desc("Where choices are timed: sim (default), cuda (one GPU "
-                     "per rank, ranks as threads) or auto"),
-            cl::init("sim"), cl::cat(Cat));
-static cl::opt<std::string>
-    Device("device",
-           cl::desc("Simulated device: h100, h200 (default) or a JSON file"),
-           cl::init("h200"), cl::cat(Cat));
-static cl::opt<double>
-    SimNoise("sim-noise",
-             cl::desc("Simulated timing noise in percent (default 3)"),
-             cl::init(3), cl::cat(Cat));
-static cl::opt<uint64_t> Seed("seed", cl::desc("Noise seed (default 1)"),
-                              cl::init(1), cl::cat(Cat));
+static BackendToolOptions BackendOpts(Cat, {/*SimNoisePct=*/3, /*Seed=*/1});
 static cl::list<std::string>
     Heuristics("heuristics",
                cl::desc("Fusion heuristics to compare (default: all four)"),
@@ -56,22 +43,12 @@ int main(int argc, char **argv) {
       argc, argv, "mtsched-lab: compare fusion heuristics and pruning\n");
   LabOptions Opts;
   Opts.Files.assign(Files.begin(), Files.end());
-  Opts.Tune.Backend = Backend;
-  if (Expected<std::unique_ptr<Benchmarker>> B =
-          createBenchmarker(Opts.Tune, 0);
-      !B)
-    fail(toString(B.takeError()));
-  Expected<DeviceDesc> Dev = StringRef(Device).ends_with(".json")
-                                 ? loadDeviceFile(Device)
-                                 : getBuiltinDevice(Device);
-  if (!Dev)
-    fail(toString(Dev.takeError()));
-  Opts.Tune.Device = *Dev;
-  if (SimNoise < 0 || SimNoise >= 100)
-    fail("--sim-noise must be in [0, 100)");
-  Opts.Tune.SimNoisePct = SimNoise;
-  Opts.Tune.Seed = Seed;
+  if (Error E = BackendOpts.apply(Opts.Tune))
+    fail(toString(std::move(E)));
   Opts.Tune.PreSyncTimeout = std::chrono::milliseconds(5000);
+  // The lab weighs each setting by every rank's measurements and counts
+  // the benchmarks one rank runs: the work split would change both.
+  Opts.Tune.SplitTuning = false;
   if (!Heuristics.empty()) {
     Opts.Heuristics.clear();
     for (const std::string &H : Heuristics) {

@@ -67,6 +67,11 @@ struct AutotuneOptions {
   /// Benchmark only the K choices the cost model ranks best, per node and
   /// per size hint; 0 benchmarks every choice.
   unsigned PruneTopK = 0;
+  /// With several ranks, each rank times a disjoint share of a
+  /// non-collective node's choices and the agreement carries each time to
+  /// every rank (collectives still need every rank). Off: every rank times
+  /// every choice and the slowest rank's time counts.
+  bool SplitTuning = true;
 };
 
 } // namespace mtsched

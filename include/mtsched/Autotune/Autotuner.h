@@ -10,13 +10,22 @@
 // ranks cannot talk, from the deterministic fallback rules), so all ranks
 // decide identically by construction.
 //
+// The autotuner is a stack of layers (docs/ARCHITECTURE.md): the backend's
+// Benchmarker measures, RankAgreement agrees across ranks, MeasurementStore
+// remembers and replays (ChoiceMeasurer runs that stack), the decision step
+// (Decision.h) asks the fusion heuristic, and observers watch. This class
+// only walks a graph's nodes through them.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_AUTOTUNE_AUTOTUNER_H
 #define MTSCHED_AUTOTUNE_AUTOTUNER_H
 
+#include "mtsched/Autotune/AutotuneObserver.h"
 #include "mtsched/Autotune/AutotuneOptions.h"
+#include "mtsched/Autotune/AutotuneResult.h"
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/PreSync.h"
+#include "mtsched/Autotune/RankAgreement.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Schedule/Fusion.h"
@@ -30,113 +39,6 @@
 namespace mtsched {
 
 class Diagnostics;
-
-/// What happened to one choice of one node, at the node's own size.
-struct ChoiceResult {
-  std::string Name;
-  ChoiceStatus Status = ChoiceStatus::Skipped;
-  /// Max over ranks; +inf if it failed anywhere.
-  double Us;
-  /// This rank's own measurement.
-  double LocalUs;
-  /// Fused with the epilogue: measured (max over ranks) or predicted.
-  double FusedUs;
-  bool FusedPredicted = false;
-  std::string Message;
-};
-
-struct NodeResult {
-  std::string Graph;
-  std::string Name;
-  std::string Kind;
-  std::string Op;
-  /// Empty for a non-collective node.
-  std::string Group;
-  std::vector<ChoiceResult> Choices;
-  std::string Chosen;
-  std::vector<std::string> Epilogue;
-  bool EpilogueFused = false;
-  bool Fallback = false;
-  /// Replayed from the persistent cache: nothing was measured this run.
-  bool FromCache = false;
-  double EpilogueUs = 0;
-  std::vector<DispatchEntry> Dispatch;
-  /// The ranks whose measurements the times come from: a collective's
-  /// group, every rank for other nodes; empty when nothing was measured.
-  std::vector<int> TimedBy;
-};
-
-struct SyncResult {
-  unsigned Count = 0;
-  bool Ok = true;
-  /// Wall time this rank spent in syncs (waiting for peers included).
-  double Ms = 0;
-  std::string Reason;
-  /// The arrival deadline the (first) pre-sync ran with.
-  double DeadlineMs = 0;
-  /// Of the first pre-sync: the last rank's arrival minus the first one's,
-  /// and the sync's own cost (from the last arrival to the release, plus the
-  /// agreement exchange); negative when they could not be measured (the
-  /// ranks never all met).
-  double SkewMs = -1;
-  double CostMs = -1;
-  /// Ranks that arrived after the deadline, and ranks never heard from.
-  std::vector<int> LateRanks;
-  std::vector<int> MissingRanks;
-  /// Nodes decided by the fallback rules because nothing could be measured
-  /// (not counting nodes replayed from the cache).
-  unsigned FallbackNodes = 0;
-};
-
-/// Everything the report needs from a rank.
-struct RunResult {
-  SyncResult Sync;
-  std::vector<NodeResult> Nodes;
-  /// Wall time per autotuning phase.
-  std::map<std::string, double> PhasesMs;
-  unsigned BenchmarksRun = 0;
-  unsigned MemoHits = 0;
-  /// Nodes replayed from the persistent cache without measuring anything,
-  /// and nodes it did not (fully) hold; CacheDir is empty without a cache.
-  unsigned CacheHits = 0;
-  unsigned CacheMisses = 0;
-  std::string CacheDir;
-  /// Per rank (index = rank): each node's choices' local times, in the order
-  /// of Nodes, and the rank's decisions; empty for a rank that was not heard
-  /// from at the end.
-  std::vector<std::vector<std::vector<double>>> RankLocalUs;
-  std::vector<std::vector<std::pair<std::string, std::string>>> RankDecisions;
-  /// One line per failed sync that made nodes fall back, for the reporting
-  /// rank to print once per run (every rank composes the same line).
-  std::vector<std::string> Warnings;
-};
-
-/// Hooks through which the driver makes a rank late, hung or dead on
-/// purpose (fault injection).
-struct RankHooks {
-  /// Blocks until the driver releases hung ranks.
-  std::function<void()> Hang;
-  /// Sleeps for the given time, or less once the driver knows no peer waits
-  /// for this rank any more (thread ranks: every other rank finished); an
-  /// injected `late` fault stays within its bound that way.
-  std::function<void(std::chrono::milliseconds)> Late;
-  /// Marks this rank dead for its peers.
-  std::function<void()> Exit;
-};
-
-/// Returned when an injected fault stopped this rank; not a user error.
-class RankStoppedError : public llvm::ErrorInfo<RankStoppedError> {
-public:
-  static char ID;
-  explicit RankStoppedError(std::string Why) : Why(std::move(Why)) {}
-  void log(llvm::raw_ostream &OS) const override { OS << Why; }
-  std::error_code convertToErrorCode() const override {
-    return llvm::inconvertibleErrorCode();
-  }
-
-private:
-  std::string Why;
-};
 
 class Autotuner : public ImmediateSelector {
 public:
@@ -161,6 +63,9 @@ public:
   double measureEpilogueUs(const Graph &G, const MultiTemplateBufferNode &N);
   /// The device the cost model describes.
   const DeviceDesc &getDevice() const;
+
+  /// Observers are told of progress; they never change a decision.
+  void addObserver(std::unique_ptr<AutotuneObserver> O);
 
   const RunResult &getResult() const { return Result; }
   llvm::StringRef getBackendName() const { return Bench->getBackendName(); }

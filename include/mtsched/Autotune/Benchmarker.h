@@ -34,7 +34,12 @@ public:
   /// What the timings depend on besides the workload: library and driver
   /// versions (CUDA), the model's version (sim). Part of the cache key, so
   /// an upgrade invalidates cached timings.
-  virtual std::string getVersion() const { return "unversioned"; }
+  virtual std::string getVersion() const { return getDefaultVersion().str(); }
+  static llvm::StringRef getDefaultVersion() { return "unversioned"; }
+  /// Why the backend cannot measure anything (it could not be set up), or
+  /// empty: LazyBenchmarker creates its backend on first use and reports a
+  /// failure to create it here.
+  virtual std::string getSetupError() const { return ""; }
   /// Times choice C of node N (fused with its epilogue if Fused).
   virtual Measurement measure(const MultiTemplateBufferNode &N,
                               const Workload &W, const Choice &C,
@@ -44,6 +49,8 @@ public:
                                       const Workload &W) = 0;
 };
 
+/// The simulator's getVersion(): it changes with the cost model.
+llvm::StringRef getSimModelVersion();
 /// Times choices with the roofline cost model, seeded noise per rank and the
 /// injected choice faults.
 std::unique_ptr<Benchmarker> createSimBenchmarker(const AutotuneOptions &Opts,

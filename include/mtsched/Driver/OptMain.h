@@ -8,6 +8,7 @@
 #ifndef MTSCHED_DRIVER_OPTMAIN_H
 #define MTSCHED_DRIVER_OPTMAIN_H
 
+#include "mtsched/Driver/OutputSteps.h"
 #include "mtsched/Driver/PipelineOptions.h"
 #include "mtsched/Passes/PassManager.h"
 #include <string>
@@ -38,10 +39,12 @@ struct OptMainConfig {
   std::string TraceFile;
   /// Print the autotune summary (docs/PASSES.md) on stderr after tuning.
   bool AutotuneSummary = false;
+  /// What is printed, and what else happens to the decided module.
+  OutputSteps Output;
 };
 
 /// Runs the driver; returns the process exit code (0 or 1).
-int optMain(const OptMainConfig &Config, const PassRegistry &Registry);
+int optMain(const OptMainConfig &Config);
 
 /// The passes `--pipeline=default` stands for.
 inline constexpr const char *DefaultPipeline[] = {

@@ -1,7 +1,8 @@
 //===- PipelineOptions.h - Every pass's options in one place ----*- C++ -*-===//
 //
 // The driver fills this from its command line; each pass factory picks the
-// option struct of its own library.
+// option struct of its own library. Plain values only: the collaborators a
+// pass needs (a rank's autotuner) are handed to registerAllPasses.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_DRIVER_PIPELINEOPTIONS_H
@@ -13,14 +14,10 @@
 
 namespace mtsched {
 
-class Autotuner;
-
 struct PipelineOptions {
   LoweringOptions Lowering;
   FusionOptions Fusion;
   AutotuneOptions Autotune;
-  /// This rank's autotuning session; set by the driver per rank.
-  Autotuner *Session = nullptr;
 };
 
 } // namespace mtsched

@@ -25,9 +25,8 @@ class Module;
 /// world size). Prints the reporting rank's IR dumps and final IR to OS and
 /// writes the report and trace Config asks for; FrontendPhasesMs (parse,
 /// verify) go into the report. Returns false after reporting an error.
-bool runOnRanks(const OptMainConfig &Config, const PassRegistry &Registry,
-                std::unique_ptr<Module> M, Diagnostics &Diags,
-                llvm::raw_ostream &OS,
+bool runOnRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
+                Diagnostics &Diags, llvm::raw_ostream &OS,
                 std::vector<std::pair<std::string, double>> FrontendPhasesMs);
 
 /// Under an MPI launcher, with a pipeline to run: tells every rank whether

@@ -30,8 +30,6 @@ public:
 struct LoweringOptions {
   ChoiceConfig Choices = ChoiceConfig::getDefault();
   CollectiveMode Mode = CollectiveMode::Deferred;
-  /// Required in immediate mode.
-  ImmediateSelector *Selector = nullptr;
 };
 
 /// How a custom op is classified: collective (with its kind) or not.
@@ -48,7 +46,10 @@ CustomOpClass classifyCustomOp(llvm::StringRef Name,
 /// `process_group`, else the world group.
 std::string processGroupOf(const AttrDict &Attrs);
 
-std::unique_ptr<Pass> createLowerPass(const LoweringOptions &Opts);
+/// Selector decides each multi-template buffer as it is created; required in
+/// immediate mode, unused in deferred mode.
+std::unique_ptr<Pass> createLowerPass(const LoweringOptions &Opts,
+                                      ImmediateSelector *Selector = nullptr);
 
 } // namespace mtsched
 

@@ -1,8 +1,9 @@
 //===- PassRegistry.h - Passes by name --------------------------*- C++ -*-===//
 //
 // Passes register a factory under their argument name so that the driver
-// can build `--pipeline=a,b,c`. Factories take an opaque options object the
-// driver fills (see mtsched/Driver/PipelineOptions.h).
+// can build `--pipeline=a,b,c`. A factory is bound to its settings and
+// collaborators when it is registered (mtsched/Driver/RegisterPasses.h), so
+// this library knows nothing of the layers above it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_PASSES_PASSREGISTRY_H
@@ -17,12 +18,10 @@
 
 namespace mtsched {
 
-struct PipelineOptions;
-
 struct PassInfo {
   std::string Argument;
   std::string Description;
-  std::function<std::unique_ptr<Pass>(const PipelineOptions &)> Factory;
+  std::function<std::unique_ptr<Pass>()> Factory;
   /// Test-only passes are listed separately in --help.
   bool IsTestPass = false;
 };

@@ -11,6 +11,7 @@
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,10 @@ struct FusionQuery {
     double UnfusedUs;
     /// Choice and epilogue as one kernel; +inf if the choice cannot fuse.
     double FusedUs;
+    /// The cost model's prediction of UnfusedUs, set (not NaN) when the
+    /// fused times are predictions too: a heuristic that compares
+    /// predictions with predictions reads it (+inf: failed when measured).
+    double PredictedUnfusedUs = NAN;
   };
   std::vector<Variant> Variants;
   /// The epilogue as its own kernel.

@@ -9,6 +9,7 @@
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
+#include <cmath>
 #include <functional>
 #include <map>
 #include <thread>
@@ -95,10 +96,9 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {}) {
                         std::make_unique<TableBenchmarker>(R, T), Diags, *Copy);
       LoweringOptions Lower;
       Lower.Mode = Mode;
-      Lower.Selector = &Session;
       PassContext Ctx{Copy.get(), &Diags, &llvm::nulls()};
       PassManager PM(PassManagerOptions(), Ctx, llvm::nulls());
-      PM.addPass(createLowerPass(Lower));
+      PM.addPass(createLowerPass(Lower, &Session));
       PM.addPass(createFusePass(FusionOptions()));
       PM.addPass(createAutotunePass(&Session));
       if (llvm::Error E = PM.run(*Copy)) {
@@ -116,7 +116,11 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {}) {
 }
 
 TEST(AutotunerTest, RanksDecideIdenticallyFromMaxReducedTimes) {
-  std::vector<RankRun> Runs = runTwoRanks(CollectiveMode::Deferred);
+  // Every rank times every choice: the slowest rank's time counts.
+  std::vector<RankRun> Runs =
+      runTwoRanks(CollectiveMode::Deferred,
+                  [](int, AutotuneOptions &O, FusionOptions &,
+                     std::chrono::milliseconds &) { O.SplitTuning = false; });
   EXPECT_EQ(Runs[0].IR, Runs[1].IR);
   EXPECT_NE(Runs[0].IR.find("decided two_shot"), std::string::npos)
       << Runs[0].IR;
@@ -131,6 +135,26 @@ TEST(AutotunerTest, RanksDecideIdenticallyFromMaxReducedTimes) {
   EXPECT_EQ(R0.RankDecisions[0], R0.RankDecisions[1]);
   EXPECT_EQ(R0.Sync.Count, 1u);
   EXPECT_TRUE(R0.Sync.Ok);
+}
+
+// With the work split, rank 0 times `a` and rank 1 times `b` of the custom
+// kernel (each time reaches both ranks), while the collective's choices
+// are still timed, and max-reduced, by both.
+TEST(AutotunerTest, SplitTuningTimesEachChoiceOnOneRank) {
+  std::vector<RankRun> Runs = runTwoRanks(CollectiveMode::Deferred);
+  ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
+  EXPECT_EQ(Runs[0].IR, Runs[1].IR);
+  EXPECT_NE(Runs[0].IR.find("decided two_shot"), std::string::npos);
+  // a = 1 (rank 0's), b = 11 (rank 1's): a wins.
+  EXPECT_NE(Runs[0].IR.find("decided a"), std::string::npos) << Runs[0].IR;
+  EXPECT_NE(Runs[0].IR.find("a = 1.0us"), std::string::npos) << Runs[0].IR;
+  const RunResult &R0 = Runs[0].Result;
+  ASSERT_EQ(R0.RankLocalUs.size(), 2u);
+  // Node 1 is the custom kernel: each rank has a local time for its share.
+  EXPECT_EQ(R0.RankLocalUs[0][1][0], 1);
+  EXPECT_FALSE(std::isfinite(R0.RankLocalUs[0][1][1]));
+  EXPECT_FALSE(std::isfinite(R0.RankLocalUs[1][1][0]));
+  EXPECT_EQ(R0.RankLocalUs[1][1][1], 11);
 }
 
 TEST(AutotunerTest, ImmediateModeSyncsPerCollective) {

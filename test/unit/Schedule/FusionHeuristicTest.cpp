@@ -68,3 +68,25 @@ TEST(FusionHeuristicTest, UnknownNameListsTheKnownOnes) {
             "cost-model, always, never)");
   EXPECT_EQ(listFusionHeuristics().size(), 4u);
 }
+
+// The cost-model heuristic weighs predictions against predictions, but a
+// node left unfused runs its fastest choice as measured: the heuristic
+// decides both, so the autotuner overrides nothing.
+TEST(FusionHeuristicTest, CostModelComparesPredictionsPicksMeasured) {
+  FusionQuery Q = query();
+  // Predicted unfused best 20 + 4 > fused 12: fuse a.
+  for (FusionQuery::Variant &V : Q.Variants)
+    V.PredictedUnfusedUs = 20;
+  FusionDecision D = decide("cost-model", Q);
+  EXPECT_TRUE(D.Fused);
+  EXPECT_EQ(D.Choice, "a");
+  // Predicted unfused best 5 + 4 < 12: unfused, and then the measured
+  // winner b, not the predicted one (ext).
+  Q.Variants[2].PredictedUnfusedUs = 5;
+  D = decide("cost-model", Q);
+  EXPECT_FALSE(D.Fused);
+  EXPECT_EQ(D.Choice, "b");
+  // The benchmark heuristic ignores predictions.
+  D = decide("benchmark", Q);
+  EXPECT_TRUE(D.Fused);
+}

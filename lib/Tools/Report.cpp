@@ -7,7 +7,7 @@
 // keys.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Autotune/Report.h"
+#include "mtsched/Tools/Report.h"
 #include "mtsched/Runtime/CudaCompiler.h"
 #include "llvm/ADT/StringMap.h"
 #include <charconv>
@@ -37,6 +37,54 @@ static void msAttribute(llvm::json::OStream &J, llvm::StringRef Key,
   J.attributeEnd();
 }
 
+static void writeAttribute(llvm::json::OStream &J, const Attribute &A) {
+  switch (A.getKind()) {
+  case Attribute::Kind::Int:
+    return J.value(A.getInt());
+  case Attribute::Kind::Float:
+    return J.value(A.getFloat());
+  case Attribute::Kind::String:
+    return J.value(A.getString());
+  case Attribute::Kind::Bool:
+    return J.value(A.getBool());
+  case Attribute::Kind::List:
+    return J.array([&] {
+      for (const Attribute &E : A.getList())
+        writeAttribute(J, E);
+    });
+  }
+}
+
+/// What calibration needs to predict the node's times again.
+static void writeWorkload(llvm::json::OStream &J, const Workload &W) {
+  static const char *Kinds[] = {"gemm", "collective", "custom", "swiglu"};
+  J.attribute("kind", Kinds[int(W.K)]);
+  if (W.K == Workload::Kind::Gemm || W.K == Workload::Kind::SwiGlu) {
+    J.attribute("batch", W.Gemm.Batch);
+    J.attribute("m", W.Gemm.M);
+    J.attribute("n", W.Gemm.N);
+    J.attribute("k", W.Gemm.K);
+    J.attribute("dtype", dtypeName(W.Gemm.Dtype));
+  }
+  if (W.Collective != CollectiveKind::None)
+    J.attribute("collective", collectiveKindName(W.Collective));
+  J.attribute("bytes", W.Bytes);
+  J.attribute("ranks", W.Ranks);
+  J.attribute("in_bytes", W.InBytes);
+  J.attribute("out_bytes", W.OutBytes);
+  if (W.Epilogue.NumOps > 0)
+    J.attributeObject("epilogue", [&] {
+      const EpilogueDesc &E = W.Epilogue;
+      J.attribute("ops", E.NumOps);
+      J.attribute("elements", E.Elements);
+      J.attribute("extra_input_bytes", E.ExtraInputBytes);
+      J.attribute("dtype", dtypeName(E.Dtype));
+      J.attribute("flops_per_element", E.FlopsPerElement);
+      J.attribute("row_reduction", E.RowReduction);
+      J.attribute("extra_writes", E.ExtraWrites);
+    });
+}
+
 static void writeChoice(llvm::json::OStream &J, const ReportInput &In,
                         size_t NI, size_t CI, const ChoiceResult &C) {
   const RunResult &R = *In.Result;
@@ -56,6 +104,15 @@ static void writeChoice(llvm::json::OStream &J, const ReportInput &In,
   J.attribute("status", choiceStatusName(C.Status));
   if (!C.Message.empty())
     J.attribute("message", C.Message);
+  const NodeResult &N = R.Nodes[NI];
+  if (CI < N.ChoiceParams.size() && !N.ChoiceParams[CI].empty())
+    J.attributeObject("params", [&] {
+      for (const AttrDict::Entry &E : N.ChoiceParams[CI]) {
+        J.attributeBegin(E.first);
+        writeAttribute(J, E.second);
+        J.attributeEnd();
+      }
+    });
 }
 
 static void writeNode(llvm::json::OStream &J, const ReportInput &In,
@@ -66,6 +123,7 @@ static void writeNode(llvm::json::OStream &J, const ReportInput &In,
   J.attribute("kind", N.Kind);
   J.attribute("op", N.Op);
   J.attribute("group", N.Group.empty() ? JValue(nullptr) : JValue(N.Group));
+  J.attributeObject("workload", [&] { writeWorkload(J, N.W); });
   J.attributeArray("choices", [&] {
     for (size_t CI = 0; CI < N.Choices.size(); ++CI)
       J.object([&] { writeChoice(J, In, NI, CI, N.Choices[CI]); });

@@ -1,5 +1,5 @@
 //===- Lab.cpp - Compare fusion heuristics and pruning over a corpus ------===//
-#include "mtsched/Autotune/Lab.h"
+#include "mtsched/Tools/Lab.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/SwiGluSelect.h"

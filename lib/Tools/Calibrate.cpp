@@ -1,5 +1,5 @@
 //===- Calibrate.cpp - Fit the simulator's device to measured times -------===//
-#include "mtsched/Autotune/Calibrate.h"
+#include "mtsched/Tools/Calibrate.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Lowering/SwiGlu.h"
@@ -66,8 +66,87 @@ static std::string groupOf(const Workload &W, const Choice &C, bool Fused) {
   return Fused ? G + " + epilogue" : G;
 }
 
+/// A node's `workload` as writeReport wrote it.
+static llvm::Expected<Workload> readWorkload(const llvm::json::Object &O,
+                                             llvm::StringRef NodeName) {
+  auto Bad = [&](llvm::StringRef What) {
+    return bad("the workload of '" + NodeName + "' has " + What);
+  };
+  Workload W;
+  llvm::StringRef Kind = O.getString("kind").value_or("");
+  if (Kind == "gemm")
+    W.K = Workload::Kind::Gemm;
+  else if (Kind == "collective")
+    W.K = Workload::Kind::Collective;
+  else if (Kind == "custom")
+    W.K = Workload::Kind::Custom;
+  else if (Kind == "swiglu")
+    W.K = Workload::Kind::SwiGlu;
+  else
+    return Bad("an unknown kind '" + Kind.str() + "'");
+  W.Gemm.Batch = O.getInteger("batch").value_or(1);
+  W.Gemm.M = O.getInteger("m").value_or(0);
+  W.Gemm.N = O.getInteger("n").value_or(0);
+  W.Gemm.K = O.getInteger("k").value_or(0);
+  if (std::optional<llvm::StringRef> T = O.getString("dtype")) {
+    std::optional<DType> D = parseDType(*T);
+    if (!D)
+      return Bad("an unknown dtype '" + T->str() + "'");
+    W.Gemm.Dtype = *D;
+  }
+  if (std::optional<llvm::StringRef> C = O.getString("collective")) {
+    std::optional<CollectiveKind> K = parseCollectiveKind(*C);
+    if (!K)
+      return Bad("an unknown collective '" + C->str() + "'");
+    W.Collective = *K;
+  }
+  W.Bytes = O.getInteger("bytes").value_or(0);
+  W.Ranks = int(O.getInteger("ranks").value_or(1));
+  W.InBytes = O.getInteger("in_bytes").value_or(0);
+  W.OutBytes = O.getInteger("out_bytes").value_or(0);
+  if (const llvm::json::Object *E = O.getObject("epilogue")) {
+    W.Epilogue.NumOps = int(E->getInteger("ops").value_or(0));
+    W.Epilogue.Elements = E->getInteger("elements").value_or(0);
+    W.Epilogue.ExtraInputBytes = E->getInteger("extra_input_bytes").value_or(0);
+    if (std::optional<llvm::StringRef> T = E->getString("dtype")) {
+      std::optional<DType> D = parseDType(*T);
+      if (!D)
+        return Bad("an unknown epilogue dtype '" + T->str() + "'");
+      W.Epilogue.Dtype = *D;
+    }
+    W.Epilogue.FlopsPerElement = E->getNumber("flops_per_element").value_or(0);
+    W.Epilogue.RowReduction = E->getBoolean("row_reduction").value_or(false);
+    W.Epilogue.ExtraWrites = int(E->getInteger("extra_writes").value_or(0));
+  }
+  return W;
+}
+
+/// A choice's `params` back as attributes (what the cost model reads:
+/// `algo`, `cost_us`, ...).
+static std::optional<Attribute> readAttribute(const llvm::json::Value &V) {
+  if (std::optional<int64_t> I = V.getAsInteger())
+    return Attribute::getInt(*I);
+  if (std::optional<double> D = V.getAsNumber())
+    return Attribute::getFloat(*D);
+  if (std::optional<llvm::StringRef> S = V.getAsString())
+    return Attribute::getString(*S);
+  if (std::optional<bool> B = V.getAsBoolean())
+    return Attribute::getBool(*B);
+  if (const llvm::json::Array *A = V.getAsArray()) {
+    std::vector<Attribute> Elements;
+    for (const llvm::json::Value &E : *A) {
+      std::optional<Attribute> X = readAttribute(E);
+      if (!X)
+        return std::nullopt;
+      Elements.push_back(std::move(*X));
+    }
+    return Attribute::getList(std::move(Elements));
+  }
+  return std::nullopt;
+}
+
 llvm::Expected<std::vector<CalibrationSample>>
-mtsched::collectCalibrationSamples(const Module &M,
+mtsched::collectCalibrationSamples(const Module *M,
                                    const llvm::json::Value &Report) {
   const llvm::json::Object *R = Report.getAsObject();
   const llvm::json::Array *Nodes = R ? R->getArray("nodes") : nullptr;
@@ -82,21 +161,36 @@ mtsched::collectCalibrationSamples(const Module &M,
     llvm::StringRef NodeName = NO->getString("name").value_or("");
     if (NO->getBoolean("fallback").value_or(false))
       continue;
-    const Graph *G = nullptr;
-    for (const auto &Cand : M.getGraphs())
-      if ("@" + Cand->getName() == GraphName)
-        G = Cand.get();
-    if (!G)
-      return bad("the report's graph '" + GraphName +
-                 "' is not in the IR file");
+    // The lowered IR's workload when an IR is given (it is checked against
+    // the report), else the report's own.
     const MultiTemplateBufferNode *N = nullptr;
-    for (const auto &Cand : G->getNodes())
-      if ("%" + Cand->getName() == NodeName)
-        N = llvm::dyn_cast<MultiTemplateBufferNode>(Cand.get());
-    if (!N)
-      return bad("the report's node '" + NodeName + "' of '" + GraphName +
-                 "' is not a multi-template buffer of the lowered IR");
-    Workload W = describeNode(M, *G, *N);
+    Workload W;
+    const llvm::json::Object *WO = NO->getObject("workload");
+    if (!M && WO) {
+      llvm::Expected<Workload> RW = readWorkload(*WO, NodeName);
+      if (!RW)
+        return RW.takeError();
+      W = *RW;
+    } else {
+      if (!M)
+        return bad("node '" + NodeName +
+                   "' has no workload (a report of an older mtsched): give "
+                   "the IR file of the run");
+      const Graph *G = nullptr;
+      for (const auto &Cand : M->getGraphs())
+        if ("@" + Cand->getName() == GraphName)
+          G = Cand.get();
+      if (!G)
+        return bad("the report's graph '" + GraphName +
+                   "' is not in the IR file");
+      for (const auto &Cand : G->getNodes())
+        if ("%" + Cand->getName() == NodeName)
+          N = llvm::dyn_cast<MultiTemplateBufferNode>(Cand.get());
+      if (!N)
+        return bad("the report's node '" + NodeName + "' of '" + GraphName +
+                   "' is not a multi-template buffer of the lowered IR");
+      W = describeNode(*M, *G, *N);
+    }
     const llvm::json::Array *Choices = NO->getArray("choices");
     if (!Choices)
       return bad("node '" + NodeName + "' has no 'choices'");
@@ -106,11 +200,25 @@ mtsched::collectCalibrationSamples(const Module &M,
       if (!CO)
         return bad("a choice of '" + NodeName + "' is not an object");
       llvm::StringRef Name = CO->getString("name").value_or("");
-      const Choice *C = N->findChoice(Name);
-      if (!C)
+      Choice FromReport;
+      const Choice *C = nullptr;
+      if (!N) {
+        FromReport.Name = Name.str();
+        if (const llvm::json::Object *PO = CO->getObject("params"))
+          for (const auto &KV : *PO) {
+            std::optional<Attribute> A = readAttribute(KV.second);
+            if (!A)
+              return bad("choice '" + Name + "' of '" + NodeName +
+                         "' has a parameter '" + KV.first.str() +
+                         "' that is not a number, string, bool or list");
+            FromReport.Params.set(KV.first.str(), std::move(*A));
+          }
+        C = &FromReport;
+      } else if (!(C = N->findChoice(Name))) {
         return bad("choice '" + Name + "' of '" + NodeName +
                    "' is not in the lowered IR (run with the same choice "
                    "options)");
+      }
       std::string What = (GraphName + "/" + NodeName + " " + Name).str();
       if (std::optional<double> Ms = CO->getNumber("ms"))
         Out.push_back({CalibrationSample::Kind::Choice, groupOf(W, *C, false),
@@ -137,10 +245,6 @@ mtsched::collectCalibrationSamples(const Module &M,
 llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
     llvm::StringRef IRPath, llvm::StringRef ReportPath,
     const LoweringOptions &Lowering, const FusionOptions &Fusion) {
-  auto IR = llvm::MemoryBuffer::getFile(IRPath, /*IsText=*/true);
-  if (!IR)
-    return bad("cannot read IR file '" + IRPath +
-               "': " + IR.getError().message());
   auto Rep = llvm::MemoryBuffer::getFile(ReportPath, /*IsText=*/true);
   if (!Rep)
     return bad("cannot read report '" + ReportPath +
@@ -150,6 +254,17 @@ llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
   if (!Report)
     return bad(ReportPath +
                ": invalid JSON: " + llvm::toString(Report.takeError()));
+  if (IRPath.empty()) {
+    llvm::Expected<std::vector<CalibrationSample>> S =
+        collectCalibrationSamples(nullptr, *Report);
+    if (!S)
+      return bad(ReportPath + ": " + llvm::toString(S.takeError()));
+    return S;
+  }
+  auto IR = llvm::MemoryBuffer::getFile(IRPath, /*IsText=*/true);
+  if (!IR)
+    return bad("cannot read IR file '" + IRPath +
+               "': " + IR.getError().message());
   llvm::SourceMgr SM;
   SM.AddNewSourceBuffer(std::move(*IR), llvm::SMLoc());
   std::unique_ptr<Module> M = parseModule(SM);
@@ -162,7 +277,6 @@ llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
   LoweringOptions L = Lowering;
   // Decisions are not needed, only the workloads.
   L.Mode = CollectiveMode::Deferred;
-  L.Selector = nullptr;
   // As the default pipeline lowers (the report may time SwiGLU's merged
   // alternatives, which fuse-swiglu adds).
   std::unique_ptr<Pass> Passes[] = {createLowerPass(L), createFuseSwiGluPass(L),
@@ -176,7 +290,7 @@ llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
       }
     }
   llvm::Expected<std::vector<CalibrationSample>> S =
-      collectCalibrationSamples(*M, *Report);
+      collectCalibrationSamples(M.get(), *Report);
   if (!S)
     return bad(ReportPath + ": " + llvm::toString(S.takeError()));
   return S;

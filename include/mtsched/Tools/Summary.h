@@ -8,8 +8,8 @@
 // its content is deterministic (times as the report has them).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_SUMMARY_H
-#define MTSCHED_AUTOTUNE_SUMMARY_H
+#ifndef MTSCHED_TOOLS_SUMMARY_H
+#define MTSCHED_TOOLS_SUMMARY_H
 
 namespace llvm {
 class raw_ostream;
@@ -27,4 +27,4 @@ void printAutotuneSummary(const RunResult &R, const Module &M, int Ranks,
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_SUMMARY_H
+#endif // MTSCHED_TOOLS_SUMMARY_H

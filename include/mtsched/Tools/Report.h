@@ -4,8 +4,8 @@
 // renamed.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_REPORT_H
-#define MTSCHED_AUTOTUNE_REPORT_H
+#ifndef MTSCHED_TOOLS_REPORT_H
+#define MTSCHED_TOOLS_REPORT_H
 
 #include "mtsched/Autotune/Autotuner.h"
 #include "llvm/Support/JSON.h"
@@ -28,4 +28,4 @@ void writeReport(llvm::raw_ostream &OS, const ReportInput &In);
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_REPORT_H
+#endif // MTSCHED_TOOLS_REPORT_H

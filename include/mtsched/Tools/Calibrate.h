@@ -11,8 +11,8 @@
 // moves no prediction by 0.1%) keep their starting values and are reported.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_CALIBRATE_H
-#define MTSCHED_AUTOTUNE_CALIBRATE_H
+#ifndef MTSCHED_TOOLS_CALIBRATE_H
+#define MTSCHED_TOOLS_CALIBRATE_H
 
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/Lowering/Lowering.h"
@@ -43,15 +43,18 @@ struct CalibrationSample {
 /// The model's time for a sample on device D.
 double predictSampleUs(const DeviceDesc &D, const CalibrationSample &S);
 
-/// Pairs the finite, measured (not predicted) times of Report with the
-/// workloads of M, which must be the report's IR after `lower` and `fuse`
-/// with the run's options. Nodes decided by fallback are skipped; a node or
-/// choice the IR does not have is an error naming it.
+/// Pairs the finite, measured (not predicted) times of Report with their
+/// workloads: M's when given, which must be the report's IR after `lower`
+/// and `fuse` with the run's options, else the report's own (each node's
+/// `workload` and each choice's `params`). Nodes
+/// decided by fallback are skipped; a node or choice the IR does not have
+/// is an error naming it, as is a report without workloads and no M.
 llvm::Expected<std::vector<CalibrationSample>>
-collectCalibrationSamples(const Module &M, const llvm::json::Value &Report);
+collectCalibrationSamples(const Module *M, const llvm::json::Value &Report);
 
-/// Parses IRPath, lowers and fuses it with the given options, reads
-/// ReportPath and collects its samples; errors name the file at fault.
+/// Reads ReportPath and collects its samples; IRPath, if not empty, is
+/// parsed, lowered and fused with the given options for a report that
+/// carries no workloads. Errors name the file at fault.
 llvm::Expected<std::vector<CalibrationSample>>
 loadCalibrationSamples(llvm::StringRef IRPath, llvm::StringRef ReportPath,
                        const LoweringOptions &Lowering,
@@ -88,4 +91,4 @@ void printCalibration(const DeviceDesc &Start, const CalibrationResult &R,
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_CALIBRATE_H
+#endif // MTSCHED_TOOLS_CALIBRATE_H

@@ -1,7 +1,7 @@
 // The autotune summary, from hand-made RunResults: the cases the simulator
 // does not produce on its own (ranks that measured differently, long choice
 // lists, a node the module does not hold).
-#include "mtsched/Autotune/Summary.h"
+#include "mtsched/Tools/Summary.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/IR/Graph.h"
 #include "llvm/Support/raw_ostream.h"

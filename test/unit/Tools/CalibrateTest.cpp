@@ -1,4 +1,4 @@
-#include "mtsched/Autotune/Calibrate.h"
+#include "mtsched/Tools/Calibrate.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Passes/Diagnostics.h"
@@ -121,7 +121,7 @@ TEST(CalibrateTest, ReportErrorsNameTheProblem) {
   auto Err = [&](llvm::StringRef Json) {
     llvm::Expected<llvm::json::Value> V = llvm::json::parse(Json);
     EXPECT_TRUE(bool(V));
-    auto S = collectCalibrationSamples(*M, *V);
+    auto S = collectCalibrationSamples(M.get(), *V);
     return S ? std::string("ok") : llvm::toString(S.takeError());
   };
   EXPECT_EQ(Err("{}"), "the report has no 'nodes' list");
@@ -133,6 +133,37 @@ TEST(CalibrateTest, ReportErrorsNameTheProblem) {
             std::string::npos);
   EXPECT_EQ(Err(R"({"nodes": []})"),
             "the report holds no measured times to calibrate from");
+}
+
+// A report carries each node's workload and each choice's parameters, so
+// no IR is needed to calibrate from it.
+TEST(CalibrateTest, ReportWorkloadsNeedNoIR) {
+  llvm::Expected<llvm::json::Value> V = llvm::json::parse(R"({"nodes": [
+    {"graph": "@g", "name": "%h",
+     "workload": {"kind": "gemm", "batch": 1, "m": 256, "n": 1024,
+                  "k": 1024, "dtype": "bf16", "bytes": 0, "ranks": 1,
+                  "in_bytes": 0, "out_bytes": 0},
+     "choices": [{"name": "gemm_64x64x64_w4_s4", "ms": 0.004},
+                 {"name": "k", "ms": 0.002, "params": {"cost_us": 2}}]}]})");
+  ASSERT_TRUE(bool(V));
+  auto S = collectCalibrationSamples(nullptr, *V);
+  ASSERT_TRUE(bool(S)) << llvm::toString(S.takeError());
+  ASSERT_EQ(S->size(), 2u);
+  EXPECT_EQ((*S)[0].W.Gemm.M, 256);
+  EXPECT_EQ((*S)[0].MeasuredUs, 4);
+  EXPECT_EQ((*S)[1].C.Params.getInt("cost_us"), 2);
+  // Without a workload and without an IR, the node cannot be described.
+  V = llvm::json::parse(R"({"nodes": [{"graph": "@g", "name": "%h"}]})");
+  S = collectCalibrationSamples(nullptr, *V);
+  ASSERT_FALSE(bool(S));
+  EXPECT_NE(llvm::toString(S.takeError()).find("has no workload"),
+            std::string::npos);
+  V = llvm::json::parse(R"({"nodes": [{"graph": "@g", "name": "%h",
+      "workload": {"kind": "gemm", "dtype": "q7"}}]})");
+  S = collectCalibrationSamples(nullptr, *V);
+  ASSERT_FALSE(bool(S));
+  EXPECT_EQ(llvm::toString(S.takeError()),
+            "the workload of '%h' has an unknown dtype 'q7'");
 }
 
 } // namespace

@@ -9,8 +9,8 @@
 // pruning). docs/HEURISTICS.md explains the columns.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_LAB_H
-#define MTSCHED_AUTOTUNE_LAB_H
+#ifndef MTSCHED_TOOLS_LAB_H
+#define MTSCHED_TOOLS_LAB_H
 
 #include "mtsched/Autotune/AutotuneOptions.h"
 #include "llvm/Support/Error.h"
@@ -57,4 +57,4 @@ void printLabTable(const std::vector<LabRow> &Rows, llvm::raw_ostream &OS);
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_LAB_H
+#endif // MTSCHED_TOOLS_LAB_H

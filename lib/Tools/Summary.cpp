@@ -1,5 +1,5 @@
 //===- Summary.cpp - The autotune summary for people ----------------------===//
-#include "mtsched/Autotune/Summary.h"
+#include "mtsched/Tools/Summary.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/IR/Graph.h"
 #include "llvm/ADT/StringMap.h"

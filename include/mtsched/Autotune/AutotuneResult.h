@@ -1,0 +1,107 @@
+//===- AutotuneResult.h - What one rank's autotuning found ------*- C++ -*-===//
+//
+// The plain record of a run: every node's choices, times and decision, the
+// syncs, counters and per-rank views. The autotuner fills it; the report,
+// the summary and the lab read it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_AUTOTUNERESULT_H
+#define MTSCHED_AUTOTUNE_AUTOTUNERESULT_H
+
+#include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/Workload.h"
+#include "mtsched/IR/Graph.h"
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mtsched {
+
+/// What happened to one choice of one node, at the node's own size.
+struct ChoiceResult {
+  std::string Name;
+  ChoiceStatus Status = ChoiceStatus::Skipped;
+  /// Max over ranks; +inf if it failed anywhere.
+  double Us;
+  /// This rank's own measurement.
+  double LocalUs;
+  /// Fused with the epilogue: measured (max over ranks) or predicted.
+  double FusedUs;
+  bool FusedPredicted = false;
+  std::string Message;
+};
+
+struct NodeResult {
+  std::string Graph;
+  std::string Name;
+  std::string Kind;
+  std::string Op;
+  /// Empty for a non-collective node.
+  std::string Group;
+  std::vector<ChoiceResult> Choices;
+  std::string Chosen;
+  std::vector<std::string> Epilogue;
+  bool EpilogueFused = false;
+  bool Fallback = false;
+  /// Replayed from the persistent cache: nothing was measured this run.
+  bool FromCache = false;
+  double EpilogueUs = 0;
+  std::vector<DispatchEntry> Dispatch;
+  /// The ranks whose measurements the times come from: a collective's
+  /// group, every rank for other nodes; empty when nothing was measured.
+  std::vector<int> TimedBy;
+  /// What the node computes and each choice's parameters, in choice order:
+  /// the report carries them so that calibration needs no IR.
+  Workload W;
+  std::vector<AttrDict> ChoiceParams;
+};
+
+struct SyncResult {
+  unsigned Count = 0;
+  bool Ok = true;
+  /// Wall time this rank spent in syncs (waiting for peers included).
+  double Ms = 0;
+  std::string Reason;
+  /// The arrival deadline the (first) pre-sync ran with.
+  double DeadlineMs = 0;
+  /// Of the first pre-sync: the last rank's arrival minus the first one's,
+  /// and the sync's own cost (from the last arrival to the release, plus the
+  /// agreement exchange); negative when they could not be measured (the
+  /// ranks never all met).
+  double SkewMs = -1;
+  double CostMs = -1;
+  /// Ranks that arrived after the deadline, and ranks never heard from.
+  std::vector<int> LateRanks;
+  std::vector<int> MissingRanks;
+  /// Nodes decided by the fallback rules because nothing could be measured
+  /// (not counting nodes replayed from the cache).
+  unsigned FallbackNodes = 0;
+};
+
+/// Everything the report needs from a rank.
+struct RunResult {
+  SyncResult Sync;
+  std::vector<NodeResult> Nodes;
+  /// Wall time per autotuning phase.
+  std::map<std::string, double> PhasesMs;
+  unsigned BenchmarksRun = 0;
+  unsigned MemoHits = 0;
+  /// Nodes replayed from the persistent cache without measuring anything,
+  /// and nodes it did not (fully) hold; CacheDir is empty without a cache.
+  unsigned CacheHits = 0;
+  unsigned CacheMisses = 0;
+  std::string CacheDir;
+  /// Per rank (index = rank): each node's choices' local times, in the order
+  /// of Nodes, and the rank's decisions; empty for a rank that was not heard
+  /// from at the end.
+  std::vector<std::vector<std::vector<double>>> RankLocalUs;
+  std::vector<std::vector<std::pair<std::string, std::string>>> RankDecisions;
+  /// One line per failed sync that made nodes fall back, for the reporting
+  /// rank to print once per run (every rank composes the same line).
+  std::vector<std::string> Warnings;
+};
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_AUTOTUNERESULT_H

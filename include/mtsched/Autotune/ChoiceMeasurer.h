@@ -1,0 +1,69 @@
+//===- ChoiceMeasurer.h - The measurement stack -----------------*- C++ -*-===//
+//
+// How one time is obtained, from the top of the stack down: the memo and
+// the persistent cache (MeasurementStore), then, when neither holds it and
+// measuring is allowed, the backend's benchmarker on this rank, agreed with
+// the other ranks by max-reduction (RankAgreement). Choice faults are
+// injected inside the backends. Nothing here decides: it returns agreed
+// times, failures as data, for the decision step.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_CHOICEMEASURER_H
+#define MTSCHED_AUTOTUNE_CHOICEMEASURER_H
+
+#include "mtsched/Autotune/AutotuneResult.h"
+#include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/MeasurementStore.h"
+#include "mtsched/Autotune/RankAgreement.h"
+#include <string>
+#include <vector>
+
+namespace mtsched {
+
+class ChoiceMeasurer {
+public:
+  /// What measuring one node found out besides its times.
+  struct NodeState {
+    /// A time is neither remembered nor cached, and --cache-only forbids
+    /// measuring it.
+    bool Missing = false;
+    /// A time was needed but the ranks could not agree on one.
+    bool Unmeasured = false;
+  };
+
+  /// Counters (benchmarks run, memo hits) go to Counters.
+  ChoiceMeasurer(const AutotuneOptions &Opts, Benchmarker &Bench,
+                 RankAgreement &Ranks, MeasurementStore &Store,
+                 RunResult &Counters)
+      : Opts(Opts), Bench(Bench), Ranks(Ranks), Store(Store),
+        Counters(Counters) {}
+
+  /// Every choice of N (fused or not) at workload W, agreed across the
+  /// node's ranks. Choices whose entry in Skip is set are not measured (a
+  /// choice that failed unfused is not tried fused); pruned ones neither.
+  std::vector<AgreedMeasurement>
+  measureChoices(const MultiTemplateBufferNode &N, const Workload &W,
+                 int64_t Hint, bool Fused, const std::vector<bool> &Skip,
+                 NodeState &S);
+  /// N's epilogue run as its own kernel.
+  AgreedMeasurement measureEpilogue(const MultiTemplateBufferNode &N,
+                                    const Workload &W, NodeState &S);
+  /// --prune-top-k: for each choice of N at W, empty if it is benchmarked,
+  /// else why not.
+  std::vector<std::string> pruneReasons(const MultiTemplateBufferNode &N,
+                                        const Workload &W) const;
+
+private:
+  const AutotuneOptions &Opts;
+  Benchmarker &Bench;
+  RankAgreement &Ranks;
+  MeasurementStore &Store;
+  RunResult &Counters;
+};
+
+/// Times kept to the nanosecond: finer digits are noise and clutter the IR.
+double roundUs(double Us);
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_CHOICEMEASURER_H

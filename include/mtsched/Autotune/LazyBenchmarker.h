@@ -1,0 +1,63 @@
+//===- LazyBenchmarker.h - A backend created on first use -------*- C++ -*-===//
+//
+// Creating the cuda backend starts a GPU context (and later compiles
+// kernels); a run whose every decision replays from the autotune cache needs
+// neither. A LazyBenchmarker announces its backend's name and version (both
+// part of the cache key) up front and creates the backend only when a
+// choice actually has to be measured: a warm start touches no device.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_LAZYBENCHMARKER_H
+#define MTSCHED_AUTOTUNE_LAZYBENCHMARKER_H
+
+#include "mtsched/Autotune/Benchmarker.h"
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace mtsched {
+
+class Communicator;
+
+class LazyBenchmarker : public Benchmarker {
+public:
+  using Factory = std::function<llvm::Expected<std::unique_ptr<Benchmarker>>()>;
+  LazyBenchmarker(std::string Name, std::string Version, Factory Make);
+  ~LazyBenchmarker() override;
+
+  llvm::StringRef getBackendName() const override { return Name; }
+  std::string getVersion() const override { return Version; }
+  /// Create the backend on first use; if it cannot be created, every
+  /// measurement fails saying why, and getSetupError() says it too.
+  Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
+                      const Choice &C, bool Fused) override;
+  Measurement measureEpilogue(const MultiTemplateBufferNode &N,
+                              const Workload &W) override;
+  std::string getSetupError() const override { return Error; }
+
+  bool isCreated() const { return Real != nullptr; }
+  /// Backends created through LazyBenchmarker in this process, for tests.
+  static unsigned getCreatedCount();
+
+private:
+  Benchmarker *get();
+
+  std::string Name;
+  std::string Version;
+  Factory Make;
+  std::unique_ptr<Benchmarker> Real;
+  bool Tried = false;
+  std::string Error;
+};
+
+/// The benchmarker Opts.Backend names for Rank, created lazily where its
+/// name and version are known without creating it (`sim`, `cuda`); `auto`
+/// must try cuda to know which it is, so it is created now. Comm is
+/// attached to a cuda backend when it is created.
+llvm::Expected<std::unique_ptr<Benchmarker>>
+createLazyBenchmarker(const AutotuneOptions &Opts, int Rank,
+                      Communicator &Comm);
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_LAZYBENCHMARKER_H

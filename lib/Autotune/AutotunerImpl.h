@@ -1,0 +1,110 @@
+//===- AutotunerImpl.h - The autotuner's walk over a graph ------*- C++ -*-===//
+//
+// Private to lib/Autotune: the layers one Autotuner holds, and the walk
+// that takes each node through them (Autotuner.cpp for the world, and
+// SubgroupTuning.cpp for collectives on smaller process groups).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_LIB_AUTOTUNE_AUTOTUNERIMPL_H
+#define MTSCHED_LIB_AUTOTUNE_AUTOTUNERIMPL_H
+
+#include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/ChoiceMeasurer.h"
+#include "mtsched/Autotune/Decision.h"
+#include "mtsched/Autotune/MeasurementStore.h"
+#include "mtsched/Autotune/RankAgreement.h"
+#include "mtsched/Passes/Diagnostics.h"
+
+namespace mtsched {
+
+struct Autotuner::Impl {
+  Impl(Autotuner &Self, const AutotuneOptions &Opts,
+       const FusionOptions &Fusion, Communicator &Comm, Diagnostics &Diags,
+       const Module &M, RankHooks Hooks);
+
+  Autotuner &Self;
+  const AutotuneOptions &Opts;
+  FusionOptions Fusion;
+  Diagnostics &Diags;
+  const Module &M;
+  std::unique_ptr<FusionHeuristic> Heuristic;
+  RankAgreement Ranks;
+  MeasurementStore Store;
+  ChoiceMeasurer Measurer;
+  std::vector<std::unique_ptr<AutotuneObserver>> Observers;
+
+  /// What measuring the node being finalized found out.
+  ChoiceMeasurer::NodeState Node;
+  /// The nodes that fell back since the last sync failure: "%name -> choice".
+  std::vector<std::string> FellBack;
+  bool CacheOnlyFailed = false;
+  bool StoreWarned = false;
+
+  /// A collective on a process group smaller than the world, waiting for
+  /// its group to time it and for the exchange that tells the other ranks.
+  struct GroupNode {
+    MultiTemplateBufferNode *N;
+    /// Its entry in result().Nodes, kept in decision order on every rank.
+    size_t ResultIndex;
+    /// World ranks, in the group's order; Ranks[0] leads.
+    std::vector<int> Ranks;
+  };
+
+  RunResult &result() { return Self.Result; }
+  int rank() const { return Ranks.rank(); }
+  void warn(llvm::SMLoc Loc, const llvm::Twine &Msg) {
+    Diags.warning(Loc, "rank " + llvm::Twine(rank()) + ": " + Msg);
+  }
+  void addPhase(llvm::StringRef Name, double Ms) {
+    result().PhasesMs[Name.str()] += Ms;
+  }
+  std::string cacheKey(const Graph &G, const MultiTemplateBufferNode &N);
+
+  /// The pre-sync with this rank's flags.
+  llvm::Expected<std::string> sync(PreSyncInput In, std::string &Bundle);
+  /// Rank 0: every node's cache entry, looked up before the pre-sync so a
+  /// fully cached graph needs nothing measured (empty without a cache).
+  std::string lookupBundle(const Graph &G,
+                           llvm::ArrayRef<MultiTemplateBufferNode *> Todo);
+  /// After a sync failure: the one stderr line the reporting rank prints,
+  /// or the error under --on-sync-failure=error.
+  llvm::Error noteFallbacks(const Graph &G, llvm::StringRef What);
+  /// Fallback counts N as a node that fell back after a sync failure.
+  void decideWithoutBenchmark(const Graph &G, MultiTemplateBufferNode &N,
+                              llvm::StringRef Reason, bool Fallback = true);
+  /// Finalizes N: cache lookup (Entry, from rank 0's bundle; without one,
+  /// a broadcast from rank 0), then finalizeNode, then storing what was
+  /// measured.
+  void finalize(const Graph &G, MultiTemplateBufferNode &N, bool WithFusion,
+                const std::string *Entry = nullptr);
+  /// Measure (or replay), decide, then the dispatch table.
+  void finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
+                    bool WithFusion);
+  /// Whether finalizeNode must stop: N was decided without measurements.
+  bool stopIfUnmeasured(const Graph &G, MultiTemplateBufferNode &N);
+  void notifyProgress(size_t Done, size_t Total);
+  /// An error if the backend was needed and could not be set up.
+  llvm::Error checkBackend(llvm::SMLoc Loc);
+
+  /// The ranks of N's process group if N is a collective on a group smaller
+  /// than the world; empty otherwise.
+  std::vector<int> subgroupOf(const Graph &G,
+                              const MultiTemplateBufferNode &N) const;
+  /// The ranks whose measurements N's times come from.
+  std::vector<int> timedBy(const Graph &G,
+                           const MultiTemplateBufferNode &N) const;
+  /// Queues N (a subgroup collective) for tuneSubgroupNodes, holding its
+  /// place among the results.
+  GroupNode queueGroupNode(const Graph &G, MultiTemplateBufferNode &N,
+                           std::vector<int> Group);
+  /// Each queued node is timed by its group's members only, on the group's
+  /// communicator (disjoint groups at the same time); then one world-wide
+  /// all-gather carries each group leader's decisions to every rank. If the
+  /// exchange cannot happen, every rank falls back on every queued node.
+  void tuneSubgroupNodes(const Graph &G, llvm::ArrayRef<GroupNode> Nodes,
+                         bool WithFusion);
+};
+
+} // namespace mtsched
+
+#endif // MTSCHED_LIB_AUTOTUNE_AUTOTUNERIMPL_H

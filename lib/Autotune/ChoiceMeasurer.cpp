@@ -1,0 +1,233 @@
+//===- ChoiceMeasurer.cpp - The measurement stack -------------------------===//
+#include "mtsched/Autotune/ChoiceMeasurer.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/TimeProfiler.h"
+#include <cmath>
+
+using namespace mtsched;
+
+static constexpr double Inf = std::numeric_limits<double>::infinity();
+
+double mtsched::roundUs(double Us) {
+  return std::isfinite(Us) ? std::round(Us * 1000.0) / 1000.0 : Us;
+}
+
+namespace {
+
+/// A cross-rank outcome code; max-reducing it picks the worst status.
+double statusCode(ChoiceStatus S) {
+  switch (S) {
+  case ChoiceStatus::Ok:
+    return 0;
+  case ChoiceStatus::WrongResult:
+    return 1;
+  case ChoiceStatus::Failed:
+    return 2;
+  case ChoiceStatus::Timeout:
+    return 3;
+  case ChoiceStatus::Skipped:
+    return 4;
+  }
+  return 2;
+}
+
+ChoiceStatus statusFromCode(double C) {
+  if (C >= 4)
+    return ChoiceStatus::Skipped;
+  if (C >= 3)
+    return ChoiceStatus::Timeout;
+  if (C >= 2)
+    return ChoiceStatus::Failed;
+  if (C >= 1)
+    return ChoiceStatus::WrongResult;
+  return ChoiceStatus::Ok;
+}
+
+} // namespace
+
+std::vector<AgreedMeasurement>
+ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
+                               const Workload &W, int64_t Hint, bool Fused,
+                               const std::vector<bool> &Skip, NodeState &S) {
+  bool Collective = llvm::isa<CollectiveMultiTemplateBufferNode>(N);
+  // Work split: the K-th choice that needs measuring is timed by rank
+  // K mod size only. Every rank skips the same choices (memo, cache,
+  // pruning and failures are agreed state), so the shares are disjoint and
+  // cover every choice; the others contribute -inf, which the max-reduction
+  // ignores.
+  Communicator &Comm = Ranks.nodeComm();
+  bool Split = Opts.SplitTuning && !Collective && Comm.size() > 1;
+  size_t ToMeasure = 0;
+  std::vector<AgreedMeasurement> Out(N.getChoices().size());
+  const std::string Prefix = workloadKey(W, Fused) + Ranks.nodeGroupKey();
+  // Local results still to be max-reduced: after every choice for a
+  // collective (all ranks run it together), once per node otherwise.
+  std::vector<size_t> Pending;
+  std::vector<double> PendingValues;
+  auto Flush = [&] {
+    if (Pending.empty())
+      return;
+    // Each rank measured the same choices, each within the choice timeout:
+    // waiting that long per choice plus a margin means a choice that timed
+    // out on one rank arrives here as a timeout (+inf on every rank), never
+    // as a silent peer.
+    auto Bound =
+        Opts.ChoiceTimeout * int64_t(Pending.size()) + Opts.AgreementTimeout;
+    if (!Ranks.agreeMaxNamingPeers(PendingValues, Bound)) {
+      S.Unmeasured = true;
+      for (size_t J : Pending)
+        Out[J].Status = ChoiceStatus::Skipped;
+    } else {
+      for (size_t K = 0; K < Pending.size(); ++K) {
+        AgreedMeasurement &A = Out[Pending[K]];
+        ChoiceStatus St = statusFromCode(PendingValues[2 * K + 1]);
+        if (St != ChoiceStatus::Ok && A.Status == ChoiceStatus::Ok)
+          A.Message = "failed on another rank";
+        A.Status = St;
+        A.Us = St == ChoiceStatus::Ok ? roundUs(PendingValues[2 * K]) : Inf;
+        Store.remember(choiceKey(Prefix, N.getChoices()[Pending[K]]), A);
+      }
+    }
+    Pending.clear();
+    PendingValues.clear();
+  };
+  std::vector<std::string> Pruned = pruneReasons(N, W);
+  for (size_t I = 0; I < N.getChoices().size(); ++I) {
+    const Choice &C = N.getChoices()[I];
+    if (Fused && C.isExtern()) {
+      Out[I].Message = "extern choices cannot fuse";
+      continue;
+    }
+    if (!Pruned[I].empty()) {
+      Out[I].Message = Pruned[I];
+      continue;
+    }
+    if (I < Skip.size() && Skip[I]) {
+      Out[I].Message = "not tried fused: it failed unfused";
+      continue;
+    }
+    std::string Key = choiceKey(Prefix, C);
+    const AgreedMeasurement *Hit =
+        Ranks.isBroken() ? nullptr : Store.findMemo(Key);
+    if (Hit) {
+      ++Counters.MemoHits;
+      Out[I] = *Hit;
+      Store.record(Key, Out[I]);
+      continue;
+    }
+    if (Store.replay(Key, Out[I], S.Missing))
+      continue;
+    if (S.Missing)
+      continue;
+    if (Ranks.isDegraded()) {
+      S.Unmeasured = true;
+      continue;
+    }
+    if (Opts.CacheOnly) {
+      // Whatever the cache's state, --cache-only never benchmarks.
+      S.Missing = true;
+      Out[I].Message = "not in the autotune cache (--cache-only)";
+      continue;
+    }
+    if (Collective &&
+        !Ranks.barrier(Opts.ChoiceTimeout,
+                       "a peer stopped answering during benchmarking")) {
+      S.Unmeasured = true;
+      continue;
+    }
+    if (Split && int(ToMeasure++ % size_t(Comm.size())) != Comm.rank()) {
+      // Another rank's share: this rank measured nothing.
+      Out[I].Status = ChoiceStatus::Ok;
+      Pending.push_back(I);
+      PendingValues.push_back(-Inf);
+      PendingValues.push_back(statusCode(ChoiceStatus::Ok));
+      continue;
+    }
+    Measurement Local;
+    {
+      llvm::TimeTraceScope Scope("benchmark", [&] {
+        return "%" + N.getName() + " " + C.Name + (Fused ? " fused" : "") +
+               (Hint ? " @" + std::to_string(Hint) : "");
+      });
+      Local = Bench.measure(N, W, C, Fused);
+    }
+    ++Counters.BenchmarksRun;
+    Out[I].LocalUs = Local.Status == ChoiceStatus::Ok ? Local.Us : Inf;
+    Out[I].Message = Local.Message;
+    Out[I].Status = Local.Status;
+    Pending.push_back(I);
+    PendingValues.push_back(Out[I].LocalUs);
+    PendingValues.push_back(statusCode(Local.Status));
+    if (Collective)
+      Flush();
+  }
+  if (!Ranks.isDegraded())
+    Flush();
+  return Out;
+}
+
+AgreedMeasurement
+ChoiceMeasurer::measureEpilogue(const MultiTemplateBufferNode &N,
+                                const Workload &W, NodeState &S) {
+  AgreedMeasurement A;
+  Choice Epi{"<epilogue>", {}, {}};
+  std::string Key =
+      choiceKey(workloadKey(W, /*Fused=*/true), Epi) + Ranks.nodeGroupKey();
+  const AgreedMeasurement *Hit =
+      Ranks.isBroken() ? nullptr : Store.findMemo(Key);
+  if (Hit) {
+    ++Counters.MemoHits;
+    Store.record(Key, *Hit);
+    return *Hit;
+  }
+  if (Store.replay(Key, A, S.Missing))
+    return A;
+  if (S.Missing)
+    return A;
+  if (Ranks.isDegraded()) {
+    S.Unmeasured = true;
+    return A;
+  }
+  if (Opts.CacheOnly) {
+    S.Missing = true;
+    return A;
+  }
+  Measurement Local = Bench.measureEpilogue(N, W);
+  ++Counters.BenchmarksRun;
+  std::vector<double> V{Local.Status == ChoiceStatus::Ok ? Local.Us : Inf};
+  if (!Ranks.agreeMax(V, Opts.ChoiceTimeout + Opts.AgreementTimeout,
+                      "a peer stopped answering during benchmarking")) {
+    S.Unmeasured = true;
+    return A;
+  }
+  A.Status = std::isfinite(V[0]) ? ChoiceStatus::Ok : ChoiceStatus::Failed;
+  A.Us = roundUs(V[0]);
+  A.LocalUs = Local.Us;
+  Store.remember(Key, A);
+  return A;
+}
+
+std::vector<std::string>
+ChoiceMeasurer::pruneReasons(const MultiTemplateBufferNode &N,
+                             const Workload &W) const {
+  size_t Count = N.getChoices().size();
+  std::vector<std::string> Out(Count);
+  if (Opts.PruneTopK == 0 || Opts.PruneTopK >= Count)
+    return Out;
+  std::vector<std::pair<double, size_t>> Ranked;
+  for (size_t I = 0; I < Count; ++I)
+    Ranked.push_back(
+        {predictChoiceUs(Opts.Device, W, N.getChoices()[I], false), I});
+  // Ties (and +inf) keep program order.
+  llvm::sort(Ranked);
+  for (size_t R = Opts.PruneTopK; R < Count; ++R) {
+    std::string Msg;
+    llvm::raw_string_ostream OS(Msg);
+    OS << "pruned: the cost model ranks it " << R + 1 << " of " << Count;
+    if (std::isfinite(Ranked[R].first))
+      OS << " (predicted " << llvm::format("%.3f", Ranked[R].first) << " us)";
+    OS << "; --prune-top-k=" << Opts.PruneTopK;
+    Out[Ranked[R].second] = OS.str();
+  }
+  return Out;
+}

@@ -1,0 +1,101 @@
+//===- Decision.cpp - The autotuner's decision step -----------------------===//
+#include "mtsched/Autotune/Decision.h"
+#include <cmath>
+
+using namespace mtsched;
+
+static constexpr double Inf = std::numeric_limits<double>::infinity();
+
+std::string mtsched::fallbackChoice(const MultiTemplateBufferNode &N,
+                                    const AutotuneOptions &Opts) {
+  if (llvm::isa<CollectiveMultiTemplateBufferNode>(N) &&
+      !Opts.CollectiveFallback.empty() && N.findChoice(Opts.CollectiveFallback))
+    return Opts.CollectiveFallback;
+  return N.getChoices().front().Name;
+}
+
+FusionDecision mtsched::decideNode(const FusionHeuristic &H,
+                                   const MultiTemplateBufferNode &N,
+                                   const NodeTimes &T, double SpeedupThreshold,
+                                   const AutotuneOptions &Opts,
+                                   bool &Fallback) {
+  FusionQuery Q;
+  Q.SpeedupThreshold = SpeedupThreshold;
+  Q.EpilogueUs = T.Epilogue.Us;
+  Q.Variants.reserve(N.getChoices().size());
+  for (size_t I = 0; I < N.getChoices().size(); ++I) {
+    FusionQuery::Variant V{N.getChoices()[I].Name, T.Unfused[I].Us,
+                           T.HasEpilogue ? T.Fused[I].Us : Inf};
+    if (T.Predicted)
+      V.PredictedUnfusedUs = T.PredictedUnfusedUs[I];
+    Q.Variants.push_back(std::move(V));
+  }
+  FusionDecision D = H.decide(Q);
+  bool AnyUsable = D.Fused;
+  for (const AgreedMeasurement &A : T.Unfused)
+    AnyUsable |= std::isfinite(A.Us);
+  Fallback = !AnyUsable;
+  if (Fallback)
+    D.Choice = fallbackChoice(N, Opts);
+  return D;
+}
+
+void mtsched::applyDecision(MultiTemplateBufferNode &N, const NodeTimes &T,
+                            const FusionDecision &D, NodeResult &R) {
+  N.setDecision(D.Choice);
+  N.setEpilogueFused(D.Fused);
+  size_t Count = N.getChoices().size();
+  N.getTimings().clear();
+  N.getTimings().reserve(Count);
+  N.getFusedTimings().clear();
+  if (T.HasEpilogue)
+    N.getFusedTimings().reserve(Count);
+  R.Choices.reserve(Count);
+  for (size_t I = 0; I < Count; ++I) {
+    const Choice &C = N.getChoices()[I];
+    N.getTimings().push_back({C.Name, T.Unfused[I].Us});
+    ChoiceResult CR;
+    CR.Name = C.Name;
+    CR.Status = T.Unfused[I].Status;
+    CR.Us = T.Unfused[I].Us;
+    CR.LocalUs = T.Unfused[I].LocalUs;
+    CR.FusedUs = Inf;
+    CR.Message = T.Unfused[I].Message;
+    if (T.HasEpilogue && !C.isExtern()) {
+      N.getFusedTimings().push_back({C.Name, T.Fused[I].Us});
+      CR.FusedUs = T.Fused[I].Us;
+      CR.FusedPredicted = T.Predicted;
+    }
+    R.Choices.push_back(CR);
+  }
+}
+
+std::string mtsched::fastestChoice(const MultiTemplateBufferNode &N,
+                                   const std::vector<AgreedMeasurement> &Times,
+                                   std::string Default) {
+  double Best = Inf;
+  for (size_t I = 0; I < Times.size(); ++I)
+    if (Times[I].Us < Best) {
+      Best = Times[I].Us;
+      Default = N.getChoices()[I].Name;
+    }
+  return Default;
+}
+
+NodeResult mtsched::startRecord(const Module &M, const Graph &G,
+                                const MultiTemplateBufferNode &N) {
+  NodeResult R;
+  R.Graph = G.getName();
+  R.Name = "%" + N.getName();
+  R.Kind = N.getKindKeyword().str();
+  R.Op = N.getOpName().str();
+  if (const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N))
+    R.Group = C->getGroup();
+  for (const Operand &E : N.getEpilogue())
+    R.Epilogue.push_back("%" + E.V->getName());
+  R.W = describeNode(M, G, N);
+  R.ChoiceParams.reserve(N.getChoices().size());
+  for (const Choice &C : N.getChoices())
+    R.ChoiceParams.push_back(C.Params);
+  return R;
+}

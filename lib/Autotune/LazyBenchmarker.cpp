@@ -1,0 +1,90 @@
+//===- LazyBenchmarker.cpp - A backend created on first use ---------------===//
+#include "mtsched/Autotune/LazyBenchmarker.h"
+#include "mtsched/Autotune/CudaBenchmarker.h"
+#include "llvm/Support/TimeProfiler.h"
+#include <atomic>
+#include <limits>
+
+using namespace mtsched;
+
+static std::atomic<unsigned> Created{0};
+
+LazyBenchmarker::LazyBenchmarker(std::string Name, std::string Version,
+                                 Factory Make)
+    : Name(std::move(Name)), Version(std::move(Version)),
+      Make(std::move(Make)) {}
+
+LazyBenchmarker::~LazyBenchmarker() = default;
+
+unsigned LazyBenchmarker::getCreatedCount() { return Created.load(); }
+
+Benchmarker *LazyBenchmarker::get() {
+  if (Tried)
+    return Real.get();
+  Tried = true;
+  // The trace shows when (and whether) a run initialised its backend.
+  llvm::TimeTraceScope Scope("create benchmarker", Name);
+  llvm::Expected<std::unique_ptr<Benchmarker>> B = Make();
+  if (!B) {
+    Error = llvm::toString(B.takeError());
+    return nullptr;
+  }
+  // The cache keys already used the announced identity.
+  if ((*B)->getBackendName() != Name || (*B)->getVersion() != Version) {
+    Error = "the " + Name + " backend announced version '" + Version +
+            "' but is '" + (*B)->getBackendName().str() + "' version '" +
+            (*B)->getVersion() + "'";
+    return nullptr;
+  }
+  ++Created;
+  Real = std::move(*B);
+  return Real.get();
+}
+
+static Measurement failed(const std::string &Why) {
+  return Measurement{ChoiceStatus::Failed,
+                     std::numeric_limits<double>::infinity(), Why};
+}
+
+Measurement LazyBenchmarker::measure(const MultiTemplateBufferNode &N,
+                                     const Workload &W, const Choice &C,
+                                     bool Fused) {
+  Benchmarker *B = get();
+  return B ? B->measure(N, W, C, Fused) : failed(Error);
+}
+
+Measurement LazyBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
+                                             const Workload &W) {
+  Benchmarker *B = get();
+  return B ? B->measureEpilogue(N, W) : failed(Error);
+}
+
+llvm::Expected<std::unique_ptr<Benchmarker>>
+mtsched::createLazyBenchmarker(const AutotuneOptions &Opts, int Rank,
+                               Communicator &Comm) {
+  std::string Version;
+  if (Opts.Backend == "sim")
+    Version = getSimModelVersion().str();
+  else if (Opts.Backend == "cuda")
+    // The cuda backend keys its cache entries by the default version.
+    Version = Benchmarker::getDefaultVersion().str();
+  else {
+    llvm::Expected<std::unique_ptr<Benchmarker>> B =
+        createBenchmarker(Opts, Rank);
+    if (B)
+      attachCommunicator(**B, Comm);
+    return B;
+  }
+  // The backend keeps a reference to its options: they live with it.
+  auto Kept = std::make_shared<AutotuneOptions>(Opts);
+  Communicator *C = &Comm;
+  return std::make_unique<LazyBenchmarker>(
+      Opts.Backend, Version,
+      [Kept, Rank, C]() -> llvm::Expected<std::unique_ptr<Benchmarker>> {
+        llvm::Expected<std::unique_ptr<Benchmarker>> B =
+            createBenchmarker(*Kept, Rank);
+        if (B)
+          attachCommunicator(**B, *C);
+        return B;
+      });
+}

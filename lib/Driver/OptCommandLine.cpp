@@ -1,0 +1,440 @@
+//===- OptCommandLine.cpp - mtsched-opt's command line --------------------===//
+//
+// Every mtsched-opt flag, grouped by topic, and their translation into the
+// plain OptMainConfig that optMain runs. The flags other tools take too
+// come from lib/Tools (ToolOptions.h).
+//
+//===----------------------------------------------------------------------===//
+#include "mtsched/Driver/OptCommandLine.h"
+#include "mtsched/Autotune/Cache.h"
+#include "mtsched/Driver/OptMain.h"
+#include "mtsched/Driver/RankRunner.h"
+#include "mtsched/Driver/RegisterPasses.h"
+#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Runtime/CudaCompiler.h"
+#include "mtsched/Schedule/FusionHeuristic.h"
+#include "mtsched/Support/Version.h"
+#include "mtsched/Tools/ToolOptions.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+
+using namespace llvm;
+using namespace mtsched;
+
+// Options are grouped by topic so that --help reads like a table of
+// contents (mlir-opt does the same with its categories).
+static cl::OptionCategory
+    PipelineCat("Input and pipeline options",
+                "What to read and which passes to run; IR dumps go to stderr");
+static cl::OptionCategory
+    TuneCat("Autotuning options",
+            "Choices, fusion heuristics and how choices are timed");
+static cl::OptionCategory
+    BackendCat("Backend options",
+               "Where choices are timed: the simulator or CUDA");
+static cl::OptionCategory
+    RanksCat("Ranks and fault options",
+             "Ranks, the pre-sync, timeouts and fault injection");
+static cl::OptionCategory
+    CacheCat("Cache options", "The persistent autotune cache (docs/CACHE.md)");
+static cl::OptionCategory OutputCat("Output options",
+                                    "The printed IR or graph, reports, traces, "
+                                    "kernels and the summary on stderr");
+
+static cl::opt<std::string> InputFile(cl::Positional, cl::desc("<input file>"),
+                                      cl::init("-"), cl::cat(PipelineCat));
+static cl::opt<bool> SplitInputFile(
+    "split-input-file",
+    cl::desc("Process each '// -----' separated case on its own"),
+    cl::cat(PipelineCat));
+static cl::opt<bool> VerifyDiagnostics(
+    "verify-diagnostics",
+    cl::desc("Check diagnostics against expected-error comments"),
+    cl::cat(PipelineCat));
+static cl::list<std::string> Pipeline(
+    "pipeline",
+    cl::desc("Comma-separated passes to run (also -p, --pass-pipeline)"),
+    cl::CommaSeparated, cl::value_desc("pass,..."), cl::cat(PipelineCat));
+static cl::opt<bool>
+    PrintIRAfterAll("print-ir-after-all",
+                    cl::desc("Print the IR after every pass (stderr)"),
+                    cl::cat(PipelineCat));
+static cl::list<std::string> PrintIRAfter(
+    "print-ir-after", cl::desc("Print the IR after these passes (stderr)"),
+    cl::CommaSeparated, cl::value_desc("pass"), cl::cat(PipelineCat));
+static cl::opt<bool>
+    VerifyEach("verify-each", cl::init(true),
+               cl::desc("Run the verifier after every pass (default on)"),
+               cl::cat(PipelineCat));
+static cl::opt<bool> TimePasses("time-passes",
+                                cl::desc("Report the time of every pass"),
+                                cl::cat(PipelineCat));
+static cl::opt<bool>
+    DumpPassPipeline("dump-pass-pipeline",
+                     cl::desc("Print the pipeline to stderr before running"),
+                     cl::cat(PipelineCat));
+
+static cl::alias PassPipelineAlias("pass-pipeline",
+                                   cl::desc("Alias for --pipeline"),
+                                   cl::aliasopt(Pipeline),
+                                   cl::cat(PipelineCat));
+static cl::alias PAlias("p", cl::desc("Alias for --pipeline"),
+                        cl::aliasopt(Pipeline), cl::cat(PipelineCat));
+static cl::opt<bool> ListPasses("list-passes",
+                                cl::desc("List the passes and exit"),
+                                cl::cat(PipelineCat));
+static cl::opt<bool>
+    PrintIRBeforeAll("print-ir-before-all",
+                     cl::desc("Print the IR before every pass (stderr)"),
+                     cl::cat(PipelineCat));
+static cl::list<std::string> PrintIRBefore(
+    "print-ir-before", cl::desc("Print the IR before these passes (stderr)"),
+    cl::CommaSeparated, cl::value_desc("pass"), cl::cat(PipelineCat));
+static cl::opt<bool> PrintIRAfterChange(
+    "print-ir-after-change",
+    cl::desc("Print the IR after a pass only if the pass changed it; alone, "
+             "after every pass that changed it (stderr)"),
+    cl::cat(PipelineCat));
+static cl::opt<bool> PrintIRAfterFailure(
+    "print-ir-after-failure",
+    cl::desc("Print the IR as a failing pass left it (stderr)"),
+    cl::cat(PipelineCat));
+static cl::opt<CollectiveMode>
+    Mode("collective-mode", cl::desc("When multi-template buffers are decided"),
+         cl::values(clEnumValN(CollectiveMode::Deferred, "deferred",
+                               "V2: by the scheduler, one pre-sync for all "
+                               "collectives (default)"),
+                    clEnumValN(CollectiveMode::Immediate, "immediate",
+                               "V1: while lowering, one sync per collective")),
+         cl::init(CollectiveMode::Deferred), cl::cat(TuneCat));
+static cl::opt<std::string> FusionHeuristicName(
+    "fusion-heuristic",
+    cl::desc("benchmark (default), cost-model, always or never"),
+    cl::init("benchmark"), cl::cat(TuneCat));
+static cl::opt<double> FusionSpeedupThreshold(
+    "fusion-speedup-threshold",
+    cl::desc("Fuse only if unfused/fused time is at least this (default 1.0)"),
+    cl::init(1.0), cl::cat(TuneCat));
+
+static ChoiceToolOptions ChoiceOpts(TuneCat);
+static cl::opt<unsigned> BenchRuns("bench-runs",
+                                   cl::desc("Timed runs per measurement "
+                                            "(median taken; default 10)"),
+                                   cl::init(10), cl::cat(TuneCat));
+static cl::opt<unsigned>
+    WarmupRuns("warmup-runs", cl::desc("Untimed warm-up runs (default 2)"),
+               cl::init(2), cl::cat(TuneCat));
+static cl::list<int64_t> SizeHintsM(
+    "size-hints-m",
+    cl::desc("Matmul rows (M) to tune for, each with its own winner"),
+    cl::CommaSeparated, cl::value_desc("m,..."), cl::cat(TuneCat));
+static cl::list<int64_t> SizeHintsBytes(
+    "size-hints-bytes",
+    cl::desc("Collective message sizes in bytes to tune for, each with its "
+             "own winner"),
+    cl::CommaSeparated, cl::value_desc("bytes,..."), cl::cat(TuneCat));
+// One list read as rows and as bytes tuned all-reduces of tp=8 layers at
+// 4 KB when M=4096 was meant; it is kept only to say what replaced it.
+static cl::list<std::string> OldSizeHints("size-hints", cl::CommaSeparated,
+                                          cl::Hidden, cl::cat(TuneCat));
+enum class SplitTuningMode { Off, On };
+static cl::opt<SplitTuningMode> SplitTuning(
+    "split-tuning",
+    cl::desc("With several ranks, each rank times its share of a "
+             "non-collective node's choices and the ranks exchange the "
+             "times, so N ranks tune N times faster (default on)"),
+    cl::values(clEnumValN(SplitTuningMode::On, "on",
+                          "split the choices among the ranks (default)"),
+               clEnumValN(SplitTuningMode::Off, "off",
+                          "every rank times every choice; the slowest "
+                          "rank's time counts")),
+    cl::init(SplitTuningMode::On), cl::cat(TuneCat));
+static cl::opt<unsigned> PruneTopK(
+    "prune-top-k",
+    cl::desc("Benchmark only the K choices the cost model ranks best, per "
+             "node and size hint (default 0: all)"),
+    cl::init(0), cl::value_desc("K"), cl::cat(TuneCat));
+
+static BackendToolOptions BackendOpts(BackendCat, {/*SimNoisePct=*/0,
+                                                   /*Seed=*/0});
+static cl::opt<unsigned> CompileThreads(
+    "compile-threads",
+    cl::desc("NVRTC threads of the cuda backend (default: hardware threads, "
+             "at most 32)"),
+    cl::init(0), cl::cat(BackendCat));
+static cl::opt<std::string> KernelCacheDir(
+    "kernel-cache-dir",
+    cl::desc("Where compiled kernels are cached (default: the user cache "
+             "directory + /mtsched/kernels; 'none' for no cache)"),
+    cl::value_desc("dir"), cl::cat(BackendCat));
+static cl::opt<bool>
+    RunGraph("run",
+             cl::desc("Run the decided graph on the GPU, check every output "
+                      "against the fp64 interpreter and time the graph"),
+             cl::cat(BackendCat));
+static cl::opt<std::string> RunInputs(
+    "run-inputs",
+    cl::desc("--run / --interpret: read each graph input %x from DIR/x.npy "
+             "(or DIR/<graph>/x.npy) instead of random values"),
+    cl::value_desc("DIR"), cl::cat(BackendCat));
+static cl::opt<std::string> RunOutputs(
+    "run-outputs",
+    cl::desc("--run / --interpret: write each graph output %y to DIR/y.npy "
+             "(DIR/<graph>/y.npy when the file has several graphs)"),
+    cl::value_desc("DIR"), cl::cat(BackendCat));
+static cl::opt<unsigned> RunTimeSamples(
+    "run-time-samples",
+    cl::desc("--run: samples of the whole decided graph's time (default 10; "
+             "0: do not time it)"),
+    cl::init(10), cl::cat(BackendCat));
+static cl::opt<bool> RunCheck(
+    "run-check",
+    cl::desc("--run: check every output against the fp64 interpreter "
+             "(default true; --run-check=false when another reference, such "
+             "as PyTorch, checks the --run-outputs files)"),
+    cl::init(true), cl::cat(BackendCat));
+static cl::opt<bool> Interpret(
+    "interpret",
+    cl::desc("Evaluate the printed graph with the fp64 interpreter on the CPU "
+             "(no GPU; custom ops are an error)"),
+    cl::cat(BackendCat));
+static cl::opt<int> Ranks("ranks",
+                          cl::desc("Ranks to run as threads (default: the "
+                                   "graph's world_size; under mpirun, the "
+                                   "MPI size)"),
+                          cl::init(0), cl::cat(RanksCat));
+static cl::opt<unsigned> PreSyncTimeoutMs(
+    "pre-sync-timeout-ms",
+    cl::desc("Arrival deadline of the pre-sync: how long the first rank "
+             "waits for the last one (default 5000)"),
+    cl::init(5000), cl::cat(RanksCat));
+static cl::opt<unsigned> AgreementTimeoutMs(
+    "agreement-timeout-ms",
+    cl::desc("How long ranks in step wait for each other: the pre-sync's "
+             "agreement after the arrival deadline, and the margin past "
+             "--choice-timeout-ms when timings are exchanged (default 2000)"),
+    cl::init(2000), cl::cat(RanksCat));
+static cl::opt<unsigned> ChoiceTimeoutMs(
+    "choice-timeout-ms",
+    cl::desc("A choice running longer is excluded (default 30000)"),
+    cl::init(30000), cl::cat(RanksCat));
+static cl::opt<SyncFailurePolicy> OnSyncFailure(
+    "on-sync-failure",
+    cl::desc("What a failed pre-sync does to nodes that cannot be measured"),
+    cl::values(clEnumValN(SyncFailurePolicy::Fallback, "fallback",
+                          "decide them by the fallback rules and say so on "
+                          "stderr (default)"),
+               clEnumValN(SyncFailurePolicy::Error, "error",
+                          "stop with an error (exit status 1)")),
+    cl::init(SyncFailurePolicy::Fallback), cl::cat(RanksCat));
+static cl::opt<std::string> CollectiveFallback(
+    "collective-fallback",
+    cl::desc("Choice a collective falls back to (default: its first)"),
+    cl::cat(RanksCat));
+static cl::list<std::string>
+    Inject("inject", cl::desc("Inject a fault (see docs/PASSES.md)"),
+           cl::value_desc("spec"), cl::cat(RanksCat));
+static cl::opt<std::string> CacheDir(
+    "cache-dir",
+    cl::desc("Autotune cache directory (default: $MTSCHED_CACHE_DIR, else "
+             "the user's cache directory + /mtsched)"),
+    cl::value_desc("dir"), cl::cat(CacheCat));
+static cl::opt<bool> NoCache("no-cache",
+                             cl::desc("Neither read nor write the autotune "
+                                      "cache"),
+                             cl::cat(CacheCat));
+static cl::opt<bool> CacheOnly(
+    "cache-only",
+    cl::desc("Replay every decision from the cache without benchmarking; "
+             "a missing entry is an error"),
+    cl::cat(CacheCat));
+static cl::opt<std::string> OutputFile("o", cl::desc("Output file"),
+                                       cl::value_desc("filename"),
+                                       cl::init("-"), cl::cat(OutputCat));
+static cl::opt<std::string> ReportFile("report",
+                                       cl::desc("Write a JSON report"),
+                                       cl::value_desc("file"),
+                                       cl::cat(OutputCat));
+static cl::opt<std::string>
+    TraceFile("trace", cl::desc("Write a Chrome trace of the autotuning"),
+              cl::value_desc("file"), cl::cat(OutputCat));
+static cl::opt<std::string>
+    DumpKernels("dump-kernels",
+                cl::desc("Write each generated kernel's CUDA C++ to DIR"),
+                cl::value_desc("DIR"), cl::cat(OutputCat));
+static cl::opt<bool>
+    Quiet("quiet",
+          cl::desc("No progress line and no autotune summary on stderr"),
+          cl::cat(OutputCat));
+using EmitKind = OutputSteps::EmitKind;
+static cl::opt<EmitKind>
+    Emit("emit", cl::desc("What is printed after the passes"),
+         cl::values(clEnumValN(EmitKind::IR, "ir", "the IR (default)"),
+                    clEnumValN(EmitKind::Dot, "dot",
+                               "a Graphviz graph: fused kernels as clusters, "
+                               "decisions and times on the nodes")),
+         cl::init(EmitKind::IR), cl::cat(OutputCat));
+static cl::opt<cl::boolOrDefault> AutotuneSummary(
+    "autotune-summary",
+    cl::desc("Print every decided node's choices, sorted by time, on stderr "
+             "after tuning (default: on when stderr is a terminal)"),
+    cl::cat(OutputCat));
+static void fail(const Twine &Msg) {
+  // Messages may quote a choices file or a flag's value byte for byte.
+  errs() << "mtsched-opt: error: " << escapeControlBytes(Msg.str()) << '\n';
+  exit(1);
+}
+
+int mtsched::optMainFromCommandLine(int argc, char **argv) {
+  PassRegistry Registry;
+  registerAllPasses(Registry);
+
+  // One flag per pass (`--lower`); their order on the command line is the
+  // order they run in, after any --pipeline.
+  std::vector<std::unique_ptr<cl::opt<bool>>> PassFlags;
+  for (const PassInfo &P : Registry.getPasses())
+    PassFlags.push_back(std::make_unique<cl::opt<bool>>(
+        StringRef(P.Argument), cl::desc(P.Description), cl::cat(PipelineCat)));
+
+  cl::HideUnrelatedOptions(
+      {&PipelineCat, &TuneCat, &BackendCat, &RanksCat, &CacheCat, &OutputCat});
+  setToolVersionPrinter("mtsched-opt");
+  cl::ParseCommandLineOptions(
+      argc, argv, "mtsched-opt: ML graph scheduler and autotuner\n");
+  if (ListPasses) {
+    printPassList(Registry, outs());
+    return 0;
+  }
+
+  OptMainConfig Config;
+  Config.InputFile = InputFile;
+  Config.OutputFile = OutputFile;
+  Config.SplitInputFile = SplitInputFile;
+  Config.VerifyDiagnostics = VerifyDiagnostics;
+  Config.DumpPassPipeline = DumpPassPipeline;
+  Config.PMOptions.VerifyEach = VerifyEach;
+  Config.PMOptions.PrintBeforeAll = PrintIRBeforeAll;
+  Config.PMOptions.PrintAfterAll = PrintIRAfterAll;
+  Config.PMOptions.PrintAfterChange = PrintIRAfterChange;
+  Config.PMOptions.PrintAfterFailure = PrintIRAfterFailure;
+  Config.PMOptions.TimePasses = TimePasses;
+  for (const std::string &P : PrintIRBefore)
+    Config.PMOptions.PrintBefore.insert(P);
+  for (const std::string &P : PrintIRAfter)
+    Config.PMOptions.PrintAfter.insert(P);
+
+  LoweringOptions &Lower = Config.Pipe.Lowering;
+  Lower.Mode = Mode;
+  FusionOptions &Fusion = Config.Pipe.Fusion;
+  if (Error E = ChoiceOpts.apply(Lower, Fusion))
+    fail(toString(std::move(E)));
+  if (auto H = createFusionHeuristic(FusionHeuristicName); !H)
+    fail(toString(H.takeError()));
+  Fusion.Heuristic = FusionHeuristicName;
+  if (!(FusionSpeedupThreshold > 0))
+    fail("--fusion-speedup-threshold must be positive");
+  Fusion.SpeedupThreshold = FusionSpeedupThreshold;
+
+  if (Ranks < 0 || Ranks > OptMainConfig::MaxRanks)
+    fail("--ranks must be between 1 and " + Twine(OptMainConfig::MaxRanks));
+  Config.NumRanks = Ranks;
+  Config.ReportFile = ReportFile;
+  Config.TraceFile = TraceFile;
+  AutotuneOptions &Tune = Config.Pipe.Autotune;
+  cuda::cudaOptions().CompileThreads = CompileThreads;
+  cuda::cudaOptions().KernelCacheDir = KernelCacheDir;
+  if (Error E = BackendOpts.apply(Tune))
+    fail(toString(std::move(E)));
+  // Each run is a sample kept in memory: bound them like every other input.
+  if (BenchRuns == 0 || BenchRuns > 100000)
+    fail("--bench-runs must be between 1 and 100000");
+  if (WarmupRuns > 100000)
+    fail("--warmup-runs must be at most 100000");
+  Tune.BenchRuns = BenchRuns;
+  Tune.WarmupRuns = WarmupRuns;
+  Tune.PreSyncTimeout = std::chrono::milliseconds(PreSyncTimeoutMs);
+  if (ChoiceTimeoutMs == 0)
+    fail("--choice-timeout-ms must be at least 1");
+  Tune.ChoiceTimeout = std::chrono::milliseconds(ChoiceTimeoutMs);
+  if (AgreementTimeoutMs == 0)
+    fail("--agreement-timeout-ms must be at least 1");
+  Tune.AgreementTimeout = std::chrono::milliseconds(AgreementTimeoutMs);
+  Tune.OnSyncFailure = OnSyncFailure;
+  Tune.CollectiveFallback = CollectiveFallback;
+  if (OldSizeHints.getNumOccurrences())
+    fail("--size-hints was removed: it read one list as matmul rows and as "
+         "collective bytes; use --size-hints-m=M,... for matmuls and "
+         "--size-hints-bytes=BYTES,... for collectives");
+  auto ReadHints = [](const cl::list<int64_t> &In, StringRef Flag,
+                      std::vector<int64_t> &Out) {
+    for (int64_t H : In) {
+      if (H <= 0)
+        fail(Flag + " must be positive");
+      Out.push_back(H);
+    }
+    llvm::sort(Out);
+    Out.erase(std::unique(Out.begin(), Out.end()), Out.end());
+  };
+  ReadHints(SizeHintsM, "--size-hints-m", Tune.SizeHintsM);
+  ReadHints(SizeHintsBytes, "--size-hints-bytes", Tune.SizeHintsBytes);
+  for (const std::string &Spec : Inject)
+    if (Error E = Tune.Faults.add(Spec))
+      fail(toString(std::move(E)));
+  Tune.Progress = !Quiet;
+  // Like the progress line, the summary is for a person at a terminal;
+  // --autotune-summary forces it on (tests), =false off.
+  Config.AutotuneSummary = AutotuneSummary == cl::BOU_UNSET
+                               ? !Quiet && errs().is_displayed()
+                               : AutotuneSummary == cl::BOU_TRUE;
+  Expected<std::string> Dir = resolveCacheDir(CacheDir, NoCache, CacheOnly);
+  if (!Dir)
+    fail(toString(Dir.takeError()));
+  Tune.CacheDir = *Dir;
+  Tune.CacheOnly = CacheOnly;
+  Tune.PruneTopK = PruneTopK;
+  Tune.SplitTuning = SplitTuning == SplitTuningMode::On;
+
+  // cl::CommaSeparated splits --pipeline's values but not its aliases'.
+  std::vector<std::string> Requested;
+  for (const std::string &P : Pipeline) {
+    SmallVector<StringRef, 4> Names;
+    StringRef(P).split(Names, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+    for (StringRef N : Names)
+      Requested.push_back(N.str());
+  }
+  std::vector<std::pair<unsigned, std::string>> Flagged;
+  for (const auto &F : PassFlags)
+    if (F->getNumOccurrences())
+      Flagged.emplace_back(F->getPosition(), F->ArgStr.str());
+  llvm::sort(Flagged);
+  for (auto &F : Flagged)
+    Requested.push_back(F.second);
+  if (!expandPipeline(Registry, Requested, Config.Pipeline))
+    return 1;
+  for (const std::string &P : PrintIRAfter)
+    if (!Registry.lookup(P))
+      fail("unknown pass '" + P + "' in --print-ir-after");
+  for (const std::string &P : PrintIRBefore)
+    if (!Registry.lookup(P))
+      fail("unknown pass '" + P + "' in --print-ir-before");
+  if ((!RunInputs.empty() || !RunOutputs.empty()) && !RunGraph && !Interpret)
+    fail("--run-inputs and --run-outputs need --run or --interpret");
+  if (!RunInputs.empty() && !sys::fs::is_directory(RunInputs))
+    fail("--run-inputs: '" + RunInputs + "' is not a directory");
+  if (Emit == EmitKind::Dot && SplitInputFile)
+    fail("--emit=dot prints one graph; it does not combine with "
+         "--split-input-file");
+  OutputSteps &Steps = Config.Output;
+  Steps.Emit = Emit;
+  Steps.DumpKernelsDir = DumpKernels;
+  Steps.Interpret = Interpret;
+  Steps.Run = RunGraph;
+  Steps.InputDir = RunInputs;
+  Steps.OutputDir = RunOutputs;
+  Steps.Seed = BackendOpts.getSeed();
+  Steps.TimeSamples = RunTimeSamples;
+  Steps.Check = RunCheck;
+  // Under mpirun, MPI_Finalize (or the way out without it) comes last.
+  return finishRankProcess(optMain(Config));
+}

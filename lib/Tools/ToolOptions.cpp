@@ -1,0 +1,80 @@
+//===- ToolOptions.cpp - Options every tool shares ------------------------===//
+#include "mtsched/Tools/ToolOptions.h"
+#include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Runtime/DeviceDesc.h"
+
+using namespace mtsched;
+namespace cl = llvm::cl;
+
+static llvm::Error fail(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+llvm::Expected<DeviceDesc> mtsched::loadDevice(llvm::StringRef Name) {
+  return Name.ends_with(".json") ? loadDeviceFile(Name)
+                                 : getBuiltinDevice(Name);
+}
+
+BackendToolOptions::BackendToolOptions(cl::OptionCategory &Cat, Defaults D)
+    : Backend("backend",
+              cl::desc("Where choices are timed: sim (default), cuda, or "
+                       "auto (cuda when it can run, else sim)"),
+              cl::init("sim"), cl::cat(Cat)),
+      Device("device",
+             cl::desc("Simulated device: h100, h200 (default) or a JSON file"),
+             cl::init("h200"), cl::cat(Cat)),
+      SimNoise("sim-noise",
+               cl::desc("Simulated timing noise, in percent (default " +
+                        std::to_string(int(D.SimNoisePct)) + ")"),
+               cl::init(D.SimNoisePct), cl::cat(Cat)),
+      Seed("seed",
+           cl::desc("Seed of the simulated noise (default " +
+                    std::to_string(D.Seed) + ")"),
+           cl::init(D.Seed), cl::cat(Cat)) {}
+
+llvm::Error BackendToolOptions::apply(AutotuneOptions &Opts) const {
+  Opts.Backend = Backend;
+  // cuda is checked when a choice first needs measuring (a warm start from
+  // the cache never initialises the GPU); a bad name is an error now, and
+  // auto must try cuda to know which backend it is.
+  if (Opts.Backend != "cuda")
+    if (llvm::Expected<std::unique_ptr<Benchmarker>> B =
+            createBenchmarker(Opts, 0);
+        !B)
+      return B.takeError();
+  llvm::Expected<DeviceDesc> Dev = loadDevice(Device);
+  if (!Dev)
+    return Dev.takeError();
+  Opts.Device = *Dev;
+  // Written so that NaN, which compares false with everything, fails too.
+  if (!(SimNoise >= 0 && SimNoise < 100))
+    return fail("--sim-noise must be in [0, 100)");
+  Opts.SimNoisePct = SimNoise;
+  Opts.Seed = Seed;
+  return llvm::Error::success();
+}
+
+ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
+    : ChoicesFile("choices-file",
+                  cl::desc("JSON file replacing the built-in choice lists"),
+                  cl::value_desc("file"), cl::cat(Cat)),
+      DisableChoices("disable-choices", cl::desc("Choice names never offered"),
+                     cl::CommaSeparated, cl::value_desc("name,..."),
+                     cl::cat(Cat)),
+      MaxEpilogueLength(
+          "max-epilogue-length",
+          cl::desc("Longest epilogue chain considered for fusion (default 8)"),
+          cl::init(8), cl::cat(Cat)) {}
+
+llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
+                                     FusionOptions &Fusion) const {
+  if (!ChoicesFile.empty())
+    if (llvm::Error E = Lowering.Choices.loadFile(ChoicesFile))
+      return E;
+  for (const std::string &C : DisableChoices)
+    Lowering.Choices.Disabled.insert(C);
+  if (MaxEpilogueLength == 0)
+    return fail("--max-epilogue-length must be at least 1");
+  Fusion.MaxEpilogueLength = MaxEpilogueLength;
+  return llvm::Error::success();
+}

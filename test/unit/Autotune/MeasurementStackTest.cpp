@@ -1,0 +1,141 @@
+// The measurement stack on its own, with a counting fake benchmarker and
+// one rank: the memo answers a workload measured before, and a degraded
+// run measures nothing.
+#include "mtsched/Autotune/ChoiceMeasurer.h"
+#include "mtsched/Autotune/LazyBenchmarker.h"
+#include "mtsched/IR/Parser.h"
+#include "llvm/Support/SourceMgr.h"
+#include "gtest/gtest.h"
+
+using namespace mtsched;
+
+namespace {
+
+class CountingBenchmarker : public Benchmarker {
+public:
+  llvm::StringRef getBackendName() const override { return "sim"; }
+  Measurement measure(const MultiTemplateBufferNode &, const Workload &,
+                      const Choice &C, bool) override {
+    ++Calls;
+    return Measurement{ChoiceStatus::Ok, C.Name == "a" ? 2.0004 : 3.0, ""};
+  }
+  Measurement measureEpilogue(const MultiTemplateBufferNode &,
+                              const Workload &) override {
+    ++Calls;
+    return Measurement{ChoiceStatus::Ok, 1, ""};
+  }
+  unsigned Calls = 0;
+};
+
+const char *IR = R"(graph @g(%x: bf16[64,64], %w: bf16[64,64]) {
+  %p = multi_template_buffer matmul(%x, %w) choices [a, b] : bf16[64,64]
+  %q = multi_template_buffer matmul(%x, %w) choices [a, b] : bf16[64,64]
+  return %p, %q
+}
+)";
+
+struct Stack {
+  Stack()
+      : Group(1), Comm(Group.get(0)), Ranks(Opts, *Comm, {}), Store(Opts),
+        Measurer(Opts, Bench, Ranks, Store, Counters) {
+    SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(IR, "t.mir"),
+                          llvm::SMLoc());
+    M = parseModule(SM);
+  }
+  MultiTemplateBufferNode &node(llvm::StringRef Name) {
+    for (const std::unique_ptr<Node> &N : M->getGraphs().front()->getNodes())
+      if (N->getName() == Name)
+        return *llvm::cast<MultiTemplateBufferNode>(N.get());
+    llvm_unreachable("no such node");
+  }
+  llvm::SourceMgr SM;
+  std::unique_ptr<Module> M;
+  AutotuneOptions Opts;
+  ThreadGroup Group;
+  std::unique_ptr<Communicator> Comm;
+  RankAgreement Ranks;
+  MeasurementStore Store;
+  CountingBenchmarker Bench;
+  RunResult Counters;
+  ChoiceMeasurer Measurer;
+};
+
+TEST(MeasurementStackTest, TheMemoAnswersAWorkloadMeasuredBefore) {
+  Stack S;
+  ASSERT_TRUE(S.M);
+  const Graph &G = *S.M->getGraphs().front();
+  ChoiceMeasurer::NodeState NS;
+  MultiTemplateBufferNode &P = S.node("p");
+  std::vector<AgreedMeasurement> T =
+      S.Measurer.measureChoices(P, describeNode(*S.M, G, P), 0, false, {}, NS);
+  ASSERT_EQ(T.size(), 2u);
+  EXPECT_EQ(T[0].Status, ChoiceStatus::Ok);
+  // Agreed times are kept to the nanosecond.
+  EXPECT_EQ(T[0].Us, 2.0);
+  EXPECT_EQ(T[1].Us, 3.0);
+  EXPECT_EQ(S.Bench.Calls, 2u);
+  // Same workload on another node: nothing is measured again.
+  MultiTemplateBufferNode &Q = S.node("q");
+  T = S.Measurer.measureChoices(Q, describeNode(*S.M, G, Q), 0, false, {}, NS);
+  EXPECT_EQ(S.Bench.Calls, 2u);
+  EXPECT_EQ(S.Counters.MemoHits, 2u);
+  EXPECT_EQ(T[1].Us, 3.0);
+  EXPECT_FALSE(NS.Missing || NS.Unmeasured);
+}
+
+TEST(MeasurementStackTest, ADegradedRunMeasuresNothing) {
+  Stack S;
+  ASSERT_TRUE(S.M);
+  const Graph &G = *S.M->getGraphs().front();
+  S.Ranks.degrade("the pre-sync failed");
+  ChoiceMeasurer::NodeState NS;
+  MultiTemplateBufferNode &P = S.node("p");
+  std::vector<AgreedMeasurement> T =
+      S.Measurer.measureChoices(P, describeNode(*S.M, G, P), 0, false, {}, NS);
+  EXPECT_EQ(S.Bench.Calls, 0u);
+  EXPECT_TRUE(NS.Unmeasured);
+  EXPECT_EQ(T[0].Status, ChoiceStatus::Skipped);
+}
+
+// The backend is created on the first measurement only; a backend that
+// cannot be created fails every measurement and says why.
+TEST(MeasurementStackTest, TheBackendIsCreatedOnFirstUse) {
+  Stack S;
+  ASSERT_TRUE(S.M);
+  const Graph &G = *S.M->getGraphs().front();
+  MultiTemplateBufferNode &P = S.node("p");
+  Workload W = describeNode(*S.M, G, P);
+  unsigned Before = LazyBenchmarker::getCreatedCount();
+  LazyBenchmarker Lazy("sim", "v", [] {
+    return llvm::Expected<std::unique_ptr<Benchmarker>>(
+        std::make_unique<CountingBenchmarker>());
+  });
+  EXPECT_FALSE(Lazy.isCreated());
+  EXPECT_EQ(Lazy.getBackendName(), "sim");
+  EXPECT_EQ(LazyBenchmarker::getCreatedCount(), Before);
+  // CountingBenchmarker is unversioned, not "v": the identity the cache
+  // keys used would be wrong, so it is refused.
+  Measurement M = Lazy.measure(P, W, P.getChoices()[0], false);
+  EXPECT_EQ(M.Status, ChoiceStatus::Failed);
+  EXPECT_NE(Lazy.getSetupError().find("announced version 'v'"),
+            std::string::npos);
+  LazyBenchmarker Good("sim", "unversioned", [] {
+    return llvm::Expected<std::unique_ptr<Benchmarker>>(
+        std::make_unique<CountingBenchmarker>());
+  });
+  M = Good.measure(P, W, P.getChoices()[0], false);
+  EXPECT_EQ(M.Status, ChoiceStatus::Ok);
+  EXPECT_TRUE(Good.isCreated());
+  EXPECT_TRUE(Good.getSetupError().empty());
+  EXPECT_EQ(LazyBenchmarker::getCreatedCount(), Before + 1);
+  LazyBenchmarker Bad("cuda", "unversioned", [] {
+    return llvm::Expected<std::unique_ptr<Benchmarker>>(
+        llvm::createStringError(llvm::inconvertibleErrorCode(), "no GPU"));
+  });
+  M = Bad.measureEpilogue(P, W);
+  EXPECT_EQ(M.Status, ChoiceStatus::Failed);
+  EXPECT_EQ(M.Message, "no GPU");
+  EXPECT_EQ(Bad.getSetupError(), "no GPU");
+}
+
+} // namespace
