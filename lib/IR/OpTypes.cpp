@@ -168,7 +168,7 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   case OpCategory::MatMul: {
     if (!SameDType())
       return false;
-    if (N.getOp() == OpCode::SwiGlu)
+    if (Info.Types == OpTypeRule::SwiGlu)
       return inferSwiGlu(G, N, Result);
     const TensorType &A = Operand(0), &B = Operand(1);
     if (!isFloatDType(A.Dtype)) {
@@ -249,7 +249,7 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
             "'" + Info.Name + "' needs an operand of rank 1 or more");
       return false;
     }
-    if (N.getOp() == OpCode::Sum || N.getOp() == OpCode::Max) {
+    if (Info.Types == OpTypeRule::Reduce) {
       std::optional<int64_t> D = Dim(In.rank(), -1);
       if (!D)
         return false;
