@@ -15,7 +15,9 @@
 #   never    the same with --fusion-heuristic=never
 #   kernels  --lower --fuse --dump-kernels: every generated CUDA kernel
 #   dkernels --pipeline=default --dump-kernels: the decided graph's kernels
-# Each run's stdout, exit status and stderr (its lines sorted) are kept
+# The autotune cache is off (--no-cache): a decision replayed from an entry
+# the other binary wrote would hide a difference. Each run's stdout, exit
+# status and stderr (its lines sorted) are kept
 # (rejected inputs too: their diagnostics must not change either). OUT defaults to
 # build/compare-decided; the comparison exits 1 if anything differs.
 set -u
@@ -42,7 +44,7 @@ save() {
       case "$F" in test/lit/*) SPLIT=--split-input-file ;; esac
       one() { # name, then options
         local N=$1; shift
-        timeout 120 "$OPT" $SPLIT --quiet "$@" "$F" >"$OUT/$K.$N.out" 2>"$OUT/$K.$N.err"
+        timeout 120 "$OPT" $SPLIT --quiet --no-cache "$@" "$F" >"$OUT/$K.$N.out" 2>"$OUT/$K.$N.err"
         echo $? >"$OUT/$K.$N.rc"
         # Ranks run as threads print their warnings in whichever order
         # they get there: compare the lines, not their order.

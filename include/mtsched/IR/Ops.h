@@ -37,7 +37,7 @@ enum class OpEpilogueRole {
   JoinsAtEnd,
 };
 
-/// The verifier's type rule of an op (lib/IR/Verifier.cpp, inferType).
+/// The verifier's type rule of an op (lib/IR/OpTypes.cpp).
 enum class OpTypeRule {
   /// Operands of one element type broadcast together (right-aligned).
   Broadcast,

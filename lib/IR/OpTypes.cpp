@@ -1,0 +1,302 @@
+//===- OpTypes.cpp - The type rule of each op -----------------------------===//
+//
+// The verifier's inferType: checks an op's operands and attributes by the
+// type rule its op-table entry names (OpTypeRule) and computes the result
+// type.
+//
+//===----------------------------------------------------------------------===//
+#include "VerifierImpl.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mtsched;
+using detail::Verifier;
+
+bool Verifier::inferSwiGlu(const Graph &G, const Node &N, TensorType &Result) {
+  const TensorType &A = N.getOperand(0)->getType();
+  const TensorType &Wg = N.getOperand(1)->getType();
+  const TensorType &Wu = N.getOperand(2)->getType();
+  if (!isFloatDType(A.Dtype)) {
+    error(N.getLoc(),
+          "'swiglu' needs floating-point operands, got " + dtypeName(A.Dtype));
+    return false;
+  }
+  if (A.rank() < 2) {
+    error(N.getOperands()[0].Loc, "operand " + name(N.getOperand(0)) +
+                                      " of 'swiglu' must have rank 2 or more, "
+                                      "got " +
+                                      A.str());
+    return false;
+  }
+  for (unsigned I = 1; I < 3; ++I) {
+    const TensorType &W = N.getOperand(I)->getType();
+    if (W.rank() != 2 || W.Shape[0] != A.innerDim()) {
+      error(N.getOperands()[I].Loc,
+            "weight " + name(N.getOperand(I)) + " of 'swiglu' has shape " +
+                shapeStr(W.Shape) + ", expected [" + Twine(A.innerDim()) +
+                ", N] (K = the last dimension of " + name(N.getOperand(0)) +
+                ")");
+      return false;
+    }
+  }
+  if (Wg.Shape != Wu.Shape) {
+    error(N.getOperands()[2].Loc,
+          "the gate and up weights of 'swiglu' differ in shape: " +
+              shapeStr(Wg.Shape) + " and " + shapeStr(Wu.Shape));
+    return false;
+  }
+  Result = A;
+  Result.Shape.back() = Wg.Shape[1];
+  return true;
+}
+
+/// Numpy-style broadcasting of two shapes; false if incompatible.
+static bool broadcastShapes(llvm::ArrayRef<int64_t> A,
+                            llvm::ArrayRef<int64_t> B,
+                            llvm::SmallVectorImpl<int64_t> &Out) {
+  size_t R = std::max(A.size(), B.size());
+  Out.assign(R, 1);
+  for (size_t I = 0; I < R; ++I) {
+    int64_t DA = I < R - A.size() ? 1 : A[I - (R - A.size())];
+    int64_t DB = I < R - B.size() ? 1 : B[I - (R - B.size())];
+    if (DA != DB && DA != 1 && DB != 1)
+      return false;
+    Out[I] = std::max(DA, DB);
+  }
+  return true;
+}
+
+bool Verifier::inferCollective(const Graph &G, const Node &N,
+                               TensorType &Result) {
+  const TensorType &In = N.getOperand(0)->getType();
+  std::optional<std::string> Group = groupAttr(N);
+  if (!Group)
+    return false;
+  int64_t Size = groupSize(G, *Group, N.getLoc());
+  if (Size == 0)
+    return false;
+  if (const Attribute *R = N.getAttrs().get("reduce")) {
+    llvm::StringRef Op = R->isString() ? R->getString() : "";
+    if (Op != "sum" && Op != "max" && Op != "min" && Op != "avg") {
+      error(N.getLoc(), "attribute 'reduce' must be \"sum\", \"max\", "
+                        "\"min\" or \"avg\"");
+      return false;
+    }
+  }
+  Result = In;
+  if (N.getOp() == OpCode::AllReduce)
+    return true;
+  int64_t Dim = 0;
+  if (const Attribute *D = N.getAttrs().get("dim")) {
+    if (!D->isInt()) {
+      error(N.getLoc(), "attribute 'dim' must be an integer");
+      return false;
+    }
+    Dim = D->getInt();
+  }
+  if (In.rank() == 0 || Dim < 0 || Dim >= int64_t(In.rank())) {
+    error(N.getLoc(), "dimension " + Twine(Dim) + " is out of range for " +
+                          name(N.getOperand(0)) + " of type " + In.str());
+    return false;
+  }
+  if (N.getOp() == OpCode::AllGather) {
+    if (llvm::MulOverflow(Result.Shape[Dim], Size, Result.Shape[Dim])) {
+      error(N.getLoc(), "'all_gather' result is too large: dimension " +
+                            Twine(Dim) + " of size " + Twine(In.Shape[Dim]) +
+                            " times " + Twine(Size) + " ranks overflows");
+      return false;
+    }
+    return true;
+  }
+  if (In.Shape[Dim] % Size != 0) {
+    error(N.getLoc(), "'" + N.getOpName() + "' splits dimension " + Twine(Dim) +
+                          " of size " + Twine(In.Shape[Dim]) + " into " +
+                          Twine(Size) + " ranks, which does not divide it");
+    return false;
+  }
+  if (N.getOp() == OpCode::ReduceScatter)
+    Result.Shape[Dim] /= Size;
+  return true;
+}
+
+bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
+  const OpInfo &Info = getOpInfo(N.getOp());
+  if (Info.NumOperands >= 0 && int(N.getNumOperands()) != Info.NumOperands) {
+    error(N.getLoc(), "'" + Info.Name + "' expects " + Twine(Info.NumOperands) +
+                          " operand" + (Info.NumOperands == 1 ? "" : "s") +
+                          ", got " + Twine(N.getNumOperands()));
+    return false;
+  }
+  auto Operand = [&](unsigned I) -> const TensorType & {
+    return N.getOperand(I)->getType();
+  };
+  auto SameDType = [&]() {
+    for (unsigned I = 1; I < N.getNumOperands(); ++I)
+      if (Operand(I).Dtype != Operand(0).Dtype) {
+        error(N.getOperands()[I].Loc,
+              "operand " + name(N.getOperand(I)) + " has element type " +
+                  dtypeName(Operand(I).Dtype) + ", expected " +
+                  dtypeName(Operand(0).Dtype));
+        return false;
+      }
+    return true;
+  };
+  auto Dim = [&](int64_t Rank, int64_t Default) -> std::optional<int64_t> {
+    int64_t D = Default;
+    if (const Attribute *A = N.getAttrs().get("dim")) {
+      if (!A->isInt()) {
+        error(N.getLoc(), "attribute 'dim' must be an integer");
+        return std::nullopt;
+      }
+      D = A->getInt();
+    }
+    if (D < -Rank || D >= Rank) {
+      error(N.getLoc(), "dimension " + Twine(D) +
+                            " is out of range for a tensor of rank " +
+                            Twine(Rank));
+      return std::nullopt;
+    }
+    return D < 0 ? D + Rank : D;
+  };
+
+  switch (Info.Category) {
+  case OpCategory::Custom:
+    // Custom ops declare their result type; nothing to infer.
+    Result = N.getType();
+    return true;
+  case OpCategory::Collective:
+    return inferCollective(G, N, Result);
+  case OpCategory::MatMul: {
+    if (!SameDType())
+      return false;
+    if (Info.Types == OpTypeRule::SwiGlu)
+      return inferSwiGlu(G, N, Result);
+    const TensorType &A = Operand(0), &B = Operand(1);
+    if (!isFloatDType(A.Dtype)) {
+      error(N.getLoc(), "'matmul' needs floating-point operands, got " +
+                            dtypeName(A.Dtype));
+      return false;
+    }
+    for (unsigned I = 0; I < 2; ++I)
+      if (Operand(I).rank() < 2) {
+        error(N.getOperands()[I].Loc,
+              "operand " + name(N.getOperand(I)) +
+                  " of 'matmul' must have rank 2 or more, got " +
+                  Operand(I).str());
+        return false;
+      }
+    if (B.rank() != 2 && B.rank() != A.rank()) {
+      error(N.getOperands()[1].Loc, "operand " + name(N.getOperand(1)) +
+                                        " must have rank 2 or the rank of " +
+                                        name(N.getOperand(0)));
+      return false;
+    }
+    int64_t K = A.Shape.back(), KB = B.Shape[B.rank() - 2];
+    if (K != KB) {
+      error(N.getOperands()[1].Loc,
+            "'matmul' inner dimensions differ: " + name(N.getOperand(0)) +
+                " has " + Twine(K) + " columns but " + name(N.getOperand(1)) +
+                " has " + Twine(KB) + " rows");
+      return false;
+    }
+    if (B.rank() > 2)
+      for (unsigned I = 0; I + 2 < A.rank(); ++I)
+        if (A.Shape[I] != B.Shape[I]) {
+          error(N.getOperands()[1].Loc,
+                "'matmul' batch dimensions differ: " + shapeStr(A.Shape) +
+                    " and " + shapeStr(B.Shape));
+          return false;
+        }
+    Result = A;
+    Result.Shape.back() = B.Shape.back();
+    return true;
+  }
+  case OpCategory::Pointwise: {
+    if (Info.Types == OpTypeRule::Cast) {
+      Result = TensorType(N.getType().Dtype, Operand(0).Shape);
+      return true;
+    }
+    // The operands that give the result's element type: all of them but a
+    // select's condition, which may be of any type.
+    unsigned First = Info.Types == OpTypeRule::Select ? 1 : 0;
+    for (unsigned I = First + 1; I < N.getNumOperands(); ++I)
+      if (Operand(I).Dtype != Operand(First).Dtype) {
+        error(N.getOperands()[I].Loc,
+              "operand " + name(N.getOperand(I)) + " has element type " +
+                  dtypeName(Operand(I).Dtype) + ", expected " +
+                  dtypeName(Operand(First).Dtype));
+        return false;
+      }
+    Result = TensorType(Operand(First).Dtype, Operand(0).Shape);
+    // Each further operand broadcasts with the shape so far, so an error
+    // names the operand that does not fit.
+    for (unsigned I = 1; I < N.getNumOperands(); ++I) {
+      llvm::SmallVector<int64_t, 4> Shape;
+      if (!broadcastShapes(Result.Shape, Operand(I).Shape, Shape)) {
+        error(N.getOperands()[I].Loc,
+              "operands of '" + Info.Name +
+                  "' cannot be broadcast together: " + shapeStr(Result.Shape) +
+                  " and " + shapeStr(Operand(I).Shape));
+        return false;
+      }
+      Result.Shape.assign(Shape.begin(), Shape.end());
+    }
+    return true;
+  }
+  case OpCategory::Reduction: {
+    const TensorType &In = Operand(0);
+    if (In.rank() == 0) {
+      error(N.getOperands()[0].Loc,
+            "'" + Info.Name + "' needs an operand of rank 1 or more");
+      return false;
+    }
+    if (Info.Types == OpTypeRule::Reduce) {
+      std::optional<int64_t> D = Dim(In.rank(), -1);
+      if (!D)
+        return false;
+      Result = In;
+      const Attribute *Keep = N.getAttrs().get("keepdim");
+      if (Keep && !Keep->isBool()) {
+        error(N.getLoc(), "attribute 'keepdim' must be true or false");
+        return false;
+      }
+      if (Keep && Keep->getBool())
+        Result.Shape[*D] = 1;
+      else
+        Result.Shape.erase(Result.Shape.begin() + *D);
+      return true;
+    }
+    if (!isFloatDType(In.Dtype)) {
+      error(N.getLoc(), "'" + Info.Name +
+                            "' needs a floating-point operand, got " +
+                            dtypeName(In.Dtype));
+      return false;
+    }
+    if (N.getAttrs().contains("dim")) {
+      error(N.getLoc(), "'" + Info.Name +
+                            "' always normalises over the last dimension; "
+                            "remove attribute 'dim'");
+      return false;
+    }
+    if (N.getOp() == OpCode::RmsNorm) {
+      if (!SameDType())
+        return false;
+      const TensorType &W = Operand(1);
+      if (W.rank() != 1 || W.Shape[0] != In.innerDim()) {
+        error(N.getOperands()[1].Loc,
+              "rmsnorm weight " + name(N.getOperand(1)) + " has shape " +
+                  shapeStr(W.Shape) + ", expected [" + Twine(In.innerDim()) +
+                  "] (the last dimension of " + name(N.getOperand(0)) + ")");
+        return false;
+      }
+      if (const Attribute *Eps = N.getAttrs().get("eps"))
+        if (!(Eps->isFloat() || Eps->isInt()) || Eps->getNumber() <= 0) {
+          error(N.getLoc(), "attribute 'eps' must be a positive number");
+          return false;
+        }
+    }
+    Result = In;
+    return true;
+  }
+  }
+  return false;
+}
