@@ -16,21 +16,20 @@ llvm::Expected<DeviceDesc> mtsched::loadDevice(llvm::StringRef Name) {
 }
 
 BackendToolOptions::BackendToolOptions(cl::OptionCategory &Cat, Defaults D)
-    : Backend("backend",
+    : SimNoiseDesc("Simulated timing noise, in percent (default " +
+                   std::to_string(int(D.SimNoisePct)) + ")"),
+      SeedDesc("Seed of the simulated noise (default " +
+               std::to_string(D.Seed) + ")"),
+      Backend("backend",
               cl::desc("Where choices are timed: sim (default), cuda, or "
                        "auto (cuda when it can run, else sim)"),
               cl::init("sim"), cl::cat(Cat)),
       Device("device",
              cl::desc("Simulated device: h100, h200 (default) or a JSON file"),
              cl::init("h200"), cl::cat(Cat)),
-      SimNoise("sim-noise",
-               cl::desc("Simulated timing noise, in percent (default " +
-                        std::to_string(int(D.SimNoisePct)) + ")"),
-               cl::init(D.SimNoisePct), cl::cat(Cat)),
-      Seed("seed",
-           cl::desc("Seed of the simulated noise (default " +
-                    std::to_string(D.Seed) + ")"),
-           cl::init(D.Seed), cl::cat(Cat)) {}
+      SimNoise("sim-noise", cl::desc(SimNoiseDesc), cl::init(D.SimNoisePct),
+               cl::cat(Cat)),
+      Seed("seed", cl::desc(SeedDesc), cl::init(D.Seed), cl::cat(Cat)) {}
 
 llvm::Error BackendToolOptions::apply(AutotuneOptions &Opts) const {
   Opts.Backend = Backend;

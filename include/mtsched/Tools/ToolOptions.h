@@ -34,6 +34,9 @@ public:
   uint64_t getSeed() const { return Seed; }
 
 private:
+  // cl::desc keeps a StringRef: the texts that name the defaults must
+  // outlive the options, so they are members declared (and built) first.
+  std::string SimNoiseDesc, SeedDesc;
   llvm::cl::opt<std::string> Backend;
   llvm::cl::opt<std::string> Device;
   llvm::cl::opt<double> SimNoise;
