@@ -473,6 +473,11 @@ static std::string workloadKey(const Workload &W, bool Fused) {
      << 'x' << W.Gemm.K << ':' << int(W.Gemm.Dtype) << ':' << int(W.Collective)
      << ':' << W.Bytes << ':' << W.Ranks << ':' << W.InBytes << ':'
      << W.OutBytes;
+  if (W.K == Workload::Kind::Attention)
+    OS << ":attn:" << W.Attn.B << 'x' << W.Attn.Hq << 'x' << W.Attn.Hkv << 'x'
+       << W.Attn.Sq << 'x' << W.Attn.Skv << 'x' << W.Attn.D << ':'
+       << W.Attn.Causal << ':' << llvm::format("%a", W.Attn.Scale) << ':'
+       << int(W.Attn.Dtype);
   if (Fused)
     OS << ":fused:" << W.Epilogue.NumOps << ':' << W.Epilogue.Elements << ':'
        << W.Epilogue.ExtraInputBytes << ':' << W.Epilogue.FlopsPerElement << ':'

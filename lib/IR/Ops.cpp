@@ -26,6 +26,7 @@ static const OpInfo OpTable[] = {
     {OpCode::RmsNorm, "rmsnorm", OpCategory::Reduction, 2},
     {OpCode::Softmax, "softmax", OpCategory::Reduction, 1},
     {OpCode::SwiGlu, "swiglu", OpCategory::MatMul, 3},
+    {OpCode::Attention, "attention", OpCategory::MatMul, 3},
 };
 
 llvm::ArrayRef<OpInfo> mtsched::allOps() { return OpTable; }

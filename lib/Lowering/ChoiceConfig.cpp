@@ -30,6 +30,9 @@ ChoiceConfig ChoiceConfig::getDefault() {
       {64, 64, 64, 4, 4},   {32, 64, 64, 4, 4},  {16, 128, 64, 4, 3},
       {16, 64, 128, 4, 3},
   };
+  // Tall tiles for prefill; 16 rows still cover a decode step's packed
+  // query heads (4 per kv head for Llama-3-8B).
+  C.AttentionTiles = {{64, 64, 4}, {32, 64, 4}, {16, 64, 4}, {16, 32, 4}};
   C.GemmExterns = {"extern.cublas"};
   C.AllReduce = {"nccl", "one_shot", "two_shot"};
   C.AllGather = {"nccl", "p2p"};
@@ -166,6 +169,53 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
       Smallest = &T;
   if (Out.empty() && Smallest)
     Out.push_back(Choice{swigluChoiceName(*Smallest), {}, {}});
+  return Out;
+}
+
+std::string mtsched::attentionChoiceName(const AttentionTile &T) {
+  return "attn_flash_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
+         "_w" + std::to_string(T.Warps);
+}
+
+std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
+  llvm::StringRef S(C.Name);
+  if (!S.consume_front("attn_flash_"))
+    return std::nullopt;
+  auto [BQ, Rest] = S.split('x');
+  auto [BKV, W] = Rest.split("_w");
+  AttentionTile T;
+  if (BQ.getAsInteger(10, T.BQ) || BKV.getAsInteger(10, T.BKV) ||
+      W.getAsInteger(10, T.Warps) || T.BQ <= 0 || T.BKV <= 0 || T.Warps <= 0)
+    return std::nullopt;
+  // Only what the name round-trips to, so `attn_flash_064x64_w4` is no tile.
+  if (attentionChoiceName(T) != C.Name)
+    return std::nullopt;
+  return T;
+}
+
+std::vector<Choice>
+ChoiceConfig::attentionChoices(int64_t PackedRows) const {
+  std::vector<Choice> Out;
+  auto Add = [&](const std::string &Name) {
+    if (Disabled.count(Name) ||
+        llvm::any_of(Out, [&](const Choice &P) { return P.Name == Name; }))
+      return;
+    Out.push_back(Choice{Name, {}, {}});
+  };
+  for (const AttentionTile &T : AttentionTiles)
+    if (T.BQ <= roundUpPow2(PackedRows))
+      Add(attentionChoiceName(T));
+  if (Out.empty()) {
+    // A tiny problem keeps the shortest tile, as GEMMs keep their smallest.
+    const AttentionTile *Smallest = nullptr;
+    for (const AttentionTile &T : AttentionTiles)
+      if (!Disabled.count(attentionChoiceName(T)) &&
+          (!Smallest || T.BQ * T.BKV < Smallest->BQ * Smallest->BKV))
+        Smallest = &T;
+    if (Smallest)
+      Add(attentionChoiceName(*Smallest));
+  }
+  Add(AttentionMathChoice.str());
   return Out;
 }
 

@@ -37,8 +37,12 @@ enum class OpCode {
   /// silu(A x Wg) * (A x Wu): a gate and an up projection merged into one
   /// GEMM (see the fuse-swiglu pass).
   SwiGlu,
+  /// softmax(q kᵀ · scale + mask) v with grouped-query heads (IR/Attention.h).
+  Attention,
 };
 
+/// MatMul: ops lowered to a multi-template buffer of kernel templates
+/// (matmul, swiglu, attention).
 enum class OpCategory { MatMul, Collective, Custom, Pointwise, Reduction };
 
 struct OpInfo {

@@ -33,8 +33,19 @@ struct GemmTileConfig {
 /// warpgroup, so its warps follow from BM.
 GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 
+/// A tile of the flash attention template: a CTA of Warps warps computes
+/// BQ query rows of one kv head (rows pack the query heads sharing that kv
+/// head, then the queries) and streams the keys and values through shared
+/// memory BKV at a time.
+struct AttentionTile {
+  int BQ, BKV, Warps;
+};
+
 struct ChoiceConfig {
   std::vector<GemmTileConfig> GemmTiles;
+  /// Tiles of the flash attention template; `attn_math` (scores
+  /// materialised, softmax, then times v) is offered beside them.
+  std::vector<AttentionTile> AttentionTiles;
   /// Tiles of the merged gate+up GEMM (`swiglu`, mma.sync template). BN
   /// counts output columns: a CTA computes BN columns of both the gate and
   /// the up projection, so its accumulators cover 2 * BN.
@@ -64,6 +75,10 @@ struct ChoiceConfig {
   /// SwiGluTiles that fit the shape (bf16/f16 only, like the template).
   std::vector<Choice> swigluChoices(int64_t M, int64_t N, int64_t K,
                                     DType Dtype) const;
+  /// Candidates for an attention whose kv heads each serve PackedRows
+  /// query rows (query heads per kv head times queries): the flash tiles
+  /// whose BQ fits, then `attn_math`.
+  std::vector<Choice> attentionChoices(int64_t PackedRows) const;
   /// Candidates for a built-in collective.
   std::vector<Choice> collectiveChoices(CollectiveKind K) const;
 };
@@ -76,6 +91,13 @@ std::optional<GemmTileConfig> gemmTileOf(const Choice &C);
 std::string swigluChoiceName(const GemmTileConfig &T);
 /// The tile a swiglu choice's name describes, if it is one.
 std::optional<GemmTileConfig> swigluTileOf(const Choice &C);
+
+/// The decomposed attention: scores, softmax and the product with v.
+inline constexpr llvm::StringLiteral AttentionMathChoice = "attn_math";
+/// `attn_flash_64x64_w4`: a flash attention tile.
+std::string attentionChoiceName(const AttentionTile &T);
+/// The tile a flash attention choice's name describes, if it is one.
+std::optional<AttentionTile> attentionTileOf(const Choice &C);
 
 } // namespace mtsched
 

@@ -1,0 +1,33 @@
+//===- AttentionCost.h - Roofline times of the attention kernels -*- C++ -*-===//
+//
+// The simulator's predictions for the two attention templates the CUDA
+// backend generates (docs/SIMULATOR.md, "Attention"): the flash kernel
+// (one CTA per BQ packed query rows of a kv head, keys and values streamed
+// through shared memory, fp32 on the CUDA cores) and the math
+// decomposition (the fp32 scores written to global memory, normalised, then
+// multiplied by v). Times in microseconds; +inf when a tile cannot run.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_RUNTIME_ATTENTIONCOST_H
+#define MTSCHED_RUNTIME_ATTENTIONCOST_H
+
+#include "mtsched/IR/Attention.h"
+#include "mtsched/Runtime/DeviceDesc.h"
+
+namespace mtsched {
+
+/// Bytes of shared memory the flash template needs for a tile (fp32 q, k,
+/// v and score tiles, padded); the codegen and the model agree on it.
+int64_t flashAttentionSharedBytes(int BQ, int BKV, int64_t D);
+
+/// Useful arithmetic of an attention: 4 flops per visible query-key pair
+/// and head dimension (q kᵀ and p v), so about half for causal prefill.
+double attentionFlops(const AttentionShape &S);
+
+double flashAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S,
+                            int BQ, int BKV, int Warps);
+double mathAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S);
+
+} // namespace mtsched
+
+#endif // MTSCHED_RUNTIME_ATTENTIONCOST_H
