@@ -12,6 +12,11 @@ int64_t AttentionShape::visiblePairs() const {
   return Sq * (Skv - Sq) + Sq * (Sq + 1) / 2;
 }
 
+int64_t mtsched::flashAttentionSharedBytes(int BQ, int BKV, int64_t D) {
+  return 4 * (int64_t(BQ) * D + int64_t(BKV) * (D + 1) + int64_t(BKV) * D +
+              int64_t(BQ) * (BKV + 1) + 3 * int64_t(BQ));
+}
+
 std::optional<AttentionShape> mtsched::attentionShapeOf(const Node &N) {
   if (N.getOp() != OpCode::Attention || N.getNumOperands() != 3)
     return std::nullopt;

@@ -1,5 +1,6 @@
 //===- ChoiceConfig.cpp ---------------------------------------------------===//
 #include "mtsched/Lowering/ChoiceConfig.h"
+#include "mtsched/IR/Attention.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
@@ -193,8 +194,8 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   return T;
 }
 
-std::vector<Choice>
-ChoiceConfig::attentionChoices(int64_t PackedRows) const {
+std::vector<Choice> ChoiceConfig::attentionChoices(int64_t PackedRows,
+                                                   int64_t D) const {
   std::vector<Choice> Out;
   auto Add = [&](const std::string &Name) {
     if (Disabled.count(Name) ||
@@ -202,14 +203,18 @@ ChoiceConfig::attentionChoices(int64_t PackedRows) const {
       return;
     Out.push_back(Choice{Name, {}, {}});
   };
+  auto Fits = [&](const AttentionTile &T) {
+    return flashAttentionSharedBytes(T.BQ, T.BKV, D) <=
+           FlashAttentionMaxSharedBytes;
+  };
   for (const AttentionTile &T : AttentionTiles)
-    if (T.BQ <= roundUpPow2(PackedRows))
+    if (T.BQ <= roundUpPow2(PackedRows) && Fits(T))
       Add(attentionChoiceName(T));
   if (Out.empty()) {
     // A tiny problem keeps the shortest tile, as GEMMs keep their smallest.
     const AttentionTile *Smallest = nullptr;
     for (const AttentionTile &T : AttentionTiles)
-      if (!Disabled.count(attentionChoiceName(T)) &&
+      if (!Disabled.count(attentionChoiceName(T)) && Fits(T) &&
           (!Smallest || T.BQ * T.BKV < Smallest->BQ * Smallest->BKV))
         Smallest = &T;
     if (Smallest)

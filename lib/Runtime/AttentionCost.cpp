@@ -13,7 +13,6 @@ constexpr double Inf = std::numeric_limits<double>::infinity();
 // The same device constants as CostModel.cpp (H100/H200 class).
 constexpr double HbmEfficiency = 0.90;
 constexpr double SmemPerSMBytes = 228 * 1024;
-constexpr double SmemPerCTABytes = 227 * 1024;
 constexpr double MaxThreadsPerSM = 2048;
 constexpr double L2UsableFraction = 0.5;
 /// Share of the fp32 peak the flash template's SIMT loops reach: every
@@ -45,14 +44,6 @@ bool validShape(const AttentionShape &S) {
 
 } // namespace
 
-int64_t mtsched::flashAttentionSharedBytes(int BQ, int BKV, int64_t D) {
-  // q [BQ][D], k [BKV][D + 1] (padded: threads read keys by row), v
-  // [BKV][D], scores [BQ][BKV + 1], and the running max, sum and rescale
-  // factor per row.
-  return 4 * (int64_t(BQ) * D + int64_t(BKV) * (D + 1) + int64_t(BKV) * D +
-              int64_t(BQ) * (BKV + 1) + 3 * int64_t(BQ));
-}
-
 double mtsched::attentionFlops(const AttentionShape &S) {
   return 4.0 * S.B * S.Hq * double(S.visiblePairs()) * S.D;
 }
@@ -63,7 +54,7 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
   if (!validShape(S) || BQ <= 0 || BKV <= 0 || Warps <= 0)
     return Inf;
   double Smem = double(flashAttentionSharedBytes(BQ, BKV, S.D));
-  if (Smem > SmemPerCTABytes)
+  if (Smem > FlashAttentionMaxSharedBytes)
     return Inf;
   if (S.B * S.Hq * S.Sq == 0)
     return Dev.LaunchUs;

@@ -37,6 +37,14 @@ struct AttentionShape {
   int64_t visiblePairs() const;
 };
 
+/// Bytes of shared memory the flash attention template needs for a BQ x
+/// BKV tile of head dimension D: fp32 q, k (rows padded by one float), v
+/// and score tiles, and three floats per row. Lowering, the cost model and
+/// the codegen agree on it.
+int64_t flashAttentionSharedBytes(int BQ, int BKV, int64_t D);
+/// Shared memory one CTA may use on sm_90 (the opt-in limit).
+inline constexpr int64_t FlashAttentionMaxSharedBytes = 227 * 1024;
+
 /// The shape of attention node N, whose operands and attributes the
 /// verifier accepted; None if N is not a well-formed attention.
 std::optional<AttentionShape> attentionShapeOf(const Node &N);

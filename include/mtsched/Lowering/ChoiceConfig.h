@@ -76,9 +76,10 @@ struct ChoiceConfig {
   std::vector<Choice> swigluChoices(int64_t M, int64_t N, int64_t K,
                                     DType Dtype) const;
   /// Candidates for an attention whose kv heads each serve PackedRows
-  /// query rows (query heads per kv head times queries): the flash tiles
-  /// whose BQ fits, then `attn_math`.
-  std::vector<Choice> attentionChoices(int64_t PackedRows) const;
+  /// query rows (query heads per kv head times queries) of head dimension
+  /// D: the flash tiles whose BQ fits and whose tiles fit in shared
+  /// memory, then `attn_math`.
+  std::vector<Choice> attentionChoices(int64_t PackedRows, int64_t D) const;
   /// Candidates for a built-in collective.
   std::vector<Choice> collectiveChoices(CollectiveKind K) const;
 };

@@ -16,10 +16,6 @@
 
 namespace mtsched {
 
-/// Bytes of shared memory the flash template needs for a tile (fp32 q, k,
-/// v and score tiles, padded); the codegen and the model agree on it.
-int64_t flashAttentionSharedBytes(int BQ, int BKV, int64_t D);
-
 /// Useful arithmetic of an attention: 4 flops per visible query-key pair
 /// and head dimension (q kᵀ and p v), so about half for causal prefill.
 double attentionFlops(const AttentionShape &S);
