@@ -15,6 +15,7 @@
 #include "CudaCollective.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/Npy.h"
+#include "mtsched/Codegen/AttentionCodegen.h"
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Runtime/CudaApi.h"
 #include "mtsched/Runtime/CudaCompiler.h"
@@ -123,6 +124,9 @@ struct Prepared {
   /// Per copy, where a kernel writes outputs other than the measured one
   /// (an epilogue's `writes` list).
   std::map<const Value *, std::vector<DevBuf>> Scratch;
+  /// Global scratch memory of kernels that ask for it (attn_math's scores),
+  /// shared by the choices: they run one at a time.
+  DevBuf Workspace;
   std::vector<int64_t> CheckRows;
   std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
   std::map<std::string, LoadedKernel> Kernels;
@@ -323,6 +327,8 @@ CudaBenchmarker::~CudaBenchmarker() {
       for (DevBuf *B : {&P.OutMain[I], &P.OutFused[I], &P.OutEpi[I]})
         if (B->P)
           G.D->cuMemFree(B->P);
+    if (P.Workspace.P)
+      G.D->cuMemFree(P.Workspace.P);
     for (auto &K : P.Kernels)
       if (K.second.Mod)
         G.D->cuModuleUnload(K.second.Mod);
@@ -355,6 +361,11 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
     if (N.getOp() == OpCode::SwiGlu) {
       if (std::optional<GemmTileConfig> T = swigluTileOf(C))
         Add(keyOf(C.Name, false), generateSwiGluKernel(N, *T, P.Rows));
+      continue;
+    }
+    if (N.getOp() == OpCode::Attention) {
+      // Attention absorbs no epilogue: unfused kernels only.
+      Add(keyOf(C.Name, false), generateAttentionKernel(N, C));
       continue;
     }
     std::optional<GemmTileConfig> T = gemmTileOf(C);
@@ -511,6 +522,10 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
         }
       for (int64_t C = 0; C < P.N; ++C)
         Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
+    } else if (W.K == Workload::Kind::Attention) {
+      attentionReferenceRow(W.Attn, P.Host[N.getOperand(0)].data(),
+                            P.Host[N.getOperand(1)].data(),
+                            P.Host[N.getOperand(2)].data(), R, Row.data());
     }
     P.RefMain.push_back(Row);
     if (!Chain.empty()) {
@@ -530,7 +545,8 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       P.RefEpi.push_back(In);
     }
   }
-  if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu)
+  if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
+      N.getOp() == OpCode::Attention)
     precompile(N, P);
   return P;
 }
@@ -573,6 +589,17 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
     Ptrs.push_back(Bufs[Copy].P);
   }
   Ptrs.push_back(Out[Copy].P);
+  if (L.K.WorkspaceBytes) {
+    if (P.Workspace.Bytes < L.K.WorkspaceBytes) {
+      if (P.Workspace.P)
+        G.D->cuMemFree(P.Workspace.P);
+      P.Workspace = DevBuf();
+      if (CUresult R = G.D->cuMemAlloc(&P.Workspace.P, L.K.WorkspaceBytes))
+        return R;
+      P.Workspace.Bytes = L.K.WorkspaceBytes;
+    }
+    Ptrs.push_back(P.Workspace.P);
+  }
   for (CUdeviceptr &X : Ptrs)
     Args.push_back(&X);
   return G.D->cuLaunchKernel(L.Fn, L.K.GridX, L.K.GridY, L.K.GridZ, L.K.BlockX,
@@ -937,6 +964,15 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
         return E;
       Ptrs.push_back(Dev[V]);
     }
+    if (K.WorkspaceBytes) {
+      CUdeviceptr W;
+      if (CUresult R = D.cuMemAlloc(&W, K.WorkspaceBytes))
+        return err("cannot allocate the " + llvm::Twine(K.WorkspaceBytes) +
+                   "-byte workspace of '" + K.Name +
+                   "': " + D.errorString(R));
+      Owned.push_back(W);
+      Ptrs.push_back(W);
+    }
     std::vector<CUtensorMap> Maps;
     if (CUresult R = encodeTensorMaps(
             D, K, llvm::ArrayRef(Ptrs).take_front(K.Inputs.size()), Maps))
@@ -1012,6 +1048,15 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
         continue;
       }
       const Choice *Ch = M->findChoice(M->getDecision());
+      if (M->getOp() == OpCode::Attention) {
+        if (!Ch || M->isEpilogueFused())
+          return err("'%" + M->getName() + "': cannot run decision '" +
+                     M->getDecision() + "' on the GPU");
+        if (llvm::Error E = RunKernel(generateAttentionKernel(*M, *Ch)))
+          return E;
+        ++Launched;
+        continue;
+      }
       if (M->getOp() == OpCode::SwiGlu) {
         std::optional<GemmTileConfig> T = Ch ? swigluTileOf(*Ch) : std::nullopt;
         if (!T || M->isEpilogueFused())
