@@ -968,8 +968,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
       CUdeviceptr W;
       if (CUresult R = D.cuMemAlloc(&W, K.WorkspaceBytes))
         return err("cannot allocate the " + llvm::Twine(K.WorkspaceBytes) +
-                   "-byte workspace of '" + K.Name +
-                   "': " + D.errorString(R));
+                   "-byte workspace of '" + K.Name + "': " + D.errorString(R));
       Owned.push_back(W);
       Ptrs.push_back(W);
     }

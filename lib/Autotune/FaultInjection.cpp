@@ -105,8 +105,8 @@ static bool candidatesOf(const Node &N, const ChoiceConfig &Choices,
     DType Dt = N.getOperand(0)->getType().Dtype;
     if (N.getOp() == OpCode::Attention) {
       std::optional<AttentionShape> S = attentionShapeOf(N);
-      Out = Choices.attentionChoices(S ? S->group() * S->Sq : M,
-                                     Out0.innerDim());
+      Out =
+          Choices.attentionChoices(S ? S->group() * S->Sq : M, Out0.innerDim());
       return true;
     }
     Out = N.getOp() == OpCode::SwiGlu

@@ -131,8 +131,8 @@ static double epsOf(const Node &N) {
 }
 
 void mtsched::attentionReferenceRow(const AttentionShape &S, const double *Q,
-                                    const double *K, const double *V,
-                                    int64_t R, double *Out) {
+                                    const double *K, const double *V, int64_t R,
+                                    double *Out) {
   int64_t I = R % S.Sq, H = (R / S.Sq) % S.Hq, B = R / (S.Sq * S.Hq);
   int64_t KvHead = B * S.Hkv + H / S.group();
   const double *Qr = Q + R * S.D;

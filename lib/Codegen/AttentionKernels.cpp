@@ -7,8 +7,8 @@
 // element loop where D does not divide the block.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Codegen/AttentionCodegen.h"
 #include "GemmCodegen.h"
+#include "mtsched/Codegen/AttentionCodegen.h"
 #include "mtsched/IR/Attention.h"
 #include "llvm/Support/Format.h"
 
@@ -256,8 +256,7 @@ emitHeader(llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
     return err("'%" + N.getName() + "' is not a well-formed attention");
   DType Dt = S->Dtype;
   if (Dt != DType::BF16 && Dt != DType::F16 && Dt != DType::F32)
-    return err("attention kernels need bf16, f16 or f32, got " +
-               dtypeName(Dt));
+    return err("attention kernels need bf16, f16 or f32, got " + dtypeName(Dt));
   const char *T = storageType(Dt);
   OS << Prelude << "\n// attention %" << N.getName() << ": q [" << S->B << ", "
      << S->Hq << ", " << S->Sq << ", " << S->D << "], k/v [" << S->B << ", "
@@ -307,8 +306,7 @@ mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
   int64_t Tiles = (S->group() * S->Sq + T.BQ - 1) / T.BQ;
   if (Tiles > 0x7fffffff || S->B * S->Hkv > 65535)
     return err("the flash grid exceeds CUDA's limits");
-  OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV << "\n"
-     << FlashBody;
+  OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV << "\n" << FlashBody;
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
   K.Outputs = {N.getResult()};

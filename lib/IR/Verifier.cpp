@@ -388,9 +388,9 @@ bool Verifier::inferAttention(const Node &N, TensorType &Result) {
   }
   if (K.Shape[0] != Q.Shape[0]) {
     error(N.getOperands()[1].Loc,
-          "'attention' batch sizes differ: " + name(N.getOperand(0)) +
-              " has " + Twine(Q.Shape[0]) + " and " + name(N.getOperand(1)) +
-              " has " + Twine(K.Shape[0]));
+          "'attention' batch sizes differ: " + name(N.getOperand(0)) + " has " +
+              Twine(Q.Shape[0]) + " and " + name(N.getOperand(1)) + " has " +
+              Twine(K.Shape[0]));
     return false;
   }
   if (K.Shape[3] != Q.Shape[3]) {
@@ -403,8 +403,7 @@ bool Verifier::inferAttention(const Node &N, TensorType &Result) {
   if (K.Shape[1] <= 0 || Q.Shape[1] % K.Shape[1]) {
     error(N.getOperands()[1].Loc,
           "'attention' needs the query heads (" + Twine(Q.Shape[1]) +
-              ") to be a multiple of the kv heads (" + Twine(K.Shape[1]) +
-              ")");
+              ") to be a multiple of the kv heads (" + Twine(K.Shape[1]) + ")");
     return false;
   }
   bool Causal = false;

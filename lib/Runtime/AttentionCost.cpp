@@ -67,9 +67,9 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
   double Rows = double(S.group()) * S.Sq;
   double QTiles = std::ceil(Rows / BQ);
   double Visible = double(S.visiblePairs()) / std::max<int64_t>(1, S.Sq);
-  double KeysPerTile = std::min(
-      double(S.Skv),
-      std::ceil(Visible / BKV) * BKV + (S.Causal && S.Sq > 1 ? BKV : 0));
+  double KeysPerTile =
+      std::min(double(S.Skv), std::ceil(Visible / BKV) * BKV +
+                                  (S.Causal && S.Sq > 1 ? BKV : 0));
   double CTAs = double(S.B) * S.Hkv * QTiles;
   double CtaFlops = 4.0 * BQ * KeysPerTile * S.D;
   double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * FlashSimtEff / Dev.NumSMs;

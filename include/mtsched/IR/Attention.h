@@ -1,4 +1,4 @@
-//===- Attention.h - The shape and attributes of an attention op -*- C++ -*-===//
+//===- Attention.h - The shape and attributes of attention --*- C++ -*-===//
 //
 // `attention(%q, %k, %v) {causal = true|false, scale = <f64>}` computes
 // softmax(q kᵀ · scale + mask) v per batch and query head, with
@@ -30,9 +30,7 @@ struct AttentionShape {
   /// Query heads per kv head.
   int64_t group() const { return Hkv > 0 ? Hq / Hkv : 0; }
   /// The last key query I may see (Skv - 1 without a causal mask).
-  int64_t lastKey(int64_t I) const {
-    return Causal ? Skv - Sq + I : Skv - 1;
-  }
+  int64_t lastKey(int64_t I) const { return Causal ? Skv - Sq + I : Skv - 1; }
   /// Query-key pairs the mask keeps, over one (batch, query head).
   int64_t visiblePairs() const;
 };

@@ -1,4 +1,4 @@
-//===- AttentionCost.h - Roofline times of the attention kernels -*- C++ -*-===//
+//===- AttentionCost.h - Times of the attention kernels ----*- C++ -*-===//
 //
 // The simulator's predictions for the two attention templates the CUDA
 // backend generates (docs/SIMULATOR.md, "Attention"): the flash kernel
