@@ -29,18 +29,18 @@ KC="$(mktemp -d)"
 fail=0
 nvidia-smi -L 2>/dev/null || true
 
-FLASH_FAIL=()
-for t in 64x64 32x64 16x64 16x32; do
-  FLASH_FAIL+=("--inject=run-fail:choice=attn_flash_${t}_w4")
-done
+# The flash tiles of each example (an --inject naming a choice the graph
+# does not have is refused): attn_math runs once they all fail.
+FLASH_decode="16x64_w4 16x32_w4 16x64_w4_kv8 16x64_w4_kv16 16x64_w4_kv32"
+FLASH_prefill="64x64_w4 32x64_w4 16x64_w4 16x32_w4"
 for ex in decode prefill; do
   for mode in best math; do
     extra=()
-    [[ $mode = math ]] && extra=("${FLASH_FAIL[@]}")
-    # Flash tiles that are no choice of this graph are refused; keep those
-    # that are.
-    if [[ $mode = math && $ex = decode ]]; then
-      extra=("--inject=run-fail:choice=attn_flash_16x64_w4" "--inject=run-fail:choice=attn_flash_16x32_w4")
+    if [[ $mode = math ]]; then
+      tiles="FLASH_$ex"
+      for t in ${!tiles}; do
+        extra+=("--inject=run-fail:choice=attn_flash_$t")
+      done
     fi
     echo "== --run $ex ($mode)"
     timeout 300 "$BIN" "$ROOT/examples/attention/$ex.mir" --pipeline=default --backend=cuda \

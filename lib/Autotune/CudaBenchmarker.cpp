@@ -590,14 +590,9 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
   }
   Ptrs.push_back(Out[Copy].P);
   if (L.K.WorkspaceBytes) {
-    if (P.Workspace.Bytes < L.K.WorkspaceBytes) {
-      if (P.Workspace.P)
-        G.D->cuMemFree(P.Workspace.P);
-      P.Workspace = DevBuf();
-      if (CUresult R = G.D->cuMemAlloc(&P.Workspace.P, L.K.WorkspaceBytes))
-        return R;
-      P.Workspace.Bytes = L.K.WorkspaceBytes;
-    }
+    // measure() allocated and zeroed it; 1 is CUDA_ERROR_INVALID_VALUE.
+    if (P.Workspace.Bytes < L.K.WorkspaceBytes)
+      return 1;
     Ptrs.push_back(P.Workspace.P);
   }
   for (CUdeviceptr &X : Ptrs)
@@ -782,6 +777,25 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
   LoadedKernel &L = It->second;
   if (!L.Error.empty())
     return failed(ChoiceStatus::Failed, L.Error);
+  if (L.K.WorkspaceBytes) {
+    // Zero-filled before every choice: a split-KV kernel's tile counters
+    // must start at zero, whatever ran in the workspace before.
+    if (P.Workspace.Bytes < L.K.WorkspaceBytes) {
+      if (P.Workspace.P)
+        G.D->cuMemFree(P.Workspace.P);
+      P.Workspace = DevBuf();
+      if (CUresult R = G.D->cuMemAlloc(&P.Workspace.P, L.K.WorkspaceBytes))
+        return failed(ChoiceStatus::Failed,
+                      "cannot allocate a workspace of " +
+                          std::to_string(L.K.WorkspaceBytes) +
+                          " bytes: " + G.D->errorString(R));
+      P.Workspace.Bytes = L.K.WorkspaceBytes;
+    }
+    if (CUresult R =
+            G.D->cuMemsetD8Async(P.Workspace.P, 0, P.Workspace.Bytes, G.Stream))
+      return failed(ChoiceStatus::Failed,
+                    "cannot clear the workspace: " + G.D->errorString(R));
+  }
   return run([&](int Copy) { return launch(L, P, Out, Copy); }, P, Out, OutType,
              Ref);
 }
@@ -971,6 +985,9 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
                    "-byte workspace of '" + K.Name + "': " + D.errorString(R));
       Owned.push_back(W);
       Ptrs.push_back(W);
+      if (CUresult R = D.cuMemsetD8Async(W, 0, K.WorkspaceBytes, Gp.Stream))
+        return err("cannot clear the workspace of '" + K.Name +
+                   "': " + D.errorString(R));
     }
     std::vector<CUtensorMap> Maps;
     if (CUresult R = encodeTensorMaps(

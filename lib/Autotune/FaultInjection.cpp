@@ -105,8 +105,7 @@ static bool candidatesOf(const Node &N, const ChoiceConfig &Choices,
     DType Dt = N.getOperand(0)->getType().Dtype;
     if (N.getOp() == OpCode::Attention) {
       std::optional<AttentionShape> S = attentionShapeOf(N);
-      Out =
-          Choices.attentionChoices(S ? S->group() * S->Sq : M, Out0.innerDim());
+      Out = S ? Choices.attentionChoices(*S) : std::vector<Choice>();
       return true;
     }
     Out = N.getOp() == OpCode::SwiGlu

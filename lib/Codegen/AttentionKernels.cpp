@@ -86,7 +86,17 @@ static const char *FlashBody = R"(
   for (int n = 0; n < PV_N; ++n)
     acc[n] = 0.f;
   const int sj = tid % BKV, sg = tid / BKV;
-  for (long long j0 = 0; j0 < kvEnd; j0 += BKV) {
+  long long kvBegin = 0;
+#if SPLITS > 1
+  {
+    // Split z of SPLITS takes its share of whole key tiles.
+    const long long tiles = (kvEnd + BKV - 1) / BKV;
+    const long long per = (tiles + SPLITS - 1) / SPLITS;
+    kvBegin = blockIdx.z * per * BKV;
+    kvEnd = kvEnd < kvBegin + per * BKV ? kvEnd : kvBegin + per * BKV;
+  }
+#endif
+  for (long long j0 = kvBegin; j0 < kvEnd; j0 += BKV) {
     __syncthreads(); // the previous tile is consumed
     for (int e = tid; e < BKV * D_; e += THREADS) {
       const int j = e / D_, d = e % D_;
@@ -176,6 +186,64 @@ static const char *FlashBody = R"(
 #endif
   }
   __syncthreads();
+#if SPLITS > 1
+  // Each split writes its unnormalised accumulators, running max and sum
+  // to the workspace; the last split of the tile to finish (a counter per
+  // tile, left at zero again) combines them:
+  //   out = sum_s acc_s 2^(m_s - M) / sum_s l_s 2^(m_s - M), M = max_s m_s.
+  {
+    const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+    float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
+#pragma unroll
+    for (int n = 0; n < PV_N; ++n) {
+#if PV_SPLIT
+      part[(tid / D_ + n * PV_RG) * D_ + tid % D_] = acc[n];
+#else
+      if (tid + n * THREADS < BQ * D_)
+        part[tid + n * THREADS] = acc[n];
+#endif
+    }
+    for (int i = tid; i < BQ; i += THREADS) {
+      part[BQ * D_ + i] = sM[i];
+      part[BQ * D_ + BQ + i] = sL[i];
+    }
+    __threadfence();
+    __syncthreads();
+    __shared__ int mt_last;
+    unsigned *count = (unsigned *)(ws + (long long)gridDim.x * gridDim.y *
+                                            SPLITS * (BQ * D_ + 2 * BQ)) +
+                      tile;
+    if (tid == 0)
+      mt_last = atomicAdd(count, 1u) == SPLITS - 1;
+    __syncthreads();
+    if (!mt_last)
+      return;
+    __threadfence();
+    const volatile float *parts = ws + tile * SPLITS * (BQ * D_ + 2 * BQ);
+    for (int e = tid; e < BQ * D_; e += THREADS) {
+      const int i = e / D_, d = e % D_;
+      const long long r = r0 + i;
+      if (r >= ROWS)
+        continue;
+      float M = MT_NEG_INF;
+      for (int z = 0; z < SPLITS; ++z)
+        M = fmaxf(M, parts[z * (BQ * D_ + 2 * BQ) + BQ * D_ + i]);
+      float L = 0.f, o = 0.f;
+      for (int z = 0; z < SPLITS; ++z) {
+        const volatile float *pz = parts + z * (BQ * D_ + 2 * BQ);
+        const float m = pz[BQ * D_ + i];
+        // A split that saw no key of this row adds nothing.
+        const float w = m == MT_NEG_INF ? 0.f : exp2f(m - M);
+        L += pz[BQ * D_ + BQ + i] * w;
+        o += pz[e] * w;
+      }
+      const long long h = hk * GROUP + r / SQ;
+      out[((b * HQ + h) * SQ + r % SQ) * D_ + d] = STORE(L > 0.f ? o / L : 0.f);
+    }
+    if (tid == 0)
+      *count = 0u;
+  }
+#else
 #pragma unroll
   for (int n = 0; n < PV_N; ++n) {
 #if PV_SPLIT
@@ -194,6 +262,7 @@ static const char *FlashBody = R"(
           STORE(l > 0.f ? acc[n] / l : 0.f);
     }
   }
+#endif
 }
 )";
 
@@ -286,7 +355,8 @@ mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
   std::string ChoiceName = attentionChoiceName(T);
   int Threads = 32 * T.Warps;
   if (T.Warps <= 0 || T.Warps > 32 || T.BQ <= 0 || T.BKV <= 0 ||
-      Threads % T.BKV || T.BQ % (Threads / T.BKV))
+      T.Splits <= 0 || T.Splits > 1024 || Threads % T.BKV ||
+      T.BQ % (Threads / T.BKV))
     return err("tile " + ChoiceName +
                " cannot run: BKV must divide the block's threads and the "
                "threads left over must divide BQ");
@@ -295,7 +365,7 @@ mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
   std::string Src;
   llvm::raw_string_ostream OS(Src);
   llvm::Expected<AttentionShape> S =
-      emitHeader(OS, N, K.Name, ChoiceName, Threads, false);
+      emitHeader(OS, N, K.Name, ChoiceName, Threads, T.Splits > 1);
   if (!S)
     return S.takeError();
   int64_t Smem = flashAttentionSharedBytes(T.BQ, T.BKV, S->D);
@@ -306,12 +376,22 @@ mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
   int64_t Tiles = (S->group() * S->Sq + T.BQ - 1) / T.BQ;
   if (Tiles > 0x7fffffff || S->B * S->Hkv > 65535)
     return err("the flash grid exceeds CUDA's limits");
-  OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV << "\n" << FlashBody;
+  OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
+     << "\n#define SPLITS " << T.Splits << "\n"
+     << FlashBody;
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
   K.Outputs = {N.getResult()};
   K.GridX = unsigned(std::max<int64_t>(1, Tiles));
   K.GridY = unsigned(std::max<int64_t>(1, S->B * S->Hkv));
+  K.GridZ = unsigned(T.Splits);
+  if (T.Splits > 1) {
+    // Per CTA its accumulators, running max and sum; per tile a counter.
+    uint64_t TilesXY = uint64_t(K.GridX) * K.GridY;
+    K.WorkspaceBytes =
+        TilesXY * T.Splits * (uint64_t(T.BQ) * S->D + 2 * T.BQ) * 4 +
+        TilesXY * 4;
+  }
   K.BlockX = Threads;
   K.SharedBytes = unsigned(Smem);
   return K;

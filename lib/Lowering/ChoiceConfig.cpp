@@ -32,8 +32,11 @@ ChoiceConfig ChoiceConfig::getDefault() {
       {16, 64, 128, 4, 3},
   };
   // Tall tiles for prefill; 16 rows still cover a decode step's packed
-  // query heads (4 per kv head for Llama-3-8B).
-  C.AttentionTiles = {{64, 64, 4}, {32, 64, 4}, {16, 64, 4}, {16, 32, 4}};
+  // query heads (4 per kv head for Llama-3-8B), and split-KV spreads a
+  // decode step's few (batch, kv head) tiles over more CTAs.
+  C.AttentionTiles = {{64, 64, 4},    {32, 64, 4},    {16, 64, 4},
+                      {16, 32, 4},    {16, 64, 4, 8}, {16, 64, 4, 16},
+                      {16, 64, 4, 32}};
   C.GemmExterns = {"extern.cublas"};
   C.AllReduce = {"nccl", "one_shot", "two_shot"};
   C.AllGather = {"nccl", "p2p"};
@@ -175,7 +178,8 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
 
 std::string mtsched::attentionChoiceName(const AttentionTile &T) {
   return "attn_flash_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
-         "_w" + std::to_string(T.Warps);
+         "_w" + std::to_string(T.Warps) +
+         (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "");
 }
 
 std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
@@ -183,10 +187,13 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   if (!S.consume_front("attn_flash_"))
     return std::nullopt;
   auto [BQ, Rest] = S.split('x');
-  auto [BKV, W] = Rest.split("_w");
+  auto [BKV, WS] = Rest.split("_w");
+  auto [W, Splits] = WS.split("_kv");
   AttentionTile T;
   if (BQ.getAsInteger(10, T.BQ) || BKV.getAsInteger(10, T.BKV) ||
-      W.getAsInteger(10, T.Warps) || T.BQ <= 0 || T.BKV <= 0 || T.Warps <= 0)
+      W.getAsInteger(10, T.Warps) ||
+      (!Splits.empty() && Splits.getAsInteger(10, T.Splits)) || T.BQ <= 0 ||
+      T.BKV <= 0 || T.Warps <= 0 || T.Splits <= 0)
     return std::nullopt;
   // Only what the name round-trips to, so `attn_flash_064x64_w4` is no tile.
   if (attentionChoiceName(T) != C.Name)
@@ -194,8 +201,9 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   return T;
 }
 
-std::vector<Choice> ChoiceConfig::attentionChoices(int64_t PackedRows,
-                                                   int64_t D) const {
+std::vector<Choice>
+ChoiceConfig::attentionChoices(const AttentionShape &S) const {
+  int64_t PackedRows = S.group() * S.Sq, D = S.D;
   std::vector<Choice> Out;
   auto Add = [&](const std::string &Name) {
     if (Disabled.count(Name) ||
@@ -207,14 +215,17 @@ std::vector<Choice> ChoiceConfig::attentionChoices(int64_t PackedRows,
     return flashAttentionSharedBytes(T.BQ, T.BKV, D) <=
            FlashAttentionMaxSharedBytes;
   };
-  for (const AttentionTile &T : AttentionTiles)
-    if (T.BQ <= roundUpPow2(PackedRows) && Fits(T))
+  for (const AttentionTile &T : AttentionTiles) {
+    bool SplitFits = T.Splits == 1 || (PackedRows <= T.BQ &&
+                                       S.Skv >= 2 * int64_t(T.BKV) * T.Splits);
+    if (T.BQ <= roundUpPow2(PackedRows) && Fits(T) && SplitFits)
       Add(attentionChoiceName(T));
+  }
   if (Out.empty()) {
     // A tiny problem keeps the shortest tile, as GEMMs keep their smallest.
     const AttentionTile *Smallest = nullptr;
     for (const AttentionTile &T : AttentionTiles)
-      if (!Disabled.count(attentionChoiceName(T)) && Fits(T) &&
+      if (!Disabled.count(attentionChoiceName(T)) && Fits(T) && T.Splits == 1 &&
           (!Smallest || T.BQ * T.BKV < Smallest->BQ * Smallest->BKV))
         Smallest = &T;
     if (Smallest)

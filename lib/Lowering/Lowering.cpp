@@ -92,8 +92,8 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
     if (N.getOp() == OpCode::Attention) {
       // The verifier accepted N, so its shape is well formed.
       std::optional<AttentionShape> S = attentionShapeOf(N);
-      MTB->setChoices(Opts.Choices.attentionChoices(S ? S->group() * S->Sq : M,
-                                                    Out.innerDim()));
+      MTB->setChoices(S ? Opts.Choices.attentionChoices(*S)
+                        : std::vector<Choice>());
       return MTB;
     }
     auto [It, New] = GemmChoices.try_emplace({M, Out.innerDim(), K, Dt});

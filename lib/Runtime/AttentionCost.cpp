@@ -50,8 +50,8 @@ double mtsched::attentionFlops(const AttentionShape &S) {
 
 double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
                                      const AttentionShape &S, int BQ, int BKV,
-                                     int Warps) {
-  if (!validShape(S) || BQ <= 0 || BKV <= 0 || Warps <= 0)
+                                     int Warps, int Splits) {
+  if (!validShape(S) || BQ <= 0 || BKV <= 0 || Warps <= 0 || Splits <= 0)
     return Inf;
   double Smem = double(flashAttentionSharedBytes(BQ, BKV, S.D));
   if (Smem > FlashAttentionMaxSharedBytes)
@@ -70,7 +70,10 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
   double KeysPerTile =
       std::min(double(S.Skv), std::ceil(Visible / BKV) * BKV +
                                   (S.Causal && S.Sq > 1 ? BKV : 0));
-  double CTAs = double(S.B) * S.Hkv * QTiles;
+  // Split-KV: each split sees its share of the tile's keys.
+  KeysPerTile =
+      std::min(KeysPerTile, std::ceil(KeysPerTile / BKV / Splits) * BKV);
+  double CTAs = double(S.B) * S.Hkv * QTiles * Splits;
   double CtaFlops = 4.0 * BQ * KeysPerTile * S.D;
   double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * FlashSimtEff / Dev.NumSMs;
   double CtaUs = CtaFlops / PerSMFlops;
@@ -84,7 +87,10 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
   double KVBytes = 2.0 * S.B * S.Hkv * S.Skv * S.D * E;
   double L2Bytes = Dev.L2MB * 1024 * 1024 * L2UsableFraction;
   double KVReads = KVBytes <= L2Bytes ? 1 : QTiles;
-  double MemUs = hbmUs(Dev, QOBytes + KVBytes * KVReads);
+  // Split-KV partials: written by every split, read back by the last.
+  double PartialBytes =
+      Splits > 1 ? 2.0 * CTAs * (double(BQ) * S.D + 2.0 * BQ) * 4 : 0;
+  double MemUs = hbmUs(Dev, QOBytes + KVBytes * KVReads + PartialBytes);
   double StreamUs = perCtaStreamUs(Dev, 2.0 * KeysPerTile * S.D * E);
   return Dev.LaunchUs + std::max({ComputeUs, MemUs, StreamUs});
 }

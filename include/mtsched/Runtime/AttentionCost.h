@@ -20,8 +20,10 @@ namespace mtsched {
 /// and head dimension (q kᵀ and p v), so about half for causal prefill.
 double attentionFlops(const AttentionShape &S);
 
+/// Splits > 1: split-KV, each tile's keys divided among Splits CTAs whose
+/// partial results are written, read back and combined.
 double flashAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S,
-                            int BQ, int BKV, int Warps);
+                            int BQ, int BKV, int Warps, int Splits = 1);
 double mathAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S);
 
 } // namespace mtsched
