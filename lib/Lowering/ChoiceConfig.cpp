@@ -297,8 +297,8 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
   if (!Root)
     return fileError(Path, "expected a JSON object at the top level");
   static const llvm::StringRef Known[] = {
-      "gemm_tiles",     "gemm_externs", "all_reduce", "all_gather",
-      "reduce_scatter", "all_to_all",   "disabled"};
+      "gemm_tiles", "gemm_externs",   "attention_tiles", "all_reduce",
+      "all_gather", "reduce_scatter", "all_to_all",      "disabled"};
   for (const auto &KV : *Root)
     if (!llvm::is_contained(Known, KV.first.str()))
       return fileError(Path, "unknown key '" + KV.first.str() + "'");
@@ -342,6 +342,34 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
         *F.second = int(*V);
       }
       GemmTiles.push_back(Wgmma ? wgmmaTile(T.BM, T.BN, T.BK, T.Stages) : T);
+    }
+  }
+  if (const llvm::json::Value *Tiles = Root->get("attention_tiles")) {
+    const llvm::json::Array *A = Tiles->getAsArray();
+    if (!A)
+      return fileError(Path, "'attention_tiles' must be a list of objects");
+    AttentionTiles.clear();
+    for (const llvm::json::Value &E : *A) {
+      const llvm::json::Object *O = E.getAsObject();
+      if (!O)
+        return fileError(Path, "'attention_tiles' must be a list of objects");
+      AttentionTile T{0, 0, 0};
+      // "splits" is optional: 1, no split-KV.
+      std::pair<const char *, int *> Fields[] = {{"bq", &T.BQ},
+                                                 {"bkv", &T.BKV},
+                                                 {"warps", &T.Warps},
+                                                 {"splits", &T.Splits}};
+      for (auto &F : Fields) {
+        if (llvm::StringRef(F.first) == "splits" && !O->get("splits"))
+          continue;
+        std::optional<int64_t> V = O->getInteger(F.first);
+        if (!V || *V <= 0 || *V > 1024)
+          return fileError(Path, "attention tile field '" +
+                                     llvm::Twine(F.first) +
+                                     "' must be an integer in [1, 1024]");
+        *F.second = int(*V);
+      }
+      AttentionTiles.push_back(T);
     }
   }
   if (llvm::Error E = readNames(*Root, "gemm_externs", Path, GemmExterns))
