@@ -131,7 +131,8 @@ if want 5; then
   echo "lab device: $DEV" | tee -a "$SUM"
   step lab "$D/bin/mtsched-lab" --backend=cuda --device="$DEV" --sim-noise=0 \
     --heuristics=benchmark,cost-model,never --prune=0,1 \
-    "$T/corpus/tp_layer_decode.mir" "$T/corpus/sp_layer_decode.mir" || fail=1
+    "$T/corpus/tp_layer_decode.mir" "$T/corpus/sp_layer_decode.mir" \
+    "$T/corpus/llama_layer_decode.mir" || fail=1
   cat "$OUTDIR/lab.out" | tee -a "$SUM"
 fi
 cp "$SUM" "$RESULTS/summary.txt"

@@ -139,6 +139,22 @@ SITE
 python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda" 2>&1 | tee "$OUTDIR/lit.log" | tail -25
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 
+# The lit tests above check these; their `run @` lines go to the summary:
+# the decided SwiGLU MLP and the layers with two-output epilogues (GEMM
+# add -> rmsnorm writing the sum; a one-rank all_reduce's), each run on the
+# GPU with --run and compared with the fp64 interpreter.
+echo "== --run: SwiGLU MLP and two-output epilogues vs the fp64 interpreter"
+if nvidia-smi -L >/dev/null 2>&1; then
+  for t in swiglu-run two-output-run legal-fusion-run; do
+    "$OPT" "$ROOT/test/lit/Cuda/$t.mir" --split-input-file --pipeline=default \
+      --backend=cuda --no-cache --kernel-cache-dir="$W/kernels" --run --quiet \
+      2>&1 >"$OUTDIR/run-$t.mir" | grep '^run @\|error' | tee -a "$OUTDIR/summary.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+  done
+else
+  echo "skipped: no GPU"
+fi
+
 if [ $BENCH = 1 ]; then
   echo "== measurements"
   T=$(mktemp -d)

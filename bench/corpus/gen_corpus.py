@@ -10,6 +10,10 @@ tokens) and a prefill size (M = 2048..8192 tokens):
                after the matmuls
   moe_layer    mixture of experts: router, all_to_all dispatch and combine
   coll_chain   a chain of six collectives with pointwise work between them
+  llama_layer  tp_layer with Llama's SwiGLU MLP (gate and up GEMMs, silu,
+               mul: merged or split, as fuse-swiglu/select-swiglu decide)
+               and the residual sum written by the first all_reduce's
+               fused add -> rmsnorm beside the norm (a two-output epilogue)
 
 The attention core (QK^T, softmax, PV) is a softmax over the query
 projection: the IR has no batched attention op, and the scheduler only
@@ -47,6 +51,31 @@ graph @tp_layer_m{m}(%x: bf16[{m},{H}], %g1: bf16[{H}], %wq: bf16[{H},{HQ}], %wo
   %u = matmul(%n2, %wu) : bf16[{m},{FF}]
   %a = silu(%u) : bf16[{m},{FF}]
   %d = matmul(%a, %wd) : bf16[{m},{H}]
+  %dr = all_reduce(%d) {{reduce = "sum", group = "tp"}} : bf16[{m},{H}]
+  %out = add(%dr, %h1) : bf16[{m},{H}]
+  return %out
+}}
+"""
+
+
+def llama_layer(m):
+    return f"""// Llama tensor-parallel layer with a SwiGLU MLP, M = {m} tokens, {TP} ranks.
+// %h1 feeds the RMSNorm and the last residual add: the first all_reduce's
+// fused epilogue writes it beside the norm.
+{HEAD}
+graph @llama_layer_m{m}(%x: bf16[{m},{H}], %g1: bf16[{H}], %wq: bf16[{H},{HQ}], %wo: bf16[{HQ},{H}], %g2: bf16[{H}], %wg: bf16[{H},{FF}], %wu: bf16[{H},{FF}], %wd: bf16[{FF},{H}]) attributes {{world_size = {TP}}} {{
+  %n1 = rmsnorm(%x, %g1) {{eps = 1.0e-05}} : bf16[{m},{H}]
+  %q = matmul(%n1, %wq) : bf16[{m},{HQ}]
+  %s = softmax(%q) : bf16[{m},{HQ}]
+  %o = matmul(%s, %wo) : bf16[{m},{H}]
+  %or = all_reduce(%o) {{reduce = "sum", group = "tp"}} : bf16[{m},{H}]
+  %h1 = add(%or, %x) : bf16[{m},{H}]
+  %n2 = rmsnorm(%h1, %g2) {{eps = 1.0e-05}} : bf16[{m},{H}]
+  %gt = matmul(%n2, %wg) : bf16[{m},{FF}]
+  %up = matmul(%n2, %wu) : bf16[{m},{FF}]
+  %gs = silu(%gt) : bf16[{m},{FF}]
+  %gu = mul(%gs, %up) : bf16[{m},{FF}]
+  %d = matmul(%gu, %wd) : bf16[{m},{H}]
   %dr = all_reduce(%d) {{reduce = "sum", group = "tp"}} : bf16[{m},{H}]
   %out = add(%dr, %h1) : bf16[{m},{H}]
   return %out
@@ -111,7 +140,8 @@ graph @coll_chain_m{m}(%x: bf16[{m},{H}], %b: bf16[{H}]) attributes {{world_size
 
 
 GRAPHS = [("tp_layer", tp_layer, 4, 4096), ("sp_layer", sp_layer, 16, 8192),
-          ("moe_layer", moe_layer, 8, 2048), ("coll_chain", coll_chain, 4, 4096)]
+          ("moe_layer", moe_layer, 8, 2048), ("coll_chain", coll_chain, 4, 4096),
+          ("llama_layer", llama_layer, 4, 4096)]
 
 os.makedirs(args.out, exist_ok=True)
 for name, fn, dec, pre in GRAPHS:

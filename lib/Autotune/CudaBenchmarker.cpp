@@ -13,8 +13,10 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/CudaBenchmarker.h"
 #include "CudaCollective.h"
+#include "mtsched/Autotune/CudaBenchSupport.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/Npy.h"
+#include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Codegen/AttentionCodegen.h"
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Runtime/CudaApi.h"
@@ -23,6 +25,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/TimeProfiler.h"
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,12 +34,17 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 
 using namespace mtsched;
 using namespace mtsched::cuda;
 
 static constexpr double Inf = std::numeric_limits<double>::infinity();
+/// Early stop of a losing choice: after this many samples, if every one is
+/// slower than this factor times the node's best median so far.
+static constexpr size_t EarlyStopSamples = 3;
+static constexpr double EarlyStopFactor = 1.5;
 
 static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
@@ -55,8 +63,29 @@ struct Gpu {
   cublasHandle_t Blas = nullptr;
   const CublasApi *B = nullptr;
   std::string BlasError;
+  /// Fills and fp64 references on the GPU, loaded on first use (under Mu);
+  /// if they cannot load, inputs are drawn and checked on the host.
+  std::unique_ptr<BenchSupport> Support;
+  bool SupportTried = false;
   std::mutex Mu;
 };
+
+/// G's support kernels, loading them on the first call; null (said once on
+/// stderr) if they cannot load.
+BenchSupport *support(Gpu &G) {
+  if (!G.SupportTried) {
+    G.SupportTried = true;
+    llvm::Expected<std::unique_ptr<BenchSupport>> S =
+        BenchSupport::load(*G.D, G.Info.Major * 10 + G.Info.Minor);
+    if (S)
+      G.Support = std::move(*S);
+    else
+      llvm::errs() << "mtsched-opt: warning: " << llvm::toString(S.takeError())
+                   << "; benchmark inputs are drawn and checked on the host "
+                      "(slower)\n";
+  }
+  return G.Support.get();
+}
 
 /// The first call opens GPU Ordinal (modulo the device count).
 llvm::Expected<Gpu &> gpu(int Ordinal) {
@@ -64,6 +93,7 @@ llvm::Expected<Gpu &> gpu(int Ordinal) {
   static std::string Error;
   static std::once_flag Once;
   std::call_once(Once, [Ordinal] {
+    llvm::TimeTraceScope Scope("cuda.open-device");
     llvm::Expected<DeviceInfo> Info =
         openDevice(Ordinal % std::max(1, deviceCount()));
     if (!Info) {
@@ -129,6 +159,13 @@ struct Prepared {
   DevBuf Workspace;
   std::vector<int64_t> CheckRows;
   std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
+  /// The sampled rows of each `writes` value as the fused kernel (from the
+  /// GEMM's rows) and the epilogue kernel (from its random input) compute
+  /// them: checked like the last output.
+  std::map<const Value *, std::vector<std::vector<double>>> RefWritesFused,
+      RefWritesEpi;
+  /// The fastest median so far of the node's choices, unfused and fused.
+  double BestUs[2] = {Inf, Inf};
   std::map<std::string, LoadedKernel> Kernels;
   std::string Error;
 };
@@ -177,71 +214,75 @@ Measurement failed(ChoiceStatus S, std::string Msg) {
 std::vector<double> toHostValues(const std::string &Bytes, DType T) {
   size_t Elt = dtypeBytes(T), N = Bytes.size() / Elt;
   std::vector<double> Out(N);
-  for (size_t I = 0; I < N; ++I) {
-    const char *P = Bytes.data() + I * Elt;
-    uint16_t H;
-    float F;
-    switch (T) {
-    case DType::BF16:
-      std::memcpy(&H, P, 2);
-      Out[I] = bf16ToFloat(H);
-      break;
-    case DType::F16:
-      std::memcpy(&H, P, 2);
-      Out[I] = f16ToFloat(H);
-      break;
-    case DType::F32:
-      std::memcpy(&F, P, 4);
-      Out[I] = F;
-      break;
-    case DType::I32: {
-      int32_t V;
-      std::memcpy(&V, P, 4);
-      Out[I] = V;
-      break;
+  parallelChunks(int64_t(N), [&](int64_t Begin, int64_t End) {
+    for (size_t I = Begin; I < size_t(End); ++I) {
+      const char *P = Bytes.data() + I * Elt;
+      uint16_t H;
+      float F;
+      switch (T) {
+      case DType::BF16:
+        std::memcpy(&H, P, 2);
+        Out[I] = bf16ToFloat(H);
+        break;
+      case DType::F16:
+        std::memcpy(&H, P, 2);
+        Out[I] = f16ToFloat(H);
+        break;
+      case DType::F32:
+        std::memcpy(&F, P, 4);
+        Out[I] = F;
+        break;
+      case DType::I32: {
+        int32_t V;
+        std::memcpy(&V, P, 4);
+        Out[I] = V;
+        break;
+      }
+      case DType::I64: {
+        int64_t V;
+        std::memcpy(&V, P, 8);
+        Out[I] = double(V);
+        break;
+      }
+      }
     }
-    case DType::I64: {
-      int64_t V;
-      std::memcpy(&V, P, 8);
-      Out[I] = double(V);
-      break;
-    }
-    }
-  }
+  });
   return Out;
 }
 
 std::string toDeviceBytes(const std::vector<double> &V, DType T) {
   size_t Elt = dtypeBytes(T);
   std::string Out(V.size() * Elt, '\0');
-  for (size_t I = 0; I < V.size(); ++I) {
-    char *P = &Out[I * Elt];
-    uint16_t H;
-    float F = float(V[I]);
-    switch (T) {
-    case DType::BF16:
-      H = floatToBF16(F);
-      std::memcpy(P, &H, 2);
-      break;
-    case DType::F16:
-      H = floatToF16(F);
-      std::memcpy(P, &H, 2);
-      break;
-    case DType::F32:
-      std::memcpy(P, &F, 4);
-      break;
-    case DType::I32: {
-      int32_t X = int32_t(V[I]);
-      std::memcpy(P, &X, 4);
-      break;
+  parallelChunks(int64_t(V.size()), [&](int64_t Begin, int64_t End) {
+    for (size_t I = Begin; I < size_t(End); ++I) {
+      char *P = &Out[I * Elt];
+      uint16_t H;
+      float F = float(V[I]);
+      switch (T) {
+      case DType::BF16:
+        H = floatToBF16(F);
+        std::memcpy(P, &H, 2);
+        break;
+      case DType::F16:
+        H = floatToF16(F);
+        std::memcpy(P, &H, 2);
+        break;
+      case DType::F32:
+        std::memcpy(P, &F, 4);
+        break;
+      case DType::I32: {
+        int32_t X = int32_t(V[I]);
+        std::memcpy(P, &X, 4);
+        break;
+      }
+      case DType::I64: {
+        int64_t X = int64_t(V[I]);
+        std::memcpy(P, &X, 8);
+        break;
+      }
+      }
     }
-    case DType::I64: {
-      int64_t X = int64_t(V[I]);
-      std::memcpy(P, &X, 8);
-      break;
-    }
-    }
-  }
+  });
   return Out;
 }
 
@@ -275,8 +316,8 @@ double tolerance(DType T) {
 
 class CudaBenchmarker : public Benchmarker {
 public:
-  CudaBenchmarker(const AutotuneOptions &Opts, int Rank, Gpu &G)
-      : Opts(Opts), Rank(Rank), G(G) {}
+  CudaBenchmarker(const AutotuneOptions &Opts, int Rank)
+      : Opts(Opts), Rank(Rank) {}
   ~CudaBenchmarker() override;
 
   llvm::StringRef getBackendName() const override { return "cuda"; }
@@ -291,9 +332,18 @@ private:
   void precompile(const MultiTemplateBufferNode &N, Prepared &P);
   LoadedKernel *kernel(Prepared &P, const std::string &Key);
   /// Checks then times Launch(copy); Out holds the output per copy.
-  Measurement run(const std::function<CUresult(int)> &Launch, Prepared &P,
-                  const DevBuf *Out, DType OutType,
-                  const std::vector<std::vector<double>> &Ref);
+  /// Best, if given, is the fastest median of the node's choices so far
+  /// (updated): a choice whose first samples are all slower than
+  /// EarlyStopFactor x Best cannot win and stops being timed. With Extra,
+  /// the kernel K's outputs before its last (its epilogue's `writes`) are
+  /// checked too, against Extra's rows.
+  Measurement
+  run(const std::function<CUresult(int)> &Launch, Prepared &P,
+      const DevBuf *Out, DType OutType,
+      const std::vector<std::vector<double>> &Ref, double *Best = nullptr,
+      const KernelSource *K = nullptr,
+      const std::map<const Value *, std::vector<std::vector<double>>> *Extra =
+          nullptr);
   CUresult launch(LoadedKernel &L, Prepared &P, const DevBuf *Out, int Copy);
 
 public:
@@ -305,7 +355,11 @@ public:
 private:
   const AutotuneOptions &Opts;
   int Rank;
-  Gpu &G;
+  /// The GPU, opened by the first measurement: a run whose every decision
+  /// replays from the autotune cache never creates a CUDA context.
+  Gpu *G = nullptr;
+  /// Opens G if needed; why it cannot be, or empty.
+  std::string openGpu();
   std::map<std::pair<const MultiTemplateBufferNode *, int64_t>,
            std::unique_ptr<Prepared>>
       Cache;
@@ -313,25 +367,38 @@ private:
 
 } // namespace
 
+std::string CudaBenchmarker::openGpu() {
+  if (G)
+    return std::string();
+  llvm::Expected<Gpu &> GOr = gpu(Opts.GpuOrdinal);
+  if (!GOr)
+    return "the cuda backend cannot run here: " +
+           llvm::toString(GOr.takeError());
+  G = &*GOr;
+  return std::string();
+}
+
 CudaBenchmarker::~CudaBenchmarker() {
-  std::lock_guard<std::mutex> Lock(G.Mu);
-  if (makeCurrent(G.Info))
+  if (!G)
+    return;
+  std::lock_guard<std::mutex> Lock(G->Mu);
+  if (makeCurrent(G->Info))
     return;
   for (auto &KV : Cache) {
     Prepared &P = *KV.second;
     for (auto *Bufs : {&P.Dev, &P.Scratch})
       for (auto &D : *Bufs)
         for (DevBuf &B : D.second)
-          G.D->cuMemFree(B.P);
+          G->D->cuMemFree(B.P);
     for (int I = 0; I < 8; ++I)
       for (DevBuf *B : {&P.OutMain[I], &P.OutFused[I], &P.OutEpi[I]})
         if (B->P)
-          G.D->cuMemFree(B->P);
+          G->D->cuMemFree(B->P);
     if (P.Workspace.P)
-      G.D->cuMemFree(P.Workspace.P);
+      G->D->cuMemFree(P.Workspace.P);
     for (auto &K : P.Kernels)
       if (K.second.Mod)
-        G.D->cuModuleUnload(K.second.Mod);
+        G->D->cuModuleUnload(K.second.Mod);
   }
 }
 
@@ -350,7 +417,7 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
       return;
     }
     L.K = std::move(*K);
-    L.Error = unsupportedReason(L.K, G.Info, *G.D);
+    L.Error = unsupportedReason(L.K, G->Info, *G->D);
     if (!L.Error.empty())
       return;
     Keys.push_back(Key);
@@ -377,36 +444,110 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
   }
   if (HasEpi)
     Add("epilogue", generateEpilogueKernel(N, P.Rows));
+  llvm::TimeTraceScope Scope(
+      "cuda.compile", [&] { return std::to_string(Jobs.size()) + " kernels"; });
   std::vector<llvm::Expected<std::string>> Cubins =
-      compileAll(Jobs, G.Info.Major * 10 + G.Info.Minor);
+      compileAll(Jobs, G->Info.Major * 10 + G->Info.Minor);
   for (size_t I = 0; I < Jobs.size(); ++I) {
     LoadedKernel &L = P.Kernels[Keys[I]];
     if (!Cubins[I]) {
       L.Error = "failed to compile: " + llvm::toString(Cubins[I].takeError());
       continue;
     }
-    if (CUresult R = G.D->cuModuleLoadData(&L.Mod, Cubins[I]->data())) {
-      L.Error = "cannot load the module: " + G.D->errorString(R);
+    if (CUresult R = G->D->cuModuleLoadData(&L.Mod, Cubins[I]->data())) {
+      L.Error = "cannot load the module: " + G->D->errorString(R);
       continue;
     }
-    if (CUresult R = G.D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str())) {
-      L.Error = "no entry point: " + G.D->errorString(R);
+    if (CUresult R =
+            G->D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str())) {
+      L.Error = "no entry point: " + G->D->errorString(R);
       continue;
     }
     if (L.K.SharedBytes > 48 * 1024) {
-      if (int(L.K.SharedBytes) > G.Info.MaxSharedOptin) {
+      if (int(L.K.SharedBytes) > G->Info.MaxSharedOptin) {
         L.Error = "needs " + std::to_string(L.K.SharedBytes) +
                   " bytes of shared memory; the device allows " +
-                  std::to_string(G.Info.MaxSharedOptin);
+                  std::to_string(G->Info.MaxSharedOptin);
         continue;
       }
-      if (CUresult R = G.D->cuFuncSetAttribute(
+      if (CUresult R = G->D->cuFuncSetAttribute(
               L.Fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
               int(L.K.SharedBytes)))
         L.Error =
-            "cannot raise the shared memory limit: " + G.D->errorString(R);
+            "cannot raise the shared memory limit: " + G->D->errorString(R);
     }
   }
+}
+
+/// The fp64 reference of check row Index of P (the node alone, and with
+/// its epilogue fused and as its own kernel); an error message, or empty.
+/// Rows are independent: prepare() computes them in parallel.
+static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
+                                llvm::ArrayRef<const Node *> Chain,
+                                size_t Index) {
+  int64_t R = P.CheckRows[Index];
+  int64_t Rows = P.Rows;
+  // Read-only from here: rows run in parallel.
+  const ValueData &Host = P.Host;
+  // Computed on the GPU already, or else here.
+  std::vector<double> Row = P.RefMain[Index];
+  if (!Row.empty()) {
+  } else if (Row.assign(P.N, 0.0); N.getOp() == OpCode::MatMul) {
+    const TensorType &BT = N.getOperand(1)->getType();
+    int64_t M1 =
+        N.getOperand(0)->getType().Shape[N.getOperand(0)->getType().rank() - 2];
+    const double *A = &Host.at(N.getOperand(0))[R * P.K];
+    const double *B =
+        &Host.at(N.getOperand(1))[BT.rank() > 2 ? (R / M1) * P.K * P.N : 0];
+    for (int64_t Kk = 0; Kk < P.K; ++Kk)
+      for (int64_t C = 0; C < P.N; ++C)
+        Row[C] += A[Kk] * B[Kk * P.N + C];
+  } else if (N.getOp() == OpCode::SwiGlu) {
+    const double *A = &Host.at(N.getOperand(0))[R * P.K];
+    const double *Wg = Host.at(N.getOperand(1)).data();
+    const double *Wu = Host.at(N.getOperand(2)).data();
+    std::vector<double> U(P.N, 0.0);
+    for (int64_t Kk = 0; Kk < P.K; ++Kk)
+      for (int64_t C = 0; C < P.N; ++C) {
+        Row[C] += A[Kk] * Wg[Kk * P.N + C];
+        U[C] += A[Kk] * Wu[Kk * P.N + C];
+      }
+    for (int64_t C = 0; C < P.N; ++C)
+      Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
+  } else if (std::optional<AttentionShape> S = attentionShapeOf(N)) {
+    attentionReferenceRow(*S, Host.at(N.getOperand(0)).data(),
+                          Host.at(N.getOperand(1)).data(),
+                          Host.at(N.getOperand(2)).data(), R, Row.data());
+  }
+  P.RefMain[Index] = Row;
+  // Applies the chain to X, keeping this row of each value the epilogue
+  // also writes in its slot of Writes (sized by prepare()).
+  auto ApplyChain =
+      [&](std::vector<double> &X,
+          std::map<const Value *, std::vector<std::vector<double>>> &Writes)
+      -> llvm::Error {
+    const Value *Prev = N.getResult();
+    for (const Node *C : Chain) {
+      if (llvm::Error E = interpretRowChain(C, Prev, R, Rows, X, P.Host))
+        return E;
+      Prev = C->getResult();
+      auto It = Writes.find(Prev);
+      if (It != Writes.end())
+        It->second[Index] = X;
+    }
+    return llvm::Error::success();
+  };
+  if (!Chain.empty()) {
+    if (llvm::Error E = ApplyChain(Row, P.RefWritesFused))
+      return llvm::toString(std::move(E));
+    P.RefFused[Index] = Row;
+    std::vector<double> In(Host.at(N.getResult()).begin() + R * P.N,
+                           Host.at(N.getResult()).begin() + (R + 1) * P.N);
+    if (llvm::Error E = ApplyChain(In, P.RefWritesEpi))
+      return llvm::toString(std::move(E));
+    P.RefEpi[Index] = In;
+  }
+  return std::string();
 }
 
 Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
@@ -420,6 +561,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     return *Slot;
   Slot = std::make_unique<Prepared>();
   Prepared &P = *Slot;
+  llvm::TimeTraceScope Scope("cuda.prepare", "%" + N.getName());
   P.Rows = Rows;
   P.N = N.getType().innerDim();
   P.K = N.getNumOperands() ? N.getOperand(0)->getType().innerDim() : 0;
@@ -443,31 +585,73 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     return T.numElements();
   };
   std::mt19937_64 Rng(Opts.Seed * 1000003 + 17);
-  std::uniform_real_distribution<double> U(-1, 1);
   int64_t Footprint = 0;
   for (const Value *V : Values)
     Footprint += NumAt(V) * dtypeBytes(V->getType().Dtype);
   Footprint += 2 * Rows * P.N * dtypeBytes(N.getType().Dtype);
   P.Copies = int(std::min<int64_t>(
-      8, std::max<int64_t>(1, (3 * int64_t(G.Info.L2Bytes) + Footprint - 1) /
+      8, std::max<int64_t>(1, (3 * int64_t(G->Info.L2Bytes) + Footprint - 1) /
                                   std::max<int64_t>(1, Footprint))));
-  for (const Value *V : Values) {
-    std::vector<double> H(NumAt(V));
-    for (double &X : H)
-      X = roundTo(U(Rng), V->getType().Dtype);
-    std::string Bytes = toDeviceBytes(H, V->getType().Dtype);
+  std::optional<llvm::TimeTraceScope> Phase;
+  Phase.emplace("cuda.prepare.inputs");
+  // A GEMM's operands (weights of up to hundreds of millions of elements)
+  // are filled on the GPU and its reference rows computed there; the rest
+  // (activation-sized: the epilogue's inputs, the node's own result) are
+  // drawn on the host, where the epilogue's reference reads them.
+  bool Gemm = N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu;
+  // The GPU reference reads every operand as one element type.
+  bool SameType = llvm::all_of(N.getOperands(), [&](const Operand &O) {
+    return O.V->getType().Dtype == N.getOperand(0)->getType().Dtype;
+  });
+  BenchSupport *Support = Gemm && SameType ? support(*G) : nullptr;
+  std::vector<const Node *> Chain;
+  for (const Operand &E : N.getEpilogue())
+    Chain.push_back(E.V->getDef());
+  auto Reads = [](const Node *X, const Value *V) {
+    return llvm::any_of(X->getOperands(),
+                        [&](const Operand &O) { return O.V == V; });
+  };
+  auto OnGpu = [&](const Value *V) {
+    return Support && Reads(&N, V) &&
+           llvm::none_of(Chain, [&](const Node *X) { return Reads(X, V); });
+  };
+  for (auto [Stream, V] : llvm::enumerate(Values)) {
+    DType T = V->getType().Dtype;
+    int64_t Count = NumAt(V);
+    size_t Bytes = size_t(Count) * dtypeBytes(T);
+    bool Device = OnGpu(V) && T != DType::I32 && T != DType::I64;
+    std::vector<double> H;
+    std::string HostBytes;
+    if (!Device) {
+      H = randomValues(Count, Opts.Seed, Stream, T);
+      HostBytes = toDeviceBytes(H, T);
+    }
     for (int C = 0; C < P.Copies; ++C) {
       DevBuf B;
-      B.Bytes = Bytes.size();
-      if (G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes)) ||
-          G.D->cuMemcpyHtoD(B.P, Bytes.data(), B.Bytes)) {
+      B.Bytes = Bytes;
+      bool Failed = G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes));
+      if (!Failed && Device) {
+        if (llvm::Error E =
+                Support->fill(B.P, Count, T, Opts.Seed, Stream, G->Stream)) {
+          P.Error = llvm::toString(std::move(E));
+          return P;
+        }
+      } else if (!Failed) {
+        Failed = G->D->cuMemcpyHtoD(B.P, HostBytes.data(), B.Bytes);
+      }
+      if (Failed) {
         P.Error = "cannot allocate or fill " + std::to_string(B.Bytes) +
                   " bytes for '%" + V->getName() + "'";
         return P;
       }
       P.Dev[V].push_back(B);
     }
-    P.Host[V] = std::move(H);
+    if (!Device)
+      P.Host[V] = std::move(H);
+  }
+  if (Support && G->D->cuStreamSynchronize(G->Stream)) {
+    P.Error = "filling the inputs failed";
+    return P;
   }
   const Value *Last =
       N.getEpilogue().empty() ? N.getResult() : N.getEpilogue().back().V;
@@ -477,12 +661,13 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
           std::make_pair(&P.OutFused[C], Last),
           std::make_pair(&P.OutEpi[C], Last)}) {
       Buf->Bytes = Rows * P.N * dtypeBytes(V->getType().Dtype);
-      if (G.D->cuMemAlloc(&Buf->P, std::max<size_t>(16, Buf->Bytes))) {
+      if (G->D->cuMemAlloc(&Buf->P, std::max<size_t>(16, Buf->Bytes))) {
         P.Error = "cannot allocate the output";
         return P;
       }
     }
 
+  Phase.emplace("cuda.prepare.reference");
   // Reference rows: all of a small output, else the first, the last and
   // 14 random ones.
   if (Rows <= 64) {
@@ -494,57 +679,79 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     while (P.CheckRows.size() < 16)
       P.CheckRows.push_back(Pick(Rng));
   }
-  std::vector<const Node *> Chain;
-  for (const Operand &E : N.getEpilogue())
-    Chain.push_back(E.V->getDef());
-  for (int64_t R : P.CheckRows) {
-    std::vector<double> Row(P.N, 0.0);
-    if (N.getOp() == OpCode::MatMul) {
-      const TensorType &BT = N.getOperand(1)->getType();
-      int64_t M1 = N.getOperand(0)
-                       ->getType()
-                       .Shape[N.getOperand(0)->getType().rank() - 2];
-      const double *A = &P.Host[N.getOperand(0)][R * P.K];
-      const double *B =
-          &P.Host[N.getOperand(1)][BT.rank() > 2 ? (R / M1) * P.K * P.N : 0];
-      for (int64_t Kk = 0; Kk < P.K; ++Kk)
-        for (int64_t C = 0; C < P.N; ++C)
-          Row[C] += A[Kk] * B[Kk * P.N + C];
-    } else if (N.getOp() == OpCode::SwiGlu) {
-      const double *A = &P.Host[N.getOperand(0)][R * P.K];
-      const double *Wg = P.Host[N.getOperand(1)].data();
-      const double *Wu = P.Host[N.getOperand(2)].data();
-      std::vector<double> U(P.N, 0.0);
-      for (int64_t Kk = 0; Kk < P.K; ++Kk)
-        for (int64_t C = 0; C < P.N; ++C) {
-          Row[C] += A[Kk] * Wg[Kk * P.N + C];
-          U[C] += A[Kk] * Wu[Kk * P.N + C];
-        }
-      for (int64_t C = 0; C < P.N; ++C)
-        Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
-    } else if (W.K == Workload::Kind::Attention) {
-      attentionReferenceRow(W.Attn, P.Host[N.getOperand(0)].data(),
-                            P.Host[N.getOperand(1)].data(),
-                            P.Host[N.getOperand(2)].data(), R, Row.data());
-    }
-    P.RefMain.push_back(Row);
-    if (!Chain.empty()) {
-      if (llvm::Error E =
-              interpretRowChain(Chain, N.getResult(), R, Rows, Row, P.Host)) {
-        P.Error = llvm::toString(std::move(E));
+  // A kernel writing the epilogue's `writes` needs a buffer for each,
+  // allocated before the first check poisons it.
+  for (const Operand &Wr : N.getEpilogueWrites()) {
+    std::vector<DevBuf> &Bufs = P.Scratch[Wr.V];
+    Bufs.resize(P.Copies);
+    for (DevBuf &B : Bufs) {
+      B.Bytes =
+          Rows * Wr.V->getType().innerDim() * dtypeBytes(Wr.V->getType().Dtype);
+      if (G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
+        P.Error = "cannot allocate the output '%" + Wr.V->getName() + "'";
         return P;
       }
-      P.RefFused.push_back(Row);
-      std::vector<double> In(P.Host[N.getResult()].begin() + R * P.N,
-                             P.Host[N.getResult()].begin() + (R + 1) * P.N);
-      if (llvm::Error E =
-              interpretRowChain(Chain, N.getResult(), R, Rows, In, P.Host)) {
-        P.Error = llvm::toString(std::move(E));
-        return P;
-      }
-      P.RefEpi.push_back(In);
     }
   }
+  // One row per task: a check row of a 4096-wide GEMM is 16M multiply-adds
+  // in fp64, and a decode GEMM checks every one of its rows.
+  size_t NumRows = P.CheckRows.size();
+  P.RefMain.assign(NumRows, {});
+  if (!Chain.empty()) {
+    P.RefFused.assign(NumRows, {});
+    P.RefEpi.assign(NumRows, {});
+    // Sized here: the rows fill their own slots in parallel.
+    for (const Operand &Wr : N.getEpilogueWrites()) {
+      P.RefWritesFused[Wr.V].assign(NumRows, {});
+      P.RefWritesEpi[Wr.V].assign(NumRows, {});
+    }
+  }
+  if (Support) {
+    // The GEMM's own rows on the GPU, from its device inputs (copy 0).
+    const Value *A = N.getOperand(0);
+    const TensorType &AT = A->getType();
+    int64_t M1 = AT.rank() >= 2 ? AT.Shape[AT.rank() - 2] : 1;
+    auto RowsOf = [&](const Value *B) {
+      return Support->gemmRows(P.Dev[A][0].P, P.Dev[B][0].P, AT.Dtype,
+                               P.CheckRows, P.K, P.N, M1,
+                               B->getType().rank() > 2, G->Stream);
+    };
+    if (N.getOp() == OpCode::MatMul) {
+      auto R = RowsOf(N.getOperand(1));
+      if (!R) {
+        P.Error = llvm::toString(R.takeError());
+        return P;
+      }
+      P.RefMain = std::move(*R);
+    } else if (N.getOp() == OpCode::SwiGlu) {
+      auto Gate = RowsOf(N.getOperand(1));
+      auto Up = Gate ? RowsOf(N.getOperand(2)) : Gate.takeError();
+      if (!Up) {
+        P.Error = llvm::toString(Up.takeError());
+        return P;
+      }
+      for (size_t I = 0; I < NumRows; ++I) {
+        std::vector<double> &Gr = (*Gate)[I];
+        for (int64_t C = 0; C < P.N; ++C)
+          Gr[C] = Gr[C] / (1 + std::exp(-Gr[C])) * (*Up)[I][C];
+      }
+      P.RefMain = std::move(*Gate);
+    }
+  }
+  std::vector<std::string> RowErrors(NumRows);
+  parallelChunks(
+      int64_t(NumRows),
+      [&](int64_t Begin, int64_t End) {
+        for (int64_t I = Begin; I < End; ++I)
+          RowErrors[I] = referenceRow(N, P, Chain, size_t(I));
+      },
+      /*MinChunk=*/1);
+  for (const std::string &E : RowErrors)
+    if (!E.empty()) {
+      P.Error = E;
+      return P;
+    }
+  Phase.reset();
   if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
       N.getOp() == OpCode::Attention)
     precompile(N, P);
@@ -560,7 +767,7 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
   if (!L.K.TensorMaps.empty()) {
     auto [It, New] = L.Maps.try_emplace(Copy);
     if (New)
-      if (CUresult R = encodeTensorMaps(*G.D, L.K, Ptrs, It->second)) {
+      if (CUresult R = encodeTensorMaps(*G->D, L.K, Ptrs, It->second)) {
         L.Maps.erase(It);
         return R;
       }
@@ -577,10 +784,11 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
       for (DevBuf &B : Bufs) {
         B.Bytes =
             P.Rows * V->getType().innerDim() * dtypeBytes(V->getType().Dtype);
-        if (CUresult R = G.D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
+        if (CUresult R =
+                G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
           for (DevBuf &F : Bufs)
             if (F.P)
-              G.D->cuMemFree(F.P);
+              G->D->cuMemFree(F.P);
           P.Scratch.erase(V);
           return R;
         }
@@ -597,47 +805,97 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
   }
   for (CUdeviceptr &X : Ptrs)
     Args.push_back(&X);
-  return G.D->cuLaunchKernel(L.Fn, L.K.GridX, L.K.GridY, L.K.GridZ, L.K.BlockX,
-                             1, 1, L.K.SharedBytes, G.Stream, Args.data(),
-                             nullptr);
+  return G->D->cuLaunchKernel(L.Fn, L.K.GridX, L.K.GridY, L.K.GridZ, L.K.BlockX,
+                              1, 1, L.K.SharedBytes, G->Stream, Args.data(),
+                              nullptr);
 }
 
-Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
-                                 Prepared &P, const DevBuf *Out, DType OutType,
-                                 const std::vector<std::vector<double>> &Ref) {
-  const DriverApi &D = *G.D;
+Measurement CudaBenchmarker::run(
+    const std::function<CUresult(int)> &Launch, Prepared &P, const DevBuf *Out,
+    DType OutType, const std::vector<std::vector<double>> &Ref, double *Best,
+    const KernelSource *K,
+    const std::map<const Value *, std::vector<std::vector<double>>> *Extra) {
+  const DriverApi &D = *G->D;
   auto Fail = [&](const char *What, CUresult R) {
     return failed(ChoiceStatus::Failed,
                   std::string(What) + ": " + D.errorString(R));
   };
-  // Correctness: poison the output, run once, compare sampled rows.
-  if (CUresult R = D.cuMemsetD8Async(Out[0].P, 0xff, Out[0].Bytes, G.Stream))
+  // The kernel's other outputs (an epilogue's `writes`), each with its
+  // buffer of copy 0 and its reference rows.
+  std::vector<std::tuple<const Value *, const DevBuf *,
+                         const std::vector<std::vector<double>> *>>
+      Others;
+  if (K && Extra)
+    for (size_t I = 0; I + 1 < K->Outputs.size(); ++I) {
+      const Value *V = K->Outputs[I];
+      auto B = P.Scratch.find(V);
+      auto R = Extra->find(V);
+      if (B == P.Scratch.end() || B->second.empty() || R == Extra->end())
+        return failed(ChoiceStatus::Failed,
+                      "no reference for the output '%" + V->getName() + "'");
+      Others.emplace_back(V, &B->second[0], &R->second);
+    }
+  // Correctness: poison the outputs, run once, compare sampled rows.
+  std::optional<llvm::TimeTraceScope> Phase;
+  Phase.emplace("cuda.check");
+  if (CUresult R = D.cuMemsetD8Async(Out[0].P, 0xff, Out[0].Bytes, G->Stream))
     return Fail("cannot poison the output", R);
+  for (auto &[V, B, Rows] : Others)
+    if (CUresult R = D.cuMemsetD8Async(B->P, 0xff, B->Bytes, G->Stream))
+      return Fail("cannot poison an output", R);
   if (CUresult R = Launch(0))
     return Fail("launch failed", R);
-  if (CUresult R = D.cuStreamSynchronize(G.Stream))
+  if (CUresult R = D.cuStreamSynchronize(G->Stream))
     return Fail("kernel failed", R);
-  std::string Bytes(Out[0].Bytes, '\0');
-  if (CUresult R = D.cuMemcpyDtoH(&Bytes[0], Out[0].P, Bytes.size()))
-    return Fail("cannot read the output", R);
-  double Rel = relError(toHostValues(Bytes, OutType), P.N, P.CheckRows, Ref);
+  // Only the checked rows come back: the whole of a 4096x4096 output took
+  // a tenth of a second to copy and convert, for 16 rows.
+  size_t RowBytes = size_t(P.N) * dtypeBytes(OutType);
+  std::string Bytes(P.CheckRows.size() * RowBytes, '\0');
+  std::vector<int64_t> Packed;
+  for (int64_t Row : P.CheckRows) {
+    if (CUresult R =
+            D.cuMemcpyDtoH(&Bytes[Packed.size() * RowBytes],
+                           Out[0].P + CUdeviceptr(Row) * RowBytes, RowBytes))
+      return Fail("cannot read the output", R);
+    Packed.push_back(int64_t(Packed.size()));
+  }
+  double Rel = relError(toHostValues(Bytes, OutType), P.N, Packed, Ref);
   if (!(Rel <= tolerance(OutType)))
     return failed(ChoiceStatus::WrongResult,
                   "output differs from the fp64 reference: relative error " +
                       llvm::formatv("{0:e2}", Rel).str() + " > " +
                       llvm::formatv("{0:e0}", tolerance(OutType)).str());
+  for (auto &[V, B, Rows] : Others) {
+    DType T = V->getType().Dtype;
+    size_t WBytes = size_t(V->getType().innerDim()) * dtypeBytes(T);
+    std::string Other(P.CheckRows.size() * WBytes, '\0');
+    for (size_t I = 0; I < P.CheckRows.size(); ++I)
+      if (CUresult R = D.cuMemcpyDtoH(
+              &Other[I * WBytes], B->P + CUdeviceptr(P.CheckRows[I]) * WBytes,
+              WBytes))
+        return Fail("cannot read an output", R);
+    double RelW = relError(toHostValues(Other, T), V->getType().innerDim(),
+                           Packed, *Rows);
+    if (!(RelW <= tolerance(T)))
+      return failed(ChoiceStatus::WrongResult,
+                    "output '%" + V->getName() +
+                        "' differs from the fp64 reference: relative error " +
+                        llvm::formatv("{0:e2}", RelW).str() + " > " +
+                        llvm::formatv("{0:e0}", tolerance(T)).str());
+  }
   // Warm-up, then an estimate that sizes the samples.
+  Phase.emplace("cuda.time");
   for (unsigned I = 0; I < std::max(1u, Opts.WarmupRuns); ++I)
     if (CUresult R = Launch(int(I % P.Copies)))
       return Fail("launch failed", R);
-  D.cuEventRecord(G.E0, G.Stream);
+  D.cuEventRecord(G->E0, G->Stream);
   if (CUresult R = Launch(0))
     return Fail("launch failed", R);
-  D.cuEventRecord(G.E1, G.Stream);
-  if (CUresult R = D.cuEventSynchronize(G.E1))
+  D.cuEventRecord(G->E1, G->Stream);
+  if (CUresult R = D.cuEventSynchronize(G->E1))
     return Fail("kernel failed", R);
   float Ms = 0;
-  D.cuEventElapsedTime(&Ms, G.E0, G.E1);
+  D.cuEventElapsedTime(&Ms, G->E0, G->E1);
   double EstUs = std::max(1.0, double(Ms) * 1000);
   int PerSample = int(std::min(1000.0, std::max(2.0, std::ceil(500 / EstUs))));
   double Budget = EstUs * PerSample * Opts.BenchRuns / 1000;
@@ -648,22 +906,31 @@ Measurement CudaBenchmarker::run(const std::function<CUresult(int)> &Launch,
             std::to_string(Opts.ChoiceTimeout.count()) + " ms choice timeout");
   std::vector<double> Samples;
   for (unsigned S = 0; S < std::max(1u, Opts.BenchRuns); ++S) {
-    if (G.Flush)
-      D.cuMemsetD8Async(G.Flush, S & 0xff, G.FlushBytes, G.Stream);
-    D.cuEventRecord(G.E0, G.Stream);
+    if (G->Flush)
+      D.cuMemsetD8Async(G->Flush, S & 0xff, G->FlushBytes, G->Stream);
+    D.cuEventRecord(G->E0, G->Stream);
     for (int I = 0; I < PerSample; ++I)
       if (CUresult R = Launch(int((S * PerSample + I) % P.Copies)))
         return Fail("launch failed", R);
-    D.cuEventRecord(G.E1, G.Stream);
-    if (CUresult R = D.cuEventSynchronize(G.E1))
+    D.cuEventRecord(G->E1, G->Stream);
+    if (CUresult R = D.cuEventSynchronize(G->E1))
       return Fail("kernel failed", R);
-    D.cuEventElapsedTime(&Ms, G.E0, G.E1);
+    D.cuEventElapsedTime(&Ms, G->E0, G->E1);
     Samples.push_back(double(Ms) * 1000 / PerSample);
+    // Triton's and Inductor's habit: a choice whose first samples are all
+    // far slower than the best so far cannot win; its median so far says
+    // so without the remaining samples.
+    if (Best && Samples.size() == EarlyStopSamples &&
+        Samples.size() < Opts.BenchRuns &&
+        *llvm::min_element(Samples) > EarlyStopFactor * *Best)
+      break;
   }
   std::nth_element(Samples.begin(), Samples.begin() + Samples.size() / 2,
                    Samples.end());
   Measurement M;
   M.Us = Samples[Samples.size() / 2];
+  if (Best)
+    *Best = std::min(*Best, M.Us);
   return M;
 }
 
@@ -712,8 +979,10 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     return failed(ChoiceStatus::Failed,
                   "the cuda backend has no kernel for custom op '" +
                       N.getOpName().str() + "'");
-  std::lock_guard<std::mutex> Lock(G.Mu);
-  if (llvm::Error E = makeCurrent(G.Info))
+  if (std::string Why = openGpu(); !Why.empty())
+    return failed(ChoiceStatus::Failed, Why);
+  std::lock_guard<std::mutex> Lock(G->Mu);
+  if (llvm::Error E = makeCurrent(G->Info))
     return failed(ChoiceStatus::Failed, llvm::toString(std::move(E)));
   if (W.K == Workload::Kind::Collective) {
     // One rank: the collective is a device-to-device copy.
@@ -723,8 +992,8 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     const Value *In = N.getOperand(0);
     return run(
         [&](int Copy) {
-          return G.D->cuMemcpyDtoDAsync(P.OutMain[Copy].P, P.Dev[In][Copy].P,
-                                        P.OutMain[Copy].Bytes, G.Stream);
+          return G->D->cuMemcpyDtoDAsync(P.OutMain[Copy].P, P.Dev[In][Copy].P,
+                                         P.OutMain[Copy].Bytes, G->Stream);
         },
         P, P.OutMain, N.getType().Dtype,
         [&] {
@@ -747,8 +1016,8 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
       return failed(ChoiceStatus::Failed, "'" + C.Name + "' cannot fuse");
     if (C.Name != "extern.cublas")
       return failed(ChoiceStatus::Failed, "unknown extern choice");
-    if (!G.B)
-      return failed(ChoiceStatus::Failed, G.BlasError);
+    if (!G->B)
+      return failed(ChoiceStatus::Failed, G->BlasError);
     if (N.getOperand(1)->getType().rank() > 2)
       return failed(ChoiceStatus::Failed,
                     "batched weights are not passed to cuBLAS yet");
@@ -760,15 +1029,15 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     // Row-major C = A B is column-major C^T = B^T A^T.
     return run(
         [&](int Copy) -> CUresult {
-          int S = G.B->cublasGemmEx(
-              G.Blas, CUBLAS_OP_N, CUBLAS_OP_N, int(P.N), int(P.Rows), int(P.K),
-              &One, reinterpret_cast<void *>(P.Dev[B][Copy].P), Type, int(P.N),
-              reinterpret_cast<void *>(P.Dev[A][Copy].P), Type, int(P.K), &Zero,
-              reinterpret_cast<void *>(P.OutMain[Copy].P), Type, int(P.N),
-              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+          int S = G->B->cublasGemmEx(
+              G->Blas, CUBLAS_OP_N, CUBLAS_OP_N, int(P.N), int(P.Rows),
+              int(P.K), &One, reinterpret_cast<void *>(P.Dev[B][Copy].P), Type,
+              int(P.N), reinterpret_cast<void *>(P.Dev[A][Copy].P), Type,
+              int(P.K), &Zero, reinterpret_cast<void *>(P.OutMain[Copy].P),
+              Type, int(P.N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
           return S ? 999 : CUDA_SUCCESS;
         },
-        P, P.OutMain, OutType, Ref);
+        P, P.OutMain, OutType, Ref, &P.BestUs[0]);
   }
   auto It = P.Kernels.find(keyOf(C.Name, Fused));
   if (It == P.Kernels.end())
@@ -782,30 +1051,32 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     // must start at zero, whatever ran in the workspace before.
     if (P.Workspace.Bytes < L.K.WorkspaceBytes) {
       if (P.Workspace.P)
-        G.D->cuMemFree(P.Workspace.P);
+        G->D->cuMemFree(P.Workspace.P);
       P.Workspace = DevBuf();
-      if (CUresult R = G.D->cuMemAlloc(&P.Workspace.P, L.K.WorkspaceBytes))
+      if (CUresult R = G->D->cuMemAlloc(&P.Workspace.P, L.K.WorkspaceBytes))
         return failed(ChoiceStatus::Failed,
                       "cannot allocate a workspace of " +
                           std::to_string(L.K.WorkspaceBytes) +
-                          " bytes: " + G.D->errorString(R));
+                          " bytes: " + G->D->errorString(R));
       P.Workspace.Bytes = L.K.WorkspaceBytes;
     }
     if (CUresult R =
-            G.D->cuMemsetD8Async(P.Workspace.P, 0, P.Workspace.Bytes, G.Stream))
+            G->D->cuMemsetD8Async(P.Workspace.P, 0, P.Workspace.Bytes, G->Stream))
       return failed(ChoiceStatus::Failed,
-                    "cannot clear the workspace: " + G.D->errorString(R));
+                    "cannot clear the workspace: " + G->D->errorString(R));
   }
   return run([&](int Copy) { return launch(L, P, Out, Copy); }, P, Out, OutType,
-             Ref);
+             Ref, &P.BestUs[Fused], &L.K, &P.RefWritesFused);
 }
 
 Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
                                              const Workload &W) {
   if (N.getEpilogue().empty())
     return Measurement();
-  std::lock_guard<std::mutex> Lock(G.Mu);
-  if (llvm::Error E = makeCurrent(G.Info))
+  if (std::string Why = openGpu(); !Why.empty())
+    return failed(ChoiceStatus::Failed, Why);
+  std::lock_guard<std::mutex> Lock(G->Mu);
+  if (llvm::Error E = makeCurrent(G->Info))
     return failed(ChoiceStatus::Failed, llvm::toString(std::move(E)));
   Prepared &P = prepare(N, W);
   if (!P.Error.empty())
@@ -820,11 +1091,11 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
     } else {
       L.K = std::move(*K);
       auto C = compileAll({{L.K.Name, L.K.Source}},
-                          G.Info.Major * 10 + G.Info.Minor);
+                          G->Info.Major * 10 + G->Info.Minor);
       if (!C[0])
         L.Error = llvm::toString(C[0].takeError());
-      else if (G.D->cuModuleLoadData(&L.Mod, C[0]->data()) ||
-               G.D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str()))
+      else if (G->D->cuModuleLoadData(&L.Mod, C[0]->data()) ||
+               G->D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str()))
         L.Error = "cannot load the epilogue kernel";
     }
     It = P.Kernels.find("epilogue");
@@ -833,7 +1104,8 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
   if (!L.Error.empty())
     return failed(ChoiceStatus::Failed, L.Error);
   return run([&](int Copy) { return launch(L, P, P.OutEpi, Copy); }, P,
-             P.OutEpi, N.getEpilogue().back().V->getType().Dtype, P.RefEpi);
+             P.OutEpi, N.getEpilogue().back().V->getType().Dtype, P.RefEpi,
+             nullptr, &L.K, &P.RefWritesEpi);
 }
 
 void mtsched::attachCommunicator(Benchmarker &B, Communicator &Comm) {
@@ -843,11 +1115,22 @@ void mtsched::attachCommunicator(Benchmarker &B, Communicator &Comm) {
 
 llvm::Expected<std::unique_ptr<Benchmarker>>
 mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank) {
+  // Only the driver library is checked here (no CUDA context, no cuInit):
+  // the GPU opens at the first measurement, so a fully cached run starts
+  // in milliseconds. A machine with the driver but no usable GPU fails
+  // every measurement with the reason instead.
+  if (llvm::Expected<const DriverApi &> D = loadDriver(); !D)
+    return err("the cuda backend cannot run here: " +
+               llvm::toString(D.takeError()));
+  return std::make_unique<CudaBenchmarker>(Opts, Rank);
+}
+
+llvm::Error mtsched::openCudaDevice(const AutotuneOptions &Opts) {
   llvm::Expected<Gpu &> G = gpu(Opts.GpuOrdinal);
   if (!G)
     return err("the cuda backend cannot run here: " +
                llvm::toString(G.takeError()));
-  return std::make_unique<CudaBenchmarker>(Opts, Rank, *G);
+  return llvm::Error::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -938,6 +1221,8 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     Dev[V] = P;
     return llvm::Error::success();
   };
+  std::optional<llvm::TimeTraceScope> Inputs;
+  Inputs.emplace("run.inputs");
   if (llvm::Error E = makeGraphInputs(G, IO, Host))
     return E;
   for (const auto &In : G.getInputs()) {
@@ -947,6 +1232,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     if (CUresult R = D.cuMemcpyHtoD(Dev[In.get()], Bytes.data(), Bytes.size()))
       return err("cannot copy '%" + In->getName() + "': " + D.errorString(R));
   }
+  Inputs.reset();
   // Every launch of the graph, in order, replayed to time the whole graph
   // once its outputs are checked.
   std::vector<std::function<CUresult()>> Replay;
@@ -957,6 +1243,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     std::string Why = unsupportedReason(K, Gp.Info, D);
     if (!Why.empty())
       return err("'" + K.Name + "' " + Why);
+    llvm::TimeTraceScope Scope("run.compile", K.Name);
     auto C = compileAll({{K.Name, K.Source, K.NeedsSm90a}}, Arch);
     if (!C[0])
       return C[0].takeError();
@@ -1032,9 +1319,11 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
   unsigned Launched = 0;
   for (const auto &NP : G.getNodes()) {
     const Node *N = NP.get();
-    if (IO.Check)
+    if (IO.Check) {
+      llvm::TimeTraceScope Scope("run.interpret", "%" + N->getName());
       if (llvm::Error E = interpretNode(*N, Host))
         return E;
+    }
     if (Fused.count(N))
       continue;
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N)) {

@@ -163,6 +163,10 @@ private:
     int Copies = 1;
     std::vector<CUdeviceptr> In, Out;    // own, per copy
     std::vector<MtPtrs> PeerIn, PeerOut; // per copy
+    /// The second output of an all_reduce whose epilogue `writes` its sum
+    /// (own and peers', per copy); empty otherwise.
+    std::vector<CUdeviceptr> Sum;
+    std::vector<MtPtrs> PeerSum;
     std::vector<CUdeviceptr> Imported;   // peers' memory opened by IPC
     CUdeviceptr Bias = 0, Res = 0, Gamma = 0;
     std::vector<std::vector<float>> HostIn; // every rank's input
@@ -189,6 +193,9 @@ private:
   CUfunction kernel(const CollectiveKernel &K, std::string &Err);
   bool check(const std::string &Bytes, const Workload &W, bool Fused,
              const CollectiveEpilogue &E, std::string &Msg);
+  /// Checks the second output: the sum after the epilogue's adds.
+  bool checkSum(const std::string &Bytes, const CollectiveEpilogue &E,
+                std::string &Msg);
 
   const AutotuneOptions &Opts;
   Communicator &Comm;
@@ -312,6 +319,8 @@ void CollectiveRankImpl::freeBuffers() {
   for (CUdeviceptr P : B.In)
     D->cuMemFree(P);
   for (CUdeviceptr P : B.Out)
+    D->cuMemFree(P);
+  for (CUdeviceptr P : B.Sum)
     D->cuMemFree(P);
   for (CUdeviceptr P : {B.Bias, B.Res, B.Gamma})
     if (P)
@@ -448,10 +457,15 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
                      : N.getOperand(0)->getType().Shape.back();
   if (Cols <= 0 || InElems % Cols)
     Cols = InElems;
+  // A fused epilogue that also writes its sum needs a second output, peer-
+  // visible like the first (two_shot writes every rank's); nodes of one
+  // name and shape differ in that.
+  bool WantSum = W.Collective == CollectiveKind::AllReduce &&
+                 !N.getEpilogueWrites().empty();
   std::string Key = std::to_string(InElems) + "/" + std::to_string(Cols) + "/" +
                     std::string(dtypeName(T)) + "/" +
                     std::string(collectiveKindName(W.Collective)) + "/" +
-                    N.getName();
+                    N.getName() + (WantSum ? "/sum" : "");
   if (Key == B.Key)
     return true;
   // Peers may still be inside a kernel reading our buffers, or hold them
@@ -491,6 +505,16 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
     if (O)
       B.Out.push_back(O);
   }
+  for (int C = 0; WantSum && C < B.Copies && Ok; ++C) {
+    CUdeviceptr S = 0;
+    if (D->cuMemAlloc(&S, InB)) {
+      Ok = false;
+      Err = "cannot allocate " + std::to_string(InB) + " bytes on device " +
+            std::to_string(Dev.Ordinal);
+    } else {
+      B.Sum.push_back(S);
+    }
+  }
   // Epilogue operands, the same on every rank (replicated tensors).
   int64_t ColsN = Cols;
   std::string EB;
@@ -525,9 +549,12 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
     return false;
   }
   std::vector<CUdeviceptr> Mine;
+  size_t PerCopy = B.Sum.empty() ? 2 : 3;
   for (int C = 0; C < B.Copies; ++C) {
     Mine.push_back(B.In[size_t(C)]);
     Mine.push_back(B.Out[size_t(C)]);
+    if (!B.Sum.empty())
+      Mine.push_back(B.Sum[size_t(C)]);
   }
   if (!PeerError.empty())
     return true; // only nccl runs; it needs no peer pointers
@@ -538,10 +565,13 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
   }
   B.PeerIn.assign(size_t(B.Copies), MtPtrs{});
   B.PeerOut.assign(size_t(B.Copies), MtPtrs{});
+  B.PeerSum.assign(size_t(B.Copies), MtPtrs{});
   for (int R = 0; R < Ranks; ++R)
-    for (int C = 0; C < B.Copies; ++C) {
-      B.PeerIn[size_t(C)].P[R] = All[size_t(R)][size_t(2 * C)];
-      B.PeerOut[size_t(C)].P[R] = All[size_t(R)][size_t(2 * C + 1)];
+    for (size_t C = 0; C < size_t(B.Copies); ++C) {
+      B.PeerIn[C].P[R] = All[size_t(R)][PerCopy * C];
+      B.PeerOut[C].P[R] = All[size_t(R)][PerCopy * C + 1];
+      if (PerCopy == 3)
+        B.PeerSum[C].P[R] = All[size_t(R)][PerCopy * C + 2];
     }
   return true;
 }
@@ -570,6 +600,42 @@ CUfunction CollectiveRankImpl::kernel(const CollectiveKernel &K,
   }
   Kernels[K.Name] = F;
   return F;
+}
+
+bool CollectiveRankImpl::checkSum(const std::string &Bytes,
+                                  const CollectiveEpilogue &E,
+                                  std::string &Msg) {
+  int64_t N = B.InElems;
+  double E2 = 0, R2 = 0;
+  bool Finite = true;
+  auto Cmp = [&](int64_t I) {
+    double Ref = 0;
+    for (size_t R = 0; R < B.HostIn.size(); ++R)
+      Ref += B.HostIn[R][size_t(I)];
+    if (E.Bias)
+      Ref += B.HostBias[size_t(I % B.Cols)];
+    if (E.Residual)
+      Ref += B.HostRes[size_t(I)];
+    double V = valueAt(Bytes, I, B.T);
+    if (!std::isfinite(V))
+      Finite = false;
+    E2 += (V - Ref) * (V - Ref);
+    R2 += Ref * Ref;
+  };
+  int64_t Step = std::max<int64_t>(1, N / (1 << 21));
+  for (int64_t I = 0; I < N; I += Step)
+    Cmp(I);
+  // The ragged tail past the last full vector, always.
+  for (int64_t I = std::max<int64_t>(0, N - 16); I < N; ++I)
+    Cmp(I);
+  double Rel = R2 > 0 ? std::sqrt(E2 / R2) : std::sqrt(E2);
+  if (Finite && Rel <= tol(B.T))
+    return true;
+  Msg = "second output (the sum) on rank " + std::to_string(Comm.rank()) +
+        " differs from the fp64 reference: relative error " +
+        llvm::formatv("{0:e2}", Rel).str() + " > " +
+        llvm::formatv("{0:e0}", tol(B.T)).str();
+  return false;
 }
 
 bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
@@ -601,37 +667,24 @@ bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
     for (int64_t I = 0; I < N; I += Step)
       Cmp(I, Sum(Rank * N + I));
   } else if (!Fused || !E.RmsNorm) {
-    int64_t Step = std::max<int64_t>(1, N / (1 << 21));
-    for (int64_t I = 0; I < N; I += Step) {
+    auto Ref = [&](int64_t I) {
       double X = Sum(I);
       if (Fused) {
         if (E.Bias)
           X += B.HostBias[size_t(I % B.Cols)];
         if (E.Residual)
           X += B.HostRes[size_t(I)];
-        if (E.Activation == CollectiveEpilogue::Act::Relu)
-          X = X > 0 ? X : 0;
-        if (E.Activation == CollectiveEpilogue::Act::Gelu)
-          X = 0.5 * X * (1 + std::erf(X / std::sqrt(2.0)));
+        if (E.Activation)
+          X = evaluatePointwise(*E.Activation, {X});
       }
-      Cmp(I, X);
-    }
+      return X;
+    };
+    int64_t Step = std::max<int64_t>(1, N / (1 << 21));
+    for (int64_t I = 0; I < N; I += Step)
+      Cmp(I, Ref(I));
     // The ragged tail past the last full vector, always.
     for (int64_t I = std::max<int64_t>(0, N - 16); I < N; ++I)
-      Cmp(I, [&] {
-        double X = Sum(I);
-        if (Fused) {
-          if (E.Bias)
-            X += B.HostBias[size_t(I % B.Cols)];
-          if (E.Residual)
-            X += B.HostRes[size_t(I)];
-          if (E.Activation == CollectiveEpilogue::Act::Relu)
-            X = X > 0 ? X : 0;
-          if (E.Activation == CollectiveEpilogue::Act::Gelu)
-            X = 0.5 * X * (1 + std::erf(X / std::sqrt(2.0)));
-        }
-        return X;
-      }());
+      Cmp(I, Ref(I));
   } else {
     int64_t Rows = N / B.Cols;
     int64_t Step = std::max<int64_t>(1, Rows / 64);
@@ -751,6 +804,10 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
       Err = PeerError;
       Ok = false;
     }
+    if (Ok && Epi.WriteSum && B.Sum.empty()) {
+      Err = "no buffer for the epilogue's second output";
+      Ok = false;
+    }
     CollectiveKernelSpec S;
     S.Kind = W.Collective;
     S.Algo = *A;
@@ -776,10 +833,10 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     if (Ok)
       Launch = [this, F, K](int Cp) {
         MtPtrs In = B.PeerIn[size_t(Cp)], Out = B.PeerOut[size_t(Cp)],
-               Fl = PeerFlags;
+               Fl = PeerFlags, Sums = B.PeerSum[size_t(Cp)];
         unsigned Rank = unsigned(Comm.rank());
         CUdeviceptr Bi = B.Bias, Re = B.Res, Ga = B.Gamma;
-        void *Args[] = {&In, &Out, &Fl, &Rank, &Bi, &Re, &Ga};
+        void *Args[] = {&In, &Out, &Fl, &Rank, &Bi, &Re, &Ga, &Sums};
         return D->cuLaunchKernel(F, K.GridX, 1, 1, K.BlockX, 1, 1, 0, Stream,
                                  Args, nullptr);
       };
@@ -791,8 +848,12 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
   // Correctness on every rank.
   auto Sync = [&] { return D->cuStreamSynchronize(Stream); };
   std::string Why;
+  bool SumOut = Fused && Epi.WriteSum;
   Ok = !D->cuMemsetD8Async(B.Out[0], 0xff, size_t(B.OutElems) * dtypeBytes(B.T),
                            Stream) &&
+       (!SumOut ||
+        !D->cuMemsetD8Async(B.Sum[0], 0xff, size_t(B.InElems) * dtypeBytes(B.T),
+                            Stream)) &&
        !Sync() && Comm.barrier(Opts.ChoiceTimeout) == CommStatus::Ok;
   CUresult LR = Ok ? Launch(0) : CUDA_SUCCESS;
   CUresult SR = Ok ? Sync() : CUDA_SUCCESS;
@@ -804,6 +865,11 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     std::string Bytes(size_t(B.OutElems) * dtypeBytes(B.T), '\0');
     Ok = !D->cuMemcpyDtoH(&Bytes[0], B.Out[0], Bytes.size());
     Right = Ok && check(Bytes, W, Fused, Epi, Why);
+    if (Right && SumOut) {
+      std::string Sums(size_t(B.InElems) * dtypeBytes(B.T), '\0');
+      Right = !D->cuMemcpyDtoH(&Sums[0], B.Sum[0], Sums.size()) &&
+              checkSum(Sums, Epi, Why);
+    }
   } else {
     Why = "the check run failed: " + D->errorString(LR ? LR : SR);
   }

@@ -1,5 +1,7 @@
 //===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
 #include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Autotune/RandomInputs.h"
+#include "llvm/ADT/SmallVector.h"
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -82,31 +84,6 @@ double mtsched::roundTo(double D, DType T) {
   }
 }
 
-static double applyPointwise(OpCode Op, double A, double B) {
-  switch (Op) {
-  case OpCode::Add:
-    return A + B;
-  case OpCode::Sub:
-    return A - B;
-  case OpCode::Mul:
-    return A * B;
-  case OpCode::Div:
-    return A / B;
-  case OpCode::Relu:
-    return A > 0 ? A : 0;
-  case OpCode::Gelu:
-    return 0.5 * A * (1 + std::erf(A / std::sqrt(2.0)));
-  case OpCode::Silu:
-    return A / (1 + std::exp(-A));
-  case OpCode::Exp:
-    return std::exp(A);
-  case OpCode::Neg:
-    return -A;
-  default: // Cast
-    return A;
-  }
-}
-
 /// Index into a tensor of shape Op for the flat index I of shape Out
 /// (right-aligned broadcasting).
 static int64_t broadcastIndex(llvm::ArrayRef<int64_t> Op,
@@ -174,18 +151,26 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
     int64_t M = A.Shape[A.rank() - 2];
     int64_t Batch = A.numElements() / (M * K);
     bool BatchedB = B.rank() > 2;
-    for (int64_t Bt = 0; Bt < Batch; ++Bt)
-      for (int64_t I = 0; I < M; ++I) {
-        double *C = &Out[(Bt * M + I) * Nn];
-        const double *Ar = &(*In[0])[(Bt * M + I) * K];
-        const double *Bm = &(*In[1])[BatchedB ? Bt * K * Nn : 0];
-        for (int64_t Kk = 0; Kk < K; ++Kk) {
-          double Av = Ar[Kk];
-          const double *Br = Bm + Kk * Nn;
-          for (int64_t J = 0; J < Nn; ++J)
-            C[J] += Av * Br[J];
-        }
-      }
+    // Rows in parallel: --run checks a 4096^3 GEMM in fp64 here.
+    parallelChunks(
+        Batch * M,
+        [&](int64_t Begin, int64_t End) {
+          for (int64_t Row = Begin; Row < End; ++Row) {
+            int64_t Bt = Row / M;
+            double *C = &Out[Row * Nn];
+            const double *Ar = &(*In[0])[Row * K];
+            const double *Bm = &(*In[1])[BatchedB ? Bt * K * Nn : 0];
+            for (int64_t Kk = 0; Kk < K; ++Kk) {
+              double Av = Ar[Kk];
+              const double *Br = Bm + Kk * Nn;
+              for (int64_t J = 0; J < Nn; ++J)
+                C[J] += Av * Br[J];
+            }
+          }
+        },
+        /*MinChunk=*/
+        std::max<int64_t>(1,
+                          (int64_t(1) << 22) / std::max<int64_t>(1, K * Nn)));
   } else if (Op == OpCode::Attention) {
     std::optional<AttentionShape> S = attentionShapeOf(N);
     if (!S)
@@ -197,35 +182,40 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
     // silu(A Wg) * (A Wu), row by row.
     int64_t K = N.getOperand(0)->getType().innerDim(), Nn = T.innerDim();
     int64_t Rows = T.numElements() / Nn;
-    std::vector<double> G(Nn), U(Nn);
-    for (int64_t I = 0; I < Rows; ++I) {
-      std::fill(G.begin(), G.end(), 0.0);
-      std::fill(U.begin(), U.end(), 0.0);
-      const double *Ar = &(*In[0])[I * K];
-      for (int64_t Kk = 0; Kk < K; ++Kk) {
-        const double *Gr = &(*In[1])[Kk * Nn], *Ur = &(*In[2])[Kk * Nn];
-        for (int64_t J = 0; J < Nn; ++J) {
-          G[J] += Ar[Kk] * Gr[J];
-          U[J] += Ar[Kk] * Ur[J];
-        }
-      }
-      for (int64_t J = 0; J < Nn; ++J)
-        Out[I * Nn + J] = G[J] / (1 + std::exp(-G[J])) * U[J];
-    }
+    parallelChunks(
+        Rows,
+        [&](int64_t Begin, int64_t End) {
+          std::vector<double> G(Nn), U(Nn);
+          for (int64_t I = Begin; I < End; ++I) {
+            std::fill(G.begin(), G.end(), 0.0);
+            std::fill(U.begin(), U.end(), 0.0);
+            const double *Ar = &(*In[0])[I * K];
+            for (int64_t Kk = 0; Kk < K; ++Kk) {
+              const double *Gr = &(*In[1])[Kk * Nn], *Ur = &(*In[2])[Kk * Nn];
+              for (int64_t J = 0; J < Nn; ++J) {
+                G[J] += Ar[Kk] * Gr[J];
+                U[J] += Ar[Kk] * Ur[J];
+              }
+            }
+            for (int64_t J = 0; J < Nn; ++J)
+              Out[I * Nn + J] = G[J] / (1 + std::exp(-G[J])) * U[J];
+          }
+        },
+        /*MinChunk=*/
+        std::max<int64_t>(1, (int64_t(1) << 22) /
+                                 std::max<int64_t>(1, 2 * K * Nn)));
   } else if (collectiveKindOf(Op) != CollectiveKind::None) {
     if (In.empty() || In[0]->size() != Out.size())
       return err("'%" + N.getName() +
                  "': only one-rank collectives (the identity) are interpreted");
     Out = *In[0];
   } else if (isPointwise(Op)) {
+    llvm::SmallVector<double, 3> X(In.size());
     for (int64_t I = 0; I < int64_t(Out.size()); ++I) {
-      double A = (*In[0])[broadcastIndex(N.getOperand(0)->getType().Shape,
-                                         T.Shape, I)];
-      double B = In.size() > 1
-                     ? (*In[1])[broadcastIndex(N.getOperand(1)->getType().Shape,
-                                               T.Shape, I)]
-                     : 0;
-      Out[I] = applyPointwise(Op, A, B);
+      for (unsigned J = 0; J < In.size(); ++J)
+        X[J] = (*In[J])[broadcastIndex(N.getOperand(J)->getType().Shape,
+                                       T.Shape, I)];
+      Out[I] = evaluatePointwise(Op, X);
     }
   } else if (Op == OpCode::Sum || Op == OpCode::Max) {
     const TensorType &IT = N.getOperand(0)->getType();
@@ -308,11 +298,11 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
       for (double &V : Row)
         V /= Sum;
     } else if (isPointwise(Op)) {
+      llvm::SmallVector<double, 3> X(N->getNumOperands());
       for (int64_t C = 0; C < L; ++C) {
-        double Ops[2] = {0, 0};
         for (unsigned I = 0; I < N->getNumOperands(); ++I)
-          Ops[I] = N->getOperand(I) == Prev ? Row[C] : At(N->getOperand(I), C);
-        Row[C] = applyPointwise(Op, Ops[0], Ops[1]);
+          X[I] = N->getOperand(I) == Prev ? Row[C] : At(N->getOperand(I), C);
+        Row[C] = evaluatePointwise(Op, X);
       }
     } else {
       return err("'%" + N->getName() + "' cannot be in an epilogue");

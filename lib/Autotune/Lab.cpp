@@ -2,9 +2,11 @@
 #include "mtsched/Autotune/Lab.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Autotune/SwiGluSelect.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
+#include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassManager.h"
 #include "llvm/Support/Format.h"
@@ -32,7 +34,9 @@ struct LabRun {
   double AutotuneMs = 0;
 };
 
-/// Runs lower, fuse and autotune on every rank (threads) of Source.
+/// Runs mtsched-opt's default pipeline (lower, fuse-swiglu, fuse, autotune,
+/// select-swiglu) on every rank (threads) of Source, so that SwiGLU MLPs
+/// are decided as the driver decides them: merged or split.
 llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
                                const AutotuneOptions &Tune,
                                const FusionOptions &Fusion) {
@@ -67,8 +71,10 @@ llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
       LoweringOptions Lowering;
       PassManager PM(PMO, Ctx, llvm::nulls());
       PM.addPass(createLowerPass(Lowering));
+      PM.addPass(createFuseSwiGluPass(Lowering));
       PM.addPass(createFusePass(Fusion));
       PM.addPass(createAutotunePass(&Session));
+      PM.addPass(createSelectSwiGluPass(&Session));
       if (llvm::Error E = PM.run(*Run.M)) {
         Errors[R] = llvm::toString(std::move(E));
         Group.markDead(R);
@@ -111,6 +117,10 @@ void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
       PredictedUs += predictChoiceUs(D, W, *C, Fused) +
                      (Epi && !Fused ? predictEpilogueUs(D, W) : 0);
       auto It = Ref.find(G->getName() + "/%" + N->getName());
+      // A merged SwiGLU GEMM that select-swiglu kept took the mul's name;
+      // it was timed as the alternative fuse-swiglu named after the mul.
+      if (It == Ref.end() && N->getOp() == OpCode::SwiGlu)
+        It = Ref.find(G->getName() + "/%" + N->getName() + ".swiglu");
       if (It == Ref.end()) {
         MeasuredUs = std::numeric_limits<double>::infinity();
         continue;

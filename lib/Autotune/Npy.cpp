@@ -1,12 +1,12 @@
 //===- Npy.cpp - NumPy .npy files for the inputs and outputs of --run ----===//
 #include "mtsched/Autotune/Npy.h"
+#include "mtsched/Autotune/RandomInputs.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cstring>
-#include <random>
 
 using namespace mtsched;
 
@@ -223,14 +223,10 @@ std::string mtsched::npyPathFor(llvm::StringRef Dir, const Value &V) {
 llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
                                      ValueData &Data) {
   if (IO.InputDir.empty()) {
-    std::mt19937_64 Rng(IO.Seed * 7919 + 3);
-    std::uniform_real_distribution<double> U(-1, 1);
-    for (const auto &In : G.getInputs()) {
-      std::vector<double> H(In->getType().numElements());
-      for (double &X : H)
-        X = roundTo(U(Rng), In->getType().Dtype);
-      Data[In.get()] = std::move(H);
-    }
+    uint64_t Stream = 0;
+    for (const auto &In : G.getInputs())
+      Data[In.get()] = randomValues(In->getType().numElements(), IO.Seed,
+                                    Stream++, In->getType().Dtype);
     return llvm::Error::success();
   }
   llvm::SmallString<256> Dir(IO.InputDir);

@@ -119,8 +119,12 @@ mtsched::createBenchmarker(const AutotuneOptions &Opts, int Rank) {
   if (Opts.Backend == "auto") {
     // Say once per process which backend auto picked, and why.
     static std::once_flag Said;
+    // Auto needs to know a GPU is there, not only the driver: open it.
     llvm::Expected<std::unique_ptr<Benchmarker>> Cuda =
         createCudaBenchmarker(Opts, Rank);
+    if (Cuda)
+      if (llvm::Error E = openCudaDevice(Opts))
+        Cuda = std::move(E);
     if (Cuda) {
       std::call_once(Said, [] {
         llvm::errs() << "mtsched-opt: --backend=auto: using cuda\n";

@@ -9,23 +9,6 @@ using namespace mtsched;
 
 static constexpr double Inf = std::numeric_limits<double>::infinity();
 
-/// Rough arithmetic per element, for the roofline's compute side.
-static double flopsPerElement(OpCode Op) {
-  switch (Op) {
-  case OpCode::Gelu:
-    return 8;
-  case OpCode::Silu:
-  case OpCode::Exp:
-    return 4;
-  case OpCode::RmsNorm:
-    return 4;
-  case OpCode::Softmax:
-    return 5;
-  default:
-    return 1;
-  }
-}
-
 /// Every tensor fits in int64 bytes (the parser checks), but sums of
 /// several, and sizes scaled up to a size hint, may not: they saturate, so
 /// the cost model sees "enormous" rather than an overflowed count.
@@ -95,7 +78,7 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
   for (const Operand &EO : N.getEpilogue()) {
     const Node *EN = EO.V->getDef();
     ++E.NumOps;
-    E.FlopsPerElement += flopsPerElement(EN->getOp());
+    E.FlopsPerElement += getOpInfo(EN->getOp()).FlopsPerElement;
     E.RowReduction |= isRowReduction(EN->getOp());
     for (const Operand &In : EN->getOperands()) {
       if (In.V == Prev)

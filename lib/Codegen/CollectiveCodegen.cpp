@@ -26,10 +26,10 @@ std::string CollectiveEpilogue::name() const {
     Add("bias");
   if (Residual)
     Add("residual");
-  if (Activation == Act::Relu)
-    Add("relu");
-  if (Activation == Act::Gelu)
-    Add("gelu");
+  if (WriteSum)
+    Add("sum");
+  if (Activation)
+    Add(getOpInfo(*Activation).Name.data());
   if (RmsNorm)
     Add("rmsnorm");
   return S.empty() ? "none" : S;
@@ -168,22 +168,27 @@ __device__ __forceinline__ float mt_block_sum(float v, float *red) {
     s += red[i];
   return s;
 }
-// The elementwise epilogue of element e (flat index).
-__device__ __forceinline__ float mt_epi(float x, long long e, const T *bias,
-                                        const T *res) {
+// The elementwise epilogue of element e (flat index): the adds, whose
+// result is the sum a second output holds (EPI_SUM), then the activation.
+__device__ __forceinline__ float mt_adds(float x, long long e, const T *bias,
+                                         const T *res) {
 #if EPI_BIAS
   x += ld1(bias + e % COLS);
 #endif
 #if EPI_RES
   x += ld1(res + e);
 #endif
-#if EPI_RELU
-  x = fmaxf(x, 0.f);
-#endif
-#if EPI_GELU
-  x = 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+  return x;
+}
+__device__ __forceinline__ float mt_act(float x) {
+#ifdef EPI_ACT
+  x = EPI_ACT(x);
 #endif
   return x;
+}
+__device__ __forceinline__ float mt_epi(float x, long long e, const T *bias,
+                                        const T *res) {
+  return mt_act(mt_adds(x, e, bias, res));
 }
 )";
 
@@ -192,7 +197,7 @@ __device__ __forceinline__ float mt_epi(float x, long long e, const T *bias,
 static const char *FlatAllReduce = R"(
 extern "C" __global__ void __launch_bounds__(512)
 NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
-     const T *bias, const T *res, const T *gamma) {
+     const T *bias, const T *res, const T *gamma, MtPtrs sums) {
   const unsigned epoch = mt_begin(flags, rank);
   const long long n = NELEMS, nv = n / VEC;
   long long lo = 0, hi = nv;
@@ -221,7 +226,22 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
 #if EPI_ANY
 #pragma unroll
     for (int j = 0; j < VEC; ++j)
-      acc[j] = mt_epi(acc[j], i * VEC + j, bias, res);
+      acc[j] = mt_adds(acc[j], i * VEC + j, bias, res);
+#if EPI_SUM
+    {
+      const U4 s = pack(acc);
+#if TWO_SHOT
+#pragma unroll
+      for (int r = 0; r < W; ++r)
+        stv((U4 *)sums.p[r] + i, s);
+#else
+      stv((U4 *)sums.p[rank] + i, s);
+#endif
+    }
+#endif
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      acc[j] = mt_act(acc[j]);
 #endif
     U4 o = pack(acc);
 #if TWO_SHOT
@@ -242,7 +262,17 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
       for (int r = 0; r < W; ++r)
         acc += ld1((const T *)ins.p[r] + e);
 #if EPI_ANY
-      acc = mt_epi(acc, e, bias, res);
+      acc = mt_adds(acc, e, bias, res);
+#if EPI_SUM
+#if TWO_SHOT
+#pragma unroll
+      for (int r = 0; r < W; ++r)
+        st1((T *)sums.p[r] + e, acc);
+#else
+      st1((T *)sums.p[rank] + e, acc);
+#endif
+#endif
+      acc = mt_act(acc);
 #endif
 #if TWO_SHOT
 #pragma unroll
@@ -278,7 +308,7 @@ __device__ __forceinline__ void stE(T *p, const float *f) {
 }
 extern "C" __global__ void __launch_bounds__(BT)
 NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
-     const T *bias, const T *res, const T *gamma) {
+     const T *bias, const T *res, const T *gamma, MtPtrs sums) {
   const unsigned epoch = mt_begin(flags, rank);
   __shared__ float red[32];
   const long long rows = NELEMS / COLS;
@@ -311,6 +341,17 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
           x[k][j] = mt_epi(x[k][j], off + j, bias, res);
           ss += x[k][j] * x[k][j];
         }
+#if EPI_SUM
+        // The normalised row's input, read again after the kernel: every
+        // rank's copy (two_shot) or this rank's.
+#if TWO_SHOT
+#pragma unroll
+        for (int r = 0; r < W; ++r)
+          stE((T *)sums.p[r] + off, x[k]);
+#else
+        stE((T *)sums.p[rank] + off, x[k]);
+#endif
+#endif
       }
     }
     const float inv = rsqrtf(mt_block_sum(ss, red) / (float)COLS + EPS);
@@ -342,7 +383,7 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
 static const char *P2P = R"(
 extern "C" __global__ void __launch_bounds__(512)
 NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
-     const T *bias, const T *res, const T *gamma) {
+     const T *bias, const T *res, const T *gamma, MtPtrs sums) {
   const unsigned epoch = mt_begin(flags, rank);
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long stride = (long long)gridDim.x * blockDim.x;
@@ -426,8 +467,10 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   if ((Ep.Bias || Ep.RmsNorm) && S.Elems % Cols)
     return fail("rows of " + llvm::Twine(Cols) + " do not tile " +
                 llvm::Twine(S.Elems) + " elements");
-  if (Ep.RmsNorm && Ep.Activation != CollectiveEpilogue::Act::None)
+  if (Ep.RmsNorm && Ep.Activation)
     return fail("an activation before rmsnorm is not fused");
+  if (Ep.WriteSum && !Ep.Bias && !Ep.Residual)
+    return fail("a second output holds the sum after a bias or residual add");
   int VecElems = S.Dtype == DType::F32 ? 4 : 8;
 
   CollectiveKernel K;
@@ -479,9 +522,11 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   Def("GATHER", S.Kind == CollectiveKind::AllGather ? "1" : "0");
   Def("EPI_BIAS", Ep.Bias ? "1" : "0");
   Def("EPI_RES", Ep.Residual ? "1" : "0");
-  Def("EPI_RELU", Ep.Activation == CollectiveEpilogue::Act::Relu ? "1" : "0");
-  Def("EPI_GELU", Ep.Activation == CollectiveEpilogue::Act::Gelu ? "1" : "0");
+  // The activation is the op table's expression of its one operand.
+  if (Ep.Activation)
+    Def("EPI_ACT(x)", expandCudaExpr(*Ep.Activation, {"(x)"}));
   Def("EPI_ANY", Ep.empty() ? "0" : "1");
+  Def("EPI_SUM", Ep.WriteSum ? "1" : "0");
   Def("EPS", llvm::formatv("{0:e}f", Ep.Eps).str());
   Def("BT", std::to_string(K.BlockX));
   Def("NAME", K.Name);
@@ -499,11 +544,15 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "the epilogue " + Why);
   };
-  // The peer kernels write one output; a second (the residual sum beside
-  // its RMSNorm) is modelled by the simulator but not generated yet.
+  // A second output holds the value after the adds: the member written
+  // must be the last add, followed only by the activation or the rmsnorm.
+  const Value *Sum = nullptr;
+  if (N.getEpilogueWrites().size() > 1)
+    return Bad("writes " + llvm::Twine(N.getEpilogueWrites().size()) +
+               " values besides its last; peer kernels write one");
   if (!N.getEpilogueWrites().empty())
-    return Bad("also writes '%" + N.getEpilogueWrites().front().V->getName() +
-               "', and peer kernels write one output only");
+    Sum = N.getEpilogueWrites().front().V;
+  bool SumSeen = false;
   for (const Operand &O : N.getEpilogue()) {
     const Node *D = O.V->getDef();
     if (!D)
@@ -512,9 +561,12 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
     for (unsigned I = 0; I < D->getNumOperands(); ++I)
       if (D->getOperand(I) != Cur)
         Other = D->getOperand(I);
+    if (SumSeen && D->getOp() == OpCode::Add)
+      return Bad("writes '%" + Sum->getName() +
+                 "', which is not the value after the adds");
     switch (D->getOp()) {
     case OpCode::Add:
-      if (!Other || E.Activation != CollectiveEpilogue::Act::None || E.RmsNorm)
+      if (!Other || E.Activation || E.RmsNorm)
         return Bad("add is not a bias or residual add of the result");
       if (Other->getType().Shape == N.getType().Shape && !E.Residual) {
         E.Residual = true;
@@ -527,13 +579,6 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
         return Bad("add of '%" + Other->getName() + "' is not fused");
       }
       break;
-    case OpCode::Relu:
-    case OpCode::Gelu:
-      if (E.Activation != CollectiveEpilogue::Act::None || E.RmsNorm)
-        return Bad("has a second activation");
-      E.Activation = D->getOp() == OpCode::Relu ? CollectiveEpilogue::Act::Relu
-                                                : CollectiveEpilogue::Act::Gelu;
-      break;
     case OpCode::RmsNorm:
       if (E.RmsNorm || !Other ||
           Other->getType().numElements() != N.getType().Shape.back())
@@ -545,13 +590,32 @@ mtsched::collectiveEpilogueOf(const MultiTemplateBufferNode &N,
       else
         E.Eps = 1e-6;
       break;
-    default:
-      return Bad("op '" + D->getOpName() + "' is not fused by peer kernels");
+    default: {
+      // Any unary pointwise op of the table is an activation; a cast is
+      // not one (it changes what is stored, not the value).
+      const OpInfo &Info = getOpInfo(D->getOp());
+      if (Info.Category != OpCategory::Pointwise || Info.NumOperands != 1 ||
+          Info.Types == OpTypeRule::Cast)
+        return Bad("op '" + D->getOpName() + "' is not fused by peer kernels");
+      if (E.Activation || E.RmsNorm)
+        return Bad("has a second activation");
+      E.Activation = D->getOp();
+      break;
+    }
     }
     if (O.V->getType().Dtype != N.getType().Dtype)
       return Bad("changes the dtype");
+    if (O.V == Sum) {
+      if (D->getOp() != OpCode::Add)
+        return Bad("writes '%" + Sum->getName() +
+                   "', which is not the value after the adds");
+      SumSeen = true;
+      E.WriteSum = true;
+    }
     Cur = O.V;
   }
+  if (Sum && !E.WriteSum)
+    return Bad("writes '%" + Sum->getName() + "', which it does not compute");
   return E;
 }
 
@@ -606,6 +670,10 @@ mtsched::generateGraphCollectiveKernels(const Module &M, const Graph &G,
     KS.GridX = K->GridX;
     KS.BlockX = K->BlockX;
     KS.Inputs.push_back(C->getOperand(0));
+    // The result is the `outs` parameter; a fused epilogue's value after
+    // the adds (`writes`) is `sums`.
+    if (S.Epilogue.WriteSum)
+      KS.Outputs.push_back(C->getEpilogueWrites().front().V);
     KS.Outputs.push_back(C->getResult());
     Out.push_back(std::move(KS));
   }

@@ -168,37 +168,13 @@ static double epsOf(const Node &N) {
   return 1e-6;
 }
 
-/// The expression of pointwise node N over operand expressions Ops.
+/// The expression of pointwise node N over operand expressions Ops (the op
+/// table's CUDA expression).
 static llvm::Expected<std::string>
 pointwiseExpr(const Node &N, llvm::ArrayRef<std::string> Ops) {
-  auto Bin = [&](const char *Op) {
-    return "(" + Ops[0] + " " + Op + " " + Ops[1] + ")";
-  };
-  switch (N.getOp()) {
-  case OpCode::Add:
-    return Bin("+");
-  case OpCode::Sub:
-    return Bin("-");
-  case OpCode::Mul:
-    return Bin("*");
-  case OpCode::Div:
-    return Bin("/");
-  case OpCode::Relu:
-    return "fmaxf(" + Ops[0] + ", 0.f)";
-  case OpCode::Gelu:
-    return "(0.5f * " + Ops[0] + " * (1.f + erff(" + Ops[0] +
-           " * 0.70710678118654752f)))";
-  case OpCode::Silu:
-    return "(" + Ops[0] + " / (1.f + expf(-" + Ops[0] + ")))";
-  case OpCode::Exp:
-    return "expf(" + Ops[0] + ")";
-  case OpCode::Neg:
-    return "(-" + Ops[0] + ")";
-  case OpCode::Cast:
-    return Ops[0];
-  default:
+  if (!isPointwise(N.getOp()))
     return err("'" + N.getOpName() + "' is not a pointwise op");
-  }
+  return expandCudaExpr(N.getOp(), Ops);
 }
 
 static std::string var(const Value *V) {
@@ -742,12 +718,13 @@ buildEpilogue(const MultiTemplateBufferNode &N, bool Fused, ParamList &P,
   std::vector<const Node *> Chain = epilogueNodes(N);
   if (Chain.empty())
     return err("'%" + N.getName() + "' has no epilogue to fuse");
-  // The templates write one output; a second is modelled by the simulator
-  // but not generated yet.
-  if (!N.getEpilogueWrites().empty())
-    return err("the epilogue of '%" + N.getName() + "' also writes '%" +
-               N.getEpilogueWrites().front().V->getName() +
-               "', and GEMM templates write one output only");
+  // Members read outside the kernel (the residual sum beside its RMSNorm)
+  // are stored where the chain computes them, before the outputs' last.
+  llvm::DenseSet<const Value *> Written;
+  for (const Operand &W : N.getEpilogueWrites()) {
+    Written.insert(W.V);
+    P.Outputs.push_back(W.V);
+  }
   const Value *Prev = N.getResult();
   const TensorType &Iter = N.getType();
   llvm::raw_string_ostream OS(E.Pre);
@@ -794,8 +771,16 @@ buildEpilogue(const MultiTemplateBufferNode &N, bool Fused, ParamList &P,
       return X.takeError();
     OS << "        v = " << *X << "; // %" << C->getName() << " = "
        << C->getOpName() << "\n";
+    if (Written.erase(C->getResult()))
+      OS << "        " << P.name(C->getResult())
+         << "_out[r * N_ + c] = " << storeExpr(C->getType().Dtype, "v")
+         << "; // %" << C->getName() << " is read after the kernel\n";
     Prev = C->getResult();
   }
+  if (!Written.empty())
+    return err("the epilogue of '%" + N.getName() +
+               "' writes a value that no pointwise member before its end "
+               "computes");
   E.Result = Prev;
   return E;
 }

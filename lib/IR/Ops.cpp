@@ -1,32 +1,40 @@
 //===- Ops.cpp - The op table and collective recognition ------------------===//
 #include "mtsched/IR/Ops.h"
 #include "llvm/ADT/StringExtras.h"
+#include <cassert>
+#include <cmath>
 
 using namespace mtsched;
 
+// The fp64 references: one function per pointwise op, named after it.
+#define POINTWISE_OP(Code, Name, Arity, Flops, Types, Cuda, ...)               \
+  static double reference##Code(llvm::ArrayRef<double> X) {                    \
+    return __VA_ARGS__;                                                        \
+  }
+#include "mtsched/IR/Ops.def"
+
 static const OpInfo OpTable[] = {
-    {OpCode::MatMul, "matmul", OpCategory::MatMul, 2},
-    {OpCode::AllReduce, "all_reduce", OpCategory::Collective, 1},
-    {OpCode::AllGather, "all_gather", OpCategory::Collective, 1},
-    {OpCode::ReduceScatter, "reduce_scatter", OpCategory::Collective, 1},
-    {OpCode::AllToAll, "all_to_all", OpCategory::Collective, 1},
-    {OpCode::Custom, "custom", OpCategory::Custom, -1},
-    {OpCode::Add, "add", OpCategory::Pointwise, 2},
-    {OpCode::Sub, "sub", OpCategory::Pointwise, 2},
-    {OpCode::Mul, "mul", OpCategory::Pointwise, 2},
-    {OpCode::Div, "div", OpCategory::Pointwise, 2},
-    {OpCode::Relu, "relu", OpCategory::Pointwise, 1},
-    {OpCode::Gelu, "gelu", OpCategory::Pointwise, 1},
-    {OpCode::Silu, "silu", OpCategory::Pointwise, 1},
-    {OpCode::Exp, "exp", OpCategory::Pointwise, 1},
-    {OpCode::Neg, "neg", OpCategory::Pointwise, 1},
-    {OpCode::Cast, "cast", OpCategory::Pointwise, 1},
-    {OpCode::Sum, "sum", OpCategory::Reduction, 1},
-    {OpCode::Max, "max", OpCategory::Reduction, 1},
-    {OpCode::RmsNorm, "rmsnorm", OpCategory::Reduction, 2},
-    {OpCode::Softmax, "softmax", OpCategory::Reduction, 1},
-    {OpCode::SwiGlu, "swiglu", OpCategory::MatMul, 3},
-    {OpCode::Attention, "attention", OpCategory::MatMul, 3},
+#define OP(Code, Name, Category, Arity, Epilogue, Flops, Types)                \
+  {OpCode::Code,                                                               \
+   Name,                                                                       \
+   OpCategory::Category,                                                       \
+   Arity,                                                                      \
+   OpEpilogueRole::Epilogue,                                                   \
+   Flops,                                                                      \
+   OpTypeRule::Types,                                                          \
+   nullptr,                                                                    \
+   nullptr},
+#define POINTWISE_OP(Code, Name, Arity, Flops, Types, Cuda, ...)               \
+  {OpCode::Code,                                                               \
+   Name,                                                                       \
+   OpCategory::Pointwise,                                                      \
+   Arity,                                                                      \
+   OpEpilogueRole::Joins,                                                      \
+   Flops,                                                                      \
+   OpTypeRule::Types,                                                          \
+   reference##Code,                                                            \
+   Cuda},
+#include "mtsched/IR/Ops.def"
 };
 
 llvm::ArrayRef<OpInfo> mtsched::allOps() { return OpTable; }
@@ -40,6 +48,30 @@ std::optional<OpCode> mtsched::lookupOp(llvm::StringRef Name) {
     if (I.Name == Name)
       return I.Code;
   return std::nullopt;
+}
+
+double mtsched::evaluatePointwise(OpCode C, llvm::ArrayRef<double> X) {
+  const OpInfo &I = getOpInfo(C);
+  assert(I.Reference && "not a pointwise op");
+  return I.Reference(X);
+}
+
+std::string mtsched::expandCudaExpr(OpCode C, llvm::ArrayRef<std::string> Ops) {
+  const OpInfo &I = getOpInfo(C);
+  assert(I.CudaExpr && "not a pointwise op");
+  std::string S;
+  for (const char *P = I.CudaExpr; *P; ++P) {
+    // Operand references are one digit: no op has ten operands.
+    if (P[0] == '{' && llvm::isDigit(P[1]) && P[2] == '}') {
+      unsigned Idx = unsigned(P[1] - '0');
+      assert(Idx < Ops.size() && "operand index past the arity");
+      S += Ops[Idx];
+      P += 2;
+      continue;
+    }
+    S += *P;
+  }
+  return S;
 }
 
 llvm::StringRef mtsched::suggestOp(llvm::StringRef Name) {

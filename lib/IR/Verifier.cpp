@@ -636,23 +636,34 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
     return true;
   }
   case OpCategory::Pointwise: {
-    if (N.getOp() == OpCode::Cast) {
+    if (Info.Types == OpTypeRule::Cast) {
       Result = TensorType(N.getType().Dtype, Operand(0).Shape);
       return true;
     }
-    if (!SameDType())
-      return false;
-    if (N.getNumOperands() == 1) {
-      Result = Operand(0);
-      return true;
-    }
-    Result.Dtype = Operand(0).Dtype;
-    if (!broadcastShapes(Operand(0).Shape, Operand(1).Shape, Result.Shape)) {
-      error(N.getOperands()[1].Loc, "operands of '" + Info.Name +
-                                        "' cannot be broadcast together: " +
-                                        shapeStr(Operand(0).Shape) + " and " +
-                                        shapeStr(Operand(1).Shape));
-      return false;
+    // The operands that give the result's element type: all of them but a
+    // select's condition, which may be of any type.
+    unsigned First = Info.Types == OpTypeRule::Select ? 1 : 0;
+    for (unsigned I = First + 1; I < N.getNumOperands(); ++I)
+      if (Operand(I).Dtype != Operand(First).Dtype) {
+        error(N.getOperands()[I].Loc,
+              "operand " + name(N.getOperand(I)) + " has element type " +
+                  dtypeName(Operand(I).Dtype) + ", expected " +
+                  dtypeName(Operand(First).Dtype));
+        return false;
+      }
+    Result = TensorType(Operand(First).Dtype, Operand(0).Shape);
+    // Each further operand broadcasts with the shape so far, so an error
+    // names the operand that does not fit.
+    for (unsigned I = 1; I < N.getNumOperands(); ++I) {
+      llvm::SmallVector<int64_t, 4> Shape;
+      if (!broadcastShapes(Result.Shape, Operand(I).Shape, Shape)) {
+        error(N.getOperands()[I].Loc,
+              "operands of '" + Info.Name +
+                  "' cannot be broadcast together: " + shapeStr(Result.Shape) +
+                  " and " + shapeStr(Operand(I).Shape));
+        return false;
+      }
+      Result.Shape.assign(Shape.begin(), Shape.end());
     }
     return true;
   }

@@ -181,7 +181,7 @@ static cl::opt<uint64_t> Seed("seed", cl::desc("Seed of the simulated noise"),
 static cl::opt<unsigned> CompileThreads(
     "compile-threads",
     cl::desc("NVRTC threads of the cuda backend (default: hardware threads, "
-             "at most 8)"),
+             "at most 32)"),
     cl::init(0), cl::cat(BackendCat));
 static cl::opt<std::string> KernelCacheDir(
     "kernel-cache-dir",

@@ -12,9 +12,14 @@ namespace mtsched {
 /// Generates each choice's kernel, compiles it with NVRTC (all choices of a
 /// node at once, in parallel, cached on disk), checks its output against
 /// the fp64 reference and times it with CUDA events. The error says why
-/// CUDA cannot run here.
+/// CUDA cannot run here: only the driver library is checked, the GPU opens
+/// at the first measurement (a fully cached run never opens it).
 llvm::Expected<std::unique_ptr<Benchmarker>>
 createCudaBenchmarker(const AutotuneOptions &Opts, int Rank);
+
+/// Opens the GPU the cuda backend would use (its context, stream and
+/// cuBLAS; hundreds of milliseconds): the error says why it cannot.
+llvm::Error openCudaDevice(const AutotuneOptions &Opts);
 
 /// Gives a cuda benchmarker its rank's communicator, which collectives over
 /// several GPUs (NCCL set-up, peer buffers, per-sample barriers) need; does

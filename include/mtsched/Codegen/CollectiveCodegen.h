@@ -15,16 +15,18 @@
 //
 // one_shot and two_shot all_reduce can carry an epilogue: bias and/or
 // residual add, then relu or gelu, or a residual add then rmsnorm over the
-// last dimension (one block per row; one kernel).
+// last dimension (one block per row; one kernel). The value after the adds
+// (the residual sum a Llama layer reads again) can be written as a second
+// output beside the last; two_shot writes both into every rank's buffers.
 //
 // The epoch is one more than a per-block counter in the rank's own flag
 // memory (the kernel bumps it), so launches can be captured in a CUDA graph
 // and replayed.
 //
 // Kernel parameters, in order: MtPtrs ins, MtPtrs outs, MtPtrs flags,
-// unsigned rank, const T *bias, const T *residual,
-// const T *gamma (unused ones may be null); MtPtrs is a struct of 8 device
-// pointers passed by value (one per rank).
+// unsigned rank, const T *bias, const T *residual, const T *gamma,
+// MtPtrs sums (the second output; unused ones may be null); MtPtrs is a
+// struct of 8 device pointers passed by value (one per rank).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_CODEGEN_COLLECTIVECODEGEN_H
@@ -34,6 +36,7 @@
 #include "mtsched/IR/Types.h"
 #include "mtsched/Runtime/CostModel.h"
 #include "llvm/Support/Error.h"
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,16 +58,19 @@ constexpr size_t CollectiveFlagBytes =
     3 * MaxCollectiveBlocks * MaxCollectiveRanks * sizeof(unsigned);
 
 struct CollectiveEpilogue {
-  enum class Act { None, Relu, Gelu };
   bool Bias = false;     // + bias[col] (a row vector of Cols)
   bool Residual = false; // + residual[i] (a full tensor)
-  Act Activation = Act::None;
+  /// A unary pointwise op of the op table applied after the adds (relu,
+  /// gelu, ...): its CUDA expression and fp64 reference are the table's.
+  std::optional<OpCode> Activation;
   bool RmsNorm = false; // rmsnorm(x, gamma) over rows of Cols, after the adds
   double Eps = 1e-5;
-  bool empty() const {
-    return !Bias && !Residual && Activation == Act::None && !RmsNorm;
-  }
-  /// "bias_residual_relu", "residual_rmsnorm", ...
+  /// Also write the value after the adds (before the activation or the
+  /// rmsnorm) to `sums`: the IR's `writes [%sum]`.
+  bool WriteSum = false;
+  bool empty() const { return !Bias && !Residual && !Activation && !RmsNorm; }
+  /// "bias_residual_relu", "residual_rmsnorm", "residual_sum_rmsnorm"
+  /// (writing the sum too), ...
   std::string name() const;
 };
 
@@ -95,7 +101,8 @@ llvm::Expected<CollectiveKernel>
 generateCollectiveKernel(const CollectiveKernelSpec &S);
 
 /// N's epilogue as peer kernels fuse it (bias and residual adds, relu or
-/// gelu, rmsnorm), with the values each part reads, or why it cannot be.
+/// gelu, rmsnorm), with the values each part reads, or why it cannot be. A
+/// `writes` member must be the value after the adds (WriteSum).
 llvm::Expected<CollectiveEpilogue>
 collectiveEpilogueOf(const MultiTemplateBufferNode &N, const Value *&BiasV,
                      const Value *&ResV, const Value *&GammaV);

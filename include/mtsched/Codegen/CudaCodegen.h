@@ -67,8 +67,11 @@ struct KernelSource {
 int64_t rowsOf(const TensorType &T);
 
 /// The GEMM of matmul node N with tile T, with N's epilogue chain fused if
-/// Fused. M overrides the number of rows of A (a size hint; 0: N's own).
-/// Fails for a tile the template cannot run (the message says why).
+/// Fused. Fused, its outputs are N.getFusedOutputs(): each value of the
+/// epilogue's `writes` list, stored where the chain computes it, then the
+/// chain's last value. M overrides the number of rows of A (a size hint; 0:
+/// N's own). Fails for a tile the template cannot run (the message says
+/// why).
 llvm::Expected<KernelSource>
 generateGemmKernel(const MultiTemplateBufferNode &N, const GemmTileConfig &T,
                    bool Fused, int64_t M = 0);

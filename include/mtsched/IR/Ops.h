@@ -1,7 +1,9 @@
 //===- Ops.h - The table of high-level operations ---------------*- C++ -*-===//
 //
-// Every operation the IR knows, its category and arity, and the rules that
-// recognise a collective from an op or config name.
+// Every operation the IR knows, read from the op table (Ops.def): its name,
+// category, arity, fusion role, cost, type rule, fp64 reference and CUDA
+// expression; and the rules that recognise a collective from an op or config
+// name.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_IR_OPS_H
@@ -10,47 +12,71 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include <optional>
+#include <string>
 
 namespace mtsched {
 
 enum class OpCode {
-  MatMul,
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  AllToAll,
-  Custom,
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Relu,
-  Gelu,
-  Silu,
-  Exp,
-  Neg,
-  Cast,
-  Sum,
-  Max,
-  RmsNorm,
-  Softmax,
-  /// silu(A x Wg) * (A x Wu): a gate and an up projection merged into one
-  /// GEMM (see the fuse-swiglu pass).
-  SwiGlu,
-  /// softmax(q kᵀ · scale + mask) v with grouped-query heads (IR/Attention.h).
-  Attention,
+#define OP(Code, Name, Category, Arity, Epilogue, Flops, Types) Code,
+#include "mtsched/IR/Ops.def"
 };
 
-/// MatMul: ops lowered to a multi-template buffer of kernel templates
-/// (matmul, swiglu, attention).
 enum class OpCategory { MatMul, Collective, Custom, Pointwise, Reduction };
 
+/// How an op takes part in epilogue fusion.
+enum class OpEpilogueRole {
+  /// Never in a fused kernel's epilogue, nor the owner of one (sum, max).
+  None,
+  /// A kernel that can run an epilogue after its result (GEMMs,
+  /// collectives, custom ops).
+  Absorbs,
+  /// A pointwise epilogue member.
+  Joins,
+  /// A row reduction: an epilogue member that normalises over the last
+  /// dimension and keeps the shape, so it ends the epilogue.
+  JoinsAtEnd,
+};
+
+/// The verifier's type rule of an op (lib/IR/Verifier.cpp, inferType).
+enum class OpTypeRule {
+  /// Operands of one element type broadcast together (right-aligned).
+  Broadcast,
+  /// One operand; the result keeps its shape and declares its type.
+  Cast,
+  /// A condition of any element type (nonzero is true), then operands of
+  /// one element type, the result's; all three broadcast together.
+  Select,
+  /// A reduction over attribute 'dim' (default last), 'keepdim'.
+  Reduce,
+  /// A floating-point row normalisation; rmsnorm's weight is a row.
+  RowNorm,
+  MatMul,
+  SwiGlu,
+  /// q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] (IR/Attention.h).
+  Attention,
+  Collective,
+  /// Declared by the node (custom ops).
+  Custom,
+};
+
+/// The fp64 reference of a pointwise op over its operand values.
+using PointwiseReference = double (*)(llvm::ArrayRef<double>);
+
+/// One entry of the op table (Ops.def).
 struct OpInfo {
   OpCode Code;
   llvm::StringRef Name;
   OpCategory Category;
   /// Required operand count; -1 means any number (custom ops).
   int NumOperands;
+  OpEpilogueRole Epilogue;
+  /// Rough arithmetic per element as an epilogue member.
+  double FlopsPerElement;
+  OpTypeRule Types;
+  /// Pointwise ops: the fp64 reference and the CUDA float expression
+  /// ({0}, {1}, ... for the operands); null for the others.
+  PointwiseReference Reference;
+  const char *CudaExpr;
 };
 
 /// All known ops, in OpCode order.
@@ -70,8 +96,21 @@ inline bool isReduction(OpCode C) {
 /// Row reductions normalise over the last dimension and keep the shape, so
 /// they can be fused as an epilogue of the producer of their input.
 inline bool isRowReduction(OpCode C) {
-  return C == OpCode::RmsNorm || C == OpCode::Softmax;
+  return getOpInfo(C).Epilogue == OpEpilogueRole::JoinsAtEnd;
 }
+/// Whether C can be a member of a fused kernel's epilogue.
+inline bool joinsEpilogue(OpCode C) {
+  OpEpilogueRole R = getOpInfo(C).Epilogue;
+  return R == OpEpilogueRole::Joins || R == OpEpilogueRole::JoinsAtEnd;
+}
+
+/// The fp64 value of pointwise op C over operand values X (as many as its
+/// arity).
+double evaluatePointwise(OpCode C, llvm::ArrayRef<double> X);
+/// The CUDA float expression of pointwise op C over the operand
+/// expressions Ops: its table format with {I} replaced by Ops[I]. Both code
+/// generators (GEMM epilogues and kernel groups, peer collectives) use it.
+std::string expandCudaExpr(OpCode C, llvm::ArrayRef<std::string> Ops);
 
 enum class CollectiveKind {
   None,

@@ -20,7 +20,7 @@ namespace cuda {
 
 /// Process-wide settings of the CUDA backend, set by the driver.
 struct CudaOptions {
-  /// NVRTC threads; 0 means hardware threads capped at 8.
+  /// NVRTC threads; 0 means the hardware threads (at most 32).
   unsigned CompileThreads = 0;
   /// Where cubins are cached; empty means the user cache directory +
   /// /mtsched/kernels; "none" disables the cache.

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Codegen/CudaCodegen.h"
+#include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
@@ -214,6 +215,64 @@ graph @k(%x: bf16[64,60], %w: bf16[60,64]) {
             std::string::npos);
 }
 
+TEST(CudaCodegen, TwoOutputEpilogueStoresTheSumToo) {
+  // The residual sum feeds the RMSNorm and is read again: every template
+  // stores it (in the chain, before the row reduction) beside the norm.
+  auto P = lowerAndFuse(R"(
+graph @g(%x: bf16[64,256], %w: bf16[256,256], %r: bf16[64,256], %g: bf16[256]) {
+  %y = matmul(%x, %w) : bf16[64,256]
+  %s = add(%y, %r) : bf16[64,256]
+  %o = rmsnorm(%s, %g) {eps = 1.0e-05} : bf16[64,256]
+  return %s, %o
+}
+graph @f(%x: f32[32,64], %w: f32[64,64], %r: f32[32,64], %g: f32[64]) {
+  %y = matmul(%x, %w) : f32[32,64]
+  %s = add(%y, %r) : f32[32,64]
+  %o = rmsnorm(%s, %g) {eps = 1.0e-05} : f32[32,64]
+  return %s, %o
+}
+)",
+                        "two.mir");
+  ASSERT_TRUE(P);
+  for (auto &G : P->M->getGraphs()) {
+    const auto *M = llvm::cast<MultiTemplateBufferNode>(G->getNodes()[0].get());
+    ASSERT_EQ(M->getEpilogueWrites().size(), 1u) << G->getName();
+    bool F32 = G->getName() == "f";
+    std::vector<GemmTileConfig> Tiles = {{16, 256, 64, 4, 3}};
+    if (F32)
+      Tiles = {{16, 64, 16, 4, 1}};
+    else
+      Tiles.push_back(wgmmaTile(64, 256, 64, 4));
+    for (const GemmTileConfig &T : Tiles) {
+      auto K = generateGemmKernel(*M, T, /*Fused=*/true);
+      ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+      // Outputs: the writes, then the last member (as getFusedOutputs).
+      ASSERT_EQ(K->Outputs.size(), 2u) << K->Name;
+      EXPECT_EQ(K->Outputs[0]->getName(), "s");
+      EXPECT_EQ(K->Outputs[1]->getName(), "o");
+      size_t Sum = K->Source.find("p_s_out[r * N_ + c] =");
+      size_t Norm = K->Source.find("rsqrtf");
+      ASSERT_NE(Sum, std::string::npos) << K->Name;
+      ASSERT_NE(Norm, std::string::npos) << K->Name;
+      EXPECT_LT(Sum, Norm) << K->Name;
+      EXPECT_NE(K->Source.find("p_o_out[r * N_ + c]"), std::string::npos);
+      if (llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc(); !Nv) {
+        llvm::consumeError(Nv.takeError());
+      } else {
+        llvm::Expected<std::string> Cubin =
+            cuda::compileToCubin(K->Source, K->Name, 90, K->NeedsSm90a);
+        EXPECT_TRUE(bool(Cubin))
+            << K->Name << ": "
+            << (Cubin ? "" : llvm::toString(Cubin.takeError()));
+      }
+      // Unfused, the GEMM writes its own result only.
+      auto U = generateGemmKernel(*M, T, /*Fused=*/false);
+      ASSERT_TRUE(bool(U)) << llvm::toString(U.takeError());
+      EXPECT_EQ(U->Outputs.size(), 1u);
+    }
+  }
+}
+
 TEST(CudaCodegen, DumpWritesOneFilePerKernel) {
   auto P = lowerAndFuse(R"(
 graph @g(%x: f32[8,8], %b: f32[8]) {
@@ -265,6 +324,29 @@ TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
     Keep.push_back(std::move(P));
   }
   EXPECT_GT(Graphs, 10u);
+  // Every pointwise op of the table, whether or not an input uses it: one
+  // kernel evaluates each expression (as the codegens expand it) over
+  // loaded operands.
+  {
+    KernelSource K;
+    K.Name = "op_table_expressions";
+    std::string Body;
+    unsigned Out = 0;
+    for (const OpInfo &Info : allOps()) {
+      if (Info.Category != OpCategory::Pointwise)
+        continue;
+      std::vector<std::string> Ops;
+      for (int I = 0; I < Info.NumOperands; ++I)
+        Ops.push_back("p[i * 4 + " + std::to_string(I) + "]");
+      Body += "  q[i * 64 + " + std::to_string(Out++) +
+              "] = " + expandCudaExpr(Info.Code, Ops) + "; // " +
+              Info.Name.str() + "\n";
+    }
+    K.Source = "extern \"C\" __global__ void " + K.Name +
+               "(const float *p, float *q) {\n  const int i = threadIdx.x;\n" +
+               Body + "}\n";
+    Work.emplace_back("the op table", std::move(K));
+  }
   std::mutex Mu;
   std::vector<std::string> Failures;
   llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(8));

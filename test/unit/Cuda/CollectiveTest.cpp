@@ -42,11 +42,21 @@ TEST(CollectiveKernels, EveryVariantCompilesWithNvrtc) {
         S.Epilogue = CollectiveEpilogue();
         Specs.push_back(S);
         S.Epilogue.Bias = true;
-        S.Epilogue.Activation = CollectiveEpilogue::Act::Gelu;
+        S.Epilogue.Activation = OpCode::Gelu;
         Specs.push_back(S);
         S.Epilogue = CollectiveEpilogue();
         S.Epilogue.Residual = true;
         S.Epilogue.RmsNorm = true;
+        Specs.push_back(S);
+        // Two outputs: the residual sum beside the norm, and the sum
+        // before the activation.
+        S.Epilogue.WriteSum = true;
+        Specs.push_back(S);
+        S.Epilogue = CollectiveEpilogue();
+        S.Epilogue.Bias = true;
+        S.Epilogue.Residual = true;
+        S.Epilogue.WriteSum = true;
+        S.Epilogue.Activation = OpCode::Relu;
         Specs.push_back(S);
       }
       S.Epilogue = CollectiveEpilogue();
@@ -65,6 +75,70 @@ TEST(CollectiveKernels, EveryVariantCompilesWithNvrtc) {
     EXPECT_TRUE(bool(Cubin))
         << K->Name << ": " << (Cubin ? "" : llvm::toString(Cubin.takeError()));
   }
+}
+
+TEST(CollectiveKernels, SecondOutputIsTheSumAfterTheAdds) {
+  llvm::SourceMgr SM;
+  SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(R"(
+group @tp = [0, 1]
+graph @norm(%y: bf16[4,512], %x: bf16[4,512], %g: bf16[512]) attributes {world_size = 2} {
+  %r = all_reduce(%y) {reduce = "sum", group = "tp"} : bf16[4,512]
+  %s = add(%r, %x) : bf16[4,512]
+  %o = rmsnorm(%s, %g) {eps = 1.0e-05} : bf16[4,512]
+  return %s, %o
+}
+graph @adds(%y: bf16[4,512], %x: bf16[4,512], %b: bf16[512]) attributes {world_size = 2} {
+  %r = all_reduce(%y) {reduce = "sum", group = "tp"} : bf16[4,512]
+  %a = add(%r, %b) : bf16[4,512]
+  %s = add(%a, %x) : bf16[4,512]
+  return %a, %s
+}
+)",
+                                                             "w.mir"),
+                        llvm::SMLoc());
+  std::unique_ptr<Module> M = parseModule(SM);
+  ASSERT_TRUE(M);
+  for (auto &G : M->getGraphs()) {
+    ASSERT_FALSE(bool(createLowerPass(LoweringOptions())->run(*G)));
+    ASSERT_FALSE(bool(createFusePass(FusionOptions())->run(*G)));
+  }
+  auto Coll = [&](int I) {
+    return llvm::cast<CollectiveMultiTemplateBufferNode>(
+        M->getGraphs()[I]->getNodes()[0].get());
+  };
+  const Value *Bias = nullptr, *Res = nullptr, *Gamma = nullptr;
+  ASSERT_EQ(Coll(0)->getEpilogueWrites().size(), 1u);
+  llvm::Expected<CollectiveEpilogue> E =
+      collectiveEpilogueOf(*Coll(0), Bias, Res, Gamma);
+  ASSERT_TRUE(bool(E)) << llvm::toString(E.takeError());
+  EXPECT_TRUE(E->WriteSum);
+  EXPECT_EQ(E->name(), "residual_sum_rmsnorm");
+  for (CollectiveAlgo A : {CollectiveAlgo::OneShot, CollectiveAlgo::TwoShot}) {
+    CollectiveKernelSpec S;
+    S.Algo = A;
+    S.Elems = 4 * 512;
+    S.Cols = 512;
+    S.Epilogue = *E;
+    llvm::Expected<CollectiveKernel> K = generateCollectiveKernel(S);
+    ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+    EXPECT_NE(K->Source.find("#define EPI_SUM 1"), std::string::npos);
+    EXPECT_NE(K->Source.find("MtPtrs sums"), std::string::npos);
+  }
+  // The first of two adds is not the kernel's sum: refused, with the reason
+  // (the choice then fails as data and the unfused form runs).
+  ASSERT_EQ(Coll(1)->getEpilogueWrites().size(), 1u);
+  E = collectiveEpilogueOf(*Coll(1), Bias, Res, Gamma);
+  ASSERT_FALSE(bool(E));
+  EXPECT_NE(llvm::toString(E.takeError()).find("not the value after the adds"),
+            std::string::npos);
+  // A second output needs an add to hold.
+  CollectiveKernelSpec S;
+  S.Elems = 1024;
+  S.Epilogue.WriteSum = true;
+  S.Epilogue.Activation = OpCode::Relu;
+  llvm::Expected<CollectiveKernel> K = generateCollectiveKernel(S);
+  ASSERT_FALSE(bool(K));
+  llvm::consumeError(K.takeError());
 }
 
 TEST(CollectiveKernels, UnsupportedCombinationsSayWhy) {
@@ -95,6 +169,18 @@ graph @arn(%y: bf16[5,4096], %x: bf16[5,4096], %g: bf16[4096]) attributes {world
   %s = add(%r, %x) : bf16[5,4096]
   %o = rmsnorm(%s, %g) {eps = 1.0e-05} : bf16[5,4096]
   return %o
+}
+graph @arn_sum(%y: bf16[5,4096], %x: bf16[5,4096], %g: bf16[4096]) attributes {world_size = 2} {
+  %r = all_reduce(%y) {reduce = "sum", group = "tp"} : bf16[5,4096]
+  %s = add(%r, %x) : bf16[5,4096]
+  %o = rmsnorm(%s, %g) {eps = 1.0e-05} : bf16[5,4096]
+  return %s, %o
+}
+graph @ar_sum(%y: bf16[3,1001], %x: bf16[3,1001]) attributes {world_size = 2} {
+  %r = all_reduce(%y) {reduce = "sum", group = "tp"} : bf16[3,1001]
+  %s = add(%r, %x) : bf16[3,1001]
+  %o = relu(%s) : bf16[3,1001]
+  return %s, %o
 }
 graph @ag(%y: bf16[3,1001]) attributes {world_size = 2} {
   %r = all_gather(%y) {group = "tp"} : bf16[6,1001]

@@ -4,8 +4,10 @@
 // machine scripts/gpu-test.sh runs them.
 //
 //===----------------------------------------------------------------------===//
+#include "mtsched/Autotune/CudaBenchSupport.h"
 #include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
@@ -21,6 +23,7 @@
 #include <cmath>
 
 using namespace mtsched;
+using namespace mtsched::cuda;
 
 namespace {
 
@@ -73,8 +76,17 @@ TEST(CudaBackend, ExplainsWhyItCannotRun) {
   EXPECT_FALSE(Why.empty());
   AutotuneOptions Opts;
   Opts.Backend = "cuda";
+  // Without the driver library the backend refuses at once; with it (but
+  // no usable GPU) opening the device says why, and so does every
+  // measurement, since the GPU opens lazily.
   auto B = createBenchmarker(Opts, 0);
-  ASSERT_FALSE(bool(B));
+  if (B) {
+    llvm::Error E = openCudaDevice(Opts);
+    ASSERT_TRUE(bool(E));
+    EXPECT_NE(llvm::toString(std::move(E)).find("cannot run here"),
+              std::string::npos);
+    return;
+  }
   EXPECT_NE(llvm::toString(B.takeError()).find("cannot run here"),
             std::string::npos);
 }
@@ -239,4 +251,97 @@ graph @g(%x: bf16[64,128], %w: bf16[128,256], %b: bf16[256], %g: bf16[256]) {
   llvm::Error E = runGraphOnGpu(G, IO, OS);
   EXPECT_FALSE(bool(E)) << llvm::toString(std::move(E)) << OS.str();
   EXPECT_NE(OS.str().find("output %n matches"), std::string::npos) << Log;
+}
+
+//===----------------------------------------------------------------------===//
+// The benchmarker's support kernels: GPU fills equal the host's values, GPU
+// reference rows equal the host's fp64 sums.
+//===----------------------------------------------------------------------===//
+
+TEST(BenchSupport, CompilesWithNvrtc) {
+  llvm::Expected<const cuda::NvrtcApi &> N = cuda::loadNvrtc();
+  if (!N)
+    GTEST_SKIP() << "NVRTC not available: " << llvm::toString(N.takeError());
+  llvm::Expected<std::string> Cubin = cuda::compileToCubin(
+      cuda::benchSupportSource(), "mtsched_bench_support", 90, false);
+  EXPECT_TRUE(bool(Cubin)) << (Cubin ? "" : llvm::toString(Cubin.takeError()));
+}
+
+namespace {
+
+/// Device bytes of N elements of type T at P, as doubles.
+std::vector<double> readBack(const cuda::DriverApi &D, CUdeviceptr P, int64_t N,
+                             DType T) {
+  std::vector<double> Out(N);
+  if (T == DType::F32) {
+    std::vector<float> F(N);
+    EXPECT_EQ(D.cuMemcpyDtoH(F.data(), P, N * 4), CUDA_SUCCESS);
+    std::copy(F.begin(), F.end(), Out.begin());
+    return Out;
+  }
+  std::vector<uint16_t> H(N);
+  EXPECT_EQ(D.cuMemcpyDtoH(H.data(), P, N * 2), CUDA_SUCCESS);
+  for (int64_t I = 0; I < N; ++I)
+    Out[I] = T == DType::BF16 ? bf16ToFloat(H[I]) : f16ToFloat(H[I]);
+  return Out;
+}
+
+} // namespace
+
+TEST(BenchSupport, FillsTheValuesTheHostDraws) {
+  REQUIRE_GPU();
+  llvm::Expected<cuda::DeviceInfo> Dev = cuda::openDevice();
+  ASSERT_FALSE(bool(cuda::makeCurrent(*Dev)));
+  const cuda::DriverApi &D = *cuda::loadDriver();
+  auto S = cuda::BenchSupport::load(D, Dev->Major * 10 + Dev->Minor);
+  ASSERT_TRUE(bool(S)) << llvm::toString(S.takeError());
+  // Odd sizes: the grid-stride loop's tail, more elements than threads.
+  for (DType T : {DType::BF16, DType::F16, DType::F32})
+    for (int64_t N : {int64_t(1), int64_t(1000), int64_t(3 << 20) + 7}) {
+      CUdeviceptr P;
+      ASSERT_EQ(D.cuMemAlloc(&P, N * dtypeBytes(T)), CUDA_SUCCESS);
+      ASSERT_FALSE(
+          bool((*S)->fill(P, N, T, /*Seed=*/5, /*Stream=*/2, nullptr)));
+      ASSERT_EQ(D.cuCtxSynchronize(), CUDA_SUCCESS);
+      std::vector<double> Got = readBack(D, P, N, T);
+      std::vector<double> Want = randomValues(N, 5, 2, T);
+      int64_t Diff = 0;
+      for (int64_t I = 0; I < N; ++I)
+        Diff += Got[I] != Want[I];
+      EXPECT_EQ(Diff, 0) << dtypeName(T).str() << " N=" << N;
+      D.cuMemFree(P);
+    }
+}
+
+TEST(BenchSupport, ReferenceRowsMatchTheHost) {
+  REQUIRE_GPU();
+  llvm::Expected<cuda::DeviceInfo> Dev = cuda::openDevice();
+  ASSERT_FALSE(bool(cuda::makeCurrent(*Dev)));
+  const cuda::DriverApi &D = *cuda::loadDriver();
+  auto S = cuda::BenchSupport::load(D, Dev->Major * 10 + Dev->Minor);
+  ASSERT_TRUE(bool(S)) << llvm::toString(S.takeError());
+  // A batched B: rows 0..M1-1 use batch 0, the next M1 batch 1.
+  const int64_t M1 = 3, Batch = 2, K = 77, N = 301;
+  CUdeviceptr A, B;
+  ASSERT_EQ(D.cuMemAlloc(&A, Batch * M1 * K * 2), CUDA_SUCCESS);
+  ASSERT_EQ(D.cuMemAlloc(&B, Batch * K * N * 2), CUDA_SUCCESS);
+  ASSERT_FALSE(bool((*S)->fill(A, Batch * M1 * K, DType::BF16, 1, 0, nullptr)));
+  ASSERT_FALSE(bool((*S)->fill(B, Batch * K * N, DType::BF16, 1, 1, nullptr)));
+  std::vector<double> Ah = randomValues(Batch * M1 * K, 1, 0, DType::BF16);
+  std::vector<double> Bh = randomValues(Batch * K * N, 1, 1, DType::BF16);
+  std::vector<int64_t> Rows = {0, 2, 4, 5};
+  auto Got = (*S)->gemmRows(A, B, DType::BF16, Rows, K, N, M1,
+                            /*BatchedB=*/true, nullptr);
+  ASSERT_TRUE(bool(Got)) << llvm::toString(Got.takeError());
+  for (size_t I = 0; I < Rows.size(); ++I)
+    for (int64_t C = 0; C < N; ++C) {
+      double Want = 0;
+      int64_t R = Rows[I], Bt = R / M1;
+      for (int64_t Kk = 0; Kk < K; ++Kk)
+        Want += Ah[R * K + Kk] * Bh[Bt * K * N + Kk * N + C];
+      ASSERT_NEAR((*Got)[I][C], Want, 1e-12 * (1 + std::fabs(Want)))
+          << "row " << R << " column " << C;
+    }
+  D.cuMemFree(A);
+  D.cuMemFree(B);
 }

@@ -1,0 +1,53 @@
+//===- RandomInputs.cpp - Seeded inputs for benchmarks and --run ----------===//
+#include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Autotune/Interpreter.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
+#include <algorithm>
+
+using namespace mtsched;
+
+/// SplitMix64's finaliser: a bijection that mixes every input bit into every
+/// output bit, enough for benchmark data (not for cryptography).
+static uint64_t mix(uint64_t X) {
+  X += 0x9e3779b97f4a7c15ULL;
+  X = (X ^ (X >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  X = (X ^ (X >> 27)) * 0x94d049bb133111ebULL;
+  return X ^ (X >> 31);
+}
+
+void mtsched::parallelChunks(int64_t N,
+                             llvm::function_ref<void(int64_t, int64_t)> Fn,
+                             int64_t MinChunk) {
+  MinChunk = std::max<int64_t>(1, MinChunk);
+  unsigned Threads = llvm::hardware_concurrency().compute_thread_count();
+  int64_t Chunks = std::min<int64_t>(Threads, (N + MinChunk - 1) / MinChunk);
+  if (Chunks <= 1) {
+    if (N > 0)
+      Fn(0, N);
+    return;
+  }
+  llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(unsigned(Chunks)));
+  int64_t Step = (N + Chunks - 1) / Chunks;
+  for (int64_t B = 0; B < N; B += Step)
+    Pool.async([=] { Fn(B, std::min(N, B + Step)); });
+  Pool.wait();
+}
+
+uint64_t mtsched::randomKey(uint64_t Seed, uint64_t Stream) {
+  return mix(mix(Seed) ^ (Stream * 0xd1b54a32d192ed03ULL));
+}
+
+std::vector<double> mtsched::randomValues(int64_t N, uint64_t Seed,
+                                          uint64_t Stream, DType T) {
+  std::vector<double> V(std::max<int64_t>(0, N));
+  uint64_t Key = randomKey(Seed, Stream);
+  parallelChunks(N, [&](int64_t B, int64_t E) {
+    for (int64_t I = B; I < E; ++I) {
+      // The top 53 bits as a double in [0, 1), scaled to [-1, 1).
+      double U = double(mix(Key + uint64_t(I)) >> 11) * 0x1.0p-53;
+      V[I] = roundTo(2 * U - 1, T);
+    }
+  });
+  return V;
+}
