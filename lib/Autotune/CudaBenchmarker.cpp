@@ -1060,8 +1060,8 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
                           " bytes: " + G->D->errorString(R));
       P.Workspace.Bytes = L.K.WorkspaceBytes;
     }
-    if (CUresult R =
-            G->D->cuMemsetD8Async(P.Workspace.P, 0, P.Workspace.Bytes, G->Stream))
+    if (CUresult R = G->D->cuMemsetD8Async(P.Workspace.P, 0, P.Workspace.Bytes,
+                                           G->Stream))
       return failed(ChoiceStatus::Failed,
                     "cannot clear the workspace: " + G->D->errorString(R));
   }
