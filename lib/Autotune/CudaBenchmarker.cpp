@@ -17,6 +17,7 @@
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/Npy.h"
 #include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Codegen/AttentionCodegen.h"
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Runtime/CudaApi.h"
 #include "mtsched/Runtime/CudaCompiler.h"
@@ -153,6 +154,9 @@ struct Prepared {
   /// Per copy, where a kernel writes outputs other than the measured one
   /// (an epilogue's `writes` list).
   std::map<const Value *, std::vector<DevBuf>> Scratch;
+  /// Global scratch memory of kernels that ask for it (attn_math's scores),
+  /// shared by the choices: they run one at a time.
+  DevBuf Workspace;
   std::vector<int64_t> CheckRows;
   std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
   /// The sampled rows of each `writes` value as the fused kernel (from the
@@ -390,6 +394,8 @@ CudaBenchmarker::~CudaBenchmarker() {
       for (DevBuf *B : {&P.OutMain[I], &P.OutFused[I], &P.OutEpi[I]})
         if (B->P)
           G->D->cuMemFree(B->P);
+    if (P.Workspace.P)
+      G->D->cuMemFree(P.Workspace.P);
     for (auto &K : P.Kernels)
       if (K.second.Mod)
         G->D->cuModuleUnload(K.second.Mod);
@@ -422,6 +428,11 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
     if (N.getOp() == OpCode::SwiGlu) {
       if (std::optional<GemmTileConfig> T = swigluTileOf(C))
         Add(keyOf(C.Name, false), generateSwiGluKernel(N, *T, P.Rows));
+      continue;
+    }
+    if (N.getOp() == OpCode::Attention) {
+      // Attention absorbs no epilogue: unfused kernels only.
+      Add(keyOf(C.Name, false), generateAttentionKernel(N, C));
       continue;
     }
     std::optional<GemmTileConfig> T = gemmTileOf(C);
@@ -503,6 +514,10 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
       }
     for (int64_t C = 0; C < P.N; ++C)
       Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
+  } else if (std::optional<AttentionShape> S = attentionShapeOf(N)) {
+    attentionReferenceRow(*S, Host.at(N.getOperand(0)).data(),
+                          Host.at(N.getOperand(1)).data(),
+                          Host.at(N.getOperand(2)).data(), R, Row.data());
   }
   P.RefMain[Index] = Row;
   // Applies the chain to X, keeping this row of each value the epilogue
@@ -737,7 +752,8 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       return P;
     }
   Phase.reset();
-  if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu)
+  if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
+      N.getOp() == OpCode::Attention)
     precompile(N, P);
   return P;
 }
@@ -781,6 +797,12 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
     Ptrs.push_back(Bufs[Copy].P);
   }
   Ptrs.push_back(Out[Copy].P);
+  if (L.K.WorkspaceBytes) {
+    // measure() allocated and zeroed it; 1 is CUDA_ERROR_INVALID_VALUE.
+    if (P.Workspace.Bytes < L.K.WorkspaceBytes)
+      return 1;
+    Ptrs.push_back(P.Workspace.P);
+  }
   for (CUdeviceptr &X : Ptrs)
     Args.push_back(&X);
   return G->D->cuLaunchKernel(L.Fn, L.K.GridX, L.K.GridY, L.K.GridZ, L.K.BlockX,
@@ -1024,6 +1046,25 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
   LoadedKernel &L = It->second;
   if (!L.Error.empty())
     return failed(ChoiceStatus::Failed, L.Error);
+  if (L.K.WorkspaceBytes) {
+    // Zero-filled before every choice: a split-KV kernel's tile counters
+    // must start at zero, whatever ran in the workspace before.
+    if (P.Workspace.Bytes < L.K.WorkspaceBytes) {
+      if (P.Workspace.P)
+        G->D->cuMemFree(P.Workspace.P);
+      P.Workspace = DevBuf();
+      if (CUresult R = G->D->cuMemAlloc(&P.Workspace.P, L.K.WorkspaceBytes))
+        return failed(ChoiceStatus::Failed,
+                      "cannot allocate a workspace of " +
+                          std::to_string(L.K.WorkspaceBytes) +
+                          " bytes: " + G->D->errorString(R));
+      P.Workspace.Bytes = L.K.WorkspaceBytes;
+    }
+    if (CUresult R = G->D->cuMemsetD8Async(P.Workspace.P, 0, P.Workspace.Bytes,
+                                           G->Stream))
+      return failed(ChoiceStatus::Failed,
+                    "cannot clear the workspace: " + G->D->errorString(R));
+  }
   return run([&](int Copy) { return launch(L, P, Out, Copy); }, P, Out, OutType,
              Ref, &P.BestUs[Fused], &L.K, &P.RefWritesFused);
 }
@@ -1224,6 +1265,17 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
         return E;
       Ptrs.push_back(Dev[V]);
     }
+    if (K.WorkspaceBytes) {
+      CUdeviceptr W;
+      if (CUresult R = D.cuMemAlloc(&W, K.WorkspaceBytes))
+        return err("cannot allocate the " + llvm::Twine(K.WorkspaceBytes) +
+                   "-byte workspace of '" + K.Name + "': " + D.errorString(R));
+      Owned.push_back(W);
+      Ptrs.push_back(W);
+      if (CUresult R = D.cuMemsetD8Async(W, 0, K.WorkspaceBytes, Gp.Stream))
+        return err("cannot clear the workspace of '" + K.Name +
+                   "': " + D.errorString(R));
+    }
     std::vector<CUtensorMap> Maps;
     if (CUresult R = encodeTensorMaps(
             D, K, llvm::ArrayRef(Ptrs).take_front(K.Inputs.size()), Maps))
@@ -1301,6 +1353,15 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
         continue;
       }
       const Choice *Ch = M->findChoice(M->getDecision());
+      if (M->getOp() == OpCode::Attention) {
+        if (!Ch || M->isEpilogueFused())
+          return err("'%" + M->getName() + "': cannot run decision '" +
+                     M->getDecision() + "' on the GPU");
+        if (llvm::Error E = RunKernel(generateAttentionKernel(*M, *Ch)))
+          return E;
+        ++Launched;
+        continue;
+      }
       if (M->getOp() == OpCode::SwiGlu) {
         std::optional<GemmTileConfig> T = Ch ? swigluTileOf(*Ch) : std::nullopt;
         if (!T || M->isEpilogueFused())

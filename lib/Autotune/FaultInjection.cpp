@@ -1,5 +1,6 @@
 //===- FaultInjection.cpp -------------------------------------------------===//
 #include "mtsched/Autotune/FaultInjection.h"
+#include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/Lowering/Lowering.h"
@@ -102,6 +103,11 @@ static bool candidatesOf(const Node &N, const ChoiceConfig &Choices,
     int64_t M = Out0.numElements() / Out0.innerDim();
     int64_t K = N.getOperand(0)->getType().innerDim();
     DType Dt = N.getOperand(0)->getType().Dtype;
+    if (N.getOp() == OpCode::Attention) {
+      std::optional<AttentionShape> S = attentionShapeOf(N);
+      Out = S ? Choices.attentionChoices(*S) : std::vector<Choice>();
+      return true;
+    }
     Out = N.getOp() == OpCode::SwiGlu
               ? Choices.swigluChoices(M, Out0.innerDim(), K, Dt)
               : Choices.gemmChoices(M, Out0.innerDim(), K, Dt);

@@ -107,6 +107,32 @@ static double epsOf(const Node &N) {
   return 1e-6;
 }
 
+void mtsched::attentionReferenceRow(const AttentionShape &S, const double *Q,
+                                    const double *K, const double *V, int64_t R,
+                                    double *Out) {
+  int64_t I = R % S.Sq, H = (R / S.Sq) % S.Hq, B = R / (S.Sq * S.Hq);
+  int64_t KvHead = B * S.Hkv + H / S.group();
+  const double *Qr = Q + R * S.D;
+  const double *Kh = K + KvHead * S.Skv * S.D, *Vh = V + KvHead * S.Skv * S.D;
+  int64_t Last = S.lastKey(I);
+  std::vector<double> P(Last + 1);
+  double Max = -std::numeric_limits<double>::infinity();
+  for (int64_t J = 0; J <= Last; ++J) {
+    double Dot = 0;
+    for (int64_t X = 0; X < S.D; ++X)
+      Dot += Qr[X] * Kh[J * S.D + X];
+    P[J] = Dot * S.Scale;
+    Max = std::max(Max, P[J]);
+  }
+  double Sum = 0;
+  for (double &X : P)
+    Sum += X = std::exp(X - Max);
+  std::fill(Out, Out + S.D, 0.0);
+  for (int64_t J = 0; J <= Last; ++J)
+    for (int64_t X = 0; X < S.D; ++X)
+      Out[X] += P[J] / Sum * Vh[J * S.D + X];
+}
+
 llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
   std::vector<const std::vector<double> *> In;
   for (const Operand &O : N.getOperands()) {
@@ -145,6 +171,13 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
         /*MinChunk=*/
         std::max<int64_t>(1,
                           (int64_t(1) << 22) / std::max<int64_t>(1, K * Nn)));
+  } else if (Op == OpCode::Attention) {
+    std::optional<AttentionShape> S = attentionShapeOf(N);
+    if (!S)
+      return err("'%" + N.getName() + "' is not a well-formed attention");
+    for (int64_t R = 0, Rows = S->B * S->Hq * S->Sq; R < Rows; ++R)
+      attentionReferenceRow(*S, In[0]->data(), In[1]->data(), In[2]->data(), R,
+                            &Out[R * S->D]);
   } else if (Op == OpCode::SwiGlu) {
     // silu(A Wg) * (A Wu), row by row.
     int64_t K = N.getOperand(0)->getType().innerDim(), Nn = T.innerDim();

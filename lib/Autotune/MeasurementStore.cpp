@@ -1,6 +1,7 @@
 //===- MeasurementStore.cpp - Memo and cache under the autotuner ----------===//
 #include "mtsched/Autotune/MeasurementStore.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mtsched;
@@ -12,6 +13,13 @@ std::string mtsched::workloadKey(const Workload &W, bool Fused) {
      << 'x' << W.Gemm.K << ':' << int(W.Gemm.Dtype) << ':' << int(W.Collective)
      << ':' << W.Bytes << ':' << W.Ranks << ':' << W.InBytes << ':'
      << W.OutBytes;
+  // Attention shapes are not in the GEMM fields: without them two
+  // attention nodes of different shapes would share a memo entry.
+  if (W.K == Workload::Kind::Attention)
+    OS << ":attn:" << W.Attn.B << 'x' << W.Attn.Hq << 'x' << W.Attn.Hkv << 'x'
+       << W.Attn.Sq << 'x' << W.Attn.Skv << 'x' << W.Attn.D << ':'
+       << W.Attn.Causal << ':' << llvm::format("%a", W.Attn.Scale) << ':'
+       << int(W.Attn.Dtype);
   if (Fused)
     OS << ":fused:" << W.Epilogue.NumOps << ':' << W.Epilogue.Elements << ':'
        << W.Epilogue.ExtraInputBytes << ':' << W.Epilogue.FlopsPerElement << ':'

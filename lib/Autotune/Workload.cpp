@@ -1,6 +1,7 @@
 //===- Workload.cpp -------------------------------------------------------===//
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
+#include "mtsched/Runtime/AttentionCost.h"
 #include <cmath>
 #include <limits>
 
@@ -47,6 +48,11 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
       Scale = double(Hint) / double(W.Gemm.M);
       W.Gemm.M = Hint;
     }
+  } else if (std::optional<AttentionShape> S = attentionShapeOf(N)) {
+    // Size hints count matmul rows and collective bytes; an attention is
+    // always described at its own shape.
+    W.K = Workload::Kind::Attention;
+    W.Attn = *S;
   } else if (const auto *C =
                  llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {
     W.K = Workload::Kind::Collective;
@@ -127,6 +133,16 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
       return swigluTimeUs(
           D, W.Gemm, GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages, false},
           Epi);
+    return Inf;
+  case Workload::Kind::Attention:
+    // Neither template absorbs an epilogue (Schedule/Fusion.cpp).
+    if (Fused)
+      return Inf;
+    if (std::optional<AttentionTile> T = attentionTileOf(C))
+      return flashAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Warps,
+                                  T->Splits);
+    if (C.Name == AttentionMathChoice)
+      return mathAttentionTimeUs(D, W.Attn);
     return Inf;
   case Workload::Kind::Collective: {
     std::optional<CollectiveAlgo> A = collectiveAlgoOf(C);

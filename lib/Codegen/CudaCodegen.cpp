@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "GemmCodegen.h"
+#include "mtsched/Codegen/AttentionCodegen.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -1196,6 +1197,13 @@ mtsched::generateGraphKernels(const Graph &G,
           if (!M->isDecided() || M->getDecision() == C.Name)
             Take(generateSwiGluKernel(*M, *T),
                  "'%" + M->getName() + "' choice '" + C.Name + "'");
+      continue;
+    }
+    if (M && M->getOp() == OpCode::Attention) {
+      for (const Choice &C : M->getChoices())
+        if (!M->isDecided() || M->getDecision() == C.Name)
+          Take(generateAttentionKernel(*M, C),
+               "'%" + M->getName() + "' choice '" + C.Name + "'");
       continue;
     }
     if (!M || M->getOp() != OpCode::MatMul)

@@ -11,6 +11,81 @@
 using namespace mtsched;
 using detail::Verifier;
 
+bool Verifier::inferAttention(const Node &N, TensorType &Result) {
+  const TensorType &Q = N.getOperand(0)->getType();
+  const TensorType &K = N.getOperand(1)->getType();
+  const TensorType &V = N.getOperand(2)->getType();
+  if (Q.Dtype != DType::BF16 && Q.Dtype != DType::F16 &&
+      Q.Dtype != DType::F32) {
+    error(N.getLoc(), "'attention' needs bf16, f16 or f32 operands, got " +
+                          dtypeName(Q.Dtype));
+    return false;
+  }
+  static const char *const Layout[] = {"[B, Hq, Sq, D]", "[B, Hkv, Skv, D]",
+                                       "[B, Hkv, Skv, D]"};
+  for (unsigned I = 0; I < 3; ++I)
+    if (N.getOperand(I)->getType().rank() != 4) {
+      error(N.getOperands()[I].Loc,
+            "operand " + name(N.getOperand(I)) + " of 'attention' must be " +
+                Layout[I] + ", got " + N.getOperand(I)->getType().str());
+      return false;
+    }
+  if (V.Shape != K.Shape) {
+    error(N.getOperands()[2].Loc,
+          "values " + name(N.getOperand(2)) + " of 'attention' have shape " +
+              shapeStr(V.Shape) + ", expected the shape of the keys " +
+              shapeStr(K.Shape));
+    return false;
+  }
+  if (K.Shape[0] != Q.Shape[0]) {
+    error(N.getOperands()[1].Loc,
+          "'attention' batch sizes differ: " + name(N.getOperand(0)) + " has " +
+              Twine(Q.Shape[0]) + " and " + name(N.getOperand(1)) + " has " +
+              Twine(K.Shape[0]));
+    return false;
+  }
+  if (K.Shape[3] != Q.Shape[3]) {
+    error(N.getOperands()[1].Loc,
+          "'attention' head dimensions differ: " + name(N.getOperand(0)) +
+              " has " + Twine(Q.Shape[3]) + " and " + name(N.getOperand(1)) +
+              " has " + Twine(K.Shape[3]));
+    return false;
+  }
+  if (K.Shape[1] <= 0 || Q.Shape[1] % K.Shape[1]) {
+    error(N.getOperands()[1].Loc,
+          "'attention' needs the query heads (" + Twine(Q.Shape[1]) +
+              ") to be a multiple of the kv heads (" + Twine(K.Shape[1]) + ")");
+    return false;
+  }
+  bool Causal = false;
+  if (const Attribute *C = N.getAttrs().get("causal")) {
+    if (!C->isBool()) {
+      error(N.getLoc(), "attribute 'causal' of 'attention' must be true or "
+                        "false");
+      return false;
+    }
+    Causal = C->getBool();
+  }
+  if (const Attribute *S = N.getAttrs().get("scale"))
+    if ((!S->isInt() && !S->isFloat()) || !std::isfinite(S->getNumber()) ||
+        S->getNumber() <= 0) {
+      error(N.getLoc(), "attribute 'scale' of 'attention' must be a positive "
+                        "finite number");
+      return false;
+    }
+  // The causal mask aligns queries to the end of the keys; a query before
+  // the first key would see none.
+  if (Causal && Q.Shape[2] > K.Shape[2]) {
+    error(N.getLoc(), "causal 'attention' needs at most as many queries as "
+                      "keys, got " +
+                          Twine(Q.Shape[2]) + " queries and " +
+                          Twine(K.Shape[2]) + " keys");
+    return false;
+  }
+  Result = Q;
+  return true;
+}
+
 bool Verifier::inferSwiGlu(const Graph &G, const Node &N, TensorType &Result) {
   const TensorType &A = N.getOperand(0)->getType();
   const TensorType &Wg = N.getOperand(1)->getType();
@@ -170,6 +245,8 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
       return false;
     if (Info.Types == OpTypeRule::SwiGlu)
       return inferSwiGlu(G, N, Result);
+    if (Info.Types == OpTypeRule::Attention)
+      return inferAttention(N, Result);
     const TensorType &A = Operand(0), &B = Operand(1);
     if (!isFloatDType(A.Dtype)) {
       error(N.getLoc(), "'matmul' needs floating-point operands, got " +

@@ -1,5 +1,6 @@
 //===- ChoiceConfig.cpp ---------------------------------------------------===//
 #include "mtsched/Lowering/ChoiceConfig.h"
+#include "mtsched/IR/Attention.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
@@ -30,6 +31,12 @@ ChoiceConfig ChoiceConfig::getDefault() {
       {64, 64, 64, 4, 4},   {32, 64, 64, 4, 4},  {16, 128, 64, 4, 3},
       {16, 64, 128, 4, 3},
   };
+  // Tall tiles for prefill; 16 rows still cover a decode step's packed
+  // query heads (4 per kv head for Llama-3-8B), and split-KV spreads a
+  // decode step's few (batch, kv head) tiles over more CTAs.
+  C.AttentionTiles = {{64, 64, 4},    {32, 64, 4},    {16, 64, 4},
+                      {16, 32, 4},    {16, 64, 4, 8}, {16, 64, 4, 16},
+                      {16, 64, 4, 32}};
   C.GemmExterns = {"extern.cublas"};
   C.AllReduce = {"nccl", "one_shot", "two_shot"};
   C.AllGather = {"nccl", "p2p"};
@@ -169,6 +176,65 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
   return Out;
 }
 
+std::string mtsched::attentionChoiceName(const AttentionTile &T) {
+  return "attn_flash_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
+         "_w" + std::to_string(T.Warps) +
+         (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "");
+}
+
+std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
+  llvm::StringRef S(C.Name);
+  if (!S.consume_front("attn_flash_"))
+    return std::nullopt;
+  auto [BQ, Rest] = S.split('x');
+  auto [BKV, WS] = Rest.split("_w");
+  auto [W, Splits] = WS.split("_kv");
+  AttentionTile T;
+  if (BQ.getAsInteger(10, T.BQ) || BKV.getAsInteger(10, T.BKV) ||
+      W.getAsInteger(10, T.Warps) ||
+      (!Splits.empty() && Splits.getAsInteger(10, T.Splits)) || T.BQ <= 0 ||
+      T.BKV <= 0 || T.Warps <= 0 || T.Splits <= 0)
+    return std::nullopt;
+  // Only what the name round-trips to, so `attn_flash_064x64_w4` is no tile.
+  if (attentionChoiceName(T) != C.Name)
+    return std::nullopt;
+  return T;
+}
+
+std::vector<Choice>
+ChoiceConfig::attentionChoices(const AttentionShape &S) const {
+  int64_t PackedRows = S.group() * S.Sq, D = S.D;
+  std::vector<Choice> Out;
+  auto Add = [&](const std::string &Name) {
+    if (Disabled.count(Name) ||
+        llvm::any_of(Out, [&](const Choice &P) { return P.Name == Name; }))
+      return;
+    Out.push_back(Choice{Name, {}, {}});
+  };
+  auto Fits = [&](const AttentionTile &T) {
+    return flashAttentionSharedBytes(T.BQ, T.BKV, D) <=
+           FlashAttentionMaxSharedBytes;
+  };
+  for (const AttentionTile &T : AttentionTiles) {
+    bool SplitFits = T.Splits == 1 || (PackedRows <= T.BQ &&
+                                       S.Skv >= 2 * int64_t(T.BKV) * T.Splits);
+    if (T.BQ <= roundUpPow2(PackedRows) && Fits(T) && SplitFits)
+      Add(attentionChoiceName(T));
+  }
+  if (Out.empty()) {
+    // A tiny problem keeps the shortest tile, as GEMMs keep their smallest.
+    const AttentionTile *Smallest = nullptr;
+    for (const AttentionTile &T : AttentionTiles)
+      if (!Disabled.count(attentionChoiceName(T)) && Fits(T) && T.Splits == 1 &&
+          (!Smallest || T.BQ * T.BKV < Smallest->BQ * Smallest->BKV))
+        Smallest = &T;
+    if (Smallest)
+      Add(attentionChoiceName(*Smallest));
+  }
+  Add(AttentionMathChoice.str());
+  return Out;
+}
+
 std::vector<Choice> ChoiceConfig::collectiveChoices(CollectiveKind K) const {
   const std::vector<std::string> *Names = nullptr;
   switch (K) {
@@ -231,8 +297,8 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
   if (!Root)
     return fileError(Path, "expected a JSON object at the top level");
   static const llvm::StringRef Known[] = {
-      "gemm_tiles",     "gemm_externs", "all_reduce", "all_gather",
-      "reduce_scatter", "all_to_all",   "disabled"};
+      "gemm_tiles", "gemm_externs",   "attention_tiles", "all_reduce",
+      "all_gather", "reduce_scatter", "all_to_all",      "disabled"};
   for (const auto &KV : *Root)
     if (!llvm::is_contained(Known, KV.first.str()))
       return fileError(Path, "unknown key '" + KV.first.str() + "'");
@@ -276,6 +342,34 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
         *F.second = int(*V);
       }
       GemmTiles.push_back(Wgmma ? wgmmaTile(T.BM, T.BN, T.BK, T.Stages) : T);
+    }
+  }
+  if (const llvm::json::Value *Tiles = Root->get("attention_tiles")) {
+    const llvm::json::Array *A = Tiles->getAsArray();
+    if (!A)
+      return fileError(Path, "'attention_tiles' must be a list of objects");
+    AttentionTiles.clear();
+    for (const llvm::json::Value &E : *A) {
+      const llvm::json::Object *O = E.getAsObject();
+      if (!O)
+        return fileError(Path, "'attention_tiles' must be a list of objects");
+      AttentionTile T{0, 0, 0};
+      // "splits" is optional: 1, no split-KV.
+      std::pair<const char *, int *> Fields[] = {{"bq", &T.BQ},
+                                                 {"bkv", &T.BKV},
+                                                 {"warps", &T.Warps},
+                                                 {"splits", &T.Splits}};
+      for (auto &F : Fields) {
+        if (llvm::StringRef(F.first) == "splits" && !O->get("splits"))
+          continue;
+        std::optional<int64_t> V = O->getInteger(F.first);
+        if (!V || *V <= 0 || *V > 1024)
+          return fileError(Path, "attention tile field '" +
+                                     llvm::Twine(F.first) +
+                                     "' must be an integer in [1, 1024]");
+        *F.second = int(*V);
+      }
+      AttentionTiles.push_back(T);
     }
   }
   if (llvm::Error E = readNames(*Root, "gemm_externs", Path, GemmExterns))

@@ -1,5 +1,6 @@
 //===- Lowering.cpp - The `lower` pass ------------------------------------===//
 #include "mtsched/Lowering/Lowering.h"
+#include "mtsched/IR/Attention.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include <map>
 #include <tuple>
@@ -88,6 +89,13 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
     DType Dt = N.getOperand(0)->getType().Dtype;
     if (N.getOp() == OpCode::SwiGlu) {
       MTB->setChoices(Opts.Choices.swigluChoices(M, Out.innerDim(), K, Dt));
+      return MTB;
+    }
+    if (N.getOp() == OpCode::Attention) {
+      // The verifier accepted N, so its shape is well formed.
+      std::optional<AttentionShape> S = attentionShapeOf(N);
+      MTB->setChoices(S ? Opts.Choices.attentionChoices(*S)
+                        : std::vector<Choice>());
       return MTB;
     }
     auto [It, New] = GemmChoices.try_emplace({M, Out.innerDim(), K, Dt});

@@ -157,6 +157,13 @@ void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
                           "' does not declare epilogue = \"pointwise\"";
     return;
   }
+  // The attention kernels write their output from the online-softmax
+  // normaliser at the very end; no epilogue template is written for them.
+  if (M.getOp() == OpCode::Attention) {
+    Plan.NoEpilogue[&M] =
+        "attention '%" + M.getName() + "' does not absorb an epilogue";
+    return;
+  }
   std::vector<const Node *> Chain;
   KernelSet Members{&M};
   const Node *Cur = &M;

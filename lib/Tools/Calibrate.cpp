@@ -59,6 +59,9 @@ static std::string groupOf(const Workload &W, const Choice &C, bool Fused) {
   case Workload::Kind::SwiGlu:
     G = "swiglu tiles";
     break;
+  case Workload::Kind::Attention:
+    G = attentionTileOf(C) ? "attention flash tiles" : "attention math";
+    break;
   case Workload::Kind::Custom:
     G = "custom";
     break;

@@ -7,6 +7,7 @@
 #ifndef MTSCHED_AUTOTUNE_INTERPRETER_H
 #define MTSCHED_AUTOTUNE_INTERPRETER_H
 
+#include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Graph.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/Error.h"
@@ -26,6 +27,12 @@ llvm::Error interpretGraph(const Graph &G, ValueData &Data);
 /// Applies the pointwise/row-reduction chain to one row `Row` (index R in
 /// an iteration space of Rows rows of length Row.size()); external operands
 /// are read from Data with the codegen's broadcasting rules.
+/// Row R (a flat index over [B, Hq, Sq]) of attention S in fp64: the D
+/// values softmax(q_R kᵀ · scale + mask) v, with q, k, v row-major.
+void attentionReferenceRow(const AttentionShape &S, const double *Q,
+                           const double *K, const double *V, int64_t R,
+                           double *Out);
+
 llvm::Error interpretRowChain(llvm::ArrayRef<const Node *> Chain,
                               const Value *Start, int64_t R, int64_t Rows,
                               std::vector<double> &Row, const ValueData &Data);

@@ -8,6 +8,7 @@
 #ifndef MTSCHED_AUTOTUNE_WORKLOAD_H
 #define MTSCHED_AUTOTUNE_WORKLOAD_H
 
+#include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Runtime/CostModel.h"
 #include <optional>
@@ -16,9 +17,11 @@ namespace mtsched {
 
 struct Workload {
   /// SwiGlu: a merged gate+up GEMM; Gemm.N counts its output columns.
-  enum class Kind { Gemm, Collective, Custom, SwiGlu };
+  /// Attention: an attention op, described by Attn.
+  enum class Kind { Gemm, Collective, Custom, SwiGlu, Attention };
   Kind K = Kind::Custom;
   GemmProblem Gemm{};
+  AttentionShape Attn{};
   CollectiveKind Collective = CollectiveKind::None;
   /// Per-rank message size of a collective.
   int64_t Bytes = 0;

@@ -56,6 +56,11 @@ struct KernelSource {
   std::vector<TensorMapParam> TensorMaps;
   /// Compiled for sm_90a (wgmma, setmaxnreg, TMA): runs on sm_90 GPUs only.
   bool NeedsSm90a = false;
+  /// Bytes of global scratch memory the kernel needs (attn_math's scores,
+  /// split-KV partial results), passed as the last pointer, after the
+  /// outputs. The launcher zero-fills it before the kernel's first launch;
+  /// a kernel that keeps counters there must leave them at zero.
+  uint64_t WorkspaceBytes = 0;
 };
 
 /// Rows of a tensor seen as [rows, inner dim].

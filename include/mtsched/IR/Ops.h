@@ -52,6 +52,8 @@ enum class OpTypeRule {
   RowNorm,
   MatMul,
   SwiGlu,
+  /// q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] (IR/Attention.h).
+  Attention,
   Collective,
   /// Declared by the node (custom ops).
   Custom,

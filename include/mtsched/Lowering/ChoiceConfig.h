@@ -8,6 +8,7 @@
 #ifndef MTSCHED_LOWERING_CHOICECONFIG_H
 #define MTSCHED_LOWERING_CHOICECONFIG_H
 
+#include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Graph.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
@@ -33,8 +34,22 @@ struct GemmTileConfig {
 /// warpgroup, so its warps follow from BM.
 GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 
+/// A tile of the flash attention template: a CTA of Warps warps computes
+/// BQ query rows of one kv head (rows pack the query heads sharing that kv
+/// head, then the queries) and streams the keys and values through shared
+/// memory BKV at a time. With Splits > 1 (split-KV, for decode) the keys
+/// are divided among Splits CTAs per tile, whose partial results the last
+/// one to finish combines.
+struct AttentionTile {
+  int BQ, BKV, Warps;
+  int Splits = 1;
+};
+
 struct ChoiceConfig {
   std::vector<GemmTileConfig> GemmTiles;
+  /// Tiles of the flash attention template; `attn_math` (scores
+  /// materialised, softmax, then times v) is offered beside them.
+  std::vector<AttentionTile> AttentionTiles;
   /// Tiles of the merged gate+up GEMM (`swiglu`, mma.sync template). BN
   /// counts output columns: a CTA computes BN columns of both the gate and
   /// the up projection, so its accumulators cover 2 * BN.
@@ -64,6 +79,12 @@ struct ChoiceConfig {
   /// SwiGluTiles that fit the shape (bf16/f16 only, like the template).
   std::vector<Choice> swigluChoices(int64_t M, int64_t N, int64_t K,
                                     DType Dtype) const;
+  /// Candidates for attention S: the flash tiles whose BQ fits the packed
+  /// query rows of a kv head (query heads per kv head times queries) and
+  /// whose tiles fit in shared memory; split-KV tiles only where one tile
+  /// holds all those rows (a decode step) and every split gets at least two
+  /// key tiles; then `attn_math`.
+  std::vector<Choice> attentionChoices(const AttentionShape &S) const;
   /// Candidates for a built-in collective.
   std::vector<Choice> collectiveChoices(CollectiveKind K) const;
 };
@@ -76,6 +97,14 @@ std::optional<GemmTileConfig> gemmTileOf(const Choice &C);
 std::string swigluChoiceName(const GemmTileConfig &T);
 /// The tile a swiglu choice's name describes, if it is one.
 std::optional<GemmTileConfig> swigluTileOf(const Choice &C);
+
+/// The decomposed attention: scores, softmax and the product with v.
+inline constexpr llvm::StringLiteral AttentionMathChoice = "attn_math";
+/// `attn_flash_64x64_w4`, or `attn_flash_16x64_w4_kv8` with 8 key splits:
+/// a flash attention tile.
+std::string attentionChoiceName(const AttentionTile &T);
+/// The tile a flash attention choice's name describes, if it is one.
+std::optional<AttentionTile> attentionTileOf(const Choice &C);
 
 } // namespace mtsched
 

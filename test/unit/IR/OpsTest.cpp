@@ -15,7 +15,7 @@ TEST(OpsTest, TableIsInOpCodeOrderAndLookupsAgree) {
     EXPECT_EQ(&getOpInfo(Info.Code), &Info);
     EXPECT_EQ(lookupOp(Info.Name), Info.Code);
   }
-  EXPECT_GE(I, 21u);
+  EXPECT_GE(I, 22u);
   EXPECT_FALSE(lookupOp("Relu").has_value());
   EXPECT_FALSE(lookupOp("").has_value());
 }
@@ -25,6 +25,8 @@ TEST(OpsTest, CategoriesAndArity) {
   EXPECT_EQ(getOpInfo(OpCode::RmsNorm).NumOperands, 2);
   EXPECT_EQ(getOpInfo(OpCode::SwiGlu).NumOperands, 3);
   EXPECT_EQ(getOpInfo(OpCode::SwiGlu).Category, OpCategory::MatMul);
+  EXPECT_EQ(getOpInfo(OpCode::Attention).NumOperands, 3);
+  EXPECT_EQ(getOpInfo(OpCode::Attention).Category, OpCategory::MatMul);
   EXPECT_EQ(getOpInfo(OpCode::Custom).NumOperands, -1);
   EXPECT_EQ(getOpInfo(OpCode::AllToAll).Category, OpCategory::Collective);
   EXPECT_TRUE(isPointwise(OpCode::Cast));

@@ -1,0 +1,40 @@
+//===- AttentionCodegen.h - CUDA kernels of the attention op ----*- C++ -*-===//
+//
+// The two templates of an `attention` multi-template buffer (docs/CUDA.md,
+// "Attention"), self-contained CUDA C++ specialised to the node's shape:
+//   * attn_flash_BQxBKV_wW: one CTA of W warps per BQ packed query rows of
+//     one (batch, kv head): the rows are the query heads that share the kv
+//     head, then their queries, so a decode step's GQA group fills a tile.
+//     Keys and values stream through shared memory BKV rows at a time; the
+//     scores, an online softmax (running max and sum, exp2 on pre-scaled q)
+//     and the accumulators are fp32 on the CUDA cores (SIMT, no tensor
+//     cores yet). A causal tile stops at the last key its last row sees.
+//   * attn_math: the decomposition, one CTA per query row: the scaled
+//     scores q kᵀ are written to a global fp32 workspace, normalised there
+//     (max, exp, sum), then multiplied by v.
+// Both take q, k, v and write the result; attn_math also takes its
+// workspace (KernelSource::WorkspaceBytes).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_CODEGEN_ATTENTIONCODEGEN_H
+#define MTSCHED_CODEGEN_ATTENTIONCODEGEN_H
+
+#include "mtsched/Codegen/CudaCodegen.h"
+
+namespace mtsched {
+
+/// The flash kernel of attention node N with tile T.
+llvm::Expected<KernelSource>
+generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
+                             const AttentionTile &T);
+/// The attn_math kernel of attention node N.
+llvm::Expected<KernelSource>
+generateMathAttentionKernel(const MultiTemplateBufferNode &N);
+/// The kernel of choice C of attention node N; fails for a choice that is
+/// neither a flash tile nor attn_math.
+llvm::Expected<KernelSource>
+generateAttentionKernel(const MultiTemplateBufferNode &N, const Choice &C);
+
+} // namespace mtsched
+
+#endif // MTSCHED_CODEGEN_ATTENTIONCODEGEN_H

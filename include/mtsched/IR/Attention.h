@@ -1,0 +1,52 @@
+//===- Attention.h - The shape and attributes of attention --*- C++ -*-===//
+//
+// `attention(%q, %k, %v) {causal = true|false, scale = <f64>}` computes
+// softmax(q kᵀ · scale + mask) v per batch and query head, with
+//   q: [B, Hq, Sq, D], k and v: [B, Hkv, Skv, D], result [B, Hq, Sq, D],
+// Hq a multiple of Hkv (grouped-query attention: query head h reads kv head
+// h / (Hq / Hkv)). A causal mask aligns the queries to the end of the keys,
+// as a decode step appends its Sq queries after Skv - Sq cached ones: query
+// i sees keys j <= Skv - Sq + i, so Sq <= Skv is required.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_IR_ATTENTION_H
+#define MTSCHED_IR_ATTENTION_H
+
+#include "mtsched/IR/Types.h"
+#include <cstdint>
+#include <optional>
+
+namespace mtsched {
+
+class Node;
+
+struct AttentionShape {
+  int64_t B = 0, Hq = 0, Hkv = 0, Sq = 0, Skv = 0, D = 0;
+  bool Causal = false;
+  /// The factor applied to q kᵀ: the `scale` attribute, else 1/sqrt(D).
+  double Scale = 1;
+  DType Dtype = DType::BF16;
+
+  /// Query heads per kv head.
+  int64_t group() const { return Hkv > 0 ? Hq / Hkv : 0; }
+  /// The last key query I may see (Skv - 1 without a causal mask).
+  int64_t lastKey(int64_t I) const { return Causal ? Skv - Sq + I : Skv - 1; }
+  /// Query-key pairs the mask keeps, over one (batch, query head).
+  int64_t visiblePairs() const;
+};
+
+/// Bytes of shared memory the flash attention template needs for a BQ x
+/// BKV tile of head dimension D: fp32 q, k (rows padded by one float), v
+/// and score tiles, and three floats per row. Lowering, the cost model and
+/// the codegen agree on it.
+int64_t flashAttentionSharedBytes(int BQ, int BKV, int64_t D);
+/// Shared memory one CTA may use on sm_90 (the opt-in limit).
+inline constexpr int64_t FlashAttentionMaxSharedBytes = 227 * 1024;
+
+/// The shape of attention node N, whose operands and attributes the
+/// verifier accepted; None if N is not a well-formed attention.
+std::optional<AttentionShape> attentionShapeOf(const Node &N);
+
+} // namespace mtsched
+
+#endif // MTSCHED_IR_ATTENTION_H

@@ -1,0 +1,31 @@
+//===- AttentionCost.h - Times of the attention kernels ----*- C++ -*-===//
+//
+// The simulator's predictions for the two attention templates the CUDA
+// backend generates (docs/SIMULATOR.md, "Attention"): the flash kernel
+// (one CTA per BQ packed query rows of a kv head, keys and values streamed
+// through shared memory, fp32 on the CUDA cores) and the math
+// decomposition (the fp32 scores written to global memory, normalised, then
+// multiplied by v). Times in microseconds; +inf when a tile cannot run.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_RUNTIME_ATTENTIONCOST_H
+#define MTSCHED_RUNTIME_ATTENTIONCOST_H
+
+#include "mtsched/IR/Attention.h"
+#include "mtsched/Runtime/DeviceDesc.h"
+
+namespace mtsched {
+
+/// Useful arithmetic of an attention: 4 flops per visible query-key pair
+/// and head dimension (q kᵀ and p v), so about half for causal prefill.
+double attentionFlops(const AttentionShape &S);
+
+/// Splits > 1: split-KV, each tile's keys divided among Splits CTAs whose
+/// partial results are written, read back and combined.
+double flashAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S,
+                            int BQ, int BKV, int Warps, int Splits = 1);
+double mathAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S);
+
+} // namespace mtsched
+
+#endif // MTSCHED_RUNTIME_ATTENTIONCOST_H

@@ -1,0 +1,438 @@
+//===- AttentionKernels.cpp - CUDA kernels of the attention op ------------===//
+//
+// Both templates read the shape from #defines, so one source text serves
+// every tile: the flash kernel's thread mappings are fixed by the tile (a
+// thread owns score columns j = tid % BKV and output columns d = tid % D,
+// with rows strided by the threads left over) and fall back to a flat
+// element loop where D does not divide the block.
+//
+//===----------------------------------------------------------------------===//
+#include "GemmCodegen.h"
+#include "mtsched/Codegen/AttentionCodegen.h"
+#include "mtsched/IR/Attention.h"
+#include "llvm/Support/Format.h"
+
+using namespace mtsched;
+using namespace mtsched::codegen;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+/// LOAD(x) converts one stored element to float.
+static const char *loadMacro(DType T) {
+  switch (T) {
+  case DType::BF16:
+    return "#define LOAD(x) mt_bf16_to_f32(x)\n";
+  case DType::F16:
+    return "#define LOAD(x) mt_f16_to_f32(x)\n";
+  default:
+    return "#define LOAD(x) ((float)(x))\n";
+  }
+}
+
+static const char *FlashBody = R"(
+#define NW (THREADS / 32)
+#define KS (D_ + 1)   // padded key row: lanes read different keys
+#define SS (BKV + 1)  // padded score row
+#define SC_RG (THREADS / BKV)
+#define SC_R (BQ / SC_RG)
+#define MT_NEG_INF (-__int_as_float(0x7f800000))
+#if THREADS % D_ == 0 && BQ % (THREADS / D_) == 0
+#define PV_SPLIT 1    // a thread owns column tid % D_ of rows strided by PV_RG
+#define PV_RG (THREADS / D_)
+#define PV_N (BQ / PV_RG)
+#else
+#define PV_SPLIT 0    // a thread owns elements tid + n * THREADS of the tile
+#define PV_N ((BQ * D_ + THREADS - 1) / THREADS)
+#endif
+  extern __shared__ __align__(16) float mt_smem[];
+  float *sQ = mt_smem;          // [BQ][D_], scaled by SCALE_LOG2
+  float *sK = sQ + BQ * D_;     // [BKV][KS]
+  float *sV = sK + BKV * KS;    // [BKV][D_]
+  float *sS = sV + BKV * D_;    // [BQ][SS] scores, then probabilities
+  float *sM = sS + BQ * SS;     // running max (log2 units)
+  float *sL = sM + BQ;          // running sum
+  float *sA = sL + BQ;          // this tile's rescale factor
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const long long b = blockIdx.y / HKV, hk = blockIdx.y % HKV;
+  const long long r0 = (long long)blockIdx.x * BQ;
+  const long long kvBase = (b * HKV + hk) * (long long)SKV * D_;
+  // Packed row r is query r % SQ of query head hk * GROUP + r / SQ.
+  for (int e = tid; e < BQ * D_; e += THREADS) {
+    const long long r = r0 + e / D_;
+    float x = 0.f;
+    if (r < ROWS) {
+      const long long h = hk * GROUP + r / SQ;
+      x = LOAD(q[((b * HQ + h) * SQ + r % SQ) * D_ + e % D_]) * SCALE_LOG2;
+    }
+    sQ[e] = x;
+  }
+  for (int i = tid; i < BQ; i += THREADS) {
+    sM[i] = MT_NEG_INF;
+    sL[i] = 0.f;
+  }
+  long long kvEnd = SKV;
+#if CAUSAL
+  {
+    // The tile's last query sees the most keys.
+    const long long rl = (r0 + BQ < ROWS ? r0 + BQ : ROWS) - 1;
+    const long long qmax = (r0 / SQ != rl / SQ) ? SQ - 1 : rl % SQ;
+    kvEnd = SKV - SQ + qmax + 1;
+  }
+#endif
+  float acc[PV_N];
+#pragma unroll
+  for (int n = 0; n < PV_N; ++n)
+    acc[n] = 0.f;
+  const int sj = tid % BKV, sg = tid / BKV;
+  long long kvBegin = 0;
+#if SPLITS > 1
+  {
+    // Split z of SPLITS takes its share of whole key tiles.
+    const long long tiles = (kvEnd + BKV - 1) / BKV;
+    const long long per = (tiles + SPLITS - 1) / SPLITS;
+    kvBegin = blockIdx.z * per * BKV;
+    kvEnd = kvEnd < kvBegin + per * BKV ? kvEnd : kvBegin + per * BKV;
+  }
+#endif
+  for (long long j0 = kvBegin; j0 < kvEnd; j0 += BKV) {
+    __syncthreads(); // the previous tile is consumed
+    for (int e = tid; e < BKV * D_; e += THREADS) {
+      const int j = e / D_, d = e % D_;
+      float kx = 0.f, vx = 0.f;
+      if (j0 + j < SKV) {
+        kx = LOAD(k[kvBase + (j0 + j) * D_ + d]);
+        vx = LOAD(v[kvBase + (j0 + j) * D_ + d]);
+      }
+      sK[j * KS + d] = kx;
+      sV[j * D_ + d] = vx;
+    }
+    __syncthreads();
+    {
+      float s[SC_R];
+#pragma unroll
+      for (int t = 0; t < SC_R; ++t)
+        s[t] = 0.f;
+      for (int d = 0; d < D_; ++d) {
+        const float kd = sK[sj * KS + d];
+#pragma unroll
+        for (int t = 0; t < SC_R; ++t)
+          s[t] += sQ[(sg + t * SC_RG) * D_ + d] * kd;
+      }
+      const long long jj = j0 + sj;
+#pragma unroll
+      for (int t = 0; t < SC_R; ++t) {
+        const int i = sg + t * SC_RG;
+        const long long r = r0 + i;
+        bool ok = r < ROWS && jj < SKV;
+#if CAUSAL
+        ok = ok && jj <= SKV - SQ + r % SQ;
+#endif
+        sS[i * SS + sj] = ok ? s[t] : MT_NEG_INF;
+      }
+    }
+    __syncthreads();
+    // Online softmax, a warp per row: rescale what was summed so far by
+    // 2^(old max - new max).
+    for (int i = warp; i < BQ; i += NW) {
+      float mx = MT_NEG_INF;
+      for (int j = lane; j < BKV; j += 32)
+        mx = fmaxf(mx, sS[i * SS + j]);
+      mx = mt_warp_max(mx);
+      const float mold = sM[i], mnew = fmaxf(mold, mx);
+      // A row that has seen no key yet has nothing to rescale.
+      const float alpha = mnew == MT_NEG_INF ? 1.f : exp2f(mold - mnew);
+      float sum = 0.f;
+      for (int j = lane; j < BKV; j += 32) {
+        const float x = sS[i * SS + j];
+        const float p = x == MT_NEG_INF ? 0.f : exp2f(x - mnew);
+        sS[i * SS + j] = p;
+        sum += p;
+      }
+      sum = mt_warp_sum(sum);
+      if (lane == 0) {
+        sM[i] = mnew;
+        sL[i] = sL[i] * alpha + sum;
+        sA[i] = alpha;
+      }
+    }
+    __syncthreads();
+#if PV_SPLIT
+    {
+      const int d = tid % D_, g = tid / D_;
+#pragma unroll
+      for (int n = 0; n < PV_N; ++n)
+        acc[n] *= sA[g + n * PV_RG];
+      for (int j = 0; j < BKV; ++j) {
+        const float vx = sV[j * D_ + d];
+#pragma unroll
+        for (int n = 0; n < PV_N; ++n)
+          acc[n] += sS[(g + n * PV_RG) * SS + j] * vx;
+      }
+    }
+#else
+#pragma unroll
+    for (int n = 0; n < PV_N; ++n) {
+      const int e = tid + n * THREADS;
+      if (e < BQ * D_) {
+        const int i = e / D_, d = e % D_;
+        float a = acc[n] * sA[i];
+        for (int j = 0; j < BKV; ++j)
+          a += sS[i * SS + j] * sV[j * D_ + d];
+        acc[n] = a;
+      }
+    }
+#endif
+  }
+  __syncthreads();
+#if SPLITS > 1
+  // Each split writes its unnormalised accumulators, running max and sum
+  // to the workspace; the last split of the tile to finish (a counter per
+  // tile, left at zero again) combines them:
+  //   out = sum_s acc_s 2^(m_s - M) / sum_s l_s 2^(m_s - M), M = max_s m_s.
+  {
+    const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+    float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
+#pragma unroll
+    for (int n = 0; n < PV_N; ++n) {
+#if PV_SPLIT
+      part[(tid / D_ + n * PV_RG) * D_ + tid % D_] = acc[n];
+#else
+      if (tid + n * THREADS < BQ * D_)
+        part[tid + n * THREADS] = acc[n];
+#endif
+    }
+    for (int i = tid; i < BQ; i += THREADS) {
+      part[BQ * D_ + i] = sM[i];
+      part[BQ * D_ + BQ + i] = sL[i];
+    }
+    __threadfence();
+    __syncthreads();
+    __shared__ int mt_last;
+    unsigned *count = (unsigned *)(ws + (long long)gridDim.x * gridDim.y *
+                                            SPLITS * (BQ * D_ + 2 * BQ)) +
+                      tile;
+    if (tid == 0)
+      mt_last = atomicAdd(count, 1u) == SPLITS - 1;
+    __syncthreads();
+    if (!mt_last)
+      return;
+    __threadfence();
+    const volatile float *parts = ws + tile * SPLITS * (BQ * D_ + 2 * BQ);
+    for (int e = tid; e < BQ * D_; e += THREADS) {
+      const int i = e / D_, d = e % D_;
+      const long long r = r0 + i;
+      if (r >= ROWS)
+        continue;
+      float M = MT_NEG_INF;
+      for (int z = 0; z < SPLITS; ++z)
+        M = fmaxf(M, parts[z * (BQ * D_ + 2 * BQ) + BQ * D_ + i]);
+      float L = 0.f, o = 0.f;
+      for (int z = 0; z < SPLITS; ++z) {
+        const volatile float *pz = parts + z * (BQ * D_ + 2 * BQ);
+        const float m = pz[BQ * D_ + i];
+        // A split that saw no key of this row adds nothing.
+        const float w = m == MT_NEG_INF ? 0.f : exp2f(m - M);
+        L += pz[BQ * D_ + BQ + i] * w;
+        o += pz[e] * w;
+      }
+      const long long h = hk * GROUP + r / SQ;
+      out[((b * HQ + h) * SQ + r % SQ) * D_ + d] = STORE(L > 0.f ? o / L : 0.f);
+    }
+    if (tid == 0)
+      *count = 0u;
+  }
+#else
+#pragma unroll
+  for (int n = 0; n < PV_N; ++n) {
+#if PV_SPLIT
+    const int i = tid / D_ + n * PV_RG, d = tid % D_;
+#else
+    const int e = tid + n * THREADS;
+    if (e >= BQ * D_)
+      continue;
+    const int i = e / D_, d = e % D_;
+#endif
+    const long long r = r0 + i;
+    if (r < ROWS) {
+      const long long h = hk * GROUP + r / SQ;
+      const float l = sL[i];
+      out[((b * HQ + h) * SQ + r % SQ) * D_ + d] =
+          STORE(l > 0.f ? acc[n] / l : 0.f);
+    }
+  }
+#endif
+}
+)";
+
+static const char *MathBody = R"(
+#define NW (THREADS / 32)
+#define MT_NEG_INF (-__int_as_float(0x7f800000))
+  __shared__ float sq[D_];
+  __shared__ float red[NW];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const long long R = blockIdx.x; // a row of [B, HQ, SQ]
+  const long long qi = R % SQ, h = (R / SQ) % HQ, b = R / (SQ * HQ);
+  const long long kvBase = (b * HKV + h / GROUP) * (long long)SKV * D_;
+  float *w = ws + R * (long long)SKV;
+  for (int d = tid; d < D_; d += THREADS)
+    sq[d] = LOAD(q[R * D_ + d]) * SCALE_LOG2;
+  __syncthreads();
+#if CAUSAL
+  const long long last = SKV - SQ + qi;
+#else
+  const long long last = SKV - 1;
+  (void)qi;
+#endif
+  // Scores, a warp per key: lanes read consecutive elements of its row.
+  float mx = MT_NEG_INF;
+  for (long long j = warp; j <= last; j += NW) {
+    float p = 0.f;
+    for (int d = lane; d < D_; d += 32)
+      p += sq[d] * LOAD(k[kvBase + j * D_ + d]);
+    p = mt_warp_sum(p);
+    if (lane == 0)
+      w[j] = p;
+    mx = fmaxf(mx, p);
+  }
+  mx = mt_block_max(mx, red);
+  float sum = 0.f;
+  for (long long j = tid; j <= last; j += THREADS) {
+    const float p = exp2f(w[j] - mx);
+    w[j] = p;
+    sum += p;
+  }
+  // Its barriers also make the probabilities visible to the whole block.
+  sum = mt_block_sum(sum, red);
+  const float inv = 1.f / sum;
+  for (int d = tid; d < D_; d += THREADS) {
+    float a = 0.f;
+    for (long long j = 0; j <= last; ++j)
+      a += w[j] * LOAD(v[kvBase + j * D_ + d]);
+    out[R * D_ + d] = STORE(a * inv);
+  }
+}
+)";
+
+/// The shape, type and signature every attention kernel starts with.
+static llvm::Expected<AttentionShape>
+emitHeader(llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
+           llvm::StringRef Name, llvm::StringRef Choice, int Threads,
+           bool Workspace) {
+  std::optional<AttentionShape> S = attentionShapeOf(N);
+  if (!S)
+    return err("'%" + N.getName() + "' is not a well-formed attention");
+  DType Dt = S->Dtype;
+  if (Dt != DType::BF16 && Dt != DType::F16 && Dt != DType::F32)
+    return err("attention kernels need bf16, f16 or f32, got " + dtypeName(Dt));
+  const char *T = storageType(Dt);
+  OS << Prelude << "\n// attention %" << N.getName() << ": q [" << S->B << ", "
+     << S->Hq << ", " << S->Sq << ", " << S->D << "], k/v [" << S->B << ", "
+     << S->Hkv << ", " << S->Skv << ", " << S->D << "]"
+     << (S->Causal ? ", causal" : "") << ", choice " << Choice << "\n";
+  OS << "#define HQ " << S->Hq << "LL\n#define HKV " << S->Hkv
+     << "LL\n#define SQ " << S->Sq << "LL\n#define SKV " << S->Skv
+     << "LL\n#define D_ " << S->D << "\n#define GROUP " << S->group()
+     << "LL\n#define ROWS (GROUP * SQ) // packed query rows per kv head\n"
+     << "#define CAUSAL " << (S->Causal ? 1 : 0) << "\n#define THREADS "
+     << Threads << "\n"
+     << "#define SCALE_LOG2 "
+     << llvm::format("%.9ef", S->Scale * 1.4426950408889634)
+     << " // scale * log2(e): softmax with exp2f\n"
+     << loadMacro(Dt) << "#define STORE(x) " << storeExpr(Dt, "(x)") << "\n";
+  OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << Name
+     << "(const " << T << " *__restrict__ q, const " << T
+     << " *__restrict__ k, const " << T << " *__restrict__ v, " << T
+     << " *__restrict__ out" << (Workspace ? ", float *__restrict__ ws" : "")
+     << ") {\n";
+  return *S;
+}
+
+llvm::Expected<KernelSource>
+mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
+                                      const AttentionTile &T) {
+  std::string ChoiceName = attentionChoiceName(T);
+  int Threads = 32 * T.Warps;
+  if (T.Warps <= 0 || T.Warps > 32 || T.BQ <= 0 || T.BKV <= 0 ||
+      T.Splits <= 0 || T.Splits > 1024 || Threads % T.BKV ||
+      T.BQ % (Threads / T.BKV))
+    return err("tile " + ChoiceName +
+               " cannot run: BKV must divide the block's threads and the "
+               "threads left over must divide BQ");
+  KernelSource K;
+  K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
+  std::string Src;
+  llvm::raw_string_ostream OS(Src);
+  llvm::Expected<AttentionShape> S =
+      emitHeader(OS, N, K.Name, ChoiceName, Threads, T.Splits > 1);
+  if (!S)
+    return S.takeError();
+  int64_t Smem = flashAttentionSharedBytes(T.BQ, T.BKV, S->D);
+  if (Smem > FlashAttentionMaxSharedBytes)
+    return err("tile " + ChoiceName + " needs " + llvm::Twine(Smem) +
+               " bytes of shared memory at head dimension " +
+               llvm::Twine(S->D) + ", more than a CTA may use");
+  int64_t Tiles = (S->group() * S->Sq + T.BQ - 1) / T.BQ;
+  if (Tiles > 0x7fffffff || S->B * S->Hkv > 65535)
+    return err("the flash grid exceeds CUDA's limits");
+  OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
+     << "\n#define SPLITS " << T.Splits << "\n"
+     << FlashBody;
+  K.Source = OS.str();
+  K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
+  K.Outputs = {N.getResult()};
+  K.GridX = unsigned(std::max<int64_t>(1, Tiles));
+  K.GridY = unsigned(std::max<int64_t>(1, S->B * S->Hkv));
+  K.GridZ = unsigned(T.Splits);
+  if (T.Splits > 1) {
+    // Per CTA its accumulators, running max and sum; per tile a counter.
+    uint64_t TilesXY = uint64_t(K.GridX) * K.GridY;
+    K.WorkspaceBytes =
+        TilesXY * T.Splits * (uint64_t(T.BQ) * S->D + 2 * T.BQ) * 4 +
+        TilesXY * 4;
+  }
+  K.BlockX = Threads;
+  K.SharedBytes = unsigned(Smem);
+  return K;
+}
+
+llvm::Expected<KernelSource>
+mtsched::generateMathAttentionKernel(const MultiTemplateBufferNode &N) {
+  KernelSource K;
+  K.Name = sanitizeIdentifier(N.getName() + "_" + AttentionMathChoice.str());
+  std::string Src;
+  llvm::raw_string_ostream OS(Src);
+  constexpr int Threads = 128;
+  llvm::Expected<AttentionShape> S = emitHeader(
+      OS, N, K.Name, AttentionMathChoice, Threads, /*Workspace=*/true);
+  if (!S)
+    return S.takeError();
+  int64_t Rows = S->B * S->Hq * S->Sq;
+  if (Rows > 0x7fffffff)
+    return err("attn_math runs a CTA per query row; " + llvm::Twine(Rows) +
+               " rows exceed CUDA's grid");
+  if (S->D * 4 > 32 * 1024)
+    return err("attn_math keeps a query row in shared memory; head "
+               "dimension " +
+               llvm::Twine(S->D) + " is too large");
+  OS << MathBody;
+  K.Source = OS.str();
+  K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
+  K.Outputs = {N.getResult()};
+  K.GridX = unsigned(std::max<int64_t>(1, Rows));
+  K.BlockX = Threads;
+  K.WorkspaceBytes = uint64_t(std::max<int64_t>(1, Rows)) *
+                     uint64_t(std::max<int64_t>(1, S->Skv)) * 4;
+  return K;
+}
+
+llvm::Expected<KernelSource>
+mtsched::generateAttentionKernel(const MultiTemplateBufferNode &N,
+                                 const Choice &C) {
+  if (std::optional<AttentionTile> T = attentionTileOf(C))
+    return generateFlashAttentionKernel(N, *T);
+  if (C.Name == AttentionMathChoice)
+    return generateMathAttentionKernel(N);
+  return err("'" + C.Name + "' is not an attention choice");
+}

@@ -1,0 +1,51 @@
+//===- Attention.cpp - The shape and attributes of an attention op --------===//
+#include "mtsched/IR/Attention.h"
+#include "mtsched/IR/Graph.h"
+#include <cmath>
+
+using namespace mtsched;
+
+int64_t AttentionShape::visiblePairs() const {
+  if (!Causal)
+    return Sq * Skv;
+  // Query I sees Skv - Sq + I + 1 keys: Sq terms of an arithmetic series.
+  return Sq * (Skv - Sq) + Sq * (Sq + 1) / 2;
+}
+
+int64_t mtsched::flashAttentionSharedBytes(int BQ, int BKV, int64_t D) {
+  return 4 * (int64_t(BQ) * D + int64_t(BKV) * (D + 1) + int64_t(BKV) * D +
+              int64_t(BQ) * (BKV + 1) + 3 * int64_t(BQ));
+}
+
+std::optional<AttentionShape> mtsched::attentionShapeOf(const Node &N) {
+  if (N.getOp() != OpCode::Attention || N.getNumOperands() != 3)
+    return std::nullopt;
+  const TensorType &Q = N.getOperand(0)->getType();
+  const TensorType &K = N.getOperand(1)->getType();
+  if (Q.rank() != 4 || K.rank() != 4)
+    return std::nullopt;
+  AttentionShape S;
+  S.B = Q.Shape[0];
+  S.Hq = Q.Shape[1];
+  S.Sq = Q.Shape[2];
+  S.D = Q.Shape[3];
+  S.Hkv = K.Shape[1];
+  S.Skv = K.Shape[2];
+  S.Dtype = Q.Dtype;
+  if (S.Hkv <= 0 || S.Hq % S.Hkv || K.Shape[3] != S.D || K.Shape[0] != S.B)
+    return std::nullopt;
+  if (const Attribute *C = N.getAttrs().get("causal")) {
+    if (!C->isBool())
+      return std::nullopt;
+    S.Causal = C->getBool();
+  }
+  S.Scale = S.D > 0 ? 1 / std::sqrt(double(S.D)) : 1;
+  if (const Attribute *A = N.getAttrs().get("scale")) {
+    if (!A->isInt() && !A->isFloat())
+      return std::nullopt;
+    S.Scale = A->getNumber();
+  }
+  if (S.Causal && S.Sq > S.Skv)
+    return std::nullopt;
+  return S;
+}

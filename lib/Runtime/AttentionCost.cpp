@@ -1,0 +1,122 @@
+//===- AttentionCost.cpp - Roofline times of the attention kernels --------===//
+#include "mtsched/Runtime/AttentionCost.h"
+#include "mtsched/IR/Types.h"
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace mtsched;
+
+namespace {
+
+constexpr double Inf = std::numeric_limits<double>::infinity();
+// The same device constants as CostModel.cpp (H100/H200 class).
+constexpr double HbmEfficiency = 0.90;
+constexpr double SmemPerSMBytes = 228 * 1024;
+constexpr double MaxThreadsPerSM = 2048;
+constexpr double L2UsableFraction = 0.5;
+/// Share of the fp32 peak the flash template's SIMT loops reach: every
+/// multiply-add reads one shared-memory operand (the other is a broadcast),
+/// so shared-memory bandwidth, not the FMA pipes, bounds it.
+constexpr double FlashSimtEff = 0.3;
+/// The math kernel's dot products are warp-wide reductions over the head
+/// dimension, and its p v loop reads p from global memory.
+constexpr double MathSimtEff = 0.2;
+/// One SM streams at most about twice its share of HBM bandwidth, so a
+/// grid of few CTAs (a decode step) is bound by how much each must read.
+constexpr double PerSMBandwidthShare = 2.0;
+
+double hbmUs(const DeviceDesc &D, double Bytes) {
+  return Bytes / (D.HbmGBps * 1e3 * HbmEfficiency);
+}
+double perCtaStreamUs(const DeviceDesc &D, double Bytes) {
+  return Bytes / (D.HbmGBps * 1e3 * HbmEfficiency * PerSMBandwidthShare /
+                  std::max(1, D.NumSMs));
+}
+double simtUs(const DeviceDesc &D, double Flops, double Eff) {
+  return Flops / (D.PeakFp32Tflops * 1e6 * Eff);
+}
+
+bool validShape(const AttentionShape &S) {
+  return S.B >= 0 && S.Hq >= 0 && S.Hkv > 0 && S.Sq >= 0 && S.Skv >= 0 &&
+         S.D > 0 && S.Hq % S.Hkv == 0 && (!S.Causal || S.Sq <= S.Skv);
+}
+
+} // namespace
+
+double mtsched::attentionFlops(const AttentionShape &S) {
+  return 4.0 * S.B * S.Hq * double(S.visiblePairs()) * S.D;
+}
+
+double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
+                                     const AttentionShape &S, int BQ, int BKV,
+                                     int Warps, int Splits) {
+  if (!validShape(S) || BQ <= 0 || BKV <= 0 || Warps <= 0 || Splits <= 0)
+    return Inf;
+  double Smem = double(flashAttentionSharedBytes(BQ, BKV, S.D));
+  if (Smem > FlashAttentionMaxSharedBytes)
+    return Inf;
+  if (S.B * S.Hq * S.Sq == 0)
+    return Dev.LaunchUs;
+  double E = dtypeBytes(S.Dtype);
+  double Threads = 32.0 * Warps;
+  double CPS = std::max(1.0, std::min(std::floor(SmemPerSMBytes / Smem),
+                                      std::floor(MaxThreadsPerSM / Threads)));
+  // Rows are padded to whole tiles and keys to whole BKV tiles; a causal
+  // tile stops at the last key its last row sees.
+  double Rows = double(S.group()) * S.Sq;
+  double QTiles = std::ceil(Rows / BQ);
+  double Visible = double(S.visiblePairs()) / std::max<int64_t>(1, S.Sq);
+  double KeysPerTile =
+      std::min(double(S.Skv), std::ceil(Visible / BKV) * BKV +
+                                  (S.Causal && S.Sq > 1 ? BKV : 0));
+  // Split-KV: each split sees its share of the tile's keys.
+  KeysPerTile =
+      std::min(KeysPerTile, std::ceil(KeysPerTile / BKV / Splits) * BKV);
+  double CTAs = double(S.B) * S.Hkv * QTiles * Splits;
+  double CtaFlops = 4.0 * BQ * KeysPerTile * S.D;
+  double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * FlashSimtEff / Dev.NumSMs;
+  double CtaUs = CtaFlops / PerSMFlops;
+  double Slots = Dev.NumSMs * CPS;
+  double FullWaves = std::floor(CTAs / Slots);
+  double Rest = CTAs - FullWaves * Slots;
+  double ComputeUs = (FullWaves * CPS + std::ceil(Rest / Dev.NumSMs)) * CtaUs;
+  // q and the output once; each kv head's keys and values once if they
+  // stay in L2 while its query tiles run, else once per query tile.
+  double QOBytes = 2.0 * S.B * S.Hq * S.Sq * S.D * E;
+  double KVBytes = 2.0 * S.B * S.Hkv * S.Skv * S.D * E;
+  double L2Bytes = Dev.L2MB * 1024 * 1024 * L2UsableFraction;
+  double KVReads = KVBytes <= L2Bytes ? 1 : QTiles;
+  // Split-KV partials: written by every split, read back by the last.
+  double PartialBytes =
+      Splits > 1 ? 2.0 * CTAs * (double(BQ) * S.D + 2.0 * BQ) * 4 : 0;
+  double MemUs = hbmUs(Dev, QOBytes + KVBytes * KVReads + PartialBytes);
+  double StreamUs = perCtaStreamUs(Dev, 2.0 * KeysPerTile * S.D * E);
+  return Dev.LaunchUs + std::max({ComputeUs, MemUs, StreamUs});
+}
+
+double mtsched::mathAttentionTimeUs(const DeviceDesc &Dev,
+                                    const AttentionShape &S) {
+  if (!validShape(S))
+    return Inf;
+  if (S.B * S.Hq * S.Sq == 0)
+    return Dev.LaunchUs;
+  double E = dtypeBytes(S.Dtype);
+  // One CTA per query row: the scores row is written, read back and
+  // rewritten as probabilities, then read once more by p v.
+  double ScoreBytes = 4.0 * S.B * S.Hq * double(S.visiblePairs());
+  double QOBytes = 2.0 * S.B * S.Hq * S.Sq * S.D * E;
+  double KVBytes = 2.0 * S.B * S.Hkv * S.Skv * S.D * E;
+  double L2Bytes = Dev.L2MB * 1024 * 1024 * L2UsableFraction;
+  // Every query row streams its head's keys and values; they come from
+  // HBM once while they fit in L2.
+  double KVReads = KVBytes <= L2Bytes ? 1 : double(S.group()) * S.Sq;
+  double MemUs = hbmUs(Dev, QOBytes + KVBytes * KVReads + 4 * ScoreBytes);
+  double ComputeUs = simtUs(Dev, attentionFlops(S), MathSimtEff);
+  // A grid of few rows (a decode step) is bound by what one CTA does.
+  double KeysPerRow = double(S.visiblePairs()) / S.Sq;
+  double StreamUs = perCtaStreamUs(Dev, KeysPerRow * (2.0 * S.D * E + 16));
+  double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * MathSimtEff / Dev.NumSMs;
+  double RowUs = 4.0 * KeysPerRow * S.D / PerSMFlops;
+  return Dev.LaunchUs + std::max({ComputeUs, MemUs, StreamUs, RowUs});
+}

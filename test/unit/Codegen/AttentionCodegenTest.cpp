@@ -1,0 +1,221 @@
+//===- AttentionCodegenTest.cpp - The attention kernels compile -----------===//
+//
+// Lowering's attention choices, the shape of the generated kernels, and
+// every default choice generated for decode, prefill and ragged shapes in
+// bf16, f16 and f32 and compiled with NVRTC for sm_90 wherever libnvrtc can
+// be opened (skips and says why elsewhere).
+//
+//===----------------------------------------------------------------------===//
+#include "mtsched/Codegen/AttentionCodegen.h"
+#include "mtsched/IR/Attention.h"
+#include "mtsched/IR/Parser.h"
+#include "mtsched/IR/Verifier.h"
+#include "mtsched/Lowering/Lowering.h"
+#include "mtsched/Runtime/CudaApi.h"
+#include "mtsched/Runtime/CudaCompiler.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
+#include "gtest/gtest.h"
+#include <cmath>
+#include <mutex>
+
+using namespace mtsched;
+
+namespace {
+
+struct Parsed {
+  llvm::SourceMgr SM;
+  std::unique_ptr<Module> M;
+};
+
+struct Shape {
+  const char *Ty;
+  int64_t B, Hq, Hkv, Sq, Skv, D;
+  bool Causal;
+};
+
+/// `%o = attention(%q, %k, %v)` of shape S, lowered.
+std::unique_ptr<Parsed> attention(const Shape &S) {
+  auto T = [&](int64_t H, int64_t L) {
+    return std::string(S.Ty) + "[" + std::to_string(S.B) + "," +
+           std::to_string(H) + "," + std::to_string(L) + "," +
+           std::to_string(S.D) + "]";
+  };
+  std::string Src = "graph @a(%q: " + T(S.Hq, S.Sq) +
+                    ", %k: " + T(S.Hkv, S.Skv) + ", %v: " + T(S.Hkv, S.Skv) +
+                    ") {\n  %o = attention(%q, %k, %v) {causal = " +
+                    (S.Causal ? "true" : "false") + "} : " + T(S.Hq, S.Sq) +
+                    "\n  return %o\n}\n";
+  auto P = std::make_unique<Parsed>();
+  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "a.mir"),
+                           llvm::SMLoc());
+  P->M = parseModule(P->SM);
+  if (!P->M)
+    return nullptr;
+  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  if (llvm::Error E =
+          createLowerPass(LoweringOptions())->run(*P->M->getGraphs()[0])) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  return P;
+}
+
+const MultiTemplateBufferNode &node(const Parsed &P) {
+  return *llvm::cast<MultiTemplateBufferNode>(
+      P.M->getGraphs()[0]->getNodes()[0].get());
+}
+
+} // namespace
+
+TEST(AttentionCodegen, ChoiceNames) {
+  for (const AttentionTile &T : ChoiceConfig::getDefault().AttentionTiles) {
+    std::optional<AttentionTile> Back =
+        attentionTileOf(Choice{attentionChoiceName(T), {}, {}});
+    ASSERT_TRUE(Back) << attentionChoiceName(T);
+    EXPECT_EQ(Back->BQ, T.BQ);
+    EXPECT_EQ(Back->BKV, T.BKV);
+    EXPECT_EQ(Back->Warps, T.Warps);
+    EXPECT_EQ(Back->Splits, T.Splits);
+  }
+  EXPECT_EQ(attentionChoiceName({64, 32, 4}), "attn_flash_64x32_w4");
+  EXPECT_EQ(attentionChoiceName({16, 64, 4, 8}), "attn_flash_16x64_w4_kv8");
+  for (const char *Bad :
+       {"attn_flash_064x64_w4", "attn_flash_16x64", "attn_flash_0x64_w4",
+        "attn_flash_16x64_w4_kv1", "attn_flash_16x64_w4_kv0",
+        "attn_flash_16x64_w4_kv", "attn_math", "gemm_16x64"})
+    EXPECT_FALSE(attentionTileOf(Choice{Bad, {}, {}})) << Bad;
+}
+
+TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
+  // A Llama-3-8B decode step: 4 packed rows per kv head, 16-row tiles only.
+  auto P = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
+  ASSERT_TRUE(P);
+  const MultiTemplateBufferNode &N = node(*P);
+  ASSERT_EQ(N.getChoices().size(), 6u);
+  EXPECT_EQ(N.getChoices()[0].Name, "attn_flash_16x64_w4");
+  EXPECT_EQ(N.getChoices()[1].Name, "attn_flash_16x32_w4");
+  EXPECT_EQ(N.getChoices()[2].Name, "attn_flash_16x64_w4_kv8");
+  EXPECT_EQ(N.getChoices()[4].Name, "attn_flash_16x64_w4_kv32");
+  EXPECT_EQ(N.getChoices()[5].Name, AttentionMathChoice);
+  // A shorter context gets fewer splits: each needs two key tiles.
+  auto Short = attention({"bf16", 2, 32, 8, 1, 2048, 128, true});
+  ASSERT_TRUE(Short);
+  EXPECT_EQ(node(*Short).getChoices().size(), 5u);
+  // Prefill: every tile without splits, then attn_math.
+  auto Pre = attention({"bf16", 1, 32, 8, 512, 512, 128, true});
+  ASSERT_TRUE(Pre);
+  ASSERT_EQ(node(*Pre).getChoices().size(), 5u);
+  for (const Choice &C : node(*Pre).getChoices())
+    EXPECT_EQ(C.Name.find("_kv"), std::string::npos) << C.Name;
+  // Disabled names are never offered; attn_math alone is a valid list.
+  ChoiceConfig C = ChoiceConfig::getDefault();
+  for (const AttentionTile &T : C.AttentionTiles)
+    C.Disabled.insert(attentionChoiceName(T));
+  auto Dec = attention({"bf16", 1, 32, 8, 1, 4096, 128, true});
+  ASSERT_TRUE(Dec);
+  std::vector<Choice> Only = C.attentionChoices(*attentionShapeOf(node(*Dec)));
+  ASSERT_EQ(Only.size(), 1u);
+  EXPECT_EQ(Only[0].Name, AttentionMathChoice);
+}
+
+TEST(AttentionCodegen, ShapeOfTheAttention) {
+  auto P = attention({"f16", 2, 6, 3, 5, 100, 40, true});
+  ASSERT_TRUE(P);
+  std::optional<AttentionShape> S = attentionShapeOf(node(*P));
+  ASSERT_TRUE(S);
+  EXPECT_EQ(S->group(), 2);
+  EXPECT_TRUE(S->Causal);
+  EXPECT_DOUBLE_EQ(S->Scale, 1 / std::sqrt(40.0));
+  // End-aligned: query i sees keys up to 95 + i.
+  EXPECT_EQ(S->lastKey(0), 95);
+  EXPECT_EQ(S->lastKey(4), 99);
+  EXPECT_EQ(S->visiblePairs(), 96 + 97 + 98 + 99 + 100);
+}
+
+TEST(AttentionCodegen, KernelShape) {
+  auto P = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
+  ASSERT_TRUE(P);
+  const MultiTemplateBufferNode &N = node(*P);
+  llvm::Expected<KernelSource> F =
+      generateAttentionKernel(N, Choice{"attn_flash_16x64_w4", {}, {}});
+  ASSERT_TRUE(bool(F)) << llvm::toString(F.takeError());
+  ASSERT_EQ(F->Inputs.size(), 3u);
+  ASSERT_EQ(F->Outputs.size(), 1u);
+  // One CTA per 16 packed rows (4 used) of each (batch, kv head).
+  EXPECT_EQ(F->GridX, 1u);
+  EXPECT_EQ(F->GridY, 16u);
+  EXPECT_EQ(F->BlockX, 128u);
+  EXPECT_EQ(F->SharedBytes, unsigned(flashAttentionSharedBytes(16, 64, 128)));
+  EXPECT_EQ(F->WorkspaceBytes, 0u);
+  llvm::Expected<KernelSource> M =
+      generateAttentionKernel(N, Choice{"attn_math", {}, {}});
+  ASSERT_TRUE(bool(M)) << llvm::toString(M.takeError());
+  EXPECT_EQ(M->GridX, 64u); // a CTA per query row
+  EXPECT_EQ(M->WorkspaceBytes, 64u * 4096 * 4);
+  // Split-KV: 8 CTAs per tile, partials and a counter per tile.
+  llvm::Expected<KernelSource> SK =
+      generateAttentionKernel(N, Choice{"attn_flash_16x64_w4_kv8", {}, {}});
+  ASSERT_TRUE(bool(SK)) << llvm::toString(SK.takeError());
+  EXPECT_EQ(SK->GridZ, 8u);
+  EXPECT_EQ(SK->WorkspaceBytes, 16u * 8 * (16 * 128 + 2 * 16) * 4 + 16u * 4);
+  // A tile the template cannot map, and a name that is no choice.
+  llvm::Expected<KernelSource> Bad =
+      generateAttentionKernel(N, Choice{"attn_flash_16x48_w4", {}, {}});
+  ASSERT_FALSE(bool(Bad));
+  EXPECT_NE(llvm::toString(Bad.takeError()).find("BKV must divide"),
+            std::string::npos);
+  llvm::Expected<KernelSource> None =
+      generateAttentionKernel(N, Choice{"gemm_16x64x64_w4_s3", {}, {}});
+  ASSERT_FALSE(bool(None));
+  llvm::consumeError(None.takeError());
+}
+
+TEST(AttentionCodegen, EveryChoiceCompilesWithNvrtc) {
+  llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
+  if (!Nv)
+    GTEST_SKIP() << "NVRTC not available, attention kernels not compiled: "
+                 << llvm::toString(Nv.takeError());
+  // Decode and prefill of Llama-3-8B, a speculative step with an odd head
+  // dimension (the flash kernel's general path), multi-head f32.
+  const Shape Shapes[] = {{"bf16", 4, 32, 8, 1, 4096, 128, true},
+                          {"bf16", 1, 32, 8, 4096, 4096, 128, true},
+                          {"f16", 2, 6, 3, 5, 100, 40, false},
+                          {"f32", 1, 4, 4, 70, 70, 64, true}};
+  std::vector<std::unique_ptr<Parsed>> Keep;
+  std::vector<KernelSource> Work;
+  for (const Shape &S : Shapes) {
+    auto P = attention(S);
+    ASSERT_TRUE(P);
+    std::vector<Choice> All;
+    for (const AttentionTile &T : ChoiceConfig::getDefault().AttentionTiles)
+      All.push_back(Choice{attentionChoiceName(T), {}, {}});
+    All.push_back(Choice{AttentionMathChoice.str(), {}, {}});
+    for (const Choice &C : All) {
+      llvm::Expected<KernelSource> K = generateAttentionKernel(node(*P), C);
+      ASSERT_TRUE(bool(K)) << C.Name << ": " << llvm::toString(K.takeError());
+      Work.push_back(std::move(*K));
+    }
+    Keep.push_back(std::move(P));
+  }
+  std::mutex Mu;
+  std::vector<std::string> Failures;
+  llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(2));
+  for (const KernelSource &K : Work)
+    Pool.async([&K, &Mu, &Failures] {
+      llvm::Expected<std::string> Cubin =
+          cuda::compileToCubin(K.Source, K.Name, 90, false);
+      if (!Cubin) {
+        std::lock_guard<std::mutex> L(Mu);
+        Failures.push_back(K.Name + ": " + llvm::toString(Cubin.takeError()));
+      }
+    });
+  Pool.wait();
+  for (const std::string &F : Failures)
+    ADD_FAILURE() << F;
+}

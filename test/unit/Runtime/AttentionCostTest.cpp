@@ -1,0 +1,67 @@
+//===- AttentionCostTest.cpp - Predicted times of the attention kernels ---===//
+#include "mtsched/Runtime/AttentionCost.h"
+#include "gtest/gtest.h"
+#include <cmath>
+
+using namespace mtsched;
+
+namespace {
+
+AttentionShape llama(int64_t B, int64_t Sq, int64_t Skv, bool Causal) {
+  AttentionShape S;
+  S.B = B;
+  S.Hq = 32;
+  S.Hkv = 8;
+  S.Sq = Sq;
+  S.Skv = Skv;
+  S.D = 128;
+  S.Causal = Causal;
+  S.Scale = 1 / std::sqrt(128.0);
+  S.Dtype = DType::BF16;
+  return S;
+}
+
+} // namespace
+
+TEST(AttentionCost, CausalPrefillIsAboutHalfTheWork) {
+  AttentionShape Full = llama(1, 4096, 4096, false);
+  AttentionShape Causal = llama(1, 4096, 4096, true);
+  EXPECT_DOUBLE_EQ(attentionFlops(Full), 4.0 * 32 * 4096 * 4096 * 128);
+  double Ratio = attentionFlops(Causal) / attentionFlops(Full);
+  EXPECT_GT(Ratio, 0.5);
+  EXPECT_LT(Ratio, 0.501);
+  DeviceDesc D;
+  EXPECT_LT(flashAttentionTimeUs(D, Causal, 64, 64, 4),
+            flashAttentionTimeUs(D, Full, 64, 64, 4));
+  EXPECT_LT(mathAttentionTimeUs(D, Causal), mathAttentionTimeUs(D, Full));
+}
+
+TEST(AttentionCost, PrefillPrefersFlashDecodeOfFewSequencesMath) {
+  DeviceDesc D;
+  AttentionShape Prefill = llama(1, 4096, 4096, true);
+  EXPECT_LT(flashAttentionTimeUs(D, Prefill, 16, 32, 4),
+            mathAttentionTimeUs(D, Prefill));
+  // One query per sequence: the flash tile's 16 rows hold 4 real ones on
+  // B * Hkv = 8 CTAs; attn_math runs a CTA per query row.
+  AttentionShape Decode = llama(1, 1, 4096, true);
+  EXPECT_LT(mathAttentionTimeUs(D, Decode),
+            flashAttentionTimeUs(D, Decode, 16, 64, 4));
+  // Longer contexts cost more.
+  EXPECT_LT(mathAttentionTimeUs(D, llama(1, 1, 1024, true)),
+            mathAttentionTimeUs(D, Decode));
+}
+
+TEST(AttentionCost, WhatCannotRunIsInfinite) {
+  DeviceDesc D;
+  AttentionShape S = llama(1, 16, 4096, true);
+  // 64 x 64 fp32 tiles at head dimension 512 need more than 227 KB.
+  S.D = 512;
+  EXPECT_TRUE(std::isinf(flashAttentionTimeUs(D, S, 64, 64, 4)));
+  EXPECT_TRUE(std::isfinite(flashAttentionTimeUs(D, S, 16, 32, 4)));
+  EXPECT_TRUE(std::isinf(flashAttentionTimeUs(D, S, 0, 64, 4)));
+  S.Hkv = 5; // 32 query heads are not a multiple of 5 kv heads
+  EXPECT_TRUE(std::isinf(mathAttentionTimeUs(D, S)));
+  // An empty batch is a launch.
+  AttentionShape E = llama(0, 1, 4096, true);
+  EXPECT_DOUBLE_EQ(mathAttentionTimeUs(D, E), D.LaunchUs);
+}
