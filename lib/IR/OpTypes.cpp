@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "VerifierImpl.h"
 #include "llvm/Support/MathExtras.h"
+#include <cmath>
 
 using namespace mtsched;
 using detail::Verifier;
