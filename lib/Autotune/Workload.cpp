@@ -166,3 +166,28 @@ double mtsched::predictEpilogueUs(const DeviceDesc &D, const Workload &W) {
     return 0;
   return epilogueTimeUs(D, W.Epilogue);
 }
+
+llvm::StringRef mtsched::workloadKindName(Workload::Kind K) {
+  switch (K) {
+  case Workload::Kind::Gemm:
+    return "gemm";
+  case Workload::Kind::Collective:
+    return "collective";
+  case Workload::Kind::Custom:
+    return "custom";
+  case Workload::Kind::SwiGlu:
+    return "swiglu";
+  case Workload::Kind::Attention:
+    return "attention";
+  }
+  return "custom";
+}
+
+std::optional<Workload::Kind> mtsched::parseWorkloadKind(llvm::StringRef Name) {
+  for (Workload::Kind K : {Workload::Kind::Gemm, Workload::Kind::Collective,
+                           Workload::Kind::Custom, Workload::Kind::SwiGlu,
+                           Workload::Kind::Attention})
+    if (workloadKindName(K) == Name)
+      return K;
+  return std::nullopt;
+}

@@ -77,16 +77,27 @@ static llvm::Expected<Workload> readWorkload(const llvm::json::Object &O,
   };
   Workload W;
   llvm::StringRef Kind = O.getString("kind").value_or("");
-  if (Kind == "gemm")
-    W.K = Workload::Kind::Gemm;
-  else if (Kind == "collective")
-    W.K = Workload::Kind::Collective;
-  else if (Kind == "custom")
-    W.K = Workload::Kind::Custom;
-  else if (Kind == "swiglu")
-    W.K = Workload::Kind::SwiGlu;
-  else
+  std::optional<Workload::Kind> K = parseWorkloadKind(Kind);
+  if (!K)
     return Bad("an unknown kind '" + Kind.str() + "'");
+  W.K = *K;
+  if (const llvm::json::Object *A = O.getObject("attention")) {
+    AttentionShape &S = W.Attn;
+    S.B = A->getInteger("b").value_or(0);
+    S.Hq = A->getInteger("hq").value_or(0);
+    S.Hkv = A->getInteger("hkv").value_or(0);
+    S.Sq = A->getInteger("sq").value_or(0);
+    S.Skv = A->getInteger("skv").value_or(0);
+    S.D = A->getInteger("d").value_or(0);
+    S.Causal = A->getBoolean("causal").value_or(false);
+    S.Scale = A->getNumber("scale").value_or(1);
+    if (std::optional<llvm::StringRef> T = A->getString("dtype")) {
+      std::optional<DType> D = parseDType(*T);
+      if (!D)
+        return Bad("an unknown attention dtype '" + T->str() + "'");
+      S.Dtype = *D;
+    }
+  }
   W.Gemm.Batch = O.getInteger("batch").value_or(1);
   W.Gemm.M = O.getInteger("m").value_or(0);
   W.Gemm.N = O.getInteger("n").value_or(0);

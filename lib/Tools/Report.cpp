@@ -57,8 +57,21 @@ static void writeAttribute(llvm::json::OStream &J, const Attribute &A) {
 
 /// What calibration needs to predict the node's times again.
 static void writeWorkload(llvm::json::OStream &J, const Workload &W) {
-  static const char *Kinds[] = {"gemm", "collective", "custom", "swiglu"};
-  J.attribute("kind", Kinds[int(W.K)]);
+  J.attribute("kind", workloadKindName(W.K));
+  if (W.K == Workload::Kind::Attention) {
+    const AttentionShape &A = W.Attn;
+    J.attributeObject("attention", [&] {
+      J.attribute("b", A.B);
+      J.attribute("hq", A.Hq);
+      J.attribute("hkv", A.Hkv);
+      J.attribute("sq", A.Sq);
+      J.attribute("skv", A.Skv);
+      J.attribute("d", A.D);
+      J.attribute("causal", A.Causal);
+      J.attribute("scale", A.Scale);
+      J.attribute("dtype", dtypeName(A.Dtype));
+    });
+  }
   if (W.K == Workload::Kind::Gemm || W.K == Workload::Kind::SwiGlu) {
     J.attribute("batch", W.Gemm.Batch);
     J.attribute("m", W.Gemm.M);

@@ -32,6 +32,11 @@ struct Workload {
   EpilogueDesc Epilogue{};
 };
 
+/// The name of a workload kind in reports ("gemm", "attention", ...), and
+/// back; every kind has one (a switch the compiler checks).
+llvm::StringRef workloadKindName(Workload::Kind K);
+std::optional<Workload::Kind> parseWorkloadKind(llvm::StringRef Name);
+
 /// Describes N at its own size (Hint == 0) or at a size hint: M for a
 /// matmul, message bytes for a collective.
 Workload describeNode(const Module &M, const Graph &G,
