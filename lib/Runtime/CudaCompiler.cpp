@@ -154,10 +154,11 @@ cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch) {
   } else {
     // Longest first: the sm_90a (wgmma) kernels take several times as long
     // as the others, and a batch ends with its slowest thread.
-    std::vector<size_t> Order(Jobs.size());
-    std::iota(Order.begin(), Order.end(), size_t(0));
-    std::stable_partition(Order.begin(), Order.end(),
-                          [&](size_t I) { return Jobs[I].ArchSpecific; });
+    std::vector<size_t> Order;
+    for (bool Slow : {true, false})
+      for (size_t I = 0; I < Jobs.size(); ++I)
+        if (Jobs[I].ArchSpecific == Slow)
+          Order.push_back(I);
     llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(Threads));
     for (size_t I : Order)
       Pool.async([&Work, I] { Work(I); });
