@@ -167,7 +167,7 @@ private:
     /// (own and peers', per copy); empty otherwise.
     std::vector<CUdeviceptr> Sum;
     std::vector<MtPtrs> PeerSum;
-    std::vector<CUdeviceptr> Imported;   // peers' memory opened by IPC
+    std::vector<CUdeviceptr> Imported; // peers' memory opened by IPC
     CUdeviceptr Bias = 0, Res = 0, Gamma = 0;
     std::vector<std::vector<float>> HostIn; // every rank's input
     std::vector<float> HostBias, HostRes, HostGamma;
