@@ -6,6 +6,11 @@
                                            report) decided alike
   gpu-e2e-summary.py modes DIR             V1 vs V2: autotune wall time and
                                            syncs of DIR/v_{threads,mpi}_*.json
+  gpu-e2e-summary.py split DIR             --split-tuning on vs off: wall and
+                                           autotune time (median of the
+                                           DIR/split_{threads,mpi}_{on,off}_N
+                                           runs), benchmarks per rank, and
+                                           whether every run decided alike
 """
 import json
 import os
@@ -68,10 +73,49 @@ def modes(d):
                   f"{r['sync']['count']} | {r['sync']['ms']:.2f} |")
 
 
+def split(d):
+    import re
+    import statistics
+    walls = {}
+    for line in open(os.path.join(d, "summary.txt")):
+        m = re.match(r"(split_\w+_(?:on|off)_\d+) rc=(\d+) wall_s=([\d.]+)", line)
+        if m and m.group(2) == "0":
+            walls[m.group(1)] = float(m.group(3))
+    print("| ranks | split | runs | wall s (median) | autotune ms (median) "
+          "| benchmarks on rank 0 | decided IR |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for kind in ("threads", "mpi"):
+        irs = {}
+        med = {}
+        for s in ("off", "on"):
+            runs = sorted(n for n in walls if n.startswith(f"split_{kind}_{s}_"))
+            if not runs:
+                continue
+            tune, bench = [], []
+            for n in runs:
+                r = load(os.path.join(d, n + ".json"))
+                if r is not None:
+                    tune.append(r["phases_ms"].get("autotune", 0))
+                    bench.append(r.get("benchmarks_run", 0))
+                with open(os.path.join(d, n + ".out")) as f:
+                    irs[n] = f.read()
+            med[s] = statistics.median(walls[n] for n in runs)
+            print(f"| {kind} | {s} | {len(runs)} | {med[s]:.2f} | "
+                  f"{statistics.median(tune) if tune else float('nan'):.0f} | "
+                  f"{bench[0] if bench else '?'} | "
+                  f"{len(set(irs.values()))} distinct so far |")
+        if "on" in med and "off" in med:
+            alike = len(set(irs.values())) == 1
+            print(f"{kind}: split/unsplit wall = {med['on'] / med['off']:.2f}; "
+                  f"every run decided alike: {'yes' if alike else 'NO'}")
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "decisions":
         decisions(sys.argv[2:])
     elif len(sys.argv) == 3 and sys.argv[1] == "modes":
         modes(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "split":
+        split(sys.argv[2])
     else:
         sys.exit(__doc__)

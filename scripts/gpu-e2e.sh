@@ -15,7 +15,11 @@
 #  4. calibration: the cuda reports of a 2-rank corpus (bench/corpus at
 #     tp = 2) fitted by mtsched-calibrate into a device file;
 #  5. the heuristics lab on the GPUs over part of that corpus, predicted by
-#     the calibrated device.
+#     the calibrated device;
+#  6. --split-tuning=on vs off: tp_mlp's autotune wall time with each rank
+#     timing a share of the GEMM choices against every rank timing all of
+#     them, thread and MPI ranks, alternating, kernels compiled beforehand;
+#     the decided IR of every run compared.
 #
 # Results go to $OUT, else ./gpu-results: summary.txt, and e2e.tar.gz with
 # every report and log (the GPU machine sends back only a few files).
@@ -134,6 +138,21 @@ if want 5; then
     "$T/corpus/tp_layer_decode.mir" "$T/corpus/sp_layer_decode.mir" \
     "$T/corpus/llama_layer_decode.mir" || fail=1
   cat "$OUTDIR/lab.out" | tee -a "$SUM"
+fi
+if want 6; then
+  echo "== 6. split tuning: tp_mlp, 2 ranks, --split-tuning=on vs off"
+  # One untimed run fills the kernel cache, so both settings time the same
+  # work: benchmarking, not NVRTC.
+  step split_fill "$OPT" "$ROOT/examples/tp_mlp.mir" --ranks=2 "${COMMON[@]}" --quiet
+  for rep in 1 2 3; do
+    for s in off on; do
+      step "split_threads_${s}_$rep" "$OPT" "$ROOT/examples/tp_mlp.mir" --ranks=2 "${COMMON[@]}" \
+        --split-tuning=$s --report="$OUTDIR/split_threads_${s}_$rep.json"
+      [ -n "$MPI_LIBS" ] && step "split_mpi_${s}_$rep" "$MPI" "$OPT" "$ROOT/examples/tp_mlp.mir" \
+        "${COMMON[@]}" --split-tuning=$s --report="$OUTDIR/split_mpi_${s}_$rep.json"
+    done
+  done
+  python3 "$ROOT/scripts/gpu-e2e-summary.py" split "$OUTDIR" 2>&1 | tee -a "$SUM"
 fi
 cp "$SUM" "$RESULTS/summary.txt"
 tar czf "$RESULTS/e2e.tar.gz" -C "$OUTDIR" .
