@@ -147,9 +147,11 @@ if want 6; then
   for rep in 1 2 3; do
     for s in off on; do
       step "split_threads_${s}_$rep" "$OPT" "$ROOT/examples/tp_mlp.mir" --ranks=2 "${COMMON[@]}" \
-        --split-tuning=$s --report="$OUTDIR/split_threads_${s}_$rep.json"
+        --split-tuning=$s --report="$OUTDIR/split_threads_${s}_$rep.json" \
+        --trace="$OUTDIR/split_threads_${s}_$rep.trace.json"
       [ -n "$MPI_LIBS" ] && step "split_mpi_${s}_$rep" "$MPI" "$OPT" "$ROOT/examples/tp_mlp.mir" \
-        "${COMMON[@]}" --split-tuning=$s --report="$OUTDIR/split_mpi_${s}_$rep.json"
+        "${COMMON[@]}" --split-tuning=$s --report="$OUTDIR/split_mpi_${s}_$rep.json" \
+        --trace="$OUTDIR/split_mpi_${s}_$rep.trace.json"
     done
   done
   python3 "$ROOT/scripts/gpu-e2e-summary.py" split "$OUTDIR" 2>&1 | tee -a "$SUM"
