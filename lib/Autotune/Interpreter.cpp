@@ -1,6 +1,7 @@
 //===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/IR/Layout.h"
 #include "llvm/ADT/SmallVector.h"
 #include <algorithm>
 #include <cmath>
@@ -209,6 +210,15 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       return err("'%" + N.getName() +
                  "': only one-rank collectives (the identity) are interpreted");
     Out = *In[0];
+  } else if (isLayout(Op)) {
+    std::optional<LayoutPlan> P = layoutPlanOf(N);
+    if (!P)
+      return err("'%" + N.getName() + "' is not a well-formed '" +
+                 N.getOpName() + "'");
+    for (int64_t I = 0; I < int64_t(Out.size()); ++I) {
+      auto [K, Idx] = P->sourceOf(I);
+      Out[I] = (*In[K])[Idx];
+    }
   } else if (isPointwise(Op)) {
     llvm::SmallVector<double, 3> X(In.size());
     for (int64_t I = 0; I < int64_t(Out.size()); ++I) {

@@ -234,7 +234,13 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
     return D < 0 ? D + Rank : D;
   };
 
+  if (Info.Category != OpCategory::Custom && N.getNumOperands() == 0) {
+    error(N.getLoc(), "'" + Info.Name + "' needs at least one operand");
+    return false;
+  }
   switch (Info.Category) {
+  case OpCategory::Layout:
+    return inferLayout(N, Result);
   case OpCategory::Custom:
     // Custom ops declare their result type; nothing to infer.
     Result = N.getType();

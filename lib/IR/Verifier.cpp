@@ -443,9 +443,11 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
   case Node::Kind::Op:
     break;
   case Node::Kind::Buffer:
-    if (Cat != OpCategory::Pointwise && Cat != OpCategory::Reduction) {
+    if (Cat != OpCategory::Pointwise && Cat != OpCategory::Reduction &&
+        Cat != OpCategory::Layout) {
       error(N.getLoc(),
-            "a buffer must be a pointwise op or a reduction, not '" +
+            "a buffer must be a pointwise op, a reduction or a layout op, "
+            "not '" +
                 N.getOpName() + "'");
       return;
     }

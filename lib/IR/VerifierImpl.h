@@ -55,6 +55,8 @@ private:
   bool inferCollective(const Graph &G, const Node &N, TensorType &Result);
   bool inferSwiGlu(const Graph &G, const Node &N, TensorType &Result);
   bool inferAttention(const Node &N, TensorType &Result);
+  /// reshape, expand, transpose, slice, concat (LayoutTypes.cpp).
+  bool inferLayout(const Node &N, TensorType &Result);
   /// `alternative_of = "v"`: N computes %v another way and nothing reads N.
   void verifyAlternatives(const Graph &G);
   void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);

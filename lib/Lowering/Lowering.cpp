@@ -80,6 +80,7 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
   switch (getOpInfo(N.getOp()).Category) {
   case OpCategory::Pointwise:
   case OpCategory::Reduction:
+  case OpCategory::Layout:
     return copyOf<BufferNode>(N);
   case OpCategory::MatMul: {
     auto MTB = copyOf<MultiTemplateBufferNode>(N);

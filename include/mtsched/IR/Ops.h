@@ -21,7 +21,16 @@ enum class OpCode {
 #include "mtsched/IR/Ops.def"
 };
 
-enum class OpCategory { MatMul, Collective, Custom, Pointwise, Reduction };
+enum class OpCategory {
+  MatMul,
+  Collective,
+  Custom,
+  Pointwise,
+  Reduction,
+  /// Ops that move or reinterpret elements without arithmetic: reshape (a
+  /// view), expand, transpose, slice, concat (IR/Layout.h).
+  Layout
+};
 
 /// How an op takes part in epilogue fusion.
 enum class OpEpilogueRole {
@@ -57,6 +66,14 @@ enum class OpTypeRule {
   Collective,
   /// Declared by the node (custom ops).
   Custom,
+  /// Layout ops (IR/Layout.h): the same elements in the result's shape;
+  /// broadcast to it; attribute 'perm'; 'dim', 'start', 'end', 'step';
+  /// operands joined along 'dim'.
+  Reshape,
+  Expand,
+  Transpose,
+  Slice,
+  Concat,
 };
 
 /// The fp64 reference of a pointwise op over its operand values.
@@ -92,6 +109,9 @@ inline bool isPointwise(OpCode C) {
 }
 inline bool isReduction(OpCode C) {
   return getOpInfo(C).Category == OpCategory::Reduction;
+}
+inline bool isLayout(OpCode C) {
+  return getOpInfo(C).Category == OpCategory::Layout;
 }
 /// Row reductions normalise over the last dimension and keep the shape, so
 /// they can be fused as an epilogue of the producer of their input.

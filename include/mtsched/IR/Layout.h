@@ -1,0 +1,56 @@
+//===- Layout.h - Ops that move elements without arithmetic --*- C++ -*-===//
+//
+// The layout ops of the op table (OpCategory::Layout), on dense row-major
+// tensors:
+//   %y = reshape(%x) : T          the same elements in T's shape (a view)
+//   %y = expand(%x) : T           %x broadcast to T's shape (right-aligned)
+//   %y = transpose(%x) {perm = [p0, p1, ...]}   y[i0, i1, ...] = x[..] with
+//                                 dimension d of y being dimension p_d of x
+//   %y = slice(%x) {dim = d, start = s, end = e, step = k}
+//                                 elements s, s+k, ... < e along d
+//   %y = concat(%a, %b, ...) {dim = d}          the operands joined along d
+// Each output element reads one operand element. LayoutPlan says which, in
+// one form the fp64 interpreter and the CUDA gather kernels share: the
+// output's flat index is split into its multi-index o, and operand k (the
+// one whose range along the concat dimension holds o[ConcatDim]) is read at
+// Base + sum_d o[d] * Coef[d].
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_IR_LAYOUT_H
+#define MTSCHED_IR_LAYOUT_H
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace mtsched {
+
+class Node;
+
+struct LayoutPlan {
+  struct Source {
+    /// The operand read, and the half-open range of the output's
+    /// ConcatDim it covers (the whole dimension but for concat).
+    unsigned Operand = 0;
+    int64_t Lo = 0, Hi = 0;
+    /// The operand's flat index: Base + sum over d of o[d] * Coef[d].
+    int64_t Base = 0;
+    std::vector<int64_t> Coef;
+  };
+  /// reshape: output element i is operand element i (no kernel runs).
+  bool Identity = false;
+  std::vector<int64_t> OutShape;
+  unsigned ConcatDim = 0;
+  std::vector<Source> Sources;
+
+  /// The operand and its flat index that output element I reads.
+  std::pair<unsigned, int64_t> sourceOf(int64_t I) const;
+};
+
+/// The plan of layout node N, which the verifier accepted; nullopt if N is
+/// not a well-formed layout op.
+std::optional<LayoutPlan> layoutPlanOf(const Node &N);
+
+} // namespace mtsched
+
+#endif // MTSCHED_IR_LAYOUT_H

@@ -1,0 +1,176 @@
+//===- LayoutTypes.cpp - Type rules of the layout ops ---------------------===//
+//
+// reshape and expand take their shape from the declared result type; the
+// others infer it from the operands and attributes (IR/Layout.h).
+//
+//===----------------------------------------------------------------------===//
+#include "VerifierImpl.h"
+
+using namespace mtsched;
+using detail::Verifier;
+
+bool Verifier::inferLayout(const Node &N, TensorType &Result) {
+  const TensorType &In = N.getOperand(0)->getType();
+  const TensorType &Declared = N.getType();
+  const std::string Op = "'" + N.getOpName().str() + "'";
+  auto IntAttr = [&](const char *Key, int64_t Default,
+                     bool Required) -> std::optional<int64_t> {
+    const Attribute *A = N.getAttrs().get(Key);
+    if (!A) {
+      if (Required) {
+        error(N.getLoc(), Op + " needs attribute '" + Key + "'");
+        return std::nullopt;
+      }
+      return Default;
+    }
+    if (!A->isInt()) {
+      error(N.getLoc(), "attribute '" + Twine(Key) + "' of " + Op +
+                            " must be an integer");
+      return std::nullopt;
+    }
+    return A->getInt();
+  };
+  // A dimension of a tensor of rank Rank; negative counts from the end.
+  auto DimAttr = [&](int64_t Rank) -> std::optional<int64_t> {
+    std::optional<int64_t> D = IntAttr("dim", 0, /*Required=*/true);
+    if (!D)
+      return std::nullopt;
+    if (*D < -Rank || *D >= Rank) {
+      error(N.getLoc(), "dimension " + Twine(*D) + " of " + Op +
+                            " is out of range for a tensor of rank " +
+                            Twine(Rank));
+      return std::nullopt;
+    }
+    return *D < 0 ? *D + Rank : *D;
+  };
+  auto SameDType = [&](const TensorType &T) {
+    if (T.Dtype == In.Dtype)
+      return true;
+    error(N.getLoc(), Op + " keeps the element type " + dtypeName(In.Dtype) +
+                          ", got " + dtypeName(T.Dtype));
+    return false;
+  };
+
+  switch (N.getOp()) {
+  case OpCode::Reshape:
+    if (!SameDType(Declared))
+      return false;
+    if (Declared.numElements() != In.numElements()) {
+      error(N.getLoc(), "'reshape' of " + name(N.getOperand(0)) + " " +
+                            In.str() + " (" + Twine(In.numElements()) +
+                            " elements) to " + Declared.str() + " (" +
+                            Twine(Declared.numElements()) +
+                            " elements) changes the element count");
+      return false;
+    }
+    Result = Declared;
+    return true;
+  case OpCode::Expand: {
+    if (!SameDType(Declared))
+      return false;
+    bool Ok = In.rank() <= Declared.rank();
+    for (unsigned I = 0; Ok && I < In.rank(); ++I) {
+      int64_t D = In.Shape[In.rank() - 1 - I];
+      Ok = D == 1 || D == Declared.Shape[Declared.rank() - 1 - I];
+    }
+    if (!Ok) {
+      error(N.getLoc(), "'expand' cannot broadcast " + name(N.getOperand(0)) +
+                            " " + In.str() + " to " + Declared.str() +
+                            " (only dimensions of size 1 and leading "
+                            "dimensions are broadcast)");
+      return false;
+    }
+    Result = Declared;
+    return true;
+  }
+  case OpCode::Transpose: {
+    const Attribute *P = N.getAttrs().get("perm");
+    if (!P || !P->isList()) {
+      error(N.getLoc(), "'transpose' needs attribute 'perm', a list of the "
+                        "operand's dimensions");
+      return false;
+    }
+    const auto &L = P->getList();
+    if (L.size() != In.rank()) {
+      error(N.getLoc(), "'perm' of 'transpose' has " + Twine(L.size()) +
+                            " entries, expected " + Twine(In.rank()) +
+                            " (the rank of " + name(N.getOperand(0)) + ")");
+      return false;
+    }
+    std::vector<bool> Seen(In.rank());
+    Result = In;
+    for (unsigned D = 0; D < L.size(); ++D) {
+      if (!L[D].isInt() || L[D].getInt() < 0 ||
+          L[D].getInt() >= int64_t(In.rank()) || Seen[L[D].getInt()]) {
+        error(N.getLoc(), "'perm' of 'transpose' must hold each of 0.." +
+                              Twine(int64_t(In.rank()) - 1) + " once");
+        return false;
+      }
+      Seen[L[D].getInt()] = true;
+      Result.Shape[D] = In.Shape[L[D].getInt()];
+    }
+    return true;
+  }
+  case OpCode::Slice: {
+    if (In.rank() == 0) {
+      error(N.getLoc(), "'slice' needs an operand of rank 1 or more");
+      return false;
+    }
+    std::optional<int64_t> Dim = DimAttr(In.rank());
+    if (!Dim)
+      return false;
+    int64_t Size = In.Shape[*Dim];
+    std::optional<int64_t> Start = IntAttr("start", 0, false);
+    std::optional<int64_t> End = IntAttr("end", Size, false);
+    std::optional<int64_t> Step = IntAttr("step", 1, false);
+    if (!Start || !End || !Step)
+      return false;
+    int64_t S = *Start < 0 ? *Start + Size : *Start;
+    int64_t E = *End < 0 ? *End + Size : *End;
+    if (*Step <= 0) {
+      error(N.getLoc(), "'step' of 'slice' must be positive, got " +
+                            Twine(*Step));
+      return false;
+    }
+    if (S < 0 || S >= Size || E <= S || E > Size) {
+      error(N.getLoc(), "'slice' range [" + Twine(*Start) + ", " +
+                            Twine(*End) + ") is empty or outside dimension " +
+                            Twine(*Dim) + " of size " + Twine(Size));
+      return false;
+    }
+    Result = In;
+    Result.Shape[*Dim] = (E - S + *Step - 1) / *Step;
+    return true;
+  }
+  case OpCode::Concat: {
+    if (In.rank() == 0) {
+      error(N.getLoc(), "'concat' needs operands of rank 1 or more");
+      return false;
+    }
+    std::optional<int64_t> Dim = DimAttr(In.rank());
+    if (!Dim)
+      return false;
+    Result = In;
+    for (unsigned I = 1; I < N.getNumOperands(); ++I) {
+      const TensorType &T = N.getOperand(I)->getType();
+      bool Fits = T.Dtype == In.Dtype && T.rank() == In.rank();
+      for (unsigned D = 0; Fits && D < T.rank(); ++D)
+        Fits = D == *Dim || T.Shape[D] == In.Shape[D];
+      if (!Fits) {
+        error(N.getOperands()[I].Loc,
+              "operand " + name(N.getOperand(I)) + " " + T.str() +
+                  " of 'concat' does not fit " + name(N.getOperand(0)) + " " +
+                  In.str() + ": element type and every dimension but " +
+                  Twine(*Dim) + " must match");
+        return false;
+      }
+      Result.Shape[*Dim] += T.Shape[*Dim];
+    }
+    return true;
+  }
+  default:
+    break;
+  }
+  error(N.getLoc(), Op + " is not a layout op");
+  return false;
+}
