@@ -1419,6 +1419,19 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     const auto *B = llvm::dyn_cast<BufferNode>(N);
     if (!B)
       return err("'%" + N->getName() + "' is not lowered; run --lower");
+    if (isLayout(B->getOp())) {
+      // reshape is a view of its operand's memory; the other layout ops
+      // gather into their own buffer.
+      if (B->getOp() == OpCode::Reshape) {
+        Dev[B->getResult()] = Dev[B->getOperand(0)];
+        continue;
+      }
+      if (llvm::Error E = RunKernel(generateLayoutKernel(
+              G.getName() + "_run_kernel" + std::to_string(Launched), *B)))
+        return E;
+      ++Launched;
+      continue;
+    }
     int Id = B->getKernel() == BufferNode::NoKernel ? -1 - int(B->getIndex())
                                                     : B->getKernel();
     if (GroupDone[Id])

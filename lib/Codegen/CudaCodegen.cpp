@@ -1187,6 +1187,14 @@ mtsched::generateGraphKernels(const Graph &G,
     std::string Name = KV.first >= 0
                            ? G.getName() + "_kernel" + std::to_string(KV.first)
                            : G.getName() + "_" + Nodes.front()->getName();
+    // Layout ops are never grouped with others (they are not fusable);
+    // reshape is a view and runs nothing.
+    if (isLayout(Nodes.front()->getOp())) {
+      if (Nodes.front()->getOp() != OpCode::Reshape)
+        Take(generateLayoutKernel(Name, *Nodes.front()),
+             "kernel '" + Name + "'");
+      continue;
+    }
     Take(generateGroupKernel(Name, Nodes, Outs), "kernel '" + Name + "'");
   }
   for (const auto &N : G.getNodes()) {

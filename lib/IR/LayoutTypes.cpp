@@ -24,8 +24,8 @@ bool Verifier::inferLayout(const Node &N, TensorType &Result) {
       return Default;
     }
     if (!A->isInt()) {
-      error(N.getLoc(), "attribute '" + Twine(Key) + "' of " + Op +
-                            " must be an integer");
+      error(N.getLoc(),
+            "attribute '" + Twine(Key) + "' of " + Op + " must be an integer");
       return std::nullopt;
     }
     return A->getInt();
@@ -128,14 +128,14 @@ bool Verifier::inferLayout(const Node &N, TensorType &Result) {
     int64_t S = *Start < 0 ? *Start + Size : *Start;
     int64_t E = *End < 0 ? *End + Size : *End;
     if (*Step <= 0) {
-      error(N.getLoc(), "'step' of 'slice' must be positive, got " +
-                            Twine(*Step));
+      error(N.getLoc(),
+            "'step' of 'slice' must be positive, got " + Twine(*Step));
       return false;
     }
     if (S < 0 || S >= Size || E <= S || E > Size) {
-      error(N.getLoc(), "'slice' range [" + Twine(*Start) + ", " +
-                            Twine(*End) + ") is empty or outside dimension " +
-                            Twine(*Dim) + " of size " + Twine(Size));
+      error(N.getLoc(), "'slice' range [" + Twine(*Start) + ", " + Twine(*End) +
+                            ") is empty or outside dimension " + Twine(*Dim) +
+                            " of size " + Twine(Size));
       return false;
     }
     Result = In;

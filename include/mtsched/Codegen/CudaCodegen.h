@@ -92,6 +92,12 @@ llvm::Expected<KernelSource>
 generateGroupKernel(llvm::StringRef Name, llvm::ArrayRef<const Node *> Nodes,
                     llvm::ArrayRef<const Value *> Outputs, int64_t Rows = 0);
 
+/// The gather kernel of layout node N (expand, transpose, slice, concat;
+/// IR/Layout.h). reshape is a view: it has no kernel, and asking for one is
+/// an error.
+llvm::Expected<KernelSource> generateLayoutKernel(llvm::StringRef Name,
+                                                  const Node &N);
+
 /// N's epilogue chain as its own kernel.
 llvm::Expected<KernelSource>
 generateEpilogueKernel(const MultiTemplateBufferNode &N, int64_t Rows = 0);

@@ -154,7 +154,8 @@ TEST(OpsTest, SuggestionsForTypos) {
   EXPECT_EQ(suggestOp("xyz"), "");
   // Unrelated names get none.
   EXPECT_EQ(suggestOp("convolution"), "");
-  EXPECT_EQ(suggestOp("transpose"), "");
+  EXPECT_EQ(suggestOp("permute"), "");
+  EXPECT_EQ(suggestOp("tranpose"), "transpose");
   EXPECT_EQ(suggestOp(""), "");
 }
 

@@ -1,0 +1,82 @@
+//===- LayoutKernels.cpp - Gather kernels of the layout ops ---------------===//
+//
+// expand, transpose, slice and concat run as one gather kernel each: a
+// thread per output element splits its flat index into the multi-index and
+// reads the operand element the op's LayoutPlan names (IR/Layout.h), the
+// same map the fp64 interpreter follows. Elements are copied in their
+// storage type, so index tensors (i32, i64) move exactly. reshape is a view
+// and has no kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "GemmCodegen.h"
+#include "mtsched/IR/Layout.h"
+#include "llvm/Support/Error.h"
+
+using namespace mtsched;
+using namespace mtsched::codegen;
+
+llvm::Expected<KernelSource> mtsched::generateLayoutKernel(llvm::StringRef Name,
+                                                           const Node &N) {
+  auto Err = [&](const llvm::Twine &Msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'%" + N.getName() + "': " + Msg);
+  };
+  std::optional<LayoutPlan> P = layoutPlanOf(N);
+  if (!P)
+    return Err("not a well-formed layout op");
+  if (P->Identity)
+    return Err("'reshape' is a view and has no kernel");
+  const unsigned Block = 256;
+  std::string Fn = sanitizeIdentifier(Name);
+  ParamList Params;
+  for (const Operand &O : N.getOperands())
+    Params.Inputs.insert(O.V);
+  Params.Outputs.push_back(N.getResult());
+  int64_t Total = N.getType().numElements();
+  int64_t Rank = P->OutShape.size();
+
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << Prelude << "\n// " << N.getOpName() << " %" << N.getName()
+     << ": one thread per output element, a gather\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << Block << ") " << Fn
+     << "(" << Params.signature() << ") {\n"
+     << "  for (long long i = (long long)blockIdx.x * " << Block
+     << " + threadIdx.x; i < " << Total << "LL;\n"
+     << "       i += (long long)gridDim.x * " << Block << ") {\n"
+     << "    long long rest = i;\n";
+  for (int64_t D = Rank - 1; D >= 0; --D)
+    OS << "    const long long o" << D << " = rest % " << P->OutShape[D]
+       << "LL;\n    rest /= " << P->OutShape[D] << "LL;\n";
+  OS << "    (void)rest;\n";
+  for (size_t I = 0; I < P->Sources.size(); ++I) {
+    const LayoutPlan::Source &Src = P->Sources[I];
+    std::string Idx = std::to_string(Src.Base) + "LL";
+    for (int64_t D = 0; D < Rank; ++D)
+      if (Src.Coef[D])
+        Idx += " + o" + std::to_string(D) + " * " +
+               std::to_string(Src.Coef[D]) + "LL";
+    std::string Load = Params.name(N.getOperand(Src.Operand)) + "[" + Idx + "]";
+    bool Last = I + 1 == P->Sources.size();
+    if (P->Sources.size() == 1)
+      OS << "    " << Params.name(N.getResult()) << "_out[i] = " << Load
+         << ";\n";
+    else
+      OS << "    " << (I ? "else " : "")
+         << (Last ? std::string("")
+                  : "if (o" + std::to_string(P->ConcatDim) + " < " +
+                        std::to_string(Src.Hi) + "LL) ")
+         << Params.name(N.getResult()) << "_out[i] = " << Load << ";\n";
+  }
+  OS << "  }\n}\n";
+
+  KernelSource K;
+  K.Name = Fn;
+  K.Source = OS.str();
+  K.Inputs.assign(Params.Inputs.begin(), Params.Inputs.end());
+  K.Outputs = Params.Outputs;
+  K.BlockX = Block;
+  K.GridX = unsigned(std::max<int64_t>(
+      1, std::min<int64_t>((Total + Block - 1) / Block, int64_t(1) << 20)));
+  return K;
+}
