@@ -176,9 +176,17 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
     std::optional<AttentionShape> S = attentionShapeOf(N);
     if (!S)
       return err("'%" + N.getName() + "' is not a well-formed attention");
-    for (int64_t R = 0, Rows = S->B * S->Hq * S->Sq; R < Rows; ++R)
-      attentionReferenceRow(*S, In[0]->data(), In[1]->data(), In[2]->data(), R,
-                            &Out[R * S->D]);
+    // Query rows in parallel: --run checks prefill attention in fp64 here.
+    parallelChunks(
+        S->B * S->Hq * S->Sq,
+        [&](int64_t Begin, int64_t End) {
+          for (int64_t R = Begin; R < End; ++R)
+            attentionReferenceRow(*S, In[0]->data(), In[1]->data(),
+                                  In[2]->data(), R, &Out[R * S->D]);
+        },
+        /*MinChunk=*/
+        std::max<int64_t>(1, (int64_t(1) << 20) /
+                                 std::max<int64_t>(1, S->Skv * S->D)));
   } else if (Op == OpCode::SwiGlu) {
     // silu(A Wg) * (A Wu), row by row.
     int64_t K = N.getOperand(0)->getType().innerDim(), Nn = T.innerDim();
