@@ -3,7 +3,10 @@
 # rank (docs/CUDA.md; docs/BENCHMARKS.md): each layer is written with a
 # one-rank group (examples/layers/gen_layers.py --one-rank: per-rank shapes,
 # collectives over one rank), decided with --backend=cuda, run with --run
-# and every output compared with the fp64 interpreter.
+# and every output compared with the fp64 interpreter, on inputs of a
+# model's scale (scripts/layer_inputs.py: weights N(0, 1/fan-in), real
+# rotary tables; --run's default uniform inputs make attention an argmax
+# that one bf16 rounding flips).
 #
 #   bash scripts/gpu-layers.sh [decode|prefill|all]   # default: decode
 #
@@ -40,9 +43,11 @@ for f in "$W"/*.mir; do
     awk -v g="$g" '/^graph @/ {keep = ($0 ~ "^graph @" g "\\(")} /^group @/ {print; next} keep' \
       "$f" >"$W/$name-$g.mir"
     echo "== $name @$g"
+    rm -rf "$W/in" && mkdir -p "$W/in"
+    python3 "$ROOT/scripts/layer_inputs.py" "$W/$name-$g.mir" "$W/in" || { fail=1; continue; }
     t0=$EPOCHREALTIME
     timeout "${LAYER_TIMEOUT:-240}" "$BIN" "$W/$name-$g.mir" --pipeline=default --backend=cuda \
-      --no-cache --kernel-cache-dir="$W/kc" --quiet --run \
+      --no-cache --kernel-cache-dir="$W/kc" --quiet --run --run-inputs="$W/in" \
       >"$R/$name-$g.decided.mir" 2>"$R/$name-$g.log"
     rc=$?
     wall=$(python3 -c "print(round($EPOCHREALTIME - $t0, 1))")

@@ -21,6 +21,7 @@
 #include "mtsched/Codegen/CudaCodegen.h"
 #include "mtsched/Runtime/CudaApi.h"
 #include "mtsched/Runtime/CudaCompiler.h"
+#include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
@@ -1317,13 +1318,20 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
           Fused.insert(E.V->getDef());
   std::map<int, bool> GroupDone;
   unsigned Launched = 0;
-  for (const auto &NP : G.getNodes()) {
-    const Node *N = NP.get();
-    if (IO.Check) {
+  if (IO.Check)
+    for (const auto &N : G.getNodes()) {
       llvm::TimeTraceScope Scope("run.interpret", "%" + N->getName());
       if (llvm::Error E = interpretNode(*N, Host))
         return E;
     }
+  // Kernels run in the schedule's order, not at their first node: a fused
+  // group may read a value computed after its first member
+  // (Schedule/Schedule.h).
+  llvm::Expected<Schedule> Sched = buildSchedule(G);
+  if (!Sched)
+    return Sched.takeError();
+  for (const ScheduledKernel &SK : Sched->Kernels) {
+    const Node *N = SK.getLeader();
     if (Fused.count(N))
       continue;
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N)) {
