@@ -3,14 +3,19 @@
 ``OPS`` maps an op name (namespace.packet, overload ignored) to a function
 ``fn(conv, node) -> IR value name``; it raises ``convert.Unmapped`` to decline
 (the node then becomes ``custom "aten.x"``). Adding an op is one entry; ops
-the IR will gain later (reshape, transpose, slice, concat, rsqrt, pow, sin,
-cos, attention, rotary, embedding: issue 14) stay custom until theirs lands.
+the IR does not have yet (index_select, topk, scatter, fp8 matmuls, ops
+with scalar operands: the IR has no constants) stay custom.
 
 Exactness rules (docs/IMPORT.md):
 
 * a view, reshape, clone, contiguous, detach or alias whose result has the
-  operand's shape is the identity on values and is elided; any other
-  reshape/transpose/permute stays custom;
+  operand's shape is the identity on values and is elided; one that changes
+  the shape (view, reshape, _unsafe_view, squeeze, unsqueeze, flatten,
+  _reshape_alias with contiguous strides) becomes ``reshape``, which keeps
+  the row-major order as PyTorch's reshape does; ``expand`` becomes
+  ``expand``; ``permute``/``transpose``/``t`` become ``transpose {perm}``;
+  ``slice``, ``select``, ``split`` and ``split_with_sizes`` become ``slice``
+  (and ``reshape`` for select); ``cat`` becomes ``concat``;
 * ``aten.t`` / ``permute([1, 0])`` / ``transpose(0, 1)`` of a 2-D parameter
   or buffer used only that way (or as ``aten.linear``'s weight) makes the
   graph input its transpose (``[in, out]``): the input's comment says so and
@@ -80,21 +85,31 @@ def _result(conv, node):
 def _identity(conv, node):
     v = conv.value(node.args[0])
     dt, shape = _result(conv, node)
-    if _name(node) == "aten._reshape_alias":
-        # A view with explicit strides: the identity only with the
-        # contiguous strides of its size.
-        contiguous, acc = [], 1
-        for d in reversed(list(node.args[1])):
-            contiguous.insert(0, acc)
-            acc *= d
-        if list(node.args[2]) != contiguous:
-            raise Unmapped("strides %s" % (list(node.args[2]),))
+    # aten._reshape_alias(x, size, stride) is what reshape and view record
+    # (PyTorch 1.13) when they can view x: its strides describe memory (an
+    # expanded operand's are 0), its values are x reshaped, so it maps as
+    # the reshape it came from.
     vshape = conv.types[v][1]
     if tuple(shape) != tuple(vshape):
-        raise Unmapped("changes the shape %s -> %s" % (list(vshape),
-                                                       list(shape)))
+        op = "expand" if _name(node) == "aten.expand" else "reshape"
+        if op == "reshape" and _numel(shape) != _numel(vshape):
+            raise Unmapped("changes the element count %s -> %s"
+                           % (list(vshape), list(shape)))
+        if _name(node) in ("_c10d_functional.wait_tensor",
+                           "c10d_functional.wait_tensor"):
+            raise Unmapped("changes the shape %s -> %s" % (list(vshape),
+                                                           list(shape)))
+        v = conv.emit(op, [v], conv.types[v][0], shape, hint=node.name)
+        return conv.cast(v, dt)
     conv.elided[_name(node)] += 1
     return conv.cast(v, dt)
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def _is_transpose_2d(node):
@@ -146,7 +161,106 @@ def _transpose(conv, node):
     if src in conv.transposed_fx and _is_transpose_2d(node):
         conv.elided["transpose of a pre-transposed weight"] += 1
         return conv.value(src)
-    raise Unmapped("transpose/permute (no IR op yet)")
+    v = conv.value(src)
+    rank = len(conv.types[v][1])
+    perm = list(range(rank))
+    t = node.target
+    if t is torch.ops.aten.permute.default:
+        perm = [int(d) % rank for d in node.args[1]]
+    elif t is torch.ops.aten.transpose.int:
+        a, b = int(node.args[1]) % rank, int(node.args[2]) % rank
+        perm[a], perm[b] = perm[b], perm[a]
+    elif rank == 2:  # t, numpy_T
+        perm = [1, 0]
+    elif rank > 2:
+        raise Unmapped("numpy_T of rank %d" % rank)
+    if perm == list(range(rank)):
+        conv.elided[_name(node)] += 1
+        return v
+    dt, shape = _result(conv, node)
+    return conv.cast(conv.emit("transpose", [v], conv.types[v][0], shape,
+                               {"perm": perm}, hint=node.name), dt)
+
+
+def _slice_of(conv, v, dim, start, end, hint):
+    """v[start:end] along dim, clamped as Python slices are; the value
+    itself when that is all of it."""
+    dt, vshape = conv.types[v]
+    size = vshape[dim]
+    start = 0 if start is None else int(start)
+    end = size if end is None else int(end)
+    start = max(0, min(size, start + size if start < 0 else start))
+    end = max(0, min(size, end + size if end < 0 else end))
+    if end <= start:
+        raise Unmapped("empty slice")
+    if start == 0 and end == size:
+        conv.elided["full slice"] += 1
+        return v
+    shape = list(vshape)
+    shape[dim] = end - start
+    return conv.emit("slice", [v], dt, shape,
+                     {"dim": dim, "start": start, "end": end}, hint=hint)
+
+
+@register("aten.slice")
+def _slice(conv, node):
+    v = conv.value(node.args[0])
+    rank = len(conv.types[v][1])
+    dim = int(_arg(node, 1, "dim", 0)) % rank
+    step = _arg(node, 4, "step", 1)
+    if step != 1:
+        raise Unmapped("step %r" % (step,))
+    out = _slice_of(conv, v, dim, _arg(node, 2, "start"), _arg(node, 3, "end"),
+                    node.name)
+    dt, shape = _result(conv, node)
+    if tuple(conv.types[out][1]) != tuple(shape):
+        raise Unmapped("slice result %s, expected %s"
+                       % (list(conv.types[out][1]), list(shape)))
+    return conv.cast(out, dt)
+
+
+@register("aten.select")
+def _select(conv, node):
+    v = conv.value(node.args[0])
+    vshape = conv.types[v][1]
+    dim = int(node.args[1]) % len(vshape)
+    i = int(node.args[2])
+    i = i + vshape[dim] if i < 0 else i
+    s = _slice_of(conv, v, dim, i, i + 1, node.name + ".slice")
+    dt, shape = _result(conv, node)
+    return conv.cast(conv.emit("reshape", [s], conv.types[s][0], shape,
+                               hint=node.name), dt)
+
+
+@register("aten.split", "aten.split_with_sizes")
+def _split(conv, node):
+    v = conv.value(node.args[0])
+    vshape = conv.types[v][1]
+    dim = int(_arg(node, 2, "dim", 0)) % len(vshape)
+    sizes = node.args[1]
+    if isinstance(sizes, int):
+        n = -(-vshape[dim] // sizes)
+        sizes = [min(sizes, vshape[dim] - i * sizes) for i in range(n)]
+    out, start = [], 0
+    for i, n in enumerate(sizes):
+        out.append(_slice_of(conv, v, dim, start, start + int(n),
+                             "%s.%d" % (node.name, i)))
+        start += int(n)
+    return out
+
+
+@register("aten.cat", "aten.concat")
+def _cat(conv, node):
+    tensors = [t for t in node.args[0]]
+    dt, shape = _result(conv, node)
+    vals = [conv.cast(conv.value(t), dt) for t in tensors
+            if _numel(tensor_meta(t)[1]) > 0]
+    if not vals:
+        raise Unmapped("only empty tensors")
+    dim = int(_arg(node, 1, "dim", 0)) % len(shape)
+    if len(vals) == 1:
+        return vals[0]
+    return conv.emit("concat", vals, dt, shape, {"dim": dim}, hint=node.name)
 
 
 # -- casts ----------------------------------------------------------------------
@@ -203,6 +317,31 @@ register("aten.gelu")(_unary("gelu", _exact_gelu))
 register("aten.silu")(_unary("silu"))
 register("aten.exp")(_unary("exp"))
 register("aten.neg")(_unary("neg"))
+for _op, _ir in (("rsqrt", "rsqrt"), ("sin", "sin"), ("cos", "cos"),
+                 ("sigmoid", "sigmoid"), ("tanh", "tanh"), ("sqrt", "sqrt"),
+                 ("abs", "abs"), ("reciprocal", "recip")):
+    register("aten." + _op)(_unary(_ir))
+for _op in ("maximum", "minimum"):
+    register("aten." + _op)(_binary(_op))
+
+
+@register("aten.pow")
+def _pow(conv, node):
+    if not isinstance(node.args[1], torch.fx.Node):
+        raise Unmapped("scalar exponent (the IR has no constants)")
+    return _binary("pow")(conv, node)
+
+
+@register("aten.where")
+def _where(conv, node):
+    if len(node.args) != 3 or not all(isinstance(a, torch.fx.Node)
+                                      for a in node.args):
+        raise Unmapped("scalar operand (the IR has no constants)")
+    dt, shape = _result(conv, node)
+    c = conv.value(node.args[0])
+    a = conv.cast(conv.value(node.args[1]), dt)
+    b = conv.cast(conv.value(node.args[2]), dt)
+    return conv.emit("where", [c, a, b], dt, shape, hint=node.name)
 
 
 # -- reductions -------------------------------------------------------------------

@@ -33,7 +33,7 @@ class Softmaxy(nn.Module):
 
     def forward(self, x):
         y = torch.softmax(F.gelu(self.fc(x)), dim=-1)
-        return y.to(torch.bfloat16), torch.tanh(y)
+        return y.to(torch.bfloat16), torch.erf(y)
 
 
 def softmaxy(world_size=1, device=None, dtype=torch.float32):
@@ -61,3 +61,30 @@ class Patterns(nn.Module):
 
 def patterns(world_size=1, device=None, dtype=torch.bfloat16):
     return Patterns(device, dtype)
+
+
+class Layouts(nn.Module):
+    """The layout ops and the newer pointwise ops as models spell them:
+    view/reshape/unsqueeze, transpose and permute, chunk (split), slicing,
+    select, cat, expand; rsqrt, sin, cos, sigmoid, tanh, abs, maximum,
+    minimum. Every one of them maps to an IR op."""
+
+    def __init__(self, device=None, dtype=torch.float32):
+        super().__init__()
+        self.fc = nn.Linear(32, 64, bias=False, device=device, dtype=dtype)
+
+    def forward(self, x, cos, sin):
+        t = x.shape[0]
+        q = self.fc(x).view(t, 4, 16)
+        a, b = q.chunk(2, dim=-1)
+        r = q * cos.unsqueeze(1) + torch.cat((-b, a), dim=-1) * sin.unsqueeze(1)
+        h = r.transpose(0, 1).permute(0, 2, 1).reshape(4 * 16, t)
+        s = h[8:40, 1:5] + h[:32, :4].abs()
+        e = r[:, :, None, :].expand(t, 4, 2, 16).reshape(t, 8, 16)
+        g = torch.rsqrt(torch.sigmoid(e) + e.abs()) * torch.tanh(e.select(1, 2)).unsqueeze(1)
+        m = torch.minimum(torch.maximum(s, s.sin()), s.cos() + s)
+        return m, g.cos()
+
+
+def layouts(world_size=1, device=None, dtype=torch.float32):
+    return Layouts(device, dtype)
