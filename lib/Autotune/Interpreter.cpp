@@ -228,7 +228,10 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       Out[I] = (*In[K])[Idx];
     }
   } else if (isPointwise(Op)) {
-    llvm::SmallVector<double, 3> X(In.size());
+    std::optional<double> Scalar = pointwiseScalar(N);
+    llvm::SmallVector<double, 3> X(In.size() + (Scalar ? 1 : 0));
+    if (Scalar)
+      X.back() = *Scalar;
     for (int64_t I = 0; I < int64_t(Out.size()); ++I) {
       for (unsigned J = 0; J < In.size(); ++J)
         X[J] = (*In[J])[broadcastIndex(N.getOperand(J)->getType().Shape,
@@ -316,7 +319,10 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
       for (double &V : Row)
         V /= Sum;
     } else if (isPointwise(Op)) {
-      llvm::SmallVector<double, 3> X(N->getNumOperands());
+      std::optional<double> Scalar = pointwiseScalar(*N);
+      llvm::SmallVector<double, 3> X(N->getNumOperands() + (Scalar ? 1 : 0));
+      if (Scalar)
+        X.back() = *Scalar;
       for (int64_t C = 0; C < L; ++C) {
         for (unsigned I = 0; I < N->getNumOperands(); ++I)
           X[I] = N->getOperand(I) == Prev ? Row[C] : At(N->getOperand(I), C);

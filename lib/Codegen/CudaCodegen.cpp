@@ -174,6 +174,12 @@ static llvm::Expected<std::string>
 pointwiseExpr(const Node &N, llvm::ArrayRef<std::string> Ops) {
   if (!isPointwise(N.getOp()))
     return err("'" + N.getOpName() + "' is not a pointwise op");
+  // A scalar last operand (attribute 'scalar') is a float literal.
+  if (std::optional<double> S = pointwiseScalar(N)) {
+    std::vector<std::string> All(Ops.begin(), Ops.end());
+    All.push_back("(" + flt(*S) + ")");
+    return expandCudaExpr(N.getOp(), All);
+  }
   return expandCudaExpr(N.getOp(), Ops);
 }
 

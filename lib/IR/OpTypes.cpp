@@ -196,7 +196,30 @@ bool Verifier::inferCollective(const Graph &G, const Node &N,
 
 bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   const OpInfo &Info = getOpInfo(N.getOp());
-  if (Info.NumOperands >= 0 && int(N.getNumOperands()) != Info.NumOperands) {
+  // A pointwise op may take its last operand as attribute 'scalar'.
+  const Attribute *Scalar = N.getAttrs().get("scalar");
+  if (Scalar) {
+    if (Info.Category != OpCategory::Pointwise || Info.NumOperands < 2) {
+      error(N.getLoc(), "only pointwise ops of two or more operands take "
+                        "attribute 'scalar', not '" +
+                            Info.Name + "'");
+      return false;
+    }
+    if (!(Scalar->isFloat() || Scalar->isInt()) ||
+        !std::isfinite(Scalar->getNumber())) {
+      error(N.getLoc(), "attribute 'scalar' must be a finite number");
+      return false;
+    }
+    if (int(N.getNumOperands()) != Info.NumOperands - 1) {
+      error(N.getLoc(), "'" + Info.Name + "' with attribute 'scalar' expects " +
+                            Twine(Info.NumOperands - 1) + " operand" +
+                            (Info.NumOperands == 2 ? "" : "s") +
+                            " (the scalar is the last), got " +
+                            Twine(N.getNumOperands()));
+      return false;
+    }
+  } else if (Info.NumOperands >= 0 &&
+             int(N.getNumOperands()) != Info.NumOperands) {
     error(N.getLoc(), "'" + Info.Name + "' expects " + Twine(Info.NumOperands) +
                           " operand" + (Info.NumOperands == 1 ? "" : "s") +
                           ", got " + Twine(N.getNumOperands()));

@@ -1,5 +1,6 @@
 //===- Ops.cpp - The op table and collective recognition ------------------===//
 #include "mtsched/IR/Ops.h"
+#include "mtsched/IR/Graph.h"
 #include "llvm/ADT/StringExtras.h"
 #include <cassert>
 #include <cmath>
@@ -48,6 +49,17 @@ std::optional<OpCode> mtsched::lookupOp(llvm::StringRef Name) {
     if (I.Name == Name)
       return I.Code;
   return std::nullopt;
+}
+
+std::optional<double> mtsched::pointwiseScalar(const Node &N) {
+  const OpInfo &I = getOpInfo(N.getOp());
+  if (I.Category != OpCategory::Pointwise || I.NumOperands < 2 ||
+      int(N.getNumOperands()) != I.NumOperands - 1)
+    return std::nullopt;
+  const Attribute *A = N.getAttrs().get("scalar");
+  if (!A || !(A->isFloat() || A->isInt()))
+    return std::nullopt;
+  return A->getNumber();
 }
 
 double mtsched::evaluatePointwise(OpCode C, llvm::ArrayRef<double> X) {

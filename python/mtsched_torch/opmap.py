@@ -3,8 +3,9 @@
 ``OPS`` maps an op name (namespace.packet, overload ignored) to a function
 ``fn(conv, node) -> IR value name``; it raises ``convert.Unmapped`` to decline
 (the node then becomes ``custom "aten.x"``). Adding an op is one entry; ops
-the IR does not have yet (index_select, topk, scatter, fp8 matmuls, ops
-with scalar operands: the IR has no constants) stay custom.
+the IR does not have yet (index_select, topk, scatter, fp8 matmuls) stay
+custom. A number operand of a binary op becomes the IR's attribute
+``scalar`` (the op's last operand).
 
 Exactness rules (docs/IMPORT.md):
 
@@ -26,6 +27,8 @@ Exactness rules (docs/IMPORT.md):
 * binary ops whose operands' element types differ cast the operand to the
   result type first (PyTorch's type promotion computes in that type).
 """
+
+import math
 
 import torch
 
@@ -277,20 +280,55 @@ def _to(conv, node):
 # -- pointwise ------------------------------------------------------------------
 
 
+def _is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and \
+        math.isfinite(x)
+
+
 def _binary(irop):
     def fn(conv, node):
         a, b = node.args[0], node.args[1]
-        if not isinstance(a, torch.fx.Node) or not isinstance(b, torch.fx.Node):
-            raise Unmapped("scalar operand (the IR has no constants)")
         alpha = _arg(node, 2, "alpha", 1)
         if alpha != 1:
             raise Unmapped("alpha = %r" % (alpha,))
         if node.kwargs.get("rounding_mode") is not None:
             raise Unmapped("rounding_mode")
         dt, shape = _result(conv, node)
-        va, vb = conv.cast(conv.value(a), dt), conv.cast(conv.value(b), dt)
-        return conv.emit(irop, [va, vb], dt, shape, hint=node.name)
+        if isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node):
+            va, vb = conv.cast(conv.value(a), dt), conv.cast(conv.value(b), dt)
+            return conv.emit(irop, [va, vb], dt, shape, hint=node.name)
+        # A number operand is the IR's attribute 'scalar', which stands for
+        # the last operand: x op s directly; s op x for the commutative ops,
+        # and s - x, s / x as -x + s, recip(x) * s.
+        if isinstance(a, torch.fx.Node) and _is_number(b):
+            v = conv.cast(conv.value(a), dt)
+            return conv.emit(irop, [v], dt, shape, {"scalar": float(b)},
+                             hint=node.name)
+        if isinstance(b, torch.fx.Node) and _is_number(a):
+            v = conv.cast(conv.value(b), dt)
+            if irop in ("add", "mul", "maximum", "minimum"):
+                return conv.emit(irop, [v], dt, shape, {"scalar": float(a)},
+                                 hint=node.name)
+            if irop in ("sub", "div"):
+                inv = conv.emit("neg" if irop == "sub" else "recip", [v], dt,
+                                shape, hint=node.name + ".inv")
+                return conv.emit("add" if irop == "sub" else "mul", [inv], dt,
+                                 shape, {"scalar": float(a)}, hint=node.name)
+        raise Unmapped("operands %r, %r" % (a, b))
     return fn
+
+
+@register("aten.rsub")
+def _rsub(conv, node):
+    """rsub(x, s) = s - x."""
+    x, s = node.args[0], node.args[1]
+    if _arg(node, 2, "alpha", 1) != 1 or not _is_number(s):
+        raise Unmapped("alpha or a tensor other")
+    dt, shape = _result(conv, node)
+    v = conv.cast(conv.value(x), dt)
+    n = conv.emit("neg", [v], dt, shape, hint=node.name + ".neg")
+    return conv.emit("add", [n], dt, shape, {"scalar": float(s)},
+                     hint=node.name)
 
 
 for _op in ("add", "sub", "mul", "div"):
@@ -325,18 +363,14 @@ for _op in ("maximum", "minimum"):
     register("aten." + _op)(_binary(_op))
 
 
-@register("aten.pow")
-def _pow(conv, node):
-    if not isinstance(node.args[1], torch.fx.Node):
-        raise Unmapped("scalar exponent (the IR has no constants)")
-    return _binary("pow")(conv, node)
+register("aten.pow")(_binary("pow"))
 
 
 @register("aten.where")
 def _where(conv, node):
     if len(node.args) != 3 or not all(isinstance(a, torch.fx.Node)
                                       for a in node.args):
-        raise Unmapped("scalar operand (the IR has no constants)")
+        raise Unmapped("a number operand")
     dt, shape = _result(conv, node)
     c = conv.value(node.args[0])
     a = conv.cast(conv.value(node.args[1]), dt)

@@ -124,6 +124,14 @@ inline bool joinsEpilogue(OpCode C) {
   return R == OpEpilogueRole::Joins || R == OpEpilogueRole::JoinsAtEnd;
 }
 
+class Node;
+
+/// A pointwise op of two or more operands may take its last one as the
+/// number in attribute `scalar` (`%y = mul(%x) {scalar = 0.125}`): the IR
+/// has no constants, and models scale, shift and clamp by numbers. Returns
+/// that number, or nullopt when N has all its operands.
+std::optional<double> pointwiseScalar(const Node &N);
+
 /// The fp64 value of pointwise op C over operand values X (as many as its
 /// arity).
 double evaluatePointwise(OpCode C, llvm::ArrayRef<double> X);
