@@ -252,6 +252,22 @@ def _split(conv, node):
     return out
 
 
+@register("aten.chunk")
+def _chunk(conv, node):
+    """chunk(x, n, dim): pieces of ceil(size / n), the last smaller (what
+    torch.export keeps; make_fx traces it to split)."""
+    v = conv.value(node.args[0])
+    vshape = conv.types[v][1]
+    dim = int(_arg(node, 2, "dim", 0)) % len(vshape)
+    n = int(node.args[1])
+    step = -(-vshape[dim] // n)
+    out = []
+    for i, start in enumerate(range(0, vshape[dim], step)):
+        out.append(_slice_of(conv, v, dim, start, start + step,
+                             "%s.%d" % (node.name, i)))
+    return out
+
+
 @register("aten.cat", "aten.concat")
 def _cat(conv, node):
     tensors = [t for t in node.args[0]]

@@ -88,3 +88,4 @@ class Layouts(nn.Module):
 
 def layouts(world_size=1, device=None, dtype=torch.float32):
     return Layouts(device, dtype)
+
