@@ -96,8 +96,12 @@ std::optional<LayoutPlan> mtsched::layoutPlanOf(const Node &N) {
     int64_t Start = intAttr(N, "start", 0), Step = intAttr(N, "step", 1);
     if (Start < 0)
       Start += InShape[Dim];
+    // A step past the dimension leaves one element (and would overflow
+    // the coefficient).
     for (int64_t D = 0; D < Rank; ++D)
-      S.Coef[D] = InStride[D] * (D == Dim ? Step : 1);
+      S.Coef[D] = D != Dim           ? InStride[D]
+                  : Out.Shape[D] > 1 ? InStride[D] * Step
+                                     : 0;
     S.Base = Start * InStride[Dim];
     break;
   }

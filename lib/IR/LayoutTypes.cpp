@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "VerifierImpl.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mtsched;
 using detail::Verifier;
@@ -139,7 +140,8 @@ bool Verifier::inferLayout(const Node &N, TensorType &Result) {
       return false;
     }
     Result = In;
-    Result.Shape[*Dim] = (E - S + *Step - 1) / *Step;
+    // (E - S - 1) / Step + 1: E - S + Step - 1 could overflow.
+    Result.Shape[*Dim] = (E - S - 1) / *Step + 1;
     return true;
   }
   case OpCode::Concat: {
@@ -164,7 +166,19 @@ bool Verifier::inferLayout(const Node &N, TensorType &Result) {
                   Twine(*Dim) + " must match");
         return false;
       }
-      Result.Shape[*Dim] += T.Shape[*Dim];
+      // Each operand's size fits in a byte count the parser accepted; their
+      // sum must too.
+      int64_t Sum, Bytes = dtypeBytes(Result.Dtype);
+      bool Overflow = llvm::AddOverflow(Result.Shape[*Dim], T.Shape[*Dim], Sum);
+      for (unsigned D = 0; D < Result.rank() && !Overflow; ++D)
+        Overflow =
+            llvm::MulOverflow(Bytes, D == *Dim ? Sum : Result.Shape[D], Bytes);
+      if (Overflow) {
+        error(N.getLoc(), "'concat' result is too large (more than 2^63-1 "
+                          "bytes)");
+        return false;
+      }
+      Result.Shape[*Dim] = Sum;
     }
     return true;
   }
