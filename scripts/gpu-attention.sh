@@ -15,14 +15,8 @@
 # Exits non-zero if a --run output differs or a step fails.
 set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [[ -n "${MTSCHED_OPT:-}" ]]; then
-  BIN="$MTSCHED_OPT"
-elif [[ -x "$ROOT/.device/bin/mtsched-opt" ]]; then
-  BIN="$ROOT/.device/bin/mtsched-opt"
-  export LD_LIBRARY_PATH="$ROOT/.device/lib:$ROOT/.device/lib-mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-else
-  BIN="$ROOT/build/tools/mtsched-opt/mtsched-opt"
-fi
+source "$ROOT/scripts/device-driver.sh"
+find_mtsched_opt "$ROOT"
 R="${OUT:-$ROOT/gpu-results}/attention"
 mkdir -p "$R"
 KC="$(mktemp -d)"

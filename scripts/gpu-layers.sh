@@ -18,14 +18,11 @@
 # Exits non-zero if a run fails or an output differs.
 set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [[ -n "${MTSCHED_OPT:-}" ]]; then
-  BIN="$MTSCHED_OPT"
-elif [[ -x "$ROOT/.device/bin/mtsched-opt" ]]; then
-  BIN="$ROOT/.device/bin/mtsched-opt"
-  export LD_LIBRARY_PATH="$ROOT/.device/lib:$ROOT/.device/lib-mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-else
-  BIN="$ROOT/build/tools/mtsched-opt/mtsched-opt"
-fi
+source "$ROOT/scripts/device-driver.sh"
+find_mtsched_opt "$ROOT"
+# layer_inputs.py needs numpy: the interpreter that has torch and numpy.
+source "$ROOT/scripts/torch-python.sh"
+PY="$(find_torch_python)" || PY=python3
 WHICH=${1:-decode}
 R="${OUT:-$ROOT/gpu-results}/layers"
 mkdir -p "$R"
@@ -44,7 +41,7 @@ for f in "$W"/*.mir; do
       "$f" >"$W/$name-$g.mir"
     echo "== $name @$g"
     rm -rf "$W/in" && mkdir -p "$W/in"
-    python3 "$ROOT/scripts/layer_inputs.py" "$W/$name-$g.mir" "$W/in" || { fail=1; continue; }
+    "$PY" "$ROOT/scripts/layer_inputs.py" "$W/$name-$g.mir" "$W/in" || { fail=1; continue; }
     t0=$EPOCHREALTIME
     timeout "${LAYER_TIMEOUT:-240}" "$BIN" "$W/$name-$g.mir" --pipeline=default --backend=cuda \
       --no-cache --kernel-cache-dir="$W/kc" --quiet --run --run-inputs="$W/in" \

@@ -32,14 +32,8 @@ PY="$(find_torch_python)" || {
 }
 # The driver: $MTSCHED_OPT, else .device/bin (scripts/gpu-test.sh --pack,
 # with the libraries it packed), else build/.
-if [[ -n "${MTSCHED_OPT:-}" ]]; then
-  BIN="$MTSCHED_OPT"
-elif [[ -x "$ROOT/.device/bin/mtsched-opt" ]]; then
-  BIN="$ROOT/.device/bin/mtsched-opt"
-  export LD_LIBRARY_PATH="$ROOT/.device/lib:$ROOT/.device/lib-mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-else
-  BIN="$ROOT/build/tools/mtsched-opt/mtsched-opt"
-fi
+source "$ROOT/scripts/device-driver.sh"
+find_mtsched_opt "$ROOT"
 if ! "$BIN" --version >/dev/null 2>&1; then
   echo "gpu-torch-compare: error: '$BIN' does not run here:" >&2
   "$BIN" --version >&2 || true
