@@ -1,6 +1,6 @@
 //===- LazyBenchmarker.cpp - A backend created on first use ---------------===//
 #include "mtsched/Autotune/LazyBenchmarker.h"
-#include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Autotune/BackendRegistry.h"
 #include "llvm/Support/TimeProfiler.h"
 #include <atomic>
 #include <limits>
@@ -60,31 +60,20 @@ Measurement LazyBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
 }
 
 llvm::Expected<std::unique_ptr<Benchmarker>>
-mtsched::createLazyBenchmarker(const AutotuneOptions &Opts, int Rank,
+mtsched::createLazyBenchmarker(const BackendRegistry &Backends,
+                               const AutotuneOptions &Opts, int Rank,
                                Communicator &Comm) {
-  std::string Version;
-  if (Opts.Backend == "sim")
-    Version = getSimModelVersion().str();
-  else if (Opts.Backend == "cuda")
-    // The cuda backend keys its cache entries by the default version.
-    Version = Benchmarker::getDefaultVersion().str();
-  else {
-    llvm::Expected<std::unique_ptr<Benchmarker>> B =
-        createBenchmarker(Opts, Rank);
-    if (B)
-      attachCommunicator(**B, Comm);
-    return B;
-  }
+  // Auto must try its backends to know which it is: created now.
+  if (Opts.Backend == "auto")
+    return Backends.create(Opts, Rank, Comm);
+  llvm::Expected<const BackendInfo &> B = Backends.resolve(Opts);
+  if (!B)
+    return B.takeError();
   // The backend keeps a reference to its options: they live with it.
   auto Kept = std::make_shared<AutotuneOptions>(Opts);
   Communicator *C = &Comm;
+  BackendInfo::CreateFn Create = B->Create;
   return std::make_unique<LazyBenchmarker>(
-      Opts.Backend, Version,
-      [Kept, Rank, C]() -> llvm::Expected<std::unique_ptr<Benchmarker>> {
-        llvm::Expected<std::unique_ptr<Benchmarker>> B =
-            createBenchmarker(*Kept, Rank);
-        if (B)
-          attachCommunicator(**B, *C);
-        return B;
-      });
+      B->Name, B->Version,
+      [Kept, Rank, C, Create]() { return Create(*Kept, Rank, *C); });
 }

@@ -1,9 +1,9 @@
 //===- OutputSteps.cpp - What happens to the decided module ---------------===//
 #include "mtsched/Driver/OutputSteps.h"
-#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/Npy.h"
-#include "mtsched/Codegen/CollectiveCodegen.h"
-#include "mtsched/Codegen/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CollectiveCodegen.h"
+#include "mtsched/Backend/Cuda/CudaBenchmarker.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/IR/DotPrinter.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"

@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Autotune/Autotuner.h"
-#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
+#include "mtsched/Backend/Backends.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
@@ -175,8 +175,8 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
     Pipe.Autotune.GpuOrdinal = Rank;
   // Created on first use, so that a run the cache answers entirely never
   // starts a GPU context or compiles a kernel.
-  llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
-      createLazyBenchmarker(Pipe.Autotune, Rank, *State.Comm);
+  llvm::Expected<std::unique_ptr<Benchmarker>> Bench = createLazyBenchmarker(
+      getBuiltinBackends(), Pipe.Autotune, Rank, *State.Comm);
   if (!Bench) {
     // Every rank fails the same way; rank 0 says so.
     std::string Msg = toString(Bench.takeError());

@@ -1,8 +1,8 @@
 //===- Lab.cpp - Compare fusion heuristics and pruning over a corpus ------===//
 #include "mtsched/Tools/Lab.h"
 #include "mtsched/Autotune/Autotuner.h"
-#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/SwiGluSelect.h"
+#include "mtsched/Backend/Backends.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
@@ -54,13 +54,12 @@ llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
       Run.M = Source.clone();
       std::unique_ptr<Communicator> Comm = Group.get(R);
       llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
-          createBenchmarker(Tune, R);
+          getBuiltinBackends().create(Tune, R, *Comm);
       if (!Bench) {
         Errors[R] = llvm::toString(Bench.takeError());
         Group.markDead(R);
         return;
       }
-      attachCommunicator(**Bench, *Comm);
       Autotuner Session(Tune, Fusion, CollectiveMode::Deferred, *Comm,
                         std::move(*Bench), Diags, *Run.M);
       PassContext Ctx;

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Tools/Report.h"
-#include "mtsched/Runtime/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "llvm/ADT/StringMap.h"
 #include <charconv>
 #include <cmath>

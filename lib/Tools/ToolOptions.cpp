@@ -1,6 +1,6 @@
 //===- ToolOptions.cpp - Options every tool shares ------------------------===//
 #include "mtsched/Tools/ToolOptions.h"
-#include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Backend/Backends.h"
 #include "mtsched/Runtime/DeviceDesc.h"
 
 using namespace mtsched;
@@ -33,14 +33,13 @@ BackendToolOptions::BackendToolOptions(cl::OptionCategory &Cat, Defaults D)
 
 llvm::Error BackendToolOptions::apply(AutotuneOptions &Opts) const {
   Opts.Backend = Backend;
-  // cuda is checked when a choice first needs measuring (a warm start from
-  // the cache never initialises the GPU); a bad name is an error now, and
-  // auto must try cuda to know which backend it is.
-  if (Opts.Backend != "cuda")
-    if (llvm::Expected<std::unique_ptr<Benchmarker>> B =
-            createBenchmarker(Opts, 0);
-        !B)
-      return B.takeError();
+  // A backend is created when a choice first needs measuring (a warm start
+  // from the cache never initialises the GPU); a bad name is an error now,
+  // and auto must try its backends to know which it is.
+  if (llvm::Expected<const BackendInfo &> B =
+          getBuiltinBackends().resolve(Opts);
+      !B)
+    return B.takeError();
   llvm::Expected<DeviceDesc> Dev = loadDevice(Device);
   if (!Dev)
     return Dev.takeError();

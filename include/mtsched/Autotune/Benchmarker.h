@@ -10,7 +10,6 @@
 
 #include "mtsched/Autotune/AutotuneOptions.h"
 #include "mtsched/Autotune/Workload.h"
-#include "mtsched/Runtime/CostModel.h"
 #include <memory>
 #include <string>
 
@@ -48,18 +47,6 @@ public:
   virtual Measurement measureEpilogue(const MultiTemplateBufferNode &N,
                                       const Workload &W) = 0;
 };
-
-/// The simulator's getVersion(): it changes with the cost model.
-llvm::StringRef getSimModelVersion();
-/// Times choices with the roofline cost model, seeded noise per rank and the
-/// injected choice faults.
-std::unique_ptr<Benchmarker> createSimBenchmarker(const AutotuneOptions &Opts,
-                                                  int Rank);
-
-/// The benchmarker Opts.Backend names, for one rank; an error says why that
-/// backend cannot run here.
-llvm::Expected<std::unique_ptr<Benchmarker>>
-createBenchmarker(const AutotuneOptions &Opts, int Rank);
 
 } // namespace mtsched
 

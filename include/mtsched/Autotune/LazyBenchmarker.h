@@ -17,6 +17,7 @@
 
 namespace mtsched {
 
+class BackendRegistry;
 class Communicator;
 
 class LazyBenchmarker : public Benchmarker {
@@ -50,12 +51,12 @@ private:
   std::string Error;
 };
 
-/// The benchmarker Opts.Backend names for Rank, created lazily where its
-/// name and version are known without creating it (`sim`, `cuda`); `auto`
-/// must try cuda to know which it is, so it is created now. Comm is
-/// attached to a cuda backend when it is created.
+/// The benchmarker of Backends that Opts.Backend names, for Rank, created
+/// on first use with Comm; `auto` must try its backends to know which it is,
+/// so it is created now.
 llvm::Expected<std::unique_ptr<Benchmarker>>
-createLazyBenchmarker(const AutotuneOptions &Opts, int Rank,
+createLazyBenchmarker(const BackendRegistry &Backends,
+                      const AutotuneOptions &Opts, int Rank,
                       Communicator &Comm);
 
 } // namespace mtsched

@@ -6,13 +6,13 @@
 // be opened (skips and says why elsewhere).
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Codegen/AttentionCodegen.h"
+#include "mtsched/Backend/Cuda/AttentionCodegen.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
-#include "mtsched/Runtime/CudaApi.h"
-#include "mtsched/Runtime/CudaCompiler.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ThreadPool.h"

@@ -6,13 +6,13 @@
 // without a GPU. Without NVRTC the compile tests skip and say why.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Codegen/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
-#include "mtsched/Runtime/CudaApi.h"
-#include "mtsched/Runtime/CudaCompiler.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"

@@ -7,13 +7,13 @@
 // width. Without NVRTC or two GPUs the tests skip and say why.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/Workload.h"
-#include "mtsched/Codegen/CollectiveCodegen.h"
+#include "mtsched/Backend/Cuda/CollectiveCodegen.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Runtime/Communicator.h"
-#include "mtsched/Runtime/CudaApi.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -214,12 +214,11 @@ TEST(CollectiveGpu, EveryChoiceMatchesTheReferenceOnTwoGpus) {
   auto Body = [&](int Rank) {
     std::unique_ptr<Communicator> Comm = Group.get(Rank);
     llvm::Expected<std::unique_ptr<Benchmarker>> B =
-        createCudaBenchmarker(Opts, Rank);
+        createCudaBenchmarker(Opts, Rank, *Comm);
     if (!B) {
       Lines[Rank].push_back("no benchmarker: " + llvm::toString(B.takeError()));
       return;
     }
-    attachCommunicator(**B, *Comm);
     for (auto &G : M->getGraphs())
       for (auto &N : G->getNodes()) {
         auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(N.get());

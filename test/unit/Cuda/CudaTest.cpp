@@ -4,16 +4,17 @@
 // machine scripts/gpu-test.sh runs them.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Autotune/CudaBenchSupport.h"
-#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaBenchSupport.h"
+#include "mtsched/Backend/Cuda/CudaBenchmarker.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/Lowering/Lowering.h"
-#include "mtsched/Runtime/CudaApi.h"
-#include "mtsched/Runtime/CudaCompiler.h"
+#include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -23,6 +24,9 @@
 #include <cmath>
 
 using namespace mtsched;
+
+/// The one rank the single-GPU tests run as.
+static SingleCommunicator Solo;
 using namespace mtsched::cuda;
 
 namespace {
@@ -79,7 +83,7 @@ TEST(CudaBackend, ExplainsWhyItCannotRun) {
   // Without the driver library the backend refuses at once; with it (but
   // no usable GPU) opening the device says why, and so does every
   // measurement, since the GPU opens lazily.
-  auto B = createBenchmarker(Opts, 0);
+  auto B = createCudaBenchmarker(Opts, 0, Solo);
   if (B) {
     llvm::Error E = openCudaDevice(Opts);
     ASSERT_TRUE(bool(E));
@@ -111,7 +115,7 @@ graph @g(%x: T[100,200], %w: T[200,72], %b: T[72]) {
     AutotuneOptions Opts;
     Opts.Backend = "cuda";
     Opts.BenchRuns = 3;
-    auto B = createBenchmarker(Opts, 0);
+    auto B = createCudaBenchmarker(Opts, 0, Solo);
     ASSERT_TRUE(bool(B)) << llvm::toString(B.takeError());
     Workload W = describeNode(*L->M, G, N);
     unsigned Ok = 0;
@@ -145,7 +149,7 @@ graph @g(%x: bf16[300,512], %w: bf16[512,256], %r: bf16[300,256], %g: bf16[256])
   AutotuneOptions Opts;
   Opts.Backend = "cuda";
   Opts.BenchRuns = 3;
-  auto B = createBenchmarker(Opts, 0);
+  auto B = createCudaBenchmarker(Opts, 0, Solo);
   ASSERT_TRUE(bool(B));
   Workload W = describeNode(*L->M, G, N);
   Choice C;
@@ -194,7 +198,7 @@ graph @soft(%x: bf16[96,128], %w: bf16[128,128]) {
   AutotuneOptions Opts;
   Opts.Backend = "cuda";
   Opts.BenchRuns = 3;
-  auto B = createBenchmarker(Opts, 0);
+  auto B = createCudaBenchmarker(Opts, 0, Solo);
   ASSERT_TRUE(bool(B)) << llvm::toString(B.takeError());
   unsigned Ok = 0;
   for (auto &G : L->M->getGraphs()) {

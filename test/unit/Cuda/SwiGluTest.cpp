@@ -7,11 +7,12 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Autotune/Benchmarker.h"
-#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Lowering/Lowering.h"
-#include "mtsched/Runtime/CudaApi.h"
+#include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -21,6 +22,9 @@
 #include <random>
 
 using namespace mtsched;
+
+/// The one rank the single-GPU tests run as.
+static SingleCommunicator Solo;
 
 namespace {
 
@@ -132,7 +136,7 @@ TEST(SwiGluGpu, EveryMergedChoiceMatchesTheReference) {
       AutotuneOptions Opts;
       Opts.Backend = "cuda";
       Opts.BenchRuns = 3;
-      auto B = createBenchmarker(Opts, 0);
+      auto B = createCudaBenchmarker(Opts, 0, Solo);
       ASSERT_TRUE(bool(B)) << llvm::toString(B.takeError());
       Workload W = describeNode(*L->M, G, *Alt);
       for (const Choice &C : Alt->getChoices()) {

@@ -4,8 +4,8 @@
 // template specialised by a few constants (ranks, sizes, dtype, epilogue).
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Codegen/CollectiveCodegen.h"
-#include "mtsched/Codegen/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CollectiveCodegen.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/IR/Graph.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"

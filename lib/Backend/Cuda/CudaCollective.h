@@ -2,7 +2,7 @@
 //
 // Private to the cuda backend: one rank's side of timing a collective choice
 // over several GPUs (one per rank): NCCL (opened at run time) and the
-// peer-memory kernels of lib/Codegen/CollectiveCodegen.
+// peer-memory kernels of lib/Backend/Cuda/CollectiveCodegen.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_LIB_AUTOTUNE_CUDACOLLECTIVE_H

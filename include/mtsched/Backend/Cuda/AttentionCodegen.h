@@ -16,10 +16,10 @@
 // workspace (KernelSource::WorkspaceBytes).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_CODEGEN_ATTENTIONCODEGEN_H
-#define MTSCHED_CODEGEN_ATTENTIONCODEGEN_H
+#ifndef MTSCHED_BACKEND_CUDA_ATTENTIONCODEGEN_H
+#define MTSCHED_BACKEND_CUDA_ATTENTIONCODEGEN_H
 
-#include "mtsched/Codegen/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
 
 namespace mtsched {
 
@@ -37,4 +37,4 @@ generateAttentionKernel(const MultiTemplateBufferNode &N, const Choice &C);
 
 } // namespace mtsched
 
-#endif // MTSCHED_CODEGEN_ATTENTIONCODEGEN_H
+#endif // MTSCHED_BACKEND_CUDA_ATTENTIONCODEGEN_H

@@ -1,8 +1,8 @@
 //===- CudaBenchmarker.h - Timing choices on a CUDA GPU ---------*- C++ -*-===//
-#ifndef MTSCHED_AUTOTUNE_CUDABENCHMARKER_H
-#define MTSCHED_AUTOTUNE_CUDABENCHMARKER_H
+#ifndef MTSCHED_BACKEND_CUDA_CUDABENCHMARKER_H
+#define MTSCHED_BACKEND_CUDA_CUDABENCHMARKER_H
 
-#include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/BackendRegistry.h"
 #include "mtsched/Autotune/Npy.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "llvm/Support/raw_ostream.h"
@@ -13,18 +13,20 @@ namespace mtsched {
 /// node at once, in parallel, cached on disk), checks its output against
 /// the fp64 reference and times it with CUDA events. The error says why
 /// CUDA cannot run here: only the driver library is checked, the GPU opens
-/// at the first measurement (a fully cached run never opens it).
+/// at the first measurement (a fully cached run never opens it). Comm is
+/// the rank's communicator, which collectives over several GPUs (NCCL
+/// set-up, peer buffers, per-sample barriers) use; it and Opts must outlive
+/// the benchmarker.
 llvm::Expected<std::unique_ptr<Benchmarker>>
-createCudaBenchmarker(const AutotuneOptions &Opts, int Rank);
+createCudaBenchmarker(const AutotuneOptions &Opts, int Rank,
+                      Communicator &Comm);
+
+/// The registry entry of the `cuda` backend; `--backend=auto` tries it.
+BackendInfo getCudaBackend();
 
 /// Opens the GPU the cuda backend would use (its context, stream and
 /// cuBLAS; hundreds of milliseconds): the error says why it cannot.
 llvm::Error openCudaDevice(const AutotuneOptions &Opts);
-
-/// Gives a cuda benchmarker its rank's communicator, which collectives over
-/// several GPUs (NCCL set-up, peer buffers, per-sample barriers) need; does
-/// nothing for another backend. The communicator must outlive B.
-void attachCommunicator(Benchmarker &B, Communicator &Comm);
 
 /// Runs every node of a decided graph on the GPU on the inputs IO gives
 /// (.npy files or seeded random values) and checks each graph output against
@@ -43,4 +45,4 @@ inline llvm::Error runGraphOnGpu(const Graph &G, uint64_t Seed,
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_CUDABENCHMARKER_H
+#endif // MTSCHED_BACKEND_CUDA_CUDABENCHMARKER_H

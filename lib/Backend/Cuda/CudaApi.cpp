@@ -1,5 +1,5 @@
 //===- CudaApi.cpp - Loading the CUDA libraries at run time ---------------===//
-#include "mtsched/Runtime/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/DynamicLibrary.h"
 #include <cstdlib>

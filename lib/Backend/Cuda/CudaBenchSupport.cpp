@@ -1,7 +1,7 @@
 //===- CudaBenchSupport.cpp - Fills and references on the GPU -------------===//
-#include "mtsched/Autotune/CudaBenchSupport.h"
+#include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Autotune/RandomInputs.h"
-#include "mtsched/Runtime/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "llvm/ADT/ScopeExit.h"
 
 using namespace mtsched;

@@ -7,8 +7,8 @@
 // can say exactly what is missing.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_RUNTIME_CUDAAPI_H
-#define MTSCHED_RUNTIME_CUDAAPI_H
+#ifndef MTSCHED_BACKEND_CUDA_CUDAAPI_H
+#define MTSCHED_BACKEND_CUDA_CUDAAPI_H
 
 #include "llvm/Support/Error.h"
 #include <cstddef>
@@ -196,4 +196,4 @@ std::string compileOptionsKey(int Arch, bool ArchSpecific = false);
 } // namespace cuda
 } // namespace mtsched
 
-#endif // MTSCHED_RUNTIME_CUDAAPI_H
+#endif // MTSCHED_BACKEND_CUDA_CUDAAPI_H

@@ -5,9 +5,9 @@
 // template is the same text for every tile (only the #defines change).
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Codegen/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "GemmCodegen.h"
-#include "mtsched/Codegen/AttentionCodegen.h"
+#include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"

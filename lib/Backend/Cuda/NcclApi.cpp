@@ -1,6 +1,6 @@
 //===- NcclApi.cpp - NCCL opened at run time ------------------------------===//
-#include "mtsched/Runtime/NcclApi.h"
-#include "mtsched/Runtime/CudaApi.h"
+#include "mtsched/Backend/Cuda/NcclApi.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
 #include "llvm/Support/DynamicLibrary.h"
 #include <cstdlib>
 #include <mutex>

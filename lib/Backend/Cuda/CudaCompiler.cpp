@@ -1,6 +1,6 @@
 //===- CudaCompiler.cpp - Parallel NVRTC compilation with a disk cache ----===//
-#include "mtsched/Runtime/CudaCompiler.h"
-#include "mtsched/Runtime/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"

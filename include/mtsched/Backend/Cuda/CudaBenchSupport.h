@@ -10,11 +10,11 @@
 // needs them.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_CUDABENCHSUPPORT_H
-#define MTSCHED_AUTOTUNE_CUDABENCHSUPPORT_H
+#ifndef MTSCHED_BACKEND_CUDA_CUDABENCHSUPPORT_H
+#define MTSCHED_BACKEND_CUDA_CUDABENCHSUPPORT_H
 
+#include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/IR/Types.h"
-#include "mtsched/Runtime/CudaApi.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 #include <memory>
@@ -56,4 +56,4 @@ private:
 } // namespace cuda
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_CUDABENCHSUPPORT_H
+#endif // MTSCHED_BACKEND_CUDA_CUDABENCHSUPPORT_H

@@ -1,7 +1,7 @@
 //===- SimBenchmarker.cpp - Timings from the cost model -------------------===//
-#include "mtsched/Autotune/Benchmarker.h"
-#include "mtsched/Autotune/CudaBenchmarker.h"
 #include "mtsched/Autotune/FaultInjectingBenchmarker.h"
+#include "mtsched/Autotune/Workload.h"
+#include "mtsched/Backend/Sim/SimBackend.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <cmath>
@@ -10,22 +10,6 @@
 #include <thread>
 
 using namespace mtsched;
-
-llvm::StringRef mtsched::choiceStatusName(ChoiceStatus S) {
-  switch (S) {
-  case ChoiceStatus::Ok:
-    return "ok";
-  case ChoiceStatus::Failed:
-    return "failed";
-  case ChoiceStatus::Timeout:
-    return "timeout";
-  case ChoiceStatus::WrongResult:
-    return "wrong_result";
-  case ChoiceStatus::Skipped:
-    return "skipped";
-  }
-  return "failed";
-}
 
 // Bump when a formula or constant of the cost model changes.
 llvm::StringRef mtsched::getSimModelVersion() { return "sim-model-1"; }
@@ -85,35 +69,15 @@ mtsched::createSimBenchmarker(const AutotuneOptions &Opts, int Rank) {
       std::make_unique<SimBenchmarker>(Opts, Rank), Opts, Rank);
 }
 
-llvm::Expected<std::unique_ptr<Benchmarker>>
-mtsched::createBenchmarker(const AutotuneOptions &Opts, int Rank) {
-  if (Opts.Backend == "sim")
+BackendInfo mtsched::getSimBackend() {
+  BackendInfo B;
+  B.Name = "sim";
+  B.Description = "the roofline cost model with seeded noise (no device)";
+  B.Version = getSimModelVersion().str();
+  B.Create =
+      [](const AutotuneOptions &Opts, int Rank,
+         Communicator &) -> llvm::Expected<std::unique_ptr<Benchmarker>> {
     return createSimBenchmarker(Opts, Rank);
-  if (Opts.Backend == "cuda")
-    return createCudaBenchmarker(Opts, Rank);
-  if (Opts.Backend == "auto") {
-    // Say once per process which backend auto picked, and why.
-    static std::once_flag Said;
-    // Auto needs to know a GPU is there, not only the driver: open it.
-    llvm::Expected<std::unique_ptr<Benchmarker>> Cuda =
-        createCudaBenchmarker(Opts, Rank);
-    if (Cuda)
-      if (llvm::Error E = openCudaDevice(Opts))
-        Cuda = std::move(E);
-    if (Cuda) {
-      std::call_once(Said, [] {
-        llvm::errs() << "mtsched-opt: --backend=auto: using cuda\n";
-      });
-      return Cuda;
-    }
-    std::string Why = llvm::toString(Cuda.takeError());
-    std::call_once(Said, [&] {
-      llvm::errs() << "mtsched-opt: --backend=auto: using sim (" << Why
-                   << ")\n";
-    });
-    return createSimBenchmarker(Opts, Rank);
-  }
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "unknown backend '" + Opts.Backend +
-                                     "' (this build has: sim, cuda, auto)");
+  };
+  return B;
 }

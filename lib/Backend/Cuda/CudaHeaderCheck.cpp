@@ -15,8 +15,8 @@
 // by value of equal size and alignment).
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Runtime/CudaApi.h"
-#include "mtsched/Runtime/NcclApi.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/NcclApi.h"
 #include <type_traits>
 
 namespace {

@@ -16,10 +16,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaCollective.h"
-#include "mtsched/Codegen/CollectiveCodegen.h"
-#include "mtsched/Runtime/CudaApi.h"
-#include "mtsched/Runtime/CudaCompiler.h"
-#include "mtsched/Runtime/NcclApi.h"
+#include "mtsched/Backend/Cuda/CollectiveCodegen.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/NcclApi.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <algorithm>

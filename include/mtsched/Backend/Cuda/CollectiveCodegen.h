@@ -29,8 +29,8 @@
 // struct of 8 device pointers passed by value (one per rank).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_CODEGEN_COLLECTIVECODEGEN_H
-#define MTSCHED_CODEGEN_COLLECTIVECODEGEN_H
+#ifndef MTSCHED_BACKEND_CUDA_COLLECTIVECODEGEN_H
+#define MTSCHED_BACKEND_CUDA_COLLECTIVECODEGEN_H
 
 #include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Types.h"
@@ -118,4 +118,4 @@ generateGraphCollectiveKernels(const Module &M, const Graph &G,
 
 } // namespace mtsched
 
-#endif // MTSCHED_CODEGEN_COLLECTIVECODEGEN_H
+#endif // MTSCHED_BACKEND_CUDA_COLLECTIVECODEGEN_H

@@ -11,16 +11,16 @@
 // before each sample; the median counts.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Autotune/CudaBenchmarker.h"
+#include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "CudaCollective.h"
-#include "mtsched/Autotune/CudaBenchSupport.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/Npy.h"
 #include "mtsched/Autotune/RandomInputs.h"
-#include "mtsched/Codegen/AttentionCodegen.h"
-#include "mtsched/Codegen/CudaCodegen.h"
-#include "mtsched/Runtime/CudaApi.h"
-#include "mtsched/Runtime/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/AttentionCodegen.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaBenchSupport.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -317,8 +317,8 @@ double tolerance(DType T) {
 
 class CudaBenchmarker : public Benchmarker {
 public:
-  CudaBenchmarker(const AutotuneOptions &Opts, int Rank)
-      : Opts(Opts), Rank(Rank) {}
+  CudaBenchmarker(const AutotuneOptions &Opts, int Rank, Communicator &Comm)
+      : Comm(&Comm), Opts(Opts), Rank(Rank) {}
   ~CudaBenchmarker() override;
 
   llvm::StringRef getBackendName() const override { return "cuda"; }
@@ -1109,13 +1109,9 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
              nullptr, &L.K, &P.RefWritesEpi);
 }
 
-void mtsched::attachCommunicator(Benchmarker &B, Communicator &Comm) {
-  if (B.getBackendName() == "cuda")
-    static_cast<CudaBenchmarker &>(B).Comm = &Comm;
-}
-
 llvm::Expected<std::unique_ptr<Benchmarker>>
-mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank) {
+mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank,
+                               Communicator &Comm) {
   // Only the driver library is checked here (no CUDA context, no cuInit):
   // the GPU opens at the first measurement, so a fully cached run starts
   // in milliseconds. A machine with the driver but no usable GPU fails
@@ -1123,7 +1119,7 @@ mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank) {
   if (llvm::Expected<const DriverApi &> D = loadDriver(); !D)
     return err("the cuda backend cannot run here: " +
                llvm::toString(D.takeError()));
-  return std::make_unique<CudaBenchmarker>(Opts, Rank);
+  return std::make_unique<CudaBenchmarker>(Opts, Rank, Comm);
 }
 
 llvm::Error mtsched::openCudaDevice(const AutotuneOptions &Opts) {
@@ -1132,6 +1128,24 @@ llvm::Error mtsched::openCudaDevice(const AutotuneOptions &Opts) {
     return err("the cuda backend cannot run here: " +
                llvm::toString(G.takeError()));
   return llvm::Error::success();
+}
+
+BackendInfo mtsched::getCudaBackend() {
+  BackendInfo B;
+  B.Name = "cuda";
+  B.Description = "NVRTC-compiled kernels timed with CUDA events on a GPU";
+  // CudaBenchmarker does not override getVersion().
+  B.Version = Benchmarker::getDefaultVersion().str();
+  B.Create = createCudaBenchmarker;
+  B.Probe = [](const AutotuneOptions &Opts) -> llvm::Error {
+    // The driver library first (cheap), then the device itself.
+    if (llvm::Expected<const DriverApi &> D = loadDriver(); !D)
+      return err("the cuda backend cannot run here: " +
+                 llvm::toString(D.takeError()));
+    return openCudaDevice(Opts);
+  };
+  B.TriedByAuto = true;
+  return B;
 }
 
 //===----------------------------------------------------------------------===//

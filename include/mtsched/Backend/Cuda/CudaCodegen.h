@@ -14,8 +14,8 @@
 // KernelSource::Inputs and KernelSource::Outputs.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_CODEGEN_CUDACODEGEN_H
-#define MTSCHED_CODEGEN_CUDACODEGEN_H
+#ifndef MTSCHED_BACKEND_CUDA_CUDACODEGEN_H
+#define MTSCHED_BACKEND_CUDA_CUDACODEGEN_H
 
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
@@ -118,4 +118,4 @@ std::string sanitizeIdentifier(llvm::StringRef S);
 
 } // namespace mtsched
 
-#endif // MTSCHED_CODEGEN_CUDACODEGEN_H
+#endif // MTSCHED_BACKEND_CUDA_CUDACODEGEN_H

@@ -7,8 +7,8 @@
 // checksum: a corrupt entry is ignored and rewritten, never trusted.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_RUNTIME_CUDACOMPILER_H
-#define MTSCHED_RUNTIME_CUDACOMPILER_H
+#ifndef MTSCHED_BACKEND_CUDA_CUDACOMPILER_H
+#define MTSCHED_BACKEND_CUDA_CUDACOMPILER_H
 
 #include "llvm/Support/Error.h"
 #include <atomic>
@@ -58,4 +58,4 @@ compileAll(const std::vector<CompileJob> &Jobs, int Arch);
 } // namespace cuda
 } // namespace mtsched
 
-#endif // MTSCHED_RUNTIME_CUDACOMPILER_H
+#endif // MTSCHED_BACKEND_CUDA_CUDACOMPILER_H

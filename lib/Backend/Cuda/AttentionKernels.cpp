@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
-#include "mtsched/Codegen/AttentionCodegen.h"
+#include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/IR/Attention.h"
 #include "llvm/Support/Format.h"
 

@@ -1,6 +1,6 @@
 //===- GemmCodegen.h - Pieces the GEMM templates share ----------*- C++ -*-===//
 //
-// Internal to lib/Codegen: the mma.sync template (CudaCodegen.cpp) and the
+// Internal to lib/Backend/Cuda: the mma.sync template (CudaCodegen.cpp) and the
 // Hopper wgmma template (WgmmaGemm.cpp) share the prelude, the kernel's
 // parameter list, the fused epilogue and the grouped CTA raster.
 //
@@ -8,7 +8,7 @@
 #ifndef MTSCHED_LIB_CODEGEN_GEMMCODEGEN_H
 #define MTSCHED_LIB_CODEGEN_GEMMCODEGEN_H
 
-#include "mtsched/Codegen/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/raw_ostream.h"
 #include <string>

@@ -7,10 +7,10 @@
 // is timed (that choice then fails with the reason).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_RUNTIME_NCCLAPI_H
-#define MTSCHED_RUNTIME_NCCLAPI_H
+#ifndef MTSCHED_BACKEND_CUDA_NCCLAPI_H
+#define MTSCHED_BACKEND_CUDA_NCCLAPI_H
 
-#include "mtsched/Runtime/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
 #include "llvm/Support/Error.h"
 #include <string>
 
@@ -53,4 +53,4 @@ llvm::Expected<const NcclApi &> loadNccl();
 } // namespace nccl
 } // namespace mtsched
 
-#endif // MTSCHED_RUNTIME_NCCLAPI_H
+#endif // MTSCHED_BACKEND_CUDA_NCCLAPI_H

@@ -1,0 +1,71 @@
+//===- BackendRegistry.h - The backends choices can be timed on -*- C++ -*-===//
+//
+// A backend is a way of timing choices: a Benchmarker implementation with a
+// name (`--backend`), a version for cache keys and a factory. Backends live
+// in lib/Backend/<Name> and are listed in one BackendRegistry
+// (mtsched/Backend/Backends.h); the autotuner, the driver and the tools find
+// them there by name, so nothing above a backend names its classes or
+// downcasts a Benchmarker.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_BACKENDREGISTRY_H
+#define MTSCHED_AUTOTUNE_BACKENDREGISTRY_H
+
+#include "mtsched/Autotune/Benchmarker.h"
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtsched {
+
+class Communicator;
+
+struct BackendInfo {
+  using CreateFn = std::function<llvm::Expected<std::unique_ptr<Benchmarker>>(
+      const AutotuneOptions &Opts, int Rank, Communicator &Comm)>;
+  using ProbeFn = std::function<llvm::Error(const AutotuneOptions &Opts)>;
+
+  /// What `--backend` and the report call it.
+  std::string Name;
+  /// One line for `--help` and error messages.
+  std::string Description;
+  /// The version the created backend will report (part of every cache
+  /// key), known without creating it: LazyBenchmarker announces it.
+  std::string Version;
+  /// Creates the backend for one rank. Comm is the rank's communicator
+  /// (collectives over several devices need it); it and Opts must outlive
+  /// the backend. The error says why the backend cannot run here.
+  CreateFn Create;
+  /// Checks that the backend can run here now, as `--backend=auto` must
+  /// know (it may open the device). Null: it always can.
+  ProbeFn Probe;
+  /// `--backend=auto` tries the backends that set this, in registration
+  /// order, and takes the first that can run; else the default backend.
+  bool TriedByAuto = false;
+};
+
+class BackendRegistry {
+public:
+  /// Adds B; the first backend added is the default (`auto`'s fallback).
+  void add(BackendInfo B);
+  /// The backend called Name, or null.
+  const BackendInfo *lookup(llvm::StringRef Name) const;
+  /// "sim, cuda, auto": the names `--backend` accepts.
+  std::string names() const;
+  /// The backend Opts.Backend names. For `auto`, the first TriedByAuto
+  /// backend that can be created and probed, else the default; which one
+  /// and why is said once per process on stderr.
+  llvm::Expected<const BackendInfo &>
+  resolve(const AutotuneOptions &Opts) const;
+  /// Creates the backend Opts.Backend names for one rank, right away.
+  llvm::Expected<std::unique_ptr<Benchmarker>>
+  create(const AutotuneOptions &Opts, int Rank, Communicator &Comm) const;
+
+private:
+  std::vector<BackendInfo> Backends;
+};
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_BACKENDREGISTRY_H
