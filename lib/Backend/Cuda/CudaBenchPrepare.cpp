@@ -1,0 +1,389 @@
+//===- CudaBenchPrepare.cpp - What a node's choices share ----------------===//
+//
+// The first measurement of a node (at its size or a size hint) prepares its
+// seeded inputs (rotated copies), the fp64 reference of a sample of output
+// rows and every choice's kernel, generated and compiled at once.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaBenchmarkerImpl.h"
+#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Autotune/Npy.h"
+#include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Backend/Cuda/AttentionCodegen.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaBenchSupport.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Schedule/Schedule.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/TimeProfiler.h"
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+
+
+using namespace mtsched;
+using namespace mtsched::cuda;
+
+
+void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
+                                 Prepared &P) {
+  std::vector<std::string> Keys;
+  std::vector<CompileJob> Jobs;
+  auto Add = [&](const std::string &Key, llvm::Expected<KernelSource> K) {
+    LoadedKernel &L = P.Kernels[Key];
+    if (!K) {
+      L.Error = "no kernel: " + llvm::toString(K.takeError());
+      return;
+    }
+    L.K = std::move(*K);
+    L.Error = unsupportedReason(L.K, G->Info, *G->D);
+    if (!L.Error.empty())
+      return;
+    Keys.push_back(Key);
+    Jobs.push_back({L.K.Name, L.K.Source, L.K.NeedsSm90a});
+  };
+  bool HasEpi = !N.getEpilogue().empty();
+  for (const Choice &C : N.getChoices()) {
+    if (N.getOp() == OpCode::SwiGlu) {
+      if (std::optional<GemmTileConfig> T = swigluTileOf(C))
+        Add(keyOf(C.Name, false), generateSwiGluKernel(N, *T, P.Rows));
+      continue;
+    }
+    if (N.getOp() == OpCode::Attention) {
+      // Attention absorbs no epilogue: unfused kernels only.
+      Add(keyOf(C.Name, false), generateAttentionKernel(N, C));
+      continue;
+    }
+    std::optional<GemmTileConfig> T = gemmTileOf(C);
+    if (!T)
+      continue;
+    Add(keyOf(C.Name, false), generateGemmKernel(N, *T, false, P.Rows));
+    if (HasEpi)
+      Add(keyOf(C.Name, true), generateGemmKernel(N, *T, true, P.Rows));
+  }
+  if (HasEpi)
+    Add("epilogue", generateEpilogueKernel(N, P.Rows));
+  llvm::TimeTraceScope Scope(
+      "cuda.compile", [&] { return std::to_string(Jobs.size()) + " kernels"; });
+  std::vector<llvm::Expected<std::string>> Cubins =
+      compileAll(Jobs, G->Info.Major * 10 + G->Info.Minor);
+  for (size_t I = 0; I < Jobs.size(); ++I) {
+    LoadedKernel &L = P.Kernels[Keys[I]];
+    if (!Cubins[I]) {
+      L.Error = "failed to compile: " + llvm::toString(Cubins[I].takeError());
+      continue;
+    }
+    if (CUresult R = G->D->cuModuleLoadData(&L.Mod, Cubins[I]->data())) {
+      L.Error = "cannot load the module: " + G->D->errorString(R);
+      continue;
+    }
+    if (CUresult R =
+            G->D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str())) {
+      L.Error = "no entry point: " + G->D->errorString(R);
+      continue;
+    }
+    if (L.K.SharedBytes > 48 * 1024) {
+      if (int(L.K.SharedBytes) > G->Info.MaxSharedOptin) {
+        L.Error = "needs " + std::to_string(L.K.SharedBytes) +
+                  " bytes of shared memory; the device allows " +
+                  std::to_string(G->Info.MaxSharedOptin);
+        continue;
+      }
+      if (CUresult R = G->D->cuFuncSetAttribute(
+              L.Fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+              int(L.K.SharedBytes)))
+        L.Error =
+            "cannot raise the shared memory limit: " + G->D->errorString(R);
+    }
+  }
+}
+
+/// The fp64 reference of check row Index of P (the node alone, and with
+/// its epilogue fused and as its own kernel); an error message, or empty.
+/// Rows are independent: prepare() computes them in parallel.
+static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
+                                llvm::ArrayRef<const Node *> Chain,
+                                size_t Index) {
+  int64_t R = P.CheckRows[Index];
+  int64_t Rows = P.Rows;
+  // Read-only from here: rows run in parallel.
+  const ValueData &Host = P.Host;
+  // Computed on the GPU already, or else here.
+  std::vector<double> Row = P.RefMain[Index];
+  if (!Row.empty()) {
+  } else if (Row.assign(P.N, 0.0); N.getOp() == OpCode::MatMul) {
+    const TensorType &BT = N.getOperand(1)->getType();
+    int64_t M1 =
+        N.getOperand(0)->getType().Shape[N.getOperand(0)->getType().rank() - 2];
+    const double *A = &Host.at(N.getOperand(0))[R * P.K];
+    const double *B =
+        &Host.at(N.getOperand(1))[BT.rank() > 2 ? (R / M1) * P.K * P.N : 0];
+    for (int64_t Kk = 0; Kk < P.K; ++Kk)
+      for (int64_t C = 0; C < P.N; ++C)
+        Row[C] += A[Kk] * B[Kk * P.N + C];
+  } else if (N.getOp() == OpCode::SwiGlu) {
+    const double *A = &Host.at(N.getOperand(0))[R * P.K];
+    const double *Wg = Host.at(N.getOperand(1)).data();
+    const double *Wu = Host.at(N.getOperand(2)).data();
+    std::vector<double> U(P.N, 0.0);
+    for (int64_t Kk = 0; Kk < P.K; ++Kk)
+      for (int64_t C = 0; C < P.N; ++C) {
+        Row[C] += A[Kk] * Wg[Kk * P.N + C];
+        U[C] += A[Kk] * Wu[Kk * P.N + C];
+      }
+    for (int64_t C = 0; C < P.N; ++C)
+      Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
+  } else if (std::optional<AttentionShape> S = attentionShapeOf(N)) {
+    attentionReferenceRow(*S, Host.at(N.getOperand(0)).data(),
+                          Host.at(N.getOperand(1)).data(),
+                          Host.at(N.getOperand(2)).data(), R, Row.data());
+  }
+  P.RefMain[Index] = Row;
+  // Applies the chain to X, keeping this row of each value the epilogue
+  // also writes in its slot of Writes (sized by prepare()).
+  auto ApplyChain =
+      [&](std::vector<double> &X,
+          std::map<const Value *, std::vector<std::vector<double>>> &Writes)
+      -> llvm::Error {
+    const Value *Prev = N.getResult();
+    for (const Node *C : Chain) {
+      if (llvm::Error E = interpretRowChain(C, Prev, R, Rows, X, P.Host))
+        return E;
+      Prev = C->getResult();
+      auto It = Writes.find(Prev);
+      if (It != Writes.end())
+        It->second[Index] = X;
+    }
+    return llvm::Error::success();
+  };
+  if (!Chain.empty()) {
+    if (llvm::Error E = ApplyChain(Row, P.RefWritesFused))
+      return llvm::toString(std::move(E));
+    P.RefFused[Index] = Row;
+    std::vector<double> In(Host.at(N.getResult()).begin() + R * P.N,
+                           Host.at(N.getResult()).begin() + (R + 1) * P.N);
+    if (llvm::Error E = ApplyChain(In, P.RefWritesEpi))
+      return llvm::toString(std::move(E));
+    P.RefEpi[Index] = In;
+  }
+  return std::string();
+}
+
+Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
+                                   const Workload &W) {
+  int64_t OwnRows = rowsOf(N.getType());
+  int64_t Rows = W.K == Workload::Kind::Gemm || W.K == Workload::Kind::SwiGlu
+                     ? W.Gemm.M * W.Gemm.Batch
+                     : OwnRows;
+  auto &Slot = Cache[{&N, Rows}];
+  if (Slot)
+    return *Slot;
+  Slot = std::make_unique<Prepared>();
+  Prepared &P = *Slot;
+  llvm::TimeTraceScope Scope("cuda.prepare", "%" + N.getName());
+  P.Rows = Rows;
+  P.N = N.getType().innerDim();
+  P.K = N.getNumOperands() ? N.getOperand(0)->getType().innerDim() : 0;
+
+  // Values the kernels read: operands, the epilogue's other inputs, and
+  // N's own result (the epilogue kernel's input).
+  std::vector<const Value *> Values;
+  for (const Operand &O : N.getOperands())
+    Values.push_back(O.V);
+  Values.push_back(N.getResult());
+  for (const Operand &E : N.getEpilogue())
+    for (const Operand &O : E.V->getDef()->getOperands())
+      if (llvm::find(Values, O.V) == Values.end() &&
+          llvm::none_of(N.getEpilogue(),
+                        [&](const Operand &X) { return X.V == O.V; }))
+        Values.push_back(O.V);
+  auto NumAt = [&](const Value *V) {
+    const TensorType &T = V->getType();
+    if (rowsOf(T) == OwnRows && T.rank() >= 2)
+      return Rows * T.innerDim();
+    return T.numElements();
+  };
+  std::mt19937_64 Rng(Opts.Seed * 1000003 + 17);
+  int64_t Footprint = 0;
+  for (const Value *V : Values)
+    Footprint += NumAt(V) * dtypeBytes(V->getType().Dtype);
+  Footprint += 2 * Rows * P.N * dtypeBytes(N.getType().Dtype);
+  P.Copies = int(std::min<int64_t>(
+      8, std::max<int64_t>(1, (3 * int64_t(G->Info.L2Bytes) + Footprint - 1) /
+                                  std::max<int64_t>(1, Footprint))));
+  std::optional<llvm::TimeTraceScope> Phase;
+  Phase.emplace("cuda.prepare.inputs");
+  // A GEMM's operands (weights of up to hundreds of millions of elements)
+  // are filled on the GPU and its reference rows computed there; the rest
+  // (activation-sized: the epilogue's inputs, the node's own result) are
+  // drawn on the host, where the epilogue's reference reads them.
+  bool Gemm = N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu;
+  // The GPU reference reads every operand as one element type.
+  bool SameType = llvm::all_of(N.getOperands(), [&](const Operand &O) {
+    return O.V->getType().Dtype == N.getOperand(0)->getType().Dtype;
+  });
+  BenchSupport *Support = Gemm && SameType ? support(*G) : nullptr;
+  std::vector<const Node *> Chain;
+  for (const Operand &E : N.getEpilogue())
+    Chain.push_back(E.V->getDef());
+  auto Reads = [](const Node *X, const Value *V) {
+    return llvm::any_of(X->getOperands(),
+                        [&](const Operand &O) { return O.V == V; });
+  };
+  auto OnGpu = [&](const Value *V) {
+    return Support && Reads(&N, V) &&
+           llvm::none_of(Chain, [&](const Node *X) { return Reads(X, V); });
+  };
+  for (auto [Stream, V] : llvm::enumerate(Values)) {
+    DType T = V->getType().Dtype;
+    int64_t Count = NumAt(V);
+    size_t Bytes = size_t(Count) * dtypeBytes(T);
+    bool Device = OnGpu(V) && T != DType::I32 && T != DType::I64;
+    std::vector<double> H;
+    std::string HostBytes;
+    if (!Device) {
+      H = randomValues(Count, Opts.Seed, Stream, T);
+      HostBytes = toDeviceBytes(H, T);
+    }
+    for (int C = 0; C < P.Copies; ++C) {
+      DevBuf B;
+      B.Bytes = Bytes;
+      bool Failed = G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes));
+      if (!Failed && Device) {
+        if (llvm::Error E =
+                Support->fill(B.P, Count, T, Opts.Seed, Stream, G->Stream)) {
+          P.Error = llvm::toString(std::move(E));
+          return P;
+        }
+      } else if (!Failed) {
+        Failed = G->D->cuMemcpyHtoD(B.P, HostBytes.data(), B.Bytes);
+      }
+      if (Failed) {
+        P.Error = "cannot allocate or fill " + std::to_string(B.Bytes) +
+                  " bytes for '%" + V->getName() + "'";
+        return P;
+      }
+      P.Dev[V].push_back(B);
+    }
+    if (!Device)
+      P.Host[V] = std::move(H);
+  }
+  if (Support && G->D->cuStreamSynchronize(G->Stream)) {
+    P.Error = "filling the inputs failed";
+    return P;
+  }
+  const Value *Last =
+      N.getEpilogue().empty() ? N.getResult() : N.getEpilogue().back().V;
+  for (int C = 0; C < P.Copies; ++C)
+    for (auto [Buf, V] :
+         {std::make_pair(&P.OutMain[C], (const Value *)N.getResult()),
+          std::make_pair(&P.OutFused[C], Last),
+          std::make_pair(&P.OutEpi[C], Last)}) {
+      Buf->Bytes = Rows * P.N * dtypeBytes(V->getType().Dtype);
+      if (G->D->cuMemAlloc(&Buf->P, std::max<size_t>(16, Buf->Bytes))) {
+        P.Error = "cannot allocate the output";
+        return P;
+      }
+    }
+
+  Phase.emplace("cuda.prepare.reference");
+  // Reference rows: all of a small output, else the first, the last and
+  // 14 random ones.
+  if (Rows <= 64) {
+    for (int64_t R = 0; R < Rows; ++R)
+      P.CheckRows.push_back(R);
+  } else {
+    P.CheckRows = {0, Rows - 1};
+    std::uniform_int_distribution<int64_t> Pick(1, Rows - 2);
+    while (P.CheckRows.size() < 16)
+      P.CheckRows.push_back(Pick(Rng));
+  }
+  // A kernel writing the epilogue's `writes` needs a buffer for each,
+  // allocated before the first check poisons it.
+  for (const Operand &Wr : N.getEpilogueWrites()) {
+    std::vector<DevBuf> &Bufs = P.Scratch[Wr.V];
+    Bufs.resize(P.Copies);
+    for (DevBuf &B : Bufs) {
+      B.Bytes =
+          Rows * Wr.V->getType().innerDim() * dtypeBytes(Wr.V->getType().Dtype);
+      if (G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
+        P.Error = "cannot allocate the output '%" + Wr.V->getName() + "'";
+        return P;
+      }
+    }
+  }
+  // One row per task: a check row of a 4096-wide GEMM is 16M multiply-adds
+  // in fp64, and a decode GEMM checks every one of its rows.
+  size_t NumRows = P.CheckRows.size();
+  P.RefMain.assign(NumRows, {});
+  if (!Chain.empty()) {
+    P.RefFused.assign(NumRows, {});
+    P.RefEpi.assign(NumRows, {});
+    // Sized here: the rows fill their own slots in parallel.
+    for (const Operand &Wr : N.getEpilogueWrites()) {
+      P.RefWritesFused[Wr.V].assign(NumRows, {});
+      P.RefWritesEpi[Wr.V].assign(NumRows, {});
+    }
+  }
+  if (Support) {
+    // The GEMM's own rows on the GPU, from its device inputs (copy 0).
+    const Value *A = N.getOperand(0);
+    const TensorType &AT = A->getType();
+    int64_t M1 = AT.rank() >= 2 ? AT.Shape[AT.rank() - 2] : 1;
+    auto RowsOf = [&](const Value *B) {
+      return Support->gemmRows(P.Dev[A][0].P, P.Dev[B][0].P, AT.Dtype,
+                               P.CheckRows, P.K, P.N, M1,
+                               B->getType().rank() > 2, G->Stream);
+    };
+    if (N.getOp() == OpCode::MatMul) {
+      auto R = RowsOf(N.getOperand(1));
+      if (!R) {
+        P.Error = llvm::toString(R.takeError());
+        return P;
+      }
+      P.RefMain = std::move(*R);
+    } else if (N.getOp() == OpCode::SwiGlu) {
+      auto Gate = RowsOf(N.getOperand(1));
+      auto Up = Gate ? RowsOf(N.getOperand(2)) : Gate.takeError();
+      if (!Up) {
+        P.Error = llvm::toString(Up.takeError());
+        return P;
+      }
+      for (size_t I = 0; I < NumRows; ++I) {
+        std::vector<double> &Gr = (*Gate)[I];
+        for (int64_t C = 0; C < P.N; ++C)
+          Gr[C] = Gr[C] / (1 + std::exp(-Gr[C])) * (*Up)[I][C];
+      }
+      P.RefMain = std::move(*Gate);
+    }
+  }
+  std::vector<std::string> RowErrors(NumRows);
+  parallelChunks(
+      int64_t(NumRows),
+      [&](int64_t Begin, int64_t End) {
+        for (int64_t I = Begin; I < End; ++I)
+          RowErrors[I] = referenceRow(N, P, Chain, size_t(I));
+      },
+      /*MinChunk=*/1);
+  for (const std::string &E : RowErrors)
+    if (!E.empty()) {
+      P.Error = E;
+      return P;
+    }
+  Phase.reset();
+  if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
+      N.getOp() == OpCode::Attention)
+    precompile(N, P);
+  return P;
+}

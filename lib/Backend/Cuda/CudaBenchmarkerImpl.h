@@ -1,0 +1,137 @@
+//===- CudaBenchmarkerImpl.h - The cuda benchmarker (internal) -*- C++ -*-===//
+//
+// Internal to lib/Backend/Cuda: the benchmarker's class and the state it
+// keeps per node, shared by CudaBenchmarker.cpp (measuring) and
+// CudaBenchPrepare.cpp (inputs, references and kernels of a node).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_LIB_BACKEND_CUDA_CUDABENCHMARKERIMPL_H
+#define MTSCHED_LIB_BACKEND_CUDA_CUDABENCHMARKERIMPL_H
+
+#include "CudaCollective.h"
+#include "CudaDevice.h"
+#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Backend/Cuda/CudaBenchmarker.h"
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+
+namespace mtsched {
+namespace cuda {
+
+inline constexpr double Inf = std::numeric_limits<double>::infinity();
+/// Early stop of a losing choice: after this many samples, if every one is
+/// slower than this factor times the node's best median so far.
+inline constexpr size_t EarlyStopSamples = 3;
+inline constexpr double EarlyStopFactor = 1.5;
+
+
+struct DevBuf {
+  CUdeviceptr P = 0;
+  size_t Bytes = 0;
+};
+
+struct LoadedKernel {
+  KernelSource K;
+  std::string Error; // generation, compilation or load failure
+  CUmodule Mod = nullptr;
+  CUfunction Fn = nullptr;
+  /// K's tensor maps per rotated input copy, encoded on first launch.
+  std::map<int, std::vector<CUtensorMap>> Maps;
+};
+
+/// Everything the choices of one node at one size share.
+struct Prepared {
+  int64_t Rows = 0, N = 0, K = 0;
+  int Copies = 1;
+  std::map<const Value *, std::vector<DevBuf>> Dev;
+  ValueData Host;
+  DevBuf OutMain[8], OutFused[8], OutEpi[8];
+  /// Per copy, where a kernel writes outputs other than the measured one
+  /// (an epilogue's `writes` list).
+  std::map<const Value *, std::vector<DevBuf>> Scratch;
+  /// Global scratch memory of kernels that ask for it (attn_math's scores),
+  /// shared by the choices: they run one at a time.
+  DevBuf Workspace;
+  std::vector<int64_t> CheckRows;
+  std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
+  /// The sampled rows of each `writes` value as the fused kernel (from the
+  /// GEMM's rows) and the epilogue kernel (from its random input) compute
+  /// them: checked like the last output.
+  std::map<const Value *, std::vector<std::vector<double>>> RefWritesFused,
+      RefWritesEpi;
+  /// The fastest median so far of the node's choices, unfused and fused.
+  double BestUs[2] = {Inf, Inf};
+  std::map<std::string, LoadedKernel> Kernels;
+  std::string Error;
+};
+
+inline Measurement failed(ChoiceStatus S, std::string Msg) {
+  Measurement M;
+  M.Status = S;
+  M.Us = Inf;
+  M.Message = std::move(Msg);
+  return M;
+}
+class CudaBenchmarker : public Benchmarker {
+public:
+  CudaBenchmarker(const AutotuneOptions &Opts, int Rank, Communicator &Comm)
+      : Comm(&Comm), Opts(Opts), Rank(Rank) {}
+  ~CudaBenchmarker() override;
+
+  llvm::StringRef getBackendName() const override { return "cuda"; }
+
+  Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
+                      const Choice &C, bool Fused) override;
+  Measurement measureEpilogue(const MultiTemplateBufferNode &N,
+                              const Workload &W) override;
+
+private:
+  Prepared &prepare(const MultiTemplateBufferNode &N, const Workload &W);
+  void precompile(const MultiTemplateBufferNode &N, Prepared &P);
+  LoadedKernel *kernel(Prepared &P, const std::string &Key);
+  /// Checks then times Launch(copy); Out holds the output per copy.
+  /// Best, if given, is the fastest median of the node's choices so far
+  /// (updated): a choice whose first samples are all slower than
+  /// EarlyStopFactor x Best cannot win and stops being timed. With Extra,
+  /// the kernel K's outputs before its last (its epilogue's `writes`) are
+  /// checked too, against Extra's rows.
+  Measurement
+  run(const std::function<CUresult(int)> &Launch, Prepared &P,
+      const DevBuf *Out, DType OutType,
+      const std::vector<std::vector<double>> &Ref, double *Best = nullptr,
+      const KernelSource *K = nullptr,
+      const std::map<const Value *, std::vector<std::vector<double>>> *Extra =
+          nullptr);
+  CUresult launch(LoadedKernel &L, Prepared &P, const DevBuf *Out, int Copy);
+
+public:
+  /// The rank's communicator (multi-rank collectives need it).
+  Communicator *Comm = nullptr;
+  /// Multi-rank collectives, one GPU per rank (created on first use).
+  std::unique_ptr<CollectiveRank> Coll;
+
+private:
+  const AutotuneOptions &Opts;
+  int Rank;
+  /// The GPU, opened by the first measurement: a run whose every decision
+  /// replays from the autotune cache never creates a CUDA context.
+  Gpu *G = nullptr;
+  /// Opens G if needed; why it cannot be, or empty.
+  std::string openGpu();
+  std::map<std::pair<const MultiTemplateBufferNode *, int64_t>,
+           std::unique_ptr<Prepared>>
+      Cache;
+};
+
+
+/// The name a choice's kernel is kept under.
+inline std::string keyOf(const std::string &Choice, bool Fused) {
+  return Choice + (Fused ? "+fused" : "");
+}
+
+} // namespace cuda
+} // namespace mtsched
+
+#endif // MTSCHED_LIB_BACKEND_CUDA_CUDABENCHMARKERIMPL_H

@@ -1,0 +1,215 @@
+//===- CudaDevice.cpp - The process's GPU session -------------------------===//
+#include "CudaDevice.h"
+#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Autotune/RandomInputs.h"
+#include "llvm/Support/TimeProfiler.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace mtsched;
+using namespace mtsched::cuda;
+
+static constexpr double Inf = std::numeric_limits<double>::infinity();
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+namespace mtsched {
+namespace cuda {
+
+BenchSupport *support(Gpu &G) {
+  if (!G.SupportTried) {
+    G.SupportTried = true;
+    llvm::Expected<std::unique_ptr<BenchSupport>> S =
+        BenchSupport::load(*G.D, G.Info.Major * 10 + G.Info.Minor);
+    if (S)
+      G.Support = std::move(*S);
+    else
+      llvm::errs() << "mtsched-opt: warning: " << llvm::toString(S.takeError())
+                   << "; benchmark inputs are drawn and checked on the host "
+                      "(slower)\n";
+  }
+  return G.Support.get();
+}
+
+llvm::Expected<Gpu &> gpu(int Ordinal) {
+  static Gpu G;
+  static std::string Error;
+  static std::once_flag Once;
+  std::call_once(Once, [Ordinal] {
+    llvm::TimeTraceScope Scope("cuda.open-device");
+    llvm::Expected<DeviceInfo> Info =
+        openDevice(Ordinal % std::max(1, deviceCount()));
+    if (!Info) {
+      Error = llvm::toString(Info.takeError());
+      return;
+    }
+    if (auto N = loadNvrtc(); !N) {
+      Error = llvm::toString(N.takeError());
+      return;
+    }
+    G.Info = *Info;
+    G.D = &*loadDriver();
+    if (CUresult R = G.D->cuStreamCreate(&G.Stream, CU_STREAM_NON_BLOCKING)) {
+      Error = "cannot create a CUDA stream: " + G.D->errorString(R);
+      return;
+    }
+    G.D->cuEventCreate(&G.E0, CU_EVENT_DEFAULT);
+    G.D->cuEventCreate(&G.E1, CU_EVENT_DEFAULT);
+    G.FlushBytes = size_t(std::max(G.Info.L2Bytes, 1 << 20)) * 2;
+    if (G.D->cuMemAlloc(&G.Flush, G.FlushBytes))
+      G.Flush = 0;
+    llvm::Expected<const CublasApi &> B = loadCublas();
+    if (!B) {
+      G.BlasError = llvm::toString(B.takeError());
+    } else if (int S = B->cublasCreate(&G.Blas)) {
+      G.BlasError = "cublasCreate failed with status " + std::to_string(S);
+    } else {
+      G.B = &*B;
+      B->cublasSetStream(G.Blas, G.Stream);
+    }
+  });
+  if (!Error.empty())
+    return err(Error);
+  return G;
+}
+
+std::string unsupportedReason(const KernelSource &K, const DeviceInfo &Info,
+                              const DriverApi &D) {
+  if (!K.NeedsSm90a)
+    return "";
+  // sm_90a code runs on compute capability 9.0 only.
+  if (Info.Major != 9 || Info.Minor != 0)
+    return "needs an sm_90 GPU (wgmma, TMA); " + Info.Name + " is sm_" +
+           std::to_string(Info.Major) + std::to_string(Info.Minor);
+  if (!K.TensorMaps.empty() && !D.cuTensorMapEncodeTiled)
+    return "the CUDA driver lacks cuTensorMapEncodeTiled (TMA)";
+  return "";
+}
+
+CUresult encodeTensorMaps(const DriverApi &D, const KernelSource &K,
+                          llvm::ArrayRef<CUdeviceptr> Ptrs,
+                          std::vector<CUtensorMap> &Out) {
+  Out.assign(K.TensorMaps.size(), CUtensorMap());
+  const uint32_t ElementStrides[3] = {1, 1, 1};
+  for (size_t I = 0; I < K.TensorMaps.size(); ++I) {
+    const TensorMapParam &T = K.TensorMaps[I];
+    if (CUresult R = D.cuTensorMapEncodeTiled(
+            &Out[I], CU_TENSOR_MAP_DATA_TYPE_UINT16, 3,
+            reinterpret_cast<void *>(Ptrs[T.Input]), T.Dims, T.Strides, T.Box,
+            ElementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
+      return R;
+  }
+  return CUDA_SUCCESS;
+}
+
+
+std::vector<double> toHostValues(const std::string &Bytes, DType T) {
+  size_t Elt = dtypeBytes(T), N = Bytes.size() / Elt;
+  std::vector<double> Out(N);
+  parallelChunks(int64_t(N), [&](int64_t Begin, int64_t End) {
+    for (size_t I = Begin; I < size_t(End); ++I) {
+      const char *P = Bytes.data() + I * Elt;
+      uint16_t H;
+      float F;
+      switch (T) {
+      case DType::BF16:
+        std::memcpy(&H, P, 2);
+        Out[I] = bf16ToFloat(H);
+        break;
+      case DType::F16:
+        std::memcpy(&H, P, 2);
+        Out[I] = f16ToFloat(H);
+        break;
+      case DType::F32:
+        std::memcpy(&F, P, 4);
+        Out[I] = F;
+        break;
+      case DType::I32: {
+        int32_t V;
+        std::memcpy(&V, P, 4);
+        Out[I] = V;
+        break;
+      }
+      case DType::I64: {
+        int64_t V;
+        std::memcpy(&V, P, 8);
+        Out[I] = double(V);
+        break;
+      }
+      }
+    }
+  });
+  return Out;
+}
+
+std::string toDeviceBytes(const std::vector<double> &V, DType T) {
+  size_t Elt = dtypeBytes(T);
+  std::string Out(V.size() * Elt, '\0');
+  parallelChunks(int64_t(V.size()), [&](int64_t Begin, int64_t End) {
+    for (size_t I = Begin; I < size_t(End); ++I) {
+      char *P = &Out[I * Elt];
+      uint16_t H;
+      float F = float(V[I]);
+      switch (T) {
+      case DType::BF16:
+        H = floatToBF16(F);
+        std::memcpy(P, &H, 2);
+        break;
+      case DType::F16:
+        H = floatToF16(F);
+        std::memcpy(P, &H, 2);
+        break;
+      case DType::F32:
+        std::memcpy(P, &F, 4);
+        break;
+      case DType::I32: {
+        int32_t X = int32_t(V[I]);
+        std::memcpy(P, &X, 4);
+        break;
+      }
+      case DType::I64: {
+        int64_t X = int64_t(V[I]);
+        std::memcpy(P, &X, 8);
+        break;
+      }
+      }
+    }
+  });
+  return Out;
+}
+
+double relError(const std::vector<double> &Out, int64_t N,
+                llvm::ArrayRef<int64_t> Rows,
+                const std::vector<std::vector<double>> &Ref) {
+  double E2 = 0, R2 = 0;
+  for (size_t I = 0; I < Rows.size(); ++I)
+    for (int64_t C = 0; C < N; ++C) {
+      double O = Out[Rows[I] * N + C], R = Ref[I][C];
+      if (!std::isfinite(O) && std::isfinite(R))
+        return Inf;
+      E2 += (O - R) * (O - R);
+      R2 += R * R;
+    }
+  return R2 > 0 ? std::sqrt(E2 / R2) : std::sqrt(E2);
+}
+
+double tolerance(DType T) {
+  switch (T) {
+  case DType::BF16:
+    return 2e-2;
+  case DType::F16:
+    return 5e-3;
+  default:
+    return 1e-3;
+  }
+}
+
+} // namespace cuda
+} // namespace mtsched

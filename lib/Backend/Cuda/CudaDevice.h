@@ -1,0 +1,78 @@
+//===- CudaDevice.h - The process's GPU session (internal) -----*- C++ -*-===//
+//
+// Internal to lib/Backend/Cuda: the one GPU session of the process (context,
+// stream, events, cuBLAS, the support kernels) that the benchmarker and the
+// --run executor share, and the host/device conversions and checks both
+// use.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_LIB_BACKEND_CUDA_CUDADEVICE_H
+#define MTSCHED_LIB_BACKEND_CUDA_CUDADEVICE_H
+
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaBenchSupport.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "mtsched/IR/Types.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mtsched {
+namespace cuda {
+
+/// The process's one GPU session; ranks (threads) take turns through Mu.
+struct Gpu {
+  DeviceInfo Info;
+  const DriverApi *D = nullptr;
+  CUstream Stream = nullptr;
+  CUevent E0 = nullptr, E1 = nullptr;
+  CUdeviceptr Flush = 0;
+  size_t FlushBytes = 0;
+  cublasHandle_t Blas = nullptr;
+  const CublasApi *B = nullptr;
+  std::string BlasError;
+  /// Fills and fp64 references on the GPU, loaded on first use (under Mu);
+  /// if they cannot load, inputs are drawn and checked on the host.
+  std::unique_ptr<BenchSupport> Support;
+  bool SupportTried = false;
+  std::mutex Mu;
+};
+
+/// The first call opens GPU Ordinal (modulo the device count) and keeps it
+/// open for the process; later calls return it, or the first call's error.
+llvm::Expected<Gpu &> gpu(int Ordinal);
+
+/// G's support kernels, loading them on the first call; null (said once on
+/// stderr) if they cannot load. Call under G.Mu.
+BenchSupport *support(Gpu &G);
+
+/// Why kernel K cannot run on device Info, or empty if it can.
+std::string unsupportedReason(const KernelSource &K, const DeviceInfo &Info,
+                              const DriverApi &D);
+
+/// Encodes K's tensor maps over its inputs at Ptrs (K.Inputs order).
+CUresult encodeTensorMaps(const DriverApi &D, const KernelSource &K,
+                          llvm::ArrayRef<CUdeviceptr> Ptrs,
+                          std::vector<CUtensorMap> &Out);
+
+/// The values of device bytes of element type T, and back (rounded to T).
+std::vector<double> toHostValues(const std::string &Bytes, DType T);
+std::string toDeviceBytes(const std::vector<double> &V, DType T);
+
+/// Relative error ||out - ref|| / ||ref|| of the checked rows (Out is
+/// row-major with N columns, Ref[I] is row Rows[I]), or +inf if any element
+/// is not finite where the reference is.
+double relError(const std::vector<double> &Out, int64_t N,
+                llvm::ArrayRef<int64_t> Rows,
+                const std::vector<std::vector<double>> &Ref);
+
+/// The relative error an output of type T may have against fp64.
+double tolerance(DType T);
+
+} // namespace cuda
+} // namespace mtsched
+
+#endif // MTSCHED_LIB_BACKEND_CUDA_CUDADEVICE_H
