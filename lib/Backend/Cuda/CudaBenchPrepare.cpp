@@ -31,10 +31,8 @@
 #include <optional>
 #include <random>
 
-
 using namespace mtsched;
 using namespace mtsched::cuda;
-
 
 void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
                                  Prepared &P) {

@@ -11,8 +11,8 @@
 // before each sample; the median counts.
 //
 //===----------------------------------------------------------------------===//
-#include "CudaBenchmarkerImpl.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
+#include "CudaBenchmarkerImpl.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/Npy.h"
 #include "mtsched/Autotune/RandomInputs.h"
@@ -37,7 +37,6 @@
 #include <mutex>
 #include <optional>
 #include <random>
-
 
 using namespace mtsched;
 using namespace mtsched::cuda;

@@ -26,7 +26,6 @@ inline constexpr double Inf = std::numeric_limits<double>::infinity();
 inline constexpr size_t EarlyStopSamples = 3;
 inline constexpr double EarlyStopFactor = 1.5;
 
-
 struct DevBuf {
   CUdeviceptr P = 0;
   size_t Bytes = 0;
@@ -124,7 +123,6 @@ private:
            std::unique_ptr<Prepared>>
       Cache;
 };
-
 
 /// The name a choice's kernel is kept under.
 inline std::string keyOf(const std::string &Choice, bool Fused) {

@@ -109,7 +109,6 @@ CUresult encodeTensorMaps(const DriverApi &D, const KernelSource &K,
   return CUDA_SUCCESS;
 }
 
-
 std::vector<double> toHostValues(const std::string &Bytes, DType T) {
   size_t Elt = dtypeBytes(T), N = Bytes.size() / Elt;
   std::vector<double> Out(N);

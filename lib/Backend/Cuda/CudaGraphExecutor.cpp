@@ -32,7 +32,6 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
-
 /// Times the whole decided graph: its launches replayed back to back
 /// between two events, enough times for about 1 ms a sample, the median of
 /// Samples samples. Prints one line; a failure only warns.
