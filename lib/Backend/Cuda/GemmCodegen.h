@@ -5,8 +5,8 @@
 // parameter list, the fused epilogue and the grouped CTA raster.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_LIB_CODEGEN_GEMMCODEGEN_H
-#define MTSCHED_LIB_CODEGEN_GEMMCODEGEN_H
+#ifndef MTSCHED_LIB_BACKEND_CUDA_GEMMCODEGEN_H
+#define MTSCHED_LIB_BACKEND_CUDA_GEMMCODEGEN_H
 
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "llvm/ADT/SetVector.h"
@@ -23,6 +23,22 @@ extern const char *const Prelude;
 const char *storageType(DType T);
 /// Converts float expression V to dtype T's storage.
 std::string storeExpr(DType T, const std::string &V);
+/// The load of element Idx of Ptr (of element type T) as a float.
+std::string loadExpr(DType T, const std::string &Ptr, const std::string &Idx);
+/// D as a float literal that round-trips.
+std::string flt(double D);
+/// A row reduction's `eps` attribute (1e-6 if absent).
+double epsOf(const Node &N);
+/// The expression of pointwise node N over operand expressions Ops (the op
+/// table's CUDA expression).
+llvm::Expected<std::string> pointwiseExpr(const Node &N,
+                                          llvm::ArrayRef<std::string> Ops);
+/// The element index of a value of type Op broadcast to the iteration space
+/// [Rows, Inner] (row r, column c); see CudaCodegen.cpp.
+llvm::Expected<std::string> indexFor(const TensorType &Op, int64_t Rows,
+                                     int64_t Inner, const TensorType *Iter);
+/// The nodes of N's epilogue chain, in order.
+std::vector<const Node *> epilogueNodes(const MultiTemplateBufferNode &N);
 
 /// Collects the parameters of a kernel: inputs first, deduplicated.
 struct ParamList {
@@ -107,4 +123,4 @@ llvm::Error emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
 } // namespace codegen
 } // namespace mtsched
 
-#endif // MTSCHED_LIB_CODEGEN_GEMMCODEGEN_H
+#endif // MTSCHED_LIB_BACKEND_CUDA_GEMMCODEGEN_H

@@ -1,0 +1,583 @@
+//===- GemmKernels.cpp - The mma.sync GEMM template and its epilogues -----===//
+//
+// The tensor-core (mma.sync) and SIMT GEMM templates, the epilogue code
+// fused into them (and into the wgmma and SwiGLU templates), and the
+// grouped rasterisation they share. The template is the same text for every
+// tile; only the #defines change.
+//
+//===----------------------------------------------------------------------===//
+#include "GemmCodegen.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include <map>
+
+using namespace mtsched;
+using namespace mtsched::codegen;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+/// Tensor-core main loop: cp.async multi-stage copy into padded shared
+/// memory, ldmatrix into fragments, mma.sync m16n8k16 with fp32 accumulators.
+const char *const codegen::TensorCoreMainLoop = R"(
+#define THREADS (WARPS_M * WARPS_N * 32)
+#define WM (BM / WARPS_M) // warp tile rows
+#define WN (BN / WARPS_N) // warp tile columns
+#define MT (WM / 16)      // m16 fragments per warp
+#define NT (WN / 8)       // n8 fragments per warp
+#define AS (BK + 8)       // A row stride in shared memory (padded: no bank conflicts)
+#define BS (BN + 8)       // B row stride in shared memory
+
+__device__ __forceinline__ unsigned mt_smem_addr(const void *p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+      : "=r"(a) : "l"(p));
+  return a;
+}
+// 16-byte asynchronous copy; src_bytes = 0 fills zeros (out of bounds).
+__device__ __forceinline__ void mt_cp_async16(void *dst, const void *src,
+                                              int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   mt_smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void mt_cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+#define MT_CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;\n" ::"n"(n))
+
+__device__ __forceinline__ void mt_ldmatrix_x4(unsigned *r, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(mt_smem_addr(p)));
+}
+__device__ __forceinline__ void mt_ldmatrix_x4_trans(unsigned *r,
+                                                     const void *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(mt_smem_addr(p)));
+}
+__device__ __forceinline__ void mt_mma(float *d, const unsigned *a,
+                                       const unsigned *b) {
+  // Not volatile: registers only, so the compiler may overlap the next
+  // fragments' ldmatrix with these MMAs.
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE
+               ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
+                 "r"(b[1]));
+}
+
+// Copies k-tile kt of A (BM x BK) and B (BK x BN) into stage `stage`.
+__device__ __forceinline__ void mt_load_tile(unsigned short *sA,
+                                             unsigned short *sB,
+                                             const unsigned short *A,
+                                             const unsigned short *B,
+                                             long long m0, long long n0,
+                                             int stage, int kt) {
+  const int tid = threadIdx.x;
+  const long long k0 = (long long)kt * BK;
+  unsigned short *a = sA + stage * (BM * AS);
+  unsigned short *b = sB + stage * (BK * BS);
+#define A_RPP (THREADS / (BK / 8)) // rows of A copied per pass
+#define B_RPP (THREADS / (BN / 8)) // rows of B copied per pass
+#if ALIGNED8 && (THREADS % (BK / 8)) == 0 && (THREADS % (BN / 8)) == 0
+  // Each thread copies the same 16-byte column in every pass: only its base
+  // addresses depend on run-time values; bounds checks fold away when the
+  // shape is a tile multiple.
+  const int a_row = tid / (BK / 8), a_col = (tid % (BK / 8)) * 8;
+  const unsigned short *ga = A + (m0 + a_row) * K_ + k0 + a_col;
+  unsigned short *sa = a + a_row * AS + a_col;
+  #pragma unroll
+  for (int p = 0; p < (BM + A_RPP - 1) / A_RPP; ++p) {
+    const int row = a_row + p * A_RPP;
+    if (BM % A_RPP == 0 || row < BM) {
+      const bool ok = (M_ % BM == 0 || m0 + row < M_) &&
+                      (K_ % BK == 0 || k0 + a_col < K_);
+      mt_cp_async16(sa + p * A_RPP * AS, ok ? ga + p * A_RPP * K_ : A,
+                    ok ? 16 : 0);
+    }
+  }
+  const int b_row = tid / (BN / 8), b_col = (tid % (BN / 8)) * 8;
+  const unsigned short *gb = B + (k0 + b_row) * N_ + n0 + b_col;
+  unsigned short *sb = b + b_row * BS + b_col;
+  #pragma unroll
+  for (int p = 0; p < (BK + B_RPP - 1) / B_RPP; ++p) {
+    const int row = b_row + p * B_RPP;
+    if (BK % B_RPP == 0 || row < BK) {
+      const bool ok = (K_ % BK == 0 || k0 + row < K_) &&
+                      (N_ % BN == 0 || n0 + b_col < N_);
+      mt_cp_async16(sb + p * B_RPP * BS, ok ? gb + p * B_RPP * N_ : B,
+                    ok ? 16 : 0);
+    }
+  }
+#elif ALIGNED8
+  #pragma unroll
+  for (int ch = tid; ch < BM * BK / 8; ch += THREADS) {
+    const int row = ch / (BK / 8), kc = (ch % (BK / 8)) * 8;
+    const long long gm = m0 + row, gk = k0 + kc;
+    const bool ok = gm < M_ && gk < K_;
+    mt_cp_async16(a + row * AS + kc, ok ? A + gm * K_ + gk : A, ok ? 16 : 0);
+  }
+  #pragma unroll
+  for (int ch = tid; ch < BK * BN / 8; ch += THREADS) {
+    const int row = ch / (BN / 8), nc = (ch % (BN / 8)) * 8;
+    const long long gk = k0 + row, gn = n0 + nc;
+    const bool ok = gk < K_ && gn < N_;
+    mt_cp_async16(b + row * BS + nc, ok ? B + gk * N_ + gn : B, ok ? 16 : 0);
+  }
+#else
+  // Rows not 16-byte aligned: element-wise predicated copies.
+  for (int e = tid; e < BM * BK; e += THREADS) {
+    const int row = e / BK, kk = e % BK;
+    const long long gm = m0 + row, gk = k0 + kk;
+    a[row * AS + kk] = (gm < M_ && gk < K_) ? A[gm * K_ + gk] : (unsigned short)0;
+  }
+  for (int e = tid; e < BK * BN; e += THREADS) {
+    const int row = e / BN, nn = e % BN;
+    const long long gk = k0 + row, gn = n0 + nn;
+    b[row * BS + nn] = (gk < K_ && gn < N_) ? B[gk * N_ + gn] : (unsigned short)0;
+  }
+#endif
+}
+)";
+
+static llvm::Expected<EpilogueCode>
+buildEpilogue(const MultiTemplateBufferNode &N, bool Fused, ParamList &P,
+              int64_t Rows, int64_t Inner, bool Resized) {
+  EpilogueCode E;
+  E.P = &P;
+  E.Result = N.getResult();
+  if (!Fused)
+    return E;
+  std::vector<const Node *> Chain = epilogueNodes(N);
+  if (Chain.empty())
+    return err("'%" + N.getName() + "' has no epilogue to fuse");
+  // Members read outside the kernel (the residual sum beside its RMSNorm)
+  // are stored where the chain computes them, before the outputs' last.
+  llvm::DenseSet<const Value *> Written;
+  for (const Operand &W : N.getEpilogueWrites()) {
+    Written.insert(W.V);
+    P.Outputs.push_back(W.V);
+  }
+  const Value *Prev = N.getResult();
+  const TensorType &Iter = N.getType();
+  llvm::raw_string_ostream OS(E.Pre);
+  for (size_t I = 0; I < Chain.size(); ++I) {
+    const Node *C = Chain[I];
+    auto Load = [&](const Value *V) -> llvm::Expected<std::string> {
+      if (V == Prev)
+        return std::string("v");
+      P.Inputs.insert(V);
+      llvm::Expected<std::string> Idx =
+          indexFor(V->getType(), Rows, Inner, Resized ? nullptr : &Iter);
+      if (!Idx)
+        return Idx.takeError();
+      return loadExpr(V->getType().Dtype, P.name(V), *Idx);
+    };
+    if (isRowReduction(C->getOp())) {
+      if (I + 1 != Chain.size())
+        return err("row reduction '%" + C->getName() +
+                   "' must end the epilogue");
+      if (C->getOperand(0) != Prev)
+        return err("'%" + C->getName() + "' does not normalise '%" +
+                   Prev->getName() + "'");
+      E.RowNode = C;
+      if (C->getOp() == OpCode::RmsNorm) {
+        llvm::Expected<std::string> W = Load(C->getOperand(1));
+        if (!W)
+          return W.takeError();
+        E.RowWeight = *W;
+      }
+      Prev = C->getResult();
+      break;
+    }
+    if (!isPointwise(C->getOp()))
+      return err("'%" + C->getName() + "' cannot be fused into a GEMM");
+    std::vector<std::string> Ops;
+    for (const Operand &O : C->getOperands()) {
+      llvm::Expected<std::string> X = Load(O.V);
+      if (!X)
+        return X.takeError();
+      Ops.push_back(*X);
+    }
+    llvm::Expected<std::string> X = pointwiseExpr(*C, Ops);
+    if (!X)
+      return X.takeError();
+    OS << "        v = " << *X << "; // %" << C->getName() << " = "
+       << C->getOpName() << "\n";
+    if (Written.erase(C->getResult()))
+      OS << "        " << P.name(C->getResult())
+         << "_out[r * N_ + c] = " << storeExpr(C->getType().Dtype, "v")
+         << "; // %" << C->getName() << " is read after the kernel\n";
+    Prev = C->getResult();
+  }
+  if (!Written.empty())
+    return err("the epilogue of '%" + N.getName() +
+               "' writes a value that no pointwise member before its end "
+               "computes");
+  E.Result = Prev;
+  return E;
+}
+
+void codegen::emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
+                               const std::string &OutName, DType OutType,
+                               const EpilogueThreads &T) {
+  const std::string &In = T.InBounds;
+  OS << "  // Epilogue: pointwise chain per element.\n"
+     << "  FOR_EACH_ACC({\n      if (" << In << ") {\n"
+     << E.Pre << "      }\n  });\n";
+  if (E.RowNode) {
+    bool Soft = E.RowNode->getOp() == OpCode::Softmax;
+    std::string Sync = "  " + T.Sync + ";\n";
+    OS << "  // Row reduction %" << E.RowNode->getName() << " = "
+       << E.RowNode->getOpName() << ": this CTA holds whole rows (N <= BN).\n"
+       << Sync << "  float *row_a = (float *)mt_smem;      // per-row sum\n"
+       << "  float *row_b = row_a + BM;           // per-row max\n"
+       << "  for (int t = " << T.Tid << "; t < BM; t += " << T.Count << ") {\n"
+       << "    row_a[t] = 0.f;\n    row_b[t] = -__int_as_float(0x7f800000);\n"
+       << "  }\n"
+       << Sync;
+    // Adds each accumulator's Term (sum) or folds it with fmaxf (max) into
+    // row_a / row_b[rl]; with QuadRowSums, per thread and quad first, so
+    // one shared-memory atomic per row and quad instead of per element.
+    auto Reduce = [&](const std::string &Term, bool Max,
+                      const std::string &Then) {
+      const char *Dst = Max ? "row_b" : "row_a";
+      if (!T.QuadRowSums) {
+        OS << "  FOR_EACH_ACC({ if (" << In << ") { " << Then
+           << (Max ? "mt_atomic_max(&" : "atomicAdd(&") << Dst << "[rl], "
+           << Term << "); } });\n";
+        return;
+      }
+      std::string Init = Max ? "-__int_as_float(0x7f800000)" : "0.f";
+      auto Fold = [&](const std::string &X, const std::string &Y) {
+        return Max ? "fmaxf(" + X + ", " + Y + ")" : X + " + " + Y;
+      };
+      OS << "  {\n    float part[ROW_SLOTS];\n"
+         << "    #pragma unroll\n    for (int h = 0; h < ROW_SLOTS; ++h)\n"
+         << "      part[h] = " << Init << ";\n"
+         << "    FOR_EACH_ACC({ if (" << In << ") { " << Then
+         << "part[ROW_SLOT] = " << Fold("part[ROW_SLOT]", Term) << "; } });\n"
+         << "    FOR_EACH_ROW_SLOT({\n      float x = part[h];\n"
+         << "      x = " << Fold("x", "__shfl_xor_sync(0xffffffffu, x, 1)")
+         << ";\n      x = " << Fold("x", "__shfl_xor_sync(0xffffffffu, x, 2)")
+         << ";\n"
+         << "      if ((lane & 3) == 0 && m0 + rl < M_)\n        "
+         << (Max ? "mt_atomic_max(&" : "atomicAdd(&") << Dst << "[rl], x);\n"
+         << "    });\n  }\n";
+    };
+    if (Soft) {
+      Reduce("v", true, "");
+      OS << Sync;
+      Reduce("v", false, "v = expf(v - row_b[rl]); ");
+      OS << Sync << "  FOR_EACH_ACC({ v = v / row_a[rl]; });\n";
+    } else {
+      Reduce("v * v", false, "");
+      OS << Sync << "  FOR_EACH_ACC({ if (" << In
+         << ") v = v * rsqrtf(row_a[rl] / (float)N_ + "
+         << flt(epsOf(*E.RowNode)) << ") * " << E.RowWeight << "; });\n";
+    }
+  }
+  if (T.PairStores && dtypeBytes(OutType) == 2) {
+    OS << "  // Columns c and c + 1 as one 32-bit store (N_ and c are even).\n"
+       << "  FOR_EACH_ACC_PAIR({ if (" << In << ") *(unsigned *)&" << OutName
+       << "[r * N_ + c] = (unsigned)" << storeExpr(OutType, "v0")
+       << " | ((unsigned)" << storeExpr(OutType, "v1") << " << 16); });\n";
+    return;
+  }
+  OS << "  FOR_EACH_ACC({ if (" << In << ") " << OutName
+     << "[r * N_ + c] = " << storeExpr(OutType, "v") << "; });\n";
+}
+
+void codegen::emitGroupedRaster(llvm::raw_ostream &OS) {
+  OS << "  // Grouped raster: GROUP_M consecutive CTAs walk down a column of\n"
+     << "  // tiles, so the B tiles they share stay in L2.\n"
+     << "  const int tiles_n = gridDim.x, tiles_m = gridDim.y, GROUP_M = 8;\n"
+     << "  const int pid = blockIdx.y * tiles_n + blockIdx.x;\n"
+     << "  const int first_m = (pid / (GROUP_M * tiles_n)) * GROUP_M;\n"
+     << "  const int group_m = min(tiles_m - first_m, GROUP_M);\n"
+     << "  const int in_group = pid % (GROUP_M * tiles_n);\n"
+     << "  const long long m0 = (long long)(first_m + in_group % group_m) * "
+        "BM;\n"
+     << "  const long long n0 = (long long)(in_group / group_m) * BN;\n";
+}
+
+/// Picks WARPS_M x WARPS_N for a tile: warp tiles of at least 16x16, as
+/// square as possible.
+bool codegen::warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN) {
+  int Best = -1;
+  for (int Wm = 1; Wm <= T.Warps; Wm *= 2) {
+    if (T.Warps % Wm)
+      continue;
+    int Wn = T.Warps / Wm;
+    if (T.BM % (16 * Wm) || T.BN % (16 * Wn))
+      continue;
+    int Diff = std::abs(T.BM / Wm - T.BN / Wn);
+    if (Best < 0 || Diff < Best || (Diff == Best && Wm > WarpsM)) {
+      Best = Diff;
+      WarpsM = Wm;
+      WarpsN = Wn;
+    }
+  }
+  return Best >= 0;
+}
+
+llvm::Expected<KernelSource>
+mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
+                            const GemmTileConfig &T, bool Fused, int64_t MArg) {
+  if (N.getOp() != OpCode::MatMul || N.getNumOperands() != 2)
+    return err("'%" + N.getName() + "' is not a matmul");
+  const Value *AV = N.getOperand(0), *BV = N.getOperand(1);
+  const TensorType &A = AV->getType(), &B = BV->getType();
+  DType Dt = A.Dtype;
+  if (B.Dtype != Dt ||
+      !(Dt == DType::BF16 || Dt == DType::F16 || Dt == DType::F32))
+    return err("the GEMM template needs bf16, f16 or f32 operands, got " +
+               dtypeName(A.Dtype) + " and " + dtypeName(B.Dtype));
+  if (T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.Warps <= 0 || T.Stages <= 0)
+    return err("tile sizes must be positive");
+  int64_t Kd = A.innerDim(), Nn = B.innerDim();
+  int64_t Batch = 1, M = rowsOf(A);
+  bool BatchedB = B.rank() > 2;
+  if (BatchedB) {
+    M = A.Shape[A.rank() - 2];
+    Batch = rowsOf(A) / M;
+  }
+  bool Resized = false;
+  if (MArg > 0 && MArg != M * Batch) {
+    if (BatchedB)
+      return err("size hints are not supported for batched matmuls");
+    M = MArg;
+    Resized = true;
+  }
+  int64_t Rows = M * Batch;
+  ParamList P;
+  P.Inputs.insert(AV);
+  P.Inputs.insert(BV);
+  llvm::Expected<EpilogueCode> Epi =
+      buildEpilogue(N, Fused, P, Rows, Nn, Resized);
+  if (!Epi)
+    return Epi.takeError();
+  if (Epi->RowNode && Nn > T.BN)
+    return err("a row reduction needs the whole row in one CTA, but N = " +
+               llvm::Twine(Nn) + " > BN = " + llvm::Twine(T.BN));
+  P.Outputs.push_back(Epi->Result);
+  DType OutType = Epi->Result->getType().Dtype;
+
+  KernelSource K;
+  K.Name = sanitizeIdentifier(N.getName() + "_" + gemmChoiceName(T) +
+                              (Fused ? "_fused" : ""));
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << Prelude << "\n// GEMM %" << N.getName() << ": [" << Rows << " x " << Kd
+     << "] * [" << Kd << " x " << Nn << "]"
+     << (Batch > 1 ? " batch " + std::to_string(Batch) : std::string())
+     << ", tile " << gemmChoiceName(T) << (Fused ? ", epilogue fused" : "")
+     << "\n";
+  OS << "#define M_ " << M << "LL\n#define N_ " << Nn << "LL\n#define K_ " << Kd
+     << "LL\n#define ROWS " << Rows << "LL // M_ * batch\n#define BM " << T.BM
+     << "\n#define BN " << T.BN << "\n#define BK " << T.BK << "\n";
+  std::string AName = P.name(AV), BName = P.name(BV);
+  std::string OutName = P.name(Epi->Result) + "_out";
+  bool TensorCores = Dt != DType::F32;
+  if (T.Template == GemmTemplate::Wgmma) {
+    GemmSetup Setup{T,  M,  Nn,    Kd,      Batch,  BatchedB,
+                    Dt, &P, &*Epi, OutName, OutType};
+    if (llvm::Error E = emitWgmmaGemm(OS, K, Setup))
+      return std::move(E);
+  } else if (TensorCores) {
+    int WarpsM = 0, WarpsN = 0;
+    if (T.BK % 16 || !warpLayout(T, WarpsM, WarpsN))
+      return err("tile " + gemmChoiceName(T) +
+                 " does not split into 16x16 warp tiles with " +
+                 llvm::Twine(T.Warps) + " warps");
+    int Stages = std::max(2, T.Stages);
+    bool Aligned = Kd % 8 == 0 && Nn % 8 == 0;
+    int64_t Smem = int64_t(Stages) *
+                   (int64_t(T.BM) * (T.BK + 8) + int64_t(T.BK) * (T.BN + 8)) *
+                   2;
+    Smem = std::max<int64_t>(Smem, int64_t(T.BM) * 8);
+    OS << "#define WARPS_M " << WarpsM << "\n#define WARPS_N " << WarpsN
+       << "\n#define STAGES " << Stages << "\n#define ALIGNED8 "
+       << (Aligned ? 1 : 0) << " // K and N multiples of 8: 16-byte copies\n"
+       << "#define MMA_TYPE \"" << (Dt == DType::BF16 ? "bf16" : "f16")
+       << "\"\n"
+       << TensorCoreMainLoop;
+    OS << R"(
+// Accumulator (mt, nt, i) of this thread sits at row
+// wm*WM + mt*16 + lane/4 + 8*(i/2), column wn*WN + nt*8 + 2*(lane%4) + i%2.
+#define FOR_EACH_ACC(STMT)                                                     \
+  _Pragma("unroll") for (int mt = 0; mt < MT; ++mt)                            \
+  _Pragma("unroll") for (int nt = 0; nt < NT; ++nt)                            \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int rl = wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);        \
+    const long long r = bz * M_ + m0 + rl;                                     \
+    const long long c = n0 + wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);      \
+    float &v = acc[mt][nt][i];                                                 \
+    (void)rl; (void)r; (void)c; (void)v;                                       \
+    if (m0 + rl < M_) STMT                                                     \
+  }
+// Row slot h = mt*2 + (i/2) of this thread is row rl below.
+#define ROW_SLOTS (MT * 2)
+#define ROW_SLOT (mt * 2 + (i >> 1))
+#define FOR_EACH_ROW_SLOT(STMT)                                                \
+  _Pragma("unroll") for (int h = 0; h < ROW_SLOTS; ++h) {                      \
+    const int rl = wm * WM + (h >> 1) * 16 + (lane >> 2) + (h & 1) * 8;        \
+    STMT                                                                       \
+  }
+
+)";
+    OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << K.Name
+       << "(" << P.signature() << ") {\n"
+       << "  extern __shared__ __align__(16) unsigned char mt_smem[];\n"
+       << "  unsigned short *sA = (unsigned short *)mt_smem;\n"
+       << "  unsigned short *sB = sA + STAGES * BM * AS;\n"
+       << "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
+       << "  const int wm = warp / WARPS_N, wn = warp % WARPS_N;\n"
+       << "  const long long bz = blockIdx.z;\n";
+    emitGroupedRaster(OS);
+    OS << "  const unsigned short *A = (const unsigned short *)" << AName
+       << " + bz * M_ * K_;\n"
+       << "  const unsigned short *B = (const unsigned short *)" << BName
+       << (BatchedB ? " + bz * K_ * N_;\n" : ";\n")
+       << R"(  float acc[MT][NT][4];
+  #pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i)
+        acc[mt][nt][i] = 0.f;
+  const int KT = (int)((K_ + BK - 1) / BK);
+  // Prologue: STAGES-1 tiles in flight.
+  #pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT)
+      mt_load_tile(sA, sB, A, B, m0, n0, s, s);
+    mt_cp_async_commit();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    MT_CP_ASYNC_WAIT(STAGES - 2); // tile kt has landed
+    __syncthreads();              // and everyone is done with tile kt-1
+    const int next = kt + STAGES - 1;
+    if (next < KT)
+      mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, next);
+    mt_cp_async_commit();
+    const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
+    const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
+    #pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      unsigned af[MT][4], bf[NT][2];
+      #pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        mt_ldmatrix_x4(af[mt], a + (wm * WM + mt * 16 + (lane & 15)) * AS +
+                                   kk + (lane >> 4) * 8);
+      #pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        unsigned t[4];
+        mt_ldmatrix_x4_trans(t, b + (kk + (lane & 15)) * BS + wn * WN +
+                                    np * 16 + (lane >> 4) * 8);
+        bf[2 * np][0] = t[0];
+        bf[2 * np][1] = t[1];
+        bf[2 * np + 1][0] = t[2];
+        bf[2 * np + 1][1] = t[3];
+      }
+      #pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        #pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          mt_mma(acc[mt][nt], af[mt], bf[nt]);
+    }
+  }
+  MT_CP_ASYNC_WAIT(0);
+)";
+    EpilogueThreads Threads;
+    Threads.QuadRowSums = true;
+    emitEpilogueTail(OS, *Epi, OutName, OutType, Threads);
+    OS << "}\n";
+    K.BlockX = WarpsM * WarpsN * 32;
+    K.SharedBytes = unsigned(Smem);
+  } else {
+    // fp32: CUDA cores, one shared-memory stage; thread t owns outputs
+    // t, t + THREADS, ... of the BM x BN tile.
+    int Threads = T.Warps * 32;
+    if ((T.BM * T.BN) % Threads)
+      return err("tile " + gemmChoiceName(T) + " does not split over " +
+                 llvm::Twine(Threads) + " threads");
+    int64_t Smem = (int64_t(T.BM) * (T.BK + 1) + int64_t(T.BK) * T.BN) * 4;
+    Smem = std::max<int64_t>(Smem, int64_t(T.BM) * 8);
+    OS << "#define THREADS " << Threads << "\n#define PER_THREAD "
+       << (T.BM * T.BN / Threads) << "\n"
+       << R"(
+#define FOR_EACH_ACC(STMT)                                                     \
+  _Pragma("unroll") for (int e = 0; e < PER_THREAD; ++e) {                     \
+    const int rl = (threadIdx.x + e * THREADS) / BN;                           \
+    const long long r = bz * M_ + m0 + rl;                                     \
+    const long long c = n0 + (threadIdx.x + e * THREADS) % BN;                 \
+    float &v = acc[e];                                                         \
+    (void)rl; (void)r; (void)c; (void)v;                                       \
+    if (m0 + rl < M_) STMT                                                     \
+  }
+
+)";
+    OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << K.Name
+       << "(" << P.signature() << ") {\n"
+       << "  extern __shared__ __align__(16) unsigned char mt_smem[];\n"
+       << "  float *sA = (float *)mt_smem;          // BM x (BK + 1)\n"
+       << "  float *sB = sA + BM * (BK + 1);         // BK x BN\n"
+       << "  const long long bz = blockIdx.z;\n"
+       << "  const long long m0 = (long long)blockIdx.y * BM;\n"
+       << "  const long long n0 = (long long)blockIdx.x * BN;\n"
+       << "  const float *A = " << AName << " + bz * M_ * K_;\n"
+       << "  const float *B = " << BName
+       << (BatchedB ? " + bz * K_ * N_;\n" : ";\n")
+       << R"(  float acc[PER_THREAD];
+  #pragma unroll
+  for (int e = 0; e < PER_THREAD; ++e)
+    acc[e] = 0.f;
+  for (long long k0 = 0; k0 < K_; k0 += BK) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < BM * BK; e += THREADS) {
+      const int row = e / BK, kk = e % BK;
+      const long long gm = m0 + row, gk = k0 + kk;
+      sA[row * (BK + 1) + kk] = (gm < M_ && gk < K_) ? A[gm * K_ + gk] : 0.f;
+    }
+    for (int e = threadIdx.x; e < BK * BN; e += THREADS) {
+      const int row = e / BN, nn = e % BN;
+      const long long gk = k0 + row, gn = n0 + nn;
+      sB[row * BN + nn] = (gk < K_ && gn < N_) ? B[gk * N_ + gn] : 0.f;
+    }
+    __syncthreads();
+    #pragma unroll 4
+    for (int kk = 0; kk < BK; ++kk)
+      #pragma unroll
+      for (int e = 0; e < PER_THREAD; ++e) {
+        const int idx = threadIdx.x + e * THREADS;
+        acc[e] += sA[(idx / BN) * (BK + 1) + kk] * sB[kk * BN + idx % BN];
+      }
+  }
+)";
+    emitEpilogueTail(OS, *Epi, OutName, OutType);
+    OS << "}\n";
+    K.BlockX = Threads;
+    K.SharedBytes = unsigned(Smem);
+  }
+  K.Source = OS.str();
+  K.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
+  K.Outputs = P.Outputs;
+  K.GridX = unsigned((Nn + T.BN - 1) / T.BN);
+  K.GridY = unsigned((M + T.BM - 1) / T.BM);
+  K.GridZ = unsigned(Batch);
+  return K;
+}
