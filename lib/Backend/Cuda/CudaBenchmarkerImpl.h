@@ -20,7 +20,6 @@
 namespace mtsched {
 namespace cuda {
 
-inline constexpr double Inf = std::numeric_limits<double>::infinity();
 /// Early stop of a losing choice: after this many samples, if every one is
 /// slower than this factor times the node's best median so far.
 inline constexpr size_t EarlyStopSamples = 3;
@@ -66,13 +65,6 @@ struct Prepared {
   std::string Error;
 };
 
-inline Measurement failed(ChoiceStatus S, std::string Msg) {
-  Measurement M;
-  M.Status = S;
-  M.Us = Inf;
-  M.Message = std::move(Msg);
-  return M;
-}
 class CudaBenchmarker : public Benchmarker {
 public:
   CudaBenchmarker(const AutotuneOptions &Opts, int Rank, Communicator &Comm)

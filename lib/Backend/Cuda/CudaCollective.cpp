@@ -15,7 +15,8 @@
 // inside NCCL or a spinning kernel.
 //
 //===----------------------------------------------------------------------===//
-#include "CudaCollective.h"
+#include "CudaCollectiveImpl.h"
+#include "CudaDevice.h"
 #include "mtsched/Backend/Cuda/CollectiveCodegen.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
@@ -35,186 +36,6 @@ using namespace mtsched::cuda;
 using namespace mtsched::nccl;
 
 CollectiveRank::~CollectiveRank() = default;
-
-namespace {
-
-constexpr double Inf = std::numeric_limits<double>::infinity();
-
-Measurement failedM(ChoiceStatus S, std::string Msg) {
-  Measurement M;
-  M.Status = S;
-  M.Us = Inf;
-  M.Message = std::move(Msg);
-  return M;
-}
-
-uint16_t toBf16(float F) {
-  uint32_t U;
-  std::memcpy(&U, &F, 4);
-  U += 0x7fff + ((U >> 16) & 1);
-  return uint16_t(U >> 16);
-}
-float fromBf16(uint16_t H) {
-  uint32_t U = uint32_t(H) << 16;
-  float F;
-  std::memcpy(&F, &U, 4);
-  return F;
-}
-uint16_t toF16(float F) {
-  // Round to nearest via the hardware-free path: good enough for [-1, 1).
-  uint32_t U;
-  std::memcpy(&U, &F, 4);
-  uint32_t Sign = (U >> 16) & 0x8000;
-  int Exp = int((U >> 23) & 0xff) - 127 + 15;
-  uint32_t Man = U & 0x7fffff;
-  if (Exp <= 0) {
-    if (Exp < -10)
-      return uint16_t(Sign);
-    Man |= 0x800000;
-    uint32_t Shift = uint32_t(14 - Exp);
-    uint32_t H = Man >> Shift;
-    if ((Man >> (Shift - 1)) & 1)
-      ++H;
-    return uint16_t(Sign | H);
-  }
-  uint32_t H = Sign | (uint32_t(Exp) << 10) | (Man >> 13);
-  if (Man & 0x1000)
-    ++H;
-  return uint16_t(H);
-}
-float fromF16(uint16_t H) {
-  uint32_t Sign = uint32_t(H & 0x8000) << 16;
-  int Exp = (H >> 10) & 0x1f;
-  uint32_t Man = H & 0x3ff;
-  float F;
-  if (Exp == 0)
-    F = std::ldexp(float(Man), -24);
-  else if (Exp == 31)
-    F = Man ? NAN : INFINITY;
-  else
-    F = std::ldexp(float(Man | 0x400), Exp - 25);
-  uint32_t U;
-  std::memcpy(&U, &F, 4);
-  U |= Sign;
-  std::memcpy(&F, &U, 4);
-  return F;
-}
-
-/// Seeded values in [-1, 1), rounded to T, as device bytes and as doubles.
-void randomData(uint64_t Seed, int64_t N, DType T, std::string &Bytes,
-                std::vector<float> &Vals) {
-  unsigned Sz = dtypeBytes(T);
-  Bytes.assign(size_t(N) * Sz, '\0');
-  Vals.resize(size_t(N));
-  uint64_t X = Seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  for (int64_t I = 0; I < N; ++I) {
-    X ^= X << 13;
-    X ^= X >> 7;
-    X ^= X << 17;
-    float F = float(double(X >> 11) / double(1ull << 53) * 2 - 1);
-    if (T == DType::BF16) {
-      uint16_t H = toBf16(F);
-      std::memcpy(&Bytes[size_t(I) * 2], &H, 2);
-      Vals[size_t(I)] = fromBf16(H);
-    } else if (T == DType::F16) {
-      uint16_t H = toF16(F);
-      std::memcpy(&Bytes[size_t(I) * 2], &H, 2);
-      Vals[size_t(I)] = fromF16(H);
-    } else {
-      std::memcpy(&Bytes[size_t(I) * 4], &F, 4);
-      Vals[size_t(I)] = F;
-    }
-  }
-}
-
-double valueAt(const std::string &Bytes, int64_t I, DType T) {
-  if (T == DType::F32) {
-    float F;
-    std::memcpy(&F, &Bytes[size_t(I) * 4], 4);
-    return F;
-  }
-  uint16_t H;
-  std::memcpy(&H, &Bytes[size_t(I) * 2], 2);
-  return T == DType::BF16 ? fromBf16(H) : fromF16(H);
-}
-
-double tol(DType T) {
-  return T == DType::BF16 ? 2e-2 : T == DType::F16 ? 5e-3 : 1e-3;
-}
-
-struct MtPtrs {
-  CUdeviceptr P[MaxCollectiveRanks];
-};
-
-class CollectiveRankImpl : public CollectiveRank {
-public:
-  CollectiveRankImpl(const AutotuneOptions &Opts, Communicator &Comm)
-      : Opts(Opts), Comm(Comm) {}
-  ~CollectiveRankImpl() override;
-  Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
-                      const Choice &C, bool Fused,
-                      const std::string &LocalFault) override;
-
-private:
-  struct Buffers {
-    std::string Key;
-    int64_t InElems = 0, OutElems = 0, Cols = 0;
-    DType T = DType::BF16;
-    int Copies = 1;
-    std::vector<CUdeviceptr> In, Out;    // own, per copy
-    std::vector<MtPtrs> PeerIn, PeerOut; // per copy
-    /// The second output of an all_reduce whose epilogue `writes` its sum
-    /// (own and peers', per copy); empty otherwise.
-    std::vector<CUdeviceptr> Sum;
-    std::vector<MtPtrs> PeerSum;
-    std::vector<CUdeviceptr> Imported; // peers' memory opened by IPC
-    CUdeviceptr Bias = 0, Res = 0, Gamma = 0;
-    std::vector<std::vector<float>> HostIn; // every rank's input
-    std::vector<float> HostBias, HostRes, HostGamma;
-  };
-
-  /// Device, streams, peer access, NCCL, flags; Err says why not.
-  bool init(std::string &Err);
-  bool prepare(const MultiTemplateBufferNode &N, const Workload &W,
-               std::string &Err);
-  void freeBuffers();
-  /// Every rank's Mine, indexed [rank][i]: this rank's own pointers as they
-  /// are, a peer's as valid here (opened by IPC between processes and
-  /// appended to Imported).
-  bool exchangePointers(const std::vector<CUdeviceptr> &Mine,
-                        std::vector<std::vector<CUdeviceptr>> &All,
-                        std::vector<CUdeviceptr> &Imported, std::string &Err);
-  void closeImported(std::vector<CUdeviceptr> &Imported);
-  bool agree(bool Ok) {
-    std::vector<double> V{Ok ? 0.0 : 1.0};
-    return Comm.allReduceMax(V, Opts.ChoiceTimeout) == CommStatus::Ok &&
-           V[0] == 0;
-  }
-  CUfunction kernel(const CollectiveKernel &K, std::string &Err);
-  bool check(const std::string &Bytes, const Workload &W, bool Fused,
-             const CollectiveEpilogue &E, std::string &Msg);
-  /// Checks the second output: the sum after the epilogue's adds.
-  bool checkSum(const std::string &Bytes, const CollectiveEpilogue &E,
-                std::string &Msg);
-
-  const AutotuneOptions &Opts;
-  Communicator &Comm;
-  bool Inited = false, InitOk = false;
-  std::string InitError, PeerError;
-  DeviceInfo Dev;
-  const DriverApi *D = nullptr;
-  const NcclApi *Nc = nullptr;
-  std::string NcclError;
-  ncclComm_t NComm = nullptr;
-  CUstream Stream = nullptr;
-  CUevent E0 = nullptr, E1 = nullptr;
-  CUdeviceptr Flags = 0;
-  MtPtrs PeerFlags{};
-  std::vector<CUdeviceptr> ImportedFlags;
-  Buffers B;
-  std::map<std::string, CUfunction> Kernels;
-  std::vector<CUmodule> Modules;
-};
 
 CollectiveRankImpl::~CollectiveRankImpl() {
   if (!InitOk)
@@ -442,140 +263,6 @@ bool CollectiveRankImpl::init(std::string &Err) {
   return true;
 }
 
-bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
-                                 const Workload &W, std::string &Err) {
-  DType T = N.getOperand(0)->getType().Dtype;
-  int64_t InElems = W.Bytes / dtypeBytes(T);
-  int Ranks = Comm.size();
-  int64_t OutElems = InElems;
-  if (W.Collective == CollectiveKind::AllGather)
-    OutElems = InElems * Ranks;
-  if (W.Collective == CollectiveKind::ReduceScatter)
-    OutElems = InElems / Ranks;
-  int64_t Cols = N.getOperand(0)->getType().Shape.empty()
-                     ? InElems
-                     : N.getOperand(0)->getType().Shape.back();
-  if (Cols <= 0 || InElems % Cols)
-    Cols = InElems;
-  // A fused epilogue that also writes its sum needs a second output, peer-
-  // visible like the first (two_shot writes every rank's); nodes of one
-  // name and shape differ in that.
-  bool WantSum = W.Collective == CollectiveKind::AllReduce &&
-                 !N.getEpilogueWrites().empty();
-  std::string Key = std::to_string(InElems) + "/" + std::to_string(Cols) + "/" +
-                    std::string(dtypeName(T)) + "/" +
-                    std::string(collectiveKindName(W.Collective)) + "/" +
-                    N.getName() + (WantSum ? "/sum" : "");
-  if (Key == B.Key)
-    return true;
-  // Peers may still be inside a kernel reading our buffers, or hold them
-  // open: close ours, then meet, then free.
-  if (!B.Key.empty()) {
-    D->cuStreamSynchronize(Stream);
-    closeImported(B.Imported);
-    Comm.barrier(Opts.ChoiceTimeout);
-    freeBuffers();
-  }
-  B.Key = Key;
-  B.T = T;
-  B.InElems = InElems;
-  B.OutElems = OutElems;
-  B.Cols = Cols;
-  size_t InB = size_t(InElems) * dtypeBytes(T),
-         OutB = size_t(OutElems) * dtypeBytes(T);
-  double L2 = 3.0 * 64 * 1024 * 1024; // 3x the L2 (H200: 60 MiB)
-  B.Copies =
-      int(std::min(8.0, std::max(1.0, std::ceil(L2 / double(InB + OutB)))));
-  std::string Bytes, Scratch;
-  bool Ok = true;
-  B.HostIn.resize(size_t(Ranks));
-  for (int R = 0; R < Ranks; ++R)
-    randomData(Opts.Seed * 1000 + 17 + uint64_t(R), InElems, T,
-               R == Comm.rank() ? Bytes : Scratch, B.HostIn[size_t(R)]);
-  for (int C = 0; C < B.Copies && Ok; ++C) {
-    CUdeviceptr I = 0, O = 0;
-    if (D->cuMemAlloc(&I, InB) || D->cuMemAlloc(&O, OutB) ||
-        D->cuMemcpyHtoD(I, Bytes.data(), InB)) {
-      Ok = false;
-      Err = "cannot allocate " + std::to_string(InB + OutB) +
-            " bytes on device " + std::to_string(Dev.Ordinal);
-    }
-    if (I)
-      B.In.push_back(I);
-    if (O)
-      B.Out.push_back(O);
-  }
-  for (int C = 0; WantSum && C < B.Copies && Ok; ++C) {
-    CUdeviceptr S = 0;
-    if (D->cuMemAlloc(&S, InB)) {
-      Ok = false;
-      Err = "cannot allocate " + std::to_string(InB) + " bytes on device " +
-            std::to_string(Dev.Ordinal);
-    } else {
-      B.Sum.push_back(S);
-    }
-  }
-  // Epilogue operands, the same on every rank (replicated tensors).
-  int64_t ColsN = Cols;
-  std::string EB;
-  auto Extra = [&](CUdeviceptr &P, std::vector<float> &H, int64_t Nn,
-                   uint64_t S) {
-    randomData(Opts.Seed * 1000 + S, Nn, T, EB, H);
-    if (S == 903) // rmsnorm weights near 1
-      for (size_t I = 0; I < H.size(); ++I) {
-        float F = 1.0f + 0.25f * H[I];
-        uint16_t Hh = T == DType::BF16 ? toBf16(F) : toF16(F);
-        if (T == DType::F32)
-          std::memcpy(&EB[I * 4], &F, 4);
-        else
-          std::memcpy(&EB[I * 2], &Hh, 2);
-        H[I] = T == DType::BF16  ? fromBf16(Hh)
-               : T == DType::F16 ? fromF16(Hh)
-                                 : F;
-      }
-    if (D->cuMemAlloc(&P, EB.size()) ||
-        D->cuMemcpyHtoD(P, EB.data(), EB.size()))
-      Ok = false;
-  };
-  if (Ok && W.Collective == CollectiveKind::AllReduce) {
-    Extra(B.Bias, B.HostBias, ColsN, 901);
-    Extra(B.Res, B.HostRes, InElems, 902);
-    Extra(B.Gamma, B.HostGamma, ColsN, 903);
-  }
-  if (!agree(Ok)) {
-    if (Err.empty())
-      Err = "a peer rank could not allocate its buffers";
-    freeBuffers();
-    return false;
-  }
-  std::vector<CUdeviceptr> Mine;
-  size_t PerCopy = B.Sum.empty() ? 2 : 3;
-  for (int C = 0; C < B.Copies; ++C) {
-    Mine.push_back(B.In[size_t(C)]);
-    Mine.push_back(B.Out[size_t(C)]);
-    if (!B.Sum.empty())
-      Mine.push_back(B.Sum[size_t(C)]);
-  }
-  if (!PeerError.empty())
-    return true; // only nccl runs; it needs no peer pointers
-  std::vector<std::vector<CUdeviceptr>> All;
-  if (!exchangePointers(Mine, All, B.Imported, Err)) {
-    freeBuffers();
-    return false;
-  }
-  B.PeerIn.assign(size_t(B.Copies), MtPtrs{});
-  B.PeerOut.assign(size_t(B.Copies), MtPtrs{});
-  B.PeerSum.assign(size_t(B.Copies), MtPtrs{});
-  for (int R = 0; R < Ranks; ++R)
-    for (size_t C = 0; C < size_t(B.Copies); ++C) {
-      B.PeerIn[C].P[R] = All[size_t(R)][PerCopy * C];
-      B.PeerOut[C].P[R] = All[size_t(R)][PerCopy * C + 1];
-      if (PerCopy == 3)
-        B.PeerSum[C].P[R] = All[size_t(R)][PerCopy * C + 2];
-    }
-  return true;
-}
-
 CUfunction CollectiveRankImpl::kernel(const CollectiveKernel &K,
                                       std::string &Err) {
   auto It = Kernels.find(K.Name);
@@ -602,121 +289,6 @@ CUfunction CollectiveRankImpl::kernel(const CollectiveKernel &K,
   return F;
 }
 
-bool CollectiveRankImpl::checkSum(const std::string &Bytes,
-                                  const CollectiveEpilogue &E,
-                                  std::string &Msg) {
-  int64_t N = B.InElems;
-  double E2 = 0, R2 = 0;
-  bool Finite = true;
-  auto Cmp = [&](int64_t I) {
-    double Ref = 0;
-    for (size_t R = 0; R < B.HostIn.size(); ++R)
-      Ref += B.HostIn[R][size_t(I)];
-    if (E.Bias)
-      Ref += B.HostBias[size_t(I % B.Cols)];
-    if (E.Residual)
-      Ref += B.HostRes[size_t(I)];
-    double V = valueAt(Bytes, I, B.T);
-    if (!std::isfinite(V))
-      Finite = false;
-    E2 += (V - Ref) * (V - Ref);
-    R2 += Ref * Ref;
-  };
-  int64_t Step = std::max<int64_t>(1, N / (1 << 21));
-  for (int64_t I = 0; I < N; I += Step)
-    Cmp(I);
-  // The ragged tail past the last full vector, always.
-  for (int64_t I = std::max<int64_t>(0, N - 16); I < N; ++I)
-    Cmp(I);
-  double Rel = R2 > 0 ? std::sqrt(E2 / R2) : std::sqrt(E2);
-  if (Finite && Rel <= tol(B.T))
-    return true;
-  Msg = "second output (the sum) on rank " + std::to_string(Comm.rank()) +
-        " differs from the fp64 reference: relative error " +
-        llvm::formatv("{0:e2}", Rel).str() + " > " +
-        llvm::formatv("{0:e0}", tol(B.T)).str();
-  return false;
-}
-
-bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
-                               bool Fused, const CollectiveEpilogue &E,
-                               std::string &Msg) {
-  int Ranks = Comm.size(), Rank = Comm.rank();
-  int64_t N = B.OutElems;
-  double E2 = 0, R2 = 0;
-  bool Finite = true;
-  auto Cmp = [&](int64_t I, double Ref) {
-    double V = valueAt(Bytes, I, B.T);
-    if (!std::isfinite(V))
-      Finite = false;
-    E2 += (V - Ref) * (V - Ref);
-    R2 += Ref * Ref;
-  };
-  auto Sum = [&](int64_t I) {
-    double S = 0;
-    for (int R = 0; R < Ranks; ++R)
-      S += B.HostIn[size_t(R)][size_t(I)];
-    return S;
-  };
-  if (W.Collective == CollectiveKind::AllGather) {
-    int64_t Step = std::max<int64_t>(1, N / (1 << 21));
-    for (int64_t I = 0; I < N; I += Step)
-      Cmp(I, B.HostIn[size_t(I / B.InElems)][size_t(I % B.InElems)]);
-  } else if (W.Collective == CollectiveKind::ReduceScatter) {
-    int64_t Step = std::max<int64_t>(1, N / (1 << 21));
-    for (int64_t I = 0; I < N; I += Step)
-      Cmp(I, Sum(Rank * N + I));
-  } else if (!Fused || !E.RmsNorm) {
-    auto Ref = [&](int64_t I) {
-      double X = Sum(I);
-      if (Fused) {
-        if (E.Bias)
-          X += B.HostBias[size_t(I % B.Cols)];
-        if (E.Residual)
-          X += B.HostRes[size_t(I)];
-        if (E.Activation)
-          X = evaluatePointwise(*E.Activation, {X});
-      }
-      return X;
-    };
-    int64_t Step = std::max<int64_t>(1, N / (1 << 21));
-    for (int64_t I = 0; I < N; I += Step)
-      Cmp(I, Ref(I));
-    // The ragged tail past the last full vector, always.
-    for (int64_t I = std::max<int64_t>(0, N - 16); I < N; ++I)
-      Cmp(I, Ref(I));
-  } else {
-    int64_t Rows = N / B.Cols;
-    int64_t Step = std::max<int64_t>(1, Rows / 64);
-    std::vector<double> X(size_t(B.Cols));
-    for (int64_t Row = 0; Row < Rows;
-         Row = Row + Step < Rows || Row == Rows - 1 ? Row + Step : Rows - 1) {
-      double SS = 0;
-      for (int64_t C = 0; C < B.Cols; ++C) {
-        int64_t I = Row * B.Cols + C;
-        double V = Sum(I);
-        if (E.Bias)
-          V += B.HostBias[size_t(C)];
-        if (E.Residual)
-          V += B.HostRes[size_t(I)];
-        X[size_t(C)] = V;
-        SS += V * V;
-      }
-      double Inv = 1 / std::sqrt(SS / double(B.Cols) + E.Eps);
-      for (int64_t C = 0; C < B.Cols; ++C)
-        Cmp(Row * B.Cols + C, X[size_t(C)] * Inv * B.HostGamma[size_t(C)]);
-    }
-  }
-  double Rel = R2 > 0 ? std::sqrt(E2 / R2) : std::sqrt(E2);
-  if (Finite && Rel <= tol(B.T))
-    return true;
-  Msg = "output on rank " + std::to_string(Rank) +
-        " differs from the fp64 reference: relative error " +
-        llvm::formatv("{0:e2}", Rel).str() + " > " +
-        llvm::formatv("{0:e0}", tol(B.T)).str();
-  return false;
-}
-
 Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
                                         const Workload &W, const Choice &C,
                                         bool Fused,
@@ -727,7 +299,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     Ok = false;
   }
   if (!InitOk)
-    return failedM(ChoiceStatus::Failed, Err);
+    return failed(ChoiceStatus::Failed, Err);
   if (llvm::Error E = makeCurrent(Dev)) {
     Err = llvm::toString(std::move(E));
     Ok = false;
@@ -842,8 +414,8 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
       };
   }
   if (!agree(Ok))
-    return failedM(ChoiceStatus::Failed,
-                   Ok ? "a peer rank could not run this choice" : Err);
+    return failed(ChoiceStatus::Failed,
+                  Ok ? "a peer rank could not run this choice" : Err);
 
   // Correctness on every rank.
   auto Sync = [&] { return D->cuStreamSynchronize(Stream); };
@@ -874,8 +446,8 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     Why = "the check run failed: " + D->errorString(LR ? LR : SR);
   }
   if (!agree(Right))
-    return failedM(Ok ? ChoiceStatus::WrongResult : ChoiceStatus::Failed,
-                   Why.empty() ? "a peer rank's output was wrong" : Why);
+    return failed(Ok ? ChoiceStatus::WrongResult : ChoiceStatus::Failed,
+                  Why.empty() ? "a peer rank's output was wrong" : Why);
 
   // Warm-up and the launches per sample (the same on every rank).
   for (unsigned I = 0; I < std::max(2u, Opts.WarmupRuns); ++I)
@@ -892,13 +464,13 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
   std::vector<double> Est{TOk ? std::max(0.5, double(Ms) * 1000 / 5) : Inf};
   if (Comm.allReduceMax(Est, Opts.ChoiceTimeout) != CommStatus::Ok ||
       !std::isfinite(Est[0]))
-    return failedM(ChoiceStatus::Failed, "a timing run failed");
+    return failed(ChoiceStatus::Failed, "a timing run failed");
   int PerSample = int(std::min(500.0, std::max(5.0, std::ceil(1000 / Est[0]))));
   double Budget = Est[0] * PerSample * Opts.BenchRuns / 1000;
   if (Budget > double(Opts.ChoiceTimeout.count()))
-    return failedM(ChoiceStatus::Timeout, "would run " +
-                                              std::to_string(int(Budget)) +
-                                              " ms, past the choice timeout");
+    return failed(ChoiceStatus::Timeout, "would run " +
+                                             std::to_string(int(Budget)) +
+                                             " ms, past the choice timeout");
   // Each sample replays the PerSample launches captured in a CUDA graph
   // (device time without host dispatch), after a barrier; where capture
   // fails on any rank, every rank launches eagerly instead.
@@ -925,7 +497,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
   for (unsigned S = 0; S < std::max(1u, Opts.BenchRuns); ++S) {
     if (Comm.barrier(Opts.ChoiceTimeout) != CommStatus::Ok) {
       Cleanup();
-      return failedM(ChoiceStatus::Failed, "a peer stopped answering");
+      return failed(ChoiceStatus::Failed, "a peer stopped answering");
     }
     D->cuEventRecord(E0, Stream);
     if (Captured)
@@ -937,8 +509,8 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     D->cuEventRecord(E1, Stream);
     if (CUresult R = D->cuEventSynchronize(E1)) {
       Cleanup();
-      return failedM(ChoiceStatus::Failed,
-                     "kernel failed: " + D->errorString(R));
+      return failed(ChoiceStatus::Failed,
+                    "kernel failed: " + D->errorString(R));
     }
     D->cuEventElapsedTime(&Ms, E0, E1);
     Samples.push_back(double(Ms) * 1000 / PerSample);
@@ -952,8 +524,6 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     M.Message = "timed without a CUDA graph (capture failed)";
   return M;
 }
-
-} // namespace
 
 std::unique_ptr<CollectiveRank>
 mtsched::createCollectiveRank(const AutotuneOptions &Opts, Communicator &Comm) {

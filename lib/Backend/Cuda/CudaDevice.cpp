@@ -12,8 +12,6 @@
 using namespace mtsched;
 using namespace mtsched::cuda;
 
-static constexpr double Inf = std::numeric_limits<double>::infinity();
-
 static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }

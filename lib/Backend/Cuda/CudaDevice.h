@@ -9,12 +9,14 @@
 #ifndef MTSCHED_LIB_BACKEND_CUDA_CUDADEVICE_H
 #define MTSCHED_LIB_BACKEND_CUDA_CUDADEVICE_H
 
+#include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/IR/Types.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +24,17 @@
 
 namespace mtsched {
 namespace cuda {
+
+inline constexpr double Inf = std::numeric_limits<double>::infinity();
+
+/// A measurement that did not succeed, and why.
+inline Measurement failed(ChoiceStatus S, std::string Msg) {
+  Measurement M;
+  M.Status = S;
+  M.Us = Inf;
+  M.Message = std::move(Msg);
+  return M;
+}
 
 /// The process's one GPU session; ranks (threads) take turns through Mu.
 struct Gpu {

@@ -1,0 +1,99 @@
+//===- CudaCollectiveImpl.h - One rank's collectives (internal) -*- C++ -*-===//
+//
+// Internal to lib/Backend/Cuda: the state of one rank's multi-GPU
+// collectives, shared by CudaCollective.cpp (set-up and timing) and
+// CudaCollectiveCheck.cpp (inputs and the correctness check).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_LIB_BACKEND_CUDA_CUDACOLLECTIVEIMPL_H
+#define MTSCHED_LIB_BACKEND_CUDA_CUDACOLLECTIVEIMPL_H
+
+#include "CudaCollective.h"
+#include "mtsched/Backend/Cuda/CollectiveCodegen.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/NcclApi.h"
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mtsched {
+namespace cuda {
+
+struct MtPtrs {
+  CUdeviceptr P[MaxCollectiveRanks];
+};
+
+class CollectiveRankImpl : public CollectiveRank {
+public:
+  CollectiveRankImpl(const AutotuneOptions &Opts, Communicator &Comm)
+      : Opts(Opts), Comm(Comm) {}
+  ~CollectiveRankImpl() override;
+  Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
+                      const Choice &C, bool Fused,
+                      const std::string &LocalFault) override;
+
+private:
+  struct Buffers {
+    std::string Key;
+    int64_t InElems = 0, OutElems = 0, Cols = 0;
+    DType T = DType::BF16;
+    int Copies = 1;
+    std::vector<CUdeviceptr> In, Out;    // own, per copy
+    std::vector<MtPtrs> PeerIn, PeerOut; // per copy
+    /// The second output of an all_reduce whose epilogue `writes` its sum
+    /// (own and peers', per copy); empty otherwise.
+    std::vector<CUdeviceptr> Sum;
+    std::vector<MtPtrs> PeerSum;
+    std::vector<CUdeviceptr> Imported; // peers' memory opened by IPC
+    CUdeviceptr Bias = 0, Res = 0, Gamma = 0;
+    std::vector<std::vector<float>> HostIn; // every rank's input
+    std::vector<float> HostBias, HostRes, HostGamma;
+  };
+
+  /// Device, streams, peer access, NCCL, flags; Err says why not.
+  bool init(std::string &Err);
+  bool prepare(const MultiTemplateBufferNode &N, const Workload &W,
+               std::string &Err);
+  void freeBuffers();
+  /// Every rank's Mine, indexed [rank][i]: this rank's own pointers as they
+  /// are, a peer's as valid here (opened by IPC between processes and
+  /// appended to Imported).
+  bool exchangePointers(const std::vector<CUdeviceptr> &Mine,
+                        std::vector<std::vector<CUdeviceptr>> &All,
+                        std::vector<CUdeviceptr> &Imported, std::string &Err);
+  void closeImported(std::vector<CUdeviceptr> &Imported);
+  bool agree(bool Ok) {
+    std::vector<double> V{Ok ? 0.0 : 1.0};
+    return Comm.allReduceMax(V, Opts.ChoiceTimeout) == CommStatus::Ok &&
+           V[0] == 0;
+  }
+  CUfunction kernel(const CollectiveKernel &K, std::string &Err);
+  bool check(const std::string &Bytes, const Workload &W, bool Fused,
+             const CollectiveEpilogue &E, std::string &Msg);
+  /// Checks the second output: the sum after the epilogue's adds.
+  bool checkSum(const std::string &Bytes, const CollectiveEpilogue &E,
+                std::string &Msg);
+
+  const AutotuneOptions &Opts;
+  Communicator &Comm;
+  bool Inited = false, InitOk = false;
+  std::string InitError, PeerError;
+  DeviceInfo Dev;
+  const DriverApi *D = nullptr;
+  const nccl::NcclApi *Nc = nullptr;
+  std::string NcclError;
+  nccl::ncclComm_t NComm = nullptr;
+  CUstream Stream = nullptr;
+  CUevent E0 = nullptr, E1 = nullptr;
+  CUdeviceptr Flags = 0;
+  MtPtrs PeerFlags{};
+  std::vector<CUdeviceptr> ImportedFlags;
+  Buffers B;
+  std::map<std::string, CUfunction> Kernels;
+  std::vector<CUmodule> Modules;
+};
+
+} // namespace cuda
+} // namespace mtsched
+
+#endif // MTSCHED_LIB_BACKEND_CUDA_CUDACOLLECTIVEIMPL_H
