@@ -638,3 +638,49 @@ private:
 std::unique_ptr<Pass> mtsched::createAutotunePass(Autotuner *Session) {
   return std::make_unique<AutotunePass>(Session);
 }
+
+namespace {
+
+class ImmediateLowerPass : public Pass {
+public:
+  ImmediateLowerPass(const LoweringOptions &Opts, Autotuner *Session)
+      : Lower(createLowerPass(Opts)), Session(Session) {}
+  llvm::StringRef getArgument() const override { return "lower"; }
+  llvm::StringRef getDescription() const override {
+    return Lower->getDescription();
+  }
+  llvm::Error run(Graph &G) override {
+    if (!Session)
+      return Ctx.Diags->error(G.getLoc(),
+                              "immediate mode needs an autotuner to decide "
+                              "nodes after lowering");
+    // Only what this pass lowers is decided here: a multi-template buffer
+    // already in the input keeps its decision (or is left to `autotune`).
+    // Lowering replaces each op in place.
+    std::vector<size_t> Lowered;
+    for (size_t I = 0; I < G.size(); ++I)
+      if (llvm::isa<OpNode>(G.getNodes()[I].get()))
+        Lowered.push_back(I);
+    Lower->setContext(Ctx);
+    if (llvm::Error E = Lower->run(G))
+      return E;
+    for (size_t I : Lowered)
+      if (auto *MTB =
+              llvm::dyn_cast<MultiTemplateBufferNode>(G.getNodes()[I].get()))
+        if (llvm::Error E = Session->decideNow(G, *MTB))
+          return E;
+    return llvm::Error::success();
+  }
+
+private:
+  std::unique_ptr<Pass> Lower;
+  Autotuner *Session;
+};
+
+} // namespace
+
+std::unique_ptr<Pass>
+mtsched::createImmediateLowerPass(const LoweringOptions &Opts,
+                                  Autotuner *Session) {
+  return std::make_unique<ImmediateLowerPass>(Opts, Session);
+}

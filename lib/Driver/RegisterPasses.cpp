@@ -23,8 +23,12 @@ void mtsched::registerAllPasses(PassRegistry &Registry,
   // Each factory keeps its own copy of the options it reads.
   LoweringOptions Lowering = Options.Lowering;
   FusionOptions Fusion = Options.Fusion;
-  // Immediate mode: lowering hands each node it creates to the autotuner.
-  add(Registry, [=] { return createLowerPass(Lowering, Session); });
+  // Immediate mode (V1): `lower` also decides each node it created, before
+  // fusion; lowering itself never calls the autotuner.
+  if (Lowering.Mode == CollectiveMode::Immediate)
+    add(Registry, [=] { return createImmediateLowerPass(Lowering, Session); });
+  else
+    add(Registry, [=] { return createLowerPass(Lowering); });
   add(Registry, [=] { return createFuseSwiGluPass(Lowering); });
   add(Registry, [=] { return createFusePass(Fusion); });
   add(Registry, [=] { return createAutotunePass(Session); });

@@ -45,8 +45,7 @@ namespace {
 
 class LowerPass : public Pass {
 public:
-  LowerPass(const LoweringOptions &Opts, ImmediateSelector *Selector)
-      : Opts(Opts), Selector(Selector) {}
+  explicit LowerPass(const LoweringOptions &Opts) : Opts(Opts) {}
   llvm::StringRef getArgument() const override { return "lower"; }
   llvm::StringRef getDescription() const override {
     return "Lower high-level ops to buffer / multi_template_buffer / "
@@ -65,7 +64,6 @@ private:
   }
 
   LoweringOptions Opts;
-  ImmediateSelector *Selector;
   /// Pruned GEMM choice lists by (M, N, K, dtype): models repeat the same
   /// shapes in every layer.
   std::map<std::tuple<int64_t, int64_t, int64_t, DType>, ChoiceList>
@@ -143,10 +141,6 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
 }
 
 llvm::Error LowerPass::run(Graph &G) {
-  if (Opts.Mode == CollectiveMode::Immediate && !Selector)
-    return Ctx.Diags->error(G.getLoc(),
-                            "immediate mode needs an autotuner to decide "
-                            "nodes while lowering");
   for (size_t I = 0; I < G.size(); ++I) {
     auto *Op = llvm::dyn_cast<OpNode>(G.getNodes()[I].get());
     if (!Op)
@@ -161,14 +155,10 @@ llvm::Error LowerPass::run(Graph &G) {
           Op->getLoc(), "no choices left for '%" + Op->getName() + "' ('" +
                             Op->getOpName() + "') after disabling choices");
     G.replaceNode(Op, std::move(New));
-    if (MTB && Opts.Mode == CollectiveMode::Immediate)
-      if (llvm::Error E = Selector->decideNow(G, *MTB))
-        return E;
   }
   return llvm::Error::success();
 }
 
-std::unique_ptr<Pass> mtsched::createLowerPass(const LoweringOptions &Opts,
-                                               ImmediateSelector *Selector) {
-  return std::make_unique<LowerPass>(Opts, Selector);
+std::unique_ptr<Pass> mtsched::createLowerPass(const LoweringOptions &Opts) {
+  return std::make_unique<LowerPass>(Opts);
 }

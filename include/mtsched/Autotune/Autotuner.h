@@ -40,19 +40,20 @@ namespace mtsched {
 
 class Diagnostics;
 
-class Autotuner : public ImmediateSelector {
+class Autotuner {
 public:
   Autotuner(const AutotuneOptions &Opts, const FusionOptions &Fusion,
             CollectiveMode Mode, Communicator &Comm,
             std::unique_ptr<Benchmarker> Bench, Diagnostics &Diags,
             const Module &M, RankHooks Hooks = {});
-  ~Autotuner() override;
+  ~Autotuner();
 
   /// Decides every undecided node of G (deferred mode) and records the
   /// outcome in the IR.
   llvm::Error tuneGraph(Graph &G);
-  /// V1: decides N now; called by lowering.
-  llvm::Error decideNow(Graph &G, MultiTemplateBufferNode &N) override;
+  /// V1: decides N now, alone (one sync if it is a collective, no fusion
+  /// benchmark).
+  llvm::Error decideNow(Graph &G, MultiTemplateBufferNode &N);
   /// Gathers every rank's local timings and decisions for the report; call
   /// once on every rank after the pipeline.
   void finish();
@@ -81,6 +82,11 @@ private:
 
 /// `autotune`: decides every multi-template buffer through Session.
 std::unique_ptr<Pass> createAutotunePass(Autotuner *Session);
+/// `lower` in immediate mode (V1): lowers the graph as createLowerPass does,
+/// then decides each multi-template buffer at once, in graph order, through
+/// Session->decideNow, before any fusion.
+std::unique_ptr<Pass> createImmediateLowerPass(const LoweringOptions &Opts,
+                                               Autotuner *Session);
 
 } // namespace mtsched
 

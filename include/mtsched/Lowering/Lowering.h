@@ -14,18 +14,11 @@
 
 namespace mtsched {
 
-/// V1 (immediate) decides every node while lowering it; V2 (deferred) leaves
-/// the choice to the scheduler.
+/// V1 (immediate) decides every node right after lowering, in graph order,
+/// before fusion (the autotuner's `lower` step, createImmediateLowerPass);
+/// V2 (deferred) leaves the choice to the scheduler.
 enum class CollectiveMode { Deferred, Immediate };
 llvm::StringRef collectiveModeName(CollectiveMode M);
-
-/// Decides one node as soon as it is lowered (V1). The autotuner implements
-/// it; lowering only calls it.
-class ImmediateSelector {
-public:
-  virtual ~ImmediateSelector() = default;
-  virtual llvm::Error decideNow(Graph &G, MultiTemplateBufferNode &N) = 0;
-};
 
 struct LoweringOptions {
   ChoiceConfig Choices = ChoiceConfig::getDefault();
@@ -46,10 +39,8 @@ CustomOpClass classifyCustomOp(llvm::StringRef Name,
 /// `process_group`, else the world group.
 std::string processGroupOf(const AttrDict &Attrs);
 
-/// Selector decides each multi-template buffer as it is created; required in
-/// immediate mode, unused in deferred mode.
-std::unique_ptr<Pass> createLowerPass(const LoweringOptions &Opts,
-                                      ImmediateSelector *Selector = nullptr);
+/// Lowers every op of a graph; it decides nothing, in either mode.
+std::unique_ptr<Pass> createLowerPass(const LoweringOptions &Opts);
 
 } // namespace mtsched
 

@@ -98,7 +98,9 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {}) {
       Lower.Mode = Mode;
       PassContext Ctx{Copy.get(), &Diags, &llvm::nulls()};
       PassManager PM(PassManagerOptions(), Ctx, llvm::nulls());
-      PM.addPass(createLowerPass(Lower, &Session));
+      PM.addPass(Mode == CollectiveMode::Immediate
+                     ? createImmediateLowerPass(Lower, &Session)
+                     : createLowerPass(Lower));
       PM.addPass(createFusePass(FusionOptions()));
       PM.addPass(createAutotunePass(&Session));
       if (llvm::Error E = PM.run(*Copy)) {
