@@ -26,9 +26,9 @@ static double msSince(Clock::time_point T) {
 Autotuner::Impl::Impl(Autotuner &Self, const AutotuneOptions &Opts,
                       const FusionOptions &Fusion, Communicator &Comm,
                       Diagnostics &Diags, const Module &M, RankHooks Hooks)
-    : Self(Self), Opts(Opts), Fusion(Fusion), Diags(Diags), M(M),
-      Ranks(Opts, Comm, std::move(Hooks)), Store(Opts),
-      Measurer(Opts, *Self.Bench, Ranks, Store, Self.Result) {
+    : Self(Self), Opts(Opts), Model(*Self.Model), Fusion(Fusion), Diags(Diags),
+      M(M), Ranks(Opts, Comm, std::move(Hooks)), Store(Opts),
+      Measurer(Opts, *Self.Bench, *Self.Model, Ranks, Store, Self.Result) {
   auto H = createFusionHeuristic(Fusion.Heuristic);
   if (H)
     Heuristic = std::move(*H);
@@ -43,9 +43,10 @@ Autotuner::Impl::Impl(Autotuner &Self, const AutotuneOptions &Opts,
 
 Autotuner::Autotuner(const AutotuneOptions &Opts, const FusionOptions &Fusion,
                      CollectiveMode Mode, Communicator &Comm,
-                     std::unique_ptr<Benchmarker> Bench, Diagnostics &Diags,
+                     std::unique_ptr<Benchmarker> Bench,
+                     std::unique_ptr<CostModel> Model, Diagnostics &Diags,
                      const Module &M, RankHooks Hooks)
-    : Mode(Mode), Bench(std::move(Bench)) {
+    : Mode(Mode), Bench(std::move(Bench)), Model(std::move(Model)) {
   P = std::make_unique<Impl>(*this, Opts, Fusion, Comm, Diags, M,
                              std::move(Hooks));
 }
@@ -144,7 +145,7 @@ void Autotuner::Impl::decideWithoutBenchmark(const Graph &G,
     Workload W = describeNode(M, G, N);
     double Best = Inf;
     for (const Choice &Ch : N.getChoices()) {
-      double Us = predictChoiceUs(Opts.Device, W, Ch, false);
+      double Us = Model.choiceUs(W, Ch, false);
       if (Us < Best) {
         Best = Us;
         Chosen = Ch.Name;
@@ -302,16 +303,15 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
         AgreedMeasurement A;
         // A pruned choice is never picked, not even fused.
         if (Pruned[I].empty())
-          A.Us = roundUs(predictChoiceUs(Opts.Device, W, C, true));
+          A.Us = roundUs(Model.choiceUs(W, C, true));
         A.Status =
             std::isfinite(A.Us) ? ChoiceStatus::Ok : ChoiceStatus::Skipped;
         T.Fused.push_back(A);
-        T.PredictedUnfusedUs.push_back(
-            T.Unfused[I].Status == ChoiceStatus::Ok
-                ? predictChoiceUs(Opts.Device, W, C, false)
-                : Inf);
+        T.PredictedUnfusedUs.push_back(T.Unfused[I].Status == ChoiceStatus::Ok
+                                           ? Model.choiceUs(W, C, false)
+                                           : Inf);
       }
-      T.Epilogue.Us = roundUs(predictEpilogueUs(Opts.Device, W));
+      T.Epilogue.Us = roundUs(Model.epilogueUs(W));
     }
     if (stopIfUnmeasured(G, N))
       return;
@@ -527,10 +527,10 @@ double Autotuner::measureEpilogueUs(const Graph &G,
     if (!I.Ranks.isDegraded())
       return A.Us;
   }
-  return roundUs(predictEpilogueUs(I.Opts.Device, W));
+  return roundUs(I.Model.epilogueUs(W));
 }
 
-const DeviceDesc &Autotuner::getDevice() const { return P->Opts.Device; }
+const CostModel &Autotuner::getCostModel() const { return *Model; }
 
 void Autotuner::finish() {
   Impl &I = *P;

@@ -24,6 +24,8 @@ struct Autotuner::Impl {
 
   Autotuner &Self;
   const AutotuneOptions &Opts;
+  /// Predictions where nothing is measured (Autotuner's Model).
+  const CostModel &Model;
   FusionOptions Fusion;
   Diagnostics &Diags;
   const Module &M;

@@ -216,8 +216,7 @@ ChoiceMeasurer::pruneReasons(const MultiTemplateBufferNode &N,
     return Out;
   std::vector<std::pair<double, size_t>> Ranked;
   for (size_t I = 0; I < Count; ++I)
-    Ranked.push_back(
-        {predictChoiceUs(Opts.Device, W, N.getChoices()[I], false), I});
+    Ranked.push_back({Model.choiceUs(W, N.getChoices()[I], false), I});
   // Ties (and +inf) keep program order.
   llvm::sort(Ranked);
   for (size_t R = Opts.PruneTopK; R < Count; ++R) {

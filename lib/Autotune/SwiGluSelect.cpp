@@ -81,8 +81,7 @@ double SelectSwiGluPass::splitUs(const Graph &G, const SwiGluMatch &S) {
   // nothing times buffer kernels.
   for (const Node *N : {S.Silu, S.Mul})
     if (!Covered.count(N))
-      Us += epilogueTimeUs(Session->getDevice(),
-                           standalone(*N, N->getOperand(0)));
+      Us += Session->getCostModel().chainUs(standalone(*N, N->getOperand(0)));
   return roundUs(Us);
 }
 
@@ -101,7 +100,7 @@ double SelectSwiGluPass::mergedExtraUs(const SwiGluMatch &S) {
       Chain.ExtraInputBytes += One.ExtraInputBytes;
       Chain.RowReduction |= One.RowReduction;
     }
-  return epilogueTimeUs(Session->getDevice(), Chain);
+  return Session->getCostModel().chainUs(Chain);
 }
 
 llvm::Error SelectSwiGluPass::run(Graph &G) {

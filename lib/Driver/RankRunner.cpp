@@ -186,7 +186,8 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   }
   State.Session = std::make_unique<Autotuner>(
       Pipe.Autotune, Pipe.Fusion, Pipe.Lowering.Mode, *State.Comm,
-      std::move(*Bench), Diags, *State.M, std::move(Hooks));
+      std::move(*Bench), createRooflineCostModel(Pipe.Autotune.Device), Diags,
+      *State.M, std::move(Hooks));
   // This rank's passes, bound to its options and its autotuner.
   PassRegistry RankPasses;
   registerAllPasses(RankPasses, Pipe, State.Session.get());

@@ -61,7 +61,8 @@ llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
         return;
       }
       Autotuner Session(Tune, Fusion, CollectiveMode::Deferred, *Comm,
-                        std::move(*Bench), Diags, *Run.M);
+                        std::move(*Bench), createRooflineCostModel(Tune.Device),
+                        Diags, *Run.M);
       PassContext Ctx;
       Ctx.M = Run.M.get();
       Ctx.Diags = &Diags;

@@ -24,6 +24,7 @@
 #include "mtsched/Autotune/AutotuneOptions.h"
 #include "mtsched/Autotune/AutotuneResult.h"
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/CostModel.h"
 #include "mtsched/Autotune/PreSync.h"
 #include "mtsched/Autotune/RankAgreement.h"
 #include "mtsched/Lowering/Lowering.h"
@@ -44,7 +45,8 @@ class Autotuner {
 public:
   Autotuner(const AutotuneOptions &Opts, const FusionOptions &Fusion,
             CollectiveMode Mode, Communicator &Comm,
-            std::unique_ptr<Benchmarker> Bench, Diagnostics &Diags,
+            std::unique_ptr<Benchmarker> Bench,
+            std::unique_ptr<CostModel> Model, Diagnostics &Diags,
             const Module &M, RankHooks Hooks = {});
   ~Autotuner();
 
@@ -62,8 +64,8 @@ public:
   /// across ranks, memoized), predicted by the noise-free cost model once
   /// ranks cannot agree; 0 without an epilogue, +inf if it failed.
   double measureEpilogueUs(const Graph &G, const MultiTemplateBufferNode &N);
-  /// The device the cost model describes.
-  const DeviceDesc &getDevice() const;
+  /// What predicts times where nothing is measured.
+  const CostModel &getCostModel() const;
 
   /// Observers are told of progress; they never change a decision.
   void addObserver(std::unique_ptr<AutotuneObserver> O);
@@ -77,6 +79,7 @@ private:
   std::unique_ptr<Impl> P;
   CollectiveMode Mode;
   std::unique_ptr<Benchmarker> Bench;
+  std::unique_ptr<CostModel> Model;
   RunResult Result;
 };
 

@@ -13,6 +13,7 @@
 
 #include "mtsched/Autotune/AutotuneResult.h"
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/CostModel.h"
 #include "mtsched/Autotune/MeasurementStore.h"
 #include "mtsched/Autotune/RankAgreement.h"
 #include <string>
@@ -33,9 +34,9 @@ public:
 
   /// Counters (benchmarks run, memo hits) go to Counters.
   ChoiceMeasurer(const AutotuneOptions &Opts, Benchmarker &Bench,
-                 RankAgreement &Ranks, MeasurementStore &Store,
-                 RunResult &Counters)
-      : Opts(Opts), Bench(Bench), Ranks(Ranks), Store(Store),
+                 const CostModel &Model, RankAgreement &Ranks,
+                 MeasurementStore &Store, RunResult &Counters)
+      : Opts(Opts), Bench(Bench), Model(Model), Ranks(Ranks), Store(Store),
         Counters(Counters) {}
 
   /// Every choice of N (fused or not) at workload W, agreed across the
@@ -56,6 +57,7 @@ public:
 private:
   const AutotuneOptions &Opts;
   Benchmarker &Bench;
+  const CostModel &Model;
   RankAgreement &Ranks;
   MeasurementStore &Store;
   RunResult &Counters;

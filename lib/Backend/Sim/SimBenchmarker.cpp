@@ -1,6 +1,6 @@
 //===- SimBenchmarker.cpp - Timings from the cost model -------------------===//
+#include "mtsched/Autotune/CostModel.h"
 #include "mtsched/Autotune/FaultInjectingBenchmarker.h"
-#include "mtsched/Autotune/Workload.h"
 #include "mtsched/Backend/Sim/SimBackend.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
@@ -19,21 +19,22 @@ namespace {
 class SimBenchmarker : public Benchmarker {
 public:
   SimBenchmarker(const AutotuneOptions &Opts, int Rank)
-      : Opts(Opts), Noise(Opts.Seed, Rank, Opts.SimNoisePct) {}
+      : Opts(Opts), Model(createRooflineCostModel(Opts.Device)),
+        Noise(Opts.Seed, Rank, Opts.SimNoisePct) {}
 
   llvm::StringRef getBackendName() const override { return "sim"; }
   std::string getVersion() const override { return getSimModelVersion().str(); }
 
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused) override {
-    return sample(predictChoiceUs(Opts.Device, W, C, Fused),
+    return sample(Model->choiceUs(W, C, Fused),
                   "the simulator has no model for '" + C.Name +
                       (Fused ? "' fused with its epilogue" : "'"));
   }
 
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,
                               const Workload &W) override {
-    return sample(predictEpilogueUs(Opts.Device, W), "");
+    return sample(Model->epilogueUs(W), "");
   }
 
 private:
@@ -57,6 +58,7 @@ private:
   }
 
   const AutotuneOptions &Opts;
+  std::unique_ptr<CostModel> Model;
   NoiseSource Noise;
 };
 

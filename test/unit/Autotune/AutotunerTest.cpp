@@ -93,7 +93,8 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {}) {
         Tweak(R, Opts, Fusion, Delay);
       std::this_thread::sleep_for(Delay);
       Autotuner Session(Opts, Fusion, Mode, *Comm,
-                        std::make_unique<TableBenchmarker>(R, T), Diags, *Copy);
+                        std::make_unique<TableBenchmarker>(R, T),
+                        createRooflineCostModel(Opts.Device), Diags, *Copy);
       LoweringOptions Lower;
       Lower.Mode = Mode;
       PassContext Ctx{Copy.get(), &Diags, &llvm::nulls()};

@@ -1,6 +1,6 @@
 // The measurement stack on its own, with a counting fake benchmarker and
-// one rank: the memo answers a workload measured before, and a degraded
-// run measures nothing.
+// one rank: the memo answers a workload measured before, a degraded run
+// measures nothing, and --prune-top-k ranks by the cost model it is given.
 #include "mtsched/Autotune/ChoiceMeasurer.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
 #include "mtsched/IR/Parser.h"
@@ -27,6 +27,19 @@ public:
   unsigned Calls = 0;
 };
 
+/// Predicts `b` faster than `a`, the opposite of the roofline's tie (program
+/// order), so a pruning decision shows which model was asked.
+class FakeCostModel : public CostModel {
+public:
+  double choiceUs(const Workload &, const Choice &C, bool) const override {
+    ++Calls;
+    return C.Name == "b" ? 1.0 : 5.0;
+  }
+  double epilogueUs(const Workload &) const override { return 0; }
+  double chainUs(const EpilogueDesc &) const override { return 0; }
+  mutable unsigned Calls = 0;
+};
+
 const char *IR = R"(graph @g(%x: bf16[64,64], %w: bf16[64,64]) {
   %p = multi_template_buffer matmul(%x, %w) choices [a, b] : bf16[64,64]
   %q = multi_template_buffer matmul(%x, %w) choices [a, b] : bf16[64,64]
@@ -35,9 +48,12 @@ const char *IR = R"(graph @g(%x: bf16[64,64], %w: bf16[64,64]) {
 )";
 
 struct Stack {
-  Stack()
-      : Group(1), Comm(Group.get(0)), Ranks(Opts, *Comm, {}), Store(Opts),
-        Measurer(Opts, Bench, Ranks, Store, Counters) {
+  explicit Stack(std::unique_ptr<CostModel> Given = nullptr,
+                 unsigned PruneTopK = 0)
+      : Opts(options(PruneTopK)), Group(1), Comm(Group.get(0)),
+        Ranks(Opts, *Comm, {}), Store(Opts),
+        Model(Given ? std::move(Given) : createRooflineCostModel(Opts.Device)),
+        Measurer(Opts, Bench, *Model, Ranks, Store, Counters) {
     SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(IR, "t.mir"),
                           llvm::SMLoc());
     M = parseModule(SM);
@@ -48,6 +64,11 @@ struct Stack {
         return *llvm::cast<MultiTemplateBufferNode>(N.get());
     llvm_unreachable("no such node");
   }
+  static AutotuneOptions options(unsigned PruneTopK) {
+    AutotuneOptions O;
+    O.PruneTopK = PruneTopK;
+    return O;
+  }
   llvm::SourceMgr SM;
   std::unique_ptr<Module> M;
   AutotuneOptions Opts;
@@ -56,6 +77,7 @@ struct Stack {
   RankAgreement Ranks;
   MeasurementStore Store;
   CountingBenchmarker Bench;
+  std::unique_ptr<CostModel> Model;
   RunResult Counters;
   ChoiceMeasurer Measurer;
 };
@@ -139,3 +161,17 @@ TEST(MeasurementStackTest, TheBackendIsCreatedOnFirstUse) {
 }
 
 } // namespace
+
+TEST(MeasurementStackTest, PruningRanksByTheGivenCostModel) {
+  auto Fake = std::make_unique<FakeCostModel>();
+  FakeCostModel *Seen = Fake.get();
+  Stack S(std::move(Fake), /*PruneTopK=*/1);
+  ASSERT_TRUE(S.M);
+  MultiTemplateBufferNode &P = S.node("p");
+  Workload W = describeNode(*S.M, *S.M->getGraphs().front(), P);
+  std::vector<std::string> Why = S.Measurer.pruneReasons(P, W);
+  ASSERT_EQ(Why.size(), 2u);
+  EXPECT_FALSE(Why[0].empty()) << "a, predicted slower, must be pruned";
+  EXPECT_TRUE(Why[1].empty()) << "b, predicted faster, must be kept";
+  EXPECT_EQ(Seen->Calls, 2u);
+}

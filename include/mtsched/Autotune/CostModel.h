@@ -1,0 +1,38 @@
+//===- CostModel.h - Predicted times of choices -----------------*- C++ -*-===//
+//
+// What the autotuner asks when it must not, or cannot, measure: the order in
+// which --prune-top-k keeps choices, the times it records once ranks stop
+// agreeing (degraded runs), the epilogue-as-its-own-kernel estimates of
+// select-swiglu, and the simulator backend's timings. The autotuner is handed
+// one (explicitly, like its benchmarker); the roofline model of
+// mtsched/Runtime/CostModel.h is the built-in one, and a learned or
+// calibrated model is another implementation of this interface.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_AUTOTUNE_COSTMODEL_H
+#define MTSCHED_AUTOTUNE_COSTMODEL_H
+
+#include "mtsched/Autotune/Workload.h"
+#include <memory>
+
+namespace mtsched {
+
+class CostModel {
+public:
+  virtual ~CostModel() = default;
+  /// Microseconds of choice C on workload W (fused with W's epilogue if
+  /// Fused); +inf when it cannot run or the model cannot tell.
+  virtual double choiceUs(const Workload &W, const Choice &C,
+                          bool Fused) const = 0;
+  /// Microseconds of W's epilogue run as its own kernel; 0 without one.
+  virtual double epilogueUs(const Workload &W) const = 0;
+  /// Microseconds of a pointwise / row-reduction chain run as one kernel.
+  virtual double chainUs(const EpilogueDesc &E) const = 0;
+};
+
+/// The roofline model (docs/SIMULATOR.md) of device D.
+std::unique_ptr<CostModel> createRooflineCostModel(const DeviceDesc &D);
+
+} // namespace mtsched
+
+#endif // MTSCHED_AUTOTUNE_COSTMODEL_H
