@@ -538,6 +538,7 @@ void Autotuner::finish() {
   int Size = I.Ranks.size();
   Result.RankLocalUs.assign(Size, {});
   Result.RankDecisions.assign(Size, {});
+  Result.BackendCounters = Bench->getCounters();
   auto Decisions = [&] {
     std::vector<std::pair<std::string, std::string>> D;
     // In decision order, which every rank shares.

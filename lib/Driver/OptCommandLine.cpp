@@ -342,8 +342,8 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   Config.ReportFile = ReportFile;
   Config.TraceFile = TraceFile;
   AutotuneOptions &Tune = Config.Pipe.Autotune;
-  cuda::cudaOptions().CompileThreads = CompileThreads;
-  cuda::cudaOptions().KernelCacheDir = KernelCacheDir;
+  Tune.CompileThreads = CompileThreads;
+  Tune.KernelCacheDir = KernelCacheDir;
   if (Error E = BackendOpts.apply(Tune))
     fail(toString(std::move(E)));
   // Each run is a sample kept in memory: bound them like every other input.
@@ -428,6 +428,8 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   OutputSteps &Steps = Config.Output;
   Steps.Emit = Emit;
   Steps.DumpKernelsDir = DumpKernels;
+  Steps.CompileThreads = CompileThreads;
+  Steps.KernelCacheDir = KernelCacheDir;
   Steps.Interpret = Interpret;
   Steps.Run = RunGraph;
   Steps.InputDir = RunInputs;

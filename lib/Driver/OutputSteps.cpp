@@ -25,6 +25,8 @@ bool mtsched::runOutputSteps(const OutputSteps &Steps, const Module &M,
     IO.InputDir = Steps.InputDir;
     IO.TimeRuns = Steps.TimeSamples;
     IO.Check = Steps.Check;
+    IO.CompileThreads = Steps.CompileThreads;
+    IO.KernelCacheDir = Steps.KernelCacheDir;
     if (!Steps.OutputDir.empty()) {
       llvm::SmallString<256> Dir(Steps.OutputDir);
       if (M.getGraphs().size() > 1 || Steps.GraphFolders)

@@ -8,7 +8,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Tools/Report.h"
-#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "llvm/ADT/StringMap.h"
 #include <charconv>
 #include <cmath>
@@ -240,16 +239,13 @@ void mtsched::writeReport(llvm::raw_ostream &OS, const ReportInput &In) {
       J.attribute("dir",
                   R.CacheDir.empty() ? JValue(nullptr) : JValue(R.CacheDir));
     });
-    if (In.Backend == "cuda") {
-      // NVRTC work of this process: compiled now or read from the cache.
-      const cuda::KernelStats &K = cuda::kernelStats();
+    // What the reporting rank's backend counted (cuda: its NVRTC work),
+    // if it was created at all.
+    if (!R.BackendCounters.empty())
       J.attributeObject("kernels", [&] {
-        J.attribute("compiled", int64_t(K.Compiled.load()));
-        J.attribute("cached", int64_t(K.Cached.load()));
-        J.attribute("failed", int64_t(K.Failed.load()));
-        J.attribute("compile_ms", int64_t(K.CompileMs.load()));
+        for (const auto &[Name, Count] : R.BackendCounters)
+          J.attribute(Name, Count);
       });
-    }
   });
   OS << '\n';
 }

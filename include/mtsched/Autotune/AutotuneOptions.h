@@ -22,6 +22,11 @@ enum class SyncFailurePolicy {
 struct AutotuneOptions {
   /// Where choices are timed: "sim" (see createBenchmarker).
   std::string Backend = "sim";
+  /// Backends that compile kernels (cuda): compile threads (0: the hardware
+  /// threads) and the kernel cache folder (empty: the default, "none": no
+  /// cache).
+  unsigned CompileThreads = 0;
+  std::string KernelCacheDir;
   /// The GPU (modulo the device count) that times this process's
   /// non-collective kernels: 0 for thread ranks, which share it; an MPI
   /// rank's own rank, so processes on one machine do not share a GPU.

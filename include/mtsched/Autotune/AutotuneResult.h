@@ -97,6 +97,9 @@ struct RunResult {
   /// from at the end.
   std::vector<std::vector<std::vector<double>>> RankLocalUs;
   std::vector<std::vector<std::pair<std::string, std::string>>> RankDecisions;
+  /// This rank's backend counters (Benchmarker::getCounters), set by
+  /// finish().
+  std::vector<std::pair<std::string, int64_t>> BackendCounters;
   /// One line per failed sync that made nodes fall back, for the reporting
   /// rank to print once per run (every rank composes the same line).
   std::vector<std::string> Warnings;

@@ -12,6 +12,8 @@
 #include "mtsched/Autotune/Workload.h"
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mtsched {
 
@@ -39,6 +41,11 @@ public:
   /// empty: LazyBenchmarker creates its backend on first use and reports a
   /// failure to create it here.
   virtual std::string getSetupError() const { return ""; }
+  /// What the backend counted of its own work, by name, for the report
+  /// (cuda: kernels compiled, read from the cache, failed, compile time).
+  virtual std::vector<std::pair<std::string, int64_t>> getCounters() const {
+    return {};
+  }
   /// Times choice C of node N (fused with its epilogue if Fused).
   virtual Measurement measure(const MultiTemplateBufferNode &N,
                               const Workload &W, const Choice &C,

@@ -35,6 +35,11 @@ public:
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,
                               const Workload &W) override;
   std::string getSetupError() const override { return Error; }
+  /// The created backend's counters; none if it was never created.
+  std::vector<std::pair<std::string, int64_t>> getCounters() const override {
+    return Real ? Real->getCounters()
+                : std::vector<std::pair<std::string, int64_t>>();
+  }
 
   bool isCreated() const { return Real != nullptr; }
   /// Backends created through LazyBenchmarker in this process, for tests.

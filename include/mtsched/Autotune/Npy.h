@@ -54,6 +54,9 @@ struct RunIO {
   bool Check = true;
   /// --run only: samples of the whole-graph timing (0: no timing).
   unsigned TimeRuns = 0;
+  /// --run only: how kernels are compiled (as AutotuneOptions has them).
+  unsigned CompileThreads = 0;
+  std::string KernelCacheDir;
 };
 
 /// Fills Data with every input of G, rounded to its element type: from the

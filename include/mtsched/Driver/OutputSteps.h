@@ -22,6 +22,9 @@ struct OutputSteps {
   EmitKind Emit = EmitKind::IR;
   /// --dump-kernels: every generated kernel's CUDA C++ goes to this folder.
   std::string DumpKernelsDir;
+  /// --run: how kernels are compiled (--compile-threads, --kernel-cache-dir).
+  unsigned CompileThreads = 0;
+  std::string KernelCacheDir;
   /// --interpret: the fp64 interpreter evaluates each graph.
   bool Interpret = false;
   /// --run: each graph runs on the GPU, checked and timed.

@@ -74,8 +74,8 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
     Add("epilogue", generateEpilogueKernel(N, P.Rows));
   llvm::TimeTraceScope Scope(
       "cuda.compile", [&] { return std::to_string(Jobs.size()) + " kernels"; });
-  std::vector<llvm::Expected<std::string>> Cubins =
-      compileAll(Jobs, G->Info.Major * 10 + G->Info.Minor);
+  std::vector<llvm::Expected<std::string>> Cubins = compileAll(
+      Jobs, G->Info.Major * 10 + G->Info.Minor, compileOptionsOf(Opts), &Stats);
   for (size_t I = 0; I < Jobs.size(); ++I) {
     LoadedKernel &L = P.Kernels[Keys[I]];
     if (!Cubins[I]) {
@@ -231,7 +231,8 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   bool SameType = llvm::all_of(N.getOperands(), [&](const Operand &O) {
     return O.V->getType().Dtype == N.getOperand(0)->getType().Dtype;
   });
-  BenchSupport *Support = Gemm && SameType ? support(*G) : nullptr;
+  BenchSupport *Support =
+      Gemm && SameType ? support(*G, compileOptionsOf(Opts)) : nullptr;
   std::vector<const Node *> Chain;
   for (const Operand &E : N.getEpilogue())
     Chain.push_back(E.V->getDef());

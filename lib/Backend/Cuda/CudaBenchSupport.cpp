@@ -133,8 +133,9 @@ static int typeIndex(DType T) {
 }
 
 llvm::Expected<std::unique_ptr<BenchSupport>>
-BenchSupport::load(const DriverApi &D, int Arch) {
-  auto Cubins = compileAll({{"mtsched_bench_support", Source, false}}, Arch);
+BenchSupport::load(const DriverApi &D, int Arch,
+                   const KernelCompileOptions &O) {
+  auto Cubins = compileAll({{"mtsched_bench_support", Source, false}}, Arch, O);
   if (!Cubins[0])
     return err("the benchmark support kernels do not compile: " +
                llvm::toString(Cubins[0].takeError()));

@@ -279,7 +279,7 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     if (Opts.Faults.choiceFault(Rank, N.getName(), C.Name))
       Fault = "injected fault";
     if (!Coll)
-      Coll = createCollectiveRank(Opts, *Comm);
+      Coll = createCollectiveRank(Opts, *Comm, Stats);
     return Coll->measure(N, W, C, Fused, Fault);
   }
   if (const Fault *F = Opts.Faults.choiceFault(Rank, N.getName(), C.Name))
@@ -413,7 +413,8 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
     } else {
       L.K = std::move(*K);
       auto C = compileAll({{L.K.Name, L.K.Source}},
-                          G->Info.Major * 10 + G->Info.Minor);
+                          G->Info.Major * 10 + G->Info.Minor,
+                          compileOptionsOf(Opts), &Stats);
       if (!C[0])
         L.Error = llvm::toString(C[0].takeError());
       else if (G->D->cuModuleLoadData(&L.Mod, C[0]->data()) ||

@@ -102,6 +102,15 @@ public:
   Communicator *Comm = nullptr;
   /// Multi-rank collectives, one GPU per rank (created on first use).
   std::unique_ptr<CollectiveRank> Coll;
+  /// The kernels this benchmarker compiled or read from the cache.
+  KernelStats Stats;
+
+  std::vector<std::pair<std::string, int64_t>> getCounters() const override {
+    return {{"compiled", Stats.Compiled.load()},
+            {"cached", Stats.Cached.load()},
+            {"failed", Stats.Failed.load()},
+            {"compile_ms", int64_t(Stats.CompileMs.load())}};
+  }
 
 private:
   const AutotuneOptions &Opts;

@@ -269,7 +269,8 @@ CUfunction CollectiveRankImpl::kernel(const CollectiveKernel &K,
   if (It != Kernels.end())
     return It->second;
   std::vector<llvm::Expected<std::string>> Cubins =
-      compileAll({{K.Name, K.Source}}, Dev.Major * 10 + Dev.Minor);
+      compileAll({{K.Name, K.Source}}, Dev.Major * 10 + Dev.Minor,
+                 compileOptionsOf(Opts), &Stats);
   if (!Cubins[0]) {
     Err = "failed to compile: " + llvm::toString(Cubins[0].takeError());
     return nullptr;
@@ -526,6 +527,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
 }
 
 std::unique_ptr<CollectiveRank>
-mtsched::createCollectiveRank(const AutotuneOptions &Opts, Communicator &Comm) {
-  return std::make_unique<CollectiveRankImpl>(Opts, Comm);
+mtsched::createCollectiveRank(const AutotuneOptions &Opts, Communicator &Comm,
+                              KernelStats &Stats) {
+  return std::make_unique<CollectiveRankImpl>(Opts, Comm, Stats);
 }

@@ -5,10 +5,11 @@
 // peer-memory kernels of lib/Backend/Cuda/CollectiveCodegen.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_LIB_AUTOTUNE_CUDACOLLECTIVE_H
-#define MTSCHED_LIB_AUTOTUNE_CUDACOLLECTIVE_H
+#ifndef MTSCHED_LIB_BACKEND_CUDA_CUDACOLLECTIVE_H
+#define MTSCHED_LIB_BACKEND_CUDA_CUDACOLLECTIVE_H
 
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Runtime/Communicator.h"
 #include <memory>
 
@@ -25,9 +26,11 @@ public:
                               const std::string &LocalFault) = 0;
 };
 
+/// Stats counts the kernels it compiles; it must outlive the result.
 std::unique_ptr<CollectiveRank>
-createCollectiveRank(const AutotuneOptions &Opts, Communicator &Comm);
+createCollectiveRank(const AutotuneOptions &Opts, Communicator &Comm,
+                     cuda::KernelStats &Stats);
 
 } // namespace mtsched
 
-#endif // MTSCHED_LIB_AUTOTUNE_CUDACOLLECTIVE_H
+#endif // MTSCHED_LIB_BACKEND_CUDA_CUDACOLLECTIVE_H

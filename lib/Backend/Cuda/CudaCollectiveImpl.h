@@ -25,8 +25,9 @@ struct MtPtrs {
 
 class CollectiveRankImpl : public CollectiveRank {
 public:
-  CollectiveRankImpl(const AutotuneOptions &Opts, Communicator &Comm)
-      : Opts(Opts), Comm(Comm) {}
+  CollectiveRankImpl(const AutotuneOptions &Opts, Communicator &Comm,
+                     KernelStats &Stats)
+      : Opts(Opts), Comm(Comm), Stats(Stats) {}
   ~CollectiveRankImpl() override;
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused,
@@ -76,6 +77,7 @@ private:
 
   const AutotuneOptions &Opts;
   Communicator &Comm;
+  KernelStats &Stats;
   bool Inited = false, InitOk = false;
   std::string InitError, PeerError;
   DeviceInfo Dev;

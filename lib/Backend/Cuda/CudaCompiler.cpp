@@ -17,18 +17,8 @@
 using namespace mtsched;
 using namespace mtsched::cuda;
 
-CudaOptions &cuda::cudaOptions() {
-  static CudaOptions O;
-  return O;
-}
-
-KernelStats &cuda::kernelStats() {
-  static KernelStats S;
-  return S;
-}
-
-std::string cuda::kernelCacheDir() {
-  const std::string &D = cudaOptions().KernelCacheDir;
+std::string cuda::kernelCacheDir(const KernelCompileOptions &O) {
+  const std::string &D = O.CacheDir;
   if (D == "none")
     return "";
   if (!D.empty())
@@ -40,8 +30,8 @@ std::string cuda::kernelCacheDir() {
   return std::string(P);
 }
 
-unsigned cuda::compileThreads() {
-  unsigned T = cudaOptions().CompileThreads;
+unsigned cuda::compileThreads(const KernelCompileOptions &O) {
+  unsigned T = O.Threads;
   if (T)
     return T;
   // Every hardware thread: on a 16-core H100 host, 16 threads compiled the
@@ -119,9 +109,12 @@ static void writeEntry(llvm::StringRef Dir, llvm::StringRef Path,
 }
 
 std::vector<llvm::Expected<std::string>>
-cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch) {
+cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch,
+                 const KernelCompileOptions &O, KernelStats *Stats) {
   auto T0 = std::chrono::steady_clock::now();
-  std::string Dir = kernelCacheDir();
+  std::string Dir = kernelCacheDir(O);
+  KernelStats Unused;
+  KernelStats &S = Stats ? *Stats : Unused;
   std::vector<std::optional<std::string>> Ok(Jobs.size());
   std::vector<std::string> Errors(Jobs.size());
   auto Work = [&](size_t I) {
@@ -131,23 +124,23 @@ cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch) {
     llvm::sys::path::append(Path, Key + ".cubin");
     if (!Dir.empty())
       if (std::optional<std::string> Hit = readEntry(Path, Key)) {
-        ++kernelStats().Cached;
+        ++S.Cached;
         Ok[I] = std::move(*Hit);
         return;
       }
     llvm::Expected<std::string> C =
         compileToCubin(J.Source, J.Name, Arch, J.ArchSpecific);
     if (!C) {
-      ++kernelStats().Failed;
+      ++S.Failed;
       Errors[I] = llvm::toString(C.takeError());
       return;
     }
-    ++kernelStats().Compiled;
+    ++S.Compiled;
     if (!Dir.empty())
       writeEntry(Dir, Path, Key, *C);
     Ok[I] = std::move(*C);
   };
-  unsigned Threads = std::min<unsigned>(compileThreads(), Jobs.size());
+  unsigned Threads = std::min<unsigned>(compileThreads(O), Jobs.size());
   if (Threads <= 1) {
     for (size_t I = 0; I < Jobs.size(); ++I)
       Work(I);
@@ -172,9 +165,8 @@ cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch) {
       Out.push_back(
           llvm::createStringError(llvm::inconvertibleErrorCode(), Errors[I]));
   }
-  kernelStats().CompileMs +=
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::steady_clock::now() - T0)
-          .count();
+  S.CompileMs += std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - T0)
+                     .count();
   return Out;
 }

@@ -19,11 +19,11 @@ static llvm::Error err(const llvm::Twine &Msg) {
 namespace mtsched {
 namespace cuda {
 
-BenchSupport *support(Gpu &G) {
+BenchSupport *support(Gpu &G, const KernelCompileOptions &O) {
   if (!G.SupportTried) {
     G.SupportTried = true;
     llvm::Expected<std::unique_ptr<BenchSupport>> S =
-        BenchSupport::load(*G.D, G.Info.Major * 10 + G.Info.Minor);
+        BenchSupport::load(*G.D, G.Info.Major * 10 + G.Info.Minor, O);
     if (S)
       G.Support = std::move(*S);
     else

@@ -13,6 +13,7 @@
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/IR/Types.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -58,9 +59,14 @@ struct Gpu {
 /// open for the process; later calls return it, or the first call's error.
 llvm::Expected<Gpu &> gpu(int Ordinal);
 
-/// G's support kernels, loading them on the first call; null (said once on
-/// stderr) if they cannot load. Call under G.Mu.
-BenchSupport *support(Gpu &G);
+/// How Opts says kernels are compiled.
+inline KernelCompileOptions compileOptionsOf(const AutotuneOptions &Opts) {
+  return KernelCompileOptions{Opts.CompileThreads, Opts.KernelCacheDir};
+}
+
+/// G's support kernels, compiling (under O) and loading them on the first
+/// call; null (said once on stderr) if they cannot load. Call under G.Mu.
+BenchSupport *support(Gpu &G, const KernelCompileOptions &O);
 
 /// Why kernel K cannot run on device Info, or empty if it can.
 std::string unsupportedReason(const KernelSource &K, const DeviceInfo &Info,

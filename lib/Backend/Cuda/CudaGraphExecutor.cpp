@@ -139,7 +139,9 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     if (!Why.empty())
       return err("'" + K.Name + "' " + Why);
     llvm::TimeTraceScope Scope("run.compile", K.Name);
-    auto C = compileAll({{K.Name, K.Source, K.NeedsSm90a}}, Arch);
+    auto C =
+        compileAll({{K.Name, K.Source, K.NeedsSm90a}}, Arch,
+                   KernelCompileOptions{IO.CompileThreads, IO.KernelCacheDir});
     if (!C[0])
       return C[0].takeError();
     CUmodule Mod;

@@ -377,7 +377,8 @@ TEST(CudaCompiler, CachesAndRewritesCorruptEntries) {
     GTEST_SKIP() << "NVRTC not available: " << llvm::toString(N.takeError());
   llvm::SmallString<128> Dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("mtsched-kcache", Dir));
-  cuda::cudaOptions().KernelCacheDir = std::string(Dir);
+  cuda::KernelCompileOptions Opts;
+  Opts.CacheDir = std::string(Dir);
   // Several kernels, so some keys start with a zero digit.
   std::vector<cuda::CompileJob> Jobs;
   for (int I = 0; I < 6; ++I)
@@ -385,12 +386,12 @@ TEST(CudaCompiler, CachesAndRewritesCorruptEntries) {
                     "extern \"C\" __global__ void k" + std::to_string(I) +
                         "(float *p) { p[threadIdx.x] += " + std::to_string(I) +
                         ".f; }\n"});
-  cuda::KernelStats &S = cuda::kernelStats();
+  cuda::KernelStats S;
   unsigned C0 = S.Compiled, H0 = S.Cached;
-  for (auto &R : cuda::compileAll(Jobs, 90))
+  for (auto &R : cuda::compileAll(Jobs, 90, Opts, &S))
     ASSERT_TRUE(bool(R)) << llvm::toString(R.takeError());
   EXPECT_EQ(S.Compiled - C0, 6u);
-  for (auto &R : cuda::compileAll(Jobs, 90))
+  for (auto &R : cuda::compileAll(Jobs, 90, Opts, &S))
     ASSERT_TRUE(bool(R));
   EXPECT_EQ(S.Cached - H0, 6u);
   // Corrupt every entry: each is recompiled, not trusted.
@@ -402,9 +403,8 @@ TEST(CudaCompiler, CachesAndRewritesCorruptEntries) {
     OS << "garbage";
   }
   unsigned C1 = S.Compiled;
-  for (auto &R : cuda::compileAll(Jobs, 90))
+  for (auto &R : cuda::compileAll(Jobs, 90, Opts, &S))
     ASSERT_TRUE(bool(R));
   EXPECT_EQ(S.Compiled - C1, 6u);
-  cuda::cudaOptions().KernelCacheDir.clear();
   llvm::sys::fs::remove_directories(Dir);
 }

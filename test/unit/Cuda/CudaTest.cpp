@@ -297,7 +297,8 @@ TEST(BenchSupport, FillsTheValuesTheHostDraws) {
   llvm::Expected<cuda::DeviceInfo> Dev = cuda::openDevice();
   ASSERT_FALSE(bool(cuda::makeCurrent(*Dev)));
   const cuda::DriverApi &D = *cuda::loadDriver();
-  auto S = cuda::BenchSupport::load(D, Dev->Major * 10 + Dev->Minor);
+  auto S = cuda::BenchSupport::load(D, Dev->Major * 10 + Dev->Minor,
+                                    cuda::KernelCompileOptions());
   ASSERT_TRUE(bool(S)) << llvm::toString(S.takeError());
   // Odd sizes: the grid-stride loop's tail, more elements than threads.
   for (DType T : {DType::BF16, DType::F16, DType::F32})
@@ -322,7 +323,8 @@ TEST(BenchSupport, ReferenceRowsMatchTheHost) {
   llvm::Expected<cuda::DeviceInfo> Dev = cuda::openDevice();
   ASSERT_FALSE(bool(cuda::makeCurrent(*Dev)));
   const cuda::DriverApi &D = *cuda::loadDriver();
-  auto S = cuda::BenchSupport::load(D, Dev->Major * 10 + Dev->Minor);
+  auto S = cuda::BenchSupport::load(D, Dev->Major * 10 + Dev->Minor,
+                                    cuda::KernelCompileOptions());
   ASSERT_TRUE(bool(S)) << llvm::toString(S.takeError());
   // A batched B: rows 0..M1-1 use batch 0, the next M1 batch 1.
   const int64_t M1 = 3, Batch = 2, K = 77, N = 301;

@@ -14,6 +14,7 @@
 #define MTSCHED_BACKEND_CUDA_CUDABENCHSUPPORT_H
 
 #include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/IR/Types.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -31,8 +32,8 @@ class BenchSupport {
 public:
   /// Compiles the module for sm_<Arch> (through the kernel cache) and loads
   /// it into the current context.
-  static llvm::Expected<std::unique_ptr<BenchSupport>> load(const DriverApi &D,
-                                                            int Arch);
+  static llvm::Expected<std::unique_ptr<BenchSupport>>
+  load(const DriverApi &D, int Arch, const KernelCompileOptions &O);
   ~BenchSupport();
 
   /// Writes randomValues(N, Seed, Stream, T) to the N elements at P.

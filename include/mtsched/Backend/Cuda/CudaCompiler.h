@@ -18,25 +18,24 @@
 namespace mtsched {
 namespace cuda {
 
-/// Process-wide settings of the CUDA backend, set by the driver.
-struct CudaOptions {
+/// How kernels are compiled: plain values the caller passes along
+/// (mtsched-opt's --compile-threads and --kernel-cache-dir).
+struct KernelCompileOptions {
   /// NVRTC threads; 0 means the hardware threads (at most 32).
-  unsigned CompileThreads = 0;
+  unsigned Threads = 0;
   /// Where cubins are cached; empty means the user cache directory +
   /// /mtsched/kernels; "none" disables the cache.
-  std::string KernelCacheDir;
+  std::string CacheDir;
 };
-CudaOptions &cudaOptions();
 
-/// Counts of this process, for the report.
+/// What one user of the compiler (a benchmarker) compiled, for the report.
 struct KernelStats {
   std::atomic<unsigned> Compiled{0};
   std::atomic<unsigned> Cached{0};
   std::atomic<unsigned> Failed{0};
-  /// Wall time spent in precompile batches, in milliseconds.
+  /// Wall time spent in compile batches, in milliseconds.
   std::atomic<uint64_t> CompileMs{0};
 };
-KernelStats &kernelStats();
 
 struct CompileJob {
   std::string Name;
@@ -45,15 +44,17 @@ struct CompileJob {
   bool ArchSpecific = false;
 };
 
-/// The cache directory in use (resolving the default), or empty if none.
-std::string kernelCacheDir();
-/// The threads a batch uses.
-unsigned compileThreads();
+/// The cache directory O names (resolving the default), or empty if none.
+std::string kernelCacheDir(const KernelCompileOptions &O);
+/// The threads a batch uses under O.
+unsigned compileThreads(const KernelCompileOptions &O);
 
-/// Compiles every job for sm_<Arch> (on compileThreads() threads, reading
-/// and filling the cache); one result per job, in order.
+/// Compiles every job for sm_<Arch> (on compileThreads(O) threads, reading
+/// and filling O's cache), counting into Stats if given; one result per job,
+/// in order.
 std::vector<llvm::Expected<std::string>>
-compileAll(const std::vector<CompileJob> &Jobs, int Arch);
+compileAll(const std::vector<CompileJob> &Jobs, int Arch,
+           const KernelCompileOptions &O, KernelStats *Stats = nullptr);
 
 } // namespace cuda
 } // namespace mtsched
