@@ -13,6 +13,7 @@
 #   cost     the same with --fusion-heuristic=cost-model
 #   always   the same with --fusion-heuristic=always
 #   never    the same with --fusion-heuristic=never
+#   v1       the same with --collective-mode=immediate (decided by `lower`)
 #   kernels  --lower --fuse --dump-kernels: every generated CUDA kernel
 #   dkernels --pipeline=default --dump-kernels: the decided graph's kernels
 # The autotune cache is off (--no-cache): a decision replayed from an entry
@@ -62,6 +63,7 @@ save() {
       one cost --pipeline=default --seed=$SEED --fusion-heuristic=cost-model
       one always --pipeline=default --seed=$SEED --fusion-heuristic=always
       one never --pipeline=default --seed=$SEED --fusion-heuristic=never
+      one v1 --pipeline=default --seed=$SEED --collective-mode=immediate
       kernels kernels --lower --fuse
       kernels dkernels --pipeline=default --seed=$SEED
     '
