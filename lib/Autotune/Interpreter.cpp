@@ -225,6 +225,19 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
                  N.getOpName() + "'");
     for (int64_t I = 0; I < int64_t(Out.size()); ++I) {
       auto [K, Idx] = P->sourceOf(I);
+      if (P->IndexOperand >= 0) {
+        int64_t Pos = P->indexPositionOf(I);
+        double X = (*In[P->IndexOperand])[Pos];
+        if (!(X >= 0 && X < double(P->IndexBound)))
+          return err("'%" + N.getName() + "': index " +
+                     // Integer tensors hold integers (rounded on input).
+                     std::to_string(int64_t(X)) + " at position " +
+                     llvm::Twine(Pos).str() + " of " + "%" +
+                     N.getOperand(P->IndexOperand)->getName() +
+                     " is outside [0, " + llvm::Twine(P->IndexBound).str() +
+                     ")");
+        Idx += int64_t(X) * P->IndexCoef;
+      }
       Out[I] = (*In[K])[Idx];
     }
   } else if (isPointwise(Op)) {

@@ -1,12 +1,16 @@
 //===- Npy.cpp - NumPy .npy files for the inputs and outputs of --run ----===//
 #include "mtsched/Autotune/Npy.h"
 #include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/IR/Layout.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <map>
 
 using namespace mtsched;
 
@@ -223,10 +227,33 @@ std::string mtsched::npyPathFor(llvm::StringRef Dir, const Value &V) {
 llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
                                      ValueData &Data) {
   if (IO.InputDir.empty()) {
+    // An input that indexes an index_select draws indices inside the
+    // dimension it selects from (the smallest, if it indexes several).
+    std::map<const Value *, int64_t> Bounds;
+    for (const auto &N : G.getNodes())
+      if (std::optional<LayoutPlan> P = N->getOp() == OpCode::IndexSelect
+                                            ? layoutPlanOf(*N)
+                                            : std::nullopt) {
+        auto [It, New] =
+            Bounds.try_emplace(N->getOperand(P->IndexOperand), P->IndexBound);
+        if (!New)
+          It->second = std::min(It->second, P->IndexBound);
+      }
     uint64_t Stream = 0;
-    for (const auto &In : G.getInputs())
-      Data[In.get()] = randomValues(In->getType().numElements(), IO.Seed,
-                                    Stream++, In->getType().Dtype);
+    for (const auto &In : G.getInputs()) {
+      std::vector<double> V = randomValues(In->getType().numElements(), IO.Seed,
+                                           Stream++, In->getType().Dtype);
+      auto B = Bounds.find(In.get());
+      if (B != Bounds.end()) {
+        // The same seeded stream, mapped from [-1, 1) onto 0..Bound-1.
+        std::vector<double> U = randomValues(In->getType().numElements(),
+                                             IO.Seed, Stream - 1, DType::F32);
+        for (size_t I = 0; I < V.size(); ++I)
+          V[I] = std::min<double>(B->second - 1,
+                                  std::floor((U[I] + 1) / 2 * B->second));
+      }
+      Data[In.get()] = std::move(V);
+    }
     return llvm::Error::success();
   }
   llvm::SmallString<256> Dir(IO.InputDir);

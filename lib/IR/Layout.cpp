@@ -43,6 +43,12 @@ std::pair<unsigned, int64_t> LayoutPlan::sourceOf(int64_t I) const {
   return {0, 0};
 }
 
+int64_t LayoutPlan::indexPositionOf(int64_t I) const {
+  for (size_t D = OutShape.size(); D-- > IndexDim + 1;)
+    I /= OutShape[D];
+  return I % OutShape[IndexDim];
+}
+
 std::optional<LayoutPlan> mtsched::layoutPlanOf(const Node &N) {
   if (!isLayout(N.getOp()) || N.getNumOperands() == 0)
     return std::nullopt;
@@ -103,6 +109,24 @@ std::optional<LayoutPlan> mtsched::layoutPlanOf(const Node &N) {
                   : Out.Shape[D] > 1 ? InStride[D] * Step
                                      : 0;
     S.Base = Start * InStride[Dim];
+    break;
+  }
+  case OpCode::IndexSelect: {
+    const TensorType &Idx = N.getOperand(1)->getType();
+    if (int64_t(InShape.size()) != Rank || Rank == 0 || Idx.rank() != 1)
+      return std::nullopt;
+    int64_t Dim = dimAttr(N, Rank, 0);
+    if (Dim < 0 || Dim >= Rank || Out.Shape[Dim] != Idx.Shape[0])
+      return std::nullopt;
+    for (int64_t D = 0; D < Rank; ++D) {
+      if (D != Dim && InShape[D] != Out.Shape[D])
+        return std::nullopt;
+      S.Coef[D] = D == Dim ? 0 : InStride[D];
+    }
+    P.IndexOperand = 1;
+    P.IndexDim = unsigned(Dim);
+    P.IndexCoef = InStride[Dim];
+    P.IndexBound = InShape[Dim];
     break;
   }
   case OpCode::Concat: {

@@ -144,6 +144,28 @@ bool Verifier::inferLayout(const Node &N, TensorType &Result) {
     Result.Shape[*Dim] = (E - S - 1) / *Step + 1;
     return true;
   }
+  case OpCode::IndexSelect: {
+    if (In.rank() == 0) {
+      error(N.getLoc(), "'index_select' needs an operand of rank 1 or more");
+      return false;
+    }
+    std::optional<int64_t> Dim = DimAttr(In.rank());
+    if (!Dim)
+      return false;
+    const TensorType &Idx = N.getOperand(1)->getType();
+    if (Idx.rank() != 1 ||
+        (Idx.Dtype != DType::I32 && Idx.Dtype != DType::I64)) {
+      error(N.getOperands()[1].Loc,
+            "the indices " + name(N.getOperand(1)) +
+                " of 'index_select' "
+                "must be a rank-1 i32 or i64 tensor, got " +
+                Idx.str());
+      return false;
+    }
+    Result = In;
+    Result.Shape[*Dim] = Idx.Shape[0];
+    return true;
+  }
   case OpCode::Concat: {
     if (In.rank() == 0) {
       error(N.getLoc(), "'concat' needs operands of rank 1 or more");

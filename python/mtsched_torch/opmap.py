@@ -3,8 +3,7 @@
 ``OPS`` maps an op name (namespace.packet, overload ignored) to a function
 ``fn(conv, node) -> IR value name``; it raises ``convert.Unmapped`` to decline
 (the node then becomes ``custom "aten.x"``). Adding an op is one entry; ops
-the IR does not have yet (index_select, topk, scatter, fp8 matmuls) stay
-custom. A number operand of a binary op becomes the IR's attribute
+the IR does not have yet (topk, scatter, cumsum, fp8 matmuls) stay custom. A number operand of a binary op becomes the IR's attribute
 ``scalar`` (the op's last operand).
 
 Exactness rules (docs/IMPORT.md):
@@ -17,6 +16,9 @@ Exactness rules (docs/IMPORT.md):
   ``expand``; ``permute``/``transpose``/``t`` become ``transpose {perm}``;
   ``slice``, ``select``, ``split`` and ``split_with_sizes`` become ``slice``
   (and ``reshape`` for select); ``cat`` becomes ``concat``;
+  ``index_select`` becomes ``index_select``, and ``embedding(w, ids)``
+  ``index_select(w, ids) {dim = 0}`` (ids flattened to rank 1 and the rows
+  reshaped back around it);
 * ``aten.t`` / ``permute([1, 0])`` / ``transpose(0, 1)`` of a 2-D parameter
   or buffer used only that way (or as ``aten.linear``'s weight) makes the
   graph input its transpose (``[in, out]``): the input's comment says so and
@@ -280,6 +282,51 @@ def _cat(conv, node):
     if len(vals) == 1:
         return vals[0]
     return conv.emit("concat", vals, dt, shape, {"dim": dim}, hint=node.name)
+
+
+def _indices(conv, v, hint):
+    """v as the rank-1 index tensor index_select takes."""
+    dt, shape = conv.types[v]
+    if dt not in ("i32", "i64"):
+        raise Unmapped("indices of type %s (i32 or i64 needed)" % dt)
+    if len(shape) == 1:
+        return v
+    return conv.emit("reshape", [v], dt, [_numel(shape)], hint=hint)
+
+
+@register("aten.index_select")
+def _index_select(conv, node):
+    v = conv.value(node.args[0])
+    vdt, vshape = conv.types[v]
+    if not vshape:
+        raise Unmapped("a rank-0 tensor")
+    dim = int(_arg(node, 1, "dim")) % len(vshape)
+    idx = _indices(conv, conv.value(_arg(node, 2, "index")),
+                   node.name + ".index")
+    dt, shape = _result(conv, node)
+    out = conv.emit("index_select", [v, idx], vdt, shape, {"dim": dim},
+                    hint=node.name)
+    return conv.cast(out, dt)
+
+
+@register("aten.embedding")
+def _embedding(conv, node):
+    """embedding(weight, ids): the rows of weight the ids name, in ids' shape
+    (padding_idx and the sparse flags only change the gradient)."""
+    w = conv.value(node.args[0])
+    wdt, wshape = conv.types[w]
+    if len(wshape) != 2:
+        raise Unmapped("a weight of rank %d" % len(wshape))
+    ids = conv.value(node.args[1])
+    n = _numel(conv.types[ids][1])
+    flat = _indices(conv, ids, node.name + ".ids")
+    rows = conv.emit("index_select", [w, flat], wdt, [n, wshape[1]],
+                     {"dim": 0}, hint=node.name + ".rows")
+    dt, shape = _result(conv, node)
+    if tuple(shape) == (n, wshape[1]):
+        return conv.cast(rows, dt)
+    return conv.cast(conv.emit("reshape", [rows], wdt, shape, hint=node.name),
+                     dt)
 
 
 # -- casts ----------------------------------------------------------------------

@@ -9,6 +9,8 @@
 //   %y = slice(%x) {dim = d, start = s, end = e, step = k}
 //                                 elements s, s+k, ... < e along d
 //   %y = concat(%a, %b, ...) {dim = d}          the operands joined along d
+//   %y = index_select(%x, %i) {dim = d}         y[.., j, ..] = x[.., i[j], ..]
+//                                 along d; %i a rank-1 i32/i64 tensor
 // Each output element reads one operand element. LayoutPlan says which, in
 // one form the fp64 interpreter and the CUDA gather kernels share: the
 // output's flat index is split into its multi-index o, and operand k (the
@@ -42,9 +44,19 @@ struct LayoutPlan {
   std::vector<int64_t> OutShape;
   unsigned ConcatDim = 0;
   std::vector<Source> Sources;
+  /// index_select: the operand holding the indices, -1 for the other ops.
+  /// Output element o also reads Indices[o[IndexDim]], which must lie in
+  /// [0, IndexBound), and adds it times IndexCoef to the source index (the
+  /// Source's Coef is 0 along IndexDim).
+  int IndexOperand = -1;
+  unsigned IndexDim = 0;
+  int64_t IndexCoef = 0, IndexBound = 0;
 
-  /// The operand and its flat index that output element I reads.
+  /// The operand and its flat index that output element I reads (for
+  /// index_select, before the index's part).
   std::pair<unsigned, int64_t> sourceOf(int64_t I) const;
+  /// index_select: the position in the index tensor output element I uses.
+  int64_t indexPositionOf(int64_t I) const;
 };
 
 /// The plan of layout node N, which the verifier accepted; nullopt if N is

@@ -74,6 +74,8 @@ enum class OpTypeRule {
   Transpose,
   Slice,
   Concat,
+  /// A tensor, then a rank-1 i32/i64 index tensor; attribute 'dim'.
+  IndexSelect,
 };
 
 /// The fp64 reference of a pointwise op over its operand values.

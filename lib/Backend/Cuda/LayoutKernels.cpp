@@ -1,11 +1,14 @@
 //===- LayoutKernels.cpp - Gather kernels of the layout ops ---------------===//
 //
-// expand, transpose, slice and concat run as one gather kernel each: a
-// thread per output element splits its flat index into the multi-index and
-// reads the operand element the op's LayoutPlan names (IR/Layout.h), the
-// same map the fp64 interpreter follows. Elements are copied in their
-// storage type, so index tensors (i32, i64) move exactly. reshape is a view
-// and has no kernel.
+// expand, transpose, slice, concat and index_select run as one gather
+// kernel each: a thread per output element splits its flat index into the
+// multi-index and reads the operand element the op's LayoutPlan names
+// (IR/Layout.h), the same map the fp64 interpreter follows; index_select
+// adds the index it reads at run time. An index outside the dimension reads
+// nothing: the element becomes NaN (0 for integer tensors), which --run's
+// check reports, where PyTorch would stop at a device-side assert. Elements are
+// copied in their storage type, so index tensors (i32, i64) move exactly.
+// reshape is a view and has no kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
@@ -49,9 +52,23 @@ llvm::Expected<KernelSource> mtsched::generateLayoutKernel(llvm::StringRef Name,
     OS << "    const long long o" << D << " = rest % " << P->OutShape[D]
        << "LL;\n    rest /= " << P->OutShape[D] << "LL;\n";
   OS << "    (void)rest;\n";
+  std::string Out = Params.name(N.getResult()) + "_out[i]";
+  if (P->IndexOperand >= 0) {
+    const Value *IdxV = N.getOperand(P->IndexOperand);
+    DType T = N.getType().Dtype;
+    OS << "    const long long ix = (long long)" << Params.name(IdxV) << "[o"
+       << P->IndexDim << "];\n"
+       << "    if (ix < 0 || ix >= " << P->IndexBound << "LL) {\n"
+       << "      " << Out << " = "
+       << (isFloatDType(T) ? storeExpr(T, "__int_as_float(0x7fc00000)")
+                           : std::string("0"))
+       << ";\n      continue;\n    }\n";
+  }
   for (size_t I = 0; I < P->Sources.size(); ++I) {
     const LayoutPlan::Source &Src = P->Sources[I];
     std::string Idx = std::to_string(Src.Base) + "LL";
+    if (P->IndexOperand >= 0)
+      Idx += " + ix * " + std::to_string(P->IndexCoef) + "LL";
     for (int64_t D = 0; D < Rank; ++D)
       if (Src.Coef[D])
         Idx += " + o" + std::to_string(D) + " * " +

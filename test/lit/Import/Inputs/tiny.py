@@ -89,3 +89,23 @@ class Layouts(nn.Module):
 def layouts(world_size=1, device=None, dtype=torch.float32):
     return Layouts(device, dtype)
 
+
+
+class Gathers(nn.Module):
+    """Embedding lookups and index_select, as a decoder's first layer and a
+    MoE layer's token gather spell them."""
+
+    def __init__(self, device=None, dtype=torch.float32):
+        super().__init__()
+        self.emb = nn.Embedding(50, 32, device=device, dtype=dtype)
+        self.fc = nn.Linear(32, 16, bias=False, device=device, dtype=dtype)
+
+    def forward(self, ids, pick):
+        h = self.emb(ids)                       # [2, 4, 32] from ids [2, 4]
+        t = h.reshape(8, 32).index_select(0, pick)
+        y = self.fc(torch.sigmoid(t))
+        return y.index_select(1, pick[:3]), h.sum(-1)
+
+
+def gathers(world_size=1, device=None, dtype=torch.float32):
+    return Gathers(device, dtype)
