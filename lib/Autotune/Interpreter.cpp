@@ -218,6 +218,45 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       return err("'%" + N.getName() +
                  "': only one-rank collectives (the identity) are interpreted");
     Out = *In[0];
+  } else if (isSort(Op)) {
+    // Each row of the last dimension in order: largest first for topk
+    // (unless largest = false) and for sort with descending = true, else
+    // smallest first; NaN counts as larger than every number; ties keep
+    // index order.
+    const TensorType &InT = N.getOperand(0)->getType();
+    int64_t Len = InT.Shape.back(), Rows = InT.numElements() / Len;
+    int64_t K = T.Shape.back();
+    bool Largest;
+    if (Op == OpCode::TopK) {
+      const Attribute *A = N.getAttrs().get("largest");
+      Largest = !A || A->getBool();
+    } else {
+      const Attribute *A = N.getAttrs().get("descending");
+      Largest = A && A->getBool();
+    }
+    std::vector<double> Indices(Out.size());
+    std::vector<int64_t> Order(Len);
+    for (int64_t R = 0; R < Rows; ++R) {
+      const double *Row = In[0]->data() + R * Len;
+      for (int64_t I = 0; I < Len; ++I)
+        Order[I] = I;
+      // A total order (ties by index), so std::sort needs no stability.
+      auto Before = [&](int64_t A, int64_t B) {
+        double X = Row[A], Y = Row[B];
+        bool NX = std::isnan(X), NY = std::isnan(Y);
+        if (NX != NY)
+          return Largest ? NX : NY;
+        if (!NX && X != Y)
+          return Largest ? X > Y : X < Y;
+        return A < B;
+      };
+      std::sort(Order.begin(), Order.end(), Before);
+      for (int64_t J = 0; J < K; ++J) {
+        Out[R * K + J] = Row[Order[J]];
+        Indices[R * K + J] = double(Order[J]);
+      }
+    }
+    Data[N.getResult(1)] = std::move(Indices);
   } else if (isLayout(Op)) {
     std::optional<LayoutPlan> P = layoutPlanOf(N);
     if (!P)

@@ -38,7 +38,11 @@ public:
   void write();
 
 private:
+  /// The DOT node of V: its defining node's (a node of several results is
+  /// drawn once, under its first result), or the graph input's.
   std::string id(const Value *V) const {
+    if (V->getDef())
+      V = V->getDef()->getResult();
     return "\"" + escape(G.getName() + "/" + V->getName()) + "\"";
   }
   static std::string timeOf(const MultiTemplateBufferNode &M);

@@ -1,6 +1,7 @@
 //===- Graph.cpp ----------------------------------------------------------===//
 #include "mtsched/IR/Graph.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
 
 using namespace mtsched;
 
@@ -143,10 +144,14 @@ Value *Graph::createValue(std::string Name, TensorType Type, llvm::SMLoc Loc) {
   return NodeValues.back().get();
 }
 
-Node *Graph::appendNode(std::unique_ptr<Node> N, Value *Result) {
+Node *Graph::appendNode(std::unique_ptr<Node> N, Value *Result,
+                        llvm::ArrayRef<Value *> Extra) {
   N->Result = Result;
   N->Index = Nodes.size();
   Result->setDef(N.get());
+  N->ExtraResults.assign(Extra.begin(), Extra.end());
+  for (Value *V : Extra)
+    V->setDef(N.get());
   Nodes.push_back(std::move(N));
   return Nodes.back().get();
 }
@@ -154,8 +159,11 @@ Node *Graph::appendNode(std::unique_ptr<Node> N, Value *Result) {
 Node *Graph::replaceNode(Node *Old, std::unique_ptr<Node> New) {
   unsigned I = Old->Index;
   New->Result = Old->Result;
+  New->ExtraResults = Old->ExtraResults;
   New->Index = I;
   New->Result->setDef(New.get());
+  for (Value *V : New->ExtraResults)
+    V->setDef(New.get());
   Nodes[I] = std::move(New);
   return Nodes[I].get();
 }
@@ -174,6 +182,8 @@ Node *Graph::insertNode(unsigned Index, std::unique_ptr<Node> N,
 void Graph::eraseNode(Node *N) {
   unsigned Index = N->Index;
   N->Result->setDef(nullptr);
+  for (Value *V : N->ExtraResults)
+    V->setDef(nullptr);
   Nodes.erase(Nodes.begin() + Index);
   for (unsigned I = Index; I < Nodes.size(); ++I)
     Nodes[I]->Index = I;
@@ -211,9 +221,13 @@ std::unique_ptr<Graph> Graph::clone() const {
     Value *Old = N->getResult();
     Value *New = G->createValue(Old->getName(), Old->getType(), Old->getLoc());
     Map[Old] = New;
+    llvm::SmallVector<Value *, 1> Extra;
+    for (const Value *X : N->getExtraResults())
+      Extra.push_back(
+          Map[X] = G->createValue(X->getName(), X->getType(), X->getLoc()));
     std::unique_ptr<Node> Copy = N->clone();
     Remap(Copy->getOperands());
-    G->appendNode(std::move(Copy), New);
+    G->appendNode(std::move(Copy), New, Extra);
   }
   // Epilogues may name values defined later, so remap after all exist.
   for (const auto &N : G->Nodes)

@@ -264,6 +264,10 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   switch (Info.Category) {
   case OpCategory::Layout:
     return inferLayout(N, Result);
+  case OpCategory::Sort: {
+    TensorType Indices;
+    return inferSort(N, Result, Indices);
+  }
   case OpCategory::Custom:
     // Custom ops declare their result type; nothing to infer.
     Result = N.getType();

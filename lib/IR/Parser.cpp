@@ -8,6 +8,7 @@
 #include "mtsched/IR/Parser.h"
 #include "ParserImpl.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -209,16 +210,28 @@ bool Parser::rejectMisplacedClause(const Node &N) {
 }
 
 bool Parser::parseNode(Graph &G) {
-  StringRef Name = Tok.ident();
-  SMLoc NameLoc = Tok.getLoc();
-  if (Names->Defined.count(Name)) {
-    emitError("redefinition of value '%" + Name + "'");
-    SM.PrintMessage(Names->Defined[Name]->getLoc(), llvm::SourceMgr::DK_Note,
-                    "previous definition is here");
-    return false;
+  // `%a = ...`, or `%v, %i = ...` for the ops of two results.
+  llvm::SmallVector<std::pair<StringRef, SMLoc>, 2> Results;
+  while (true) {
+    StringRef Name = Tok.ident();
+    if (Names->Defined.count(Name)) {
+      emitError("redefinition of value '%" + Name + "'");
+      SM.PrintMessage(Names->Defined[Name]->getLoc(), llvm::SourceMgr::DK_Note,
+                      "previous definition is here");
+      return false;
+    }
+    for (const auto &R : Results)
+      if (R.first == Name)
+        return emitError("value '%" + Name + "' is defined twice here");
+    Results.push_back({Name, Tok.getLoc()});
+    consume();
+    if (!consumeIf(Token::Comma))
+      break;
+    if (!Tok.is(Token::PercentIdent))
+      return emitError("expected a result name after ','");
   }
-  consume();
-  if (!expect(Token::Equal, "'=' after the value name"))
+  if (!expect(Token::Equal, Results.size() == 1 ? "'=' after the value name"
+                                                : "'=' after the result names"))
     return false;
 
   Node::Kind Kind = Node::Kind::Op;
@@ -241,6 +254,13 @@ bool Parser::parseNode(Graph &G) {
     return emitError("unknown op '" + Tok.Spelling + "'");
   }
   consume();
+  if (Results.size() != opNumResults(*Op))
+    return emitError(Results.front().second,
+                     "'" + getOpInfo(*Op).Name + "' has " +
+                         llvm::Twine(opNumResults(*Op)) + " result" +
+                         (opNumResults(*Op) == 1 ? "" : "s") + ", but " +
+                         llvm::Twine(Results.size()) + " name" +
+                         (Results.size() == 1 ? " is" : "s are") + " given");
   std::string CustomName;
   if (*Op == OpCode::Custom) {
     if (!Tok.is(Token::String))
@@ -303,14 +323,23 @@ bool Parser::parseNode(Graph &G) {
   if (!rejectMisplacedClause(*N))
     return false;
 
-  if (!expect(Token::Colon, "':' before the result type"))
+  if (!expect(Token::Colon, Results.size() == 1
+                                ? "':' before the result type"
+                                : "':' before the result types"))
     return false;
-  TensorType T;
-  if (!parseType(T))
-    return false;
-  Value *Result = G.createValue(Name.str(), T, NameLoc);
-  G.appendNode(std::move(N), Result);
-  Names->Defined[Name] = Result;
+  llvm::SmallVector<Value *, 2> Values;
+  for (const auto &[Name, Loc] : Results) {
+    if (!Values.empty() &&
+        !expect(Token::Comma, "',' and the type of '%" + Name + "'"))
+      return false;
+    TensorType T;
+    if (!parseType(T))
+      return false;
+    Values.push_back(G.createValue(Name.str(), T, Loc));
+    Names->Defined[Name] = Values.back();
+  }
+  G.appendNode(std::move(N), Values.front(),
+               llvm::ArrayRef<Value *>(Values).drop_front());
   return true;
 }
 
@@ -331,10 +360,21 @@ bool Parser::resolveEpilogues(Graph &G) {
 static void collectDefinitions(StringRef Body, Scope &S) {
   Lexer L(Body);
   Token T = L.lex();
+  // Names of a `%a, %b, ... =` run: an operand list has the same shape but
+  // never ends in '='.
+  llvm::SmallVector<Token, 2> Run;
   while (!T.is(Token::Eof) && !T.is(Token::Error) && !T.isKeyword("return")) {
     Token Next = L.lex();
-    if (T.is(Token::PercentIdent) && Next.is(Token::Equal))
-      S.DefinedLater.try_emplace(T.ident(), T.getLoc());
+    if (T.is(Token::PercentIdent)) {
+      Run.push_back(T);
+      if (Next.is(Token::Equal))
+        for (const Token &R : Run)
+          S.DefinedLater.try_emplace(R.ident(), R.getLoc());
+      if (!Next.is(Token::Comma))
+        Run.clear();
+    } else if (!T.is(Token::Comma)) {
+      Run.clear();
+    }
     T = Next;
   }
 }

@@ -86,7 +86,9 @@ static void printMTBClauses(const MultiTemplateBufferNode &N,
 }
 
 void mtsched::printNode(const Node &N, llvm::raw_ostream &OS) {
-  OS << '%' << N.getName() << " = ";
+  for (unsigned R = 0; R < N.getNumResults(); ++R)
+    OS << (R ? ", %" : "%") << N.getResult(R)->getName();
+  OS << " = ";
   if (!N.getKindKeyword().empty())
     OS << N.getKindKeyword() << ' ';
   if (N.getOp() == OpCode::Custom) {
@@ -112,7 +114,11 @@ void mtsched::printNode(const Node &N, llvm::raw_ostream &OS) {
     printMTBClauses(*llvm::cast<MultiTemplateBufferNode>(&N), OS);
   }
   OS << " : ";
-  N.getType().print(OS);
+  for (unsigned R = 0; R < N.getNumResults(); ++R) {
+    if (R)
+      OS << ", ";
+    N.getResult(R)->getType().print(OS);
+  }
 }
 
 void mtsched::printGraph(const Graph &G, llvm::raw_ostream &OS) {

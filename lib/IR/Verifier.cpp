@@ -43,7 +43,8 @@ void Verifier::verifyGraph(const Graph &G) {
         error(O.Loc, "operand " + name(O.V) + " of '%" + N->getName() +
                          "' is not defined before its use");
     }
-    Position[N->getResult()] = N->getIndex();
+    for (unsigned R = 0; R < N->getNumResults(); ++R)
+      Position[N->getResult(R)] = N->getIndex();
     verifyNode(G, *N);
   }
   for (const Operand &O : G.getOutputs())
@@ -444,11 +445,10 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
     break;
   case Node::Kind::Buffer:
     if (Cat != OpCategory::Pointwise && Cat != OpCategory::Reduction &&
-        Cat != OpCategory::Layout) {
-      error(N.getLoc(),
-            "a buffer must be a pointwise op, a reduction or a layout op, "
-            "not '" +
-                N.getOpName() + "'");
+        Cat != OpCategory::Layout && Cat != OpCategory::Sort) {
+      error(N.getLoc(), "a buffer must be a pointwise op, a reduction, a "
+                        "layout op or a sort, not '" +
+                            N.getOpName() + "'");
       return;
     }
     break;
@@ -491,13 +491,28 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
   if (N.getAttrs().contains("alternative_of"))
     Alternatives.push_back(&N);
 
-  TensorType Inferred;
-  if (!inferType(G, N, Inferred))
+  unsigned Want = opNumResults(N.getOp());
+  if (N.getNumResults() != Want) {
+    error(N.getLoc(), "'" + N.getOpName() + "' has " + Twine(Want) + " result" +
+                          (Want == 1 ? "" : "s") + ", not " +
+                          Twine(N.getNumResults()));
     return;
-  if (Inferred != N.getType())
-    error(N.getLoc(), "result type " + N.getType().str() + " of '%" +
-                          N.getName() + "' does not match the inferred type " +
-                          Inferred.str());
+  }
+  TensorType Inferred, Indices;
+  if (Cat == OpCategory::Sort) {
+    if (!inferSort(N, Inferred, Indices))
+      return;
+  } else if (!inferType(G, N, Inferred)) {
+    return;
+  }
+  for (unsigned R = 0; R < Want; ++R) {
+    const TensorType &Expected = R == 0 ? Inferred : Indices;
+    const Value *V = N.getResult(R);
+    if (Expected != V->getType())
+      error(N.getLoc(),
+            "result type " + V->getType().str() + " of '%" + V->getName() +
+                "' does not match the inferred type " + Expected.str());
+  }
 }
 
 llvm::Error mtsched::verifyModule(const Module &M, llvm::SourceMgr &SM) {

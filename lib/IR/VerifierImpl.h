@@ -57,6 +57,8 @@ private:
   bool inferAttention(const Node &N, TensorType &Result);
   /// reshape, expand, transpose, slice, concat (LayoutTypes.cpp).
   bool inferLayout(const Node &N, TensorType &Result);
+  /// topk and sort: the values' type and the indices' (SortTypes.cpp).
+  bool inferSort(const Node &N, TensorType &Values, TensorType &Indices);
   /// `alternative_of = "v"`: N computes %v another way and nothing reads N.
   void verifyAlternatives(const Graph &G);
   void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);

@@ -79,6 +79,7 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
   case OpCategory::Pointwise:
   case OpCategory::Reduction:
   case OpCategory::Layout:
+  case OpCategory::Sort:
     return copyOf<BufferNode>(N);
   case OpCategory::MatMul: {
     auto MTB = copyOf<MultiTemplateBufferNode>(N);

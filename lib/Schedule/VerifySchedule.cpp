@@ -38,7 +38,8 @@ llvm::Error mtsched::verifySchedule(const Graph &G) {
         if (!Computed.count(O.V) && !WrittenBy.count(O.V))
           return fail(What() + " reads '%" + O.V->getName() +
                       "', which no earlier kernel writes");
-      Computed.insert(N->getResult());
+      for (unsigned R = 0; R < N->getNumResults(); ++R)
+        Computed.insert(N->getResult(R));
     }
     std::vector<const Value *> Writes;
     const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(Leader);
@@ -46,7 +47,8 @@ llvm::Error mtsched::verifySchedule(const Graph &G) {
       Writes = M->getFusedOutputs();
     else
       for (const Node *N : SK.Nodes)
-        Writes.push_back(N->getResult());
+        for (unsigned R = 0; R < N->getNumResults(); ++R)
+          Writes.push_back(N->getResult(R));
     for (const Value *V : Writes) {
       if (!Computed.count(V))
         return fail(What() + " is to write '%" + V->getName() +

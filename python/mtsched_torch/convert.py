@@ -110,6 +110,21 @@ class Converter:
         self.types[name] = (dtype, tuple(shape))
         return name
 
+    def emit_results(self, op, operands, results, attrs=None, hint=None):
+        """A built-in op of several results; results are (name hint, dtype,
+        shape) in the op's order. Returns their value names."""
+        names = [self.unique(h) for h, _, _ in results]
+        for o in operands:
+            if o not in self.types:
+                raise AssertionError("unknown operand %" + o)
+        (_, dt, sh), rest = results[0], results[1:]
+        self.graph.nodes.append(ir.Node(
+            names[0], op, operands, dt, sh, attrs,
+            extra=[(n, d, s) for n, (_, d, s) in zip(names[1:], rest)]))
+        for n, (_, d, s) in zip(names, results):
+            self.types[n] = (d, tuple(s))
+        return names
+
     def cast(self, value, dtype, hint=None):
         """value as dtype (a cast node unless it already is)."""
         vd, vs = self.types[value]
@@ -312,7 +327,8 @@ class Converter:
         live = set(self.graph.outputs)
         keep = []
         for n in reversed(self.graph.nodes):
-            if n.name in live:
+            # A node of several results lives if any of them is read.
+            if n.name in live or any(e[0] in live for e in n.extra):
                 keep.append(n)
                 live.update(n.operands)
         keep.reverse()

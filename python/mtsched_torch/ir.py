@@ -88,10 +88,12 @@ def format_attrs(attrs):
 
 
 class Node:
-    """One high-level node: ``%name = op(%a, %b) {attrs} [configs] : type``."""
+    """One high-level node: ``%name = op(%a, %b) {attrs} [configs] : type``;
+    an op of several results (topk, sort) lists them all:
+    ``%v, %i = topk(%x) {k = 2} : f32[16,2], i64[16,2]``."""
 
     def __init__(self, name, op, operands, dtype, shape, attrs=None,
-                 custom=False, configs=None, comment=None):
+                 custom=False, configs=None, comment=None, extra=None):
         self.name = name
         self.op = op
         self.operands = list(operands)
@@ -101,15 +103,21 @@ class Node:
         self.custom = custom
         self.configs = list(configs or (["aten"] if custom else []))
         self.comment = comment
+        # The results after the first: (name, dtype, shape).
+        self.extra = [(n, d, tuple(s)) for n, d, s in (extra or [])]
 
     def text(self):
         op = "custom %s" % _escape(self.op) if self.custom else self.op
-        s = "%%%s = %s(%s)%s" % (self.name, op,
-                                 ", ".join("%" + o for o in self.operands),
-                                 format_attrs(self.attrs))
+        names = ", ".join("%" + n for n in [self.name] +
+                          [e[0] for e in self.extra])
+        s = "%s = %s(%s)%s" % (names, op,
+                               ", ".join("%" + o for o in self.operands),
+                               format_attrs(self.attrs))
         if self.configs:
             s += " configs [%s]" % ", ".join(self.configs)
-        return s + " : " + format_type(self.dtype, self.shape)
+        return s + " : " + ", ".join(
+            format_type(d, sh) for d, sh in
+            [(self.dtype, self.shape)] + [(e[1], e[2]) for e in self.extra])
 
 
 class Graph:

@@ -3,7 +3,7 @@
 ``OPS`` maps an op name (namespace.packet, overload ignored) to a function
 ``fn(conv, node) -> IR value name``; it raises ``convert.Unmapped`` to decline
 (the node then becomes ``custom "aten.x"``). Adding an op is one entry; ops
-the IR does not have yet (topk, scatter, cumsum, fp8 matmuls) stay custom. A number operand of a binary op becomes the IR's attribute
+the IR does not have yet (scatter, cumsum, fp8 matmuls) stay custom. A number operand of a binary op becomes the IR's attribute
 ``scalar`` (the op's last operand).
 
 Exactness rules (docs/IMPORT.md):
@@ -19,6 +19,9 @@ Exactness rules (docs/IMPORT.md):
   ``index_select`` becomes ``index_select``, and ``embedding(w, ids)``
   ``index_select(w, ids) {dim = 0}`` (ids flattened to rank 1 and the rows
   reshaped back around it);
+* ``topk`` (last dimension, ``sorted``) and ``sort`` / ``argsort`` (last
+  dimension) become the IR's two-result ``topk`` and ``sort``; the IR breaks
+  ties by index, which PyTorch leaves unspecified;
 * ``aten.t`` / ``permute([1, 0])`` / ``transpose(0, 1)`` of a 2-D parameter
   or buffer used only that way (or as ``aten.linear``'s weight) makes the
   graph input its transpose (``[in, out]``): the input's comment says so and
@@ -327,6 +330,65 @@ def _embedding(conv, node):
         return conv.cast(rows, dt)
     return conv.cast(conv.emit("reshape", [rows], wdt, shape, hint=node.name),
                      dt)
+
+
+def _last_dim_of(node, i, name, rank, default=-1):
+    d = int(_arg(node, i, name, default))
+    if d % rank != rank - 1:
+        raise Unmapped("dim %d is not the last dimension" % d)
+
+
+@register("aten.topk")
+def _topk(conv, node):
+    v = conv.value(node.args[0])
+    vdt, vshape = conv.types[v]
+    if not vshape:
+        raise Unmapped("a rank-0 tensor")
+    k = int(_arg(node, 1, "k"))
+    _last_dim_of(node, 2, "dim", len(vshape))
+    largest = bool(_arg(node, 3, "largest", True))
+    if not bool(_arg(node, 4, "sorted", True)):
+        # Any order is then correct; the IR's is sorted, eager's may not be.
+        raise Unmapped("sorted=False")
+    shape = tuple(vshape[:-1]) + (k,)
+    attrs = {"k": k}
+    if not largest:
+        attrs["largest"] = False
+    return conv.emit_results("topk", [v], [(node.name + ".values", vdt, shape),
+                                           (node.name + ".indices", "i64",
+                                            shape)], attrs, hint=node.name)
+
+
+def _sort_results(conv, node, v, descending):
+    vdt, vshape = conv.types[v]
+    if not vshape:
+        raise Unmapped("a rank-0 tensor")
+    attrs = {"descending": True} if descending else {}
+    return conv.emit_results("sort", [v], [(node.name + ".values", vdt, vshape),
+                                           (node.name + ".indices", "i64",
+                                            vshape)], attrs, hint=node.name)
+
+
+@register("aten.sort")
+def _sort(conv, node):
+    v = conv.value(node.args[0])
+    rank = len(conv.types[v][1])
+    if "stable" in node.kwargs:
+        # sort.stable(x, *, stable, dim, descending): keyword arguments only.
+        _last_dim_of(node, 99, "dim", rank)
+        descending = bool(node.kwargs.get("descending", False))
+    else:
+        _last_dim_of(node, 1, "dim", rank)
+        descending = bool(_arg(node, 2, "descending", False))
+    return _sort_results(conv, node, v, descending)
+
+
+@register("aten.argsort")
+def _argsort(conv, node):
+    v = conv.value(node.args[0])
+    _last_dim_of(node, 1, "dim", len(conv.types[v][1]))
+    descending = bool(_arg(node, 2, "descending", False))
+    return _sort_results(conv, node, v, descending)[1]
 
 
 # -- casts ----------------------------------------------------------------------

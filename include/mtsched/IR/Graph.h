@@ -1,7 +1,8 @@
 //===- Graph.h - Values, nodes, graphs and modules --------------*- C++ -*-===//
 //
 // A Module holds process groups and graphs. A Graph holds its input Values
-// and its Nodes in program order; every Node defines exactly one Value.
+// and its Nodes in program order; every Node defines one Value, or more
+// where its op's type rule says so (topk and sort: values, then indices).
 // Nodes come in a kind hierarchy queried with isa/cast/dyn_cast:
 //
 //   Node
@@ -17,6 +18,7 @@
 #include "mtsched/IR/Attributes.h"
 #include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Types.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Casting.h"
 #include "llvm/Support/SMLoc.h"
@@ -103,9 +105,17 @@ public:
   /// The op's name for messages: the custom name for custom ops.
   llvm::StringRef getOpName() const;
 
+  /// The first result; the name and type of the node are its.
   Value *getResult() const { return Result; }
   const std::string &getName() const { return Result->getName(); }
   const TensorType &getType() const { return Result->getType(); }
+  /// Results in order: getResult(), then the further ones.
+  unsigned getNumResults() const { return 1 + ExtraResults.size(); }
+  Value *getResult(unsigned I) const {
+    return I == 0 ? Result : ExtraResults[I - 1];
+  }
+  /// The results after the first (empty for single-result ops).
+  llvm::ArrayRef<Value *> getExtraResults() const { return ExtraResults; }
 
   std::vector<Operand> &getOperands() { return Operands; }
   const std::vector<Operand> &getOperands() const { return Operands; }
@@ -134,6 +144,7 @@ private:
   OpCode Op;
   std::string CustomName;
   Value *Result = nullptr;
+  std::vector<Value *> ExtraResults;
   std::vector<Operand> Operands;
   AttrDict Attrs;
   llvm::SMLoc Loc;
@@ -339,10 +350,11 @@ public:
 
   /// Creates the value a node will define; it belongs to the graph.
   Value *createValue(std::string Name, TensorType Type, llvm::SMLoc Loc);
-  /// Appends N, defining Result.
-  Node *appendNode(std::unique_ptr<Node> N, Value *Result);
-  /// Replaces Old by New in place; New defines Old's result value, so every
-  /// use now refers to New.
+  /// Appends N, defining Result and then Extra (its further results).
+  Node *appendNode(std::unique_ptr<Node> N, Value *Result,
+                   llvm::ArrayRef<Value *> Extra = {});
+  /// Replaces Old by New in place; New defines Old's result values, so
+  /// every use now refers to New.
   Node *replaceNode(Node *Old, std::unique_ptr<Node> New);
   /// Inserts N before position Index (size() appends), defining Result.
   Node *insertNode(unsigned Index, std::unique_ptr<Node> N, Value *Result);

@@ -28,8 +28,11 @@ enum class OpCategory {
   Pointwise,
   Reduction,
   /// Ops that move or reinterpret elements without arithmetic: reshape (a
-  /// view), expand, transpose, slice, concat (IR/Layout.h).
-  Layout
+  /// view), expand, transpose, slice, concat, index_select (IR/Layout.h).
+  Layout,
+  /// Ops that order each row along the last dimension and have two results,
+  /// the values and their i64 indices: topk, sort.
+  Sort
 };
 
 /// How an op takes part in epilogue fusion.
@@ -76,6 +79,11 @@ enum class OpTypeRule {
   Concat,
   /// A tensor, then a rank-1 i32/i64 index tensor; attribute 'dim'.
   IndexSelect,
+  /// Along the last dimension: the k largest ('k', 'largest'), or every
+  /// element in order ('descending'); two results, the values (the
+  /// operand's type with the last dimension k) and their i64 indices.
+  TopK,
+  Sort,
 };
 
 /// The fp64 reference of a pointwise op over its operand values.
@@ -112,6 +120,12 @@ inline bool isPointwise(OpCode C) {
 inline bool isReduction(OpCode C) {
   return getOpInfo(C).Category == OpCategory::Reduction;
 }
+inline bool isSort(OpCode C) {
+  return getOpInfo(C).Category == OpCategory::Sort;
+}
+/// How many results a node of op C defines: two for the sort ops (values,
+/// indices), one for every other op.
+inline unsigned opNumResults(OpCode C) { return isSort(C) ? 2 : 1; }
 inline bool isLayout(OpCode C) {
   return getOpInfo(C).Category == OpCategory::Layout;
 }

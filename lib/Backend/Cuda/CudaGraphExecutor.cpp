@@ -323,6 +323,13 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     const auto *B = llvm::dyn_cast<BufferNode>(N);
     if (!B)
       return err("'%" + N->getName() + "' is not lowered; run --lower");
+    if (isSort(B->getOp())) {
+      if (llvm::Error E = RunKernel(generateSortKernel(
+              G.getName() + "_run_kernel" + std::to_string(Launched), *B)))
+        return E;
+      ++Launched;
+      continue;
+    }
     if (isLayout(B->getOp())) {
       // reshape is a view of its operand's memory; the other layout ops
       // gather into their own buffer.

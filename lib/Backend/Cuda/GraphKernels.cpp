@@ -68,6 +68,10 @@ mtsched::generateGraphKernels(const Graph &G,
                            : G.getName() + "_" + Nodes.front()->getName();
     // Layout ops are never grouped with others (they are not fusable);
     // reshape is a view and runs nothing.
+    if (isSort(Nodes.front()->getOp())) {
+      Take(generateSortKernel(Name, *Nodes.front()), "kernel '" + Name + "'");
+      continue;
+    }
     if (isLayout(Nodes.front()->getOp())) {
       if (Nodes.front()->getOp() != OpCode::Reshape)
         Take(generateLayoutKernel(Name, *Nodes.front()),

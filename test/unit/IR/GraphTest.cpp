@@ -188,3 +188,45 @@ TEST(GraphTest, WorldSizeAndGroupRanks) {
   G.getAttrs().set("world_size", Attribute::getString("8"));
   EXPECT_EQ(G.getWorldSize(), 1);
 }
+
+TEST(GraphTest, ANodeOfTwoResultsKeepsBothThroughReplaceAndClone) {
+  Graph G("g");
+  Value *X = G.addInput("x", TensorType(DType::F32, {4, 8}), {});
+  auto TopK = std::make_unique<OpNode>(OpCode::TopK, llvm::SMLoc());
+  TopK->getOperands().push_back({X, {}});
+  TopK->getAttrs().set("k", Attribute::getInt(2));
+  Value *W = G.createValue("w", TensorType(DType::F32, {4, 2}), {});
+  Value *E = G.createValue("e", TensorType(DType::I64, {4, 2}), {});
+  Node *T = G.appendNode(std::move(TopK), W, {E});
+  ASSERT_EQ(T->getNumResults(), 2u);
+  EXPECT_EQ(T->getResult(1), E);
+  EXPECT_EQ(E->getDef(), T);
+  G.getOutputs().push_back({E, {}});
+
+  // Lowering replaces the node: the new one defines both values.
+  auto Buf = std::make_unique<BufferNode>(OpCode::TopK, llvm::SMLoc());
+  Buf->getOperands().push_back({X, {}});
+  Node *B = G.replaceNode(T, std::move(Buf));
+  EXPECT_EQ(W->getDef(), B);
+  EXPECT_EQ(E->getDef(), B);
+  EXPECT_EQ(B->getResult(1), E);
+
+  // A clone has its own values, both defined by the cloned node, and the
+  // returned second result is remapped to the clone's.
+  std::unique_ptr<Graph> C = G.clone();
+  const Node *CB = C->getNodes().front().get();
+  ASSERT_EQ(CB->getNumResults(), 2u);
+  EXPECT_NE(CB->getResult(1), E);
+  EXPECT_EQ(CB->getResult(1)->getName(), "e");
+  EXPECT_EQ(CB->getResult(1)->getDef(), CB);
+  EXPECT_EQ(C->getOutputs().front().V, CB->getResult(1));
+
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  printNode(*CB, OS);
+  EXPECT_EQ(OS.str(), "%w, %e = buffer topk(%x) : f32[4,2], i64[4,2]");
+
+  G.eraseNode(B);
+  EXPECT_EQ(W->getDef(), nullptr);
+  EXPECT_EQ(E->getDef(), nullptr);
+}

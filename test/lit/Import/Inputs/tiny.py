@@ -109,3 +109,28 @@ class Gathers(nn.Module):
 
 def gathers(world_size=1, device=None, dtype=torch.float32):
     return Gathers(device, dtype)
+
+
+class Router(nn.Module):
+    """A MoE router: the top experts of each token and their weights, the
+    tokens ordered by expert, and the chosen experts' rows gathered."""
+
+    def __init__(self, device=None, dtype=torch.float32):
+        super().__init__()
+        self.gate = nn.Linear(32, 8, bias=False, device=device, dtype=dtype)
+        self.experts = nn.Parameter(torch.randn(8, 16, device=device,
+                                                dtype=dtype))
+
+    def forward(self, x):
+        probs = torch.softmax(self.gate(x), dim=-1)
+        w, e = torch.topk(probs, 2)
+        w = w / w.sum(dim=-1, keepdim=True)
+        flat = e.reshape(-1)
+        order = torch.sort(flat, stable=True)[1]  # ties in index order, as the IR
+        ranked, _ = torch.sort(probs, dim=-1, descending=True)
+        rows = self.experts.index_select(0, flat)
+        return w, order, ranked, rows
+
+
+def router(world_size=1, device=None, dtype=torch.float32):
+    return Router(device, dtype)
