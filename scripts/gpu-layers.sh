@@ -9,6 +9,7 @@
 # that one bf16 rounding flips).
 #
 #   bash scripts/gpu-layers.sh [decode|prefill|all]   # default: decode
+#   LAYERS="mixtral_moe megatron_sp" bash scripts/gpu-layers.sh all  # only those
 #
 # Prefill graphs are checked too, but the fp64 interpreter takes minutes
 # on them (the MoE layer most), so each run has a time limit
@@ -33,6 +34,7 @@ fail=0
 nvidia-smi -L 2>/dev/null || true
 for f in "$W"/*.mir; do
   name=$(basename "$f" .mir)
+  [[ -z "${LAYERS:-}" || " $LAYERS " = *" $name "* ]] || continue
   for g in decode prefill; do
     [[ $WHICH = all || $WHICH = "$g" ]] || continue
     grep -q "^graph @$g(" "$f" || continue
