@@ -2,6 +2,7 @@
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/IR/Layout.h"
+#include "mtsched/IR/Scatter.h"
 #include "llvm/ADT/SmallVector.h"
 #include <algorithm>
 #include <cmath>
@@ -257,6 +258,25 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       }
     }
     Data[N.getResult(1)] = std::move(Indices);
+  } else if (Op == OpCode::Scatter) {
+    std::optional<ScatterShape> S = scatterShapeOf(N);
+    if (!S)
+      return err("'%" + N.getName() + "' is not a well-formed 'scatter'");
+    Out = *In[0];
+    const std::vector<double> &Idx = *In[1], &Src = *In[2];
+    for (int64_t O = 0; O < S->Outer; ++O)
+      for (int64_t I = 0; I < S->Inner; ++I)
+        for (int64_t K = 0; K < S->IdxLen; ++K) {
+          int64_t Pos = (O * S->IdxLen + K) * S->Inner + I;
+          double X = Idx[Pos];
+          if (!(X >= 0 && X < double(S->DstLen)))
+            return err("'%" + N.getName() + "': index " +
+                       std::to_string(int64_t(X)) + " at position " +
+                       std::to_string(Pos) + " of %" +
+                       N.getOperand(1)->getName() + " is outside [0, " +
+                       std::to_string(S->DstLen) + ")");
+          Out[(O * S->DstLen + int64_t(X)) * S->Inner + I] = Src[Pos];
+        }
   } else if (isLayout(Op)) {
     std::optional<LayoutPlan> P = layoutPlanOf(N);
     if (!P)

@@ -2,6 +2,7 @@
 #include "mtsched/Autotune/Npy.h"
 #include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/IR/Layout.h"
+#include "mtsched/IR/Scatter.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -227,18 +228,23 @@ std::string mtsched::npyPathFor(llvm::StringRef Dir, const Value &V) {
 llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
                                      ValueData &Data) {
   if (IO.InputDir.empty()) {
-    // An input that indexes an index_select draws indices inside the
-    // dimension it selects from (the smallest, if it indexes several).
+    // An input that indexes an index_select or a scatter draws indices
+    // inside the dimension it selects from or writes to (the smallest, if
+    // it indexes several).
     std::map<const Value *, int64_t> Bounds;
-    for (const auto &N : G.getNodes())
+    auto Bound = [&](const Value *V, int64_t B) {
+      auto [It, New] = Bounds.try_emplace(V, B);
+      if (!New)
+        It->second = std::min(It->second, B);
+    };
+    for (const auto &N : G.getNodes()) {
       if (std::optional<LayoutPlan> P = N->getOp() == OpCode::IndexSelect
                                             ? layoutPlanOf(*N)
-                                            : std::nullopt) {
-        auto [It, New] =
-            Bounds.try_emplace(N->getOperand(P->IndexOperand), P->IndexBound);
-        if (!New)
-          It->second = std::min(It->second, P->IndexBound);
-      }
+                                            : std::nullopt)
+        Bound(N->getOperand(P->IndexOperand), P->IndexBound);
+      if (std::optional<ScatterShape> S = scatterShapeOf(*N))
+        Bound(N->getOperand(1), S->DstLen);
+    }
     uint64_t Stream = 0;
     for (const auto &In : G.getInputs()) {
       std::vector<double> V = randomValues(In->getType().numElements(), IO.Seed,

@@ -218,6 +218,11 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
                             Twine(N.getNumOperands()));
       return false;
     }
+  } else if (Info.Types == OpTypeRule::Fill) {
+    error(N.getLoc(), "'" + Info.Name +
+                          "' needs attribute 'scalar', the value of every "
+                          "element");
+    return false;
   } else if (Info.NumOperands >= 0 &&
              int(N.getNumOperands()) != Info.NumOperands) {
     error(N.getLoc(), "'" + Info.Name + "' expects " + Twine(Info.NumOperands) +
@@ -268,6 +273,8 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
     TensorType Indices;
     return inferSort(N, Result, Indices);
   }
+  case OpCategory::Scatter:
+    return inferScatter(N, Result);
   case OpCategory::Custom:
     // Custom ops declare their result type; nothing to infer.
     Result = N.getType();
@@ -322,7 +329,7 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
     return true;
   }
   case OpCategory::Pointwise: {
-    if (Info.Types == OpTypeRule::Cast) {
+    if (Info.Types == OpTypeRule::Cast || Info.Types == OpTypeRule::Fill) {
       Result = TensorType(N.getType().Dtype, Operand(0).Shape);
       return true;
     }

@@ -445,9 +445,10 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
     break;
   case Node::Kind::Buffer:
     if (Cat != OpCategory::Pointwise && Cat != OpCategory::Reduction &&
-        Cat != OpCategory::Layout && Cat != OpCategory::Sort) {
+        Cat != OpCategory::Layout && Cat != OpCategory::Sort &&
+        Cat != OpCategory::Scatter) {
       error(N.getLoc(), "a buffer must be a pointwise op, a reduction, a "
-                        "layout op or a sort, not '" +
+                        "layout op, a sort or a scatter, not '" +
                             N.getOpName() + "'");
       return;
     }

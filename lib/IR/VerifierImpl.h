@@ -59,6 +59,7 @@ private:
   bool inferLayout(const Node &N, TensorType &Result);
   /// topk and sort: the values' type and the indices' (SortTypes.cpp).
   bool inferSort(const Node &N, TensorType &Values, TensorType &Indices);
+  bool inferScatter(const Node &N, TensorType &Result);
   /// `alternative_of = "v"`: N computes %v another way and nothing reads N.
   void verifyAlternatives(const Graph &G);
   void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);

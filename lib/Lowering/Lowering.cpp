@@ -80,6 +80,7 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
   case OpCategory::Reduction:
   case OpCategory::Layout:
   case OpCategory::Sort:
+  case OpCategory::Scatter:
     return copyOf<BufferNode>(N);
   case OpCategory::MatMul: {
     auto MTB = copyOf<MultiTemplateBufferNode>(N);

@@ -3,7 +3,7 @@
 ``OPS`` maps an op name (namespace.packet, overload ignored) to a function
 ``fn(conv, node) -> IR value name``; it raises ``convert.Unmapped`` to decline
 (the node then becomes ``custom "aten.x"``). Adding an op is one entry; ops
-the IR does not have yet (scatter, cumsum, fp8 matmuls) stay custom. A number operand of a binary op becomes the IR's attribute
+the IR does not have yet (cumsum, fp8 matmuls) stay custom. A number operand of a binary op becomes the IR's attribute
 ``scalar`` (the op's last operand).
 
 Exactness rules (docs/IMPORT.md):
@@ -19,6 +19,10 @@ Exactness rules (docs/IMPORT.md):
   ``index_select`` becomes ``index_select``, and ``embedding(w, ids)``
   ``index_select(w, ids) {dim = 0}`` (ids flattened to rank 1 and the rows
   reshaped back around it);
+* ``zeros_like``, ``ones_like`` and ``full_like`` (a finite value) become
+  ``full_like {scalar}``; ``scatter`` (src or a number value, no reduce)
+  becomes ``scatter {dim}`` when the index matches the destination along
+  every other dimension and has the source's shape;
 * ``topk`` (last dimension, ``sorted``) and ``sort`` / ``argsort`` (last
   dimension) become the IR's two-result ``topk`` and ``sort``; the IR breaks
   ties by index, which PyTorch leaves unspecified;
@@ -330,6 +334,66 @@ def _embedding(conv, node):
         return conv.cast(rows, dt)
     return conv.cast(conv.emit("reshape", [rows], wdt, shape, hint=node.name),
                      dt)
+
+
+@register("aten.zeros_like", "aten.ones_like", "aten.full_like")
+def _full_like(conv, node):
+    """x's shape filled with one number, in the result's type: the IR's
+    full_like {scalar} (x's values are not read)."""
+    name = _name(node)
+    if name == "aten.full_like":
+        value = _arg(node, 1, "fill_value")
+    else:
+        value = 1 if name == "aten.ones_like" else 0
+    if isinstance(value, bool):
+        value = int(value)
+    if not _is_number(value):
+        raise Unmapped("fill value %r (a finite number needed)" % (value,))
+    v = conv.value(node.args[0])
+    dt, shape = _result(conv, node)
+    if tuple(shape) != tuple(conv.types[v][1]):
+        raise Unmapped("changes the shape")
+    return conv.emit("full_like", [v], dt, shape, {"scalar": float(value)},
+                     hint=node.name)
+
+
+@register("aten.scatter")
+def _scatter(conv, node):
+    """scatter(self, dim, index, src | value): the IR's scatter, where the
+    index has src's shape and self's along every other dimension; a number
+    value becomes a full_like source of the index's shape."""
+    if node.kwargs.get("reduce") is not None or len(node.args) > 4:
+        raise Unmapped("reduce")
+    dst = conv.value(node.args[0])
+    ddt, dshape = conv.types[dst]
+    if not dshape:
+        raise Unmapped("a rank-0 tensor")
+    dim = int(_arg(node, 1, "dim")) % len(dshape)
+    idx = conv.value(_arg(node, 2, "index"))
+    idt, ishape = conv.types[idx]
+    if idt not in ("i32", "i64"):
+        raise Unmapped("indices of type %s (i32 or i64 needed)" % idt)
+    if len(ishape) != len(dshape) or any(
+            i != d for k, (i, d) in enumerate(zip(ishape, dshape))
+            if k != dim):
+        raise Unmapped("an index of shape %s into %s (it must match along "
+                       "every dimension but %d)" % (list(ishape),
+                                                    list(dshape), dim))
+    src = _arg(node, 3, "src", _arg(node, 3, "value"))
+    if isinstance(src, torch.fx.Node):
+        s = conv.cast(conv.value(src), ddt)
+        if tuple(conv.types[s][1]) != tuple(ishape):
+            raise Unmapped("a source of shape %s, not the index's %s"
+                           % (list(conv.types[s][1]), list(ishape)))
+    elif _is_number(src):
+        s = conv.emit("full_like", [idx], ddt, ishape, {"scalar": float(src)},
+                      hint=node.name + ".value")
+    else:
+        raise Unmapped("source %r" % (src,))
+    dt, shape = _result(conv, node)
+    out = conv.emit("scatter", [dst, idx, s], ddt, dshape, {"dim": dim},
+                    hint=node.name)
+    return conv.cast(out, dt)
 
 
 def _last_dim_of(node, i, name, rank, default=-1):

@@ -32,7 +32,9 @@ enum class OpCategory {
   Layout,
   /// Ops that order each row along the last dimension and have two results,
   /// the values and their i64 indices: topk, sort.
-  Sort
+  Sort,
+  /// Ops that write values to positions read at run time: scatter.
+  Scatter
 };
 
 /// How an op takes part in epilogue fusion.
@@ -55,6 +57,10 @@ enum class OpTypeRule {
   Broadcast,
   /// One operand; the result keeps its shape and declares its type.
   Cast,
+  /// One operand and attribute 'scalar', the value every element of the
+  /// result gets; the result keeps the operand's shape and declares its
+  /// type.
+  Fill,
   /// A condition of any element type (nonzero is true), then operands of
   /// one element type, the result's; all three broadcast together.
   Select,
@@ -84,6 +90,10 @@ enum class OpTypeRule {
   /// operand's type with the last dimension k) and their i64 indices.
   TopK,
   Sort,
+  /// A destination, integer indices of the source's shape (equal to the
+  /// destination's but along 'dim') and the source, of the destination's
+  /// element type; the result is the destination's type.
+  Scatter,
 };
 
 /// The fp64 reference of a pointwise op over its operand values.
@@ -126,6 +136,9 @@ inline bool isSort(OpCode C) {
 /// How many results a node of op C defines: two for the sort ops (values,
 /// indices), one for every other op.
 inline unsigned opNumResults(OpCode C) { return isSort(C) ? 2 : 1; }
+inline bool isScatter(OpCode C) {
+  return getOpInfo(C).Category == OpCategory::Scatter;
+}
 inline bool isLayout(OpCode C) {
   return getOpInfo(C).Category == OpCategory::Layout;
 }

@@ -323,9 +323,11 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     const auto *B = llvm::dyn_cast<BufferNode>(N);
     if (!B)
       return err("'%" + N->getName() + "' is not lowered; run --lower");
-    if (isSort(B->getOp())) {
-      if (llvm::Error E = RunKernel(generateSortKernel(
-              G.getName() + "_run_kernel" + std::to_string(Launched), *B)))
+    if (isSort(B->getOp()) || isScatter(B->getOp())) {
+      std::string Name = G.getName() + "_run_kernel" + std::to_string(Launched);
+      if (llvm::Error E = RunKernel(isSort(B->getOp())
+                                        ? generateSortKernel(Name, *B)
+                                        : generateScatterKernel(Name, *B)))
         return E;
       ++Launched;
       continue;

@@ -72,6 +72,11 @@ mtsched::generateGraphKernels(const Graph &G,
       Take(generateSortKernel(Name, *Nodes.front()), "kernel '" + Name + "'");
       continue;
     }
+    if (isScatter(Nodes.front()->getOp())) {
+      Take(generateScatterKernel(Name, *Nodes.front()),
+           "kernel '" + Name + "'");
+      continue;
+    }
     if (isLayout(Nodes.front()->getOp())) {
       if (Nodes.front()->getOp() != OpCode::Reshape)
         Take(generateLayoutKernel(Name, *Nodes.front()),

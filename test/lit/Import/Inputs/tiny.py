@@ -113,7 +113,8 @@ def gathers(world_size=1, device=None, dtype=torch.float32):
 
 class Router(nn.Module):
     """A MoE router: the top experts of each token and their weights, the
-    tokens ordered by expert, and the chosen experts' rows gathered."""
+    tokens ordered by expert, the chosen experts' rows gathered, and the
+    dense gate matrix and expert mask scattered."""
 
     def __init__(self, device=None, dtype=torch.float32):
         super().__init__()
@@ -129,7 +130,11 @@ class Router(nn.Module):
         order = torch.sort(flat, stable=True)[1]  # ties in index order, as the IR
         ranked, _ = torch.sort(probs, dim=-1, descending=True)
         rows = self.experts.index_select(0, flat)
-        return w, order, ranked, rows
+        # The dense gate matrix and the chosen-expert mask: zeros with the
+        # weights (or ones) scattered in.
+        gates = torch.zeros_like(probs).scatter(1, e, w)
+        mask = torch.zeros_like(probs).scatter(1, e, 1.0)
+        return w, order, ranked, rows, gates, mask
 
 
 def router(world_size=1, device=None, dtype=torch.float32):
