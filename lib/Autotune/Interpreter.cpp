@@ -2,6 +2,7 @@
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/IR/Layout.h"
+#include "mtsched/IR/Scan.h"
 #include "mtsched/IR/Scatter.h"
 #include "llvm/ADT/SmallVector.h"
 #include <algorithm>
@@ -277,6 +278,21 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
                        std::to_string(S->DstLen) + ")");
           Out[(O * S->DstLen + int64_t(X)) * S->Inner + I] = Src[Pos];
         }
+  } else if (isScan(Op)) {
+    std::optional<ScanShape> S = scanShapeOf(N);
+    if (!S)
+      return err("'%" + N.getName() + "' is not a well-formed '" +
+                 N.getOpName() + "'");
+    const std::vector<double> &X = *In[0];
+    for (int64_t O = 0; O < S->Outer; ++O)
+      for (int64_t I = 0; I < S->Inner; ++I) {
+        double Acc = 0;
+        for (int64_t L = 0; L < S->Len; ++L) {
+          int64_t Pos = (O * S->Len + L) * S->Inner + I;
+          Acc += X[Pos];
+          Out[Pos] = Acc;
+        }
+      }
   } else if (isLayout(Op)) {
     std::optional<LayoutPlan> P = layoutPlanOf(N);
     if (!P)

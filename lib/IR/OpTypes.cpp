@@ -275,6 +275,17 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   }
   case OpCategory::Scatter:
     return inferScatter(N, Result);
+  case OpCategory::Scan: {
+    if (Operand(0).rank() == 0) {
+      error(N.getOperands()[0].Loc,
+            "'" + Info.Name + "' needs an operand of rank 1 or more");
+      return false;
+    }
+    if (!Dim(Operand(0).rank(), -1))
+      return false;
+    Result = Operand(0);
+    return true;
+  }
   case OpCategory::Custom:
     // Custom ops declare their result type; nothing to infer.
     Result = N.getType();

@@ -81,6 +81,7 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
   case OpCategory::Layout:
   case OpCategory::Sort:
   case OpCategory::Scatter:
+  case OpCategory::Scan:
     return copyOf<BufferNode>(N);
   case OpCategory::MatMul: {
     auto MTB = copyOf<MultiTemplateBufferNode>(N);

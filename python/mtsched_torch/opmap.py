@@ -3,7 +3,7 @@
 ``OPS`` maps an op name (namespace.packet, overload ignored) to a function
 ``fn(conv, node) -> IR value name``; it raises ``convert.Unmapped`` to decline
 (the node then becomes ``custom "aten.x"``). Adding an op is one entry; ops
-the IR does not have yet (cumsum, fp8 matmuls) stay custom. A number operand of a binary op becomes the IR's attribute
+the IR does not have yet (scatter_add, fp8 matmuls) stay custom. A number operand of a binary op becomes the IR's attribute
 ``scalar`` (the op's last operand).
 
 Exactness rules (docs/IMPORT.md):
@@ -22,7 +22,8 @@ Exactness rules (docs/IMPORT.md):
 * ``zeros_like``, ``ones_like`` and ``full_like`` (a finite value) become
   ``full_like {scalar}``; ``scatter`` (src or a number value, no reduce)
   becomes ``scatter {dim}`` when the index matches the destination along
-  every other dimension and has the source's shape;
+  every other dimension and has the source's shape; ``cumsum`` becomes
+  ``cumsum {dim}`` in the result's type;
 * ``topk`` (last dimension, ``sorted``) and ``sort`` / ``argsort`` (last
   dimension) become the IR's two-result ``topk`` and ``sort``; the IR breaks
   ties by index, which PyTorch leaves unspecified;
@@ -394,6 +395,20 @@ def _scatter(conv, node):
     out = conv.emit("scatter", [dst, idx, s], ddt, dshape, {"dim": dim},
                     hint=node.name)
     return conv.cast(out, dt)
+
+
+@register("aten.cumsum")
+def _cumsum(conv, node):
+    """cumsum(x, dim, dtype=None): x cast to the result's element type
+    (i64 for integer x without dtype), then the IR's cumsum {dim}; bf16 and
+    f16 sums accumulate in fp32 on both sides."""
+    dt, shape = _result(conv, node)
+    v = conv.cast(conv.value(node.args[0]), dt)
+    rank = len(conv.types[v][1])
+    if rank == 0:
+        raise Unmapped("a rank-0 tensor")
+    dim = int(_arg(node, 1, "dim")) % rank
+    return conv.emit("cumsum", [v], dt, shape, {"dim": dim}, hint=node.name)
 
 
 def _last_dim_of(node, i, name, rank, default=-1):

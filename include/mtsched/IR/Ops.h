@@ -34,7 +34,9 @@ enum class OpCategory {
   /// the values and their i64 indices: topk, sort.
   Sort,
   /// Ops that write values to positions read at run time: scatter.
-  Scatter
+  Scatter,
+  /// Running reductions along one dimension, keeping the shape: cumsum.
+  Scan
 };
 
 /// How an op takes part in epilogue fusion.
@@ -94,6 +96,9 @@ enum class OpTypeRule {
   /// destination's but along 'dim') and the source, of the destination's
   /// element type; the result is the destination's type.
   Scatter,
+  /// One operand of rank 1 or more and attribute 'dim' (default -1); the
+  /// result is the operand's type.
+  Scan,
 };
 
 /// The fp64 reference of a pointwise op over its operand values.
@@ -138,6 +143,9 @@ inline bool isSort(OpCode C) {
 inline unsigned opNumResults(OpCode C) { return isSort(C) ? 2 : 1; }
 inline bool isScatter(OpCode C) {
   return getOpInfo(C).Category == OpCategory::Scatter;
+}
+inline bool isScan(OpCode C) {
+  return getOpInfo(C).Category == OpCategory::Scan;
 }
 inline bool isLayout(OpCode C) {
   return getOpInfo(C).Category == OpCategory::Layout;

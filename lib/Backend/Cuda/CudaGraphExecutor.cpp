@@ -323,11 +323,14 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     const auto *B = llvm::dyn_cast<BufferNode>(N);
     if (!B)
       return err("'%" + N->getName() + "' is not lowered; run --lower");
-    if (isSort(B->getOp()) || isScatter(B->getOp())) {
+    if (isSort(B->getOp()) || isScatter(B->getOp()) || isScan(B->getOp())) {
+      // Ops with a kernel of their own, never in a group.
       std::string Name = G.getName() + "_run_kernel" + std::to_string(Launched);
       if (llvm::Error E = RunKernel(isSort(B->getOp())
                                         ? generateSortKernel(Name, *B)
-                                        : generateScatterKernel(Name, *B)))
+                                    : isScatter(B->getOp())
+                                        ? generateScatterKernel(Name, *B)
+                                        : generateScanKernel(Name, *B)))
         return E;
       ++Launched;
       continue;

@@ -77,6 +77,10 @@ mtsched::generateGraphKernels(const Graph &G,
            "kernel '" + Name + "'");
       continue;
     }
+    if (isScan(Nodes.front()->getOp())) {
+      Take(generateScanKernel(Name, *Nodes.front()), "kernel '" + Name + "'");
+      continue;
+    }
     if (isLayout(Nodes.front()->getOp())) {
       if (Nodes.front()->getOp() != OpCode::Reshape)
         Take(generateLayoutKernel(Name, *Nodes.front()),

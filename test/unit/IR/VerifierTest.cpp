@@ -72,7 +72,7 @@ TEST(VerifierTest, EachRuleReturnsAnErrorAndReportsIt) {
       {"graph @g(%x: f32[4]) {\n  %y = buffer matmul(%x, %x) : f32[4]\n  "
        "return %y\n}",
        "t.mir:2:15: error: a buffer must be a pointwise op, a reduction, a "
-       "layout op, a sort or a scatter, not 'matmul'"},
+       "layout op, a sort, a scatter or a scan, not 'matmul'"},
       {"graph @g(%x: f32[4]) {\n  %y = relu(%x) : f32[8]\n  return %y\n}",
        "t.mir:2:8: error: result type f32[8] of '%y' does not match the "
        "inferred type f32[4]"},

@@ -134,7 +134,11 @@ class Router(nn.Module):
         # weights (or ones) scattered in.
         gates = torch.zeros_like(probs).scatter(1, e, w)
         mask = torch.zeros_like(probs).scatter(1, e, 1.0)
-        return w, order, ranked, rows, gates, mask
+        # Each token's place in its experts' queues, and the experts' loads
+        # (integer running sums).
+        place = torch.cumsum(mask, dim=0)
+        load = torch.cumsum(e, dim=-1)
+        return w, order, ranked, rows, gates, mask, place, load
 
 
 def router(world_size=1, device=None, dtype=torch.float32):

@@ -1,0 +1,27 @@
+//===- Scan.cpp - The geometry of cumsum ----------------------------------===//
+#include "mtsched/IR/Scan.h"
+#include "mtsched/IR/Graph.h"
+
+using namespace mtsched;
+
+std::optional<ScanShape> mtsched::scanShapeOf(const Node &N) {
+  if (!isScan(N.getOp()) || N.getNumOperands() != 1)
+    return std::nullopt;
+  const TensorType &T = N.getOperand(0)->getType();
+  int64_t Rank = T.rank(), D = Rank - 1;
+  if (const Attribute *A = N.getAttrs().get("dim"))
+    D = A->isInt() ? A->getInt() : Rank;
+  if (D < 0)
+    D += Rank;
+  if (Rank == 0 || D < 0 || D >= Rank)
+    return std::nullopt;
+  ScanShape S;
+  for (int64_t I = 0; I < Rank; ++I) {
+    if (I < D)
+      S.Outer *= T.Shape[I];
+    else if (I > D)
+      S.Inner *= T.Shape[I];
+  }
+  S.Len = T.Shape[D];
+  return S;
+}
