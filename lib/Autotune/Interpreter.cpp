@@ -276,7 +276,8 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
                        std::to_string(Pos) + " of %" +
                        N.getOperand(1)->getName() + " is outside [0, " +
                        std::to_string(S->DstLen) + ")");
-          Out[(O * S->DstLen + int64_t(X)) * S->Inner + I] = Src[Pos];
+          double &At = Out[(O * S->DstLen + int64_t(X)) * S->Inner + I];
+          At = S->Add ? At + Src[Pos] : Src[Pos];
         }
   } else if (isScan(Op)) {
     std::optional<ScanShape> S = scanShapeOf(N);

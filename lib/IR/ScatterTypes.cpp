@@ -70,6 +70,12 @@ bool Verifier::inferScatter(const Node &N, TensorType &Result) {
               " but along dimension " + Twine(D));
     return false;
   }
+  if (const Attribute *R = N.getAttrs().get("reduce"))
+    if (!R->isString() || R->getString() != "add") {
+      error(N.getLoc(), "attribute 'reduce' of 'scatter' must be \"add\" "
+                        "(absent: the source replaces)");
+      return false;
+    }
   Result = Dst;
   return true;
 }
@@ -97,5 +103,7 @@ std::optional<ScatterShape> mtsched::scatterShapeOf(const Node &N) {
   }
   S.DstLen = Dst.Shape[D];
   S.IdxLen = Idx.Shape[D];
+  const Attribute *R = N.getAttrs().get("reduce");
+  S.Add = R && R->isString() && R->getString() == "add";
   return S;
 }

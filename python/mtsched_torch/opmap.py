@@ -3,7 +3,7 @@
 ``OPS`` maps an op name (namespace.packet, overload ignored) to a function
 ``fn(conv, node) -> IR value name``; it raises ``convert.Unmapped`` to decline
 (the node then becomes ``custom "aten.x"``). Adding an op is one entry; ops
-the IR does not have yet (scatter_add, fp8 matmuls) stay custom. A number operand of a binary op becomes the IR's attribute
+the IR does not have yet (index_put, fp8 matmuls) stay custom. A number operand of a binary op becomes the IR's attribute
 ``scalar`` (the op's last operand).
 
 Exactness rules (docs/IMPORT.md):
@@ -22,7 +22,10 @@ Exactness rules (docs/IMPORT.md):
 * ``zeros_like``, ``ones_like`` and ``full_like`` (a finite value) become
   ``full_like {scalar}``; ``scatter`` (src or a number value, no reduce)
   becomes ``scatter {dim}`` when the index matches the destination along
-  every other dimension and has the source's shape; ``cumsum`` becomes
+  every other dimension and has the source's shape (``scatter_add``, a
+  sum ``scatter_reduce`` and ``reduce='add'`` add ``reduce = "add"``);
+  ``index_copy`` and ``index_add`` become ``scatter`` with the rank-1 index
+  reshaped and expanded to the source's shape; ``cumsum`` becomes
   ``cumsum {dim}`` in the result's type;
 * ``topk`` (last dimension, ``sorted``) and ``sort`` / ``argsort`` (last
   dimension) become the IR's two-result ``topk`` and ``sort``; the IR breaks
@@ -358,19 +361,9 @@ def _full_like(conv, node):
                      hint=node.name)
 
 
-@register("aten.scatter")
-def _scatter(conv, node):
-    """scatter(self, dim, index, src | value): the IR's scatter, where the
-    index has src's shape and self's along every other dimension; a number
-    value becomes a full_like source of the index's shape."""
-    if node.kwargs.get("reduce") is not None or len(node.args) > 4:
-        raise Unmapped("reduce")
-    dst = conv.value(node.args[0])
+def _scatter_emit(conv, node, dst, dim, idx, src, add):
+    """The IR's scatter of src (a value or a number) into dst at idx."""
     ddt, dshape = conv.types[dst]
-    if not dshape:
-        raise Unmapped("a rank-0 tensor")
-    dim = int(_arg(node, 1, "dim")) % len(dshape)
-    idx = conv.value(_arg(node, 2, "index"))
     idt, ishape = conv.types[idx]
     if idt not in ("i32", "i64"):
         raise Unmapped("indices of type %s (i32 or i64 needed)" % idt)
@@ -380,9 +373,8 @@ def _scatter(conv, node):
         raise Unmapped("an index of shape %s into %s (it must match along "
                        "every dimension but %d)" % (list(ishape),
                                                     list(dshape), dim))
-    src = _arg(node, 3, "src", _arg(node, 3, "value"))
-    if isinstance(src, torch.fx.Node):
-        s = conv.cast(conv.value(src), ddt)
+    if isinstance(src, str):
+        s = conv.cast(src, ddt)
         if tuple(conv.types[s][1]) != tuple(ishape):
             raise Unmapped("a source of shape %s, not the index's %s"
                            % (list(conv.types[s][1]), list(ishape)))
@@ -391,10 +383,83 @@ def _scatter(conv, node):
                       hint=node.name + ".value")
     else:
         raise Unmapped("source %r" % (src,))
+    attrs = {"dim": dim}
+    if add:
+        attrs["reduce"] = "add"
     dt, shape = _result(conv, node)
-    out = conv.emit("scatter", [dst, idx, s], ddt, dshape, {"dim": dim},
+    out = conv.emit("scatter", [dst, idx, s], ddt, dshape, attrs,
                     hint=node.name)
     return conv.cast(out, dt)
+
+
+def _dst_dim(conv, node):
+    dst = conv.value(node.args[0])
+    dshape = conv.types[dst][1]
+    if not dshape:
+        raise Unmapped("a rank-0 tensor")
+    return dst, int(_arg(node, 1, "dim")) % len(dshape)
+
+
+def _source(conv, x):
+    return conv.value(x) if isinstance(x, torch.fx.Node) else x
+
+
+@register("aten.scatter", "aten.scatter_add", "aten.scatter_reduce")
+def _scatter(conv, node):
+    """scatter(self, dim, index, src | value[, reduce='add']),
+    scatter_add(self, dim, index, src) and scatter_reduce(self, dim, index,
+    src, 'sum', include_self=True): the IR's scatter (reduce = "add" for
+    the sums), where the index has src's shape and self's along every
+    other dimension; a number value becomes a full_like source of the
+    index's shape."""
+    name = _name(node)
+    if name == "aten.scatter_reduce":
+        if _arg(node, 4, "reduce") != "sum" or \
+                not _arg(node, 5, "include_self", True):
+            raise Unmapped("reduce %r, include_self %r" % (
+                _arg(node, 4, "reduce"), _arg(node, 5, "include_self", True)))
+        add = True
+    elif name == "aten.scatter_add":
+        add = True
+    else:
+        reduce = _arg(node, 4, "reduce")
+        if reduce not in (None, "add"):
+            raise Unmapped("reduce %r" % (reduce,))
+        add = reduce == "add"
+    dst, dim = _dst_dim(conv, node)
+    idx = conv.value(_arg(node, 2, "index"))
+    src = _arg(node, 3, "src", _arg(node, 3, "value"))
+    return _scatter_emit(conv, node, dst, dim, idx, _source(conv, src), add)
+
+
+@register("aten.index_copy", "aten.index_add")
+def _index_copy(conv, node):
+    """index_copy(self, dim, index, source) and index_add(self, dim, index,
+    source, alpha=1) (KV-cache writes, MoE combines): the rank-1 index
+    reshaped and expanded to the source's shape, then the IR's scatter."""
+    if _arg(node, 4, "alpha", 1) != 1:
+        raise Unmapped("alpha = %r" % (_arg(node, 4, "alpha", 1),))
+    dst, dim = _dst_dim(conv, node)
+    idx = conv.value(_arg(node, 2, "index"))
+    src = conv.value(_arg(node, 3, "source"))
+    idt, ishape = conv.types[idx]
+    sshape = conv.types[src][1]
+    if len(ishape) > 1 or len(sshape) != len(conv.types[dst][1]):
+        raise Unmapped("an index of rank %d or a source of rank %d"
+                       % (len(ishape), len(sshape)))
+    n = _numel(ishape)
+    if sshape[dim] != n:
+        raise Unmapped("%d indices for %d source slices" % (n, sshape[dim]))
+    along = [1] * len(sshape)
+    along[dim] = n
+    v = idx
+    if list(ishape) != along:
+        v = conv.emit("reshape", [v], idt, along, hint=node.name + ".index")
+    if list(along) != list(sshape):
+        v = conv.emit("expand", [v], idt, list(sshape),
+                      hint=node.name + ".index")
+    return _scatter_emit(conv, node, dst, dim, v, src,
+                         _name(node) == "aten.index_add")
 
 
 @register("aten.cumsum")

@@ -2,7 +2,8 @@
 //
 // One thread per fibre across 'dim' (IR/Scatter.h): it copies the
 // destination's fibre, then writes the source's elements at their indices in
-// order, so equal indices end with the last one, as in the interpreter. A
+// order, so equal indices end with the last one, as in the interpreter
+// (with reduce = "add", each is added in order). A
 // fibre with an index outside the dimension becomes NaN (0 for integer
 // tensors), which --run's check reports. Routing-sized scatters (tokens x
 // experts) are a few thousand fibres of tens of elements: one launch of a
@@ -39,6 +40,15 @@ mtsched::generateScatterKernel(llvm::StringRef Name, const Node &N) {
     return "((o * " + Len + "LL + " + Pos + ") * " + In + " + c)";
   };
   std::string DL = std::to_string(S->DstLen), IL = std::to_string(S->IdxLen);
+  // What the source element does to its place: replace it, or (reduce =
+  // "add") add to it, in fp32 for floats and rounded where stored, as
+  // PyTorch's scatter_add rounds each add.
+  std::string Write = Src + "[" + At(IL, "k") + "]";
+  if (S->Add)
+    Write = isFloatDType(T)
+                ? storeExpr(T, loadExpr(T, Out, At(DL, "ix")) + " + " +
+                                   loadExpr(T, Src, At(IL, "k")))
+                : Out + "[" + At(DL, "ix") + "] + " + Write;
 
   std::string Src_;
   llvm::raw_string_ostream OS(Src_);
@@ -59,8 +69,7 @@ mtsched::generateScatterKernel(llvm::StringRef Name, const Node &N) {
      << "];\n"
      << "      if (ix < 0 || ix >= " << DL << "LL) {\n"
      << "        bad = true;\n        continue;\n      }\n"
-     << "      " << Out << "[" << At(DL, "ix") << "] = " << Src << "["
-     << At(IL, "k") << "];\n"
+     << "      " << Out << "[" << At(DL, "ix") << "] = " << Write << ";\n"
      << "    }\n"
      << "    if (bad)\n"
      << "      for (long long d = 0; d < " << DL << "LL; ++d)\n"

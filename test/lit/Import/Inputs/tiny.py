@@ -138,7 +138,16 @@ class Router(nn.Module):
         # (integer running sums).
         place = torch.cumsum(mask, dim=0)
         load = torch.cumsum(e, dim=-1)
-        return w, order, ranked, rows, gates, mask, place, load
+        # Combines: the gates summed into place, rows of x added back to
+        # the tokens they came from (many to one), and rows written back in
+        # a permuted order (distinct indices, as index_copy needs).
+        summed = torch.zeros_like(probs).scatter_add(1, e, w)
+        tok = flat + 8
+        back = torch.zeros_like(x).index_add(0, tok, x.index_select(0, tok))
+        x2 = torch.cat([x, x])
+        perm = x2.index_copy(0, order, x2 * 2)
+        return (w, order, ranked, rows, gates, mask, place, load, summed, back,
+                perm)
 
 
 def router(world_size=1, device=None, dtype=torch.float32):
