@@ -217,9 +217,16 @@ ChoiceMeasurer::pruneReasons(const MultiTemplateBufferNode &N,
   std::vector<std::pair<double, size_t>> Ranked;
   for (size_t I = 0; I < Count; ++I)
     Ranked.push_back({Model.choiceUs(W, N.getChoices()[I], false), I});
-  // Ties (and +inf) keep program order.
   llvm::sort(Ranked);
+  // Only what the model ranks strictly below the K-th best is pruned: a
+  // choice it cannot price (+inf: a custom config without cost_us, a kind
+  // it does not know) or cannot tell from the K-th (a tie) is measured,
+  // since leaving it out would be program order, not a prediction.
+  double KthUs = Ranked[Opts.PruneTopK - 1].first;
   for (size_t R = Opts.PruneTopK; R < Count; ++R) {
+    if (!std::isfinite(Ranked[R].first) || !std::isfinite(KthUs) ||
+        Ranked[R].first <= KthUs)
+      continue;
     std::string Msg;
     llvm::raw_string_ostream OS(Msg);
     OS << "pruned: the cost model ranks it " << R + 1 << " of " << Count;
