@@ -92,6 +92,12 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
     PendingValues.clear();
   };
   std::vector<std::string> Pruned = pruneReasons(N, W);
+  if (!Fused) {
+    std::vector<bool> Kept;
+    for (const std::string &P : Pruned)
+      Kept.push_back(P.empty());
+    Bench.expectChoices(N, Kept);
+  }
   for (size_t I = 0; I < N.getChoices().size(); ++I) {
     const Choice &C = N.getChoices()[I];
     if (Fused && C.isExtern()) {

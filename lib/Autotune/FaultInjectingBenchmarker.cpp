@@ -30,6 +30,10 @@ public:
                               const Workload &W) override {
     return Inner->measureEpilogue(N, W);
   }
+  void expectChoices(const MultiTemplateBufferNode &N,
+                     const std::vector<bool> &Kept) override {
+    Inner->expectChoices(N, Kept);
+  }
 
 private:
   Measurement injected(const Fault &F) const {

@@ -38,7 +38,18 @@ Benchmarker *LazyBenchmarker::get() {
   }
   ++Created;
   Real = std::move(*B);
+  for (const auto &[N, Kept] : PendingKept)
+    Real->expectChoices(*N, Kept);
+  PendingKept.clear();
   return Real.get();
+}
+
+void LazyBenchmarker::expectChoices(const MultiTemplateBufferNode &N,
+                                    const std::vector<bool> &Kept) {
+  if (Real)
+    Real->expectChoices(N, Kept);
+  else if (!Tried)
+    PendingKept[&N] = Kept;
 }
 
 static Measurement failed(const std::string &Why) {

@@ -46,6 +46,12 @@ public:
   virtual std::vector<std::pair<std::string, int64_t>> getCounters() const {
     return {};
   }
+  /// Which of N's choices the autotuner will measure (Kept[I] for choice I;
+  /// the others were pruned), said once before N's first measurement: a
+  /// backend may prepare (compile) only those. measure() must still work
+  /// for any choice.
+  virtual void expectChoices(const MultiTemplateBufferNode &N,
+                             const std::vector<bool> &Kept) {}
   /// Times choice C of node N (fused with its epilogue if Fused).
   virtual Measurement measure(const MultiTemplateBufferNode &N,
                               const Workload &W, const Choice &C,

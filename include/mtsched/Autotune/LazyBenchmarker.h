@@ -12,6 +12,8 @@
 
 #include "mtsched/Autotune/Benchmarker.h"
 #include <functional>
+#include <map>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -32,6 +34,10 @@ public:
   /// measurement fails saying why, and getSetupError() says it too.
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused) override;
+  /// Forwarded once the backend exists; kept until then, so that a hint
+  /// never creates it (a fully cached run opens no GPU).
+  void expectChoices(const MultiTemplateBufferNode &N,
+                     const std::vector<bool> &Kept) override;
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,
                               const Workload &W) override;
   std::string getSetupError() const override { return Error; }
@@ -54,6 +60,7 @@ private:
   std::unique_ptr<Benchmarker> Real;
   bool Tried = false;
   std::string Error;
+  std::map<const MultiTemplateBufferNode *, std::vector<bool>> PendingKept;
 };
 
 /// The benchmarker of Backends that Opts.Backend names, for Rank, created

@@ -34,11 +34,16 @@
 using namespace mtsched;
 using namespace mtsched::cuda;
 
-void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
-                                 Prepared &P) {
+void CudaBenchmarker::compileChoices(const MultiTemplateBufferNode &N,
+                                     Prepared &P,
+                                     llvm::function_ref<bool(size_t)> Want) {
   std::vector<std::string> Keys;
   std::vector<CompileJob> Jobs;
   auto Add = [&](const std::string &Key, llvm::Expected<KernelSource> K) {
+    if (P.Kernels.count(Key)) {
+      llvm::consumeError(K.takeError());
+      return;
+    }
     LoadedKernel &L = P.Kernels[Key];
     if (!K) {
       L.Error = "no kernel: " + llvm::toString(K.takeError());
@@ -52,7 +57,10 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
     Jobs.push_back({L.K.Name, L.K.Source, L.K.NeedsSm90a});
   };
   bool HasEpi = !N.getEpilogue().empty();
-  for (const Choice &C : N.getChoices()) {
+  for (size_t I = 0; I < N.getChoices().size(); ++I) {
+    const Choice &C = N.getChoices()[I];
+    if (!Want(I) || P.Kernels.count(keyOf(C.Name, false)))
+      continue;
     if (N.getOp() == OpCode::SwiGlu) {
       if (std::optional<GemmTileConfig> T = swigluTileOf(C))
         Add(keyOf(C.Name, false), generateSwiGluKernel(N, *T, P.Rows));
@@ -70,8 +78,10 @@ void CudaBenchmarker::precompile(const MultiTemplateBufferNode &N,
     if (HasEpi)
       Add(keyOf(C.Name, true), generateGemmKernel(N, *T, true, P.Rows));
   }
-  if (HasEpi)
+  if (HasEpi && !P.Kernels.count("epilogue"))
     Add("epilogue", generateEpilogueKernel(N, P.Rows));
+  if (Jobs.empty())
+    return;
   llvm::TimeTraceScope Scope(
       "cuda.compile", [&] { return std::to_string(Jobs.size()) + " kernels"; });
   std::vector<llvm::Expected<std::string>> Cubins = compileAll(
@@ -382,7 +392,12 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     }
   Phase.reset();
   if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
-      N.getOp() == OpCode::Attention)
-    precompile(N, P);
+      N.getOp() == OpCode::Attention) {
+    auto Kept = KeptChoices.find(&N);
+    compileChoices(N, P, [&](size_t I) {
+      return Kept == KeptChoices.end() || I >= Kept->second.size() ||
+             Kept->second[I];
+    });
+  }
   return P;
 }

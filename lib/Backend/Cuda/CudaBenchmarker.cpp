@@ -362,6 +362,14 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
         P, P.OutMain, OutType, Ref, &P.BestUs[0]);
   }
   auto It = P.Kernels.find(keyOf(C.Name, Fused));
+  if (It == P.Kernels.end() &&
+      (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
+       N.getOp() == OpCode::Attention)) {
+    // A choice the preparation left out (expectChoices): compile it now.
+    compileChoices(N, P,
+                   [&](size_t I) { return N.getChoices()[I].Name == C.Name; });
+    It = P.Kernels.find(keyOf(C.Name, Fused));
+  }
   if (It == P.Kernels.end())
     return failed(ChoiceStatus::Failed,
                   "no kernel for '" + C.Name + "' on the cuda backend");

@@ -73,6 +73,10 @@ public:
 
   llvm::StringRef getBackendName() const override { return "cuda"; }
 
+  void expectChoices(const MultiTemplateBufferNode &N,
+                     const std::vector<bool> &Kept) override {
+    KeptChoices[&N] = Kept;
+  }
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused) override;
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,
@@ -80,7 +84,10 @@ public:
 
 private:
   Prepared &prepare(const MultiTemplateBufferNode &N, const Workload &W);
-  void precompile(const MultiTemplateBufferNode &N, Prepared &P);
+  /// Compiles and loads, in one parallel NVRTC batch, the kernels of the
+  /// choices Want accepts (by index) that are not compiled yet.
+  void compileChoices(const MultiTemplateBufferNode &N, Prepared &P,
+                      llvm::function_ref<bool(size_t)> Want);
   LoadedKernel *kernel(Prepared &P, const std::string &Key);
   /// Checks then times Launch(copy); Out holds the output per copy.
   /// Best, if given, is the fastest median of the node's choices so far
@@ -123,6 +130,10 @@ private:
   std::map<std::pair<const MultiTemplateBufferNode *, int64_t>,
            std::unique_ptr<Prepared>>
       Cache;
+  /// expectChoices: the choices each node will have measured. A node's
+  /// preparation compiles those only (NVRTC dominated a cold tune of 29
+  /// choices); another choice is compiled when it is measured.
+  std::map<const MultiTemplateBufferNode *, std::vector<bool>> KeptChoices;
 };
 
 /// The name a choice's kernel is kept under.

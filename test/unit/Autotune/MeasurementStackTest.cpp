@@ -1,6 +1,8 @@
 // The measurement stack on its own, with a counting fake benchmarker and
 // one rank: the memo answers a workload measured before, a degraded run
-// measures nothing, and --prune-top-k ranks by the cost model it is given.
+// measures nothing, --prune-top-k ranks by the cost model it is given, and
+// the backend hears which choices will be measured (so it compiles only
+// those) without a lazy backend being created for it.
 #include "mtsched/Autotune/ChoiceMeasurer.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
 #include "mtsched/IR/Parser.h"
@@ -24,7 +26,13 @@ public:
     ++Calls;
     return Measurement{ChoiceStatus::Ok, 1, ""};
   }
-  unsigned Calls = 0;
+  void expectChoices(const MultiTemplateBufferNode &,
+                     const std::vector<bool> &K) override {
+    Kept = K;
+    ++Hints;
+  }
+  unsigned Calls = 0, Hints = 0;
+  std::vector<bool> Kept;
 };
 
 /// Predicts `b` faster than `a`, the opposite of the roofline's tie (program
@@ -174,4 +182,34 @@ TEST(MeasurementStackTest, PruningRanksByTheGivenCostModel) {
   EXPECT_FALSE(Why[0].empty()) << "a, predicted slower, must be pruned";
   EXPECT_TRUE(Why[1].empty()) << "b, predicted faster, must be kept";
   EXPECT_EQ(Seen->Calls, 2u);
+}
+
+TEST(MeasurementStackTest, TheBackendHearsWhichChoicesWillBeMeasured) {
+  Stack S(std::make_unique<FakeCostModel>(), /*PruneTopK=*/1);
+  ASSERT_TRUE(S.M);
+  const Graph &G = *S.M->getGraphs().front();
+  MultiTemplateBufferNode &P = S.node("p");
+  Workload W = describeNode(*S.M, G, P);
+  ChoiceMeasurer::NodeState NS;
+  S.Measurer.measureChoices(P, W, 0, false, {}, NS);
+  EXPECT_EQ(S.Bench.Hints, 1u);
+  EXPECT_EQ(S.Bench.Kept, (std::vector<bool>{false, true}));
+  EXPECT_EQ(S.Bench.Calls, 1u) << "only b is measured";
+
+  // A lazy backend keeps the hint until it exists, and a hint alone never
+  // creates it (a fully cached run opens no GPU).
+  CountingBenchmarker *Made = nullptr;
+  LazyBenchmarker Lazy("sim", "unversioned", [&] {
+    auto B = std::make_unique<CountingBenchmarker>();
+    Made = B.get();
+    return llvm::Expected<std::unique_ptr<Benchmarker>>(std::move(B));
+  });
+  Lazy.expectChoices(P, {true, false});
+  EXPECT_FALSE(Lazy.isCreated());
+  Lazy.measure(P, W, P.getChoices()[0], false);
+  ASSERT_TRUE(Made);
+  EXPECT_EQ(Made->Hints, 1u);
+  EXPECT_EQ(Made->Kept, (std::vector<bool>{true, false}));
+  Lazy.expectChoices(P, {false, true});
+  EXPECT_EQ(Made->Kept, (std::vector<bool>{false, true}));
 }
