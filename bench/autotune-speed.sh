@@ -9,7 +9,8 @@
 # cold (empty autotune cache and kernel cache) then warm (both filled), with
 # a Chrome trace of each run (--trace) for where the time goes; the Llama
 # MLP is also run with --run (decided graph on the GPU, checked against the
-# fp64 interpreter). Then bench/peers/torch_gemm.py times cuBLAS and
+# fp64 interpreter), and both cold runs again measuring every choice
+# (--prune-top-k=0) to price the default pruning. Then bench/peers/torch_gemm.py times cuBLAS and
 # Inductor's max-autotune compile of GEMM+bias+ReLU at 4096^3 with empty
 # Inductor and Triton caches, when PyTorch is installed (SKIP_PEERS=1: not). Results in $OUT
 # (default ./speed-results): speed.md (the table), *.trace.json, *.log.
@@ -44,6 +45,36 @@ for name in gemm-bias-relu llama-mlp-m16; do
   time_run "$name" warm2
 done
 CD="$W/cache-run" KC=none time_run llama-mlp-m16 run-cold --run
+# What the default pruning (--prune-top-k=3) costs: the same cold runs
+# measuring every choice, then each node's decision under the default priced
+# with the exhaustive run's times (regret = its time / the best - 1).
+for name in gemm-bias-relu llama-mlp-m16; do
+  CD="$W/c0-$name" KC="$W/k0-$name" time_run "$name" cold-all --prune-top-k=0
+  python3 - "$OUTDIR/$name-cold.mir" "$OUTDIR/$name-cold-all.mir" <<'PY' | tee -a "$OUTDIR/notes.txt"
+import re, sys
+def nodes(path):
+    out = {}
+    for line in open(path):
+        m = re.search(r"%(\S+) = \S+ .* decided (\S+)( fused)?.* timings \{([^}]*)\}", line)
+        if not m:
+            continue
+        t = dict((k.strip(), float(v.strip().rstrip("us")) if v.strip() != "inf" else float("inf"))
+                 for k, v in (kv.split("=") for kv in m.group(4).split(",")))
+        f = re.search(r"fused_timings \{([^}]*)\}", line)
+        ft = dict((k.strip(), float(v.strip().rstrip("us")) if v.strip() != "inf" else float("inf"))
+                  for k, v in (kv.split("=") for kv in f.group(1).split(","))) if f else {}
+        out[m.group(1)] = (m.group(2), bool(m.group(3)), t, ft)
+    return out
+pruned, full = nodes(sys.argv[1]), nodes(sys.argv[2])
+for n, (d, fused, _, _) in pruned.items():
+    fd, ffused, t, ft = full[n]
+    best = min(list(t.values()) + list(ft.values()))
+    mine = (ft if fused else t).get(d, float("inf"))
+    print("prune %s %%%s: default decides %s%s (%.2f us in the exhaustive run), exhaustive %s%s, regret %.1f%%"
+          % (sys.argv[1].rsplit("/", 1)[-1][:-9], n, d, " fused" if fused else "", mine, fd,
+             " fused" if ffused else "", 100 * (mine / best - 1)))
+PY
+done
 grep -h "^run @\|error\|warning" "$OUTDIR"/*.log | head -20 | tee -a "$OUTDIR/notes.txt"
 # Where the time goes: the trace's events summed by name (top 15 per run).
 for f in "$OUTDIR"/*.trace.json; do

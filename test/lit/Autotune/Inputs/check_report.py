@@ -1,7 +1,8 @@
 """Checks a --report file against the contract in docs/REPORT.md.
 
 usage: check_report.py REPORT [key=value ...]
-Each key=value is a Python expression over `r` (the report) that must hold,
+Each key=value is a Python expression over `r` (the report) and `fam` (a
+choice name's kind of kernel, as pruning groups them) that must hold,
 e.g. "r['sync']['count']==1".
 """
 import json
@@ -14,6 +15,17 @@ r = json.load(open(sys.argv[1]))
 def need(cond, what):
     if not cond:
         sys.exit("report contract violated: " + what)
+
+
+def fam(name):
+    """The kind of kernel a choice is, as pruning groups them."""
+    if name == "nccl" or name.startswith("extern."):
+        return "extern"
+    if name.startswith("gemm_wg_"):
+        return "wgmma"
+    if name.startswith("gemm_"):
+        return "mma"
+    return "other"
 
 
 def num_or_null(v):
@@ -47,5 +59,5 @@ for k in r["ranks"]:
     need(isinstance(k["rank"], int) and isinstance(k["decisions"], dict), "ranks")
 need(isinstance(r["phases_ms"], dict), "phases_ms")
 for expr in sys.argv[2:]:
-    need(eval(expr, {"r": r}), expr)
+    need(eval(expr, {"r": r, "fam": fam}), expr)
 print("report ok")
