@@ -153,9 +153,9 @@ static cl::opt<SplitTuningMode> SplitTuning(
 static cl::opt<unsigned> PruneTopK(
     "prune-top-k",
     cl::desc("Benchmark only the K choices the cost model ranks best, per "
-             "node and size hint; choices it cannot price or ties with the "
-             "K-th are measured too (default 3, which cost at most 0.2% "
-             "in docs/HEURISTICS.md's lab; 0: all)"),
+             "node and size hint, and the best of each kind of kernel; "
+             "choices it cannot price or ties with the K-th are measured "
+             "too (default 3; 0: all)"),
     cl::init(3), cl::value_desc("K"), cl::cat(TuneCat));
 
 static BackendToolOptions BackendOpts(BackendCat, {/*SimNoisePct=*/0,
