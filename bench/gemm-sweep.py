@@ -38,14 +38,17 @@ if gemm:
             cells.append("%s=%s" % (c["name"], fmt(c["ms"]) if c["status"] == "ok"
                                     else c["status"] + ":" + c.get("message", "")[:60]))
         print(n["graph"], "; ".join(cells))
-    print("\n| M x N x K | best wgmma | best mma.sync | cuBLAS | wgmma / cuBLAS |")
-    print("|---|---|---|---|---|")
+    print("\n| M x N x K | best wgmma | best mma.sync | best split-K | cuBLAS | best template / cuBLAS |")
+    print("|---|---|---|---|---|---|")
     for n in gemm["nodes"]:
         ok = [c for c in n["choices"] if c["status"] == "ok" and c["ms"]]
         best = {}
-        for fam, pred in (("wg", lambda c: c["name"].starts_with("gemm_wg_")),
-                          ("mma", lambda c: c["name"].starts_with("gemm_")
-                           and not c["name"].starts_with("gemm_wg_")),
+        for fam, pred in (("wg", lambda c: c["name"].startswith("gemm_wg_")),
+                          ("mma", lambda c: c["name"].startswith("gemm_")
+                           and not c["name"].startswith("gemm_wg_")
+                           and "_k" not in c["name"]),
+                          ("splitk", lambda c: c["name"].startswith("gemm_")
+                           and "_k" in c["name"]),
                           ("blas", lambda c: c["name"] == "extern.cublas")):
             cs = [c for c in ok if pred(c)]
             best[fam] = min(cs, key=lambda c: c["ms"]) if cs else None
@@ -53,11 +56,13 @@ if gemm:
         cell = lambda c: "-" if not c else "%s %s us, %.0f TFLOP/s" % (
             c["name"], fmt(c["ms"]), tflops(n["graph"], c["ms"]))
         ratio = "-"
-        if best["wg"] and best["blas"]:
-            ratio = "%.0f%%" % (100 * best["blas"]["ms"] / best["wg"]["ms"])
-        print("| %d x %d x %d | %s | %s | %s | %s |" % (
+        tmpl = [best[f] for f in ("wg", "mma", "splitk") if best[f]]
+        if tmpl and best["blas"]:
+            top = min(tmpl, key=lambda c: c["ms"])
+            ratio = "%.0f%%" % (100 * best["blas"]["ms"] / top["ms"])
+        print("| %d x %d x %d | %s | %s | %s | %s | %s |" % (
             m, nn, k, cell(best["wg"]), cell(best["mma"]),
-            cell(best["blas"]), ratio))
+            cell(best["splitk"]), cell(best["blas"]), ratio))
 
 epi = load("epilogue.json")
 if epi:
@@ -67,8 +72,8 @@ if epi:
         e = n.get("epilogue_ms")
         ok = [c for c in n["choices"] if c["status"] == "ok" and c["ms"]]
         blas = [c for c in ok if c["name"] == "extern.cublas"]
-        tm = [c for c in ok if c["name"].starts_with("gemm_")]
-        fused = [c for c in n["choices"] if c["name"].starts_with("gemm_")
+        tm = [c for c in ok if c["name"].startswith("gemm_")]
+        fused = [c for c in n["choices"] if c["name"].startswith("gemm_")
                  and c.get("fused_ms") and not c.get("fused_predicted")]
         b = "-" if not (blas and e) else "%s + %s = %s" % (
             fmt(blas[0]["ms"]), fmt(e), fmt(blas[0]["ms"] + e))

@@ -8,7 +8,8 @@
 #    and not, on shapes that are not tile multiples; the wgmma choices on odd
 #    shapes, f16, a batched B and each kind of fused epilogue).
 # 2. Timing through the autotuner (its accuracy check runs first for every
-#    choice it times): every template and cuBLAS at 4096^3 and at M = 16, 64,
+#    choice it times; --prune-top-k=0): every template (split-K ones where
+#    offered) and cuBLAS at 4096^3 and at M = 16, 64,
 #    256 (N = K = 4096), bf16; then GEMM + bias + ReLU and GEMM + residual +
 #    RMSNorm, each template fused against cuBLAS + the epilogue kernel.
 # Reports and logs go to $OUT (else ./gpu-results); the table comes last.
@@ -35,7 +36,7 @@ cp "$ROOT/bench/gemm-epilogue.mir" "$T/epilogue.mir"
 for n in gemm epilogue; do
   echo "== $n"
   t0=$EPOCHREALTIME
-  timeout 200 "$OPT" "$T/$n.mir" --quiet --no-cache --pipeline=default --backend=cuda \
+  timeout 200 "$OPT" "$T/$n.mir" --quiet --no-cache --pipeline=default --prune-top-k=0 --backend=cuda \
     --kernel-cache-dir="$T/kc" --report="$OUTDIR/$n.json" >/dev/null 2>"$OUTDIR/$n.err"
   rc=$?
   [ $rc = 0 ] || fail=1

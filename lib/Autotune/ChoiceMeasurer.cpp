@@ -222,7 +222,9 @@ static std::string choiceFamily(const Choice &C) {
   if (C.isExtern())
     return "extern";
   if (std::optional<GemmTileConfig> T = gemmTileOf(C))
-    return T->Template == GemmTemplate::Wgmma ? "wgmma" : "mma";
+    return T->Template == GemmTemplate::Wgmma ? "wgmma"
+           : T->SplitK > 1                    ? "mma-split-k"
+                                              : "mma";
   if (std::optional<AttentionTile> T = attentionTileOf(C))
     return T->Splits > 1 ? "flash-split-kv" : "flash";
   return C.Name == AttentionMathChoice ? "attn-math" : "other";

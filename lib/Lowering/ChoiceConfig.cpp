@@ -5,6 +5,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include <array>
 
 using namespace mtsched;
 
@@ -20,6 +21,15 @@ ChoiceConfig ChoiceConfig::getDefault() {
       {64, 64, 64, 4, 4},   {32, 64, 64, 4, 4},   {16, 128, 128, 4, 4},
       {16, 64, 128, 4, 5},
   };
+  // Split-K decode tiles: offered only where the unsplit grid leaves SMs
+  // idle (gemmChoices).
+  for (auto [BM, BN, BK, Stages, Split] :
+       {std::array<int, 5>{16, 64, 128, 5, 2}, {16, 64, 128, 5, 4},
+        {16, 128, 128, 4, 4}}) {
+    GemmTileConfig T{BM, BN, BK, 4, Stages};
+    T.SplitK = Split;
+    C.GemmTiles.push_back(T);
+  }
   for (GemmTileConfig T :
        {wgmmaTile(128, 256, 64, 4), wgmmaTile(128, 128, 64, 6),
         wgmmaTile(64, 256, 64, 4), wgmmaTile(64, 128, 64, 6)})
@@ -57,7 +67,8 @@ std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
   if (T.Template == GemmTemplate::Wgmma)
     return "gemm_wg_" + Tile + "_s" + std::to_string(T.Stages);
   return "gemm_" + Tile + "_w" + std::to_string(T.Warps) + "_s" +
-         std::to_string(T.Stages);
+         std::to_string(T.Stages) +
+         (T.SplitK > 1 ? "_k" + std::to_string(T.SplitK) : std::string());
 }
 
 std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
@@ -81,8 +92,15 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
     return wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
   }
   if (!Int(T.BM, 'x') || !Int(T.BN, 'x') || !Int(T.BK, '_') ||
-      !S.consume_front("w") || !Int(T.Warps, '_') || !S.consume_front("s") ||
-      !Int(T.Stages, 0))
+      !S.consume_front("w") || !Int(T.Warps, '_') || !S.consume_front("s"))
+    return std::nullopt;
+  // An optional split-K suffix: _k<splits>, 2 or more.
+  size_t Split = S.find("_k");
+  llvm::StringRef Stages = S.substr(0, Split);
+  if (Stages.getAsInteger(10, T.Stages) || T.Stages <= 0)
+    return std::nullopt;
+  if (Split != llvm::StringRef::npos &&
+      (S.substr(Split + 2).getAsInteger(10, T.SplitK) || T.SplitK < 2))
     return std::nullopt;
   return T;
 }
@@ -127,11 +145,21 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
   bool WgmmaFits =
       (Dtype == DType::BF16 || Dtype == DType::F16) && K % 8 == 0 && N % 8 == 0;
   // A tile larger than the (power-of-two rounded) problem only wastes work.
-  for (const GemmTileConfig &T : GemmTiles)
+  bool TensorCores = Dtype == DType::BF16 || Dtype == DType::F16;
+  for (const GemmTileConfig &T : GemmTiles) {
+    if (T.SplitK > 1) {
+      // Split-K pays an fp32 round trip of the partials: only where the
+      // unsplit grid leaves SMs idle and each split keeps two k-tiles.
+      int64_t Tiles = llvm::divideCeil(M, T.BM) * llvm::divideCeil(N, T.BN);
+      if (!TensorCores || Tiles >= SplitKBelowTiles ||
+          K < int64_t(2) * T.BK * T.SplitK)
+        continue;
+    }
     if (T.BM <= roundUpPow2(M) && T.BN <= roundUpPow2(N) &&
         T.BK <= roundUpPow2(K) &&
         (T.Template != GemmTemplate::Wgmma || WgmmaFits))
       Add(T);
+  }
   if (Out.empty()) {
     // Keep the smallest mma.sync tile so tiny problems still have a template
     // that runs anywhere.
@@ -340,6 +368,16 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
           return fileError(Path, "gemm tile field '" + llvm::Twine(F.first) +
                                      "' must be an integer in [1, 1024]");
         *F.second = int(*V);
+      }
+      if (const llvm::json::Value *Split = O->get("split_k")) {
+        std::optional<int64_t> V = Split->getAsInteger();
+        if (!V || *V < 1 || *V > 64)
+          return fileError(Path, "gemm tile field 'split_k' must be an "
+                                 "integer in [1, 64]");
+        if (Wgmma && *V > 1)
+          return fileError(Path, "split-K is for mma tiles; a wgmma tile "
+                                 "takes no 'split_k'");
+        T.SplitK = int(*V);
       }
       GemmTiles.push_back(Wgmma ? wgmmaTile(T.BM, T.BN, T.BK, T.Stages) : T);
     }

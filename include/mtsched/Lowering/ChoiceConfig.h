@@ -28,6 +28,10 @@ enum class GemmTemplate {
 struct GemmTileConfig {
   int BM, BN, BK, Warps, Stages;
   GemmTemplate Template = GemmTemplate::MmaSync;
+  /// Split-K (mma.sync only): SplitK CTAs per output tile each sum a slice
+  /// of K, and the last to finish adds the others' fp32 partials and runs
+  /// the epilogue, so a decode GEMM's few tiles fill the GPU.
+  int SplitK = 1;
 };
 
 /// A wgmma tile: one consumer warpgroup per 64 rows of BM plus the producer
@@ -47,6 +51,10 @@ struct AttentionTile {
 
 struct ChoiceConfig {
   std::vector<GemmTileConfig> GemmTiles;
+  /// A split-K tile is offered only when the unsplit grid has fewer tiles
+  /// than this (about the SMs of an H100 or H200: a grid that fills them
+  /// gains nothing from splitting K).
+  int64_t SplitKBelowTiles = 128;
   /// Tiles of the flash attention template; `attn_math` (scores
   /// materialised, softmax, then times v) is offered beside them.
   std::vector<AttentionTile> AttentionTiles;

@@ -34,6 +34,8 @@ struct GemmTile {
   int BM, BN, BK, Warps, Stages;
   /// The Hopper template (wgmma fed by TMA) rather than mma.sync.
   bool Wgmma = false;
+  /// CTAs per output tile, each over a slice of K (mma.sync only).
+  int SplitK = 1;
 };
 
 /// The pointwise / row-reduction chain that follows a producer. An empty

@@ -391,6 +391,10 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
   std::string AName = P.name(AV), BName = P.name(BV);
   std::string OutName = P.name(Epi->Result) + "_out";
   bool TensorCores = Dt != DType::F32;
+  if (T.SplitK > 1 && (T.Template != GemmTemplate::MmaSync || !TensorCores))
+    return err("split-K tile " + gemmChoiceName(T) +
+               " needs the mma.sync template and bf16 or f16 operands");
+  int Split = std::max(1, T.SplitK);
   if (T.Template == GemmTemplate::Wgmma) {
     GemmSetup Setup{T,  M,  Nn,    Kd,      Batch,  BatchedB,
                     Dt, &P, &*Epi, OutName, OutType};
@@ -412,7 +416,8 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
        << "\n#define STAGES " << Stages << "\n#define ALIGNED8 "
        << (Aligned ? 1 : 0) << " // K and N multiples of 8: 16-byte copies\n"
        << "#define MMA_TYPE \"" << (Dt == DType::BF16 ? "bf16" : "f16")
-       << "\"\n"
+       << "\"\n#define SPLITK " << Split
+       << " // CTAs per output tile, each over a slice of K\n"
        << TensorCoreMainLoop;
     OS << R"(
 // Accumulator (mt, nt, i) of this thread sits at row
@@ -439,13 +444,17 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
 
 )";
     OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << K.Name
-       << "(" << P.signature() << ") {\n"
+       << "(" << P.signature()
+       << (Split > 1 ? ", float *__restrict__ mt_ws" : "") << ") {\n"
        << "  extern __shared__ __align__(16) unsigned char mt_smem[];\n"
        << "  unsigned short *sA = (unsigned short *)mt_smem;\n"
        << "  unsigned short *sB = sA + STAGES * BM * AS;\n"
        << "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
        << "  const int wm = warp / WARPS_N, wn = warp % WARPS_N;\n"
-       << "  const long long bz = blockIdx.z;\n";
+       << "  // blockIdx.z: the batch, then the slice of K (SPLITK per batch).\n"
+       << "  const long long bz = blockIdx.z / SPLITK;\n"
+       << "  const int split = blockIdx.z % SPLITK;\n"
+       << "  (void)split;\n";
     emitGroupedRaster(OS);
     OS << "  const unsigned short *A = (const unsigned short *)" << AName
        << " + bz * M_ * K_;\n"
@@ -459,12 +468,16 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
       #pragma unroll
       for (int i = 0; i < 4; ++i)
         acc[mt][nt][i] = 0.f;
-  const int KT = (int)((K_ + BK - 1) / BK);
+  // This CTA's k-tiles: [kt0, kt0 + KT) of the KT_ALL of the row.
+  const int KT_ALL = (int)((K_ + BK - 1) / BK);
+  const int KT_SPLIT = (KT_ALL + SPLITK - 1) / SPLITK;
+  const int kt0 = split * KT_SPLIT;
+  const int KT = max(0, min(KT_ALL - kt0, KT_SPLIT));
   // Prologue: STAGES-1 tiles in flight.
   #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT)
-      mt_load_tile(sA, sB, A, B, m0, n0, s, s);
+      mt_load_tile(sA, sB, A, B, m0, n0, s, kt0 + s);
     mt_cp_async_commit();
   }
   for (int kt = 0; kt < KT; ++kt) {
@@ -472,7 +485,7 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
     __syncthreads();              // and everyone is done with tile kt-1
     const int next = kt + STAGES - 1;
     if (next < KT)
-      mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, next);
+      mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, kt0 + next);
     mt_cp_async_commit();
     const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
     const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
@@ -501,6 +514,57 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
     }
   }
   MT_CP_ASYNC_WAIT(0);
+#if SPLITK > 1
+  // Each slice writes its fp32 partial tile to the workspace; the last of
+  // the tile's SPLITK CTAs to finish (a counter per tile, left at zero
+  // again for the next launch) adds the partials in slice order, so the
+  // sum does not depend on which finished last, and runs the epilogue.
+  {
+    const long long tile =
+        ((long long)blockIdx.z / SPLITK * gridDim.y + blockIdx.y) * gridDim.x +
+        blockIdx.x;
+    float *part = mt_ws + (tile * SPLITK + split) * (BM * BN);
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      #pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+          part[(wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN +
+               wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1)] = acc[mt][nt][i];
+    __threadfence();
+    __syncthreads();
+    __shared__ int mt_last;
+    unsigned *count =
+        (unsigned *)(mt_ws + (long long)gridDim.x * gridDim.y * gridDim.z *
+                                 (BM * BN)) +
+        tile;
+    if (tid == 0) {
+      mt_last = atomicAdd(count, 1u) == SPLITK - 1;
+      if (mt_last)
+        *count = 0;
+    }
+    __syncthreads();
+    if (!mt_last)
+      return;
+    __threadfence();
+    const volatile float *parts = mt_ws + tile * SPLITK * (BM * BN);
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      #pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int e = (wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) *
+                            BN +
+                        wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);
+          float s = 0.f;
+          for (int z = 0; z < SPLITK; ++z)
+            s += z == split ? acc[mt][nt][i] : parts[z * (BM * BN) + e];
+          acc[mt][nt][i] = s;
+        }
+  }
+#endif
 )";
     EpilogueThreads Threads;
     Threads.QuadRowSums = true;
@@ -578,6 +642,10 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
   K.Outputs = P.Outputs;
   K.GridX = unsigned((Nn + T.BN - 1) / T.BN);
   K.GridY = unsigned((M + T.BM - 1) / T.BM);
-  K.GridZ = unsigned(Batch);
+  K.GridZ = unsigned(Batch * Split);
+  if (Split > 1)
+    // Per CTA its fp32 partial tile, per output tile a counter.
+    K.WorkspaceBytes = uint64_t(K.GridX) * K.GridY * K.GridZ * T.BM * T.BN * 4 +
+                       uint64_t(K.GridX) * K.GridY * Batch * 4;
   return K;
 }

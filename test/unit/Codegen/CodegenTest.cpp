@@ -152,6 +152,58 @@ graph @g(%x: bf16[64,256], %w: bf16[256,256], %r: bf16[64,256], %g: bf16[256]) {
   EXPECT_NE(Wide->Source.find("rsqrtf"), std::string::npos);
 }
 
+TEST(CudaCodegen, SplitKTilesNameParseAndGenerate) {
+  auto P = lowerAndFuse(R"(
+graph @g(%x: bf16[16,4096], %w: bf16[4096,4096], %b: bf16[4096]) {
+  %y = matmul(%x, %w) : bf16[16,4096]
+  %z = add(%y, %b) : bf16[16,4096]
+  return %z
+}
+graph @f(%x: f32[16,4096], %w: f32[4096,4096]) {
+  %y = matmul(%x, %w) : f32[16,4096]
+  return %y
+}
+)",
+                        "splitk.mir");
+  ASSERT_TRUE(P);
+  auto Named = [](const char *Name) {
+    Choice C;
+    C.Name = Name;
+    return C;
+  };
+  GemmTileConfig T{16, 64, 128, 4, 5};
+  T.SplitK = 4;
+  EXPECT_EQ(gemmChoiceName(T), "gemm_16x64x128_w4_s5_k4");
+  std::optional<GemmTileConfig> Back =
+      gemmTileOf(Named("gemm_16x64x128_w4_s5_k4"));
+  ASSERT_TRUE(Back.has_value());
+  EXPECT_EQ(Back->SplitK, 4);
+  EXPECT_EQ(Back->Stages, 5);
+  EXPECT_EQ(gemmTileOf(Named("gemm_16x64x128_w4_s5"))->SplitK, 1);
+  for (const char *Bad : {"gemm_16x64x128_w4_s5_k1", "gemm_16x64x128_w4_s5_k",
+                          "gemm_16x64x128_w4_s5_kx", "gemm_wg_64x64x64_s3_k2"})
+    EXPECT_FALSE(gemmTileOf(Named(Bad)).has_value()) << Bad;
+
+  auto Mtb = [&](int I) {
+    return llvm::cast<MultiTemplateBufferNode>(
+        P->M->getGraphs()[I]->getNodes()[0].get());
+  };
+  auto K = generateGemmKernel(*Mtb(0), T, /*Fused=*/true);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  // 64 output tiles, 4 CTAs each; a partial tile per CTA and a counter per
+  // output tile.
+  EXPECT_EQ(K->GridX, 64u);
+  EXPECT_EQ(K->GridZ, 4u);
+  EXPECT_EQ(K->WorkspaceBytes, 64u * 4 * 16 * 64 * 4 + 64u * 4);
+  EXPECT_NE(K->Source.find("#define SPLITK 4"), std::string::npos);
+  EXPECT_NE(K->Source.find("float *__restrict__ mt_ws"), std::string::npos);
+  // fp32 runs the SIMT template, which does not split K.
+  auto F = generateGemmKernel(*Mtb(1), T, /*Fused=*/false);
+  ASSERT_FALSE(bool(F));
+  EXPECT_NE(llvm::toString(F.takeError()).find("needs the mma.sync template"),
+            std::string::npos);
+}
+
 TEST(CudaCodegen, WgmmaTemplateNeedsHopperAndTmaShapes) {
   auto P = lowerAndFuse(R"(
 graph @g(%x: bf16[300,200], %w: bf16[200,264], %b: bf16[264]) {

@@ -23,6 +23,8 @@ def fam(name):
         return "extern"
     if name.startswith("gemm_wg_"):
         return "wgmma"
+    if name.startswith("gemm_") and "_k" in name:
+        return "mma-split-k"
     if name.startswith("gemm_"):
         return "mma"
     return "other"
