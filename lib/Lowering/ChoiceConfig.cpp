@@ -22,9 +22,11 @@ ChoiceConfig ChoiceConfig::getDefault() {
       {16, 64, 128, 4, 5},
   };
   // Split-K decode tiles: offered only where the unsplit grid leaves SMs
-  // idle (gemmChoices).
+  // idle (gemmChoices). The fastest three of 14 tried on an H100 at
+  // 16 x 4096 x 4096 (18.9, 19.1 and 19.9 us; cuBLAS 17.2, the unsplit
+  // 16x64x128 tile 21.7; docs/BENCHMARKS.md).
   for (auto [BM, BN, BK, Stages, Split] :
-       {std::array<int, 5>{16, 64, 128, 5, 2}, {16, 64, 128, 5, 4},
+       {std::array<int, 5>{16, 64, 64, 8, 2}, {16, 64, 128, 5, 2},
         {16, 128, 128, 4, 4}}) {
     GemmTileConfig T{BM, BN, BK, 4, Stages};
     T.SplitK = Split;
@@ -165,7 +167,7 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
     // that runs anywhere.
     const GemmTileConfig *Smallest = nullptr;
     for (const GemmTileConfig &T : GemmTiles)
-      if (T.Template == GemmTemplate::MmaSync &&
+      if (T.Template == GemmTemplate::MmaSync && T.SplitK == 1 &&
           (!Smallest || int64_t(T.BM) * T.BN * T.BK < int64_t(Smallest->BM) *
                                                           Smallest->BN *
                                                           Smallest->BK))
@@ -325,12 +327,20 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
   if (!Root)
     return fileError(Path, "expected a JSON object at the top level");
   static const llvm::StringRef Known[] = {
-      "gemm_tiles", "gemm_externs",   "attention_tiles", "all_reduce",
-      "all_gather", "reduce_scatter", "all_to_all",      "disabled"};
+      "gemm_tiles",     "gemm_externs",   "attention_tiles",
+      "all_reduce",     "all_gather",     "reduce_scatter",
+      "all_to_all",     "disabled",       "split_k_below_tiles"};
   for (const auto &KV : *Root)
     if (!llvm::is_contained(Known, KV.first.str()))
       return fileError(Path, "unknown key '" + KV.first.str() + "'");
 
+  if (const llvm::json::Value *Below = Root->get("split_k_below_tiles")) {
+    std::optional<int64_t> V = Below->getAsInteger();
+    if (!V || *V < 0)
+      return fileError(Path, "'split_k_below_tiles' must be a non-negative "
+                             "integer");
+    SplitKBelowTiles = *V;
+  }
   if (const llvm::json::Value *Tiles = Root->get("gemm_tiles")) {
     const llvm::json::Array *A = Tiles->getAsArray();
     if (!A)
