@@ -255,8 +255,7 @@ ChoiceMeasurer::pruneReasons(const MultiTemplateBufferNode &N,
     if (!std::isfinite(Ranked[R].first) || !std::isfinite(KthUs) ||
         Ranked[R].first <= KthUs)
       continue;
-    if (Families.insert(choiceFamily(N.getChoices()[Ranked[R].second]))
-            .second)
+    if (Families.insert(choiceFamily(N.getChoices()[Ranked[R].second])).second)
       continue;
     std::string Msg;
     llvm::raw_string_ostream OS(Msg);

@@ -125,8 +125,7 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     if (std::optional<GemmTileConfig> T = gemmTileOf(C))
       return gemmTimeUs(D, W.Gemm,
                         GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages,
-                                 T->Template == GemmTemplate::Wgmma,
-                                 T->SplitK},
+                                 T->Template == GemmTemplate::Wgmma, T->SplitK},
                         Epi);
     return Inf;
   case Workload::Kind::SwiGlu:

@@ -53,10 +53,10 @@ bool Verifier::inferScatter(const Node &N, TensorType &Result) {
     return false;
   }
   if (Src.Shape != Idx.Shape) {
-    error(N.getOperands()[2].Loc,
-          "source " + name(N.getOperand(2)) + " has shape " +
-              shapeStr(Src.Shape) + ", expected the shape of the index " +
-              shapeStr(Idx.Shape));
+    error(N.getOperands()[2].Loc, "source " + name(N.getOperand(2)) +
+                                      " has shape " + shapeStr(Src.Shape) +
+                                      ", expected the shape of the index " +
+                                      shapeStr(Idx.Shape));
     return false;
   }
   bool Fits = Idx.rank() == Dst.rank();

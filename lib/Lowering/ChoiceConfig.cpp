@@ -25,9 +25,9 @@ ChoiceConfig ChoiceConfig::getDefault() {
   // idle (gemmChoices). The fastest three of 14 tried on an H100 at
   // 16 x 4096 x 4096 (18.9, 19.1 and 19.9 us; cuBLAS 17.2, the unsplit
   // 16x64x128 tile 21.7; docs/BENCHMARKS.md).
-  for (auto [BM, BN, BK, Stages, Split] :
-       {std::array<int, 5>{16, 64, 64, 8, 2}, {16, 64, 128, 5, 2},
-        {16, 128, 128, 4, 4}}) {
+  for (auto [BM, BN, BK, Stages, Split] : {std::array<int, 5>{16, 64, 64, 8, 2},
+                                           {16, 64, 128, 5, 2},
+                                           {16, 128, 128, 4, 4}}) {
     GemmTileConfig T{BM, BN, BK, 4, Stages};
     T.SplitK = Split;
     C.GemmTiles.push_back(T);
@@ -327,9 +327,9 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
   if (!Root)
     return fileError(Path, "expected a JSON object at the top level");
   static const llvm::StringRef Known[] = {
-      "gemm_tiles",     "gemm_externs",   "attention_tiles",
-      "all_reduce",     "all_gather",     "reduce_scatter",
-      "all_to_all",     "disabled",       "split_k_below_tiles"};
+      "gemm_tiles", "gemm_externs", "attention_tiles",
+      "all_reduce", "all_gather",   "reduce_scatter",
+      "all_to_all", "disabled",     "split_k_below_tiles"};
   for (const auto &KV : *Root)
     if (!llvm::is_contained(Known, KV.first.str()))
       return fileError(Path, "unknown key '" + KV.first.str() + "'");

@@ -288,8 +288,7 @@ double mtsched::gemmTimeUs(const DeviceDesc &D, const GemmProblem &P,
       std::min(1.0, double(T.BM) * T.BN / T.Warps / MinOutputsPerWarp);
   double Eff = TemplateMaxEff * intensityFactor(D, T.BM, T.BN, P.Dtype) *
                BkFactor * StageFactor * WarpFactor;
-  GemmKernel K{T.BM, T.BN, T.BK, T.Warps, T.Stages, std::max(1, T.SplitK),
-               Eff};
+  GemmKernel K{T.BM, T.BN, T.BK, T.Warps, T.Stages, std::max(1, T.SplitK), Eff};
   return gemmKernelUs(D, P, K, Fused);
 }
 

@@ -13,9 +13,9 @@
 #include "mtsched/Autotune/Benchmarker.h"
 #include <functional>
 #include <map>
-#include <vector>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mtsched {
 

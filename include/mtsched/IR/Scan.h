@@ -1,4 +1,4 @@
-//===- Scan.h - The geometry of cumsum ---------------------------*- C++ -*-===//
+//===- Scan.h - The geometry of cumsum --------------------------*- C++ -*-===//
 //
 // `cumsum(%x) {dim}` keeps %x's shape: element i along 'dim' is the sum of
 // elements 0..i of its fibre. Seen as [Outer, Len, Inner], each of the

@@ -1,4 +1,4 @@
-//===- Scatter.h - The geometry of scatter -----------------------*- C++ -*-===//
+//===- Scatter.h - The geometry of scatter ----------------------*- C++ -*-===//
 //
 // `scatter(%dst, %index, %src) {dim}` copies %dst and writes each element of
 // %src at the position along 'dim' that %index names in the same place:

@@ -326,11 +326,10 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     if (isSort(B->getOp()) || isScatter(B->getOp()) || isScan(B->getOp())) {
       // Ops with a kernel of their own, never in a group.
       std::string Name = G.getName() + "_run_kernel" + std::to_string(Launched);
-      if (llvm::Error E = RunKernel(isSort(B->getOp())
-                                        ? generateSortKernel(Name, *B)
-                                    : isScatter(B->getOp())
-                                        ? generateScatterKernel(Name, *B)
-                                        : generateScanKernel(Name, *B)))
+      if (llvm::Error E = RunKernel(
+              isSort(B->getOp())      ? generateSortKernel(Name, *B)
+              : isScatter(B->getOp()) ? generateScatterKernel(Name, *B)
+                                      : generateScanKernel(Name, *B)))
         return E;
       ++Launched;
       continue;

@@ -451,7 +451,8 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
        << "  unsigned short *sB = sA + STAGES * BM * AS;\n"
        << "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
        << "  const int wm = warp / WARPS_N, wn = warp % WARPS_N;\n"
-       << "  // blockIdx.z: the batch, then the slice of K (SPLITK per batch).\n"
+       << "  // blockIdx.z: the batch, then the slice of K (SPLITK per "
+          "batch).\n"
        << "  const long long bz = blockIdx.z / SPLITK;\n"
        << "  const int split = blockIdx.z % SPLITK;\n"
        << "  (void)split;\n";

@@ -85,7 +85,8 @@ mtsched::generateScatterKernel(llvm::StringRef Name, const Node &N) {
   K.Inputs.assign(Params.Inputs.begin(), Params.Inputs.end());
   K.Outputs = Params.Outputs;
   K.BlockX = Block;
-  K.GridX = unsigned(std::max<int64_t>(
-      1, std::min<int64_t>((S->fibres() + Block - 1) / Block, int64_t(1) << 20)));
+  K.GridX = unsigned(
+      std::max<int64_t>(1, std::min<int64_t>((S->fibres() + Block - 1) / Block,
+                                             int64_t(1) << 20)));
   return K;
 }
