@@ -236,6 +236,20 @@ std::string ParamList::name(const Value *V) const {
   return "p_" + sanitizeIdentifier(V->getName());
 }
 
+KernelSource codegen::gridStrideKernel(std::string Fn, std::string Source,
+                                       const ParamList &P, unsigned Block,
+                                       int64_t Work) {
+  KernelSource K;
+  K.Name = std::move(Fn);
+  K.Source = std::move(Source);
+  K.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
+  K.Outputs = P.Outputs;
+  K.BlockX = Block;
+  K.GridX = unsigned(std::max<int64_t>(
+      1, std::min<int64_t>((Work + Block - 1) / Block, int64_t(1) << 20)));
+  return K;
+}
+
 std::string ParamList::signature() const {
   std::string S;
   for (const Value *V : Inputs)

@@ -87,13 +87,5 @@ llvm::Expected<KernelSource> mtsched::generateLayoutKernel(llvm::StringRef Name,
   }
   OS << "  }\n}\n";
 
-  KernelSource K;
-  K.Name = Fn;
-  K.Source = OS.str();
-  K.Inputs.assign(Params.Inputs.begin(), Params.Inputs.end());
-  K.Outputs = Params.Outputs;
-  K.BlockX = Block;
-  K.GridX = unsigned(std::max<int64_t>(
-      1, std::min<int64_t>((Total + Block - 1) / Block, int64_t(1) << 20)));
-  return K;
+  return gridStrideKernel(Fn, OS.str(), Params, Block, Total);
 }

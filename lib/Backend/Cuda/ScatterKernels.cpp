@@ -79,14 +79,5 @@ mtsched::generateScatterKernel(llvm::StringRef Name, const Node &N) {
      << ";\n"
      << "  }\n}\n";
 
-  KernelSource K;
-  K.Name = Fn;
-  K.Source = OS.str();
-  K.Inputs.assign(Params.Inputs.begin(), Params.Inputs.end());
-  K.Outputs = Params.Outputs;
-  K.BlockX = Block;
-  K.GridX = unsigned(
-      std::max<int64_t>(1, std::min<int64_t>((S->fibres() + Block - 1) / Block,
-                                             int64_t(1) << 20)));
-  return K;
+  return gridStrideKernel(Fn, OS.str(), Params, Block, S->fibres());
 }
