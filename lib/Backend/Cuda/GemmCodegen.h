@@ -53,8 +53,7 @@ struct ParamList {
 /// loop over Work items in blocks of Block threads (the grid capped at 2^20
 /// blocks): the layout, scatter and cumsum kernels.
 KernelSource gridStrideKernel(std::string Fn, std::string Source,
-                              const ParamList &P, unsigned Block,
-                              int64_t Work);
+                              const ParamList &P, unsigned Block, int64_t Work);
 
 /// The fused epilogue of a GEMM, applied to accumulator `v` at (r, c).
 struct EpilogueCode {
