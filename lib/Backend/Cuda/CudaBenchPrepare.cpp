@@ -398,6 +398,9 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       return Kept == KeptChoices.end() || I >= Kept->second.size() ||
              Kept->second[I];
     });
+    // Used once: a later node at the same address starts without a hint.
+    if (Kept != KeptChoices.end())
+      KeptChoices.erase(Kept);
   }
   return P;
 }
