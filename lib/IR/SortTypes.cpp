@@ -12,8 +12,15 @@ using detail::Verifier;
 
 bool Verifier::inferSort(const Node &N, TensorType &Values,
                          TensorType &Indices) {
-  const TensorType &In = N.getOperand(0)->getType();
   const std::string Op = "'" + N.getOpName().str() + "'";
+  // verifyNode calls this directly (for the second result's type), so the
+  // operand count inferType checks is checked here too.
+  if (N.getNumOperands() != 1) {
+    error(N.getLoc(), Op + " expects 1 operand, got " +
+                          Twine(N.getNumOperands()));
+    return false;
+  }
+  const TensorType &In = N.getOperand(0)->getType();
   if (In.rank() == 0) {
     error(N.getLoc(), Op + " needs an operand of rank 1 or more");
     return false;
