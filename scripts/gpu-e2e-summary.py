@@ -98,12 +98,15 @@ def split(d):
                     tune.append(r["phases_ms"].get("autotune", 0))
                     bench.append(r.get("benchmarks_run", 0))
                 with open(os.path.join(d, n + ".out")) as f:
-                    irs[n] = f.read()
+                    # The decisions, not the measured times every run
+                    # prints beside them.
+                    irs[n] = re.sub(r" (fused_)?timings \{[^}]*\}", "",
+                                    f.read())
             med[s] = statistics.median(walls[n] for n in runs)
             print(f"| {kind} | {s} | {len(runs)} | {med[s]:.2f} | "
                   f"{statistics.median(tune) if tune else float('nan'):.0f} | "
                   f"{bench[0] if bench else '?'} | "
-                  f"{len(set(irs.values()))} distinct so far |")
+                  f"{len(set(irs.values()))} distinct decisions so far |")
         if "on" in med and "off" in med:
             alike = len(set(irs.values())) == 1
             print(f"{kind}: split/unsplit wall = {med['on'] / med['off']:.2f}; "
