@@ -16,8 +16,8 @@ bool Verifier::inferSort(const Node &N, TensorType &Values,
   // verifyNode calls this directly (for the second result's type), so the
   // operand count inferType checks is checked here too.
   if (N.getNumOperands() != 1) {
-    error(N.getLoc(), Op + " expects 1 operand, got " +
-                          Twine(N.getNumOperands()));
+    error(N.getLoc(),
+          Op + " expects 1 operand, got " + Twine(N.getNumOperands()));
     return false;
   }
   const TensorType &In = N.getOperand(0)->getType();
