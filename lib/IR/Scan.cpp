@@ -7,7 +7,11 @@ using namespace mtsched;
 std::optional<ScanShape> mtsched::scanShapeOf(const Node &N) {
   if (!isScan(N.getOp()) || N.getNumOperands() != 1)
     return std::nullopt;
-  const TensorType &T = N.getOperand(0)->getType();
+  return splitAtDim(N.getOperand(0)->getType(), N);
+}
+
+std::optional<ScanShape> mtsched::splitAtDim(const TensorType &T,
+                                             const Node &N) {
   int64_t Rank = T.rank(), D = Rank - 1;
   if (const Attribute *A = N.getAttrs().get("dim"))
     D = A->isInt() ? A->getInt() : Rank;
@@ -23,5 +27,6 @@ std::optional<ScanShape> mtsched::scanShapeOf(const Node &N) {
       S.Inner *= T.Shape[I];
   }
   S.Len = T.Shape[D];
+  S.Dim = D;
   return S;
 }

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "VerifierImpl.h"
+#include "mtsched/IR/Scan.h"
 #include "mtsched/IR/Scatter.h"
 
 using namespace mtsched;
@@ -85,24 +86,17 @@ std::optional<ScatterShape> mtsched::scatterShapeOf(const Node &N) {
     return std::nullopt;
   const TensorType &Dst = N.getOperand(0)->getType();
   const TensorType &Idx = N.getOperand(1)->getType();
-  int64_t Rank = Dst.rank(), D = Rank - 1;
-  if (const Attribute *A = N.getAttrs().get("dim"))
-    D = A->isInt() ? A->getInt() : Rank;
-  if (D < 0)
-    D += Rank;
-  if (Rank == 0 || D < 0 || D >= Rank || Idx.rank() != Rank)
+  std::optional<ScanShape> Split = splitAtDim(Dst, N);
+  if (!Split || Idx.rank() != Dst.rank())
     return std::nullopt;
-  ScatterShape S;
-  for (int64_t I = 0; I < Rank; ++I) {
-    if (I != D && Idx.Shape[I] != Dst.Shape[I])
+  for (int64_t I = 0; I < int64_t(Dst.rank()); ++I)
+    if (I != Split->Dim && Idx.Shape[I] != Dst.Shape[I])
       return std::nullopt;
-    if (I < D)
-      S.Outer *= Dst.Shape[I];
-    else if (I > D)
-      S.Inner *= Dst.Shape[I];
-  }
-  S.DstLen = Dst.Shape[D];
-  S.IdxLen = Idx.Shape[D];
+  ScatterShape S;
+  S.Outer = Split->Outer;
+  S.Inner = Split->Inner;
+  S.DstLen = Split->Len;
+  S.IdxLen = Idx.Shape[Split->Dim];
   const Attribute *R = N.getAttrs().get("reduce");
   S.Add = R && R->isString() && R->getString() == "add";
   return S;

@@ -17,12 +17,21 @@ namespace mtsched {
 
 class Node;
 
+struct TensorType;
+
 struct ScanShape {
   /// Elements before and after 'dim', and the length along it.
   int64_t Outer = 1, Len = 0, Inner = 1;
+  /// 'dim', counted from the front.
+  int64_t Dim = 0;
 
   int64_t fibres() const { return Outer * Inner; }
 };
+
+/// T seen as [Outer, Len, Inner] around N's attribute 'dim' (default -1,
+/// negative counts from the end); nullopt if T has rank 0 or 'dim' is out
+/// of range. cumsum's and scatter's geometry.
+std::optional<ScanShape> splitAtDim(const TensorType &T, const Node &N);
 
 /// The geometry of a verified cumsum node; nullopt if N is not one.
 std::optional<ScanShape> scanShapeOf(const Node &N);

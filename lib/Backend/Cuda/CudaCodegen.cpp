@@ -250,6 +250,20 @@ KernelSource codegen::gridStrideKernel(std::string Fn, std::string Source,
   return K;
 }
 
+void codegen::emitFibreKernelHead(llvm::raw_ostream &OS, llvm::StringRef What,
+                                  llvm::StringRef Fn, const ParamList &P,
+                                  unsigned Block, int64_t Fibres,
+                                  int64_t Inner) {
+  OS << Prelude << "\n// " << What << "\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << Block << ") " << Fn
+     << "(" << P.signature() << ") {\n"
+     << "  for (long long f = (long long)blockIdx.x * " << Block
+     << " + threadIdx.x; f < " << Fibres << "LL;\n"
+     << "       f += (long long)gridDim.x * " << Block << ") {\n"
+     << "    const long long o = f / " << Inner << "LL, c = f % " << Inner
+     << "LL;\n";
+}
+
 std::string ParamList::signature() const {
   std::string S;
   for (const Value *V : Inputs)

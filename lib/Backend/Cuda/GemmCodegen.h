@@ -55,6 +55,15 @@ struct ParamList {
 KernelSource gridStrideKernel(std::string Fn, std::string Source,
                               const ParamList &P, unsigned Block, int64_t Work);
 
+/// The start of a kernel Fn with one thread per fibre across a dimension
+/// (scatter, cumsum): the prelude, a comment line saying What, the
+/// signature and a grid-stride loop over Fibres fibres that defines `o`
+/// (the index before the dimension) and `c` (after it, of Inner). The body
+/// follows, then "  }\n}\n" closes the loop and the kernel.
+void emitFibreKernelHead(llvm::raw_ostream &OS, llvm::StringRef What,
+                         llvm::StringRef Fn, const ParamList &P,
+                         unsigned Block, int64_t Fibres, int64_t Inner);
+
 /// The fused epilogue of a GEMM, applied to accumulator `v` at (r, c).
 struct EpilogueCode {
   ParamList *P;

@@ -38,15 +38,12 @@ llvm::Expected<KernelSource> mtsched::generateScanKernel(llvm::StringRef Name,
 
   std::string Src;
   llvm::raw_string_ostream OS(Src);
-  OS << Prelude << "\n// cumsum %" << N.getName()
-     << ": one thread per fibre across the dimension, summed in order\n"
-     << "extern \"C\" __global__ void __launch_bounds__(" << Block << ") " << Fn
-     << "(" << Params.signature() << ") {\n"
-     << "  for (long long f = (long long)blockIdx.x * " << Block
-     << " + threadIdx.x; f < " << S->fibres() << "LL;\n"
-     << "       f += (long long)gridDim.x * " << Block << ") {\n"
-     << "    const long long o = f / " << In << ", c = f % " << In << ";\n"
-     << "    " << (Float ? "float" : "long long") << " acc = 0;\n"
+  emitFibreKernelHead(OS,
+                      "cumsum %" + N.getName() +
+                          ": one thread per fibre across the dimension, "
+                          "summed in order",
+                      Fn, Params, Block, S->fibres(), S->Inner);
+  OS << "    " << (Float ? "float" : "long long") << " acc = 0;\n"
      << "    for (long long l = 0; l < " << Len << "; ++l) {\n"
      << "      const long long p = (o * " << Len << " + l) * " << In
      << " + c;\n"

@@ -52,15 +52,12 @@ mtsched::generateScatterKernel(llvm::StringRef Name, const Node &N) {
 
   std::string Src_;
   llvm::raw_string_ostream OS(Src_);
-  OS << Prelude << "\n// scatter %" << N.getName()
-     << ": one thread per fibre across the dimension, written in order\n"
-     << "extern \"C\" __global__ void __launch_bounds__(" << Block << ") " << Fn
-     << "(" << Params.signature() << ") {\n"
-     << "  for (long long f = (long long)blockIdx.x * " << Block
-     << " + threadIdx.x; f < " << S->fibres() << "LL;\n"
-     << "       f += (long long)gridDim.x * " << Block << ") {\n"
-     << "    const long long o = f / " << In << ", c = f % " << In << ";\n"
-     << "    for (long long d = 0; d < " << DL << "LL; ++d)\n"
+  emitFibreKernelHead(OS,
+                      "scatter %" + N.getName() +
+                          ": one thread per fibre across the dimension, "
+                          "written in order",
+                      Fn, Params, Block, S->fibres(), S->Inner);
+  OS << "    for (long long d = 0; d < " << DL << "LL; ++d)\n"
      << "      " << Out << "[" << At(DL, "d") << "] = " << Dst << "["
      << At(DL, "d") << "];\n"
      << "    bool bad = false;\n"
