@@ -61,8 +61,8 @@ KernelSource gridStrideKernel(std::string Fn, std::string Source,
 /// (the index before the dimension) and `c` (after it, of Inner). The body
 /// follows, then "  }\n}\n" closes the loop and the kernel.
 void emitFibreKernelHead(llvm::raw_ostream &OS, llvm::StringRef What,
-                         llvm::StringRef Fn, const ParamList &P,
-                         unsigned Block, int64_t Fibres, int64_t Inner);
+                         llvm::StringRef Fn, const ParamList &P, unsigned Block,
+                         int64_t Fibres, int64_t Inner);
 
 /// The fused epilogue of a GEMM, applied to accumulator `v` at (r, c).
 struct EpilogueCode {
