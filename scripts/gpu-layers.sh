@@ -29,7 +29,10 @@ R="${OUT:-$ROOT/gpu-results}/layers"
 mkdir -p "$R"
 W="$(mktemp -d)"
 python3 "$ROOT/examples/layers/gen_layers.py" --one-rank "$W" || exit 1
-[[ -f "$ROOT/examples/fp8_gemm_layer.mir" ]] && cp "$ROOT/examples/fp8_gemm_layer.mir" "$W/"
+# The fp8 layer is written at TP=2 with per-rank shapes: one rank of it.
+[[ -f "$ROOT/examples/fp8_gemm_layer.mir" ]] &&
+  sed -e 's/world_size = 2/world_size = 1/' -e 's/group @tp = \[0, 1\]/group @tp = [0]/' \
+    "$ROOT/examples/fp8_gemm_layer.mir" >"$W/fp8_gemm_layer.mir"
 fail=0
 nvidia-smi -L 2>/dev/null || true
 for f in "$W"/*.mir; do

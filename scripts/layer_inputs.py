@@ -11,6 +11,12 @@ bf16 rounding of q flips. A model's weights are scaled by their fan-in, so
 here: activations and caches N(0, 1); a weight [K, N] N(0, 1/K); a norm
 weight 1 + N(0, 0.1); cos and sin the rotary tables of the positions the
 graph covers (the last positions of a 4096-long sequence at decode).
+
+fp8 layers (examples/fp8_gemm_layer.mir): an fp8 weight `w_x` is such a
+weight divided by its per-tensor scale `s_w_x` = max|w| / 448 (so it spans
+e4m3's range, as fp8 checkpoints store it); any other f32[] `s_*` is a
+static activation scale, 16 / 448 (activations of N(0, 1)-sized rows
+and their SwiGLU products span +-16).
 """
 import re
 import sys
@@ -45,8 +51,15 @@ def main():
     with open(sys.argv[1]) as f:
         text = f.read()
     out = sys.argv[2]
+    scales = {}
     for name, dtype, shape in inputs_of(text):
-        if name in ("cos", "sin"):
+        if name.startswith("s_") and dtype == "f32" and int(np.prod(shape)) == 1:
+            continue  # after the weights they scale
+        if dtype.startswith("f8"):
+            a = rng.standard_normal(shape) / np.sqrt(shape[0])
+            scales["s_" + name] = np.abs(a).max() / 448
+            a = a / scales["s_" + name]
+        elif name in ("cos", "sin"):
             a = rope(shape)
             a = np.cos(a) if name == "cos" else np.sin(a)
         elif name.startswith("g_"):
@@ -60,6 +73,10 @@ def main():
         if not dtype.startswith("i"):
             a = a.astype(np.float32)
         np.save(f"{out}/{name}.npy", a)
+    for name, dtype, shape in inputs_of(text):
+        if name.startswith("s_") and dtype == "f32" and int(np.prod(shape)) == 1:
+            s = scales.get(name, 16 / 448)
+            np.save(f"{out}/{name}.npy", np.full(shape, s, dtype=np.float32))
 
 
 if __name__ == "__main__":

@@ -74,6 +74,62 @@ float mtsched::f16ToFloat(uint16_t H) {
   return F;
 }
 
+namespace {
+/// The layout of an fp8 format: mantissa bits, exponent bias, the code of
+/// the largest finite value and a NaN code (sign bit clear).
+struct F8Format {
+  int ManBits, Bias;
+  uint8_t MaxCode, NanCode;
+  double MaxValue;
+};
+} // namespace
+
+static F8Format f8Format(DType T) {
+  if (T == DType::F8E5M2)
+    return {2, 15, 0x7b, 0x7e, 57344.0};
+  return {3, 7, 0x7e, 0x7f, 448.0};
+}
+
+// The generated kernels' mt_f32_to_f8 (CudaCodegen.cpp's prelude) is this
+// same computation in float, so both sides round alike.
+uint8_t mtsched::floatToF8(float F, DType T) {
+  F8Format Fmt = f8Format(T);
+  uint8_t Sign = std::signbit(F) ? 0x80 : 0;
+  double A = std::fabs(double(F));
+  if (std::isnan(A))
+    return Sign | Fmt.NanCode;
+  if (A >= Fmt.MaxValue)
+    return Sign | Fmt.MaxCode;
+  unsigned Code;
+  if (A < std::ldexp(1.0, 1 - Fmt.Bias)) {
+    // Subnormal quanta; rounding up to 2^ManBits is the smallest normal.
+    Code = unsigned(std::nearbyint(std::ldexp(A, Fmt.Bias - 1 + Fmt.ManBits)));
+  } else {
+    int E;
+    std::frexp(A, &E);
+    E -= 1; // A in [2^E, 2^(E+1))
+    unsigned M = unsigned(std::nearbyint(std::ldexp(A, Fmt.ManBits - E)));
+    // M == 2^(ManBits+1) carries into the exponent by itself.
+    Code = (unsigned(E + Fmt.Bias) << Fmt.ManBits) + M - (1u << Fmt.ManBits);
+  }
+  return Sign | uint8_t(std::min<unsigned>(Code, Fmt.MaxCode));
+}
+
+float mtsched::f8ToFloat(uint8_t B, DType T) {
+  F8Format Fmt = f8Format(T);
+  unsigned Em = B & 0x7fu, E = Em >> Fmt.ManBits,
+           M = Em & ((1u << Fmt.ManBits) - 1);
+  double V;
+  if (T == DType::F8E4M3 ? Em == 0x7fu : E == 31u)
+    V = T == DType::F8E5M2 && M == 0 ? HUGE_VAL : NAN;
+  else if (E == 0)
+    V = std::ldexp(double(M), 1 - Fmt.Bias - Fmt.ManBits);
+  else
+    V = std::ldexp(double(M | (1u << Fmt.ManBits)),
+                   int(E) - Fmt.Bias - Fmt.ManBits);
+  return float((B & 0x80) ? -V : V);
+}
+
 double mtsched::roundTo(double D, DType T) {
   switch (T) {
   case DType::F32:
@@ -82,6 +138,9 @@ double mtsched::roundTo(double D, DType T) {
     return bf16ToFloat(floatToBF16(float(D)));
   case DType::F16:
     return f16ToFloat(floatToF16(float(D)));
+  case DType::F8E4M3:
+  case DType::F8E5M2:
+    return f8ToFloat(floatToF8(float(D), T), T);
   default:
     return std::nearbyint(D);
   }
@@ -174,6 +233,12 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
         /*MinChunk=*/
         std::max<int64_t>(1,
                           (int64_t(1) << 22) / std::max<int64_t>(1, K * Nn)));
+    // fp8 operands: the per-tensor scales.
+    if (N.getNumOperands() == 4) {
+      double Scale = (*In[2])[0] * (*In[3])[0];
+      for (double &X : Out)
+        X *= Scale;
+    }
   } else if (Op == OpCode::Attention) {
     std::optional<AttentionShape> S = attentionShapeOf(N);
     if (!S)
@@ -363,6 +428,12 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
   } else {
     return err("the interpreter has no semantics for '" + N.getOpName() + "'");
   }
+  // Other values keep fp64 (the reference the GPU's rounding is measured
+  // against), but an fp8 value is its rounding: quantising to fp8 is the
+  // computation, and its error is too large for any tolerance to absorb.
+  if (isFp8DType(T.Dtype))
+    for (double &X : Out)
+      X = roundTo(X, T.Dtype);
   Data[N.getResult()] = std::move(Out);
   return llvm::Error::success();
 }
@@ -417,6 +488,9 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
           X[I] = N->getOperand(I) == Prev ? Row[C] : At(N->getOperand(I), C);
         Row[C] = evaluatePointwise(Op, X);
       }
+      if (isFp8DType(N->getType().Dtype))
+        for (double &V : Row)
+          V = roundTo(V, N->getType().Dtype);
     } else {
       return err("'%" + N->getName() + "' cannot be in an epilogue");
     }

@@ -44,6 +44,8 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
     W.Gemm.N = Out.innerDim();
     W.Gemm.K = A.innerDim();
     W.Gemm.Dtype = Out.Dtype;
+    if (A.Dtype != Out.Dtype)
+      W.Gemm.OperandDtype = A.Dtype;
     if (Hint > 0) {
       Scale = double(Hint) / double(W.Gemm.M);
       W.Gemm.M = Hint;

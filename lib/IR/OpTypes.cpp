@@ -87,13 +87,79 @@ bool Verifier::inferAttention(const Node &N, TensorType &Result) {
   return true;
 }
 
+bool Verifier::inferMatMul(const Node &N) {
+  auto Operand = [&](unsigned I) -> const TensorType & {
+    return N.getOperand(I)->getType();
+  };
+  unsigned Count = N.getNumOperands();
+  if (Count != 2 && Count != 4) {
+    error(N.getLoc(), "'matmul' expects 2 operands, or 4 for fp8 operands "
+                      "with their per-tensor scales, got " +
+                          Twine(Count));
+    return false;
+  }
+  DType A = Operand(0).Dtype, B = Operand(1).Dtype;
+  if (!isFloatDType(A)) {
+    error(N.getLoc(),
+          "'matmul' needs floating-point operands, got " + dtypeName(A));
+    return false;
+  }
+  if (isFp8DType(A) || isFp8DType(B)) {
+    for (unsigned I = 0; I < 2; ++I)
+      if (!isFp8DType(Operand(I).Dtype)) {
+        error(N.getOperands()[I].Loc,
+              "operand " + name(N.getOperand(I)) + " has element type " +
+                  dtypeName(Operand(I).Dtype) +
+                  "; an fp8 'matmul' needs both operands in f8e4m3 or "
+                  "f8e5m2");
+        return false;
+      }
+    if (Count != 4) {
+      error(N.getLoc(), "an fp8 'matmul' needs the per-tensor scales of "
+                        "both operands: matmul(%a, %b, %scale_a, "
+                        "%scale_b), each f32[] or f32[1]");
+      return false;
+    }
+    for (unsigned I = 2; I < 4; ++I)
+      if (Operand(I).Dtype != DType::F32 || Operand(I).numElements() != 1) {
+        error(N.getOperands()[I].Loc,
+              "scale " + name(N.getOperand(I)) +
+                  " of 'matmul' must be f32[] "
+                  "or f32[1] (one scale per tensor), got " +
+                  Operand(I).str());
+        return false;
+      }
+    DType Out = N.getType().Dtype;
+    if (Out != DType::BF16 && Out != DType::F16 && Out != DType::F32) {
+      error(N.getLoc(),
+            "an fp8 'matmul' produces bf16, f16 or f32, got " + dtypeName(Out));
+      return false;
+    }
+    return true;
+  }
+  if (Count != 2) {
+    error(N.getOperands()[2].Loc,
+          "only an fp8 'matmul' takes scales; operands " +
+              name(N.getOperand(0)) + " and " + name(N.getOperand(1)) +
+              " are " + dtypeName(A) + " and " + dtypeName(B));
+    return false;
+  }
+  if (B != A) {
+    error(N.getOperands()[1].Loc, "operand " + name(N.getOperand(1)) +
+                                      " has element type " + dtypeName(B) +
+                                      ", expected " + dtypeName(A));
+    return false;
+  }
+  return true;
+}
+
 bool Verifier::inferSwiGlu(const Graph &G, const Node &N, TensorType &Result) {
   const TensorType &A = N.getOperand(0)->getType();
   const TensorType &Wg = N.getOperand(1)->getType();
   const TensorType &Wu = N.getOperand(2)->getType();
-  if (!isFloatDType(A.Dtype)) {
-    error(N.getLoc(),
-          "'swiglu' needs floating-point operands, got " + dtypeName(A.Dtype));
+  if (!isFloatDType(A.Dtype) || isFp8DType(A.Dtype)) {
+    error(N.getLoc(), "'swiglu' needs bf16, f16 or f32 operands, got " +
+                          dtypeName(A.Dtype));
     return false;
   }
   if (A.rank() < 2) {
@@ -144,6 +210,13 @@ static bool broadcastShapes(llvm::ArrayRef<int64_t> A,
 bool Verifier::inferCollective(const Graph &G, const Node &N,
                                TensorType &Result) {
   const TensorType &In = N.getOperand(0)->getType();
+  if (isFp8DType(In.Dtype)) {
+    // Neither the peer-memory kernels nor the NCCL path move fp8 yet.
+    error(N.getOperands()[0].Loc,
+          "'" + N.getOpName() + "' of fp8 values is not supported; cast " +
+              name(N.getOperand(0)) + " to bf16 first");
+    return false;
+  }
   std::optional<std::string> Group = groupAttr(N);
   if (!Group)
     return false;
@@ -293,18 +366,15 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   case OpCategory::Collective:
     return inferCollective(G, N, Result);
   case OpCategory::MatMul: {
-    if (!SameDType())
+    if (Info.Types != OpTypeRule::MatMul && !SameDType())
       return false;
     if (Info.Types == OpTypeRule::SwiGlu)
       return inferSwiGlu(G, N, Result);
     if (Info.Types == OpTypeRule::Attention)
       return inferAttention(N, Result);
-    const TensorType &A = Operand(0), &B = Operand(1);
-    if (!isFloatDType(A.Dtype)) {
-      error(N.getLoc(), "'matmul' needs floating-point operands, got " +
-                            dtypeName(A.Dtype));
+    if (!inferMatMul(N))
       return false;
-    }
+    const TensorType &A = Operand(0), &B = Operand(1);
     for (unsigned I = 0; I < 2; ++I)
       if (Operand(I).rank() < 2) {
         error(N.getOperands()[I].Loc,
@@ -337,6 +407,9 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
         }
     Result = A;
     Result.Shape.back() = B.Shape.back();
+    // An fp8 product is declared in the type it is accumulated into.
+    if (isFp8DType(A.Dtype))
+      Result.Dtype = N.getType().Dtype;
     return true;
   }
   case OpCategory::Pointwise: {

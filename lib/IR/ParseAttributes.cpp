@@ -33,7 +33,7 @@ bool Parser::parseType(TensorType &T) {
   std::optional<DType> D = parseDType(Tok.Spelling);
   if (!D)
     return emitError("unknown element type '" + Tok.Spelling +
-                     "' (expected f32, f16, bf16, i32 or i64)");
+                     "' (expected f32, f16, bf16, f8e4m3, f8e5m2, i32 or i64)");
   SMLoc TypeLoc = Tok.getLoc();
   T.Dtype = *D;
   T.Shape.clear();

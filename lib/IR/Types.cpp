@@ -17,6 +17,10 @@ llvm::StringRef mtsched::dtypeName(DType T) {
     return "i32";
   case DType::I64:
     return "i64";
+  case DType::F8E4M3:
+    return "f8e4m3";
+  case DType::F8E5M2:
+    return "f8e5m2";
   }
   llvm_unreachable("unknown dtype");
 }
@@ -28,11 +32,16 @@ std::optional<DType> mtsched::parseDType(llvm::StringRef Name) {
       .Case("bf16", DType::BF16)
       .Case("i32", DType::I32)
       .Case("i64", DType::I64)
+      .Case("f8e4m3", DType::F8E4M3)
+      .Case("f8e5m2", DType::F8E5M2)
       .Default(std::nullopt);
 }
 
 unsigned mtsched::dtypeBytes(DType T) {
   switch (T) {
+  case DType::F8E4M3:
+  case DType::F8E5M2:
+    return 1;
   case DType::F16:
   case DType::BF16:
     return 2;
@@ -46,7 +55,12 @@ unsigned mtsched::dtypeBytes(DType T) {
 }
 
 bool mtsched::isFloatDType(DType T) {
-  return T == DType::F32 || T == DType::F16 || T == DType::BF16;
+  return T == DType::F32 || T == DType::F16 || T == DType::BF16 ||
+         isFp8DType(T);
+}
+
+bool mtsched::isFp8DType(DType T) {
+  return T == DType::F8E4M3 || T == DType::F8E5M2;
 }
 
 int64_t TensorType::numElements() const {

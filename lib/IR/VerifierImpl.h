@@ -53,6 +53,9 @@ private:
   /// type; returns false (after reporting) if it cannot be computed.
   bool inferType(const Graph &G, const Node &N, TensorType &Result);
   bool inferCollective(const Graph &G, const Node &N, TensorType &Result);
+  /// The operand count and element types of a matmul (fp8 ones with their
+  /// scales); the shapes are inferType's.
+  bool inferMatMul(const Node &N);
   bool inferSwiGlu(const Graph &G, const Node &N, TensorType &Result);
   bool inferAttention(const Node &N, TensorType &Result);
   /// reshape, expand, transpose, slice, concat (LayoutTypes.cpp).

@@ -146,8 +146,12 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
   };
   bool WgmmaFits =
       (Dtype == DType::BF16 || Dtype == DType::F16) && K % 8 == 0 && N % 8 == 0;
+  // fp8 operands run on the mma.sync template only (widened to f16 in
+  // shared memory): wgmma and cuBLAS want both fp8 operands K-major, and
+  // matmul's right operand is N-major.
+  bool Fp8 = isFp8DType(Dtype);
   // A tile larger than the (power-of-two rounded) problem only wastes work.
-  bool TensorCores = Dtype == DType::BF16 || Dtype == DType::F16;
+  bool TensorCores = Dtype == DType::BF16 || Dtype == DType::F16 || Fp8;
   for (const GemmTileConfig &T : GemmTiles) {
     if (T.SplitK > 1) {
       // Split-K pays an fp32 round trip of the partials: only where the
@@ -176,7 +180,7 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
       Add(*Smallest);
   }
   for (const std::string &E : GemmExterns)
-    if (!Disabled.count(E))
+    if (!Disabled.count(E) && !Fp8)
       Out.push_back(Choice{E, {}, {}});
   return Out;
 }

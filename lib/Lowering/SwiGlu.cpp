@@ -11,7 +11,9 @@ using namespace mtsched;
 /// The matmul MTB defining V, decided or not as asked, or null.
 static MultiTemplateBufferNode *matMul(const Value *V, bool Decided) {
   auto *M = llvm::dyn_cast_or_null<MultiTemplateBufferNode>(V->getDef());
-  if (!M || M->getOp() != OpCode::MatMul || M->isDecided() != Decided ||
+  // An fp8 matmul (four operands: the scales) has no SwiGLU template.
+  if (!M || M->getOp() != OpCode::MatMul || M->getNumOperands() != 2 ||
+      M->isDecided() != Decided ||
       llvm::isa<CollectiveMultiTemplateBufferNode>(M))
     return nullptr;
   return M;

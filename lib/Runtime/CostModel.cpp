@@ -135,9 +135,12 @@ double linkUs(const DeviceDesc &D, double Bytes, double Efficiency) {
 
 /// Tensor-core peak for the dtype: bf16/fp16 use the tensor cores; fp32 and
 /// integers are modelled on the CUDA cores (no TF32), as Inductor defaults.
+/// fp8 operands count at the 16-bit rate: the template widens them to f16
+/// in shared memory and runs the f16 MMA.
 double gemmPeakTflops(const DeviceDesc &D, DType T) {
-  return (T == DType::BF16 || T == DType::F16) ? D.PeakBf16Tflops
-                                               : D.PeakFp32Tflops;
+  return (T == DType::BF16 || T == DType::F16 || isFp8DType(T))
+             ? D.PeakBf16Tflops
+             : D.PeakFp32Tflops;
 }
 
 double epilogueFlops(const EpilogueDesc &E) {
@@ -204,10 +207,11 @@ double intensityFactor(const DeviceDesc &D, int BM, int BN, DType T) {
 /// per-tile epilogue, launch included; +inf if the tile does not fit.
 double gemmKernelUs(const DeviceDesc &D, const GemmProblem &P,
                     const GemmKernel &K, const EpilogueDesc &Fused) {
-  int CPS = ctasPerSM(K, P.Dtype);
+  DType In = P.operandDtype();
+  int CPS = ctasPerSM(K, In);
   if (CPS == 0 || K.Efficiency <= 0)
     return Inf;
-  double E = dtypeBytes(P.Dtype);
+  double E = dtypeBytes(In);
   double SMs = D.NumSMs;
 
   // Tile and wave quantisation: every CTA computes a full BM x BN x K tile,
@@ -218,7 +222,7 @@ double gemmKernelUs(const DeviceDesc &D, const GemmProblem &P,
   double KQuantised = ceilDiv(KPerSplit, K.BK) * K.BK;
   double CTAs = double(P.Batch) * GridM * GridN * K.SplitK;
   double TileFlops = 2.0 * K.BM * K.BN * KQuantised;
-  double PerSM = flopsPerUs(gemmPeakTflops(D, P.Dtype)) / SMs;
+  double PerSM = flopsPerUs(gemmPeakTflops(D, In)) / SMs;
   double TileUs = TileFlops / (PerSM * K.Efficiency);
   double Slots = SMs * CPS;
   double FullWaves = std::floor(CTAs / Slots);
@@ -246,7 +250,8 @@ double gemmKernelUs(const DeviceDesc &D, const GemmProblem &P,
   // partial sums of a split K), plus a fused epilogue's work. Other
   // resident CTAs keep the tensor cores busy meanwhile, so a compute-bound
   // kernel hides 1 - 1/CPS of it; a memory-bound one hides none.
-  double OutBytes = double(P.Batch) * P.M * P.N * E * K.OutFraction;
+  double OutBytes =
+      double(P.Batch) * P.M * P.N * dtypeBytes(P.Dtype) * K.OutFraction;
   if (K.SplitK > 1)
     OutBytes += 2.0 * K.SplitK * P.Batch * P.M * P.N * 4;
   double TailUs =
@@ -277,8 +282,8 @@ double mtsched::gemmTimeUs(const DeviceDesc &D, const GemmProblem &P,
   double StageFactor = 1 - StageLoss / (double(T.Stages) * T.Stages);
   if (T.Wgmma) {
     double Eff = ExternEff * WgmmaShareOfExtern * StageFactor *
-                 intensityFactor(D, T.BM, T.BN, P.Dtype) /
-                 intensityFactor(D, 256, 128, P.Dtype);
+                 intensityFactor(D, T.BM, T.BN, P.operandDtype()) /
+                 intensityFactor(D, 256, 128, P.operandDtype());
     GemmKernel K{T.BM, T.BN, T.BK, T.Warps, T.Stages, 1, Eff};
     return gemmKernelUs(D, P, K, Fused);
   }
@@ -286,8 +291,9 @@ double mtsched::gemmTimeUs(const DeviceDesc &D, const GemmProblem &P,
   double WarpFactor =
       std::min(1.0, T.Warps / WarpsForFullSM) *
       std::min(1.0, double(T.BM) * T.BN / T.Warps / MinOutputsPerWarp);
-  double Eff = TemplateMaxEff * intensityFactor(D, T.BM, T.BN, P.Dtype) *
-               BkFactor * StageFactor * WarpFactor;
+  double Eff = TemplateMaxEff *
+               intensityFactor(D, T.BM, T.BN, P.operandDtype()) * BkFactor *
+               StageFactor * WarpFactor;
   GemmKernel K{T.BM, T.BN, T.BK, T.Warps, T.Stages, std::max(1, T.SplitK), Eff};
   return gemmKernelUs(D, P, K, Fused);
 }
@@ -335,14 +341,14 @@ double mtsched::externGemmTimeUs(const DeviceDesc &D, const GemmProblem &P) {
       {128, 64, 64, 4, 4},  {64, 128, 64, 4, 4},  {64, 64, 64, 4, 4},
   };
   double Best = Inf;
-  double Reference = intensityFactor(D, 256, 128, P.Dtype);
+  double Reference = intensityFactor(D, 256, 128, P.operandDtype());
   EpilogueDesc None;
   for (const GemmTile &T : Tiles)
     for (int Split : ExternSplitKs) {
       if (Split > 1 && P.K / Split < ExternMinKPerSplit)
         break;
-      double Eff =
-          ExternEff * intensityFactor(D, T.BM, T.BN, P.Dtype) / Reference;
+      double Eff = ExternEff *
+                   intensityFactor(D, T.BM, T.BN, P.operandDtype()) / Reference;
       GemmKernel K{T.BM, T.BN, T.BK, T.Warps, T.Stages, Split, Eff};
       Best = std::min(Best, gemmKernelUs(D, P, K, None));
     }

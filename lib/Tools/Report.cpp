@@ -77,6 +77,8 @@ static void writeWorkload(llvm::json::OStream &J, const Workload &W) {
     J.attribute("n", W.Gemm.N);
     J.attribute("k", W.Gemm.K);
     J.attribute("dtype", dtypeName(W.Gemm.Dtype));
+    if (W.Gemm.OperandDtype)
+      J.attribute("operand_dtype", dtypeName(*W.Gemm.OperandDtype));
   }
   if (W.Collective != CollectiveKind::None)
     J.attribute("collective", collectiveKindName(W.Collective));

@@ -42,6 +42,11 @@ uint16_t floatToBF16(float F);
 float bf16ToFloat(uint16_t H);
 uint16_t floatToF16(float F);
 float f16ToFloat(uint16_t H);
+/// fp8 (T is f8e4m3 or f8e5m2): round to nearest even; values beyond the
+/// largest finite one, infinities included, saturate to it (the hardware's
+/// .satfinite conversion, and what fp8 quantisation wants); NaN stays NaN.
+uint8_t floatToF8(float F, DType T);
+float f8ToFloat(uint8_t B, DType T);
 /// D rounded to what dtype T can hold.
 double roundTo(double D, DType T);
 

@@ -19,13 +19,19 @@ class raw_ostream;
 
 namespace mtsched {
 
-enum class DType { F32, F16, BF16, I32, I64 };
+/// F8E4M3 and F8E5M2 are the OCP 8-bit floats (PyTorch's float8_e4m3fn and
+/// float8_e5m2): e4m3 has no infinity and one NaN pattern per sign, its
+/// largest finite value 448; e5m2 is IEEE-like, largest finite 57344.
+enum class DType { F32, F16, BF16, I32, I64, F8E4M3, F8E5M2 };
 
 llvm::StringRef dtypeName(DType T);
 std::optional<DType> parseDType(llvm::StringRef Name);
 /// Size of one element in bytes.
 unsigned dtypeBytes(DType T);
 bool isFloatDType(DType T);
+/// f8e4m3 or f8e5m2: stored in one byte, used by matmul with per-tensor
+/// scales.
+bool isFp8DType(DType T);
 
 struct TensorType {
   DType Dtype = DType::F32;

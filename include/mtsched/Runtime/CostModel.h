@@ -22,10 +22,14 @@
 
 namespace mtsched {
 
-/// C[Batch, M, N] = A[Batch, M, K] x B[Batch, K, N], all in Dtype.
+/// C[Batch, M, N] = A[Batch, M, K] x B[Batch, K, N], all in Dtype, or A and
+/// B in OperandDtype where it is set (fp8 operands, C in Dtype).
 struct GemmProblem {
   int64_t Batch = 1, M = 0, N = 0, K = 0;
   DType Dtype = DType::BF16;
+  std::optional<DType> OperandDtype;
+
+  DType operandDtype() const { return OperandDtype.value_or(Dtype); }
 };
 
 /// One template configuration: the CTA tile, warps per CTA and the depth of

@@ -140,6 +140,10 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
     for (int64_t Kk = 0; Kk < P.K; ++Kk)
       for (int64_t C = 0; C < P.N; ++C)
         Row[C] += A[Kk] * B[Kk * P.N + C];
+    // fp8 operands: the per-tensor scales.
+    if (N.getNumOperands() == 4)
+      for (double &X : Row)
+        X *= Host.at(N.getOperand(2))[0] * Host.at(N.getOperand(3))[0];
   } else if (N.getOp() == OpCode::SwiGlu) {
     const double *A = &Host.at(N.getOperand(0))[R * P.K];
     const double *Wg = Host.at(N.getOperand(1)).data();

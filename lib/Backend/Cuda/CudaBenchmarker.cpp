@@ -343,6 +343,10 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     if (N.getOperand(1)->getType().rank() > 2)
       return failed(ChoiceStatus::Failed,
                     "batched weights are not passed to cuBLAS yet");
+    if (N.getNumOperands() != 2)
+      return failed(ChoiceStatus::Failed,
+                    "fp8 operands are not passed to cuBLAS (its fp8 GEMM "
+                    "needs both operands K-major)");
     int Type = N.getType().Dtype == DType::BF16  ? CUDA_R_16BF
                : N.getType().Dtype == DType::F16 ? CUDA_R_16F
                                                  : CUDA_R_32F;

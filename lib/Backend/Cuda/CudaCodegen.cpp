@@ -67,6 +67,56 @@ __device__ __forceinline__ mt_f16 mt_f32_to_f16(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
   return r;
 }
+typedef unsigned char mt_f8;    // OCP fp8 bits (f8e4m3 or f8e5m2)
+
+// fp8 -> float, exact. An e4m3's bits moved into a half's place read as
+// its value / 256 (subnormals included); 0x7f is its NaN. An e5m2 is the
+// top byte of a half.
+__device__ __forceinline__ float mt_f8e4m3_to_f32(mt_f8 b) {
+  const unsigned em = b & 0x7fu;
+  const float f = em == 0x7fu ? __int_as_float(0x7fc00000)
+                              : mt_f16_to_f32((mt_f16)(em << 7)) * 256.f;
+  return (b & 0x80u) ? -f : f;
+}
+__device__ __forceinline__ float mt_f8e5m2_to_f32(mt_f8 b) {
+  return mt_f16_to_f32((mt_f16)((unsigned)b << 8));
+}
+// float -> fp8 with mb mantissa bits and exponent bias `bias`: round to
+// nearest even, saturating to the largest finite value (infinities too);
+// NaN stays NaN. The interpreter's floatToF8 is the same computation.
+__device__ __forceinline__ mt_f8 mt_f32_to_f8(float x, int mb, int bias,
+                                              float maxv, unsigned maxcode,
+                                              unsigned nancode) {
+  const unsigned s = (__float_as_uint(x) >> 24) & 0x80u;
+  const float a = fabsf(x);
+  if (a != a)
+    return (mt_f8)(s | nancode);
+  if (a >= maxv)
+    return (mt_f8)(s | maxcode);
+  unsigned code;
+  if (a < ldexpf(1.f, 1 - bias)) {
+    code = (unsigned)rintf(ldexpf(a, bias - 1 + mb)); // subnormal quanta
+  } else {
+    int e;
+    frexpf(a, &e);
+    e -= 1; // a in [2^e, 2^(e+1)); a mantissa of 2^(mb+1) carries over
+    code = ((unsigned)(e + bias) << mb) + (unsigned)rintf(ldexpf(a, mb - e)) -
+           (1u << mb);
+  }
+  return (mt_f8)(s | min(code, maxcode));
+}
+__device__ __forceinline__ mt_f8 mt_f32_to_f8e4m3(float x) {
+  return mt_f32_to_f8(x, 3, 7, 448.f, 0x7eu, 0x7fu);
+}
+__device__ __forceinline__ mt_f8 mt_f32_to_f8e5m2(float x) {
+  return mt_f32_to_f8(x, 2, 15, 57344.f, 0x7bu, 0x7eu);
+}
+__device__ __forceinline__ float mt_round_f8e4m3(float x) {
+  return mt_f8e4m3_to_f32(mt_f32_to_f8e4m3(x));
+}
+__device__ __forceinline__ float mt_round_f8e5m2(float x) {
+  return mt_f8e5m2_to_f32(mt_f32_to_f8e5m2(x));
+}
 __device__ __forceinline__ float mt_warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1)
     v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -122,6 +172,9 @@ const char *codegen::storageType(DType T) {
     return "int";
   case DType::I64:
     return "long long";
+  case DType::F8E4M3:
+  case DType::F8E5M2:
+    return "mt_f8";
   }
   return "float";
 }
@@ -136,6 +189,10 @@ std::string codegen::loadExpr(DType T, const std::string &Ptr,
     return "mt_f16_to_f32(" + E + ")";
   case DType::BF16:
     return "mt_bf16_to_f32(" + E + ")";
+  case DType::F8E4M3:
+    return "mt_f8e4m3_to_f32(" + E + ")";
+  case DType::F8E5M2:
+    return "mt_f8e5m2_to_f32(" + E + ")";
   default:
     return "(float)" + E;
   }
@@ -153,6 +210,10 @@ std::string codegen::storeExpr(DType T, const std::string &V) {
     return "(int)" + V;
   case DType::I64:
     return "(long long)" + V;
+  case DType::F8E4M3:
+    return "mt_f32_to_f8e4m3(" + V + ")";
+  case DType::F8E5M2:
+    return "mt_f32_to_f8e5m2(" + V + ")";
   }
   return V;
 }
@@ -172,13 +233,22 @@ llvm::Expected<std::string>
 codegen::pointwiseExpr(const Node &N, llvm::ArrayRef<std::string> Ops) {
   if (!isPointwise(N.getOp()))
     return err("'" + N.getOpName() + "' is not a pointwise op");
+  std::string E;
   // A scalar last operand (attribute 'scalar') is a float literal.
   if (std::optional<double> S = pointwiseScalar(N)) {
     std::vector<std::string> All(Ops.begin(), Ops.end());
     All.push_back("(" + flt(*S) + ")");
-    return expandCudaExpr(N.getOp(), All);
+    E = expandCudaExpr(N.getOp(), All);
+  } else {
+    E = expandCudaExpr(N.getOp(), Ops);
   }
-  return expandCudaExpr(N.getOp(), Ops);
+  // An fp8 value holds only what fp8 can (the interpreter rounds it too):
+  // its rounding error is too large to leave to the store, should a later
+  // member of a fused chain read it first.
+  DType T = N.getType().Dtype;
+  if (isFp8DType(T))
+    return "mt_round_" + dtypeName(T).str() + "(" + E + ")";
+  return E;
 }
 
 static std::string var(const Value *V) {

@@ -17,6 +17,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cmath>
 #include <map>
 
 using namespace mtsched;
@@ -150,6 +151,104 @@ __device__ __forceinline__ void mt_load_tile(unsigned short *sA,
   }
 #endif
 }
+
+#if FP8
+// fp8 operands: STAGES raw k-tiles (BM x BK of A, BK x BN of B, a byte an
+// element) land by cp.async; each is then widened (exactly) into one of
+// two f16 tiles, which the MMAs read.
+__device__ __forceinline__ void mt_load_tile8(unsigned char *rA,
+                                              unsigned char *rB,
+                                              const unsigned char *A,
+                                              const unsigned char *B,
+                                              long long m0, long long n0,
+                                              int stage, int kt) {
+  const int tid = threadIdx.x;
+  const long long k0 = (long long)kt * BK;
+  unsigned char *a = rA + stage * (BM * BK);
+  unsigned char *b = rB + stage * (BK * BN);
+#if ALIGNED16
+  #pragma unroll
+  for (int ch = tid; ch < BM * BK / 16; ch += THREADS) {
+    const int row = ch / (BK / 16), kc = (ch % (BK / 16)) * 16;
+    const long long gm = m0 + row, gk = k0 + kc;
+    const bool ok = gm < M_ && gk < K_;
+    mt_cp_async16(a + row * BK + kc, ok ? A + gm * K_ + gk : A, ok ? 16 : 0);
+  }
+  #pragma unroll
+  for (int ch = tid; ch < BK * BN / 16; ch += THREADS) {
+    const int row = ch / (BN / 16), nc = (ch % (BN / 16)) * 16;
+    const long long gk = k0 + row, gn = n0 + nc;
+    const bool ok = gk < K_ && gn < N_;
+    mt_cp_async16(b + row * BN + nc, ok ? B + gk * N_ + gn : B, ok ? 16 : 0);
+  }
+#else
+  // Rows not 16-byte aligned: element-wise predicated copies.
+  for (int e = tid; e < BM * BK; e += THREADS) {
+    const int row = e / BK, kk = e % BK;
+    const long long gm = m0 + row, gk = k0 + kk;
+    a[e] = (gm < M_ && gk < K_) ? A[gm * K_ + gk] : (unsigned char)0;
+  }
+  for (int e = tid; e < BK * BN; e += THREADS) {
+    const int row = e / BN, nn = e % BN;
+    const long long gk = k0 + row, gn = n0 + nn;
+    b[e] = (gk < K_ && gn < N_) ? B[gk * N_ + gn] : (unsigned char)0;
+  }
+#endif
+}
+
+// Four fp8 bytes of x as four halves, exactly (lo: bytes 0 and 1, hi: 2
+// and 3): the sm_89+ conversion, two elements an instruction.
+#if __CUDA_ARCH__ < 890
+#error "fp8 GEMM tiles need sm_89 or newer: cvt.rn.f16x2.e4m3x2"
+#endif
+__device__ __forceinline__ void mt_widen4_f8e4m3(unsigned x, unsigned &lo,
+                                                 unsigned &hi) {
+  asm("{ .reg .b16 l, h;\n  mov.b32 {l, h}, %2;\n"
+      "  cvt.rn.f16x2.e4m3x2 %0, l;\n  cvt.rn.f16x2.e4m3x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi) : "r"(x));
+}
+__device__ __forceinline__ void mt_widen4_f8e5m2(unsigned x, unsigned &lo,
+                                                 unsigned &hi) {
+  asm("{ .reg .b16 l, h;\n  mov.b32 {l, h}, %2;\n"
+      "  cvt.rn.f16x2.e5m2x2 %0, l;\n  cvt.rn.f16x2.e5m2x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi) : "r"(x));
+}
+
+// Widens raw stage `stage` into the f16 tiles sA (BM x AS) and sB (BK x BS),
+// eight elements (16 bytes of halves) per step.
+__device__ __forceinline__ void mt_widen_tile8(unsigned short *sA,
+                                               unsigned short *sB,
+                                               const unsigned char *rA,
+                                               const unsigned char *rB,
+                                               int stage) {
+  const int tid = threadIdx.x;
+  const unsigned char *a = rA + stage * (BM * BK);
+  const unsigned char *b = rB + stage * (BK * BN);
+  #pragma unroll
+  for (int ch = tid; ch < BM * BK / 8; ch += THREADS) {
+    const int row = ch / (BK / 8), kc = (ch % (BK / 8)) * 8;
+    const uint2 x = *(const uint2 *)(a + row * BK + kc);
+    uint4 h;
+    MT_WIDEN_A(x.x, h.x, h.y);
+    MT_WIDEN_A(x.y, h.z, h.w);
+    *(uint4 *)(sA + row * AS + kc) = h;
+  }
+  #pragma unroll
+  for (int ch = tid; ch < BK * BN / 8; ch += THREADS) {
+    const int row = ch / (BN / 8), nc = (ch % (BN / 8)) * 8;
+    const uint2 x = *(const uint2 *)(b + row * BN + nc);
+    uint4 h;
+    MT_WIDEN_B(x.x, h.x, h.y);
+    MT_WIDEN_B(x.y, h.z, h.w);
+    *(uint4 *)(sB + row * BS + nc) = h;
+  }
+}
+#define MT_LOAD(s, kt) mt_load_tile8(rA, rB, A, B, m0, n0, (s), (kt))
+typedef unsigned char mt_operand;
+#else
+#define MT_LOAD(s, kt) mt_load_tile(sA, sB, A, B, m0, n0, (s), (kt))
+typedef unsigned short mt_operand;
+#endif
 )";
 
 static llvm::Expected<EpilogueCode>
@@ -336,15 +435,22 @@ bool codegen::warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN) {
 llvm::Expected<KernelSource>
 mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
                             const GemmTileConfig &T, bool Fused, int64_t MArg) {
-  if (N.getOp() != OpCode::MatMul || N.getNumOperands() != 2)
+  bool Fp8 = N.getNumOperands() == 4;
+  if (N.getOp() != OpCode::MatMul || (N.getNumOperands() != 2 && !Fp8))
     return err("'%" + N.getName() + "' is not a matmul");
   const Value *AV = N.getOperand(0), *BV = N.getOperand(1);
   const TensorType &A = AV->getType(), &B = BV->getType();
   DType Dt = A.Dtype;
-  if (B.Dtype != Dt ||
-      !(Dt == DType::BF16 || Dt == DType::F16 || Dt == DType::F32))
-    return err("the GEMM template needs bf16, f16 or f32 operands, got " +
+  if (Fp8 ? !isFp8DType(A.Dtype) || !isFp8DType(B.Dtype)
+          : B.Dtype != Dt ||
+                !(Dt == DType::BF16 || Dt == DType::F16 || Dt == DType::F32))
+    return err("the GEMM template needs bf16, f16 or f32 operands, or fp8 "
+               "ones with their scales, got " +
                dtypeName(A.Dtype) + " and " + dtypeName(B.Dtype));
+  if (Fp8 && T.Template != GemmTemplate::MmaSync)
+    return err("tile " + gemmChoiceName(T) +
+               " cannot take fp8 operands: only the mma.sync template widens "
+               "them");
   if (T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.Warps <= 0 || T.Stages <= 0)
     return err("tile sizes must be positive");
   int64_t Kd = A.innerDim(), Nn = B.innerDim();
@@ -365,10 +471,20 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
   ParamList P;
   P.Inputs.insert(AV);
   P.Inputs.insert(BV);
+  if (Fp8) {
+    P.Inputs.insert(N.getOperand(2));
+    P.Inputs.insert(N.getOperand(3));
+  }
   llvm::Expected<EpilogueCode> Epi =
       buildEpilogue(N, Fused, P, Rows, Nn, Resized);
   if (!Epi)
     return Epi.takeError();
+  if (Fp8)
+    // Before the epilogue: the per-tensor scales (mt_ab_scale, read once
+    // per thread at the start of the kernel).
+    Epi->Pre = "        v = v * mt_ab_scale; // scales %" +
+               N.getOperand(2)->getName() + " * %" +
+               N.getOperand(3)->getName() + "\n" + Epi->Pre;
   if (Epi->RowNode && Nn > T.BN)
     return err("a row reduction needs the whole row in one CTA, but N = " +
                llvm::Twine(Nn) + " > BN = " + llvm::Twine(T.BN));
@@ -406,19 +522,34 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
       return err("tile " + gemmChoiceName(T) +
                  " does not split into 16x16 warp tiles with " +
                  llvm::Twine(T.Warps) + " warps");
-    int Stages = std::max(2, T.Stages);
+    // fp8 widens tile kt + 1 while tile kt + STAGES - 1 is copied: three
+    // raw stages at least.
+    int Stages = std::max(Fp8 ? 3 : 2, T.Stages);
     bool Aligned = Kd % 8 == 0 && Nn % 8 == 0;
-    int64_t Smem = int64_t(Stages) *
-                   (int64_t(T.BM) * (T.BK + 8) + int64_t(T.BK) * (T.BN + 8)) *
-                   2;
+    // 16-bit operands: STAGES padded tiles. fp8: two padded f16 tiles plus
+    // STAGES raw ones.
+    int64_t Padded =
+        (int64_t(T.BM) * (T.BK + 8) + int64_t(T.BK) * (T.BN + 8)) * 2;
+    int64_t Smem = Fp8 ? 2 * Padded + int64_t(Stages) * (int64_t(T.BM) * T.BK +
+                                                         int64_t(T.BK) * T.BN)
+                       : Stages * Padded;
     Smem = std::max<int64_t>(Smem, int64_t(T.BM) * 8);
+    if (Fp8 && T.BN % 16)
+      return err("tile " + gemmChoiceName(T) +
+                 " cannot take fp8 operands: BN must be a multiple of 16");
     OS << "#define WARPS_M " << WarpsM << "\n#define WARPS_N " << WarpsN
        << "\n#define STAGES " << Stages << "\n#define ALIGNED8 "
        << (Aligned ? 1 : 0) << " // K and N multiples of 8: 16-byte copies\n"
        << "#define MMA_TYPE \"" << (Dt == DType::BF16 ? "bf16" : "f16")
        << "\"\n#define SPLITK " << Split
        << " // CTAs per output tile, each over a slice of K\n"
-       << TensorCoreMainLoop;
+       << "#define FP8 " << (Fp8 ? 1 : 0) << "\n";
+    if (Fp8)
+      OS << "#define ALIGNED16 " << (Kd % 16 == 0 && Nn % 16 == 0 ? 1 : 0)
+         << " // K and N multiples of 16: 16-byte fp8 copies\n"
+         << "#define MT_WIDEN_A mt_widen4_" << dtypeName(A.Dtype)
+         << "\n#define MT_WIDEN_B mt_widen4_" << dtypeName(B.Dtype) << "\n";
+    OS << TensorCoreMainLoop;
     OS << R"(
 // Accumulator (mt, nt, i) of this thread sits at row
 // wm*WM + mt*16 + lane/4 + 8*(i/2), column wn*WN + nt*8 + 2*(lane%4) + i%2.
@@ -448,7 +579,15 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
        << (Split > 1 ? ", float *__restrict__ mt_ws" : "") << ") {\n"
        << "  extern __shared__ __align__(16) unsigned char mt_smem[];\n"
        << "  unsigned short *sA = (unsigned short *)mt_smem;\n"
+       << "#if FP8\n"
+       << "  // Two f16 tiles (A then B each), then the raw stages.\n"
+       << "  unsigned short *sB = sA + BM * AS;\n"
+       << "  unsigned char *rA = (unsigned char *)(sA + 2 * (BM * AS + BK * "
+          "BS));\n"
+       << "  unsigned char *rB = rA + STAGES * BM * BK;\n"
+       << "#else\n"
        << "  unsigned short *sB = sA + STAGES * BM * AS;\n"
+       << "#endif\n"
        << "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
        << "  const int wm = warp / WARPS_N, wn = warp % WARPS_N;\n"
        << "  // blockIdx.z: the batch, then the slice of K (SPLITK per "
@@ -457,11 +596,14 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
        << "  const int split = blockIdx.z % SPLITK;\n"
        << "  (void)split;\n";
     emitGroupedRaster(OS);
-    OS << "  const unsigned short *A = (const unsigned short *)" << AName
+    OS << "  const mt_operand *A = (const mt_operand *)" << AName
        << " + bz * M_ * K_;\n"
-       << "  const unsigned short *B = (const unsigned short *)" << BName
-       << (BatchedB ? " + bz * K_ * N_;\n" : ";\n")
-       << R"(  float acc[MT][NT][4];
+       << "  const mt_operand *B = (const mt_operand *)" << BName
+       << (BatchedB ? " + bz * K_ * N_;\n" : ";\n");
+    if (Fp8)
+      OS << "  const float mt_ab_scale = " << P.name(N.getOperand(2))
+         << "[0] * " << P.name(N.getOperand(3)) << "[0];\n";
+    OS << R"(  float acc[MT][NT][4];
   #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
     #pragma unroll
@@ -478,18 +620,39 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
   #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT)
-      mt_load_tile(sA, sB, A, B, m0, n0, s, kt0 + s);
+      MT_LOAD(s, kt0 + s);
     mt_cp_async_commit();
   }
+#if FP8
+  // Raw tile 0 widened before the loop; iteration kt widens tile kt + 1
+  // into the other f16 tile while its MMAs read tile kt.
+  MT_CP_ASYNC_WAIT(STAGES - 2);
+  __syncthreads();
+  if (KT > 0)
+    mt_widen_tile8(sA, sB, rA, rB, 0);
+#endif
   for (int kt = 0; kt < KT; ++kt) {
+#if FP8
+    MT_CP_ASYNC_WAIT(STAGES - 3); // raw tile kt + 1 has landed
+#else
     MT_CP_ASYNC_WAIT(STAGES - 2); // tile kt has landed
+#endif
     __syncthreads();              // and everyone is done with tile kt-1
     const int next = kt + STAGES - 1;
     if (next < KT)
-      mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, kt0 + next);
+      MT_LOAD(next % STAGES, kt0 + next);
     mt_cp_async_commit();
+#if FP8
+    const unsigned short *a = sA + (kt & 1) * (BM * AS + BK * BS);
+    const unsigned short *b = a + BM * AS;
+    if (kt + 1 < KT)
+      mt_widen_tile8(sA + ((kt + 1) & 1) * (BM * AS + BK * BS),
+                     sA + ((kt + 1) & 1) * (BM * AS + BK * BS) + BM * AS, rA,
+                     rB, (kt + 1) % STAGES);
+#else
     const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
     const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
+#endif
     #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
       unsigned af[MT][4], bf[NT][2];

@@ -5,7 +5,8 @@
 using namespace mtsched;
 
 TEST(TypesTest, DTypeNamesRoundTrip) {
-  for (DType T : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64})
+  for (DType T : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64,
+                  DType::F8E4M3, DType::F8E5M2})
     EXPECT_EQ(parseDType(dtypeName(T)), T) << dtypeName(T).str();
   EXPECT_FALSE(parseDType("f64").has_value());
   EXPECT_FALSE(parseDType("F32").has_value());
@@ -23,6 +24,12 @@ TEST(TypesTest, DTypeSizesAndFloatness) {
   EXPECT_TRUE(isFloatDType(DType::F32));
   EXPECT_FALSE(isFloatDType(DType::I32));
   EXPECT_FALSE(isFloatDType(DType::I64));
+  for (DType T : {DType::F8E4M3, DType::F8E5M2}) {
+    EXPECT_EQ(dtypeBytes(T), 1u);
+    EXPECT_TRUE(isFloatDType(T));
+    EXPECT_TRUE(isFp8DType(T));
+  }
+  EXPECT_FALSE(isFp8DType(DType::BF16));
 }
 
 TEST(TypesTest, TensorTypeSizes) {

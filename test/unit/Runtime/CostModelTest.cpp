@@ -13,7 +13,7 @@ DeviceDesc h200() { return cantFail(getBuiltinDevice("h200")); }
 DeviceDesc h100() { return cantFail(getBuiltinDevice("h100")); }
 
 GemmProblem gemm(int64_t M, int64_t N, int64_t K) {
-  return GemmProblem{1, M, N, K, DType::BF16};
+  return GemmProblem{1, M, N, K, DType::BF16, {}};
 }
 
 const GemmTile Big{128, 256, 64, 8, 3};
@@ -229,7 +229,7 @@ TEST(CostModelTest, SizesNearTheInt64LimitStayFinite) {
   EXPECT_GT(Epi, 1e12);
   EXPECT_TRUE(std::isfinite(reductionTimeUs(D, Max, Max, DType::I64, 4)));
   EXPECT_TRUE(std::isfinite(pointwiseTimeUs(D, Max, Max, 1e300)));
-  GemmProblem P{1, 1, Max / 4, 1, DType::F32};
+  GemmProblem P{1, 1, Max / 4, 1, DType::F32, {}};
   EXPECT_TRUE(std::isfinite(gemmTimeUs(D, P, Mid, E)));
   EXPECT_TRUE(std::isfinite(externGemmTimeUs(D, P)));
   EXPECT_TRUE(std::isfinite(collectiveTimeUs(
@@ -393,7 +393,7 @@ TEST(CostModelTest, SwiGluIsOneGemmOfTwiceTheColumnsWritingHalf) {
   GemmTile T{64, 64, 64, 4, 4};
   GemmTile Wide{64, 128, 64, 4, 4};
   for (int64_t M : {16, 4096}) {
-    GemmProblem P{1, M, 7168, 4096, DType::BF16};
+    GemmProblem P{1, M, 7168, 4096, DType::BF16, {}};
     GemmProblem P2 = P;
     P2.N = 2 * P.N;
     double Merged = swigluTimeUs(D, P, T, None);
@@ -412,7 +412,7 @@ TEST(CostModelTest, SwiGluIsOneGemmOfTwiceTheColumnsWritingHalf) {
     EXPECT_LT(Merged, Split) << M;
   }
   // No wgmma merged template; a row reduction needs the whole row.
-  GemmProblem P{1, 16, 7168, 4096, DType::BF16};
+  GemmProblem P{1, 16, 7168, 4096, DType::BF16, {}};
   EXPECT_TRUE(
       std::isinf(swigluTimeUs(D, P, GemmTile{64, 64, 64, 8, 4, true}, None)));
   EpilogueDesc Norm;
