@@ -12,6 +12,27 @@ bool mtsched::isFusableOp(OpCode Op) {
   return isPointwise(Op) || isRowReduction(Op);
 }
 
+bool mtsched::isFusableLayoutNode(const Node &N) {
+  switch (N.getOp()) {
+  case OpCode::Reshape:
+  case OpCode::Expand:
+  case OpCode::Transpose:
+  case OpCode::Slice:
+  case OpCode::Concat:
+    break;
+  default:
+    return false; // index_select reads its indices at run time
+  }
+  // A fused kernel computes in float: integer tensors keep their exact
+  // gather kernels.
+  if (!isFloatDType(N.getType().Dtype))
+    return false;
+  for (const Operand &O : N.getOperands())
+    if (!isFloatDType(O.V->getType().Dtype))
+      return false;
+  return true;
+}
+
 namespace {
 
 class FusionAnalysis {
@@ -35,6 +56,12 @@ private:
   static bool isFusableBuffer(const Node *N) {
     return N && llvm::isa<BufferNode>(N) && isFusableOp(N->getOp());
   }
+  /// A buffer groupBuffers may put in a kernel with others: a pointwise op,
+  /// a row reduction, or a layout op it reads through.
+  bool isGroupable(const Node *N) const {
+    return isFusableBuffer(N) || (N && llvm::isa<BufferNode>(N) &&
+                                  !NoLayout.count(N) && isFusableLayoutNode(*N));
+  }
   /// The operand through which a fusion of Consumer into the kernel would
   /// form a cycle, or null. Only nodes after the kernel's first node can
   /// depend on it, which keeps the search short.
@@ -48,6 +75,15 @@ private:
   readOutside(llvm::ArrayRef<const Node *> Chain) const;
   void findEpilogue(const MultiTemplateBufferNode &M, FusionPlan &Plan);
   void groupBuffers(FusionPlan &Plan);
+  /// Members of kernels with layout ops that cannot stay: a reshape whose
+  /// value is read outside (it stays a view), or every layout member of a
+  /// kernel whose values read outside differ in shape (one iteration space
+  /// writes them all). Empty when every kernel is well formed.
+  std::vector<const Node *> invalidLayoutMembers() const;
+  /// Moves a layout op alone in its kernel into the kernel of its readers
+  /// when they are all in one (a slice or transpose of a graph input read
+  /// by a pointwise group): the group then reads through it.
+  void absorbLayoutProducers();
 
   const Graph &G;
   const FusionOptions &Opts;
@@ -59,6 +95,11 @@ private:
   std::vector<unsigned> KernelFirst;
   /// Kernels that are epilogue chains and take no other members.
   llvm::DenseSet<unsigned> Closed;
+  /// Kernels with a row reduction, and kernels with a layout op: a kernel
+  /// has one or the other (a reduction's rows are one shape).
+  llvm::DenseSet<unsigned> WithReduction, WithLayout;
+  /// Layout ops that stay out of kernels (invalidLayoutMembers).
+  llvm::DenseSet<const Node *> NoLayout;
   /// The template whose epilogue each chain member is in.
   llvm::DenseMap<const Node *, const MultiTemplateBufferNode *> EpilogueOwner;
 };
@@ -242,17 +283,24 @@ void FusionAnalysis::groupBuffers(FusionPlan &Plan) {
     if (!llvm::isa<BufferNode>(C) || KernelOf.count(C))
       continue;
     bool Joined = false;
-    if (isFusableOp(C->getOp())) {
+    bool CLayout = !isFusableOp(C->getOp()) && isGroupable(C);
+    if (isGroupable(C)) {
       for (const Operand &O : C->getOperands()) {
         const Node *P = O.V->getDef();
-        if (!isFusableBuffer(P) || !KernelOf.count(P))
+        if (!isGroupable(P) || !KernelOf.count(P))
           continue;
         unsigned K = KernelOf[P];
         const Node *First = G.getNodes()[KernelFirst[K]].get();
+        bool Layout = CLayout || WithLayout.count(K);
         std::string Why;
         if (Closed.count(K)) {
           Why = "'%" + P->getName() + "' belongs to an epilogue";
-        } else if (C->getType().Shape != First->getType().Shape) {
+        } else if (Layout && (WithReduction.count(K) ||
+                              isRowReduction(C->getOp()))) {
+          Why = "a kernel with a row reduction takes no layout op";
+        } else if (!Layout && C->getType().Shape != First->getType().Shape) {
+          // Layout kernels compute each value where it is read (index by
+          // index), so their members may differ in shape.
           Why = "'%" + C->getName() + "' iterates over " +
                 shapeStr(C->getType().Shape) + ", not " +
                 shapeStr(First->getType().Shape);
@@ -266,16 +314,107 @@ void FusionAnalysis::groupBuffers(FusionPlan &Plan) {
         }
         KernelSets[K].insert(C);
         KernelOf[C] = K;
+        if (CLayout)
+          WithLayout.insert(K);
+        if (isRowReduction(C->getOp()))
+          WithReduction.insert(K);
         Joined = true;
         break;
       }
     }
     if (!Joined) {
       KernelOf[C] = KernelSets.size();
+      if (CLayout)
+        WithLayout.insert(KernelSets.size());
+      if (isRowReduction(C->getOp()))
+        WithReduction.insert(KernelSets.size());
       KernelSets.push_back(KernelSet{C});
       KernelFirst.push_back(C->getIndex());
     }
   }
+}
+
+void FusionAnalysis::absorbLayoutProducers() {
+  for (unsigned L = 0; L < KernelSets.size(); ++L) {
+    if (KernelSets[L].size() != 1)
+      continue;
+    const Node *N = *KernelSets[L].begin();
+    if (isFusableOp(N->getOp()) || !isGroupable(N))
+      continue;
+    auto It = Users.find(N->getResult());
+    if (It == Users.end() || Outputs.count(N->getResult()))
+      continue;
+    auto KIt = KernelOf.find(It->second.front());
+    if (KIt == KernelOf.end())
+      continue;
+    unsigned K = KIt->second;
+    // Into a kernel of groupable members only (not a reshape kept as a
+    // view, nor a gather kernel of its own).
+    if (K == L || Closed.count(K) || WithReduction.count(K) ||
+        !llvm::all_of(KernelSets[K],
+                      [&](const Node *X) { return isGroupable(X); }) ||
+        !llvm::all_of(It->second, [&](const Node *U) {
+          auto UK = KernelOf.find(U);
+          return UK != KernelOf.end() && UK->second == K;
+        }))
+      continue;
+    if (cycleThrough(N, KernelSets[K], std::min(KernelFirst[K], N->getIndex())))
+      continue;
+    KernelSets[K].insert(N);
+    KernelSets[L].clear();
+    KernelOf[N] = K;
+    KernelFirst[K] = std::min(KernelFirst[K], N->getIndex());
+    WithLayout.insert(K);
+    WithLayout.erase(L);
+  }
+  // Drop the emptied kernels.
+  for (unsigned K = KernelSets.size(); K-- > 0;)
+    if (KernelSets[K].empty()) {
+      KernelSets.erase(KernelSets.begin() + K);
+      KernelFirst.erase(KernelFirst.begin() + K);
+    }
+  KernelOf.clear();
+  WithLayout.clear();
+  WithReduction.clear();
+  for (unsigned K = 0; K < KernelSets.size(); ++K)
+    for (const Node *N : KernelSets[K]) {
+      KernelOf[N] = K;
+      if (!isFusableOp(N->getOp()) && isGroupable(N))
+        WithLayout.insert(K);
+      if (isRowReduction(N->getOp()))
+        WithReduction.insert(K);
+    }
+}
+
+std::vector<const Node *> FusionAnalysis::invalidLayoutMembers() const {
+  std::vector<const Node *> Out;
+  for (unsigned K : WithLayout) {
+    const KernelSet &Set = KernelSets[K];
+    if (Set.size() == 1)
+      continue; // a layout op alone is its own gather kernel, as before
+    std::vector<const Node *> Escaping;
+    for (const Node *N : Set) {
+      bool Escapes = Outputs.count(N->getResult());
+      auto It = Users.find(N->getResult());
+      if (It != Users.end())
+        for (const Node *U : It->second)
+          Escapes |= !Set.count(U);
+      if (Escapes)
+        Escaping.push_back(N);
+    }
+    bool SameShape = llvm::all_of(Escaping, [&](const Node *N) {
+      return N->getType().Shape == Escaping.front()->getType().Shape;
+    });
+    for (const Node *N : Set)
+      if (!isFusableOp(N->getOp()) &&
+          (!SameShape || (N->getOp() == OpCode::Reshape &&
+                          llvm::is_contained(Escaping, N))))
+        Out.push_back(N);
+  }
+  llvm::sort(Out, [](const Node *A, const Node *B) {
+    return A->getIndex() < B->getIndex();
+  });
+  return Out;
 }
 
 FusionPlan FusionAnalysis::run() {
@@ -283,7 +422,29 @@ FusionPlan FusionAnalysis::run() {
   for (const auto &N : G.getNodes())
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
       findEpilogue(*M, Plan);
-  groupBuffers(Plan);
+  // Group, then regroup without the layout ops that cannot stay in their
+  // kernels; each round takes at least one out, so this ends.
+  size_t EpilogueKernels = KernelSets.size();
+  std::vector<FusionRejection> Rejections = Plan.Rejections;
+  for (;;) {
+    groupBuffers(Plan);
+    absorbLayoutProducers();
+    std::vector<const Node *> Out = invalidLayoutMembers();
+    // Each round takes out layout ops not taken out before (none is ever
+    // grouped again), so the loop ends.
+    llvm::erase_if(Out, [&](const Node *N) { return NoLayout.count(N); });
+    if (Out.empty())
+      break;
+    NoLayout.insert(Out.begin(), Out.end());
+    for (unsigned K = EpilogueKernels; K < KernelSets.size(); ++K)
+      for (const Node *N : KernelSets[K])
+        KernelOf.erase(N);
+    KernelSets.resize(EpilogueKernels);
+    KernelFirst.resize(EpilogueKernels);
+    WithLayout.clear();
+    WithReduction.clear();
+    Plan.Rejections = Rejections;
+  }
 
   // Number kernels in program order of their first node.
   std::vector<unsigned> Order(KernelSets.size());

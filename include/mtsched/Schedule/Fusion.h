@@ -73,6 +73,13 @@ struct FusionPlan {
 
 /// Whether a buffer of this op can join a fused kernel.
 bool isFusableOp(OpCode Op);
+/// Whether layout node N (reshape, expand, transpose, slice or concat, of
+/// floating-point values) can join a fused kernel of pointwise ops, which
+/// then reads through it: each value is computed at the index its reader
+/// needs, so the layout op moves no memory of its own. Such a kernel has no
+/// row reduction, and the values it writes (those read outside) share one
+/// shape, its iteration space; a reshape read outside stays a view.
+bool isFusableLayoutNode(const Node &N);
 
 FusionPlan analyzeFusion(const Graph &G, const FusionOptions &Opts);
 

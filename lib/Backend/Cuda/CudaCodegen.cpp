@@ -602,6 +602,11 @@ llvm::Error GroupEmitter::emitRows(llvm::raw_ostream &OS) {
 llvm::Expected<KernelSource> GroupEmitter::emit() {
   if (Nodes.empty())
     return err("empty kernel group");
+  if (llvm::any_of(Nodes, [](const Node *N) { return isLayout(N->getOp()); })) {
+    if (RowsOverride > 0)
+      return err("a fused group with layout ops has no size hint");
+    return generateLayoutGroupKernel(Name, Nodes, P.Outputs);
+  }
   // Row mode (one block per row) when a row reduction or a last-dimension
   // sum/max reads a value of the group; otherwise one thread per element,
   // sum/max of inputs looping over the reduced dimension.

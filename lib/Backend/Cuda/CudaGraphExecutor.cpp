@@ -242,6 +242,20 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
         for (const Operand &E : M->getEpilogue())
           Fused.insert(E.V->getDef());
   std::map<int, bool> GroupDone;
+  // Layout ops in a kernel group with others: the group reads through them.
+  llvm::DenseSet<const Node *> InLayoutGroup;
+  {
+    std::map<unsigned, unsigned> Size;
+    for (const auto &N : G.getNodes())
+      if (const auto *B = llvm::dyn_cast<BufferNode>(N.get()))
+        if (B->getKernel() != BufferNode::NoKernel)
+          ++Size[B->getKernel()];
+    for (const auto &N : G.getNodes())
+      if (const auto *B = llvm::dyn_cast<BufferNode>(N.get()))
+        if (isLayout(B->getOp()) && B->getKernel() != BufferNode::NoKernel &&
+            Size[B->getKernel()] > 1)
+          InLayoutGroup.insert(B);
+  }
   unsigned Launched = 0;
   if (IO.Check)
     for (const auto &N : G.getNodes()) {
@@ -364,9 +378,10 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
       ++Launched;
       continue;
     }
-    if (isLayout(B->getOp())) {
+    if (isLayout(B->getOp()) && !InLayoutGroup.count(B)) {
       // reshape is a view of its operand's memory; the other layout ops
-      // gather into their own buffer.
+      // gather into their own buffer. In a group with others, the group's
+      // kernel reads through them.
       if (B->getOp() == OpCode::Reshape) {
         Dev[B->getResult()] = Dev[B->getOperand(0)];
         continue;

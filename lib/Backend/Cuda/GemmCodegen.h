@@ -55,6 +55,14 @@ struct ParamList {
 KernelSource gridStrideKernel(std::string Fn, std::string Source,
                               const ParamList &P, unsigned Block, int64_t Work);
 
+/// A fused group with layout ops (LayoutGroupKernels.cpp): one thread per
+/// element of Outputs (all of one shape), each value computed at the index
+/// its reader needs.
+llvm::Expected<KernelSource>
+generateLayoutGroupKernel(llvm::StringRef Name,
+                          llvm::ArrayRef<const Node *> Nodes,
+                          llvm::ArrayRef<const Value *> Outputs);
+
 /// The start of a kernel Fn with one thread per fibre across a dimension
 /// (scatter, cumsum): the prelude, a comment line saying What, the
 /// signature and a grid-stride loop over Fibres fibres that defines `o`

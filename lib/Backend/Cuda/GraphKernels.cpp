@@ -66,8 +66,8 @@ mtsched::generateGraphKernels(const Graph &G,
     std::string Name = KV.first >= 0
                            ? G.getName() + "_kernel" + std::to_string(KV.first)
                            : G.getName() + "_" + Nodes.front()->getName();
-    // Layout ops are never grouped with others (they are not fusable);
-    // reshape is a view and runs nothing.
+    // A layout op alone is a gather kernel (reshape, a view, runs
+    // nothing); grouped, the group reads through it (generateGroupKernel).
     if (isSort(Nodes.front()->getOp())) {
       Take(generateSortKernel(Name, *Nodes.front()), "kernel '" + Name + "'");
       continue;
@@ -81,7 +81,7 @@ mtsched::generateGraphKernels(const Graph &G,
       Take(generateScanKernel(Name, *Nodes.front()), "kernel '" + Name + "'");
       continue;
     }
-    if (isLayout(Nodes.front()->getOp())) {
+    if (Nodes.size() == 1 && isLayout(Nodes.front()->getOp())) {
       if (Nodes.front()->getOp() != OpCode::Reshape)
         Take(generateLayoutKernel(Name, *Nodes.front()),
              "kernel '" + Name + "'");
