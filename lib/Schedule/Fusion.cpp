@@ -59,8 +59,9 @@ private:
   /// A buffer groupBuffers may put in a kernel with others: a pointwise op,
   /// a row reduction, or a layout op it reads through.
   bool isGroupable(const Node *N) const {
-    return isFusableBuffer(N) || (N && llvm::isa<BufferNode>(N) &&
-                                  !NoLayout.count(N) && isFusableLayoutNode(*N));
+    return isFusableBuffer(N) ||
+           (N && llvm::isa<BufferNode>(N) && !NoLayout.count(N) &&
+            isFusableLayoutNode(*N));
   }
   /// The operand through which a fusion of Consumer into the kernel would
   /// form a cycle, or null. Only nodes after the kernel's first node can
@@ -295,8 +296,8 @@ void FusionAnalysis::groupBuffers(FusionPlan &Plan) {
         std::string Why;
         if (Closed.count(K)) {
           Why = "'%" + P->getName() + "' belongs to an epilogue";
-        } else if (Layout && (WithReduction.count(K) ||
-                              isRowReduction(C->getOp()))) {
+        } else if (Layout &&
+                   (WithReduction.count(K) || isRowReduction(C->getOp()))) {
           Why = "a kernel with a row reduction takes no layout op";
         } else if (!Layout && C->getType().Shape != First->getType().Shape) {
           // Layout kernels compute each value where it is read (index by
@@ -407,8 +408,8 @@ std::vector<const Node *> FusionAnalysis::invalidLayoutMembers() const {
     });
     for (const Node *N : Set)
       if (!isFusableOp(N->getOp()) &&
-          (!SameShape || (N->getOp() == OpCode::Reshape &&
-                          llvm::is_contained(Escaping, N))))
+          (!SameShape ||
+           (N->getOp() == OpCode::Reshape && llvm::is_contained(Escaping, N))))
         Out.push_back(N);
   }
   llvm::sort(Out, [](const Node *A, const Node *B) {

@@ -224,24 +224,48 @@ __device__ __forceinline__ void mt_widen_tile8(unsigned short *sA,
   const int tid = threadIdx.x;
   const unsigned char *a = rA + stage * (BM * BK);
   const unsigned char *b = rB + stage * (BK * BN);
+  // Trip counts known at compile time, so the loops unroll: every thread
+  // issues all its shared-memory loads before the first conversion waits
+  // on one (a few warps per SM must hide the latency themselves).
+#define A_CH (BM * BK / 8)
+#define B_CH (BK * BN / 8)
+  uint2 xa[(A_CH + THREADS - 1) / THREADS], xb[(B_CH + THREADS - 1) / THREADS];
   #pragma unroll
-  for (int ch = tid; ch < BM * BK / 8; ch += THREADS) {
-    const int row = ch / (BK / 8), kc = (ch % (BK / 8)) * 8;
-    const uint2 x = *(const uint2 *)(a + row * BK + kc);
-    uint4 h;
-    MT_WIDEN_A(x.x, h.x, h.y);
-    MT_WIDEN_A(x.y, h.z, h.w);
-    *(uint4 *)(sA + row * AS + kc) = h;
+  for (int it = 0; it < (A_CH + THREADS - 1) / THREADS; ++it) {
+    const int ch = tid + it * THREADS;
+    if (A_CH % THREADS == 0 || ch < A_CH)
+      xa[it] = *(const uint2 *)(a + ch * 8);
   }
   #pragma unroll
-  for (int ch = tid; ch < BK * BN / 8; ch += THREADS) {
-    const int row = ch / (BN / 8), nc = (ch % (BN / 8)) * 8;
-    const uint2 x = *(const uint2 *)(b + row * BN + nc);
-    uint4 h;
-    MT_WIDEN_B(x.x, h.x, h.y);
-    MT_WIDEN_B(x.y, h.z, h.w);
-    *(uint4 *)(sB + row * BS + nc) = h;
+  for (int it = 0; it < (B_CH + THREADS - 1) / THREADS; ++it) {
+    const int ch = tid + it * THREADS;
+    if (B_CH % THREADS == 0 || ch < B_CH)
+      xb[it] = *(const uint2 *)(b + ch * 8);
   }
+  #pragma unroll
+  for (int it = 0; it < (A_CH + THREADS - 1) / THREADS; ++it) {
+    const int ch = tid + it * THREADS;
+    if (A_CH % THREADS == 0 || ch < A_CH) {
+      const int row = ch / (BK / 8), kc = (ch % (BK / 8)) * 8;
+      uint4 h;
+      MT_WIDEN_A(xa[it].x, h.x, h.y);
+      MT_WIDEN_A(xa[it].y, h.z, h.w);
+      *(uint4 *)(sA + row * AS + kc) = h;
+    }
+  }
+  #pragma unroll
+  for (int it = 0; it < (B_CH + THREADS - 1) / THREADS; ++it) {
+    const int ch = tid + it * THREADS;
+    if (B_CH % THREADS == 0 || ch < B_CH) {
+      const int row = ch / (BN / 8), nc = (ch % (BN / 8)) * 8;
+      uint4 h;
+      MT_WIDEN_B(xb[it].x, h.x, h.y);
+      MT_WIDEN_B(xb[it].y, h.z, h.w);
+      *(uint4 *)(sB + row * BS + nc) = h;
+    }
+  }
+#undef A_CH
+#undef B_CH
 }
 #define MT_LOAD(s, kt) mt_load_tile8(rA, rB, A, B, m0, n0, (s), (kt))
 typedef unsigned char mt_operand;

@@ -94,11 +94,10 @@ std::string LayoutGroupEmitter::broadcast(const std::string &Flat,
   for (size_t D = 0; D < Op.size(); ++D) {
     if (Op[D] == 1)
       continue;
-    E += (E.empty() ? "" : " + ") + ("(" + Flat + " / " +
-                                      std::to_string(OutStride[D + Shift]) +
-                                      "LL) % " + std::to_string(Out[D + Shift]) +
-                                      "LL * " + std::to_string(OpStride[D]) +
-                                      "LL");
+    E += (E.empty() ? "" : " + ") +
+         ("(" + Flat + " / " + std::to_string(OutStride[D + Shift]) + "LL) % " +
+          std::to_string(Out[D + Shift]) + "LL * " +
+          std::to_string(OpStride[D]) + "LL");
   }
   return index(E.empty() ? "0LL" : E);
 }
@@ -143,23 +142,21 @@ LayoutGroupEmitter::valueAt(const Value *V, const std::string &Flat) {
         return X.takeError();
       Result = *X;
     } else {
-      Body += Indent + "// %" + N->getName() + " = " +
-              N->getOpName().str() + ", read through\n";
+      Body += Indent + "// %" + N->getName() + " = " + N->getOpName().str() +
+              ", read through\n";
       std::vector<int64_t> Stride = stridesOf(Plan->OutShape);
       std::vector<std::string> Coord(Plan->OutShape.size());
       auto CoordAt = [&](size_t D) {
         if (Coord[D].empty())
           Coord[D] = index("(" + Flat + " / " + std::to_string(Stride[D]) +
-                           "LL) % " + std::to_string(Plan->OutShape[D]) +
-                           "LL");
+                           "LL) % " + std::to_string(Plan->OutShape[D]) + "LL");
         return Coord[D];
       };
       auto SourceIndex = [&](const LayoutPlan::Source &S) {
         std::string E = std::to_string(S.Base) + "LL";
         for (size_t D = 0; D < S.Coef.size(); ++D)
           if (S.Coef[D])
-            E += " + " + CoordAt(D) + " * " + std::to_string(S.Coef[D]) +
-                 "LL";
+            E += " + " + CoordAt(D) + " * " + std::to_string(S.Coef[D]) + "LL";
         return index(E);
       };
       if (Plan->Sources.size() == 1) {
@@ -184,10 +181,10 @@ LayoutGroupEmitter::valueAt(const Value *V, const std::string &Flat) {
         for (size_t I = 0; I < Plan->Sources.size(); ++I) {
           const LayoutPlan::Source &S = Plan->Sources[I];
           bool Last = I + 1 == Plan->Sources.size();
-          Body += Outer + (I ? "} else " : "") +
-                  (Last ? std::string("{\n")
-                        : "if (" + C + " < " + std::to_string(S.Hi) +
-                              "LL) {\n");
+          Body +=
+              Outer + (I ? "} else " : "") +
+              (Last ? std::string("{\n")
+                    : "if (" + C + " < " + std::to_string(S.Hi) + "LL) {\n");
           Indent = Outer + "  ";
           Memo.emplace_back();
           llvm::Expected<std::string> X =
@@ -232,8 +229,8 @@ codegen::generateLayoutGroupKernel(llvm::StringRef Name,
     llvm::Expected<std::string> X = E.valueAt(O, "i");
     if (!X)
       return X.takeError();
-    Stores += "    " + P.name(O) + "_out[i] = " +
-              storeExpr(O->getType().Dtype, *X) + ";\n";
+    Stores += "    " + P.name(O) +
+              "_out[i] = " + storeExpr(O->getType().Dtype, *X) + ";\n";
   }
   const unsigned Block = 256;
   int64_t Total = Iter.numElements();
