@@ -1,30 +1,18 @@
 # Peer for fp8 GEMMs (bench/fp8-gemm.sh): torch._scaled_mm (cuBLASLt's fp8
 # GEMM, e4m3 x e4m3 with per-tensor scales, bf16 out) and bf16 torch.mm
 # (cuBLAS) at the same shapes, on GPU 0, timed as torch_gemm.py times
-# (CUDA graph of `loop` calls, median of replays / loop, inputs rotated
-# over enough copies to exceed 3x the L2). cuBLASLt wants B column-major
-# (K-major); mtsched's matmul takes B row-major, so the peer's B is the
-# transpose of a row-major [N, K] tensor: the same bytes per element.
+# (peer_timing.gtime: CUDA graph of `loop` calls, median of replays /
+# loop; inputs rotated over enough copies to exceed 3x the L2). cuBLASLt
+# wants B column-major (K-major); mtsched's matmul takes B row-major, so
+# the peer's B is the transpose of a row-major [N, K] tensor: the same
+# bytes per element.
 #   python3 torch_fp8_gemm.py OUT.json [M,N,K ...]
-import json, math, statistics, sys
+import json, math, os, sys
+
 import torch
 
-
-def gtime(fn, copies, iters=20, loop=10):
-    for i in range(5): fn(i % copies)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph(); s0 = torch.cuda.Stream()
-    with torch.cuda.stream(s0):
-        with torch.cuda.graph(g, stream=s0):
-            for i in range(loop): fn(i % copies)
-    torch.cuda.synchronize()
-    for _ in range(3): g.replay()
-    ts = []
-    for _ in range(iters):
-        s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
-        s.record(); g.replay(); e.record(); e.synchronize()
-        ts.append(s.elapsed_time(e) * 1000.0 / loop)
-    return statistics.median(ts)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_timing import gtime  # noqa: E402
 
 
 shapes = [tuple(map(int, a.split(","))) for a in sys.argv[2:]] or \

@@ -104,6 +104,15 @@ struct EpilogueThreads {
   bool QuadRowSums = false;
 };
 
+/// N's epilogue as code over accumulator `v` at (r, c) when Fused (else
+/// only the store of N's result), adding its inputs and outputs to P; Rows
+/// x Inner is the iteration space, Resized when a size hint changed it
+/// (GemmEpilogue.cpp).
+llvm::Expected<EpilogueCode> buildEpilogue(const MultiTemplateBufferNode &N,
+                                           bool Fused, ParamList &P,
+                                           int64_t Rows, int64_t Inner,
+                                           bool Resized);
+
 /// The pointwise chain, the row reduction and the store. The template
 /// defines FOR_EACH_ACC(stmt) binding `v` (by reference), `r` (global row),
 /// `rl` (row within the tile) and `c`; `mt_smem` is its shared memory.
@@ -116,6 +125,10 @@ void emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
 /// mt_load_tile. Needs M_, N_, K_, BM, BN, BK, WARPS_M, WARPS_N, STAGES,
 /// ALIGNED8 and MMA_TYPE defined first.
 extern const char *const TensorCoreMainLoop;
+/// After TensorCoreMainLoop in the GEMM template: with FP8 defined 1, the
+/// raw fp8 tile copy (needs ALIGNED16, MT_WIDEN_A, MT_WIDEN_B) and widening
+/// to f16 (Fp8Tiles.cpp); MT_LOAD(stage, kt) and mt_operand either way.
+extern const char *const Fp8TileCopy;
 
 /// Picks WARPS_M x WARPS_N for an mma.sync tile: warp tiles of at least
 /// 16x16, as square as possible; false if none exists.

@@ -1,0 +1,166 @@
+//===- GemmEpilogue.cpp - The epilogue fused into the GEMM templates ------===//
+//
+// The pointwise chain and final row reduction applied to a GEMM's
+// accumulators before the store, shared by the mma.sync, fp32, wgmma and
+// SwiGLU templates.
+//
+//===----------------------------------------------------------------------===//
+#include "GemmCodegen.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mtsched;
+using namespace mtsched::codegen;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+llvm::Expected<EpilogueCode>
+codegen::buildEpilogue(const MultiTemplateBufferNode &N, bool Fused,
+                       ParamList &P, int64_t Rows, int64_t Inner,
+                       bool Resized) {
+  EpilogueCode E;
+  E.P = &P;
+  E.Result = N.getResult();
+  if (!Fused)
+    return E;
+  std::vector<const Node *> Chain = epilogueNodes(N);
+  if (Chain.empty())
+    return err("'%" + N.getName() + "' has no epilogue to fuse");
+  // Members read outside the kernel (the residual sum beside its RMSNorm)
+  // are stored where the chain computes them, before the outputs' last.
+  llvm::DenseSet<const Value *> Written;
+  for (const Operand &W : N.getEpilogueWrites()) {
+    Written.insert(W.V);
+    P.Outputs.push_back(W.V);
+  }
+  const Value *Prev = N.getResult();
+  const TensorType &Iter = N.getType();
+  llvm::raw_string_ostream OS(E.Pre);
+  for (size_t I = 0; I < Chain.size(); ++I) {
+    const Node *C = Chain[I];
+    auto Load = [&](const Value *V) -> llvm::Expected<std::string> {
+      if (V == Prev)
+        return std::string("v");
+      P.Inputs.insert(V);
+      llvm::Expected<std::string> Idx =
+          indexFor(V->getType(), Rows, Inner, Resized ? nullptr : &Iter);
+      if (!Idx)
+        return Idx.takeError();
+      return loadExpr(V->getType().Dtype, P.name(V), *Idx);
+    };
+    if (isRowReduction(C->getOp())) {
+      if (I + 1 != Chain.size())
+        return err("row reduction '%" + C->getName() +
+                   "' must end the epilogue");
+      if (C->getOperand(0) != Prev)
+        return err("'%" + C->getName() + "' does not normalise '%" +
+                   Prev->getName() + "'");
+      E.RowNode = C;
+      if (C->getOp() == OpCode::RmsNorm) {
+        llvm::Expected<std::string> W = Load(C->getOperand(1));
+        if (!W)
+          return W.takeError();
+        E.RowWeight = *W;
+      }
+      Prev = C->getResult();
+      break;
+    }
+    if (!isPointwise(C->getOp()))
+      return err("'%" + C->getName() + "' cannot be fused into a GEMM");
+    std::vector<std::string> Ops;
+    for (const Operand &O : C->getOperands()) {
+      llvm::Expected<std::string> X = Load(O.V);
+      if (!X)
+        return X.takeError();
+      Ops.push_back(*X);
+    }
+    llvm::Expected<std::string> X = pointwiseExpr(*C, Ops);
+    if (!X)
+      return X.takeError();
+    OS << "        v = " << *X << "; // %" << C->getName() << " = "
+       << C->getOpName() << "\n";
+    if (Written.erase(C->getResult()))
+      OS << "        " << P.name(C->getResult())
+         << "_out[r * N_ + c] = " << storeExpr(C->getType().Dtype, "v")
+         << "; // %" << C->getName() << " is read after the kernel\n";
+    Prev = C->getResult();
+  }
+  if (!Written.empty())
+    return err("the epilogue of '%" + N.getName() +
+               "' writes a value that no pointwise member before its end "
+               "computes");
+  E.Result = Prev;
+  return E;
+}
+
+void codegen::emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
+                               const std::string &OutName, DType OutType,
+                               const EpilogueThreads &T) {
+  const std::string &In = T.InBounds;
+  OS << "  // Epilogue: pointwise chain per element.\n"
+     << "  FOR_EACH_ACC({\n      if (" << In << ") {\n"
+     << E.Pre << "      }\n  });\n";
+  if (E.RowNode) {
+    bool Soft = E.RowNode->getOp() == OpCode::Softmax;
+    std::string Sync = "  " + T.Sync + ";\n";
+    OS << "  // Row reduction %" << E.RowNode->getName() << " = "
+       << E.RowNode->getOpName() << ": this CTA holds whole rows (N <= BN).\n"
+       << Sync << "  float *row_a = (float *)mt_smem;      // per-row sum\n"
+       << "  float *row_b = row_a + BM;           // per-row max\n"
+       << "  for (int t = " << T.Tid << "; t < BM; t += " << T.Count << ") {\n"
+       << "    row_a[t] = 0.f;\n    row_b[t] = -__int_as_float(0x7f800000);\n"
+       << "  }\n"
+       << Sync;
+    // Adds each accumulator's Term (sum) or folds it with fmaxf (max) into
+    // row_a / row_b[rl]; with QuadRowSums, per thread and quad first, so
+    // one shared-memory atomic per row and quad instead of per element.
+    auto Reduce = [&](const std::string &Term, bool Max,
+                      const std::string &Then) {
+      const char *Dst = Max ? "row_b" : "row_a";
+      if (!T.QuadRowSums) {
+        OS << "  FOR_EACH_ACC({ if (" << In << ") { " << Then
+           << (Max ? "mt_atomic_max(&" : "atomicAdd(&") << Dst << "[rl], "
+           << Term << "); } });\n";
+        return;
+      }
+      std::string Init = Max ? "-__int_as_float(0x7f800000)" : "0.f";
+      auto Fold = [&](const std::string &X, const std::string &Y) {
+        return Max ? "fmaxf(" + X + ", " + Y + ")" : X + " + " + Y;
+      };
+      OS << "  {\n    float part[ROW_SLOTS];\n"
+         << "    #pragma unroll\n    for (int h = 0; h < ROW_SLOTS; ++h)\n"
+         << "      part[h] = " << Init << ";\n"
+         << "    FOR_EACH_ACC({ if (" << In << ") { " << Then
+         << "part[ROW_SLOT] = " << Fold("part[ROW_SLOT]", Term) << "; } });\n"
+         << "    FOR_EACH_ROW_SLOT({\n      float x = part[h];\n"
+         << "      x = " << Fold("x", "__shfl_xor_sync(0xffffffffu, x, 1)")
+         << ";\n      x = " << Fold("x", "__shfl_xor_sync(0xffffffffu, x, 2)")
+         << ";\n"
+         << "      if ((lane & 3) == 0 && m0 + rl < M_)\n        "
+         << (Max ? "mt_atomic_max(&" : "atomicAdd(&") << Dst << "[rl], x);\n"
+         << "    });\n  }\n";
+    };
+    if (Soft) {
+      Reduce("v", true, "");
+      OS << Sync;
+      Reduce("v", false, "v = expf(v - row_b[rl]); ");
+      OS << Sync << "  FOR_EACH_ACC({ v = v / row_a[rl]; });\n";
+    } else {
+      Reduce("v * v", false, "");
+      OS << Sync << "  FOR_EACH_ACC({ if (" << In
+         << ") v = v * rsqrtf(row_a[rl] / (float)N_ + "
+         << flt(epsOf(*E.RowNode)) << ") * " << E.RowWeight << "; });\n";
+    }
+  }
+  if (T.PairStores && dtypeBytes(OutType) == 2) {
+    OS << "  // Columns c and c + 1 as one 32-bit store (N_ and c are even).\n"
+       << "  FOR_EACH_ACC_PAIR({ if (" << In << ") *(unsigned *)&" << OutName
+       << "[r * N_ + c] = (unsigned)" << storeExpr(OutType, "v0")
+       << " | ((unsigned)" << storeExpr(OutType, "v1") << " << 16); });\n";
+    return;
+  }
+  OS << "  FOR_EACH_ACC({ if (" << In << ") " << OutName
+     << "[r * N_ + c] = " << storeExpr(OutType, "v") << "; });\n";
+}
