@@ -222,9 +222,8 @@ static std::string choiceFamily(const Choice &C) {
   if (C.isExtern())
     return "extern";
   if (std::optional<GemmTileConfig> T = gemmTileOf(C))
-    return T->Template == GemmTemplate::Wgmma ? "wgmma"
-           : T->SplitK > 1                    ? "mma-split-k"
-                                              : "mma";
+    return std::string(T->Template == GemmTemplate::Wgmma ? "wgmma" : "mma") +
+           (T->SplitK > 1 ? "-split-k" : "");
   if (std::optional<AttentionTile> T = attentionTileOf(C))
     return T->Splits > 1 ? "flash-split-kv" : "flash";
   return C.Name == AttentionMathChoice ? "attn-math" : "other";

@@ -284,7 +284,8 @@ double mtsched::gemmTimeUs(const DeviceDesc &D, const GemmProblem &P,
     double Eff = ExternEff * WgmmaShareOfExtern * StageFactor *
                  intensityFactor(D, T.BM, T.BN, P.operandDtype()) /
                  intensityFactor(D, 256, 128, P.operandDtype());
-    GemmKernel K{T.BM, T.BN, T.BK, T.Warps, T.Stages, 1, Eff};
+    GemmKernel K{T.BM, T.BN, T.BK, T.Warps, T.Stages, std::max(1, T.SplitK),
+                 Eff};
     return gemmKernelUs(D, P, K, Fused);
   }
   double BkFactor = T.BK / (T.BK + BkHalf);

@@ -262,9 +262,9 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
   std::string AName = P.name(AV), BName = P.name(BV);
   std::string OutName = P.name(Epi->Result) + "_out";
   bool TensorCores = Dt != DType::F32;
-  if (T.SplitK > 1 && (T.Template != GemmTemplate::MmaSync || !TensorCores))
+  if (T.SplitK > 1 && !TensorCores)
     return err("split-K tile " + gemmChoiceName(T) +
-               " needs the mma.sync template and bf16 or f16 operands");
+               " needs bf16, f16 or fp8 operands");
   int Split = std::max(1, T.SplitK);
   if (T.Template == GemmTemplate::Wgmma) {
     GemmSetup Setup{T,  M,  Nn,    Kd,      Batch,  BatchedB,
@@ -477,9 +477,13 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
           const int e = (wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) *
                             BN +
                         wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);
+          // The own partial from a scalar: selecting the accumulator by a
+          // run-time slice index would put the array on the stack.
+          const float own = acc[mt][nt][i];
           float s = 0.f;
+          #pragma unroll
           for (int z = 0; z < SPLITK; ++z)
-            s += z == split ? acc[mt][nt][i] : parts[z * (BM * BN) + e];
+            s += z == split ? own : parts[z * (BM * BN) + e];
           acc[mt][nt][i] = s;
         }
   }

@@ -174,8 +174,10 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
                  llvm::Twine(Consumers) + " consumer warpgroups");
   }
   const char *Type = S.Dt == DType::BF16 ? "bf16" : "f16";
+  int Split = std::max(1, T.SplitK);
   OS << "#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
-     << " // consumer warpgroups, 64 rows each\n"
+     << " // consumer warpgroups, 64 rows each\n#define SPLITK " << Split
+     << " // CTAs per output tile, each over a slice of K\n"
      << WgmmaHelpers << wgmmaFunction(T.BN, Type);
   OS << R"(
 // Accumulator j*4 + i of this thread sits at row rl (below), column
@@ -212,7 +214,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS, 1) " << K.Name
      << "(\n    const __grid_constant__ mt_tensor_map tm_a,\n"
      << "    const __grid_constant__ mt_tensor_map tm_b, " << S.P->signature()
-     << ") {\n"
+     << (Split > 1 ? ", float *__restrict__ mt_ws" : "") << ") {\n"
      << "  extern __shared__ __align__(1024) unsigned char mt_smem[];\n"
      << "  // 128-byte swizzled stages start at 1024-byte boundaries.\n"
      << "  const unsigned sA = (mt_smem_addr(mt_smem) + 1023) & ~1023u;\n"
@@ -220,7 +222,11 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
      << "  const unsigned full = sB + STAGES * B_STAGE; // 8-byte mbarriers\n"
      << "  const unsigned empty = full + 8 * STAGES;\n"
      << "  const int tid = threadIdx.x;\n"
-     << "  const long long bz = blockIdx.z;\n";
+     << "  // blockIdx.z: the batch, then the slice of K (SPLITK per "
+        "batch).\n"
+     << "  const long long bz = blockIdx.z / SPLITK;\n"
+     << "  const int split = blockIdx.z % SPLITK;\n"
+     << "  (void)split;\n";
   emitGroupedRaster(OS);
   OS << R"(  if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -231,7 +237,11 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  const int KT = (int)((K_ + BK - 1) / BK);
+  // This CTA's k-tiles: [kt0, kt0 + KT) of the KT_ALL of the row.
+  const int KT_ALL = (int)((K_ + BK - 1) / BK);
+  const int KT_SPLIT = (KT_ALL + SPLITK - 1) / SPLITK;
+  const int kt0 = split * KT_SPLIT;
+  const int KT = max(0, min(KT_ALL - kt0, KT_SPLIT));
   if (tid < 128) {
 )";
   if (ConsumerRegs)
@@ -247,12 +257,12 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
         mt_mbar_wait(empty + 8 * s, ((kt / STAGES) & 1) ^ 1);
         // Out-of-bounds parts of a box are zero-filled and still counted.
         mt_mbar_expect(full + 8 * s, A_STAGE + B_STAGE);
-        mt_tma_load(sA + s * A_STAGE, tm_a, full + 8 * s, kt * BK, (int)m0,
-                    (int)bz);
+        mt_tma_load(sA + s * A_STAGE, tm_a, full + 8 * s, (kt0 + kt) * BK,
+                    (int)m0, (int)bz);
         #pragma unroll
         for (int j = 0; j < BN / 64; ++j)
           mt_tma_load(sB + s * B_STAGE + j * B_BOX, tm_b, full + 8 * s,
-                      (int)n0 + j * 64, kt * BK, (int)bz);
+                      (int)n0 + j * 64, (kt0 + kt) * BK, (int)bz);
       }
     }
   } else {
@@ -289,6 +299,58 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
     #pragma unroll
     for (int i = 0; i < BN / 2; ++i)
       mt_fence_acc(acc[i]);
+#if SPLITK > 1
+    // As the mma.sync template's split-K: each slice writes its fp32
+    // partial tile to the workspace; the last of the tile's SPLITK CTAs
+    // (a counter per tile, left at zero for the next launch) adds the
+    // partials in slice order and runs the epilogue. Consumers only: they
+    // synchronise with named barrier 1.
+    {
+      const long long tile =
+          ((long long)blockIdx.z / SPLITK * gridDim.y + blockIdx.y) *
+              gridDim.x + blockIdx.x;
+      float *part = mt_ws + (tile * SPLITK + split) * (BM * BN);
+      #pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+          part[(cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN +
+               j * 8 + (lane & 3) * 2 + (i & 1)] = acc[j * 4 + i];
+      __threadfence();
+      asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS * 128) : "memory");
+      __shared__ int mt_last;
+      unsigned *count =
+          (unsigned *)(mt_ws + (long long)gridDim.x * gridDim.y * gridDim.z *
+                                   (BM * BN)) +
+          tile;
+      if (tid == 128) {
+        mt_last = atomicAdd(count, 1u) == SPLITK - 1;
+        if (mt_last)
+          *count = 0;
+      }
+      asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS * 128) : "memory");
+      if (!mt_last)
+        return;
+      __threadfence();
+      const volatile float *parts = mt_ws + tile * SPLITK * (BM * BN);
+      #pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int e = (cw * 64 + warp * 16 + (lane >> 2) +
+                         ((i & 2) ? 8 : 0)) * BN +
+                        j * 8 + (lane & 3) * 2 + (i & 1);
+          // The own partial from a scalar: selecting the accumulator by a
+          // run-time slice index would put the array on the stack.
+          const float own = acc[j * 4 + i];
+          float sum = 0.f;
+          #pragma unroll
+          for (int z = 0; z < SPLITK; ++z)
+            sum += z == split ? own : parts[z * (BM * BN) + e];
+          acc[j * 4 + i] = sum;
+        }
+    }
+#endif
 )";
   EpilogueThreads Threads;
   Threads.Sync = "asm volatile(\"bar.sync 1, " +

@@ -117,9 +117,9 @@ TEST(CudaCodegen, GeneratesKernelsForExample) {
   std::vector<KernelSource> Ks =
       generateGraphKernels(*P->M->getGraphs()[0], Errors);
   EXPECT_TRUE(Errors.empty()) << Errors.front();
-  // 14 tiles (10 mma.sync, 4 wgmma) x 2 matmuls (no epilogue: all_reduce
+  // 15 tiles (10 mma.sync, 5 wgmma) x 2 matmuls (no epilogue: all_reduce
   // consumes them) + 2 groups.
-  EXPECT_EQ(Ks.size(), 30u);
+  EXPECT_EQ(Ks.size(), 32u);
   for (const KernelSource &K : Ks) {
     EXPECT_EQ(K.Source.find("#include"), std::string::npos) << K.Name;
     EXPECT_NE(K.Source.find("extern \"C\" __global__"), std::string::npos);
@@ -181,8 +181,17 @@ graph @f(%x: f32[16,4096], %w: f32[4096,4096]) {
   EXPECT_EQ(Back->Stages, 5);
   EXPECT_EQ(gemmTileOf(Named("gemm_16x64x128_w4_s5"))->SplitK, 1);
   for (const char *Bad : {"gemm_16x64x128_w4_s5_k1", "gemm_16x64x128_w4_s5_k",
-                          "gemm_16x64x128_w4_s5_kx", "gemm_wg_64x64x64_s3_k2"})
+                          "gemm_16x64x128_w4_s5_kx", "gemm_wg_64x64x64_s3_k1",
+                          "gemm_wg_64x64x64_s3_k", "gemm_wg_64x64x64_w4_s3_k2"})
     EXPECT_FALSE(gemmTileOf(Named(Bad)).has_value()) << Bad;
+  // The wgmma template splits K too.
+  std::optional<GemmTileConfig> Wg =
+      gemmTileOf(Named("gemm_wg_64x64x64_s3_k2"));
+  ASSERT_TRUE(Wg.has_value());
+  EXPECT_EQ(Wg->Template, GemmTemplate::Wgmma);
+  EXPECT_EQ(Wg->SplitK, 2);
+  EXPECT_EQ(Wg->Warps, 8);
+  EXPECT_EQ(gemmChoiceName(*Wg), "gemm_wg_64x64x64_s3_k2");
 
   auto Mtb = [&](int I) {
     return llvm::cast<MultiTemplateBufferNode>(
@@ -197,10 +206,21 @@ graph @f(%x: f32[16,4096], %w: f32[4096,4096]) {
   EXPECT_EQ(K->WorkspaceBytes, 64u * 4 * 16 * 64 * 4 + 64u * 4);
   EXPECT_NE(K->Source.find("#define SPLITK 4"), std::string::npos);
   EXPECT_NE(K->Source.find("float *__restrict__ mt_ws"), std::string::npos);
+  // The wgmma template's split: GridZ slices, the workspace after the
+  // outputs, the slice-order sum of the partials.
+  auto W = generateGemmKernel(*Mtb(0), *Wg, /*Fused=*/false);
+  ASSERT_TRUE(bool(W)) << llvm::toString(W.takeError());
+  EXPECT_TRUE(W->NeedsSm90a);
+  EXPECT_EQ(W->GridZ, 2u);
+  EXPECT_EQ(W->WorkspaceBytes, uint64_t(W->GridX) * W->GridY * 2 * 64 * 64 * 4 +
+                                   uint64_t(W->GridX) * W->GridY * 4);
+  for (const char *S : {"#define SPLITK 2", "float *__restrict__ mt_ws",
+                        "z == split ? own : parts"})
+    EXPECT_NE(W->Source.find(S), std::string::npos) << S;
   // fp32 runs the SIMT template, which does not split K.
   auto F = generateGemmKernel(*Mtb(1), T, /*Fused=*/false);
   ASSERT_FALSE(bool(F));
-  EXPECT_NE(llvm::toString(F.takeError()).find("needs the mma.sync template"),
+  EXPECT_NE(llvm::toString(F.takeError()).find("needs bf16, f16 or fp8"),
             std::string::npos);
 }
 

@@ -21,12 +21,9 @@ def fam(name):
     """The kind of kernel a choice is, as pruning groups them."""
     if name == "nccl" or name.startswith("extern."):
         return "extern"
-    if name.startswith("gemm_wg_"):
-        return "wgmma"
-    if name.startswith("gemm_") and "_k" in name:
-        return "mma-split-k"
     if name.startswith("gemm_"):
-        return "mma"
+        kind = "wgmma" if name.startswith("gemm_wg_") else "mma"
+        return kind + ("-split-k" if "_k" in name else "")
     return "other"
 
 
