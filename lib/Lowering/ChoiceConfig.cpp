@@ -32,13 +32,14 @@ ChoiceConfig ChoiceConfig::getDefault() {
     T.SplitK = Split;
     C.GemmTiles.push_back(T);
   }
-  // 64x64 with 8 stages: twice the CTAs of 64x128 at M = 64 (16.9 us
-  // against 20.2 and cuBLAS's 16.1 at 64 x 4096 x 4096 on an H100;
-  // docs/BENCHMARKS.md).
+  // The 64-row tiles as deep as shared memory allows, and 64x64, twice the
+  // CTAs of 64x128 at M = 64: on an H100 at N = K = 4096, 64x64x64_s10
+  // runs M = 64 in 16.5 us and 64x128x64_s8 M = 256 in 19.3 us, against
+  // cuBLAS's 16.1 and 20.1 (64x128x64_s6: 20.7 and 21.7; docs/BENCHMARKS.md).
   for (GemmTileConfig T :
        {wgmmaTile(128, 256, 64, 4), wgmmaTile(128, 128, 64, 6),
-        wgmmaTile(64, 256, 64, 4), wgmmaTile(64, 128, 64, 6),
-        wgmmaTile(64, 64, 64, 8)})
+        wgmmaTile(64, 256, 64, 4), wgmmaTile(64, 128, 64, 8),
+        wgmmaTile(64, 64, 64, 10)})
     C.GemmTiles.push_back(T);
   // Merged gate+up tiles hold two accumulators per output element, so they
   // are half as wide as the GEMM tiles for the same registers.
