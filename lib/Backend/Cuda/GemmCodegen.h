@@ -130,6 +130,15 @@ extern const char *const TensorCoreMainLoop;
 /// to f16 (Fp8Tiles.cpp); MT_LOAD(stage, kt) and mt_operand either way.
 extern const char *const Fp8TileCopy;
 
+/// The split-K reduction of the GEMM templates (`#if SPLITK > 1`): each
+/// CTA writes its partial tile to the workspace `mt_ws`, the last of a
+/// tile's SPLITK CTAs (a per-tile counter; T.Sync and T.Tid are the
+/// threads holding accumulators) adds the partials in slice order. The
+/// template defines SPLITK, `split` and FOR_EACH_TILE_ACC(stmt), binding
+/// `v` (by reference) and `e` (its element of the BM x BN tile) for every
+/// accumulator.
+void emitSplitKReduce(llvm::raw_ostream &OS, const EpilogueThreads &T);
+
 /// Picks WARPS_M x WARPS_N for an mma.sync tile: warp tiles of at least
 /// 16x16, as square as possible; false if none exists.
 bool warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN);

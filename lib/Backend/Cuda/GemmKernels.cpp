@@ -167,6 +167,50 @@ void codegen::emitGroupedRaster(llvm::raw_ostream &OS) {
      << "  const long long n0 = (long long)(in_group / group_m) * BN;\n";
 }
 
+void codegen::emitSplitKReduce(llvm::raw_ostream &OS,
+                               const EpilogueThreads &T) {
+  OS << R"(#if SPLITK > 1
+  // Each slice writes its fp32 partial tile to the workspace; the last of
+  // the tile's SPLITK CTAs to finish (a counter per tile, left at zero
+  // again for the next launch) adds the partials in slice order, so the
+  // sum does not depend on which finished last, and runs the epilogue.
+  {
+    const long long tile =
+        ((long long)blockIdx.z / SPLITK * gridDim.y + blockIdx.y) * gridDim.x +
+        blockIdx.x;
+    float *part = mt_ws + (tile * SPLITK + split) * (BM * BN);
+    FOR_EACH_TILE_ACC({ part[e] = v; });
+    __threadfence();
+    )" << T.Sync << R"(;
+    __shared__ int mt_last;
+    unsigned *count =
+        (unsigned *)(mt_ws + (long long)gridDim.x * gridDim.y * gridDim.z *
+                                 (BM * BN)) +
+        tile;
+    if ()" << T.Tid << R"( == 0) {
+      mt_last = atomicAdd(count, 1u) == SPLITK - 1;
+      if (mt_last)
+        *count = 0;
+    }
+    )" << T.Sync << R"(;
+    if (!mt_last)
+      return;
+    __threadfence();
+    const volatile float *parts = mt_ws + tile * SPLITK * (BM * BN);
+    FOR_EACH_TILE_ACC({
+      // The own partial from a scalar: selecting the accumulator by a
+      // run-time slice index would put the array on the stack.
+      const float own = v;
+      float s = 0.f;
+      _Pragma("unroll") for (int z = 0; z < SPLITK; ++z)
+        s += z == split ? own : parts[z * (BM * BN) + e];
+      v = s;
+    });
+  }
+#endif
+)";
+}
+
 /// Picks WARPS_M x WARPS_N for a tile: warp tiles of at least 16x16, as
 /// square as possible.
 bool codegen::warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN) {
@@ -319,6 +363,17 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
     (void)rl; (void)r; (void)c; (void)v;                                       \
     if (m0 + rl < M_) STMT                                                     \
   }
+// Every accumulator, in range or not, with e its element of the BM x BN
+// tile (split-K partials).
+#define FOR_EACH_TILE_ACC(STMT)                                                \
+  _Pragma("unroll") for (int mt = 0; mt < MT; ++mt)                            \
+  _Pragma("unroll") for (int nt = 0; nt < NT; ++nt)                            \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int e = (wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN + \
+                  wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);                 \
+    float &v = acc[mt][nt][i];                                                 \
+    STMT                                                                       \
+  }
 // Row slot h = mt*2 + (i/2) of this thread is row rl below.
 #define ROW_SLOTS (MT * 2)
 #define ROW_SLOT (mt * 2 + (i >> 1))
@@ -433,64 +488,10 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
     }
   }
   MT_CP_ASYNC_WAIT(0);
-#if SPLITK > 1
-  // Each slice writes its fp32 partial tile to the workspace; the last of
-  // the tile's SPLITK CTAs to finish (a counter per tile, left at zero
-  // again for the next launch) adds the partials in slice order, so the
-  // sum does not depend on which finished last, and runs the epilogue.
-  {
-    const long long tile =
-        ((long long)blockIdx.z / SPLITK * gridDim.y + blockIdx.y) * gridDim.x +
-        blockIdx.x;
-    float *part = mt_ws + (tile * SPLITK + split) * (BM * BN);
-    #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-      #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-        #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          part[(wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN +
-               wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1)] = acc[mt][nt][i];
-    __threadfence();
-    __syncthreads();
-    __shared__ int mt_last;
-    unsigned *count =
-        (unsigned *)(mt_ws + (long long)gridDim.x * gridDim.y * gridDim.z *
-                                 (BM * BN)) +
-        tile;
-    if (tid == 0) {
-      mt_last = atomicAdd(count, 1u) == SPLITK - 1;
-      if (mt_last)
-        *count = 0;
-    }
-    __syncthreads();
-    if (!mt_last)
-      return;
-    __threadfence();
-    const volatile float *parts = mt_ws + tile * SPLITK * (BM * BN);
-    #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-      #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-        #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int e = (wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) *
-                            BN +
-                        wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);
-          // The own partial from a scalar: selecting the accumulator by a
-          // run-time slice index would put the array on the stack.
-          const float own = acc[mt][nt][i];
-          float s = 0.f;
-          #pragma unroll
-          for (int z = 0; z < SPLITK; ++z)
-            s += z == split ? own : parts[z * (BM * BN) + e];
-          acc[mt][nt][i] = s;
-        }
-  }
-#endif
 )";
     EpilogueThreads Threads;
     Threads.QuadRowSums = true;
+    emitSplitKReduce(OS, Threads);
     emitEpilogueTail(OS, *Epi, OutName, OutType, Threads);
     OS << "}\n";
     K.BlockX = WarpsM * WarpsN * 32;

@@ -201,6 +201,17 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
     const float v0 = acc[j * 4 + i], v1 = acc[j * 4 + i + 1];                  \
     if (INTERIOR || m0 + rl < M_) STMT                                         \
   }
+// Every accumulator, in range or not, with e its element of the BM x BN
+// tile (split-K partials).
+#define FOR_EACH_TILE_ACC(STMT)                                                \
+  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int e = (cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) *    \
+                      BN +                                                     \
+                  j * 8 + (lane & 3) * 2 + (i & 1);                            \
+    float &v = acc[j * 4 + i];                                                 \
+    STMT                                                                       \
+  }
 // Rows rl and rl + 8 of this thread are its row slots 0 and 1.
 #define ROW_SLOTS 2
 #define ROW_SLOT (i >> 1)
@@ -299,58 +310,6 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
     #pragma unroll
     for (int i = 0; i < BN / 2; ++i)
       mt_fence_acc(acc[i]);
-#if SPLITK > 1
-    // As the mma.sync template's split-K: each slice writes its fp32
-    // partial tile to the workspace; the last of the tile's SPLITK CTAs
-    // (a counter per tile, left at zero for the next launch) adds the
-    // partials in slice order and runs the epilogue. Consumers only: they
-    // synchronise with named barrier 1.
-    {
-      const long long tile =
-          ((long long)blockIdx.z / SPLITK * gridDim.y + blockIdx.y) *
-              gridDim.x + blockIdx.x;
-      float *part = mt_ws + (tile * SPLITK + split) * (BM * BN);
-      #pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-        #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          part[(cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN +
-               j * 8 + (lane & 3) * 2 + (i & 1)] = acc[j * 4 + i];
-      __threadfence();
-      asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS * 128) : "memory");
-      __shared__ int mt_last;
-      unsigned *count =
-          (unsigned *)(mt_ws + (long long)gridDim.x * gridDim.y * gridDim.z *
-                                   (BM * BN)) +
-          tile;
-      if (tid == 128) {
-        mt_last = atomicAdd(count, 1u) == SPLITK - 1;
-        if (mt_last)
-          *count = 0;
-      }
-      asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS * 128) : "memory");
-      if (!mt_last)
-        return;
-      __threadfence();
-      const volatile float *parts = mt_ws + tile * SPLITK * (BM * BN);
-      #pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-        #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int e = (cw * 64 + warp * 16 + (lane >> 2) +
-                         ((i & 2) ? 8 : 0)) * BN +
-                        j * 8 + (lane & 3) * 2 + (i & 1);
-          // The own partial from a scalar: selecting the accumulator by a
-          // run-time slice index would put the array on the stack.
-          const float own = acc[j * 4 + i];
-          float sum = 0.f;
-          #pragma unroll
-          for (int z = 0; z < SPLITK; ++z)
-            sum += z == split ? own : parts[z * (BM * BN) + e];
-          acc[j * 4 + i] = sum;
-        }
-    }
-#endif
 )";
   EpilogueThreads Threads;
   Threads.Sync = "asm volatile(\"bar.sync 1, " +
@@ -360,6 +319,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   Threads.InBounds = "INTERIOR || (r < ROWS && c < N_)";
   Threads.PairStores = true;
   Threads.QuadRowSums = true;
+  // Consumers only: the producer warpgroup takes no part in the reduction.
+  emitSplitKReduce(OS, Threads);
   std::string Tail;
   llvm::raw_string_ostream TOS(Tail);
   emitEpilogueTail(TOS, *S.Epi, S.OutName, S.OutType, Threads);
