@@ -181,18 +181,21 @@ void codegen::emitSplitKReduce(llvm::raw_ostream &OS,
     float *part = mt_ws + (tile * SPLITK + split) * (BM * BN);
     FOR_EACH_TILE_ACC({ part[e] = v; });
     __threadfence();
-    )" << T.Sync << R"(;
+    )"
+     << T.Sync << R"(;
     __shared__ int mt_last;
     unsigned *count =
         (unsigned *)(mt_ws + (long long)gridDim.x * gridDim.y * gridDim.z *
                                  (BM * BN)) +
         tile;
-    if ()" << T.Tid << R"( == 0) {
+    if ()"
+     << T.Tid << R"( == 0) {
       mt_last = atomicAdd(count, 1u) == SPLITK - 1;
       if (mt_last)
         *count = 0;
     }
-    )" << T.Sync << R"(;
+    )"
+     << T.Sync << R"(;
     if (!mt_last)
       return;
     __threadfence();
