@@ -10,7 +10,8 @@ Each file holds one layer at a decode size (16 tokens) and a prefill size
                       parallelism (all_gather before, reduce_scatter after)
   mixtral_moe.mir     Mixtral-8x7B MoE layer, expert parallel over 8 ranks:
                       router (topk), tokens grouped by expert (sort,
-                      index_select), dispatch and combine by all_to_all
+                      index_select), pairs per expert counted, dispatch and
+                      combine by uneven all_to_all
 
 The graphs are written out by this script rather than by hand so that the
 shapes of each tensor-parallel degree follow from one description; they use
@@ -163,17 +164,21 @@ def llama_layer(name, cfg, tp, m, decode, sp=False, world=None):
 
 def mixtral_layer(name, cfg, ep, m, world=None):
     """Mixtral-8x7B MoE block, one expert per rank (EP = 8). Each rank routes
-    its m tokens, sends each (token, slot) pair to its expert's rank with
-    all_to_all, runs its expert's SwiGLU MLP on what it receives and sends
-    the results back; the combine weights them by the router's
-    probabilities. The graph's shapes are static, so the dispatch is a
-    capacity plan: the pairs, sorted by expert, go out in even chunks of
-    2m/8 rows (capacity factor 1); the chunk a rank receives is its
-    expert's pairs exactly when the routing is balanced."""
+    its m tokens and sends each (token, slot) pair to its expert's rank:
+    the pairs, sorted by expert, go out by an uneven all_to_all whose send
+    counts are the router's pairs per expert (a one-hot count) and whose
+    receive counts come from an even all_to_all of those. Each rank runs
+    its expert's SwiGLU MLP on what it receives (zero rows past them up to
+    the capacity) and sends the rows back with the counts swapped; the
+    combine weights them by the router's probabilities. The capacity is
+    m * 8 rows at decode, every pair of every rank (nothing can overflow),
+    and 2 * 2m at prefill (capacity factor 2: a routing that sends one
+    expert more fails loudly, in the interpreter and on the GPU)."""
     H, E, inter = cfg["hidden"], cfg["experts"], cfg["inter"]
     assert E == ep
     world = world or ep
     pairs = 2 * m
+    cap = m * ep if m <= 64 else 2 * pairs
     args = [("x", bf(m, H)), ("g_norm", bf(H)), ("w_router", bf(H, E)),
             ("w_gate", bf(H, inter)), ("w_up", bf(H, inter)), ("w_down", bf(inter, H))]
     g = Graph()
@@ -190,14 +195,28 @@ def mixtral_layer(name, cfg, ep, m, world=None):
     # the tokens in that order.
     ef = g.op("e_flat", "reshape(%top_e)", t("i64", pairs))
     g.lines.append(f"  %e_sorted, %perm = sort({ef}) : {t('i64', pairs)}, {t('i64', pairs)}")
+    # Pairs per expert: a one-hot count against the ids 0..E-1 (a cumsum of
+    # ones), then per rank (its experts' sum; one each at EP = 8).
+    row = g.op("l_row", f"slice({logits}) {{dim = 0, start = 0, end = 1}}", bf(1, E))
+    ones = g.op("ones", f"full_like({row}) {{scalar = 1}}", t("i64", 1, E))
+    ids1 = g.op("ids1", f"cumsum({ones})", t("i64", 1, E))
+    ids = g.op("ids", f"sub({ids1}) {{scalar = 1}}", t("i64", 1, E))
+    ec = g.op("e_col", f"reshape({ef})", t("i64", pairs, 1))
+    diff = g.op("e_diff", f"sub({ec}, {ids})", t("i64", pairs, E))
+    zero = g.op("zeros", f"full_like({diff}) {{scalar = 0}}", t("i64", pairs, E))
+    hot = g.op("one_hot", f"where({diff}, {zero}) {{scalar = 1}}", t("i64", pairs, E))
+    per_e = g.op("per_expert", f"sum({hot}) {{dim = 0}}", t("i64", E))
+    per_r2 = g.op("per_rank2", f"reshape({per_e})", t("i64", world, E // world))
+    send = g.op("send_counts", f"sum({per_r2}) {{dim = 1}}", t("i64", world))
+    recvc = g.op("recv_counts", f'all_to_all({send}) {{group = "ep"}}', t("i64", world))
     x3 = g.op("h3", f"reshape({h})", bf(m, 1, H))
     x2 = g.op("h_pairs3", f"expand({x3})", bf(m, 2, H))
     xp = g.op("h_pairs", f"reshape({x2})", bf(pairs, H))
     disp = g.op("dispatch", f"index_select({xp}, %perm) {{dim = 0}}", bf(pairs, H))
-    recv = g.op("recv", f'all_to_all({disp}) {{group = "ep"}}', bf(pairs, H))
-    gu = swiglu_mlp(g, recv, pairs, inter)
-    y = g.op("expert_out", f"matmul({gu}, %w_down)", bf(pairs, H))
-    back = g.op("back", f'all_to_all({y}) {{group = "ep"}}', bf(pairs, H))
+    recv = g.op("recv", f'all_to_all({disp}, {send}, {recvc}) {{group = "ep"}}', bf(cap, H))
+    gu = swiglu_mlp(g, recv, cap, inter)
+    y = g.op("expert_out", f"matmul({gu}, %w_down)", bf(cap, H))
+    back = g.op("back", f'all_to_all({y}, {recvc}, {send}) {{group = "ep"}}', bf(pairs, H))
     # Undo the sort: the inverse permutation is the argsort of %perm.
     g.lines.append(f"  %perm_sorted, %inv = sort(%perm) : {t('i64', pairs)}, {t('i64', pairs)}")
     un = g.op("unsorted", f"index_select({back}, %inv) {{dim = 0}}", bf(pairs, H))

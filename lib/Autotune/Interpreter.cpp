@@ -280,6 +280,32 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
         /*MinChunk=*/
         std::max<int64_t>(1, (int64_t(1) << 22) /
                                  std::max<int64_t>(1, 2 * K * Nn)));
+  } else if (Op == OpCode::AllToAll && In.size() == 3) {
+    // One rank's uneven all_to_all: its own rows back, then zeros. The
+    // counts are checked as every rank would check them.
+    if (In[1]->size() != 1)
+      return err("'%" + N.getName() +
+                 "': only one-rank collectives (the identity) are interpreted");
+    const TensorType &XT = N.getOperand(0)->getType();
+    int64_t Rows = XT.Shape[0], Cap = T.Shape[0];
+    int64_t RowElems = Rows ? XT.numElements() / Rows : 0;
+    double Send = (*In[1])[0], Recv = (*In[2])[0];
+    if (!(Send >= 0 && Send <= double(Rows)))
+      return err("'%" + N.getName() + "': the send counts ask for " +
+                 llvm::Twine(int64_t(Send)) + " rows of '%" +
+                 N.getOperand(0)->getName() + "', which has " +
+                 llvm::Twine(Rows));
+    if (Recv != Send)
+      return err("'%" + N.getName() + "': rank 0 expects " +
+                 llvm::Twine(int64_t(Recv)) +
+                 " rows from rank 0, which sends " +
+                 llvm::Twine(int64_t(Send)));
+    if (Recv > double(Cap))
+      return err("'%" + N.getName() + "': rank 0 receives " +
+                 llvm::Twine(int64_t(Recv)) +
+                 " rows, more than its capacity of " + llvm::Twine(Cap));
+    std::copy(In[0]->begin(), In[0]->begin() + int64_t(Recv) * RowElems,
+              Out.begin());
   } else if (collectiveKindOf(Op) != CollectiveKind::None) {
     if (In.empty() || In[0]->size() != Out.size())
       return err("'%" + N.getName() +

@@ -13,6 +13,8 @@ std::string mtsched::workloadKey(const Workload &W, bool Fused) {
      << 'x' << W.Gemm.K << ':' << int(W.Gemm.Dtype) << ':' << int(W.Collective)
      << ':' << W.Bytes << ':' << W.Ranks << ':' << W.InBytes << ':'
      << W.OutBytes;
+  if (W.Ragged)
+    OS << ":ragged";
   if (W.Gemm.OperandDtype)
     OS << ":operands:" << int(*W.Gemm.OperandDtype);
   // Attention shapes are not in the GEMM fields: without them two

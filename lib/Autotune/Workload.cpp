@@ -12,6 +12,8 @@ static constexpr double Inf = std::numeric_limits<double>::infinity();
 /// Every tensor fits in int64 bytes (the parser checks), but sums of
 /// several, and sizes scaled up to a size hint, may not: they saturate, so
 /// the cost model sees "enormous" rather than an overflowed count.
+/// A device-to-host copy of a few bytes and a stream synchronisation.
+static constexpr double RaggedCountsSyncUs = 10.0;
 static constexpr int64_t MaxBytes = std::numeric_limits<int64_t>::max();
 
 static int64_t addSaturating(int64_t A, int64_t B) {
@@ -62,6 +64,11 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
     W.Bytes = N.getNumOperands() ? N.getOperand(0)->getType().numBytes()
                                  : Out.numBytes();
     W.Ranks = M.groupRanks(C->getGroup(), G.getWorldSize()).size();
+    if (C->getCollectiveKind() == CollectiveKind::AllToAll &&
+        N.getNumOperands() == 3) {
+      W.Ragged = true;
+      W.OutBytes = Out.numBytes();
+    }
     if (Hint > 0) {
       Scale = double(Hint) / double(W.Bytes);
       W.Bytes = Hint;
@@ -150,6 +157,15 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     std::optional<CollectiveAlgo> A = collectiveAlgoOf(C);
     if (!A)
       return Inf;
+    if (W.Ragged) {
+      // Only NCCL moves counted rows (its sends take host counts: a device-
+      // to-host copy of the receive counts and a stream sync first); the
+      // peer-memory kernels split evenly.
+      if (*A != CollectiveAlgo::Nccl || Fused)
+        return Inf;
+      return collectiveTimeUs(D, W.Collective, *A, W.Bytes, W.Ranks, Epi) +
+             RaggedCountsSyncUs;
+    }
     return collectiveTimeUs(D, W.Collective, *A, W.Bytes, W.Ranks, Epi);
   }
   case Workload::Kind::Custom: {

@@ -207,8 +207,73 @@ static bool broadcastShapes(llvm::ArrayRef<int64_t> A,
   return true;
 }
 
+/// all_to_all(%x, %send_counts, %recv_counts): rows of %x in destination
+/// order, send_counts[j] of them to rank j of the group; the result holds
+/// recv_counts[j] rows from each rank j in rank order, then zeros up to its
+/// declared row count (the capacity), as torch's all_to_all_single with
+/// split sizes does into a buffer of that size. The counts are values, so a
+/// router can compute them; the receive counts are usually an even
+/// all_to_all of the send counts.
+bool Verifier::inferRaggedAllToAll(const Node &N, int64_t GroupSize,
+                                   TensorType &Result) {
+  const TensorType &In = N.getOperand(0)->getType();
+  const TensorType &Out = N.getType();
+  if (const Attribute *D = N.getAttrs().get("dim"))
+    if (!D->isInt() || D->getInt() != 0) {
+      error(N.getLoc(), "an uneven 'all_to_all' splits dimension 0; attribute "
+                        "'dim' must be 0 or absent");
+      return false;
+    }
+  if (N.getAttrs().get("reduce")) {
+    error(N.getLoc(), "'all_to_all' takes no attribute 'reduce'");
+    return false;
+  }
+  if (In.rank() == 0) {
+    error(N.getOperands()[0].Loc, "operand " + name(N.getOperand(0)) +
+                                      " of an uneven 'all_to_all' needs "
+                                      "rank 1 or more (rows to send)");
+    return false;
+  }
+  for (unsigned I = 1; I < 3; ++I) {
+    const TensorType &C = N.getOperand(I)->getType();
+    if (C.Dtype != DType::I64 || C.rank() != 1 || C.Shape[0] != GroupSize) {
+      error(N.getOperands()[I].Loc,
+            "operand " + name(N.getOperand(I)) + " (the " +
+                (I == 1 ? "send" : "receive") + " counts) must be i64[" +
+                Twine(GroupSize) + "], a count per rank of the group, got " +
+                C.str());
+      return false;
+    }
+  }
+  if (Out.Dtype != In.Dtype || Out.rank() != In.rank() ||
+      !std::equal(In.Shape.begin() + 1, In.Shape.end(),
+                  Out.Shape.begin() + 1)) {
+    error(N.getLoc(),
+          "the result of an uneven 'all_to_all' must be " +
+              Twine(dtypeName(In.Dtype)) + " with the trailing dimensions of " +
+              name(N.getOperand(0)) + " (" + In.str() +
+              ") and any row count (its capacity), got " + Out.str());
+    return false;
+  }
+  if (Out.Shape[0] < 1) {
+    error(N.getLoc(), "an uneven 'all_to_all' needs a capacity of at least "
+                      "one row");
+    return false;
+  }
+  Result = Out;
+  return true;
+}
+
 bool Verifier::inferCollective(const Graph &G, const Node &N,
                                TensorType &Result) {
+  bool Ragged = N.getOp() == OpCode::AllToAll && N.getNumOperands() != 1;
+  if (N.getOp() == OpCode::AllToAll && N.getNumOperands() != 1 &&
+      N.getNumOperands() != 3) {
+    error(N.getLoc(), "'all_to_all' expects 1 operand (even splits) or 3 "
+                      "(values, send counts, receive counts), got " +
+                          Twine(N.getNumOperands()));
+    return false;
+  }
   const TensorType &In = N.getOperand(0)->getType();
   if (isFp8DType(In.Dtype)) {
     // Neither the peer-memory kernels nor the NCCL path move fp8 yet.
@@ -234,6 +299,8 @@ bool Verifier::inferCollective(const Graph &G, const Node &N,
   Result = In;
   if (N.getOp() == OpCode::AllReduce)
     return true;
+  if (Ragged)
+    return inferRaggedAllToAll(N, Size, Result);
   int64_t Dim = 0;
   if (const Attribute *D = N.getAttrs().get("dim")) {
     if (!D->isInt()) {

@@ -53,6 +53,8 @@ private:
   /// type; returns false (after reporting) if it cannot be computed.
   bool inferType(const Graph &G, const Node &N, TensorType &Result);
   bool inferCollective(const Graph &G, const Node &N, TensorType &Result);
+  bool inferRaggedAllToAll(const Node &N, int64_t GroupSize,
+                           TensorType &Result);
   /// The operand count and element types of a matmul (fp8 ones with their
   /// scales); the shapes are inferType's.
   bool inferMatMul(const Node &N);

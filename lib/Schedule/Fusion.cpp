@@ -79,7 +79,8 @@ private:
   /// Members of kernels with layout ops that cannot stay: a reshape whose
   /// value is read outside (it stays a view), or every layout member of a
   /// kernel whose values read outside differ in shape (one iteration space
-  /// writes them all). Empty when every kernel is well formed.
+  /// writes them all) or that has an integer member (the group kernel
+  /// computes in float). Empty when every kernel is well formed.
   std::vector<const Node *> invalidLayoutMembers() const;
   /// Moves a layout op alone in its kernel into the kernel of its readers
   /// when they are all in one (a slice or transpose of a graph input read
@@ -406,9 +407,14 @@ std::vector<const Node *> FusionAnalysis::invalidLayoutMembers() const {
     bool SameShape = llvm::all_of(Escaping, [&](const Node *N) {
       return N->getType().Shape == Escaping.front()->getType().Shape;
     });
+    // The group kernel computes in float; an integer member (a full_like or
+    // cast to i64 of a sliced float) leaves the layout ops to their own
+    // gather kernels.
+    bool AllFloat = llvm::all_of(
+        Set, [](const Node *N) { return isFloatDType(N->getType().Dtype); });
     for (const Node *N : Set)
       if (!isFusableOp(N->getOp()) &&
-          (!SameShape ||
+          (!SameShape || !AllFloat ||
            (N->getOp() == OpCode::Reshape && llvm::is_contained(Escaping, N))))
         Out.push_back(N);
   }

@@ -25,6 +25,9 @@ struct Workload {
   CollectiveKind Collective = CollectiveKind::None;
   /// Per-rank message size of a collective.
   int64_t Bytes = 0;
+  /// An uneven all_to_all (counts as operands): Bytes is what a rank may
+  /// send at most, OutBytes its receive buffer.
+  bool Ragged = false;
   int Ranks = 1;
   /// A custom op's input and output bytes.
   int64_t InBytes = 0, OutBytes = 0;

@@ -388,7 +388,24 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long stride = (long long)gridDim.x * blockDim.x;
   mt_barrier(flags, rank, epoch, 0);
-#if GATHER
+#if A2A
+  // Chunk r of this rank's output is chunk `rank` of rank r's input.
+  const long long m = NELEMS / W;
+#if (NELEMS / W) % VEC == 0
+  const long long mv = m / VEC;
+  for (long long i = tid; i < W * mv; i += stride) {
+    const int r = (int)(i / mv);
+    stv((U4 *)outs.p[rank] + i,
+        ldv((const U4 *)((const T *)ins.p[r] + rank * m) + (i - r * mv)));
+  }
+#else
+  for (long long i = tid; i < NELEMS; i += stride) {
+    const int r = (int)(i / m);
+    ((T *)outs.p[rank])[i] =
+        *((const volatile T *)ins.p[r] + rank * m + (i - r * m));
+  }
+#endif
+#elif GATHER
   const long long n = NELEMS;
 #if (NELEMS % VEC) == 0
   const long long nv = n / VEC;
@@ -451,12 +468,13 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
     Body = S.Epilogue.RmsNorm ? RowAllReduce : FlatAllReduce;
   } else if (S.Algo == CollectiveAlgo::P2P &&
              (S.Kind == CollectiveKind::AllGather ||
-              S.Kind == CollectiveKind::ReduceScatter)) {
+              S.Kind == CollectiveKind::ReduceScatter ||
+              S.Kind == CollectiveKind::AllToAll)) {
     Body = P2P;
     if (!S.Epilogue.empty())
       return fail("p2p carries no epilogue");
-    if (S.Kind == CollectiveKind::ReduceScatter && S.Elems % S.Ranks)
-      return fail("reduce_scatter of " + llvm::Twine(S.Elems) +
+    if (S.Kind != CollectiveKind::AllGather && S.Elems % S.Ranks)
+      return fail(collectiveKindName(S.Kind) + " of " + llvm::Twine(S.Elems) +
                   " elements over " + llvm::Twine(S.Ranks) + " ranks");
   } else {
     return fail("'" + AlgoName + "' does not implement " +
@@ -502,6 +520,8 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
       Work = S.Elems * S.Ranks / VecElems;
     if (S.Kind == CollectiveKind::ReduceScatter)
       Work = S.Elems / S.Ranks / VecElems;
+    if (S.Kind == CollectiveKind::AllToAll)
+      Work = S.Elems / VecElems;
     Work = std::max<int64_t>(Work, 1);
     Units = (Work + K.BlockX - 1) / K.BlockX;
     K.GridX = unsigned(std::max<int64_t>(1, std::min<int64_t>(MaxGrid, Units)));
@@ -520,6 +540,7 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   Def("COLS", std::to_string(Cols) + "ll");
   Def("TWO_SHOT", TwoShot ? "1" : "0");
   Def("GATHER", S.Kind == CollectiveKind::AllGather ? "1" : "0");
+  Def("A2A", S.Kind == CollectiveKind::AllToAll ? "1" : "0");
   Def("EPI_BIAS", Ep.Bias ? "1" : "0");
   Def("EPI_RES", Ep.Residual ? "1" : "0");
   // The activation is the op table's expression of its one operand.

@@ -143,7 +143,7 @@ void CollectiveRankImpl::freeBuffers() {
     D->cuMemFree(P);
   for (CUdeviceptr P : B.Sum)
     D->cuMemFree(P);
-  for (CUdeviceptr P : {B.Bias, B.Res, B.Gamma})
+  for (CUdeviceptr P : {B.Bias, B.Res, B.Gamma, B.CountsDev})
     if (P)
       D->cuMemFree(P);
   B = Buffers();
@@ -333,7 +333,12 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
                : B.T == DType::F16 ? ncclFloat16
                                    : ncclFloat32;
       size_t Count = size_t(B.InElems);
-      switch (W.Collective) {
+      if (!isFloatDType(B.T) && W.Collective != CollectiveKind::AllToAll) {
+        Err = "nccl reduces and gathers float tensors here, not " +
+              std::string(dtypeName(B.T));
+        Ok = false;
+      }
+      switch (Ok ? W.Collective : CollectiveKind::None) {
       case CollectiveKind::AllReduce:
         Launch = [&, DT, Count](int Cp) {
           return Nc->ncclAllReduce((void *)B.In[size_t(Cp)],
@@ -354,6 +359,61 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
               (void *)B.In[size_t(Cp)], (void *)B.Out[size_t(Cp)],
               size_t(B.OutElems), DT, ncclSum, NComm, Stream);
         };
+        break;
+      case CollectiveKind::AllToAll:
+        if (!B.Ragged) {
+          // Chunk p of the input to rank p, chunk p of the output from it;
+          // bytes, as nothing is reduced.
+          size_t Chunk = size_t(B.InElems) * dtypeBytes(B.T) / Comm.size();
+          Launch = [&, Chunk](int Cp) {
+            int Ranks = Comm.size();
+            CUresult R = CUresult(Nc->ncclGroupStart());
+            for (int P = 0; P < Ranks && !R; ++P)
+              R = CUresult(Nc->ncclSend((void *)(B.In[size_t(Cp)] + P * Chunk),
+                                        Chunk, ncclUint8, P, NComm, Stream));
+            for (int P = 0; P < Ranks && !R; ++P)
+              R = CUresult(Nc->ncclRecv((void *)(B.Out[size_t(Cp)] + P * Chunk),
+                                        Chunk, ncclUint8, P, NComm, Stream));
+            CUresult RE = CUresult(Nc->ncclGroupEnd());
+            return R ? R : RE;
+          };
+          break;
+        }
+        // Uneven: the counts are device values, so every call reads them
+        // back (as a compiled graph must before its NCCL calls), sends and
+        // receives counted rows, and zeros the rows past the received.
+        Launch = [&](int Cp) {
+          int Ranks = Comm.size();
+          std::vector<int64_t> Counts(size_t(2 * Ranks));
+          if (CUresult R = D->cuMemcpyDtoH(Counts.data(), B.CountsDev,
+                                           Counts.size() * 8))
+            return R;
+          size_t RowB = size_t(B.RowElems) * dtypeBytes(B.T);
+          size_t SendOff = 0, RecvOff = 0;
+          CUresult R = CUresult(Nc->ncclGroupStart());
+          for (int P = 0; P < Ranks && !R; ++P) {
+            size_t S = size_t(Counts[size_t(P)]) * RowB,
+                   V = size_t(Counts[size_t(Ranks + P)]) * RowB;
+            if (S)
+              R = CUresult(Nc->ncclSend((void *)(B.In[size_t(Cp)] + SendOff), S,
+                                        ncclUint8, P, NComm, Stream));
+            if (V && !R)
+              R = CUresult(Nc->ncclRecv((void *)(B.Out[size_t(Cp)] + RecvOff),
+                                        V, ncclUint8, P, NComm, Stream));
+            SendOff += S;
+            RecvOff += V;
+          }
+          CUresult RE = CUresult(Nc->ncclGroupEnd());
+          if (R || RE)
+            return R ? R : RE;
+          size_t OutB = size_t(B.OutElems) * dtypeBytes(B.T);
+          return RecvOff < OutB
+                     ? D->cuMemsetD8Async(B.Out[size_t(Cp)] + RecvOff, 0,
+                                          OutB - RecvOff, Stream)
+                     : CUDA_SUCCESS;
+        };
+        break;
+      case CollectiveKind::None:
         break;
       default:
         Err = "nccl is not timed for " +
@@ -379,6 +439,11 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     }
     if (Ok && Epi.WriteSum && B.Sum.empty()) {
       Err = "no buffer for the epilogue's second output";
+      Ok = false;
+    }
+    if (Ok && B.Ragged) {
+      Err = "'" + C.Name +
+            "' splits evenly; an uneven all_to_all runs on nccl only";
       Ok = false;
     }
     CollectiveKernelSpec S;
@@ -478,7 +543,9 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
   CUgraph Graph = nullptr;
   CUgraphExec Exec = nullptr;
   bool Captured = false;
-  if (D->cuStreamBeginCapture && D->cuGraphLaunch &&
+  // An uneven all_to_all reads its counts on the host each call, which a
+  // CUDA graph cannot hold: it is timed eagerly.
+  if (!B.Ragged && D->cuStreamBeginCapture && D->cuGraphLaunch &&
       !D->cuStreamBeginCapture(Stream, CU_STREAM_CAPTURE_MODE_RELAXED)) {
     bool LOk = true;
     for (int I = 0; I < PerSample; ++I)
@@ -521,7 +588,9 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
                    Samples.end());
   Measurement M;
   M.Us = Samples[Samples.size() / 2];
-  if (!Captured)
+  if (B.Ragged)
+    M.Message = "timed eagerly: the counts are read on the host each call";
+  else if (!Captured)
     M.Message = "timed without a CUDA graph (capture failed)";
   return M;
 }

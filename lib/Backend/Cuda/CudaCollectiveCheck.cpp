@@ -40,6 +40,16 @@ void randomData(uint64_t Seed, int64_t N, DType T, std::string &Bytes,
       uint16_t H = floatToBF16(F);
       std::memcpy(&Bytes[size_t(I) * 2], &H, 2);
       Vals[size_t(I)] = bf16ToFloat(H);
+    } else if (T == DType::I64 || T == DType::I32) {
+      // Integers in [-1000, 1000): all_to_all of counts and indices.
+      int64_t V = int64_t(X % 2000) - 1000;
+      if (T == DType::I64)
+        std::memcpy(&Bytes[size_t(I) * 8], &V, 8);
+      else {
+        int32_t V32 = int32_t(V);
+        std::memcpy(&Bytes[size_t(I) * 4], &V32, 4);
+      }
+      Vals[size_t(I)] = float(V);
     } else if (T == DType::F16) {
       uint16_t H = floatToF16(F);
       std::memcpy(&Bytes[size_t(I) * 2], &H, 2);
@@ -52,6 +62,16 @@ void randomData(uint64_t Seed, int64_t N, DType T, std::string &Bytes,
 }
 
 double valueAt(const std::string &Bytes, int64_t I, DType T) {
+  if (T == DType::I64) {
+    int64_t V;
+    std::memcpy(&V, &Bytes[size_t(I) * 8], 8);
+    return double(V);
+  }
+  if (T == DType::I32) {
+    int32_t V;
+    std::memcpy(&V, &Bytes[size_t(I) * 4], 4);
+    return double(V);
+  }
   if (T == DType::F32) {
     float F;
     std::memcpy(&F, &Bytes[size_t(I) * 4], 4);
@@ -62,12 +82,47 @@ double valueAt(const std::string &Bytes, int64_t I, DType T) {
   return T == DType::BF16 ? bf16ToFloat(H) : f16ToFloat(H);
 }
 
+std::vector<int64_t> mtsched::cuda::raggedCounts(int64_t Rows, int64_t Capacity,
+                                                 int Ranks) {
+  int64_t Per = std::min(Rows, Capacity) / Ranks;
+  std::vector<int64_t> C(size_t(Ranks) * size_t(Ranks));
+  for (int R = 0; R < Ranks; ++R)
+    for (int P = 0; P < Ranks; ++P)
+      C[size_t(R) * size_t(Ranks) + size_t(P)] =
+          Per * (1 + 2 * ((R + P) % Ranks)) / Ranks;
+  return C;
+}
+
 bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
                                  const Workload &W, std::string &Err) {
-  DType T = N.getOperand(0)->getType().Dtype;
+  const TensorType &XT = N.getOperand(0)->getType();
+  DType T = XT.Dtype;
   int64_t InElems = W.Bytes / dtypeBytes(T);
   int Ranks = Comm.size();
   int64_t OutElems = InElems;
+  // An uneven all_to_all is timed at its own shapes (size hints scale even
+  // messages only), its rows split by raggedCounts.
+  int64_t RowElems =
+      XT.Shape.empty() || XT.Shape[0] == 0 ? 1 : XT.numElements() / XT.Shape[0];
+  if (W.Ragged) {
+    InElems = XT.numElements();
+    OutElems = N.getType().numElements();
+  }
+  if (W.Collective == CollectiveKind::AllToAll && !W.Ragged &&
+      XT.numElements() != XT.Shape[0] * RowElems) {
+    Err = "internal: all_to_all rows do not tile its operand";
+    return false;
+  }
+  // The GPU moves contiguous chunks: an even split of dimension 0 (or of a
+  // later one under leading dimensions of size 1).
+  if (W.Collective == CollectiveKind::AllToAll && !W.Ragged)
+    if (const Attribute *A = N.getAttrs().get("dim"))
+      for (int64_t D = 0; A->isInt() && D < A->getInt(); ++D)
+        if (XT.Shape[size_t(D)] != 1) {
+          Err = "all_to_all over dimension " + std::to_string(A->getInt()) +
+                " is timed on GPUs only under leading dimensions of size 1";
+          return false;
+        }
   if (W.Collective == CollectiveKind::AllGather)
     OutElems = InElems * Ranks;
   if (W.Collective == CollectiveKind::ReduceScatter)
@@ -85,7 +140,8 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
   std::string Key = std::to_string(InElems) + "/" + std::to_string(Cols) + "/" +
                     std::string(dtypeName(T)) + "/" +
                     std::string(collectiveKindName(W.Collective)) + "/" +
-                    N.getName() + (WantSum ? "/sum" : "");
+                    N.getName() + (WantSum ? "/sum" : "") +
+                    (W.Ragged ? "/ragged" + std::to_string(OutElems) : "");
   if (Key == B.Key)
     return true;
   // Peers may still be inside a kernel reading our buffers, or hold them
@@ -97,6 +153,10 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
     freeBuffers();
   }
   B.Key = Key;
+  B.Ragged = W.Ragged;
+  B.RowElems = RowElems;
+  if (W.Ragged)
+    B.Counts = raggedCounts(InElems / RowElems, OutElems / RowElems, Ranks);
   B.T = T;
   B.InElems = InElems;
   B.OutElems = OutElems;
@@ -157,6 +217,18 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
         D->cuMemcpyHtoD(P, EB.data(), EB.size()))
       Ok = false;
   };
+  if (Ok && W.Ragged) {
+    // This rank's send counts (a row of Counts), then its receive counts
+    // (a column).
+    std::vector<int64_t> Mine(size_t(2 * Ranks));
+    for (int P = 0; P < Ranks; ++P) {
+      Mine[size_t(P)] = B.Counts[size_t(Comm.rank() * Ranks + P)];
+      Mine[size_t(Ranks + P)] = B.Counts[size_t(P * Ranks + Comm.rank())];
+    }
+    if (D->cuMemAlloc(&B.CountsDev, Mine.size() * 8) ||
+        D->cuMemcpyHtoD(B.CountsDev, Mine.data(), Mine.size() * 8))
+      Ok = false;
+  }
   if (Ok && W.Collective == CollectiveKind::AllReduce) {
     Extra(B.Bias, B.HostBias, ColsN, 901);
     Extra(B.Res, B.HostRes, InElems, 902);
@@ -252,7 +324,28 @@ bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
       S += B.HostIn[size_t(R)][size_t(I)];
     return S;
   };
-  if (W.Collective == CollectiveKind::AllGather) {
+  if (W.Collective == CollectiveKind::AllToAll && B.Ragged) {
+    // Rows from rank 0, then rank 1, ..., each starting where that rank's
+    // rows for this rank start in its input; zeros after the last.
+    int64_t Row = 0;
+    for (int R = 0; R < Ranks; ++R) {
+      int64_t From = 0;
+      for (int P = 0; P < Rank; ++P)
+        From += B.Counts[size_t(R * Ranks + P)];
+      int64_t Cnt = B.Counts[size_t(R * Ranks + Rank)];
+      for (int64_t I = 0; I < Cnt * B.RowElems; ++I)
+        Cmp((Row * B.RowElems) + I,
+            B.HostIn[size_t(R)][size_t(From * B.RowElems + I)]);
+      Row += Cnt;
+    }
+    for (int64_t I = Row * B.RowElems; I < N; ++I)
+      Cmp(I, 0);
+  } else if (W.Collective == CollectiveKind::AllToAll) {
+    // Chunk r of the output is chunk `Rank` of rank r's input.
+    int64_t M = N / Ranks;
+    for (int64_t I = 0; I < N; ++I)
+      Cmp(I, B.HostIn[size_t(I / M)][size_t(Rank * M + I % M)]);
+  } else if (W.Collective == CollectiveKind::AllGather) {
     int64_t Step = std::max<int64_t>(1, N / (1 << 21));
     for (int64_t I = 0; I < N; I += Step)
       Cmp(I, B.HostIn[size_t(I / B.InElems)][size_t(I % B.InElems)]);

@@ -19,6 +19,12 @@
 namespace mtsched {
 namespace cuda {
 
+/// Rows rank r sends rank p in an uneven all_to_all's timing, at [r * Ranks
+/// + p]: Per * (1 + 2 * ((r + p) mod Ranks)) / Ranks with Per = min(Rows,
+/// Capacity) / Ranks, so no rank sends more than Rows or receives more than
+/// Capacity, and counts differ up to (2 Ranks - 1)-fold.
+std::vector<int64_t> raggedCounts(int64_t Rows, int64_t Capacity, int Ranks);
+
 struct MtPtrs {
   CUdeviceptr P[MaxCollectiveRanks];
 };
@@ -47,6 +53,14 @@ private:
     std::vector<MtPtrs> PeerSum;
     std::vector<CUdeviceptr> Imported; // peers' memory opened by IPC
     CUdeviceptr Bias = 0, Res = 0, Gamma = 0;
+    /// An uneven all_to_all: rows of RowElems elements, Counts[r * N + p]
+    /// the rows rank r sends rank p (raggedCounts), and this rank's send
+    /// then receive counts on the device (2N i64), read back by each call
+    /// as a compiled graph would.
+    bool Ragged = false;
+    int64_t RowElems = 0;
+    std::vector<int64_t> Counts;
+    CUdeviceptr CountsDev = 0;
     std::vector<std::vector<float>> HostIn; // every rank's input
     std::vector<float> HostBias, HostRes, HostGamma;
   };

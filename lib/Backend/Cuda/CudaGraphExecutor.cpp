@@ -282,16 +282,22 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
         if (G.getWorldSize() > 1)
           return err("'%" + M->getName() +
                      "': --run executes collectives only on one rank");
-        if (llvm::Error E = Alloc(M->getResult()))
-          return E;
-        D.cuMemcpyDtoDAsync(Dev[M->getResult()], Dev[M->getOperand(0)],
-                            M->getType().numBytes(), Gp.Stream);
-        D.cuStreamSynchronize(Gp.Stream);
-        Replay.push_back([&D, &Gp, Dst = Dev[M->getResult()],
-                          Src = Dev[M->getOperand(0)],
-                          Bytes = size_t(M->getType().numBytes())] {
-          return D.cuMemcpyDtoDAsync(Dst, Src, Bytes, Gp.Stream);
-        });
+        if (M->getNumOperands() == 3) {
+          if (llvm::Error E = RunKernel(
+                  generateRaggedCopyKernel("ragged_" + M->getName(), *M)))
+            return E;
+        } else {
+          if (llvm::Error E = Alloc(M->getResult()))
+            return E;
+          D.cuMemcpyDtoDAsync(Dev[M->getResult()], Dev[M->getOperand(0)],
+                              M->getType().numBytes(), Gp.Stream);
+          D.cuStreamSynchronize(Gp.Stream);
+          Replay.push_back([&D, &Gp, Dst = Dev[M->getResult()],
+                            Src = Dev[M->getOperand(0)],
+                            Bytes = size_t(M->getType().numBytes())] {
+            return D.cuMemcpyDtoDAsync(Dst, Src, Bytes, Gp.Stream);
+          });
+        }
         if (M->isEpilogueFused()) {
           if (llvm::Error E = RunKernel(generateEpilogueKernel(*M)))
             return E;

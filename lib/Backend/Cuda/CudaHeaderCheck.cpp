@@ -137,6 +137,10 @@ constexpr bool functionSame(RA (*)(PA...), RB (*)(PB...)) {
   X(ncclAllReduce)                                                             \
   X(ncclAllGather)                                                             \
   X(ncclReduceScatter)                                                         \
+  X(ncclSend)                                                                  \
+  X(ncclRecv)                                                                  \
+  X(ncclGroupStart)                                                            \
+  X(ncclGroupEnd)                                                              \
   X(ncclGetErrorString)
 
 namespace ours {
@@ -234,6 +238,7 @@ namespace mn = mtsched::nccl;
                 "nccl::" #Name " differs from nccl.h's value");
 MTSCHED_SAME_NCCL_VALUE(ncclSuccess)
 MTSCHED_SAME_NCCL_VALUE(ncclSum)
+MTSCHED_SAME_NCCL_VALUE(ncclUint8)
 MTSCHED_SAME_NCCL_VALUE(ncclFloat16)
 MTSCHED_SAME_NCCL_VALUE(ncclFloat32)
 MTSCHED_SAME_NCCL_VALUE(ncclBfloat16)

@@ -106,6 +106,13 @@ mtsched::generateGraphKernels(const Graph &G,
                "'%" + M->getName() + "' choice '" + C.Name + "'");
       continue;
     }
+    // One rank's uneven all_to_all runs as a copy kernel under --run.
+    if (M && M->getOp() == OpCode::AllToAll && M->getNumOperands() == 3 &&
+        G.getWorldSize() == 1) {
+      Take(generateRaggedCopyKernel("ragged_" + M->getName(), *M),
+           "'%" + M->getName() + "'");
+      continue;
+    }
     if (!M || M->getOp() != OpCode::MatMul)
       continue;
     for (const Choice &C : M->getChoices()) {

@@ -89,3 +89,49 @@ llvm::Expected<KernelSource> mtsched::generateLayoutKernel(llvm::StringRef Name,
 
   return gridStrideKernel(Fn, OS.str(), Params, Block, Total);
 }
+
+llvm::Expected<KernelSource>
+mtsched::generateRaggedCopyKernel(llvm::StringRef Name, const Node &N) {
+  auto Err = [&](const llvm::Twine &Msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'%" + N.getName() + "': " + Msg);
+  };
+  if (N.getOp() != OpCode::AllToAll || N.getNumOperands() != 3 ||
+      N.getOperand(1)->getType().numElements() != 1)
+    return Err("not an uneven all_to_all of one rank");
+  const TensorType &XT = N.getOperand(0)->getType();
+  int64_t Rows = XT.Shape[0], Cap = N.getType().Shape[0];
+  int64_t RowElems = Rows ? XT.numElements() / Rows : 0;
+  const unsigned Block = 256;
+  std::string Fn = sanitizeIdentifier(Name);
+  ParamList Params;
+  for (const Operand &O : N.getOperands())
+    Params.Inputs.insert(O.V);
+  Params.Outputs.push_back(N.getResult());
+  int64_t Total = N.getType().numElements();
+  DType T = N.getType().Dtype;
+  std::string Out = Params.name(N.getResult()) + "_out[i]";
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  // The counts the interpreter rejects (a send count outside the rows, a
+  // receive count that is not the send count, more rows than the capacity)
+  // make every element NaN (0 for integer tensors), which --run reports.
+  OS << Prelude << "\n// all_to_all %" << N.getName()
+     << " on one rank: its own counted rows, then zeros\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << Block << ") " << Fn
+     << "(" << Params.signature() << ") {\n"
+     << "  const long long sent = " << Params.name(N.getOperand(1)) << "[0];\n"
+     << "  const long long got = " << Params.name(N.getOperand(2)) << "[0];\n"
+     << "  const bool bad = sent < 0 || sent > " << Rows
+     << "LL || got != sent || got > " << Cap << "LL;\n"
+     << "  for (long long i = (long long)blockIdx.x * " << Block
+     << " + threadIdx.x; i < " << Total << "LL;\n"
+     << "       i += (long long)gridDim.x * " << Block << ") {\n"
+     << "    if (bad)\n      " << Out << " = "
+     << (isFloatDType(T) ? storeExpr(T, "__int_as_float(0x7fc00000)")
+                         : std::string("0"))
+     << ";\n    else if (i < got * " << RowElems << "LL)\n      " << Out
+     << " = " << Params.name(N.getOperand(0)) << "[i];\n    else\n      " << Out
+     << " = " << (isFloatDType(T) ? storeExpr(T, "0.f") : "0") << ";\n  }\n}\n";
+  return gridStrideKernel(Fn, OS.str(), Params, Block, Total);
+}

@@ -53,6 +53,10 @@ llvm::Expected<const NcclApi &> nccl::loadNccl() {
     Get(A.ncclAllReduce, "ncclAllReduce");
     Get(A.ncclAllGather, "ncclAllGather");
     Get(A.ncclReduceScatter, "ncclReduceScatter");
+    Get(A.ncclSend, "ncclSend");
+    Get(A.ncclRecv, "ncclRecv");
+    Get(A.ncclGroupStart, "ncclGroupStart");
+    Get(A.ncclGroupEnd, "ncclGroupEnd");
     Get(A.ncclGetErrorString, "ncclGetErrorString");
     if (!Missing.empty()) {
       Error = Path + " lacks " + Missing;

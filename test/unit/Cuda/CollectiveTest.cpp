@@ -66,6 +66,8 @@ TEST(CollectiveKernels, EveryVariantCompilesWithNvrtc) {
       S.Kind = CollectiveKind::ReduceScatter;
       S.Elems = 2 * Elems;
       Specs.push_back(S);
+      S.Kind = CollectiveKind::AllToAll;
+      Specs.push_back(S);
     }
   for (const CollectiveKernelSpec &S : Specs) {
     llvm::Expected<CollectiveKernel> K = generateCollectiveKernel(S);

@@ -113,6 +113,12 @@ llvm::Expected<KernelSource> generateScanKernel(llvm::StringRef Name,
 llvm::Expected<KernelSource> generateLayoutKernel(llvm::StringRef Name,
                                                   const Node &N);
 
+/// An uneven all_to_all (three operands) at one rank: the rows its send
+/// count names, then zeros up to the capacity; counts the interpreter
+/// rejects make the output NaN.
+llvm::Expected<KernelSource> generateRaggedCopyKernel(llvm::StringRef Name,
+                                                      const Node &N);
+
 /// N's epilogue chain as its own kernel.
 llvm::Expected<KernelSource>
 generateEpilogueKernel(const MultiTemplateBufferNode &N, int64_t Rows = 0);

@@ -26,7 +26,7 @@ struct ncclUniqueId {
 
 constexpr ncclResult_t ncclSuccess = 0;
 constexpr int ncclSum = 0;
-constexpr int ncclFloat16 = 6, ncclFloat32 = 7, ncclBfloat16 = 9;
+constexpr int ncclUint8 = 1, ncclFloat16 = 6, ncclFloat32 = 7, ncclBfloat16 = 9;
 
 struct NcclApi {
   ncclResult_t (*ncclGetVersion)(int *);
@@ -39,6 +39,13 @@ struct NcclApi {
                                 cuda::CUstream);
   ncclResult_t (*ncclReduceScatter)(const void *, void *, size_t, int, int,
                                     ncclComm_t, cuda::CUstream);
+  /// all_to_all: one send and one receive per peer, grouped.
+  ncclResult_t (*ncclSend)(const void *, size_t, int, int, ncclComm_t,
+                           cuda::CUstream);
+  ncclResult_t (*ncclRecv)(void *, size_t, int, int, ncclComm_t,
+                           cuda::CUstream);
+  ncclResult_t (*ncclGroupStart)();
+  ncclResult_t (*ncclGroupEnd)();
   const char *(*ncclGetErrorString)(ncclResult_t);
   int Version = 0;
 
