@@ -526,6 +526,15 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
 }
 
 llvm::Error mtsched::interpretGraph(const Graph &G, ValueData &Data) {
+  // interpretNode runs a collective as one rank's identity; with more ranks
+  // that would be a wrong answer, not a reference.
+  if (G.getWorldSize() > 1)
+    for (const auto &N : G.getNodes())
+      if (collectiveKindOf(N->getOp()) != CollectiveKind::None)
+        return err("'%" + N->getName() + "': the interpreter runs one rank, "
+                   "and this " + N->getOpName() + " needs the values of " +
+                   llvm::Twine(G.getWorldSize()) +
+                   " ranks (world_size); interpret a one-rank graph");
   for (const auto &N : G.getNodes())
     if (llvm::Error E = interpretNode(*N, Data))
       return E;
