@@ -233,11 +233,13 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
         /*MinChunk=*/
         std::max<int64_t>(1,
                           (int64_t(1) << 22) / std::max<int64_t>(1, K * Nn)));
-    // fp8 operands: the per-tensor scales.
+    // fp8 operands: their scales, per tensor or per row of A / column
+    // of B (then both operands are 2-D).
     if (N.getNumOperands() == 4) {
-      double Scale = (*In[2])[0] * (*In[3])[0];
-      for (double &X : Out)
-        X *= Scale;
+      bool RowA = In[2]->size() != 1, ColB = In[3]->size() != 1;
+      for (int64_t R = 0; R < Batch * M; ++R)
+        for (int64_t J = 0; J < Nn; ++J)
+          Out[R * Nn + J] *= (*In[2])[RowA ? R : 0] * (*In[3])[ColB ? J : 0];
     }
   } else if (Op == OpCode::Attention) {
     std::optional<AttentionShape> S = attentionShapeOf(N);

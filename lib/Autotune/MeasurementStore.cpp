@@ -13,6 +13,8 @@ std::string mtsched::workloadKey(const Workload &W, bool Fused) {
      << 'x' << W.Gemm.K << ':' << int(W.Gemm.Dtype) << ':' << int(W.Collective)
      << ':' << W.Bytes << ':' << W.Ranks << ':' << W.InBytes << ':'
      << W.OutBytes;
+  if (W.Gemm.RowwiseScales)
+    OS << ":rowwise-scales";
   if (W.Ragged)
     OS << ":ragged";
   if (W.Gemm.OperandDtype)

@@ -48,6 +48,9 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
     W.Gemm.Dtype = Out.Dtype;
     if (A.Dtype != Out.Dtype)
       W.Gemm.OperandDtype = A.Dtype;
+    if (N.getNumOperands() == 4)
+      W.Gemm.RowwiseScales = N.getOperand(2)->getType().numElements() != 1 ||
+                             N.getOperand(3)->getType().numElements() != 1;
     if (Hint > 0) {
       Scale = double(Hint) / double(W.Gemm.M);
       W.Gemm.M = Hint;

@@ -115,20 +115,37 @@ bool Verifier::inferMatMul(const Node &N) {
         return false;
       }
     if (Count != 4) {
-      error(N.getLoc(), "an fp8 'matmul' needs the per-tensor scales of "
-                        "both operands: matmul(%a, %b, %scale_a, "
-                        "%scale_b), each f32[] or f32[1]");
+      error(N.getLoc(), "an fp8 'matmul' needs the scales of both operands: "
+                        "matmul(%a, %b, %scale_a, %scale_b), each f32[] or "
+                        "f32[1], or f32[M,1] and f32[1,N] (rowwise)");
       return false;
     }
-    for (unsigned I = 2; I < 4; ++I)
-      if (Operand(I).Dtype != DType::F32 || Operand(I).numElements() != 1) {
-        error(N.getOperands()[I].Loc,
-              "scale " + name(N.getOperand(I)) +
-                  " of 'matmul' must be f32[] "
-                  "or f32[1] (one scale per tensor), got " +
-                  Operand(I).str());
+    // One scale per tensor, or (torch._scaled_mm's rowwise scaling, 2-D
+    // operands) one per row of A, f32[M,1], and one per column of B,
+    // f32[1,N].
+    for (unsigned I = 2; I < 4; ++I) {
+      const TensorType &S = Operand(I), &X = Operand(I - 2);
+      bool PerTensor = S.numElements() == 1 && S.rank() <= 1;
+      bool Rowwise = S.rank() == 2 && X.rank() == 2 &&
+                     Operand(1 - (I - 2)).rank() == 2 &&
+                     (I == 2 ? S.Shape[0] == X.Shape[0] && S.Shape[1] == 1
+                             : S.Shape[0] == 1 && S.Shape[1] == X.Shape[1]);
+      if (S.Dtype != DType::F32 || (!PerTensor && !Rowwise)) {
+        error(
+            N.getOperands()[I].Loc,
+            "scale " + name(N.getOperand(I)) +
+                " of 'matmul' must be f32[] or f32[1] (one scale per "
+                "tensor) or, with 2-D operands, " +
+                (I == 2
+                     ? "f32[" + Twine(X.Shape.empty() ? 0 : X.Shape[0]) +
+                           ",1] (one per row of " + name(N.getOperand(0)) + ")"
+                     : "f32[1," + Twine(X.Shape.empty() ? 0 : X.Shape.back()) +
+                           "] (one per column of " + name(N.getOperand(1)) +
+                           ")") +
+                ", got " + S.str());
         return false;
       }
+    }
     DType Out = N.getType().Dtype;
     if (Out != DType::BF16 && Out != DType::F16 && Out != DType::F32) {
       error(N.getLoc(),

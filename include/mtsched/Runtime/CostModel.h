@@ -28,6 +28,9 @@ struct GemmProblem {
   int64_t Batch = 1, M = 0, N = 0, K = 0;
   DType Dtype = DType::BF16;
   std::optional<DType> OperandDtype;
+  /// fp8: a scale per row of A and/or per column of B rather than one per
+  /// tensor (the same cost; a different kernel to check).
+  bool RowwiseScales = false;
 
   DType operandDtype() const { return OperandDtype.value_or(Dtype); }
 };

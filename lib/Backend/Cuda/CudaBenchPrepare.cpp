@@ -140,10 +140,13 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
     for (int64_t Kk = 0; Kk < P.K; ++Kk)
       for (int64_t C = 0; C < P.N; ++C)
         Row[C] += A[Kk] * B[Kk * P.N + C];
-    // fp8 operands: the per-tensor scales.
-    if (N.getNumOperands() == 4)
-      for (double &X : Row)
-        X *= Host.at(N.getOperand(2))[0] * Host.at(N.getOperand(3))[0];
+    // fp8 operands: their scales, per tensor or rowwise (2-D operands).
+    if (N.getNumOperands() == 4) {
+      const std::vector<double> &SA = Host.at(N.getOperand(2)),
+                                &SB = Host.at(N.getOperand(3));
+      for (int64_t C = 0; C < P.N; ++C)
+        Row[C] *= SA[SA.size() == 1 ? 0 : R] * SB[SB.size() == 1 ? 0 : C];
+    }
   } else if (N.getOp() == OpCode::SwiGlu) {
     const double *A = &Host.at(N.getOperand(0))[R * P.K];
     const double *Wg = Host.at(N.getOperand(1)).data();

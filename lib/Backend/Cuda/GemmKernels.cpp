@@ -281,11 +281,22 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
       buildEpilogue(N, Fused, P, Rows, Nn, Resized);
   if (!Epi)
     return Epi.takeError();
-  if (Fp8)
+  bool RowScales = Fp8 && (N.getOperand(2)->getType().numElements() != 1 ||
+                           N.getOperand(3)->getType().numElements() != 1);
+  if (Fp8 && !RowScales)
     // Before the epilogue: the per-tensor scales (mt_ab_scale, read once
     // per thread at the start of the kernel).
     Epi->Pre = "        v = v * mt_ab_scale; // scales %" +
                N.getOperand(2)->getName() + " * %" +
+               N.getOperand(3)->getName() + "\n" + Epi->Pre;
+  else if (Fp8)
+    // Rowwise: A's scale of the row, B's of the column (2-D operands, so
+    // r and c index them directly).
+    Epi->Pre = "        v = v * " + P.name(N.getOperand(2)) +
+               (N.getOperand(2)->getType().numElements() != 1 ? "[r]" : "[0]") +
+               " * " + P.name(N.getOperand(3)) +
+               (N.getOperand(3)->getType().numElements() != 1 ? "[c]" : "[0]") +
+               "; // scales %" + N.getOperand(2)->getName() + " * %" +
                N.getOperand(3)->getName() + "\n" + Epi->Pre;
   if (Epi->RowNode && Nn > T.BN)
     return err("a row reduction needs the whole row in one CTA, but N = " +
@@ -413,7 +424,7 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
        << " + bz * M_ * K_;\n"
        << "  const mt_operand *B = (const mt_operand *)" << BName
        << (BatchedB ? " + bz * K_ * N_;\n" : ";\n");
-    if (Fp8)
+    if (Fp8 && !RowScales)
       OS << "  const float mt_ab_scale = " << P.name(N.getOperand(2))
          << "[0] * " << P.name(N.getOperand(3)) << "[0];\n";
     OS << R"(  float acc[MT][NT][4];

@@ -66,6 +66,8 @@ def make(d):
     np.save(d + "/sa.npy", np.array(0.25))
     np.save(d + "/sw.npy", np.array([1.5]))
     np.save(d + "/x.npy", r.standard_normal((5, 7)) * 1e4)
+    np.save(d + "/ra.npy", r.uniform(0.1, 2, (6, 1)))
+    np.save(d + "/cw.npy", r.uniform(0.1, 2, (1, 24)))
 
 
 def check(i, o):
@@ -81,6 +83,11 @@ def check(i, o):
                                rtol=1e-6, atol=1e-6)
     m = (aq @ v) * sa * sw
     np.testing.assert_allclose(np.load(o + "/m.npy"), m.astype(np.float32),
+                               rtol=1e-6, atol=1e-6)
+    # Rowwise: a scale per row of A and per column of B.
+    ra, cw = np.load(i + "/ra.npy"), np.load(i + "/cw.npy")
+    rw = (aq @ w) * ra.astype(np.float32) * cw.astype(np.float32)
+    np.testing.assert_allclose(np.load(o + "/rw.npy"), rw.astype(np.float32),
                                rtol=1e-6, atol=1e-6)
     x = np.load(i + "/x.npy")
     np.testing.assert_array_equal(np.load(o + "/x5.npy"),
