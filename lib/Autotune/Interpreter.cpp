@@ -533,8 +533,9 @@ llvm::Error mtsched::interpretGraph(const Graph &G, ValueData &Data) {
   if (G.getWorldSize() > 1)
     for (const auto &N : G.getNodes())
       if (collectiveKindOf(N->getOp()) != CollectiveKind::None)
-        return err("'%" + N->getName() + "': the interpreter runs one rank, "
-                   "and this " + N->getOpName() + " needs the values of " +
+        return err("'%" + N->getName() +
+                   "': the interpreter runs one rank, and this " +
+                   N->getOpName() + " needs the values of " +
                    llvm::Twine(G.getWorldSize()) +
                    " ranks (world_size); interpret a one-rank graph");
   for (const auto &N : G.getNodes())
