@@ -145,7 +145,8 @@ config.llvm_tools_dir = "$D/bin"
 config.python = "python3"
 lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
 SITE
-  timeout 300 python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda/collective-2gpu.mir" "$W/test/lit/Cuda/collective-2gpu-mpi.mir" 2>&1 | tee "$OUTDIR/coll-lit.log" | tail -25
+  timeout 300 python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda/collective-2gpu.mir" "$W/test/lit/Cuda/collective-2gpu-mpi.mir" \
+    "$W/test/lit/Cuda/all-to-all-2gpu.mir" 2>&1 | tee "$OUTDIR/coll-lit.log" | tail -25
   [ "${PIPESTATUS[0]}" = 0 ] || fail=1
   if [ $BENCH = 1 ]; then
     echo "== all_reduce sweep, 2 ranks"

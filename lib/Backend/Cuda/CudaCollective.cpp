@@ -379,12 +379,16 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
           };
           break;
         }
-        // Uneven: the counts are device values, so every call reads them
-        // back (as a compiled graph must before its NCCL calls), sends and
-        // receives counted rows, and zeros the rows past the received.
+        // Uneven: the counts are device values, so every call waits for
+        // the stream (where their producer ran) and reads them back, as a
+        // compiled graph must before its NCCL calls and as torch's
+        // .tolist() does; then it sends and receives counted rows and zeros
+        // the rows past the received.
         Launch = [&](int Cp) {
           int Ranks = Comm.size();
           std::vector<int64_t> Counts(size_t(2 * Ranks));
+          if (CUresult R = D->cuStreamSynchronize(Stream))
+            return R;
           if (CUresult R = D->cuMemcpyDtoH(Counts.data(), B.CountsDev,
                                            Counts.size() * 8))
             return R;
