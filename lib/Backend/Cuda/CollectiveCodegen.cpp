@@ -388,35 +388,21 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long stride = (long long)gridDim.x * blockDim.x;
   mt_barrier(flags, rank, epoch, 0);
-#if A2A
-  // Chunk r of this rank's output is chunk `rank` of rank r's input.
-  const long long m = NELEMS / W;
-#if (NELEMS / W) % VEC == 0
-  const long long mv = m / VEC;
-  for (long long i = tid; i < W * mv; i += stride) {
-    const int r = (int)(i / mv);
-    stv((U4 *)outs.p[rank] + i,
-        ldv((const U4 *)((const T *)ins.p[r] + rank * m) + (i - r * mv)));
-  }
-#else
-  for (long long i = tid; i < NELEMS; i += stride) {
-    const int r = (int)(i / m);
-    ((T *)outs.p[rank])[i] =
-        *((const volatile T *)ins.p[r] + rank * m + (i - r * m));
-  }
-#endif
-#elif GATHER
-  const long long n = NELEMS;
-#if (NELEMS % VEC) == 0
+#if GATHER || A2A
+  // Chunk r of this rank's output is rank r's input (all_gather) or chunk
+  // `rank` of it (all_to_all): CHUNK elements from off on.
+  const long long n = CHUNK, off = A2A ? (long long)rank * n : 0;
+#if (CHUNK % VEC) == 0
   const long long nv = n / VEC;
   for (long long i = tid; i < W * nv; i += stride) {
     const int r = (int)(i / nv);
-    stv((U4 *)outs.p[rank] + i, ldv((const U4 *)ins.p[r] + (i - r * nv)));
+    stv((U4 *)outs.p[rank] + i,
+        ldv((const U4 *)((const T *)ins.p[r] + off) + (i - r * nv)));
   }
 #else
   for (long long i = tid; i < W * n; i += stride) {
     const int r = (int)(i / n);
-    ((T *)outs.p[rank])[i] = *((const volatile T *)ins.p[r] + (i - r * n));
+    ((T *)outs.p[rank])[i] = *((const volatile T *)ins.p[r] + off + (i - r * n));
   }
 #endif
 #else
@@ -541,6 +527,10 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   Def("TWO_SHOT", TwoShot ? "1" : "0");
   Def("GATHER", S.Kind == CollectiveKind::AllGather ? "1" : "0");
   Def("A2A", S.Kind == CollectiveKind::AllToAll ? "1" : "0");
+  // Elements each rank's input gives this rank (gather and all_to_all).
+  Def("CHUNK", S.Kind == CollectiveKind::AllToAll
+                   ? std::to_string(S.Elems / S.Ranks) + "ll"
+                   : "NELEMS");
   Def("EPI_BIAS", Ep.Bias ? "1" : "0");
   Def("EPI_RES", Ep.Residual ? "1" : "0");
   // The activation is the op table's expression of its one operand.

@@ -18,6 +18,21 @@
 using namespace mtsched;
 using namespace mtsched::codegen;
 
+/// The parameters of a one-node kernel: N's operands, then its result.
+static ParamList paramsOf(const Node &N) {
+  ParamList Params;
+  for (const Operand &O : N.getOperands())
+    Params.Inputs.insert(O.V);
+  Params.Outputs.push_back(N.getResult());
+  return Params;
+}
+
+/// What an element becomes when its input is out of range: NaN, or 0 for
+/// integer tensors (which have no NaN).
+static std::string poisonValue(DType T) {
+  return isFloatDType(T) ? storeExpr(T, "__int_as_float(0x7fc00000)") : "0";
+}
+
 llvm::Expected<KernelSource> mtsched::generateLayoutKernel(llvm::StringRef Name,
                                                            const Node &N) {
   auto Err = [&](const llvm::Twine &Msg) {
@@ -31,10 +46,7 @@ llvm::Expected<KernelSource> mtsched::generateLayoutKernel(llvm::StringRef Name,
     return Err("'reshape' is a view and has no kernel");
   const unsigned Block = 256;
   std::string Fn = sanitizeIdentifier(Name);
-  ParamList Params;
-  for (const Operand &O : N.getOperands())
-    Params.Inputs.insert(O.V);
-  Params.Outputs.push_back(N.getResult());
+  ParamList Params = paramsOf(N);
   int64_t Total = N.getType().numElements();
   int64_t Rank = P->OutShape.size();
 
@@ -59,9 +71,7 @@ llvm::Expected<KernelSource> mtsched::generateLayoutKernel(llvm::StringRef Name,
     OS << "    const long long ix = (long long)" << Params.name(IdxV) << "[o"
        << P->IndexDim << "];\n"
        << "    if (ix < 0 || ix >= " << P->IndexBound << "LL) {\n"
-       << "      " << Out << " = "
-       << (isFloatDType(T) ? storeExpr(T, "__int_as_float(0x7fc00000)")
-                           : std::string("0"))
+       << "      " << Out << " = " << poisonValue(T)
        << ";\n      continue;\n    }\n";
   }
   for (size_t I = 0; I < P->Sources.size(); ++I) {
@@ -104,10 +114,7 @@ mtsched::generateRaggedCopyKernel(llvm::StringRef Name, const Node &N) {
   int64_t RowElems = Rows ? XT.numElements() / Rows : 0;
   const unsigned Block = 256;
   std::string Fn = sanitizeIdentifier(Name);
-  ParamList Params;
-  for (const Operand &O : N.getOperands())
-    Params.Inputs.insert(O.V);
-  Params.Outputs.push_back(N.getResult());
+  ParamList Params = paramsOf(N);
   int64_t Total = N.getType().numElements();
   DType T = N.getType().Dtype;
   std::string Out = Params.name(N.getResult()) + "_out[i]";
@@ -127,9 +134,7 @@ mtsched::generateRaggedCopyKernel(llvm::StringRef Name, const Node &N) {
      << "  for (long long i = (long long)blockIdx.x * " << Block
      << " + threadIdx.x; i < " << Total << "LL;\n"
      << "       i += (long long)gridDim.x * " << Block << ") {\n"
-     << "    if (bad)\n      " << Out << " = "
-     << (isFloatDType(T) ? storeExpr(T, "__int_as_float(0x7fc00000)")
-                         : std::string("0"))
+     << "    if (bad)\n      " << Out << " = " << poisonValue(T)
      << ";\n    else if (i < got * " << RowElems << "LL)\n      " << Out
      << " = " << Params.name(N.getOperand(0)) << "[i];\n    else\n      " << Out
      << " = " << (isFloatDType(T) ? storeExpr(T, "0.f") : "0") << ";\n  }\n}\n";
