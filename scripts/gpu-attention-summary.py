@@ -32,18 +32,25 @@ def main():
     torch = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else {}
     print(f"PyTorch {torch.get('torch', '?')} on {torch.get('device', '?')}"
           f" (enable_gqa: {torch.get('enable_gqa', '?')})\n")
-    print("| shape | decided | flash (best tile) | attn_math | SDPA default "
+    print("| shape | decided | tensor-core tile (best) | CUDA-core tile (best) "
+          "| attn_math | SDPA default "
           "| SDPA flash | SDPA efficient | SDPA cudnn | decided / SDPA |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     fmt = lambda x: "-" if x is None else f"{x:.1f}"
+
+    def best(t, prefix):
+        tiles = {k: v for k, v in t.items() if k.startswith(prefix)}
+        if not tiles:
+            return "-"
+        b = min(tiles, key=tiles.get)
+        return f"{fmt(tiles[b])} ({b})"
+
     for g, (dec, t) in mt.items():
-        flash = {k: v for k, v in t.items() if k.startswith("attn_flash_")}
-        best = min(flash, key=flash.get) if flash else None
         r = torch.get(g, {})
         sd = r.get("sdpa_us")
         ratio = t[dec] / sd if sd else None
         print(f"| {g} | {dec} {t[dec]:.1f} us | "
-              f"{fmt(flash.get(best)) + ' (' + best + ')' if best else '-'} | "
+              f"{best(t, 'attn_mma_')} | {best(t, 'attn_flash_')} | "
               f"{fmt(t.get('attn_math'))} | {fmt(sd)} | "
               f"{fmt(r.get('sdpa_flash_attention_us'))} | "
               f"{fmt(r.get('sdpa_efficient_attention_us'))} | "

@@ -25,15 +25,17 @@ nvidia-smi -L 2>/dev/null || true
 
 # The flash tiles of each example (an --inject naming a choice the graph
 # does not have is refused): attn_math runs once they all fail.
-FLASH_decode="16x64_w4 16x32_w4 16x64_w4_kv8 16x64_w4_kv16 16x64_w4_kv32"
-FLASH_prefill="64x64_w4 32x64_w4 16x64_w4 16x32_w4"
+FLASH_decode="flash_16x64_w4 flash_16x32_w4 flash_16x64_w4_kv8 flash_16x64_w4_kv16 flash_16x64_w4_kv32
+  mma_16x64_w1 mma_16x64_w1_kv8 mma_16x64_w1_kv16 mma_16x64_w1_kv32"
+FLASH_prefill="flash_64x64_w4 flash_32x64_w4 flash_16x64_w4 flash_16x32_w4
+  mma_128x64_w8 mma_64x64_w4 mma_16x64_w1"
 for ex in decode prefill; do
   for mode in best math; do
     extra=()
     if [[ $mode = math ]]; then
       tiles="FLASH_$ex"
       for t in ${!tiles}; do
-        extra+=("--inject=run-fail:choice=attn_flash_$t")
+        extra+=("--inject=run-fail:choice=attn_$t")
       done
     fi
     echo "== --run $ex ($mode)"

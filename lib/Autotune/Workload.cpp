@@ -151,8 +151,8 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     if (Fused)
       return Inf;
     if (std::optional<AttentionTile> T = attentionTileOf(C))
-      return flashAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Warps,
-                                  T->Splits);
+      return flashAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Warps, T->Splits,
+                                  T->Mma);
     if (C.Name == AttentionMathChoice)
       return mathAttentionTimeUs(D, W.Attn);
     return Inf;

@@ -51,9 +51,14 @@ ChoiceConfig ChoiceConfig::getDefault() {
   // Tall tiles for prefill; 16 rows still cover a decode step's packed
   // query heads (4 per kv head for Llama-3-8B), and split-KV spreads a
   // decode step's few (batch, kv head) tiles over more CTAs.
-  C.AttentionTiles = {{64, 64, 4},    {32, 64, 4},    {16, 64, 4},
-                      {16, 32, 4},    {16, 64, 4, 8}, {16, 64, 4, 16},
-                      {16, 64, 4, 32}};
+  // The tensor-core tiles give each warp 16 rows: 4 or 8 warps for
+  // prefill, one warp (and split-KV) for a decode step's few rows.
+  C.AttentionTiles = {
+      {64, 64, 4},          {32, 64, 4},           {16, 64, 4},
+      {16, 32, 4},          {16, 64, 4, 8},        {16, 64, 4, 16},
+      {16, 64, 4, 32},      {128, 64, 8, 1, true}, {64, 64, 4, 1, true},
+      {16, 64, 1, 1, true}, {16, 64, 1, 8, true},  {16, 64, 1, 16, true},
+      {16, 64, 1, 32, true}};
   C.GemmExterns = {"extern.cublas"};
   C.AllReduce = {"nccl", "one_shot", "two_shot"};
   C.AllGather = {"nccl", "p2p"};
@@ -218,19 +223,20 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
 }
 
 std::string mtsched::attentionChoiceName(const AttentionTile &T) {
-  return "attn_flash_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
-         "_w" + std::to_string(T.Warps) +
+  return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
+         std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
          (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "");
 }
 
 std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   llvm::StringRef S(C.Name);
-  if (!S.consume_front("attn_flash_"))
+  AttentionTile T;
+  T.Mma = S.consume_front("attn_mma_");
+  if (!T.Mma && !S.consume_front("attn_flash_"))
     return std::nullopt;
   auto [BQ, Rest] = S.split('x');
   auto [BKV, WS] = Rest.split("_w");
   auto [W, Splits] = WS.split("_kv");
-  AttentionTile T;
   if (BQ.getAsInteger(10, T.BQ) || BKV.getAsInteger(10, T.BKV) ||
       W.getAsInteger(10, T.Warps) ||
       (!Splits.empty() && Splits.getAsInteger(10, T.Splits)) || T.BQ <= 0 ||
@@ -253,6 +259,10 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
     Out.push_back(Choice{Name, {}, {}});
   };
   auto Fits = [&](const AttentionTile &T) {
+    if (T.Mma)
+      return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps) &&
+             mmaAttentionSharedBytes(T.BQ, T.BKV, D) <=
+                 FlashAttentionMaxSharedBytes;
     return flashAttentionSharedBytes(T.BQ, T.BKV, D) <=
            FlashAttentionMaxSharedBytes;
   };
@@ -415,6 +425,14 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
       if (!O)
         return fileError(Path, "'attention_tiles' must be a list of objects");
       AttentionTile T{0, 0, 0};
+      // "mma" is optional: false, the CUDA-core template.
+      if (const llvm::json::Value *Mma = O->get("mma")) {
+        std::optional<bool> B = Mma->getAsBoolean();
+        if (!B)
+          return fileError(Path, "attention tile field 'mma' must be true or "
+                                 "false");
+        T.Mma = *B;
+      }
       // "splits" is optional: 1, no split-KV.
       std::pair<const char *, int *> Fields[] = {{"bq", &T.BQ},
                                                  {"bkv", &T.BKV},

@@ -19,6 +19,17 @@ constexpr double L2UsableFraction = 0.5;
 /// multiply-add reads one shared-memory operand (the other is a broadcast),
 /// so shared-memory bandwidth, not the FMA pipes, bounds it.
 constexpr double FlashSimtEff = 0.3;
+/// Share of the dense bf16 tensor-core peak the mma.sync template's two
+/// products reach: one warp's 16 rows per k or v fragment loaded from
+/// shared memory, and the softmax between them on the CUDA cores.
+constexpr double MmaTensorEff = 0.35;
+/// CUDA-core operations per score of the mma template's online softmax
+/// (scale, mask, max, exp2, sum, conversion to 16 bits), at FlashSimtEff.
+constexpr double MmaSoftmaxOpsPerScore = 8;
+/// L2-to-SM bandwidth as a multiple of HBM's: every CTA copies its tile's
+/// keys and values into shared memory, so short tiles (many CTAs per kv
+/// head) pay for the same keys many times even when L2 holds them.
+constexpr double L2BandwidthFactor = 2.5;
 /// The math kernel's dot products are warp-wide reductions over the head
 /// dimension, and its p v loop reads p from global memory.
 constexpr double MathSimtEff = 0.2;
@@ -50,10 +61,13 @@ double mtsched::attentionFlops(const AttentionShape &S) {
 
 double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
                                      const AttentionShape &S, int BQ, int BKV,
-                                     int Warps, int Splits) {
+                                     int Warps, int Splits, bool Mma) {
   if (!validShape(S) || BQ <= 0 || BKV <= 0 || Warps <= 0 || Splits <= 0)
     return Inf;
-  double Smem = double(flashAttentionSharedBytes(BQ, BKV, S.D));
+  if (Mma && !mmaAttentionSupports(S, BQ, BKV, Warps))
+    return Inf;
+  double Smem = double(Mma ? mmaAttentionSharedBytes(BQ, BKV, S.D)
+                           : flashAttentionSharedBytes(BQ, BKV, S.D));
   if (Smem > FlashAttentionMaxSharedBytes)
     return Inf;
   if (S.B * S.Hq * S.Sq == 0)
@@ -77,6 +91,11 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
   double CtaFlops = 4.0 * BQ * KeysPerTile * S.D;
   double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * FlashSimtEff / Dev.NumSMs;
   double CtaUs = CtaFlops / PerSMFlops;
+  if (Mma) {
+    double PerSMTensor = Dev.PeakBf16Tflops * 1e6 * MmaTensorEff / Dev.NumSMs;
+    CtaUs = CtaFlops / PerSMTensor +
+            MmaSoftmaxOpsPerScore * BQ * KeysPerTile / PerSMFlops;
+  }
   double Slots = Dev.NumSMs * CPS;
   double FullWaves = std::floor(CTAs / Slots);
   double Rest = CTAs - FullWaves * Slots;
@@ -92,7 +111,9 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
       Splits > 1 ? 2.0 * CTAs * (double(BQ) * S.D + 2.0 * BQ) * 4 : 0;
   double MemUs = hbmUs(Dev, QOBytes + KVBytes * KVReads + PartialBytes);
   double StreamUs = perCtaStreamUs(Dev, 2.0 * KeysPerTile * S.D * E);
-  return Dev.LaunchUs + std::max({ComputeUs, MemUs, StreamUs});
+  double L2Us = CTAs * 2.0 * KeysPerTile * S.D * E /
+                (Dev.HbmGBps * 1e3 * L2BandwidthFactor);
+  return Dev.LaunchUs + std::max({ComputeUs, MemUs, StreamUs, L2Us});
 }
 
 double mtsched::mathAttentionTimeUs(const DeviceDesc &Dev,

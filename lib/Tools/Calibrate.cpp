@@ -60,7 +60,10 @@ static std::string groupOf(const Workload &W, const Choice &C, bool Fused) {
     G = "swiglu tiles";
     break;
   case Workload::Kind::Attention:
-    G = attentionTileOf(C) ? "attention flash tiles" : "attention math";
+    if (std::optional<AttentionTile> T = attentionTileOf(C))
+      G = T->Mma ? "attention mma tiles" : "attention flash tiles";
+    else
+      G = "attention math";
     break;
   case Workload::Kind::Custom:
     G = "custom";

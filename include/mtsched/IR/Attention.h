@@ -40,6 +40,16 @@ struct AttentionShape {
 /// and score tiles, and three floats per row. Lowering, the cost model and
 /// the codegen agree on it.
 int64_t flashAttentionSharedBytes(int BQ, int BKV, int64_t D);
+/// Bytes of shared memory the tensor-core (mma.sync) attention template
+/// needs: a 16-bit q tile and two stages of k and v tiles (a cp.async
+/// double buffer), rows padded by 8 elements so that ldmatrix rows fall in
+/// different banks.
+int64_t mmaAttentionSharedBytes(int BQ, int BKV, int64_t D);
+/// Whether the tensor-core template handles shape S with a BQ x BKV tile of
+/// Warps warps: bf16 or f16 (the MMA's operand types), a head dimension that
+/// is a multiple of 16 up to 128 (q fragments and accumulators stay in
+/// registers), 16 query rows per warp and whole k16 steps of keys.
+bool mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps);
 /// Shared memory one CTA may use on sm_90 (the opt-in limit).
 inline constexpr int64_t FlashAttentionMaxSharedBytes = 227 * 1024;
 

@@ -3,7 +3,8 @@
 // The simulator's predictions for the two attention templates the CUDA
 // backend generates (docs/SIMULATOR.md, "Attention"): the flash kernel
 // (one CTA per BQ packed query rows of a kv head, keys and values streamed
-// through shared memory, fp32 on the CUDA cores) and the math
+// through shared memory, fp32 on the CUDA cores or, for the mma tiles, the
+// two products on the tensor cores) and the math
 // decomposition (the fp32 scores written to global memory, normalised, then
 // multiplied by v). Times in microseconds; +inf when a tile cannot run.
 //
@@ -21,9 +22,12 @@ namespace mtsched {
 double attentionFlops(const AttentionShape &S);
 
 /// Splits > 1: split-KV, each tile's keys divided among Splits CTAs whose
-/// partial results are written, read back and combined.
+/// partial results are written, read back and combined. Mma: the
+/// tensor-core template (q kᵀ and p v on mma.sync, the softmax on the CUDA
+/// cores, k and v double-buffered by cp.async).
 double flashAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S,
-                            int BQ, int BKV, int Warps, int Splits = 1);
+                            int BQ, int BKV, int Warps, int Splits = 1,
+                            bool Mma = false);
 double mathAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S);
 
 } // namespace mtsched

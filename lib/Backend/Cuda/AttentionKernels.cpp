@@ -31,6 +31,51 @@ static const char *loadMacro(DType T) {
   }
 }
 
+/// The end of a split-KV CTA (`#if SPLITS > 1`), after it has written its
+/// partial accumulators `part[row * D_ + d]`, running max (log2 units; -inf
+/// for a row that saw no key) and sum to the workspace: the last split of
+/// the tile to finish (a counter per tile, left at zero again) combines
+///   out = sum_s acc_s 2^(m_s - M) / sum_s l_s 2^(m_s - M), M = max_s m_s.
+/// A macro so that both templates embed the same text.
+#define SPLIT_COMBINE_SRC                                                      \
+  R"(    __threadfence();
+    __syncthreads();
+    __shared__ int mt_last;
+    unsigned *count = (unsigned *)(ws + (long long)gridDim.x * gridDim.y *
+                                            SPLITS * (BQ * D_ + 2 * BQ)) +
+                      tile;
+    if (tid == 0)
+      mt_last = atomicAdd(count, 1u) == SPLITS - 1;
+    __syncthreads();
+    if (!mt_last)
+      return;
+    __threadfence();
+    const volatile float *parts = ws + tile * SPLITS * (BQ * D_ + 2 * BQ);
+    for (int e = tid; e < BQ * D_; e += THREADS) {
+      const int i = e / D_, d = e % D_;
+      const long long r = r0 + i;
+      if (r >= ROWS)
+        continue;
+      float M = MT_NEG_INF;
+      for (int z = 0; z < SPLITS; ++z)
+        M = fmaxf(M, parts[z * (BQ * D_ + 2 * BQ) + BQ * D_ + i]);
+      float L = 0.f, o = 0.f;
+      for (int z = 0; z < SPLITS; ++z) {
+        const volatile float *pz = parts + z * (BQ * D_ + 2 * BQ);
+        const float m = pz[BQ * D_ + i];
+        // A split that saw no key of this row adds nothing.
+        const float w = m == MT_NEG_INF ? 0.f : exp2f(m - M);
+        L += pz[BQ * D_ + BQ + i] * w;
+        o += pz[e] * w;
+      }
+      const long long h = hk * GROUP + r / SQ;
+      out[((b * HQ + h) * SQ + r % SQ) * D_ + d] = STORE(L > 0.f ? o / L : 0.f);
+    }
+    if (tid == 0)
+      *count = 0u;
+  }
+)"
+
 static const char *FlashBody = R"(
 #define NW (THREADS / 32)
 #define KS (D_ + 1)   // padded key row: lanes read different keys
@@ -207,43 +252,7 @@ static const char *FlashBody = R"(
       part[BQ * D_ + i] = sM[i];
       part[BQ * D_ + BQ + i] = sL[i];
     }
-    __threadfence();
-    __syncthreads();
-    __shared__ int mt_last;
-    unsigned *count = (unsigned *)(ws + (long long)gridDim.x * gridDim.y *
-                                            SPLITS * (BQ * D_ + 2 * BQ)) +
-                      tile;
-    if (tid == 0)
-      mt_last = atomicAdd(count, 1u) == SPLITS - 1;
-    __syncthreads();
-    if (!mt_last)
-      return;
-    __threadfence();
-    const volatile float *parts = ws + tile * SPLITS * (BQ * D_ + 2 * BQ);
-    for (int e = tid; e < BQ * D_; e += THREADS) {
-      const int i = e / D_, d = e % D_;
-      const long long r = r0 + i;
-      if (r >= ROWS)
-        continue;
-      float M = MT_NEG_INF;
-      for (int z = 0; z < SPLITS; ++z)
-        M = fmaxf(M, parts[z * (BQ * D_ + 2 * BQ) + BQ * D_ + i]);
-      float L = 0.f, o = 0.f;
-      for (int z = 0; z < SPLITS; ++z) {
-        const volatile float *pz = parts + z * (BQ * D_ + 2 * BQ);
-        const float m = pz[BQ * D_ + i];
-        // A split that saw no key of this row adds nothing.
-        const float w = m == MT_NEG_INF ? 0.f : exp2f(m - M);
-        L += pz[BQ * D_ + BQ + i] * w;
-        o += pz[e] * w;
-      }
-      const long long h = hk * GROUP + r / SQ;
-      out[((b * HQ + h) * SQ + r % SQ) * D_ + d] = STORE(L > 0.f ? o / L : 0.f);
-    }
-    if (tid == 0)
-      *count = 0u;
-  }
-#else
+)" SPLIT_COMBINE_SRC R"(#else
 #pragma unroll
   for (int n = 0; n < PV_N; ++n) {
 #if PV_SPLIT
@@ -261,6 +270,250 @@ static const char *FlashBody = R"(
       out[((b * HQ + h) * SQ + r % SQ) * D_ + d] =
           STORE(l > 0.f ? acc[n] / l : 0.f);
     }
+  }
+#endif
+}
+)";
+
+/// The tensor-core template: warp w owns packed rows 16w..16w+15 of the
+/// tile. q kᵀ and p v are mma.sync m16n8k16 products with fp32 accumulators
+/// (the fragment layouts of the PTX ISA: lane = 4 g + t holds rows g and
+/// g + 8, columns 2t and 2t + 1 of each n8 tile); the scores never leave
+/// registers: the online softmax works on the accumulator fragments, which
+/// are exactly the A fragments of p v once rounded to 16 bits. k and v
+/// tiles are double-buffered by cp.async, so the next tile loads while this
+/// one is multiplied.
+static const char *MmaBody = R"(
+#define NW (THREADS / 32) // BQ == 16 * NW
+#define DP (D_ + 8)       // padded 16-bit row: ldmatrix rows hit different banks
+#define CH (D_ / 8)       // 16-byte chunks of a row
+#define NKD (D_ / 16)     // k16 steps of q kᵀ
+#define NS (BKV / 8)      // n8 score tiles of a key tile
+#define NO (D_ / 8)       // n8 output tiles
+#define MT_NEG_INF (-__int_as_float(0x7f800000))
+  extern __shared__ __align__(16) unsigned short mt_smem[];
+  unsigned short *sQ = mt_smem;        // [BQ][DP]
+  unsigned short *sK = sQ + BQ * DP;   // [2][BKV][DP]
+  unsigned short *sV = sK + 2 * BKV * DP;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const long long b = blockIdx.y / HKV, hk = blockIdx.y % HKV;
+#if CAUSAL
+  // The last query tiles see the most keys: start them first.
+  const long long r0 = (long long)(gridDim.x - 1 - blockIdx.x) * BQ;
+#else
+  const long long r0 = (long long)blockIdx.x * BQ;
+#endif
+  const long long kvBase = (b * HKV + hk) * (long long)SKV * D_;
+  // Packed row r is query r % SQ of query head hk * GROUP + r / SQ.
+  for (int c = tid; c < BQ * CH; c += THREADS) {
+    const int i = c / CH, col = (c % CH) * 8;
+    const long long r = r0 + i;
+    const bool ok = r < ROWS;
+    const long long h = hk * GROUP + (ok ? r / SQ : 0);
+    mt_cp_async16(sQ + i * DP + col,
+                  ok ? q + ((b * HQ + h) * SQ + r % SQ) * D_ + col : q,
+                  ok ? 16 : 0);
+  }
+  mt_cp_async_commit();
+  long long kvEnd = SKV;
+#if CAUSAL
+  {
+    // The tile's last query sees the most keys.
+    const long long rl = (r0 + BQ < ROWS ? r0 + BQ : ROWS) - 1;
+    const long long qmax = (r0 / SQ != rl / SQ) ? SQ - 1 : rl % SQ;
+    kvEnd = SKV - SQ + qmax + 1;
+  }
+#endif
+  long long kvBegin = 0;
+#if SPLITS > 1
+  {
+    // Split z of SPLITS takes its share of whole key tiles.
+    const long long tiles = (kvEnd + BKV - 1) / BKV;
+    const long long per = (tiles + SPLITS - 1) / SPLITS;
+    kvBegin = blockIdx.z * per * BKV;
+    kvEnd = kvEnd < kvBegin + per * BKV ? kvEnd : kvBegin + per * BKV;
+  }
+#endif
+  // The last key each of this thread's rows sees (rows past ROWS see all:
+  // their zero queries are never stored), and the range over the warp: a
+  // key tile past every row's last key is skipped, one before every row's
+  // first masked key needs no mask.
+  const long long ra = r0 + warp * 16 + g, rb = ra + 8;
+#if CAUSAL
+  const long long lastA = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
+  const long long lastB = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
+#else
+  const long long lastA = SKV - 1, lastB = SKV - 1;
+#endif
+  long long warpMin = lastA < lastB ? lastA : lastB;
+  long long warpMax = lastA < lastB ? lastB : lastA;
+  for (int o = 16; o > 0; o >>= 1) {
+    const long long mn = __shfl_xor_sync(0xffffffffu, warpMin, o);
+    const long long mx = __shfl_xor_sync(0xffffffffu, warpMax, o);
+    warpMin = mn < warpMin ? mn : warpMin;
+    warpMax = mx > warpMax ? mx : warpMax;
+  }
+  auto loadKV = [&](int stage, long long j0) {
+    for (int c = tid; c < BKV * CH; c += THREADS) {
+      const int j = c / CH, col = (c % CH) * 8;
+      const bool ok = j0 + j < SKV;
+      const long long off = kvBase + (j0 + j) * D_ + col;
+      mt_cp_async16(sK + (stage * BKV + j) * DP + col, ok ? k + off : k,
+                    ok ? 16 : 0);
+      mt_cp_async16(sV + (stage * BKV + j) * DP + col, ok ? v + off : v,
+                    ok ? 16 : 0);
+    }
+  };
+  const int nTiles =
+      kvBegin < kvEnd ? (int)((kvEnd - kvBegin + BKV - 1) / BKV) : 0;
+  if (nTiles > 0)
+    loadKV(0, kvBegin);
+  mt_cp_async_commit();
+  MT_CP_ASYNC_WAIT(1); // q has landed
+  __syncthreads();
+  unsigned qf[NKD][4];
+#pragma unroll
+  for (int kd = 0; kd < NKD; ++kd)
+    mt_ldmatrix_x4(qf[kd], sQ + (warp * 16 + (lane & 15)) * DP + kd * 16 +
+                               (lane >> 4) * 8);
+  float o[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; ++n)
+    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  // Running max (log2 units) and this thread's share of the running sum of
+  // rows ra and rb; the four lanes of a row agree on the max.
+  float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
+  for (int it = 0; it < nTiles; ++it) {
+    const long long j0 = kvBegin + (long long)it * BKV;
+    const int st = it & 1;
+    if (it + 1 < nTiles)
+      loadKV(st ^ 1, j0 + BKV);
+    mt_cp_async_commit();
+    MT_CP_ASYNC_WAIT(1);
+    __syncthreads();
+    if (j0 <= warpMax) {
+      const unsigned short *kt = sK + st * BKV * DP;
+      const unsigned short *vt = sV + st * BKV * DP;
+      float s[NS][4];
+#pragma unroll
+      for (int n = 0; n < NS; ++n)
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int kd = 0; kd < NKD; ++kd) {
+#pragma unroll
+        for (int n = 0; n < NS; n += 2) {
+          unsigned bk[4];
+          mt_ldmatrix_x4(bk, kt + (n * 8 + (lane >> 4) * 8 + (lane & 7)) * DP +
+                                 kd * 16 + ((lane >> 3) & 1) * 8);
+          mt_mma(s[n], qf[kd], bk);
+          mt_mma(s[n + 1], qf[kd], bk + 2);
+        }
+      }
+      const bool mask = j0 + BKV - 1 > warpMin;
+      float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
+#pragma unroll
+      for (int n = 0; n < NS; ++n) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const long long jj = j0 + n * 8 + 2 * t4 + c;
+          float x = s[n][c] * SCALE_LOG2, y = s[n][2 + c] * SCALE_LOG2;
+          if (mask) {
+            x = jj > lastA ? MT_NEG_INF : x;
+            y = jj > lastB ? MT_NEG_INF : y;
+          }
+          s[n][c] = x;
+          s[n][2 + c] = y;
+          mxA = fmaxf(mxA, x);
+          mxB = fmaxf(mxB, y);
+        }
+      }
+#pragma unroll
+      for (int w = 1; w < 4; w <<= 1) {
+        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
+        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, w));
+      }
+      const float nA = fmaxf(mA, mxA), nB = fmaxf(mB, mxB);
+      // A row that has seen no key yet subtracts 0: exp2(-inf) is 0, and
+      // -inf - -inf would be NaN.
+      const float uA = nA == MT_NEG_INF ? 0.f : nA;
+      const float uB = nB == MT_NEG_INF ? 0.f : nB;
+      const float aA = exp2f(mA - uA), aB = exp2f(mB - uB);
+      mA = nA;
+      mB = nB;
+      lA *= aA;
+      lB *= aB;
+#pragma unroll
+      for (int n = 0; n < NO; ++n) {
+        o[n][0] *= aA;
+        o[n][1] *= aA;
+        o[n][2] *= aB;
+        o[n][3] *= aB;
+      }
+      // p as the A fragments of p v: k16 step kk is score tiles 2kk, 2kk+1.
+      unsigned pf[NS / 2][4];
+#pragma unroll
+      for (int n = 0; n < NS; ++n) {
+        const float p0 = exp2f(s[n][0] - uA), p1 = exp2f(s[n][1] - uA);
+        const float p2 = exp2f(s[n][2] - uB), p3 = exp2f(s[n][3] - uB);
+        lA += p0 + p1;
+        lB += p2 + p3;
+        pf[n / 2][(n & 1) * 2] = mt_pack2(p0, p1);
+        pf[n / 2][(n & 1) * 2 + 1] = mt_pack2(p2, p3);
+      }
+#pragma unroll
+      for (int kk = 0; kk < NS / 2; ++kk) {
+#pragma unroll
+        for (int n = 0; n < NO; n += 2) {
+          unsigned bv[4];
+          mt_ldmatrix_x4_trans(bv, vt + (kk * 16 + ((lane >> 3) & 1) * 8 +
+                                         (lane & 7)) * DP +
+                                       n * 8 + (lane >> 4) * 8);
+          mt_mma(o[n], pf[kk], bv);
+          mt_mma(o[n + 1], pf[kk], bv + 2);
+        }
+      }
+    }
+    __syncthreads(); // this stage is consumed before it is loaded again
+  }
+#pragma unroll
+  for (int w = 1; w < 4; w <<= 1) {
+    lA += __shfl_xor_sync(0xffffffffu, lA, w);
+    lB += __shfl_xor_sync(0xffffffffu, lB, w);
+  }
+#if SPLITS > 1
+  {
+    const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+    float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
+    const int ia = warp * 16 + g, ib = ia + 8;
+#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      const int d = n * 8 + 2 * t4;
+      part[ia * D_ + d] = o[n][0];
+      part[ia * D_ + d + 1] = o[n][1];
+      part[ib * D_ + d] = o[n][2];
+      part[ib * D_ + d + 1] = o[n][3];
+    }
+    if (t4 == 0) {
+      part[BQ * D_ + ia] = mA;
+      part[BQ * D_ + ib] = mB;
+      part[BQ * D_ + BQ + ia] = lA;
+      part[BQ * D_ + BQ + ib] = lB;
+    }
+)" SPLIT_COMBINE_SRC R"(#else
+  const float iA = lA > 0.f ? 1.f / lA : 0.f, iB = lB > 0.f ? 1.f / lB : 0.f;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const long long r = half ? rb : ra;
+    if (r >= ROWS)
+      continue;
+    const long long h = hk * GROUP + r / SQ;
+    unsigned short *dst = out + ((b * HQ + h) * SQ + r % SQ) * D_ + 2 * t4;
+    const float inv = half ? iB : iA;
+#pragma unroll
+    for (int n = 0; n < NO; ++n)
+      *(unsigned *)(dst + n * 8) =
+          mt_pack2(o[n][2 * half] * inv, o[n][2 * half + 1] * inv);
   }
 #endif
 }
@@ -319,7 +572,7 @@ static const char *MathBody = R"(
 static llvm::Expected<AttentionShape>
 emitHeader(llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
            llvm::StringRef Name, llvm::StringRef Choice, int Threads,
-           bool Workspace) {
+           bool Workspace, llvm::StringRef Helpers = "") {
   std::optional<AttentionShape> S = attentionShapeOf(N);
   if (!S)
     return err("'%" + N.getName() + "' is not a well-formed attention");
@@ -340,7 +593,8 @@ emitHeader(llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
      << "#define SCALE_LOG2 "
      << llvm::format("%.9ef", S->Scale * 1.4426950408889634)
      << " // scale * log2(e): softmax with exp2f\n"
-     << loadMacro(Dt) << "#define STORE(x) " << storeExpr(Dt, "(x)") << "\n";
+     << loadMacro(Dt) << "#define STORE(x) " << storeExpr(Dt, "(x)") << "\n"
+     << Helpers;
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << Name
      << "(const " << T << " *__restrict__ q, const " << T
      << " *__restrict__ k, const " << T << " *__restrict__ v, " << T
@@ -352,6 +606,8 @@ emitHeader(llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
 llvm::Expected<KernelSource>
 mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
                                       const AttentionTile &T) {
+  if (T.Mma)
+    return generateMmaAttentionKernel(N, T);
   std::string ChoiceName = attentionChoiceName(T);
   int Threads = 32 * T.Warps;
   if (T.Warps <= 0 || T.Warps > 32 || T.BQ <= 0 || T.BKV <= 0 ||
@@ -387,6 +643,71 @@ mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
   K.GridZ = unsigned(T.Splits);
   if (T.Splits > 1) {
     // Per CTA its accumulators, running max and sum; per tile a counter.
+    uint64_t TilesXY = uint64_t(K.GridX) * K.GridY;
+    K.WorkspaceBytes =
+        TilesXY * T.Splits * (uint64_t(T.BQ) * S->D + 2 * T.BQ) * 4 +
+        TilesXY * 4;
+  }
+  K.BlockX = Threads;
+  K.SharedBytes = unsigned(Smem);
+  return K;
+}
+
+/// Packs two floats as the 16-bit pair of an mma operand, the first in the
+/// low half (the lower column).
+static const char *PackHelper =
+    R"(__device__ __forceinline__ unsigned mt_pack2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn." MMA_TYPE "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+)";
+
+llvm::Expected<KernelSource>
+mtsched::generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
+                                    const AttentionTile &T) {
+  std::string ChoiceName = attentionChoiceName(T);
+  std::optional<AttentionShape> Shape = attentionShapeOf(N);
+  if (!Shape)
+    return err("'%" + N.getName() + "' is not a well-formed attention");
+  if (!mmaAttentionSupports(*Shape, T.BQ, T.BKV, T.Warps) || T.Splits <= 0 ||
+      T.Splits > 1024)
+    return err("tile " + ChoiceName +
+               " cannot run: the tensor-core template needs bf16 or f16, a "
+               "head dimension that is a multiple of 16 up to 128, BQ = 16 * "
+               "warps and BKV a multiple of 16 up to 128 (got " +
+               dtypeName(Shape->Dtype) + ", D = " + llvm::Twine(Shape->D) +
+               ")");
+  int64_t Smem = mmaAttentionSharedBytes(T.BQ, T.BKV, Shape->D);
+  if (Smem > FlashAttentionMaxSharedBytes)
+    return err("tile " + ChoiceName + " needs " + llvm::Twine(Smem) +
+               " bytes of shared memory at head dimension " +
+               llvm::Twine(Shape->D) + ", more than a CTA may use");
+  int64_t Tiles = (Shape->group() * Shape->Sq + T.BQ - 1) / T.BQ;
+  if (Tiles > 0x7fffffff || Shape->B * Shape->Hkv > 65535)
+    return err("the attention grid exceeds CUDA's limits");
+  KernelSource K;
+  K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
+  std::string Helpers = std::string("#define MMA_TYPE \"") +
+                        (Shape->Dtype == DType::BF16 ? "bf16" : "f16") +
+                        "\"\n" + MmaHelpers + PackHelper;
+  std::string Src;
+  llvm::raw_string_ostream OS(Src);
+  int Threads = 32 * T.Warps;
+  llvm::Expected<AttentionShape> S =
+      emitHeader(OS, N, K.Name, ChoiceName, Threads, T.Splits > 1, Helpers);
+  if (!S)
+    return S.takeError();
+  OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
+     << "\n#define SPLITS " << T.Splits << "\n"
+     << MmaBody;
+  K.Source = OS.str();
+  K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
+  K.Outputs = {N.getResult()};
+  K.GridX = unsigned(std::max<int64_t>(1, Tiles));
+  K.GridY = unsigned(std::max<int64_t>(1, S->B * S->Hkv));
+  K.GridZ = unsigned(T.Splits);
+  if (T.Splits > 1) {
     uint64_t TilesXY = uint64_t(K.GridX) * K.GridY;
     K.WorkspaceBytes =
         TilesXY * T.Splits * (uint64_t(T.BQ) * S->D + 2 * T.BQ) * 4 +

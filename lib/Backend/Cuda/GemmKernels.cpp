@@ -27,18 +27,10 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
-/// Tensor-core main loop: cp.async multi-stage copy into padded shared
-/// memory, ldmatrix into fragments, mma.sync m16n8k16 with fp32 accumulators.
-const char *const codegen::TensorCoreMainLoop = R"(
-#define THREADS (WARPS_M * WARPS_N * 32)
-#define WM (BM / WARPS_M) // warp tile rows
-#define WN (BN / WARPS_N) // warp tile columns
-#define MT (WM / 16)      // m16 fragments per warp
-#define NT (WN / 8)       // n8 fragments per warp
-#define AS (BK + 8)       // A row stride in shared memory (padded: no bank conflicts)
-#define BS (BN + 8)       // B row stride in shared memory
-
-__device__ __forceinline__ unsigned mt_smem_addr(const void *p) {
+/// cp.async, ldmatrix and mma.sync m16n8k16 helpers (MMA_TYPE defined first);
+/// a macro so that TensorCoreMainLoop embeds the same text.
+#define MT_MMA_HELPERS_SRC                                                     \
+  R"(__device__ __forceinline__ unsigned mt_smem_addr(const void *p) {
   unsigned a;
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
       : "=r"(a) : "l"(p));
@@ -79,7 +71,24 @@ __device__ __forceinline__ void mt_mma(float *d, const unsigned *a,
                  "r"(b[1]));
 }
 
-// Copies k-tile kt of A (BM x BK) and B (BK x BN) into stage `stage`.
+)"
+
+const char *const codegen::MmaHelpers = MT_MMA_HELPERS_SRC;
+
+/// Tensor-core main loop: cp.async multi-stage copy into padded shared
+/// memory, ldmatrix into fragments, mma.sync m16n8k16 with fp32 accumulators.
+const char *const codegen::TensorCoreMainLoop =
+    R"(
+#define THREADS (WARPS_M * WARPS_N * 32)
+#define WM (BM / WARPS_M) // warp tile rows
+#define WN (BN / WARPS_N) // warp tile columns
+#define MT (WM / 16)      // m16 fragments per warp
+#define NT (WN / 8)       // n8 fragments per warp
+#define AS (BK + 8)       // A row stride in shared memory (padded: no bank conflicts)
+#define BS (BN + 8)       // B row stride in shared memory
+
+)" MT_MMA_HELPERS_SRC
+    R"(// Copies k-tile kt of A (BM x BK) and B (BK x BN) into stage `stage`.
 __device__ __forceinline__ void mt_load_tile(unsigned short *sA,
                                              unsigned short *sB,
                                              const unsigned short *A,

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include <cmath>
 #include <mutex>
+#include <tuple>
 
 using namespace mtsched;
 
@@ -82,13 +83,18 @@ TEST(AttentionCodegen, ChoiceNames) {
     EXPECT_EQ(Back->BKV, T.BKV);
     EXPECT_EQ(Back->Warps, T.Warps);
     EXPECT_EQ(Back->Splits, T.Splits);
+    EXPECT_EQ(Back->Mma, T.Mma);
   }
   EXPECT_EQ(attentionChoiceName({64, 32, 4}), "attn_flash_64x32_w4");
   EXPECT_EQ(attentionChoiceName({16, 64, 4, 8}), "attn_flash_16x64_w4_kv8");
+  EXPECT_EQ(attentionChoiceName({64, 64, 4, 1, true}), "attn_mma_64x64_w4");
+  EXPECT_EQ(attentionChoiceName({16, 64, 1, 16, true}),
+            "attn_mma_16x64_w1_kv16");
   for (const char *Bad :
        {"attn_flash_064x64_w4", "attn_flash_16x64", "attn_flash_0x64_w4",
         "attn_flash_16x64_w4_kv1", "attn_flash_16x64_w4_kv0",
-        "attn_flash_16x64_w4_kv", "attn_math", "gemm_16x64"})
+        "attn_flash_16x64_w4_kv", "attn_math", "gemm_16x64", "attn_mma_",
+        "attn_mma_16x64_w1_kv1", "attn_mmaflash_16x64_w1"})
     EXPECT_FALSE(attentionTileOf(Choice{Bad, {}, {}})) << Bad;
 }
 
@@ -97,20 +103,28 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   auto P = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
   ASSERT_TRUE(P);
   const MultiTemplateBufferNode &N = node(*P);
-  ASSERT_EQ(N.getChoices().size(), 6u);
+  ASSERT_EQ(N.getChoices().size(), 10u);
   EXPECT_EQ(N.getChoices()[0].Name, "attn_flash_16x64_w4");
   EXPECT_EQ(N.getChoices()[1].Name, "attn_flash_16x32_w4");
   EXPECT_EQ(N.getChoices()[2].Name, "attn_flash_16x64_w4_kv8");
   EXPECT_EQ(N.getChoices()[4].Name, "attn_flash_16x64_w4_kv32");
-  EXPECT_EQ(N.getChoices()[5].Name, AttentionMathChoice);
+  // The tensor-core tiles: one warp's 16 rows, split-KV as above.
+  EXPECT_EQ(N.getChoices()[5].Name, "attn_mma_16x64_w1");
+  EXPECT_EQ(N.getChoices()[8].Name, "attn_mma_16x64_w1_kv32");
+  EXPECT_EQ(N.getChoices()[9].Name, AttentionMathChoice);
   // A shorter context gets fewer splits: each needs two key tiles.
   auto Short = attention({"bf16", 2, 32, 8, 1, 2048, 128, true});
   ASSERT_TRUE(Short);
-  EXPECT_EQ(node(*Short).getChoices().size(), 5u);
+  EXPECT_EQ(node(*Short).getChoices().size(), 8u);
+  // f32 has no tensor-core tile.
+  auto F32 = attention({"f32", 2, 32, 8, 1, 4096, 128, true});
+  ASSERT_TRUE(F32);
+  for (const Choice &C : node(*F32).getChoices())
+    EXPECT_EQ(C.Name.find("attn_mma"), std::string::npos) << C.Name;
   // Prefill: every tile without splits, then attn_math.
   auto Pre = attention({"bf16", 1, 32, 8, 512, 512, 128, true});
   ASSERT_TRUE(Pre);
-  ASSERT_EQ(node(*Pre).getChoices().size(), 5u);
+  ASSERT_EQ(node(*Pre).getChoices().size(), 8u);
   for (const Choice &C : node(*Pre).getChoices())
     EXPECT_EQ(C.Name.find("_kv"), std::string::npos) << C.Name;
   // Disabled names are never offered; attn_math alone is a valid list.
@@ -176,16 +190,62 @@ TEST(AttentionCodegen, KernelShape) {
   llvm::consumeError(None.takeError());
 }
 
+TEST(AttentionCodegen, MmaKernelShape) {
+  auto P = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
+  ASSERT_TRUE(P);
+  const MultiTemplateBufferNode &N = node(*P);
+  // A warp per 16 rows; q and two stages of k and v in 16 bits.
+  llvm::Expected<KernelSource> W =
+      generateAttentionKernel(N, Choice{"attn_mma_16x64_w1_kv8", {}, {}});
+  ASSERT_TRUE(bool(W)) << llvm::toString(W.takeError());
+  EXPECT_EQ(W->BlockX, 32u);
+  EXPECT_EQ(W->GridX, 1u);
+  EXPECT_EQ(W->GridY, 16u);
+  EXPECT_EQ(W->GridZ, 8u);
+  EXPECT_EQ(W->SharedBytes, unsigned(2 * (16 + 4 * 64) * (128 + 8)));
+  EXPECT_EQ(W->WorkspaceBytes, 16u * 8 * (16 * 128 + 2 * 16) * 4 + 16u * 4);
+  EXPECT_NE(W->Source.find("#define MMA_TYPE \"bf16\""), std::string::npos);
+  EXPECT_NE(W->Source.find("mma.sync.aligned.m16n8k16"), std::string::npos);
+  // Prefill with 8 warps: 4096 * 4 packed rows per kv head, 128 a tile.
+  auto Pre = attention({"f16", 1, 32, 8, 4096, 4096, 128, true});
+  ASSERT_TRUE(Pre);
+  llvm::Expected<KernelSource> Big =
+      generateAttentionKernel(node(*Pre), Choice{"attn_mma_128x64_w8", {}, {}});
+  ASSERT_TRUE(bool(Big)) << llvm::toString(Big.takeError());
+  EXPECT_EQ(Big->GridX, 128u);
+  EXPECT_EQ(Big->GridY, 8u);
+  EXPECT_EQ(Big->BlockX, 256u);
+  EXPECT_EQ(Big->WorkspaceBytes, 0u);
+  EXPECT_NE(Big->Source.find("#define MMA_TYPE \"f16\""), std::string::npos);
+  // What the template cannot take says why: rows per warp, f32, D = 40.
+  for (auto [Ty, D, Name] : {std::tuple{"bf16", 128, "attn_mma_32x64_w1"},
+                             std::tuple{"f32", 128, "attn_mma_16x64_w1"},
+                             std::tuple{"bf16", 40, "attn_mma_16x64_w1"},
+                             std::tuple{"bf16", 128, "attn_mma_16x40_w1"}}) {
+    auto Q = attention({Ty, 1, 8, 2, 4, 256, D, false});
+    ASSERT_TRUE(Q);
+    llvm::Expected<KernelSource> Bad =
+        generateAttentionKernel(node(*Q), Choice{Name, {}, {}});
+    ASSERT_FALSE(bool(Bad)) << Ty << " " << D << " " << Name;
+    EXPECT_NE(llvm::toString(Bad.takeError())
+                  .find("the tensor-core template needs bf16 or f16"),
+              std::string::npos);
+  }
+}
+
 TEST(AttentionCodegen, EveryChoiceCompilesWithNvrtc) {
   llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
   if (!Nv)
     GTEST_SKIP() << "NVRTC not available, attention kernels not compiled: "
                  << llvm::toString(Nv.takeError());
   // Decode and prefill of Llama-3-8B, a speculative step with an odd head
-  // dimension (the flash kernel's general path), multi-head f32.
+  // dimension (the flash kernel's general path) and with D = 64 (the
+  // tensor-core tiles'), multi-head f32. Tensor-core tiles are compiled
+  // where they apply.
   const Shape Shapes[] = {{"bf16", 4, 32, 8, 1, 4096, 128, true},
                           {"bf16", 1, 32, 8, 4096, 4096, 128, true},
                           {"f16", 2, 6, 3, 5, 100, 40, false},
+                          {"f16", 2, 6, 3, 5, 100, 64, true},
                           {"f32", 1, 4, 4, 70, 70, 64, true}};
   std::vector<std::unique_ptr<Parsed>> Keep;
   std::vector<KernelSource> Work;
@@ -193,8 +253,11 @@ TEST(AttentionCodegen, EveryChoiceCompilesWithNvrtc) {
     auto P = attention(S);
     ASSERT_TRUE(P);
     std::vector<Choice> All;
+    std::optional<AttentionShape> AS = attentionShapeOf(node(*P));
+    ASSERT_TRUE(AS);
     for (const AttentionTile &T : ChoiceConfig::getDefault().AttentionTiles)
-      All.push_back(Choice{attentionChoiceName(T), {}, {}});
+      if (!T.Mma || mmaAttentionSupports(*AS, T.BQ, T.BKV, T.Warps))
+        All.push_back(Choice{attentionChoiceName(T), {}, {}});
     All.push_back(Choice{AttentionMathChoice.str(), {}, {}});
     for (const Choice &C : All) {
       llvm::Expected<KernelSource> K = generateAttentionKernel(node(*P), C);

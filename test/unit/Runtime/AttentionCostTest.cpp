@@ -65,3 +65,26 @@ TEST(AttentionCost, WhatCannotRunIsInfinite) {
   AttentionShape E = llama(0, 1, 4096, true);
   EXPECT_DOUBLE_EQ(mathAttentionTimeUs(D, E), D.LaunchUs);
 }
+
+TEST(AttentionCost, TensorCoreTiles) {
+  DeviceDesc D;
+  // Prefill is compute-bound: the tensor-core tile beats the CUDA-core one
+  // of the same shape, and a tile of several warps beats one warp's, whose
+  // CTAs copy every key tile four times as often.
+  AttentionShape Prefill = llama(1, 4096, 4096, true);
+  double Mma = flashAttentionTimeUs(D, Prefill, 64, 64, 4, 1, true);
+  EXPECT_LT(Mma, flashAttentionTimeUs(D, Prefill, 64, 64, 4) / 4);
+  EXPECT_LT(Mma, flashAttentionTimeUs(D, Prefill, 16, 64, 1, 1, true));
+  // Decode splits the keys as the CUDA-core tiles do.
+  AttentionShape Decode = llama(1, 1, 4096, true);
+  EXPECT_LT(flashAttentionTimeUs(D, Decode, 16, 64, 1, 16, true),
+            flashAttentionTimeUs(D, Decode, 16, 64, 1, 1, true));
+  // What the template does not take: f32, D = 40, 32 rows on one warp.
+  AttentionShape F32 = Prefill;
+  F32.Dtype = DType::F32;
+  EXPECT_TRUE(std::isinf(flashAttentionTimeUs(D, F32, 64, 64, 4, 1, true)));
+  AttentionShape Odd = Prefill;
+  Odd.D = 40;
+  EXPECT_TRUE(std::isinf(flashAttentionTimeUs(D, Odd, 64, 64, 4, 1, true)));
+  EXPECT_TRUE(std::isinf(flashAttentionTimeUs(D, Prefill, 32, 64, 1, 1, true)));
+}

@@ -8,7 +8,12 @@
 //     Keys and values stream through shared memory BKV rows at a time; the
 //     scores, an online softmax (running max and sum, exp2 on pre-scaled q)
 //     and the accumulators are fp32 on the CUDA cores (SIMT, no tensor
-//     cores yet). A causal tile stops at the last key its last row sees.
+//     cores). A causal tile stops at the last key its last row sees.
+//   * attn_mma_BQxBKV_wW: the same tiling with a warp per 16 rows (BQ =
+//     16 W) on the tensor cores: q kᵀ and p v as mma.sync m16n8k16 with
+//     fp32 accumulators, the online softmax on the score fragments in
+//     registers, k and v double-buffered through shared memory by cp.async.
+//     bf16 and f16, head dimensions that are multiples of 16 up to 128.
 //   * attn_math: the decomposition, one CTA per query row: the scaled
 //     scores q kᵀ are written to a global fp32 workspace, normalised there
 //     (max, exp, sum), then multiplied by v.
@@ -27,6 +32,11 @@ namespace mtsched {
 llvm::Expected<KernelSource>
 generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
                              const AttentionTile &T);
+/// The tensor-core kernel of attention node N with mma tile T (also reached
+/// through generateFlashAttentionKernel).
+llvm::Expected<KernelSource>
+generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
+                           const AttentionTile &T);
 /// The attn_math kernel of attention node N.
 llvm::Expected<KernelSource>
 generateMathAttentionKernel(const MultiTemplateBufferNode &N);
