@@ -31,6 +31,12 @@ inline unsigned atomicAdd(unsigned *p, unsigned v) {
   return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
+struct float4 {
+  float x, y, z, w;
+};
+// Loads that bypass L1 (the split-KV combine reads other blocks' partials).
+inline float __ldcg(const float *p) { return *p; }
+inline float4 __ldcg(const float4 *p) { return *p; }
 inline float __int_as_float(int i) {
   float f;
   memcpy(&f, &i, 4);

@@ -36,11 +36,17 @@ static const char *loadMacro(DType T) {
 /// for a row that saw no key) and sum to the workspace: the last split of
 /// the tile to finish (a counter per tile, left at zero again) combines
 ///   out = sum_s acc_s 2^(m_s - M) / sum_s l_s 2^(m_s - M), M = max_s m_s.
-/// A macro so that both templates embed the same text.
+/// Each row's weights 2^(m_s - M) / L are worked out once, into shared
+/// memory; the partials are then read 4 floats at a time where the layout
+/// allows, with independent loads per split (L2 latency, not bandwidth,
+/// bounds a one-warp CTA's combine). Loads bypass L1 (`__ldcg`): other
+/// CTAs wrote the partials. A macro so that both templates embed the same
+/// text.
 #define SPLIT_COMBINE_SRC                                                      \
   R"(    __threadfence();
     __syncthreads();
     __shared__ int mt_last;
+    __shared__ float mt_w[BQ * SPLITS];
     unsigned *count = (unsigned *)(ws + (long long)gridDim.x * gridDim.y *
                                             SPLITS * (BQ * D_ + 2 * BQ)) +
                       tile;
@@ -50,26 +56,59 @@ static const char *loadMacro(DType T) {
     if (!mt_last)
       return;
     __threadfence();
-    const volatile float *parts = ws + tile * SPLITS * (BQ * D_ + 2 * BQ);
-    for (int e = tid; e < BQ * D_; e += THREADS) {
+#define PSTRIDE (BQ * D_ + 2 * BQ) // floats of one split's partials
+    const float *parts = ws + tile * SPLITS * PSTRIDE;
+    for (int i = tid; i < BQ; i += THREADS) {
+      float M = MT_NEG_INF;
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z)
+        M = fmaxf(M, __ldcg(parts + z * PSTRIDE + BQ * D_ + i));
+      float L = 0.f;
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z) {
+        const float m = __ldcg(parts + z * PSTRIDE + BQ * D_ + i);
+        // A split that saw no key of this row adds nothing.
+        const float w = m == MT_NEG_INF ? 0.f : exp2f(m - M);
+        mt_w[i * SPLITS + z] = w;
+        L += __ldcg(parts + z * PSTRIDE + BQ * D_ + BQ + i) * w;
+      }
+      const float inv = L > 0.f ? 1.f / L : 0.f;
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z)
+        mt_w[i * SPLITS + z] *= inv;
+    }
+    __syncthreads();
+#if D_ % 4 == 0 && BQ % 2 == 0
+#define CV 4 // PSTRIDE and every row start are multiples of 4 floats
+#else
+#define CV 1
+#endif
+    for (int e = tid * CV; e < BQ * D_; e += THREADS * CV) {
       const int i = e / D_, d = e % D_;
       const long long r = r0 + i;
       if (r >= ROWS)
         continue;
-      float M = MT_NEG_INF;
-      for (int z = 0; z < SPLITS; ++z)
-        M = fmaxf(M, parts[z * (BQ * D_ + 2 * BQ) + BQ * D_ + i]);
-      float L = 0.f, o = 0.f;
+      float o[CV];
+#pragma unroll
+      for (int c = 0; c < CV; ++c)
+        o[c] = 0.f;
+#pragma unroll
       for (int z = 0; z < SPLITS; ++z) {
-        const volatile float *pz = parts + z * (BQ * D_ + 2 * BQ);
-        const float m = pz[BQ * D_ + i];
-        // A split that saw no key of this row adds nothing.
-        const float w = m == MT_NEG_INF ? 0.f : exp2f(m - M);
-        L += pz[BQ * D_ + BQ + i] * w;
-        o += pz[e] * w;
+        const float w = mt_w[i * SPLITS + z];
+#if CV == 4
+        const float4 p = __ldcg((const float4 *)(parts + z * PSTRIDE + e));
+        o[0] += p.x * w;
+        o[1] += p.y * w;
+        o[2] += p.z * w;
+        o[3] += p.w * w;
+#else
+        o[0] += __ldcg(parts + z * PSTRIDE + e) * w;
+#endif
       }
       const long long h = hk * GROUP + r / SQ;
-      out[((b * HQ + h) * SQ + r % SQ) * D_ + d] = STORE(L > 0.f ? o / L : 0.f);
+#pragma unroll
+      for (int c = 0; c < CV; ++c)
+        out[((b * HQ + h) * SQ + r % SQ) * D_ + d + c] = STORE(o[c]);
     }
     if (tid == 0)
       *count = 0u;

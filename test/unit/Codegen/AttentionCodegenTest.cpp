@@ -103,19 +103,20 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   auto P = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
   ASSERT_TRUE(P);
   const MultiTemplateBufferNode &N = node(*P);
-  ASSERT_EQ(N.getChoices().size(), 10u);
+  ASSERT_EQ(N.getChoices().size(), 11u);
   EXPECT_EQ(N.getChoices()[0].Name, "attn_flash_16x64_w4");
   EXPECT_EQ(N.getChoices()[1].Name, "attn_flash_16x32_w4");
   EXPECT_EQ(N.getChoices()[2].Name, "attn_flash_16x64_w4_kv8");
   EXPECT_EQ(N.getChoices()[4].Name, "attn_flash_16x64_w4_kv32");
-  // The tensor-core tiles: one warp's 16 rows, split-KV as above.
+  // The tensor-core tiles: one warp's 16 rows, split-KV with 32-key tiles.
   EXPECT_EQ(N.getChoices()[5].Name, "attn_mma_16x64_w1");
-  EXPECT_EQ(N.getChoices()[8].Name, "attn_mma_16x64_w1_kv32");
-  EXPECT_EQ(N.getChoices()[9].Name, AttentionMathChoice);
+  EXPECT_EQ(N.getChoices()[6].Name, "attn_mma_16x32_w1_kv4");
+  EXPECT_EQ(N.getChoices()[9].Name, "attn_mma_16x32_w1_kv32");
+  EXPECT_EQ(N.getChoices()[10].Name, AttentionMathChoice);
   // A shorter context gets fewer splits: each needs two key tiles.
   auto Short = attention({"bf16", 2, 32, 8, 1, 2048, 128, true});
   ASSERT_TRUE(Short);
-  EXPECT_EQ(node(*Short).getChoices().size(), 8u);
+  EXPECT_EQ(node(*Short).getChoices().size(), 10u);
   // f32 has no tensor-core tile.
   auto F32 = attention({"f32", 2, 32, 8, 1, 4096, 128, true});
   ASSERT_TRUE(F32);
