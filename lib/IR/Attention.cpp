@@ -25,7 +25,8 @@ bool mtsched::mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV,
                                    int Warps) {
   return (S.Dtype == DType::BF16 || S.Dtype == DType::F16) && S.D > 0 &&
          S.D % 16 == 0 && S.D <= 128 && Warps > 0 && Warps <= 16 &&
-         BQ == 16 * Warps && BKV > 0 && BKV % 16 == 0 && BKV <= 128;
+         (BQ == 16 * Warps || BQ == 32 * Warps) && BKV > 0 && BKV % 16 == 0 &&
+         BKV <= 128;
 }
 
 std::optional<AttentionShape> mtsched::attentionShapeOf(const Node &N) {

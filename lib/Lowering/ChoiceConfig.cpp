@@ -51,16 +51,19 @@ ChoiceConfig ChoiceConfig::getDefault() {
   // Tall tiles for prefill; 16 rows still cover a decode step's packed
   // query heads (4 per kv head for Llama-3-8B), and split-KV spreads a
   // decode step's few (batch, kv head) tiles over more CTAs.
-  // The tensor-core tiles give each warp 16 rows: 4 or 8 warps for
+  // The tensor-core tiles give each warp 16 or 32 rows: 4 or 8 warps for
   // prefill, one warp (and split-KV) for a decode step's few rows. Short
   // key tiles split best at decode (docs/BENCHMARKS.md, 2026-11-26: 32-key
   // tiles beat 64- and 128-key ones at batch 1, 4 and 16).
-  C.AttentionTiles = {
-      {64, 64, 4},           {32, 64, 4},           {16, 64, 4},
-      {16, 32, 4},           {16, 64, 4, 8},        {16, 64, 4, 16},
-      {16, 64, 4, 32},       {128, 64, 8, 1, true}, {64, 64, 4, 1, true},
-      {16, 64, 1, 1, true},  {16, 32, 1, 4, true},  {16, 32, 1, 8, true},
-      {16, 32, 1, 16, true}, {16, 32, 1, 32, true}};
+  auto Mma = [](int BQ, int BKV, int Warps, int Splits = 1) {
+    return AttentionTile{BQ, BKV, Warps, Splits, /*Mma=*/true};
+  };
+  C.AttentionTiles = {{64, 64, 4},       {32, 64, 4},       {16, 64, 4},
+                      {16, 32, 4},       {16, 64, 4, 8},    {16, 64, 4, 16},
+                      {16, 64, 4, 32},   Mma(128, 64, 8),   Mma(128, 32, 4),
+                      Mma(256, 32, 8),   Mma(64, 64, 4),    Mma(16, 64, 1),
+                      Mma(16, 32, 1, 4), Mma(16, 32, 1, 8), Mma(16, 32, 1, 16),
+                      Mma(16, 32, 1, 32)};
   C.GemmExterns = {"extern.cublas"};
   C.AllReduce = {"nccl", "one_shot", "two_shot"};
   C.AllGather = {"nccl", "p2p"};

@@ -48,7 +48,7 @@ int64_t mmaAttentionSharedBytes(int BQ, int BKV, int64_t D);
 /// Whether the tensor-core template handles shape S with a BQ x BKV tile of
 /// Warps warps: bf16 or f16 (the MMA's operand types), a head dimension that
 /// is a multiple of 16 up to 128 (q fragments and accumulators stay in
-/// registers), 16 query rows per warp and whole k16 steps of keys.
+/// registers), 16 or 32 query rows per warp and whole k16 steps of keys.
 bool mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps);
 /// Shared memory one CTA may use on sm_90 (the opt-in limit).
 inline constexpr int64_t FlashAttentionMaxSharedBytes = 227 * 1024;

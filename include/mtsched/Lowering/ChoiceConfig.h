@@ -44,8 +44,8 @@ GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 /// memory BKV at a time. With Splits > 1 (split-KV, for decode) the keys
 /// are divided among Splits CTAs per tile, whose partial results the last
 /// one to finish combines. Mma tiles (`attn_mma_...`) compute q kᵀ and p v
-/// on the tensor cores (mma.sync), a warp per 16 rows, so BQ = 16 * Warps;
-/// the others (`attn_flash_...`) on the CUDA cores.
+/// on the tensor cores (mma.sync), a warp per 16 or 32 rows, so BQ = 16 *
+/// Warps or 32 * Warps; the others (`attn_flash_...`) on the CUDA cores.
 struct AttentionTile {
   int BQ, BKV, Warps;
   int Splits = 1;

@@ -314,16 +314,20 @@ static const char *FlashBody = R"(
 }
 )";
 
-/// The tensor-core template: warp w owns packed rows 16w..16w+15 of the
-/// tile. q kᵀ and p v are mma.sync m16n8k16 products with fp32 accumulators
-/// (the fragment layouts of the PTX ISA: lane = 4 g + t holds rows g and
-/// g + 8, columns 2t and 2t + 1 of each n8 tile); the scores never leave
-/// registers: the online softmax works on the accumulator fragments, which
-/// are exactly the A fragments of p v once rounded to 16 bits. k and v
-/// tiles are double-buffered by cp.async, so the next tile loads while this
-/// one is multiplied.
+/// The tensor-core template: warp w owns MR m16 tiles of packed rows
+/// (16 * MR rows from 16 * MR * w). q kᵀ and p v are mma.sync m16n8k16
+/// products with fp32 accumulators (the fragment layouts of the PTX ISA:
+/// lane = 4 g + t holds rows g and g + 8, columns 2t and 2t + 1 of each n8
+/// tile); the scores never leave registers: the online softmax works on the
+/// accumulator fragments, which are exactly the A fragments of p v once
+/// rounded to 16 bits. k and v tiles are double-buffered by cp.async, so
+/// the next tile loads while this one is multiplied. With MR = 2 each k and
+/// v fragment read from shared memory feeds two MMAs (shared memory, not
+/// the tensor cores, bounds MR = 1 at prefill), and q's fragments are read
+/// again per tile rather than held in registers.
 static const char *MmaBody = R"(
-#define NW (THREADS / 32) // BQ == 16 * NW
+#define NW (THREADS / 32)
+#define MR (BQ / (16 * NW)) // m16 row tiles per warp: 1 or 2
 #define DP (D_ + 8)       // padded 16-bit row: ldmatrix rows hit different banks
 #define CH (D_ / 8)       // 16-byte chunks of a row
 #define NKD (D_ / 16)     // k16 steps of q kᵀ
@@ -374,24 +378,28 @@ static const char *MmaBody = R"(
     kvEnd = kvEnd < kvBegin + per * BKV ? kvEnd : kvBegin + per * BKV;
   }
 #endif
-  // The last key each of this thread's rows sees (rows past ROWS see all:
-  // their zero queries are never stored), and the range over the warp: a
-  // key tile past every row's last key is skipped, one before every row's
-  // first masked key needs no mask.
-  const long long ra = r0 + warp * 16 + g, rb = ra + 8;
+  // Row ra[m] of tile m and rb[m] = ra[m] + 8 are this thread's; the last
+  // key each sees (rows past ROWS see all: their zero queries are never
+  // stored), and the range over the warp: a key tile past every row's last
+  // key is skipped, one before every row's first masked key needs no mask.
+  const int wr = warp * 16 * MR; // the warp's first row in the tile
+  long long lastA[MR], lastB[MR];
+  long long warpMin = SKV - 1, warpMax = 0;
+#pragma unroll
+  for (int m = 0; m < MR; ++m) {
+    const long long ra = r0 + wr + m * 16 + g, rb = ra + 8;
 #if CAUSAL
-  const long long lastA = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
-  const long long lastB = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
+    lastA[m] = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
+    lastB[m] = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
 #else
-  const long long lastA = SKV - 1, lastB = SKV - 1;
+    lastA[m] = lastB[m] = SKV - 1;
 #endif
-  long long warpMin = lastA < lastB ? lastA : lastB;
-  long long warpMax = lastA < lastB ? lastB : lastA;
+    warpMin = min(warpMin, min(lastA[m], lastB[m]));
+    warpMax = max(warpMax, max(lastA[m], lastB[m]));
+  }
   for (int o = 16; o > 0; o >>= 1) {
-    const long long mn = __shfl_xor_sync(0xffffffffu, warpMin, o);
-    const long long mx = __shfl_xor_sync(0xffffffffu, warpMax, o);
-    warpMin = mn < warpMin ? mn : warpMin;
-    warpMax = mx > warpMax ? mx : warpMax;
+    warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, o));
+    warpMax = max(warpMax, __shfl_xor_sync(0xffffffffu, warpMax, o));
   }
   auto loadKV = [&](int stage, long long j0) {
     for (int c = tid; c < BKV * CH; c += THREADS) {
@@ -411,18 +419,27 @@ static const char *MmaBody = R"(
   mt_cp_async_commit();
   MT_CP_ASYNC_WAIT(1); // q has landed
   __syncthreads();
+#if MR == 1
   unsigned qf[NKD][4];
 #pragma unroll
   for (int kd = 0; kd < NKD; ++kd)
-    mt_ldmatrix_x4(qf[kd], sQ + (warp * 16 + (lane & 15)) * DP + kd * 16 +
+    mt_ldmatrix_x4(qf[kd], sQ + (wr + (lane & 15)) * DP + kd * 16 +
                                (lane >> 4) * 8);
-  float o[NO][4];
+#endif
+  float o[MR][NO][4];
 #pragma unroll
-  for (int n = 0; n < NO; ++n)
-    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  for (int m = 0; m < MR; ++m)
+#pragma unroll
+    for (int n = 0; n < NO; ++n)
+      o[m][n][0] = o[m][n][1] = o[m][n][2] = o[m][n][3] = 0.f;
   // Running max (log2 units) and this thread's share of the running sum of
   // rows ra and rb; the four lanes of a row agree on the max.
-  float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
+  float mA[MR], mB[MR], lA[MR], lB[MR];
+#pragma unroll
+  for (int m = 0; m < MR; ++m) {
+    mA[m] = mB[m] = MT_NEG_INF;
+    lA[m] = lB[m] = 0.f;
+  }
   for (int it = 0; it < nTiles; ++it) {
     const long long j0 = kvBegin + (long long)it * BKV;
     const int st = it & 1;
@@ -434,71 +451,89 @@ static const char *MmaBody = R"(
     if (j0 <= warpMax) {
       const unsigned short *kt = sK + st * BKV * DP;
       const unsigned short *vt = sV + st * BKV * DP;
-      float s[NS][4];
+      float s[MR][NS][4];
 #pragma unroll
-      for (int n = 0; n < NS; ++n)
-        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+      for (int m = 0; m < MR; ++m)
+#pragma unroll
+        for (int n = 0; n < NS; ++n)
+          s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.f;
 #pragma unroll
       for (int kd = 0; kd < NKD; ++kd) {
+#if MR == 1
+        const unsigned(*qk)[4] = &qf[kd];
+#else
+        unsigned qk[MR][4];
+#pragma unroll
+        for (int m = 0; m < MR; ++m)
+          mt_ldmatrix_x4(qk[m], sQ + (wr + m * 16 + (lane & 15)) * DP +
+                                    kd * 16 + (lane >> 4) * 8);
+#endif
 #pragma unroll
         for (int n = 0; n < NS; n += 2) {
           unsigned bk[4];
           mt_ldmatrix_x4(bk, kt + (n * 8 + (lane >> 4) * 8 + (lane & 7)) * DP +
                                  kd * 16 + ((lane >> 3) & 1) * 8);
-          mt_mma(s[n], qf[kd], bk);
-          mt_mma(s[n + 1], qf[kd], bk + 2);
+#pragma unroll
+          for (int m = 0; m < MR; ++m) {
+            mt_mma(s[m][n], qk[m], bk);
+            mt_mma(s[m][n + 1], qk[m], bk + 2);
+          }
         }
       }
       const bool mask = j0 + BKV - 1 > warpMin;
-      float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
+      unsigned pf[MR][NS / 2][4];
 #pragma unroll
-      for (int n = 0; n < NS; ++n) {
+      for (int m = 0; m < MR; ++m) {
+        float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const long long jj = j0 + n * 8 + 2 * t4 + c;
-          float x = s[n][c] * SCALE_LOG2, y = s[n][2 + c] * SCALE_LOG2;
-          if (mask) {
-            x = jj > lastA ? MT_NEG_INF : x;
-            y = jj > lastB ? MT_NEG_INF : y;
+        for (int n = 0; n < NS; ++n) {
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const long long jj = j0 + n * 8 + 2 * t4 + c;
+            float x = s[m][n][c] * SCALE_LOG2, y = s[m][n][2 + c] * SCALE_LOG2;
+            if (mask) {
+              x = jj > lastA[m] ? MT_NEG_INF : x;
+              y = jj > lastB[m] ? MT_NEG_INF : y;
+            }
+            s[m][n][c] = x;
+            s[m][n][2 + c] = y;
+            mxA = fmaxf(mxA, x);
+            mxB = fmaxf(mxB, y);
           }
-          s[n][c] = x;
-          s[n][2 + c] = y;
-          mxA = fmaxf(mxA, x);
-          mxB = fmaxf(mxB, y);
         }
-      }
 #pragma unroll
-      for (int w = 1; w < 4; w <<= 1) {
-        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
-        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, w));
-      }
-      const float nA = fmaxf(mA, mxA), nB = fmaxf(mB, mxB);
-      // A row that has seen no key yet subtracts 0: exp2(-inf) is 0, and
-      // -inf - -inf would be NaN.
-      const float uA = nA == MT_NEG_INF ? 0.f : nA;
-      const float uB = nB == MT_NEG_INF ? 0.f : nB;
-      const float aA = exp2f(mA - uA), aB = exp2f(mB - uB);
-      mA = nA;
-      mB = nB;
-      lA *= aA;
-      lB *= aB;
+        for (int w = 1; w < 4; w <<= 1) {
+          mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
+          mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, w));
+        }
+        const float nA = fmaxf(mA[m], mxA), nB = fmaxf(mB[m], mxB);
+        // A row that has seen no key yet subtracts 0: exp2(-inf) is 0, and
+        // -inf - -inf would be NaN.
+        const float uA = nA == MT_NEG_INF ? 0.f : nA;
+        const float uB = nB == MT_NEG_INF ? 0.f : nB;
+        const float aA = exp2f(mA[m] - uA), aB = exp2f(mB[m] - uB);
+        mA[m] = nA;
+        mB[m] = nB;
+        lA[m] *= aA;
+        lB[m] *= aB;
 #pragma unroll
-      for (int n = 0; n < NO; ++n) {
-        o[n][0] *= aA;
-        o[n][1] *= aA;
-        o[n][2] *= aB;
-        o[n][3] *= aB;
-      }
-      // p as the A fragments of p v: k16 step kk is score tiles 2kk, 2kk+1.
-      unsigned pf[NS / 2][4];
+        for (int n = 0; n < NO; ++n) {
+          o[m][n][0] *= aA;
+          o[m][n][1] *= aA;
+          o[m][n][2] *= aB;
+          o[m][n][3] *= aB;
+        }
+        // p as the A fragments of p v: k16 step kk is score tiles 2kk and
+        // 2kk + 1.
 #pragma unroll
-      for (int n = 0; n < NS; ++n) {
-        const float p0 = exp2f(s[n][0] - uA), p1 = exp2f(s[n][1] - uA);
-        const float p2 = exp2f(s[n][2] - uB), p3 = exp2f(s[n][3] - uB);
-        lA += p0 + p1;
-        lB += p2 + p3;
-        pf[n / 2][(n & 1) * 2] = mt_pack2(p0, p1);
-        pf[n / 2][(n & 1) * 2 + 1] = mt_pack2(p2, p3);
+        for (int n = 0; n < NS; ++n) {
+          const float p0 = exp2f(s[m][n][0] - uA), p1 = exp2f(s[m][n][1] - uA);
+          const float p2 = exp2f(s[m][n][2] - uB), p3 = exp2f(s[m][n][3] - uB);
+          lA[m] += p0 + p1;
+          lB[m] += p2 + p3;
+          pf[m][n / 2][(n & 1) * 2] = mt_pack2(p0, p1);
+          pf[m][n / 2][(n & 1) * 2 + 1] = mt_pack2(p2, p3);
+        }
       }
 #pragma unroll
       for (int kk = 0; kk < NS / 2; ++kk) {
@@ -508,51 +543,62 @@ static const char *MmaBody = R"(
           mt_ldmatrix_x4_trans(bv, vt + (kk * 16 + ((lane >> 3) & 1) * 8 +
                                          (lane & 7)) * DP +
                                        n * 8 + (lane >> 4) * 8);
-          mt_mma(o[n], pf[kk], bv);
-          mt_mma(o[n + 1], pf[kk], bv + 2);
+#pragma unroll
+          for (int m = 0; m < MR; ++m) {
+            mt_mma(o[m][n], pf[m][kk], bv);
+            mt_mma(o[m][n + 1], pf[m][kk], bv + 2);
+          }
         }
       }
     }
     __syncthreads(); // this stage is consumed before it is loaded again
   }
 #pragma unroll
-  for (int w = 1; w < 4; w <<= 1) {
-    lA += __shfl_xor_sync(0xffffffffu, lA, w);
-    lB += __shfl_xor_sync(0xffffffffu, lB, w);
-  }
+  for (int m = 0; m < MR; ++m)
+#pragma unroll
+    for (int w = 1; w < 4; w <<= 1) {
+      lA[m] += __shfl_xor_sync(0xffffffffu, lA[m], w);
+      lB[m] += __shfl_xor_sync(0xffffffffu, lB[m], w);
+    }
 #if SPLITS > 1
   {
     const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
     float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
-    const int ia = warp * 16 + g, ib = ia + 8;
 #pragma unroll
-    for (int n = 0; n < NO; ++n) {
-      const int d = n * 8 + 2 * t4;
-      part[ia * D_ + d] = o[n][0];
-      part[ia * D_ + d + 1] = o[n][1];
-      part[ib * D_ + d] = o[n][2];
-      part[ib * D_ + d + 1] = o[n][3];
-    }
-    if (t4 == 0) {
-      part[BQ * D_ + ia] = mA;
-      part[BQ * D_ + ib] = mB;
-      part[BQ * D_ + BQ + ia] = lA;
-      part[BQ * D_ + BQ + ib] = lB;
+    for (int m = 0; m < MR; ++m) {
+      const int ia = wr + m * 16 + g, ib = ia + 8;
+#pragma unroll
+      for (int n = 0; n < NO; ++n) {
+        const int d = n * 8 + 2 * t4;
+        part[ia * D_ + d] = o[m][n][0];
+        part[ia * D_ + d + 1] = o[m][n][1];
+        part[ib * D_ + d] = o[m][n][2];
+        part[ib * D_ + d + 1] = o[m][n][3];
+      }
+      if (t4 == 0) {
+        part[BQ * D_ + ia] = mA[m];
+        part[BQ * D_ + ib] = mB[m];
+        part[BQ * D_ + BQ + ia] = lA[m];
+        part[BQ * D_ + BQ + ib] = lB[m];
+      }
     }
 )" SPLIT_COMBINE_SRC R"(#else
-  const float iA = lA > 0.f ? 1.f / lA : 0.f, iB = lB > 0.f ? 1.f / lB : 0.f;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const long long r = half ? rb : ra;
-    if (r >= ROWS)
-      continue;
-    const long long h = hk * GROUP + r / SQ;
-    unsigned short *dst = out + ((b * HQ + h) * SQ + r % SQ) * D_ + 2 * t4;
-    const float inv = half ? iB : iA;
+  for (int m = 0; m < MR; ++m) {
 #pragma unroll
-    for (int n = 0; n < NO; ++n)
-      *(unsigned *)(dst + n * 8) =
-          mt_pack2(o[n][2 * half] * inv, o[n][2 * half + 1] * inv);
+    for (int half = 0; half < 2; ++half) {
+      const long long r = r0 + wr + m * 16 + g + 8 * half;
+      if (r >= ROWS)
+        continue;
+      const float l = half ? lB[m] : lA[m];
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const long long h = hk * GROUP + r / SQ;
+      unsigned short *dst = out + ((b * HQ + h) * SQ + r % SQ) * D_ + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < NO; ++n)
+        *(unsigned *)(dst + n * 8) =
+            mt_pack2(o[m][n][2 * half] * inv, o[m][n][2 * half + 1] * inv);
+    }
   }
 #endif
 }
@@ -713,8 +759,8 @@ mtsched::generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
       T.Splits > 1024)
     return err("tile " + ChoiceName +
                " cannot run: the tensor-core template needs bf16 or f16, a "
-               "head dimension that is a multiple of 16 up to 128, BQ = 16 * "
-               "warps and BKV a multiple of 16 up to 128 (got " +
+               "head dimension that is a multiple of 16 up to 128, BQ = 16 or "
+               "32 times the warps and BKV a multiple of 16 up to 128 (got " +
                dtypeName(Shape->Dtype) + ", D = " + llvm::Twine(Shape->D) +
                ")");
   int64_t Smem = mmaAttentionSharedBytes(T.BQ, T.BKV, Shape->D);

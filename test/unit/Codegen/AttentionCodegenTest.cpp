@@ -125,7 +125,7 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   // Prefill: every tile without splits, then attn_math.
   auto Pre = attention({"bf16", 1, 32, 8, 512, 512, 128, true});
   ASSERT_TRUE(Pre);
-  ASSERT_EQ(node(*Pre).getChoices().size(), 8u);
+  ASSERT_EQ(node(*Pre).getChoices().size(), 10u);
   for (const Choice &C : node(*Pre).getChoices())
     EXPECT_EQ(C.Name.find("_kv"), std::string::npos) << C.Name;
   // Disabled names are never offered; attn_math alone is a valid list.
@@ -219,7 +219,7 @@ TEST(AttentionCodegen, MmaKernelShape) {
   EXPECT_EQ(Big->WorkspaceBytes, 0u);
   EXPECT_NE(Big->Source.find("#define MMA_TYPE \"f16\""), std::string::npos);
   // What the template cannot take says why: rows per warp, f32, D = 40.
-  for (auto [Ty, D, Name] : {std::tuple{"bf16", 128, "attn_mma_32x64_w1"},
+  for (auto [Ty, D, Name] : {std::tuple{"bf16", 128, "attn_mma_48x64_w1"},
                              std::tuple{"f32", 128, "attn_mma_16x64_w1"},
                              std::tuple{"bf16", 40, "attn_mma_16x64_w1"},
                              std::tuple{"bf16", 128, "attn_mma_16x40_w1"}}) {

@@ -9,8 +9,9 @@
 //     scores, an online softmax (running max and sum, exp2 on pre-scaled q)
 //     and the accumulators are fp32 on the CUDA cores (SIMT, no tensor
 //     cores). A causal tile stops at the last key its last row sees.
-//   * attn_mma_BQxBKV_wW: the same tiling with a warp per 16 rows (BQ =
-//     16 W) on the tensor cores: q kᵀ and p v as mma.sync m16n8k16 with
+//   * attn_mma_BQxBKV_wW: the same tiling with a warp per 16 or 32 rows
+//     (BQ = 16 W or 32 W) on the tensor cores: q kᵀ and p v as mma.sync
+//     m16n8k16 (32 rows: each k or v fragment feeds two MMAs) with
 //     fp32 accumulators, the online softmax on the score fragments in
 //     registers, k and v double-buffered through shared memory by cp.async.
 //     bf16 and f16, head dimensions that are multiples of 16 up to 128.
