@@ -152,7 +152,7 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
       return Inf;
     if (std::optional<AttentionTile> T = attentionTileOf(C))
       return flashAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Warps, T->Splits,
-                                  T->Mma);
+                                  T->Mma, T->Stages);
     if (C.Name == AttentionMathChoice)
       return mathAttentionTimeUs(D, W.Attn);
     return Inf;

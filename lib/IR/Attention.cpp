@@ -17,12 +17,15 @@ int64_t mtsched::flashAttentionSharedBytes(int BQ, int BKV, int64_t D) {
               int64_t(BQ) * (BKV + 1) + 3 * int64_t(BQ));
 }
 
-int64_t mtsched::mmaAttentionSharedBytes(int BQ, int BKV, int64_t D) {
-  return 2 * (int64_t(BQ) + 4 * int64_t(BKV)) * (D + 8);
+int64_t mtsched::mmaAttentionSharedBytes(int BQ, int BKV, int64_t D,
+                                         int Stages) {
+  return 2 * (int64_t(BQ) + 2 * int64_t(Stages) * BKV) * (D + 8);
 }
 
 bool mtsched::mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV,
-                                   int Warps) {
+                                   int Warps, int Stages) {
+  if (Stages < 2 || Stages > 8)
+    return false;
   return (S.Dtype == DType::BF16 || S.Dtype == DType::F16) && S.D > 0 &&
          S.D % 16 == 0 && S.D <= 128 && Warps > 0 && Warps <= 16 &&
          (BQ == 16 * Warps || BQ == 32 * Warps) && BKV > 0 && BKV % 16 == 0 &&

@@ -230,6 +230,7 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
 std::string mtsched::attentionChoiceName(const AttentionTile &T) {
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
+         (T.Stages != 2 ? "_s" + std::to_string(T.Stages) : "") +
          (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "");
 }
 
@@ -241,11 +242,16 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
     return std::nullopt;
   auto [BQ, Rest] = S.split('x');
   auto [BKV, WS] = Rest.split("_w");
-  auto [W, Splits] = WS.split("_kv");
+  auto [WSt, Splits] = WS.split("_kv");
+  auto [W, Stages] = WSt.split("_s");
   if (BQ.getAsInteger(10, T.BQ) || BKV.getAsInteger(10, T.BKV) ||
       W.getAsInteger(10, T.Warps) ||
-      (!Splits.empty() && Splits.getAsInteger(10, T.Splits)) || T.BQ <= 0 ||
-      T.BKV <= 0 || T.Warps <= 0 || T.Splits <= 0)
+      (!Splits.empty() && Splits.getAsInteger(10, T.Splits)) ||
+      (!Stages.empty() && Stages.getAsInteger(10, T.Stages)) || T.BQ <= 0 ||
+      T.BKV <= 0 || T.Warps <= 0 || T.Splits <= 0 || T.Stages <= 0)
+    return std::nullopt;
+  // Only the tensor-core template pipelines its k and v tiles.
+  if (!T.Mma && T.Stages != 2)
     return std::nullopt;
   // Only what the name round-trips to, so `attn_flash_064x64_w4` is no tile.
   if (attentionChoiceName(T) != C.Name)
@@ -265,8 +271,8 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
   };
   auto Fits = [&](const AttentionTile &T) {
     if (T.Mma)
-      return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps) &&
-             mmaAttentionSharedBytes(T.BQ, T.BKV, D) <=
+      return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
+             mmaAttentionSharedBytes(T.BQ, T.BKV, D, T.Stages) <=
                  FlashAttentionMaxSharedBytes;
     return flashAttentionSharedBytes(T.BQ, T.BKV, D) <=
            FlashAttentionMaxSharedBytes;
@@ -437,6 +443,18 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
           return fileError(Path, "attention tile field 'mma' must be true or "
                                  "false");
         T.Mma = *B;
+      }
+      // "stages" is optional: 2 (a double buffer), tensor-core tiles only.
+      if (const llvm::json::Value *St = O->get("stages")) {
+        std::optional<int64_t> V = St->getAsInteger();
+        if (!V || *V < 2 || *V > 8)
+          return fileError(Path, "attention tile field 'stages' must be an "
+                                 "integer in [2, 8]");
+        if (!T.Mma)
+          return fileError(Path, "attention tile field 'stages' needs "
+                                 "\"mma\": true (only the tensor-core tiles "
+                                 "pipeline their keys)");
+        T.Stages = int(*V);
       }
       // "splits" is optional: 1, no split-KV.
       std::pair<const char *, int *> Fields[] = {{"bq", &T.BQ},

@@ -61,12 +61,13 @@ double mtsched::attentionFlops(const AttentionShape &S) {
 
 double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
                                      const AttentionShape &S, int BQ, int BKV,
-                                     int Warps, int Splits, bool Mma) {
+                                     int Warps, int Splits, bool Mma,
+                                     int Stages) {
   if (!validShape(S) || BQ <= 0 || BKV <= 0 || Warps <= 0 || Splits <= 0)
     return Inf;
-  if (Mma && !mmaAttentionSupports(S, BQ, BKV, Warps))
+  if (Mma && !mmaAttentionSupports(S, BQ, BKV, Warps, Stages))
     return Inf;
-  double Smem = double(Mma ? mmaAttentionSharedBytes(BQ, BKV, S.D)
+  double Smem = double(Mma ? mmaAttentionSharedBytes(BQ, BKV, S.D, Stages)
                            : flashAttentionSharedBytes(BQ, BKV, S.D));
   if (Smem > FlashAttentionMaxSharedBytes)
     return Inf;

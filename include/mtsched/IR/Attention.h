@@ -41,15 +41,17 @@ struct AttentionShape {
 /// the codegen agree on it.
 int64_t flashAttentionSharedBytes(int BQ, int BKV, int64_t D);
 /// Bytes of shared memory the tensor-core (mma.sync) attention template
-/// needs: a 16-bit q tile and two stages of k and v tiles (a cp.async
-/// double buffer), rows padded by 8 elements so that ldmatrix rows fall in
+/// needs: a 16-bit q tile and Stages stages of k and v tiles (a cp.async
+/// pipeline), rows padded by 8 elements so that ldmatrix rows fall in
 /// different banks.
-int64_t mmaAttentionSharedBytes(int BQ, int BKV, int64_t D);
+int64_t mmaAttentionSharedBytes(int BQ, int BKV, int64_t D, int Stages = 2);
 /// Whether the tensor-core template handles shape S with a BQ x BKV tile of
 /// Warps warps: bf16 or f16 (the MMA's operand types), a head dimension that
 /// is a multiple of 16 up to 128 (q fragments and accumulators stay in
-/// registers), 16 or 32 query rows per warp and whole k16 steps of keys.
-bool mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps);
+/// registers), 16 or 32 query rows per warp, whole k16 steps of keys and 2
+/// to 8 pipeline stages.
+bool mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps,
+                          int Stages = 2);
 /// Shared memory one CTA may use on sm_90 (the opt-in limit).
 inline constexpr int64_t FlashAttentionMaxSharedBytes = 227 * 1024;
 

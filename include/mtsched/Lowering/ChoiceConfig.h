@@ -45,11 +45,14 @@ GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 /// are divided among Splits CTAs per tile, whose partial results the last
 /// one to finish combines. Mma tiles (`attn_mma_...`) compute q kᵀ and p v
 /// on the tensor cores (mma.sync), a warp per 16 or 32 rows, so BQ = 16 *
-/// Warps or 32 * Warps; the others (`attn_flash_...`) on the CUDA cores.
+/// Warps or 32 * Warps, and stream k and v through Stages shared-memory
+/// stages (`_sN` in the name when not 2); the others (`attn_flash_...`) on
+/// the CUDA cores.
 struct AttentionTile {
   int BQ, BKV, Warps;
   int Splits = 1;
   bool Mma = false;
+  int Stages = 2;
 };
 
 struct ChoiceConfig {

@@ -27,7 +27,7 @@ double attentionFlops(const AttentionShape &S);
 /// cores, k and v double-buffered by cp.async).
 double flashAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S,
                             int BQ, int BKV, int Warps, int Splits = 1,
-                            bool Mma = false);
+                            bool Mma = false, int Stages = 2);
 double mathAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S);
 
 } // namespace mtsched

@@ -320,8 +320,10 @@ static const char *FlashBody = R"(
 /// lane = 4 g + t holds rows g and g + 8, columns 2t and 2t + 1 of each n8
 /// tile); the scores never leave registers: the online softmax works on the
 /// accumulator fragments, which are exactly the A fragments of p v once
-/// rounded to 16 bits. k and v tiles are double-buffered by cp.async, so
-/// the next tile loads while this one is multiplied. With MR = 2 each k and
+/// rounded to 16 bits. k and v tiles stream through STAGES shared-memory
+/// stages by cp.async, so the next tiles load while this one is multiplied
+/// (a one-warp decode CTA has few tiles: deeper stages put more of them in
+/// flight at once). With MR = 2 each k and
 /// v fragment read from shared memory feeds two MMAs (shared memory, not
 /// the tensor cores, bounds MR = 1 at prefill), and q's fragments are read
 /// again per tile rather than held in registers.
@@ -336,8 +338,8 @@ static const char *MmaBody = R"(
 #define MT_NEG_INF (-__int_as_float(0x7f800000))
   extern __shared__ __align__(16) unsigned short mt_smem[];
   unsigned short *sQ = mt_smem;        // [BQ][DP]
-  unsigned short *sK = sQ + BQ * DP;   // [2][BKV][DP]
-  unsigned short *sV = sK + 2 * BKV * DP;
+  unsigned short *sK = sQ + BQ * DP;   // [STAGES][BKV][DP]
+  unsigned short *sV = sK + STAGES * BKV * DP;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const long long b = blockIdx.y / HKV, hk = blockIdx.y % HKV;
@@ -414,10 +416,15 @@ static const char *MmaBody = R"(
   };
   const int nTiles =
       kvBegin < kvEnd ? (int)((kvEnd - kvBegin + BKV - 1) / BKV) : 0;
-  if (nTiles > 0)
-    loadKV(0, kvBegin);
-  mt_cp_async_commit();
-  MT_CP_ASYNC_WAIT(1); // q has landed
+  // Groups: q, then one per key tile (empty past the last), so before
+  // iteration it's wait the tiles after it number STAGES - 2.
+#pragma unroll
+  for (int p = 0; p < STAGES - 1; ++p) {
+    if (p < nTiles)
+      loadKV(p, kvBegin + (long long)p * BKV);
+    mt_cp_async_commit();
+  }
+  MT_CP_ASYNC_WAIT(STAGES - 1); // q has landed
   __syncthreads();
 #if MR == 1
   unsigned qf[NKD][4];
@@ -442,12 +449,13 @@ static const char *MmaBody = R"(
   }
   for (int it = 0; it < nTiles; ++it) {
     const long long j0 = kvBegin + (long long)it * BKV;
-    const int st = it & 1;
-    if (it + 1 < nTiles)
-      loadKV(st ^ 1, j0 + BKV);
-    mt_cp_async_commit();
-    MT_CP_ASYNC_WAIT(1);
+    const int st = it % STAGES;
+    MT_CP_ASYNC_WAIT(STAGES - 2); // tile it has landed
+    // Every warp is done with tile it - 1, whose stage is loaded next.
     __syncthreads();
+    if (it + STAGES - 1 < nTiles)
+      loadKV((it + STAGES - 1) % STAGES, j0 + (long long)(STAGES - 1) * BKV);
+    mt_cp_async_commit();
     if (j0 <= warpMax) {
       const unsigned short *kt = sK + st * BKV * DP;
       const unsigned short *vt = sV + st * BKV * DP;
@@ -551,7 +559,6 @@ static const char *MmaBody = R"(
         }
       }
     }
-    __syncthreads(); // this stage is consumed before it is loaded again
   }
 #pragma unroll
   for (int m = 0; m < MR; ++m)
@@ -755,15 +762,16 @@ mtsched::generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
   std::optional<AttentionShape> Shape = attentionShapeOf(N);
   if (!Shape)
     return err("'%" + N.getName() + "' is not a well-formed attention");
-  if (!mmaAttentionSupports(*Shape, T.BQ, T.BKV, T.Warps) || T.Splits <= 0 ||
-      T.Splits > 1024)
+  if (!mmaAttentionSupports(*Shape, T.BQ, T.BKV, T.Warps, T.Stages) ||
+      T.Splits <= 0 || T.Splits > 1024)
     return err("tile " + ChoiceName +
                " cannot run: the tensor-core template needs bf16 or f16, a "
                "head dimension that is a multiple of 16 up to 128, BQ = 16 or "
-               "32 times the warps and BKV a multiple of 16 up to 128 (got " +
+               "32 times the warps, BKV a multiple of 16 up to 128 and 2 to 8 "
+               "stages (got " +
                dtypeName(Shape->Dtype) + ", D = " + llvm::Twine(Shape->D) +
                ")");
-  int64_t Smem = mmaAttentionSharedBytes(T.BQ, T.BKV, Shape->D);
+  int64_t Smem = mmaAttentionSharedBytes(T.BQ, T.BKV, Shape->D, T.Stages);
   if (Smem > FlashAttentionMaxSharedBytes)
     return err("tile " + ChoiceName + " needs " + llvm::Twine(Smem) +
                " bytes of shared memory at head dimension " +
@@ -784,7 +792,8 @@ mtsched::generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
   if (!S)
     return S.takeError();
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
-     << "\n#define SPLITS " << T.Splits << "\n"
+     << "\n#define SPLITS " << T.Splits << "\n#define STAGES " << T.Stages
+     << "\n"
      << MmaBody;
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};

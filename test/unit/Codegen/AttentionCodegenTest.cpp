@@ -84,17 +84,28 @@ TEST(AttentionCodegen, ChoiceNames) {
     EXPECT_EQ(Back->Warps, T.Warps);
     EXPECT_EQ(Back->Splits, T.Splits);
     EXPECT_EQ(Back->Mma, T.Mma);
+    EXPECT_EQ(Back->Stages, T.Stages);
   }
   EXPECT_EQ(attentionChoiceName({64, 32, 4}), "attn_flash_64x32_w4");
   EXPECT_EQ(attentionChoiceName({16, 64, 4, 8}), "attn_flash_16x64_w4_kv8");
   EXPECT_EQ(attentionChoiceName({64, 64, 4, 1, true}), "attn_mma_64x64_w4");
   EXPECT_EQ(attentionChoiceName({16, 64, 1, 16, true}),
             "attn_mma_16x64_w1_kv16");
+  EXPECT_EQ(attentionChoiceName({16, 32, 1, 32, true, 4}),
+            "attn_mma_16x32_w1_s4_kv32");
+  std::optional<AttentionTile> Staged =
+      attentionTileOf(Choice{"attn_mma_128x64_w8_s3", {}, {}});
+  ASSERT_TRUE(Staged);
+  EXPECT_EQ(Staged->Stages, 3);
+  EXPECT_EQ(Staged->Splits, 1);
   for (const char *Bad :
        {"attn_flash_064x64_w4", "attn_flash_16x64", "attn_flash_0x64_w4",
         "attn_flash_16x64_w4_kv1", "attn_flash_16x64_w4_kv0",
         "attn_flash_16x64_w4_kv", "attn_math", "gemm_16x64", "attn_mma_",
-        "attn_mma_16x64_w1_kv1", "attn_mmaflash_16x64_w1"})
+        "attn_mma_16x64_w1_kv1", "attn_mmaflash_16x64_w1",
+        // Stages: only tensor-core tiles, and 2 is never spelled out.
+        "attn_flash_16x64_w4_s3", "attn_mma_16x64_w1_s2", "attn_mma_16x64_w1_s",
+        "attn_mma_16x64_w1_kv8_s3"})
     EXPECT_FALSE(attentionTileOf(Choice{Bad, {}, {}})) << Bad;
 }
 
@@ -218,11 +229,20 @@ TEST(AttentionCodegen, MmaKernelShape) {
   EXPECT_EQ(Big->BlockX, 256u);
   EXPECT_EQ(Big->WorkspaceBytes, 0u);
   EXPECT_NE(Big->Source.find("#define MMA_TYPE \"f16\""), std::string::npos);
-  // What the template cannot take says why: rows per warp, f32, D = 40.
+  EXPECT_NE(Big->Source.find("#define STAGES 2"), std::string::npos);
+  // Four stages of 32-key tiles: q and 4 x (k + v) in shared memory.
+  llvm::Expected<KernelSource> Deep =
+      generateAttentionKernel(N, Choice{"attn_mma_16x32_w1_s4_kv32", {}, {}});
+  ASSERT_TRUE(bool(Deep)) << llvm::toString(Deep.takeError());
+  EXPECT_EQ(Deep->SharedBytes, unsigned(2 * (16 + 8 * 32) * (128 + 8)));
+  EXPECT_NE(Deep->Source.find("#define STAGES 4"), std::string::npos);
+  // What the template cannot take says why: rows per warp, f32, D = 40,
+  // BKV = 40, 9 stages.
   for (auto [Ty, D, Name] : {std::tuple{"bf16", 128, "attn_mma_48x64_w1"},
                              std::tuple{"f32", 128, "attn_mma_16x64_w1"},
                              std::tuple{"bf16", 40, "attn_mma_16x64_w1"},
-                             std::tuple{"bf16", 128, "attn_mma_16x40_w1"}}) {
+                             std::tuple{"bf16", 128, "attn_mma_16x40_w1"},
+                             std::tuple{"bf16", 128, "attn_mma_16x32_w1_s9"}}) {
     auto Q = attention({Ty, 1, 8, 2, 4, 256, D, false});
     ASSERT_TRUE(Q);
     llvm::Expected<KernelSource> Bad =
@@ -257,7 +277,7 @@ TEST(AttentionCodegen, EveryChoiceCompilesWithNvrtc) {
     std::optional<AttentionShape> AS = attentionShapeOf(node(*P));
     ASSERT_TRUE(AS);
     for (const AttentionTile &T : ChoiceConfig::getDefault().AttentionTiles)
-      if (!T.Mma || mmaAttentionSupports(*AS, T.BQ, T.BKV, T.Warps))
+      if (!T.Mma || mmaAttentionSupports(*AS, T.BQ, T.BKV, T.Warps, T.Stages))
         All.push_back(Choice{attentionChoiceName(T), {}, {}});
     All.push_back(Choice{AttentionMathChoice.str(), {}, {}});
     for (const Choice &C : All) {

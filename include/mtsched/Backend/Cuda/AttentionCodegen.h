@@ -13,7 +13,8 @@
 //     (BQ = 16 W or 32 W) on the tensor cores: q kᵀ and p v as mma.sync
 //     m16n8k16 (32 rows: each k or v fragment feeds two MMAs) with
 //     fp32 accumulators, the online softmax on the score fragments in
-//     registers, k and v double-buffered through shared memory by cp.async.
+//     registers, k and v streamed through 2 to 8 shared-memory stages by
+//     cp.async (`_sN` in the name when not 2).
 //     bf16 and f16, head dimensions that are multiples of 16 up to 128.
 //   * attn_math: the decomposition, one CTA per query row: the scaled
 //     scores q kᵀ are written to a global fp32 workspace, normalised there
