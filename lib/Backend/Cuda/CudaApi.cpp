@@ -1,10 +1,13 @@
 //===- CudaApi.cpp - Loading the CUDA libraries at run time ---------------===//
 #include "mtsched/Backend/Cuda/CudaApi.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/DynamicLibrary.h"
+#include "llvm/Support/raw_ostream.h"
 #include <cstdlib>
 #include <dlfcn.h>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 using namespace mtsched;
@@ -79,6 +82,40 @@ std::string DriverApi::errorString(CUresult R) const {
          (Text ? std::string(" (") + Text + ")" : std::string());
 }
 
+/// Polls Query until it stops answering CUDA_ERROR_NOT_READY: soon at
+/// first (a short kernel), then every 100 us, so a long wait costs little
+/// CPU; past Limit the process ends (syncStream's comment says why).
+static CUresult boundedWait(llvm::function_ref<CUresult()> Query,
+                            llvm::StringRef What,
+                            std::chrono::milliseconds Limit) {
+  auto Start = std::chrono::steady_clock::now();
+  for (unsigned Spins = 0;; ++Spins) {
+    CUresult R = Query();
+    if (R != CUDA_ERROR_NOT_READY)
+      return R;
+    if (std::chrono::steady_clock::now() - Start > Limit) {
+      llvm::errs() << "mtsched-opt: error: " << What
+                   << " did not finish on the GPU within " << Limit.count()
+                   << " ms; a kernel that does not end leaves a context that "
+                      "can run nothing else, so stopping\n";
+      llvm::errs().flush();
+      std::_Exit(1);
+    }
+    if (Spins >= 1000)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+CUresult cuda::syncStream(const DriverApi &D, CUstream S, llvm::StringRef What,
+                          std::chrono::milliseconds Limit) {
+  return boundedWait([&] { return D.cuStreamQuery(S); }, What, Limit);
+}
+
+CUresult cuda::syncEvent(const DriverApi &D, CUevent E, llvm::StringRef What,
+                         std::chrono::milliseconds Limit) {
+  return boundedWait([&] { return D.cuEventQuery(E); }, What, Limit);
+}
+
 llvm::Expected<const DriverApi &> cuda::loadDriver() {
   static Loaded<DriverApi> L;
   std::call_once(L.Once, [] {
@@ -112,10 +149,12 @@ llvm::Expected<const DriverApi &> cuda::loadDriver() {
     Lib.get(A.cuMemsetD8Async, {"cuMemsetD8Async"}, M);
     Lib.get(A.cuStreamCreate, {"cuStreamCreate"}, M);
     Lib.get(A.cuStreamSynchronize, {"cuStreamSynchronize"}, M);
+    Lib.get(A.cuStreamQuery, {"cuStreamQuery"}, M);
     Lib.get(A.cuEventCreate, {"cuEventCreate"}, M);
     Lib.get(A.cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}, M);
     Lib.get(A.cuEventRecord, {"cuEventRecord"}, M);
     Lib.get(A.cuEventSynchronize, {"cuEventSynchronize"}, M);
+    Lib.get(A.cuEventQuery, {"cuEventQuery"}, M);
     Lib.get(A.cuEventElapsedTime,
             {"cuEventElapsedTime_v2", "cuEventElapsedTime"}, M);
     Lib.get(A.cuGetErrorName, {"cuGetErrorName"}, M);

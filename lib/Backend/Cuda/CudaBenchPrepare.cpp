@@ -295,7 +295,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     if (!Device)
       P.Host[V] = std::move(H);
   }
-  if (Support && G->D->cuStreamSynchronize(G->Stream)) {
+  if (Support && syncStream(*G->D, G->Stream, "filling the inputs")) {
     P.Error = "filling the inputs failed";
     return P;
   }

@@ -209,7 +209,7 @@ BenchSupport::gemmRows(CUdeviceptr A, CUdeviceptr B, DType T,
                                     unsigned(Rows.size()), 1, 128, 1, 1, 0, S,
                                     Args, nullptr))
     return err("the reference kernel failed to launch: " + D.errorString(R));
-  if (CUresult R = D.cuStreamSynchronize(S))
+  if (CUresult R = syncStream(D, S, "the fp64 reference kernel"))
     return err("the reference kernel failed: " + D.errorString(R));
   std::vector<double> Flat(Rows.size() * size_t(N));
   if (CUresult R = D.cuMemcpyDtoH(Flat.data(), OutDev, OutBytes))

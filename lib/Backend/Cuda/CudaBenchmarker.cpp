@@ -142,6 +142,8 @@ Measurement CudaBenchmarker::run(
     return failed(ChoiceStatus::Failed,
                   std::string(What) + ": " + D.errorString(R));
   };
+  const std::string Running =
+      K ? "kernel '" + K->Name + "'" : std::string("the measured library call");
   // The kernel's other outputs (an epilogue's `writes`), each with its
   // buffer of copy 0 and its reference rows.
   std::vector<std::tuple<const Value *, const DevBuf *,
@@ -167,7 +169,7 @@ Measurement CudaBenchmarker::run(
       return Fail("cannot poison an output", R);
   if (CUresult R = Launch(0))
     return Fail("launch failed", R);
-  if (CUresult R = D.cuStreamSynchronize(G->Stream))
+  if (CUresult R = syncStream(D, G->Stream, Running))
     return Fail("kernel failed", R);
   // Only the checked rows come back: the whole of a 4096x4096 output took
   // a tenth of a second to copy and convert, for 16 rows.
@@ -214,7 +216,7 @@ Measurement CudaBenchmarker::run(
   if (CUresult R = Launch(0))
     return Fail("launch failed", R);
   D.cuEventRecord(G->E1, G->Stream);
-  if (CUresult R = D.cuEventSynchronize(G->E1))
+  if (CUresult R = syncEvent(D, G->E1, Running))
     return Fail("kernel failed", R);
   float Ms = 0;
   D.cuEventElapsedTime(&Ms, G->E0, G->E1);
@@ -235,7 +237,7 @@ Measurement CudaBenchmarker::run(
       if (CUresult R = Launch(int((S * PerSample + I) % P.Copies)))
         return Fail("launch failed", R);
     D.cuEventRecord(G->E1, G->Stream);
-    if (CUresult R = D.cuEventSynchronize(G->E1))
+    if (CUresult R = syncEvent(D, G->E1, Running))
       return Fail("kernel failed", R);
     D.cuEventElapsedTime(&Ms, G->E0, G->E1);
     Samples.push_back(double(Ms) * 1000 / PerSample);

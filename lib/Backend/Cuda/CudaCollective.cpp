@@ -41,7 +41,7 @@ CollectiveRankImpl::~CollectiveRankImpl() {
   if (!InitOk)
     return;
   llvm::consumeError(makeCurrent(Dev));
-  D->cuStreamSynchronize(Stream);
+  syncStream(*D, Stream, "the collective stream");
   closeImported(ImportedFlags);
   freeBuffers();
   if (NComm)
@@ -387,7 +387,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
         Launch = [&](int Cp) {
           int Ranks = Comm.size();
           std::vector<int64_t> Counts(size_t(2 * Ranks));
-          if (CUresult R = D->cuStreamSynchronize(Stream))
+          if (CUresult R = syncStream(*D, Stream, "an uneven all_to_all"))
             return R;
           if (CUresult R = D->cuMemcpyDtoH(Counts.data(), B.CountsDev,
                                            Counts.size() * 8))
@@ -488,7 +488,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
                   Ok ? "a peer rank could not run this choice" : Err);
 
   // Correctness on every rank.
-  auto Sync = [&] { return D->cuStreamSynchronize(Stream); };
+  auto Sync = [&] { return syncStream(*D, Stream, "a collective choice"); };
   std::string Why;
   bool SumOut = Fused && Epi.WriteSum;
   Ok = !D->cuMemsetD8Async(B.Out[0], 0xff, size_t(B.OutElems) * dtypeBytes(B.T),
@@ -528,7 +528,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
   for (int I = 0; I < 5; ++I)
     Launch(I % B.Copies);
   D->cuEventRecord(E1, Stream);
-  bool TOk = !D->cuEventSynchronize(E1);
+  bool TOk = !syncEvent(*D, E1, "a collective choice");
   float Ms = 0;
   D->cuEventElapsedTime(&Ms, E0, E1);
   std::vector<double> Est{TOk ? std::max(0.5, double(Ms) * 1000 / 5) : Inf};
@@ -579,7 +579,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
         Launch(
             int((S * unsigned(PerSample) + unsigned(I)) % unsigned(B.Copies)));
     D->cuEventRecord(E1, Stream);
-    if (CUresult R = D->cuEventSynchronize(E1)) {
+    if (CUresult R = syncEvent(*D, E1, "a collective choice")) {
       Cleanup();
       return failed(ChoiceStatus::Failed,
                     "kernel failed: " + D->errorString(R));

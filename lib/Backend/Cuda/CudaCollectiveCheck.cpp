@@ -147,7 +147,7 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
   // Peers may still be inside a kernel reading our buffers, or hold them
   // open: close ours, then meet, then free.
   if (!B.Key.empty()) {
-    D->cuStreamSynchronize(Stream);
+    syncStream(*D, Stream, "the collective stream");
     closeImported(B.Imported);
     Comm.barrier(Opts.ChoiceTimeout);
     freeBuffers();

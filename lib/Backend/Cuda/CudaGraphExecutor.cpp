@@ -80,7 +80,7 @@ static void timeReplay(const Graph &G, Gpu &Gp,
     if (CUresult R = RunAll(Times))
       return R;
     D.cuEventRecord(Gp.E1, Gp.Stream);
-    if (CUresult R = D.cuEventSynchronize(Gp.E1))
+    if (CUresult R = syncEvent(D, Gp.E1, "the decided graph"))
       return R;
     float Ms = 0;
     D.cuEventElapsedTime(&Ms, Gp.E0, Gp.E1);
@@ -216,7 +216,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
             D.cuLaunchKernel(Fn, K.GridX, K.GridY, K.GridZ, K.BlockX, 1, 1,
                              K.SharedBytes, Gp.Stream, Args.data(), nullptr))
       return err("launch of '" + K.Name + "' failed: " + D.errorString(R));
-    if (CUresult R = D.cuStreamSynchronize(Gp.Stream))
+    if (CUresult R = syncStream(D, Gp.Stream, "kernel '" + K.Name + "'"))
       return err("'" + K.Name + "' failed: " + D.errorString(R));
     auto State = std::make_shared<
         std::pair<std::vector<CUtensorMap>, std::vector<CUdeviceptr>>>(
@@ -291,7 +291,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
             return E;
           D.cuMemcpyDtoDAsync(Dev[M->getResult()], Dev[M->getOperand(0)],
                               M->getType().numBytes(), Gp.Stream);
-          D.cuStreamSynchronize(Gp.Stream);
+          syncStream(D, Gp.Stream, "a copy of '%" + M->getName() + "'");
           Replay.push_back([&D, &Gp, Dst = Dev[M->getResult()],
                             Src = Dev[M->getOperand(0)],
                             Bytes = size_t(M->getType().numBytes())] {
@@ -348,7 +348,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
                 reinterpret_cast<void *>(Dev[M->getResult()]), Type, Nn,
                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT))
           return err("cublasGemmEx failed with status " + std::to_string(S));
-        D.cuStreamSynchronize(Gp.Stream);
+        syncStream(D, Gp.Stream, "cuBLAS for '%" + M->getName() + "'");
         void *PA = reinterpret_cast<void *>(Dev[M->getOperand(0)]),
              *PB = reinterpret_cast<void *>(Dev[M->getOperand(1)]),
              *PC = reinterpret_cast<void *>(Dev[M->getResult()]);

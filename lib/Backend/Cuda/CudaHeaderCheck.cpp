@@ -93,10 +93,12 @@ constexpr bool functionSame(RA (*)(PA...), RB (*)(PB...)) {
   X(cuMemsetD8Async)                                                           \
   X(cuStreamCreate)                                                            \
   X(cuStreamSynchronize)                                                       \
+  X(cuStreamQuery)                                                             \
   X(cuEventCreate)                                                             \
   X(cuEventDestroy)                                                            \
   X(cuEventRecord)                                                             \
   X(cuEventSynchronize)                                                        \
+  X(cuEventQuery)                                                              \
   X(cuEventElapsedTime)                                                        \
   X(cuGetErrorName)                                                            \
   X(cuGetErrorString)                                                          \
@@ -197,6 +199,7 @@ namespace mc = mtsched::cuda;
   static_assert(int(mc::Name) == int(::Name),                                  \
                 "cuda::" #Name " differs from the toolkit's value");
 MTSCHED_SAME_VALUE(CUDA_SUCCESS)
+MTSCHED_SAME_VALUE(CUDA_ERROR_NOT_READY)
 MTSCHED_SAME_VALUE(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
 MTSCHED_SAME_VALUE(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
 MTSCHED_SAME_VALUE(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)

@@ -142,6 +142,11 @@ extern const char *const Fp8TileCopy;
 /// accumulator.
 void emitSplitKReduce(llvm::raw_ostream &OS, const EpilogueThreads &T);
 
+/// Registers per thread the wgmma template's consumer warpgroups take with
+/// setmaxnreg when there are Consumers of them (more than one) beside the
+/// producer: what the producer gives back from the CTA's launch allocation.
+int wgmmaConsumerRegs(int Consumers);
+
 /// Picks WARPS_M x WARPS_N for an mma.sync tile: warp tiles of at least
 /// 16x16, as square as possible; false if none exists.
 bool warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN);

@@ -30,8 +30,8 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
-/// Registers per thread of a warpgroup when one CTA has the SM: 65536 / 128.
-static constexpr int RegsPerWarpgroupThread = 512;
+/// Registers of one SM, all of them one CTA's.
+static constexpr int RegsPerSM = 65536;
 /// What the producer keeps: it only computes coordinates.
 static constexpr int ProducerRegs = 40;
 /// Registers a consumer needs besides its accumulators (descriptors, loop
@@ -140,6 +140,19 @@ static std::string wgmmaFunction(int BN, const char *Type) {
   return OS.str();
 }
 
+int codegen::wgmmaConsumerRegs(int Consumers) {
+  // setmaxnreg only moves registers within the CTA's launch allocation:
+  // every thread starts with RegsPerSM / THREADS, rounded down to the
+  // allocation unit of 8 (the kernel is bounded to one CTA per SM), the
+  // producer gives back what it does not keep, and the consumers can take
+  // only that. A consumer asking for more waits forever: 256-row tiles
+  // (640 threads, 96 registers each at launch) asked for 112 and hung.
+  int Threads = (Consumers + 1) * 128;
+  int LaunchRegs = std::min(255, RegsPerSM / Threads) / 8 * 8;
+  int Pool = Threads * LaunchRegs - 128 * ProducerRegs;
+  return std::min(256, Pool / (128 * Consumers) / 8 * 8);
+}
+
 llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
                                    const GemmSetup &S) {
   const GemmTileConfig &T = S.T;
@@ -165,8 +178,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   // One CTA per SM: the producer gives its registers to the consumers.
   int ConsumerRegs = 0;
   if (Consumers > 1) {
-    ConsumerRegs = std::min(256, (RegsPerWarpgroupThread - ProducerRegs) /
-                                     Consumers / 8 * 8);
+    ConsumerRegs = wgmmaConsumerRegs(Consumers);
     if (T.BN / 2 + ConsumerOverheadRegs > ConsumerRegs)
       return err("tile " + gemmChoiceName(T) + ": " + llvm::Twine(T.BN / 2) +
                  " accumulators per thread do not fit in the " +

@@ -24,6 +24,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
 #include <mutex>
+#include <tuple>
 
 using namespace mtsched;
 
@@ -288,6 +289,30 @@ graph @k(%x: bf16[64,60], %w: bf16[60,64]) {
   auto BK32 = generateGemmKernel(*Mtb(0), wgmmaTile(64, 64, 32, 2), false);
   ASSERT_FALSE(bool(BK32));
   EXPECT_NE(llvm::toString(BK32.takeError()).find("BK = 64"),
+            std::string::npos);
+
+  // setmaxnreg can only hand the consumers what the producer gives back
+  // from the launch allocation (65536 / threads, in units of 8, per
+  // thread): asking for more blocks the consumers forever. 384 threads
+  // start with 168 registers, 512 with 128, 640 with 96; the producer keeps
+  // 40.
+  for (auto [BM, BN, Consumer] :
+       {std::tuple{128, 256, 232}, std::tuple{192, 128, 152},
+        std::tuple{256, 128, 104}}) {
+    auto W = generateGemmKernel(*Mtb(0), wgmmaTile(BM, BN, 64, 3), false);
+    ASSERT_TRUE(bool(W)) << BM << ": " << llvm::toString(W.takeError());
+    int Threads = int(W->BlockX), Launch = 65536 / Threads / 8 * 8;
+    EXPECT_LE(128 * 40 + (Threads - 128) * Consumer, Threads * Launch) << BM;
+    EXPECT_NE(W->Source.find("setmaxnreg.inc.sync.aligned.u32 " +
+                             std::to_string(Consumer) + ";"),
+              std::string::npos)
+        << BM;
+  }
+  // A 256-row tile of 256 columns needs 128 accumulators a thread: more
+  // than its consumers can get.
+  auto Wide = generateGemmKernel(*Mtb(0), wgmmaTile(256, 256, 64, 2), false);
+  ASSERT_FALSE(bool(Wide));
+  EXPECT_NE(llvm::toString(Wide.takeError()).find("do not fit"),
             std::string::npos);
 }
 

@@ -351,3 +351,48 @@ TEST(BenchSupport, ReferenceRowsMatchTheHost) {
   D.cuMemFree(A);
   D.cuMemFree(B);
 }
+
+namespace {
+
+/// Launches a kernel that spins until a flag no one sets, then waits for
+/// it with a 500 ms watchdog: the process must end there.
+[[noreturn]] void waitForASpinningKernel() {
+  llvm::Expected<cuda::DeviceInfo> Dev = cuda::openDevice();
+  if (!Dev || cuda::makeCurrent(*Dev))
+    std::exit(2);
+  const cuda::DriverApi &D = *cuda::loadDriver();
+  llvm::Expected<std::string> Cubin = cuda::compileToCubin(
+      "extern \"C\" __global__ void mt_spin(volatile int *f) {\n"
+      "  while (*f == 0) {}\n}\n",
+      "mt_spin", Dev->Major * 10 + Dev->Minor);
+  CUmodule Mod;
+  CUfunction Fn;
+  CUdeviceptr Flag;
+  CUstream S;
+  if (!Cubin || D.cuModuleLoadData(&Mod, Cubin->data()) ||
+      D.cuModuleGetFunction(&Fn, Mod, "mt_spin") || D.cuMemAlloc(&Flag, 4) ||
+      D.cuStreamCreate(&S, CU_STREAM_NON_BLOCKING) ||
+      D.cuMemsetD8Async(Flag, 0, 4, S))
+    std::exit(3);
+  void *Args[] = {&Flag};
+  if (D.cuLaunchKernel(Fn, 1, 1, 1, 32, 1, 1, 0, S, Args, nullptr))
+    std::exit(4);
+  cuda::syncStream(D, S, "the spinning test kernel",
+                   std::chrono::milliseconds(500));
+  std::exit(0); // not reached: the watchdog ends the process
+}
+
+} // namespace
+
+// A kernel that never ends (a deadlocked template) must end the process in
+// bounded time, saying what hung, instead of a host wait that never
+// returns (the 256-row wgmma tiles once hung an autotune this way).
+TEST(CudaBackend, AHungKernelEndsTheProcess) {
+  REQUIRE_GPU();
+  // The child runs the test again from the start: no CUDA state crosses a
+  // fork.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(waitForASpinningKernel(), ::testing::ExitedWithCode(1),
+              "the spinning test kernel did not finish on the GPU within 500 "
+              "ms");
+}

@@ -10,7 +10,9 @@
 #ifndef MTSCHED_BACKEND_CUDA_CUDAAPI_H
 #define MTSCHED_BACKEND_CUDA_CUDAAPI_H
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -38,6 +40,7 @@ using cublasHandle_t = struct cublasContext *;
 using cublasStatus_t = int;
 
 constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_NOT_READY = 600; // a query of unfinished work
 constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
@@ -94,10 +97,12 @@ struct DriverApi {
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamQuery)(CUstream);
   CUresult (*cuEventCreate)(CUevent *, unsigned);
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventQuery)(CUevent);
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuDeviceCanAccessPeer)(int *, CUdevice, CUdevice);
@@ -175,6 +180,22 @@ struct DeviceInfo {
   CUcontext Ctx = nullptr;
   int Ordinal = 0;
 };
+
+/// How long a host wait for one stream or event may take before the GPU is
+/// taken to be hung: no kernel mtsched measures or runs takes a minute.
+inline constexpr std::chrono::milliseconds KernelWatchdog{60000};
+
+/// Waits for the work queued on stream S (syncStream) or before event E
+/// (syncEvent), as cuStreamSynchronize / cuEventSynchronize do, for at most
+/// Limit. Work still running then (a template that deadlocks, a loop that
+/// never ends) holds a context that can neither run nor free anything
+/// else, and waiting for it would hang the process and every rank waiting
+/// on it; so the process says what hung (What, e.g. "choice 'X' of '%y'")
+/// on stderr and exits with status 1, without the context's teardown.
+CUresult syncStream(const DriverApi &D, CUstream S, llvm::StringRef What,
+                    std::chrono::milliseconds Limit = KernelWatchdog);
+CUresult syncEvent(const DriverApi &D, CUevent E, llvm::StringRef What,
+                   std::chrono::milliseconds Limit = KernelWatchdog);
 
 /// Finds device 0 and makes its primary context current; explains exactly
 /// why CUDA cannot run here otherwise (no driver, no device, sm < 80).
