@@ -26,9 +26,9 @@ nvidia-smi -L 2>/dev/null || true
 # The flash tiles of each example (an --inject naming a choice the graph
 # does not have is refused): attn_math runs once they all fail.
 FLASH_decode="flash_16x64_w4 flash_16x32_w4 flash_16x64_w4_kv8 flash_16x64_w4_kv16 flash_16x64_w4_kv32
-  mma_16x64_w1 mma_16x32_w1_kv4 mma_16x32_w1_kv8 mma_16x32_w1_kv16 mma_16x32_w1_kv32"
+  mma_16x32_w4 mma_16x32_w4_kv4 mma_16x32_w4_kv8 mma_16x32_w4_kv16"
 FLASH_prefill="flash_64x64_w4 flash_32x64_w4 flash_16x64_w4 flash_16x32_w4
-  mma_128x64_w8 mma_128x32_w4 mma_256x32_w8 mma_64x64_w4 mma_16x64_w1"
+  mma_128x64_w8 mma_128x32_w4 mma_256x32_w8 mma_64x64_w4 mma_16x32_w4"
 for ex in decode prefill; do
   for mode in best math; do
     extra=()

@@ -17,9 +17,18 @@ int64_t mtsched::flashAttentionSharedBytes(int BQ, int BKV, int64_t D) {
               int64_t(BQ) * (BKV + 1) + 3 * int64_t(BQ));
 }
 
-int64_t mtsched::mmaAttentionSharedBytes(int BQ, int BKV, int64_t D,
+int mtsched::mmaAttentionKeyWarps(int BQ, int Warps) {
+  bool SharedRows = BQ == 16 && (Warps == 2 || Warps == 4 || Warps == 8);
+  return SharedRows ? Warps : 1;
+}
+
+int64_t mtsched::mmaAttentionSharedBytes(int BQ, int BKV, int Warps, int64_t D,
                                          int Stages) {
-  return 2 * (int64_t(BQ) + 2 * int64_t(Stages) * BKV) * (D + 8);
+  // The key warps' partial results are combined in the freed k/v stages:
+  // 64 ((KW + 1) D + 3 KW + 2) bytes, never more than the 128 KW (D + 8)
+  // of two stages of at least 16 keys a warp.
+  int64_t KeysPerStage = int64_t(mmaAttentionKeyWarps(BQ, Warps)) * BKV;
+  return 2 * (int64_t(BQ) + 2 * int64_t(Stages) * KeysPerStage) * (D + 8);
 }
 
 bool mtsched::mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV,
@@ -28,8 +37,9 @@ bool mtsched::mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV,
     return false;
   return (S.Dtype == DType::BF16 || S.Dtype == DType::F16) && S.D > 0 &&
          S.D % 16 == 0 && S.D <= 128 && Warps > 0 && Warps <= 16 &&
-         (BQ == 16 * Warps || BQ == 32 * Warps) && BKV > 0 && BKV % 16 == 0 &&
-         BKV <= 128;
+         (BQ == 16 * Warps || BQ == 32 * Warps ||
+          mmaAttentionKeyWarps(BQ, Warps) > 1) &&
+         BKV > 0 && BKV % 16 == 0 && BKV <= 128;
 }
 
 std::optional<AttentionShape> mtsched::attentionShapeOf(const Node &N) {

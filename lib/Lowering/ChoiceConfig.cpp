@@ -51,19 +51,18 @@ ChoiceConfig ChoiceConfig::getDefault() {
   // Tall tiles for prefill; 16 rows still cover a decode step's packed
   // query heads (4 per kv head for Llama-3-8B), and split-KV spreads a
   // decode step's few (batch, kv head) tiles over more CTAs.
-  // The tensor-core tiles give each warp 16 or 32 rows: 4 or 8 warps for
-  // prefill, one warp (and split-KV) for a decode step's few rows. Short
-  // key tiles split best at decode (docs/BENCHMARKS.md, 2026-11-26: 32-key
-  // tiles beat 64- and 128-key ones at batch 1, 4 and 16).
+  // The tensor-core tiles give each warp 16 or 32 rows at prefill (4 or 8
+  // warps); a decode step's few rows take a 16-row tile whose 4 warps split
+  // each stage of 4 x 32 keys, and split-KV across CTAs (docs/BENCHMARKS.md,
+  // 2026-11-26: faster than one warp per CTA at batch 1, 4 and 16).
   auto Mma = [](int BQ, int BKV, int Warps, int Splits = 1) {
     return AttentionTile{BQ, BKV, Warps, Splits, /*Mma=*/true};
   };
   C.AttentionTiles = {{64, 64, 4},       {32, 64, 4},       {16, 64, 4},
                       {16, 32, 4},       {16, 64, 4, 8},    {16, 64, 4, 16},
                       {16, 64, 4, 32},   Mma(128, 64, 8),   Mma(128, 32, 4),
-                      Mma(256, 32, 8),   Mma(64, 64, 4),    Mma(16, 64, 1),
-                      Mma(16, 32, 1, 4), Mma(16, 32, 1, 8), Mma(16, 32, 1, 16),
-                      Mma(16, 32, 1, 32)};
+                      Mma(256, 32, 8),   Mma(64, 64, 4),    Mma(16, 32, 4),
+                      Mma(16, 32, 4, 4), Mma(16, 32, 4, 8), Mma(16, 32, 4, 16)};
   C.GemmExterns = {"extern.cublas"};
   C.AllReduce = {"nccl", "one_shot", "two_shot"};
   C.AllGather = {"nccl", "p2p"};
@@ -272,14 +271,17 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
   auto Fits = [&](const AttentionTile &T) {
     if (T.Mma)
       return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
-             mmaAttentionSharedBytes(T.BQ, T.BKV, D, T.Stages) <=
+             mmaAttentionSharedBytes(T.BQ, T.BKV, T.Warps, D, T.Stages) <=
                  FlashAttentionMaxSharedBytes;
     return flashAttentionSharedBytes(T.BQ, T.BKV, D) <=
            FlashAttentionMaxSharedBytes;
   };
   for (const AttentionTile &T : AttentionTiles) {
-    bool SplitFits = T.Splits == 1 || (PackedRows <= T.BQ &&
-                                       S.Skv >= 2 * int64_t(T.BKV) * T.Splits);
+    // Every split gets at least two stages of keys.
+    int64_t StageKeys =
+        int64_t(T.BKV) * (T.Mma ? mmaAttentionKeyWarps(T.BQ, T.Warps) : 1);
+    bool SplitFits = T.Splits == 1 ||
+                     (PackedRows <= T.BQ && S.Skv >= 2 * StageKeys * T.Splits);
     if (T.BQ <= roundUpPow2(PackedRows) && Fits(T) && SplitFits)
       Add(attentionChoiceName(T));
   }

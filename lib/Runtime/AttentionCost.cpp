@@ -67,8 +67,9 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
     return Inf;
   if (Mma && !mmaAttentionSupports(S, BQ, BKV, Warps, Stages))
     return Inf;
-  double Smem = double(Mma ? mmaAttentionSharedBytes(BQ, BKV, S.D, Stages)
-                           : flashAttentionSharedBytes(BQ, BKV, S.D));
+  double Smem =
+      double(Mma ? mmaAttentionSharedBytes(BQ, BKV, Warps, S.D, Stages)
+                 : flashAttentionSharedBytes(BQ, BKV, S.D));
   if (Smem > FlashAttentionMaxSharedBytes)
     return Inf;
   if (S.B * S.Hq * S.Sq == 0)
@@ -77,6 +78,10 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
   double Threads = 32.0 * Warps;
   double CPS = std::max(1.0, std::min(std::floor(SmemPerSMBytes / Smem),
                                       std::floor(MaxThreadsPerSM / Threads)));
+  // A tensor-core tile whose warps split the keys streams a stage of
+  // KeyWarps x BKV keys at a time.
+  if (Mma)
+    BKV *= mmaAttentionKeyWarps(BQ, Warps);
   // Rows are padded to whole tiles and keys to whole BKV tiles; a causal
   // tile stops at the last key its last row sees.
   double Rows = double(S.group()) * S.Sq;

@@ -40,16 +40,23 @@ struct AttentionShape {
 /// and score tiles, and three floats per row. Lowering, the cost model and
 /// the codegen agree on it.
 int64_t flashAttentionSharedBytes(int BQ, int BKV, int64_t D);
+/// The warps of a tensor-core attention tile that split each stage's keys
+/// among them (each BKV of them) for the same 16 rows: Warps for a 16-row
+/// tile of 2, 4 or 8 warps (a decode step's few rows), else 1 (each warp
+/// owns 16 or 32 rows of its own).
+int mmaAttentionKeyWarps(int BQ, int Warps);
 /// Bytes of shared memory the tensor-core (mma.sync) attention template
-/// needs: a 16-bit q tile and Stages stages of k and v tiles (a cp.async
-/// pipeline), rows padded by 8 elements so that ldmatrix rows fall in
-/// different banks.
-int64_t mmaAttentionSharedBytes(int BQ, int BKV, int64_t D, int Stages = 2);
+/// needs: a 16-bit q tile and Stages stages of k and v tiles of
+/// mmaAttentionKeyWarps x BKV keys (a cp.async pipeline), rows padded by 8
+/// elements so that ldmatrix rows fall in different banks.
+int64_t mmaAttentionSharedBytes(int BQ, int BKV, int Warps, int64_t D,
+                                int Stages);
 /// Whether the tensor-core template handles shape S with a BQ x BKV tile of
 /// Warps warps: bf16 or f16 (the MMA's operand types), a head dimension that
 /// is a multiple of 16 up to 128 (q fragments and accumulators stay in
-/// registers), 16 or 32 query rows per warp, whole k16 steps of keys and 2
-/// to 8 pipeline stages.
+/// registers), 16 or 32 query rows per warp (or 16 rows shared by 2, 4 or 8
+/// warps splitting the keys), whole k16 steps of keys and 2 to 8 pipeline
+/// stages.
 bool mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps,
                           int Stages = 2);
 /// Shared memory one CTA may use on sm_90 (the opt-in limit).

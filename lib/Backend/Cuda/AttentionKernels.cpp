@@ -329,7 +329,13 @@ static const char *FlashBody = R"(
 /// again per tile rather than held in registers.
 static const char *MmaBody = R"(
 #define NW (THREADS / 32)
-#define MR (BQ / (16 * NW)) // m16 row tiles per warp: 1 or 2
+#if BQ == 16 * NW || BQ == 32 * NW
+#define KW 1              // each warp has rows of its own
+#else
+#define KW NW             // a 16-row tile: the warps split each stage's keys
+#endif
+#define MR (BQ * KW / (16 * NW)) // m16 row tiles per warp: 1 or 2
+#define KT (KW * BKV)     // keys of one pipeline stage
 #define DP (D_ + 8)       // padded 16-bit row: ldmatrix rows hit different banks
 #define CH (D_ / 8)       // 16-byte chunks of a row
 #define NKD (D_ / 16)     // k16 steps of q kᵀ
@@ -338,8 +344,8 @@ static const char *MmaBody = R"(
 #define MT_NEG_INF (-__int_as_float(0x7f800000))
   extern __shared__ __align__(16) unsigned short mt_smem[];
   unsigned short *sQ = mt_smem;        // [BQ][DP]
-  unsigned short *sK = sQ + BQ * DP;   // [STAGES][BKV][DP]
-  unsigned short *sV = sK + STAGES * BKV * DP;
+  unsigned short *sK = sQ + BQ * DP;   // [STAGES][KT][DP]
+  unsigned short *sV = sK + STAGES * KT * DP;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const long long b = blockIdx.y / HKV, hk = blockIdx.y % HKV;
@@ -373,18 +379,19 @@ static const char *MmaBody = R"(
   long long kvBegin = 0;
 #if SPLITS > 1
   {
-    // Split z of SPLITS takes its share of whole key tiles.
-    const long long tiles = (kvEnd + BKV - 1) / BKV;
+    // Split z of SPLITS takes its share of whole stages of keys.
+    const long long tiles = (kvEnd + KT - 1) / KT;
     const long long per = (tiles + SPLITS - 1) / SPLITS;
-    kvBegin = blockIdx.z * per * BKV;
-    kvEnd = kvEnd < kvBegin + per * BKV ? kvEnd : kvBegin + per * BKV;
+    kvBegin = blockIdx.z * per * KT;
+    kvEnd = kvEnd < kvBegin + per * KT ? kvEnd : kvBegin + per * KT;
   }
 #endif
   // Row ra[m] of tile m and rb[m] = ra[m] + 8 are this thread's; the last
   // key each sees (rows past ROWS see all: their zero queries are never
   // stored), and the range over the warp: a key tile past every row's last
   // key is skipped, one before every row's first masked key needs no mask.
-  const int wr = warp * 16 * MR; // the warp's first row in the tile
+  // The warp's first row in the tile, and its share of a stage's keys.
+  const int wr = KW > 1 ? 0 : warp * 16 * MR, kg = KW > 1 ? warp : 0;
   long long lastA[MR], lastB[MR];
   long long warpMin = SKV - 1, warpMax = 0;
 #pragma unroll
@@ -404,24 +411,24 @@ static const char *MmaBody = R"(
     warpMax = max(warpMax, __shfl_xor_sync(0xffffffffu, warpMax, o));
   }
   auto loadKV = [&](int stage, long long j0) {
-    for (int c = tid; c < BKV * CH; c += THREADS) {
+    for (int c = tid; c < KT * CH; c += THREADS) {
       const int j = c / CH, col = (c % CH) * 8;
       const bool ok = j0 + j < SKV;
       const long long off = kvBase + (j0 + j) * D_ + col;
-      mt_cp_async16(sK + (stage * BKV + j) * DP + col, ok ? k + off : k,
+      mt_cp_async16(sK + (stage * KT + j) * DP + col, ok ? k + off : k,
                     ok ? 16 : 0);
-      mt_cp_async16(sV + (stage * BKV + j) * DP + col, ok ? v + off : v,
+      mt_cp_async16(sV + (stage * KT + j) * DP + col, ok ? v + off : v,
                     ok ? 16 : 0);
     }
   };
   const int nTiles =
-      kvBegin < kvEnd ? (int)((kvEnd - kvBegin + BKV - 1) / BKV) : 0;
+      kvBegin < kvEnd ? (int)((kvEnd - kvBegin + KT - 1) / KT) : 0;
   // Groups: q, then one per key tile (empty past the last), so before
   // iteration it's wait the tiles after it number STAGES - 2.
 #pragma unroll
   for (int p = 0; p < STAGES - 1; ++p) {
     if (p < nTiles)
-      loadKV(p, kvBegin + (long long)p * BKV);
+      loadKV(p, kvBegin + (long long)p * KT);
     mt_cp_async_commit();
   }
   MT_CP_ASYNC_WAIT(STAGES - 1); // q has landed
@@ -448,17 +455,18 @@ static const char *MmaBody = R"(
     lA[m] = lB[m] = 0.f;
   }
   for (int it = 0; it < nTiles; ++it) {
-    const long long j0 = kvBegin + (long long)it * BKV;
+    const long long js = kvBegin + (long long)it * KT; // the stage's keys
+    const long long j0 = js + kg * BKV;                // this warp's
     const int st = it % STAGES;
     MT_CP_ASYNC_WAIT(STAGES - 2); // tile it has landed
     // Every warp is done with tile it - 1, whose stage is loaded next.
     __syncthreads();
     if (it + STAGES - 1 < nTiles)
-      loadKV((it + STAGES - 1) % STAGES, j0 + (long long)(STAGES - 1) * BKV);
+      loadKV((it + STAGES - 1) % STAGES, js + (long long)(STAGES - 1) * KT);
     mt_cp_async_commit();
-    if (j0 <= warpMax) {
-      const unsigned short *kt = sK + st * BKV * DP;
-      const unsigned short *vt = sV + st * BKV * DP;
+    if (j0 <= warpMax && j0 < kvEnd) {
+      const unsigned short *kt = sK + (st * KT + kg * BKV) * DP;
+      const unsigned short *vt = sV + (st * KT + kg * BKV) * DP;
       float s[MR][NS][4];
 #pragma unroll
       for (int m = 0; m < MR; ++m)
@@ -567,7 +575,78 @@ static const char *MmaBody = R"(
       lA[m] += __shfl_xor_sync(0xffffffffu, lA[m], w);
       lB[m] += __shfl_xor_sync(0xffffffffu, lB[m], w);
     }
+#if KW > 1
+  // The warps hold partial results of the same 16 rows over disjoint keys:
+  // combine them through the k/v stages, free once every copy has landed
+  // (mmaAttentionSharedBytes: they are large enough).
+  MT_CP_ASYNC_WAIT(0);
+  __syncthreads();
+  float *cO = (float *)sK;        // [KW][16][D_] unnormalised accumulators
+  float *cM = cO + KW * 16 * D_;  // [KW][16] running max (log2 units)
+  float *cL = cM + KW * 16;       // [KW][16] running sum
+  float *cW = cL + KW * 16;       // [KW][16] each warp's weight
+  float *fO = cW + KW * 16;       // [16][D_] the tile's combined accumulators
+  float *fM = fO + 16 * D_, *fL = fM + 16;
+#pragma unroll
+  for (int n = 0; n < NO; ++n) {
+    const int d = n * 8 + 2 * t4;
+    cO[(kg * 16 + g) * D_ + d] = o[0][n][0];
+    cO[(kg * 16 + g) * D_ + d + 1] = o[0][n][1];
+    cO[(kg * 16 + g + 8) * D_ + d] = o[0][n][2];
+    cO[(kg * 16 + g + 8) * D_ + d + 1] = o[0][n][3];
+  }
+  if (t4 == 0) {
+    cM[kg * 16 + g] = mA[0];
+    cM[kg * 16 + g + 8] = mB[0];
+    cL[kg * 16 + g] = lA[0];
+    cL[kg * 16 + g + 8] = lB[0];
+  }
+  __syncthreads();
+  for (int i = tid; i < 16; i += THREADS) {
+    float M = MT_NEG_INF, L = 0.f;
+    for (int w = 0; w < KW; ++w)
+      M = fmaxf(M, cM[w * 16 + i]);
+    for (int w = 0; w < KW; ++w) {
+      // A warp that saw no key of this row adds nothing.
+      const float x = cM[w * 16 + i] == MT_NEG_INF ? 0.f
+                                                  : exp2f(cM[w * 16 + i] - M);
+      cW[w * 16 + i] = x;
+      L += cL[w * 16 + i] * x;
+    }
+    fM[i] = M;
+    fL[i] = L;
+  }
+  __syncthreads();
+  for (int e = tid; e < 16 * D_; e += THREADS) {
+    const int i = e / D_;
+    float x = 0.f;
+    for (int w = 0; w < KW; ++w)
+      x += cO[w * 16 * D_ + e] * cW[w * 16 + i];
+    fO[e] = x;
+  }
+  __syncthreads();
 #if SPLITS > 1
+  {
+    const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+    float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
+    for (int e = tid; e < 16 * D_; e += THREADS)
+      part[e] = fO[e];
+    for (int i = tid; i < 16; i += THREADS) {
+      part[BQ * D_ + i] = fM[i];
+      part[BQ * D_ + BQ + i] = fL[i];
+    }
+)" SPLIT_COMBINE_SRC R"(#else
+  for (int e = tid; e < 16 * D_; e += THREADS) {
+    const int i = e / D_;
+    const long long r = r0 + i;
+    if (r >= ROWS)
+      continue;
+    const long long h = hk * GROUP + r / SQ;
+    out[((b * HQ + h) * SQ + r % SQ) * D_ + e % D_] =
+        STORE(fL[i] > 0.f ? fO[e] / fL[i] : 0.f);
+  }
+#endif
+#elif SPLITS > 1
   {
     const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
     float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
@@ -771,7 +850,8 @@ mtsched::generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
                "stages (got " +
                dtypeName(Shape->Dtype) + ", D = " + llvm::Twine(Shape->D) +
                ")");
-  int64_t Smem = mmaAttentionSharedBytes(T.BQ, T.BKV, Shape->D, T.Stages);
+  int64_t Smem =
+      mmaAttentionSharedBytes(T.BQ, T.BKV, T.Warps, Shape->D, T.Stages);
   if (Smem > FlashAttentionMaxSharedBytes)
     return err("tile " + ChoiceName + " needs " + llvm::Twine(Smem) +
                " bytes of shared memory at head dimension " +

@@ -114,20 +114,21 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   auto P = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
   ASSERT_TRUE(P);
   const MultiTemplateBufferNode &N = node(*P);
-  ASSERT_EQ(N.getChoices().size(), 11u);
+  ASSERT_EQ(N.getChoices().size(), 10u);
   EXPECT_EQ(N.getChoices()[0].Name, "attn_flash_16x64_w4");
   EXPECT_EQ(N.getChoices()[1].Name, "attn_flash_16x32_w4");
   EXPECT_EQ(N.getChoices()[2].Name, "attn_flash_16x64_w4_kv8");
   EXPECT_EQ(N.getChoices()[4].Name, "attn_flash_16x64_w4_kv32");
-  // The tensor-core tiles: one warp's 16 rows, split-KV with 32-key tiles.
-  EXPECT_EQ(N.getChoices()[5].Name, "attn_mma_16x64_w1");
-  EXPECT_EQ(N.getChoices()[6].Name, "attn_mma_16x32_w1_kv4");
-  EXPECT_EQ(N.getChoices()[9].Name, "attn_mma_16x32_w1_kv32");
-  EXPECT_EQ(N.getChoices()[10].Name, AttentionMathChoice);
+  // The tensor-core tiles: 16 rows on 4 warps splitting the keys, and
+  // split-KV across CTAs.
+  EXPECT_EQ(N.getChoices()[5].Name, "attn_mma_16x32_w4");
+  EXPECT_EQ(N.getChoices()[6].Name, "attn_mma_16x32_w4_kv4");
+  EXPECT_EQ(N.getChoices()[8].Name, "attn_mma_16x32_w4_kv16");
+  EXPECT_EQ(N.getChoices()[9].Name, AttentionMathChoice);
   // A shorter context gets fewer splits: each needs two key tiles.
   auto Short = attention({"bf16", 2, 32, 8, 1, 2048, 128, true});
   ASSERT_TRUE(Short);
-  EXPECT_EQ(node(*Short).getChoices().size(), 10u);
+  EXPECT_EQ(node(*Short).getChoices().size(), 8u);
   // f32 has no tensor-core tile.
   auto F32 = attention({"f32", 2, 32, 8, 1, 4096, 128, true});
   ASSERT_TRUE(F32);
@@ -236,6 +237,17 @@ TEST(AttentionCodegen, MmaKernelShape) {
   ASSERT_TRUE(bool(Deep)) << llvm::toString(Deep.takeError());
   EXPECT_EQ(Deep->SharedBytes, unsigned(2 * (16 + 8 * 32) * (128 + 8)));
   EXPECT_NE(Deep->Source.find("#define STAGES 4"), std::string::npos);
+  // Four warps splitting each stage's keys for the same 16 rows: stages of
+  // 4 x 32 keys, the split-KV shares in whole stages.
+  llvm::Expected<KernelSource> Split4 =
+      generateAttentionKernel(N, Choice{"attn_mma_16x32_w4_kv8", {}, {}});
+  ASSERT_TRUE(bool(Split4)) << llvm::toString(Split4.takeError());
+  EXPECT_EQ(Split4->BlockX, 128u);
+  EXPECT_EQ(Split4->GridZ, 8u);
+  EXPECT_EQ(Split4->SharedBytes, unsigned(2 * (16 + 2 * 2 * 4 * 32) * 136));
+  EXPECT_EQ(mmaAttentionKeyWarps(16, 4), 4);
+  EXPECT_EQ(mmaAttentionKeyWarps(64, 4), 1);
+  EXPECT_EQ(mmaAttentionKeyWarps(16, 3), 1);
   // What the template cannot take says why: rows per warp, f32, D = 40,
   // BKV = 40, 9 stages.
   for (auto [Ty, D, Name] : {std::tuple{"bf16", 128, "attn_mma_48x64_w1"},

@@ -88,3 +88,13 @@ TEST(AttentionCost, TensorCoreTiles) {
   EXPECT_TRUE(std::isinf(flashAttentionTimeUs(D, Odd, 64, 64, 4, 1, true)));
   EXPECT_TRUE(std::isinf(flashAttentionTimeUs(D, Prefill, 48, 64, 1, 1, true)));
 }
+
+TEST(AttentionCost, KeyWarpsStreamWholeStages) {
+  DeviceDesc D;
+  AttentionShape Decode = llama(1, 1, 4096, true);
+  // 16 rows on 4 warps splitting the keys: a valid tile with stages of 128
+  // keys; 3 warps cannot share 16 rows.
+  EXPECT_TRUE(
+      std::isfinite(flashAttentionTimeUs(D, Decode, 16, 32, 4, 8, true)));
+  EXPECT_TRUE(std::isinf(flashAttentionTimeUs(D, Decode, 16, 32, 3, 8, true)));
+}
