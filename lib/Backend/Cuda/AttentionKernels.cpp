@@ -40,10 +40,10 @@ static const char *loadMacro(DType T) {
 /// memory; the partials are then read 4 floats at a time where the layout
 /// allows, with independent loads per split (L2 latency, not bandwidth,
 /// bounds a one-warp CTA's combine). Loads bypass L1 (`__ldcg`): other
-/// CTAs wrote the partials. A macro so that both templates embed the same
-/// text.
-#define SPLIT_COMBINE_SRC                                                      \
-  R"(    __threadfence();
+/// CTAs wrote the partials. Both templates emit it (emitWithCombine)
+/// between the pieces of their bodies.
+static const char *const SplitCombine =
+    R"(    __threadfence();
     __syncthreads();
     __shared__ int mt_last;
     __shared__ float mt_w[BQ * SPLITS];
@@ -113,9 +113,18 @@ static const char *loadMacro(DType T) {
     if (tid == 0)
       *count = 0u;
   }
-)"
+)";
 
-static const char *FlashBody = R"(
+/// Emits Pieces with the split-KV combine between consecutive ones (each
+/// piece but the last ends where a `#if SPLITS > 1` branch has written its
+/// partials).
+static void emitWithCombine(llvm::raw_ostream &OS,
+                            llvm::ArrayRef<const char *> Pieces) {
+  for (size_t I = 0; I < Pieces.size(); ++I)
+    OS << (I ? SplitCombine : "") << Pieces[I];
+}
+
+static const char *const FlashBody[] = {R"(
 #define NW (THREADS / 32)
 #define KS (D_ + 1)   // padded key row: lanes read different keys
 #define SS (BKV + 1)  // padded score row
@@ -291,7 +300,8 @@ static const char *FlashBody = R"(
       part[BQ * D_ + i] = sM[i];
       part[BQ * D_ + BQ + i] = sL[i];
     }
-)" SPLIT_COMBINE_SRC R"(#else
+)",
+    R"(#else
 #pragma unroll
   for (int n = 0; n < PV_N; ++n) {
 #if PV_SPLIT
@@ -312,7 +322,7 @@ static const char *FlashBody = R"(
   }
 #endif
 }
-)";
+)"};
 
 /// The tensor-core template: warp w owns MR m16 tiles of packed rows
 /// (16 * MR rows from 16 * MR * w). q kᵀ and p v are mma.sync m16n8k16
@@ -327,7 +337,7 @@ static const char *FlashBody = R"(
 /// v fragment read from shared memory feeds two MMAs (shared memory, not
 /// the tensor cores, bounds MR = 1 at prefill), and q's fragments are read
 /// again per tile rather than held in registers.
-static const char *MmaBody = R"(
+static const char *const MmaBody[] = {R"(
 #define NW (THREADS / 32)
 #if BQ == 16 * NW || BQ == 32 * NW
 #define KW 1              // each warp has rows of its own
@@ -635,7 +645,8 @@ static const char *MmaBody = R"(
       part[BQ * D_ + i] = fM[i];
       part[BQ * D_ + BQ + i] = fL[i];
     }
-)" SPLIT_COMBINE_SRC R"(#else
+)",
+    R"(#else
   for (int e = tid; e < 16 * D_; e += THREADS) {
     const int i = e / D_;
     const long long r = r0 + i;
@@ -668,7 +679,8 @@ static const char *MmaBody = R"(
         part[BQ * D_ + BQ + ib] = lB[m];
       }
     }
-)" SPLIT_COMBINE_SRC R"(#else
+)",
+    R"(#else
 #pragma unroll
   for (int m = 0; m < MR; ++m) {
 #pragma unroll
@@ -688,7 +700,7 @@ static const char *MmaBody = R"(
   }
 #endif
 }
-)";
+)"};
 
 static const char *MathBody = R"(
 #define NW (THREADS / 32)
@@ -805,7 +817,8 @@ mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
     return err("the flash grid exceeds CUDA's limits");
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
      << "\n#define SPLITS " << T.Splits << "\n"
-     << FlashBody;
+     ;
+  emitWithCombine(OS, FlashBody);
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
   K.Outputs = {N.getResult()};
@@ -874,7 +887,8 @@ mtsched::generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
      << "\n#define SPLITS " << T.Splits << "\n#define STAGES " << T.Stages
      << "\n"
-     << MmaBody;
+     ;
+  emitWithCombine(OS, MmaBody);
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
   K.Outputs = {N.getResult()};

@@ -124,11 +124,11 @@ void emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
 /// (THREADS, WM, WN, MT, NT, AS, BS), cp.async / ldmatrix / mma helpers and
 /// mt_load_tile. Needs M_, N_, K_, BM, BN, BK, WARPS_M, WARPS_N, STAGES,
 /// ALIGNED8 and MMA_TYPE defined first.
-extern const char *const TensorCoreMainLoop;
-/// The cp.async / ldmatrix / mma.sync helpers of TensorCoreMainLoop alone,
-/// for other tensor-core kernels (attention); needs MMA_TYPE defined first.
+void emitTensorCoreMainLoop(llvm::raw_ostream &OS);
+/// The cp.async / ldmatrix / mma.sync helpers of the main loop alone, for
+/// other tensor-core kernels (attention); needs MMA_TYPE defined first.
 extern const char *const MmaHelpers;
-/// After TensorCoreMainLoop in the GEMM template: with FP8 defined 1, the
+/// After emitTensorCoreMainLoop in the GEMM template: with FP8 defined 1, the
 /// raw fp8 tile copy (needs ALIGNED16, MT_WIDEN_A, MT_WIDEN_B) and widening
 /// to f16 (Fp8Tiles.cpp); MT_LOAD(stage, kt) and mt_operand either way.
 extern const char *const Fp8TileCopy;

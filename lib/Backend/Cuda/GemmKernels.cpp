@@ -27,10 +27,11 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
-/// cp.async, ldmatrix and mma.sync m16n8k16 helpers (MMA_TYPE defined first);
-/// a macro so that TensorCoreMainLoop embeds the same text.
-#define MT_MMA_HELPERS_SRC                                                     \
-  R"(__device__ __forceinline__ unsigned mt_smem_addr(const void *p) {
+/// cp.async, ldmatrix and mma.sync m16n8k16 helpers (MMA_TYPE defined
+/// first), between TensorCoreDefines and TensorCoreLoadTile in the GEMM
+/// templates and alone in the attention kernels.
+const char *const codegen::MmaHelpers =
+    R"(__device__ __forceinline__ unsigned mt_smem_addr(const void *p) {
   unsigned a;
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
       : "=r"(a) : "l"(p));
@@ -71,13 +72,11 @@ __device__ __forceinline__ void mt_mma(float *d, const unsigned *a,
                  "r"(b[1]));
 }
 
-)"
-
-const char *const codegen::MmaHelpers = MT_MMA_HELPERS_SRC;
+)";
 
 /// Tensor-core main loop: cp.async multi-stage copy into padded shared
 /// memory, ldmatrix into fragments, mma.sync m16n8k16 with fp32 accumulators.
-const char *const codegen::TensorCoreMainLoop =
+static const char *const TensorCoreDefines =
     R"(
 #define THREADS (WARPS_M * WARPS_N * 32)
 #define WM (BM / WARPS_M) // warp tile rows
@@ -87,8 +86,10 @@ const char *const codegen::TensorCoreMainLoop =
 #define AS (BK + 8)       // A row stride in shared memory (padded: no bank conflicts)
 #define BS (BN + 8)       // B row stride in shared memory
 
-)" MT_MMA_HELPERS_SRC
-    R"(// Copies k-tile kt of A (BM x BK) and B (BK x BN) into stage `stage`.
+)";
+
+/// The copy of one k-tile of A and B into shared memory (after MmaHelpers).
+static const char *const TensorCoreLoadTile = R"(// Copies k-tile kt of A (BM x BK) and B (BK x BN) into stage `stage`.
 __device__ __forceinline__ void mt_load_tile(unsigned short *sA,
                                              unsigned short *sB,
                                              const unsigned short *A,
@@ -162,6 +163,10 @@ __device__ __forceinline__ void mt_load_tile(unsigned short *sA,
 }
 
 )";
+
+void codegen::emitTensorCoreMainLoop(llvm::raw_ostream &OS) {
+  OS << TensorCoreDefines << MmaHelpers << TensorCoreLoadTile;
+}
 
 void codegen::emitGroupedRaster(llvm::raw_ostream &OS) {
   OS << "  // Grouped raster: GROUP_M consecutive CTAs walk down a column of\n"
@@ -371,7 +376,8 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
          << " // K and N multiples of 16: 16-byte fp8 copies\n"
          << "#define MT_WIDEN_A mt_widen4_" << dtypeName(A.Dtype)
          << "\n#define MT_WIDEN_B mt_widen4_" << dtypeName(B.Dtype) << "\n";
-    OS << TensorCoreMainLoop << Fp8TileCopy;
+    emitTensorCoreMainLoop(OS);
+    OS << Fp8TileCopy;
     OS << R"(
 // Accumulator (mt, nt, i) of this thread sits at row
 // wm*WM + mt*16 + lane/4 + 8*(i/2), column wn*WN + nt*8 + 2*(lane%4) + i%2.

@@ -199,8 +199,9 @@ mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
      << "\n#define WARPS_N " << WarpsN << "\n#define STAGES " << Stages
      << "\n#define ALIGNED8 " << (Aligned ? 1 : 0)
      << " // K and N multiples of 8: 16-byte copies\n"
-     << "#define MMA_TYPE \"" << (Dt == DType::BF16 ? "bf16" : "f16") << "\"\n"
-     << TensorCoreMainLoop << UpTileLoad;
+     << "#define MMA_TYPE \"" << (Dt == DType::BF16 ? "bf16" : "f16") << "\"\n";
+  emitTensorCoreMainLoop(OS);
+  OS << UpTileLoad;
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << K.Name
      << "(" << P.signature() << ") {\n"
      << "  extern __shared__ __align__(16) unsigned char mt_smem[];\n"
