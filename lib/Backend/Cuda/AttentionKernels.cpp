@@ -1,12 +1,16 @@
 //===- AttentionKernels.cpp - CUDA kernels of the attention op ------------===//
 //
-// Both templates read the shape from #defines, so one source text serves
+// The CUDA-core flash template, attn_math, and what the tensor-core
+// template (AttentionMmaKernels.cpp) shares with the flash one: the
+// header, the split-KV combine and the kernel set-up (AttentionCodegenImpl.h).
+// The templates read the shape from #defines, so one source text serves
 // every tile: the flash kernel's thread mappings are fixed by the tile (a
 // thread owns score columns j = tid % BKV and output columns d = tid % D,
 // with rows strided by the threads left over) and fall back to a flat
 // element loop where D does not divide the block.
 //
 //===----------------------------------------------------------------------===//
+#include "AttentionCodegenImpl.h"
 #include "GemmCodegen.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/IR/Attention.h"
@@ -42,7 +46,7 @@ static const char *loadMacro(DType T) {
 /// bounds a one-warp CTA's combine). Loads bypass L1 (`__ldcg`): other
 /// CTAs wrote the partials. Both templates emit it (emitWithCombine)
 /// between the pieces of their bodies.
-static const char *const SplitCombine =
+const char *const codegen::SplitCombine =
     R"(    __threadfence();
     __syncthreads();
     __shared__ int mt_last;
@@ -118,8 +122,8 @@ static const char *const SplitCombine =
 /// Emits Pieces with the split-KV combine between consecutive ones (each
 /// piece but the last ends where a `#if SPLITS > 1` branch has written its
 /// partials).
-static void emitWithCombine(llvm::raw_ostream &OS,
-                            llvm::ArrayRef<const char *> Pieces) {
+void codegen::emitWithCombine(llvm::raw_ostream &OS,
+                              llvm::ArrayRef<const char *> Pieces) {
   for (size_t I = 0; I < Pieces.size(); ++I)
     OS << (I ? SplitCombine : "") << Pieces[I];
 }
@@ -301,7 +305,7 @@ static const char *const FlashBody[] = {R"(
       part[BQ * D_ + BQ + i] = sL[i];
     }
 )",
-    R"(#else
+                                        R"(#else
 #pragma unroll
   for (int n = 0; n < PV_N; ++n) {
 #if PV_SPLIT
@@ -318,384 +322,6 @@ static const char *const FlashBody[] = {R"(
       const float l = sL[i];
       out[((b * HQ + h) * SQ + r % SQ) * D_ + d] =
           STORE(l > 0.f ? acc[n] / l : 0.f);
-    }
-  }
-#endif
-}
-)"};
-
-/// The tensor-core template: warp w owns MR m16 tiles of packed rows
-/// (16 * MR rows from 16 * MR * w). q kᵀ and p v are mma.sync m16n8k16
-/// products with fp32 accumulators (the fragment layouts of the PTX ISA:
-/// lane = 4 g + t holds rows g and g + 8, columns 2t and 2t + 1 of each n8
-/// tile); the scores never leave registers: the online softmax works on the
-/// accumulator fragments, which are exactly the A fragments of p v once
-/// rounded to 16 bits. k and v tiles stream through STAGES shared-memory
-/// stages by cp.async, so the next tiles load while this one is multiplied
-/// (a one-warp decode CTA has few tiles: deeper stages put more of them in
-/// flight at once). With MR = 2 each k and
-/// v fragment read from shared memory feeds two MMAs (shared memory, not
-/// the tensor cores, bounds MR = 1 at prefill), and q's fragments are read
-/// again per tile rather than held in registers.
-static const char *const MmaBody[] = {R"(
-#define NW (THREADS / 32)
-#if BQ == 16 * NW || BQ == 32 * NW
-#define KW 1              // each warp has rows of its own
-#else
-#define KW NW             // a 16-row tile: the warps split each stage's keys
-#endif
-#define MR (BQ * KW / (16 * NW)) // m16 row tiles per warp: 1 or 2
-#define KT (KW * BKV)     // keys of one pipeline stage
-#define DP (D_ + 8)       // padded 16-bit row: ldmatrix rows hit different banks
-#define CH (D_ / 8)       // 16-byte chunks of a row
-#define NKD (D_ / 16)     // k16 steps of q kᵀ
-#define NS (BKV / 8)      // n8 score tiles of a key tile
-#define NO (D_ / 8)       // n8 output tiles
-#define MT_NEG_INF (-__int_as_float(0x7f800000))
-  extern __shared__ __align__(16) unsigned short mt_smem[];
-  unsigned short *sQ = mt_smem;        // [BQ][DP]
-  unsigned short *sK = sQ + BQ * DP;   // [STAGES][KT][DP]
-  unsigned short *sV = sK + STAGES * KT * DP;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t4 = lane & 3;
-  const long long b = blockIdx.y / HKV, hk = blockIdx.y % HKV;
-#if CAUSAL
-  // The last query tiles see the most keys: start them first.
-  const long long r0 = (long long)(gridDim.x - 1 - blockIdx.x) * BQ;
-#else
-  const long long r0 = (long long)blockIdx.x * BQ;
-#endif
-  const long long kvBase = (b * HKV + hk) * (long long)SKV * D_;
-  // Packed row r is query r % SQ of query head hk * GROUP + r / SQ.
-  for (int c = tid; c < BQ * CH; c += THREADS) {
-    const int i = c / CH, col = (c % CH) * 8;
-    const long long r = r0 + i;
-    const bool ok = r < ROWS;
-    const long long h = hk * GROUP + (ok ? r / SQ : 0);
-    mt_cp_async16(sQ + i * DP + col,
-                  ok ? q + ((b * HQ + h) * SQ + r % SQ) * D_ + col : q,
-                  ok ? 16 : 0);
-  }
-  mt_cp_async_commit();
-  long long kvEnd = SKV;
-#if CAUSAL
-  {
-    // The tile's last query sees the most keys.
-    const long long rl = (r0 + BQ < ROWS ? r0 + BQ : ROWS) - 1;
-    const long long qmax = (r0 / SQ != rl / SQ) ? SQ - 1 : rl % SQ;
-    kvEnd = SKV - SQ + qmax + 1;
-  }
-#endif
-  long long kvBegin = 0;
-#if SPLITS > 1
-  {
-    // Split z of SPLITS takes its share of whole stages of keys.
-    const long long tiles = (kvEnd + KT - 1) / KT;
-    const long long per = (tiles + SPLITS - 1) / SPLITS;
-    kvBegin = blockIdx.z * per * KT;
-    kvEnd = kvEnd < kvBegin + per * KT ? kvEnd : kvBegin + per * KT;
-  }
-#endif
-  // Row ra[m] of tile m and rb[m] = ra[m] + 8 are this thread's; the last
-  // key each sees (rows past ROWS see all: their zero queries are never
-  // stored), and the range over the warp: a key tile past every row's last
-  // key is skipped, one before every row's first masked key needs no mask.
-  // The warp's first row in the tile, and its share of a stage's keys.
-  const int wr = KW > 1 ? 0 : warp * 16 * MR, kg = KW > 1 ? warp : 0;
-  long long lastA[MR], lastB[MR];
-  long long warpMin = SKV - 1, warpMax = 0;
-#pragma unroll
-  for (int m = 0; m < MR; ++m) {
-    const long long ra = r0 + wr + m * 16 + g, rb = ra + 8;
-#if CAUSAL
-    lastA[m] = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
-    lastB[m] = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
-#else
-    lastA[m] = lastB[m] = SKV - 1;
-#endif
-    warpMin = min(warpMin, min(lastA[m], lastB[m]));
-    warpMax = max(warpMax, max(lastA[m], lastB[m]));
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, o));
-    warpMax = max(warpMax, __shfl_xor_sync(0xffffffffu, warpMax, o));
-  }
-  auto loadKV = [&](int stage, long long j0) {
-    for (int c = tid; c < KT * CH; c += THREADS) {
-      const int j = c / CH, col = (c % CH) * 8;
-      const bool ok = j0 + j < SKV;
-      const long long off = kvBase + (j0 + j) * D_ + col;
-      mt_cp_async16(sK + (stage * KT + j) * DP + col, ok ? k + off : k,
-                    ok ? 16 : 0);
-      mt_cp_async16(sV + (stage * KT + j) * DP + col, ok ? v + off : v,
-                    ok ? 16 : 0);
-    }
-  };
-  const int nTiles =
-      kvBegin < kvEnd ? (int)((kvEnd - kvBegin + KT - 1) / KT) : 0;
-  // Groups: q, then one per key tile (empty past the last), so before
-  // iteration it's wait the tiles after it number STAGES - 2.
-#pragma unroll
-  for (int p = 0; p < STAGES - 1; ++p) {
-    if (p < nTiles)
-      loadKV(p, kvBegin + (long long)p * KT);
-    mt_cp_async_commit();
-  }
-  MT_CP_ASYNC_WAIT(STAGES - 1); // q has landed
-  __syncthreads();
-#if MR == 1
-  unsigned qf[NKD][4];
-#pragma unroll
-  for (int kd = 0; kd < NKD; ++kd)
-    mt_ldmatrix_x4(qf[kd], sQ + (wr + (lane & 15)) * DP + kd * 16 +
-                               (lane >> 4) * 8);
-#endif
-  float o[MR][NO][4];
-#pragma unroll
-  for (int m = 0; m < MR; ++m)
-#pragma unroll
-    for (int n = 0; n < NO; ++n)
-      o[m][n][0] = o[m][n][1] = o[m][n][2] = o[m][n][3] = 0.f;
-  // Running max (log2 units) and this thread's share of the running sum of
-  // rows ra and rb; the four lanes of a row agree on the max.
-  float mA[MR], mB[MR], lA[MR], lB[MR];
-#pragma unroll
-  for (int m = 0; m < MR; ++m) {
-    mA[m] = mB[m] = MT_NEG_INF;
-    lA[m] = lB[m] = 0.f;
-  }
-  for (int it = 0; it < nTiles; ++it) {
-    const long long js = kvBegin + (long long)it * KT; // the stage's keys
-    const long long j0 = js + kg * BKV;                // this warp's
-    const int st = it % STAGES;
-    MT_CP_ASYNC_WAIT(STAGES - 2); // tile it has landed
-    // Every warp is done with tile it - 1, whose stage is loaded next.
-    __syncthreads();
-    if (it + STAGES - 1 < nTiles)
-      loadKV((it + STAGES - 1) % STAGES, js + (long long)(STAGES - 1) * KT);
-    mt_cp_async_commit();
-    if (j0 <= warpMax && j0 < kvEnd) {
-      const unsigned short *kt = sK + (st * KT + kg * BKV) * DP;
-      const unsigned short *vt = sV + (st * KT + kg * BKV) * DP;
-      float s[MR][NS][4];
-#pragma unroll
-      for (int m = 0; m < MR; ++m)
-#pragma unroll
-        for (int n = 0; n < NS; ++n)
-          s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.f;
-#pragma unroll
-      for (int kd = 0; kd < NKD; ++kd) {
-#if MR == 1
-        const unsigned(*qk)[4] = &qf[kd];
-#else
-        unsigned qk[MR][4];
-#pragma unroll
-        for (int m = 0; m < MR; ++m)
-          mt_ldmatrix_x4(qk[m], sQ + (wr + m * 16 + (lane & 15)) * DP +
-                                    kd * 16 + (lane >> 4) * 8);
-#endif
-#pragma unroll
-        for (int n = 0; n < NS; n += 2) {
-          unsigned bk[4];
-          mt_ldmatrix_x4(bk, kt + (n * 8 + (lane >> 4) * 8 + (lane & 7)) * DP +
-                                 kd * 16 + ((lane >> 3) & 1) * 8);
-#pragma unroll
-          for (int m = 0; m < MR; ++m) {
-            mt_mma(s[m][n], qk[m], bk);
-            mt_mma(s[m][n + 1], qk[m], bk + 2);
-          }
-        }
-      }
-      const bool mask = j0 + BKV - 1 > warpMin;
-      unsigned pf[MR][NS / 2][4];
-#pragma unroll
-      for (int m = 0; m < MR; ++m) {
-        float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
-#pragma unroll
-        for (int n = 0; n < NS; ++n) {
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const long long jj = j0 + n * 8 + 2 * t4 + c;
-            float x = s[m][n][c] * SCALE_LOG2, y = s[m][n][2 + c] * SCALE_LOG2;
-            if (mask) {
-              x = jj > lastA[m] ? MT_NEG_INF : x;
-              y = jj > lastB[m] ? MT_NEG_INF : y;
-            }
-            s[m][n][c] = x;
-            s[m][n][2 + c] = y;
-            mxA = fmaxf(mxA, x);
-            mxB = fmaxf(mxB, y);
-          }
-        }
-#pragma unroll
-        for (int w = 1; w < 4; w <<= 1) {
-          mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
-          mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, w));
-        }
-        const float nA = fmaxf(mA[m], mxA), nB = fmaxf(mB[m], mxB);
-        // A row that has seen no key yet subtracts 0: exp2(-inf) is 0, and
-        // -inf - -inf would be NaN.
-        const float uA = nA == MT_NEG_INF ? 0.f : nA;
-        const float uB = nB == MT_NEG_INF ? 0.f : nB;
-        const float aA = exp2f(mA[m] - uA), aB = exp2f(mB[m] - uB);
-        mA[m] = nA;
-        mB[m] = nB;
-        lA[m] *= aA;
-        lB[m] *= aB;
-#pragma unroll
-        for (int n = 0; n < NO; ++n) {
-          o[m][n][0] *= aA;
-          o[m][n][1] *= aA;
-          o[m][n][2] *= aB;
-          o[m][n][3] *= aB;
-        }
-        // p as the A fragments of p v: k16 step kk is score tiles 2kk and
-        // 2kk + 1.
-#pragma unroll
-        for (int n = 0; n < NS; ++n) {
-          const float p0 = exp2f(s[m][n][0] - uA), p1 = exp2f(s[m][n][1] - uA);
-          const float p2 = exp2f(s[m][n][2] - uB), p3 = exp2f(s[m][n][3] - uB);
-          lA[m] += p0 + p1;
-          lB[m] += p2 + p3;
-          pf[m][n / 2][(n & 1) * 2] = mt_pack2(p0, p1);
-          pf[m][n / 2][(n & 1) * 2 + 1] = mt_pack2(p2, p3);
-        }
-      }
-#pragma unroll
-      for (int kk = 0; kk < NS / 2; ++kk) {
-#pragma unroll
-        for (int n = 0; n < NO; n += 2) {
-          unsigned bv[4];
-          mt_ldmatrix_x4_trans(bv, vt + (kk * 16 + ((lane >> 3) & 1) * 8 +
-                                         (lane & 7)) * DP +
-                                       n * 8 + (lane >> 4) * 8);
-#pragma unroll
-          for (int m = 0; m < MR; ++m) {
-            mt_mma(o[m][n], pf[m][kk], bv);
-            mt_mma(o[m][n + 1], pf[m][kk], bv + 2);
-          }
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int m = 0; m < MR; ++m)
-#pragma unroll
-    for (int w = 1; w < 4; w <<= 1) {
-      lA[m] += __shfl_xor_sync(0xffffffffu, lA[m], w);
-      lB[m] += __shfl_xor_sync(0xffffffffu, lB[m], w);
-    }
-#if KW > 1
-  // The warps hold partial results of the same 16 rows over disjoint keys:
-  // combine them through the k/v stages, free once every copy has landed
-  // (mmaAttentionSharedBytes: they are large enough).
-  MT_CP_ASYNC_WAIT(0);
-  __syncthreads();
-  float *cO = (float *)sK;        // [KW][16][D_] unnormalised accumulators
-  float *cM = cO + KW * 16 * D_;  // [KW][16] running max (log2 units)
-  float *cL = cM + KW * 16;       // [KW][16] running sum
-  float *cW = cL + KW * 16;       // [KW][16] each warp's weight
-  float *fO = cW + KW * 16;       // [16][D_] the tile's combined accumulators
-  float *fM = fO + 16 * D_, *fL = fM + 16;
-#pragma unroll
-  for (int n = 0; n < NO; ++n) {
-    const int d = n * 8 + 2 * t4;
-    cO[(kg * 16 + g) * D_ + d] = o[0][n][0];
-    cO[(kg * 16 + g) * D_ + d + 1] = o[0][n][1];
-    cO[(kg * 16 + g + 8) * D_ + d] = o[0][n][2];
-    cO[(kg * 16 + g + 8) * D_ + d + 1] = o[0][n][3];
-  }
-  if (t4 == 0) {
-    cM[kg * 16 + g] = mA[0];
-    cM[kg * 16 + g + 8] = mB[0];
-    cL[kg * 16 + g] = lA[0];
-    cL[kg * 16 + g + 8] = lB[0];
-  }
-  __syncthreads();
-  for (int i = tid; i < 16; i += THREADS) {
-    float M = MT_NEG_INF, L = 0.f;
-    for (int w = 0; w < KW; ++w)
-      M = fmaxf(M, cM[w * 16 + i]);
-    for (int w = 0; w < KW; ++w) {
-      // A warp that saw no key of this row adds nothing.
-      const float x = cM[w * 16 + i] == MT_NEG_INF ? 0.f
-                                                  : exp2f(cM[w * 16 + i] - M);
-      cW[w * 16 + i] = x;
-      L += cL[w * 16 + i] * x;
-    }
-    fM[i] = M;
-    fL[i] = L;
-  }
-  __syncthreads();
-  for (int e = tid; e < 16 * D_; e += THREADS) {
-    const int i = e / D_;
-    float x = 0.f;
-    for (int w = 0; w < KW; ++w)
-      x += cO[w * 16 * D_ + e] * cW[w * 16 + i];
-    fO[e] = x;
-  }
-  __syncthreads();
-#if SPLITS > 1
-  {
-    const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
-    float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
-    for (int e = tid; e < 16 * D_; e += THREADS)
-      part[e] = fO[e];
-    for (int i = tid; i < 16; i += THREADS) {
-      part[BQ * D_ + i] = fM[i];
-      part[BQ * D_ + BQ + i] = fL[i];
-    }
-)",
-    R"(#else
-  for (int e = tid; e < 16 * D_; e += THREADS) {
-    const int i = e / D_;
-    const long long r = r0 + i;
-    if (r >= ROWS)
-      continue;
-    const long long h = hk * GROUP + r / SQ;
-    out[((b * HQ + h) * SQ + r % SQ) * D_ + e % D_] =
-        STORE(fL[i] > 0.f ? fO[e] / fL[i] : 0.f);
-  }
-#endif
-#elif SPLITS > 1
-  {
-    const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
-    float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
-#pragma unroll
-    for (int m = 0; m < MR; ++m) {
-      const int ia = wr + m * 16 + g, ib = ia + 8;
-#pragma unroll
-      for (int n = 0; n < NO; ++n) {
-        const int d = n * 8 + 2 * t4;
-        part[ia * D_ + d] = o[m][n][0];
-        part[ia * D_ + d + 1] = o[m][n][1];
-        part[ib * D_ + d] = o[m][n][2];
-        part[ib * D_ + d + 1] = o[m][n][3];
-      }
-      if (t4 == 0) {
-        part[BQ * D_ + ia] = mA[m];
-        part[BQ * D_ + ib] = mB[m];
-        part[BQ * D_ + BQ + ia] = lA[m];
-        part[BQ * D_ + BQ + ib] = lB[m];
-      }
-    }
-)",
-    R"(#else
-#pragma unroll
-  for (int m = 0; m < MR; ++m) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const long long r = r0 + wr + m * 16 + g + 8 * half;
-      if (r >= ROWS)
-        continue;
-      const float l = half ? lB[m] : lA[m];
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      const long long h = hk * GROUP + r / SQ;
-      unsigned short *dst = out + ((b * HQ + h) * SQ + r % SQ) * D_ + 2 * t4;
-#pragma unroll
-      for (int n = 0; n < NO; ++n)
-        *(unsigned *)(dst + n * 8) =
-            mt_pack2(o[m][n][2 * half] * inv, o[m][n][2 * half + 1] * inv);
     }
   }
 #endif
@@ -751,11 +377,10 @@ static const char *MathBody = R"(
 }
 )";
 
-/// The shape, type and signature every attention kernel starts with.
-static llvm::Expected<AttentionShape>
-emitHeader(llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
-           llvm::StringRef Name, llvm::StringRef Choice, int Threads,
-           bool Workspace, llvm::StringRef Helpers = "") {
+llvm::Expected<AttentionShape> codegen::emitAttentionHeader(
+    llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
+    llvm::StringRef Name, llvm::StringRef Choice, int Threads, bool Workspace,
+    llvm::StringRef Helpers) {
   std::optional<AttentionShape> S = attentionShapeOf(N);
   if (!S)
     return err("'%" + N.getName() + "' is not a well-formed attention");
@@ -786,124 +411,66 @@ emitHeader(llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
   return *S;
 }
 
-llvm::Expected<KernelSource>
-mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
-                                      const AttentionTile &T) {
-  if (T.Mma)
-    return generateMmaAttentionKernel(N, T);
+llvm::Expected<KernelSource> codegen::buildFlashKernel(
+    const MultiTemplateBufferNode &N, const AttentionTile &T,
+    const AttentionShape &S, int Threads, int64_t Smem, llvm::StringRef Helpers,
+    llvm::StringRef Defines, llvm::ArrayRef<const char *> Body) {
   std::string ChoiceName = attentionChoiceName(T);
-  int Threads = 32 * T.Warps;
-  if (T.Warps <= 0 || T.Warps > 32 || T.BQ <= 0 || T.BKV <= 0 ||
-      T.Splits <= 0 || T.Splits > 1024 || Threads % T.BKV ||
-      T.BQ % (Threads / T.BKV))
-    return err("tile " + ChoiceName +
-               " cannot run: BKV must divide the block's threads and the "
-               "threads left over must divide BQ");
+  if (Smem > FlashAttentionMaxSharedBytes)
+    return err("tile " + ChoiceName + " needs " + llvm::Twine(Smem) +
+               " bytes of shared memory at head dimension " + llvm::Twine(S.D) +
+               ", more than a CTA may use");
+  int64_t Tiles = (S.group() * S.Sq + T.BQ - 1) / T.BQ;
+  if (Tiles > 0x7fffffff || S.B * S.Hkv > 65535)
+    return err("the flash grid exceeds CUDA's limits");
   KernelSource K;
   K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
   std::string Src;
   llvm::raw_string_ostream OS(Src);
-  llvm::Expected<AttentionShape> S =
-      emitHeader(OS, N, K.Name, ChoiceName, Threads, T.Splits > 1);
-  if (!S)
-    return S.takeError();
-  int64_t Smem = flashAttentionSharedBytes(T.BQ, T.BKV, S->D);
-  if (Smem > FlashAttentionMaxSharedBytes)
-    return err("tile " + ChoiceName + " needs " + llvm::Twine(Smem) +
-               " bytes of shared memory at head dimension " +
-               llvm::Twine(S->D) + ", more than a CTA may use");
-  int64_t Tiles = (S->group() * S->Sq + T.BQ - 1) / T.BQ;
-  if (Tiles > 0x7fffffff || S->B * S->Hkv > 65535)
-    return err("the flash grid exceeds CUDA's limits");
+  llvm::Expected<AttentionShape> Header = emitAttentionHeader(
+      OS, N, K.Name, ChoiceName, Threads, T.Splits > 1, Helpers);
+  if (!Header)
+    return Header.takeError();
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
      << "\n#define SPLITS " << T.Splits << "\n"
-     ;
-  emitWithCombine(OS, FlashBody);
+     << Defines;
+  emitWithCombine(OS, Body);
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
   K.Outputs = {N.getResult()};
   K.GridX = unsigned(std::max<int64_t>(1, Tiles));
-  K.GridY = unsigned(std::max<int64_t>(1, S->B * S->Hkv));
+  K.GridY = unsigned(std::max<int64_t>(1, S.B * S.Hkv));
   K.GridZ = unsigned(T.Splits);
   if (T.Splits > 1) {
     // Per CTA its accumulators, running max and sum; per tile a counter.
     uint64_t TilesXY = uint64_t(K.GridX) * K.GridY;
     K.WorkspaceBytes =
-        TilesXY * T.Splits * (uint64_t(T.BQ) * S->D + 2 * T.BQ) * 4 +
+        TilesXY * T.Splits * (uint64_t(T.BQ) * S.D + 2 * T.BQ) * 4 +
         TilesXY * 4;
   }
   K.BlockX = Threads;
   K.SharedBytes = unsigned(Smem);
   return K;
 }
-
-/// Packs two floats as the 16-bit pair of an mma operand, the first in the
-/// low half (the lower column).
-static const char *PackHelper =
-    R"(__device__ __forceinline__ unsigned mt_pack2(float lo, float hi) {
-  unsigned r;
-  asm("cvt.rn." MMA_TYPE "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-)";
 
 llvm::Expected<KernelSource>
-mtsched::generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
-                                    const AttentionTile &T) {
-  std::string ChoiceName = attentionChoiceName(T);
-  std::optional<AttentionShape> Shape = attentionShapeOf(N);
-  if (!Shape)
-    return err("'%" + N.getName() + "' is not a well-formed attention");
-  if (!mmaAttentionSupports(*Shape, T.BQ, T.BKV, T.Warps, T.Stages) ||
-      T.Splits <= 0 || T.Splits > 1024)
-    return err("tile " + ChoiceName +
-               " cannot run: the tensor-core template needs bf16 or f16, a "
-               "head dimension that is a multiple of 16 up to 128, BQ = 16 or "
-               "32 times the warps, BKV a multiple of 16 up to 128 and 2 to 8 "
-               "stages (got " +
-               dtypeName(Shape->Dtype) + ", D = " + llvm::Twine(Shape->D) +
-               ")");
-  int64_t Smem =
-      mmaAttentionSharedBytes(T.BQ, T.BKV, T.Warps, Shape->D, T.Stages);
-  if (Smem > FlashAttentionMaxSharedBytes)
-    return err("tile " + ChoiceName + " needs " + llvm::Twine(Smem) +
-               " bytes of shared memory at head dimension " +
-               llvm::Twine(Shape->D) + ", more than a CTA may use");
-  int64_t Tiles = (Shape->group() * Shape->Sq + T.BQ - 1) / T.BQ;
-  if (Tiles > 0x7fffffff || Shape->B * Shape->Hkv > 65535)
-    return err("the attention grid exceeds CUDA's limits");
-  KernelSource K;
-  K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
-  std::string Helpers = std::string("#define MMA_TYPE \"") +
-                        (Shape->Dtype == DType::BF16 ? "bf16" : "f16") +
-                        "\"\n" + MmaHelpers + PackHelper;
-  std::string Src;
-  llvm::raw_string_ostream OS(Src);
+mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
+                                      const AttentionTile &T) {
+  if (T.Mma)
+    return generateMmaAttentionKernel(N, T);
   int Threads = 32 * T.Warps;
-  llvm::Expected<AttentionShape> S =
-      emitHeader(OS, N, K.Name, ChoiceName, Threads, T.Splits > 1, Helpers);
+  if (T.Warps <= 0 || T.Warps > 32 || T.BQ <= 0 || T.BKV <= 0 ||
+      T.Splits <= 0 || T.Splits > 1024 || Threads % T.BKV ||
+      T.BQ % (Threads / T.BKV))
+    return err("tile " + attentionChoiceName(T) +
+               " cannot run: BKV must divide the block's threads and the "
+               "threads left over must divide BQ");
+  std::optional<AttentionShape> S = attentionShapeOf(N);
   if (!S)
-    return S.takeError();
-  OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
-     << "\n#define SPLITS " << T.Splits << "\n#define STAGES " << T.Stages
-     << "\n"
-     ;
-  emitWithCombine(OS, MmaBody);
-  K.Source = OS.str();
-  K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
-  K.Outputs = {N.getResult()};
-  K.GridX = unsigned(std::max<int64_t>(1, Tiles));
-  K.GridY = unsigned(std::max<int64_t>(1, S->B * S->Hkv));
-  K.GridZ = unsigned(T.Splits);
-  if (T.Splits > 1) {
-    uint64_t TilesXY = uint64_t(K.GridX) * K.GridY;
-    K.WorkspaceBytes =
-        TilesXY * T.Splits * (uint64_t(T.BQ) * S->D + 2 * T.BQ) * 4 +
-        TilesXY * 4;
-  }
-  K.BlockX = Threads;
-  K.SharedBytes = unsigned(Smem);
-  return K;
+    return err("'%" + N.getName() + "' is not a well-formed attention");
+  return buildFlashKernel(N, T, *S, Threads,
+                          flashAttentionSharedBytes(T.BQ, T.BKV, S->D), "", "",
+                          FlashBody);
 }
 
 llvm::Expected<KernelSource>
@@ -913,7 +480,7 @@ mtsched::generateMathAttentionKernel(const MultiTemplateBufferNode &N) {
   std::string Src;
   llvm::raw_string_ostream OS(Src);
   constexpr int Threads = 128;
-  llvm::Expected<AttentionShape> S = emitHeader(
+  llvm::Expected<AttentionShape> S = emitAttentionHeader(
       OS, N, K.Name, AttentionMathChoice, Threads, /*Workspace=*/true);
   if (!S)
     return S.takeError();

@@ -1,0 +1,52 @@
+//===- AttentionCodegenImpl.h - Pieces both flash templates share -*- C++
+//-*-===//
+//
+// Internal to lib/Backend/Cuda: the header, split-KV combine and kernel set-up
+// of the CUDA-core (AttentionKernels.cpp) and tensor-core
+// (AttentionMmaKernels.cpp) flash templates.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_LIB_BACKEND_CUDA_ATTENTIONCODEGENIMPL_H
+#define MTSCHED_LIB_BACKEND_CUDA_ATTENTIONCODEGENIMPL_H
+
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "mtsched/IR/Attention.h"
+#include "mtsched/Lowering/ChoiceConfig.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mtsched {
+namespace codegen {
+
+/// The end of a split-KV CTA: the last split of a tile combines the
+/// partials every split wrote (AttentionKernels.cpp says how).
+extern const char *const SplitCombine;
+
+/// Emits Pieces with SplitCombine between consecutive ones (each piece but
+/// the last ends where a `#if SPLITS > 1` branch has written its partials).
+void emitWithCombine(llvm::raw_ostream &OS,
+                     llvm::ArrayRef<const char *> Pieces);
+
+/// The shape, type and signature every attention kernel starts with:
+/// Threads threads, a float workspace `ws` if Workspace, Helpers (device
+/// functions) before the signature.
+llvm::Expected<AttentionShape>
+emitAttentionHeader(llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
+                    llvm::StringRef Name, llvm::StringRef Choice, int Threads,
+                    bool Workspace, llvm::StringRef Helpers = "");
+
+/// The kernel of flash tile T of attention node N (shape S) in either
+/// template: Threads threads, Smem bytes of shared memory (checked against
+/// the CTA limit), Helpers before the signature, Defines after BQ, BKV and
+/// SPLITS, then Body; grid (query tiles, B x Hkv, splits) and the split-KV
+/// workspace.
+llvm::Expected<KernelSource>
+buildFlashKernel(const MultiTemplateBufferNode &N, const AttentionTile &T,
+                 const AttentionShape &S, int Threads, int64_t Smem,
+                 llvm::StringRef Helpers, llvm::StringRef Defines,
+                 llvm::ArrayRef<const char *> Body);
+
+} // namespace codegen
+} // namespace mtsched
+
+#endif // MTSCHED_LIB_BACKEND_CUDA_ATTENTIONCODEGENIMPL_H
