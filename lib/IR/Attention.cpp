@@ -31,15 +31,18 @@ int64_t mtsched::mmaAttentionSharedBytes(int BQ, int BKV, int Warps, int64_t D,
   return 2 * (int64_t(BQ) + 2 * int64_t(Stages) * KeysPerStage) * (D + 8);
 }
 
-bool mtsched::mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV,
-                                   int Warps, int Stages) {
-  if (Stages < 2 || Stages > 8)
-    return false;
-  return (S.Dtype == DType::BF16 || S.Dtype == DType::F16) && S.D > 0 &&
-         S.D % 16 == 0 && S.D <= 128 && Warps > 0 && Warps <= 16 &&
+bool mtsched::mmaAttentionTileValid(int BQ, int BKV, int Warps, int Stages) {
+  return Stages >= 2 && Stages <= 8 && Warps > 0 && Warps <= 16 &&
          (BQ == 16 * Warps || BQ == 32 * Warps ||
           mmaAttentionKeyWarps(BQ, Warps) > 1) &&
          BKV > 0 && BKV % 16 == 0 && BKV <= 128;
+}
+
+bool mtsched::mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV,
+                                   int Warps, int Stages) {
+  return (S.Dtype == DType::BF16 || S.Dtype == DType::F16) && S.D > 0 &&
+         S.D % 16 == 0 && S.D <= 128 &&
+         mmaAttentionTileValid(BQ, BKV, Warps, Stages);
 }
 
 std::optional<AttentionShape> mtsched::attentionShapeOf(const Node &N) {

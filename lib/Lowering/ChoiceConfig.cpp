@@ -473,6 +473,12 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
                                      "' must be an integer in [1, 1024]");
         *F.second = int(*V);
       }
+      if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
+        return fileError(Path, "attention tile '" + attentionChoiceName(T) +
+                                   "' cannot run on the tensor cores: BQ "
+                                   "must be 16 or 32 times the warps (or 16 "
+                                   "with 2, 4 or 8 warps), BKV a multiple of "
+                                   "16 up to 128");
       AttentionTiles.push_back(T);
     }
   }

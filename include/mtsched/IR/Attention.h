@@ -59,6 +59,8 @@ int64_t mmaAttentionSharedBytes(int BQ, int BKV, int Warps, int64_t D,
 /// stages.
 bool mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps,
                           int Stages = 2);
+/// The part of mmaAttentionSupports that does not depend on the shape.
+bool mmaAttentionTileValid(int BQ, int BKV, int Warps, int Stages);
 /// Shared memory one CTA may use on sm_90 (the opt-in limit).
 inline constexpr int64_t FlashAttentionMaxSharedBytes = 227 * 1024;
 
