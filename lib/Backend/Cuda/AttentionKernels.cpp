@@ -119,6 +119,31 @@ const char *const codegen::SplitCombine =
   }
 )";
 
+/// The keys [kvBegin, kvEnd) of its (batch, kv head) a flash CTA sees for
+/// query tile rows [r0, r0 + bq): up to the last key its last row sees (a
+/// causal tile stops there), then split z's share of whole steps of `step`
+/// keys. Both flash templates call it; the shape's #defines come first.
+static const char *const KeyRange =
+    R"(__device__ __forceinline__ void mt_key_range(long long r0, int bq,
+                                             int step, int splits, int z,
+                                             long long &kvBegin,
+                                             long long &kvEnd) {
+  kvEnd = SKV;
+#if CAUSAL
+  const long long rl = (r0 + bq < ROWS ? r0 + bq : ROWS) - 1;
+  const long long qmax = (r0 / SQ != rl / SQ) ? SQ - 1 : rl % SQ;
+  kvEnd = SKV - SQ + qmax + 1;
+#endif
+  kvBegin = 0;
+  if (splits > 1) {
+    const long long tiles = (kvEnd + step - 1) / step;
+    const long long per = (tiles + splits - 1) / splits;
+    kvBegin = z * per * step;
+    kvEnd = kvEnd < kvBegin + per * step ? kvEnd : kvBegin + per * step;
+  }
+}
+)";
+
 /// Emits Pieces with the split-KV combine between consecutive ones (each
 /// piece but the last ends where a `#if SPLITS > 1` branch has written its
 /// partials).
@@ -169,30 +194,13 @@ static const char *const FlashBody[] = {R"(
     sM[i] = MT_NEG_INF;
     sL[i] = 0.f;
   }
-  long long kvEnd = SKV;
-#if CAUSAL
-  {
-    // The tile's last query sees the most keys.
-    const long long rl = (r0 + BQ < ROWS ? r0 + BQ : ROWS) - 1;
-    const long long qmax = (r0 / SQ != rl / SQ) ? SQ - 1 : rl % SQ;
-    kvEnd = SKV - SQ + qmax + 1;
-  }
-#endif
+  long long kvBegin, kvEnd;
+  mt_key_range(r0, BQ, BKV, SPLITS, blockIdx.z, kvBegin, kvEnd);
   float acc[PV_N];
 #pragma unroll
   for (int n = 0; n < PV_N; ++n)
     acc[n] = 0.f;
   const int sj = tid % BKV, sg = tid / BKV;
-  long long kvBegin = 0;
-#if SPLITS > 1
-  {
-    // Split z of SPLITS takes its share of whole key tiles.
-    const long long tiles = (kvEnd + BKV - 1) / BKV;
-    const long long per = (tiles + SPLITS - 1) / SPLITS;
-    kvBegin = blockIdx.z * per * BKV;
-    kvEnd = kvEnd < kvBegin + per * BKV ? kvEnd : kvBegin + per * BKV;
-  }
-#endif
   for (long long j0 = kvBegin; j0 < kvEnd; j0 += BKV) {
     __syncthreads(); // the previous tile is consumed
     for (int e = tid; e < BKV * D_; e += THREADS) {
@@ -427,8 +435,9 @@ llvm::Expected<KernelSource> codegen::buildFlashKernel(
   K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
   std::string Src;
   llvm::raw_string_ostream OS(Src);
-  llvm::Expected<AttentionShape> Header = emitAttentionHeader(
-      OS, N, K.Name, ChoiceName, Threads, T.Splits > 1, Helpers);
+  llvm::Expected<AttentionShape> Header =
+      emitAttentionHeader(OS, N, K.Name, ChoiceName, Threads, T.Splits > 1,
+                          (KeyRange + Helpers).str());
   if (!Header)
     return Header.takeError();
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV

@@ -71,25 +71,9 @@ static const char *const MmaBody[] = {R"(
                   ok ? 16 : 0);
   }
   mt_cp_async_commit();
-  long long kvEnd = SKV;
-#if CAUSAL
-  {
-    // The tile's last query sees the most keys.
-    const long long rl = (r0 + BQ < ROWS ? r0 + BQ : ROWS) - 1;
-    const long long qmax = (r0 / SQ != rl / SQ) ? SQ - 1 : rl % SQ;
-    kvEnd = SKV - SQ + qmax + 1;
-  }
-#endif
-  long long kvBegin = 0;
-#if SPLITS > 1
-  {
-    // Split z of SPLITS takes its share of whole stages of keys.
-    const long long tiles = (kvEnd + KT - 1) / KT;
-    const long long per = (tiles + SPLITS - 1) / SPLITS;
-    kvBegin = blockIdx.z * per * KT;
-    kvEnd = kvEnd < kvBegin + per * KT ? kvEnd : kvBegin + per * KT;
-  }
-#endif
+  // Split z takes its share of whole stages of keys.
+  long long kvBegin, kvEnd;
+  mt_key_range(r0, BQ, KT, SPLITS, blockIdx.z, kvBegin, kvEnd);
   // Row ra[m] of tile m and rb[m] = ra[m] + 8 are this thread's; the last
   // key each sees (rows past ROWS see all: their zero queries are never
   // stored), and the range over the warp: a key tile past every row's last

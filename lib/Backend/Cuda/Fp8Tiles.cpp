@@ -3,8 +3,8 @@
 // The copy and widening of fp8 k-tiles (f8e4m3, f8e5m2) for the mma.sync
 // template: raw tiles land in shared memory by cp.async, and each is
 // widened (exactly, sm_89+ conversions) into an f16 tile the f16 MMAs read.
-// Appended after the tensor-core main loop (emitTensorCoreMainLoop); it defines MT_LOAD and mt_operand for
-// both forms of the template.
+// Appended after the tensor-core main loop (emitTensorCoreMainLoop); it defines
+// MT_LOAD and mt_operand for both forms of the template.
 //
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"

@@ -89,7 +89,8 @@ static const char *const TensorCoreDefines =
 )";
 
 /// The copy of one k-tile of A and B into shared memory (after MmaHelpers).
-static const char *const TensorCoreLoadTile = R"(// Copies k-tile kt of A (BM x BK) and B (BK x BN) into stage `stage`.
+static const char *const TensorCoreLoadTile =
+    R"(// Copies k-tile kt of A (BM x BK) and B (BK x BN) into stage `stage`.
 __device__ __forceinline__ void mt_load_tile(unsigned short *sA,
                                              unsigned short *sB,
                                              const unsigned short *A,
