@@ -36,10 +36,17 @@ ChoiceConfig ChoiceConfig::getDefault() {
   // CTAs of 64x128 at M = 64: on an H100 at N = K = 4096, 64x64x64_s10
   // runs M = 64 in 16.5 us and 64x128x64_s8 M = 256 in 19.3 us, against
   // cuBLAS's 16.1 and 20.1 (64x128x64_s6: 20.7 and 21.7; docs/BENCHMARKS.md).
+  // The 128-row tiles are persistent: at 4096^3 on an H100 the 128x256
+  // tile ran 192.7 us so against 196.9 (128x128: 252.2 against 257.0), the
+  // producer filling the next tile's stages during each epilogue.
+  auto Persistent = [](GemmTileConfig T) {
+    T.Persistent = true;
+    return T;
+  };
   for (GemmTileConfig T :
-       {wgmmaTile(128, 256, 64, 4), wgmmaTile(128, 128, 64, 6),
-        wgmmaTile(64, 256, 64, 4), wgmmaTile(64, 128, 64, 8),
-        wgmmaTile(64, 64, 64, 10)})
+       {Persistent(wgmmaTile(128, 256, 64, 4)),
+        Persistent(wgmmaTile(128, 128, 64, 6)), wgmmaTile(64, 256, 64, 4),
+        wgmmaTile(64, 128, 64, 8), wgmmaTile(64, 64, 64, 10)})
     C.GemmTiles.push_back(T);
   // Merged gate+up tiles hold two accumulators per output element, so they
   // are half as wide as the GEMM tiles for the same registers.
@@ -83,16 +90,19 @@ std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
   std::string Split =
       T.SplitK > 1 ? "_k" + std::to_string(T.SplitK) : std::string();
   if (T.Template == GemmTemplate::Wgmma)
-    return "gemm_wg_" + Tile + "_s" + std::to_string(T.Stages) + Split;
+    return "gemm_wg_" + Tile + "_s" + std::to_string(T.Stages) + Split +
+           (T.Persistent ? "_p" : "");
   return "gemm_" + Tile + "_w" + std::to_string(T.Warps) + "_s" +
          std::to_string(T.Stages) + Split;
 }
 
 std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
   // gemm_<BM>x<BN>x<BK>_w<warps>_s<stages> or gemm_wg_<BM>x<BN>x<BK>_s<stages>,
-  // either with an optional split-K suffix _k<splits>, 2 or more.
+  // either with an optional split-K suffix _k<splits>, 2 or more; a wgmma
+  // tile ends in _p when persistent.
   llvm::StringRef S(C.Name);
   GemmTileConfig T;
+  bool Persistent = S.starts_with("gemm_wg_") && S.consume_back("_p");
   auto Int = [&](int &Out, char Sep) {
     size_t End = Sep ? S.find(Sep) : S.size();
     if (End == llvm::StringRef::npos ||
@@ -119,6 +129,7 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
     int SplitK = T.SplitK;
     T = wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
     T.SplitK = SplitK;
+    T.Persistent = Persistent;
   }
   return T;
 }
@@ -177,6 +188,10 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
           K < int64_t(2) * T.BK * T.SplitK)
         continue;
     }
+    // wgmma's 64-row tiles are not offered below M = 64 either: at
+    // 16 x 4096 x 4096 on an H100 the best ran 17.6 us against the mma.sync
+    // split-K tile's 17.1 (docs/BENCHMARKS.md, 2026-11-26), so they would
+    // only lengthen decode tuning.
     if (T.BM <= roundUpPow2(M) && T.BN <= roundUpPow2(N) &&
         T.BK <= roundUpPow2(K) &&
         (T.Template != GemmTemplate::Wgmma || WgmmaFits))
@@ -420,10 +435,22 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
                                  "integer in [1, 64]");
         T.SplitK = int(*V);
       }
+      bool Persistent = false;
+      if (const llvm::json::Value *P = O->get("persistent")) {
+        std::optional<bool> V = P->getAsBoolean();
+        if (!V)
+          return fileError(Path, "gemm tile field 'persistent' must be true "
+                                 "or false");
+        if (*V && (!Wgmma || T.SplitK > 1))
+          return fileError(Path, "only a wgmma gemm tile without split_k can "
+                                 "be 'persistent'");
+        Persistent = *V;
+      }
       if (Wgmma) {
         int SplitK = T.SplitK;
         T = wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
         T.SplitK = SplitK;
+        T.Persistent = Persistent;
       }
       GemmTiles.push_back(T);
     }

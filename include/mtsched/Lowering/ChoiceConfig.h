@@ -32,6 +32,10 @@ struct GemmTileConfig {
   /// of K, and the last to finish adds the others' fp32 partials and runs
   /// the epilogue, so a decode GEMM's few tiles fill the GPU.
   int SplitK = 1;
+  /// Persistent (wgmma only, `_p` in the name): one CTA per SM walks the
+  /// output tiles, so its producer loads the next tile's first k-tiles
+  /// while the consumers run the epilogue of the current one.
+  bool Persistent = false;
 };
 
 /// A wgmma tile: one consumer warpgroup per 64 rows of BM plus the producer

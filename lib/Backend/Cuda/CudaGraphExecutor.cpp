@@ -212,17 +212,17 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
       Args.push_back(&Map);
     for (CUdeviceptr &X : Ptrs)
       Args.push_back(&X);
-    if (CUresult R =
-            D.cuLaunchKernel(Fn, K.GridX, K.GridY, K.GridZ, K.BlockX, 1, 1,
-                             K.SharedBytes, Gp.Stream, Args.data(), nullptr))
+    if (CUresult R = D.cuLaunchKernel(Fn, launchGridX(K, Gp.Info.SMs), K.GridY,
+                                      K.GridZ, K.BlockX, 1, 1, K.SharedBytes,
+                                      Gp.Stream, Args.data(), nullptr))
       return err("launch of '" + K.Name + "' failed: " + D.errorString(R));
     if (CUresult R = syncStream(D, Gp.Stream, "kernel '" + K.Name + "'"))
       return err("'" + K.Name + "' failed: " + D.errorString(R));
     auto State = std::make_shared<
         std::pair<std::vector<CUtensorMap>, std::vector<CUdeviceptr>>>(
         std::move(Maps), std::move(Ptrs));
-    unsigned GX = K.GridX, GY = K.GridY, GZ = K.GridZ, BX = K.BlockX,
-             Shared = K.SharedBytes;
+    unsigned GX = launchGridX(K, Gp.Info.SMs), GY = K.GridY, GZ = K.GridZ,
+             BX = K.BlockX, Shared = K.SharedBytes;
     Replay.push_back([&D, &Gp, Fn, State, GX, GY, GZ, BX, Shared] {
       std::vector<void *> A;
       for (CUtensorMap &Map : State->first)

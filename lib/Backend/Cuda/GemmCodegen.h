@@ -81,6 +81,9 @@ struct EpilogueCode {
   const Node *RowNode = nullptr;
   std::string RowWeight; // rmsnorm weight load expression
   const Value *Result = nullptr;
+  /// Pre stores members read after the kernel (the `writes` list), so it
+  /// must run only on accumulators inside the output.
+  bool PreStores = false;
 };
 
 /// How the threads that hold the accumulators cooperate in the epilogue.
@@ -102,6 +105,15 @@ struct EpilogueThreads {
   /// row sums and maxima are then reduced per thread and per quad before
   /// one shared-memory atomic per row.
   bool QuadRowSums = false;
+  /// The template defines FOR_EACH_ACC_CLAMPED(stmt): every accumulator,
+  /// with `r` and `c` clamped into the output. A chain without stores runs
+  /// there without a branch per element: branches kept each element's
+  /// operand loads apart, one memory latency after another (a 64 x 128
+  /// wgmma tile at M = 16 spent 3.8 us on a bias + ReLU), and what is
+  /// computed outside the output is never stored.
+  bool ClampedAcc = false;
+  /// Shared memory of at least 2 * BM floats for the row reduction.
+  std::string Scratch = "mt_smem";
 };
 
 /// N's epilogue as code over accumulator `v` at (r, c) when Fused (else

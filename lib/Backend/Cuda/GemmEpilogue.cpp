@@ -81,10 +81,12 @@ codegen::buildEpilogue(const MultiTemplateBufferNode &N, bool Fused,
       return X.takeError();
     OS << "        v = " << *X << "; // %" << C->getName() << " = "
        << C->getOpName() << "\n";
-    if (Written.erase(C->getResult()))
+    if (Written.erase(C->getResult())) {
+      E.PreStores = true;
       OS << "        " << P.name(C->getResult())
          << "_out[r * N_ + c] = " << storeExpr(C->getType().Dtype, "v")
          << "; // %" << C->getName() << " is read after the kernel\n";
+    }
     Prev = C->getResult();
   }
   if (!Written.empty())
@@ -99,15 +101,23 @@ void codegen::emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
                                const std::string &OutName, DType OutType,
                                const EpilogueThreads &T) {
   const std::string &In = T.InBounds;
-  OS << "  // Epilogue: pointwise chain per element.\n"
-     << "  FOR_EACH_ACC({\n      if (" << In << ") {\n"
-     << E.Pre << "      }\n  });\n";
+  bool Clamped = T.ClampedAcc && !E.PreStores;
+  if (Clamped)
+    OS << "  // Epilogue: pointwise chain per element, at indices clamped into "
+          "the\n  // output (nothing computed outside it is stored).\n"
+       << "  FOR_EACH_ACC_CLAMPED({\n"
+       << E.Pre << "  });\n";
+  else
+    OS << "  // Epilogue: pointwise chain per element.\n"
+       << "  FOR_EACH_ACC({\n      if (" << In << ") {\n"
+       << E.Pre << "      }\n  });\n";
   if (E.RowNode) {
     bool Soft = E.RowNode->getOp() == OpCode::Softmax;
     std::string Sync = "  " + T.Sync + ";\n";
     OS << "  // Row reduction %" << E.RowNode->getName() << " = "
        << E.RowNode->getOpName() << ": this CTA holds whole rows (N <= BN).\n"
-       << Sync << "  float *row_a = (float *)mt_smem;      // per-row sum\n"
+       << Sync << "  float *row_a = (float *)" << T.Scratch
+       << ";      // per-row sum\n"
        << "  float *row_b = row_a + BM;           // per-row max\n"
        << "  for (int t = " << T.Tid << "; t < BM; t += " << T.Count << ") {\n"
        << "    row_a[t] = 0.f;\n    row_b[t] = -__int_as_float(0x7f800000);\n"
@@ -149,9 +159,13 @@ void codegen::emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
       OS << Sync << "  FOR_EACH_ACC({ v = v / row_a[rl]; });\n";
     } else {
       Reduce("v * v", false, "");
-      OS << Sync << "  FOR_EACH_ACC({ if (" << In
-         << ") v = v * rsqrtf(row_a[rl] / (float)N_ + "
-         << flt(epsOf(*E.RowNode)) << ") * " << E.RowWeight << "; });\n";
+      std::string Scale = "v = v * rsqrtf(row_a[rl] / (float)N_ + " +
+                          flt(epsOf(*E.RowNode)) + ") * " + E.RowWeight + ";";
+      if (T.ClampedAcc)
+        OS << Sync << "  FOR_EACH_ACC_CLAMPED({ " << Scale << " });\n";
+      else
+        OS << Sync << "  FOR_EACH_ACC({ if (" << In << ") " << Scale
+           << " });\n";
     }
   }
   if (T.PairStores && dtypeBytes(OutType) == 2) {

@@ -597,6 +597,12 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
   K.GridX = unsigned((Nn + T.BN - 1) / T.BN);
   K.GridY = unsigned((M + T.BM - 1) / T.BM);
   K.GridZ = unsigned(Batch * Split);
+  if (T.Persistent) {
+    // Every tile along x: the launcher starts at most one CTA per SM.
+    K.GridX = K.GridX * K.GridY * K.GridZ;
+    K.GridY = K.GridZ = 1;
+    K.Persistent = true;
+  }
   if (Split > 1)
     // Per CTA its fp32 partial tile, per output tile a counter.
     K.WorkspaceBytes = uint64_t(K.GridX) * K.GridY * K.GridZ * T.BM * T.BN * 4 +

@@ -152,7 +152,11 @@ llvm::Error mtsched::dumpKernels(llvm::ArrayRef<KernelSource> Kernels,
       return err("cannot write '" + Path + "': " + EC.message());
     OS << "// launch: grid (" << K.GridX << ", " << K.GridY << ", " << K.GridZ
        << "), block " << K.BlockX << ", dynamic shared memory " << K.SharedBytes
-       << " bytes\n"
+       << " bytes"
+       << (K.Persistent ? "; persistent: at most one CTA per SM walks the "
+                          "grid's x"
+                        : "")
+       << "\n"
        << K.Source;
   }
   return llvm::Error::success();

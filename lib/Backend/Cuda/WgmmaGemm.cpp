@@ -113,6 +113,25 @@ __device__ __forceinline__ void mt_fence_acc(float &x) {
 }
 )";
 
+/// A persistent kernel's tiles: MT_TILE(t) binds tile t's batch `bz` and
+/// corner (m0, n0) in the grouped raster of the other templates (GROUP_M
+/// tile rows down each column), so the tiles the CTAs run at once share
+/// their B tiles in L2.
+static const char *PersistentTiles =
+    R"(#define TILES_M ((int)((M_ + BM - 1) / BM))
+#define TILES_N ((int)((N_ + BN - 1) / BN))
+#define TILES (TILES_M * TILES_N * BATCH)
+#define MT_TILE(t)                                                             \
+  const long long bz = (t) / (TILES_M * TILES_N);                              \
+  const int pid = (t) % (TILES_M * TILES_N);                                   \
+  const int first_m = (pid / (8 * TILES_N)) * 8;                               \
+  const int group_m = min(TILES_M - first_m, 8);                               \
+  const int in_group = pid % (8 * TILES_N);                                    \
+  const long long m0 = (long long)(first_m + in_group % group_m) * BM;         \
+  const long long n0 = (long long)(in_group / group_m) * BN;                   \
+  (void)bz
+)";
+
 /// `mt_wgmma(acc, descA, descB)`: acc += A (64 x 16) * B (16 x BN), A
 /// K-major, B MN-major.
 static std::string wgmmaFunction(int BN, const char *Type) {
@@ -170,6 +189,9 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   if (T.Stages < 2)
     return err("tile " + gemmChoiceName(T) +
                ": the wgmma template needs at least 2 stages");
+  if (T.Persistent && T.SplitK > 1)
+    return err("tile " + gemmChoiceName(T) +
+               ": a persistent wgmma tile cannot also split K");
   if (S.K % 8 || S.N % 8)
     return err("the wgmma template needs K and N multiples of 8 (TMA row "
                "strides are multiples of 16 bytes), got K = " +
@@ -187,6 +209,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   }
   const char *Type = S.Dt == DType::BF16 ? "bf16" : "f16";
   int Split = std::max(1, T.SplitK);
+  if (T.Persistent)
+    OS << "#define BATCH " << S.Batch << "\n" << PersistentTiles;
   OS << "#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
      << " // consumer warpgroups, 64 rows each\n#define SPLITK " << Split
      << " // CTAs per output tile, each over a slice of K\n"
@@ -212,6 +236,20 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
     const long long c = n0 + j * 8 + (lane & 3) * 2;                           \
     const float v0 = acc[j * 4 + i], v1 = acc[j * 4 + i + 1];                  \
     if (INTERIOR || m0 + rl < M_) STMT                                         \
+  }
+// Every accumulator, with (r, c) clamped into the output outside it (the
+// epilogue's loads then need no branch; INTERIOR tiles need no clamp).
+#define FOR_EACH_ACC_CLAMPED(STMT)                                             \
+  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
+    const long long r =                                                        \
+        bz * M_ + (INTERIOR ? m0 + rl : min(m0 + rl, M_ - 1));                 \
+    const long long c0 = n0 + j * 8 + (lane & 3) * 2 + (i & 1);                \
+    const long long c = INTERIOR ? c0 : min(c0, N_ - 1);                       \
+    float &v = acc[j * 4 + i];                                                 \
+    (void)rl; (void)r; (void)c; (void)v;                                       \
+    STMT                                                                       \
   }
 // Every accumulator, in range or not, with e its element of the BM x BN
 // tile (split-K partials).
@@ -244,13 +282,21 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
      << "  const unsigned sB = sA + STAGES * A_STAGE;\n"
      << "  const unsigned full = sB + STAGES * B_STAGE; // 8-byte mbarriers\n"
      << "  const unsigned empty = full + 8 * STAGES;\n"
-     << "  const int tid = threadIdx.x;\n"
-     << "  // blockIdx.z: the batch, then the slice of K (SPLITK per "
-        "batch).\n"
-     << "  const long long bz = blockIdx.z / SPLITK;\n"
-     << "  const int split = blockIdx.z % SPLITK;\n"
-     << "  (void)split;\n";
-  emitGroupedRaster(OS);
+     << "  const int tid = threadIdx.x;\n";
+  if (T.Persistent)
+    OS << "  // The row reduction's scratch, after the barriers: the stages "
+          "may hold\n  // the next tile's k-tiles while the epilogue runs.\n"
+       << "  unsigned char *const mt_scratch =\n"
+       << "      mt_smem + (empty + 8 * STAGES - mt_smem_addr(mt_smem));\n"
+       << "  (void)mt_scratch;\n";
+  else {
+    OS << "  // blockIdx.z: the batch, then the slice of K (SPLITK per "
+          "batch).\n"
+       << "  const long long bz = blockIdx.z / SPLITK;\n"
+       << "  const int split = blockIdx.z % SPLITK;\n"
+       << "  (void)split;\n";
+    emitGroupedRaster(OS);
+  }
   OS << R"(  if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mt_mbar_init(full + 8 * s, 1);
@@ -260,17 +306,46 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  // This CTA's k-tiles: [kt0, kt0 + KT) of the KT_ALL of the row.
+)";
+  if (T.Persistent)
+    OS << "  const int KT = (int)((K_ + BK - 1) / BK);\n";
+  else
+    OS << R"(  // This CTA's k-tiles: [kt0, kt0 + KT) of the KT_ALL of the row.
   const int KT_ALL = (int)((K_ + BK - 1) / BK);
   const int KT_SPLIT = (KT_ALL + SPLITK - 1) / SPLITK;
   const int kt0 = split * KT_SPLIT;
   const int KT = max(0, min(KT_ALL - kt0, KT_SPLIT));
-  if (tid < 128) {
 )";
+  OS << "  if (tid < 128) {\n";
   if (ConsumerRegs)
     OS << "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " << ProducerRegs
        << ";\");\n";
-  OS << R"(    if (tid == 0) {
+  if (T.Persistent)
+    OS << R"(    if (tid == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_a) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_b) : "memory");
+      // The stages form one ring across this CTA's tiles: `it` counts its
+      // k-tiles so far.
+      int it = 0;
+      for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+        MT_TILE(tile);
+        for (int kt = 0; kt < KT; ++kt, ++it) {
+          const int s = it % STAGES;
+          mt_mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+          mt_mbar_expect(full + 8 * s, A_STAGE + B_STAGE);
+          mt_tma_load(sA + s * A_STAGE, tm_a, full + 8 * s, kt * BK, (int)m0,
+                      (int)bz);
+          #pragma unroll
+          for (int j = 0; j < BN / 64; ++j)
+            mt_tma_load(sB + s * B_STAGE + j * B_BOX, tm_b, full + 8 * s,
+                        (int)n0 + j * 64, kt * BK, (int)bz);
+        }
+      }
+    }
+  } else {
+)";
+  else
+    OS << R"(    if (tid == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_a) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_b) : "memory");
       for (int kt = 0; kt < KT; ++kt) {
@@ -293,7 +368,41 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   if (ConsumerRegs)
     OS << "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << ConsumerRegs
        << ";\");\n";
-  OS << R"(    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
+  if (T.Persistent)
+    OS << R"(    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
+    int it = 0;
+    for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+    MT_TILE(tile);
+    float acc[BN / 2];
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i)
+      acc[i] = 0.f;
+    for (int kt = 0; kt < KT; ++kt, ++it) {
+      const int s = it % STAGES;
+      mt_mbar_wait(full + 8 * s, (it / STAGES) & 1);
+      const unsigned a = sA + s * A_STAGE + cw * 64 * 128;
+      const unsigned b = sB + s * B_STAGE;
+      mt_wgmma_fence();
+      #pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk)
+        mt_wgmma(acc, mt_desc(a + kk * 32, 16, 1024),
+                 mt_desc(b + kk * 2048, B_BOX, 1024));
+      mt_wgmma_commit();
+      MT_WGMMA_WAIT(1);
+      if (kt > 0 && tid % 128 == 0)
+        mt_mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+    }
+    MT_WGMMA_WAIT(0);
+    // The tile's last stage is free as well: the producer refills it with
+    // the next tile's k-tiles while this epilogue runs.
+    if (KT > 0 && tid % 128 == 0)
+      mt_mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i)
+      mt_fence_acc(acc[i]);
+)";
+  else
+    OS << R"(    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
     float acc[BN / 2];
     #pragma unroll
     for (int i = 0; i < BN / 2; ++i)
@@ -331,6 +440,9 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   Threads.InBounds = "INTERIOR || (r < ROWS && c < N_)";
   Threads.PairStores = true;
   Threads.QuadRowSums = true;
+  Threads.ClampedAcc = true;
+  if (T.Persistent)
+    Threads.Scratch = "mt_scratch";
   // Consumers only: the producer warpgroup takes no part in the reduction.
   emitSplitKReduce(OS, Threads);
   std::string Tail;
@@ -347,10 +459,13 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   // the epilogue's loads are not each behind a branch, and with them.
   OS << "    if (m0 + BM <= M_ && n0 + BN <= N_) {\n#define INTERIOR 1\n"
      << Indented << "#undef INTERIOR\n    } else {\n#define INTERIOR 0\n"
-     << Indented << "#undef INTERIOR\n    }\n  }\n}\n";
+     << Indented << "#undef INTERIOR\n    }\n"
+     << (T.Persistent ? "    }\n" : "") << "  }\n}\n";
 
   int64_t Smem =
       1024 + int64_t(T.Stages) * (T.BM + T.BN) * T.BK * 2 + 16 * T.Stages;
+  if (T.Persistent)
+    Smem += 2 * int64_t(T.BM) * 4; // the row reduction's scratch
   K.BlockX = unsigned((Consumers + 1) * 128);
   K.SharedBytes = unsigned(Smem);
   K.NeedsSm90a = true;

@@ -316,6 +316,110 @@ graph @k(%x: bf16[64,60], %w: bf16[60,64]) {
             std::string::npos);
 }
 
+TEST(CudaCodegen, PersistentWgmmaTilesWalkEveryTile) {
+  auto P = lowerAndFuse(R"(
+graph @g(%x: bf16[3,700,512], %w: bf16[3,512,1000], %b: bf16[1000]) {
+  %y = matmul(%x, %w) : bf16[3,700,1000]
+  %z = add(%y, %b) : bf16[3,700,1000]
+  return %z
+}
+graph @n(%x: bf16[2000,256], %w: bf16[256,128], %r: bf16[2000,128], %g: bf16[128]) {
+  %y = matmul(%x, %w) : bf16[2000,128]
+  %s = add(%y, %r) : bf16[2000,128]
+  %o = rmsnorm(%s, %g) : bf16[2000,128]
+  return %o
+}
+)",
+                        "persistent.mir");
+  ASSERT_TRUE(P);
+  auto Named = [](const char *Name) {
+    Choice C;
+    C.Name = Name;
+    return C;
+  };
+  GemmTileConfig T = wgmmaTile(128, 128, 64, 4);
+  T.Persistent = true;
+  EXPECT_EQ(gemmChoiceName(T), "gemm_wg_128x128x64_s4_p");
+  std::optional<GemmTileConfig> Back =
+      gemmTileOf(Named("gemm_wg_128x128x64_s4_p"));
+  ASSERT_TRUE(Back.has_value());
+  EXPECT_TRUE(Back->Persistent);
+  EXPECT_EQ(Back->Stages, 4);
+  EXPECT_FALSE(gemmTileOf(Named("gemm_wg_128x128x64_s4"))->Persistent);
+  // Only wgmma tiles are persistent.
+  EXPECT_FALSE(gemmTileOf(Named("gemm_128x128x64_w4_s4_p")).has_value());
+
+  auto Mtb = [&](int I) {
+    return llvm::cast<MultiTemplateBufferNode>(
+        P->M->getGraphs()[I]->getNodes()[0].get());
+  };
+  auto K = generateGemmKernel(*Mtb(0), T, /*Fused=*/true);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  // Every tile of every batch along x (6 x 8 x 3); the launcher caps the
+  // CTAs at one per SM.
+  EXPECT_TRUE(K->Persistent);
+  EXPECT_EQ(K->GridX, 6u * 8 * 3);
+  EXPECT_EQ(K->GridY, 1u);
+  EXPECT_EQ(K->GridZ, 1u);
+  EXPECT_EQ(launchGridX(*K, 132), 132u);
+  EXPECT_EQ(launchGridX(*K, 200), 144u);
+  for (const char *S :
+       {"#define BATCH 3",
+        "for (int tile = blockIdx.x; tile < TILES; tile "
+        "+= gridDim.x)",
+        "MT_TILE(tile);",
+        "mt_mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1)",
+        // The tile's last stage is given back before the epilogue.
+        "if (KT > 0 && tid % 128 == 0)"})
+    EXPECT_NE(K->Source.find(S), std::string::npos) << S;
+  // The row reduction's scratch lies after the stages and barriers.
+  auto N = generateGemmKernel(*Mtb(1), T, /*Fused=*/true);
+  ASSERT_TRUE(bool(N)) << llvm::toString(N.takeError());
+  EXPECT_NE(N->Source.find("float *row_a = (float *)mt_scratch;"),
+            std::string::npos);
+  auto Plain = generateGemmKernel(*Mtb(1), wgmmaTile(128, 128, 64, 4), true);
+  ASSERT_TRUE(bool(Plain)) << llvm::toString(Plain.takeError());
+  EXPECT_EQ(N->SharedBytes, Plain->SharedBytes + 2 * 128 * 4);
+  EXPECT_FALSE(Plain->Persistent);
+  // A persistent tile does not also split K.
+  T.SplitK = 2;
+  auto Split = generateGemmKernel(*Mtb(0), T, false);
+  ASSERT_FALSE(bool(Split));
+  EXPECT_NE(llvm::toString(Split.takeError()).find("cannot also split K"),
+            std::string::npos);
+}
+
+TEST(CudaCodegen, WgmmaEpilogueLoadsNeedNoBranch) {
+  // The chain of a wgmma tile runs on every accumulator at indices clamped
+  // into the output, so its operand loads are not each behind a branch; a
+  // chain that stores a member read later keeps the bounds check.
+  auto P = lowerAndFuse(R"(
+graph @g(%x: bf16[16,4096], %w: bf16[4096,4096], %b: bf16[4096]) {
+  %y = matmul(%x, %w) : bf16[16,4096]
+  %z = add(%y, %b) : bf16[16,4096]
+  %o = relu(%z) : bf16[16,4096]
+  return %o
+}
+)",
+                        "clamped.mir");
+  ASSERT_TRUE(P);
+  auto *N = llvm::cast<MultiTemplateBufferNode>(
+      P->M->getGraphs()[0]->getNodes()[0].get());
+  auto K = generateGemmKernel(*N, wgmmaTile(64, 128, 64, 8), /*Fused=*/true);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  size_t Chain = K->Source.find("FOR_EACH_ACC_CLAMPED({\n");
+  ASSERT_NE(Chain, std::string::npos);
+  llvm::StringRef Body = llvm::StringRef(K->Source).substr(Chain);
+  Body = Body.take_until([](char C) { return C == '}'; });
+  EXPECT_TRUE(Body.contains("v = (v + ")) << Body.str();
+  EXPECT_FALSE(Body.contains("if (")) << Body.str();
+  EXPECT_NE(K->Source.find("min(c0, N_ - 1)"), std::string::npos);
+  // mma.sync tiles keep the guarded chain.
+  auto M = generateGemmKernel(*N, GemmTileConfig{16, 64, 64, 4, 4}, true);
+  ASSERT_TRUE(bool(M)) << llvm::toString(M.takeError());
+  EXPECT_EQ(M->Source.find("FOR_EACH_ACC_CLAMPED"), std::string::npos);
+}
+
 TEST(CudaCodegen, TwoOutputEpilogueStoresTheSumToo) {
   // The residual sum feeds the RMSNorm and is read again: every template
   // stores it (in the chain, before the row reduction) beside the norm.

@@ -20,6 +20,7 @@
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "llvm/Support/Error.h"
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,12 +57,24 @@ struct KernelSource {
   std::vector<TensorMapParam> TensorMaps;
   /// Compiled for sm_90a (wgmma, setmaxnreg, TMA): runs on sm_90 GPUs only.
   bool NeedsSm90a = false;
+  /// GridX counts work items that the kernel walks in strides of gridDim.x:
+  /// the launcher starts at most one CTA per SM (launchGridX).
+  bool Persistent = false;
   /// Bytes of global scratch memory the kernel needs (attn_math's scores,
   /// split-KV partial results), passed as the last pointer, after the
   /// outputs. The launcher zero-fills it before the kernel's first launch;
   /// a kernel that keeps counters there must leave them at zero.
   uint64_t WorkspaceBytes = 0;
 };
+
+/// The CTAs K is launched with along x on a GPU of SMs multiprocessors:
+/// GridX, or for a persistent kernel (which walks its GridX work items in
+/// strides of gridDim.x) one per SM at most.
+inline unsigned launchGridX(const KernelSource &K, int SMs) {
+  if (!K.Persistent || SMs <= 0)
+    return K.GridX;
+  return std::min(K.GridX, unsigned(SMs));
+}
 
 /// Rows of a tensor seen as [rows, inner dim].
 int64_t rowsOf(const TensorType &T);
