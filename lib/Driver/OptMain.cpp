@@ -9,6 +9,7 @@
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -39,6 +40,28 @@ bool mtsched::expandPipeline(const PassRegistry &Registry,
     OK = false;
   }
   return OK;
+}
+
+/// Warns about each --disable-choices name that no op of M could be offered:
+/// neither a choice of the tile, extern and collective lists nor a config
+/// of M's custom ops. A misspelt or renamed choice would otherwise be kept
+/// without a word.
+static void warnUnknownDisabled(const ChoiceConfig &Choices, const Module &M) {
+  llvm::StringSet<> Custom;
+  for (const auto &G : M.getGraphs())
+    for (const auto &N : G->getNodes())
+      if (const auto *Op = llvm::dyn_cast<OpNode>(N.get()))
+        for (const Choice &C : Op->getConfigs())
+          Custom.insert(C.Name);
+  std::vector<llvm::StringRef> Unknown;
+  for (const auto &D : Choices.Disabled)
+    if (!Choices.offers(D.getKey()) && !Custom.contains(D.getKey()))
+      Unknown.push_back(D.getKey());
+  llvm::sort(Unknown);
+  for (llvm::StringRef Name : Unknown)
+    llvm::WithColor::warning(llvm::errs(), "mtsched-opt")
+        << "--disable-choices: '" << Name
+        << "' names no choice this input can be offered\n";
 }
 
 namespace {
@@ -90,6 +113,7 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
   // Under mpirun every rank reads its own input: one that fails must stop
   // the others too, or they would wait for it in vain.
   if (agreeOnInput(Config, M != nullptr) && M) {
+    warnUnknownDisabled(Config.Pipe.Lowering.Choices, *M);
     Diagnostics Diags(SM);
     OK = runOnRanks(Config, std::move(M), Diags, OS,
                     {{"parse", ParseMs}, {"verify", VerifyMs}});

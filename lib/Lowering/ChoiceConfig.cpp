@@ -339,6 +339,28 @@ std::vector<Choice> ChoiceConfig::collectiveChoices(CollectiveKind K) const {
   return Out;
 }
 
+bool ChoiceConfig::offers(llvm::StringRef Name) const {
+  if (Name == AttentionMathChoice)
+    return true;
+  auto In = [&](const std::vector<std::string> &Names) {
+    return llvm::is_contained(Names, Name);
+  };
+  if (In(GemmExterns) || In(AllReduce) || In(AllGather) ||
+      In(ReduceScatter) || In(AllToAll))
+    return true;
+  return llvm::any_of(GemmTiles,
+                      [&](const GemmTileConfig &T) {
+                        return gemmChoiceName(T) == Name;
+                      }) ||
+         llvm::any_of(SwiGluTiles,
+                      [&](const GemmTileConfig &T) {
+                        return swigluChoiceName(T) == Name;
+                      }) ||
+         llvm::any_of(AttentionTiles, [&](const AttentionTile &T) {
+           return attentionChoiceName(T) == Name;
+         });
+}
+
 static llvm::Error fileError(llvm::StringRef Path, const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  Path + ": " + Msg);

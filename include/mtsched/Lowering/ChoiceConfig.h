@@ -105,6 +105,9 @@ struct ChoiceConfig {
   std::vector<Choice> attentionChoices(const AttentionShape &S) const;
   /// Candidates for a built-in collective.
   std::vector<Choice> collectiveChoices(CollectiveKind K) const;
+  /// Whether some op can be offered a choice named Name from these lists
+  /// (tiles, externs, collective algorithms, `attn_math`), disabled or not.
+  bool offers(llvm::StringRef Name) const;
 };
 
 /// `gemm_128x64x32_w4_s3`, or `gemm_wg_128x256x64_s4` for a wgmma tile.
