@@ -345,8 +345,8 @@ bool ChoiceConfig::offers(llvm::StringRef Name) const {
   auto In = [&](const std::vector<std::string> &Names) {
     return llvm::is_contained(Names, Name);
   };
-  if (In(GemmExterns) || In(AllReduce) || In(AllGather) ||
-      In(ReduceScatter) || In(AllToAll))
+  if (In(GemmExterns) || In(AllReduce) || In(AllGather) || In(ReduceScatter) ||
+      In(AllToAll))
     return true;
   return llvm::any_of(GemmTiles,
                       [&](const GemmTileConfig &T) {
