@@ -320,96 +320,66 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   if (ConsumerRegs)
     OS << "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " << ProducerRegs
        << ";\");\n";
-  if (T.Persistent)
-    OS << R"(    if (tid == 0) {
+  // One k-loop text for both kinds: $RING is the stage ring's position
+  // (the k-tile for a plain kernel; across its tiles for a persistent one),
+  // $K the k-tile's index in the row.
+  auto Loop = [&](llvm::StringRef Text) {
+    std::string Out = Text.str();
+    auto Replace = [&](llvm::StringRef From, llvm::StringRef To) {
+      for (size_t At; (At = Out.find(From.str())) != std::string::npos;)
+        Out.replace(At, From.size(), To.str());
+    };
+    Replace("$STEP", T.Persistent ? "++kt, ++it" : "++kt");
+    Replace("$RING", T.Persistent ? "it" : "kt");
+    Replace("$K", T.Persistent ? "kt" : "(kt0 + kt)");
+    return Out;
+  };
+  OS << R"(    if (tid == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_a) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_b) : "memory");
-      // The stages form one ring across this CTA's tiles: `it` counts its
+)";
+  if (T.Persistent)
+    OS << R"(      // The stages form one ring across this CTA's tiles: `it` counts its
       // k-tiles so far.
       int it = 0;
       for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
-        MT_TILE(tile);
-        for (int kt = 0; kt < KT; ++kt, ++it) {
-          const int s = it % STAGES;
-          mt_mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
-          mt_mbar_expect(full + 8 * s, A_STAGE + B_STAGE);
-          mt_tma_load(sA + s * A_STAGE, tm_a, full + 8 * s, kt * BK, (int)m0,
-                      (int)bz);
-          #pragma unroll
-          for (int j = 0; j < BN / 64; ++j)
-            mt_tma_load(sB + s * B_STAGE + j * B_BOX, tm_b, full + 8 * s,
-                        (int)n0 + j * 64, kt * BK, (int)bz);
-        }
-      }
-    }
-  } else {
+      MT_TILE(tile);
 )";
-  else
-    OS << R"(    if (tid == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_a) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_b) : "memory");
-      for (int kt = 0; kt < KT; ++kt) {
-        const int s = kt % STAGES;
+  OS << Loop(R"(      for (int kt = 0; kt < KT; $STEP) {
+        const int s = $RING % STAGES;
         // Wait until every consumer has freed the stage (the first lap
         // passes at once).
-        mt_mbar_wait(empty + 8 * s, ((kt / STAGES) & 1) ^ 1);
+        mt_mbar_wait(empty + 8 * s, (($RING / STAGES) & 1) ^ 1);
         // Out-of-bounds parts of a box are zero-filled and still counted.
         mt_mbar_expect(full + 8 * s, A_STAGE + B_STAGE);
-        mt_tma_load(sA + s * A_STAGE, tm_a, full + 8 * s, (kt0 + kt) * BK,
+        mt_tma_load(sA + s * A_STAGE, tm_a, full + 8 * s, $K * BK,
                     (int)m0, (int)bz);
         #pragma unroll
         for (int j = 0; j < BN / 64; ++j)
           mt_tma_load(sB + s * B_STAGE + j * B_BOX, tm_b, full + 8 * s,
-                      (int)n0 + j * 64, (kt0 + kt) * BK, (int)bz);
+                      (int)n0 + j * 64, $K * BK, (int)bz);
       }
-    }
-  } else {
-)";
+)");
+  if (T.Persistent)
+    OS << "      }\n";
+  OS << "    }\n  } else {\n";
   if (ConsumerRegs)
     OS << "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << ConsumerRegs
        << ";\");\n";
+  OS << "    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % "
+        "32;\n";
   if (T.Persistent)
-    OS << R"(    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
-    int it = 0;
+    OS << R"(    int it = 0;
     for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
     MT_TILE(tile);
-    float acc[BN / 2];
-    #pragma unroll
-    for (int i = 0; i < BN / 2; ++i)
-      acc[i] = 0.f;
-    for (int kt = 0; kt < KT; ++kt, ++it) {
-      const int s = it % STAGES;
-      mt_mbar_wait(full + 8 * s, (it / STAGES) & 1);
-      const unsigned a = sA + s * A_STAGE + cw * 64 * 128;
-      const unsigned b = sB + s * B_STAGE;
-      mt_wgmma_fence();
-      #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk)
-        mt_wgmma(acc, mt_desc(a + kk * 32, 16, 1024),
-                 mt_desc(b + kk * 2048, B_BOX, 1024));
-      mt_wgmma_commit();
-      MT_WGMMA_WAIT(1);
-      if (kt > 0 && tid % 128 == 0)
-        mt_mbar_arrive(empty + 8 * ((it - 1) % STAGES));
-    }
-    MT_WGMMA_WAIT(0);
-    // The tile's last stage is free as well: the producer refills it with
-    // the next tile's k-tiles while this epilogue runs.
-    if (KT > 0 && tid % 128 == 0)
-      mt_mbar_arrive(empty + 8 * ((it - 1) % STAGES));
-    #pragma unroll
-    for (int i = 0; i < BN / 2; ++i)
-      mt_fence_acc(acc[i]);
 )";
-  else
-    OS << R"(    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
-    float acc[BN / 2];
+  OS << Loop(R"(    float acc[BN / 2];
     #pragma unroll
     for (int i = 0; i < BN / 2; ++i)
       acc[i] = 0.f;
-    for (int kt = 0; kt < KT; ++kt) {
-      const int s = kt % STAGES;
-      mt_mbar_wait(full + 8 * s, (kt / STAGES) & 1);
+    for (int kt = 0; kt < KT; $STEP) {
+      const int s = $RING % STAGES;
+      mt_mbar_wait(full + 8 * s, ($RING / STAGES) & 1);
       const unsigned a = sA + s * A_STAGE + cw * 64 * 128;
       const unsigned b = sB + s * B_STAGE;
       mt_wgmma_fence();
@@ -425,10 +395,17 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
       // its stage can be refilled.
       MT_WGMMA_WAIT(1);
       if (kt > 0 && tid % 128 == 0)
-        mt_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
+        mt_mbar_arrive(empty + 8 * (($RING - 1) % STAGES));
     }
     MT_WGMMA_WAIT(0);
-    #pragma unroll
+)");
+  if (T.Persistent)
+    OS << R"(    // The tile's last stage is free as well: the producer refills it with
+    // the next tile's k-tiles while this epilogue runs.
+    if (KT > 0 && tid % 128 == 0)
+      mt_mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+)";
+  OS << R"(    #pragma unroll
     for (int i = 0; i < BN / 2; ++i)
       mt_fence_acc(acc[i]);
 )";
