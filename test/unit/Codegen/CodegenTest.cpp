@@ -500,6 +500,18 @@ graph @g(%x: f32[8,8], %b: f32[8]) {
   llvm::sys::fs::remove_directories(Dir);
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+static constexpr bool SanitizedBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+static constexpr bool SanitizedBuild = true;
+#else
+static constexpr bool SanitizedBuild = false;
+#endif
+#else
+static constexpr bool SanitizedBuild = false;
+#endif
+
 TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
   llvm::Expected<const cuda::NvrtcApi &> N = cuda::loadNvrtc();
   if (!N)
@@ -552,6 +564,19 @@ TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
                Body + "}\n";
     Work.emplace_back("the op table", std::move(K));
   }
+  // Under a sanitizer NVRTC runs uninstrumented but allocates through the
+  // sanitizer's allocator: compiling every kernel passed ctest's 900 s in a
+  // CI rehearsal's ASan stage on 2 cores (with another job running; 289 s
+  // in the release stage, which compiles them all). There every fourth
+  // kernel is compiled, the same ones each run: the host code generating
+  // them is checked all the same.
+  size_t Total = Work.size(), Stride = SanitizedBuild ? 4 : 1;
+  if (Stride > 1) {
+    std::vector<std::pair<std::string, KernelSource>> Sample;
+    for (size_t I = 0; I < Work.size(); I += Stride)
+      Sample.push_back(std::move(Work[I]));
+    Work = std::move(Sample);
+  }
   std::mutex Mu;
   std::vector<std::string> Failures;
   llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(8));
@@ -568,8 +593,9 @@ TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
   Pool.wait();
   for (const std::string &F : Failures)
     ADD_FAILURE() << F;
-  std::cout << "[ compiled ] " << Work.size() << " distinct kernels from "
-            << Graphs << " graphs\n";
+  std::cout << "[ compiled ] " << Work.size() << " of " << Total
+            << " distinct kernels from " << Graphs << " graphs"
+            << (Stride > 1 ? " (a sanitizer build: every fourth)" : "") << "\n";
 }
 
 TEST(CudaCompiler, CachesAndRewritesCorruptEntries) {
