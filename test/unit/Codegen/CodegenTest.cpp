@@ -565,7 +565,7 @@ TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
     Work.emplace_back("the op table", std::move(K));
   }
   // Under a sanitizer NVRTC runs uninstrumented but allocates through the
-  // sanitizer's allocator: compiling every kernel passed ctest's 900 s in a
+  // sanitizer's allocator: compiling every kernel ran past ctest's 900 s in a
   // CI rehearsal's ASan stage on 2 cores (with another job running; 289 s
   // in the release stage, which compiles them all). There every fourth
   // kernel is compiled, the same ones each run: the host code generating
