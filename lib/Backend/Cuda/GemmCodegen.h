@@ -167,6 +167,9 @@ bool warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN);
 /// CTAs walk down a column of tiles so that the B tiles they share stay in
 /// L2.
 void emitGroupedRaster(llvm::raw_ostream &OS);
+/// The tile rows a grouped raster walks down each column before the next
+/// (GROUP_M), shared by emitGroupedRaster and the persistent wgmma tiles.
+inline constexpr int GroupedRasterRows = 8;
 
 /// What generateGemmKernel has worked out before a template emits its body.
 struct GemmSetup {

@@ -172,7 +172,8 @@ void codegen::emitTensorCoreMainLoop(llvm::raw_ostream &OS) {
 void codegen::emitGroupedRaster(llvm::raw_ostream &OS) {
   OS << "  // Grouped raster: GROUP_M consecutive CTAs walk down a column of\n"
      << "  // tiles, so the B tiles they share stay in L2.\n"
-     << "  const int tiles_n = gridDim.x, tiles_m = gridDim.y, GROUP_M = 8;\n"
+     << "  const int tiles_n = gridDim.x, tiles_m = gridDim.y, GROUP_M = "
+     << GroupedRasterRows << ";\n"
      << "  const int pid = blockIdx.y * tiles_n + blockIdx.x;\n"
      << "  const int first_m = (pid / (GROUP_M * tiles_n)) * GROUP_M;\n"
      << "  const int group_m = min(tiles_m - first_m, GROUP_M);\n"

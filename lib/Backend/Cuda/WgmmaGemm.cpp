@@ -115,8 +115,8 @@ __device__ __forceinline__ void mt_fence_acc(float &x) {
 
 /// A persistent kernel's tiles: MT_TILE(t) binds tile t's batch `bz` and
 /// corner (m0, n0) in the grouped raster of the other templates (GROUP_M
-/// tile rows down each column), so the tiles the CTAs run at once share
-/// their B tiles in L2.
+/// tile rows down each column, defined first), so the tiles the CTAs run at
+/// once share their B tiles in L2.
 static const char *PersistentTiles =
     R"(#define TILES_M ((int)((M_ + BM - 1) / BM))
 #define TILES_N ((int)((N_ + BN - 1) / BN))
@@ -124,9 +124,9 @@ static const char *PersistentTiles =
 #define MT_TILE(t)                                                             \
   const long long bz = (t) / (TILES_M * TILES_N);                              \
   const int pid = (t) % (TILES_M * TILES_N);                                   \
-  const int first_m = (pid / (8 * TILES_N)) * 8;                               \
-  const int group_m = min(TILES_M - first_m, 8);                               \
-  const int in_group = pid % (8 * TILES_N);                                    \
+  const int first_m = (pid / (GROUP_M * TILES_N)) * GROUP_M;                   \
+  const int group_m = min(TILES_M - first_m, GROUP_M);                         \
+  const int in_group = pid % (GROUP_M * TILES_N);                              \
   const long long m0 = (long long)(first_m + in_group % group_m) * BM;         \
   const long long n0 = (long long)(in_group / group_m) * BN;                   \
   (void)bz
@@ -210,7 +210,9 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   const char *Type = S.Dt == DType::BF16 ? "bf16" : "f16";
   int Split = std::max(1, T.SplitK);
   if (T.Persistent)
-    OS << "#define BATCH " << S.Batch << "\n" << PersistentTiles;
+    OS << "#define BATCH " << S.Batch << "\n#define GROUP_M "
+       << GroupedRasterRows << "\n"
+       << PersistentTiles;
   OS << "#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
      << " // consumer warpgroups, 64 rows each\n#define SPLITK " << Split
      << " // CTAs per output tile, each over a slice of K\n"
