@@ -91,7 +91,8 @@ std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
       T.SplitK > 1 ? "_k" + std::to_string(T.SplitK) : std::string();
   if (T.Template == GemmTemplate::Wgmma)
     return "gemm_wg_" + Tile + "_s" + std::to_string(T.Stages) + Split +
-           (T.Persistent ? "_p" : "");
+           (T.Persistent ? "_p" : "") +
+           (T.Cluster > 1 ? "_c" + std::to_string(T.Cluster) : "");
   return "gemm_" + Tile + "_w" + std::to_string(T.Warps) + "_s" +
          std::to_string(T.Stages) + Split;
 }
@@ -99,10 +100,21 @@ std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
 std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
   // gemm_<BM>x<BN>x<BK>_w<warps>_s<stages> or gemm_wg_<BM>x<BN>x<BK>_s<stages>,
   // either with an optional split-K suffix _k<splits>, 2 or more; a wgmma
-  // tile ends in _p when persistent.
+  // tile ends in _p when persistent, then _c<CTAs> when clustered.
   llvm::StringRef S(C.Name);
   GemmTileConfig T;
+  int Cluster = 1;
+  if (S.starts_with("gemm_wg_")) {
+    llvm::StringRef Last = S.substr(S.rfind('_'));
+    if (Last.consume_front("_c")) {
+      if (Last.getAsInteger(10, Cluster) || Cluster < 2)
+        return std::nullopt;
+      S = S.drop_back(Last.size() + 2);
+    }
+  }
   bool Persistent = S.starts_with("gemm_wg_") && S.consume_back("_p");
+  if (Cluster > 1 && !Persistent)
+    return std::nullopt;
   auto Int = [&](int &Out, char Sep) {
     size_t End = Sep ? S.find(Sep) : S.size();
     if (End == llvm::StringRef::npos ||
@@ -130,6 +142,7 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
     T = wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
     T.SplitK = SplitK;
     T.Persistent = Persistent;
+    T.Cluster = Cluster;
   }
   return T;
 }
@@ -468,11 +481,22 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
                                  "be 'persistent'");
         Persistent = *V;
       }
+      int Cluster = 1;
+      if (const llvm::json::Value *C = O->get("cluster")) {
+        std::optional<int64_t> V = C->getAsInteger();
+        if (!V || (*V != 1 && *V != 2))
+          return fileError(Path, "gemm tile field 'cluster' must be 1 or 2");
+        if (*V > 1 && !Persistent)
+          return fileError(Path, "only a 'persistent' wgmma gemm tile can "
+                                 "have a 'cluster' of 2");
+        Cluster = int(*V);
+      }
       if (Wgmma) {
         int SplitK = T.SplitK;
         T = wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
         T.SplitK = SplitK;
         T.Persistent = Persistent;
+        T.Cluster = Cluster;
       }
       GemmTiles.push_back(T);
     }

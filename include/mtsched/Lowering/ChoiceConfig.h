@@ -36,6 +36,11 @@ struct GemmTileConfig {
   /// output tiles, so its producer loads the next tile's first k-tiles
   /// while the consumers run the epilogue of the current one.
   bool Persistent = false;
+  /// CTAs per thread block cluster (persistent wgmma only, `_c2` in the
+  /// name): two CTAs side by side along M, each loading half of the B
+  /// tile they share and multicasting it to both, so each SM reads a third
+  /// less from L2 for a 128x256 tile.
+  int Cluster = 1;
 };
 
 /// A wgmma tile: one consumer warpgroup per 64 rows of BM plus the producer

@@ -171,6 +171,7 @@ llvm::Expected<const DriverApi &> cuda::loadDriver() {
     Lib.get(A.cuGraphExecDestroy, {"cuGraphExecDestroy"}, Optional);
     Lib.get(A.cuGraphDestroy, {"cuGraphDestroy"}, Optional);
     Lib.get(A.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, Optional);
+    Lib.get(A.cuLaunchKernelEx, {"cuLaunchKernelEx"}, Optional);
     Lib.get(A.cuIpcGetMemHandle, {"cuIpcGetMemHandle"}, Optional);
     Lib.get(A.cuIpcOpenMemHandle,
             {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"}, Optional);

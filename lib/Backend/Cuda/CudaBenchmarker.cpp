@@ -85,17 +85,6 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
   std::vector<CUdeviceptr> Ptrs;
   for (const Value *V : L.K.Inputs)
     Ptrs.push_back(P.Dev[V][Copy].P);
-  std::vector<void *> Args;
-  if (!L.K.TensorMaps.empty()) {
-    auto [It, New] = L.Maps.try_emplace(Copy);
-    if (New)
-      if (CUresult R = encodeTensorMaps(*G->D, L.K, Ptrs, It->second)) {
-        L.Maps.erase(It);
-        return R;
-      }
-    for (CUtensorMap &Map : It->second)
-      Args.push_back(&Map);
-  }
   // The measured output is the kernel's last; any before it (an epilogue's
   // `writes`) go to scratch buffers of their own.
   for (size_t I = 0; I + 1 < L.K.Outputs.size(); ++I) {
@@ -125,11 +114,26 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
       return 1;
     Ptrs.push_back(P.Workspace.P);
   }
+  std::vector<void *> Args;
+  if (!L.K.TensorMaps.empty()) {
+    // Encoded once per set of buffers: an output's map (a TMA store) must
+    // follow the buffer this launch writes.
+    auto &[Over, Maps] = L.Maps[Copy];
+    size_t Params = L.K.Inputs.size() + L.K.Outputs.size();
+    std::vector<CUdeviceptr> These(Ptrs.begin(), Ptrs.begin() + Params);
+    if (Maps.empty() || Over != These) {
+      if (CUresult R = encodeTensorMaps(*G->D, L.K, These, Maps)) {
+        L.Maps.erase(Copy);
+        return R;
+      }
+      Over = std::move(These);
+    }
+    for (CUtensorMap &Map : Maps)
+      Args.push_back(&Map);
+  }
   for (CUdeviceptr &X : Ptrs)
     Args.push_back(&X);
-  return G->D->cuLaunchKernel(L.Fn, launchGridX(L.K, G->Info.SMs), L.K.GridY,
-                              L.K.GridZ, L.K.BlockX, 1, 1, L.K.SharedBytes,
-                              G->Stream, Args.data(), nullptr);
+  return launchKernel(*G->D, L.Fn, L.K, G->Info.SMs, G->Stream, Args.data());
 }
 
 Measurement CudaBenchmarker::run(

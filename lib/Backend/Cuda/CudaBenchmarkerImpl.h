@@ -35,8 +35,10 @@ struct LoadedKernel {
   std::string Error; // generation, compilation or load failure
   CUmodule Mod = nullptr;
   CUfunction Fn = nullptr;
-  /// K's tensor maps per rotated input copy, encoded on first launch.
-  std::map<int, std::vector<CUtensorMap>> Maps;
+  /// K's tensor maps per rotated input copy, encoded on first launch: the
+  /// pointer parameters they were encoded over, and the maps.
+  std::map<int, std::pair<std::vector<CUdeviceptr>, std::vector<CUtensorMap>>>
+      Maps;
 };
 
 /// Everything the choices of one node at one size share.

@@ -86,7 +86,34 @@ std::string unsupportedReason(const KernelSource &K, const DeviceInfo &Info,
            std::to_string(Info.Major) + std::to_string(Info.Minor);
   if (!K.TensorMaps.empty() && !D.cuTensorMapEncodeTiled)
     return "the CUDA driver lacks cuTensorMapEncodeTiled (TMA)";
+  if (K.ClusterX > 1 && !D.cuLaunchKernelEx)
+    return "the CUDA driver lacks cuLaunchKernelEx (thread block clusters)";
   return "";
+}
+
+CUresult launchKernel(const DriverApi &D, CUfunction Fn, const KernelSource &K,
+                      int SMs, CUstream Stream, void **Args) {
+  unsigned GridX = launchGridX(K, SMs);
+  if (K.ClusterX <= 1)
+    return D.cuLaunchKernel(Fn, GridX, K.GridY, K.GridZ, K.BlockX, 1, 1,
+                            K.SharedBytes, Stream, Args, nullptr);
+  if (!D.cuLaunchKernelEx)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  CUlaunchAttribute Cluster = {};
+  Cluster.Id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  Cluster.Value.ClusterDim.X = K.ClusterX;
+  Cluster.Value.ClusterDim.Y = Cluster.Value.ClusterDim.Z = 1;
+  CUlaunchConfig C = {};
+  C.GridDimX = GridX;
+  C.GridDimY = K.GridY;
+  C.GridDimZ = K.GridZ;
+  C.BlockDimX = K.BlockX;
+  C.BlockDimY = C.BlockDimZ = 1;
+  C.SharedMemBytes = K.SharedBytes;
+  C.Stream = Stream;
+  C.Attrs = &Cluster;
+  C.NumAttrs = 1;
+  return D.cuLaunchKernelEx(&C, Fn, Args, nullptr);
 }
 
 CUresult encodeTensorMaps(const DriverApi &D, const KernelSource &K,

@@ -72,10 +72,17 @@ BenchSupport *support(Gpu &G, const KernelCompileOptions &O);
 std::string unsupportedReason(const KernelSource &K, const DeviceInfo &Info,
                               const DriverApi &D);
 
-/// Encodes K's tensor maps over its inputs at Ptrs (K.Inputs order).
+/// Encodes K's tensor maps over its pointer parameters at Ptrs (K.Inputs,
+/// then K.Outputs).
 CUresult encodeTensorMaps(const DriverApi &D, const KernelSource &K,
                           llvm::ArrayRef<CUdeviceptr> Ptrs,
                           std::vector<CUtensorMap> &Out);
+
+/// Launches Fn, compiled from K, on Stream with Args: GridX as launchGridX
+/// says for a GPU of SMs multiprocessors, and in clusters of K.ClusterX
+/// CTAs (cuLaunchKernelEx) when that is more than one.
+CUresult launchKernel(const DriverApi &D, CUfunction Fn, const KernelSource &K,
+                      int SMs, CUstream Stream, void **Args);
 
 /// The values of device bytes of element type T, and back (rounded to T).
 std::vector<double> toHostValues(const std::string &Bytes, DType T);

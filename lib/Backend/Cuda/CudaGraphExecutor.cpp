@@ -204,7 +204,9 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     }
     std::vector<CUtensorMap> Maps;
     if (CUresult R = encodeTensorMaps(
-            D, K, llvm::ArrayRef(Ptrs).take_front(K.Inputs.size()), Maps))
+            D, K,
+            llvm::ArrayRef(Ptrs).take_front(K.Inputs.size() + K.Outputs.size()),
+            Maps))
       return err("cannot encode the tensor maps of '" + K.Name +
                  "': " + D.errorString(R));
     std::vector<void *> Args;
@@ -212,25 +214,24 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
       Args.push_back(&Map);
     for (CUdeviceptr &X : Ptrs)
       Args.push_back(&X);
-    if (CUresult R = D.cuLaunchKernel(Fn, launchGridX(K, Gp.Info.SMs), K.GridY,
-                                      K.GridZ, K.BlockX, 1, 1, K.SharedBytes,
-                                      Gp.Stream, Args.data(), nullptr))
+    if (CUresult R =
+            launchKernel(D, Fn, K, Gp.Info.SMs, Gp.Stream, Args.data()))
       return err("launch of '" + K.Name + "' failed: " + D.errorString(R));
     if (CUresult R = syncStream(D, Gp.Stream, "kernel '" + K.Name + "'"))
       return err("'" + K.Name + "' failed: " + D.errorString(R));
     auto State = std::make_shared<
         std::pair<std::vector<CUtensorMap>, std::vector<CUdeviceptr>>>(
         std::move(Maps), std::move(Ptrs));
-    unsigned GX = launchGridX(K, Gp.Info.SMs), GY = K.GridY, GZ = K.GridZ,
-             BX = K.BlockX, Shared = K.SharedBytes;
-    Replay.push_back([&D, &Gp, Fn, State, GX, GY, GZ, BX, Shared] {
+    // The launch shape without the source text.
+    KernelSource Shape = K;
+    Shape.Source.clear();
+    Replay.push_back([&D, &Gp, Fn, State, Shape] {
       std::vector<void *> A;
       for (CUtensorMap &Map : State->first)
         A.push_back(&Map);
       for (CUdeviceptr &X : State->second)
         A.push_back(&X);
-      return D.cuLaunchKernel(Fn, GX, GY, GZ, BX, 1, 1, Shared, Gp.Stream,
-                              A.data(), nullptr);
+      return launchKernel(D, Fn, Shape, Gp.Info.SMs, Gp.Stream, A.data());
     });
     return llvm::Error::success();
   };

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/NcclApi.h"
+#include <cstddef>
 #include <type_traits>
 
 namespace {
@@ -113,7 +114,8 @@ constexpr bool functionSame(RA (*)(PA...), RB (*)(PB...)) {
   X(cuGraphLaunch)                                                             \
   X(cuGraphExecDestroy)                                                        \
   X(cuGraphDestroy)                                                            \
-  X(cuTensorMapEncodeTiled)
+  X(cuTensorMapEncodeTiled)                                                    \
+  X(cuLaunchKernelEx)
 
 #define MTSCHED_NVRTC_FUNCTIONS(X)                                             \
   X(nvrtcVersion)                                                              \
@@ -200,6 +202,7 @@ namespace mc = mtsched::cuda;
                 "cuda::" #Name " differs from the toolkit's value");
 MTSCHED_SAME_VALUE(CUDA_SUCCESS)
 MTSCHED_SAME_VALUE(CUDA_ERROR_NOT_READY)
+MTSCHED_SAME_VALUE(CUDA_ERROR_NOT_SUPPORTED)
 MTSCHED_SAME_VALUE(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
 MTSCHED_SAME_VALUE(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
 MTSCHED_SAME_VALUE(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
@@ -221,6 +224,27 @@ MTSCHED_SAME_VALUE(CU_TENSOR_MAP_SWIZZLE_128B)
 MTSCHED_SAME_VALUE(CU_TENSOR_MAP_L2_PROMOTION_L2_256B)
 MTSCHED_SAME_VALUE(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 MTSCHED_SAME_VALUE(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+MTSCHED_SAME_VALUE(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+// The launch structs are passed by pointer, so functionSame cannot see
+// their layout: every field mtsched sets must sit where the driver reads it.
+static_assert(sizeof(mc::CUlaunchAttribute) == sizeof(::CUlaunchAttribute) &&
+                  alignof(mc::CUlaunchAttribute) ==
+                      alignof(::CUlaunchAttribute) &&
+                  offsetof(mc::CUlaunchAttribute, Value) ==
+                      offsetof(::CUlaunchAttribute, value) &&
+                  offsetof(mc::CUlaunchAttribute, Value.ClusterDim.Z) ==
+                      offsetof(::CUlaunchAttribute, value.clusterDim.z),
+              "cuda::CUlaunchAttribute has the wrong layout");
+static_assert(sizeof(mc::CUlaunchConfig) == sizeof(::CUlaunchConfig) &&
+                  offsetof(mc::CUlaunchConfig, SharedMemBytes) ==
+                      offsetof(::CUlaunchConfig, sharedMemBytes) &&
+                  offsetof(mc::CUlaunchConfig, Stream) ==
+                      offsetof(::CUlaunchConfig, hStream) &&
+                  offsetof(mc::CUlaunchConfig, Attrs) ==
+                      offsetof(::CUlaunchConfig, attrs) &&
+                  offsetof(mc::CUlaunchConfig, NumAttrs) ==
+                      offsetof(::CUlaunchConfig, numAttrs),
+              "cuda::CUlaunchConfig has the wrong layout");
 static_assert(sizeof(mc::CUipcMemHandle) == sizeof(::CUipcMemHandle),
               "cuda::CUipcMemHandle has the wrong size");
 static_assert(sizeof(mc::CUtensorMap) == sizeof(::CUtensorMap) &&

@@ -114,6 +114,10 @@ struct EpilogueThreads {
   bool ClampedAcc = false;
   /// Shared memory of at least 2 * BM floats for the row reduction.
   std::string Scratch = "mt_smem";
+  /// The template defines MT_TILE_STORE(PACK), storing the whole tile from
+  /// the accumulators given PACK, the 32-bit word of a pair (`v0`, `v1`) of
+  /// a 16-bit output; the template clips it to the output.
+  bool TileStore = false;
 };
 
 /// N's epilogue as code over accumulator `v` at (r, c) when Fused (else

@@ -168,6 +168,12 @@ void codegen::emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
            << " });\n";
     }
   }
+  if (T.TileStore && dtypeBytes(OutType) == 2) {
+    OS << "  // The tile through shared memory and a TMA store.\n"
+       << "  MT_TILE_STORE((unsigned)" << storeExpr(OutType, "v0")
+       << " | ((unsigned)" << storeExpr(OutType, "v1") << " << 16));\n";
+    return;
+  }
   if (T.PairStores && dtypeBytes(OutType) == 2) {
     OS << "  // Columns c and c + 1 as one 32-bit store (N_ and c are even).\n"
        << "  FOR_EACH_ACC_PAIR({ if (" << In << ") *(unsigned *)&" << OutName

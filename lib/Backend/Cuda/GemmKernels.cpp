@@ -599,8 +599,10 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
   K.GridY = unsigned((M + T.BM - 1) / T.BM);
   K.GridZ = unsigned(Batch * Split);
   if (T.Persistent) {
-    // Every tile along x: the launcher starts at most one CTA per SM.
-    K.GridX = K.GridX * K.GridY * K.GridZ;
+    // Every tile along x (a cluster's CTAs take the tiles side by side down
+    // M): the launcher starts at most one CTA per SM.
+    unsigned C = std::max(1, T.Cluster);
+    K.GridX = K.GridX * ((K.GridY + C - 1) / C) * K.GridZ * C;
     K.GridY = K.GridZ = 1;
     K.Persistent = true;
   }

@@ -19,6 +19,13 @@
 //     the fused chain, a row reduction through shared memory (a named
 //     barrier of the consumers only), and masked 32-bit paired stores.
 //
+// A persistent tile (`_p`) walks several output tiles per CTA, the stages
+// one ring across them. It stores a 16-bit result through shared memory
+// with TMA, which drains while the next tile's main loop runs; at 4096^3
+// on an H100 that took the 128x256 tile from 192.5 to 172.6 us, cuBLAS's
+// time (docs/BENCHMARKS.md). In clusters of two (`_p_c2`) the CTAs take
+// tiles side by side down M and multicast half of the shared B tile each.
+//
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
 #include "llvm/ADT/Twine.h"
@@ -32,6 +39,8 @@ static llvm::Error err(const llvm::Twine &Msg) {
 
 /// Registers of one SM, all of them one CTA's.
 static constexpr int RegsPerSM = 65536;
+/// Dynamic shared memory one CTA may opt into on sm_90 (227 KB).
+static constexpr int64_t MaxSharedBytes = 232448;
 /// What the producer keeps: it only computes coordinates.
 static constexpr int ProducerRegs = 40;
 /// Registers a consumer needs besides its accumulators (descriptors, loop
@@ -116,20 +125,110 @@ __device__ __forceinline__ void mt_fence_acc(float &x) {
 /// A persistent kernel's tiles: MT_TILE(t) binds tile t's batch `bz` and
 /// corner (m0, n0) in the grouped raster of the other templates (GROUP_M
 /// tile rows down each column, defined first), so the tiles the CTAs run at
-/// once share their B tiles in L2.
+/// once share their B tiles in L2. A cluster's CTAs (CLUSTER, rank MT_RANK)
+/// take the tiles of one cluster tile, side by side down the column.
 static const char *PersistentTiles =
     R"(#define TILES_M ((int)((M_ + BM - 1) / BM))
 #define TILES_N ((int)((N_ + BN - 1) / BN))
-#define TILES (TILES_M * TILES_N * BATCH)
+#define CTILES_M ((TILES_M + CLUSTER - 1) / CLUSTER) // cluster tiles down M
+#define TILES (CTILES_M * TILES_N * BATCH)           // cluster tiles
+#define CGROUP_M ((GROUP_M + CLUSTER - 1) / CLUSTER)
 #define MT_TILE(t)                                                             \
-  const long long bz = (t) / (TILES_M * TILES_N);                              \
-  const int pid = (t) % (TILES_M * TILES_N);                                   \
-  const int first_m = (pid / (GROUP_M * TILES_N)) * GROUP_M;                   \
-  const int group_m = min(TILES_M - first_m, GROUP_M);                         \
-  const int in_group = pid % (GROUP_M * TILES_N);                              \
-  const long long m0 = (long long)(first_m + in_group % group_m) * BM;         \
+  const long long bz = (t) / (CTILES_M * TILES_N);                             \
+  const int pid = (t) % (CTILES_M * TILES_N);                                  \
+  const int first_m = (pid / (CGROUP_M * TILES_N)) * CGROUP_M;                 \
+  const int group_m = min(CTILES_M - first_m, CGROUP_M);                       \
+  const int in_group = pid % (CGROUP_M * TILES_N);                             \
+  const long long m0 =                                                         \
+      (long long)((first_m + in_group % group_m) * CLUSTER + MT_RANK) * BM;    \
   const long long n0 = (long long)(in_group / group_m) * BN;                   \
   (void)bz
+)";
+
+/// A cluster's CTAs: their rank, arrivals on each other's barriers, a
+/// barrier of all their threads and a TMA load multicast to several CTAs.
+static const char *ClusterHelpers = R"(
+__device__ __forceinline__ unsigned mt_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Arrives on the barrier at shared address `bar` in every CTA of the
+// cluster (the same offset in each).
+__device__ __forceinline__ void mt_release(unsigned bar) {
+  #pragma unroll
+  for (unsigned r = 0; r < CLUSTER; ++r) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(remote) : "r"(bar), "r"(r));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void mt_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// One box into the same offset of every CTA in `mask`; completes on the
+// barrier at `bar`'s offset in each.
+__device__ __forceinline__ void mt_tma_load_multicast(
+    unsigned dst, const mt_tensor_map &map, unsigned bar, int x, int y, int z,
+    unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5}], [%2], "
+      "%6;" ::"r"(dst), "l"(&map), "r"(bar), "r"(x), "r"(y), "r"(z),
+      "h"(mask) : "memory");
+}
+)";
+
+/// The epilogue's store through shared memory and TMA: MT_TILE_STORE(PACK)
+/// stores the tile's 16-bit results, PACK being the 32-bit word of the
+/// accumulator pair (v0, v1). Each consumer warpgroup stages its 64 rows
+/// C_COLS columns at a time, as 64-column boxes in the TMA's 128-byte
+/// swizzle (the 8 rows one store instruction writes land in 8 different
+/// 16-byte chunks: no bank conflict), and one of its threads stores them
+/// with TMA, clipped to the output. The store drains while the consumers
+/// start the next tile; only the staging's next use waits for it.
+static const char *TileStore = R"(
+__device__ __forceinline__ void mt_st_shared(unsigned a, unsigned v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+}
+__device__ __forceinline__ void mt_tma_store(const mt_tensor_map &map,
+                                             unsigned src, int x, int y,
+                                             int z) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group "
+               "[%0, {%2, %3, %4}], [%1];" ::"l"(&map), "r"(src), "r"(x),
+               "r"(y), "r"(z) : "memory");
+}
+// The consumer warpgroup's own barrier (1 is all consumers').
+#define MT_WG_SYNC() \
+  asm volatile("bar.sync %0, 128;" ::"r"(2 + cw) : "memory")
+#define MT_TILE_STORE(PACK)                                                    \
+  _Pragma("unroll") for (int h = 0; h < BN / C_COLS; ++h) {                    \
+    if (tid % 128 == 0)                                                        \
+      asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");           \
+    MT_WG_SYNC();                                                              \
+    _Pragma("unroll") for (int jj = 0; jj < C_COLS / 8; ++jj)                  \
+    _Pragma("unroll") for (int i = 0; i < 4; i += 2) {                         \
+      const int j = h * (C_COLS / 8) + jj;                                     \
+      const int row = warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);             \
+      const float v0 = acc[j * 4 + i], v1 = acc[j * 4 + i + 1];                \
+      mt_st_shared(sC + cw * C_STAGE + (jj >> 3) * C_BOX + row * 128 +         \
+                       (((jj & 7) ^ (row & 7)) << 4) + (lane & 3) * 4,         \
+                   PACK);                                                      \
+    }                                                                          \
+    /* The TMA unit reads what the threads wrote. */                           \
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");               \
+    MT_WG_SYNC();                                                              \
+    if (tid % 128 == 0) {                                                      \
+      _Pragma("unroll") for (int b = 0; b < C_COLS / 64; ++b)                  \
+        mt_tma_store(tm_c, sC + cw * C_STAGE + b * C_BOX,                      \
+                     (int)n0 + h * C_COLS + b * 64, (int)m0 + cw * 64,         \
+                     (int)bz);                                                 \
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");                \
+    }                                                                          \
+  }
 )";
 
 /// `mt_wgmma(acc, descA, descB)`: acc += A (64 x 16) * B (16 x BN), A
@@ -192,6 +291,14 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   if (T.Persistent && T.SplitK > 1)
     return err("tile " + gemmChoiceName(T) +
                ": a persistent wgmma tile cannot also split K");
+  int Cluster = std::max(1, T.Cluster);
+  if (Cluster > 1 && !T.Persistent)
+    return err("tile " + gemmChoiceName(T) +
+               ": only a persistent wgmma tile can run in clusters");
+  if (Cluster > 2 || (T.BN / 64) % Cluster)
+    return err("tile " + gemmChoiceName(T) +
+               ": a cluster is 2 CTAs, which split the B tile's " +
+               llvm::Twine(T.BN / 64) + " 64-column boxes between them");
   if (S.K % 8 || S.N % 8)
     return err("the wgmma template needs K and N multiples of 8 (TMA row "
                "strides are multiples of 16 bytes), got K = " +
@@ -209,14 +316,41 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   }
   const char *Type = S.Dt == DType::BF16 ? "bf16" : "f16";
   int Split = std::max(1, T.SplitK);
+  // A persistent tile stores a 16-bit result with TMA (TileStore) when the
+  // staging fits beside the stages: 64 rows by 128 columns (64 where BN is
+  // not a multiple of 128) per consumer warpgroup.
+  int CCols = T.BN % 128 == 0 ? 128 : 64;
+  int64_t StagingBytes = int64_t(Consumers) * 64 * CCols * 2;
+  int64_t Smem =
+      1024 + int64_t(T.Stages) * (T.BM + T.BN) * T.BK * 2 + 16 * T.Stages;
+  if (T.Persistent)
+    Smem += 2 * int64_t(T.BM) * 4; // the row reduction's scratch
+  bool Store = T.Persistent && dtypeBytes(S.OutType) == 2 &&
+               Smem + StagingBytes <= MaxSharedBytes;
+  if (Store)
+    Smem += StagingBytes;
   if (T.Persistent)
     OS << "#define BATCH " << S.Batch << "\n#define GROUP_M "
-       << GroupedRasterRows << "\n"
+       << GroupedRasterRows << "\n#define CLUSTER " << Cluster
+       << " // CTAs per cluster, side by side down M, sharing B\n"
+       << "#define MT_RANK " << (Cluster > 1 ? "mt_rank" : "0") << "\n"
        << PersistentTiles;
   OS << "#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
      << " // consumer warpgroups, 64 rows each\n#define SPLITK " << Split
      << " // CTAs per output tile, each over a slice of K\n"
      << WgmmaHelpers << wgmmaFunction(T.BN, Type);
+  if (Cluster > 1)
+    OS << ClusterHelpers;
+  else
+    OS << "__device__ __forceinline__ void mt_release(unsigned bar) {\n"
+       << "  mt_mbar_arrive(bar);\n}\n";
+  if (Store)
+    OS << "#define C_COLS " << CCols
+       << " // columns a consumer warpgroup stages at a time\n"
+       << "#define C_BOX (64 * 128) // bytes of one staged 64 x 64 box\n"
+       << "#define C_STAGE (64 * C_COLS * 2) // bytes of one warpgroup's "
+          "staging\n"
+       << TileStore;
   OS << R"(
 // Accumulator j*4 + i of this thread sits at row rl (below), column
 // n0 + j*8 + 2*(lane%4) + i%2: the m16n8 fragment layout, repeated.
@@ -276,15 +410,25 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
 )";
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS, 1) " << K.Name
      << "(\n    const __grid_constant__ mt_tensor_map tm_a,\n"
-     << "    const __grid_constant__ mt_tensor_map tm_b, " << S.P->signature()
-     << (Split > 1 ? ", float *__restrict__ mt_ws" : "") << ") {\n"
+     << "    const __grid_constant__ mt_tensor_map tm_b, "
+     << (Store ? "const __grid_constant__ mt_tensor_map tm_c,\n    " : "")
+     << S.P->signature() << (Split > 1 ? ", float *__restrict__ mt_ws" : "")
+     << ") {\n"
      << "  extern __shared__ __align__(1024) unsigned char mt_smem[];\n"
      << "  // 128-byte swizzled stages start at 1024-byte boundaries.\n"
      << "  const unsigned sA = (mt_smem_addr(mt_smem) + 1023) & ~1023u;\n"
      << "  const unsigned sB = sA + STAGES * A_STAGE;\n"
-     << "  const unsigned full = sB + STAGES * B_STAGE; // 8-byte mbarriers\n"
+     << (Store
+             ? "  // The epilogue's staging, 1024-byte aligned as the swizzle "
+               "needs.\n  const unsigned sC = sB + STAGES * B_STAGE;\n"
+               "  const unsigned full = sC + CONSUMERS * C_STAGE; // "
+               "8-byte mbarriers\n"
+             : "  const unsigned full = sB + STAGES * B_STAGE; // 8-byte "
+               "mbarriers\n")
      << "  const unsigned empty = full + 8 * STAGES;\n"
      << "  const int tid = threadIdx.x;\n";
+  if (Cluster > 1)
+    OS << "  const unsigned mt_rank = mt_cluster_rank();\n";
   if (T.Persistent)
     OS << "  // The row reduction's scratch, after the barriers: the stages "
           "may hold\n  // the next tile's k-tiles while the epilogue runs.\n"
@@ -302,13 +446,20 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   OS << R"(  if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mt_mbar_init(full + 8 * s, 1);
-      mt_mbar_init(empty + 8 * s, CONSUMERS);
-    }
+)"
+     << (Cluster > 1 ? "      // Every consumer of the cluster frees a stage: "
+                       "the other CTA's\n      // producer fills half of "
+                       "its B.\n      mt_mbar_init(empty + 8 * s, CONSUMERS "
+                       "* CLUSTER);\n"
+                     : "      mt_mbar_init(empty + 8 * s, CONSUMERS);\n")
+     << R"(    }
     // Make the initialised barriers visible to the TMA unit.
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
-)";
+)"
+     << (Cluster > 1 ? "  // And to the other CTA of the cluster.\n"
+                       "  mt_cluster_sync();\n"
+                     : "  __syncthreads();\n");
   if (T.Persistent)
     OS << "  const int KT = (int)((K_ + BK - 1) / BK);\n";
   else
@@ -331,6 +482,21 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
       for (size_t At; (At = Out.find(From.str())) != std::string::npos;)
         Out.replace(At, From.size(), To.str());
     };
+    Replace(
+        "$BLOADS",
+        Cluster > 1
+            ? R"(        // Each CTA loads its half of the boxes of B into both.
+        #pragma unroll
+        for (int j = MT_RANK; j < BN / 64; j += CLUSTER)
+          mt_tma_load_multicast(sB + s * B_STAGE + j * B_BOX, tm_b,
+                                full + 8 * s, (int)n0 + j * 64, $K * BK,
+                                (int)bz, (1 << CLUSTER) - 1);
+)"
+            : R"(        #pragma unroll
+        for (int j = 0; j < BN / 64; ++j)
+          mt_tma_load(sB + s * B_STAGE + j * B_BOX, tm_b, full + 8 * s,
+                      (int)n0 + j * 64, $K * BK, (int)bz);
+)");
     Replace("$STEP", T.Persistent ? "++kt, ++it" : "++kt");
     Replace("$RING", T.Persistent ? "it" : "kt");
     Replace("$K", T.Persistent ? "kt" : "(kt0 + kt)");
@@ -344,7 +510,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
     OS << R"(      // The stages form one ring across this CTA's tiles: `it` counts its
       // k-tiles so far.
       int it = 0;
-      for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+      for (int tile = blockIdx.x / CLUSTER; tile < TILES;
+           tile += gridDim.x / CLUSTER) {
       MT_TILE(tile);
 )";
   OS << Loop(R"(      for (int kt = 0; kt < KT; $STEP) {
@@ -356,11 +523,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
         mt_mbar_expect(full + 8 * s, A_STAGE + B_STAGE);
         mt_tma_load(sA + s * A_STAGE, tm_a, full + 8 * s, $K * BK,
                     (int)m0, (int)bz);
-        #pragma unroll
-        for (int j = 0; j < BN / 64; ++j)
-          mt_tma_load(sB + s * B_STAGE + j * B_BOX, tm_b, full + 8 * s,
-                      (int)n0 + j * 64, $K * BK, (int)bz);
-      }
+$BLOADS      }
 )");
   if (T.Persistent)
     OS << "      }\n";
@@ -372,7 +535,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
         "32;\n";
   if (T.Persistent)
     OS << R"(    int it = 0;
-    for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+    for (int tile = blockIdx.x / CLUSTER; tile < TILES;
+         tile += gridDim.x / CLUSTER) {
     MT_TILE(tile);
 )";
   OS << Loop(R"(    float acc[BN / 2];
@@ -397,7 +561,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
       // its stage can be refilled.
       MT_WGMMA_WAIT(1);
       if (kt > 0 && tid % 128 == 0)
-        mt_mbar_arrive(empty + 8 * (($RING - 1) % STAGES));
+        mt_release(empty + 8 * (($RING - 1) % STAGES));
     }
     MT_WGMMA_WAIT(0);
 )");
@@ -405,7 +569,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
     OS << R"(    // The tile's last stage is free as well: the producer refills it with
     // the next tile's k-tiles while this epilogue runs.
     if (KT > 0 && tid % 128 == 0)
-      mt_mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+      mt_release(empty + 8 * ((it - 1) % STAGES));
 )";
   OS << R"(    #pragma unroll
     for (int i = 0; i < BN / 2; ++i)
@@ -422,6 +586,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   Threads.ClampedAcc = true;
   if (T.Persistent)
     Threads.Scratch = "mt_scratch";
+  Threads.TileStore = Store;
   // Consumers only: the producer warpgroup takes no part in the reduction.
   emitSplitKReduce(OS, Threads);
   std::string Tail;
@@ -439,12 +604,18 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   OS << "    if (m0 + BM <= M_ && n0 + BN <= N_) {\n#define INTERIOR 1\n"
      << Indented << "#undef INTERIOR\n    } else {\n#define INTERIOR 0\n"
      << Indented << "#undef INTERIOR\n    }\n"
-     << (T.Persistent ? "    }\n" : "") << "  }\n}\n";
+     << (T.Persistent ? "    }\n" : "");
+  if (Store)
+    OS << "    // The last tile's stores must finish reading shared memory.\n"
+       << "    if (tid % 128 == 0)\n"
+       << "      asm volatile(\"cp.async.bulk.wait_group 0;\" ::: "
+          "\"memory\");\n";
+  OS << "  }\n";
+  if (Cluster > 1)
+    OS << "  // No CTA leaves while the other may still arrive on its "
+          "barriers.\n  mt_cluster_sync();\n";
+  OS << "}\n";
 
-  int64_t Smem =
-      1024 + int64_t(T.Stages) * (T.BM + T.BN) * T.BK * 2 + 16 * T.Stages;
-  if (T.Persistent)
-    Smem += 2 * int64_t(T.BM) * 4; // the row reduction's scratch
   K.BlockX = unsigned((Consumers + 1) * 128);
   K.SharedBytes = unsigned(Smem);
   K.NeedsSm90a = true;
@@ -469,5 +640,20 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   MB.Box[0] = 64;
   MB.Box[1] = uint32_t(T.BK);
   K.TensorMaps = {MA, MB};
+  if (Store) {
+    // The result, [batch][M][N], in 64 x 64 boxes: the last pointer
+    // parameter (ParamList puts the result after any `writes`).
+    TensorMapParam MC;
+    MC.Input = unsigned(S.P->Inputs.size() + S.P->Outputs.size() - 1);
+    MC.Dims[0] = uint64_t(S.N);
+    MC.Dims[1] = uint64_t(ARows);
+    MC.Dims[2] = uint64_t(Batch);
+    MC.Strides[0] = uint64_t(S.N) * 2;
+    MC.Strides[1] = uint64_t(ARows) * S.N * 2;
+    MC.Box[0] = 64;
+    MC.Box[1] = 64;
+    K.TensorMaps.push_back(MC);
+  }
+  K.ClusterX = unsigned(Cluster);
   return llvm::Error::success();
 }

@@ -365,9 +365,9 @@ graph @n(%x: bf16[2000,256], %w: bf16[256,128], %r: bf16[2000,128], %g: bf16[128
   EXPECT_EQ(launchGridX(*K, 200), 144u);
   for (const char *S :
        {"#define BATCH 3",
-        "for (int tile = blockIdx.x; tile < TILES; tile "
-        "+= gridDim.x)",
-        "MT_TILE(tile);",
+        "for (int tile = blockIdx.x / CLUSTER; tile < TILES;\n"
+        "         tile += gridDim.x / CLUSTER)",
+        "#define CLUSTER 1", "MT_TILE(tile);",
         "mt_mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1)",
         // The tile's last stage is given back before the epilogue.
         "if (KT > 0 && tid % 128 == 0)"})
@@ -379,13 +379,96 @@ graph @n(%x: bf16[2000,256], %w: bf16[256,128], %r: bf16[2000,128], %g: bf16[128
             std::string::npos);
   auto Plain = generateGemmKernel(*Mtb(1), wgmmaTile(128, 128, 64, 4), true);
   ASSERT_TRUE(bool(Plain)) << llvm::toString(Plain.takeError());
-  EXPECT_EQ(N->SharedBytes, Plain->SharedBytes + 2 * 128 * 4);
+  // Also the epilogue's staging for the TMA store: 64 x 128 bf16 for each
+  // of the two consumer warpgroups.
+  EXPECT_EQ(N->SharedBytes,
+            Plain->SharedBytes + 2 * 128 * 4 + 2 * 64 * 128 * 2);
+  EXPECT_NE(N->Source.find("MT_TILE_STORE("), std::string::npos);
+  EXPECT_EQ(Plain->Source.find("MT_TILE_STORE("), std::string::npos);
   EXPECT_FALSE(Plain->Persistent);
   // A persistent tile does not also split K.
   T.SplitK = 2;
   auto Split = generateGemmKernel(*Mtb(0), T, false);
   ASSERT_FALSE(bool(Split));
   EXPECT_NE(llvm::toString(Split.takeError()).find("cannot also split K"),
+            std::string::npos);
+}
+
+TEST(CudaCodegen, ClusteredWgmmaTilesShareB) {
+  // gemm_wg_..._p_c2: two CTAs per cluster take tiles side by side down M
+  // and each multicasts half of B's boxes to both; every stage is freed by
+  // the consumers of both CTAs; the result leaves through TMA stores.
+  auto P = lowerAndFuse(R"(
+graph @g(%x: bf16[3,600,512], %w: bf16[3,512,1000]) {
+  %y = matmul(%x, %w) : bf16[3,600,1000]
+  return %y
+}
+)",
+                        "cluster.mir");
+  ASSERT_TRUE(P);
+  auto Named = [](const char *Name) {
+    Choice C;
+    C.Name = Name;
+    return C;
+  };
+  GemmTileConfig T = wgmmaTile(128, 256, 64, 4);
+  T.Persistent = true;
+  T.Cluster = 2;
+  EXPECT_EQ(gemmChoiceName(T), "gemm_wg_128x256x64_s4_p_c2");
+  std::optional<GemmTileConfig> Back =
+      gemmTileOf(Named("gemm_wg_128x256x64_s4_p_c2"));
+  ASSERT_TRUE(Back.has_value());
+  EXPECT_TRUE(Back->Persistent);
+  EXPECT_EQ(Back->Cluster, 2);
+  EXPECT_EQ(Back->Stages, 4);
+  EXPECT_EQ(gemmTileOf(Named("gemm_wg_128x256x64_s4_p"))->Cluster, 1);
+  // Only persistent tiles cluster, and a cluster has 2 or more CTAs.
+  for (const char *Bad :
+       {"gemm_wg_128x256x64_s4_c2", "gemm_wg_128x256x64_s4_p_c1",
+        "gemm_wg_128x256x64_s4_p_c", "gemm_128x128x64_w4_s4_p_c2"})
+    EXPECT_FALSE(gemmTileOf(Named(Bad)).has_value()) << Bad;
+
+  const auto *Mtb = llvm::cast<MultiTemplateBufferNode>(
+      P->M->getGraphs()[0]->getNodes()[0].get());
+  auto K = generateGemmKernel(*Mtb, T, /*Fused=*/false);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  // 5 tile rows a batch make 3 cluster tiles down M, 4 across N, 3
+  // batches, 2 CTAs each; launched in whole clusters, one CTA per SM.
+  EXPECT_EQ(K->ClusterX, 2u);
+  EXPECT_EQ(K->GridX, 3u * 4 * 3 * 2);
+  EXPECT_EQ(launchGridX(*K, 132), 72u);
+  EXPECT_EQ(launchGridX(*K, 33), 32u);
+  // A, B, then the result for the TMA store (the last pointer parameter).
+  ASSERT_EQ(K->TensorMaps.size(), 3u);
+  EXPECT_EQ(K->TensorMaps[2].Input, 2u);
+  EXPECT_EQ(K->TensorMaps[2].Dims[1], 600u);
+  EXPECT_EQ(K->TensorMaps[2].Dims[2], 3u);
+  for (const char *S : {"#define CLUSTER 2",
+                        "mt_mbar_init(empty + 8 * s, CONSUMERS * CLUSTER);",
+                        "for (int j = MT_RANK; j < BN / 64; j += CLUSTER)",
+                        "mt_tma_load_multicast(", "mapa.shared::cluster.u32",
+                        "MT_TILE_STORE(", "cp.async.bulk.wait_group 0;"})
+    EXPECT_NE(K->Source.find(S), std::string::npos) << S;
+  // Both CTAs wait for each other after setting up their barriers and
+  // before leaving.
+  size_t First = K->Source.find("  mt_cluster_sync();");
+  ASSERT_NE(First, std::string::npos);
+  EXPECT_NE(K->Source.find("  mt_cluster_sync();", First + 1),
+            std::string::npos);
+
+  // A cluster needs a persistent tile, and B boxes to split evenly.
+  GemmTileConfig NotPersistent = T;
+  NotPersistent.Persistent = false;
+  auto E1 = generateGemmKernel(*Mtb, NotPersistent, false);
+  ASSERT_FALSE(bool(E1));
+  EXPECT_NE(llvm::toString(E1.takeError()).find("only a persistent"),
+            std::string::npos);
+  GemmTileConfig Narrow = wgmmaTile(128, 64, 64, 4);
+  Narrow.Persistent = true;
+  Narrow.Cluster = 2;
+  auto E2 = generateGemmKernel(*Mtb, Narrow, false);
+  ASSERT_FALSE(bool(E2));
+  EXPECT_NE(llvm::toString(E2.takeError()).find("64-column boxes"),
             std::string::npos);
 }
 

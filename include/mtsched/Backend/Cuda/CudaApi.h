@@ -41,6 +41,7 @@ using cublasStatus_t = int;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_NOT_READY = 600; // a query of unfinished work
+constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
 constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
@@ -60,6 +61,7 @@ constexpr int CU_TENSOR_MAP_SWIZZLE_128B = 3;
 constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3;
 constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0; // zeros
 constexpr unsigned CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1;
+constexpr int CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
 
 /// An allocation exported to another process (CU_IPC_HANDLE_SIZE bytes).
 struct CUipcMemHandle {
@@ -69,6 +71,30 @@ struct CUipcMemHandle {
 /// A TMA descriptor, passed to kernels by value.
 struct alignas(128) CUtensorMap {
   unsigned long long Opaque[16];
+};
+
+/// One attribute of a launch (CUlaunchAttribute): an id and a 64-byte value,
+/// of which mtsched sets only the cluster's shape.
+struct CUlaunchAttribute {
+  int Id;
+  char Pad[4];
+  union {
+    char Raw[64];
+    unsigned long long Align;
+    struct {
+      unsigned X, Y, Z;
+    } ClusterDim;
+  } Value;
+};
+
+/// cuLaunchKernelEx's launch (CUlaunchConfig).
+struct CUlaunchConfig {
+  unsigned GridDimX, GridDimY, GridDimZ;
+  unsigned BlockDimX, BlockDimY, BlockDimZ;
+  unsigned SharedMemBytes;
+  CUstream Stream;
+  CUlaunchAttribute *Attrs;
+  unsigned NumAttrs;
 };
 
 /// The driver API (libcuda.so.1).
@@ -129,6 +155,10 @@ struct DriverApi {
                                      const uint64_t *, const uint64_t *,
                                      const uint32_t *, const uint32_t *, int,
                                      int, int, int) = nullptr;
+  /// Launches with attributes (CUDA 12+): thread block clusters; null where
+  /// the driver lacks it (clustered kernels then fail).
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **,
+                               void **) = nullptr;
 
   /// "CUDA_ERROR_X (text)" for a result code.
   std::string errorString(CUresult R) const;

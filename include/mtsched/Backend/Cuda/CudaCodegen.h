@@ -27,11 +27,13 @@
 
 namespace mtsched {
 
-/// A TMA tensor map (CUtensorMap) over one input of 2-byte elements, 128-byte
-/// swizzle, zeros out of bounds. The launcher encodes it with the input's
-/// device address and passes it by value.
+/// A TMA tensor map (CUtensorMap) over one pointer parameter of 2-byte
+/// elements, 128-byte swizzle, zeros out of bounds (an output's map stores
+/// tiles, clipped to its bounds). The launcher encodes it with the
+/// parameter's device address and passes it by value.
 struct TensorMapParam {
-  /// Index into KernelSource::Inputs.
+  /// Index into the kernel's pointer parameters: KernelSource::Inputs, then
+  /// KernelSource::Outputs.
   unsigned Input = 0;
   /// Sizes in elements, innermost first.
   uint64_t Dims[3] = {1, 1, 1};
@@ -60,6 +62,9 @@ struct KernelSource {
   /// GridX counts work items that the kernel walks in strides of gridDim.x:
   /// the launcher starts at most one CTA per SM (launchGridX).
   bool Persistent = false;
+  /// CTAs per thread block cluster along x (sm_90): launched with
+  /// cuLaunchKernelEx; GridX is then a multiple of it.
+  unsigned ClusterX = 1;
   /// Bytes of global scratch memory the kernel needs (attn_math's scores,
   /// split-KV partial results), passed as the last pointer, after the
   /// outputs. The launcher zero-fills it before the kernel's first launch;
@@ -69,11 +74,12 @@ struct KernelSource {
 
 /// The CTAs K is launched with along x on a GPU of SMs multiprocessors:
 /// GridX, or for a persistent kernel (which walks its GridX work items in
-/// strides of gridDim.x) one per SM at most.
+/// strides of gridDim.x) one per SM at most, in whole clusters.
 inline unsigned launchGridX(const KernelSource &K, int SMs) {
   if (!K.Persistent || SMs <= 0)
     return K.GridX;
-  return std::min(K.GridX, unsigned(SMs));
+  unsigned Cluster = std::max(1u, K.ClusterX);
+  return std::min(K.GridX, std::max(1u, unsigned(SMs) / Cluster) * Cluster);
 }
 
 /// Rows of a tensor seen as [rows, inner dim].
