@@ -317,8 +317,7 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
       return;
   }
 
-  FusionDecision D =
-      decideNode(*Heuristic, N, T, Fusion.SpeedupThreshold, Opts, R.Fallback);
+  FusionDecision D = decideNode(*Heuristic, N, T, Fusion, Opts, R.Fallback);
   // Without a backend the error at the end of tuning says why, once.
   if (R.Fallback && Self.Bench->getSetupError().empty())
     warn(N.getLoc(), "every choice of '%" + N.getName() + "' failed; using '" +

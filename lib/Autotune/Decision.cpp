@@ -14,13 +14,13 @@ std::string mtsched::fallbackChoice(const MultiTemplateBufferNode &N,
   return N.getChoices().front().Name;
 }
 
-FusionDecision mtsched::decideNode(const FusionHeuristic &H,
-                                   const MultiTemplateBufferNode &N,
-                                   const NodeTimes &T, double SpeedupThreshold,
-                                   const AutotuneOptions &Opts,
-                                   bool &Fallback) {
+FusionDecision
+mtsched::decideNode(const FusionHeuristic &H, const MultiTemplateBufferNode &N,
+                    const NodeTimes &T, const FusionOptions &Fusion,
+                    const AutotuneOptions &Opts, bool &Fallback) {
   FusionQuery Q;
-  Q.SpeedupThreshold = SpeedupThreshold;
+  Q.SpeedupThreshold = Fusion.SpeedupThreshold;
+  Q.TieTolerance = Fusion.TieTolerance;
   Q.EpilogueUs = T.Epilogue.Us;
   Q.Variants.reserve(N.getChoices().size());
   for (size_t I = 0; I < N.getChoices().size(); ++I) {

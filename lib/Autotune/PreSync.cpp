@@ -65,6 +65,7 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
      << (Mode == CollectiveMode::Deferred ? "deferred" : "immediate")
      << " fusion-heuristic=" << Fusion.Heuristic
      << " fusion-speedup-threshold=" << Fusion.SpeedupThreshold
+     << " tie-tolerance=" << Fusion.TieTolerance
      << " max-epilogue-length=" << Fusion.MaxEpilogueLength
      << " backend=" << Opts.Backend << " size-hints-m=";
   llvm::interleave(Opts.SizeHintsM, OS, ",");

@@ -116,6 +116,12 @@ static cl::opt<double> FusionSpeedupThreshold(
     "fusion-speedup-threshold",
     cl::desc("Fuse only if unfused/fused time is at least this (default 1.0)"),
     cl::init(1.0), cl::cat(TuneCat));
+static cl::opt<double> TieTolerance(
+    "tie-tolerance",
+    cl::desc("Choices within this fraction of the fastest are tied and the "
+             "first listed wins, so that choices within measurement noise "
+             "do not swap from run to run (default 0.01; 0: the fastest)"),
+    cl::init(0.01), cl::cat(TuneCat));
 
 static ChoiceToolOptions ChoiceOpts(TuneCat);
 static cl::opt<unsigned> BenchRuns("bench-runs",
@@ -337,6 +343,9 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   if (!(FusionSpeedupThreshold > 0))
     fail("--fusion-speedup-threshold must be positive");
   Fusion.SpeedupThreshold = FusionSpeedupThreshold;
+  if (!(TieTolerance >= 0 && TieTolerance < 1))
+    fail("--tie-tolerance must be in [0, 1)");
+  Fusion.TieTolerance = TieTolerance;
 
   if (Ranks < 0 || Ranks > OptMainConfig::MaxRanks)
     fail("--ranks must be between 1 and " + Twine(OptMainConfig::MaxRanks));

@@ -1,5 +1,6 @@
 //===- FusionHeuristic.cpp ------------------------------------------------===//
 #include "mtsched/Schedule/FusionHeuristic.h"
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -8,22 +9,31 @@ using namespace mtsched;
 
 namespace {
 
-/// The fastest unfused variant, and the fastest fused one.
+/// The fastest unfused variant, and the fastest fused one: of those within
+/// Q.TieTolerance of the fastest, the first.
 struct Best {
   int Unfused = -1, Fused = -1;
 };
 
+int firstWithin(const FusionQuery &Q,
+                const std::function<double(const FusionQuery::Variant &)> &Us) {
+  double Min = std::numeric_limits<double>::infinity();
+  for (const FusionQuery::Variant &V : Q.Variants)
+    Min = std::min(Min, Us(V));
+  if (!std::isfinite(Min))
+    return -1;
+  for (int I = 0, E = Q.Variants.size(); I < E; ++I)
+    if (Us(Q.Variants[I]) <= Min * (1 + Q.TieTolerance))
+      return I;
+  return -1;
+}
+
 Best findBest(const FusionQuery &Q) {
   Best B;
-  for (int I = 0, E = Q.Variants.size(); I < E; ++I) {
-    const FusionQuery::Variant &V = Q.Variants[I];
-    if (std::isfinite(V.UnfusedUs) &&
-        (B.Unfused < 0 || V.UnfusedUs < Q.Variants[B.Unfused].UnfusedUs))
-      B.Unfused = I;
-    if (std::isfinite(V.FusedUs) &&
-        (B.Fused < 0 || V.FusedUs < Q.Variants[B.Fused].FusedUs))
-      B.Fused = I;
-  }
+  B.Unfused =
+      firstWithin(Q, [](const FusionQuery::Variant &V) { return V.UnfusedUs; });
+  B.Fused =
+      firstWithin(Q, [](const FusionQuery::Variant &V) { return V.FusedUs; });
   return B;
 }
 

@@ -12,6 +12,7 @@
 
 #include "mtsched/Autotune/AutotuneResult.h"
 #include "mtsched/Autotune/MeasurementStore.h"
+#include "mtsched/Schedule/Fusion.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
 #include <string>
 #include <vector>
@@ -36,12 +37,13 @@ struct NodeTimes {
 std::string fallbackChoice(const MultiTemplateBufferNode &N,
                            const AutotuneOptions &Opts);
 
-/// Asks H about N. Fallback is set when no choice can run (every time is
-/// infinite): then the choice is fallbackChoice's.
+/// Asks H about N, with Fusion's threshold and tie tolerance. Fallback is
+/// set when no choice can run (every time is infinite): then the choice is
+/// fallbackChoice's.
 FusionDecision decideNode(const FusionHeuristic &H,
                           const MultiTemplateBufferNode &N, const NodeTimes &T,
-                          double SpeedupThreshold, const AutotuneOptions &Opts,
-                          bool &Fallback);
+                          const FusionOptions &Fusion,
+                          const AutotuneOptions &Opts, bool &Fallback);
 
 /// Writes D and T into N (decision, timings, fused timings) and R's
 /// choices.

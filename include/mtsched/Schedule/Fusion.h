@@ -43,6 +43,9 @@ struct FusionOptions {
   std::string Heuristic = "benchmark";
   /// Fuse only if unfused / fused >= this.
   double SpeedupThreshold = 1.0;
+  /// Choices within this fraction of the fastest are tied; the first listed
+  /// wins (FusionQuery::TieTolerance).
+  double TieTolerance = 0.01;
   /// Longest epilogue chain considered.
   unsigned MaxEpilogueLength = 8;
   /// Values a fused kernel may write besides the last epilogue member.

@@ -35,6 +35,11 @@ struct FusionQuery {
   double EpilogueUs = 0;
   /// Fuse only if unfused / fused >= this.
   double SpeedupThreshold = 1.0;
+  /// Variants within this fraction of the fastest (unfused among unfused,
+  /// fused among fused) are tied, and the first of them in choice order
+  /// wins: two choices within measurement noise of each other then do not
+  /// swap from one run to the next.
+  double TieTolerance = 0;
 };
 
 struct FusionDecision {
@@ -55,7 +60,8 @@ public:
   virtual bool needsMeasuredFusedTimes() const = 0;
   /// Picks the choice and whether to fuse. Unfused variants with an infinite
   /// time are never picked; if every variant is infinite the first choice is
-  /// returned unfused.
+  /// returned unfused. The built-in heuristics pick the fastest variants as
+  /// FusionQuery::TieTolerance says.
   virtual FusionDecision decide(const FusionQuery &Q) const = 0;
 };
 

@@ -39,6 +39,29 @@ TEST(FusionHeuristicTest, AlwaysAndNever) {
   EXPECT_EQ(D.Choice, "b");
 }
 
+TEST(FusionHeuristicTest, TiesWithinTheToleranceGoToTheFirstListed) {
+  // "ext" at 10.05 is within 1% of "late" at 10.0 and listed first, so it
+  // wins either way the noise falls; "far" at 10.2 is not tied.
+  FusionQuery Q;
+  Q.Variants = {{"far", 10.2, Inf}, {"ext", 10.05, Inf}, {"late", 10.0, Inf}};
+  Q.TieTolerance = 0.01;
+  for (const char *Name : {"benchmark", "cost-model", "always", "never"})
+    EXPECT_EQ(decide(Name, Q).Choice, "ext") << Name;
+  Q.Variants[1].UnfusedUs = 9.95;
+  EXPECT_EQ(decide("benchmark", Q).Choice, "ext");
+  // Without a tolerance the fastest wins, however close.
+  Q.TieTolerance = 0;
+  Q.Variants[1].UnfusedUs = 10.05;
+  EXPECT_EQ(decide("benchmark", Q).Choice, "late");
+  // Fused variants tie among themselves the same way.
+  Q.Variants = {{"a", 20, 10.04}, {"b", 20, 10.0}};
+  Q.EpilogueUs = 5;
+  Q.TieTolerance = 0.01;
+  FusionDecision D = decide("benchmark", Q);
+  EXPECT_TRUE(D.Fused);
+  EXPECT_EQ(D.Choice, "a");
+}
+
 TEST(FusionHeuristicTest, NoUsableVariantPicksTheFirstUnfused) {
   FusionQuery Q;
   Q.Variants = {{"a", Inf, Inf}, {"b", Inf, Inf}};
