@@ -258,6 +258,23 @@ static std::string wgmmaFunction(int BN, const char *Type) {
   return OS.str();
 }
 
+/// The tensor map of pointer parameter Param, a [Batch][Rows][Inner] tensor
+/// of 2-byte elements, copied in boxes of BoxInner x BoxRows.
+static TensorMapParam tensorMap(unsigned Param, int64_t Inner, int64_t Rows,
+                                int64_t Batch, uint32_t BoxInner,
+                                uint32_t BoxRows) {
+  TensorMapParam M;
+  M.Input = Param;
+  M.Dims[0] = uint64_t(Inner);
+  M.Dims[1] = uint64_t(Rows);
+  M.Dims[2] = uint64_t(Batch);
+  M.Strides[0] = uint64_t(Inner) * 2;
+  M.Strides[1] = uint64_t(Rows) * Inner * 2;
+  M.Box[0] = BoxInner;
+  M.Box[1] = BoxRows;
+  return M;
+}
+
 int codegen::wgmmaConsumerRegs(int Consumers) {
   // setmaxnreg only moves registers within the CTA's launch allocation:
   // every thread starts with RegsPerSM / THREADS, rounded down to the
@@ -622,38 +639,14 @@ $BLOADS      }
   // A as [batch][M][K], B as [batch][K][N] (without a batched B, batch is
   // 1 and M counts all of A's rows).
   int64_t ARows = S.M, Batch = S.Batch;
-  TensorMapParam MA, MB;
-  MA.Input = 0;
-  MA.Dims[0] = uint64_t(S.K);
-  MA.Dims[1] = uint64_t(ARows);
-  MA.Dims[2] = uint64_t(Batch);
-  MA.Strides[0] = uint64_t(S.K) * 2;
-  MA.Strides[1] = uint64_t(ARows) * S.K * 2;
-  MA.Box[0] = 64;
-  MA.Box[1] = uint32_t(T.BM);
-  MB.Input = 1;
-  MB.Dims[0] = uint64_t(S.N);
-  MB.Dims[1] = uint64_t(S.K);
-  MB.Dims[2] = uint64_t(Batch);
-  MB.Strides[0] = uint64_t(S.N) * 2;
-  MB.Strides[1] = uint64_t(S.K) * S.N * 2;
-  MB.Box[0] = 64;
-  MB.Box[1] = uint32_t(T.BK);
-  K.TensorMaps = {MA, MB};
-  if (Store) {
+  K.TensorMaps = {tensorMap(0, S.K, ARows, Batch, 64, T.BM),
+                  tensorMap(1, S.N, S.K, Batch, 64, T.BK)};
+  if (Store)
     // The result, [batch][M][N], in 64 x 64 boxes: the last pointer
     // parameter (ParamList puts the result after any `writes`).
-    TensorMapParam MC;
-    MC.Input = unsigned(S.P->Inputs.size() + S.P->Outputs.size() - 1);
-    MC.Dims[0] = uint64_t(S.N);
-    MC.Dims[1] = uint64_t(ARows);
-    MC.Dims[2] = uint64_t(Batch);
-    MC.Strides[0] = uint64_t(S.N) * 2;
-    MC.Strides[1] = uint64_t(ARows) * S.N * 2;
-    MC.Box[0] = 64;
-    MC.Box[1] = 64;
-    K.TensorMaps.push_back(MC);
-  }
+    K.TensorMaps.push_back(
+        tensorMap(unsigned(S.P->Inputs.size() + S.P->Outputs.size() - 1), S.N,
+                  ARows, Batch, 64, 64));
   K.ClusterX = unsigned(Cluster);
   return llvm::Error::success();
 }
