@@ -40,7 +40,7 @@ static llvm::Error err(const llvm::Twine &Msg) {
 /// Registers of one SM, all of them one CTA's.
 static constexpr int RegsPerSM = 65536;
 /// Dynamic shared memory one CTA may opt into on sm_90 (227 KB).
-static constexpr int64_t MaxSharedBytes = 232448;
+static constexpr int64_t MaxSharedBytes = 227 * 1024;
 /// What the producer keeps: it only computes coordinates.
 static constexpr int ProducerRegs = 40;
 /// Registers a consumer needs besides its accumulators (descriptors, loop
