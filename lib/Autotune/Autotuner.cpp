@@ -355,7 +355,8 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
     }
     if (Node.Missing)
       break;
-    std::string Winner = fastestChoice(N, AtHint, fallbackChoice(N, Opts));
+    std::string Winner =
+        fastestChoice(N, AtHint, Fusion.TieTolerance, fallbackChoice(N, Opts));
     N.getDispatch().push_back({Hint, Winner});
     R.Dispatch.push_back({Hint, Winner});
   }

@@ -72,14 +72,12 @@ void mtsched::applyDecision(MultiTemplateBufferNode &N, const NodeTimes &T,
 
 std::string mtsched::fastestChoice(const MultiTemplateBufferNode &N,
                                    const std::vector<AgreedMeasurement> &Times,
-                                   std::string Default) {
-  double Best = Inf;
-  for (size_t I = 0; I < Times.size(); ++I)
-    if (Times[I].Us < Best) {
-      Best = Times[I].Us;
-      Default = N.getChoices()[I].Name;
-    }
-  return Default;
+                                   double TieTolerance, std::string Default) {
+  std::vector<double> Us;
+  for (const AgreedMeasurement &A : Times)
+    Us.push_back(A.Us);
+  int Best = firstWithinTolerance(Us, TieTolerance);
+  return Best < 0 ? Default : N.getChoices()[size_t(Best)].Name;
 }
 
 NodeResult mtsched::startRecord(const Module &M, const Graph &G,

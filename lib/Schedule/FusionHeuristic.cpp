@@ -15,25 +15,15 @@ struct Best {
   int Unfused = -1, Fused = -1;
 };
 
-int firstWithin(const FusionQuery &Q,
-                const std::function<double(const FusionQuery::Variant &)> &Us) {
-  double Min = std::numeric_limits<double>::infinity();
-  for (const FusionQuery::Variant &V : Q.Variants)
-    Min = std::min(Min, Us(V));
-  if (!std::isfinite(Min))
-    return -1;
-  for (int I = 0, E = Q.Variants.size(); I < E; ++I)
-    if (Us(Q.Variants[I]) <= Min * (1 + Q.TieTolerance))
-      return I;
-  return -1;
-}
-
 Best findBest(const FusionQuery &Q) {
+  std::vector<double> Unfused, Fused;
+  for (const FusionQuery::Variant &V : Q.Variants) {
+    Unfused.push_back(V.UnfusedUs);
+    Fused.push_back(V.FusedUs);
+  }
   Best B;
-  B.Unfused =
-      firstWithin(Q, [](const FusionQuery::Variant &V) { return V.UnfusedUs; });
-  B.Fused =
-      firstWithin(Q, [](const FusionQuery::Variant &V) { return V.FusedUs; });
+  B.Unfused = firstWithinTolerance(Unfused, Q.TieTolerance);
+  B.Fused = firstWithinTolerance(Fused, Q.TieTolerance);
   return B;
 }
 
@@ -132,6 +122,19 @@ const Entry Heuristics[] = {
 };
 
 } // namespace
+
+int mtsched::firstWithinTolerance(llvm::ArrayRef<double> Us, double Tolerance) {
+  double Min = std::numeric_limits<double>::infinity();
+  for (double U : Us)
+    if (std::isfinite(U))
+      Min = std::min(Min, U);
+  if (!std::isfinite(Min))
+    return -1;
+  for (size_t I = 0; I < Us.size(); ++I)
+    if (Us[I] <= Min * (1 + Tolerance))
+      return int(I);
+  return -1;
+}
 
 llvm::Expected<std::unique_ptr<FusionHeuristic>>
 mtsched::createFusionHeuristic(llvm::StringRef Name) {

@@ -50,10 +50,11 @@ FusionDecision decideNode(const FusionHeuristic &H,
 void applyDecision(MultiTemplateBufferNode &N, const NodeTimes &T,
                    const FusionDecision &D, NodeResult &R);
 
-/// The fastest of Times (the first on ties); Default when none is finite.
+/// The fastest of Times, ties within TieTolerance going to the first listed
+/// (firstWithinTolerance); Default when none is finite.
 std::string fastestChoice(const MultiTemplateBufferNode &N,
                           const std::vector<AgreedMeasurement> &Times,
-                          std::string Default);
+                          double TieTolerance, std::string Default);
 
 /// The start of N's result record: its names, kind, group, epilogue,
 /// workload and choice parameters.

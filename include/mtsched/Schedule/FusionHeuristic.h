@@ -9,6 +9,7 @@
 #ifndef MTSCHED_SCHEDULE_FUSIONHEURISTIC_H
 #define MTSCHED_SCHEDULE_FUSIONHEURISTIC_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <cmath>
@@ -64,6 +65,12 @@ public:
   /// FusionQuery::TieTolerance says.
   virtual FusionDecision decide(const FusionQuery &Q) const = 0;
 };
+
+/// The index of the first of Us within Tolerance (a fraction) of the
+/// smallest finite one, or -1 if none is finite: how the built-in
+/// heuristics and per-size dispatch pick "the fastest", so that times within
+/// measurement noise keep one winner from run to run.
+int firstWithinTolerance(llvm::ArrayRef<double> Us, double Tolerance);
 
 /// The heuristic called Name, or an error listing the known ones.
 llvm::Expected<std::unique_ptr<FusionHeuristic>>

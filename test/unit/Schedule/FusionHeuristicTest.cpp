@@ -62,6 +62,14 @@ TEST(FusionHeuristicTest, TiesWithinTheToleranceGoToTheFirstListed) {
   EXPECT_EQ(D.Choice, "a");
 }
 
+TEST(FusionHeuristicTest, FirstWithinToleranceSkipsUnusableTimes) {
+  EXPECT_EQ(firstWithinTolerance({Inf, 10.05, 10.0}, 0.01), 1);
+  EXPECT_EQ(firstWithinTolerance({Inf, 10.05, 10.0}, 0), 2);
+  EXPECT_EQ(firstWithinTolerance({10.2, 10.0}, 0.01), 1);
+  EXPECT_EQ(firstWithinTolerance({Inf, Inf}, 0.01), -1);
+  EXPECT_EQ(firstWithinTolerance({}, 0.01), -1);
+}
+
 TEST(FusionHeuristicTest, NoUsableVariantPicksTheFirstUnfused) {
   FusionQuery Q;
   Q.Variants = {{"a", Inf, Inf}, {"b", Inf, Inf}};
