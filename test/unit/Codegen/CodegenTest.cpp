@@ -107,6 +107,13 @@ std::vector<std::pair<std::string, std::string>> corpus() {
 
 } // namespace
 
+/// A choice that has only a name, for gemmTileOf.
+static Choice named(const char *Name) {
+  Choice C;
+  C.Name = Name;
+  return C;
+}
+
 TEST(CudaCodegen, GeneratesKernelsForExample) {
   llvm::SmallString<256> Path(MTSCHED_SOURCE_DIR);
   llvm::sys::path::append(Path, "examples", "tp_mlp.mir");
@@ -167,27 +174,22 @@ graph @f(%x: f32[16,4096], %w: f32[4096,4096]) {
 )",
                         "splitk.mir");
   ASSERT_TRUE(P);
-  auto Named = [](const char *Name) {
-    Choice C;
-    C.Name = Name;
-    return C;
-  };
   GemmTileConfig T{16, 64, 128, 4, 5};
   T.SplitK = 4;
   EXPECT_EQ(gemmChoiceName(T), "gemm_16x64x128_w4_s5_k4");
   std::optional<GemmTileConfig> Back =
-      gemmTileOf(Named("gemm_16x64x128_w4_s5_k4"));
+      gemmTileOf(named("gemm_16x64x128_w4_s5_k4"));
   ASSERT_TRUE(Back.has_value());
   EXPECT_EQ(Back->SplitK, 4);
   EXPECT_EQ(Back->Stages, 5);
-  EXPECT_EQ(gemmTileOf(Named("gemm_16x64x128_w4_s5"))->SplitK, 1);
+  EXPECT_EQ(gemmTileOf(named("gemm_16x64x128_w4_s5"))->SplitK, 1);
   for (const char *Bad : {"gemm_16x64x128_w4_s5_k1", "gemm_16x64x128_w4_s5_k",
                           "gemm_16x64x128_w4_s5_kx", "gemm_wg_64x64x64_s3_k1",
                           "gemm_wg_64x64x64_s3_k", "gemm_wg_64x64x64_w4_s3_k2"})
-    EXPECT_FALSE(gemmTileOf(Named(Bad)).has_value()) << Bad;
+    EXPECT_FALSE(gemmTileOf(named(Bad)).has_value()) << Bad;
   // The wgmma template splits K too.
   std::optional<GemmTileConfig> Wg =
-      gemmTileOf(Named("gemm_wg_64x64x64_s3_k2"));
+      gemmTileOf(named("gemm_wg_64x64x64_s3_k2"));
   ASSERT_TRUE(Wg.has_value());
   EXPECT_EQ(Wg->Template, GemmTemplate::Wgmma);
   EXPECT_EQ(Wg->SplitK, 2);
@@ -251,16 +253,11 @@ graph @k(%x: bf16[64,60], %w: bf16[60,64]) {
   GemmTileConfig T = wgmmaTile(128, 256, 64, 4);
   EXPECT_EQ(gemmChoiceName(T), "gemm_wg_128x256x64_s4");
   EXPECT_EQ(T.Warps, 12); // a producer and two consumer warpgroups
-  auto Named = [](const char *Name) {
-    Choice C;
-    C.Name = Name;
-    return C;
-  };
   std::optional<GemmTileConfig> Back =
-      gemmTileOf(Named("gemm_wg_128x256x64_s4"));
+      gemmTileOf(named("gemm_wg_128x256x64_s4"));
   ASSERT_TRUE(Back.has_value());
   EXPECT_EQ(Back->Template, GemmTemplate::Wgmma);
-  EXPECT_FALSE(gemmTileOf(Named("gemm_wg_128x256x64_w4_s4")).has_value());
+  EXPECT_FALSE(gemmTileOf(named("gemm_wg_128x256x64_w4_s4")).has_value());
 
   auto K = generateGemmKernel(*Mtb(0), T, /*Fused=*/true);
   ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
@@ -332,22 +329,17 @@ graph @n(%x: bf16[2000,256], %w: bf16[256,128], %r: bf16[2000,128], %g: bf16[128
 )",
                         "persistent.mir");
   ASSERT_TRUE(P);
-  auto Named = [](const char *Name) {
-    Choice C;
-    C.Name = Name;
-    return C;
-  };
   GemmTileConfig T = wgmmaTile(128, 128, 64, 4);
   T.Persistent = true;
   EXPECT_EQ(gemmChoiceName(T), "gemm_wg_128x128x64_s4_p");
   std::optional<GemmTileConfig> Back =
-      gemmTileOf(Named("gemm_wg_128x128x64_s4_p"));
+      gemmTileOf(named("gemm_wg_128x128x64_s4_p"));
   ASSERT_TRUE(Back.has_value());
   EXPECT_TRUE(Back->Persistent);
   EXPECT_EQ(Back->Stages, 4);
-  EXPECT_FALSE(gemmTileOf(Named("gemm_wg_128x128x64_s4"))->Persistent);
+  EXPECT_FALSE(gemmTileOf(named("gemm_wg_128x128x64_s4"))->Persistent);
   // Only wgmma tiles are persistent.
-  EXPECT_FALSE(gemmTileOf(Named("gemm_128x128x64_w4_s4_p")).has_value());
+  EXPECT_FALSE(gemmTileOf(named("gemm_128x128x64_w4_s4_p")).has_value());
 
   auto Mtb = [&](int I) {
     return llvm::cast<MultiTemplateBufferNode>(
@@ -406,27 +398,22 @@ graph @g(%x: bf16[3,600,512], %w: bf16[3,512,1000]) {
 )",
                         "cluster.mir");
   ASSERT_TRUE(P);
-  auto Named = [](const char *Name) {
-    Choice C;
-    C.Name = Name;
-    return C;
-  };
   GemmTileConfig T = wgmmaTile(128, 256, 64, 4);
   T.Persistent = true;
   T.Cluster = 2;
   EXPECT_EQ(gemmChoiceName(T), "gemm_wg_128x256x64_s4_p_c2");
   std::optional<GemmTileConfig> Back =
-      gemmTileOf(Named("gemm_wg_128x256x64_s4_p_c2"));
+      gemmTileOf(named("gemm_wg_128x256x64_s4_p_c2"));
   ASSERT_TRUE(Back.has_value());
   EXPECT_TRUE(Back->Persistent);
   EXPECT_EQ(Back->Cluster, 2);
   EXPECT_EQ(Back->Stages, 4);
-  EXPECT_EQ(gemmTileOf(Named("gemm_wg_128x256x64_s4_p"))->Cluster, 1);
+  EXPECT_EQ(gemmTileOf(named("gemm_wg_128x256x64_s4_p"))->Cluster, 1);
   // Only persistent tiles cluster, and a cluster has 2 or more CTAs.
   for (const char *Bad :
        {"gemm_wg_128x256x64_s4_c2", "gemm_wg_128x256x64_s4_p_c1",
         "gemm_wg_128x256x64_s4_p_c", "gemm_128x128x64_w4_s4_p_c2"})
-    EXPECT_FALSE(gemmTileOf(Named(Bad)).has_value()) << Bad;
+    EXPECT_FALSE(gemmTileOf(named(Bad)).has_value()) << Bad;
 
   const auto *Mtb = llvm::cast<MultiTemplateBufferNode>(
       P->M->getGraphs()[0]->getNodes()[0].get());
