@@ -6,11 +6,13 @@
                                            report) decided alike
   gpu-e2e-summary.py modes DIR             V1 vs V2: autotune wall time and
                                            syncs of DIR/v_{threads,mpi}_*.json
-  gpu-e2e-summary.py split DIR             --split-tuning on vs off: wall and
-                                           autotune time (median of the
-                                           DIR/split_{threads,mpi}_{on,off}_N
-                                           runs), benchmarks per rank, and
-                                           whether every run decided alike
+  gpu-e2e-summary.py split DIR             --split-tuning on vs off, per
+                                           graph: wall and autotune time
+                                           (median of the DIR/split_CASE_
+                                           {threads,mpi}_{on,off}_N runs),
+                                           benchmarks per rank, whether
+                                           every run decided alike, and the
+                                           traces' time per phase
 """
 import json
 import os
@@ -73,44 +75,86 @@ def modes(d):
                   f"{r['sync']['count']} | {r['sync']['ms']:.2f} |")
 
 
+# The trace phases that show where a split run's time went ("Total ..."
+# events: summed over the process's threads, so over both thread ranks).
+PHASES = ["cuda.open-device", "cuda.collective.init", "cuda.nccl.init",
+          "cuda.collective.prepare", "cuda.prepare.inputs",
+          "cuda.prepare.reference", "cuda.compile", "cuda.check", "cuda.time",
+          "benchmark"]
+
+
+def phase_totals(path):
+    t = load(path)
+    out = {}
+    for e in (t or {}).get("traceEvents", []):
+        name = e.get("name", "")
+        if name.startswith("Total ") and name[6:] in PHASES:
+            out[name[6:]] = e.get("dur", 0) / 1000
+    return out
+
+
 def split(d):
     import re
     import statistics
     walls = {}
     for line in open(os.path.join(d, "summary.txt")):
-        m = re.match(r"(split_\w+_(?:on|off)_\d+) rc=(\d+) wall_s=([\d.]+)", line)
-        if m and m.group(2) == "0":
-            walls[m.group(1)] = float(m.group(3))
-    print("| ranks | split | runs | wall s (median) | autotune ms (median) "
-          "| benchmarks on rank 0 | decided IR |")
-    print("|---|---|---:|---:|---:|---:|---|")
-    for kind in ("threads", "mpi"):
-        irs = {}
-        med = {}
-        for s in ("off", "on"):
-            runs = sorted(n for n in walls if n.startswith(f"split_{kind}_{s}_"))
-            if not runs:
-                continue
-            tune, bench = [], []
-            for n in runs:
-                r = load(os.path.join(d, n + ".json"))
-                if r is not None:
-                    tune.append(r["phases_ms"].get("autotune", 0))
-                    bench.append(r.get("benchmarks_run", 0))
-                with open(os.path.join(d, n + ".out")) as f:
-                    # The decisions, not the measured times every run
-                    # prints beside them.
-                    irs[n] = re.sub(r" (fused_)?timings \{[^}]*\}", "",
-                                    f.read())
-            med[s] = statistics.median(walls[n] for n in runs)
-            print(f"| {kind} | {s} | {len(runs)} | {med[s]:.2f} | "
-                  f"{statistics.median(tune) if tune else float('nan'):.0f} | "
-                  f"{bench[0] if bench else '?'} | "
-                  f"{len(set(irs.values()))} distinct decisions so far |")
-        if "on" in med and "off" in med:
-            alike = len(set(irs.values())) == 1
-            print(f"{kind}: split/unsplit wall = {med['on'] / med['off']:.2f}; "
-                  f"every run decided alike: {'yes' if alike else 'NO'}")
+        m = re.match(r"(split_(\w+)_(threads|mpi)_(on|off)_\d+) rc=(\d+) "
+                     r"wall_s=([\d.]+)", line)
+        if m and m.group(5) == "0":
+            walls[m.group(1)] = float(m.group(6))
+    cases = sorted({re.match(r"split_(\w+)_(?:threads|mpi)_", n).group(1)
+                    for n in walls})
+    for case in cases:
+        print(f"### {case}")
+        print("| ranks | split | runs | wall s (median) | autotune ms (median) "
+              "| benchmarks on rank 0 | decided IR |")
+        print("|---|---|---:|---:|---:|---:|---|")
+        phases = {}
+        for kind in ("threads", "mpi"):
+            irs = {}
+            med = {}
+            for s in ("off", "on"):
+                runs = sorted(n for n in walls
+                              if n.startswith(f"split_{case}_{kind}_{s}_"))
+                if not runs:
+                    continue
+                tune, bench = [], []
+                per_phase = {}
+                for n in runs:
+                    r = load(os.path.join(d, n + ".json"))
+                    if r is not None:
+                        tune.append(r["phases_ms"].get("autotune", 0))
+                        bench.append(r.get("benchmarks_run", 0))
+                    with open(os.path.join(d, n + ".out")) as f:
+                        # The decisions, not the measured times every run
+                        # prints beside them.
+                        irs[n] = re.sub(r" (fused_)?timings \{[^}]*\}", "",
+                                        f.read())
+                    for k, v in phase_totals(
+                            os.path.join(d, n + ".trace.json")).items():
+                        per_phase.setdefault(k, []).append(v)
+                phases[(kind, s)] = {k: statistics.median(v)
+                                     for k, v in per_phase.items()}
+                med[s] = statistics.median(walls[n] for n in runs)
+                print(f"| {kind} | {s} | {len(runs)} | {med[s]:.2f} | "
+                      f"{statistics.median(tune) if tune else float('nan'):.0f} | "
+                      f"{bench[0] if bench else '?'} | "
+                      f"{len(set(irs.values()))} distinct decisions so far |")
+            if "on" in med and "off" in med:
+                alike = len(set(irs.values())) == 1
+                print(f"{case} {kind}: split/unsplit wall = "
+                      f"{med['on'] / med['off']:.2f}; every run decided "
+                      f"alike: {'yes' if alike else 'NO'}")
+        cols = sorted(phases)
+        if cols:
+            print()
+            print("| trace phase, ms (median; threads: both ranks summed) | " +
+                  " | ".join(f"{k} {s}" for k, s in cols) + " |")
+            print("|---|" + "---:|" * len(cols))
+            for ph in PHASES:
+                print(f"| {ph} | " + " | ".join(
+                    f"{phases[c].get(ph, 0):.0f}" for c in cols) + " |")
+        print()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@
 #  6. --split-tuning=on vs off: tp_mlp's autotune wall time with each rank
 #     timing a share of the GEMM choices against every rank timing all of
 #     them, thread and MPI ranks, alternating, kernels compiled beforehand;
-#     the decided IR of every run compared.
+#     the decided IR of every run compared, and where the time went (from
+#     the traces). SPLIT_CASES="tp_mlp tp_mlp_m llama_tp2" adds graphs with
+#     more GEMM work (see step 6 below).
 #
 # Results go to $OUT, else ./gpu-results: summary.txt, and e2e.tar.gz with
 # every report and log (the GPU machine sends back only a few files).
@@ -140,18 +142,31 @@ if want 5; then
   cat "$OUTDIR/lab.out" | tee -a "$SUM"
 fi
 if want 6; then
-  echo "== 6. split tuning: tp_mlp, 2 ranks, --split-tuning=on vs off"
-  # One untimed run fills the kernel cache, so both settings time the same
-  # work: benchmarking, not NVRTC.
-  step split_fill "$OPT" "$ROOT/examples/tp_mlp.mir" --ranks=2 "${COMMON[@]}" --quiet
-  for rep in 1 2 3; do
-    for s in off on; do
-      step "split_threads_${s}_$rep" "$OPT" "$ROOT/examples/tp_mlp.mir" --ranks=2 "${COMMON[@]}" \
-        --split-tuning=$s --report="$OUTDIR/split_threads_${s}_$rep.json" \
-        --trace="$OUTDIR/split_threads_${s}_$rep.trace.json"
-      [ -n "$MPI_LIBS" ] && step "split_mpi_${s}_$rep" "$MPI" "$OPT" "$ROOT/examples/tp_mlp.mir" \
-        "${COMMON[@]}" --split-tuning=$s --report="$OUTDIR/split_mpi_${s}_$rep.json" \
-        --trace="$OUTDIR/split_mpi_${s}_$rep.trace.json"
+  # SPLIT_CASES picks the graphs: tp_mlp (issue 16's measure), tp_mlp_m
+  # (the same tuned at five GEMM sizes, as a server tunes for its batch
+  # sizes: five times the GEMM work, the same collective work) and
+  # llama_tp2 (examples/layers/llama3_8b_tp2.mir, decode and prefill).
+  for case in ${SPLIT_CASES:-tp_mlp}; do
+    case $case in
+    tp_mlp) args=("$ROOT/examples/tp_mlp.mir") ;;
+    tp_mlp_m) args=("$ROOT/examples/tp_mlp.mir" --size-hints-m=16,64,256,1024,4096) ;;
+    llama_tp2) args=("$ROOT/examples/layers/llama3_8b_tp2.mir") ;;
+    *) echo "unknown split case $case" | tee -a "$SUM"; fail=1; continue ;;
+    esac
+    echo "== 6. split tuning: $case, 2 ranks, --split-tuning=on vs off"
+    # One untimed run fills the kernel cache, so both settings time the
+    # same work: benchmarking, not NVRTC.
+    step "split_${case}_fill" "$OPT" "${args[@]}" --ranks=2 "${COMMON[@]}" --quiet
+    for rep in 1 2 3; do
+      for s in off on; do
+        n="split_${case}_threads_${s}_$rep"
+        step "$n" "$OPT" "${args[@]}" --ranks=2 "${COMMON[@]}" \
+          --split-tuning=$s --report="$OUTDIR/$n.json" --trace="$OUTDIR/$n.trace.json"
+        n="split_${case}_mpi_${s}_$rep"
+        [ -n "$MPI_LIBS" ] && step "$n" "$MPI" "$OPT" "${args[@]}" \
+          "${COMMON[@]}" --split-tuning=$s --report="$OUTDIR/$n.json" \
+          --trace="$OUTDIR/$n.trace.json"
+      done
     done
   done
   python3 "$ROOT/scripts/gpu-e2e-summary.py" split "$OUTDIR" 2>&1 | tee -a "$SUM"

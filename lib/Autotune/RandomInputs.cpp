@@ -38,16 +38,23 @@ uint64_t mtsched::randomKey(uint64_t Seed, uint64_t Stream) {
   return mix(mix(Seed) ^ (Stream * 0xd1b54a32d192ed03ULL));
 }
 
+uint64_t mtsched::randomBits(uint64_t Key, int64_t I) {
+  return mix(Key + uint64_t(I));
+}
+
+double mtsched::randomValueAt(uint64_t Key, int64_t I, DType T) {
+  // The top 53 bits as a double in [0, 1), scaled to [-1, 1).
+  double U = double(randomBits(Key, I) >> 11) * 0x1.0p-53;
+  return roundTo(2 * U - 1, T);
+}
+
 std::vector<double> mtsched::randomValues(int64_t N, uint64_t Seed,
                                           uint64_t Stream, DType T) {
   std::vector<double> V(std::max<int64_t>(0, N));
   uint64_t Key = randomKey(Seed, Stream);
   parallelChunks(N, [&](int64_t B, int64_t E) {
-    for (int64_t I = B; I < E; ++I) {
-      // The top 53 bits as a double in [0, 1), scaled to [-1, 1).
-      double U = double(mix(Key + uint64_t(I)) >> 11) * 0x1.0p-53;
-      V[I] = roundTo(2 * U - 1, T);
-    }
+    for (int64_t I = B; I < E; ++I)
+      V[I] = randomValueAt(Key, I, T);
   });
   return V;
 }

@@ -27,6 +27,13 @@ std::vector<double> randomValues(int64_t N, uint64_t Seed, uint64_t Stream,
 /// fill kernel takes it to write the same values on the device.
 uint64_t randomKey(uint64_t Seed, uint64_t Stream);
 
+/// The 64 bits element I is drawn from under Key (a randomKey).
+uint64_t randomBits(uint64_t Key, int64_t I);
+
+/// Element I of randomValues(N, Seed, Stream, T), Key being randomKey(Seed,
+/// Stream): one element without drawing the ones before it.
+double randomValueAt(uint64_t Key, int64_t I, DType T);
+
 /// Calls Fn(Begin, End) on disjoint chunks covering [0, N), on the hardware
 /// threads when N is at least two chunks of MinChunk items (items are cheap
 /// by default: a thread is worth a million of them), else on this thread.

@@ -239,17 +239,19 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
                                   std::max<int64_t>(1, Footprint))));
   std::optional<llvm::TimeTraceScope> Phase;
   Phase.emplace("cuda.prepare.inputs");
-  // A GEMM's operands (weights of up to hundreds of millions of elements)
-  // are filled on the GPU and its reference rows computed there; the rest
-  // (activation-sized: the epilogue's inputs, the node's own result) are
-  // drawn on the host, where the epilogue's reference reads them.
+  // Inputs are filled on the GPU (weights of up to hundreds of millions of
+  // elements; 8 MB activations copied to each of up to 8 copies took most
+  // of a collective node's epilogue timing). A GEMM's reference rows are
+  // computed there too, from its operands; the values a reference on the
+  // host reads (the epilogue's inputs, the node's own result, a non-GEMM
+  // node's operands) are also drawn on the host, the same values.
   bool Gemm = N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu;
   // The GPU reference reads every operand as one element type.
   bool SameType = llvm::all_of(N.getOperands(), [&](const Operand &O) {
     return O.V->getType().Dtype == N.getOperand(0)->getType().Dtype;
   });
-  BenchSupport *Support =
-      Gemm && SameType ? support(*G, compileOptionsOf(Opts)) : nullptr;
+  BenchSupport *Fills = support(*G, compileOptionsOf(Opts));
+  BenchSupport *Support = Gemm && SameType ? Fills : nullptr;
   std::vector<const Node *> Chain;
   for (const Operand &E : N.getEpilogue())
     Chain.push_back(E.V->getDef());
@@ -265,20 +267,22 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     DType T = V->getType().Dtype;
     int64_t Count = NumAt(V);
     size_t Bytes = size_t(Count) * dtypeBytes(T);
-    bool Device = OnGpu(V) && T != DType::I32 && T != DType::I64;
+    bool Device =
+        Fills && (T == DType::BF16 || T == DType::F16 || T == DType::F32);
+    bool Host = !Device || !OnGpu(V);
     std::vector<double> H;
     std::string HostBytes;
-    if (!Device) {
+    if (Host)
       H = randomValues(Count, Opts.Seed, Stream, T);
+    if (!Device)
       HostBytes = toDeviceBytes(H, T);
-    }
     for (int C = 0; C < P.Copies; ++C) {
       DevBuf B;
       B.Bytes = Bytes;
       bool Failed = G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes));
       if (!Failed && Device) {
         if (llvm::Error E =
-                Support->fill(B.P, Count, T, Opts.Seed, Stream, G->Stream)) {
+                Fills->fill(B.P, Count, T, Opts.Seed, Stream, G->Stream)) {
           P.Error = llvm::toString(std::move(E));
           return P;
         }
@@ -292,10 +296,10 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       }
       P.Dev[V].push_back(B);
     }
-    if (!Device)
+    if (Host)
       P.Host[V] = std::move(H);
   }
-  if (Support && syncStream(*G->D, G->Stream, "filling the inputs")) {
+  if (Fills && syncStream(*G->D, G->Stream, "filling the inputs")) {
     P.Error = "filling the inputs failed";
     return P;
   }

@@ -3,6 +3,8 @@
 #include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "llvm/ADT/ScopeExit.h"
+#include <map>
+#include <mutex>
 
 using namespace mtsched;
 using namespace mtsched::cuda;
@@ -135,12 +137,27 @@ static int typeIndex(DType T) {
 llvm::Expected<std::unique_ptr<BenchSupport>>
 BenchSupport::load(const DriverApi &D, int Arch,
                    const KernelCompileOptions &O) {
-  auto Cubins = compileAll({{"mtsched_bench_support", Source, false}}, Arch, O);
-  if (!Cubins[0])
-    return err("the benchmark support kernels do not compile: " +
-               llvm::toString(Cubins[0].takeError()));
+  // Compiled once per process and architecture: the benchmarker's GPU and
+  // every thread rank's collectives load the same module, and without a
+  // kernel cache each would run NVRTC.
+  static std::mutex Mu;
+  static std::map<int, std::string> Compiled;
+  std::string Cubin;
+  {
+    std::lock_guard<std::mutex> Lock(Mu);
+    auto It = Compiled.find(Arch);
+    if (It == Compiled.end()) {
+      auto Cubins =
+          compileAll({{"mtsched_bench_support", Source, false}}, Arch, O);
+      if (!Cubins[0])
+        return err("the benchmark support kernels do not compile: " +
+                   llvm::toString(Cubins[0].takeError()));
+      It = Compiled.emplace(Arch, std::move(*Cubins[0])).first;
+    }
+    Cubin = It->second;
+  }
   std::unique_ptr<BenchSupport> S(new BenchSupport(D));
-  if (CUresult R = D.cuModuleLoadData(&S->Mod, Cubins[0]->data()))
+  if (CUresult R = D.cuModuleLoadData(&S->Mod, Cubin.data()))
     return err("cannot load the benchmark support kernels: " +
                D.errorString(R));
   const char *Types[] = {"bf16", "f16", "f32"};

@@ -23,12 +23,14 @@
 #include "mtsched/Backend/Cuda/NcclApi.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/TimeProfiler.h"
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 using namespace mtsched;
@@ -48,6 +50,7 @@ CollectiveRankImpl::~CollectiveRankImpl() {
     Nc->ncclCommDestroy(NComm);
   for (CUmodule M : Modules)
     D->cuModuleUnload(M);
+  Support.reset();
   if (Flags)
     D->cuMemFree(Flags);
 }
@@ -155,6 +158,7 @@ bool CollectiveRankImpl::init(std::string &Err) {
     return InitOk;
   }
   Inited = true;
+  llvm::TimeTraceScope Scope("cuda.collective.init");
   int Count = deviceCount();
   int Ranks = Comm.size(), Rank = Comm.rank();
   bool Ok = true;
@@ -252,7 +256,12 @@ bool CollectiveRankImpl::init(std::string &Err) {
   } else {
     ncclUniqueId U;
     std::memcpy(U.Internal, Id.data(), sizeof(U.Internal));
-    if (ncclResult_t R = Nc->ncclCommInitRank(&NComm, Ranks, U, Rank)) {
+    ncclResult_t R;
+    {
+      llvm::TimeTraceScope NcclScope("cuda.nccl.init");
+      R = Nc->ncclCommInitRank(&NComm, Ranks, U, Rank);
+    }
+    if (R) {
       NcclError = "ncclCommInitRank failed: " + Nc->errorString(R);
       NComm = nullptr;
     }
@@ -268,6 +277,7 @@ CUfunction CollectiveRankImpl::kernel(const CollectiveKernel &K,
   auto It = Kernels.find(K.Name);
   if (It != Kernels.end())
     return It->second;
+  llvm::TimeTraceScope Scope("cuda.compile", K.Name);
   std::vector<llvm::Expected<std::string>> Cubins =
       compileAll({{K.Name, K.Source}}, Dev.Major * 10 + Dev.Minor,
                  compileOptionsOf(Opts), &Stats);
@@ -288,6 +298,20 @@ CUfunction CollectiveRankImpl::kernel(const CollectiveKernel &K,
   }
   Kernels[K.Name] = F;
   return F;
+}
+
+BenchSupport *CollectiveRankImpl::support() {
+  if (!SupportTried) {
+    SupportTried = true;
+    llvm::Expected<std::unique_ptr<BenchSupport>> S = BenchSupport::load(
+        *D, Dev.Major * 10 + Dev.Minor, compileOptionsOf(Opts));
+    if (S)
+      Support = std::move(*S);
+    else
+      llvm::errs() << "mtsched-opt: warning: " << llvm::toString(S.takeError())
+                   << "; collective inputs are copied from the host (slower)\n";
+  }
+  return Support.get();
 }
 
 Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
@@ -488,6 +512,8 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
                   Ok ? "a peer rank could not run this choice" : Err);
 
   // Correctness on every rank.
+  std::optional<llvm::TimeTraceScope> Phase;
+  Phase.emplace("cuda.check");
   auto Sync = [&] { return syncStream(*D, Stream, "a collective choice"); };
   std::string Why;
   bool SumOut = Fused && Epi.WriteSum;
@@ -520,6 +546,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
                   Why.empty() ? "a peer rank's output was wrong" : Why);
 
   // Warm-up and the launches per sample (the same on every rank).
+  Phase.emplace("cuda.time");
   for (unsigned I = 0; I < std::max(2u, Opts.WarmupRuns); ++I)
     Launch(int(I % unsigned(B.Copies)));
   Sync();

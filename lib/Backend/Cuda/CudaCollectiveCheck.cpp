@@ -9,9 +9,11 @@
 #include "CudaCollectiveImpl.h"
 #include "CudaDevice.h"
 #include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/TimeProfiler.h"
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,41 +26,28 @@ using namespace mtsched;
 using namespace mtsched::cuda;
 using namespace mtsched::nccl;
 
-/// Seeded values in [-1, 1), rounded to T, as device bytes and as doubles.
-void randomData(uint64_t Seed, int64_t N, DType T, std::string &Bytes,
-                std::vector<float> &Vals) {
-  unsigned Sz = dtypeBytes(T);
-  Bytes.assign(size_t(N) * Sz, '\0');
-  Vals.resize(size_t(N));
-  uint64_t X = Seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  for (int64_t I = 0; I < N; ++I) {
-    X ^= X << 13;
-    X ^= X >> 7;
-    X ^= X << 17;
-    float F = float(double(X >> 11) / double(1ull << 53) * 2 - 1);
-    if (T == DType::BF16) {
-      uint16_t H = floatToBF16(F);
-      std::memcpy(&Bytes[size_t(I) * 2], &H, 2);
-      Vals[size_t(I)] = bf16ToFloat(H);
-    } else if (T == DType::I64 || T == DType::I32) {
-      // Integers in [-1000, 1000): all_to_all of counts and indices.
-      int64_t V = int64_t(X % 2000) - 1000;
-      if (T == DType::I64)
-        std::memcpy(&Bytes[size_t(I) * 8], &V, 8);
-      else {
-        int32_t V32 = int32_t(V);
-        std::memcpy(&Bytes[size_t(I) * 4], &V32, 4);
-      }
-      Vals[size_t(I)] = float(V);
-    } else if (T == DType::F16) {
-      uint16_t H = floatToF16(F);
-      std::memcpy(&Bytes[size_t(I) * 2], &H, 2);
-      Vals[size_t(I)] = f16ToFloat(H);
-    } else {
-      std::memcpy(&Bytes[size_t(I) * 4], &F, 4);
-      Vals[size_t(I)] = F;
-    }
-  }
+/// Where the seeded streams of a collective's inputs start: rank R's input
+/// is stream CollectiveStream + R; the epilogue's bias, residual and
+/// weights are CollectiveStream + 901, 902 and 903.
+static constexpr uint64_t CollectiveStream = uint64_t(1) << 20;
+/// Values that are not a stream's as drawn (RMSNorm weights): copied.
+static constexpr uint64_t NoStream = ~uint64_t(0);
+
+/// Stream Stream's first N values as the host's check reads them: floats as
+/// randomValues() draws them (what BenchSupport::fill writes on the GPU),
+/// integers in [-1000, 1000) (all_to_all of counts and indices, where -1, 0
+/// and 1 would hide a misplaced row).
+static std::vector<float> hostValues(uint64_t Seed, uint64_t Stream, int64_t N,
+                                     DType T) {
+  std::vector<float> V(size_t(std::max<int64_t>(0, N)));
+  uint64_t Key = randomKey(Seed, Stream);
+  bool Int = T == DType::I32 || T == DType::I64;
+  parallelChunks(N, [&](int64_t Begin, int64_t End) {
+    for (int64_t I = Begin; I < End; ++I)
+      V[size_t(I)] = Int ? float(int64_t(randomBits(Key, I) % 2000) - 1000)
+                         : float(randomValueAt(Key, I, T));
+  });
+  return V;
 }
 
 double valueAt(const std::string &Bytes, int64_t I, DType T) {
@@ -152,6 +141,7 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
     Comm.barrier(Opts.ChoiceTimeout);
     freeBuffers();
   }
+  llvm::TimeTraceScope Scope("cuda.collective.prepare", "%" + N.getName());
   B.Key = Key;
   B.Ragged = W.Ragged;
   B.RowElems = RowElems;
@@ -166,18 +156,39 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
   double L2 = 3.0 * 64 * 1024 * 1024; // 3x the L2 (H200: 60 MiB)
   B.Copies =
       int(std::min(8.0, std::max(1.0, std::ceil(L2 / double(InB + OutB)))));
-  std::string Bytes, Scratch;
+  // Every rank's input, as the check reads it; this rank's own is filled on
+  // its GPU where the support kernels load (the same hash, so the same
+  // values), else copied from the host.
   bool Ok = true;
+  BenchSupport *Fill = T == DType::BF16 || T == DType::F16 || T == DType::F32
+                           ? support()
+                           : nullptr;
   B.HostIn.resize(size_t(Ranks));
   for (int R = 0; R < Ranks; ++R)
-    randomData(Opts.Seed * 1000 + 17 + uint64_t(R), InElems, T,
-               R == Comm.rank() ? Bytes : Scratch, B.HostIn[size_t(R)]);
+    B.HostIn[size_t(R)] =
+        hostValues(Opts.Seed, CollectiveStream + uint64_t(R), InElems, T);
+  // Allocates P and writes Host, stream Stream's values, to it.
+  auto Upload = [&](CUdeviceptr &P, const std::vector<float> &Host,
+                    uint64_t Stream) {
+    size_t Bytes = Host.size() * dtypeBytes(T);
+    if (D->cuMemAlloc(&P, std::max<size_t>(16, Bytes))) {
+      P = 0;
+      return false;
+    }
+    if (Fill && Stream != NoStream)
+      return !llvm::errorToBool(Fill->fill(P, int64_t(Host.size()), T,
+                                           Opts.Seed, Stream, this->Stream));
+    std::string Dev =
+        toDeviceBytes(std::vector<double>(Host.begin(), Host.end()), T);
+    return !D->cuMemcpyHtoD(P, Dev.data(), Bytes);
+  };
   for (int C = 0; C < B.Copies && Ok; ++C) {
     CUdeviceptr I = 0, O = 0;
-    if (D->cuMemAlloc(&I, InB) || D->cuMemAlloc(&O, OutB) ||
-        D->cuMemcpyHtoD(I, Bytes.data(), InB)) {
+    if (!Upload(I, B.HostIn[size_t(Comm.rank())],
+                CollectiveStream + uint64_t(Comm.rank())) ||
+        D->cuMemAlloc(&O, OutB)) {
       Ok = false;
-      Err = "cannot allocate " + std::to_string(InB + OutB) +
+      Err = "cannot allocate and fill " + std::to_string(InB + OutB) +
             " bytes on device " + std::to_string(Dev.Ordinal);
     }
     if (I)
@@ -195,28 +206,6 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
       B.Sum.push_back(S);
     }
   }
-  // Epilogue operands, the same on every rank (replicated tensors).
-  int64_t ColsN = Cols;
-  std::string EB;
-  auto Extra = [&](CUdeviceptr &P, std::vector<float> &H, int64_t Nn,
-                   uint64_t S) {
-    randomData(Opts.Seed * 1000 + S, Nn, T, EB, H);
-    if (S == 903) // rmsnorm weights near 1
-      for (size_t I = 0; I < H.size(); ++I) {
-        float F = 1.0f + 0.25f * H[I];
-        uint16_t Hh = T == DType::BF16 ? floatToBF16(F) : floatToF16(F);
-        if (T == DType::F32)
-          std::memcpy(&EB[I * 4], &F, 4);
-        else
-          std::memcpy(&EB[I * 2], &Hh, 2);
-        H[I] = T == DType::BF16  ? bf16ToFloat(Hh)
-               : T == DType::F16 ? f16ToFloat(Hh)
-                                 : F;
-      }
-    if (D->cuMemAlloc(&P, EB.size()) ||
-        D->cuMemcpyHtoD(P, EB.data(), EB.size()))
-      Ok = false;
-  };
   if (Ok && W.Ragged) {
     // This rank's send counts (a row of Counts), then its receive counts
     // (a column).
@@ -229,10 +218,18 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
         D->cuMemcpyHtoD(B.CountsDev, Mine.data(), Mine.size() * 8))
       Ok = false;
   }
+  // Epilogue operands, the same on every rank (replicated tensors): a bias
+  // and RMSNorm weights a row long, a residual of the input's size.
   if (Ok && W.Collective == CollectiveKind::AllReduce) {
-    Extra(B.Bias, B.HostBias, ColsN, 901);
-    Extra(B.Res, B.HostRes, InElems, 902);
-    Extra(B.Gamma, B.HostGamma, ColsN, 903);
+    B.HostBias = hostValues(Opts.Seed, CollectiveStream + 901, Cols, T);
+    B.HostRes = hostValues(Opts.Seed, CollectiveStream + 902, InElems, T);
+    // Weights near 1: 1 + x/4, rounded, so drawn on the host only.
+    B.HostGamma = hostValues(Opts.Seed, CollectiveStream + 903, Cols, T);
+    for (float &G : B.HostGamma)
+      G = float(roundTo(1.0 + 0.25 * double(G), T));
+    Ok = Upload(B.Bias, B.HostBias, CollectiveStream + 901) &&
+         Upload(B.Res, B.HostRes, CollectiveStream + 902) &&
+         Upload(B.Gamma, B.HostGamma, NoStream);
   }
   if (!agree(Ok)) {
     if (Err.empty())

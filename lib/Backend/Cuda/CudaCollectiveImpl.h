@@ -11,8 +11,10 @@
 #include "CudaCollective.h"
 #include "mtsched/Backend/Cuda/CollectiveCodegen.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/NcclApi.h"
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,9 @@ private:
            V[0] == 0;
   }
   CUfunction kernel(const CollectiveKernel &K, std::string &Err);
+  /// The fill kernels on this rank's GPU, loaded on first use; null (said
+  /// once on stderr) if they cannot load, and inputs come from the host.
+  BenchSupport *support();
   bool check(const std::string &Bytes, const Workload &W, bool Fused,
              const CollectiveEpilogue &E, std::string &Msg);
   /// Checks the second output: the sum after the epilogue's adds.
@@ -107,6 +112,8 @@ private:
   Buffers B;
   std::map<std::string, CUfunction> Kernels;
   std::vector<CUmodule> Modules;
+  std::unique_ptr<BenchSupport> Support;
+  bool SupportTried = false;
 };
 
 } // namespace cuda

@@ -29,6 +29,19 @@ TEST(RandomInputs, AValueDoesNotDependOnHowManyAreDrawn) {
   EXPECT_TRUE(std::equal(Small.begin(), Small.end(), Large.begin()));
 }
 
+TEST(RandomInputs, OneValueEqualsItsPlaceInADraw) {
+  // The collectives' check draws every rank's values one at a time; the
+  // GPU fill writes randomValues(): both must be the same numbers.
+  for (DType T : {DType::BF16, DType::F16, DType::F32}) {
+    std::vector<double> V = randomValues(Big, 9, 4, T);
+    uint64_t Key = randomKey(9, 4);
+    for (int64_t I : {int64_t(0), int64_t(1), int64_t(4097), Big - 1})
+      EXPECT_EQ(randomValueAt(Key, I, T), V[size_t(I)]) << I;
+  }
+  EXPECT_NE(randomBits(randomKey(9, 4), 0), randomBits(randomKey(9, 4), 1));
+  EXPECT_NE(randomBits(randomKey(9, 4), 0), randomBits(randomKey(9, 5), 0));
+}
+
 TEST(RandomInputs, StreamsAndSeedsDiffer) {
   std::vector<double> A = randomValues(64, 7, 0, DType::F32);
   EXPECT_NE(A, randomValues(64, 7, 1, DType::F32));
