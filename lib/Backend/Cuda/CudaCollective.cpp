@@ -140,13 +140,7 @@ bool CollectiveRankImpl::exchangePointers(
 
 void CollectiveRankImpl::freeBuffers() {
   closeImported(B.Imported);
-  for (CUdeviceptr P : B.In)
-    D->cuMemFree(P);
-  for (CUdeviceptr P : B.Out)
-    D->cuMemFree(P);
-  for (CUdeviceptr P : B.Sum)
-    D->cuMemFree(P);
-  for (CUdeviceptr P : {B.Bias, B.Res, B.Gamma, B.CountsDev})
+  for (CUdeviceptr P : {B.Arena, B.Bias, B.Res, B.Gamma, B.CountsDev})
     if (P)
       D->cuMemFree(P);
   B = Buffers();

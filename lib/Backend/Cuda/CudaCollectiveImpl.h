@@ -47,7 +47,9 @@ private:
     int64_t InElems = 0, OutElems = 0, Cols = 0;
     DType T = DType::BF16;
     int Copies = 1;
-    std::vector<CUdeviceptr> In, Out;    // own, per copy
+    /// One allocation holding every copy's In, Out and Sum.
+    CUdeviceptr Arena = 0;
+    std::vector<CUdeviceptr> In, Out;    // own, per copy (in Arena)
     std::vector<MtPtrs> PeerIn, PeerOut; // per copy
     /// The second output of an all_reduce whose epilogue `writes` its sum
     /// (own and peers', per copy); empty otherwise.
