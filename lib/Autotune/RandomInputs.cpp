@@ -52,9 +52,13 @@ std::vector<double> mtsched::randomValues(int64_t N, uint64_t Seed,
                                           uint64_t Stream, DType T) {
   std::vector<double> V(std::max<int64_t>(0, N));
   uint64_t Key = randomKey(Seed, Stream);
-  parallelChunks(N, [&](int64_t B, int64_t E) {
-    for (int64_t I = B; I < E; ++I)
-      V[I] = randomValueAt(Key, I, T);
-  });
+  // A value is a hash and a rounding (several ns): a thread per 256K.
+  parallelChunks(
+      N,
+      [&](int64_t B, int64_t E) {
+        for (int64_t I = B; I < E; ++I)
+          V[I] = randomValueAt(Key, I, T);
+      },
+      /*MinChunk=*/1 << 18);
   return V;
 }
