@@ -183,14 +183,22 @@ bool CollectiveRankImpl::init(std::string &Err) {
     Ok = false;
   }
   // Peer access to every other rank's device (a failure only rules out the
-  // peer-memory kernels).
+  // peer-memory kernels). Thread ranks enable it between their primary
+  // contexts; an MPI process opens its peers' memory by IPC handle, which
+  // enables access itself (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), so it only
+  // asks whether it can: retaining the peer GPU's primary context, only to
+  // enable access from it, took about 240 ms of each process's set-up on 2
+  // H100s (and a context's memory on every other GPU).
   if (Ok) {
+    bool Ipc = !Comm.sharesAddressSpace();
     for (int R = 0; R < Ranks; ++R) {
       int Other = R % Count;
       if (Other == Dev.Ordinal)
         continue;
       int Can = 0;
       D->cuDeviceCanAccessPeer(&Can, Dev.Ordinal, Other);
+      if (Can && Ipc)
+        continue;
       CUcontext PeerCtx = nullptr;
       CUdevice PD = 0;
       D->cuDeviceGet(&PD, Other);
