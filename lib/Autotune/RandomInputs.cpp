@@ -62,3 +62,13 @@ std::vector<double> mtsched::randomValues(int64_t N, uint64_t Seed,
       /*MinChunk=*/1 << 18);
   return V;
 }
+
+std::string mtsched::coreBindingWarning(unsigned Usable, unsigned Online) {
+  if (Usable != 1 || Online <= 1)
+    return "";
+  return "this process may use 1 of the machine's " + std::to_string(Online) +
+         " cores (mpirun binds each rank to a core by default); the GPU "
+         "benchmarker draws inputs and checks outputs on the host's threads, "
+         "beside NCCL's: run mpirun --bind-to none, or give each rank cores "
+         "with --map-by slot:PE=N (docs/RANKS.md)";
+}

@@ -10,6 +10,7 @@
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
+#include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Backend/Backends.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/Graph.h"
@@ -447,6 +448,14 @@ bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
   if (!rankCount(Config, *M, Diags, Size, "mpirun -np", Rank == 0) ||
       !checkFaultTargets(Config, *M, Size, Rank == 0))
     return false;
+  // Said once, by rank 0: on 2 H100s tp_mlp's tuning took 3.0 s a rank
+  // bound to one core and 1.8 s unbound (docs/BENCHMARKS.md).
+  if (Rank == 0 && Tune.Backend == "cuda")
+    if (std::string W = coreBindingWarning(
+            llvm::hardware_concurrency().compute_thread_count(),
+            std::thread::hardware_concurrency());
+        !W.empty())
+      warnInOneWrite(W);
   bool Trace = !Config.TraceFile.empty();
   if (Trace)
     llvm::timeTraceProfilerInitialize(/*TimeTraceGranularity=*/0,

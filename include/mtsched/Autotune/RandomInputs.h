@@ -14,6 +14,7 @@
 #include "mtsched/IR/Types.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace mtsched {
@@ -40,6 +41,12 @@ double randomValueAt(uint64_t Key, int64_t I, DType T);
 void parallelChunks(int64_t N,
                     llvm::function_ref<void(int64_t Begin, int64_t End)> Fn,
                     int64_t MinChunk = 1 << 20);
+
+/// A warning, or empty, for a process that may use Usable of the machine's
+/// Online cores: with one, parallelChunks (and a GPU benchmarker's input
+/// draws and checks) runs on one thread. An MPI launcher binding each rank
+/// to a core is the usual cause.
+std::string coreBindingWarning(unsigned Usable, unsigned Online);
 
 } // namespace mtsched
 

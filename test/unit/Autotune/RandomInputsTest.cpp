@@ -42,6 +42,15 @@ TEST(RandomInputs, OneValueEqualsItsPlaceInADraw) {
   EXPECT_NE(randomBits(randomKey(9, 4), 0), randomBits(randomKey(9, 5), 0));
 }
 
+TEST(RandomInputs, OneUsableCoreOfManyIsSaid) {
+  std::string W = coreBindingWarning(1, 32);
+  EXPECT_NE(W.find("1 of the machine's 32 cores"), std::string::npos) << W;
+  EXPECT_NE(W.find("--bind-to none"), std::string::npos) << W;
+  EXPECT_EQ(coreBindingWarning(1, 1), "");  // a one-core machine
+  EXPECT_EQ(coreBindingWarning(8, 32), ""); // several cores: enough
+  EXPECT_EQ(coreBindingWarning(32, 32), "");
+}
+
 TEST(RandomInputs, StreamsAndSeedsDiffer) {
   std::vector<double> A = randomValues(64, 7, 0, DType::F32);
   EXPECT_NE(A, randomValues(64, 7, 1, DType::F32));
