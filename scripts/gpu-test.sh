@@ -179,7 +179,16 @@ config.python = "python3"
 lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
 SITE
 python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda" 2>&1 | tee "$OUTDIR/lit.log" | tail -25
-[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+if [ "${PIPESTATUS[0]}" != 0 ]; then
+  fail=1
+  # A failed test's mtsched-opt stderr went to its %t.log, which lit does
+  # not show: print them, so that a failure seen once can be read.
+  for t in $(sed -n 's/^FAIL: mtsched :: Cuda\/\(.*\) (.*/\1/p' "$OUTDIR/lit.log"); do
+    for f in "$W/test/lit/Cuda/Output/$t".tmp*.log; do
+      [ -f "$f" ] && { echo "== $f"; tail -40 "$f"; }
+    done
+  done 2>&1 | tee -a "$OUTDIR/lit.log"
+fi
 
 # The lit tests above check these; their `run @` lines go to the summary:
 # the decided SwiGLU MLP and the layers with two-output epilogues (GEMM
