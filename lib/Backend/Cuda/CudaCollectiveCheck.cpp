@@ -10,6 +10,7 @@
 #include "CudaDevice.h"
 #include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Autotune/SampledError.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -20,7 +21,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <sstream>
 
 using namespace mtsched;
@@ -267,69 +267,21 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
   return true;
 }
 
-namespace {
-/// Squared errors and squared references of compared elements.
-struct ErrorSums {
-  double E2 = 0, R2 = 0;
-  bool Finite = true;
-  void add(double V, double Ref) {
-    Finite &= std::isfinite(V);
-    E2 += (V - Ref) * (V - Ref);
-    R2 += Ref * Ref;
-  }
-  void add(const ErrorSums &O) {
-    E2 += O.E2;
-    R2 += O.R2;
-    Finite &= O.Finite;
-  }
-  double rel() const { return R2 > 0 ? std::sqrt(E2 / R2) : std::sqrt(E2); }
-};
-} // namespace
-
-/// Fn(I, Sums) for I = 0, Step, 2 Step, ... below N and for the last 16
-/// (the ragged tail past the last full vector), on the host's threads: a
-/// fused check's reference (GELU in fp64) of 2M elements took 50-80 ms on
-/// one thread, for every fused choice of every all_reduce.
-static ErrorSums sampled(int64_t N, int64_t Step,
-                         llvm::function_ref<void(int64_t, ErrorSums &)> Fn) {
-  int64_t Count = (N + Step - 1) / Step;
-  std::mutex Mu;
-  std::map<int64_t, ErrorSums> Parts; // by chunk start: added in order
-  // Chunks of 32K elements: parallelChunks' default (a million cheap items
-  // a thread) gave a 4M-element all_reduce two threads.
-  parallelChunks(
-      Count,
-      [&](int64_t Begin, int64_t End) {
-        ErrorSums Part;
-        for (int64_t K = Begin; K < End; ++K)
-          Fn(K * Step, Part);
-        std::lock_guard<std::mutex> Lock(Mu);
-        Parts[Begin] = Part;
-      },
-      /*MinChunk=*/1 << 15);
-  ErrorSums Sums;
-  for (const auto &[Begin, Part] : Parts)
-    Sums.add(Part);
-  for (int64_t I = std::max<int64_t>(0, N - 16); I < N; ++I)
-    Fn(I, Sums);
-  return Sums;
-}
-
 bool CollectiveRankImpl::checkSum(const std::string &Bytes,
                                   const CollectiveEpilogue &E,
                                   std::string &Msg) {
   int64_t N = B.InElems;
-  ErrorSums Sums = sampled(N, std::max<int64_t>(1, N / (1 << 21)),
-                           [&](int64_t I, ErrorSums &S) {
-                             double Ref = 0;
-                             for (size_t R = 0; R < B.HostIn.size(); ++R)
-                               Ref += B.HostIn[R][size_t(I)];
-                             if (E.Bias)
-                               Ref += B.HostBias[size_t(I % B.Cols)];
-                             if (E.Residual)
-                               Ref += B.HostRes[size_t(I)];
-                             S.add(valueAt(Bytes, I, B.T), Ref);
-                           });
+  ErrorSums Sums = sampledErrors(N, std::max<int64_t>(1, N / (1 << 21)),
+                                 [&](int64_t I, ErrorSums &S) {
+                                   double Ref = 0;
+                                   for (size_t R = 0; R < B.HostIn.size(); ++R)
+                                     Ref += B.HostIn[R][size_t(I)];
+                                   if (E.Bias)
+                                     Ref += B.HostBias[size_t(I % B.Cols)];
+                                   if (E.Residual)
+                                     Ref += B.HostRes[size_t(I)];
+                                   S.add(valueAt(Bytes, I, B.T), Ref);
+                                 });
   double Rel = Sums.rel();
   if (Sums.Finite && Rel <= tolerance(B.T))
     return true;
@@ -375,21 +327,21 @@ bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
   } else if (W.Collective == CollectiveKind::AllToAll) {
     // Chunk r of the output is chunk `Rank` of rank r's input.
     int64_t M = N / Ranks;
-    Sums = sampled(N, 1, [&](int64_t I, ErrorSums &S) {
+    Sums = sampledErrors(N, 1, [&](int64_t I, ErrorSums &S) {
       S.add(valueAt(Bytes, I, B.T),
             B.HostIn[size_t(I / M)][size_t(Rank * M + I % M)]);
     });
   } else if (W.Collective == CollectiveKind::AllGather) {
-    Sums = sampled(N, Step, [&](int64_t I, ErrorSums &S) {
+    Sums = sampledErrors(N, Step, [&](int64_t I, ErrorSums &S) {
       S.add(valueAt(Bytes, I, B.T),
             B.HostIn[size_t(I / B.InElems)][size_t(I % B.InElems)]);
     });
   } else if (W.Collective == CollectiveKind::ReduceScatter) {
-    Sums = sampled(N, Step, [&](int64_t I, ErrorSums &S) {
+    Sums = sampledErrors(N, Step, [&](int64_t I, ErrorSums &S) {
       S.add(valueAt(Bytes, I, B.T), Sum(Rank * N + I));
     });
   } else if (!Fused || !E.RmsNorm) {
-    Sums = sampled(N, Step, [&](int64_t I, ErrorSums &S) {
+    Sums = sampledErrors(N, Step, [&](int64_t I, ErrorSums &S) {
       double X = Sum(I);
       if (Fused) {
         if (E.Bias)
