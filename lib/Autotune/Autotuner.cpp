@@ -265,6 +265,33 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
   }
 }
 
+void Autotuner::Impl::measureByNode(
+    const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+    const std::vector<std::string> *Entries) {
+  llvm::TimeTraceScope Scope("split by node");
+  // Non-collective world nodes the cache does not answer; a node whose
+  // entry replays measures what the entry lacks in its own walk.
+  std::vector<ChoiceMeasurer::NodeWork> Work;
+  for (size_t K = 0; K < Todo.size(); ++K) {
+    MultiTemplateBufferNode &N = *Todo[K];
+    if (llvm::isa<CollectiveMultiTemplateBufferNode>(N) ||
+        !subgroupOf(G, N).empty() ||
+        (Entries && llvm::StringRef((*Entries)[K]).starts_with("H")))
+      continue;
+    ChoiceMeasurer::NodeWork NW;
+    NW.N = &N;
+    NW.W = describeNode(M, G, N);
+    NW.WithFused = !N.getEpilogue().empty() && Heuristic->considersFusion() &&
+                   Heuristic->needsMeasuredFusedTimes();
+    if (NW.W.K == Workload::Kind::Gemm)
+      for (int64_t Hint : Opts.SizeHintsM)
+        NW.Hints.push_back({Hint, describeNode(M, G, N, Hint)});
+    Work.push_back(std::move(NW));
+  }
+  // A failed exchange breaks the agreement: the nodes then fall back.
+  Measurer.measureByNode(Work);
+}
+
 bool Autotuner::Impl::stopIfUnmeasured(const Graph &G,
                                        MultiTemplateBufferNode &N) {
   if (Node.Missing)
@@ -486,6 +513,9 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
                      (!Bundle.empty() || Todo.empty());
 
   auto B0 = Clock::now();
+  if (I.Opts.SplitTuning && I.Opts.SplitByNode && I.Ranks.size() > 1 &&
+      !I.Ranks.isDegraded() && !I.Opts.CacheOnly)
+    I.measureByNode(G, Todo, HaveEntries ? &Entries : nullptr);
   std::vector<Impl::GroupNode> GroupNodes;
   for (size_t K = 0; K < Todo.size(); ++K) {
     if (I.Ranks.isDegraded() && !HaveEntries)

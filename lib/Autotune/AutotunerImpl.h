@@ -82,6 +82,13 @@ struct Autotuner::Impl {
   /// Measure (or replay), decide, then the dispatch table.
   void finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
                     bool WithFusion);
+  /// --split-tuning=nodes: before the walk, every time the non-collective
+  /// nodes of Todo need, each node measured by one rank, one exchange
+  /// (ChoiceMeasurer::measureByNode). Entries: rank 0's cache entries, one
+  /// per node of Todo, if it sent them.
+  void measureByNode(const Graph &G,
+                     llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                     const std::vector<std::string> *Entries);
   /// Whether finalizeNode must stop: N was decided without measurements.
   bool stopIfUnmeasured(const Graph &G, MultiTemplateBufferNode &N);
   void notifyProgress(size_t Done, size_t Total);

@@ -215,6 +215,137 @@ ChoiceMeasurer::measureEpilogue(const MultiTemplateBufferNode &N,
   return A;
 }
 
+namespace {
+/// A time measureByNode plans: choice C of node Node at workload W (at size
+/// Hint, 0 for the node's own), fused or not, or the node's epilogue alone
+/// (C null).
+struct Slot {
+  size_t Node;
+  std::string Key;
+  const Workload *W;
+  int64_t Hint;
+  bool Fused;
+  const Choice *C;
+  size_t Index;
+};
+} // namespace
+
+bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
+  Communicator &Comm = Ranks.nodeComm();
+  int Size = Comm.size(), Rank = Comm.rank();
+  const std::string Group = Ranks.nodeGroupKey();
+  const Choice Epi{"<epilogue>", {}, {}};
+  // The plan: every time not yet known, once, in node order; the same on
+  // every rank (pruning and the memo are agreed state).
+  std::vector<Slot> Slots;
+  llvm::StringSet<> Planned;
+  std::vector<size_t> Begin;
+  auto Plan = [&](size_t K, const Workload &W, int64_t Hint, bool Fused,
+                  const Choice *C, size_t I) {
+    std::string Key = C ? choiceKey(workloadKey(W, Fused) + Group, *C)
+                        : choiceKey(workloadKey(W, true), Epi) + Group;
+    if (Store.findMemo(Key) || !Planned.insert(Key).second)
+      return;
+    Slots.push_back({K, std::move(Key), &W, Hint, Fused, C, I});
+  };
+  for (auto [K, NW] : llvm::enumerate(Nodes)) {
+    Begin.push_back(Slots.size());
+    const std::vector<Choice> &Choices = NW.N->getChoices();
+    std::vector<std::string> Pruned = pruneReasons(*NW.N, NW.W);
+    for (size_t I = 0; I < Choices.size(); ++I)
+      if (Pruned[I].empty())
+        Plan(K, NW.W, 0, false, &Choices[I], I);
+    if (NW.WithFused) {
+      for (size_t I = 0; I < Choices.size(); ++I)
+        if (Pruned[I].empty() && !Choices[I].isExtern())
+          Plan(K, NW.W, 0, true, &Choices[I], I);
+      Plan(K, NW.W, 0, true, nullptr, 0);
+    }
+    for (const auto &[Hint, HW] : NW.Hints) {
+      std::vector<std::string> PrunedAt = pruneReasons(*NW.N, HW);
+      for (size_t I = 0; I < Choices.size(); ++I)
+        if (PrunedAt[I].empty())
+          Plan(K, HW, Hint, false, &Choices[I], I);
+    }
+  }
+  Begin.push_back(Slots.size());
+  // Whole nodes balance only when there are several per rank; with fewer,
+  // the nodes' walk deals out their choices instead (--split-tuning=on).
+  size_t Busy = 0;
+  for (size_t K = 0; K < Nodes.size(); ++K)
+    Busy += Begin[K + 1] > Begin[K];
+  if (Busy < 2 * size_t(Size))
+    return true;
+  // Owners: each node to the rank with the fewest times so far (a node's
+  // preparation counted as one more), lowest rank on ties.
+  std::vector<int> Owner(Nodes.size(), 0);
+  std::vector<size_t> Load(size_t(Size), 0), Owned(size_t(Size), 0);
+  for (size_t K = 0; K < Nodes.size(); ++K) {
+    size_t Count = Begin[K + 1] - Begin[K];
+    if (!Count)
+      continue;
+    Owner[K] = int(llvm::min_element(Load) - Load.begin());
+    Load[size_t(Owner[K])] += Count + 1;
+    Owned[size_t(Owner[K])] += Count;
+  }
+  // This rank's nodes, as the node's own walk would measure them.
+  std::vector<double> Values(2 * Slots.size(), -Inf);
+  std::vector<Measurement> Local(Slots.size());
+  std::vector<ChoiceStatus> Unfused;
+  for (size_t S = 0; S < Slots.size(); ++S) {
+    const Slot &Sl = Slots[S];
+    Values[2 * S + 1] = statusCode(ChoiceStatus::Ok);
+    if (Owner[Sl.Node] != Rank)
+      continue;
+    const MultiTemplateBufferNode &N = *Nodes[Sl.Node].N;
+    if (S == Begin[Sl.Node])
+      Unfused.assign(N.getChoices().size(), ChoiceStatus::Ok);
+    // A choice that failed unfused is tried neither fused nor at a hint,
+    // whether it failed now or in the memo.
+    if (Sl.C && (Sl.Fused || Sl.Hint)) {
+      ChoiceStatus U = Unfused[Sl.Index];
+      if (const AgreedMeasurement *M = Store.findMemo(
+              choiceKey(workloadKey(Nodes[Sl.Node].W, false) + Group, *Sl.C)))
+        U = M->Status;
+      if (U != ChoiceStatus::Ok)
+        continue;
+    }
+    {
+      llvm::TimeTraceScope Scope("benchmark", [&] {
+        return "%" + N.getName() + " " + (Sl.C ? Sl.C->Name : "<epilogue>") +
+               (Sl.Fused && Sl.C ? " fused" : "") +
+               (Sl.Hint ? " @" + std::to_string(Sl.Hint) : "");
+      });
+      Local[S] = Sl.C ? Bench.measure(N, *Sl.W, *Sl.C, Sl.Fused)
+                      : Bench.measureEpilogue(N, *Sl.W);
+    }
+    ++Counters.BenchmarksRun;
+    if (Sl.C && !Sl.Fused && !Sl.Hint)
+      Unfused[Sl.Index] = Local[S].Status;
+    Values[2 * S] = Local[S].Status == ChoiceStatus::Ok ? Local[S].Us : Inf;
+    Values[2 * S + 1] = statusCode(Local[S].Status);
+  }
+  // One exchange: each time from its owner, -inf from the others; a time
+  // still -inf was not taken (the node's walk skips it too).
+  auto Bound = Opts.ChoiceTimeout * int64_t(*llvm::max_element(Owned)) +
+               Opts.AgreementTimeout;
+  if (!Ranks.agreeMaxNamingPeers(Values, Bound))
+    return false;
+  for (size_t S = 0; S < Slots.size(); ++S) {
+    if (Values[2 * S] == -Inf)
+      continue;
+    AgreedMeasurement A;
+    A.Status = statusFromCode(Values[2 * S + 1]);
+    A.Us = A.Status == ChoiceStatus::Ok ? roundUs(Values[2 * S]) : Inf;
+    if (Owner[Slots[S].Node] == Rank) {
+      A.LocalUs = Local[S].Status == ChoiceStatus::Ok ? Local[S].Us : Inf;
+      A.Message = Local[S].Message;
+    }
+    Store.remember(Slots[S].Key, A);
+  }
+  return true;
+}
+
 /// The kind of kernel a choice is, for pruning: the model's error is mostly
 /// shared within a kind (a template it over- or under-rates as a whole), so
 /// the best-ranked choice of each kind is always measured.

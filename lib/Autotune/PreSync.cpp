@@ -71,8 +71,10 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
   llvm::interleave(Opts.SizeHintsM, OS, ",");
   OS << " size-hints-bytes=";
   llvm::interleave(Opts.SizeHintsBytes, OS, ",");
-  OS << " prune-top-k=" << Opts.PruneTopK
-     << " split-tuning=" << (Opts.SplitTuning ? "on" : "off")
+  OS << " prune-top-k=" << Opts.PruneTopK << " split-tuning="
+     << (!Opts.SplitTuning  ? "off"
+         : Opts.SplitByNode ? "nodes"
+                            : "on")
      << " collective-fallback=" << Opts.CollectiveFallback
      << " cache-only=" << (Opts.CacheOnly ? "true" : "false")
      << " choice-timeout-ms=" << Opts.ChoiceTimeout.count()

@@ -144,14 +144,18 @@ static cl::list<int64_t> SizeHintsBytes(
 // 4 KB when M=4096 was meant; it is kept only to say what replaced it.
 static cl::list<std::string> OldSizeHints("size-hints", cl::CommaSeparated,
                                           cl::Hidden, cl::cat(TuneCat));
-enum class SplitTuningMode { Off, On };
+enum class SplitTuningMode { Off, On, Nodes };
 static cl::opt<SplitTuningMode> SplitTuning(
     "split-tuning",
-    cl::desc("With several ranks, each rank times its share of a "
-             "non-collective node's choices and the ranks exchange the "
+    cl::desc("With several ranks, each rank times its share of the "
+             "non-collective nodes' choices and the ranks exchange the "
              "times, so N ranks tune N times faster (default on)"),
     cl::values(clEnumValN(SplitTuningMode::On, "on",
-                          "split the choices among the ranks (default)"),
+                          "split each node's choices among the ranks "
+                          "(default)"),
+               clEnumValN(SplitTuningMode::Nodes, "nodes",
+                          "deal whole nodes out to the ranks, measured "
+                          "before any is decided, with one exchange"),
                clEnumValN(SplitTuningMode::Off, "off",
                           "every rank times every choice; the slowest "
                           "rank's time counts")),
@@ -404,7 +408,8 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   Tune.CacheDir = *Dir;
   Tune.CacheOnly = CacheOnly;
   Tune.PruneTopK = PruneTopK;
-  Tune.SplitTuning = SplitTuning == SplitTuningMode::On;
+  Tune.SplitTuning = SplitTuning != SplitTuningMode::Off;
+  Tune.SplitByNode = SplitTuning == SplitTuningMode::Nodes;
 
   // cl::CommaSeparated splits --pipeline's values but not its aliases'.
   std::vector<std::string> Requested;

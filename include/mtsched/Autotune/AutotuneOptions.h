@@ -77,6 +77,11 @@ struct AutotuneOptions {
   /// every rank (collectives still need every rank). Off: every rank times
   /// every choice and the slowest rank's time counts.
   bool SplitTuning = true;
+  /// With SplitTuning: whole nodes are dealt out instead of choices. Before
+  /// the nodes are decided, each rank measures every time of the
+  /// non-collective nodes it owns (inputs prepared once, on one rank), and
+  /// one max-reduction carries them all to every rank.
+  bool SplitByNode = false;
 };
 
 } // namespace mtsched

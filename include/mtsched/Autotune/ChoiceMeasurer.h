@@ -16,6 +16,8 @@
 #include "mtsched/Autotune/CostModel.h"
 #include "mtsched/Autotune/MeasurementStore.h"
 #include "mtsched/Autotune/RankAgreement.h"
+#include "mtsched/Autotune/Workload.h"
+#include "llvm/ADT/ArrayRef.h"
 #include <string>
 #include <vector>
 
@@ -49,6 +51,28 @@ public:
   /// N's epilogue run as its own kernel.
   AgreedMeasurement measureEpilogue(const MultiTemplateBufferNode &N,
                                     const Workload &W, NodeState &S);
+  /// What one node needs measured before it is decided (measureByNode).
+  struct NodeWork {
+    const MultiTemplateBufferNode *N = nullptr;
+    Workload W;
+    /// Also each choice fused with the node's epilogue, and the epilogue
+    /// alone (what a fusion heuristic that measures compares).
+    bool WithFused = false;
+    /// The size hints it is tuned at: (hint, the workload at that size).
+    std::vector<std::pair<int64_t, Workload>> Hints;
+  };
+  /// --split-tuning=nodes: deals Nodes out to the ranks whole (each to the
+  /// rank with the fewest times to take so far, in order), measures this
+  /// rank's as measureChoices and measureEpilogue would (pruned choices
+  /// left out, a choice that failed unfused not tried fused nor at a
+  /// hint), then agrees every time in one max-reduction and remembers
+  /// them: the nodes' own measurements then come from the memo. A node's
+  /// inputs are thus prepared on one rank, not on every rank that times one
+  /// of its choices. With fewer than two nodes per rank to measure it does
+  /// nothing, and the nodes' walk splits their choices instead. False if
+  /// the ranks could not agree (the agreement is then broken and nothing
+  /// is remembered).
+  bool measureByNode(llvm::ArrayRef<NodeWork> Nodes);
   /// --prune-top-k: for each choice of N at W, empty if it is benchmarked,
   /// else why not.
   std::vector<std::string> pruneReasons(const MultiTemplateBufferNode &N,
