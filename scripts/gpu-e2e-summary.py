@@ -98,7 +98,7 @@ def split(d):
     import statistics
     walls = {}
     for line in open(os.path.join(d, "summary.txt")):
-        m = re.match(r"(split_(\w+)_(threads|mpi)_(on|off)_\d+) rc=(\d+) "
+        m = re.match(r"(split_(\w+?)_(threads|mpi)_(on|off|nodes)_\d+) rc=(\d+) "
                      r"wall_s=([\d.]+)", line)
         if m and m.group(5) == "0":
             walls[m.group(1)] = float(m.group(6))
@@ -113,7 +113,7 @@ def split(d):
         for kind in ("threads", "mpi"):
             irs = {}
             med = {}
-            for s in ("off", "on"):
+            for s in ("off", "on", "nodes"):
                 runs = sorted(n for n in walls
                               if n.startswith(f"split_{case}_{kind}_{s}_"))
                 if not runs:
@@ -140,10 +140,11 @@ def split(d):
                       f"{statistics.median(tune) if tune else float('nan'):.0f} | "
                       f"{bench[0] if bench else '?'} | "
                       f"{len(set(irs.values()))} distinct decisions so far |")
-            if "on" in med and "off" in med:
+            if "off" in med and len(med) > 1:
                 alike = len(set(irs.values())) == 1
-                print(f"{case} {kind}: split/unsplit wall = "
-                      f"{med['on'] / med['off']:.2f}; every run decided "
+                ratios = ", ".join(f"{s}/off {med[s] / med['off']:.2f}"
+                                   for s in ("on", "nodes") if s in med)
+                print(f"{case} {kind}: wall {ratios}; every run decided "
                       f"alike: {'yes' if alike else 'NO'}")
         cols = sorted(phases)
         if cols:

@@ -21,7 +21,8 @@
 #     them, thread and MPI ranks, alternating, kernels compiled beforehand;
 #     the decided IR of every run compared, and where the time went (from
 #     the traces). SPLIT_CASES="tp_mlp tp_mlp_m llama_tp2" adds graphs with
-#     more GEMM work (see step 6 below).
+#     more GEMM work (see step 6 below); SPLIT_MODES="off on nodes" adds
+#     --split-tuning=nodes.
 #
 # Results go to $OUT, else ./gpu-results: summary.txt, and e2e.tar.gz with
 # every report and log (the GPU machine sends back only a few files).
@@ -160,7 +161,7 @@ if want 6; then
     # same work: benchmarking, not NVRTC.
     step "split_${case}_fill" "$OPT" "${args[@]}" --ranks=2 "${COMMON[@]}" --quiet
     for rep in 1 2 3; do
-      for s in off on; do
+      for s in ${SPLIT_MODES:-off on}; do
         n="split_${case}_threads_${s}_$rep"
         step "$n" "$OPT" "${args[@]}" --ranks=2 "${COMMON[@]}" \
           --split-tuning=$s --report="$OUTDIR/$n.json" --trace="$OUTDIR/$n.trace.json"
