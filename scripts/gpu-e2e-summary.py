@@ -127,9 +127,11 @@ def split(d):
                         bench.append(r.get("benchmarks_run", 0))
                     with open(os.path.join(d, n + ".out")) as f:
                         # The decisions, not the measured times every run
-                        # prints beside them.
-                        irs[n] = re.sub(r" (fused_)?timings \{[^}]*\}", "",
-                                        f.read())
+                        # prints beside them (and select-swiglu's).
+                        irs[n] = re.sub(
+                            r" (fused_)?timings \{[^}]*\}|"
+                            r"swiglu_(merged|split)_us = [0-9.inf]+,? ?", "",
+                            f.read())
                     for k, v in phase_totals(
                             os.path.join(d, n + ".trace.json")).items():
                         per_phase.setdefault(k, []).append(v)

@@ -562,6 +562,8 @@ double Autotuner::measureEpilogueUs(const Graph &G,
 
 const CostModel &Autotuner::getCostModel() const { return *Model; }
 
+double Autotuner::getTieTolerance() const { return P->Fusion.TieTolerance; }
+
 void Autotuner::finish() {
   Impl &I = *P;
   auto T0 = Clock::now();

@@ -4,6 +4,7 @@
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Schedule/FusionHeuristic.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include <cmath>
@@ -147,7 +148,7 @@ llvm::Error SelectSwiGluPass::run(Graph &G) {
         Attrs.set(KV.first, KV.second);
     Attrs.set("swiglu_merged_us", Attribute::getFloat(Merged));
     Attrs.set("swiglu_split_us", Attribute::getFloat(Split));
-    if (Merged < Split) {
+    if (keepMergedSwiGlu(Merged, Split, Session->getTieTolerance())) {
       std::unique_ptr<Node> New = Alt->clone();
       New->getAttrs() = std::move(Attrs);
       G.eraseNode(Alt);
@@ -165,6 +166,11 @@ llvm::Error SelectSwiGluPass::run(Graph &G) {
     }
   }
   return llvm::Error::success();
+}
+
+bool mtsched::keepMergedSwiGlu(double MergedUs, double SplitUs,
+                               double TieTolerance) {
+  return firstWithinTolerance({MergedUs, SplitUs}, TieTolerance) == 0;
 }
 
 std::unique_ptr<Pass> mtsched::createSelectSwiGluPass(Autotuner *Session) {

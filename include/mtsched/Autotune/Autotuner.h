@@ -66,6 +66,8 @@ public:
   double measureEpilogueUs(const Graph &G, const MultiTemplateBufferNode &N);
   /// What predicts times where nothing is measured.
   const CostModel &getCostModel() const;
+  /// --tie-tolerance: times within this fraction of the fastest are tied.
+  double getTieTolerance() const;
 
   /// Observers are told of progress; they never change a decision.
   void addObserver(std::unique_ptr<AutotuneObserver> O);

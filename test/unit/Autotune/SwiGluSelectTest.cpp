@@ -1,0 +1,29 @@
+//===- SwiGluSelectTest.cpp - Merged or split SwiGLU ----------------------===//
+#include "mtsched/Autotune/SwiGluSelect.h"
+#include "gtest/gtest.h"
+#include <limits>
+
+using namespace mtsched;
+
+namespace {
+
+constexpr double Inf = std::numeric_limits<double>::infinity();
+
+TEST(SwiGluSelect, MergedStaysWithinTheTieTolerance) {
+  // Two H100 runs of the same decode MLP: split ahead by 0.07%, then behind.
+  EXPECT_TRUE(keepMergedSwiGlu(47.546, 47.513, 0.01));
+  EXPECT_TRUE(keepMergedSwiGlu(47.491, 47.618, 0.01));
+  EXPECT_TRUE(keepMergedSwiGlu(48.0, 48.0, 0.01));
+  // Split faster by more than the tolerance, or the tolerance off.
+  EXPECT_FALSE(keepMergedSwiGlu(49.0, 48.0, 0.01));
+  EXPECT_FALSE(keepMergedSwiGlu(47.546, 47.513, 0));
+  EXPECT_TRUE(keepMergedSwiGlu(47.513, 47.546, 0));
+}
+
+TEST(SwiGluSelect, AFailedFormNeverStays) {
+  EXPECT_FALSE(keepMergedSwiGlu(Inf, 651.6, 0.01));
+  EXPECT_TRUE(keepMergedSwiGlu(48.3, Inf, 0.01));
+  EXPECT_FALSE(keepMergedSwiGlu(Inf, Inf, 0.01));
+}
+
+} // namespace
