@@ -132,6 +132,15 @@ cmp -s "$TMP/np4.out" "$TMP/threads4.out" || fail "np4: IR differs from thread r
 check np4 "r['world_size'] == 4" "r['sync']['ok']" "len(r['ranks']) == 4" \
   "all(k['decisions'] == r['ranks'][0]['decisions'] for k in r['ranks'])"
 
+echo "== --split-tuning=nodes: whole nodes per rank, the IR of every rank timing all"
+NODES=test/lit/Autotune/Inputs/split-nodes.mir
+"$OPT" "${COMMON[@]}" --prune-top-k=0 --ranks=2 --split-tuning=off "$NODES" >"$TMP/nodes-off.out"
+run nodes2 60 2 "${COMMON[@]}" --prune-top-k=0 --split-tuning=nodes "$NODES" --report="$TMP/nodes2.json"
+[[ $RC -eq 0 ]] || fail "nodes2 exited $RC"
+cmp -s "$TMP/nodes2.out" "$TMP/nodes-off.out" || fail "nodes2: IR differs from --split-tuning=off"
+check nodes2 "all(len({i for c in n['choices'] for i, x in enumerate(c['rank_ms']) if x is not None}) == 1 for n in r['nodes'] if n['op'] == 'matmul')" \
+  "all(k['decisions'] == r['ranks'][0]['decisions'] for k in r['ranks'])"
+
 echo "== process groups smaller than the world: only members time them"
 # A wide pre-sync window: 8 processes on two cores must not fall back.
 SUBOPTS=("${COMMON[@]}" --pre-sync-timeout-ms=10000)
