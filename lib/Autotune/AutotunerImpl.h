@@ -1,8 +1,9 @@
 //===- AutotunerImpl.h - The autotuner's walk over a graph ------*- C++ -*-===//
 //
 // Private to lib/Autotune: the layers one Autotuner holds, and the walk
-// that takes each node through them (Autotuner.cpp for the world, and
-// SubgroupTuning.cpp for collectives on smaller process groups).
+// that takes each node through them (Autotuner.cpp for the world,
+// SubgroupTuning.cpp for collectives on smaller process groups, and
+// SplitByNode.cpp for what --split-tuning=nodes measures before the walk).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_LIB_AUTOTUNE_AUTOTUNERIMPL_H
