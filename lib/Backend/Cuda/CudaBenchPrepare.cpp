@@ -240,8 +240,8 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   std::optional<llvm::TimeTraceScope> Phase;
   Phase.emplace("cuda.prepare.inputs");
   // Inputs are filled on the GPU (weights of up to hundreds of millions of
-  // elements; 8 MB activations copied to each of up to 8 copies took most
-  // of a collective node's epilogue timing). A GEMM's reference rows are
+  // elements, activations in each of up to 8 copies), not copied from the
+  // host. A GEMM's reference rows are
   // computed there too, from its operands; the values a reference on the
   // host reads (the epilogue's inputs, the node's own result, a non-GEMM
   // node's operands) are also drawn on the host, the same values.
