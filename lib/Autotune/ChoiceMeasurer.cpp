@@ -47,6 +47,16 @@ ChoiceStatus statusFromCode(double C) {
 
 } // namespace
 
+std::string ChoiceMeasurer::choiceMemoKey(const Workload &W, bool Fused,
+                                          const Choice &C) const {
+  return choiceKey(workloadKey(W, Fused) + Ranks.nodeGroupKey(), C);
+}
+
+std::string ChoiceMeasurer::epilogueMemoKey(const Workload &W) const {
+  const Choice Epi{"<epilogue>", {}, {}};
+  return choiceKey(workloadKey(W, /*Fused=*/true), Epi) + Ranks.nodeGroupKey();
+}
+
 std::vector<AgreedMeasurement>
 ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
                                const Workload &W, int64_t Hint, bool Fused,
@@ -61,7 +71,6 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
   bool Split = Opts.SplitTuning && !Collective && Comm.size() > 1;
   size_t ToMeasure = 0;
   std::vector<AgreedMeasurement> Out(N.getChoices().size());
-  const std::string Prefix = workloadKey(W, Fused) + Ranks.nodeGroupKey();
   // Local results still to be max-reduced: after every choice for a
   // collective (all ranks run it together), once per node otherwise.
   std::vector<size_t> Pending;
@@ -87,7 +96,7 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
           A.Message = "failed on another rank";
         A.Status = St;
         A.Us = St == ChoiceStatus::Ok ? roundUs(PendingValues[2 * K]) : Inf;
-        Store.remember(choiceKey(Prefix, N.getChoices()[Pending[K]]), A);
+        Store.remember(choiceMemoKey(W, Fused, N.getChoices()[Pending[K]]), A);
       }
     }
     Pending.clear();
@@ -114,7 +123,7 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
       Out[I].Message = "not tried fused: it failed unfused";
       continue;
     }
-    std::string Key = choiceKey(Prefix, C);
+    std::string Key = choiceMemoKey(W, Fused, C);
     const AgreedMeasurement *Hit =
         Ranks.isBroken() ? nullptr : Store.findMemo(Key);
     if (Hit) {
@@ -178,9 +187,7 @@ AgreedMeasurement
 ChoiceMeasurer::measureEpilogue(const MultiTemplateBufferNode &N,
                                 const Workload &W, NodeState &S) {
   AgreedMeasurement A;
-  Choice Epi{"<epilogue>", {}, {}};
-  std::string Key =
-      choiceKey(workloadKey(W, /*Fused=*/true), Epi) + Ranks.nodeGroupKey();
+  std::string Key = epilogueMemoKey(W);
   const AgreedMeasurement *Hit =
       Ranks.isBroken() ? nullptr : Store.findMemo(Key);
   if (Hit) {
@@ -233,8 +240,6 @@ struct Slot {
 bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
   Communicator &Comm = Ranks.nodeComm();
   int Size = Comm.size(), Rank = Comm.rank();
-  const std::string Group = Ranks.nodeGroupKey();
-  const Choice Epi{"<epilogue>", {}, {}};
   // The plan: every time not yet known, once, in node order; the same on
   // every rank (pruning and the memo are agreed state).
   std::vector<Slot> Slots;
@@ -242,8 +247,7 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
   std::vector<size_t> Begin;
   auto Plan = [&](size_t K, const Workload &W, int64_t Hint, bool Fused,
                   const Choice *C, size_t I) {
-    std::string Key = C ? choiceKey(workloadKey(W, Fused) + Group, *C)
-                        : choiceKey(workloadKey(W, true), Epi) + Group;
+    std::string Key = C ? choiceMemoKey(W, Fused, *C) : epilogueMemoKey(W);
     if (Store.findMemo(Key) || !Planned.insert(Key).second)
       return;
     Slots.push_back({K, std::move(Key), &W, Hint, Fused, C, I});
@@ -304,8 +308,8 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
     // whether it failed now or in the memo.
     if (Sl.C && (Sl.Fused || Sl.Hint)) {
       ChoiceStatus U = Unfused[Sl.Index];
-      if (const AgreedMeasurement *M = Store.findMemo(
-              choiceKey(workloadKey(Nodes[Sl.Node].W, false) + Group, *Sl.C)))
+      if (const AgreedMeasurement *M =
+              Store.findMemo(choiceMemoKey(Nodes[Sl.Node].W, false, *Sl.C)))
         U = M->Status;
       if (U != ChoiceStatus::Ok)
         continue;

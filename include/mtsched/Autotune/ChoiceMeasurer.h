@@ -79,6 +79,12 @@ public:
                                         const Workload &W) const;
 
 private:
+  /// The memo's key of choice C of a node at W, fused or not, and of its
+  /// epilogue alone: the node's group is part of both.
+  std::string choiceMemoKey(const Workload &W, bool Fused,
+                            const Choice &C) const;
+  std::string epilogueMemoKey(const Workload &W) const;
+
   const AutotuneOptions &Opts;
   Benchmarker &Bench;
   const CostModel &Model;

@@ -267,8 +267,7 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     DType T = V->getType().Dtype;
     int64_t Count = NumAt(V);
     size_t Bytes = size_t(Count) * dtypeBytes(T);
-    bool Device =
-        Fills && (T == DType::BF16 || T == DType::F16 || T == DType::F32);
+    bool Device = Fills && BenchSupport::canFill(T);
     bool Host = !Device || !OnGpu(V);
     std::vector<double> H;
     std::string HostBytes;

@@ -134,6 +134,8 @@ static int typeIndex(DType T) {
   }
 }
 
+bool BenchSupport::canFill(DType T) { return typeIndex(T) >= 0; }
+
 llvm::Expected<std::unique_ptr<BenchSupport>>
 BenchSupport::load(const DriverApi &D, int Arch,
                    const KernelCompileOptions &O) {

@@ -303,17 +303,8 @@ CUfunction CollectiveRankImpl::kernel(const CollectiveKernel &K,
 }
 
 BenchSupport *CollectiveRankImpl::support() {
-  if (!SupportTried) {
-    SupportTried = true;
-    llvm::Expected<std::unique_ptr<BenchSupport>> S = BenchSupport::load(
-        *D, Dev.Major * 10 + Dev.Minor, compileOptionsOf(Opts));
-    if (S)
-      Support = std::move(*S);
-    else
-      llvm::errs() << "mtsched-opt: warning: " << llvm::toString(S.takeError())
-                   << "; collective inputs are copied from the host (slower)\n";
-  }
-  return Support.get();
+  return loadSupportOnce(Support, SupportTried, *D, Dev, compileOptionsOf(Opts),
+                         "collective inputs are copied from the host");
 }
 
 Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,

@@ -164,9 +164,7 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
   // its GPU where the support kernels load (the same hash, so the same
   // values), else copied from the host.
   bool Ok = true;
-  BenchSupport *Fill = T == DType::BF16 || T == DType::F16 || T == DType::F32
-                           ? support()
-                           : nullptr;
+  BenchSupport *Fill = BenchSupport::canFill(T) ? support() : nullptr;
   B.HostIn.resize(size_t(Ranks));
   for (int R = 0; R < Ranks; ++R)
     B.HostIn[size_t(R)] =

@@ -19,19 +19,27 @@ static llvm::Error err(const llvm::Twine &Msg) {
 namespace mtsched {
 namespace cuda {
 
-BenchSupport *support(Gpu &G, const KernelCompileOptions &O) {
-  if (!G.SupportTried) {
-    G.SupportTried = true;
+BenchSupport *loadSupportOnce(std::unique_ptr<BenchSupport> &Support,
+                              bool &Tried, const DriverApi &D,
+                              const DeviceInfo &Info,
+                              const KernelCompileOptions &O,
+                              llvm::StringRef Otherwise) {
+  if (!Tried) {
+    Tried = true;
     llvm::Expected<std::unique_ptr<BenchSupport>> S =
-        BenchSupport::load(*G.D, G.Info.Major * 10 + G.Info.Minor, O);
+        BenchSupport::load(D, Info.Major * 10 + Info.Minor, O);
     if (S)
-      G.Support = std::move(*S);
+      Support = std::move(*S);
     else
       llvm::errs() << "mtsched-opt: warning: " << llvm::toString(S.takeError())
-                   << "; benchmark inputs are drawn and checked on the host "
-                      "(slower)\n";
+                   << "; " << Otherwise << " (slower)\n";
   }
-  return G.Support.get();
+  return Support.get();
+}
+
+BenchSupport *support(Gpu &G, const KernelCompileOptions &O) {
+  return loadSupportOnce(G.Support, G.SupportTried, *G.D, G.Info, O,
+                         "benchmark inputs are drawn and checked on the host");
 }
 
 llvm::Expected<Gpu &> gpu(int Ordinal) {

@@ -64,8 +64,15 @@ inline KernelCompileOptions compileOptionsOf(const AutotuneOptions &Opts) {
   return KernelCompileOptions{Opts.CompileThreads, Opts.KernelCacheDir};
 }
 
-/// G's support kernels, compiling (under O) and loading them on the first
-/// call; null (said once on stderr) if they cannot load. Call under G.Mu.
+/// The support kernels in Support, compiled (under O) and loaded into the
+/// current context (device Info) on the first call, Tried then set; null,
+/// said once on stderr with what happens Otherwise, if they cannot load.
+BenchSupport *loadSupportOnce(std::unique_ptr<BenchSupport> &Support,
+                              bool &Tried, const DriverApi &D,
+                              const DeviceInfo &Info,
+                              const KernelCompileOptions &O,
+                              llvm::StringRef Otherwise);
+/// G's support kernels (loadSupportOnce). Call under G.Mu.
 BenchSupport *support(Gpu &G, const KernelCompileOptions &O);
 
 /// Why kernel K cannot run on device Info, or empty if it can.

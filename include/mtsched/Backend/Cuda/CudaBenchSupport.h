@@ -36,6 +36,9 @@ public:
   load(const DriverApi &D, int Arch, const KernelCompileOptions &O);
   ~BenchSupport();
 
+  /// Whether fill writes elements of type T (bf16, f16, f32); others are
+  /// drawn on the host and copied.
+  static bool canFill(DType T);
   /// Writes randomValues(N, Seed, Stream, T) to the N elements at P.
   llvm::Error fill(CUdeviceptr P, int64_t N, DType T, uint64_t Seed,
                    uint64_t Stream, CUstream S);
