@@ -172,11 +172,16 @@ static double epsOf(const Node &N) {
 void mtsched::attentionReferenceRow(const AttentionShape &S, const double *Q,
                                     const double *K, const double *V, int64_t R,
                                     double *Out) {
-  int64_t I = R % S.Sq, H = (R / S.Sq) % S.Hq, B = R / (S.Sq * S.Hq);
-  int64_t KvHead = B * S.Hkv + H / S.group();
-  const double *Qr = Q + R * S.D;
-  const double *Kh = K + KvHead * S.Skv * S.D, *Vh = V + KvHead * S.Skv * S.D;
-  int64_t Last = S.lastKey(I);
+  int64_t KvHead = S.kvHeadOf(R);
+  attentionReferenceHeadRow(S, Q + R * S.D, K + KvHead * S.Skv * S.D,
+                            V + KvHead * S.Skv * S.D, R, Out);
+}
+
+void mtsched::attentionReferenceHeadRow(const AttentionShape &S,
+                                        const double *Qr, const double *Kh,
+                                        const double *Vh, int64_t R,
+                                        double *Out) {
+  int64_t Last = S.lastKey(R % S.Sq);
   std::vector<double> P(Last + 1);
   double Max = -std::numeric_limits<double>::infinity();
   for (int64_t J = 0; J <= Last; ++J) {
@@ -466,29 +471,46 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
   return llvm::Error::success();
 }
 
+RowOperands::~RowOperands() = default;
+
+int64_t StoredRowOperands::size(const Value *V) const {
+  auto It = Data.find(V);
+  return It == Data.end() ? -1 : int64_t(It->second.size());
+}
+
+double StoredRowOperands::at(const Value *V, int64_t I) const {
+  return Data.find(V)->second[size_t(I)];
+}
+
 llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
                                        const Value *Start, int64_t R,
                                        int64_t Rows, std::vector<double> &Row,
                                        const ValueData &Data) {
+  return interpretRowChain(Chain, Start, R, Rows, Row, StoredRowOperands(Data));
+}
+
+llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
+                                       const Value *Start, int64_t R,
+                                       int64_t Rows, std::vector<double> &Row,
+                                       const RowOperands &Data) {
   int64_t L = Row.size();
   const Value *Prev = Start;
   auto At = [&](const Value *V, int64_t C) -> double {
-    const std::vector<double> &D = Data.find(V)->second;
-    int64_t Num = D.size();
+    int64_t Num = Data.size(V);
     if (Num == 1)
-      return D[0];
+      return Data.at(V, 0);
     if (Num == L && V->getType().innerDim() == L)
-      return D[C];
+      return Data.at(V, C);
     if (Num == Rows * L)
-      return D[R * L + C];
+      return Data.at(V, R * L + C);
     if (Num == Rows)
-      return D[R];
-    return D[broadcastIndex(V->getType().Shape, Start->getType().Shape,
-                            R * L + C)];
+      return Data.at(V, R);
+    return Data.at(V, broadcastIndex(V->getType().Shape, Start->getType().Shape,
+                                     R * L + C));
   };
   for (const Node *N : Chain) {
     for (const Operand &O : N->getOperands())
-      if (O.V != Prev && !Data.count(O.V))
+      if (O.V != Prev && Data.size(O.V) < 0)
         return err("no value for '%" + O.V->getName() + "'");
     OpCode Op = N->getOp();
     if (Op == OpCode::RmsNorm) {

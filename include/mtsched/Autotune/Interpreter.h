@@ -24,15 +24,48 @@ llvm::Error interpretNode(const Node &N, ValueData &Data);
 /// Evaluates every node of G in program order; Data holds the inputs.
 llvm::Error interpretGraph(const Graph &G, ValueData &Data);
 
-/// Applies the pointwise/row-reduction chain to one row `Row` (index R in
-/// an iteration space of Rows rows of length Row.size()); external operands
-/// are read from Data with the codegen's broadcasting rules.
 /// Row R (a flat index over [B, Hq, Sq]) of attention S in fp64: the D
 /// values softmax(q_R kᵀ · scale + mask) v, with q, k, v row-major.
 void attentionReferenceRow(const AttentionShape &S, const double *Q,
                            const double *K, const double *V, int64_t R,
                            double *Out);
+/// The same row from only what it reads: Qr, the query row, and Kh and Vh,
+/// the first S.lastKey(R % S.Sq) + 1 rows of its kv head
+/// (S.kvHeadOf(R)). A benchmark's reference draws just these.
+void attentionReferenceHeadRow(const AttentionShape &S, const double *Qr,
+                               const double *Kh, const double *Vh, int64_t R,
+                               double *Out);
 
+/// The values interpretRowChain reads besides its row, element by flat
+/// index: stored (the interpreter's) or drawn on demand (a benchmark's
+/// reference, which reads a few rows of tensors too large to draw whole).
+class RowOperands {
+public:
+  virtual ~RowOperands();
+  /// How many elements V holds; -1 where V has no value.
+  virtual int64_t size(const Value *V) const = 0;
+  /// Element I of V, for I in [0, size(V)).
+  virtual double at(const Value *V, int64_t I) const = 0;
+};
+
+/// RowOperands over stored values.
+class StoredRowOperands : public RowOperands {
+public:
+  explicit StoredRowOperands(const ValueData &Data) : Data(Data) {}
+  int64_t size(const Value *V) const override;
+  double at(const Value *V, int64_t I) const override;
+
+private:
+  const ValueData &Data;
+};
+
+/// Applies the pointwise/row-reduction chain to one row `Row` (index R in
+/// an iteration space of Rows rows of length Row.size()); external operands
+/// are read from Data with the codegen's broadcasting rules.
+llvm::Error interpretRowChain(llvm::ArrayRef<const Node *> Chain,
+                              const Value *Start, int64_t R, int64_t Rows,
+                              std::vector<double> &Row,
+                              const RowOperands &Data);
 llvm::Error interpretRowChain(llvm::ArrayRef<const Node *> Chain,
                               const Value *Start, int64_t R, int64_t Rows,
                               std::vector<double> &Row, const ValueData &Data);

@@ -31,6 +31,11 @@ struct AttentionShape {
   int64_t group() const { return Hkv > 0 ? Hq / Hkv : 0; }
   /// The last key query I may see (Skv - 1 without a causal mask).
   int64_t lastKey(int64_t I) const { return Causal ? Skv - Sq + I : Skv - 1; }
+  /// The kv head (a flat index over [B, Hkv]) that output row R, a flat
+  /// index over [B, Hq, Sq], reads.
+  int64_t kvHeadOf(int64_t R) const {
+    return (R / (Sq * Hq)) * Hkv + ((R / Sq) % Hq) / group();
+  }
   /// Query-key pairs the mask keeps, over one (batch, query head).
   int64_t visiblePairs() const;
 };

@@ -125,8 +125,9 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
                                 size_t Index) {
   int64_t R = P.CheckRows[Index];
   int64_t Rows = P.Rows;
-  // Read-only from here: rows run in parallel.
-  const ValueData &Host = P.Host;
+  // Read-only from here: rows run in parallel. A GEMM's weights are
+  // stored whole (prepare() did that); the rest is drawn row by row.
+  const DrawnValues &Host = P.Host;
   // Computed on the GPU already, or else here.
   std::vector<double> Row = P.RefMain[Index];
   if (!Row.empty()) {
@@ -134,23 +135,23 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
     const TensorType &BT = N.getOperand(1)->getType();
     int64_t M1 =
         N.getOperand(0)->getType().Shape[N.getOperand(0)->getType().rank() - 2];
-    const double *A = &Host.at(N.getOperand(0))[R * P.K];
+    std::vector<double> A = Host.slice(N.getOperand(0), R * P.K, P.K);
     const double *B =
-        &Host.at(N.getOperand(1))[BT.rank() > 2 ? (R / M1) * P.K * P.N : 0];
+        Host.data(N.getOperand(1)) + (BT.rank() > 2 ? (R / M1) * P.K * P.N : 0);
     for (int64_t Kk = 0; Kk < P.K; ++Kk)
       for (int64_t C = 0; C < P.N; ++C)
         Row[C] += A[Kk] * B[Kk * P.N + C];
     // fp8 operands: their scales, per tensor or rowwise (2-D operands).
     if (N.getNumOperands() == 4) {
-      const std::vector<double> &SA = Host.at(N.getOperand(2)),
-                                &SB = Host.at(N.getOperand(3));
+      const Value *SA = N.getOperand(2), *SB = N.getOperand(3);
       for (int64_t C = 0; C < P.N; ++C)
-        Row[C] *= SA[SA.size() == 1 ? 0 : R] * SB[SB.size() == 1 ? 0 : C];
+        Row[C] *= Host.at(SA, Host.size(SA) == 1 ? 0 : R) *
+                  Host.at(SB, Host.size(SB) == 1 ? 0 : C);
     }
   } else if (N.getOp() == OpCode::SwiGlu) {
-    const double *A = &Host.at(N.getOperand(0))[R * P.K];
-    const double *Wg = Host.at(N.getOperand(1)).data();
-    const double *Wu = Host.at(N.getOperand(2)).data();
+    std::vector<double> A = Host.slice(N.getOperand(0), R * P.K, P.K);
+    const double *Wg = Host.data(N.getOperand(1));
+    const double *Wu = Host.data(N.getOperand(2));
     std::vector<double> U(P.N, 0.0);
     for (int64_t Kk = 0; Kk < P.K; ++Kk)
       for (int64_t C = 0; C < P.N; ++C) {
@@ -160,9 +161,13 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
     for (int64_t C = 0; C < P.N; ++C)
       Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
   } else if (std::optional<AttentionShape> S = attentionShapeOf(N)) {
-    attentionReferenceRow(*S, Host.at(N.getOperand(0)).data(),
-                          Host.at(N.getOperand(1)).data(),
-                          Host.at(N.getOperand(2)).data(), R, Row.data());
+    // The query row and the keys and values it sees, not the whole caches.
+    int64_t Head = S->kvHeadOf(R) * S->Skv * S->D;
+    int64_t Seen = (S->lastKey(R % S->Sq) + 1) * S->D;
+    std::vector<double> Q = Host.slice(N.getOperand(0), R * S->D, S->D);
+    std::vector<double> K = Host.slice(N.getOperand(1), Head, Seen);
+    std::vector<double> V = Host.slice(N.getOperand(2), Head, Seen);
+    attentionReferenceHeadRow(*S, Q.data(), K.data(), V.data(), R, Row.data());
   }
   P.RefMain[Index] = Row;
   // Applies the chain to X, keeping this row of each value the epilogue
@@ -186,8 +191,7 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
     if (llvm::Error E = ApplyChain(Row, P.RefWritesFused))
       return llvm::toString(std::move(E));
     P.RefFused[Index] = Row;
-    std::vector<double> In(Host.at(N.getResult()).begin() + R * P.N,
-                           Host.at(N.getResult()).begin() + (R + 1) * P.N);
+    std::vector<double> In = Host.slice(N.getResult(), R * P.N, P.N);
     if (llvm::Error E = ApplyChain(In, P.RefWritesEpi))
       return llvm::toString(std::move(E));
     P.RefEpi[Index] = In;
@@ -241,10 +245,10 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   Phase.emplace("cuda.prepare.inputs");
   // Inputs are filled on the GPU (weights of up to hundreds of millions of
   // elements, activations in each of up to 8 copies), not copied from the
-  // host. A GEMM's reference rows are
-  // computed there too, from its operands; the values a reference on the
-  // host reads (the epilogue's inputs, the node's own result, a non-GEMM
-  // node's operands) are also drawn on the host, the same values.
+  // host. A GEMM's reference rows are computed there too, from its
+  // operands. What a reference on the host reads (the epilogue's inputs,
+  // the node's own result, a non-GEMM node's operands) is drawn there on
+  // demand, the same values (DrawnValues.h).
   bool Gemm = N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu;
   // The GPU reference reads every operand as one element type.
   bool SameType = llvm::all_of(N.getOperands(), [&](const Operand &O) {
@@ -255,26 +259,23 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   std::vector<const Node *> Chain;
   for (const Operand &E : N.getEpilogue())
     Chain.push_back(E.V->getDef());
-  auto Reads = [](const Node *X, const Value *V) {
-    return llvm::any_of(X->getOperands(),
+  // The weights (and scales) a GEMM's reference on the host reads whole.
+  auto ReadWhole = [&](const Value *V) {
+    return Gemm && !Support &&
+           llvm::any_of(llvm::drop_begin(N.getOperands()),
                         [&](const Operand &O) { return O.V == V; });
-  };
-  auto OnGpu = [&](const Value *V) {
-    return Support && Reads(&N, V) &&
-           llvm::none_of(Chain, [&](const Node *X) { return Reads(X, V); });
   };
   for (auto [Stream, V] : llvm::enumerate(Values)) {
     DType T = V->getType().Dtype;
     int64_t Count = NumAt(V);
     size_t Bytes = size_t(Count) * dtypeBytes(T);
     bool Device = Fills && BenchSupport::canFill(T);
-    bool Host = !Device || !OnGpu(V);
-    std::vector<double> H;
+    P.Host.add(V, Count, Opts.Seed, Stream, T);
+    if (ReadWhole(V))
+      P.Host.store(V);
     std::string HostBytes;
-    if (Host)
-      H = randomValues(Count, Opts.Seed, Stream, T);
     if (!Device)
-      HostBytes = toDeviceBytes(H, T);
+      HostBytes = toDeviceBytes(P.Host.store(V), T);
     for (int C = 0; C < P.Copies; ++C) {
       DevBuf B;
       B.Bytes = Bytes;
@@ -295,8 +296,6 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       }
       P.Dev[V].push_back(B);
     }
-    if (Host)
-      P.Host[V] = std::move(H);
   }
   if (Fills && syncStream(*G->D, G->Stream, "filling the inputs")) {
     P.Error = "filling the inputs failed";

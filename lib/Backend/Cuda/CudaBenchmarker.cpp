@@ -381,7 +381,7 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
             std::vector<double> Row(size_t(P.N), 0.0);
             for (int64_t I = 0; I < P.N; ++I)
               if (R * P.N + I < CopyElems)
-                Row[size_t(I)] = P.Host[In][size_t(R * P.N + I)];
+                Row[size_t(I)] = P.Host.at(In, R * P.N + I);
             Ref.push_back(std::move(Row));
           }
           return Ref;

@@ -10,7 +10,7 @@
 
 #include "CudaCollective.h"
 #include "CudaDevice.h"
-#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Autotune/DrawnValues.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include <functional>
 #include <limits>
@@ -46,7 +46,8 @@ struct Prepared {
   int64_t Rows = 0, N = 0, K = 0;
   int Copies = 1;
   std::map<const Value *, std::vector<DevBuf>> Dev;
-  ValueData Host;
+  /// What the host's reference reads, drawn on demand.
+  DrawnValues Host;
   DevBuf OutMain[8], OutFused[8], OutEpi[8];
   /// Per copy, where a kernel writes outputs other than the measured one
   /// (an epilogue's `writes` list).

@@ -31,24 +31,23 @@ using namespace mtsched::nccl;
 /// is stream CollectiveStream + R; the epilogue's bias, residual and
 /// weights are CollectiveStream + 901, 902 and 903.
 static constexpr uint64_t CollectiveStream = uint64_t(1) << 20;
-/// Values that are not a stream's as drawn (RMSNorm weights): copied.
-static constexpr uint64_t NoStream = ~uint64_t(0);
 
-/// Stream Stream's first N values as the host's check reads them: floats as
-/// randomValues() draws them (what BenchSupport::fill writes on the GPU),
-/// integers in [-1000, 1000) (all_to_all of counts and indices, where -1, 0
-/// and 1 would hide a misplaced row).
+float DrawnStream::at(int64_t I) const {
+  return T == DType::I32 || T == DType::I64
+             ? float(int64_t(randomBits(Key, I) % 2000) - 1000)
+             : float(randomValueAt(Key, I, T));
+}
+
+/// Stream Stream's first N values, as DrawnStream reads them.
 static std::vector<float> hostValues(uint64_t Seed, uint64_t Stream, int64_t N,
                                      DType T) {
   std::vector<float> V(size_t(std::max<int64_t>(0, N)));
-  uint64_t Key = randomKey(Seed, Stream);
-  bool Int = T == DType::I32 || T == DType::I64;
+  DrawnStream S{randomKey(Seed, Stream), T};
   parallelChunks(
       N,
       [&](int64_t Begin, int64_t End) {
         for (int64_t I = Begin; I < End; ++I)
-          V[size_t(I)] = Int ? float(int64_t(randomBits(Key, I) % 2000) - 1000)
-                             : float(randomValueAt(Key, I, T));
+          V[size_t(I)] = S.at(I);
       },
       /*MinChunk=*/1 << 18);
   return V;
@@ -165,16 +164,19 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
   // values), else copied from the host.
   bool Ok = true;
   BenchSupport *Fill = BenchSupport::canFill(T) ? support() : nullptr;
-  B.HostIn.resize(size_t(Ranks));
+  B.HostIn.clear();
   for (int R = 0; R < Ranks; ++R)
-    B.HostIn[size_t(R)] =
-        hostValues(Opts.Seed, CollectiveStream + uint64_t(R), InElems, T);
-  // Writes Host, stream Stream's values, to P.
-  auto Upload = [&](CUdeviceptr P, const std::vector<float> &Host,
-                    uint64_t Stream) {
-    if (Fill && Stream != NoStream)
-      return !llvm::errorToBool(Fill->fill(P, int64_t(Host.size()), T,
-                                           Opts.Seed, Stream, this->Stream));
+    B.HostIn.push_back(
+        {randomKey(Opts.Seed, CollectiveStream + uint64_t(R)), T});
+  // Writes stream Stream's first Count values to P, or Stored's (values
+  // that are not a stream's as drawn: the RMSNorm weights).
+  auto Upload = [&](CUdeviceptr P, int64_t Count, uint64_t Stream,
+                    const std::vector<float> *Stored = nullptr) {
+    if (Fill && !Stored)
+      return !llvm::errorToBool(
+          Fill->fill(P, Count, T, Opts.Seed, Stream, this->Stream));
+    std::vector<float> Host =
+        Stored ? *Stored : hostValues(Opts.Seed, Stream, Count, T);
     std::string Dev =
         toDeviceBytes(std::vector<double>(Host.begin(), Host.end()), T);
     return !D->cuMemcpyHtoD(P, Dev.data(), Dev.size());
@@ -199,8 +201,7 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
     B.Out.push_back(Base + InA);
     if (WantSum)
       B.Sum.push_back(Base + InA + OutA);
-    if (!Upload(Base, B.HostIn[size_t(Comm.rank())],
-                CollectiveStream + uint64_t(Comm.rank()))) {
+    if (!Upload(Base, InElems, CollectiveStream + uint64_t(Comm.rank()))) {
       Ok = false;
       Err = "cannot fill the input on device " + std::to_string(Dev.Ordinal);
     }
@@ -221,7 +222,7 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
   // and RMSNorm weights a row long, a residual of the input's size.
   if (Ok && W.Collective == CollectiveKind::AllReduce) {
     B.HostBias = hostValues(Opts.Seed, CollectiveStream + 901, Cols, T);
-    B.HostRes = hostValues(Opts.Seed, CollectiveStream + 902, InElems, T);
+    B.HostRes = {randomKey(Opts.Seed, CollectiveStream + 902), T};
     // Weights near 1: 1 + x/4, rounded, so drawn on the host only.
     B.HostGamma = hostValues(Opts.Seed, CollectiveStream + 903, Cols, T);
     for (float &G : B.HostGamma)
@@ -233,9 +234,9 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
         Ok = false;
       }
     }
-    Ok = Ok && Upload(B.Bias, B.HostBias, CollectiveStream + 901) &&
-         Upload(B.Res, B.HostRes, CollectiveStream + 902) &&
-         Upload(B.Gamma, B.HostGamma, NoStream);
+    Ok = Ok && Upload(B.Bias, Cols, CollectiveStream + 901) &&
+         Upload(B.Res, InElems, CollectiveStream + 902) &&
+         Upload(B.Gamma, Cols, 0, &B.HostGamma);
   }
   if (!agree(Ok)) {
     if (Err.empty())
@@ -272,11 +273,11 @@ bool CollectiveRankImpl::checkSum(const std::string &Bytes,
                                  [&](int64_t I, ErrorSums &S) {
                                    double Ref = 0;
                                    for (size_t R = 0; R < B.HostIn.size(); ++R)
-                                     Ref += B.HostIn[R][size_t(I)];
+                                     Ref += B.HostIn[R].at(I);
                                    if (E.Bias)
                                      Ref += B.HostBias[size_t(I % B.Cols)];
                                    if (E.Residual)
-                                     Ref += B.HostRes[size_t(I)];
+                                     Ref += B.HostRes.at(I);
                                    S.add(valueAt(Bytes, I, B.T), Ref);
                                  });
   double Rel = Sums.rel();
@@ -301,7 +302,7 @@ bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
   auto Sum = [&](int64_t I) {
     double S = 0;
     for (int R = 0; R < Ranks; ++R)
-      S += B.HostIn[size_t(R)][size_t(I)];
+      S += B.HostIn[size_t(R)].at(I);
     return S;
   };
   int64_t Step = std::max<int64_t>(1, N / (1 << 21));
@@ -316,7 +317,7 @@ bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
       int64_t Cnt = B.Counts[size_t(R * Ranks + Rank)];
       for (int64_t I = 0; I < Cnt * B.RowElems; ++I)
         Cmp((Row * B.RowElems) + I,
-            B.HostIn[size_t(R)][size_t(From * B.RowElems + I)]);
+            B.HostIn[size_t(R)].at(From * B.RowElems + I));
       Row += Cnt;
     }
     for (int64_t I = Row * B.RowElems; I < N; ++I)
@@ -326,12 +327,12 @@ bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
     int64_t M = N / Ranks;
     Sums = sampledErrors(N, 1, [&](int64_t I, ErrorSums &S) {
       S.add(valueAt(Bytes, I, B.T),
-            B.HostIn[size_t(I / M)][size_t(Rank * M + I % M)]);
+            B.HostIn[size_t(I / M)].at(Rank * M + I % M));
     });
   } else if (W.Collective == CollectiveKind::AllGather) {
     Sums = sampledErrors(N, Step, [&](int64_t I, ErrorSums &S) {
       S.add(valueAt(Bytes, I, B.T),
-            B.HostIn[size_t(I / B.InElems)][size_t(I % B.InElems)]);
+            B.HostIn[size_t(I / B.InElems)].at(I % B.InElems));
     });
   } else if (W.Collective == CollectiveKind::ReduceScatter) {
     Sums = sampledErrors(N, Step, [&](int64_t I, ErrorSums &S) {
@@ -344,7 +345,7 @@ bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
         if (E.Bias)
           X += B.HostBias[size_t(I % B.Cols)];
         if (E.Residual)
-          X += B.HostRes[size_t(I)];
+          X += B.HostRes.at(I);
         if (E.Activation)
           X = evaluatePointwise(*E.Activation, {X});
       }
@@ -364,7 +365,7 @@ bool CollectiveRankImpl::check(const std::string &Bytes, const Workload &W,
         if (E.Bias)
           V += B.HostBias[size_t(C)];
         if (E.Residual)
-          V += B.HostRes[size_t(I)];
+          V += B.HostRes.at(I);
         X[size_t(C)] = V;
         SS += V * V;
       }

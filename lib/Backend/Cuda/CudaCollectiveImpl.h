@@ -27,6 +27,16 @@ namespace cuda {
 /// Capacity, and counts differ up to (2 Ranks - 1)-fold.
 std::vector<int64_t> raggedCounts(int64_t Rows, int64_t Capacity, int Ranks);
 
+/// A seeded stream's elements as a collective's check reads them: floats
+/// as randomValues() draws them (what BenchSupport::fill writes on the
+/// GPU), integers in [-1000, 1000) (all_to_all of counts and indices, where
+/// -1, 0 and 1 would hide a misplaced row).
+struct DrawnStream {
+  uint64_t Key = 0;
+  DType T = DType::F32;
+  float at(int64_t I) const;
+};
+
 struct MtPtrs {
   CUdeviceptr P[MaxCollectiveRanks];
 };
@@ -65,8 +75,13 @@ private:
     int64_t RowElems = 0;
     std::vector<int64_t> Counts;
     CUdeviceptr CountsDev = 0;
-    std::vector<std::vector<float>> HostIn; // every rank's input
-    std::vector<float> HostBias, HostRes, HostGamma;
+    /// Every rank's input and the residual, drawn by the check element by
+    /// element: it samples a large collective's output (every 8th element
+    /// of 16M), and drawing each rank's input whole took most of a node's
+    /// set-up. The row-long bias and RMSNorm weights are stored.
+    std::vector<DrawnStream> HostIn;
+    DrawnStream HostRes;
+    std::vector<float> HostBias, HostGamma;
   };
 
   /// Device, streams, peer access, NCCL, flags; Err says why not.

@@ -61,3 +61,44 @@ TEST(AttentionReference, ScaledSoftmaxWeights) {
   EXPECT_NEAR(Out[0], E / (E + 2), 1e-15);
   EXPECT_DOUBLE_EQ(Out[1], 0);
 }
+
+TEST(AttentionReference, AHeadRowReadsOnlyItsHeadsVisibleKeys) {
+  // Two batches, grouped queries, causal with more keys than queries: the
+  // row from its query and its kv head's visible keys equals the row from
+  // the whole tensors, and kvHeadOf names the head attentionReferenceRow
+  // reads.
+  AttentionShape S;
+  S.B = 2;
+  S.Hq = 4;
+  S.Hkv = 2;
+  S.Sq = 3;
+  S.Skv = 5;
+  S.D = 4;
+  S.Causal = true;
+  S.Scale = 0.5;
+  S.Dtype = DType::F32;
+  std::vector<double> Q(S.B * S.Hq * S.Sq * S.D), K(S.B * S.Hkv * S.Skv * S.D),
+      V(K.size());
+  for (size_t I = 0; I < Q.size(); ++I)
+    Q[I] = std::sin(0.7 * double(I));
+  for (size_t I = 0; I < K.size(); ++I) {
+    K[I] = std::cos(0.3 * double(I));
+    V[I] = std::sin(1.3 * double(I) + 0.2);
+  }
+  EXPECT_EQ(S.kvHeadOf(0), 0);
+  EXPECT_EQ(S.kvHeadOf(2 * S.Sq), 1);            // head 2 of batch 0
+  EXPECT_EQ(S.kvHeadOf(S.Hq * S.Sq + S.Sq), 2);  // head 1 of batch 1
+  EXPECT_EQ(S.kvHeadOf(2 * S.Hq * S.Sq - 1), 3); // the last row
+  for (int64_t R = 0; R < S.B * S.Hq * S.Sq; ++R) {
+    double Whole[4], Head[4];
+    attentionReferenceRow(S, Q.data(), K.data(), V.data(), R, Whole);
+    int64_t Base = S.kvHeadOf(R) * S.Skv * S.D;
+    int64_t Seen = (S.lastKey(R % S.Sq) + 1) * S.D;
+    // Only the visible keys: the rest of the head would be poison.
+    std::vector<double> Kh(K.begin() + Base, K.begin() + Base + Seen),
+        Vh(V.begin() + Base, V.begin() + Base + Seen);
+    attentionReferenceHeadRow(S, &Q[R * S.D], Kh.data(), Vh.data(), R, Head);
+    for (int X = 0; X < 4; ++X)
+      EXPECT_EQ(Head[X], Whole[X]) << R << " " << X;
+  }
+}

@@ -1,0 +1,68 @@
+//===- DrawnValues.cpp - Seeded inputs as a reference reads them ----------===//
+#include "mtsched/Autotune/DrawnValues.h"
+#include "mtsched/Autotune/RandomInputs.h"
+#include <algorithm>
+#include <cassert>
+
+using namespace mtsched;
+
+void DrawnValues::add(const Value *V, int64_t Count, uint64_t Seed,
+                      uint64_t Stream, DType T) {
+  Entry &E = Entries[V];
+  E = Entry();
+  E.Key = randomKey(Seed, Stream);
+  E.Count = std::max<int64_t>(0, Count);
+  E.T = T;
+}
+
+const DrawnValues::Entry &DrawnValues::entry(const Value *V) const {
+  auto It = Entries.find(V);
+  assert(It != Entries.end() && "a value the reference was not given");
+  return It->second;
+}
+
+const std::vector<double> &DrawnValues::store(const Value *V) {
+  Entry &E = Entries.find(V)->second;
+  if (!E.Stored) {
+    E.Elems.resize(size_t(E.Count));
+    // A value is a hash and a rounding (several ns): a thread per 256K.
+    parallelChunks(
+        E.Count,
+        [&](int64_t B, int64_t End) {
+          for (int64_t I = B; I < End; ++I)
+            E.Elems[size_t(I)] = randomValueAt(E.Key, I, E.T);
+        },
+        /*MinChunk=*/1 << 18);
+    E.Stored = true;
+  }
+  return E.Elems;
+}
+
+const double *DrawnValues::data(const Value *V) const {
+  const Entry &E = entry(V);
+  assert(E.Stored && "data() of a value not stored");
+  return E.Elems.data();
+}
+
+std::vector<double> DrawnValues::slice(const Value *V, int64_t Begin,
+                                       int64_t Len) const {
+  const Entry &E = entry(V);
+  assert(Begin >= 0 && Len >= 0 && Begin + Len <= E.Count);
+  if (E.Stored)
+    return std::vector<double>(E.Elems.begin() + Begin,
+                               E.Elems.begin() + Begin + Len);
+  std::vector<double> Out(static_cast<size_t>(Len));
+  for (int64_t I = 0; I < Len; ++I)
+    Out[size_t(I)] = randomValueAt(E.Key, Begin + I, E.T);
+  return Out;
+}
+
+int64_t DrawnValues::size(const Value *V) const {
+  auto It = Entries.find(V);
+  return It == Entries.end() ? -1 : It->second.Count;
+}
+
+double DrawnValues::at(const Value *V, int64_t I) const {
+  const Entry &E = entry(V);
+  return E.Stored ? E.Elems[size_t(I)] : randomValueAt(E.Key, I, E.T);
+}

@@ -1,0 +1,118 @@
+//===- DrawnValuesTest.cpp - Seeded inputs drawn on demand ----------------===//
+#include "mtsched/Autotune/DrawnValues.h"
+#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/IR/Parser.h"
+#include "llvm/Support/SourceMgr.h"
+#include "gtest/gtest.h"
+
+using namespace mtsched;
+
+namespace {
+
+// Large enough for store() to draw on several threads.
+constexpr int64_t Big = (int64_t(1) << 20) + 321;
+
+/// A graph whose epilogue chain reads a row-sized, a column-broadcast, a
+/// scalar-like and a whole-tensor operand.
+const char *IR =
+    R"(graph @g(%x: f32[8,16], %bias: f32[16], %col: f32[8,1], %res: f32[8,16], %s: f32[1]) {
+  %a = add(%x, %bias) : f32[8,16]
+  %b = mul(%a, %col) : f32[8,16]
+  %c = add(%b, %res) : f32[8,16]
+  %d = mul(%c, %s) : f32[8,16]
+  %e = relu(%d) : f32[8,16]
+  return %e
+}
+)";
+
+struct Parsed {
+  llvm::SourceMgr SM;
+  std::unique_ptr<Module> M;
+  const Graph &graph() const { return *M->getGraphs().front(); }
+};
+
+std::unique_ptr<Parsed> parse() {
+  auto P = std::make_unique<Parsed>();
+  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(IR, "t.mir"),
+                           llvm::SMLoc());
+  P->M = parseModule(P->SM);
+  return P;
+}
+
+} // namespace
+
+TEST(DrawnValues, ElementsAreRandomValuesDrawnWhole) {
+  auto P = parse();
+  ASSERT_TRUE(P->M);
+  const Value *X = P->graph().getInputs()[0].get();
+  for (DType T : {DType::BF16, DType::F16, DType::F32}) {
+    DrawnValues D;
+    D.add(X, Big, 11, 5, T);
+    std::vector<double> Whole = randomValues(Big, 11, 5, T);
+    EXPECT_EQ(D.size(X), Big);
+    for (int64_t I : {int64_t(0), int64_t(77), Big - 1})
+      EXPECT_EQ(D.at(X, I), Whole[size_t(I)]) << I;
+    std::vector<double> S = D.slice(X, 1000, 300);
+    EXPECT_TRUE(std::equal(S.begin(), S.end(), Whole.begin() + 1000));
+    // Stored, the same numbers, through every accessor.
+    EXPECT_EQ(D.store(X), Whole);
+    EXPECT_EQ(D.data(X)[12345], Whole[12345]);
+    EXPECT_EQ(D.at(X, Big - 1), Whole.back());
+    EXPECT_EQ(D.slice(X, 1000, 300), S);
+  }
+}
+
+TEST(DrawnValues, StreamsDifferAndUnknownValuesHaveNoSize) {
+  auto P = parse();
+  ASSERT_TRUE(P->M);
+  const Value *X = P->graph().getInputs()[0].get();
+  const Value *Bias = P->graph().getInputs()[1].get();
+  DrawnValues D;
+  D.add(X, 128, 11, 0, DType::F32);
+  EXPECT_EQ(D.size(Bias), -1);
+  D.add(Bias, 16, 11, 1, DType::F32);
+  EXPECT_NE(D.slice(X, 0, 16), D.slice(Bias, 0, 16));
+  // Added again under another stream: the new values, not the stored ones.
+  D.store(Bias);
+  D.add(Bias, 16, 11, 2, DType::F32);
+  EXPECT_EQ(D.slice(Bias, 0, 16), randomValues(16, 11, 2, DType::F32));
+}
+
+TEST(DrawnValues, RowChainReadsDrawnAsStoredValues) {
+  // The benchmark's reference (drawn) and the interpreter's (stored) apply
+  // an epilogue to a row alike, broadcasting included.
+  auto P = parse();
+  ASSERT_TRUE(P->M);
+  const Graph &G = P->graph();
+  DrawnValues D;
+  ValueData Stored;
+  for (auto [I, V] : llvm::enumerate(G.getInputs())) {
+    int64_t N = V->getType().numElements();
+    D.add(V.get(), N, 3, I, DType::F32);
+    Stored[V.get()] = randomValues(N, 3, I, DType::F32);
+  }
+  std::vector<const Node *> Chain;
+  for (const auto &N : G.getNodes())
+    Chain.push_back(N.get());
+  const Value *X = G.getInputs()[0].get();
+  for (int64_t R = 0; R < 8; ++R) {
+    std::vector<double> RowD = D.slice(X, R * 16, 16), RowS = RowD;
+    // Starting after %a: its result is the row, the rest are operands.
+    llvm::ArrayRef<const Node *> Rest(Chain);
+    ASSERT_FALSE(bool(interpretRowChain(Rest.drop_front(),
+                                        Chain[0]->getResult(), R, 8, RowD, D)));
+    ASSERT_FALSE(bool(interpretRowChain(
+        Rest.drop_front(), Chain[0]->getResult(), R, 8, RowS, Stored)));
+    EXPECT_EQ(RowD, RowS) << R;
+  }
+  // An operand without a value is an error, not a read out of bounds.
+  DrawnValues Missing;
+  std::vector<double> Row(16, 1.0);
+  llvm::Error E =
+      interpretRowChain(llvm::ArrayRef<const Node *>(Chain).drop_front(),
+                        Chain[0]->getResult(), 0, 8, Row, Missing);
+  ASSERT_TRUE(bool(E));
+  EXPECT_NE(llvm::toString(std::move(E)).find("no value for '%col'"),
+            std::string::npos);
+}
