@@ -296,6 +296,7 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
   std::vector<double> Values(2 * Slots.size(), -Inf);
   std::vector<Measurement> Local(Slots.size());
   std::vector<ChoiceStatus> Unfused;
+  const Workload *Expected = nullptr;
   for (size_t S = 0; S < Slots.size(); ++S) {
     const Slot &Sl = Slots[S];
     Values[2 * S + 1] = statusCode(ChoiceStatus::Ok);
@@ -304,6 +305,17 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
     const MultiTemplateBufferNode &N = *Nodes[Sl.Node].N;
     if (S == Begin[Sl.Node])
       Unfused.assign(N.getChoices().size(), ChoiceStatus::Ok);
+    // As the walk does before a node's first measurement at a size: the
+    // backend prepares (compiles) only what is not pruned. Without it the
+    // cuda backend compiled every pruned choice too (8.6 s of NVRTC in one
+    // Llama layer's first run).
+    if (Sl.W != Expected) {
+      Expected = Sl.W;
+      std::vector<bool> Kept;
+      for (const std::string &P : pruneReasons(N, *Sl.W))
+        Kept.push_back(P.empty());
+      Bench.expectChoices(N, Kept);
+    }
     // A choice that failed unfused is tried neither fused nor at a hint,
     // whether it failed now or in the memo.
     if (Sl.C && (Sl.Fused || Sl.Hint)) {

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 
 using namespace mtsched;
@@ -62,10 +63,16 @@ using RankTweak =
     std::function<void(int Rank, AutotuneOptions &, FusionOptions &,
                        std::chrono::milliseconds &Delay)>;
 
-/// Runs lower + fuse + autotune on two thread ranks.
-std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {}) {
+/// Each rank's benchmarker.
+using MakeBenchmarker = std::function<std::unique_ptr<Benchmarker>(int Rank)>;
+
+/// Runs lower + fuse + autotune on two thread ranks: Source's graph, timed
+/// by Make's benchmarkers (TableBenchmarker's by default).
+std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {},
+                                 const char *Source = IR,
+                                 MakeBenchmarker Make = {}) {
   llvm::SourceMgr SM;
-  SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(IR, "t.mir"),
+  SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Source, "t.mir"),
                         llvm::SMLoc());
   std::unique_ptr<Module> M = parseModule(SM);
   EXPECT_TRUE(M);
@@ -93,7 +100,8 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {}) {
         Tweak(R, Opts, Fusion, Delay);
       std::this_thread::sleep_for(Delay);
       Autotuner Session(Opts, Fusion, Mode, *Comm,
-                        std::make_unique<TableBenchmarker>(R, T),
+                        Make ? Make(R)
+                             : std::make_unique<TableBenchmarker>(R, T),
                         createRooflineCostModel(Opts.Device), Diags, *Copy);
       LoweringOptions Lower;
       Lower.Mode = Mode;
@@ -254,4 +262,87 @@ TEST(AutotunerTest, ProtocolFlagsNameWhatRanksMustShare) {
        {"collective-mode=immediate", "fusion-heuristic=benchmark",
         "size-hints-bytes=16,1024", "prune-top-k=3"})
     EXPECT_NE(F.find(W), std::string::npos) << W << " in " << F;
+}
+
+namespace {
+
+/// Records, per node, the choices the backend was told to expect and the
+/// unfused choices it was asked to time.
+class ExpectingBenchmarker : public Benchmarker {
+public:
+  struct Log {
+    std::map<std::string, std::vector<bool>> Expected;
+    /// (node, choice) timed unfused with no expectChoices for that node.
+    std::vector<std::string> Unexpected;
+    std::set<std::string> Timed;
+  };
+  explicit ExpectingBenchmarker(Log &L) : L(L) {}
+  llvm::StringRef getBackendName() const override { return "sim"; }
+  void expectChoices(const MultiTemplateBufferNode &N,
+                     const std::vector<bool> &Kept) override {
+    L.Expected[N.getName()] = Kept;
+  }
+  Measurement measure(const MultiTemplateBufferNode &N, const Workload &,
+                      const Choice &C, bool Fused) override {
+    if (!Fused) {
+      auto It = L.Expected.find(N.getName());
+      size_t I = &C - N.getChoices().data();
+      if (It == L.Expected.end() || I >= It->second.size() || !It->second[I])
+        L.Unexpected.push_back(N.getName() + " " + C.Name);
+      L.Timed.insert(N.getName() + " " + C.Name);
+    }
+    return Measurement{ChoiceStatus::Ok, 10, ""};
+  }
+  Measurement measureEpilogue(const MultiTemplateBufferNode &,
+                              const Workload &) override {
+    return Measurement{ChoiceStatus::Ok, 1, ""};
+  }
+
+private:
+  Log &L;
+};
+
+/// Four GEMMs of four shapes: two whole nodes per rank.
+const char *FourGemms = R"(graph @g(%x: bf16[64,256], %w1: bf16[256,512], %w2: bf16[512,384], %w3: bf16[384,128], %w4: bf16[128,640]) attributes {world_size = 2} {
+  %a = matmul(%x, %w1) : bf16[64,512]
+  %b = matmul(%a, %w2) : bf16[64,384]
+  %c = matmul(%b, %w3) : bf16[64,128]
+  %d = matmul(%c, %w4) : bf16[64,640]
+  return %d
+}
+)";
+
+} // namespace
+
+// --split-tuning=nodes measures a node before the walk reaches it; like
+// the walk, it first tells the backend which choices pruning keeps, or
+// the cuda backend compiles every pruned one too.
+TEST(AutotunerTest, NodeSplitTellsTheBackendWhatPruningKept) {
+  ExpectingBenchmarker::Log Logs[2];
+  std::vector<RankRun> Runs = runTwoRanks(
+      CollectiveMode::Deferred,
+      [](int, AutotuneOptions &O, FusionOptions &,
+         std::chrono::milliseconds &) {
+        O.SplitByNode = true;
+        O.PruneTopK = 1;
+      },
+      FourGemms,
+      [&](int R) { return std::make_unique<ExpectingBenchmarker>(Logs[R]); });
+  ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
+  EXPECT_EQ(Runs[0].IR, Runs[1].IR);
+  size_t Pruned = 0;
+  for (int R = 0; R < 2; ++R) {
+    EXPECT_TRUE(Logs[R].Unexpected.empty())
+        << "rank " << R << " timed " << Logs[R].Unexpected.front()
+        << " unannounced";
+    // Each rank times the choices of two whole nodes of its own.
+    std::set<std::string> Nodes;
+    for (const std::string &T : Logs[R].Timed)
+      Nodes.insert(T.substr(0, T.find(' ')));
+    EXPECT_EQ(Nodes.size(), 2u) << "rank " << R;
+    for (const auto &[Node, Kept] : Logs[R].Expected)
+      Pruned += size_t(llvm::count(Kept, false));
+  }
+  // The test means something only if pruning dropped choices.
+  EXPECT_GT(Pruned, 0u);
 }
