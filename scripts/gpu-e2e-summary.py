@@ -6,10 +6,10 @@
                                            report) decided alike
   gpu-e2e-summary.py modes DIR             V1 vs V2: autotune wall time and
                                            syncs of DIR/v_{threads,mpi}_*.json
-  gpu-e2e-summary.py split DIR             --split-tuning on vs off, per
+  gpu-e2e-summary.py split DIR             --split-tuning settings vs off, per
                                            graph: wall and autotune time
                                            (median of the DIR/split_CASE_
-                                           {threads,mpi}_{on,off}_N runs),
+                                           {threads,mpi}_{off,on,nodes}_N runs),
                                            benchmarks per rank, whether
                                            every run decided alike, and the
                                            traces' time per phase

@@ -16,13 +16,14 @@
 #     tp = 2) fitted by mtsched-calibrate into a device file;
 #  5. the heuristics lab on the GPUs over part of that corpus, predicted by
 #     the calibrated device;
-#  6. --split-tuning=on vs off: tp_mlp's autotune wall time with each rank
-#     timing a share of the GEMM choices against every rank timing all of
-#     them, thread and MPI ranks, alternating, kernels compiled beforehand;
+#  6. --split-tuning=nodes (the default) vs off: tp_mlp's autotune wall
+#     time with each rank timing a share of the GEMM work against every rank
+#     timing all of it, thread and MPI ranks, alternating, kernels compiled
+#     beforehand;
 #     the decided IR of every run compared, and where the time went (from
 #     the traces). SPLIT_CASES="tp_mlp tp_mlp_m llama_tp2" adds graphs with
 #     more GEMM work (see step 6 below); SPLIT_MODES="off on nodes" adds
-#     --split-tuning=nodes.
+#     --split-tuning=on.
 #
 # Results go to $OUT, else ./gpu-results: summary.txt, and e2e.tar.gz with
 # every report and log (the GPU machine sends back only a few files).
@@ -156,17 +157,17 @@ if want 6; then
     llama_tp2) args=("$ROOT/examples/layers/llama3_8b_tp2.mir") ;;
     *) echo "unknown split case $case" | tee -a "$SUM"; fail=1; continue ;;
     esac
-    echo "== 6. split tuning: $case, 2 ranks, --split-tuning=on vs off"
+    echo "== 6. split tuning: $case, 2 ranks, --split-tuning=${SPLIT_MODES:-off nodes}"
     # One untimed run per setting fills the kernel cache, so every setting
     # times the same work: benchmarking, not NVRTC. (`nodes` measures every
     # fused and unfused variant of a node before the walk, so it compiles
     # kernels that a walk which skips them never does.)
-    for s in ${SPLIT_MODES:-off on}; do
+    for s in ${SPLIT_MODES:-off nodes}; do
       step "split_${case}_fill_$s" "$OPT" "${args[@]}" --ranks=2 "${COMMON[@]}" \
         --split-tuning=$s --quiet
     done
     for rep in 1 2 3; do
-      for s in ${SPLIT_MODES:-off on}; do
+      for s in ${SPLIT_MODES:-off nodes}; do
         n="split_${case}_threads_${s}_$rep"
         step "$n" "$OPT" "${args[@]}" --ranks=2 "${COMMON[@]}" \
           --split-tuning=$s --report="$OUTDIR/$n.json" --trace="$OUTDIR/$n.trace.json"

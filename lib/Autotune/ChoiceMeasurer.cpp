@@ -62,13 +62,15 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
                                const Workload &W, int64_t Hint, bool Fused,
                                const std::vector<bool> &Skip, NodeState &S) {
   bool Collective = llvm::isa<CollectiveMultiTemplateBufferNode>(N);
-  // Work split: the K-th choice that needs measuring is timed by rank
-  // K mod size only. Every rank skips the same choices (memo, cache,
-  // pruning and failures are agreed state), so the shares are disjoint and
-  // cover every choice; the others contribute -inf, which the max-reduction
-  // ignores.
+  // Work split (--split-tuning=on): the K-th choice that needs measuring
+  // is timed by rank K mod size only. Every rank skips the same choices
+  // (memo, cache, pruning and failures are agreed state), so the shares are
+  // disjoint and cover every choice; the others contribute -inf, which the
+  // max-reduction ignores. Under `nodes`, what measureByNode left to the
+  // walk is timed by every rank.
   Communicator &Comm = Ranks.nodeComm();
-  bool Split = Opts.SplitTuning && !Collective && Comm.size() > 1;
+  bool Split = Opts.SplitTuning && !Opts.SplitByNode && !Collective &&
+               Comm.size() > 1;
   size_t ToMeasure = 0;
   std::vector<AgreedMeasurement> Out(N.getChoices().size());
   // Local results still to be max-reduced: after every choice for a
@@ -273,24 +275,32 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
     }
   }
   Begin.push_back(Slots.size());
-  // Whole nodes balance only when there are several per rank; with fewer,
-  // the nodes' walk deals out their choices instead (--split-tuning=on).
+  // Groups and their work: a node's times, plus one for preparing it.
+  std::vector<size_t> GroupOf(Nodes.size()), GroupLoad(Nodes.size(), 0);
   size_t Busy = 0;
-  for (size_t K = 0; K < Nodes.size(); ++K)
-    Busy += Begin[K + 1] > Begin[K];
-  if (Busy < 2 * size_t(Size))
+  for (size_t K = 0; K < Nodes.size(); ++K) {
+    int G = Nodes[K].Group;
+    GroupOf[K] = G >= 0 && size_t(G) < K ? GroupOf[size_t(G)] : K;
+    if (size_t Count = Begin[K + 1] - Begin[K]) {
+      Busy += GroupLoad[GroupOf[K]] == 0;
+      GroupLoad[GroupOf[K]] += Count + 1;
+    }
+  }
+  // Fewer groups than ranks: a rank would have nothing to do, and the
+  // walk's timing on every rank compares choices on one GPU each.
+  if (Busy < size_t(Size))
     return true;
-  // Owners: each node to the rank with the fewest times so far (a node's
-  // preparation counted as one more), lowest rank on ties.
+  // Owners: each group, at its first node, to the rank with the least work
+  // so far, lowest rank on ties.
   std::vector<int> Owner(Nodes.size(), 0);
   std::vector<size_t> Load(size_t(Size), 0), Owned(size_t(Size), 0);
   for (size_t K = 0; K < Nodes.size(); ++K) {
-    size_t Count = Begin[K + 1] - Begin[K];
-    if (!Count)
-      continue;
-    Owner[K] = int(llvm::min_element(Load) - Load.begin());
-    Load[size_t(Owner[K])] += Count + 1;
-    Owned[size_t(Owner[K])] += Count;
+    if (GroupOf[K] == K && GroupLoad[K]) {
+      Owner[K] = int(llvm::min_element(Load) - Load.begin());
+      Load[size_t(Owner[K])] += GroupLoad[K];
+    }
+    Owner[K] = Owner[GroupOf[K]];
+    Owned[size_t(Owner[K])] += Begin[K + 1] - Begin[K];
   }
   // This rank's nodes, as the node's own walk would measure them.
   std::vector<double> Values(2 * Slots.size(), -Inf);

@@ -8,6 +8,7 @@
 #include "AutotunerImpl.h"
 #include "mtsched/Autotune/Workload.h"
 #include "llvm/Support/TimeProfiler.h"
+#include <map>
 
 using namespace mtsched;
 
@@ -33,6 +34,26 @@ void Autotuner::Impl::measureByNode(
       for (int64_t Hint : Opts.SizeHintsM)
         NW.Hints.push_back({Hint, describeNode(M, G, N, Hint)});
     Work.push_back(std::move(NW));
+  }
+  // A merged SwiGLU GEMM and the gate and up GEMMs it is an alternative
+  // of (select-swiglu compares them) go to one rank.
+  std::map<std::pair<const Value *, const Value *>, size_t> Gemms;
+  for (size_t K = 0; K < Work.size(); ++K)
+    if (Work[K].N->getOp() == OpCode::MatMul && Work[K].N->getNumOperands() == 2)
+      Gemms.try_emplace({Work[K].N->getOperand(0), Work[K].N->getOperand(1)}, K);
+  for (size_t K = 0; K < Work.size(); ++K) {
+    const MultiTemplateBufferNode &S = *Work[K].N;
+    if (S.getOp() != OpCode::SwiGlu || S.getNumOperands() != 3)
+      continue;
+    std::vector<size_t> Members = {K};
+    for (unsigned W : {1u, 2u}) {
+      auto It = Gemms.find({S.getOperand(0), S.getOperand(W)});
+      if (It != Gemms.end())
+        Members.push_back(It->second);
+    }
+    size_t First = *llvm::min_element(Members);
+    for (size_t M : Members)
+      Work[M].Group = int(First);
   }
   // A failed exchange breaks the agreement: the nodes then fall back.
   Measurer.measureByNode(Work);

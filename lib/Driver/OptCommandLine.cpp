@@ -147,19 +147,22 @@ static cl::list<std::string> OldSizeHints("size-hints", cl::CommaSeparated,
 enum class SplitTuningMode { Off, On, Nodes };
 static cl::opt<SplitTuningMode> SplitTuning(
     "split-tuning",
-    cl::desc("With several ranks, each rank times its share of the "
-             "non-collective nodes' choices and the ranks exchange the "
-             "times, so N ranks tune N times faster (default on)"),
-    cl::values(clEnumValN(SplitTuningMode::On, "on",
-                          "split each node's choices among the ranks "
-                          "(default)"),
-               clEnumValN(SplitTuningMode::Nodes, "nodes",
+    cl::desc("With several ranks, each rank times a share of the "
+             "non-collective nodes and the ranks exchange the times "
+             "(default nodes)"),
+    cl::values(clEnumValN(SplitTuningMode::Nodes, "nodes",
                           "deal whole nodes out to the ranks, measured "
-                          "before any is decided, with one exchange"),
+                          "before any is decided, with one exchange: the "
+                          "choices a decision compares are timed on one GPU "
+                          "(default)"),
+               clEnumValN(SplitTuningMode::On, "on",
+                          "split each node's choices among the ranks: "
+                          "faster on graphs of few nodes, but a node's "
+                          "choices are compared across GPUs"),
                clEnumValN(SplitTuningMode::Off, "off",
                           "every rank times every choice; the slowest "
                           "rank's time counts")),
-    cl::init(SplitTuningMode::On), cl::cat(TuneCat));
+    cl::init(SplitTuningMode::Nodes), cl::cat(TuneCat));
 static cl::opt<unsigned> PruneTopK(
     "prune-top-k",
     cl::desc("Benchmark only the K choices the cost model ranks best, per "

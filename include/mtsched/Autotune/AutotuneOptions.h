@@ -72,16 +72,19 @@ struct AutotuneOptions {
   /// Benchmark only the K choices the cost model ranks best, per node and
   /// per size hint; 0 benchmarks every choice.
   unsigned PruneTopK = 0;
-  /// With several ranks, each rank times a disjoint share of a
-  /// non-collective node's choices and the agreement carries each time to
-  /// every rank (collectives still need every rank). Off: every rank times
-  /// every choice and the slowest rank's time counts.
+  /// With several ranks, each rank times a disjoint share of the
+  /// non-collective work and the agreement carries each time to every rank
+  /// (collectives still need every rank). Off: every rank times every
+  /// choice and the slowest rank's time counts.
   bool SplitTuning = true;
-  /// With SplitTuning: whole nodes are dealt out instead of choices. Before
-  /// the nodes are decided, each rank measures every time of the
+  /// With SplitTuning: whole nodes are dealt out (the default). Before the
+  /// nodes are decided, each rank measures every time of the
   /// non-collective nodes it owns (inputs prepared once, on one rank), and
-  /// one max-reduction carries them all to every rank.
-  bool SplitByNode = false;
+  /// one max-reduction carries them all to every rank; the choices a
+  /// decision compares are timed on one GPU. False: each node's choices are
+  /// dealt out, and a node's choices are compared across GPUs, whose times
+  /// differ by 1-2% (docs/RANKS.md).
+  bool SplitByNode = true;
 };
 
 } // namespace mtsched

@@ -60,18 +60,23 @@ public:
     bool WithFused = false;
     /// The size hints it is tuned at: (hint, the workload at that size).
     std::vector<std::pair<int64_t, Workload>> Hints;
+    /// Nodes of one group (the index of its first node) go to one rank:
+    /// a decision compares their times (a merged SwiGLU and the two GEMMs
+    /// it replaces), and times taken on different GPUs differ by 1-2%
+    /// (docs/RANKS.md). -1: a group of its own.
+    int Group = -1;
   };
-  /// --split-tuning=nodes: deals Nodes out to the ranks whole (each to the
-  /// rank with the fewest times to take so far, in order), measures this
-  /// rank's as measureChoices and measureEpilogue would (pruned choices
-  /// left out, a choice that failed unfused not tried fused nor at a
-  /// hint), then agrees every time in one max-reduction and remembers
-  /// them: the nodes' own measurements then come from the memo. A node's
-  /// inputs are thus prepared on one rank, not on every rank that times one
-  /// of its choices. With fewer than two nodes per rank to measure it does
-  /// nothing, and the nodes' walk splits their choices instead. False if
-  /// the ranks could not agree (the agreement is then broken and nothing
-  /// is remembered).
+  /// --split-tuning=nodes: deals Nodes out to the ranks in whole groups
+  /// (each to the rank with the fewest times to take so far, in order),
+  /// measures this rank's as measureChoices and measureEpilogue would
+  /// (pruned choices left out, a choice that failed unfused not tried fused
+  /// nor at a hint), then agrees every time in one max-reduction and
+  /// remembers them: the nodes' own measurements then come from the memo.
+  /// Every time a decision compares is thus taken on one GPU, and a node's
+  /// inputs are prepared on one rank. With fewer groups to measure than
+  /// ranks it does nothing, and the nodes' walk has every rank time every
+  /// choice. False if the ranks could not agree (the agreement is then
+  /// broken and nothing is remembered).
   bool measureByNode(llvm::ArrayRef<NodeWork> Nodes);
   /// --prune-top-k: for each choice of N at W, empty if it is benchmarked,
   /// else why not.

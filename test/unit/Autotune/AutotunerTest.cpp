@@ -152,7 +152,10 @@ TEST(AutotunerTest, RanksDecideIdenticallyFromMaxReducedTimes) {
 // kernel (each time reaches both ranks), while the collective's choices
 // are still timed, and max-reduced, by both.
 TEST(AutotunerTest, SplitTuningTimesEachChoiceOnOneRank) {
-  std::vector<RankRun> Runs = runTwoRanks(CollectiveMode::Deferred);
+  std::vector<RankRun> Runs =
+      runTwoRanks(CollectiveMode::Deferred,
+                  [](int, AutotuneOptions &O, FusionOptions &,
+                     std::chrono::milliseconds &) { O.SplitByNode = false; });
   ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
   EXPECT_EQ(Runs[0].IR, Runs[1].IR);
   EXPECT_NE(Runs[0].IR.find("decided two_shot"), std::string::npos);
