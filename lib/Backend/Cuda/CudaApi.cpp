@@ -232,6 +232,7 @@ llvm::Expected<const CublasApi &> cuda::loadCublas() {
     Lib.get(A.cublasCreate, {"cublasCreate_v2"}, M);
     Lib.get(A.cublasDestroy, {"cublasDestroy_v2"}, M);
     Lib.get(A.cublasSetStream, {"cublasSetStream_v2"}, M);
+    Lib.get(A.cublasSetWorkspace, {"cublasSetWorkspace_v2"}, M);
     Lib.get(A.cublasGemmEx, {"cublasGemmEx"}, M);
     if (!M.empty())
       L.Error = Lib.Path + " lacks " + M;

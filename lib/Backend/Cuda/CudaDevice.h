@@ -46,6 +46,9 @@ struct Gpu {
   CUdeviceptr Flush = 0;
   size_t FlushBytes = 0;
   cublasHandle_t Blas = nullptr;
+  /// cuBLAS's workspace (cublasSetWorkspace).
+  CUdeviceptr BlasWorkspace = 0;
+  size_t BlasWorkspaceBytes = 0;
   const CublasApi *B = nullptr;
   std::string BlasError;
   /// Fills and fp64 references on the GPU, loaded on first use (under Mu);

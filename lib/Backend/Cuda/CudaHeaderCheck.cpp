@@ -131,7 +131,8 @@ constexpr bool functionSame(RA (*)(PA...), RB (*)(PB...)) {
 #define MTSCHED_CUBLAS_FUNCTIONS(X)                                            \
   X(cublasCreate)                                                              \
   X(cublasDestroy)                                                             \
-  X(cublasSetStream)
+  X(cublasSetStream)                                                           \
+  X(cublasSetWorkspace)
 
 #define MTSCHED_NCCL_FUNCTIONS(X)                                              \
   X(ncclGetVersion)                                                            \

@@ -185,6 +185,7 @@ struct CublasApi {
   cublasStatus_t (*cublasCreate)(cublasHandle_t *);
   cublasStatus_t (*cublasDestroy)(cublasHandle_t);
   cublasStatus_t (*cublasSetStream)(cublasHandle_t, CUstream);
+  cublasStatus_t (*cublasSetWorkspace)(cublasHandle_t, void *, size_t);
   cublasStatus_t (*cublasGemmEx)(cublasHandle_t, int, int, int, int, int,
                                  const void *, const void *, int, int,
                                  const void *, int, int, const void *, void *,
