@@ -69,8 +69,8 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
   // max-reduction ignores. Under `nodes`, what measureByNode left to the
   // walk is timed by every rank.
   Communicator &Comm = Ranks.nodeComm();
-  bool Split = Opts.SplitTuning && !Opts.SplitByNode && !Collective &&
-               Comm.size() > 1;
+  bool Split =
+      Opts.SplitTuning && !Opts.SplitByNode && !Collective && Comm.size() > 1;
   size_t ToMeasure = 0;
   std::vector<AgreedMeasurement> Out(N.getChoices().size());
   // Local results still to be max-reduced: after every choice for a

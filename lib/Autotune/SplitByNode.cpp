@@ -39,8 +39,10 @@ void Autotuner::Impl::measureByNode(
   // of (select-swiglu compares them) go to one rank.
   std::map<std::pair<const Value *, const Value *>, size_t> Gemms;
   for (size_t K = 0; K < Work.size(); ++K)
-    if (Work[K].N->getOp() == OpCode::MatMul && Work[K].N->getNumOperands() == 2)
-      Gemms.try_emplace({Work[K].N->getOperand(0), Work[K].N->getOperand(1)}, K);
+    if (Work[K].N->getOp() == OpCode::MatMul &&
+        Work[K].N->getNumOperands() == 2)
+      Gemms.try_emplace({Work[K].N->getOperand(0), Work[K].N->getOperand(1)},
+                        K);
   for (size_t K = 0; K < Work.size(); ++K) {
     const MultiTemplateBufferNode &S = *Work[K].N;
     if (S.getOp() != OpCode::SwiGlu || S.getNumOperands() != 3)

@@ -8,21 +8,26 @@ using namespace mtsched;
 
 namespace {
 
-/// B = 1, Hq = 4, Hkv = 2, Sq = 2, Skv = 3, D = 2: query heads 0 and 1 read
-/// kv head 0, heads 2 and 3 kv head 1.
-AttentionShape small(bool Causal) {
+/// An f32 attention of B batches, Hq query heads over Hkv kv heads, Sq
+/// queries, Skv keys and head dimension D.
+AttentionShape shape(int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq,
+                     int64_t Skv, int64_t D, bool Causal, double Scale) {
   AttentionShape S;
-  S.B = 1;
-  S.Hq = 4;
-  S.Hkv = 2;
-  S.Sq = 2;
-  S.Skv = 3;
-  S.D = 2;
+  S.B = B;
+  S.Hq = Hq;
+  S.Hkv = Hkv;
+  S.Sq = Sq;
+  S.Skv = Skv;
+  S.D = D;
   S.Causal = Causal;
-  S.Scale = 1;
+  S.Scale = Scale;
   S.Dtype = DType::F32;
   return S;
 }
+
+/// B = 1, Hq = 4, Hkv = 2, Sq = 2, Skv = 3, D = 2: query heads 0 and 1 read
+/// kv head 0, heads 2 and 3 kv head 1.
+AttentionShape small(bool Causal) { return shape(1, 4, 2, 2, 3, 2, Causal, 1); }
 
 } // namespace
 
@@ -67,16 +72,8 @@ TEST(AttentionReference, AHeadRowReadsOnlyItsHeadsVisibleKeys) {
   // row from its query and its kv head's visible keys equals the row from
   // the whole tensors, and kvHeadOf names the head attentionReferenceRow
   // reads.
-  AttentionShape S;
-  S.B = 2;
-  S.Hq = 4;
-  S.Hkv = 2;
-  S.Sq = 3;
-  S.Skv = 5;
-  S.D = 4;
-  S.Causal = true;
-  S.Scale = 0.5;
-  S.Dtype = DType::F32;
+  AttentionShape S = shape(/*B=*/2, /*Hq=*/4, /*Hkv=*/2, /*Sq=*/3, /*Skv=*/5,
+                           /*D=*/4, /*Causal=*/true, /*Scale=*/0.5);
   std::vector<double> Q(S.B * S.Hq * S.Sq * S.D), K(S.B * S.Hkv * S.Skv * S.D),
       V(K.size());
   for (size_t I = 0; I < Q.size(); ++I)

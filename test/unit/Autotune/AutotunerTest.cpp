@@ -306,7 +306,8 @@ private:
 };
 
 /// Four GEMMs of four shapes: two whole nodes per rank.
-const char *FourGemms = R"(graph @g(%x: bf16[64,256], %w1: bf16[256,512], %w2: bf16[512,384], %w3: bf16[384,128], %w4: bf16[128,640]) attributes {world_size = 2} {
+const char *FourGemms =
+    R"(graph @g(%x: bf16[64,256], %w1: bf16[256,512], %w2: bf16[512,384], %w3: bf16[384,128], %w4: bf16[128,640]) attributes {world_size = 2} {
   %a = matmul(%x, %w1) : bf16[64,512]
   %b = matmul(%a, %w2) : bf16[64,384]
   %c = matmul(%b, %w3) : bf16[64,128]
