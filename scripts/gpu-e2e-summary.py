@@ -148,6 +148,16 @@ def split(d):
                                    for s in ("on", "nodes") if s in med)
                 print(f"{case} {kind}: wall {ratios}; every run decided "
                       f"alike: {'yes' if alike else 'NO'}")
+                # The issue asks for the split's decisions to be the
+                # unsplit run's: runs of each setting that decided what
+                # most `off` runs decided.
+                offs = [ir for n, ir in irs.items() if f"_{kind}_off_" in n]
+                usual = max(set(offs), key=offs.count)
+                same = ", ".join(
+                    f"{s} {sum(ir == usual for n, ir in irs.items() if f'_{kind}_{s}_' in n)}"
+                    f"/{sum(f'_{kind}_{s}_' in n for n in irs)}"
+                    for s in ("off", "on", "nodes") if s in med)
+                print(f"{case} {kind}: runs deciding as most off runs: {same}")
         cols = sorted(phases)
         if cols:
             print()
