@@ -10,6 +10,16 @@ using namespace mtsched;
 
 static constexpr double Inf = std::numeric_limits<double>::infinity();
 
+/// Tells the backend which of N's choices it will time (those Pruned gives
+/// no reason for), so it prepares and compiles only those.
+static void expectUnpruned(Benchmarker &Bench, const MultiTemplateBufferNode &N,
+                           const std::vector<std::string> &Pruned) {
+  std::vector<bool> Kept;
+  for (const std::string &P : Pruned)
+    Kept.push_back(P.empty());
+  Bench.expectChoices(N, Kept);
+}
+
 double mtsched::roundUs(double Us) {
   return std::isfinite(Us) ? std::round(Us * 1000.0) / 1000.0 : Us;
 }
@@ -105,12 +115,8 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
     PendingValues.clear();
   };
   std::vector<std::string> Pruned = pruneReasons(N, W);
-  if (!Fused) {
-    std::vector<bool> Kept;
-    for (const std::string &P : Pruned)
-      Kept.push_back(P.empty());
-    Bench.expectChoices(N, Kept);
-  }
+  if (!Fused)
+    expectUnpruned(Bench, N, Pruned);
   for (size_t I = 0; I < N.getChoices().size(); ++I) {
     const Choice &C = N.getChoices()[I];
     if (Fused && C.isExtern()) {
@@ -321,10 +327,7 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
     // Llama layer's first run).
     if (Sl.W != Expected) {
       Expected = Sl.W;
-      std::vector<bool> Kept;
-      for (const std::string &P : pruneReasons(N, *Sl.W))
-        Kept.push_back(P.empty());
-      Bench.expectChoices(N, Kept);
+      expectUnpruned(Bench, N, pruneReasons(N, *Sl.W));
     }
     // A choice that failed unfused is tried neither fused nor at a hint,
     // whether it failed now or in the memo.

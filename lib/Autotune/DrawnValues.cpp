@@ -10,6 +10,8 @@ void DrawnValues::add(const Value *V, int64_t Count, uint64_t Seed,
                       uint64_t Stream, DType T) {
   Entry &E = Entries[V];
   E = Entry();
+  E.Seed = Seed;
+  E.Stream = Stream;
   E.Key = randomKey(Seed, Stream);
   E.Count = std::max<int64_t>(0, Count);
   E.T = T;
@@ -24,15 +26,7 @@ const DrawnValues::Entry &DrawnValues::entry(const Value *V) const {
 const std::vector<double> &DrawnValues::store(const Value *V) {
   Entry &E = Entries.find(V)->second;
   if (!E.Stored) {
-    E.Elems.resize(size_t(E.Count));
-    // A value is a hash and a rounding (several ns): a thread per 256K.
-    parallelChunks(
-        E.Count,
-        [&](int64_t B, int64_t End) {
-          for (int64_t I = B; I < End; ++I)
-            E.Elems[size_t(I)] = randomValueAt(E.Key, I, E.T);
-        },
-        /*MinChunk=*/1 << 18);
+    E.Elems = randomValues(E.Count, E.Seed, E.Stream, E.T);
     E.Stored = true;
   }
   return E.Elems;

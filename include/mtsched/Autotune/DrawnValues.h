@@ -38,7 +38,7 @@ public:
 
 private:
   struct Entry {
-    uint64_t Key = 0;
+    uint64_t Seed = 0, Stream = 0, Key = 0;
     int64_t Count = 0;
     DType T = DType::F32;
     bool Stored = false;
