@@ -254,7 +254,7 @@ int cuda::deviceCount() {
   return Count;
 }
 
-llvm::Expected<DeviceInfo> cuda::openDevice(int Ordinal) {
+llvm::Expected<DeviceInfo> cuda::queryDevice(int Ordinal) {
   llvm::Expected<const DriverApi &> DrvOr = loadDriver();
   if (!DrvOr)
     return DrvOr.takeError();
@@ -294,6 +294,19 @@ llvm::Expected<DeviceInfo> cuda::openDevice(int Ordinal) {
     return err("CUDA device " + llvm::Twine(Ordinal) + " (" + Info.Name +
                ") is sm_" + llvm::Twine(Info.Major) + llvm::Twine(Info.Minor) +
                "; the generated kernels need sm_80 or newer");
+  return Info;
+}
+
+llvm::Expected<DeviceInfo> cuda::openDevice(int Ordinal) {
+  llvm::Expected<DeviceInfo> InfoOr = queryDevice(Ordinal);
+  if (!InfoOr)
+    return InfoOr.takeError();
+  DeviceInfo Info = *InfoOr;
+  const DriverApi &D = *loadDriver();
+  CUdevice Dev;
+  if (CUresult R = D.cuDeviceGet(&Dev, Ordinal))
+    return err("cannot open CUDA device " + llvm::Twine(Ordinal) + ": " +
+               D.errorString(R));
   if (CUresult R = D.cuDevicePrimaryCtxRetain(&Info.Ctx, Dev))
     return err("cannot create a context on " + Info.Name + ": " +
                D.errorString(R));

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -34,9 +35,10 @@
 using namespace mtsched;
 using namespace mtsched::cuda;
 
-void CudaBenchmarker::compileChoices(const MultiTemplateBufferNode &N,
-                                     Prepared &P,
-                                     llvm::function_ref<bool(size_t)> Want) {
+void CudaBenchmarker::startCompile(const MultiTemplateBufferNode &N,
+                                   Prepared &P, const DeviceInfo &Info,
+                                   const DriverApi &D,
+                                   llvm::function_ref<bool(size_t)> Want) {
   std::vector<std::string> Keys;
   std::vector<CompileJob> Jobs;
   auto Add = [&](const std::string &Key, llvm::Expected<KernelSource> K) {
@@ -50,7 +52,7 @@ void CudaBenchmarker::compileChoices(const MultiTemplateBufferNode &N,
       return;
     }
     L.K = std::move(*K);
-    L.Error = unsupportedReason(L.K, G->Info, *G->D);
+    L.Error = unsupportedReason(L.K, Info, D);
     if (!L.Error.empty())
       return;
     Keys.push_back(Key);
@@ -82,39 +84,118 @@ void CudaBenchmarker::compileChoices(const MultiTemplateBufferNode &N,
     Add("epilogue", generateEpilogueKernel(N, P.Rows));
   if (Jobs.empty())
     return;
-  llvm::TimeTraceScope Scope(
-      "cuda.compile", [&] { return std::to_string(Jobs.size()) + " kernels"; });
-  std::vector<llvm::Expected<std::string>> Cubins = compileAll(
-      Jobs, G->Info.Major * 10 + G->Info.Minor, compileOptionsOf(Opts), &Stats);
-  for (size_t I = 0; I < Jobs.size(); ++I) {
-    LoadedKernel &L = P.Kernels[Keys[I]];
-    if (!Cubins[I]) {
-      L.Error = "failed to compile: " + llvm::toString(Cubins[I].takeError());
-      continue;
+  P.Pending.emplace_back();
+  P.Pending.back().Keys = std::move(Keys);
+  P.Pending.back().Cubins =
+      std::async(std::launch::async, [this, Jobs = std::move(Jobs),
+                                      Arch = Info.Major * 10 + Info.Minor] {
+        return compileAll(Jobs, Arch, compileOptionsOf(Opts), &Stats);
+      });
+}
+
+void CudaBenchmarker::loadCompiled(Prepared &P) {
+  for (PendingKernels &Batch : P.Pending) {
+    std::vector<llvm::Expected<std::string>> Cubins;
+    {
+      // The time spent waiting for NVRTC (all of it when the compile did
+      // not start ahead of the node's preparation).
+      llvm::TimeTraceScope Scope("cuda.compile", [&] {
+        return std::to_string(Batch.Keys.size()) + " kernels";
+      });
+      Cubins = Batch.Cubins.get();
     }
-    if (CUresult R = G->D->cuModuleLoadData(&L.Mod, Cubins[I]->data())) {
-      L.Error = "cannot load the module: " + G->D->errorString(R);
-      continue;
-    }
-    if (CUresult R =
-            G->D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str())) {
-      L.Error = "no entry point: " + G->D->errorString(R);
-      continue;
-    }
-    if (L.K.SharedBytes > 48 * 1024) {
-      if (int(L.K.SharedBytes) > G->Info.MaxSharedOptin) {
-        L.Error = "needs " + std::to_string(L.K.SharedBytes) +
-                  " bytes of shared memory; the device allows " +
-                  std::to_string(G->Info.MaxSharedOptin);
+    for (size_t I = 0; I < Batch.Keys.size(); ++I) {
+      LoadedKernel &L = P.Kernels[Batch.Keys[I]];
+      if (!Cubins[I]) {
+        L.Error = "failed to compile: " + llvm::toString(Cubins[I].takeError());
         continue;
       }
-      if (CUresult R = G->D->cuFuncSetAttribute(
-              L.Fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-              int(L.K.SharedBytes)))
-        L.Error =
-            "cannot raise the shared memory limit: " + G->D->errorString(R);
+      if (CUresult R = G->D->cuModuleLoadData(&L.Mod, Cubins[I]->data())) {
+        L.Error = "cannot load the module: " + G->D->errorString(R);
+        continue;
+      }
+      if (CUresult R =
+              G->D->cuModuleGetFunction(&L.Fn, L.Mod, L.K.Name.c_str())) {
+        L.Error = "no entry point: " + G->D->errorString(R);
+        continue;
+      }
+      if (L.K.SharedBytes > 48 * 1024) {
+        if (int(L.K.SharedBytes) > G->Info.MaxSharedOptin) {
+          L.Error = "needs " + std::to_string(L.K.SharedBytes) +
+                    " bytes of shared memory; the device allows " +
+                    std::to_string(G->Info.MaxSharedOptin);
+          continue;
+        }
+        if (CUresult R = G->D->cuFuncSetAttribute(
+                L.Fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                int(L.K.SharedBytes)))
+          L.Error =
+              "cannot raise the shared memory limit: " + G->D->errorString(R);
+      }
     }
   }
+  P.Pending.clear();
+}
+
+void CudaBenchmarker::compileChoices(const MultiTemplateBufferNode &N,
+                                     Prepared &P,
+                                     llvm::function_ref<bool(size_t)> Want) {
+  startCompile(N, P, G->Info, *G->D, Want);
+  loadCompiled(P);
+}
+
+/// Whether a node of N's op has kernels of its own per choice (compiled
+/// with its preparation).
+static bool hasChoiceKernels(const MultiTemplateBufferNode &N) {
+  return N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
+         N.getOp() == OpCode::Attention;
+}
+
+Prepared &CudaBenchmarker::slot(const MultiTemplateBufferNode &N,
+                                const Workload &W) {
+  int64_t Rows = W.K == Workload::Kind::Gemm || W.K == Workload::Kind::SwiGlu
+                     ? W.Gemm.M * W.Gemm.Batch
+                     : rowsOf(N.getType());
+  auto &Slot = Cache[{&N, Rows}];
+  if (!Slot) {
+    Slot = std::make_unique<Prepared>();
+    Slot->Rows = Rows;
+    Slot->N = N.getType().innerDim();
+    Slot->K = N.getNumOperands() ? N.getOperand(0)->getType().innerDim() : 0;
+  }
+  return *Slot;
+}
+
+std::function<bool(size_t)>
+CudaBenchmarker::takeKept(const MultiTemplateBufferNode &N) {
+  auto It = KeptChoices.find(&N);
+  if (It == KeptChoices.end())
+    return [](size_t) { return true; };
+  // Used once: a later node at the same address starts without a hint.
+  std::vector<bool> Kept = std::move(It->second);
+  KeptChoices.erase(It);
+  return [Kept = std::move(Kept)](size_t I) {
+    return I >= Kept.size() || Kept[I];
+  };
+}
+
+void CudaBenchmarker::compileAhead(const MultiTemplateBufferNode &N,
+                                   const Workload &W) {
+  if (!hasChoiceKernels(N))
+    return;
+  Prepared &P = slot(N, W);
+  if (P.Compiling || P.Ready)
+    return;
+  llvm::Expected<const DeviceInfo &> Info = deviceInfo(Opts.GpuOrdinal);
+  if (!Info) {
+    // openGpu() says why, for every choice.
+    llvm::consumeError(Info.takeError());
+    return;
+  }
+  P.Compiling = true;
+  int Arch = Info->Major * 10 + Info->Minor;
+  BenchSupport::compileAhead(Arch, compileOptionsOf(Opts));
+  startCompile(N, P, *Info, *loadDriver(), takeKept(N));
 }
 
 /// The fp64 reference of check row Index of P (the node alone, and with
@@ -202,18 +283,12 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
 Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
                                    const Workload &W) {
   int64_t OwnRows = rowsOf(N.getType());
-  int64_t Rows = W.K == Workload::Kind::Gemm || W.K == Workload::Kind::SwiGlu
-                     ? W.Gemm.M * W.Gemm.Batch
-                     : OwnRows;
-  auto &Slot = Cache[{&N, Rows}];
-  if (Slot)
-    return *Slot;
-  Slot = std::make_unique<Prepared>();
-  Prepared &P = *Slot;
+  Prepared &P = slot(N, W);
+  if (P.Ready)
+    return P;
+  P.Ready = true;
+  int64_t Rows = P.Rows;
   llvm::TimeTraceScope Scope("cuda.prepare", "%" + N.getName());
-  P.Rows = Rows;
-  P.N = N.getType().innerDim();
-  P.K = N.getNumOperands() ? N.getOperand(0)->getType().innerDim() : 0;
 
   // Values the kernels read: operands, the epilogue's other inputs, and
   // N's own result (the epilogue kernel's input).
@@ -400,16 +475,8 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       return P;
     }
   Phase.reset();
-  if (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
-      N.getOp() == OpCode::Attention) {
-    auto Kept = KeptChoices.find(&N);
-    compileChoices(N, P, [&](size_t I) {
-      return Kept == KeptChoices.end() || I >= Kept->second.size() ||
-             Kept->second[I];
-    });
-    // Used once: a later node at the same address starts without a hint.
-    if (Kept != KeptChoices.end())
-      KeptChoices.erase(Kept);
-  }
+  if (!P.Compiling && hasChoiceKernels(N))
+    startCompile(N, P, G->Info, *G->D, takeKept(N));
+  loadCompiled(P);
   return P;
 }

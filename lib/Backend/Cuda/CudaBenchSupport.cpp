@@ -3,6 +3,7 @@
 #include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "llvm/ADT/ScopeExit.h"
+#include <future>
 #include <map>
 #include <mutex>
 
@@ -136,28 +137,52 @@ static int typeIndex(DType T) {
 
 bool BenchSupport::canFill(DType T) { return typeIndex(T) >= 0; }
 
+namespace {
+/// The support module's cubin for one architecture, or why there is none.
+struct SupportCubin {
+  std::string Cubin, Error;
+};
+} // namespace
+
+static SupportCubin compileSupport(int Arch, const KernelCompileOptions &O) {
+  SupportCubin C;
+  auto Cubins = compileAll({{"mtsched_bench_support", Source, false}}, Arch, O);
+  if (Cubins[0])
+    C.Cubin = std::move(*Cubins[0]);
+  else
+    C.Error = llvm::toString(Cubins[0].takeError());
+  return C;
+}
+
+/// The support module compiled for sm_<Arch>, on a thread of its own from
+/// the first call. Compiled once per process and architecture: the
+/// benchmarker's GPU and every thread rank's collectives load the same
+/// module, and without a kernel cache each would run NVRTC.
+static std::shared_future<SupportCubin>
+supportCubin(int Arch, const KernelCompileOptions &O) {
+  static std::mutex Mu;
+  static std::map<int, std::shared_future<SupportCubin>> Compiled;
+  std::lock_guard<std::mutex> Lock(Mu);
+  auto It = Compiled.find(Arch);
+  if (It == Compiled.end())
+    It = Compiled
+             .emplace(Arch,
+                      std::async(std::launch::async, compileSupport, Arch, O))
+             .first;
+  return It->second;
+}
+
+void BenchSupport::compileAhead(int Arch, const KernelCompileOptions &O) {
+  supportCubin(Arch, O);
+}
+
 llvm::Expected<std::unique_ptr<BenchSupport>>
 BenchSupport::load(const DriverApi &D, int Arch,
                    const KernelCompileOptions &O) {
-  // Compiled once per process and architecture: the benchmarker's GPU and
-  // every thread rank's collectives load the same module, and without a
-  // kernel cache each would run NVRTC.
-  static std::mutex Mu;
-  static std::map<int, std::string> Compiled;
-  std::string Cubin;
-  {
-    std::lock_guard<std::mutex> Lock(Mu);
-    auto It = Compiled.find(Arch);
-    if (It == Compiled.end()) {
-      auto Cubins =
-          compileAll({{"mtsched_bench_support", Source, false}}, Arch, O);
-      if (!Cubins[0])
-        return err("the benchmark support kernels do not compile: " +
-                   llvm::toString(Cubins[0].takeError()));
-      It = Compiled.emplace(Arch, std::move(*Cubins[0])).first;
-    }
-    Cubin = It->second;
-  }
+  const SupportCubin &C = supportCubin(Arch, O).get();
+  if (!C.Error.empty())
+    return err("the benchmark support kernels do not compile: " + C.Error);
+  const std::string &Cubin = C.Cubin;
   std::unique_ptr<BenchSupport> S(new BenchSupport(D));
   if (CUresult R = D.cuModuleLoadData(&S->Mod, Cubin.data()))
     return err("cannot load the benchmark support kernels: " +

@@ -340,6 +340,7 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     return failed(ChoiceStatus::Failed,
                   "the cuda backend has no kernel for custom op '" +
                       N.getOpName().str() + "'");
+  compileAhead(N, W);
   if (std::string Why = openGpu(); !Why.empty())
     return failed(ChoiceStatus::Failed, Why);
   std::lock_guard<std::mutex> Lock(G->Mu);
@@ -399,7 +400,7 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
       return failed(ChoiceStatus::Failed, "'" + C.Name + "' cannot fuse");
     if (C.Name != "extern.cublas")
       return failed(ChoiceStatus::Failed, "unknown extern choice");
-    if (!G->B)
+    if (!G->blas())
       return failed(ChoiceStatus::Failed, G->BlasError);
     if (N.getOperand(1)->getType().rank() > 2)
       return failed(ChoiceStatus::Failed,
@@ -468,6 +469,7 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
                                              const Workload &W) {
   if (N.getEpilogue().empty())
     return Measurement();
+  compileAhead(N, W);
   if (std::string Why = openGpu(); !Why.empty())
     return failed(ChoiceStatus::Failed, Why);
   std::lock_guard<std::mutex> Lock(G->Mu);

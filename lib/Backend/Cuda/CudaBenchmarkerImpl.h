@@ -13,6 +13,7 @@
 #include "mtsched/Autotune/DrawnValues.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include <functional>
+#include <future>
 #include <limits>
 #include <map>
 #include <memory>
@@ -41,8 +42,18 @@ struct LoadedKernel {
       Maps;
 };
 
+/// Kernels NVRTC compiles on another thread, loaded (loadCompiled) once
+/// the GPU is open.
+struct PendingKernels {
+  std::vector<std::string> Keys;
+  std::future<std::vector<llvm::Expected<std::string>>> Cubins;
+};
+
 /// Everything the choices of one node at one size share.
 struct Prepared {
+  /// Its kernels started compiling (compileAhead), and it is prepared.
+  bool Compiling = false, Ready = false;
+  std::vector<PendingKernels> Pending;
   int64_t Rows = 0, N = 0, K = 0;
   int Copies = 1;
   std::map<const Value *, std::vector<DevBuf>> Dev;
@@ -86,11 +97,28 @@ public:
                               const Workload &W) override;
 
 private:
+  /// N's state at W's size, created empty on first use.
+  Prepared &slot(const MultiTemplateBufferNode &N, const Workload &W);
+  /// Prepares N at W's size once: inputs, references, kernels.
   Prepared &prepare(const MultiTemplateBufferNode &N, const Workload &W);
-  /// Compiles and loads, in one parallel NVRTC batch, the kernels of the
-  /// choices Want accepts (by index) that are not compiled yet.
+  /// Starts compiling N's kernels (the choices expectChoices kept) before
+  /// the GPU is open: NVRTC then runs while the context is created and
+  /// the inputs are filled. Needs only the device's attributes.
+  void compileAhead(const MultiTemplateBufferNode &N, const Workload &W);
+  /// Generates the kernels of the choices Want accepts (by index) that P
+  /// has none of yet, for device Info, and starts one parallel NVRTC batch
+  /// of them on another thread.
+  void startCompile(const MultiTemplateBufferNode &N, Prepared &P,
+                    const DeviceInfo &Info, const DriverApi &D,
+                    llvm::function_ref<bool(size_t)> Want);
+  /// Waits for P's batches and loads their kernels (the GPU is open).
+  void loadCompiled(Prepared &P);
+  /// startCompile, then loadCompiled.
   void compileChoices(const MultiTemplateBufferNode &N, Prepared &P,
                       llvm::function_ref<bool(size_t)> Want);
+  /// Which of N's choices expectChoices kept (all if it was not called),
+  /// forgetting them.
+  std::function<bool(size_t)> takeKept(const MultiTemplateBufferNode &N);
   LoadedKernel *kernel(Prepared &P, const std::string &Key);
   /// Checks then times Launch(copy); Out holds the output per copy.
   /// Best, if given, is the fastest median of the node's choices so far

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <limits>
 
 using namespace mtsched;
@@ -42,20 +43,87 @@ BenchSupport *support(Gpu &G, const KernelCompileOptions &O) {
                          "benchmark inputs are drawn and checked on the host");
 }
 
+llvm::Expected<const DeviceInfo &> deviceInfo(int Ordinal) {
+  static DeviceInfo Info;
+  static std::string Error;
+  static std::once_flag Once;
+  std::call_once(Once, [Ordinal] {
+    llvm::TimeTraceScope Scope("cuda.query-device");
+    llvm::Expected<DeviceInfo> I =
+        queryDevice(Ordinal % std::max(1, deviceCount()));
+    if (!I) {
+      Error = llvm::toString(I.takeError());
+      return;
+    }
+    // Compiling needs NVRTC: a machine without it cannot measure at all.
+    if (auto N = loadNvrtc(); !N) {
+      Error = llvm::toString(N.takeError());
+      return;
+    }
+    Info = *I;
+  });
+  if (!Error.empty())
+    return err(Error);
+  return Info;
+}
+
+/// Loads cuBLAS and creates G's handle, with a workspace of its own, on the
+/// calling thread (with G's context made current there).
+static void openBlas(Gpu &G) {
+  llvm::TimeTraceScope Scope("cuda.open-cublas");
+  if (llvm::Error E = makeCurrent(G.Info)) {
+    G.BlasError = llvm::toString(std::move(E));
+    return;
+  }
+  llvm::Expected<const CublasApi &> B = loadCublas();
+  if (!B) {
+    G.BlasError = llvm::toString(B.takeError());
+    return;
+  }
+  if (int S = B->cublasCreate(&G.Blas)) {
+    G.BlasError = "cublasCreate failed with status " + std::to_string(S);
+    return;
+  }
+  B->cublasSetStream(G.Blas, G.Stream);
+  // A workspace of its own, sized as NVIDIA recommends (32 MiB on Hopper,
+  // 4 MiB before) and as PyTorch, the peers' cuBLAS, sizes its own:
+  // `extern.cublas` then runs with the same workspace whether or not a
+  // graph is being captured, not with cuBLAS's default pool.
+  G.BlasWorkspaceBytes = size_t(G.Info.Major >= 9 ? 32 : 4) << 20;
+  if (G.D->cuMemAlloc(&G.BlasWorkspace, G.BlasWorkspaceBytes) ||
+      B->cublasSetWorkspace(G.Blas, reinterpret_cast<void *>(G.BlasWorkspace),
+                            G.BlasWorkspaceBytes))
+    llvm::errs() << "mtsched-opt: warning: no cuBLAS workspace of "
+                 << (G.BlasWorkspaceBytes >> 20)
+                 << " MiB; cuBLAS uses its default pool\n";
+  G.B = &*B;
+}
+
+const CublasApi *Gpu::blas() {
+  // Once, for every thread rank: a future is not waited on from several
+  // threads at once.
+  std::call_once(BlasJoined, [this] {
+    llvm::TimeTraceScope Scope("cuda.cublas.wait");
+    if (BlasReady.valid())
+      BlasReady.wait();
+  });
+  return B;
+}
+
 llvm::Expected<Gpu &> gpu(int Ordinal) {
   static Gpu G;
   static std::string Error;
   static std::once_flag Once;
   std::call_once(Once, [Ordinal] {
-    llvm::TimeTraceScope Scope("cuda.open-device");
-    llvm::Expected<DeviceInfo> Info =
-        openDevice(Ordinal % std::max(1, deviceCount()));
-    if (!Info) {
-      Error = llvm::toString(Info.takeError());
+    llvm::Expected<const DeviceInfo &> Query = deviceInfo(Ordinal);
+    if (!Query) {
+      Error = llvm::toString(Query.takeError());
       return;
     }
-    if (auto N = loadNvrtc(); !N) {
-      Error = llvm::toString(N.takeError());
+    llvm::TimeTraceScope Scope("cuda.open-device");
+    llvm::Expected<DeviceInfo> Info = openDevice(Query->Ordinal);
+    if (!Info) {
+      Error = llvm::toString(Info.takeError());
       return;
     }
     G.Info = *Info;
@@ -69,27 +137,9 @@ llvm::Expected<Gpu &> gpu(int Ordinal) {
     G.FlushBytes = size_t(std::max(G.Info.L2Bytes, 1 << 20)) * 2;
     if (G.D->cuMemAlloc(&G.Flush, G.FlushBytes))
       G.Flush = 0;
-    llvm::Expected<const CublasApi &> B = loadCublas();
-    if (!B) {
-      G.BlasError = llvm::toString(B.takeError());
-    } else if (int S = B->cublasCreate(&G.Blas)) {
-      G.BlasError = "cublasCreate failed with status " + std::to_string(S);
-    } else {
-      G.B = &*B;
-      B->cublasSetStream(G.Blas, G.Stream);
-      // A workspace of its own, sized as NVIDIA recommends (32 MiB on
-      // Hopper, 4 MiB before) and as PyTorch, the peers' cuBLAS, sizes its
-      // own: `extern.cublas` then runs with the same workspace whether or
-      // not a graph is being captured, not with cuBLAS's default pool.
-      G.BlasWorkspaceBytes = size_t(G.Info.Major >= 9 ? 32 : 4) << 20;
-      if (G.D->cuMemAlloc(&G.BlasWorkspace, G.BlasWorkspaceBytes) ||
-          B->cublasSetWorkspace(G.Blas,
-                                reinterpret_cast<void *>(G.BlasWorkspace),
-                                G.BlasWorkspaceBytes))
-        llvm::errs() << "mtsched-opt: warning: no cuBLAS workspace of "
-                     << (G.BlasWorkspaceBytes >> 20)
-                     << " MiB; cuBLAS uses its default pool\n";
-    }
+    // cuBLAS's libraries are the largest the process loads (0.2-0.5 s
+    // from a cold disk); they load while the templates compile and run.
+    G.BlasReady = std::async(std::launch::async, [] { openBlas(G); });
   });
   if (!Error.empty())
     return err(Error);

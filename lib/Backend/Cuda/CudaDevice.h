@@ -17,6 +17,7 @@
 #include "mtsched/IR/Types.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
+#include <future>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -45,12 +46,18 @@ struct Gpu {
   CUevent E0 = nullptr, E1 = nullptr;
   CUdeviceptr Flush = 0;
   size_t FlushBytes = 0;
+  /// cuBLAS (its handle and workspace), opened on a thread of its own:
+  /// call blas() first, which waits for it. Null, with BlasError saying
+  /// why, where it cannot be used.
+  const CublasApi *blas();
   cublasHandle_t Blas = nullptr;
   /// cuBLAS's workspace (cublasSetWorkspace).
   CUdeviceptr BlasWorkspace = 0;
   size_t BlasWorkspaceBytes = 0;
-  const CublasApi *B = nullptr;
   std::string BlasError;
+  std::future<void> BlasReady;
+  std::once_flag BlasJoined;
+  const CublasApi *B = nullptr;
   /// Fills and fp64 references on the GPU, loaded on first use (under Mu);
   /// if they cannot load, inputs are drawn and checked on the host.
   std::unique_ptr<BenchSupport> Support;
@@ -61,6 +68,10 @@ struct Gpu {
 /// The first call opens GPU Ordinal (modulo the device count) and keeps it
 /// open for the process; later calls return it, or the first call's error.
 llvm::Expected<Gpu &> gpu(int Ordinal);
+/// What gpu(Ordinal) will open, queried without a context (queryDevice),
+/// once; NVRTC is loaded too. Kernels can be generated and compiled from
+/// it while another thread opens the GPU.
+llvm::Expected<const DeviceInfo &> deviceInfo(int Ordinal);
 
 /// How Opts says kernels are compiled.
 inline KernelCompileOptions compileOptionsOf(const AutotuneOptions &Opts) {

@@ -331,7 +331,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
         if (llvm::Error E =
                 RunKernel(generateGemmKernel(*M, *T, M->isEpilogueFused())))
           return E;
-      } else if (M->getDecision() == "extern.cublas" && Gp.B &&
+      } else if (M->getDecision() == "extern.cublas" && Gp.blas() &&
                  M->getNumOperands() == 2 &&
                  M->getOperand(1)->getType().rank() == 2) {
         if (llvm::Error E = Alloc(M->getResult()))

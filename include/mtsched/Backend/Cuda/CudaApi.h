@@ -231,6 +231,10 @@ CUresult syncEvent(const DriverApi &D, CUevent E, llvm::StringRef What,
 /// Finds device 0 and makes its primary context current; explains exactly
 /// why CUDA cannot run here otherwise (no driver, no device, sm < 80).
 llvm::Expected<DeviceInfo> openDevice(int Ordinal = 0);
+/// What openDevice finds out, without creating the context (Ctx stays
+/// null): cuInit and the device's attributes, all a kernel's generation and
+/// compilation need, so they can start while the context is created.
+llvm::Expected<DeviceInfo> queryDevice(int Ordinal = 0);
 /// The number of CUDA devices (0 when the driver cannot run).
 int deviceCount();
 /// Makes the primary context current on this thread.
