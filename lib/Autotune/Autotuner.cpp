@@ -489,6 +489,7 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   if (I.Opts.SplitTuning && I.Opts.SplitByNode && I.Ranks.size() > 1 &&
       !I.Ranks.isDegraded() && !I.Opts.CacheOnly)
     I.measureByNode(G, Todo, HaveEntries ? &Entries : nullptr);
+  I.announceWalk(G, Todo, HaveEntries ? &Entries : nullptr);
   std::vector<Impl::GroupNode> GroupNodes;
   for (size_t K = 0; K < Todo.size(); ++K) {
     if (I.Ranks.isDegraded() && !HaveEntries)

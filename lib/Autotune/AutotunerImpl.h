@@ -90,6 +90,12 @@ struct Autotuner::Impl {
   void measureByNode(const Graph &G,
                      llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
                      const std::vector<std::string> *Entries);
+  /// Announces to the backend (ChoiceMeasurer::announce), in order, the
+  /// nodes of Todo the walk will measure: not in a subgroup, not replayed
+  /// from rank 0's cache Entries, not decided without measurements.
+  void announceWalk(const Graph &G,
+                    llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                    const std::vector<std::string> *Entries);
   /// Whether finalizeNode must stop: N was decided without measurements.
   bool stopIfUnmeasured(const Graph &G, MultiTemplateBufferNode &N);
   void notifyProgress(size_t Done, size_t Total);

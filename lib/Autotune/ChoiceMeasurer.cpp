@@ -20,6 +20,23 @@ static void expectUnpruned(Benchmarker &Bench, const MultiTemplateBufferNode &N,
   Bench.expectChoices(N, Kept);
 }
 
+void ChoiceMeasurer::announce(const MultiTemplateBufferNode &N,
+                              const Workload &W) {
+  if (llvm::isa<CollectiveMultiTemplateBufferNode>(N) ||
+      !Announced.insert(workloadKey(W, false) + workloadKey(W, true)).second)
+    return;
+  std::vector<std::string> Pruned = pruneReasons(N, W);
+  std::vector<bool> Kept;
+  bool Needed = false;
+  for (size_t I = 0; I < Pruned.size(); ++I) {
+    Kept.push_back(Pruned[I].empty());
+    Needed |= Kept.back() &&
+              !Store.findMemo(choiceMemoKey(W, false, N.getChoices()[I]));
+  }
+  if (Needed)
+    Bench.prepareAhead(N, W, Kept);
+}
+
 double mtsched::roundUs(double Us) {
   return std::isfinite(Us) ? std::round(Us * 1000.0) / 1000.0 : Us;
 }
@@ -308,6 +325,11 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
     Owner[K] = Owner[GroupOf[K]];
     Owned[size_t(Owner[K])] += Begin[K + 1] - Begin[K];
   }
+  // This rank's nodes, announced at once: the backend prepares the next
+  // while it measures one.
+  for (size_t K = 0; K < Nodes.size(); ++K)
+    if (Owner[K] == Rank && Begin[K + 1] > Begin[K])
+      announce(*Nodes[K].N, Nodes[K].W);
   // This rank's nodes, as the node's own walk would measure them.
   std::vector<double> Values(2 * Slots.size(), -Inf);
   std::vector<Measurement> Local(Slots.size());

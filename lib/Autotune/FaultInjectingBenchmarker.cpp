@@ -34,6 +34,10 @@ public:
                      const std::vector<bool> &Kept) override {
     Inner->expectChoices(N, Kept);
   }
+  void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
+                    const std::vector<bool> &Kept) override {
+    Inner->prepareAhead(N, W, Kept);
+  }
 
 private:
   Measurement injected(const Fault &F) const {

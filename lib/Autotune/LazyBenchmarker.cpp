@@ -52,6 +52,13 @@ void LazyBenchmarker::expectChoices(const MultiTemplateBufferNode &N,
     PendingKept[&N] = Kept;
 }
 
+void LazyBenchmarker::prepareAhead(const MultiTemplateBufferNode &N,
+                                   const Workload &W,
+                                   const std::vector<bool> &Kept) {
+  if (Benchmarker *B = get())
+    B->prepareAhead(N, W, Kept);
+}
+
 static Measurement failed(const std::string &Why) {
   return Measurement{ChoiceStatus::Failed,
                      std::numeric_limits<double>::infinity(), Why};

@@ -1,8 +1,10 @@
-//===- SplitByNode.cpp - --split-tuning=nodes's plan for a graph ----------===//
+//===- SplitByNode.cpp - What the walk will measure, planned ahead --------===//
 //
-// The part of the autotuner's walk that runs before it under
-// --split-tuning=nodes: what each node of a graph will need measured, for
-// ChoiceMeasurer::measureByNode to deal out and measure ahead.
+// The parts of the autotuner's walk that run before it: under
+// --split-tuning=nodes, what each node of a graph will need measured, for
+// ChoiceMeasurer::measureByNode to deal out and measure ahead; and the
+// nodes the walk will measure, announced to the backend so that it can
+// prepare the next while it measures one.
 //
 //===----------------------------------------------------------------------===//
 #include "AutotunerImpl.h"
@@ -59,4 +61,15 @@ void Autotuner::Impl::measureByNode(
   }
   // A failed exchange breaks the agreement: the nodes then fall back.
   Measurer.measureByNode(Work);
+}
+
+void Autotuner::Impl::announceWalk(
+    const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+    const std::vector<std::string> *Entries) {
+  if (Ranks.isDegraded() || Opts.CacheOnly)
+    return;
+  for (size_t K = 0; K < Todo.size(); ++K)
+    if (subgroupOf(G, *Todo[K]).empty() &&
+        !(Entries && llvm::StringRef((*Entries)[K]).starts_with("H")))
+      Measurer.announce(*Todo[K], describeNode(M, G, *Todo[K]));
 }

@@ -52,6 +52,14 @@ public:
   /// for any choice.
   virtual void expectChoices(const MultiTemplateBufferNode &N,
                              const std::vector<bool> &Kept) {}
+  /// N will be measured at workload W, with the choices Kept (as for
+  /// expectChoices), after the nodes announced before it: a backend may
+  /// start preparing it on other threads now (the cuda backend compiles
+  /// its kernels while it measures the nodes before). Advisory: N's first
+  /// measurement still comes after expectChoices, and must not depend on
+  /// this call.
+  virtual void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
+                            const std::vector<bool> &Kept) {}
   /// Times choice C of node N (fused with its epilogue if Fused).
   virtual Measurement measure(const MultiTemplateBufferNode &N,
                               const Workload &W, const Choice &C,

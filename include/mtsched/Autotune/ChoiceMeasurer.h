@@ -18,6 +18,7 @@
 #include "mtsched/Autotune/RankAgreement.h"
 #include "mtsched/Autotune/Workload.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringSet.h"
 #include <string>
 #include <vector>
 
@@ -78,6 +79,11 @@ public:
   /// choice. False if the ranks could not agree (the agreement is then
   /// broken and nothing is remembered).
   bool measureByNode(llvm::ArrayRef<NodeWork> Nodes);
+  /// Says to the backend (prepareAhead) that N will be measured at W,
+  /// unless the memo has every kept choice's time or a node of the same
+  /// workload was announced before (its times will be replayed). Called
+  /// for the nodes to measure, in order, before the first is measured.
+  void announce(const MultiTemplateBufferNode &N, const Workload &W);
   /// --prune-top-k: for each choice of N at W, empty if it is benchmarked,
   /// else why not.
   std::vector<std::string> pruneReasons(const MultiTemplateBufferNode &N,
@@ -96,6 +102,8 @@ private:
   RankAgreement &Ranks;
   MeasurementStore &Store;
   RunResult &Counters;
+  /// The workloads announce() told the backend of.
+  llvm::StringSet<> Announced;
 };
 
 /// Times kept to the nanosecond: finer digits are noise and clutter the IR.

@@ -38,6 +38,9 @@ public:
   /// never creates it (a fully cached run opens no GPU).
   void expectChoices(const MultiTemplateBufferNode &N,
                      const std::vector<bool> &Kept) override;
+  /// Creates the backend (a measurement of N follows) and forwards.
+  void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
+                    const std::vector<bool> &Kept) override;
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,
                               const Workload &W) override;
   std::string getSetupError() const override { return Error; }

@@ -84,33 +84,45 @@ void CudaBenchmarker::startCompile(const MultiTemplateBufferNode &N,
     Add("epilogue", generateEpilogueKernel(N, P.Rows));
   if (Jobs.empty())
     return;
-  P.Pending.emplace_back();
-  P.Pending.back().Keys = std::move(Keys);
-  P.Pending.back().Cubins =
-      std::async(std::launch::async, [this, Jobs = std::move(Jobs),
-                                      Arch = Info.Major * 10 + Info.Minor] {
-        return compileAll(Jobs, Arch, compileOptionsOf(Opts), &Stats);
-      });
+  // One pool for every node, first come first served: kernels of nodes
+  // announced ahead (prepareAhead) queue behind those of the node being
+  // measured.
+  if (!Compiler)
+    Compiler = std::make_unique<llvm::DefaultThreadPool>(
+        llvm::hardware_concurrency(compileThreads(compileOptionsOf(Opts))));
+  PendingKernels &Batch = P.Pending.emplace_back();
+  Batch.Keys = std::move(Keys);
+  Batch.Cubins.resize(Jobs.size());
+  int Arch = Info.Major * 10 + Info.Minor;
+  for (size_t I : longestFirst(Jobs))
+    Batch.Cubins[I] = Compiler->async([this, Arch, J = std::move(Jobs[I])] {
+      return compileOne(J, Arch, compileOptionsOf(Opts), Stats);
+    });
 }
 
 void CudaBenchmarker::loadCompiled(Prepared &P) {
   for (PendingKernels &Batch : P.Pending) {
-    std::vector<llvm::Expected<std::string>> Cubins;
     {
       // The time spent waiting for NVRTC (all of it when the compile did
       // not start ahead of the node's preparation).
       llvm::TimeTraceScope Scope("cuda.compile", [&] {
         return std::to_string(Batch.Keys.size()) + " kernels";
       });
-      Cubins = Batch.Cubins.get();
+      auto T0 = std::chrono::steady_clock::now();
+      for (const std::shared_future<CompiledKernel> &C : Batch.Cubins)
+        C.wait();
+      Stats.CompileMs += std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - T0)
+                             .count();
     }
     for (size_t I = 0; I < Batch.Keys.size(); ++I) {
       LoadedKernel &L = P.Kernels[Batch.Keys[I]];
-      if (!Cubins[I]) {
-        L.Error = "failed to compile: " + llvm::toString(Cubins[I].takeError());
+      const CompiledKernel &C = Batch.Cubins[I].get();
+      if (!C.Error.empty()) {
+        L.Error = "failed to compile: " + C.Error;
         continue;
       }
-      if (CUresult R = G->D->cuModuleLoadData(&L.Mod, Cubins[I]->data())) {
+      if (CUresult R = G->D->cuModuleLoadData(&L.Mod, C.Cubin.data())) {
         L.Error = "cannot load the module: " + G->D->errorString(R);
         continue;
       }
@@ -177,6 +189,15 @@ CudaBenchmarker::takeKept(const MultiTemplateBufferNode &N) {
   return [Kept = std::move(Kept)](size_t I) {
     return I >= Kept.size() || Kept[I];
   };
+}
+
+void CudaBenchmarker::prepareAhead(const MultiTemplateBufferNode &N,
+                                   const Workload &W,
+                                   const std::vector<bool> &Kept) {
+  if (W.K == Workload::Kind::Collective || W.K == Workload::Kind::Custom)
+    return;
+  KeptChoices[&N] = Kept;
+  compileAhead(N, W);
 }
 
 void CudaBenchmarker::compileAhead(const MultiTemplateBufferNode &N,
@@ -477,6 +498,8 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
   Phase.reset();
   if (!P.Compiling && hasChoiceKernels(N))
     startCompile(N, P, G->Info, *G->D, takeKept(N));
+  // Said again before the first measurement, after prepareAhead used it.
+  KeptChoices.erase(&N);
   loadCompiled(P);
   return P;
 }

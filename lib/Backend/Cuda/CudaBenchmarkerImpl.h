@@ -12,6 +12,7 @@
 #include "CudaDevice.h"
 #include "mtsched/Autotune/DrawnValues.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
+#include "llvm/Support/ThreadPool.h"
 #include <functional>
 #include <future>
 #include <limits>
@@ -46,7 +47,7 @@ struct LoadedKernel {
 /// the GPU is open.
 struct PendingKernels {
   std::vector<std::string> Keys;
-  std::future<std::vector<llvm::Expected<std::string>>> Cubins;
+  std::vector<std::shared_future<CompiledKernel>> Cubins;
 };
 
 /// Everything the choices of one node at one size share.
@@ -91,6 +92,9 @@ public:
                      const std::vector<bool> &Kept) override {
     KeptChoices[&N] = Kept;
   }
+  /// Starts compiling N's kept choices' kernels (compileAhead).
+  void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
+                    const std::vector<bool> &Kept) override;
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused) override;
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,
@@ -165,6 +169,9 @@ private:
   /// preparation compiles those only (NVRTC dominated a cold tune of 29
   /// choices); another choice is compiled when it is measured.
   std::map<const MultiTemplateBufferNode *, std::vector<bool>> KeptChoices;
+  /// NVRTC's threads (compileThreads), created by the first compile. Last:
+  /// destroyed (joined) first, before what its tasks use.
+  std::unique_ptr<llvm::DefaultThreadPool> Compiler;
 };
 
 /// The name a choice's kernel is kept under.

@@ -108,62 +108,68 @@ static void writeEntry(llvm::StringRef Dir, llvm::StringRef Path,
     llvm::sys::fs::remove(Tmp);
 }
 
+CompiledKernel cuda::compileOne(const CompileJob &J, int Arch,
+                                const KernelCompileOptions &O, KernelStats &S) {
+  CompiledKernel Out;
+  std::string Dir = kernelCacheDir(O);
+  std::string Key = cacheKey(J, Arch);
+  llvm::SmallString<256> Path(Dir);
+  llvm::sys::path::append(Path, Key + ".cubin");
+  if (!Dir.empty())
+    if (std::optional<std::string> Hit = readEntry(Path, Key)) {
+      ++S.Cached;
+      Out.Cubin = std::move(*Hit);
+      return Out;
+    }
+  llvm::Expected<std::string> C =
+      compileToCubin(J.Source, J.Name, Arch, J.ArchSpecific);
+  if (!C) {
+    ++S.Failed;
+    Out.Error = llvm::toString(C.takeError());
+    return Out;
+  }
+  ++S.Compiled;
+  if (!Dir.empty())
+    writeEntry(Dir, Path, Key, *C);
+  Out.Cubin = std::move(*C);
+  return Out;
+}
+
+std::vector<size_t> cuda::longestFirst(const std::vector<CompileJob> &Jobs) {
+  // The sm_90a (wgmma) kernels take several times as long as the others,
+  // and a batch ends with its slowest thread.
+  std::vector<size_t> Order;
+  for (bool Slow : {true, false})
+    for (size_t I = 0; I < Jobs.size(); ++I)
+      if (Jobs[I].ArchSpecific == Slow)
+        Order.push_back(I);
+  return Order;
+}
+
 std::vector<llvm::Expected<std::string>>
 cuda::compileAll(const std::vector<CompileJob> &Jobs, int Arch,
                  const KernelCompileOptions &O, KernelStats *Stats) {
   auto T0 = std::chrono::steady_clock::now();
-  std::string Dir = kernelCacheDir(O);
   KernelStats Unused;
   KernelStats &S = Stats ? *Stats : Unused;
-  std::vector<std::optional<std::string>> Ok(Jobs.size());
-  std::vector<std::string> Errors(Jobs.size());
-  auto Work = [&](size_t I) {
-    const CompileJob &J = Jobs[I];
-    std::string Key = cacheKey(J, Arch);
-    llvm::SmallString<256> Path(Dir);
-    llvm::sys::path::append(Path, Key + ".cubin");
-    if (!Dir.empty())
-      if (std::optional<std::string> Hit = readEntry(Path, Key)) {
-        ++S.Cached;
-        Ok[I] = std::move(*Hit);
-        return;
-      }
-    llvm::Expected<std::string> C =
-        compileToCubin(J.Source, J.Name, Arch, J.ArchSpecific);
-    if (!C) {
-      ++S.Failed;
-      Errors[I] = llvm::toString(C.takeError());
-      return;
-    }
-    ++S.Compiled;
-    if (!Dir.empty())
-      writeEntry(Dir, Path, Key, *C);
-    Ok[I] = std::move(*C);
-  };
+  std::vector<CompiledKernel> Done(Jobs.size());
   unsigned Threads = std::min<unsigned>(compileThreads(O), Jobs.size());
   if (Threads <= 1) {
     for (size_t I = 0; I < Jobs.size(); ++I)
-      Work(I);
+      Done[I] = compileOne(Jobs[I], Arch, O, S);
   } else {
-    // Longest first: the sm_90a (wgmma) kernels take several times as long
-    // as the others, and a batch ends with its slowest thread.
-    std::vector<size_t> Order;
-    for (bool Slow : {true, false})
-      for (size_t I = 0; I < Jobs.size(); ++I)
-        if (Jobs[I].ArchSpecific == Slow)
-          Order.push_back(I);
     llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(Threads));
-    for (size_t I : Order)
-      Pool.async([&Work, I] { Work(I); });
+    for (size_t I : longestFirst(Jobs))
+      Pool.async([&, I] { Done[I] = compileOne(Jobs[I], Arch, O, S); });
     Pool.wait();
   }
   std::vector<llvm::Expected<std::string>> Out;
-  for (size_t I = 0; I < Jobs.size(); ++I) {
-    if (Ok[I])
-      Out.push_back(std::move(*Ok[I]));
+  for (CompiledKernel &C : Done) {
+    if (C.Error.empty())
+      Out.push_back(std::move(C.Cubin));
     else
       Out.push_back(
-          llvm::createStringError(llvm::inconvertibleErrorCode(), Errors[I]));
+          llvm::createStringError(llvm::inconvertibleErrorCode(), C.Error));
   }
   S.CompileMs += std::chrono::duration_cast<std::chrono::milliseconds>(
                      std::chrono::steady_clock::now() - T0)

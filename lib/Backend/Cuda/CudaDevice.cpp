@@ -56,6 +56,9 @@ llvm::Expected<const DeviceInfo &> deviceInfo(int Ordinal) {
       return;
     }
     // Compiling needs NVRTC: a machine without it cannot measure at all.
+    // Loaded after cuInit, not beside it: loading NVRTC's and cuBLAS's
+    // libraries on other threads during cuInit made it 0.25-0.4 s slower
+    // on an H100 (docs/BENCHMARKS.md).
     if (auto N = loadNvrtc(); !N) {
       Error = llvm::toString(N.takeError());
       return;

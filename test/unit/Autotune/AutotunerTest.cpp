@@ -278,12 +278,24 @@ public:
     /// (node, choice) timed unfused with no expectChoices for that node.
     std::vector<std::string> Unexpected;
     std::set<std::string> Timed;
+    /// prepareAhead's nodes, in order, and the choices it said were kept.
+    std::vector<std::string> Announced;
+    std::map<std::string, std::vector<bool>> AnnouncedKept;
+    /// Nodes announced after the first measurement.
+    std::vector<std::string> Late;
   };
   explicit ExpectingBenchmarker(Log &L) : L(L) {}
   llvm::StringRef getBackendName() const override { return "sim"; }
   void expectChoices(const MultiTemplateBufferNode &N,
                      const std::vector<bool> &Kept) override {
     L.Expected[N.getName()] = Kept;
+  }
+  void prepareAhead(const MultiTemplateBufferNode &N, const Workload &,
+                    const std::vector<bool> &Kept) override {
+    L.Announced.push_back(N.getName());
+    L.AnnouncedKept[N.getName()] = Kept;
+    if (!L.Timed.empty())
+      L.Late.push_back(N.getName());
   }
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &,
                       const Choice &C, bool Fused) override {
@@ -349,4 +361,69 @@ TEST(AutotunerTest, NodeSplitTellsTheBackendWhatPruningKept) {
   }
   // The test means something only if pruning dropped choices.
   EXPECT_GT(Pruned, 0u);
+}
+
+/// Three GEMM workloads, %e a second node of %a's.
+const char *RepeatedGemm =
+    R"(graph @g(%x: bf16[64,256], %y: bf16[64,256], %w1: bf16[256,512], %w2: bf16[512,384], %w3: bf16[384,128]) attributes {world_size = 2} {
+  %a = matmul(%x, %w1) : bf16[64,512]
+  %b = matmul(%a, %w2) : bf16[64,384]
+  %c = matmul(%b, %w3) : bf16[64,128]
+  %e = matmul(%y, %w1) : bf16[64,512]
+  return %c, %e
+}
+)";
+
+// The backend hears of every node the walk will measure before the first
+// is timed (the cuda backend compiles the next node's kernels meanwhile),
+// once per workload, with the choices pruning keeps.
+TEST(AutotunerTest, TheBackendHearsOfEachWorkloadBeforeTheFirstIsTimed) {
+  ExpectingBenchmarker::Log Logs[2];
+  std::vector<RankRun> Runs = runTwoRanks(
+      CollectiveMode::Deferred,
+      [](int, AutotuneOptions &O, FusionOptions &,
+         std::chrono::milliseconds &) {
+        O.SplitTuning = false;
+        O.PruneTopK = 1;
+      },
+      RepeatedGemm,
+      [&](int R) { return std::make_unique<ExpectingBenchmarker>(Logs[R]); });
+  ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
+  for (int R = 0; R < 2; ++R) {
+    const ExpectingBenchmarker::Log &L = Logs[R];
+    EXPECT_EQ(L.Announced, (std::vector<std::string>{"a", "b", "c"}))
+        << "rank " << R;
+    EXPECT_TRUE(L.Late.empty()) << "rank " << R;
+    // What it announced is what the walk then expected and timed.
+    for (const auto &[Node, Kept] : L.AnnouncedKept) {
+      EXPECT_EQ(Kept, L.Expected.at(Node)) << Node;
+      EXPECT_GT(llvm::count(Kept, false), 0) << Node << " was not pruned";
+    }
+    for (const std::string &T : L.Timed)
+      EXPECT_NE(T.substr(0, 2), "e ") << "%e replays %a's times";
+  }
+}
+
+// Under --split-tuning=nodes each rank announces the nodes it measures,
+// and nothing the other rank measured.
+TEST(AutotunerTest, NodeSplitAnnouncesOnlyTheRanksOwnNodes) {
+  ExpectingBenchmarker::Log Logs[2];
+  std::vector<RankRun> Runs = runTwoRanks(
+      CollectiveMode::Deferred,
+      [](int, AutotuneOptions &O, FusionOptions &,
+         std::chrono::milliseconds &) { O.SplitByNode = true; },
+      FourGemms,
+      [&](int R) { return std::make_unique<ExpectingBenchmarker>(Logs[R]); });
+  ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
+  for (int R = 0; R < 2; ++R) {
+    std::set<std::string> Timed;
+    for (const std::string &T : Logs[R].Timed)
+      Timed.insert(T.substr(0, T.find(' ')));
+    EXPECT_EQ(std::set<std::string>(Logs[R].Announced.begin(),
+                                    Logs[R].Announced.end()),
+              Timed)
+        << "rank " << R;
+    EXPECT_EQ(Logs[R].Announced.size(), 2u) << "rank " << R;
+    EXPECT_TRUE(Logs[R].Late.empty()) << "rank " << R;
+  }
 }

@@ -33,7 +33,8 @@ struct KernelStats {
   std::atomic<unsigned> Compiled{0};
   std::atomic<unsigned> Cached{0};
   std::atomic<unsigned> Failed{0};
-  /// Wall time spent in compile batches, in milliseconds.
+  /// Milliseconds spent compiling: a batch's wall time, or for kernels
+  /// compiled ahead on other threads, the time spent waiting for them.
   std::atomic<uint64_t> CompileMs{0};
 };
 
@@ -44,10 +45,22 @@ struct CompileJob {
   bool ArchSpecific = false;
 };
 
+/// One job's cubin, or why there is none (a copyable result, for futures).
+struct CompiledKernel {
+  std::string Cubin, Error;
+};
+
 /// The cache directory O names (resolving the default), or empty if none.
 std::string kernelCacheDir(const KernelCompileOptions &O);
 /// The threads a batch uses under O.
 unsigned compileThreads(const KernelCompileOptions &O);
+
+/// Compiles one job for sm_<Arch> on the calling thread, reading and
+/// filling O's cache, counting into S.
+CompiledKernel compileOne(const CompileJob &J, int Arch,
+                          const KernelCompileOptions &O, KernelStats &S);
+/// The order to start Jobs in: the sm_<Arch>a ones first (the slowest).
+std::vector<size_t> longestFirst(const std::vector<CompileJob> &Jobs);
 
 /// Compiles every job for sm_<Arch> (on compileThreads(O) threads, reading
 /// and filling O's cache), counting into Stats if given; one result per job,
