@@ -328,6 +328,21 @@ const char *FourGemms =
 }
 )";
 
+/// Source on two thread ranks (Set changes their options), timed by
+/// ExpectingBenchmarkers logging into Logs.
+std::vector<RankRun> runExpecting(ExpectingBenchmarker::Log (&Logs)[2],
+                                  const char *Source,
+                                  std::function<void(AutotuneOptions &)> Set) {
+  return runTwoRanks(
+      CollectiveMode::Deferred,
+      [Set](int, AutotuneOptions &O, FusionOptions &,
+            std::chrono::milliseconds &) { Set(O); },
+      Source,
+      [&Logs](int R) {
+        return std::make_unique<ExpectingBenchmarker>(Logs[R]);
+      });
+}
+
 } // namespace
 
 // --split-tuning=nodes measures a node before the walk reaches it; like
@@ -335,15 +350,11 @@ const char *FourGemms =
 // the cuda backend compiles every pruned one too.
 TEST(AutotunerTest, NodeSplitTellsTheBackendWhatPruningKept) {
   ExpectingBenchmarker::Log Logs[2];
-  std::vector<RankRun> Runs = runTwoRanks(
-      CollectiveMode::Deferred,
-      [](int, AutotuneOptions &O, FusionOptions &,
-         std::chrono::milliseconds &) {
+  std::vector<RankRun> Runs =
+      runExpecting(Logs, FourGemms, [](AutotuneOptions &O) {
         O.SplitByNode = true;
         O.PruneTopK = 1;
-      },
-      FourGemms,
-      [&](int R) { return std::make_unique<ExpectingBenchmarker>(Logs[R]); });
+      });
   ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
   EXPECT_EQ(Runs[0].IR, Runs[1].IR);
   size_t Pruned = 0;
@@ -379,15 +390,11 @@ const char *RepeatedGemm =
 // once per workload, with the choices pruning keeps.
 TEST(AutotunerTest, TheBackendHearsOfEachWorkloadBeforeTheFirstIsTimed) {
   ExpectingBenchmarker::Log Logs[2];
-  std::vector<RankRun> Runs = runTwoRanks(
-      CollectiveMode::Deferred,
-      [](int, AutotuneOptions &O, FusionOptions &,
-         std::chrono::milliseconds &) {
+  std::vector<RankRun> Runs =
+      runExpecting(Logs, RepeatedGemm, [](AutotuneOptions &O) {
         O.SplitTuning = false;
         O.PruneTopK = 1;
-      },
-      RepeatedGemm,
-      [&](int R) { return std::make_unique<ExpectingBenchmarker>(Logs[R]); });
+      });
   ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
   for (int R = 0; R < 2; ++R) {
     const ExpectingBenchmarker::Log &L = Logs[R];
@@ -408,12 +415,8 @@ TEST(AutotunerTest, TheBackendHearsOfEachWorkloadBeforeTheFirstIsTimed) {
 // and nothing the other rank measured.
 TEST(AutotunerTest, NodeSplitAnnouncesOnlyTheRanksOwnNodes) {
   ExpectingBenchmarker::Log Logs[2];
-  std::vector<RankRun> Runs = runTwoRanks(
-      CollectiveMode::Deferred,
-      [](int, AutotuneOptions &O, FusionOptions &,
-         std::chrono::milliseconds &) { O.SplitByNode = true; },
-      FourGemms,
-      [&](int R) { return std::make_unique<ExpectingBenchmarker>(Logs[R]); });
+  std::vector<RankRun> Runs = runExpecting(
+      Logs, FourGemms, [](AutotuneOptions &O) { O.SplitByNode = true; });
   ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
   for (int R = 0; R < 2; ++R) {
     std::set<std::string> Timed;
