@@ -298,21 +298,24 @@ llvm::Expected<DeviceInfo> cuda::queryDevice(int Ordinal) {
 }
 
 llvm::Expected<DeviceInfo> cuda::openDevice(int Ordinal) {
-  llvm::Expected<DeviceInfo> InfoOr = queryDevice(Ordinal);
-  if (!InfoOr)
-    return InfoOr.takeError();
-  DeviceInfo Info = *InfoOr;
+  llvm::Expected<DeviceInfo> Info = queryDevice(Ordinal);
+  if (!Info)
+    return Info.takeError();
+  if (llvm::Error E = openContext(*Info))
+    return std::move(E);
+  return Info;
+}
+
+llvm::Error cuda::openContext(DeviceInfo &Info) {
   const DriverApi &D = *loadDriver();
   CUdevice Dev;
-  if (CUresult R = D.cuDeviceGet(&Dev, Ordinal))
-    return err("cannot open CUDA device " + llvm::Twine(Ordinal) + ": " +
+  if (CUresult R = D.cuDeviceGet(&Dev, Info.Ordinal))
+    return err("cannot open CUDA device " + llvm::Twine(Info.Ordinal) + ": " +
                D.errorString(R));
   if (CUresult R = D.cuDevicePrimaryCtxRetain(&Info.Ctx, Dev))
     return err("cannot create a context on " + Info.Name + ": " +
                D.errorString(R));
-  if (llvm::Error E = makeCurrent(Info))
-    return std::move(E);
-  return Info;
+  return makeCurrent(Info);
 }
 
 llvm::Error cuda::makeCurrent(const DeviceInfo &Info) {

@@ -124,12 +124,11 @@ llvm::Expected<Gpu &> gpu(int Ordinal) {
       return;
     }
     llvm::TimeTraceScope Scope("cuda.open-device");
-    llvm::Expected<DeviceInfo> Info = openDevice(Query->Ordinal);
-    if (!Info) {
-      Error = llvm::toString(Info.takeError());
+    G.Info = *Query;
+    if (llvm::Error E = openContext(G.Info)) {
+      Error = llvm::toString(std::move(E));
       return;
     }
-    G.Info = *Info;
     G.D = &*loadDriver();
     if (CUresult R = G.D->cuStreamCreate(&G.Stream, CU_STREAM_NON_BLOCKING)) {
       Error = "cannot create a CUDA stream: " + G.D->errorString(R);

@@ -235,6 +235,9 @@ llvm::Expected<DeviceInfo> openDevice(int Ordinal = 0);
 /// null): cuInit and the device's attributes, all a kernel's generation and
 /// compilation need, so they can start while the context is created.
 llvm::Expected<DeviceInfo> queryDevice(int Ordinal = 0);
+/// The rest of openDevice for a queried device: retains its primary
+/// context into Info.Ctx and makes it current on this thread.
+llvm::Error openContext(DeviceInfo &Info);
 /// The number of CUDA devices (0 when the driver cannot run).
 int deviceCount();
 /// Makes the primary context current on this thread.
