@@ -141,6 +141,8 @@ llvm::Expected<Gpu &> gpu(int Ordinal) {
       G.Flush = 0;
     // cuBLAS's libraries are the largest the process loads (0.2-0.5 s
     // from a cold disk); they load while the templates compile and run.
+    // Not earlier: loading them during cuInit or the context's creation
+    // slowed those down by as much as it saved (docs/BENCHMARKS.md).
     G.BlasReady = std::async(std::launch::async, [] { openBlas(G); });
   });
   if (!Error.empty())
