@@ -59,6 +59,11 @@ void LazyBenchmarker::prepareAhead(const MultiTemplateBufferNode &N,
     B->prepareAhead(N, W, Kept);
 }
 
+void LazyBenchmarker::waitIdle() {
+  if (Real)
+    Real->waitIdle();
+}
+
 static Measurement failed(const std::string &Why) {
   return Measurement{ChoiceStatus::Failed,
                      std::numeric_limits<double>::infinity(), Why};

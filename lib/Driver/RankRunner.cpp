@@ -21,6 +21,7 @@
 #include "mtsched/Tools/Report.h"
 #include "mtsched/Tools/Summary.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Threading.h"
@@ -230,6 +231,18 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   }
 }
 
+/// With Config.DisableFree, S's session (its GPU's memory and kernels, its
+/// NCCL communicator, cuBLAS) is left to the OS, which reclaims it as the
+/// process ends: destroying it took 0.1-0.2 s of a 2-rank run on 2 H100s
+/// (docs/BENCHMARKS.md). Its background compiles finish first, since they
+/// write the kernel cache.
+void leaveToTheOS(const OptMainConfig &Config, RankState &S) {
+  if (!Config.DisableFree || !S.Session)
+    return;
+  S.Session->waitIdle();
+  llvm::BuryPointer(std::move(S.Session));
+}
+
 bool writeFile(llvm::StringRef Path, llvm::StringRef What,
                llvm::function_ref<void(llvm::raw_fd_ostream &)> Write) {
   std::error_code EC;
@@ -368,8 +381,11 @@ bool runThreadRanks(
             << (&S - States.data()) << " decided differently\n";
         OK = false;
       }
-  return emitOutputs(Config, N, Reporter, OK, /*WriteTrace=*/true, OS,
-                     std::move(FrontendPhasesMs));
+  OK = emitOutputs(Config, N, Reporter, OK, /*WriteTrace=*/true, OS,
+                   std::move(FrontendPhasesMs));
+  for (RankState &S : States)
+    leaveToTheOS(Config, S);
+  return OK;
 }
 
 //===----------------------------------------------------------------------===//
@@ -519,10 +535,11 @@ bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
   if (!State.OK && Rank == 0)
     llvm::errs() << State.Dumps;
   if (IsReporter)
-    return emitOutputs(Config, Size, &State, OK, /*WriteTrace=*/true, OS,
-                       std::move(FrontendPhasesMs));
-  if (Trace)
+    OK = emitOutputs(Config, Size, &State, OK, /*WriteTrace=*/true, OS,
+                     std::move(FrontendPhasesMs));
+  else if (Trace)
     llvm::timeTraceProfilerCleanup();
+  leaveToTheOS(Config, State);
   return OK;
 }
 

@@ -124,6 +124,11 @@ check np2 "r['world_size'] == 2" "r['sync']['ok']" "len(r['ranks']) == 2" \
   "r['sync']['skew_ms'] is not None" "r['sync']['cost_ms'] is not None" \
   "all(k['decisions'] == r['ranks'][0]['decisions'] for k in r['ranks'])" \
   "len(r['ranks'][0]['decisions']) == 4"
+# The same run destroying its sessions before MPI_Finalize (by default the
+# process leaves them to the OS): the same IR, a clean exit.
+run np2free 60 2 "${COMMON[@]}" "$EXAMPLE" --free-on-exit
+[[ $RC -eq 0 ]] || fail "np2free exited $RC"
+cmp -s "$TMP/np2free.out" "$TMP/threads2.out" || fail "np2free: IR differs from thread ranks"
 
 "$OPT" "${COMMON[@]}" "$GRAPH4" >"$TMP/threads4.out"
 run np4 60 4 "${COMMON[@]}" "$GRAPH4" --report="$TMP/np4.json"

@@ -59,6 +59,10 @@ public:
   /// Gathers every rank's local timings and decisions for the report; call
   /// once on every rank after the pipeline.
   void finish();
+  /// Returns once the backend runs nothing in the background
+  /// (Benchmarker::waitIdle): the session may then be left to the OS at
+  /// exit instead of destroyed.
+  void waitIdle() { Bench->waitIdle(); }
 
   /// N's epilogue run as its own kernel: measured like every choice (agreed
   /// across ranks, memoized), predicted by the noise-free cost model once

@@ -60,6 +60,10 @@ public:
   /// this call.
   virtual void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
                             const std::vector<bool> &Kept) {}
+  /// Returns once nothing the backend started on its own (prepareAhead's
+  /// compiles, which write the kernel cache) is still running, so that the
+  /// process may end without destroying it (OptMainConfig::DisableFree).
+  virtual void waitIdle() {}
   /// Times choice C of node N (fused with its epilogue if Fused).
   virtual Measurement measure(const MultiTemplateBufferNode &N,
                               const Workload &W, const Choice &C,

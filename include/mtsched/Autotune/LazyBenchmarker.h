@@ -41,6 +41,8 @@ public:
   /// Creates the backend (a measurement of N follows) and forwards.
   void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
                     const std::vector<bool> &Kept) override;
+  /// Forwarded if the backend exists.
+  void waitIdle() override;
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,
                               const Workload &W) override;
   std::string getSetupError() const override { return Error; }

@@ -11,7 +11,9 @@ namespace mtsched {
 
 /// Parses mtsched-opt's command line into an OptMainConfig (a bad flag
 /// value exits with status 1 and says why), runs optMain and ends the rank
-/// process; returns the exit status.
+/// process. Unless --free-on-exit is given (or the build is sanitized), it
+/// then exits the process itself, leaving what it holds to the OS
+/// (OptMainConfig::DisableFree); otherwise it returns the exit status.
 int optMainFromCommandLine(int argc, char **argv);
 
 } // namespace mtsched

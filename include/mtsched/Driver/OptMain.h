@@ -41,6 +41,10 @@ struct OptMainConfig {
   bool AutotuneSummary = false;
   /// What is printed, and what else happens to the decided module.
   OutputSteps Output;
+  /// The process ends when optMain returns: the ranks' autotuning sessions
+  /// are left to the OS instead of destroyed (as clang's -disable-free
+  /// leaves its AST). mtsched-opt sets it; a library caller keeps false.
+  bool DisableFree = false;
 };
 
 /// Runs the driver; returns the process exit code (0 or 1).

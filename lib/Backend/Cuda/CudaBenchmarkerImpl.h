@@ -95,6 +95,11 @@ public:
   /// Starts compiling N's kept choices' kernels (compileAhead).
   void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
                     const std::vector<bool> &Kept) override;
+  /// Waits for the NVRTC pool's queued compiles.
+  void waitIdle() override {
+    if (Compiler)
+      Compiler->wait();
+  }
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused) override;
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,

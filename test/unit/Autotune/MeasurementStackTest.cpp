@@ -2,7 +2,8 @@
 // one rank: the memo answers a workload measured before, a degraded run
 // measures nothing, --prune-top-k ranks by the cost model it is given, and
 // the backend hears which choices will be measured (so it compiles only
-// those) without a lazy backend being created for it.
+// those) without a lazy backend being created for it, and a lazy backend
+// is waited for (waitIdle) only once it exists.
 #include "mtsched/Autotune/ChoiceMeasurer.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
 #include "mtsched/IR/Parser.h"
@@ -31,7 +32,8 @@ public:
     Kept = K;
     ++Hints;
   }
-  unsigned Calls = 0, Hints = 0;
+  void waitIdle() override { ++Waits; }
+  unsigned Calls = 0, Hints = 0, Waits = 0;
   std::vector<bool> Kept;
 };
 
@@ -212,4 +214,26 @@ TEST(MeasurementStackTest, TheBackendHearsWhichChoicesWillBeMeasured) {
   EXPECT_EQ(Made->Kept, (std::vector<bool>{true, false}));
   Lazy.expectChoices(P, {false, true});
   EXPECT_EQ(Made->Kept, (std::vector<bool>{false, true}));
+}
+
+TEST(MeasurementStackTest, ALazyBackendIsWaitedForOnlyOnceItExists) {
+  Stack S;
+  ASSERT_TRUE(S.M);
+  MultiTemplateBufferNode &P = S.node("p");
+  Workload W = describeNode(*S.M, *S.M->getGraphs().front(), P);
+  CountingBenchmarker *Made = nullptr;
+  LazyBenchmarker Lazy("sim", "unversioned", [&] {
+    auto B = std::make_unique<CountingBenchmarker>();
+    Made = B.get();
+    return llvm::Expected<std::unique_ptr<Benchmarker>>(std::move(B));
+  });
+  // Waiting must not create the backend: a fully cached run that ends
+  // opens no GPU.
+  Lazy.waitIdle();
+  EXPECT_FALSE(Lazy.isCreated());
+  Lazy.measure(P, W, P.getChoices()[0], false);
+  ASSERT_TRUE(Made);
+  EXPECT_EQ(Made->Waits, 0u);
+  Lazy.waitIdle();
+  EXPECT_EQ(Made->Waits, 1u);
 }
