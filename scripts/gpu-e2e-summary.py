@@ -77,7 +77,9 @@ def modes(d):
 
 # The trace phases that show where a split run's time went ("Total ..."
 # events: summed over the process's threads, so over both thread ranks).
-PHASES = ["cuda.query-device", "cuda.open-device", "cuda.collective.init", "cuda.nccl.init",
+PHASES = ["cuda.query-device", "cuda.open-device", "cuda.nccl.start",
+          "cuda.wait-nccl-init",
+          "cuda.collective.init", "cuda.nccl.init",
           "cuda.collective.prepare", "cuda.prepare.inputs",
           "cuda.prepare.reference", "cuda.compile", "cuda.check", "cuda.time",
           "benchmark"]

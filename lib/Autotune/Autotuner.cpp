@@ -486,6 +486,7 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
                      (!Bundle.empty() || Todo.empty());
 
   auto B0 = Clock::now();
+  I.prepareCollectives(G, Todo, HaveEntries ? &Entries : nullptr);
   if (I.Opts.SplitTuning && I.Opts.SplitByNode && I.Ranks.size() > 1 &&
       !I.Ranks.isDegraded() && !I.Opts.CacheOnly)
     I.measureByNode(G, Todo, HaveEntries ? &Entries : nullptr);

@@ -96,6 +96,14 @@ struct Autotuner::Impl {
   void announceWalk(const Graph &G,
                     llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
                     const std::vector<std::string> *Entries);
+  /// Tells the backend (Benchmarker::prepareCollectives) when the walk will
+  /// measure a collective over every rank: a node of Todo in no subgroup,
+  /// not replayed from rank 0's cache Entries, with a choice to measure.
+  /// Every rank decides alike: the pre-sync agreed on Todo and Entries, and
+  /// collectives' memos hold agreed times.
+  void prepareCollectives(const Graph &G,
+                          llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                          const std::vector<std::string> *Entries);
   /// Whether finalizeNode must stop: N was decided without measurements.
   bool stopIfUnmeasured(const Graph &G, MultiTemplateBufferNode &N);
   void notifyProgress(size_t Done, size_t Total);

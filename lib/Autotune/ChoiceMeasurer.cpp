@@ -25,16 +25,22 @@ void ChoiceMeasurer::announce(const MultiTemplateBufferNode &N,
   if (llvm::isa<CollectiveMultiTemplateBufferNode>(N) ||
       !Announced.insert(workloadKey(W, false) + workloadKey(W, true)).second)
     return;
-  std::vector<std::string> Pruned = pruneReasons(N, W);
   std::vector<bool> Kept;
+  if (willMeasure(N, W, Kept))
+    Bench.prepareAhead(N, W, Kept);
+}
+
+bool ChoiceMeasurer::willMeasure(const MultiTemplateBufferNode &N,
+                                 const Workload &W, std::vector<bool> &Kept) {
+  std::vector<std::string> Pruned = pruneReasons(N, W);
+  Kept.clear();
   bool Needed = false;
   for (size_t I = 0; I < Pruned.size(); ++I) {
     Kept.push_back(Pruned[I].empty());
     Needed |= Kept.back() &&
               !Store.findMemo(choiceMemoKey(W, false, N.getChoices()[I]));
   }
-  if (Needed)
-    Bench.prepareAhead(N, W, Kept);
+  return Needed;
 }
 
 double mtsched::roundUs(double Us) {

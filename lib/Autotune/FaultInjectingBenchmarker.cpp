@@ -38,6 +38,7 @@ public:
                     const std::vector<bool> &Kept) override {
     Inner->prepareAhead(N, W, Kept);
   }
+  void prepareCollectives() override { Inner->prepareCollectives(); }
   void waitIdle() override { Inner->waitIdle(); }
 
 private:

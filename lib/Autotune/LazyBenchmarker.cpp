@@ -59,6 +59,11 @@ void LazyBenchmarker::prepareAhead(const MultiTemplateBufferNode &N,
     B->prepareAhead(N, W, Kept);
 }
 
+void LazyBenchmarker::prepareCollectives() {
+  if (Benchmarker *B = get())
+    B->prepareCollectives();
+}
+
 void LazyBenchmarker::waitIdle() {
   if (Real)
     Real->waitIdle();

@@ -4,7 +4,8 @@
 // --split-tuning=nodes, what each node of a graph will need measured, for
 // ChoiceMeasurer::measureByNode to deal out and measure ahead; and the
 // nodes the walk will measure, announced to the backend so that it can
-// prepare the next while it measures one.
+// prepare the next while it measures one, and its collectives' set-up
+// while it measures the rest.
 //
 //===----------------------------------------------------------------------===//
 #include "AutotunerImpl.h"
@@ -72,4 +73,21 @@ void Autotuner::Impl::announceWalk(
     if (subgroupOf(G, *Todo[K]).empty() &&
         !(Entries && llvm::StringRef((*Entries)[K]).starts_with("H")))
       Measurer.announce(*Todo[K], describeNode(M, G, *Todo[K]));
+}
+
+void Autotuner::Impl::prepareCollectives(
+    const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+    const std::vector<std::string> *Entries) {
+  if (Ranks.size() < 2 || Ranks.isDegraded() || Opts.CacheOnly)
+    return;
+  for (size_t K = 0; K < Todo.size(); ++K) {
+    std::vector<bool> Kept;
+    if (llvm::isa<CollectiveMultiTemplateBufferNode>(*Todo[K]) &&
+        subgroupOf(G, *Todo[K]).empty() &&
+        !(Entries && llvm::StringRef((*Entries)[K]).starts_with("H")) &&
+        Measurer.willMeasure(*Todo[K], describeNode(M, G, *Todo[K]), Kept)) {
+      Self.Bench->prepareCollectives();
+      return;
+    }
+  }
 }

@@ -60,6 +60,12 @@ public:
   /// this call.
   virtual void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
                             const std::vector<bool> &Kept) {}
+  /// Called on every rank at the same point, before anything of a graph is
+  /// measured, when the walk will measure a collective over every rank: a
+  /// backend may start setting collectives up on other threads (the cuda
+  /// backend: NCCL's communicator). An exchange over the communicator made
+  /// here must be made by every rank. Advisory, like prepareAhead.
+  virtual void prepareCollectives() {}
   /// Returns once nothing the backend started on its own (prepareAhead's
   /// compiles, which write the kernel cache) is still running, so that the
   /// process may end without destroying it (OptMainConfig::DisableFree).

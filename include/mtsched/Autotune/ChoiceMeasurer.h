@@ -84,6 +84,10 @@ public:
   /// workload was announced before (its times will be replayed). Called
   /// for the nodes to measure, in order, before the first is measured.
   void announce(const MultiTemplateBufferNode &N, const Workload &W);
+  /// Whether measuring N at W measures anything: a choice pruning keeps
+  /// (Kept, per choice) has no time in the memo yet.
+  bool willMeasure(const MultiTemplateBufferNode &N, const Workload &W,
+                   std::vector<bool> &Kept);
   /// --prune-top-k: for each choice of N at W, empty if it is benchmarked,
   /// else why not.
   std::vector<std::string> pruneReasons(const MultiTemplateBufferNode &N,

@@ -41,6 +41,9 @@ public:
   /// Creates the backend (a measurement of N follows) and forwards.
   void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
                     const std::vector<bool> &Kept) override;
+  /// Creates the backend (a collective's measurement follows) and
+  /// forwards.
+  void prepareCollectives() override;
   /// Forwarded if the backend exists.
   void waitIdle() override;
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,

@@ -211,6 +211,9 @@ Measurement CudaBenchmarker::run(
                         llvm::formatv("{0:e2}", RelW).str() + " > " +
                         llvm::formatv("{0:e0}", tolerance(T)).str());
   }
+  // Nothing may set a GPU up while a choice is timed (docs/CUDA.md).
+  Phase.reset();
+  waitForCollectiveSetUp();
   // Warm-up, then an estimate that sizes the samples.
   Phase.emplace("cuda.time");
   for (unsigned I = 0; I < std::max(1u, Opts.WarmupRuns); ++I)
@@ -293,6 +296,14 @@ Measurement CudaBenchmarker::run(
   if (Best)
     *Best = std::min(*Best, M.Us);
   return M;
+}
+
+void CudaBenchmarker::prepareCollectives() {
+  if (!Comm || Comm->size() < 2)
+    return;
+  if (!Coll)
+    Coll = createCollectiveRank(Opts, *Comm, Stats);
+  Coll->startSetUp();
 }
 
 Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,

@@ -95,6 +95,8 @@ public:
   /// Starts compiling N's kept choices' kernels (compileAhead).
   void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
                     const std::vector<bool> &Kept) override;
+  /// Starts NCCL's communicator (CollectiveRank::startSetUp).
+  void prepareCollectives() override;
   /// Waits for the NVRTC pool's queued compiles.
   void waitIdle() override {
     if (Compiler)

@@ -50,6 +50,7 @@ public:
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused,
                       const std::string &LocalFault) override;
+  void startSetUp() override { startNccl(); }
 
 private:
   struct Buffers {
@@ -86,6 +87,13 @@ private:
 
   /// Device, streams, peer access, NCCL, flags; Err says why not.
   bool init(std::string &Err);
+  /// Once: NCCL's id from rank 0 (agreed and broadcast), then
+  /// ncclCommInitRank on a thread of its own, so that the context and
+  /// NCCL's kernels load while the caller goes on.
+  void startNccl();
+  /// Waits for startNccl's communicator, at most the choice timeout, and
+  /// agrees whether every rank has one; sets NComm, or NcclError.
+  void finishNccl();
   bool prepare(const MultiTemplateBufferNode &N, const Workload &W,
                std::string &Err);
   void freeBuffers();
@@ -121,6 +129,11 @@ private:
   const nccl::NcclApi *Nc = nullptr;
   std::string NcclError;
   nccl::ncclComm_t NComm = nullptr;
+  /// What startNccl's thread hands over; shared, since a thread that never
+  /// returns (a peer that vanished) is left behind.
+  struct NcclStart;
+  std::shared_ptr<NcclStart> NcclInit;
+  bool NcclStarted = false;
   CUstream Stream = nullptr;
   CUevent E0 = nullptr, E1 = nullptr;
   CUdeviceptr Flags = 0;

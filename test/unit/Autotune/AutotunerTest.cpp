@@ -283,6 +283,8 @@ public:
     std::map<std::string, std::vector<bool>> AnnouncedKept;
     /// Nodes announced after the first measurement.
     std::vector<std::string> Late;
+    /// prepareCollectives calls, and those after the first measurement.
+    unsigned CollectiveCalls = 0, LateCollectiveCalls = 0;
   };
   explicit ExpectingBenchmarker(Log &L) : L(L) {}
   llvm::StringRef getBackendName() const override { return "sim"; }
@@ -296,6 +298,10 @@ public:
     L.AnnouncedKept[N.getName()] = Kept;
     if (!L.Timed.empty())
       L.Late.push_back(N.getName());
+  }
+  void prepareCollectives() override {
+    ++L.CollectiveCalls;
+    L.LateCollectiveCalls += !L.Timed.empty();
   }
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &,
                       const Choice &C, bool Fused) override {
@@ -429,4 +435,41 @@ TEST(AutotunerTest, NodeSplitAnnouncesOnlyTheRanksOwnNodes) {
     EXPECT_EQ(Logs[R].Announced.size(), 2u) << "rank " << R;
     EXPECT_TRUE(Logs[R].Late.empty()) << "rank " << R;
   }
+}
+
+// A backend hears once, on every rank and before anything is timed, that a
+// collective over every rank will be measured (the cuda backend then opens
+// NCCL's communicator while it times the GEMMs); a graph without one says
+// nothing.
+TEST(AutotunerTest, TheBackendHearsOfCollectivesBeforeAnythingIsTimed) {
+  const char *GemmThenAllReduce =
+      R"(group @tp = [0, 1]
+
+graph @g(%x: bf16[64,256], %w1: bf16[256,512], %w2: bf16[512,512]) attributes {world_size = 2} {
+  %a = matmul(%x, %w1) : bf16[64,512]
+  %r = all_reduce(%a) {reduce = "sum", group = "tp"} : bf16[64,512]
+  %y = matmul(%r, %w2) : bf16[64,512]
+  %s = all_reduce(%y) {reduce = "sum", group = "tp"} : bf16[64,512]
+  return %s
+}
+)";
+  for (bool Split : {false, true}) {
+    ExpectingBenchmarker::Log Logs[2];
+    std::vector<RankRun> Runs =
+        runExpecting(Logs, GemmThenAllReduce, [Split](AutotuneOptions &O) {
+          O.SplitTuning = Split;
+          O.SplitByNode = Split;
+        });
+    ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
+    for (int R = 0; R < 2; ++R) {
+      EXPECT_EQ(Logs[R].CollectiveCalls, 1u) << "rank " << R;
+      EXPECT_EQ(Logs[R].LateCollectiveCalls, 0u) << "rank " << R;
+      EXPECT_FALSE(Logs[R].Timed.empty()) << "rank " << R;
+    }
+  }
+  ExpectingBenchmarker::Log Logs[2];
+  std::vector<RankRun> Runs =
+      runExpecting(Logs, FourGemms, [](AutotuneOptions &) {});
+  ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
+  EXPECT_EQ(Logs[0].CollectiveCalls + Logs[1].CollectiveCalls, 0u);
 }
