@@ -320,7 +320,8 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   FusionDecision D = decideNode(*Heuristic, N, T, Fusion, Opts, R.Fallback);
   // Without a backend the error at the end of tuning says why, once.
   if (R.Fallback && Self.Bench->getSetupError().empty())
-    warn(N.getLoc(), "every choice of '%" + N.getName() + "' failed; using '" +
+    warn(N.getLoc(), "every choice of '%" + N.getName() + "' failed (" +
+                         whyEveryChoiceFailed(N, T.Unfused) + "); using '" +
                          D.Choice + "'");
   applyDecision(N, T, D, R);
   if (auto *CN = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N)) {

@@ -14,6 +14,32 @@ std::string mtsched::fallbackChoice(const MultiTemplateBufferNode &N,
   return N.getChoices().front().Name;
 }
 
+std::string
+mtsched::whyEveryChoiceFailed(const MultiTemplateBufferNode &N,
+                              const std::vector<AgreedMeasurement> &Times) {
+  const AgreedMeasurement *First = nullptr;
+  size_t FirstIndex = 0, Same = 0;
+  for (size_t I = 0; I < Times.size() && I < N.getChoices().size(); ++I) {
+    const AgreedMeasurement &A = Times[I];
+    if (A.Status == ChoiceStatus::Skipped || A.Message.empty())
+      continue;
+    if (!First) {
+      First = &A;
+      FirstIndex = I;
+    } else if (A.Message == First->Message) {
+      ++Same;
+    }
+  }
+  if (!First)
+    return "no choice was measured";
+  std::string Why =
+      "'" + N.getChoices()[FirstIndex].Name + "': " + First->Message;
+  if (Same)
+    Why +=
+        ", as did " + std::to_string(Same) + (Same == 1 ? " other" : " others");
+  return Why;
+}
+
 FusionDecision
 mtsched::decideNode(const FusionHeuristic &H, const MultiTemplateBufferNode &N,
                     const NodeTimes &T, const FusionOptions &Fusion,

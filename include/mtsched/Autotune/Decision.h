@@ -37,6 +37,12 @@ struct NodeTimes {
 std::string fallbackChoice(const MultiTemplateBufferNode &N,
                            const AutotuneOptions &Opts);
 
+/// Why a node fell back, as its warning says it: the first measured choice
+/// of Times (one per choice of N) and its message, and how many others
+/// failed with the same message ("'c': out of memory, as did 2 others").
+std::string whyEveryChoiceFailed(const MultiTemplateBufferNode &N,
+                                 const std::vector<AgreedMeasurement> &Times);
+
 /// Asks H about N, with Fusion's threshold and tie tolerance. Fallback is
 /// set when no choice can run (every time is infinite): then the choice is
 /// fallbackChoice's.
