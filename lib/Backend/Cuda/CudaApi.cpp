@@ -143,7 +143,7 @@ llvm::Expected<const DriverApi &> cuda::loadDriver() {
     Lib.get(A.cuLaunchKernel, {"cuLaunchKernel"}, M);
     Lib.get(A.cuMemAlloc, {"cuMemAlloc_v2"}, M);
     Lib.get(A.cuMemFree, {"cuMemFree_v2"}, M);
-    Lib.get(A.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"}, M);
+    Lib.get(A.cuMemcpyHtoDAsync, {"cuMemcpyHtoDAsync_v2"}, M);
     Lib.get(A.cuMemcpyDtoH, {"cuMemcpyDtoH_v2"}, M);
     Lib.get(A.cuMemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}, M);
     Lib.get(A.cuMemsetD8Async, {"cuMemsetD8Async"}, M);

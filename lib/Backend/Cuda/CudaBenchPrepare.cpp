@@ -383,7 +383,8 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
           return P;
         }
       } else if (!Failed) {
-        Failed = G->D->cuMemcpyHtoD(B.P, HostBytes.data(), B.Bytes);
+        Failed =
+            G->D->cuMemcpyHtoDAsync(B.P, HostBytes.data(), B.Bytes, G->Stream);
       }
       if (Failed) {
         P.Error = "cannot allocate or fill " + std::to_string(B.Bytes) +

@@ -243,8 +243,8 @@ BenchSupport::gemmRows(CUdeviceptr A, CUdeviceptr B, DType T,
     return err("cannot allocate the reference rows: " + D.errorString(R));
   if (CUresult R = D.cuMemAlloc(&OutDev, OutBytes))
     return err("cannot allocate the reference: " + D.errorString(R));
-  if (CUresult R =
-          D.cuMemcpyHtoD(RowsDev, Rows.data(), Rows.size() * sizeof(int64_t)))
+  if (CUresult R = D.cuMemcpyHtoDAsync(RowsDev, Rows.data(),
+                                       Rows.size() * sizeof(int64_t), S))
     return err("cannot copy the reference rows: " + D.errorString(R));
   long long Kl = K, Nl = N, M1l = std::max<int64_t>(1, M1);
   int Batched = BatchedB;

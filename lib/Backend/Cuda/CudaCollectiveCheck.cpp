@@ -179,7 +179,7 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
         Stored ? *Stored : hostValues(Opts.Seed, Stream, Count, T);
     std::string Dev =
         toDeviceBytes(std::vector<double>(Host.begin(), Host.end()), T);
-    return !D->cuMemcpyHtoD(P, Dev.data(), Dev.size());
+    return !D->cuMemcpyHtoDAsync(P, Dev.data(), Dev.size(), this->Stream);
   };
   // Every copy's input, output and sum in one allocation, laid out alike on
   // every rank: an MPI peer opens one IPC handle per node, not one per
@@ -215,7 +215,7 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
       Mine[size_t(Ranks + P)] = B.Counts[size_t(P * Ranks + Comm.rank())];
     }
     if (D->cuMemAlloc(&B.CountsDev, Mine.size() * 8) ||
-        D->cuMemcpyHtoD(B.CountsDev, Mine.data(), Mine.size() * 8))
+        D->cuMemcpyHtoDAsync(B.CountsDev, Mine.data(), Mine.size() * 8, Stream))
       Ok = false;
   }
   // Epilogue operands, the same on every rank (replicated tensors): a bias

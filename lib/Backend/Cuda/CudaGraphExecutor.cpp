@@ -153,7 +153,8 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     if (llvm::Error E = Alloc(In.get()))
       return E;
     std::string Bytes = toDeviceBytes(Host[In.get()], In->getType().Dtype);
-    if (CUresult R = D.cuMemcpyHtoD(Dev[In.get()], Bytes.data(), Bytes.size()))
+    if (CUresult R = D.cuMemcpyHtoDAsync(Dev[In.get()], Bytes.data(),
+                                         Bytes.size(), Gp.Stream))
       return err("cannot copy '%" + In->getName() + "': " + D.errorString(R));
   }
   Inputs.reset();

@@ -88,7 +88,7 @@ constexpr bool functionSame(RA (*)(PA...), RB (*)(PB...)) {
   X(cuLaunchKernel)                                                            \
   X(cuMemAlloc)                                                                \
   X(cuMemFree)                                                                 \
-  X(cuMemcpyHtoD)                                                              \
+  X(cuMemcpyHtoDAsync)                                                         \
   X(cuMemcpyDtoH)                                                              \
   X(cuMemcpyDtoDAsync)                                                         \
   X(cuMemsetD8Async)                                                           \

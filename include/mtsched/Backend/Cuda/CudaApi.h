@@ -117,7 +117,11 @@ struct DriverApi {
                              void **);
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
-  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  /// Host to device only on the stream that reads the copy: from pageable
+  /// memory the synchronous cuMemcpyHtoD may return before its DMA lands,
+  /// and the legacy stream it uses does not order our non-blocking
+  /// streams, so a kernel queued next could read what was there before.
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
