@@ -2,13 +2,12 @@
 //
 // One rank per GPU (device = rank % devices, its primary context). NCCL
 // communicators come from ncclCommInitRank with a unique id made on rank 0
-// and broadcast through the Communicator; ncclCommInitRank runs on a thread
-// of its own, started before the graph's first measurement when the
-// autotuner says collectives will be measured (startSetUp). Peer-memory kernels
-// read and write peers' buffers through CUDA peer access; buffer addresses are
-// exchanged with allGather: as plain pointers between thread ranks (one address
-// space), as CUDA IPC handles between MPI processes, each of which opens its
-// peers' handles and closes them before the owner frees the memory.
+// and broadcast through the Communicator, opened on a thread of its own
+// (CudaNcclStart.cpp). Peer-memory kernels read and write peers' buffers
+// through CUDA peer access; buffer addresses are exchanged with allGather: as
+// plain pointers between thread ranks (one address space), as CUDA IPC
+// handles between MPI processes, each of which opens its peers' handles and
+// closes them before the owner frees the memory.
 //
 // Every step whose outcome could differ between ranks (set-up, the
 // correctness check, the number of launches per sample) is agreed with
@@ -27,17 +26,13 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/TimeProfiler.h"
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <sstream>
-#include <thread>
 
 using namespace mtsched;
 using namespace mtsched::cuda;
@@ -45,55 +40,8 @@ using namespace mtsched::nccl;
 
 CollectiveRank::~CollectiveRank() = default;
 
-struct CollectiveRankImpl::NcclStart {
-  std::mutex Mu;
-  std::condition_variable Cv;
-  bool Done = false;
-  /// The communicator until finishNccl takes it.
-  ncclComm_t Comm = nullptr;
-  std::string Error;
-  /// finishNccl gave up waiting: the thread may never return.
-  bool Abandoned = false;
-};
-
-namespace {
-/// The communicators of this process opening on their own threads.
-struct OpeningComms {
-  std::mutex Mu;
-  std::condition_variable Cv;
-  int Count = 0;
-  /// When the last one opening is given up on (the choice timeout after
-  /// it started): a stuck one delays the timing once, not every choice.
-  std::chrono::steady_clock::time_point GiveUp;
-};
-/// Never destroyed: a thread whose peer vanished may still be in
-/// ncclCommInitRank when the process exits.
-OpeningComms &openingComms() {
-  static OpeningComms *O = new OpeningComms;
-  return *O;
-}
-} // namespace
-
-void mtsched::waitForCollectiveSetUp() {
-  OpeningComms &O = openingComms();
-  std::unique_lock<std::mutex> Lock(O.Mu);
-  if (O.Count == 0 || std::chrono::steady_clock::now() >= O.GiveUp)
-    return;
-  llvm::TimeTraceScope Scope("cuda.wait-nccl-init");
-  O.Cv.wait_until(Lock, O.GiveUp, [&] { return O.Count == 0; });
-}
-
 CollectiveRankImpl::~CollectiveRankImpl() {
-  // A communicator started early that no measurement took: its thread is
-  // waited for (unless finishNccl gave up on it) and its result destroyed.
-  if (NcclInit) {
-    NcclStart &S = *NcclInit;
-    std::unique_lock<std::mutex> Lock(S.Mu);
-    if (!S.Abandoned &&
-        S.Cv.wait_for(Lock, Opts.ChoiceTimeout, [&] { return S.Done; }) &&
-        S.Comm)
-      Nc->ncclCommDestroy(S.Comm);
-  }
+  releaseNccl();
   if (!InitOk)
     return;
   llvm::consumeError(makeCurrent(Dev));
@@ -292,97 +240,6 @@ bool CollectiveRankImpl::init(std::string &Err) {
   finishNccl();
   InitOk = true;
   return true;
-}
-
-void CollectiveRankImpl::startNccl() {
-  if (NcclStarted)
-    return;
-  NcclStarted = true;
-  llvm::TimeTraceScope Scope("cuda.nccl.start");
-  int Ranks = Comm.size(), Rank = Comm.rank();
-  int Count = deviceCount();
-  llvm::Expected<const NcclApi &> NOr = loadNccl();
-  bool NOk = bool(NOr);
-  if (!NOk)
-    NcclError = llvm::toString(NOr.takeError());
-  else
-    Nc = &*NOr;
-  // init() says why a GPU per rank is missing.
-  NOk &= Count >= Ranks;
-  std::string Id;
-  if (NOk && Rank == 0) {
-    ncclUniqueId U;
-    if (ncclResult_t R = Nc->ncclGetUniqueId(&U)) {
-      NcclError = "ncclGetUniqueId failed: " + Nc->errorString(R);
-      NOk = false;
-    } else {
-      Id.assign(U.Internal, sizeof(U.Internal));
-    }
-  }
-  if (!agree(NOk) ||
-      Comm.broadcast(Id, 0, Opts.ChoiceTimeout) != CommStatus::Ok ||
-      Id.size() != sizeof(ncclUniqueId)) {
-    if (NcclError.empty())
-      NcclError = "a peer rank could not open NCCL";
-    return;
-  }
-  ncclUniqueId U;
-  std::memcpy(U.Internal, Id.data(), sizeof(U.Internal));
-  auto S = std::make_shared<NcclStart>();
-  NcclInit = S;
-  {
-    OpeningComms &O = openingComms();
-    std::lock_guard<std::mutex> Lock(O.Mu);
-    ++O.Count;
-    O.GiveUp = std::max(O.GiveUp,
-                        std::chrono::steady_clock::now() + Opts.ChoiceTimeout);
-  }
-  // Detached: if a peer vanished, ncclCommInitRank never returns, and
-  // finishNccl's bounded wait is what ends the rank's part.
-  std::thread([S, N = Nc, U, Ranks, Rank, Ordinal = Rank % Count] {
-    ncclComm_t C = nullptr;
-    std::string E;
-    // NCCL opens its communicator on the calling thread's device.
-    llvm::Expected<DeviceInfo> I = openDevice(Ordinal);
-    if (!I)
-      E = llvm::toString(I.takeError());
-    else if (ncclResult_t R = N->ncclCommInitRank(&C, Ranks, U, Rank)) {
-      E = "ncclCommInitRank failed: " + N->errorString(R);
-      C = nullptr;
-    }
-    {
-      std::lock_guard<std::mutex> Lock(S->Mu);
-      S->Comm = C;
-      S->Error = std::move(E);
-      S->Done = true;
-      S->Cv.notify_all();
-    }
-    OpeningComms &O = openingComms();
-    std::lock_guard<std::mutex> Lock(O.Mu);
-    if (--O.Count == 0)
-      O.Cv.notify_all();
-  }).detach();
-}
-
-void CollectiveRankImpl::finishNccl() {
-  if (NcclInit) {
-    // What the rank waits for; the rest ran on startNccl's thread.
-    llvm::TimeTraceScope Scope("cuda.nccl.init");
-    NcclStart &S = *NcclInit;
-    std::unique_lock<std::mutex> Lock(S.Mu);
-    if (!S.Cv.wait_for(Lock, Opts.ChoiceTimeout, [&] { return S.Done; })) {
-      S.Abandoned = true;
-      NcclError = "ncclCommInitRank did not finish within " +
-                  std::to_string(Opts.ChoiceTimeout.count()) + " ms";
-    } else {
-      NComm = S.Comm;
-      S.Comm = nullptr;
-      if (!S.Error.empty())
-        NcclError = S.Error;
-    }
-  }
-  if (!agree(NComm != nullptr) && NcclError.empty())
-    NcclError = "ncclCommInitRank failed on a peer rank";
 }
 
 CUfunction CollectiveRankImpl::kernel(const CollectiveKernel &K,

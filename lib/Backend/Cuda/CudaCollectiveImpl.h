@@ -94,6 +94,9 @@ private:
   /// Waits for startNccl's communicator, at most the choice timeout, and
   /// agrees whether every rank has one; sets NComm, or NcclError.
   void finishNccl();
+  /// A communicator started early that no measurement took: its thread is
+  /// waited for (unless finishNccl gave up on it), its result destroyed.
+  void releaseNccl();
   bool prepare(const MultiTemplateBufferNode &N, const Workload &W,
                std::string &Err);
   void freeBuffers();
