@@ -90,6 +90,11 @@ struct Autotuner::Impl {
   void measureByNode(const Graph &G,
                      llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
                      const std::vector<std::string> *Entries);
+  /// Whether the walk measures Todo[K] over every rank: it is in no
+  /// subgroup and rank 0's cache Entries (if sent) do not replay it.
+  bool walkMeasures(const Graph &G,
+                    llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                    const std::vector<std::string> *Entries, size_t K);
   /// Announces to the backend (ChoiceMeasurer::announce), in order, the
   /// nodes of Todo the walk will measure: not in a subgroup, not replayed
   /// from rank 0's cache Entries, not decided without measurements.

@@ -64,14 +64,20 @@ void Autotuner::Impl::measureByNode(
   Measurer.measureByNode(Work);
 }
 
+bool Autotuner::Impl::walkMeasures(
+    const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+    const std::vector<std::string> *Entries, size_t K) {
+  return subgroupOf(G, *Todo[K]).empty() &&
+         !(Entries && llvm::StringRef((*Entries)[K]).starts_with("H"));
+}
+
 void Autotuner::Impl::announceWalk(
     const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
     const std::vector<std::string> *Entries) {
   if (Ranks.isDegraded() || Opts.CacheOnly)
     return;
   for (size_t K = 0; K < Todo.size(); ++K)
-    if (subgroupOf(G, *Todo[K]).empty() &&
-        !(Entries && llvm::StringRef((*Entries)[K]).starts_with("H")))
+    if (walkMeasures(G, Todo, Entries, K))
       Measurer.announce(*Todo[K], describeNode(M, G, *Todo[K]));
 }
 
@@ -83,8 +89,7 @@ void Autotuner::Impl::prepareCollectives(
   for (size_t K = 0; K < Todo.size(); ++K) {
     std::vector<bool> Kept;
     if (llvm::isa<CollectiveMultiTemplateBufferNode>(*Todo[K]) &&
-        subgroupOf(G, *Todo[K]).empty() &&
-        !(Entries && llvm::StringRef((*Entries)[K]).starts_with("H")) &&
+        walkMeasures(G, Todo, Entries, K) &&
         Measurer.willMeasure(*Todo[K], describeNode(M, G, *Todo[K]), Kept)) {
       Self.Bench->prepareCollectives();
       return;
