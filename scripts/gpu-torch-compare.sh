@@ -3,7 +3,9 @@
 # rank) imported with torch.export, decided with --backend=cuda, run with
 # --run on the inputs PyTorch eager gets (.npy files), its outputs compared
 # with eager's (max relative error per output, bf16 tolerance), and its
-# decided graph's time set beside eager and torch.compile(mode="max-autotune").
+# decided graph replayed as a CUDA graph set beside torch.compile(mode=
+# "max-autotune") (CUDA graphs too), and its eager launches beside PyTorch
+# eager.
 # Layers that still contain custom ops are imported but not run.
 #
 #   bash scripts/gpu-torch-compare.sh            # from the repository root,

@@ -264,8 +264,13 @@ def run_case(case, a, opt, outdir, log):
                 p.returncode, p.stderr.strip().splitlines()[-1][:300]
                 if p.stderr.strip() else "")
         return row
-    m = re.search(r"decided graph ([0-9.]+) us", p.stderr)
+    # "decided graph G us as a CUDA graph, E us eager" (or only "E us
+    # eager" where capture failed, which --run says loudly).
+    m = re.search(r"decided graph ([0-9.]+) us as a CUDA graph", p.stderr)
     row["mtsched_us"] = float(m.group(1)) if m else None
+    m = re.search(r"decided graph (?:[0-9.]+ us as a CUDA graph, )?"
+                  r"([0-9.]+) us eager", p.stderr)
+    row["mtsched_eager_us"] = float(m.group(1)) if m else None
     if res.unmapped:
         row["status"] = row["status"] + " (decided)"
         return row
@@ -324,20 +329,35 @@ def fmt(x, spec="%.3g"):
     return "-" if x is None else spec % x
 
 
+def ratio(a, b):
+    return None if a is None or b is None or b <= 0 else a / b
+
+
 def table(rows, device):
+    """Like beside like: mtsched's decided graph replayed as a CUDA graph
+    beside torch.compile(mode="max-autotune") (which replays CUDA graphs),
+    and its launches issued eagerly beside PyTorch eager."""
     lines = ["| layer | tracer | nodes | max rel. error | norm rel. error "
-             "| result | mtsched decided graph (us) | eager (us) | "
-             "torch.compile max-autotune (us) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| result | mtsched CUDA graph (us) | torch.compile max-autotune "
+             "(us) | graph / compile | mtsched eager (us) | PyTorch eager "
+             "(us) | eager / eager |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         outs = r.get("outputs") or []
         mx = max((o["max_rel"] for o in outs), default=None)
         nr = max((o["norm_rel"] for o in outs), default=None)
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["layer"], r.get("tracer", "-"), r.get("nodes", "-"),
-            fmt(mx, "%.2e"), fmt(nr, "%.2e"), r["status"],
-            fmt(r.get("mtsched_us"), "%.1f"), fmt(r.get("eager_us"), "%.1f"),
-            fmt(r.get("compile_us"), "%.1f")))
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
+                     "| %s |" % (
+                         r["layer"], r.get("tracer", "-"), r.get("nodes", "-"),
+                         fmt(mx, "%.2e"), fmt(nr, "%.2e"), r["status"],
+                         fmt(r.get("mtsched_us"), "%.1f"),
+                         fmt(r.get("compile_us"), "%.1f"),
+                         fmt(ratio(r.get("mtsched_us"), r.get("compile_us")),
+                             "%.2fx"),
+                         fmt(r.get("mtsched_eager_us"), "%.1f"),
+                         fmt(r.get("eager_us"), "%.1f"),
+                         fmt(ratio(r.get("mtsched_eager_us"),
+                                   r.get("eager_us")), "%.2fx")))
     return "\n".join(lines) + "\n"
 
 

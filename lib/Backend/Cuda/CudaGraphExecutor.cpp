@@ -61,54 +61,147 @@ static std::pair<double, const Value *> outputTolerance(const Value &V) {
   return {Tol, Fp8};
 }
 
-/// Times the whole decided graph: its launches replayed back to back
-/// between two events, enough times for about 1 ms a sample, the median of
-/// Samples samples. Prints one line; a failure only warns.
-static void timeReplay(const Graph &G, Gpu &Gp,
-                       std::vector<std::function<CUresult()>> &Replay,
-                       unsigned Samples, llvm::raw_ostream &OS) {
+/// The median of Samples samples of Run(Times), each timed between two
+/// events on the session's stream and divided by Times, where Times makes a
+/// sample about 1 ms long (from one timed run after three warm-ups).
+static CUresult timeSamples(Gpu &Gp, unsigned Samples,
+                            llvm::function_ref<CUresult(unsigned)> Run,
+                            double &MedianUs, unsigned &Times) {
   const DriverApi &D = *Gp.D;
-  auto RunAll = [&](unsigned Times) -> CUresult {
-    for (unsigned I = 0; I < Times; ++I)
-      for (auto &F : Replay)
-        if (CUresult R = F())
-          return R;
-    return CUDA_SUCCESS;
-  };
-  auto Timed = [&](unsigned Times, double &Us) -> CUresult {
+  auto Timed = [&](unsigned N, double &Us) -> CUresult {
     D.cuEventRecord(Gp.E0, Gp.Stream);
-    if (CUresult R = RunAll(Times))
+    if (CUresult R = Run(N))
       return R;
     D.cuEventRecord(Gp.E1, Gp.Stream);
     if (CUresult R = syncEvent(D, Gp.E1, "the decided graph"))
       return R;
     float Ms = 0;
     D.cuEventElapsedTime(&Ms, Gp.E0, Gp.E1);
-    Us = double(Ms) * 1000.0 / Times;
+    Us = double(Ms) * 1000.0 / N;
     return CUDA_SUCCESS;
   };
   double Once = 0;
-  CUresult R = RunAll(3);
-  if (!R)
-    R = Timed(1, Once);
-  unsigned Times =
+  if (CUresult R = Run(3))
+    return R;
+  if (CUresult R = Timed(1, Once))
+    return R;
+  Times =
       unsigned(std::min(1000.0, std::max(1.0, 1000.0 / std::max(Once, 1.0))));
   std::vector<double> Us;
-  for (unsigned S = 0; S < Samples && !R; ++S) {
+  for (unsigned S = 0; S < std::max(1u, Samples); ++S) {
     double X = 0;
-    R = Timed(Times, X);
+    if (CUresult R = Timed(Times, X))
+      return R;
     Us.push_back(X);
   }
-  if (R || Us.empty()) {
+  llvm::sort(Us);
+  MedianUs = Us[Us.size() / 2];
+  return CUDA_SUCCESS;
+}
+
+/// One run of the decided graph captured into a CUDA graph, as a deployed
+/// model replays it (torch.compile's max-autotune does): no host dispatch
+/// between launches. Null, with the reason in Why, where the driver lacks
+/// graphs or a launch cannot be captured.
+static CUgraphExec captureGraph(Gpu &Gp,
+                                std::vector<std::function<CUresult()>> &Replay,
+                                std::string &Why) {
+  const DriverApi &D = *Gp.D;
+  if (!D.cuStreamBeginCapture || !D.cuStreamEndCapture ||
+      !D.cuGraphInstantiateWithFlags || !D.cuGraphLaunch) {
+    Why = "the CUDA driver has no graph API";
+    return nullptr;
+  }
+  if (CUresult R =
+          D.cuStreamBeginCapture(Gp.Stream, CU_STREAM_CAPTURE_MODE_RELAXED)) {
+    Why = "cannot begin a capture: " + D.errorString(R);
+    return nullptr;
+  }
+  CUresult Launch = CUDA_SUCCESS;
+  for (auto &F : Replay)
+    if ((Launch = F()))
+      break;
+  // The capture must end whatever happened, or the stream stays in capture
+  // mode for every later use.
+  CUgraph Graph = nullptr;
+  CUresult End = D.cuStreamEndCapture(Gp.Stream, &Graph);
+  auto DestroyGraph = llvm::make_scope_exit([&] {
+    if (Graph)
+      D.cuGraphDestroy(Graph);
+  });
+  if (Launch) {
+    Why = "a launch cannot be captured: " + D.errorString(Launch);
+    return nullptr;
+  }
+  if (End || !Graph) {
+    Why = "the capture failed: " + D.errorString(End);
+    return nullptr;
+  }
+  CUgraphExec Exec = nullptr;
+  if (CUresult R = D.cuGraphInstantiateWithFlags(&Exec, Graph, 0)) {
+    Why = "cannot instantiate the graph: " + D.errorString(R);
+    return nullptr;
+  }
+  return Exec;
+}
+
+/// Times the whole decided graph two ways: captured once into a CUDA graph
+/// and replayed (how it is deployed), and its launches issued eagerly back
+/// to back (the host's dispatch gaps included). Prints one line; a failure
+/// only warns, and a graph that cannot be captured is said loudly.
+static void timeReplay(const Graph &G, Gpu &Gp,
+                       std::vector<std::function<CUresult()>> &Replay,
+                       unsigned Samples, llvm::raw_ostream &OS) {
+  const DriverApi &D = *Gp.D;
+  auto Eager = [&](unsigned Times) -> CUresult {
+    for (unsigned I = 0; I < Times; ++I)
+      for (auto &F : Replay)
+        if (CUresult R = F())
+          return R;
+    return CUDA_SUCCESS;
+  };
+  std::string Why;
+  CUgraphExec Exec = captureGraph(Gp, Replay, Why);
+  auto DestroyExec = llvm::make_scope_exit([&] {
+    if (Exec)
+      D.cuGraphExecDestroy(Exec);
+  });
+  double GraphUs = 0, EagerUs = 0;
+  unsigned GraphTimes = 0, EagerTimes = 0;
+  CUresult R = CUDA_SUCCESS;
+  if (Exec) {
+    R = timeSamples(
+        Gp, Samples,
+        [&](unsigned Times) -> CUresult {
+          for (unsigned I = 0; I < Times; ++I)
+            if (CUresult RL = D.cuGraphLaunch(Exec, Gp.Stream))
+              return RL;
+          return CUDA_SUCCESS;
+        },
+        GraphUs, GraphTimes);
+    if (R) {
+      Why = "its replay failed: " + D.errorString(R);
+      Exec = nullptr;
+    }
+  }
+  R = timeSamples(Gp, Samples, Eager, EagerUs, EagerTimes);
+  if (R) {
     OS << "run @" << G.getName()
        << ": warning: timing failed: " << D.errorString(R) << "\n";
     return;
   }
-  llvm::sort(Us);
-  OS << "run @" << G.getName() << ": decided graph "
-     << llvm::formatv("{0:f2}", Us[Us.size() / 2]) << " us (median of "
-     << Us.size() << " samples of " << Times << " back-to-back runs, "
-     << Replay.size() << " launches a run)\n";
+  if (!Exec)
+    OS << "run @" << G.getName()
+       << ": warning: the decided graph was not captured as a CUDA graph ("
+       << Why << "); only its eager time is reported\n";
+  OS << "run @" << G.getName() << ": decided graph ";
+  if (Exec)
+    OS << llvm::formatv("{0:f2}", GraphUs) << " us as a CUDA graph, ";
+  OS << llvm::formatv("{0:f2}", EagerUs) << " us eager (median of "
+     << std::max(1u, Samples) << " samples of " << EagerTimes
+     << (Exec ? " eager and " + std::to_string(GraphTimes) + " graph"
+              : std::string())
+     << " back-to-back runs, " << Replay.size() << " launches a run)\n";
 }
 
 llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,

@@ -31,8 +31,9 @@ llvm::Error openCudaDevice(const AutotuneOptions &Opts);
 /// Runs every node of a decided graph on the GPU on the inputs IO gives
 /// (.npy files or seeded random values) and checks each graph output against
 /// the fp64 interpreter, writing it to IO.OutputDir if set; a line per output
-/// goes to OS. Then, if IO.TimeRuns > 0, times the whole graph (its launches
-/// replayed back to back) and prints the median.
+/// goes to OS. Then, if IO.TimeRuns > 0, times the whole graph two ways and
+/// prints both medians: captured once into a CUDA graph and replayed (as a
+/// deployed model runs), and its launches issued eagerly back to back.
 llvm::Error runGraphOnGpu(const Graph &G, const RunIO &IO,
                           llvm::raw_ostream &OS);
 /// The same with seeded random inputs, no files and no timing.
