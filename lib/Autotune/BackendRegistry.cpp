@@ -72,3 +72,17 @@ BackendRegistry::create(const AutotuneOptions &Opts, int Rank,
     return B.takeError();
   return B->Create(Opts, Rank, Comm);
 }
+
+const BackendInfo *BackendRegistry::executor() const {
+  for (const BackendInfo &B : Backends)
+    if (B.RunGraph)
+      return &B;
+  return nullptr;
+}
+
+const BackendInfo *BackendRegistry::kernelDumper() const {
+  for (const BackendInfo &B : Backends)
+    if (B.DumpKernels)
+      return &B;
+  return nullptr;
+}

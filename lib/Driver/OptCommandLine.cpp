@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Driver/OptCommandLine.h"
 #include "mtsched/Autotune/Cache.h"
-#include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Driver/RegisterPasses.h"

@@ -1,9 +1,7 @@
 //===- OutputSteps.cpp - What happens to the decided module ---------------===//
 #include "mtsched/Driver/OutputSteps.h"
+#include "mtsched/Autotune/BackendRegistry.h"
 #include "mtsched/Autotune/Npy.h"
-#include "mtsched/Backend/Cuda/CollectiveCodegen.h"
-#include "mtsched/Backend/Cuda/CudaBenchmarker.h"
-#include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/IR/DotPrinter.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
@@ -12,7 +10,8 @@
 
 using namespace mtsched;
 
-bool mtsched::runOutputSteps(const OutputSteps &Steps, const Module &M,
+bool mtsched::runOutputSteps(const OutputSteps &Steps,
+                             const BackendRegistry &Backends, const Module &M,
                              llvm::raw_ostream &OS) {
   bool OK = true;
   auto Error = [&](const llvm::Twine &Msg) {
@@ -38,27 +37,33 @@ bool mtsched::runOutputSteps(const OutputSteps &Steps, const Module &M,
       IO.OutputDir = std::string(Dir);
     }
     if (!Steps.DumpKernelsDir.empty()) {
-      std::vector<std::string> Errors;
-      std::vector<KernelSource> Ks = generateGraphKernels(*G, Errors);
-      // The peer-memory collectives the decided graph runs are kernels
-      // too; NCCL choices are library calls and have none.
-      for (KernelSource &K : generateGraphCollectiveKernels(M, *G, Errors))
-        Ks.push_back(std::move(K));
-      if (llvm::Error E = dumpKernels(Ks, Steps.DumpKernelsDir)) {
-        Error(toString(std::move(E)));
+      const BackendInfo *B = Backends.kernelDumper();
+      if (!B) {
+        Error("--dump-kernels: no backend of this build generates kernels");
         return false;
       }
-      llvm::errs() << "mtsched-opt: wrote " << Ks.size() << " kernels of @"
+      std::vector<std::string> Missing;
+      llvm::Expected<unsigned> N =
+          B->DumpKernels(M, *G, Steps.DumpKernelsDir, Missing);
+      if (!N) {
+        Error(toString(N.takeError()));
+        return false;
+      }
+      llvm::errs() << "mtsched-opt: wrote " << *N << " kernels of @"
                    << G->getName() << " to " << Steps.DumpKernelsDir << "\n";
-      for (const std::string &E : Errors)
+      for (const std::string &E : Missing)
         llvm::errs() << "mtsched-opt: warning: no kernel for " << E << "\n";
     }
     if (Steps.Interpret)
       if (llvm::Error E = interpretGraphToFiles(*G, IO, llvm::errs()))
         Error("@" + G->getName() + ": " + toString(std::move(E)));
-    if (Steps.Run)
-      if (llvm::Error E = runGraphOnGpu(*G, IO, llvm::errs()))
+    if (Steps.Run) {
+      const BackendInfo *B = Backends.executor();
+      if (!B)
+        Error("--run: no backend of this build runs graphs");
+      else if (llvm::Error E = B->RunGraph(*G, IO, llvm::errs()))
         Error(toString(std::move(E)));
+    }
   }
   if (Steps.Emit == OutputSteps::EmitKind::IR)
     printModule(M, OS);

@@ -276,7 +276,8 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
     // that the next tool can parse.
     llvm::errs() << Reporter->Dumps;
     if (OK)
-      OK = runOutputSteps(Config.Output, *Reporter->M, OS);
+      OK =
+          runOutputSteps(Config.Output, getBuiltinBackends(), *Reporter->M, OS);
     // Only a run that tuned something has anything to summarise.
     if (OK && Config.AutotuneSummary &&
         !Reporter->Session->getResult().Nodes.empty())
@@ -600,7 +601,7 @@ bool mtsched::runOnRanks(
   // whatever world sizes its graphs have (once, under mpirun).
   if (Config.Pipeline.empty())
     return launcherVar(LauncherRankVars) > 0 ||
-           runOutputSteps(Config.Output, *M, OS);
+           runOutputSteps(Config.Output, getBuiltinBackends(), *M, OS);
   if (LaunchedRanks < 1)
     return runThreadRanks(Config, std::move(M), Diags, OS,
                           std::move(FrontendPhasesMs));

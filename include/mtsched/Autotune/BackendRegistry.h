@@ -12,6 +12,7 @@
 #define MTSCHED_AUTOTUNE_BACKENDREGISTRY_H
 
 #include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/Npy.h"
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +26,11 @@ struct BackendInfo {
   using CreateFn = std::function<llvm::Expected<std::unique_ptr<Benchmarker>>(
       const AutotuneOptions &Opts, int Rank, Communicator &Comm)>;
   using ProbeFn = std::function<llvm::Error(const AutotuneOptions &Opts)>;
+  using RunGraphFn = std::function<llvm::Error(const Graph &G, const RunIO &IO,
+                                               llvm::raw_ostream &OS)>;
+  using DumpKernelsFn = std::function<llvm::Expected<unsigned>(
+      const Module &M, const Graph &G, llvm::StringRef Dir,
+      std::vector<std::string> &Missing)>;
 
   /// What `--backend` and the report call it.
   std::string Name;
@@ -43,6 +49,15 @@ struct BackendInfo {
   /// `--backend=auto` tries the backends that set this, in registration
   /// order, and takes the first that can run; else the default backend.
   bool TriedByAuto = false;
+  /// `--run`: executes a decided graph on this backend's device, checks
+  /// every output against the fp64 reference, writes IO's output files and
+  /// times it, a line per result on OS. Null: the backend has no device to
+  /// run a graph on (the simulator only predicts times).
+  RunGraphFn RunGraph;
+  /// `--dump-kernels`: writes the source of every kernel the decided graph
+  /// runs to Dir and returns how many; what has no kernel is named in
+  /// Missing. Null: the backend generates no kernels.
+  DumpKernelsFn DumpKernels;
 };
 
 class BackendRegistry {
@@ -58,6 +73,12 @@ public:
   /// and why is said once per process on stderr.
   llvm::Expected<const BackendInfo &>
   resolve(const AutotuneOptions &Opts) const;
+  /// The backend that runs decided graphs (`--run`): the first registered
+  /// one with RunGraph, or null if none has.
+  const BackendInfo *executor() const;
+  /// The backend whose kernels `--dump-kernels` writes: the first
+  /// registered one with DumpKernels, or null.
+  const BackendInfo *kernelDumper() const;
   /// Creates the backend Opts.Backend names for one rank, right away.
   llvm::Expected<std::unique_ptr<Benchmarker>>
   create(const AutotuneOptions &Opts, int Rank, Communicator &Comm) const;

@@ -15,6 +15,7 @@
 
 namespace mtsched {
 
+class BackendRegistry;
 class Module;
 
 struct OutputSteps {
@@ -47,10 +48,12 @@ struct OutputSteps {
 };
 
 /// Runs Steps on M and prints M to OS as Steps.Emit says; messages and
-/// errors go to stderr. Returns false if a step failed (M is printed all
-/// the same, unless the kernels could not be written).
-bool runOutputSteps(const OutputSteps &Steps, const Module &M,
-                    llvm::raw_ostream &OS);
+/// errors go to stderr. `--run` and `--dump-kernels` ask Backends for the
+/// backend that runs graphs or generates kernels, so the driver names
+/// none. Returns false if a step failed (M is printed all the same, unless
+/// the kernels could not be written).
+bool runOutputSteps(const OutputSteps &Steps, const BackendRegistry &Backends,
+                    const Module &M, llvm::raw_ostream &OS);
 
 } // namespace mtsched
 

@@ -17,6 +17,7 @@
 #include "mtsched/Autotune/Npy.h"
 #include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
+#include "mtsched/Backend/Cuda/CollectiveCodegen.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
@@ -553,5 +554,20 @@ BackendInfo mtsched::getCudaBackend() {
     return openCudaDevice(Opts);
   };
   B.TriedByAuto = true;
+  B.RunGraph = [](const Graph &G, const RunIO &IO, llvm::raw_ostream &OS) {
+    return runGraphOnGpu(G, IO, OS);
+  };
+  B.DumpKernels =
+      [](const Module &M, const Graph &G, llvm::StringRef Dir,
+         std::vector<std::string> &Missing) -> llvm::Expected<unsigned> {
+    std::vector<KernelSource> Ks = generateGraphKernels(G, Missing);
+    // The peer-memory collectives the decided graph runs are kernels too;
+    // NCCL choices are library calls and have none.
+    for (KernelSource &K : generateGraphCollectiveKernels(M, G, Missing))
+      Ks.push_back(std::move(K));
+    if (llvm::Error E = dumpKernels(Ks, Dir))
+      return std::move(E);
+    return unsigned(Ks.size());
+  };
   return B;
 }
