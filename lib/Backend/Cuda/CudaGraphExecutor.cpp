@@ -204,160 +204,336 @@ static void timeReplay(const Graph &G, Gpu &Gp,
      << " back-to-back runs, " << Replay.size() << " launches a run)\n";
 }
 
-llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
-                                   llvm::raw_ostream &OS) {
-  llvm::Expected<Gpu &> GOr = gpu(0);
-  if (!GOr)
-    return err("--run needs the cuda backend: " +
-               llvm::toString(GOr.takeError()));
-  Gpu &Gp = *GOr;
-  std::lock_guard<std::mutex> Lock(Gp.Mu);
-  if (llvm::Error E = makeCurrent(Gp.Info))
-    return E;
-  const DriverApi &D = *Gp.D;
-  int Arch = Gp.Info.Major * 10 + Gp.Info.Minor;
-  ValueData Host;
-  std::map<const Value *, CUdeviceptr> Dev;
-  std::vector<CUdeviceptr> Owned;
-  std::vector<CUmodule> Modules;
-  auto Cleanup = llvm::make_scope_exit([&] {
+namespace {
+
+/// One `--run` of a decided graph, in named steps: its inputs on the GPU,
+/// every kernel compiled, loaded and launched in schedule order (each
+/// launch kept to be replayed when the graph is timed), its outputs read
+/// back and checked. It owns the device buffers and modules it made.
+class GraphRun {
+public:
+  GraphRun(const Graph &G, const RunIO &IO, Gpu &Gp)
+      : G(G), IO(IO), Gp(Gp), D(*Gp.D),
+        Arch(Gp.Info.Major * 10 + Gp.Info.Minor) {}
+  GraphRun(const GraphRun &) = delete;
+  GraphRun &operator=(const GraphRun &) = delete;
+  ~GraphRun() {
     for (CUdeviceptr P : Owned)
       D.cuMemFree(P);
     for (CUmodule M : Modules)
       D.cuModuleUnload(M);
-  });
-  auto Alloc = [&](const Value *V) -> llvm::Error {
-    if (Dev.count(V))
-      return llvm::Error::success();
-    CUdeviceptr P;
-    size_t Bytes = std::max<int64_t>(16, V->getType().numBytes());
-    if (CUresult R = D.cuMemAlloc(&P, Bytes))
-      return err("cannot allocate '%" + V->getName() +
-                 "': " + D.errorString(R));
-    Owned.push_back(P);
-    Dev[V] = P;
+  }
+
+  /// The graph's inputs (files or seeded values, as IO says) into Host and
+  /// onto the GPU.
+  llvm::Error uploadInputs(ValueData &Host);
+  /// Every kernel of the decided graph, launched in schedule order.
+  llvm::Error launchAll();
+  /// Reads every output back, writes IO's output files and, if IO.Check,
+  /// compares it with Host's fp64 reference, a line per output on OS.
+  /// False if an output differs.
+  llvm::Expected<bool> readOutputs(const ValueData &Host,
+                                   llvm::raw_ostream &OS);
+  /// Every launch of one run of the graph, in order.
+  std::vector<std::function<CUresult()>> &replay() { return Replay; }
+
+private:
+  llvm::Error alloc(const Value *V);
+  /// Compiles, loads and launches K once (synchronously, so a fault names
+  /// its kernel), and keeps the launch for replay.
+  llvm::Error runKernel(llvm::Expected<KernelSource> KOr);
+  llvm::Error runTemplate(const MultiTemplateBufferNode &M);
+  llvm::Error runCollective(const CollectiveMultiTemplateBufferNode &C);
+  llvm::Error runCublas(const MultiTemplateBufferNode &M);
+  llvm::Error runBuffer(const BufferNode &B);
+  /// The kernel of B's fused group (B's alone if it is in none).
+  llvm::Error runGroup(const BufferNode &B);
+  /// Which nodes run inside another's kernel: template epilogues, and
+  /// layout ops a group reads through.
+  void findFusedNodes();
+  std::string nextKernelName() const {
+    return G.getName() + "_run_kernel" + std::to_string(Launched);
+  }
+  static int groupId(const BufferNode &B) {
+    return B.getKernel() == BufferNode::NoKernel ? -1 - int(B.getIndex())
+                                                 : B.getKernel();
+  }
+
+  const Graph &G;
+  const RunIO &IO;
+  Gpu &Gp;
+  const DriverApi &D;
+  int Arch;
+  std::map<const Value *, CUdeviceptr> Dev;
+  std::vector<CUdeviceptr> Owned;
+  std::vector<CUmodule> Modules;
+  std::vector<std::function<CUresult()>> Replay;
+  llvm::DenseSet<const Node *> Fused, InLayoutGroup;
+  std::map<int, bool> GroupDone;
+  unsigned Launched = 0;
+};
+
+} // namespace
+
+llvm::Error GraphRun::alloc(const Value *V) {
+  if (Dev.count(V))
     return llvm::Error::success();
-  };
-  std::optional<llvm::TimeTraceScope> Inputs;
-  Inputs.emplace("run.inputs");
+  CUdeviceptr P;
+  size_t Bytes = std::max<int64_t>(16, V->getType().numBytes());
+  if (CUresult R = D.cuMemAlloc(&P, Bytes))
+    return err("cannot allocate '%" + V->getName() + "': " + D.errorString(R));
+  Owned.push_back(P);
+  Dev[V] = P;
+  return llvm::Error::success();
+}
+
+llvm::Error GraphRun::uploadInputs(ValueData &Host) {
+  llvm::TimeTraceScope Scope("run.inputs");
   if (llvm::Error E = makeGraphInputs(G, IO, Host))
     return E;
   for (const auto &In : G.getInputs()) {
-    if (llvm::Error E = Alloc(In.get()))
+    if (llvm::Error E = alloc(In.get()))
       return E;
     std::string Bytes = toDeviceBytes(Host[In.get()], In->getType().Dtype);
     if (CUresult R = D.cuMemcpyHtoDAsync(Dev[In.get()], Bytes.data(),
                                          Bytes.size(), Gp.Stream))
       return err("cannot copy '%" + In->getName() + "': " + D.errorString(R));
   }
-  Inputs.reset();
-  // Every launch of the graph, in order, replayed to time the whole graph
-  // once its outputs are checked.
-  std::vector<std::function<CUresult()>> Replay;
-  auto RunKernel = [&](llvm::Expected<KernelSource> KOr) -> llvm::Error {
-    if (!KOr)
-      return KOr.takeError();
-    KernelSource &K = *KOr;
-    std::string Why = unsupportedReason(K, Gp.Info, D);
-    if (!Why.empty())
-      return err("'" + K.Name + "' " + Why);
-    llvm::TimeTraceScope Scope("run.compile", K.Name);
-    auto C =
-        compileAll({{K.Name, K.Source, K.NeedsSm90a}}, Arch,
-                   KernelCompileOptions{IO.CompileThreads, IO.KernelCacheDir});
-    if (!C[0])
-      return C[0].takeError();
-    CUmodule Mod;
-    CUfunction Fn;
-    if (CUresult R = D.cuModuleLoadData(&Mod, C[0]->data()))
-      return err("cannot load '" + K.Name + "': " + D.errorString(R));
-    Modules.push_back(Mod);
-    if (CUresult R = D.cuModuleGetFunction(&Fn, Mod, K.Name.c_str()))
-      return err("no entry point '" + K.Name + "': " + D.errorString(R));
-    if (K.SharedBytes > 48 * 1024)
-      D.cuFuncSetAttribute(Fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                           int(K.SharedBytes));
-    std::vector<CUdeviceptr> Ptrs;
-    for (const Value *V : K.Inputs)
-      Ptrs.push_back(Dev[V]);
-    for (const Value *V : K.Outputs) {
-      if (llvm::Error E = Alloc(V))
-        return E;
-      Ptrs.push_back(Dev[V]);
-    }
-    if (K.WorkspaceBytes) {
-      CUdeviceptr W;
-      if (CUresult R = D.cuMemAlloc(&W, K.WorkspaceBytes))
-        return err("cannot allocate the " + llvm::Twine(K.WorkspaceBytes) +
-                   "-byte workspace of '" + K.Name + "': " + D.errorString(R));
-      Owned.push_back(W);
-      Ptrs.push_back(W);
-      if (CUresult R = D.cuMemsetD8Async(W, 0, K.WorkspaceBytes, Gp.Stream))
-        return err("cannot clear the workspace of '" + K.Name +
-                   "': " + D.errorString(R));
-    }
-    std::vector<CUtensorMap> Maps;
-    if (CUresult R = encodeTensorMaps(
-            D, K,
-            llvm::ArrayRef(Ptrs).take_front(K.Inputs.size() + K.Outputs.size()),
-            Maps))
-      return err("cannot encode the tensor maps of '" + K.Name +
+  return llvm::Error::success();
+}
+
+llvm::Error GraphRun::runKernel(llvm::Expected<KernelSource> KOr) {
+  if (!KOr)
+    return KOr.takeError();
+  KernelSource &K = *KOr;
+  std::string Why = unsupportedReason(K, Gp.Info, D);
+  if (!Why.empty())
+    return err("'" + K.Name + "' " + Why);
+  llvm::TimeTraceScope Scope("run.compile", K.Name);
+  auto C =
+      compileAll({{K.Name, K.Source, K.NeedsSm90a}}, Arch,
+                 KernelCompileOptions{IO.CompileThreads, IO.KernelCacheDir});
+  if (!C[0])
+    return C[0].takeError();
+  CUmodule Mod;
+  CUfunction Fn;
+  if (CUresult R = D.cuModuleLoadData(&Mod, C[0]->data()))
+    return err("cannot load '" + K.Name + "': " + D.errorString(R));
+  Modules.push_back(Mod);
+  if (CUresult R = D.cuModuleGetFunction(&Fn, Mod, K.Name.c_str()))
+    return err("no entry point '" + K.Name + "': " + D.errorString(R));
+  if (K.SharedBytes > 48 * 1024)
+    D.cuFuncSetAttribute(Fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                         int(K.SharedBytes));
+  std::vector<CUdeviceptr> Ptrs;
+  for (const Value *V : K.Inputs)
+    Ptrs.push_back(Dev[V]);
+  for (const Value *V : K.Outputs) {
+    if (llvm::Error E = alloc(V))
+      return E;
+    Ptrs.push_back(Dev[V]);
+  }
+  if (K.WorkspaceBytes) {
+    CUdeviceptr W;
+    if (CUresult R = D.cuMemAlloc(&W, K.WorkspaceBytes))
+      return err("cannot allocate the " + llvm::Twine(K.WorkspaceBytes) +
+                 "-byte workspace of '" + K.Name + "': " + D.errorString(R));
+    Owned.push_back(W);
+    Ptrs.push_back(W);
+    if (CUresult R = D.cuMemsetD8Async(W, 0, K.WorkspaceBytes, Gp.Stream))
+      return err("cannot clear the workspace of '" + K.Name +
                  "': " + D.errorString(R));
-    std::vector<void *> Args;
-    for (CUtensorMap &Map : Maps)
-      Args.push_back(&Map);
-    for (CUdeviceptr &X : Ptrs)
-      Args.push_back(&X);
-    if (CUresult R =
-            launchKernel(D, Fn, K, Gp.Info.SMs, Gp.Stream, Args.data()))
-      return err("launch of '" + K.Name + "' failed: " + D.errorString(R));
-    if (CUresult R = syncStream(D, Gp.Stream, "kernel '" + K.Name + "'"))
-      return err("'" + K.Name + "' failed: " + D.errorString(R));
-    auto State = std::make_shared<
-        std::pair<std::vector<CUtensorMap>, std::vector<CUdeviceptr>>>(
-        std::move(Maps), std::move(Ptrs));
-    // The launch shape without the source text.
-    KernelSource Shape = K;
-    Shape.Source.clear();
-    Replay.push_back([&D, &Gp, Fn, State, Shape] {
-      std::vector<void *> A;
-      for (CUtensorMap &Map : State->first)
-        A.push_back(&Map);
-      for (CUdeviceptr &X : State->second)
-        A.push_back(&X);
-      return launchKernel(D, Fn, Shape, Gp.Info.SMs, Gp.Stream, A.data());
+  }
+  std::vector<CUtensorMap> Maps;
+  if (CUresult R = encodeTensorMaps(
+          D, K,
+          llvm::ArrayRef(Ptrs).take_front(K.Inputs.size() + K.Outputs.size()),
+          Maps))
+    return err("cannot encode the tensor maps of '" + K.Name +
+               "': " + D.errorString(R));
+  std::vector<void *> Args;
+  for (CUtensorMap &Map : Maps)
+    Args.push_back(&Map);
+  for (CUdeviceptr &X : Ptrs)
+    Args.push_back(&X);
+  if (CUresult R = launchKernel(D, Fn, K, Gp.Info.SMs, Gp.Stream, Args.data()))
+    return err("launch of '" + K.Name + "' failed: " + D.errorString(R));
+  if (CUresult R = syncStream(D, Gp.Stream, "kernel '" + K.Name + "'"))
+    return err("'" + K.Name + "' failed: " + D.errorString(R));
+  auto State = std::make_shared<
+      std::pair<std::vector<CUtensorMap>, std::vector<CUdeviceptr>>>(
+      std::move(Maps), std::move(Ptrs));
+  // The launch shape without the source text.
+  KernelSource Shape = K;
+  Shape.Source.clear();
+  const DriverApi &Drv = D;
+  Gpu &Dev0 = Gp;
+  Replay.push_back([&Drv, &Dev0, Fn, State, Shape] {
+    std::vector<void *> A;
+    for (CUtensorMap &Map : State->first)
+      A.push_back(&Map);
+    for (CUdeviceptr &X : State->second)
+      A.push_back(&X);
+    return launchKernel(Drv, Fn, Shape, Dev0.Info.SMs, Dev0.Stream, A.data());
+  });
+  ++Launched;
+  return llvm::Error::success();
+}
+
+llvm::Error
+GraphRun::runCollective(const CollectiveMultiTemplateBufferNode &C) {
+  if (G.getWorldSize() > 1)
+    return err("'%" + C.getName() +
+               "': --run executes collectives only on one rank");
+  // On one rank a collective is a copy (a ragged all_to_all a copy of the
+  // counted rows).
+  if (C.getNumOperands() == 3) {
+    if (llvm::Error E =
+            runKernel(generateRaggedCopyKernel("ragged_" + C.getName(), C)))
+      return E;
+  } else {
+    if (llvm::Error E = alloc(C.getResult()))
+      return E;
+    CUdeviceptr Dst = Dev[C.getResult()], Src = Dev[C.getOperand(0)];
+    size_t Bytes = size_t(C.getType().numBytes());
+    D.cuMemcpyDtoDAsync(Dst, Src, Bytes, Gp.Stream);
+    syncStream(D, Gp.Stream, "a copy of '%" + C.getName() + "'");
+    const DriverApi &Drv = D;
+    Gpu &Dev0 = Gp;
+    Replay.push_back([&Drv, &Dev0, Dst, Src, Bytes] {
+      return Drv.cuMemcpyDtoDAsync(Dst, Src, Bytes, Dev0.Stream);
     });
-    return llvm::Error::success();
+    ++Launched;
+  }
+  if (C.isEpilogueFused())
+    return runKernel(generateEpilogueKernel(C));
+  return llvm::Error::success();
+}
+
+llvm::Error GraphRun::runCublas(const MultiTemplateBufferNode &M) {
+  if (M.isEpilogueFused())
+    return err("extern.cublas cannot run a fused epilogue");
+  if (llvm::Error E = alloc(M.getResult()))
+    return E;
+  int Type = M.getType().Dtype == DType::BF16  ? CUDA_R_16BF
+             : M.getType().Dtype == DType::F16 ? CUDA_R_16F
+                                               : CUDA_R_32F;
+  int Nn = int(M.getType().innerDim()), Rows = int(rowsOf(M.getType()));
+  int K = int(M.getOperand(0)->getType().innerDim());
+  void *PA = reinterpret_cast<void *>(Dev[M.getOperand(0)]),
+       *PB = reinterpret_cast<void *>(Dev[M.getOperand(1)]),
+       *PC = reinterpret_cast<void *>(Dev[M.getResult()]);
+  // Row-major C = A x B is column-major C^T = B^T x A^T.
+  Gpu &Dev0 = Gp;
+  auto Gemm = [&Dev0, Type, Nn, Rows, K, PA, PB, PC] {
+    float One = 1, Zero = 0;
+    return Dev0.B->cublasGemmEx(Dev0.Blas, CUBLAS_OP_N, CUBLAS_OP_N, Nn, Rows,
+                                K, &One, PB, Type, Nn, PA, Type, K, &Zero, PC,
+                                Type, Nn, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT);
   };
-  // Nodes fused into a template's epilogue run inside it.
-  llvm::DenseSet<const Node *> Fused;
+  if (int S = Gemm())
+    return err("cublasGemmEx failed with status " + std::to_string(S));
+  syncStream(D, Gp.Stream, "cuBLAS for '%" + M.getName() + "'");
+  Replay.push_back([Gemm] { return CUresult(Gemm() ? 1 : 0); });
+  ++Launched;
+  return llvm::Error::success();
+}
+
+llvm::Error GraphRun::runTemplate(const MultiTemplateBufferNode &M) {
+  if (!M.isDecided())
+    return err("'%" + M.getName() + "' is not decided; run --autotune");
+  if (const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&M))
+    return runCollective(*C);
+  auto CannotRun = [&] {
+    return err("'%" + M.getName() + "': cannot run decision '" +
+               M.getDecision() + "' on the GPU");
+  };
+  const Choice *Ch = M.findChoice(M.getDecision());
+  if (M.getOp() == OpCode::Attention) {
+    if (!Ch || M.isEpilogueFused())
+      return CannotRun();
+    return runKernel(generateAttentionKernel(M, *Ch));
+  }
+  if (M.getOp() == OpCode::SwiGlu) {
+    std::optional<GemmTileConfig> T = Ch ? swigluTileOf(*Ch) : std::nullopt;
+    if (!T || M.isEpilogueFused())
+      return CannotRun();
+    return runKernel(generateSwiGluKernel(M, *T));
+  }
+  if (std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt)
+    return runKernel(generateGemmKernel(M, *T, M.isEpilogueFused()));
+  if (M.getDecision() == "extern.cublas" && Gp.blas() &&
+      M.getNumOperands() == 2 && M.getOperand(1)->getType().rank() == 2)
+    return runCublas(M);
+  return CannotRun();
+}
+
+llvm::Error GraphRun::runGroup(const BufferNode &B) {
+  int Id = groupId(B);
+  if (GroupDone[Id])
+    return llvm::Error::success();
+  GroupDone[Id] = true;
+  std::vector<const Node *> Members;
+  for (const auto &X : G.getNodes())
+    if (const auto *XB = llvm::dyn_cast<BufferNode>(X.get()))
+      if (!Fused.count(XB) && groupId(*XB) == Id)
+        Members.push_back(XB);
+  llvm::DenseSet<const Node *> Set(Members.begin(), Members.end());
+  // A member's value leaves the kernel if the graph returns it or a node
+  // outside the group reads it.
+  std::vector<const Value *> Outs;
+  for (const Node *X : Members) {
+    bool External = G.isOutput(X->getResult());
+    for (const Node *U : G.getUsers(X->getResult()))
+      External |= !Set.count(U);
+    if (External)
+      Outs.push_back(X->getResult());
+  }
+  return runKernel(generateGroupKernel(nextKernelName(), Members, Outs));
+}
+
+llvm::Error GraphRun::runBuffer(const BufferNode &B) {
+  // Ops with a kernel of their own, never in a group.
+  if (isSort(B.getOp()))
+    return runKernel(generateSortKernel(nextKernelName(), B));
+  if (isScatter(B.getOp()))
+    return runKernel(generateScatterKernel(nextKernelName(), B));
+  if (isScan(B.getOp()))
+    return runKernel(generateScanKernel(nextKernelName(), B));
+  if (isLayout(B.getOp()) && !InLayoutGroup.count(&B)) {
+    // reshape is a view of its operand's memory; the other layout ops
+    // gather into their own buffer. In a group with others, the group's
+    // kernel reads through them.
+    if (B.getOp() == OpCode::Reshape) {
+      Dev[B.getResult()] = Dev[B.getOperand(0)];
+      return llvm::Error::success();
+    }
+    return runKernel(generateLayoutKernel(nextKernelName(), B));
+  }
+  return runGroup(B);
+}
+
+void GraphRun::findFusedNodes() {
   for (const auto &N : G.getNodes())
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
       if (M->isEpilogueFused())
         for (const Operand &E : M->getEpilogue())
           Fused.insert(E.V->getDef());
-  std::map<int, bool> GroupDone;
-  // Layout ops in a kernel group with others: the group reads through them.
-  llvm::DenseSet<const Node *> InLayoutGroup;
-  {
-    std::map<unsigned, unsigned> Size;
-    for (const auto &N : G.getNodes())
-      if (const auto *B = llvm::dyn_cast<BufferNode>(N.get()))
-        if (B->getKernel() != BufferNode::NoKernel)
-          ++Size[B->getKernel()];
-    for (const auto &N : G.getNodes())
-      if (const auto *B = llvm::dyn_cast<BufferNode>(N.get()))
-        if (isLayout(B->getOp()) && B->getKernel() != BufferNode::NoKernel &&
-            Size[B->getKernel()] > 1)
-          InLayoutGroup.insert(B);
-  }
-  unsigned Launched = 0;
-  if (IO.Check)
-    for (const auto &N : G.getNodes()) {
-      llvm::TimeTraceScope Scope("run.interpret", "%" + N->getName());
-      if (llvm::Error E = interpretNode(*N, Host))
-        return E;
-    }
+  std::map<unsigned, unsigned> Size;
+  for (const auto &N : G.getNodes())
+    if (const auto *B = llvm::dyn_cast<BufferNode>(N.get()))
+      if (B->getKernel() != BufferNode::NoKernel)
+        ++Size[B->getKernel()];
+  for (const auto &N : G.getNodes())
+    if (const auto *B = llvm::dyn_cast<BufferNode>(N.get()))
+      if (isLayout(B->getOp()) && B->getKernel() != BufferNode::NoKernel &&
+          Size[B->getKernel()] > 1)
+        InLayoutGroup.insert(B);
+}
+
+llvm::Error GraphRun::launchAll() {
+  findFusedNodes();
   // Kernels run in the schedule's order, not at their first node: a fused
   // group may read a value computed after its first member
   // (Schedule/Schedule.h).
@@ -369,157 +545,21 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     if (Fused.count(N))
       continue;
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N)) {
-      if (!M->isDecided())
-        return err("'%" + M->getName() + "' is not decided; run --autotune");
-      if (const auto *C =
-              llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(M)) {
-        (void)C;
-        if (G.getWorldSize() > 1)
-          return err("'%" + M->getName() +
-                     "': --run executes collectives only on one rank");
-        if (M->getNumOperands() == 3) {
-          if (llvm::Error E = RunKernel(
-                  generateRaggedCopyKernel("ragged_" + M->getName(), *M)))
-            return E;
-        } else {
-          if (llvm::Error E = Alloc(M->getResult()))
-            return E;
-          D.cuMemcpyDtoDAsync(Dev[M->getResult()], Dev[M->getOperand(0)],
-                              M->getType().numBytes(), Gp.Stream);
-          syncStream(D, Gp.Stream, "a copy of '%" + M->getName() + "'");
-          Replay.push_back([&D, &Gp, Dst = Dev[M->getResult()],
-                            Src = Dev[M->getOperand(0)],
-                            Bytes = size_t(M->getType().numBytes())] {
-            return D.cuMemcpyDtoDAsync(Dst, Src, Bytes, Gp.Stream);
-          });
-        }
-        if (M->isEpilogueFused()) {
-          if (llvm::Error E = RunKernel(generateEpilogueKernel(*M)))
-            return E;
-        }
-        ++Launched;
-        continue;
-      }
-      const Choice *Ch = M->findChoice(M->getDecision());
-      if (M->getOp() == OpCode::Attention) {
-        if (!Ch || M->isEpilogueFused())
-          return err("'%" + M->getName() + "': cannot run decision '" +
-                     M->getDecision() + "' on the GPU");
-        if (llvm::Error E = RunKernel(generateAttentionKernel(*M, *Ch)))
-          return E;
-        ++Launched;
-        continue;
-      }
-      if (M->getOp() == OpCode::SwiGlu) {
-        std::optional<GemmTileConfig> T = Ch ? swigluTileOf(*Ch) : std::nullopt;
-        if (!T || M->isEpilogueFused())
-          return err("'%" + M->getName() + "': cannot run decision '" +
-                     M->getDecision() + "' on the GPU");
-        if (llvm::Error E = RunKernel(generateSwiGluKernel(*M, *T)))
-          return E;
-        ++Launched;
-        continue;
-      }
-      std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt;
-      if (T) {
-        if (llvm::Error E =
-                RunKernel(generateGemmKernel(*M, *T, M->isEpilogueFused())))
-          return E;
-      } else if (M->getDecision() == "extern.cublas" && Gp.blas() &&
-                 M->getNumOperands() == 2 &&
-                 M->getOperand(1)->getType().rank() == 2) {
-        if (llvm::Error E = Alloc(M->getResult()))
-          return E;
-        int Type = M->getType().Dtype == DType::BF16  ? CUDA_R_16BF
-                   : M->getType().Dtype == DType::F16 ? CUDA_R_16F
-                                                      : CUDA_R_32F;
-        int Nn = int(M->getType().innerDim()), Rows = int(rowsOf(M->getType()));
-        int K = int(M->getOperand(0)->getType().innerDim());
-        float One = 1, Zero = 0;
-        if (int S = Gp.B->cublasGemmEx(
-                Gp.Blas, CUBLAS_OP_N, CUBLAS_OP_N, Nn, Rows, K, &One,
-                reinterpret_cast<void *>(Dev[M->getOperand(1)]), Type, Nn,
-                reinterpret_cast<void *>(Dev[M->getOperand(0)]), Type, K, &Zero,
-                reinterpret_cast<void *>(Dev[M->getResult()]), Type, Nn,
-                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT))
-          return err("cublasGemmEx failed with status " + std::to_string(S));
-        syncStream(D, Gp.Stream, "cuBLAS for '%" + M->getName() + "'");
-        void *PA = reinterpret_cast<void *>(Dev[M->getOperand(0)]),
-             *PB = reinterpret_cast<void *>(Dev[M->getOperand(1)]),
-             *PC = reinterpret_cast<void *>(Dev[M->getResult()]);
-        Replay.push_back([&Gp, Type, Nn, Rows, K, PA, PB, PC] {
-          float One = 1, Zero = 0;
-          return CUresult(Gp.B->cublasGemmEx(
-                              Gp.Blas, CUBLAS_OP_N, CUBLAS_OP_N, Nn, Rows, K,
-                              &One, PB, Type, Nn, PA, Type, K, &Zero, PC, Type,
-                              Nn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
-                              ? 1
-                              : 0);
-        });
-        if (M->isEpilogueFused())
-          return err("extern.cublas cannot run a fused epilogue");
-      } else {
-        return err("'%" + M->getName() + "': cannot run decision '" +
-                   M->getDecision() + "' on the GPU");
-      }
-      ++Launched;
+      if (llvm::Error E = runTemplate(*M))
+        return E;
       continue;
     }
     const auto *B = llvm::dyn_cast<BufferNode>(N);
     if (!B)
       return err("'%" + N->getName() + "' is not lowered; run --lower");
-    if (isSort(B->getOp()) || isScatter(B->getOp()) || isScan(B->getOp())) {
-      // Ops with a kernel of their own, never in a group.
-      std::string Name = G.getName() + "_run_kernel" + std::to_string(Launched);
-      if (llvm::Error E = RunKernel(
-              isSort(B->getOp())      ? generateSortKernel(Name, *B)
-              : isScatter(B->getOp()) ? generateScatterKernel(Name, *B)
-                                      : generateScanKernel(Name, *B)))
-        return E;
-      ++Launched;
-      continue;
-    }
-    if (isLayout(B->getOp()) && !InLayoutGroup.count(B)) {
-      // reshape is a view of its operand's memory; the other layout ops
-      // gather into their own buffer. In a group with others, the group's
-      // kernel reads through them.
-      if (B->getOp() == OpCode::Reshape) {
-        Dev[B->getResult()] = Dev[B->getOperand(0)];
-        continue;
-      }
-      if (llvm::Error E = RunKernel(generateLayoutKernel(
-              G.getName() + "_run_kernel" + std::to_string(Launched), *B)))
-        return E;
-      ++Launched;
-      continue;
-    }
-    int Id = B->getKernel() == BufferNode::NoKernel ? -1 - int(B->getIndex())
-                                                    : B->getKernel();
-    if (GroupDone[Id])
-      continue;
-    GroupDone[Id] = true;
-    std::vector<const Node *> Members;
-    for (const auto &X : G.getNodes())
-      if (const auto *XB = llvm::dyn_cast<BufferNode>(X.get()))
-        if (!Fused.count(XB) && (XB->getKernel() == BufferNode::NoKernel
-                                     ? -1 - int(XB->getIndex()) == Id
-                                     : XB->getKernel() == Id))
-          Members.push_back(XB);
-    llvm::DenseSet<const Node *> Set(Members.begin(), Members.end());
-    std::vector<const Value *> Outs;
-    for (const Node *X : Members) {
-      bool External = G.isOutput(X->getResult());
-      for (const Node *U : G.getUsers(X->getResult()))
-        External |= !Set.count(U);
-      if (External)
-        Outs.push_back(X->getResult());
-    }
-    if (llvm::Error E = RunKernel(generateGroupKernel(
-            G.getName() + "_run_kernel" + std::to_string(Launched), Members,
-            Outs)))
+    if (llvm::Error E = runBuffer(*B))
       return E;
-    ++Launched;
   }
+  return llvm::Error::success();
+}
+
+llvm::Expected<bool> GraphRun::readOutputs(const ValueData &Host,
+                                           llvm::raw_ostream &OS) {
   bool AllOk = true;
   for (const Operand &O : G.getOutputs()) {
     const Value *V = O.V;
@@ -530,14 +570,14 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
     if (!IO.OutputDir.empty())
       if (llvm::Error E = writeNpy(npyPathFor(IO.OutputDir, *V),
                                    V->getType().Dtype, V->getType().Shape, Out))
-        return E;
+        return std::move(E);
     if (!IO.Check) {
       OS << "run @" << G.getName() << ": output %" << V->getName()
          << " computed, not checked (--run-check=false; " << Launched
          << " launches)\n";
       continue;
     }
-    const std::vector<double> &Ref = Host[V];
+    const std::vector<double> &Ref = Host.find(V)->second;
     double E2 = 0, R2 = 0;
     bool Finite = true;
     for (size_t I = 0; I < Out.size(); ++I) {
@@ -558,9 +598,37 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
                : std::string())
        << ", " << Launched << " launches)\n";
   }
+  return AllOk;
+}
+
+llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
+                                   llvm::raw_ostream &OS) {
+  llvm::Expected<Gpu &> GOr = gpu(0);
+  if (!GOr)
+    return err("--run needs the cuda backend: " +
+               llvm::toString(GOr.takeError()));
+  Gpu &Gp = *GOr;
+  std::lock_guard<std::mutex> Lock(Gp.Mu);
+  if (llvm::Error E = makeCurrent(Gp.Info))
+    return E;
+  GraphRun Run(G, IO, Gp);
+  ValueData Host;
+  if (llvm::Error E = Run.uploadInputs(Host))
+    return E;
+  if (IO.Check)
+    for (const auto &N : G.getNodes()) {
+      llvm::TimeTraceScope Scope("run.interpret", "%" + N->getName());
+      if (llvm::Error E = interpretNode(*N, Host))
+        return E;
+    }
+  if (llvm::Error E = Run.launchAll())
+    return E;
+  llvm::Expected<bool> AllOk = Run.readOutputs(Host, OS);
   if (!AllOk)
+    return AllOk.takeError();
+  if (!*AllOk)
     return err("@" + G.getName() + ": an output differs from the reference");
   if (IO.TimeRuns > 0)
-    timeReplay(G, Gp, Replay, IO.TimeRuns, OS);
+    timeReplay(G, Gp, Run.replay(), IO.TimeRuns, OS);
   return llvm::Error::success();
 }
