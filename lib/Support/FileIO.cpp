@@ -56,11 +56,14 @@ mtsched::readBoundedFile(llvm::StringRef Path, uint64_t MaxBytes,
     return llvm::errorCodeToError(
         std::make_error_code(std::errc::is_a_directory));
   }
-  if (Status.type() == llvm::sys::fs::file_type::regular_file) {
-    if (Status.getSize() > MaxBytes) {
-      Close();
-      return tooLarge(MaxBytes, What);
-    }
+  bool Regular = Status.type() == llvm::sys::fs::file_type::regular_file;
+  if (Regular && Status.getSize() > MaxBytes) {
+    Close();
+    return tooLarge(MaxBytes, What);
+  }
+  // Standard input redirected from a file is read from where it stands, as
+  // a stream, not from the file's start.
+  if (Regular && !Stdin) {
     // A regular file may still grow between the check and the read: the
     // buffer holds the size checked, no more.
     llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Buf =
@@ -71,8 +74,8 @@ mtsched::readBoundedFile(llvm::StringRef Path, uint64_t MaxBytes,
     return std::move(*Buf);
   }
 
-  // A pipe, a terminal or a device has no size to check: read in chunks,
-  // one byte past the limit at most.
+  // A pipe, a terminal or a device has no size to check, and standard input
+  // is read as a stream: in chunks, one byte past the limit at most.
   constexpr size_t ChunkSize = size_t(1) << 20;
   std::vector<std::unique_ptr<char[]>> Chunks;
   std::vector<size_t> Sizes;
