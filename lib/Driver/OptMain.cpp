@@ -152,12 +152,12 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
     }
   }
   double VerifyMs = MsSince(T1);
-  // Under mpirun every rank reads its own input: one that fails must stop
-  // the others too, or they would wait for it in vain.
   // A flag that names nothing in this input fails like the input: every
   // rank checks the same flags against the same module.
   if (M && !checkCollectiveFallback(Config.Pipe, *M))
     M.reset();
+  // Under mpirun every rank reads its own input: one that fails must stop
+  // the others too, or they would wait for it in vain.
   if (agreeOnInput(Config, M != nullptr) && M) {
     warnUnknownDisabled(Config.Pipe.Lowering.Choices, *M);
     Diagnostics Diags(SM);
@@ -235,9 +235,8 @@ int mtsched::optMain(const OptMainConfig &Config) {
     }
   }
   // A write that failed (a full disk, /dev/full) is an error like any
-  // other: the IR is lost, so the run did not succeed.
-  // With -o - (the default) Out.os() is llvm::outs(), which
-  // checkStdoutWritten checks below.
+  // other: the IR is lost, so the run did not succeed. With -o - (the
+  // default) Out.os() is llvm::outs(), which checkStdoutWritten checks.
   Out.os().flush();
   if (&Out.os() != &llvm::outs() && Out.os().has_error()) {
     std::error_code EC = Out.os().error();
