@@ -3,13 +3,16 @@
 // Feeds arbitrary bytes to the IR parser. Whatever parses is verified and
 // printed; the printed text must parse again and print identically, since
 // the printer is canonical and the parser reads exactly what it prints. A
-// crash, a sanitizer report or a round-trip mismatch is a bug in lib/IR.
+// module that verifies also has its schedule built and checked: kernel ids
+// from the input key the schedule's maps. A crash, a sanitizer report or a
+// round-trip mismatch is a bug in lib/IR or lib/Schedule.
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/IR/Verifier.h"
+#include "mtsched/Schedule/Schedule.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -79,5 +82,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   if (FirstVerifies && !verifies(*Second))
     roundTripFailure("the printed module no longer verifies", Printed,
                      Reprinted);
+  // Any kernel id and rank the verifier accepts must schedule without a
+  // crash; whether the schedule is legal is the input's business.
+  if (FirstVerifies)
+    for (const auto &G : First->M->getGraphs())
+      llvm::consumeError(verifySchedule(*G));
   return 0;
 }

@@ -16,7 +16,11 @@
 # non-zero and leaves the input in BUILD_DIR/artifacts/; reproduce with
 #   build-fuzz/fuzz/mtsched-fuzz-parser build-fuzz/artifacts/crash-...
 #
-# Environment: MTSCHED_FUZZ_BUILD_DIR (default build-fuzz), MTSCHED_JOBS.
+# Environment: MTSCHED_FUZZ_BUILD_DIR (default build-fuzz), MTSCHED_JOBS,
+# MTSCHED_FUZZ_LOG (libFuzzer's log, default BUILD_DIR/fuzz.log),
+# MTSCHED_FUZZ_TIMEOUT (seconds one input may take, default 5; raise it for
+# a long run under `nice` on a loaded machine, where a starved input is not
+# a hang).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,7 +37,12 @@ FUZZER="$BUILD_DIR/fuzz/mtsched-fuzz-parser"
 SEEDS="$BUILD_DIR/seeds"
 CORPUS="$BUILD_DIR/corpus"
 ARTIFACTS="$BUILD_DIR/artifacts"
-LOG="$BUILD_DIR/fuzz.log"
+LOG="${MTSCHED_FUZZ_LOG:-$BUILD_DIR/fuzz.log}"
+INPUT_TIMEOUT="${MTSCHED_FUZZ_TIMEOUT:-5}"
+if ! [[ "$INPUT_TIMEOUT" =~ ^[0-9]+$ ]] || [[ "$INPUT_TIMEOUT" -lt 1 ]]; then
+  echo "fuzz: error: MTSCHED_FUZZ_TIMEOUT must be a positive number of seconds, got '$INPUT_TIMEOUT'" >&2
+  exit 2
+fi
 rm -rf "$SEEDS"
 mkdir -p "$SEEDS" "$CORPUS" "$ARTIFACTS"
 
@@ -88,7 +97,7 @@ STATUS=0
 timeout --kill-after=30 $((SECONDS_TO_RUN + 300)) \
   "$FUZZER" \
   -max_total_time="$SECONDS_TO_RUN" \
-  -timeout=5 \
+  -timeout="$INPUT_TIMEOUT" \
   -rss_limit_mb=2048 \
   -dict="$ROOT/fuzz/mir.dict" \
   -artifact_prefix="$ARTIFACTS/" \

@@ -355,6 +355,25 @@ llvm::Expected<std::string> mtsched::resolveCacheDir(llvm::StringRef FlagDir,
       Dir = std::string(P.str());
     }
   }
+  // --cache-only never writes the cache, so it never creates the directory
+  // either: a missing one is an empty cache, in which every node is a miss.
+  // Said once here, before each node's error says it again.
+  if (CacheOnly) {
+    llvm::sys::fs::file_status Status;
+    std::error_code EC = llvm::sys::fs::status(Dir, Status);
+    if (EC == std::errc::no_such_file_or_directory) {
+      llvm::WithColor::warning()
+          << "cache directory '" << Dir
+          << "' does not exist: the cache is empty (--cache-only does not "
+             "create it)\n";
+      return Dir;
+    }
+    if (!EC && Status.type() != llvm::sys::fs::file_type::directory_file)
+      EC = std::make_error_code(std::errc::not_a_directory);
+    if (EC)
+      return bad("cannot use cache directory '" + Dir + "': " + EC.message());
+    return Dir;
+  }
   std::error_code EC = llvm::sys::fs::create_directories(Dir);
   if (!EC && !llvm::sys::fs::is_directory(Dir))
     EC = std::make_error_code(std::errc::not_a_directory);

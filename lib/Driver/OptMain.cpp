@@ -6,8 +6,10 @@
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/IR/Verifier.h"
+#include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Support/FileIO.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -16,6 +18,7 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
+#include <set>
 
 using namespace mtsched;
 
@@ -64,6 +67,45 @@ static void warnUnknownDisabled(const ChoiceConfig &Choices, const Module &M) {
         << "' names no choice this input can be offered\n";
 }
 
+/// Checks --collective-fallback against the collective choices M's
+/// collectives can be offered: the built-in (or --choices-file) lists, the
+/// configs of M's collective custom ops and the choices of M's lowered
+/// collectives. A name none of them has would be ignored without a word,
+/// so it is an error listing the valid names.
+static bool checkCollectiveFallback(const PipelineOptions &Pipe,
+                                    const Module &M) {
+  const std::string &Name = Pipe.Autotune.CollectiveFallback;
+  if (Name.empty())
+    return true;
+  const ChoiceConfig &Choices = Pipe.Lowering.Choices;
+  std::set<std::string> Valid;
+  for (const auto *List : {&Choices.AllReduce, &Choices.AllGather,
+                           &Choices.ReduceScatter, &Choices.AllToAll})
+    Valid.insert(List->begin(), List->end());
+  for (const auto &G : M.getGraphs())
+    for (const auto &N : G->getNodes()) {
+      if (const auto *C =
+              llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(N.get()))
+        for (const Choice &Ch : C->getChoices())
+          Valid.insert(Ch.Name);
+      const auto *Op = llvm::dyn_cast<OpNode>(N.get());
+      if (Op && Op->getOp() == OpCode::Custom &&
+          classifyCustomOp(Op->getCustomName(), Op->getConfigs()).IsCollective)
+        for (const Choice &Ch : Op->getConfigs())
+          Valid.insert(Ch.Name);
+    }
+  if (Valid.count(Name))
+    return true;
+  std::string List;
+  llvm::raw_string_ostream LS(List);
+  llvm::interleave(Valid, LS, ", ");
+  llvm::WithColor::error(llvm::errs(), "mtsched-opt")
+      << "--collective-fallback: '" << escapeControlBytes(Name)
+      << "' is not a collective choice; valid: " << escapeControlBytes(List)
+      << '\n';
+  return false;
+}
+
 namespace {
 
 /// Runs the parse, verify, pipeline and print steps on one input buffer.
@@ -110,6 +152,10 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
     }
   }
   double VerifyMs = MsSince(T1);
+  // A flag that names nothing in this input fails like the input: every
+  // rank checks the same flags against the same module.
+  if (M && !checkCollectiveFallback(Config.Pipe, *M))
+    M.reset();
   // Under mpirun every rank reads its own input: one that fails must stop
   // the others too, or they would wait for it in vain.
   if (agreeOnInput(Config, M != nullptr) && M) {
@@ -126,11 +172,12 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
 }
 
 int mtsched::optMain(const OptMainConfig &Config) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> FileOrErr =
-      llvm::MemoryBuffer::getFileOrSTDIN(Config.InputFile, /*IsText=*/true);
-  if (std::error_code EC = FileOrErr.getError()) {
-    llvm::WithColor::error() << "cannot open input file '" << Config.InputFile
-                             << "': " << EC.message() << '\n';
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> FileOrErr =
+      readBoundedFile(Config.InputFile, MaxIRFileBytes, "an IR input");
+  if (!FileOrErr) {
+    llvm::WithColor::error()
+        << "cannot open input file '" << Config.InputFile
+        << "': " << llvm::toString(FileOrErr.takeError()) << '\n';
     return 1;
   }
   std::error_code EC;
@@ -187,6 +234,22 @@ int mtsched::optMain(const OptMainConfig &Config) {
       ++LinesBefore;
     }
   }
+  // A write that failed (a full disk, /dev/full) is an error like any
+  // other: the IR is lost, so the run did not succeed. With -o - (the
+  // default) Out.os() is llvm::outs(), which checkStdoutWritten checks.
+  Out.os().flush();
+  if (&Out.os() != &llvm::outs() && Out.os().has_error()) {
+    std::error_code EC = Out.os().error();
+    Out.os().clear_error();
+    llvm::WithColor::error(llvm::errs(), "mtsched-opt")
+        << "cannot write output file '" << Config.OutputFile
+        << "': " << EC.message() << '\n';
+    // ToolOutputFile removes the file it was not told to keep.
+    return 1;
+  }
   Out.keep();
+  // Passes print to stdout as well (--test-print-*, with -o FILE too).
+  if (!checkStdoutWritten("mtsched-opt"))
+    return 1;
   return OK ? 0 : 1;
 }

@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/IR/Parser.h"
 #include "ParserImpl.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -16,6 +15,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 using namespace mtsched;
 using namespace mtsched::ir_parser;
@@ -56,7 +56,10 @@ bool Parser::parseGroup(Module &M) {
   if (!expect(Token::Equal, "'=' after the group name") ||
       !expect(Token::LSquare, "'[' to start the rank list"))
     return false;
-  llvm::DenseSet<int64_t> Seen;
+  // Any int64 is a rank here (the verifier bounds it), INT64_MAX and
+  // INT64_MIN included, which are DenseSet<int64_t>'s reserved keys: a set
+  // without reserved keys.
+  std::set<int64_t> Seen;
   if (!parseCommaList(Token::RSquare, "]", [&] {
         SMLoc Loc = Tok.getLoc();
         int64_t R;

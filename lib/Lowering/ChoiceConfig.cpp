@@ -1,6 +1,7 @@
 //===- ChoiceConfig.cpp ---------------------------------------------------===//
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/IR/Attention.h"
+#include "mtsched/Support/FileIO.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
@@ -399,10 +400,10 @@ static llvm::Error readNames(const llvm::json::Object &Root,
 }
 
 llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
-  auto BufOrErr = llvm::MemoryBuffer::getFile(Path);
+  auto BufOrErr = readBoundedFile(Path, MaxConfigFileBytes, "a --choices-file");
   if (!BufOrErr)
     return fileError(Path, "cannot read choices file: " +
-                               BufOrErr.getError().message());
+                               llvm::toString(BufOrErr.takeError()));
   llvm::Expected<llvm::json::Value> Json =
       llvm::json::parse((*BufOrErr)->getBuffer());
   if (!Json)

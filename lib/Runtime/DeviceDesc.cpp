@@ -1,5 +1,6 @@
 //===- DeviceDesc.cpp - Built-in devices and device files -----------------===//
 #include "mtsched/Runtime/DeviceDesc.h"
+#include "mtsched/Support/FileIO.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
@@ -143,11 +144,11 @@ llvm::Expected<DeviceDesc> mtsched::parseDeviceJSON(llvm::StringRef Text,
 }
 
 llvm::Expected<DeviceDesc> mtsched::loadDeviceFile(llvm::StringRef Path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Buf =
-      llvm::MemoryBuffer::getFile(Path, /*IsText=*/true);
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> Buf =
+      readBoundedFile(Path, MaxConfigFileBytes, "a device file");
   if (!Buf)
-    return fileError(Path,
-                     "cannot read device file: " + Buf.getError().message());
+    return fileError(Path, "cannot read device file: " +
+                               llvm::toString(Buf.takeError()));
   return parseDeviceJSON((*Buf)->getBuffer(), Path);
 }
 

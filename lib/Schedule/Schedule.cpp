@@ -3,6 +3,7 @@
 #include "mtsched/Passes/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
+#include <map>
 #include <queue>
 
 using namespace mtsched;
@@ -11,7 +12,10 @@ llvm::Expected<Schedule> mtsched::buildSchedule(const Graph &G) {
   // Assign every node to a kernel, numbered by first appearance.
   std::vector<ScheduledKernel> Kernels;
   llvm::DenseMap<const Node *, unsigned> KernelOfNode;
-  llvm::DenseMap<int, unsigned> KernelOfId;
+  // Kernel ids come from the input and may be any int in [0, 2^31-1],
+  // INT_MAX included, which is DenseMap<int>'s empty key: a map without
+  // reserved keys.
+  std::map<int, unsigned> KernelOfId;
   for (const auto &Owned : G.getNodes()) {
     const Node *N = Owned.get();
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N))

@@ -4,6 +4,7 @@
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/FileIO.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -18,6 +19,188 @@ using namespace mtsched;
 static llvm::Error bad(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
+
+namespace {
+
+/// One step of a path into a JSON document: an object key or an array
+/// index.
+struct JsonStep {
+  std::string Key;
+  size_t Index = 0;
+  bool IsKey = true;
+  JsonStep(llvm::StringRef K) : Key(K.str()) {}
+  JsonStep(size_t I) : Index(I), IsKey(false) {}
+};
+
+/// A bad value in a report: what is wrong with it and where it is, so that
+/// loadCalibrationSamples, which has the text, can say FILE:LINE:COL.
+class ReportValueError : public llvm::ErrorInfo<ReportValueError> {
+public:
+  static char ID;
+  ReportValueError(std::vector<JsonStep> Path, std::string Msg)
+      : Path(std::move(Path)), Msg(std::move(Msg)) {}
+  void log(llvm::raw_ostream &OS) const override { OS << Msg; }
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+  std::vector<JsonStep> Path;
+  std::string Msg;
+};
+char ReportValueError::ID;
+
+/// Finds the text of the value at a path in a JSON document that
+/// llvm::json::parse accepted. llvm::json::Value keeps no positions, so
+/// this scans the text again; the scan need not validate, only skip.
+class JsonLocator {
+public:
+  explicit JsonLocator(llvm::StringRef Text) : Text(Text) {}
+
+  /// The offset of the value at Path, if the scan finds it.
+  std::optional<size_t> find(llvm::ArrayRef<JsonStep> Path) {
+    Pos = 0;
+    skipSpace();
+    for (const JsonStep &S : Path) {
+      if (!(S.IsKey ? enterKey(S.Key) : enterIndex(S.Index)))
+        return std::nullopt;
+      skipSpace();
+    }
+    return Pos;
+  }
+
+private:
+  bool at(char C) const { return Pos < Text.size() && Text[Pos] == C; }
+  void skipSpace() {
+    while (Pos < Text.size() && llvm::StringRef(" \t\r\n").contains(Text[Pos]))
+      ++Pos;
+  }
+  /// Skips a string at Pos; returns its raw text between the quotes.
+  std::optional<llvm::StringRef> skipString() {
+    if (!at('"'))
+      return std::nullopt;
+    size_t Begin = ++Pos;
+    while (Pos < Text.size() && Text[Pos] != '"')
+      Pos += Text[Pos] == '\\' ? 2 : 1;
+    if (Pos >= Text.size())
+      return std::nullopt;
+    return Text.slice(Begin, Pos++);
+  }
+  bool skipValue() {
+    skipSpace();
+    if (at('"'))
+      return skipString().has_value();
+    if (at('{') || at('[')) {
+      char Close = at('{') ? '}' : ']';
+      ++Pos;
+      skipSpace();
+      if (at(Close))
+        return ++Pos, true;
+      while (true) {
+        if (Close == '}') {
+          skipSpace();
+          if (!skipString())
+            return false;
+          skipSpace();
+          if (!at(':'))
+            return false;
+          ++Pos;
+        }
+        if (!skipValue())
+          return false;
+        skipSpace();
+        if (at(Close))
+          return ++Pos, true;
+        if (!at(','))
+          return false;
+        ++Pos;
+      }
+    }
+    // A number or a literal.
+    size_t Begin = Pos;
+    while (Pos < Text.size() &&
+           !llvm::StringRef(",]} \t\r\n").contains(Text[Pos]))
+      ++Pos;
+    return Pos > Begin;
+  }
+  /// Moves from an object at Pos to the value of its member Key (the last
+  /// one, as llvm::json keeps it, if there are several).
+  bool enterKey(llvm::StringRef Key) {
+    if (!at('{'))
+      return false;
+    ++Pos;
+    std::optional<size_t> Found;
+    while (true) {
+      skipSpace();
+      if (at('}'))
+        break;
+      std::optional<llvm::StringRef> K = skipString();
+      if (!K)
+        return false;
+      skipSpace();
+      if (!at(':'))
+        return false;
+      ++Pos;
+      skipSpace();
+      if (*K == Key)
+        Found = Pos;
+      if (!skipValue())
+        return false;
+      skipSpace();
+      if (at(','))
+        ++Pos;
+    }
+    if (!Found)
+      return false;
+    Pos = *Found;
+    return true;
+  }
+  bool enterIndex(size_t Index) {
+    if (!at('['))
+      return false;
+    ++Pos;
+    for (size_t I = 0; I < Index; ++I) {
+      if (!skipValue())
+        return false;
+      skipSpace();
+      if (!at(','))
+        return false;
+      ++Pos;
+    }
+    skipSpace();
+    return !at(']');
+  }
+
+  llvm::StringRef Text;
+  size_t Pos = 0;
+};
+
+/// A time of the report in ms: a positive number (or, where Zero allows,
+/// 0), or null for a choice that has none. Anything else is an error at
+/// Path.
+llvm::Expected<std::optional<double>>
+readReportMs(const llvm::json::Object &O, llvm::StringRef Key, bool AllowZero,
+             std::vector<JsonStep> Path, const llvm::Twine &Whose) {
+  const llvm::json::Value *V = O.get(Key);
+  if (!V || V->kind() == llvm::json::Value::Null)
+    return std::nullopt;
+  Path.emplace_back(Key);
+  std::optional<double> Ms = V->getAsNumber();
+  if (!Ms)
+    return llvm::make_error<ReportValueError>(
+        std::move(Path),
+        ("'" + Key + "' of " + Whose + " is not a number or null").str());
+  if (!std::isfinite(*Ms) || *Ms < 0 || (*Ms == 0 && !AllowZero)) {
+    std::string Num; // as the report wrote it
+    llvm::raw_string_ostream(Num) << *V;
+    return llvm::make_error<ReportValueError>(
+        std::move(Path),
+        ("'" + Key + "' of " + Whose + " is " + Num +
+         ": a measured time must be " + (AllowZero ? "at least 0" : "positive"))
+            .str());
+  }
+  return Ms;
+}
+
+} // namespace
 
 namespace {
 // The fitted parameters are the device description's numeric fields.
@@ -170,7 +353,8 @@ mtsched::collectCalibrationSamples(const Module *M,
   if (!Nodes)
     return bad("the report has no 'nodes' list");
   std::vector<CalibrationSample> Out;
-  for (const llvm::json::Value &NV : *Nodes) {
+  for (size_t NI = 0; NI < Nodes->size(); ++NI) {
+    const llvm::json::Value &NV = (*Nodes)[NI];
     const llvm::json::Object *NO = NV.getAsObject();
     if (!NO)
       return bad("a node of the report is not an object");
@@ -212,8 +396,8 @@ mtsched::collectCalibrationSamples(const Module *M,
     if (!Choices)
       return bad("node '" + NodeName + "' has no 'choices'");
     bool AnyPredicted = false;
-    for (const llvm::json::Value &CV : *Choices) {
-      const llvm::json::Object *CO = CV.getAsObject();
+    for (size_t CI = 0; CI < Choices->size(); ++CI) {
+      const llvm::json::Object *CO = (*Choices)[CI].getAsObject();
       if (!CO)
         return bad("a choice of '" + NodeName + "' is not an object");
       llvm::StringRef Name = CO->getString("name").value_or("");
@@ -237,22 +421,38 @@ mtsched::collectCalibrationSamples(const Module *M,
                    "options)");
       }
       std::string What = (GraphName + "/" + NodeName + " " + Name).str();
-      if (std::optional<double> Ms = CO->getNumber("ms"))
+      // A negative or zero time would fit a device with a negative or
+      // infinite parameter, which --device then rejects.
+      std::vector<JsonStep> At{JsonStep("nodes"), JsonStep(NI),
+                               JsonStep("choices"), JsonStep(CI)};
+      std::string Whose = ("choice '" + Name + "' of '" + NodeName + "'").str();
+      llvm::Expected<std::optional<double>> Ms =
+          readReportMs(*CO, "ms", /*AllowZero=*/false, At, Whose);
+      if (!Ms)
+        return Ms.takeError();
+      if (*Ms)
         Out.push_back({CalibrationSample::Kind::Choice, groupOf(W, *C, false),
-                       What, W, *C, *Ms * 1000.0});
+                       What, W, *C, **Ms * 1000.0});
       bool Predicted = CO->getBoolean("fused_predicted").value_or(false);
       AnyPredicted |= Predicted;
-      if (std::optional<double> Ms = CO->getNumber("fused_ms"))
-        if (!Predicted)
-          Out.push_back({CalibrationSample::Kind::Fused, groupOf(W, *C, true),
-                         What + " fused", W, *C, *Ms * 1000.0});
+      llvm::Expected<std::optional<double>> FusedMs =
+          readReportMs(*CO, "fused_ms", /*AllowZero=*/false, At, Whose);
+      if (!FusedMs)
+        return FusedMs.takeError();
+      if (*FusedMs && !Predicted)
+        Out.push_back({CalibrationSample::Kind::Fused, groupOf(W, *C, true),
+                       What + " fused", W, *C, **FusedMs * 1000.0});
     }
-    // The cost-model heuristic predicts the epilogue too.
-    if (std::optional<double> Ms = NO->getNumber("epilogue_ms"))
-      if (!AnyPredicted && W.Epilogue.NumOps > 0 && *Ms > 0)
-        Out.push_back({CalibrationSample::Kind::Epilogue, "epilogues",
-                       (GraphName + "/" + NodeName + " epilogue").str(), W,
-                       Choice(), *Ms * 1000.0});
+    // The cost-model heuristic predicts the epilogue too. 0: no epilogue.
+    llvm::Expected<std::optional<double>> EpiMs = readReportMs(
+        *NO, "epilogue_ms", /*AllowZero=*/true,
+        {JsonStep("nodes"), JsonStep(NI)}, ("'" + NodeName + "'").str());
+    if (!EpiMs)
+      return EpiMs.takeError();
+    if (*EpiMs && !AnyPredicted && W.Epilogue.NumOps > 0 && **EpiMs > 0)
+      Out.push_back({CalibrationSample::Kind::Epilogue, "epilogues",
+                     (GraphName + "/" + NodeName + " epilogue").str(), W,
+                     Choice(), **EpiMs * 1000.0});
   }
   if (Out.empty())
     return bad("the report holds no measured times to calibrate from");
@@ -262,26 +462,46 @@ mtsched::collectCalibrationSamples(const Module *M,
 llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
     llvm::StringRef IRPath, llvm::StringRef ReportPath,
     const LoweringOptions &Lowering, const FusionOptions &Fusion) {
-  auto Rep = llvm::MemoryBuffer::getFile(ReportPath, /*IsText=*/true);
+  // A report grows with its graph, so it has the IR input's limit.
+  auto Rep = readBoundedFile(ReportPath, MaxIRFileBytes, "a report");
   if (!Rep)
     return bad("cannot read report '" + ReportPath +
-               "': " + Rep.getError().message());
+               "': " + llvm::toString(Rep.takeError()));
   llvm::Expected<llvm::json::Value> Report =
       llvm::json::parse((*Rep)->getBuffer());
   if (!Report)
     return bad(ReportPath +
                ": invalid JSON: " + llvm::toString(Report.takeError()));
+  // FILE:LINE:COL for a bad value, FILE alone for what has no one place.
+  llvm::StringRef Text = (*Rep)->getBuffer();
+  auto InReport = [&](llvm::Error E) {
+    std::string Where = ReportPath.str();
+    std::string Msg;
+    llvm::handleAllErrors(
+        std::move(E),
+        [&](const ReportValueError &V) {
+          Msg = V.Msg;
+          if (std::optional<size_t> Off = JsonLocator(Text).find(V.Path)) {
+            llvm::StringRef Before = Text.take_front(*Off);
+            size_t LineStart = Before.rfind('\n') + 1; // npos + 1 == 0
+            Where += ":" + std::to_string(Before.count('\n') + 1) + ":" +
+                     std::to_string(*Off - LineStart + 1);
+          }
+        },
+        [&](const llvm::ErrorInfoBase &Other) { Msg = Other.message(); });
+    return bad(Where + ": " + Msg);
+  };
   if (IRPath.empty()) {
     llvm::Expected<std::vector<CalibrationSample>> S =
         collectCalibrationSamples(nullptr, *Report);
     if (!S)
-      return bad(ReportPath + ": " + llvm::toString(S.takeError()));
+      return InReport(S.takeError());
     return S;
   }
-  auto IR = llvm::MemoryBuffer::getFile(IRPath, /*IsText=*/true);
+  auto IR = readBoundedFile(IRPath, MaxIRFileBytes, "an IR input");
   if (!IR)
     return bad("cannot read IR file '" + IRPath +
-               "': " + IR.getError().message());
+               "': " + llvm::toString(IR.takeError()));
   llvm::SourceMgr SM;
   SM.AddNewSourceBuffer(std::move(*IR), llvm::SMLoc());
   std::unique_ptr<Module> M = parseModule(SM);
@@ -309,7 +529,7 @@ llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
   llvm::Expected<std::vector<CalibrationSample>> S =
       collectCalibrationSamples(M.get(), *Report);
   if (!S)
-    return bad(ReportPath + ": " + llvm::toString(S.takeError()));
+    return InReport(S.takeError());
   return S;
 }
 

@@ -9,6 +9,7 @@
 #include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassManager.h"
+#include "mtsched/Support/FileIO.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -137,9 +138,10 @@ void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
 llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
   std::vector<LabRow> Rows;
   for (const std::string &File : Opts.Files) {
-    auto Buf = llvm::MemoryBuffer::getFile(File, /*IsText=*/true);
+    auto Buf = readBoundedFile(File, MaxIRFileBytes, "an IR input");
     if (!Buf)
-      return bad("cannot read '" + File + "': " + Buf.getError().message());
+      return bad("cannot read '" + File +
+                 "': " + llvm::toString(Buf.takeError()));
     llvm::SourceMgr SM;
     SM.AddNewSourceBuffer(std::move(*Buf), llvm::SMLoc());
     std::unique_ptr<Module> M = parseModule(SM);

@@ -8,6 +8,7 @@
 // in lib/Tools/Calibrate.cpp.
 //
 //===----------------------------------------------------------------------===//
+#include "mtsched/Support/FileIO.h"
 #include "mtsched/Support/Version.h"
 #include "mtsched/Tools/Calibrate.h"
 #include "mtsched/Tools/ToolOptions.h"
@@ -76,11 +77,28 @@ int main(int argc, char **argv) {
   }
   CalibrationResult R = calibrateDevice(*Start, Samples, Name);
   printCalibration(*Start, R, outs());
+  // The file must load with --device: a fit that left a parameter out of
+  // range (the samples cannot pin it) is an error here, not there.
+  std::string Text;
+  raw_string_ostream TextOS(Text);
+  writeDeviceFile(R.Fitted, TextOS);
+  if (Expected<DeviceDesc> Back = parseDeviceJSON(Text, Out); !Back)
+    fail("the fitted device would not load, nothing written: " +
+         toString(Back.takeError()));
   std::error_code EC;
   raw_fd_ostream OS(Out, EC, sys::fs::OF_Text);
   if (EC)
     fail("cannot write '" + Out + "': " + EC.message());
-  writeDeviceFile(R.Fitted, OS);
+  OS << Text;
+  OS.close();
+  if (OS.has_error()) {
+    std::error_code WriteEC = OS.error();
+    OS.clear_error();
+    // A cut-off device file would be rejected later; none is better.
+    // (remove() leaves anything but a regular file alone: /dev/full stays.)
+    sys::fs::remove(Out);
+    fail("cannot write '" + Out + "': " + WriteEC.message());
+  }
   outs() << "wrote " << Out << '\n';
-  return 0;
+  return checkStdoutWritten("mtsched-calibrate") ? 0 : 1;
 }

@@ -97,7 +97,9 @@ private:
 /// $MTSCHED_CACHE_DIR, else the user's cache directory + "/mtsched". Empty
 /// (no cache) with NoCache, or when $MTSCHED_CACHE is "off" or "0" and
 /// neither FlagDir nor CacheOnly asks for one. Creates the directory; an
-/// error names it if that fails or if the flags conflict.
+/// error names it if that fails or if the flags conflict. With CacheOnly
+/// nothing is created: a missing directory is an empty cache (a warning
+/// says so), a path that is not a directory an error.
 llvm::Expected<std::string> resolveCacheDir(llvm::StringRef FlagDir,
                                             bool NoCache, bool CacheOnly);
 
