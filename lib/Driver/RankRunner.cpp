@@ -422,7 +422,7 @@ MpiRuntime *loadMpiForRank() {
   bool Reports = launcherVar(LauncherRankVars) <= 0;
 #ifndef MTSCHED_HAVE_MPI
   // No plugin was built: say why rather than where none was found.
-  if (!std::getenv(MpiPluginEnvVar)) {
+  if (const char *E = std::getenv(MpiPluginEnvVar); !E || !*E) {
     if (Reports)
       llvm::WithColor::error()
           << "this process is an MPI rank (" << launcherSizeSetting()

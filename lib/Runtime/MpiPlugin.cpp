@@ -98,7 +98,8 @@ static LoadResult &loadOnce() {
   static LoadResult R = [] {
     LoadResult Out;
     std::vector<std::string> Candidates = mpiPluginCandidates();
-    bool FromEnv = std::getenv(MpiPluginEnvVar) != nullptr;
+    const char *Env = std::getenv(MpiPluginEnvVar);
+    bool FromEnv = Env && *Env;
     for (const std::string &Path : Candidates) {
       // An explicit path is loaded as given, so its error is dlopen's own.
       if (!FromEnv && !llvm::sys::fs::exists(Path))
