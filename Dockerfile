@@ -9,6 +9,7 @@
 #   docker run --rm mtsched:0.4.0                  # the README example
 #   docker run --rm -v "$PWD:/w" -w /w mtsched:0.4.0 mtsched-opt --pipeline=default my.mir
 FROM debian:12 AS build
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 WORKDIR /src
 COPY . .
 # dpkg-dev: dpkg-shlibdeps, which computes the package's Depends.
