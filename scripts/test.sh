@@ -22,8 +22,9 @@
 #   build-matrix  plain CMake with g++ and -Werror (build-gcc/: libraries and
 #             tools), the clang -Werror tools of build/; each installed into
 #             a temporary prefix and used by test/install/consumer
-#   package   scripts/package.sh: the .deb's contents and Depends, and its
-#             mtsched-opt run from a temporary root (dpkg -x) on the example
+#   package   scripts/package.sh: the .deb's contents and Depends, its
+#             mtsched-opt run from a temporary root (dpkg -x) on the example,
+#             and test/install/consumer built against it
 #   extra:*   every scripts/test-extra.d/*.sh, in name order (MPI, CUDA, ...)
 #
 # Environment:
@@ -211,7 +212,8 @@ stage_build-matrix() {
 # Depends checked, then unpacked into a temporary root (dpkg -x: nothing is
 # installed on this machine) whose mtsched-opt runs the README example with
 # no LD_LIBRARY_PATH, and, where mpirun is, as two MPI ranks that find the
-# package's MPI plugin beside it.
+# package's MPI plugin beside it; test/install/consumer then builds against
+# its CMake package.
 stage_package() {
   local TMP DEB
   TMP="$(mktemp -d)"
@@ -269,6 +271,21 @@ stage_package() {
     }
     echo "package: 2 MPI ranks with the packaged plugin: same IR as 2 thread ranks"
   fi
+  # The packaged CMake package, as another project finds it.
+  local CXX
+  CXX="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$ROOT/build-package/CMakeCache.txt")"
+  cmake -S "$ROOT/test/install/consumer" -B "$TMP/consumer" -G Ninja \
+    -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" \
+    -DCMAKE_PREFIX_PATH="$TMP/root/usr" >"$TMP/consumer.log" 2>&1 || {
+    cat "$TMP/consumer.log" >&2
+    return 1
+  }
+  grep -E 'Using mtsched' "$TMP/consumer.log" || true
+  ninja -C "$TMP/consumer" >/dev/null
+  "$TMP/consumer/mtsched-consumer" | grep -q '^graph @g' || {
+    echo "package: error: test/install/consumer against the package printed no graph" >&2
+    BAD=1
+  }
   rm -rf "$TMP"
   [[ $BAD -eq 0 ]]
 }
@@ -334,7 +351,7 @@ for ARG in "$@"; do
     exit 0
     ;;
   -h | --help)
-    sed -n '2,42p' "$SELF" | sed 's/^# \{0,1\}//'
+    sed -n '2,43p' "$SELF" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)
