@@ -54,7 +54,8 @@ kernels and collective algorithms, schedules and fuses them, and autotunes
 every choice with identical decisions on every rank, on a GPU or on its
 simulator. Tools (mtsched-opt, mtsched-lab, mtsched-calibrate), C++
 headers, static libraries and a CMake package, the PyTorch importer
-(mtsched-import), the MPI ranks' plugin, examples and documentation.")
+(mtsched-import), the MPI ranks' plugin, examples and documentation.
+License: Apache-2.0 WITH LLVM-exception.")
 set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 # Executables and the plugin only (cmake --install --strip); the static
