@@ -5,6 +5,8 @@
 #   <prefix>/bin/mtsched-opt, mtsched-lab, mtsched-calibrate
 #   <prefix>/include/mtsched/...
 #   <prefix>/lib/libMtsched*.a
+#   <prefix>/lib/mtsched/libmtsched_mpi.so (the MPI plugin, when built with
+#     MPI: lib/Runtime/CMakeLists.txt installs it)
 #   <prefix>/lib/cmake/mtsched/mtschedConfig.cmake (+ Version, Targets)
 #
 # Included from the top-level CMakeLists.txt after lib/ and tools/; every
@@ -14,6 +16,13 @@ include(CMakePackageConfigHelpers)
 set(MTSCHED_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/mtsched)
 
 mtsched_collect_targets(MTSCHED_LIBRARIES ${PROJECT_SOURCE_DIR}/lib STATIC_LIBRARY)
+# Libraries for the build's own tests (MtschedRuntimeMpi) stay out.
+foreach(lib IN LISTS MTSCHED_LIBRARIES)
+  get_target_property(no_install ${lib} MTSCHED_NO_INSTALL)
+  if(no_install)
+    list(REMOVE_ITEM MTSCHED_LIBRARIES ${lib})
+  endif()
+endforeach()
 mtsched_collect_targets(MTSCHED_TOOLS ${PROJECT_SOURCE_DIR}/tools EXECUTABLE)
 
 foreach(lib IN LISTS MTSCHED_LIBRARIES)

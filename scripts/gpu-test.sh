@@ -6,7 +6,8 @@
 #   scripts/gpu-test.sh --warm [DIR]
 #
 # DIR (default .device) holds bin/{mtsched-opt,CudaTests,FileCheck,not},
-# lib/ (shared libraries the binaries need beyond libc) and lit/ (lit.py);
+# lib/ (shared libraries the binaries need beyond libc; lib/mtsched/ the MPI
+# plugin) and lit/ (lit.py);
 # scripts/gpu-test.sh --pack builds that folder here from build/ (or
 # $BUILD_DIR).
 # Runs the GPU unit tests (they skip, saying why, without a GPU) and the
@@ -57,7 +58,13 @@ if [ $PACK = 1 ]; then
     exit 1
   fi
   cp "$FILECHECK" "$NOT" "$D/bin/"
-  for bin in "$D"/bin/*; do
+  # The MPI plugin, where mtsched-opt looks for it (bin/../lib/mtsched, as
+  # installed: docs/RANKS.md); the MPI libraries it needs go to lib-mpi.
+  if [ -f "$B/lib/mtsched/libmtsched_mpi.so" ]; then
+    mkdir -p "$D/lib/mtsched" && cp "$B/lib/mtsched/libmtsched_mpi.so" "$D/lib/mtsched/"
+  fi
+  for bin in "$D"/bin/* "$D"/lib/mtsched/*.so; do
+    [ -e "$bin" ] || continue
     ldd "$bin" | awk '/=> \// {print $3}' |
       grep -v -E 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux' |
       xargs -r -I{} cp -L {} "$D/lib/"

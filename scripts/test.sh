@@ -22,6 +22,9 @@
 #   build-matrix  plain CMake with g++ and -Werror (build-gcc/: libraries and
 #             tools), the clang -Werror tools of build/; each installed into
 #             a temporary prefix and used by test/install/consumer
+#   package   scripts/package.sh: the .deb's contents and Depends, its
+#             mtsched-opt run from a temporary root (dpkg -x) on the example,
+#             and test/install/consumer built against it
 #   extra:*   every scripts/test-extra.d/*.sh, in name order (MPI, CUDA, ...)
 #
 # Environment:
@@ -205,6 +208,88 @@ stage_build-matrix() {
   install_and_consume "$ROOT/build" "$CLANGXX"
 }
 
+# The .deb: built by scripts/package.sh (build-package/), its file list and
+# Depends checked, then unpacked into a temporary root (dpkg -x: nothing is
+# installed on this machine) whose mtsched-opt runs the README example with
+# no LD_LIBRARY_PATH, and, where mpirun is, as two MPI ranks that find the
+# package's MPI plugin beside it; test/install/consumer then builds against
+# its CMake package.
+stage_package() {
+  local TMP DEB
+  TMP="$(mktemp -d)"
+  bash "$ROOT/scripts/package.sh" "$ROOT/build-package" | tee "$TMP/package.log"
+  DEB="$(tail -n 1 "$TMP/package.log")"
+  dpkg-deb -c "$DEB" | awk '{print $NF}' >"$TMP/contents"
+  echo "package: $(wc -l <"$TMP/contents") entries in $(basename "$DEB")"
+  local -a WANT=(
+    '^\./usr/bin/mtsched-opt$' '^\./usr/bin/mtsched-lab$'
+    '^\./usr/bin/mtsched-calibrate$' '^\./usr/bin/mtsched-import$'
+    '^\./usr/include/mtsched/IR/Graph\.h$' '^\./usr/include/mtsched/Config/Version\.h$'
+    '^\./usr/lib/([^/]+/)?libMtschedDriver\.a$'
+    '^\./usr/lib/([^/]+/)?cmake/mtsched/mtschedConfig\.cmake$'
+    '^\./usr/lib/([^/]+/)?cmake/mtsched/mtschedTargets\.cmake$'
+    '^\./usr/lib/python3/dist-packages/mtsched_torch/__init__\.py$'
+    '^\./usr/share/mtsched/examples/tp_mlp\.mir$'
+    '^\./usr/share/doc/mtsched/copyright$' '^\./usr/share/doc/mtsched/RANKS\.md$')
+  if grep -q '^MTSCHED_ENABLE_MPI:BOOL=ON' "$ROOT/build-package/CMakeCache.txt"; then
+    WANT+=('^\./usr/lib/([^/]+/)?mtsched/libmtsched_mpi\.so$')
+  fi
+  local W BAD=0
+  for W in "${WANT[@]}"; do
+    grep -Eq "$W" "$TMP/contents" || {
+      echo "package: error: nothing in the .deb matches $W" >&2
+      BAD=1
+    }
+  done
+  local DEPENDS
+  DEPENDS="$(dpkg-deb -f "$DEB" Depends)"
+  echo "package: Depends: $DEPENDS"
+  if grep -Eiq 'mpi|cuda|nccl|nvrtc|cublas|llvm' <<<"$DEPENDS"; then
+    echo "package: error: Depends names MPI, CUDA or LLVM, which must stay optional" >&2
+    BAD=1
+  fi
+  dpkg -x "$DEB" "$TMP/root"
+  local OPT="$TMP/root/usr/bin/mtsched-opt"
+  if ldd "$OPT" | grep -i mpi; then
+    echo "package: error: the packaged mtsched-opt links MPI" >&2
+    BAD=1
+  fi
+  env -u LD_LIBRARY_PATH "$OPT" --version
+  env -u LD_LIBRARY_PATH "$OPT" --pipeline=default \
+    "$TMP/root/usr/share/mtsched/examples/tp_mlp.mir" >"$TMP/threads.out"
+  grep -q 'decided' "$TMP/threads.out" || {
+    echo "package: error: the packaged mtsched-opt decided nothing" >&2
+    BAD=1
+  }
+  if command -v mpirun >/dev/null 2>&1; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      timeout -k 5 120 mpirun --oversubscribe -np 2 env -u LD_LIBRARY_PATH "$OPT" \
+      --pipeline=default "$TMP/root/usr/share/mtsched/examples/tp_mlp.mir" >"$TMP/mpi.out"
+    cmp "$TMP/threads.out" "$TMP/mpi.out" || {
+      echo "package: error: the packaged mtsched-opt as 2 MPI ranks decided otherwise" >&2
+      BAD=1
+    }
+    echo "package: 2 MPI ranks with the packaged plugin: same IR as 2 thread ranks"
+  fi
+  # The packaged CMake package, as another project finds it.
+  local CXX
+  CXX="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$ROOT/build-package/CMakeCache.txt")"
+  cmake -S "$ROOT/test/install/consumer" -B "$TMP/consumer" -G Ninja \
+    -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" \
+    -DCMAKE_PREFIX_PATH="$TMP/root/usr" >"$TMP/consumer.log" 2>&1 || {
+    cat "$TMP/consumer.log" >&2
+    return 1
+  }
+  grep -E 'Using mtsched' "$TMP/consumer.log" || true
+  ninja -C "$TMP/consumer" >/dev/null
+  "$TMP/consumer/mtsched-consumer" | grep -q '^graph @g' || {
+    echo "package: error: test/install/consumer against the package printed no graph" >&2
+    BAD=1
+  }
+  rm -rf "$TMP"
+  [[ $BAD -eq 0 ]]
+}
+
 stage_extra() {
   local SCRIPT="$ROOT/scripts/test-extra.d/$1"
   MTSCHED_ROOT="$ROOT" MTSCHED_BUILD_DIR="$ROOT/build" bash "$SCRIPT"
@@ -225,7 +310,7 @@ fi
 # Driver.
 # ---------------------------------------------------------------------------
 
-STAGES=(setup release deps example import chaos asan tsan fuzz build-matrix)
+STAGES=(setup release deps example import chaos asan tsan fuzz build-matrix package)
 if [[ -d "$ROOT/scripts/test-extra.d" ]]; then
   while IFS= read -r F; do
     STAGES+=("extra:$(basename "$F")")
@@ -250,6 +335,7 @@ describe() {
     ;;
   fuzz) echo "parser fuzzer, ${MTSCHED_FUZZ_SECONDS}s" ;;
   build-matrix) echo "g++ and clang -Werror builds, install, find_package consumer" ;;
+  package) echo "the .deb (scripts/package.sh): contents, Depends, runs unpacked" ;;
   extra:*) echo "scripts/test-extra.d/${1#extra:}" ;;
   esac
 }
@@ -265,7 +351,7 @@ for ARG in "$@"; do
     exit 0
     ;;
   -h | --help)
-    sed -n '2,38p' "$SELF" | sed 's/^# \{0,1\}//'
+    sed -n '2,43p' "$SELF" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)

@@ -3,8 +3,8 @@
 // Two launchers share everything but the launch: thread ranks (every rank a
 // thread of this process, talking through a ThreadGroup) and MPI ranks (this
 // process is one rank of `mpirun -np N`, talking through an
-// MpiCommunicator). Both run runRank() per rank and emitOutputs() once for
-// the reporting rank.
+// MpiCommunicator from the MPI plugin, loaded only then: MpiPlugin.h). Both
+// run runRank() per rank and emitOutputs() once for the reporting rank.
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Driver/RankRunner.h"
@@ -18,6 +18,7 @@
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Runtime/Communicator.h"
+#include "mtsched/Runtime/MpiPlugin.h"
 #include "mtsched/Tools/Report.h"
 #include "mtsched/Tools/Summary.h"
 #include "llvm/ADT/StringExtras.h"
@@ -34,9 +35,6 @@
 #include <mutex>
 #include <thread>
 #include <unistd.h>
-#ifdef MTSCHED_HAVE_MPI
-#include "mtsched/Runtime/MpiCommunicator.h"
-#endif
 
 using namespace mtsched;
 
@@ -410,7 +408,44 @@ int launcherVar(llvm::ArrayRef<const char *> Names) {
   return -1;
 }
 
-#ifdef MTSCHED_HAVE_MPI
+/// "OMPI_COMM_WORLD_SIZE=2": the launcher variable that made this process
+/// an MPI rank.
+std::string launcherSizeSetting() {
+  for (const char *Name : LauncherSizeVars)
+    if (const char *V = std::getenv(Name))
+      return std::string(Name) + "=" + V;
+  return "";
+}
+
+/// The MPI plugin and MPI for this rank, or the reason in one line (said by
+/// the first rank only, as every rank fails alike) and null.
+MpiRuntime *loadMpiForRank() {
+  bool Reports = launcherVar(LauncherRankVars) <= 0;
+#ifndef MTSCHED_HAVE_MPI
+  // No plugin was built: say why rather than where none was found.
+  if (const char *E = std::getenv(MpiPluginEnvVar); !E || !*E) {
+    if (Reports)
+      llvm::WithColor::error()
+          << "this process is an MPI rank (" << launcherSizeSetting()
+          << ") but this mtsched-opt was built without MPI "
+             "(MTSCHED_ENABLE_MPI=OFF); run it without mpirun for thread "
+             "ranks\n";
+    return nullptr;
+  }
+#endif
+  llvm::Expected<MpiRuntime &> RT = loadMpiRuntime();
+  if (RT)
+    return &*RT;
+  std::string Why = toString(RT.takeError());
+  if (Reports)
+    llvm::WithColor::error()
+        << "this process is an MPI rank (" << launcherSizeSetting()
+        << ") but MPI could not be loaded: " << Why
+        << " (MPI ranks need mtsched's MPI plugin and an MPI library, "
+           "e.g. apt-get install libopenmpi3; without mpirun, ranks are "
+           "threads)\n";
+  return nullptr;
+}
 
 /// A warning as one write, so that mpirun does not interleave it with
 /// another rank's output.
@@ -442,13 +477,15 @@ constexpr int HungExitCode = 3;
 bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
                  Diagnostics &Diags, llvm::raw_ostream &OS,
                  std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
-  llvm::Expected<std::unique_ptr<MpiCommunicator>> Created =
-      MpiCommunicator::create();
+  MpiRuntime *Mpi = loadMpiForRank();
+  if (!Mpi)
+    return false;
+  llvm::Expected<std::unique_ptr<MpiRankCommunicator>> Created = Mpi->create();
   if (!Created) {
     llvm::WithColor::error() << toString(Created.takeError()) << '\n';
     return false;
   }
-  MpiCommunicator &Comm = **Created;
+  MpiRankCommunicator &Comm = **Created;
   int Rank = Comm.rank(), Size = Comm.size();
   const AutotuneOptions &Tune = Config.Pipe.Autotune;
   Exit.FinalizeBound = Tune.PreSyncTimeout + Tune.AgreementTimeout +
@@ -519,9 +556,9 @@ bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
   // in the autotuner's final all-gather, so that is rank 0. Broken run:
   // nothing collective is left, so the ranks that finished agree by
   // messages, with a grace for a silent lower rank.
-  bool IsReporter = State.OK && (MpiCommunicator::isBroken()
-                                     ? Comm.isLowestFinishedRank(ReporterGrace)
-                                     : Rank == 0);
+  bool IsReporter =
+      State.OK &&
+      (Mpi->isBroken() ? Comm.isLowestFinishedRank(ReporterGrace) : Rank == 0);
   bool OK = State.OK;
   if (IsReporter) {
     const RunResult &R = State.Session->getResult();
@@ -544,21 +581,20 @@ bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
   return OK;
 }
 
-#endif // MTSCHED_HAVE_MPI
-
 } // namespace
 
 bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
   if (Config.Pipeline.empty() || launcherVar(LauncherSizeVars) < 1)
     return true;
-#ifdef MTSCHED_HAVE_MPI
-  llvm::Expected<std::unique_ptr<MpiCommunicator>> Created =
-      MpiCommunicator::create();
+  MpiRuntime *Mpi = loadMpiForRank();
+  if (!Mpi)
+    return false;
+  llvm::Expected<std::unique_ptr<MpiRankCommunicator>> Created = Mpi->create();
   if (!Created) {
     llvm::WithColor::error() << toString(Created.takeError()) << '\n';
     return false;
   }
-  MpiCommunicator &Comm = **Created;
+  MpiRankCommunicator &Comm = **Created;
   const AutotuneOptions &Tune = Config.Pipe.Autotune;
   // Ranks start apart as they do at the pre-sync: the same deadline.
   std::chrono::milliseconds Bound = Tune.PreSyncTimeout + Tune.AgreementTimeout;
@@ -586,10 +622,6 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
                    " could not read its input; every rank stops\n")
                       .str();
   return false;
-#else
-  (void)InputOK;
-  return true;
-#endif
 }
 
 bool mtsched::runOnRanks(
@@ -605,22 +637,13 @@ bool mtsched::runOnRanks(
   if (LaunchedRanks < 1)
     return runThreadRanks(Config, std::move(M), Diags, OS,
                           std::move(FrontendPhasesMs));
-#ifdef MTSCHED_HAVE_MPI
   return runMpiRanks(Config, std::move(M), Diags, OS,
                      std::move(FrontendPhasesMs));
-#else
-  if (launcherVar(LauncherRankVars) <= 0)
-    llvm::WithColor::error()
-        << "started by an MPI launcher (" << LaunchedRanks
-        << " processes), but this mtsched-opt was built without MPI "
-           "(MTSCHED_ENABLE_MPI=OFF); run it without mpirun for thread ranks\n";
-  return false;
-#endif
 }
 
 int mtsched::finishRankProcess(int ExitCode) {
-#ifdef MTSCHED_HAVE_MPI
-  if (!MpiCommunicator::isInitialized())
+  MpiRuntime *Mpi = loadedMpiRuntime();
+  if (!Mpi || !Mpi->isInitialized())
     return ExitCode;
   if (Exit.Code >= 0)
     ExitCode = Exit.Code;
@@ -632,7 +655,7 @@ int mtsched::finishRankProcess(int ExitCode) {
   // the bound is short: past it this process leaves without MPI_Finalize
   // and mpirun ends the job (after an injected hang the peer does come).
   std::chrono::milliseconds Bound =
-      MpiCommunicator::canFinalize() ? Exit.FinalizeBound : SilentPeerBound;
+      Mpi->canFinalize() ? Exit.FinalizeBound : SilentPeerBound;
   std::thread([Bound, ExitCode] {
     std::this_thread::sleep_for(Bound);
     llvm::errs() << "mtsched-opt: MPI_Finalize did not return within "
@@ -640,7 +663,6 @@ int mtsched::finishRankProcess(int ExitCode) {
     llvm::errs().flush();
     _exit(ExitCode);
   }).detach();
-  MpiCommunicator::finalize();
-#endif
+  Mpi->finalize();
   return ExitCode;
 }

@@ -2,8 +2,9 @@
 //
 // The Communicator interface over MPI, for ranks that are processes started
 // by `mpirun -np N`. This header does not include <mpi.h>: it is compiled
-// into MtschedRuntimeMpi only when MTSCHED_ENABLE_MPI is on, and only the
-// driver links it.
+// only when MTSCHED_ENABLE_MPI is on, into the MPI plugin libmtsched_mpi.so
+// that the tools load on demand (MpiPlugin.h), and into MtschedRuntimeMpi
+// for the tests and benchmarks that link MPI themselves.
 //
 // Every operation is a non-blocking MPI collective polled with MPI_Test
 // against the operation's deadline, so like the thread communicator it
@@ -33,6 +34,7 @@
 #define MTSCHED_RUNTIME_MPICOMMUNICATOR_H
 
 #include "mtsched/Runtime/Communicator.h"
+#include "mtsched/Runtime/MpiPlugin.h"
 #include "llvm/Support/Error.h"
 #include <chrono>
 #include <memory>
@@ -41,7 +43,7 @@ namespace mtsched {
 
 struct MpiCommHandle;
 
-class MpiCommunicator final : public Communicator {
+class MpiCommunicator final : public MpiRankCommunicator {
 public:
   /// Initialises MPI on first use (MPI_Init_thread, MPI_THREAD_FUNNELED: only
   /// the thread that created the first communicator may use any of them) and
@@ -86,9 +88,9 @@ public:
   /// communicator, which complete without the peer's help), and every later
   /// operation of this process returns Failed. A departed process must end
   /// with MPI_Finalize, which returns once its peers finalize too.
-  void depart();
+  void depart() override;
   /// Whether Rank said it departed (as far as this process has heard).
-  bool hasDeparted(int Rank) const;
+  bool hasDeparted(int Rank) const override;
 
   /// An operation of this process failed or timed out with data in flight:
   /// nothing crosses ranks any more.
@@ -103,7 +105,7 @@ public:
   /// this rank should report, i.e. no lower rank that did not depart says
   /// within Grace that it finished. Every rank that finished calls it once;
   /// it also tells the higher ranks that this one finished.
-  bool isLowestFinishedRank(std::chrono::milliseconds Grace);
+  bool isLowestFinishedRank(std::chrono::milliseconds Grace) override;
 
   /// MPI_Finalize; returns whether MPI was finalized (now). It returns once
   /// every process calls it: callers bound it (see canFinalize()).

@@ -3,7 +3,7 @@
 // Every tool prints the same --version: its own name, mtsched's version and
 // the LLVM it was built with, e.g.
 //
-//   mtsched-opt (mtsched) 0.3.0
+//   mtsched-opt (mtsched) 0.4.0
 //     LLVM version 19.1.7
 //
 //===----------------------------------------------------------------------===//
@@ -18,7 +18,7 @@ class raw_ostream;
 
 namespace mtsched {
 
-/// mtsched's version ("0.3.0"), from project(mtsched VERSION ...).
+/// mtsched's version ("0.4.0"), from project(mtsched VERSION ...).
 llvm::StringRef getVersionString();
 
 /// Prints the --version text of the tool \p ToolName to \p OS.
