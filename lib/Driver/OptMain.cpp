@@ -8,6 +8,7 @@
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Support/ToolError.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -35,8 +36,12 @@ bool mtsched::expandPipeline(const PassRegistry &Registry,
       Out.push_back(Name);
       continue;
     }
-    llvm::WithColor::error() << "unknown pass '" << Name
-                             << "' in --pipeline (see --help for the list)\n";
+    std::string Near = Registry.nearest(Name);
+    toolError() << "unknown pass '" << escapeControlBytes(Name)
+                << "' in --pipeline"
+                << (Near.empty() ? std::string(" (see --list-passes)")
+                                 : "; did you mean '" + Near + "'?")
+                << '\n';
     OK = false;
   }
   return OK;
@@ -129,15 +134,15 @@ int mtsched::optMain(const OptMainConfig &Config) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> FileOrErr =
       llvm::MemoryBuffer::getFileOrSTDIN(Config.InputFile, /*IsText=*/true);
   if (std::error_code EC = FileOrErr.getError()) {
-    llvm::WithColor::error() << "cannot open input file '" << Config.InputFile
-                             << "': " << EC.message() << '\n';
+    toolError() << "cannot open input file '" << Config.InputFile
+                << "': " << EC.message() << '\n';
     return 1;
   }
   std::error_code EC;
   llvm::ToolOutputFile Out(Config.OutputFile, EC, llvm::sys::fs::OF_Text);
   if (EC) {
-    llvm::WithColor::error() << "cannot open output file '" << Config.OutputFile
-                             << "': " << EC.message() << '\n';
+    toolError() << "cannot open output file '" << Config.OutputFile
+                << "': " << EC.message() << '\n';
     return 1;
   }
 

@@ -7,6 +7,7 @@
 #include "mtsched/IR/DotPrinter.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
+#include "mtsched/Support/ToolError.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -16,7 +17,7 @@ bool mtsched::runOutputSteps(const OutputSteps &Steps, const Module &M,
                              llvm::raw_ostream &OS) {
   bool OK = true;
   auto Error = [&](const llvm::Twine &Msg) {
-    llvm::errs() << "mtsched-opt: error: " << Msg << "\n";
+    reportToolError(Msg);
     OK = false;
   };
   for (const auto &G : M.getGraphs()) {
