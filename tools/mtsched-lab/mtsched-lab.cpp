@@ -30,6 +30,12 @@ static cl::list<unsigned>
     Prune("prune", cl::desc("--prune-top-k settings, 0 = none (default 0,1,3)"),
           cl::CommaSeparated, cl::cat(Cat));
 
+static cl::opt<bool> WallTimes(
+    "wall-times",
+    cl::desc("Add the autotune ms column (wall time: it differs from run to "
+             "run, so the table is no longer the same for the same seed)"),
+    cl::cat(Cat));
+
 static void fail(const Twine &Msg) {
   errs() << "mtsched-lab: error: " << Msg << '\n';
   exit(1);
@@ -62,6 +68,8 @@ int main(int argc, char **argv) {
   Expected<std::vector<LabRow>> Rows = runLab(Opts);
   if (!Rows)
     fail(toString(Rows.takeError()));
-  printLabTable(*Rows, outs());
+  LabTableOptions Table;
+  Table.WallTimes = WallTimes;
+  printLabTable(*Rows, outs(), Table);
   return 0;
 }
