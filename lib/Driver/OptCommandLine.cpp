@@ -342,7 +342,12 @@ static cl::opt<EmitKind>
          cl::values(clEnumValN(EmitKind::IR, "ir", "the IR (default)"),
                     clEnumValN(EmitKind::Dot, "dot",
                                "a Graphviz graph: fused kernels as clusters, "
-                               "decisions and times on the nodes")),
+                               "decisions and times on the nodes"),
+                    clEnumValN(EmitKind::Timeline, "timeline",
+                               "the decided schedule as Chrome/Perfetto "
+                               "trace JSON: a process per rank, compute and "
+                               "comm tracks, each kernel and collective at "
+                               "its time")),
          cl::init(EmitKind::IR), cl::cat(OutputCat));
 static cl::opt<cl::boolOrDefault> AutotuneSummary(
     "autotune-summary",
@@ -594,8 +599,12 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   if (Emit == EmitKind::Dot && SplitInputFile)
     fail("--emit=dot prints one graph; it does not combine with "
          "--split-input-file");
+  if (Emit == EmitKind::Timeline && SplitInputFile)
+    fail("--emit=timeline prints one trace; it does not combine with "
+         "--split-input-file");
   OutputSteps &Steps = Config.Output;
   Steps.Emit = Emit;
+  Steps.Device = Tune.Device;
   Steps.DumpKernelsDir = DumpKernels;
   Steps.CompileThreads = CompileThreads;
   Steps.KernelCacheDir = KernelCacheDir;

@@ -8,6 +8,7 @@
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/Support/ToolError.h"
+#include "mtsched/Tools/Timeline.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -61,9 +62,17 @@ bool mtsched::runOutputSteps(const OutputSteps &Steps, const Module &M,
       if (llvm::Error E = runGraphOnGpu(*G, IO, llvm::errs()))
         Error(toString(std::move(E)));
   }
-  if (Steps.Emit == OutputSteps::EmitKind::IR)
+  switch (Steps.Emit) {
+  case OutputSteps::EmitKind::IR:
     printModule(M, OS);
-  else
+    break;
+  case OutputSteps::EmitKind::Dot:
     printModuleAsDot(M, OS);
+    break;
+  case OutputSteps::EmitKind::Timeline:
+    if (llvm::Error E = writeTimeline(M, Steps.Device, OS))
+      Error(toString(std::move(E)));
+    break;
+  }
   return OK;
 }
