@@ -190,9 +190,12 @@ llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
         Best = std::min(Best, Row.MeasuredUs);
         Rows.push_back(Row);
       }
-    for (size_t I = FirstRow; I < Rows.size(); ++I)
-      Rows[I].Regret =
-          Rows[I].MeasuredUs == Best ? 0 : Rows[I].MeasuredUs / Best - 1;
+    // A decided graph without a measured time (a variant the backend could
+    // not run) has no regret to speak of: inf, as its time.
+    for (size_t I = FirstRow; I < Rows.size(); ++I) {
+      double Us = Rows[I].MeasuredUs;
+      Rows[I].Regret = !std::isfinite(Us) ? Us : Us == Best ? 0 : Us / Best - 1;
+    }
   }
   return Rows;
 }
