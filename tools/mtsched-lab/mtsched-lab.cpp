@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
+#include "mtsched/Support/ToolError.h"
 #include "mtsched/Support/Version.h"
 #include "mtsched/Tools/Lab.h"
 #include "mtsched/Tools/ToolOptions.h"
@@ -37,7 +38,7 @@ static cl::opt<bool> WallTimes(
     cl::cat(Cat));
 
 static void fail(const Twine &Msg) {
-  errs() << "mtsched-lab: error: " << Msg << '\n';
+  reportToolError(Msg);
   exit(1);
 }
 
@@ -45,6 +46,7 @@ int main(int argc, char **argv) {
   InitLLVM X(argc, argv);
   cl::HideUnrelatedOptions(Cat);
   setToolVersionPrinter("mtsched-lab");
+  setErrorToolName("mtsched-lab");
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-lab: compare fusion heuristics and pruning\n");
   LabOptions Opts;
