@@ -139,7 +139,7 @@ if want 5; then
   DEV="$ROOT/bench/h200x2-calibrated.json"
   [ -s "$OUTDIR/h200-calibrated.json" ] && DEV="$OUTDIR/h200-calibrated.json"
   echo "lab device: $DEV" | tee -a "$SUM"
-  step lab "$D/bin/mtsched-lab" --backend=cuda --device="$DEV" --sim-noise=0 \
+  step lab "$D/bin/mtsched-lab" --backend=cuda --device="$DEV" --sim-noise=0 --wall-times \
     --heuristics=benchmark,cost-model,never --prune=0,1 \
     "$T/corpus/tp_layer_decode.mir" "$T/corpus/sp_layer_decode.mir" \
     "$T/corpus/llama_layer_decode.mir" || fail=1

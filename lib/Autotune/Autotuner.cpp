@@ -304,6 +304,7 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
         // A pruned choice is never picked, not even fused.
         if (Pruned[I].empty())
           A.Us = roundUs(Model.choiceUs(W, C, true));
+        A.Pruned = !Pruned[I].empty();
         A.Status =
             std::isfinite(A.Us) ? ChoiceStatus::Ok : ChoiceStatus::Skipped;
         T.Fused.push_back(A);

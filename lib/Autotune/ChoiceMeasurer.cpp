@@ -148,6 +148,7 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
     }
     if (!Pruned[I].empty()) {
       Out[I].Message = Pruned[I];
+      Out[I].Pruned = true;
       continue;
     }
     if (I < Skip.size() && Skip[I]) {

@@ -79,7 +79,10 @@ void mtsched::applyDecision(MultiTemplateBufferNode &N, const NodeTimes &T,
   R.Choices.reserve(Count);
   for (size_t I = 0; I < Count; ++I) {
     const Choice &C = N.getChoices()[I];
-    N.getTimings().push_back({C.Name, T.Unfused[I].Us});
+    // Pruned (never measured) prints `skipped`; failed stays `inf`.
+    ChoiceTiming Unfused{C.Name, T.Unfused[I].Us};
+    Unfused.Skipped = T.Unfused[I].Pruned;
+    N.getTimings().push_back(Unfused);
     ChoiceResult CR;
     CR.Name = C.Name;
     CR.Status = T.Unfused[I].Status;
@@ -87,8 +90,11 @@ void mtsched::applyDecision(MultiTemplateBufferNode &N, const NodeTimes &T,
     CR.LocalUs = T.Unfused[I].LocalUs;
     CR.FusedUs = Inf;
     CR.Message = T.Unfused[I].Message;
+    CR.Pruned = T.Unfused[I].Pruned;
     if (T.HasEpilogue && !C.isExtern()) {
-      N.getFusedTimings().push_back({C.Name, T.Fused[I].Us});
+      ChoiceTiming Fused{C.Name, T.Fused[I].Us};
+      Fused.Skipped = T.Fused[I].Pruned;
+      N.getFusedTimings().push_back(Fused);
       CR.FusedUs = T.Fused[I].Us;
       CR.FusedPredicted = T.Predicted;
     }

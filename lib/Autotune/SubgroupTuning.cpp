@@ -56,10 +56,12 @@ static double usOf(const llvm::json::Value *V) {
   return D ? *D : Inf;
 }
 
+/// A timing as [choice, us]: null for +inf, "skipped" for not measured.
 static llvm::json::Array jsonTimings(llvm::ArrayRef<ChoiceTiming> T) {
   llvm::json::Array A;
   for (const ChoiceTiming &E : T)
-    A.push_back(llvm::json::Array{E.Choice, jsonUs(E.Us)});
+    A.push_back(llvm::json::Array{
+        E.Choice, E.Skipped ? llvm::json::Value("skipped") : jsonUs(E.Us)});
   return A;
 }
 
@@ -72,7 +74,10 @@ static bool readTimings(const llvm::json::Array *A,
     const llvm::json::Array *P = V.getAsArray();
     if (!P || P->size() != 2 || !(*P)[0].getAsString())
       return false;
-    Out.push_back({(*P)[0].getAsString()->str(), usOf(&(*P)[1])});
+    ChoiceTiming T{(*P)[0].getAsString()->str(), usOf(&(*P)[1])};
+    T.Skipped = (*P)[1].getAsString() ==
+                std::optional<llvm::StringRef>(llvm::StringRef("skipped"));
+    Out.push_back(std::move(T));
   }
   return true;
 }
@@ -89,7 +94,8 @@ static llvm::json::Value groupRecord(const MultiTemplateBufferNode &N,
                            {"us", jsonUs(CR.Us)},
                            {"fused_us", jsonUs(CR.FusedUs)},
                            {"fused_predicted", CR.FusedPredicted},
-                           {"message", CR.Message}});
+                           {"message", CR.Message},
+                           {"pruned", CR.Pruned}});
   return llvm::json::Object{{"decided", N.getDecision()},
                             {"fused", N.isEpilogueFused()},
                             {"fallback", C->isFallback()},
@@ -154,6 +160,7 @@ static bool applyGroupRecord(const llvm::json::Object &O,
     CR.FusedUs = usOf(CO->get("fused_us"));
     CR.FusedPredicted = CO->getBoolean("fused_predicted").value_or(false);
     CR.Message = CO->getString("message").value_or("").str();
+    CR.Pruned = CO->getBoolean("pruned").value_or(false);
     R.Choices.push_back(std::move(CR));
   }
   R.TimedBy.clear();

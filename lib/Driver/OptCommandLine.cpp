@@ -13,8 +13,10 @@
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
+#include "mtsched/Support/ToolError.h"
 #include "mtsched/Support/Version.h"
 #include "mtsched/Tools/ToolOptions.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/ManagedStatic.h"
@@ -55,10 +57,13 @@ static cl::opt<bool> VerifyDiagnostics(
     "verify-diagnostics",
     cl::desc("Check diagnostics against expected-error comments"),
     cl::cat(PipelineCat));
+// Not cl::CommaSeparated: commas inside mlir-opt's `builtin.module(a,b)`
+// and `pass{opt=v}` are the pipeline's own (parsePipelineText splits).
 static cl::list<std::string> Pipeline(
     "pipeline",
-    cl::desc("Comma-separated passes to run (also -p, --pass-pipeline)"),
-    cl::CommaSeparated, cl::value_desc("pass,..."), cl::cat(PipelineCat));
+    cl::desc("Comma-separated passes to run (also -p, --pass-pipeline, and "
+             "mlir-opt's 'builtin.module(a,b{opt=v})')"),
+    cl::value_desc("pass,..."), cl::cat(PipelineCat));
 static cl::opt<bool>
     PrintIRAfterAll("print-ir-after-all",
                     cl::desc("Print the IR after every pass (stderr)"),
@@ -90,6 +95,22 @@ static cl::alias PassPipelineAlias("pass-pipeline",
                                    cl::cat(PipelineCat));
 static cl::alias PAlias("p", cl::desc("Alias for --pipeline"),
                         cl::aliasopt(Pipeline), cl::cat(PipelineCat));
+// mlir-opt's and opt's spellings of the IR printing and timing flags
+// (docs/PASSES.md). Hidden: --help lists each flag once.
+static cl::alias MlirPrintAfterAll("mlir-print-ir-after-all",
+                                   cl::desc("Alias for --print-ir-after-all"),
+                                   cl::aliasopt(PrintIRAfterAll), cl::Hidden);
+static cl::alias PrintAfterAll("print-after-all",
+                               cl::desc("Alias for --print-ir-after-all"),
+                               cl::aliasopt(PrintIRAfterAll), cl::Hidden);
+static cl::alias MlirPrintAfter("mlir-print-ir-after",
+                                cl::desc("Alias for --print-ir-after"),
+                                cl::aliasopt(PrintIRAfter), cl::Hidden);
+static cl::alias PrintAfter("print-after",
+                            cl::desc("Alias for --print-ir-after"),
+                            cl::aliasopt(PrintIRAfter), cl::Hidden);
+static cl::alias MlirTiming("mlir-timing", cl::desc("Alias for --time-passes"),
+                            cl::aliasopt(TimePasses), cl::Hidden);
 static cl::opt<bool> ListPasses("list-passes",
                                 cl::desc("List the passes and exit"),
                                 cl::cat(PipelineCat));
@@ -109,6 +130,29 @@ static cl::opt<bool> PrintIRAfterFailure(
     "print-ir-after-failure",
     cl::desc("Print the IR as a failing pass left it (stderr)"),
     cl::cat(PipelineCat));
+static cl::alias MlirPrintBeforeAll("mlir-print-ir-before-all",
+                                    cl::desc("Alias for --print-ir-before-all"),
+                                    cl::aliasopt(PrintIRBeforeAll), cl::Hidden);
+static cl::alias PrintBeforeAll("print-before-all",
+                                cl::desc("Alias for --print-ir-before-all"),
+                                cl::aliasopt(PrintIRBeforeAll), cl::Hidden);
+static cl::alias MlirPrintBefore("mlir-print-ir-before",
+                                 cl::desc("Alias for --print-ir-before"),
+                                 cl::aliasopt(PrintIRBefore), cl::Hidden);
+static cl::alias PrintBefore("print-before",
+                             cl::desc("Alias for --print-ir-before"),
+                             cl::aliasopt(PrintIRBefore), cl::Hidden);
+static cl::alias
+    MlirPrintAfterChange("mlir-print-ir-after-change",
+                         cl::desc("Alias for --print-ir-after-change"),
+                         cl::aliasopt(PrintIRAfterChange), cl::Hidden);
+static cl::alias PrintChanged("print-changed",
+                              cl::desc("Alias for --print-ir-after-change"),
+                              cl::aliasopt(PrintIRAfterChange), cl::Hidden);
+static cl::alias
+    MlirPrintAfterFailure("mlir-print-ir-after-failure",
+                          cl::desc("Alias for --print-ir-after-failure"),
+                          cl::aliasopt(PrintIRAfterFailure), cl::Hidden);
 static cl::opt<CollectiveMode>
     Mode("collective-mode", cl::desc("When multi-template buffers are decided"),
          cl::values(clEnumValN(CollectiveMode::Deferred, "deferred",
@@ -297,7 +341,12 @@ static cl::opt<EmitKind>
          cl::values(clEnumValN(EmitKind::IR, "ir", "the IR (default)"),
                     clEnumValN(EmitKind::Dot, "dot",
                                "a Graphviz graph: fused kernels as clusters, "
-                               "decisions and times on the nodes")),
+                               "decisions and times on the nodes"),
+                    clEnumValN(EmitKind::Timeline, "timeline",
+                               "the decided schedule as Chrome/Perfetto "
+                               "trace JSON: a process per rank, compute and "
+                               "comm tracks, each kernel and collective at "
+                               "its time")),
          cl::init(EmitKind::IR), cl::cat(OutputCat));
 static cl::opt<cl::boolOrDefault> AutotuneSummary(
     "autotune-summary",
@@ -306,8 +355,108 @@ static cl::opt<cl::boolOrDefault> AutotuneSummary(
     cl::cat(OutputCat));
 static void fail(const Twine &Msg) {
   // Messages may quote a choices file or a flag's value byte for byte.
-  errs() << "mtsched-opt: error: " << escapeControlBytes(Msg.str()) << '\n';
+  reportToolError(escapeControlBytes(Msg.str()));
   exit(1);
+}
+
+/// cl::CommaSeparated splits a list flag's values but not its aliases'.
+static std::vector<std::string> splitCommas(const cl::list<std::string> &L) {
+  std::vector<std::string> Out;
+  for (const std::string &V : L) {
+    SmallVector<StringRef, 4> Parts;
+    StringRef(V).split(Parts, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+    for (StringRef P : Parts)
+      Out.push_back(P.trim().str());
+  }
+  return Out;
+}
+
+static std::string didYouMean(const PassRegistry &Registry, StringRef Name) {
+  std::string Near = Registry.nearest(Name);
+  return Near.empty() ? "" : "; did you mean '" + Near + "'?";
+}
+
+/// mlir-opt's pass options (`fuse{heuristic=never}`) are the driver's flags
+/// of what the pass does: an option sets its flag for the whole run, as the
+/// flag itself would.
+struct PassOptionFlag {
+  const char *Pass;
+  const char *Option;
+  const char *Flag;
+};
+static constexpr PassOptionFlag PassOptionFlags[] = {
+    {"lower", "collective-mode", "collective-mode"},
+    {"lower", "disable-choices", "disable-choices"},
+    {"lower", "choices-file", "choices-file"},
+    {"fuse", "heuristic", "fusion-heuristic"},
+    {"fuse", "fusion-heuristic", "fusion-heuristic"},
+    {"fuse", "speedup-threshold", "fusion-speedup-threshold"},
+    {"fuse", "fusion-speedup-threshold", "fusion-speedup-threshold"},
+    {"fuse", "tie-tolerance", "tie-tolerance"},
+    {"fuse", "max-epilogue-length", "max-epilogue-length"},
+    {"autotune", "prune-top-k", "prune-top-k"},
+    {"autotune", "bench-runs", "bench-runs"},
+    {"autotune", "warmup-runs", "warmup-runs"},
+    {"autotune", "split-tuning", "split-tuning"},
+    {"autotune", "tie-tolerance", "tie-tolerance"},
+    {"autotune", "size-hints-m", "size-hints-m"},
+    {"autotune", "size-hints-bytes", "size-hints-bytes"},
+    {"autotune", "backend", "backend"},
+    {"autotune", "seed", "seed"},
+    {"autotune", "choice-timeout-ms", "choice-timeout-ms"},
+};
+
+/// Sets the flag behind option Key of pass Pass to Value, or fails.
+static void applyPassOption(StringRef Pass, StringRef Key, StringRef Value) {
+  std::vector<StringRef> Known;
+  const PassOptionFlag *Found = nullptr;
+  for (const PassOptionFlag &F : PassOptionFlags) {
+    if (Pass != F.Pass)
+      continue;
+    Known.push_back(F.Option);
+    if (Key == F.Option)
+      Found = &F;
+  }
+  if (!Found) {
+    std::string Near = nearestName(Key, Known);
+    fail("pass '" + Pass + "' has no option '" + Key + "'" +
+         (!Near.empty()   ? "; did you mean '" + Near + "'?"
+          : Known.empty() ? std::string("; it takes none")
+                          : "; its options: " + join(Known, ", ")));
+  }
+  cl::Option *Opt = cl::getRegisteredOptions().lookup(Found->Flag);
+  if (!Opt)
+    fail("pass '" + Pass + "' option '" + Key + "': no flag --" + Found->Flag +
+         " in this build");
+  SmallVector<StringRef, 4> Values;
+  if (Opt->getMiscFlags() & cl::CommaSeparated)
+    Value.split(Values, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  else
+    Values.push_back(Value);
+  for (StringRef V : Values)
+    if (Opt->addOccurrence(/*pos=*/0, Found->Flag, V))
+      fail("invalid value '" + V + "' for option '" + Key + "' of pass '" +
+           Pass + "' (--" + Found->Flag + ")");
+}
+
+/// The passes --pipeline (and its aliases) name, in order, each pass's
+/// options applied to their flags.
+static std::vector<std::string> readPipelines(const PassRegistry &Registry) {
+  std::vector<std::string> Requested;
+  for (const std::string &Text : Pipeline) {
+    Expected<std::vector<PipelineElement>> Elements = parsePipelineText(Text);
+    if (!Elements)
+      fail(toString(Elements.takeError()));
+    for (const PipelineElement &E : *Elements) {
+      // An unknown pass is reported with the others by expandPipeline; its
+      // options would only add noise.
+      if (Registry.lookup(E.Name))
+        for (const auto &[Key, Value] : E.Options)
+          applyPassOption(E.Name, Key, Value);
+      Requested.push_back(E.Name);
+    }
+  }
+  return Requested;
 }
 
 int mtsched::optMainFromCommandLine(int argc, char **argv) {
@@ -330,6 +479,8 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
     printPassList(Registry, outs());
     return 0;
   }
+  // First: pass options set flags that the rest reads.
+  std::vector<std::string> Requested = readPipelines(Registry);
 
   OptMainConfig Config;
   Config.InputFile = InputFile;
@@ -343,9 +494,9 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   Config.PMOptions.PrintAfterChange = PrintIRAfterChange;
   Config.PMOptions.PrintAfterFailure = PrintIRAfterFailure;
   Config.PMOptions.TimePasses = TimePasses;
-  for (const std::string &P : PrintIRBefore)
+  for (const std::string &P : splitCommas(PrintIRBefore))
     Config.PMOptions.PrintBefore.insert(P);
-  for (const std::string &P : PrintIRAfter)
+  for (const std::string &P : splitCommas(PrintIRAfter))
     Config.PMOptions.PrintAfter.insert(P);
 
   LoweringOptions &Lower = Config.Pipe.Lowering;
@@ -423,14 +574,6 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   Tune.SplitTuning = SplitTuning != SplitTuningMode::Off;
   Tune.SplitByNode = SplitTuning == SplitTuningMode::Nodes;
 
-  // cl::CommaSeparated splits --pipeline's values but not its aliases'.
-  std::vector<std::string> Requested;
-  for (const std::string &P : Pipeline) {
-    SmallVector<StringRef, 4> Names;
-    StringRef(P).split(Names, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
-    for (StringRef N : Names)
-      Requested.push_back(N.str());
-  }
   std::vector<std::pair<unsigned, std::string>> Flagged;
   for (const auto &F : PassFlags)
     if (F->getNumOccurrences())
@@ -440,12 +583,14 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
     Requested.push_back(F.second);
   if (!expandPipeline(Registry, Requested, Config.Pipeline))
     return 1;
-  for (const std::string &P : PrintIRAfter)
+  for (const std::string &P : splitCommas(PrintIRAfter))
     if (!Registry.lookup(P))
-      fail("unknown pass '" + P + "' in --print-ir-after");
-  for (const std::string &P : PrintIRBefore)
+      fail("unknown pass '" + P + "' in --print-ir-after" +
+           didYouMean(Registry, P));
+  for (const std::string &P : splitCommas(PrintIRBefore))
     if (!Registry.lookup(P))
-      fail("unknown pass '" + P + "' in --print-ir-before");
+      fail("unknown pass '" + P + "' in --print-ir-before" +
+           didYouMean(Registry, P));
   if ((!RunInputs.empty() || !RunOutputs.empty()) && !RunGraph && !Interpret)
     fail("--run-inputs and --run-outputs need --run or --interpret");
   if (!RunInputs.empty() && !sys::fs::is_directory(RunInputs))
@@ -453,8 +598,12 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   if (Emit == EmitKind::Dot && SplitInputFile)
     fail("--emit=dot prints one graph; it does not combine with "
          "--split-input-file");
+  if (Emit == EmitKind::Timeline && SplitInputFile)
+    fail("--emit=timeline prints one trace; it does not combine with "
+         "--split-input-file");
   OutputSteps &Steps = Config.Output;
   Steps.Emit = Emit;
+  Steps.Device = Tune.Device;
   Steps.DumpKernelsDir = DumpKernels;
   Steps.CompileThreads = CompileThreads;
   Steps.KernelCacheDir = KernelCacheDir;

@@ -10,6 +10,7 @@
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Support/FileIO.h"
+#include "mtsched/Support/ToolError.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -38,8 +39,12 @@ bool mtsched::expandPipeline(const PassRegistry &Registry,
       Out.push_back(Name);
       continue;
     }
-    llvm::WithColor::error() << "unknown pass '" << Name
-                             << "' in --pipeline (see --help for the list)\n";
+    std::string Near = Registry.nearest(Name);
+    toolError() << "unknown pass '" << escapeControlBytes(Name)
+                << "' in --pipeline"
+                << (Near.empty() ? std::string(" (see --list-passes)")
+                                 : "; did you mean '" + Near + "'?")
+                << '\n';
     OK = false;
   }
   return OK;
@@ -99,7 +104,7 @@ static bool checkCollectiveFallback(const PipelineOptions &Pipe,
   std::string List;
   llvm::raw_string_ostream LS(List);
   llvm::interleave(Valid, LS, ", ");
-  llvm::WithColor::error(llvm::errs(), "mtsched-opt")
+  toolError()
       << "--collective-fallback: '" << escapeControlBytes(Name)
       << "' is not a collective choice; valid: " << escapeControlBytes(List)
       << '\n';
@@ -175,16 +180,15 @@ int mtsched::optMain(const OptMainConfig &Config) {
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> FileOrErr =
       readBoundedFile(Config.InputFile, MaxIRFileBytes, "an IR input");
   if (!FileOrErr) {
-    llvm::WithColor::error()
-        << "cannot open input file '" << Config.InputFile
-        << "': " << llvm::toString(FileOrErr.takeError()) << '\n';
+    toolError() << "cannot open input file '" << Config.InputFile
+                << "': " << llvm::toString(FileOrErr.takeError()) << '\n';
     return 1;
   }
   std::error_code EC;
   llvm::ToolOutputFile Out(Config.OutputFile, EC, llvm::sys::fs::OF_Text);
   if (EC) {
-    llvm::WithColor::error() << "cannot open output file '" << Config.OutputFile
-                             << "': " << EC.message() << '\n';
+    toolError() << "cannot open output file '" << Config.OutputFile
+                << "': " << EC.message() << '\n';
     return 1;
   }
 
@@ -241,7 +245,7 @@ int mtsched::optMain(const OptMainConfig &Config) {
   if (&Out.os() != &llvm::outs() && Out.os().has_error()) {
     std::error_code EC = Out.os().error();
     Out.os().clear_error();
-    llvm::WithColor::error(llvm::errs(), "mtsched-opt")
+    toolError()
         << "cannot write output file '" << Config.OutputFile
         << "': " << EC.message() << '\n';
     // ToolOutputFile removes the file it was not told to keep.

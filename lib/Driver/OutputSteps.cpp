@@ -5,6 +5,8 @@
 #include "mtsched/IR/DotPrinter.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
+#include "mtsched/Support/ToolError.h"
+#include "mtsched/Tools/Timeline.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -15,7 +17,7 @@ bool mtsched::runOutputSteps(const OutputSteps &Steps,
                              llvm::raw_ostream &OS) {
   bool OK = true;
   auto Error = [&](const llvm::Twine &Msg) {
-    llvm::errs() << "mtsched-opt: error: " << Msg << "\n";
+    reportToolError(Msg);
     OK = false;
   };
   for (const auto &G : M.getGraphs()) {
@@ -65,9 +67,17 @@ bool mtsched::runOutputSteps(const OutputSteps &Steps,
         Error(toString(std::move(E)));
     }
   }
-  if (Steps.Emit == OutputSteps::EmitKind::IR)
+  switch (Steps.Emit) {
+  case OutputSteps::EmitKind::IR:
     printModule(M, OS);
-  else
+    break;
+  case OutputSteps::EmitKind::Dot:
     printModuleAsDot(M, OS);
+    break;
+  case OutputSteps::EmitKind::Timeline:
+    if (llvm::Error E = writeTimeline(M, Steps.Device, OS))
+      Error(toString(std::move(E)));
+    break;
+  }
   return OK;
 }

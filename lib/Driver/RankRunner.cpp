@@ -19,6 +19,7 @@
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Runtime/MpiPlugin.h"
+#include "mtsched/Support/ToolError.h"
 #include "mtsched/Tools/Report.h"
 #include "mtsched/Tools/Summary.h"
 #include "llvm/ADT/StringExtras.h"
@@ -157,7 +158,7 @@ bool checkFaultTargets(const OptMainConfig &Config, const Module &M, int N,
     return true;
   std::string Msg = toString(std::move(E));
   if (Loud)
-    llvm::WithColor::error() << Msg << '\n';
+    toolError() << Msg << '\n';
   return false;
 }
 
@@ -181,7 +182,7 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
     // Every rank fails the same way; rank 0 says so.
     std::string Msg = toString(Bench.takeError());
     if (Rank == 0)
-      llvm::WithColor::error() << Msg << '\n';
+      toolError() << Msg << '\n';
     return;
   }
   State.Session = std::make_unique<Autotuner>(
@@ -215,7 +216,7 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
         [&](const ReportedError &) { Failed = true; },
         [&](const llvm::ErrorInfoBase &EI) {
           Failed = true;
-          llvm::WithColor::error() << EI.message() << '\n';
+          toolError() << EI.message() << '\n';
         });
     State.OK = !Failed && !State.Stopped;
   }
@@ -246,8 +247,8 @@ bool writeFile(llvm::StringRef Path, llvm::StringRef What,
   std::error_code EC;
   llvm::raw_fd_ostream OS(Path, EC, llvm::sys::fs::OF_Text);
   if (EC) {
-    llvm::WithColor::error() << "cannot write " << What << " '" << Path
-                             << "': " << EC.message() << '\n';
+    toolError() << "cannot write " << What << " '" << Path
+                << "': " << EC.message() << '\n';
     return false;
   }
   Write(OS);
@@ -375,9 +376,8 @@ bool runThreadRanks(
   if (OK)
     for (const RankState &S : States)
       if (S.OK && S.FinalIRHash != Reporter->FinalIRHash) {
-        llvm::WithColor::error()
-            << "ranks " << (Reporter - States.data()) << " and "
-            << (&S - States.data()) << " decided differently\n";
+        toolError() << "ranks " << (Reporter - States.data()) << " and "
+                    << (&S - States.data()) << " decided differently\n";
         OK = false;
       }
   OK = emitOutputs(Config, N, Reporter, OK, /*WriteTrace=*/true, OS,
@@ -425,7 +425,7 @@ MpiRuntime *loadMpiForRank() {
   // No plugin was built: say why rather than where none was found.
   if (const char *E = std::getenv(MpiPluginEnvVar); !E || !*E) {
     if (Reports)
-      llvm::WithColor::error()
+      toolError()
           << "this process is an MPI rank (" << launcherSizeSetting()
           << ") but this mtsched-opt was built without MPI "
              "(MTSCHED_ENABLE_MPI=OFF); run it without mpirun for thread "
@@ -438,7 +438,7 @@ MpiRuntime *loadMpiForRank() {
     return &*RT;
   std::string Why = toString(RT.takeError());
   if (Reports)
-    llvm::WithColor::error()
+    toolError()
         << "this process is an MPI rank (" << launcherSizeSetting()
         << ") but MPI could not be loaded: " << Why
         << " (MPI ranks need mtsched's MPI plugin and an MPI library, "
@@ -482,7 +482,7 @@ bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
     return false;
   llvm::Expected<std::unique_ptr<MpiRankCommunicator>> Created = Mpi->create();
   if (!Created) {
-    llvm::WithColor::error() << toString(Created.takeError()) << '\n';
+    toolError() << toString(Created.takeError()) << '\n';
     return false;
   }
   MpiRankCommunicator &Comm = **Created;
@@ -493,10 +493,9 @@ bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
   // Every rank finds the same errors here; rank 0 reports them.
   if (Config.NumRanks != 0 && Config.NumRanks != Size) {
     if (Rank == 0)
-      llvm::WithColor::error()
-          << "--ranks=" << Config.NumRanks << " does not match the " << Size
-          << " MPI process" << (Size == 1 ? "" : "es")
-          << " (mpirun -np); omit --ranks under mpirun\n";
+      toolError() << "--ranks=" << Config.NumRanks << " does not match the "
+                  << Size << " MPI process" << (Size == 1 ? "" : "es")
+                  << " (mpirun -np); omit --ranks under mpirun\n";
     return false;
   }
   if (!rankCount(Config, *M, Diags, Size, "mpirun -np", Rank == 0) ||
@@ -565,8 +564,8 @@ bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
     for (int Peer = 0; Peer < Size; ++Peer)
       if (Peer != Rank && !R.RankDecisions[Peer].empty() &&
           R.RankDecisions[Peer] != R.RankDecisions[Rank]) {
-        llvm::WithColor::error()
-            << "ranks " << Rank << " and " << Peer << " decided differently\n";
+        toolError() << "ranks " << Rank << " and " << Peer
+                    << " decided differently\n";
         OK = false;
       }
   }
@@ -591,7 +590,7 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
     return false;
   llvm::Expected<std::unique_ptr<MpiRankCommunicator>> Created = Mpi->create();
   if (!Created) {
-    llvm::WithColor::error() << toString(Created.takeError()) << '\n';
+    toolError() << toString(Created.takeError()) << '\n';
     return false;
   }
   MpiRankCommunicator &Comm = **Created;
@@ -604,11 +603,10 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
     std::string Who;
     for (int R : Missing)
       Who += (Who.empty() ? "" : ", ") + std::to_string(R);
-    llvm::errs() << ("error: rank " + llvm::Twine(Comm.rank()) +
-                     ": not every MPI rank read its input within " +
-                     llvm::Twine(Bound.count()) + " ms" +
-                     (Who.empty() ? "" : " (missing: rank " + Who + ")") + "\n")
-                        .str();
+    reportToolError("rank " + llvm::Twine(Comm.rank()) +
+                    ": not every MPI rank read its input within " +
+                    llvm::Twine(Bound.count()) + " ms" +
+                    (Who.empty() ? "" : " (missing: rank " + Who + ")"));
     return false;
   }
   std::string Bad;
@@ -617,10 +615,9 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
       Bad += (Bad.empty() ? "" : ", ") + std::to_string(R);
   if (Bad.empty())
     return true;
-  llvm::errs() << ("error: rank " + llvm::Twine(Comm.rank()) + ": rank" +
-                   (Bad.find(',') == std::string::npos ? " " : "s ") + Bad +
-                   " could not read its input; every rank stops\n")
-                      .str();
+  reportToolError("rank " + llvm::Twine(Comm.rank()) + ": rank" +
+                  (Bad.find(',') == std::string::npos ? " " : "s ") + Bad +
+                  " could not read its input; every rank stops");
   return false;
 }
 

@@ -256,8 +256,13 @@ bool Parser::parseTimings(std::vector<ChoiceTiming> &Timings) {
       Timings.push_back(T);
       return true;
     }
+    if (consumeKeyword("skipped")) {
+      T.Skipped = true;
+      Timings.push_back(T);
+      return true;
+    }
     if (!Tok.is(Token::Float) && !Tok.is(Token::Integer))
-      return emitError("expected a time such as '12.5us' or 'inf'");
+      return emitError("expected a time such as '12.5us', 'inf' or 'skipped'");
     T.Us = std::strtod(Tok.Spelling.str().c_str(), nullptr);
     if (T.Us < 0 || std::isinf(T.Us))
       return emitError("a time must be finite and not negative");

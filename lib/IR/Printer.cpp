@@ -31,7 +31,10 @@ static void printTimings(llvm::ArrayRef<ChoiceTiming> Timings,
   OS << '{';
   llvm::interleaveComma(Timings, OS, [&](const ChoiceTiming &T) {
     OS << T.Choice << " = ";
-    printMicros(T.Us, OS);
+    if (T.Skipped)
+      OS << "skipped";
+    else
+      printMicros(T.Us, OS);
   });
   OS << '}';
 }

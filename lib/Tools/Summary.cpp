@@ -15,6 +15,8 @@ namespace {
 /// each node its fastest variants; the report has everything.
 constexpr size_t MaxNodes = 20;
 constexpr size_t MaxRows = 10;
+/// Pruned choices are one line per node, naming at most this many.
+constexpr size_t MaxPrunedNames = 8;
 
 /// One line under a node: a choice, fused or not, at its time.
 struct Row {
@@ -115,7 +117,14 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
       HasFused |= std::isfinite(C.FusedUs);
     double Epi = HasFused && std::isfinite(NR.EpilogueUs) ? NR.EpilogueUs : 0;
     std::vector<Row> Rows;
+    // Pruned choices were never measured: they are not rows (they took
+    // most of the ten), but one line after them.
+    std::vector<llvm::StringRef> Pruned;
     for (const ChoiceResult &C : NR.Choices) {
+      if (C.Pruned && C.Status == ChoiceStatus::Skipped) {
+        Pruned.push_back(C.Name);
+        continue;
+      }
       Rows.push_back({&C, false, C.Us + Epi, Rows.size()});
       if (std::isfinite(C.FusedUs))
         Rows.push_back({&C, true, C.FusedUs, Rows.size()});
@@ -157,6 +166,16 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
             OS << " (rank " << Slow << " slowest)";
         }
       }
+      OS << '\n';
+    }
+    if (!Pruned.empty()) {
+      OS << "  " << Pruned.size() << " choice"
+         << (Pruned.size() == 1 ? "" : "s")
+         << " skipped by pruning (--prune-top-k): ";
+      llvm::interleaveComma(llvm::ArrayRef(Pruned).take_front(MaxPrunedNames),
+                            OS);
+      if (Pruned.size() > MaxPrunedNames)
+        OS << ", ... " << Pruned.size() - MaxPrunedNames << " more";
       OS << '\n';
     }
     for (const DispatchEntry &D : NR.Dispatch)

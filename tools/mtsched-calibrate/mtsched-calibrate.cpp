@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Support/FileIO.h"
+#include "mtsched/Support/ToolError.h"
 #include "mtsched/Support/Version.h"
 #include "mtsched/Tools/Calibrate.h"
 #include "mtsched/Tools/ToolOptions.h"
@@ -45,7 +46,7 @@ static cl::opt<std::string> Name("name",
 static ChoiceToolOptions ChoiceOpts(Cat);
 
 static void fail(const Twine &Msg) {
-  errs() << "mtsched-calibrate: error: " << Msg << '\n';
+  reportToolError(Msg);
   exit(1);
 }
 
@@ -53,6 +54,7 @@ int main(int argc, char **argv) {
   InitLLVM X(argc, argv);
   cl::HideUnrelatedOptions(Cat);
   setToolVersionPrinter("mtsched-calibrate");
+  setErrorToolName("mtsched-calibrate");
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-calibrate: fit the simulated device to a run\n");
   Expected<DeviceDesc> Start = loadDevice(Device);

@@ -9,6 +9,7 @@
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
 #include "mtsched/Support/FileIO.h"
+#include "mtsched/Support/ToolError.h"
 #include "mtsched/Support/Version.h"
 #include "mtsched/Tools/Lab.h"
 #include "mtsched/Tools/ToolOptions.h"
@@ -31,8 +32,14 @@ static cl::list<unsigned>
     Prune("prune", cl::desc("--prune-top-k settings, 0 = none (default 0,1,3)"),
           cl::CommaSeparated, cl::cat(Cat));
 
+static cl::opt<bool> WallTimes(
+    "wall-times",
+    cl::desc("Add the autotune ms column (wall time: it differs from run to "
+             "run, so the table is no longer the same for the same seed)"),
+    cl::cat(Cat));
+
 static void fail(const Twine &Msg) {
-  errs() << "mtsched-lab: error: " << Msg << '\n';
+  reportToolError(Msg);
   exit(1);
 }
 
@@ -40,6 +47,7 @@ int main(int argc, char **argv) {
   InitLLVM X(argc, argv);
   cl::HideUnrelatedOptions(Cat);
   setToolVersionPrinter("mtsched-lab");
+  setErrorToolName("mtsched-lab");
   cl::ParseCommandLineOptions(
       argc, argv, "mtsched-lab: compare fusion heuristics and pruning\n");
   LabOptions Opts;
@@ -63,7 +71,9 @@ int main(int argc, char **argv) {
   Expected<std::vector<LabRow>> Rows = runLab(Opts);
   if (!Rows)
     fail(toString(Rows.takeError()));
-  printLabTable(*Rows, outs());
+  LabTableOptions Table;
+  Table.WallTimes = WallTimes;
+  printLabTable(*Rows, outs(), Table);
   // The table is the lab's whole output: losing it is a failure.
   return checkStdoutWritten("mtsched-lab") ? 0 : 1;
 }

@@ -30,6 +30,8 @@ struct ChoiceResult {
   double FusedUs;
   bool FusedPredicted = false;
   std::string Message;
+  /// Skipped because --prune-top-k dropped it: not measured, not failed.
+  bool Pruned = false;
 };
 
 struct NodeResult {

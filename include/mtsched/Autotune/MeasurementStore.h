@@ -28,6 +28,8 @@ struct AgreedMeasurement {
   double Us = std::numeric_limits<double>::infinity();
   double LocalUs = std::numeric_limits<double>::infinity();
   std::string Message;
+  /// Skipped because --prune-top-k dropped it (Message says why).
+  bool Pruned = false;
 };
 
 /// The part of a measurement's key that depends on the workload only; it is

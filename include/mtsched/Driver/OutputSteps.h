@@ -9,6 +9,7 @@
 #ifndef MTSCHED_DRIVER_OUTPUTSTEPS_H
 #define MTSCHED_DRIVER_OUTPUTSTEPS_H
 
+#include "mtsched/Runtime/DeviceDesc.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cstdint>
 #include <string>
@@ -19,8 +20,10 @@ class BackendRegistry;
 class Module;
 
 struct OutputSteps {
-  enum class EmitKind { IR, Dot };
+  enum class EmitKind { IR, Dot, Timeline };
   EmitKind Emit = EmitKind::IR;
+  /// --emit=timeline: the device whose model times plain buffer kernels.
+  DeviceDesc Device;
   /// --dump-kernels: every generated kernel's CUDA C++ goes to this folder.
   std::string DumpKernelsDir;
   /// --run: how kernels are compiled (--compile-threads, --kernel-cache-dir).

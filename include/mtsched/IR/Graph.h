@@ -180,10 +180,15 @@ private:
   int KernelId = NoKernel;
 };
 
-/// Timing of one choice, in microseconds; +inf when it failed.
+/// Timing of one choice, in microseconds; +inf when it failed or was not
+/// measured.
 struct ChoiceTiming {
   std::string Choice;
   double Us = std::numeric_limits<double>::infinity();
+  /// Not measured because --prune-top-k dropped it: printed `skipped`
+  /// rather than `inf`, so that a pruned choice does not read as a failed
+  /// one. Us stays +inf, so nothing can pick it.
+  bool Skipped = false;
   /// Where the parser read the entry; diagnostics about it point here.
   llvm::SMLoc Loc = {};
 };

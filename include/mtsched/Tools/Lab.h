@@ -4,9 +4,9 @@
 // The heuristics lab runs the whole pipeline (lower, fuse, autotune on
 // every rank) over a corpus of graphs once per fusion heuristic and pruning
 // setting, and tabulates, per graph and setting, the predicted and measured
-// time of the decided graph, the autotuning wall time, the benchmarks run
-// and the regret against the exhaustive run (benchmark heuristic, no
-// pruning). docs/HEURISTICS.md explains the columns.
+// time of the decided graph, the benchmarks run, the regret against the
+// fastest decided graph of the same measurements and, on request, the
+// autotuning wall time. docs/HEURISTICS.md explains the columns.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_TOOLS_LAB_H
@@ -34,6 +34,12 @@ struct LabOptions {
   std::vector<unsigned> PruneTopK = {0, 1, 3};
 };
 
+struct LabTableOptions {
+  /// Adds the `autotune ms` column: wall time, which no two runs share, so
+  /// that a table without it is byte-identical for the same seed.
+  bool WallTimes = false;
+};
+
 struct LabRow {
   std::string File;
   std::string Heuristic;
@@ -45,7 +51,9 @@ struct LabRow {
   double MeasuredUs = 0;
   double AutotuneMs = 0;
   unsigned Benchmarks = 0;
-  /// MeasuredUs / MeasuredUs(exhaustive) - 1.
+  /// MeasuredUs / Best - 1, where Best is the fastest MeasuredUs of the
+  /// graph over the exhaustive run and every setting: all are priced by the
+  /// same timings, so the regret is never negative (0 for the best).
   double Regret = 0;
 };
 
@@ -53,7 +61,8 @@ struct LabRow {
 llvm::Expected<std::vector<LabRow>> runLab(const LabOptions &Opts);
 
 /// One Markdown table of the rows.
-void printLabTable(const std::vector<LabRow> &Rows, llvm::raw_ostream &OS);
+void printLabTable(const std::vector<LabRow> &Rows, llvm::raw_ostream &OS,
+                   const LabTableOptions &Table = {});
 
 } // namespace mtsched
 

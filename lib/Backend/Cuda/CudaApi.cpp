@@ -1,7 +1,9 @@
 //===- CudaApi.cpp - Loading the CUDA libraries at run time ---------------===//
 #include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Support/ToolError.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cstdlib>
@@ -94,10 +96,10 @@ static CUresult boundedWait(llvm::function_ref<CUresult()> Query,
     if (R != CUDA_ERROR_NOT_READY)
       return R;
     if (std::chrono::steady_clock::now() - Start > Limit) {
-      llvm::errs() << "mtsched-opt: error: " << What
-                   << " did not finish on the GPU within " << Limit.count()
-                   << " ms; a kernel that does not end leaves a context that "
-                      "can run nothing else, so stopping\n";
+      reportToolError(What + " did not finish on the GPU within " +
+                      llvm::Twine(Limit.count()) +
+                      " ms; a kernel that does not end leaves a context that "
+                      "can run nothing else, so stopping");
       llvm::errs().flush();
       std::_Exit(1);
     }
