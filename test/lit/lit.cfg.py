@@ -33,6 +33,7 @@ config.environment["MTSCHED_CACHE_DIR"] = os.path.join(
     config.mtsched_obj_root, "test", "lit", "default-cache")
 
 config.substitutions.append(("%mtsched-opt", os.path.join(config.mtsched_tools_dir, "mtsched-opt")))
+config.substitutions.append(("%mtsched-src", config.mtsched_src_root))
 config.substitutions.append(("%examples", os.path.join(config.mtsched_src_root, "examples")))
 config.substitutions.append(("%python", config.python))
 # project(mtsched VERSION ...); absent from site configs written by hand
