@@ -103,6 +103,16 @@ if [[ -f "$CACHE" ]]; then
   fi
 fi
 
+# A directory configured with the tests off (scripts/run-example.sh, on a
+# machine that had only the example's packages) decided MPI ranks from what
+# was installed then, and CMake keeps that answer. When the tests are turned
+# on, scripts/setup.sh has installed the rest: look for MPI again.
+RESET=()
+if [[ -f "$CACHE" && $TESTS == ON ]] &&
+  grep -q '^MTSCHED_ENABLE_TESTS:BOOL=OFF$' "$CACHE"; then
+  RESET=(-UMTSCHED_ENABLE_MPI '-UMPI_*')
+fi
+
 mkdir -p "$BUILD_DIR"
 echo "build: configuring $BUILD_DIR ($BUILD_TYPE${SANITIZER:+, sanitizer=$SANITIZER}$([[ $FUZZER == 1 ]] && echo ", fuzzer")$([[ $WERROR == ON ]] && echo ", -Werror"); $(basename "$CXX_BIN"), LLVM $("$LLVM_CONFIG" --version))"
 cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
@@ -115,6 +125,7 @@ cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
   -DMTSCHED_ENABLE_TESTS="$TESTS" \
   -DMTSCHED_ENABLE_BENCH="$BENCH" \
   ${WERROR:+-DMTSCHED_WERROR="$WERROR"} \
+  "${RESET[@]}" \
   >"$BUILD_DIR/configure.log" 2>&1 || {
     cat "$BUILD_DIR/configure.log" >&2
     echo "build: error: cmake configure failed" >&2

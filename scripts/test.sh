@@ -9,7 +9,11 @@
 #
 # Stages, in order:
 #   setup     scripts/setup.sh (installs what is missing)
-#   release   Release build (build/, clang, -Werror), ctest: unit + lit tests
+#   docs      scripts/check-docs.py: no dead link, missing file, missing page
+#             or unknown mtsched:: target in README.md and docs/*.md
+#   release   Release build (build/, clang, -Werror), ctest: unit tests and
+#             one lit entry per test/lit directory (lit-IR, lit-Cuda, ...);
+#             reuses what scripts/run-example.sh built in build/
 #   deps      the Release mtsched-opt links no libLLVM*.so
 #   example   scripts/run-example.sh (the README's first command)
 #   import    the PyTorch importer's tests (lit: test/lit/Import, the .npy
@@ -66,6 +70,10 @@ run_ctest() {
 
 stage_setup() {
   bash "$ROOT/scripts/setup.sh"
+}
+
+stage_docs() {
+  python3 "$ROOT/scripts/check-docs.py"
 }
 
 stage_release() {
@@ -310,7 +318,7 @@ fi
 # Driver.
 # ---------------------------------------------------------------------------
 
-STAGES=(setup release deps example import chaos asan tsan fuzz build-matrix package)
+STAGES=(setup docs release deps example import chaos asan tsan fuzz build-matrix package)
 if [[ -d "$ROOT/scripts/test-extra.d" ]]; then
   while IFS= read -r F; do
     STAGES+=("extra:$(basename "$F")")
@@ -320,6 +328,7 @@ fi
 describe() {
   case "$1" in
   setup) echo "install missing packages" ;;
+  docs) echo "README.md and docs/*.md: links, paths, pages, targets" ;;
   release) echo "Release build (-Werror), unit + lit tests" ;;
   deps) echo "mtsched-opt links no libLLVM*.so" ;;
   example) echo "scripts/run-example.sh" ;;
@@ -351,7 +360,7 @@ for ARG in "$@"; do
     exit 0
     ;;
   -h | --help)
-    sed -n '2,43p' "$SELF" | sed 's/^# \{0,1\}//'
+    sed -n '2,47p' "$SELF" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)

@@ -33,6 +33,7 @@ config.environment["MTSCHED_CACHE_DIR"] = os.path.join(
     config.mtsched_obj_root, "test", "lit", "default-cache")
 
 config.substitutions.append(("%mtsched-opt", os.path.join(config.mtsched_tools_dir, "mtsched-opt")))
+config.substitutions.append(("%mtsched-src", config.mtsched_src_root))
 config.substitutions.append(("%examples", os.path.join(config.mtsched_src_root, "examples")))
 config.substitutions.append(("%python", config.python))
 # project(mtsched VERSION ...); absent from site configs written by hand
@@ -40,23 +41,27 @@ config.substitutions.append(("%python", config.python))
 if getattr(config, "mtsched_version", None):
     config.substitutions.append(("%mtsched-version", config.mtsched_version))
 
-# cuda-gpu: a GPU is present, so tests under Cuda/ that need one run
-# (scripts/gpu-test.sh); CI has none and reports them unsupported.
+# cuda-gpu: a GPU is visible to CUDA, so tests under Cuda/ that need one run
+# (scripts/gpu-test.sh); CI has none and reports them unsupported. cuda-2gpu:
+# at least two, for collectives on thread ranks (one GPU each). Counted by
+# cuda_gpus.py in a process of its own: the GPUs CUDA shows (the driver's
+# count, so CUDA_VISIBLE_DEVICES applies), not every GPU nvidia-smi lists.
 import subprocess
+import sys
+_cuda_gpus = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          "cuda_gpus.py")
+config.substitutions.append(("%cuda-gpus", sys.executable + " " + _cuda_gpus))
 try:
-    if subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL, timeout=30).returncode == 0:
-        config.available_features.add("cuda-gpu")
-except (OSError, subprocess.SubprocessError):
-    pass
-# cuda-2gpu: at least two GPUs, for collectives on thread ranks (one GPU each).
-try:
-    _gpus = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, timeout=30)
-    if _gpus.returncode == 0 and _gpus.stdout.decode().count("GPU ") >= 2:
-        config.available_features.add("cuda-2gpu")
-except (OSError, subprocess.SubprocessError):
-    pass
+    _out = subprocess.run([sys.executable, _cuda_gpus], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, timeout=60)
+    _visible_gpus = int(_out.stdout.decode().strip() or 0) \
+        if _out.returncode == 0 else 0
+except (OSError, subprocess.SubprocessError, ValueError):
+    _visible_gpus = 0
+if _visible_gpus >= 1:
+    config.available_features.add("cuda-gpu")
+if _visible_gpus >= 2:
+    config.available_features.add("cuda-2gpu")
 # mpirun: an MPI launcher, for tests of MPI ranks (as root, Open MPI must be
 # told that is fine; the ranks inherit the environment on one machine).
 import shutil
@@ -83,13 +88,28 @@ config.substitutions.append(("%gallery",
 config.substitutions.append(("%torch-examples",
                              os.path.join(config.mtsched_src_root, "examples",
                                           "torch")))
+# The probe finds the modules and reads torch's installed version without
+# importing torch, which alone took 16 s on a loaded two-core machine, and
+# ctest runs lit (so this file) once per test directory. Only a torch with
+# no package metadata is imported.
+_TORCH_PROBE = """
+import importlib.util, sys
+if importlib.util.find_spec("numpy") is None or importlib.util.find_spec("torch") is None:
+    sys.exit(1)
+try:
+    from importlib.metadata import version
+    print(version("torch"))
+except Exception:
+    import torch
+    print(torch.__version__)
+"""
 _torch_python = None
 for _cand in [config.python, "/usr/bin/python3", shutil.which("python3")]:
     if not _cand or not os.path.exists(_cand):
         continue
     try:
         _out = subprocess.run(
-            [_cand, "-c", "import numpy; import torch; print(torch.__version__)"],
+            [_cand, "-c", _TORCH_PROBE],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=120)
     except (OSError, subprocess.SubprocessError):
         continue

@@ -19,6 +19,7 @@
 #include "llvm/Support/Threading.h"
 #include "gtest/gtest.h"
 #include <cmath>
+#include <iterator>
 #include <mutex>
 #include <tuple>
 
@@ -266,23 +267,29 @@ TEST(AttentionCodegen, MmaKernelShape) {
   }
 }
 
-TEST(AttentionCodegen, EveryChoiceCompilesWithNvrtc) {
+// Decode and prefill of Llama-3-8B, a speculative step with an odd head
+// dimension (the flash kernel's general path) and with D = 64 (the
+// tensor-core tiles'), multi-head f32. One test per shape, so that each
+// stays short on a loaded machine (all five took a minute of wall time at a
+// load average of 30 on two cores).
+static const Shape NvrtcShapes[] = {{"bf16", 4, 32, 8, 1, 4096, 128, true},
+                                    {"bf16", 1, 32, 8, 4096, 4096, 128, true},
+                                    {"f16", 2, 6, 3, 5, 100, 40, false},
+                                    {"f16", 2, 6, 3, 5, 100, 64, true},
+                                    {"f32", 1, 4, 4, 70, 70, 64, true}};
+
+class EveryChoiceCompilesWithNvrtc : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(EveryChoiceCompilesWithNvrtc, Shape) {
   llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
   if (!Nv)
     GTEST_SKIP() << "NVRTC not available, attention kernels not compiled: "
                  << llvm::toString(Nv.takeError());
-  // Decode and prefill of Llama-3-8B, a speculative step with an odd head
-  // dimension (the flash kernel's general path) and with D = 64 (the
-  // tensor-core tiles'), multi-head f32. Tensor-core tiles are compiled
-  // where they apply.
-  const Shape Shapes[] = {{"bf16", 4, 32, 8, 1, 4096, 128, true},
-                          {"bf16", 1, 32, 8, 4096, 4096, 128, true},
-                          {"f16", 2, 6, 3, 5, 100, 40, false},
-                          {"f16", 2, 6, 3, 5, 100, 64, true},
-                          {"f32", 1, 4, 4, 70, 70, 64, true}};
+  // Tensor-core tiles are compiled where they apply.
   std::vector<std::unique_ptr<Parsed>> Keep;
   std::vector<KernelSource> Work;
-  for (const Shape &S : Shapes) {
+  {
+    const Shape &S = NvrtcShapes[GetParam()];
     auto P = attention(S);
     ASSERT_TRUE(P);
     std::vector<Choice> All;
@@ -315,3 +322,6 @@ TEST(AttentionCodegen, EveryChoiceCompilesWithNvrtc) {
   for (const std::string &F : Failures)
     ADD_FAILURE() << F;
 }
+
+INSTANTIATE_TEST_SUITE_P(AttentionCodegen, EveryChoiceCompilesWithNvrtc,
+                         ::testing::Range<size_t>(0, std::size(NvrtcShapes)));

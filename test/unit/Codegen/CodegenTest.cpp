@@ -16,6 +16,7 @@
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -23,6 +24,8 @@
 #include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
+#include <chrono>
+#include <iostream>
 #include <mutex>
 #include <tuple>
 
@@ -582,39 +585,44 @@ static constexpr bool SanitizedBuild = false;
 static constexpr bool SanitizedBuild = false;
 #endif
 
-TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
-  llvm::Expected<const cuda::NvrtcApi &> N = cuda::loadNvrtc();
-  if (!N)
-    GTEST_SKIP() << "NVRTC not available, generated kernels not compiled: "
-                 << llvm::toString(N.takeError());
-  std::vector<std::pair<std::string, std::string>> Cases = corpus();
-  ASSERT_FALSE(Cases.empty());
-  // Distinct sources only: many tests share shapes.
-  llvm::StringSet<> Seen;
+namespace {
+
+/// Every distinct kernel generated for the corpus, plus one that evaluates
+/// every pointwise op of the table, in a fixed order (the corpus is sorted),
+/// built once per process.
+struct KernelCorpus {
   std::vector<std::pair<std::string, KernelSource>> Work;
-  std::vector<std::unique_ptr<Parsed>> Keep;
+  /// Generation errors, "file#case: message".
+  std::vector<std::string> Errors;
   unsigned Graphs = 0;
-  for (auto &C : Cases) {
-    auto P = lowerAndFuse(C.second, C.first);
-    if (!P)
-      continue;
-    for (auto &G : P->M->getGraphs()) {
-      ++Graphs;
-      std::vector<std::string> Errors;
-      for (KernelSource &K : generateGraphKernels(*G, Errors))
-        if (Seen.insert(K.Source).second)
-          Work.emplace_back(C.first, std::move(K));
-      // Unsupported constructs are reported, never silently dropped.
-      for (const std::string &E : Errors)
-        ADD_FAILURE() << C.first << ": " << E;
+  /// The kernels point into the parsed modules.
+  std::vector<std::unique_ptr<Parsed>> Keep;
+  double Seconds = 0;
+};
+
+const KernelCorpus &kernelCorpus() {
+  static const KernelCorpus C = [] {
+    KernelCorpus C;
+    auto Start = std::chrono::steady_clock::now();
+    llvm::StringSet<> Seen; // Distinct sources only: many tests share shapes.
+    for (auto &Case : corpus()) {
+      auto P = lowerAndFuse(Case.second, Case.first);
+      if (!P)
+        continue;
+      for (auto &G : P->M->getGraphs()) {
+        ++C.Graphs;
+        std::vector<std::string> Errors;
+        for (KernelSource &K : generateGraphKernels(*G, Errors))
+          if (Seen.insert(K.Source).second)
+            C.Work.emplace_back(Case.first, std::move(K));
+        for (const std::string &E : Errors)
+          C.Errors.push_back(Case.first + ": " + E);
+      }
+      C.Keep.push_back(std::move(P));
     }
-    Keep.push_back(std::move(P));
-  }
-  EXPECT_GT(Graphs, 10u);
-  // Every pointwise op of the table, whether or not an input uses it: one
-  // kernel evaluates each expression (as the codegens expand it) over
-  // loaded operands.
-  {
+    // Every pointwise op of the table, whether or not an input uses it: one
+    // kernel evaluates each expression (as the codegens expand it) over
+    // loaded operands.
     KernelSource K;
     K.Name = "op_table_expressions";
     std::string Body;
@@ -632,41 +640,94 @@ TEST(CudaCodegen, EveryKernelCompilesWithNvrtc) {
     K.Source = "extern \"C\" __global__ void " + K.Name +
                "(const float *p, float *q) {\n  const int i = threadIdx.x;\n" +
                Body + "}\n";
-    Work.emplace_back("the op table", std::move(K));
-  }
+    C.Work.emplace_back("the op table", std::move(K));
+    C.Seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+            .count();
+    return C;
+  }();
+  return C;
+}
+
+/// Compiling every kernel is one test per shard: as a single test it ran
+/// past ctest's 900 s on a loaded two-core machine. Kernel I goes to shard
+/// I % NumNvrtcShards, so each shard gets a similar mix. If the corpus grows
+/// past MaxKernelsPerShard per shard, EveryGraphGeneratesKernels fails and
+/// says to raise NumNvrtcShards.
+constexpr unsigned NumNvrtcShards = 96;
+constexpr size_t MaxKernelsPerShard = 32;
+
+} // namespace
+
+TEST(CudaCodegen, EveryGraphGeneratesKernels) {
+  const KernelCorpus &C = kernelCorpus();
+  EXPECT_GT(C.Graphs, 10u);
+  // Unsupported constructs are reported, never silently dropped.
+  for (const std::string &E : C.Errors)
+    ADD_FAILURE() << E;
+  size_t PerShard = (C.Work.size() + NumNvrtcShards - 1) / NumNvrtcShards;
+  EXPECT_LE(PerShard, MaxKernelsPerShard)
+      << C.Work.size() << " distinct kernels: raise NumNvrtcShards so that "
+      << "each EveryKernelCompilesWithNvrtc shard stays short";
+  std::cout << "[ generated ] " << C.Work.size() << " distinct kernels from "
+            << C.Graphs << " graphs in "
+            << llvm::formatv("{0:F1}", C.Seconds).str() << " s\n";
+}
+
+class EveryKernelCompilesWithNvrtc : public ::testing::TestWithParam<unsigned> {
+};
+
+TEST_P(EveryKernelCompilesWithNvrtc, Shard) {
+  llvm::Expected<const cuda::NvrtcApi &> N = cuda::loadNvrtc();
+  if (!N)
+    GTEST_SKIP() << "NVRTC not available, generated kernels not compiled: "
+                 << llvm::toString(N.takeError());
+  const unsigned Shard = GetParam();
+  const KernelCorpus &C = kernelCorpus();
+  ASSERT_GT(C.Work.size(), 1u);
   // Under a sanitizer NVRTC runs uninstrumented but allocates through the
   // sanitizer's allocator: compiling every kernel ran past ctest's 900 s in a
   // CI rehearsal's ASan stage on 2 cores (with another job running; 289 s
   // in the release stage, which compiles them all). There every fourth
   // kernel is compiled, the same ones each run: the host code generating
-  // them is checked all the same.
-  size_t Total = Work.size(), Stride = SanitizedBuild ? 4 : 1;
-  if (Stride > 1) {
-    std::vector<std::pair<std::string, KernelSource>> Sample;
-    for (size_t I = 0; I < Work.size(); I += Stride)
-      Sample.push_back(std::move(Work[I]));
-    Work = std::move(Sample);
-  }
+  // them is checked all the same (EveryGraphGeneratesKernels).
+  const size_t Stride = SanitizedBuild ? 4 : 1;
+  std::vector<const std::pair<std::string, KernelSource> *> Mine;
+  for (size_t I = 0; I < C.Work.size(); ++I)
+    if (I % NumNvrtcShards == Shard && (I / NumNvrtcShards) % Stride == 0)
+      Mine.push_back(&C.Work[I]);
+  auto Start = std::chrono::steady_clock::now();
   std::mutex Mu;
   std::vector<std::string> Failures;
-  llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(8));
-  for (auto &W : Work)
-    Pool.async([&W, &Mu, &Failures] {
-      llvm::Expected<std::string> Cubin = cuda::compileToCubin(
-          W.second.Source, W.second.Name, 90, W.second.NeedsSm90a);
-      if (!Cubin) {
-        std::lock_guard<std::mutex> L(Mu);
-        Failures.push_back(W.first + ": " + W.second.Name + ": " +
-                           llvm::toString(Cubin.takeError()));
-      }
-    });
-  Pool.wait();
+  {
+    llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(8));
+    for (const auto *W : Mine)
+      Pool.async([W, &Mu, &Failures] {
+        llvm::Expected<std::string> Cubin = cuda::compileToCubin(
+            W->second.Source, W->second.Name, 90, W->second.NeedsSm90a);
+        if (!Cubin) {
+          std::lock_guard<std::mutex> L(Mu);
+          Failures.push_back(W->first + ": " + W->second.Name + ": " +
+                             llvm::toString(Cubin.takeError()));
+        }
+      });
+    Pool.wait();
+  }
   for (const std::string &F : Failures)
     ADD_FAILURE() << F;
-  std::cout << "[ compiled ] " << Work.size() << " of " << Total
-            << " distinct kernels from " << Graphs << " graphs"
+  double Secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+          .count();
+  std::cout << "[ compiled ] shard " << Shard << " of " << NumNvrtcShards
+            << ": " << Mine.size() << " of " << C.Work.size()
+            << " distinct kernels in " << llvm::formatv("{0:F1}", Secs).str()
+            << " s (generating all: "
+            << llvm::formatv("{0:F1}", C.Seconds).str() << " s)"
             << (Stride > 1 ? " (a sanitizer build: every fourth)" : "") << "\n";
 }
+
+INSTANTIATE_TEST_SUITE_P(CudaCodegen, EveryKernelCompilesWithNvrtc,
+                         ::testing::Range(0u, NumNvrtcShards));
 
 TEST(CudaCompiler, CachesAndRewritesCorruptEntries) {
   llvm::Expected<const cuda::NvrtcApi &> N = cuda::loadNvrtc();
