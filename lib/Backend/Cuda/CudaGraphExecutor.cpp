@@ -152,7 +152,8 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
   for (const auto &In : G.getInputs()) {
     if (llvm::Error E = Alloc(In.get()))
       return E;
-    std::string Bytes = toDeviceBytes(Host[In.get()], In->getType().Dtype);
+    std::string Bytes =
+        toDeviceBytes(Host[In.get()].toDoubles(), In->getType().Dtype);
     if (CUresult R = D.cuMemcpyHtoDAsync(Dev[In.get()], Bytes.data(),
                                          Bytes.size(), Gp.Stream))
       return err("cannot copy '%" + In->getName() + "': " + D.errorString(R));
@@ -444,7 +445,7 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
          << " launches)\n";
       continue;
     }
-    const std::vector<double> &Ref = Host[V];
+    const std::vector<double> Ref = Host[V].toDoubles();
     double E2 = 0, R2 = 0;
     bool Finite = true;
     for (size_t I = 0; I < Out.size(); ++I) {
