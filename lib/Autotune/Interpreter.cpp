@@ -224,13 +224,12 @@ int64_t mtsched::wrapInt(int64_t V, DType T) {
 int64_t mtsched::doubleToInt(double D, DType T) {
   if (!std::isfinite(D))
     return 0;
-  // Truncated, every finite double is an integer that fmod reduces
-  // exactly into (-2^64, 2^64); its low 64 bits are then its residue.
-  double M = std::fmod(std::trunc(D), 18446744073709551616.0);
-  if (M < 0)
-    M += 18446744073709551616.0;
-  // M may round up to 2^64 itself when it was tiny and negative.
-  uint64_t U = M >= 18446744073709551616.0 ? 0 : uint64_t(M);
+  // Truncated, every finite double is an integer; fmod reduces its
+  // magnitude exactly below 2^64, and the sign is applied modulo 2^64.
+  double M = std::fmod(std::fabs(std::trunc(D)), 18446744073709551616.0);
+  uint64_t U = uint64_t(M);
+  if (D < 0)
+    U = 0 - U;
   return wrapInt(int64_t(U), T);
 }
 
