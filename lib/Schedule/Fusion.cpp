@@ -193,8 +193,10 @@ const Node *FusionAnalysis::cycleThrough(const Node *Consumer,
 std::string FusionAnalysis::whyNotJoin(const MultiTemplateBufferNode &M,
                                        const Node *U, const Node *Cur,
                                        const KernelSet &Members) {
-  if (std::string Why = whyNotEpilogueMember(M, *U); !Why.empty())
-    return Why;
+  // The op's category first; a custom template's pointwise-only rule
+  // speaks after the shape rules below (the same function decides both).
+  if (!isFusableOp(U->getOp()) || !llvm::isa<BufferNode>(U))
+    return whyNotEpilogueMember(M, *U);
   auto Owner = EpilogueOwner.find(U);
   if (Owner != EpilogueOwner.end())
     return "consumer '%" + U->getName() + "' is in the epilogue of '%" +
@@ -206,6 +208,8 @@ std::string FusionAnalysis::whyNotJoin(const MultiTemplateBufferNode &M,
   if (isRowReduction(U->getOp()) && U->getOperand(0) != Cur->getResult())
     return "'%" + Cur->getName() + "' is not the normalised input of '%" +
            U->getName() + "'";
+  if (std::string Why = whyNotEpilogueMember(M, *U); !Why.empty())
+    return Why;
   // The fused kernel runs where M runs, so everything else it reads must be
   // computed by then; a value in an earlier template's epilogue is computed
   // where that template runs.
