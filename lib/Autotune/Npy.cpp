@@ -324,7 +324,8 @@ llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
         if (!(D >= -9223372036854775808.0 && D < 9223372036854775808.0))
           return err("'" + Path + "': element " + llvm::Twine(K) + " (" +
                      llvm::formatv("{0}", A->Values.floats()[K]) +
-                     ") is not a value of i64 input '%" + In->getName() + "'");
+                     ") is not an integer value of " + dtypeName(T.Dtype) +
+                     " input '%" + In->getName() + "'");
         X = int64_t(D);
       }
       if (I32 && (X < INT32_MIN || X > INT32_MAX))
