@@ -492,12 +492,15 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
     }
     std::vector<int64_t> Indices(NumOut);
     Result = HostValues::zeros(T.Dtype, NumOut);
-    if (Result.isInt()) {
-      HostValues X = In[0]->isInt() ? *In[0] : fromDoubles(Floats(0), T.Dtype);
-      sortRows(X.ints(), Result.ints(), Indices, Rows, Len, K, Largest);
-    } else {
+    // Read from the operand's own storage: a copy of a tensor near
+    // --interpret-max-bytes would exceed it.
+    if (!Result.isInt())
       sortRows(Floats(0), Result.floats(), Indices, Rows, Len, K, Largest);
-    }
+    else if (In[0]->isInt())
+      sortRows(In[0]->ints(), Result.ints(), Indices, Rows, Len, K, Largest);
+    else
+      sortRows(fromDoubles(Floats(0), T.Dtype).ints(), Result.ints(), Indices,
+               Rows, Len, K, Largest);
     Data[N.getResult(1)] = HostValues(std::move(Indices));
   } else if (Op == OpCode::Scatter) {
     std::optional<ScatterShape> S = scatterShapeOf(N);
