@@ -5,10 +5,13 @@
 #include "mtsched/IR/Scan.h"
 #include "mtsched/IR/Scatter.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/MathExtras.h"
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <unistd.h>
 
 using namespace mtsched;
 
@@ -200,24 +203,170 @@ void mtsched::attentionReferenceHeadRow(const AttentionShape &S,
       Out[X] += P[J] / Sum * Vh[J * S.D + X];
 }
 
+HostValues HostValues::zeros(DType T, size_t N) {
+  if (isFloatDType(T))
+    return HostValues(std::vector<double>(N));
+  return HostValues(std::vector<int64_t>(N));
+}
+
+std::vector<double> HostValues::toDoubles() const {
+  if (!IsInt)
+    return F;
+  return std::vector<double>(I.begin(), I.end());
+}
+
+int64_t mtsched::wrapInt(int64_t V, DType T) {
+  if (T == DType::I32)
+    return int64_t(int32_t(uint32_t(uint64_t(V))));
+  return V;
+}
+
+int64_t mtsched::doubleToInt(double D, DType T) {
+  if (!std::isfinite(D))
+    return 0;
+  // Truncated, every finite double is an integer; fmod reduces its
+  // magnitude exactly below 2^64, and the sign is applied modulo 2^64.
+  double M = std::fmod(std::fabs(std::trunc(D)), 18446744073709551616.0);
+  uint64_t U = uint64_t(M);
+  if (D < 0)
+    U = 0 - U;
+  return wrapInt(int64_t(U), T);
+}
+
+/// Two's-complement arithmetic on int64_t without signed overflow (which
+/// C++ leaves undefined): through uint64_t, then wrapped to T's width.
+static int64_t addWrap(int64_t A, int64_t B, DType T) {
+  return wrapInt(int64_t(uint64_t(A) + uint64_t(B)), T);
+}
+static int64_t subWrap(int64_t A, int64_t B, DType T) {
+  return wrapInt(int64_t(uint64_t(A) - uint64_t(B)), T);
+}
+static int64_t mulWrap(int64_t A, int64_t B, DType T) {
+  return wrapInt(int64_t(uint64_t(A) * uint64_t(B)), T);
+}
+
+/// The exact integer semantics of pointwise op C on integer operands X, as
+/// PyTorch computes it on integer tensors of the result's type T; nullopt
+/// for ops that have none (div, exp, ...), which are evaluated in fp64 and
+/// converted as a cast converts.
+static std::optional<int64_t>
+evaluateIntPointwise(OpCode C, llvm::ArrayRef<int64_t> X, DType T) {
+  switch (C) {
+  case OpCode::Add:
+    return addWrap(X[0], X[1], T);
+  case OpCode::Sub:
+    return subWrap(X[0], X[1], T);
+  case OpCode::Mul:
+    return mulWrap(X[0], X[1], T);
+  case OpCode::Neg:
+    return subWrap(0, X[0], T);
+  case OpCode::Abs:
+    return X[0] < 0 ? subWrap(0, X[0], T) : X[0];
+  case OpCode::Relu:
+    return std::max<int64_t>(X[0], 0);
+  case OpCode::Maximum:
+    return std::max(X[0], X[1]);
+  case OpCode::Minimum:
+    return std::min(X[0], X[1]);
+  case OpCode::Cast:
+    return wrapInt(X[0], T);
+  case OpCode::FullLike:
+    return wrapInt(X[1], T);
+  default:
+    return std::nullopt;
+  }
+}
+
+/// Doubles stored as element type T: as they are for a float type,
+/// converted as a cast converts for an integer one.
+static HostValues fromDoubles(std::vector<double> F, DType T) {
+  if (isFloatDType(T))
+    return HostValues(std::move(F));
+  std::vector<int64_t> I(F.size());
+  for (size_t K = 0; K < F.size(); ++K)
+    I[K] = doubleToInt(F[K], T);
+  return HostValues(std::move(I));
+}
+
+/// Element From[J] stored at To[I] (a value's element moved, converted
+/// only if the two kinds differ).
+static void copyElement(HostValues &To, size_t I, const HostValues &From,
+                        size_t J, DType T) {
+  if (To.isInt())
+    To.ints()[I] = From.isInt() ? wrapInt(From.ints()[J], T)
+                                : doubleToInt(From.floats()[J], T);
+  else
+    To.floats()[I] = From.getDouble(J);
+}
+
+/// Element I of an integer operand (indices, counts), exact.
+static int64_t intAt(const HostValues &V, size_t I) {
+  return V.isInt() ? V.ints()[I] : doubleToInt(V.floats()[I], DType::I64);
+}
+
+static bool isNaN(double X) { return std::isnan(X); }
+static bool isNaN(int64_t) { return false; }
+
+/// Rows of Len elements of In, each in order (see the caller), the first
+/// K of each into Out and their positions into Indices.
+template <typename E>
+static void sortRows(const std::vector<E> &In, std::vector<E> &Out,
+                     std::vector<int64_t> &Indices, int64_t Rows, int64_t Len,
+                     int64_t K, bool Largest) {
+  std::vector<int64_t> Order(Len);
+  for (int64_t R = 0; R < Rows; ++R) {
+    const E *Row = In.data() + R * Len;
+    for (int64_t I = 0; I < Len; ++I)
+      Order[I] = I;
+    // A total order (ties by index), so std::sort needs no stability.
+    auto Before = [&](int64_t A, int64_t B) {
+      E X = Row[A], Y = Row[B];
+      bool NX = isNaN(X), NY = isNaN(Y);
+      if (NX != NY)
+        return Largest ? NX : NY;
+      if (!NX && X != Y)
+        return Largest ? X > Y : X < Y;
+      return A < B;
+    };
+    std::sort(Order.begin(), Order.end(), Before);
+    for (int64_t J = 0; J < K; ++J) {
+      Out[R * K + J] = Row[Order[J]];
+      Indices[R * K + J] = Order[J];
+    }
+  }
+}
+
 llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
-  std::vector<const std::vector<double> *> In;
+  std::vector<const HostValues *> In;
   for (const Operand &O : N.getOperands()) {
     auto It = Data.find(O.V);
     if (It == Data.end())
       return err("no value for '%" + O.V->getName() + "'");
     In.push_back(&It->second);
   }
+  // The fp64 ops (GEMMs, attention, norms) read integer operands, which
+  // they do not expect, as doubles.
+  std::vector<std::vector<double>> Converted;
+  Converted.reserve(In.size());
+  auto Floats = [&](unsigned K) -> const std::vector<double> & {
+    if (!In[K]->isInt())
+      return In[K]->floats();
+    Converted.push_back(In[K]->toDoubles());
+    return Converted.back();
+  };
   const TensorType &T = N.getType();
-  std::vector<double> Out(T.numElements());
+  int64_t NumOut = T.numElements();
   OpCode Op = N.getOp();
+  HostValues Result;
   if (Op == OpCode::MatMul) {
+    std::vector<double> Out(NumOut);
     const TensorType &A = N.getOperand(0)->getType(),
                      &B = N.getOperand(1)->getType();
     int64_t K = A.innerDim(), Nn = B.innerDim();
     int64_t M = A.Shape[A.rank() - 2];
     int64_t Batch = A.numElements() / (M * K);
     bool BatchedB = B.rank() > 2;
+    const std::vector<double> &A0 = Floats(0), &B1 = Floats(1);
     // Rows in parallel: --run checks a 4096^3 GEMM in fp64 here.
     parallelChunks(
         Batch * M,
@@ -225,8 +374,8 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
           for (int64_t Row = Begin; Row < End; ++Row) {
             int64_t Bt = Row / M;
             double *C = &Out[Row * Nn];
-            const double *Ar = &(*In[0])[Row * K];
-            const double *Bm = &(*In[1])[BatchedB ? Bt * K * Nn : 0];
+            const double *Ar = &A0[Row * K];
+            const double *Bm = &B1[BatchedB ? Bt * K * Nn : 0];
             for (int64_t Kk = 0; Kk < K; ++Kk) {
               double Av = Ar[Kk];
               const double *Br = Bm + Kk * Nn;
@@ -241,30 +390,37 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
     // fp8 operands: their scales, per tensor or per row of A / column
     // of B (then both operands are 2-D).
     if (N.getNumOperands() == 4) {
-      bool RowA = In[2]->size() != 1, ColB = In[3]->size() != 1;
+      const std::vector<double> &SA = Floats(2), &SB = Floats(3);
+      bool RowA = SA.size() != 1, ColB = SB.size() != 1;
       for (int64_t R = 0; R < Batch * M; ++R)
         for (int64_t J = 0; J < Nn; ++J)
-          Out[R * Nn + J] *= (*In[2])[RowA ? R : 0] * (*In[3])[ColB ? J : 0];
+          Out[R * Nn + J] *= SA[RowA ? R : 0] * SB[ColB ? J : 0];
     }
+    Result = fromDoubles(std::move(Out), T.Dtype);
   } else if (Op == OpCode::Attention) {
     std::optional<AttentionShape> S = attentionShapeOf(N);
     if (!S)
       return err("'%" + N.getName() + "' is not a well-formed attention");
+    std::vector<double> Out(NumOut);
+    const std::vector<double> &Q = Floats(0), &K = Floats(1), &V = Floats(2);
     // Query rows in parallel: --run checks prefill attention in fp64 here.
     parallelChunks(
         S->B * S->Hq * S->Sq,
         [&](int64_t Begin, int64_t End) {
           for (int64_t R = Begin; R < End; ++R)
-            attentionReferenceRow(*S, In[0]->data(), In[1]->data(),
-                                  In[2]->data(), R, &Out[R * S->D]);
+            attentionReferenceRow(*S, Q.data(), K.data(), V.data(), R,
+                                  &Out[R * S->D]);
         },
         /*MinChunk=*/
         std::max<int64_t>(1, (int64_t(1) << 20) /
                                  std::max<int64_t>(1, S->Skv * S->D)));
+    Result = fromDoubles(std::move(Out), T.Dtype);
   } else if (Op == OpCode::SwiGlu) {
     // silu(A Wg) * (A Wu), row by row.
+    std::vector<double> Out(NumOut);
     int64_t K = N.getOperand(0)->getType().innerDim(), Nn = T.innerDim();
-    int64_t Rows = T.numElements() / Nn;
+    int64_t Rows = NumOut / Nn;
+    const std::vector<double> &A = Floats(0), &Wg = Floats(1), &Wu = Floats(2);
     parallelChunks(
         Rows,
         [&](int64_t Begin, int64_t End) {
@@ -272,9 +428,9 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
           for (int64_t I = Begin; I < End; ++I) {
             std::fill(G.begin(), G.end(), 0.0);
             std::fill(U.begin(), U.end(), 0.0);
-            const double *Ar = &(*In[0])[I * K];
+            const double *Ar = &A[I * K];
             for (int64_t Kk = 0; Kk < K; ++Kk) {
-              const double *Gr = &(*In[1])[Kk * Nn], *Ur = &(*In[2])[Kk * Nn];
+              const double *Gr = &Wg[Kk * Nn], *Ur = &Wu[Kk * Nn];
               for (int64_t J = 0; J < Nn; ++J) {
                 G[J] += Ar[Kk] * Gr[J];
                 U[J] += Ar[Kk] * Ur[J];
@@ -287,6 +443,7 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
         /*MinChunk=*/
         std::max<int64_t>(1, (int64_t(1) << 22) /
                                  std::max<int64_t>(1, 2 * K * Nn)));
+    Result = fromDoubles(std::move(Out), T.Dtype);
   } else if (Op == OpCode::AllToAll && In.size() == 3) {
     // One rank's uneven all_to_all: its own rows back, then zeros. The
     // counts are checked as every rank would check them.
@@ -296,35 +453,34 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
     const TensorType &XT = N.getOperand(0)->getType();
     int64_t Rows = XT.Shape[0], Cap = T.Shape[0];
     int64_t RowElems = Rows ? XT.numElements() / Rows : 0;
-    double Send = (*In[1])[0], Recv = (*In[2])[0];
-    if (!(Send >= 0 && Send <= double(Rows)))
+    int64_t Send = intAt(*In[1], 0), Recv = intAt(*In[2], 0);
+    if (!(Send >= 0 && Send <= Rows))
       return err("'%" + N.getName() + "': the send counts ask for " +
-                 llvm::Twine(int64_t(Send)) + " rows of '%" +
+                 llvm::Twine(Send) + " rows of '%" +
                  N.getOperand(0)->getName() + "', which has " +
                  llvm::Twine(Rows));
     if (Recv != Send)
-      return err("'%" + N.getName() + "': rank 0 expects " +
-                 llvm::Twine(int64_t(Recv)) +
-                 " rows from rank 0, which sends " +
-                 llvm::Twine(int64_t(Send)));
-    if (Recv > double(Cap))
+      return err("'%" + N.getName() + "': rank 0 expects " + llvm::Twine(Recv) +
+                 " rows from rank 0, which sends " + llvm::Twine(Send));
+    if (Recv > Cap)
       return err("'%" + N.getName() + "': rank 0 receives " +
-                 llvm::Twine(int64_t(Recv)) +
-                 " rows, more than its capacity of " + llvm::Twine(Cap));
-    std::copy(In[0]->begin(), In[0]->begin() + int64_t(Recv) * RowElems,
-              Out.begin());
+                 llvm::Twine(Recv) + " rows, more than its capacity of " +
+                 llvm::Twine(Cap));
+    Result = HostValues::zeros(T.Dtype, NumOut);
+    for (int64_t I = 0; I < Recv * RowElems; ++I)
+      copyElement(Result, I, *In[0], I, T.Dtype);
   } else if (collectiveKindOf(Op) != CollectiveKind::None) {
-    if (In.empty() || In[0]->size() != Out.size())
+    if (In.empty() || int64_t(In[0]->size()) != NumOut)
       return err("'%" + N.getName() +
                  "': only one-rank collectives (the identity) are interpreted");
-    Out = *In[0];
+    Result = *In[0];
   } else if (isSort(Op)) {
     // Each row of the last dimension in order: largest first for topk
     // (unless largest = false) and for sort with descending = true, else
     // smallest first; NaN counts as larger than every number; ties keep
     // index order.
     const TensorType &InT = N.getOperand(0)->getType();
-    int64_t Len = InT.Shape.back(), Rows = InT.numElements() / Len;
+    int64_t Len = InT.Shape.back(), Rows = Len ? InT.numElements() / Len : 0;
     int64_t K = T.Shape.back();
     bool Largest;
     if (Op == OpCode::TopK) {
@@ -334,62 +490,64 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       const Attribute *A = N.getAttrs().get("descending");
       Largest = A && A->getBool();
     }
-    std::vector<double> Indices(Out.size());
-    std::vector<int64_t> Order(Len);
-    for (int64_t R = 0; R < Rows; ++R) {
-      const double *Row = In[0]->data() + R * Len;
-      for (int64_t I = 0; I < Len; ++I)
-        Order[I] = I;
-      // A total order (ties by index), so std::sort needs no stability.
-      auto Before = [&](int64_t A, int64_t B) {
-        double X = Row[A], Y = Row[B];
-        bool NX = std::isnan(X), NY = std::isnan(Y);
-        if (NX != NY)
-          return Largest ? NX : NY;
-        if (!NX && X != Y)
-          return Largest ? X > Y : X < Y;
-        return A < B;
-      };
-      std::sort(Order.begin(), Order.end(), Before);
-      for (int64_t J = 0; J < K; ++J) {
-        Out[R * K + J] = Row[Order[J]];
-        Indices[R * K + J] = double(Order[J]);
-      }
-    }
-    Data[N.getResult(1)] = std::move(Indices);
+    std::vector<int64_t> Indices(NumOut);
+    Result = HostValues::zeros(T.Dtype, NumOut);
+    // Read from the operand's own storage: a copy of a tensor near
+    // --interpret-max-bytes would exceed it.
+    if (!Result.isInt())
+      sortRows(Floats(0), Result.floats(), Indices, Rows, Len, K, Largest);
+    else if (In[0]->isInt())
+      sortRows(In[0]->ints(), Result.ints(), Indices, Rows, Len, K, Largest);
+    else
+      sortRows(fromDoubles(Floats(0), T.Dtype).ints(), Result.ints(), Indices,
+               Rows, Len, K, Largest);
+    Data[N.getResult(1)] = HostValues(std::move(Indices));
   } else if (Op == OpCode::Scatter) {
     std::optional<ScatterShape> S = scatterShapeOf(N);
     if (!S)
       return err("'%" + N.getName() + "' is not a well-formed 'scatter'");
-    Out = *In[0];
-    const std::vector<double> &Idx = *In[1], &Src = *In[2];
+    Result = HostValues::zeros(T.Dtype, NumOut);
+    for (int64_t I = 0; I < NumOut; ++I)
+      copyElement(Result, I, *In[0], I, T.Dtype);
+    const HostValues &Idx = *In[1], &Src = *In[2];
     for (int64_t O = 0; O < S->Outer; ++O)
       for (int64_t I = 0; I < S->Inner; ++I)
         for (int64_t K = 0; K < S->IdxLen; ++K) {
           int64_t Pos = (O * S->IdxLen + K) * S->Inner + I;
-          double X = Idx[Pos];
-          if (!(X >= 0 && X < double(S->DstLen)))
-            return err("'%" + N.getName() + "': index " +
-                       std::to_string(int64_t(X)) + " at position " +
-                       std::to_string(Pos) + " of %" +
+          int64_t X = intAt(Idx, Pos);
+          if (X < 0 || X >= S->DstLen)
+            return err("'%" + N.getName() + "': index " + llvm::Twine(X) +
+                       " at position " + llvm::Twine(Pos) + " of %" +
                        N.getOperand(1)->getName() + " is outside [0, " +
-                       std::to_string(S->DstLen) + ")");
-          double &At = Out[(O * S->DstLen + int64_t(X)) * S->Inner + I];
-          At = S->Add ? At + Src[Pos] : Src[Pos];
+                       llvm::Twine(S->DstLen) + ")");
+          int64_t At = (O * S->DstLen + X) * S->Inner + I;
+          if (!S->Add)
+            copyElement(Result, At, Src, Pos, T.Dtype);
+          else if (Result.isInt())
+            Result.ints()[At] =
+                addWrap(Result.ints()[At], intAt(Src, Pos), T.Dtype);
+          else
+            Result.floats()[At] += Src.getDouble(Pos);
         }
   } else if (isScan(Op)) {
     std::optional<ScanShape> S = scanShapeOf(N);
     if (!S)
       return err("'%" + N.getName() + "' is not a well-formed '" +
                  N.getOpName() + "'");
-    const std::vector<double> &X = *In[0];
+    Result = HostValues::zeros(T.Dtype, NumOut);
     for (int64_t O = 0; O < S->Outer; ++O)
       for (int64_t I = 0; I < S->Inner; ++I) {
-        double Acc = 0;
+        // Integer sums wrap at the result's width at every step, as
+        // torch.cumsum(x, dim, dtype=torch.int32) does.
+        int64_t IAcc = 0;
+        double FAcc = 0;
         for (int64_t L = 0; L < S->Len; ++L) {
           int64_t Pos = (O * S->Len + L) * S->Inner + I;
-          Acc += X[Pos];
-          Out[Pos] = Acc;
+          if (Result.isInt())
+            Result.ints()[Pos] = IAcc =
+                addWrap(IAcc, intAt(*In[0], Pos), T.Dtype);
+          else
+            Result.floats()[Pos] = FAcc += In[0]->getDouble(Pos);
         }
       }
   } else if (isLayout(Op)) {
@@ -397,33 +555,61 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
     if (!P)
       return err("'%" + N.getName() + "' is not a well-formed '" +
                  N.getOpName() + "'");
-    for (int64_t I = 0; I < int64_t(Out.size()); ++I) {
+    Result = HostValues::zeros(T.Dtype, NumOut);
+    for (int64_t I = 0; I < NumOut; ++I) {
       auto [K, Idx] = P->sourceOf(I);
       if (P->IndexOperand >= 0) {
         int64_t Pos = P->indexPositionOf(I);
-        double X = (*In[P->IndexOperand])[Pos];
-        if (!(X >= 0 && X < double(P->IndexBound)))
-          return err("'%" + N.getName() + "': index " +
-                     // Integer tensors hold integers (rounded on input).
-                     std::to_string(int64_t(X)) + " at position " +
-                     llvm::Twine(Pos).str() + " of " + "%" +
+        int64_t X = intAt(*In[P->IndexOperand], Pos);
+        if (X < 0 || X >= P->IndexBound)
+          return err("'%" + N.getName() + "': index " + llvm::Twine(X) +
+                     " at position " + llvm::Twine(Pos) + " of %" +
                      N.getOperand(P->IndexOperand)->getName() +
-                     " is outside [0, " + llvm::Twine(P->IndexBound).str() +
-                     ")");
-        Idx += int64_t(X) * P->IndexCoef;
+                     " is outside [0, " + llvm::Twine(P->IndexBound) + ")");
+        Idx += X * P->IndexCoef;
       }
-      Out[I] = (*In[K])[Idx];
+      copyElement(Result, I, *In[K], Idx, T.Dtype);
     }
   } else if (isPointwise(Op)) {
     std::optional<double> Scalar = pointwiseScalar(N);
-    llvm::SmallVector<double, 3> X(In.size() + (Scalar ? 1 : 0));
-    if (Scalar)
+    const Attribute *ScalarAttr = Scalar ? N.getAttrs().get("scalar") : nullptr;
+    Result = HostValues::zeros(T.Dtype, NumOut);
+    // Integer results of ops with integer semantics are computed exactly
+    // when every operand they read is an integer (where's condition and
+    // full_like's shape operand are not read as numbers).
+    unsigned FirstRead = Op == OpCode::Where || Op == OpCode::FullLike ? 1 : 0;
+    bool Exact = Result.isInt() && (!Scalar || ScalarAttr->isInt()) &&
+                 (Op == OpCode::Where ||
+                  evaluateIntPointwise(Op, {0, 0, 0}, T.Dtype).has_value());
+    for (unsigned J = FirstRead; J < In.size(); ++J)
+      Exact &= In[J]->isInt();
+    unsigned NumX = In.size() + (Scalar ? 1 : 0);
+    llvm::SmallVector<double, 3> X(NumX);
+    llvm::SmallVector<int64_t, 3> XI(NumX);
+    if (Scalar) {
       X.back() = *Scalar;
-    for (int64_t I = 0; I < int64_t(Out.size()); ++I) {
-      for (unsigned J = 0; J < In.size(); ++J)
-        X[J] = (*In[J])[broadcastIndex(N.getOperand(J)->getType().Shape,
-                                       T.Shape, I)];
-      Out[I] = evaluatePointwise(Op, X);
+      XI.back() = ScalarAttr->isInt() ? ScalarAttr->getInt() : 0;
+    }
+    for (int64_t I = 0; I < NumOut; ++I) {
+      for (unsigned J = 0; J < In.size(); ++J) {
+        int64_t At =
+            broadcastIndex(N.getOperand(J)->getType().Shape, T.Shape, I);
+        if (Exact && J >= FirstRead)
+          XI[J] = In[J]->ints()[At];
+        else
+          X[J] = In[J]->getDouble(At);
+      }
+      if (Op == OpCode::Where && Exact) {
+        Result.ints()[I] = X[0] != 0 ? XI[1] : XI[2];
+      } else if (Exact) {
+        Result.ints()[I] = *evaluateIntPointwise(Op, XI, T.Dtype);
+      } else {
+        double V = evaluatePointwise(Op, X);
+        if (Result.isInt())
+          Result.ints()[I] = doubleToInt(V, T.Dtype);
+        else
+          Result.floats()[I] = V;
+      }
     }
   } else if (Op == OpCode::Sum || Op == OpCode::Max) {
     const TensorType &IT = N.getOperand(0)->getType();
@@ -434,30 +620,48 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
     for (unsigned D = Dim + 1; D < IT.rank(); ++D)
       After *= IT.Shape[D];
     int64_t Len = IT.Shape[Dim];
-    for (int64_t I = 0; I < int64_t(Out.size()); ++I) {
+    Result = HostValues::zeros(T.Dtype, NumOut);
+    bool Exact = Result.isInt() && In[0]->isInt();
+    for (int64_t I = 0; I < NumOut; ++I) {
       double Acc =
           Op == OpCode::Sum ? 0 : -std::numeric_limits<double>::infinity();
+      int64_t IAcc =
+          Op == OpCode::Sum ? 0 : std::numeric_limits<int64_t>::min();
       for (int64_t D = 0; D < Len; ++D) {
-        double V = (*In[0])[(I / After) * Len * After + D * After + I % After];
-        Acc = Op == OpCode::Sum ? Acc + V : std::max(Acc, V);
+        int64_t At = (I / After) * Len * After + D * After + I % After;
+        if (Exact) {
+          int64_t V = In[0]->ints()[At];
+          IAcc =
+              Op == OpCode::Sum ? addWrap(IAcc, V, T.Dtype) : std::max(IAcc, V);
+        } else {
+          double V = In[0]->getDouble(At);
+          Acc = Op == OpCode::Sum ? Acc + V : std::max(Acc, V);
+        }
       }
-      Out[I] = Acc;
+      if (Exact)
+        Result.ints()[I] = IAcc;
+      else if (Result.isInt())
+        Result.ints()[I] = doubleToInt(Acc, T.Dtype);
+      else
+        Result.floats()[I] = Acc;
     }
   } else if (Op == OpCode::RmsNorm || Op == OpCode::Softmax) {
-    int64_t L = T.innerDim(), Rows = T.numElements() / L;
+    std::vector<double> Out(NumOut);
+    const std::vector<double> &X = Floats(0);
+    int64_t L = T.innerDim(), Rows = NumOut / L;
+    ValueData Tmp;
+    Tmp[N.getOperand(0)] = HostValues();
+    if (N.getNumOperands() > 1)
+      Tmp[N.getOperand(1)] = *In[1];
     for (int64_t R = 0; R < Rows; ++R) {
-      std::vector<double> Row(In[0]->begin() + R * L,
-                              In[0]->begin() + (R + 1) * L);
+      std::vector<double> Row(X.begin() + R * L, X.begin() + (R + 1) * L);
       const Node *Chain[] = {&N};
-      ValueData Tmp;
-      Tmp[N.getOperand(0)] = {};
-      if (N.getNumOperands() > 1)
-        Tmp[N.getOperand(1)] = *In[1];
       if (llvm::Error E =
               interpretRowChain(Chain, N.getOperand(0), R, Rows, Row, Tmp))
         return E;
       std::copy(Row.begin(), Row.end(), Out.begin() + R * L);
     }
+    Result = fromDoubles(std::move(Out), T.Dtype);
   } else {
     return err("the interpreter has no semantics for '" + N.getOpName() + "'");
   }
@@ -465,9 +669,9 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
   // against), but an fp8 value is its rounding: quantising to fp8 is the
   // computation, and its error is too large for any tolerance to absorb.
   if (isFp8DType(T.Dtype))
-    for (double &X : Out)
+    for (double &X : Result.floats())
       X = roundTo(X, T.Dtype);
-  Data[N.getResult()] = std::move(Out);
+  Data[N.getResult()] = std::move(Result);
   return llvm::Error::success();
 }
 
@@ -479,7 +683,7 @@ int64_t StoredRowOperands::size(const Value *V) const {
 }
 
 double StoredRowOperands::at(const Value *V, int64_t I) const {
-  return Data.find(V)->second[size_t(I)];
+  return Data.find(V)->second.getDouble(size_t(I));
 }
 
 llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
@@ -549,17 +753,98 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
   return llvm::Error::success();
 }
 
+static_assert(sizeof(double) == 8 && sizeof(int64_t) == 8,
+              "interpretBytes counts 8 bytes an element");
+
+/// The bytes HostValues of V hold.
+static uint64_t hostBytes(const Value &V) {
+  // numElements fits: the parser bounds a type's bytes by 2^63-1.
+  return llvm::SaturatingMultiply<uint64_t>(uint64_t(V.getType().numElements()),
+                                            8);
+}
+
+/// interpretBytes up to node Upto (null: all of G), also saying which node
+/// (null: the inputs) first needs more than MaxBytes, if one does.
+static uint64_t bytesNeeded(const Graph &G, const Node *Upto, uint64_t MaxBytes,
+                            const Node *&Crossing, bool &Crossed) {
+  uint64_t Kept = 0, Largest = 0;
+  Crossing = nullptr;
+  auto Add = [&](const Value &V) {
+    Kept = llvm::SaturatingAdd(Kept, hostBytes(V));
+    Largest = std::max(Largest, hostBytes(V));
+  };
+  auto Total = [&] { return llvm::SaturatingAdd(Kept, Largest); };
+  for (const auto &In : G.getInputs())
+    Add(*In);
+  Crossed = Total() > MaxBytes;
+  for (const auto &N : G.getNodes()) {
+    if (Crossed)
+      break;
+    for (unsigned R = 0; R < N->getNumResults(); ++R)
+      Add(*N->getResult(R));
+    if (Total() > MaxBytes) {
+      Crossing = N.get();
+      Crossed = true;
+    }
+    if (N.get() == Upto)
+      break;
+  }
+  return Total();
+}
+
+uint64_t mtsched::interpretBytes(const Graph &G, const Node *Upto) {
+  const Node *Crossing;
+  bool Crossed;
+  return bytesNeeded(G, Upto, UINT64_MAX, Crossing, Crossed);
+}
+
+uint64_t mtsched::defaultInterpretMaxBytes() {
+  long Pages = sysconf(_SC_PHYS_PAGES), PageSize = sysconf(_SC_PAGESIZE);
+  if (Pages <= 0 || PageSize <= 0)
+    return uint64_t(4) << 30;
+  return llvm::SaturatingMultiply(uint64_t(Pages), uint64_t(PageSize)) / 4;
+}
+
+std::optional<InterpretRefusal> mtsched::checkInterpretable(const Graph &G,
+                                                            uint64_t MaxBytes) {
+  for (const auto &N : G.getNodes()) {
+    // interpretNode runs a collective as one rank's identity; with more
+    // ranks that would be a wrong answer, not a reference.
+    if (G.getWorldSize() > 1 &&
+        collectiveKindOf(N->getOp()) != CollectiveKind::None)
+      return InterpretRefusal{
+          N->getLoc(), "'%" + N->getName() +
+                           "': the interpreter runs one rank, and this " +
+                           N->getOpName().str() + " needs the values of " +
+                           std::to_string(G.getWorldSize()) +
+                           " ranks (world_size); interpret a one-rank graph"};
+    if (N->getOp() == OpCode::Custom)
+      return InterpretRefusal{N->getLoc(),
+                              "'%" + N->getName() +
+                                  "': the interpreter has no semantics for '" +
+                                  N->getOpName().str() + "'"};
+  }
+  const Node *Crossing;
+  bool Crossed;
+  uint64_t Need = bytesNeeded(G, nullptr, MaxBytes, Crossing, Crossed);
+  if (!Crossed)
+    return std::nullopt;
+  return InterpretRefusal{
+      Crossing ? Crossing->getLoc() : G.getLoc(),
+      "interpreting '@" + G.getName() + "' needs " + std::to_string(Need) +
+          " bytes " +
+          (Crossing ? "up to '%" + Crossing->getName() + "'"
+                    : std::string("for its inputs")) +
+          " (8 an element of every value, plus the largest value once "
+          "more), more than --interpret-max-bytes=" +
+          std::to_string(MaxBytes)};
+}
+
 llvm::Error mtsched::interpretGraph(const Graph &G, ValueData &Data) {
-  // interpretNode runs a collective as one rank's identity; with more ranks
-  // that would be a wrong answer, not a reference.
-  if (G.getWorldSize() > 1)
-    for (const auto &N : G.getNodes())
-      if (collectiveKindOf(N->getOp()) != CollectiveKind::None)
-        return err("'%" + N->getName() +
-                   "': the interpreter runs one rank, and this " +
-                   N->getOpName() + " needs the values of " +
-                   llvm::Twine(G.getWorldSize()) +
-                   " ranks (world_size); interpret a one-rank graph");
+  // The caller holds the inputs already: the rank and op checks apply, the
+  // byte budget is interpretGraphToFiles' (or the caller's).
+  if (std::optional<InterpretRefusal> R = checkInterpretable(G, UINT64_MAX))
+    return err(R->Message);
   for (const auto &N : G.getNodes())
     if (llvm::Error E = interpretNode(*N, Data))
       return E;

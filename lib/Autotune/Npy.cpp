@@ -9,6 +9,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -121,44 +122,55 @@ llvm::Expected<NpyArray> mtsched::readNpy(llvm::StringRef Path) {
   const char *P = B.data() + Off + HeaderLen;
   if (size_t(B.end() - P) < size_t(N) * Elt)
     return Bad("the data is shorter than the shape " + shapeText(A.Shape));
-  A.Values.resize(N);
+  bool IntKind = Kind.front() != 'f';
+  std::vector<double> F(IntKind ? 0 : N);
+  std::vector<int64_t> Ints(IntKind ? N : 0);
   for (int64_t I = 0; I < N; ++I, P += Elt) {
-    double V = 0;
     if (Kind == "f2") {
       uint16_t X;
       std::memcpy(&X, P, 2);
-      V = f16ToFloat(X);
+      F[I] = f16ToFloat(X);
     } else if (Kind == "f4") {
       float X;
       std::memcpy(&X, P, 4);
-      V = X;
+      F[I] = X;
     } else if (Kind == "f8") {
-      std::memcpy(&V, P, 8);
+      std::memcpy(&F[I], P, 8);
     } else if (Kind == "i1") {
-      V = int8_t(*P);
+      Ints[I] = int8_t(*P);
     } else if (Kind == "i2") {
       int16_t X;
       std::memcpy(&X, P, 2);
-      V = X;
+      Ints[I] = X;
     } else if (Kind == "i4") {
       int32_t X;
       std::memcpy(&X, P, 4);
-      V = X;
+      Ints[I] = X;
     } else if (Kind == "i8") {
-      int64_t X;
-      std::memcpy(&X, P, 8);
-      V = double(X);
+      std::memcpy(&Ints[I], P, 8);
     } else {
-      V = uint8_t(*P);
+      Ints[I] = uint8_t(*P);
     }
-    A.Values[I] = V;
   }
+  A.Values = IntKind ? HostValues(std::move(Ints)) : HostValues(std::move(F));
   return A;
 }
 
 llvm::Error mtsched::writeNpy(llvm::StringRef Path, DType T,
                               llvm::ArrayRef<int64_t> Shape,
                               llvm::ArrayRef<double> Values) {
+  std::vector<double> F(Values.begin(), Values.end());
+  if (isFloatDType(T))
+    return writeNpy(Path, T, Shape, HostValues(std::move(F)));
+  std::vector<int64_t> I(F.size());
+  for (size_t K = 0; K < F.size(); ++K)
+    I[K] = doubleToInt(F[K], T);
+  return writeNpy(Path, T, Shape, HostValues(std::move(I)));
+}
+
+llvm::Error mtsched::writeNpy(llvm::StringRef Path, DType T,
+                              llvm::ArrayRef<int64_t> Shape,
+                              const HostValues &Values) {
   const char *Descr = "<f4";
   switch (T) {
   case DType::F16:
@@ -189,25 +201,28 @@ llvm::Error mtsched::writeNpy(llvm::StringRef Path, DType T,
     return err("cannot write '" + Path + "': " + EC.message());
   OS << "\x93NUMPY" << char(1) << char(0) << char(H.size() & 0xff)
      << char(H.size() >> 8) << H;
-  for (double V : Values) {
+  for (size_t K = 0; K < Values.size(); ++K) {
     switch (T) {
     case DType::F16: {
-      uint16_t X = floatToF16(float(V));
+      uint16_t X = floatToF16(float(Values.getDouble(K)));
       OS.write(reinterpret_cast<const char *>(&X), 2);
       break;
     }
-    case DType::I32: {
-      int32_t X = int32_t(V);
-      OS.write(reinterpret_cast<const char *>(&X), 4);
-      break;
-    }
+    case DType::I32:
     case DType::I64: {
-      int64_t X = int64_t(V);
-      OS.write(reinterpret_cast<const char *>(&X), 8);
+      // Integers as they are held: exact, wrapped to the type's width.
+      int64_t X = Values.isInt() ? wrapInt(Values.ints()[K], T)
+                                 : doubleToInt(Values.floats()[K], T);
+      if (T == DType::I32) {
+        int32_t Y = int32_t(X);
+        OS.write(reinterpret_cast<const char *>(&Y), 4);
+      } else {
+        OS.write(reinterpret_cast<const char *>(&X), 8);
+      }
       break;
     }
     default: {
-      float X = float(roundTo(V, T));
+      float X = float(roundTo(Values.getDouble(K), T));
       OS.write(reinterpret_cast<const char *>(&X), 4);
       break;
     }
@@ -247,8 +262,9 @@ llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
     }
     uint64_t Stream = 0;
     for (const auto &In : G.getInputs()) {
-      std::vector<double> V = randomValues(In->getType().numElements(), IO.Seed,
-                                           Stream++, In->getType().Dtype);
+      DType T = In->getType().Dtype;
+      std::vector<double> V =
+          randomValues(In->getType().numElements(), IO.Seed, Stream++, T);
       auto B = Bounds.find(In.get());
       if (B != Bounds.end()) {
         // The same seeded stream, mapped from [-1, 1) onto 0..Bound-1.
@@ -258,7 +274,14 @@ llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
           V[I] = std::min<double>(B->second - 1,
                                   std::floor((U[I] + 1) / 2 * B->second));
       }
-      Data[In.get()] = std::move(V);
+      if (isFloatDType(T)) {
+        Data[In.get()] = HostValues(std::move(V));
+        continue;
+      }
+      std::vector<int64_t> I(V.size());
+      for (size_t K = 0; K < V.size(); ++K)
+        I[K] = doubleToInt(V[K], T);
+      Data[In.get()] = HostValues(std::move(I));
     }
     return llvm::Error::success();
   }
@@ -279,15 +302,48 @@ llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
       return err("'" + Path + "' has shape " + shapeText(A->Shape) +
                  ", but input '%" + In->getName() + "' is " +
                  shapeText(T.Shape));
-    for (double &X : A->Values)
-      X = roundTo(X, T.Dtype);
-    Data[In.get()] = std::move(A->Values);
+    if (isFloatDType(T.Dtype)) {
+      std::vector<double> F = A->Values.isInt() ? A->Values.toDoubles()
+                                                : std::move(A->Values.floats());
+      for (double &X : F)
+        X = roundTo(X, T.Dtype);
+      Data[In.get()] = HostValues(std::move(F));
+      continue;
+    }
+    // An integer input takes integers it can hold, and nothing else: a
+    // wrapped or saturated input would make every result a wrong answer.
+    bool I32 = T.Dtype == DType::I32;
+    std::vector<int64_t> Ints(A->Values.size());
+    for (size_t K = 0; K < Ints.size(); ++K) {
+      int64_t X;
+      if (A->Values.isInt()) {
+        X = A->Values.ints()[K];
+      } else {
+        double D = std::nearbyint(A->Values.floats()[K]);
+        // [-2^63, 2^63): the doubles an int64_t holds.
+        if (!(D >= -9223372036854775808.0 && D < 9223372036854775808.0))
+          return err("'" + Path + "': element " + llvm::Twine(K) + " (" +
+                     llvm::formatv("{0}", A->Values.floats()[K]) +
+                     ") is not an integer value of " + dtypeName(T.Dtype) +
+                     " input '%" + In->getName() + "'");
+        X = int64_t(D);
+      }
+      if (I32 && (X < INT32_MIN || X > INT32_MAX))
+        return err("'" + Path + "': element " + llvm::Twine(K) + " (" +
+                   llvm::Twine(X) + ") is outside the range of i32 input '%" +
+                   In->getName() + "'");
+      Ints[K] = X;
+    }
+    Data[In.get()] = HostValues(std::move(Ints));
   }
   return llvm::Error::success();
 }
 
 llvm::Error mtsched::interpretGraphToFiles(const Graph &G, const RunIO &IO,
                                            llvm::raw_ostream &OS) {
+  if (std::optional<InterpretRefusal> R =
+          checkInterpretable(G, IO.InterpretMaxBytes))
+    return err(R->Message);
   ValueData Data;
   if (llvm::Error E = makeGraphInputs(G, IO, Data))
     return E;
@@ -295,11 +351,16 @@ llvm::Error mtsched::interpretGraphToFiles(const Graph &G, const RunIO &IO,
     return E;
   for (const Operand &O : G.getOutputs()) {
     const Value *V = O.V;
-    std::vector<double> &Out = Data[V];
+    HostValues &Out = Data[V];
     double Max = 0;
-    for (double &X : Out) {
-      X = roundTo(X, V->getType().Dtype);
-      Max = std::max(Max, std::abs(X));
+    if (Out.isInt()) {
+      for (int64_t X : Out.ints())
+        Max = std::max(Max, std::fabs(double(X)));
+    } else {
+      for (double &X : Out.floats()) {
+        X = roundTo(X, V->getType().Dtype);
+        Max = std::max(Max, std::abs(X));
+      }
     }
     OS << "interpret @" << G.getName() << ": output %" << V->getName()
        << " computed (" << Out.size() << " elements, max |x| "

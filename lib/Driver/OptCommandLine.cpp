@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Driver/OptCommandLine.h"
 #include "mtsched/Autotune/Cache.h"
+#include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Driver/RegisterPasses.h"
@@ -267,6 +268,13 @@ static cl::opt<bool> Interpret(
     cl::desc("Evaluate the printed graph with the fp64 interpreter on the CPU "
              "(no GPU; custom ops are an error)"),
     cl::cat(BackendCat));
+static cl::opt<unsigned long> InterpretMaxBytes(
+    "interpret-max-bytes",
+    cl::desc("--interpret: the interpreter's memory budget in bytes (8 an "
+             "element of every value, plus the largest value once more); a "
+             "graph needing more is refused before anything is allocated "
+             "(default: a quarter of the physical memory)"),
+    cl::value_desc("bytes"), cl::cat(BackendCat));
 static cl::opt<int> Ranks("ranks",
                           cl::desc("Ranks to run as threads (default: the "
                                    "graph's world_size; under mpirun, the "
@@ -593,6 +601,8 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
            didYouMean(Registry, P));
   if ((!RunInputs.empty() || !RunOutputs.empty()) && !RunGraph && !Interpret)
     fail("--run-inputs and --run-outputs need --run or --interpret");
+  if (InterpretMaxBytes.getNumOccurrences() && !Interpret)
+    fail("--interpret-max-bytes needs --interpret");
   if (!RunInputs.empty() && !sys::fs::is_directory(RunInputs))
     fail("--run-inputs: '" + RunInputs + "' is not a directory");
   if (Emit == EmitKind::Dot && SplitInputFile)
@@ -608,6 +618,9 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   Steps.CompileThreads = CompileThreads;
   Steps.KernelCacheDir = KernelCacheDir;
   Steps.Interpret = Interpret;
+  Steps.InterpretMaxBytes = InterpretMaxBytes.getNumOccurrences()
+                                ? uint64_t(InterpretMaxBytes)
+                                : defaultInterpretMaxBytes();
   Steps.Run = RunGraph;
   Steps.InputDir = RunInputs;
   Steps.OutputDir = RunOutputs;

@@ -1,5 +1,6 @@
 //===- OptMain.cpp - The mtsched-opt driver's main loop -------------------===//
 #include "mtsched/Driver/OptMain.h"
+#include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Driver/DiagnosticVerifier.h"
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/IR/Graph.h"
@@ -161,6 +162,17 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
   // rank checks the same flags against the same module.
   if (M && !checkCollectiveFallback(Config.Pipe, *M))
     M.reset();
+  // --interpret refuses what it cannot evaluate (several ranks, custom
+  // ops, beyond its memory budget) before the pipeline spends minutes on
+  // a graph the interpreter then rejects.
+  if (M && Config.Output.Interpret)
+    for (const auto &G : M->getGraphs())
+      if (std::optional<InterpretRefusal> R =
+              checkInterpretable(*G, Config.Output.InterpretMaxBytes)) {
+        SM.PrintMessage(R->Loc, llvm::SourceMgr::DK_Error, R->Message);
+        M.reset();
+        break;
+      }
   // Under mpirun every rank reads its own input: one that fails must stop
   // the others too, or they would wait for it in vain.
   if (agreeOnInput(Config, M != nullptr) && M) {

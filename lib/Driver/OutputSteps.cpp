@@ -23,6 +23,7 @@ bool mtsched::runOutputSteps(const OutputSteps &Steps,
   for (const auto &G : M.getGraphs()) {
     RunIO IO;
     IO.Seed = Steps.Seed;
+    IO.InterpretMaxBytes = Steps.InterpretMaxBytes;
     IO.InputDir = Steps.InputDir;
     IO.TimeRuns = Steps.TimeSamples;
     IO.Check = Steps.Check;

@@ -33,6 +33,67 @@ bool mtsched::isFusableLayoutNode(const Node &N) {
   return true;
 }
 
+bool mtsched::canShareKernel(const Node &N) {
+  return llvm::isa<BufferNode>(N) &&
+         (isFusableOp(N.getOp()) || isFusableLayoutNode(N));
+}
+
+std::string mtsched::whyNotShareKernel(const Node &N) {
+  if (canShareKernel(N))
+    return "";
+  std::string Why = "'%" + N.getName() + "' (" + N.getOpName().str() + ")";
+  if (!llvm::isa<BufferNode>(N))
+    return Why + " is not a buffer";
+  if (isLayout(N.getOp()) && N.getOp() != OpCode::IndexSelect)
+    return Why + " moves integers, which keep a gather kernel of their own";
+  return Why + " runs as a kernel of its own; only pointwise ops, row "
+               "reductions and float layout ops share one";
+}
+
+std::string mtsched::whyNotJoinKernel(const Node &C, const Node &First,
+                                      bool HasLayout, bool HasReduction) {
+  for (const Node *N : {&First, &C})
+    if (std::string Why = whyNotShareKernel(*N); !Why.empty())
+      return Why;
+  bool Layout = HasLayout || !isFusableOp(C.getOp());
+  if (Layout && (HasReduction || isRowReduction(C.getOp())))
+    return "a kernel with a row reduction takes no layout op";
+  // Layout kernels compute each value where it is read (index by index),
+  // so their members may differ in shape.
+  if (!Layout && C.getType().Shape != First.getType().Shape)
+    return "'%" + C.getName() + "' iterates over " +
+           shapeStr(C.getType().Shape) + ", not " +
+           shapeStr(First.getType().Shape);
+  return "";
+}
+
+std::string mtsched::whyNoEpilogue(const MultiTemplateBufferNode &M) {
+  // A custom op's kernel is opaque: it absorbs an epilogue only when it
+  // declares `epilogue = "pointwise"`, and then pointwise ops only.
+  if (M.getOp() == OpCode::Custom)
+    return M.getAttrs().getString("epilogue") == "pointwise"
+               ? ""
+               : "custom op '%" + M.getName() +
+                     "' does not declare epilogue = \"pointwise\"";
+  // The attention kernels write their output from the online-softmax
+  // normaliser at the very end; no epilogue template is written for them.
+  if (getOpInfo(M.getOp()).Epilogue != OpEpilogueRole::Absorbs)
+    return M.getOpName().str() + " '%" + M.getName() +
+           "' does not absorb an epilogue";
+  return "";
+}
+
+std::string mtsched::whyNotEpilogueMember(const MultiTemplateBufferNode &M,
+                                          const Node &U) {
+  if (!llvm::isa<BufferNode>(U) || !isFusableOp(U.getOp()))
+    return "consumer '%" + U.getName() +
+           "' is not a pointwise op or a row reduction";
+  if (M.getOp() == OpCode::Custom && !isPointwise(U.getOp()))
+    return "custom op '%" + M.getName() +
+           "' absorbs pointwise ops only, not '%" + U.getName() + "'";
+  return "";
+}
+
 namespace {
 
 class FusionAnalysis {
@@ -53,15 +114,11 @@ public:
 private:
   using KernelSet = llvm::DenseSet<const Node *>;
 
-  static bool isFusableBuffer(const Node *N) {
-    return N && llvm::isa<BufferNode>(N) && isFusableOp(N->getOp());
-  }
-  /// A buffer groupBuffers may put in a kernel with others: a pointwise op,
-  /// a row reduction, or a layout op it reads through.
+  /// A buffer groupBuffers may put in a kernel with others
+  /// (canShareKernel), unless it is a layout op taken out of kernels.
   bool isGroupable(const Node *N) const {
-    return isFusableBuffer(N) ||
-           (N && llvm::isa<BufferNode>(N) && !NoLayout.count(N) &&
-            isFusableLayoutNode(*N));
+    return N && canShareKernel(*N) &&
+           (isFusableOp(N->getOp()) || !NoLayout.count(N));
   }
   /// The operand through which a fusion of Consumer into the kernel would
   /// form a cycle, or null. Only nodes after the kernel's first node can
@@ -136,9 +193,10 @@ const Node *FusionAnalysis::cycleThrough(const Node *Consumer,
 std::string FusionAnalysis::whyNotJoin(const MultiTemplateBufferNode &M,
                                        const Node *U, const Node *Cur,
                                        const KernelSet &Members) {
-  if (!isFusableBuffer(U))
-    return "consumer '%" + U->getName() +
-           "' is not a pointwise op or a row reduction";
+  // The op's category first; a custom template's pointwise-only rule
+  // speaks after the shape rules below (the same function decides both).
+  if (!isFusableOp(U->getOp()) || !llvm::isa<BufferNode>(U))
+    return whyNotEpilogueMember(M, *U);
   auto Owner = EpilogueOwner.find(U);
   if (Owner != EpilogueOwner.end())
     return "consumer '%" + U->getName() + "' is in the epilogue of '%" +
@@ -150,9 +208,8 @@ std::string FusionAnalysis::whyNotJoin(const MultiTemplateBufferNode &M,
   if (isRowReduction(U->getOp()) && U->getOperand(0) != Cur->getResult())
     return "'%" + Cur->getName() + "' is not the normalised input of '%" +
            U->getName() + "'";
-  if (M.getOp() == OpCode::Custom && !isPointwise(U->getOp()))
-    return "custom op '%" + M.getName() +
-           "' absorbs pointwise ops only, not '%" + U->getName() + "'";
+  if (std::string Why = whyNotEpilogueMember(M, *U); !Why.empty())
+    return Why;
   // The fused kernel runs where M runs, so everything else it reads must be
   // computed by then; a value in an earlier template's epilogue is computed
   // where that template runs.
@@ -192,19 +249,8 @@ FusionAnalysis::readOutside(llvm::ArrayRef<const Node *> Chain) const {
 
 void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
                                   FusionPlan &Plan) {
-  // A custom op's kernel is opaque: it absorbs an epilogue only when it
-  // declares `epilogue = "pointwise"`, and then pointwise ops only.
-  bool Custom = M.getOp() == OpCode::Custom;
-  if (Custom && M.getAttrs().getString("epilogue") != "pointwise") {
-    Plan.NoEpilogue[&M] = "custom op '%" + M.getName() +
-                          "' does not declare epilogue = \"pointwise\"";
-    return;
-  }
-  // The attention kernels write their output from the online-softmax
-  // normaliser at the very end; no epilogue template is written for them.
-  if (M.getOp() == OpCode::Attention) {
-    Plan.NoEpilogue[&M] =
-        "attention '%" + M.getName() + "' does not absorb an epilogue";
+  if (std::string Why = whyNoEpilogue(M); !Why.empty()) {
+    Plan.NoEpilogue[&M] = std::move(Why);
     return;
   }
   std::vector<const Node *> Chain;
@@ -293,23 +339,16 @@ void FusionAnalysis::groupBuffers(FusionPlan &Plan) {
           continue;
         unsigned K = KernelOf[P];
         const Node *First = G.getNodes()[KernelFirst[K]].get();
-        bool Layout = CLayout || WithLayout.count(K);
         std::string Why;
-        if (Closed.count(K)) {
+        if (Closed.count(K))
           Why = "'%" + P->getName() + "' belongs to an epilogue";
-        } else if (Layout &&
-                   (WithReduction.count(K) || isRowReduction(C->getOp()))) {
-          Why = "a kernel with a row reduction takes no layout op";
-        } else if (!Layout && C->getType().Shape != First->getType().Shape) {
-          // Layout kernels compute each value where it is read (index by
-          // index), so their members may differ in shape.
-          Why = "'%" + C->getName() + "' iterates over " +
-                shapeStr(C->getType().Shape) + ", not " +
-                shapeStr(First->getType().Shape);
-        } else if (const Node *Through =
-                       cycleThrough(C, KernelSets[K], KernelFirst[K])) {
-          Why = "would create a cycle through '%" + Through->getName() + "'";
-        }
+        else
+          Why = whyNotJoinKernel(*C, *First, WithLayout.count(K),
+                                 WithReduction.count(K));
+        if (Why.empty())
+          if (const Node *Through =
+                  cycleThrough(C, KernelSets[K], KernelFirst[K]))
+            Why = "would create a cycle through '%" + Through->getName() + "'";
         if (!Why.empty()) {
           Plan.Rejections.push_back({P, C, std::move(Why)});
           continue;
@@ -388,35 +427,49 @@ void FusionAnalysis::absorbLayoutProducers() {
     }
 }
 
+std::vector<const Node *> mtsched::layoutMembersThatCannotStay(
+    llvm::ArrayRef<const Node *> Kernel,
+    llvm::function_ref<bool(const Node *)> Escapes) {
+  std::vector<const Node *> Escaping, Out;
+  for (const Node *N : Kernel)
+    if (Escapes(N))
+      Escaping.push_back(N);
+  bool SameShape = llvm::all_of(Escaping, [&](const Node *N) {
+    return N->getType().Shape == Escaping.front()->getType().Shape;
+  });
+  // The group kernel computes in float; an integer member (a full_like or
+  // cast to i64 of a sliced float) leaves the layout ops to their own
+  // gather kernels.
+  bool AllFloat = llvm::all_of(
+      Kernel, [](const Node *N) { return isFloatDType(N->getType().Dtype); });
+  for (const Node *N : Kernel)
+    if (!isFusableOp(N->getOp()) &&
+        (!SameShape || !AllFloat ||
+         (N->getOp() == OpCode::Reshape && llvm::is_contained(Escaping, N))))
+      Out.push_back(N);
+  llvm::sort(Out, [](const Node *A, const Node *B) {
+    return A->getIndex() < B->getIndex();
+  });
+  return Out;
+}
+
 std::vector<const Node *> FusionAnalysis::invalidLayoutMembers() const {
   std::vector<const Node *> Out;
   for (unsigned K : WithLayout) {
     const KernelSet &Set = KernelSets[K];
     if (Set.size() == 1)
       continue; // a layout op alone is its own gather kernel, as before
-    std::vector<const Node *> Escaping;
-    for (const Node *N : Set) {
-      bool Escapes = Outputs.count(N->getResult());
+    std::vector<const Node *> Members(Set.begin(), Set.end());
+    auto Escapes = [&](const Node *N) {
+      if (Outputs.count(N->getResult()))
+        return true;
       auto It = Users.find(N->getResult());
-      if (It != Users.end())
-        for (const Node *U : It->second)
-          Escapes |= !Set.count(U);
-      if (Escapes)
-        Escaping.push_back(N);
-    }
-    bool SameShape = llvm::all_of(Escaping, [&](const Node *N) {
-      return N->getType().Shape == Escaping.front()->getType().Shape;
-    });
-    // The group kernel computes in float; an integer member (a full_like or
-    // cast to i64 of a sliced float) leaves the layout ops to their own
-    // gather kernels.
-    bool AllFloat = llvm::all_of(
-        Set, [](const Node *N) { return isFloatDType(N->getType().Dtype); });
-    for (const Node *N : Set)
-      if (!isFusableOp(N->getOp()) &&
-          (!SameShape || !AllFloat ||
-           (N->getOp() == OpCode::Reshape && llvm::is_contained(Escaping, N))))
-        Out.push_back(N);
+      return It != Users.end() && llvm::any_of(It->second, [&](const Node *U) {
+               return !Set.count(U);
+             });
+    };
+    for (const Node *N : layoutMembersThatCannotStay(Members, Escapes))
+      Out.push_back(N);
   }
   llvm::sort(Out, [](const Node *A, const Node *B) {
     return A->getIndex() < B->getIndex();

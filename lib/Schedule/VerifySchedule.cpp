@@ -6,9 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Schedule/Fusion.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 
 using namespace mtsched;
 
@@ -16,10 +19,70 @@ static llvm::Error fail(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
+/// Whether the nodes of kernel SK may be one kernel, by the rules the
+/// fusion pass groups with (Fusion.h): a fused template absorbs epilogues
+/// and its members may join one; every member of a group of buffers may
+/// share a kernel and fits the others; its layout members can stay.
+/// ReadOutside: whether a node's value is returned or read by a node
+/// outside the set given.
+using ReadOutsideFn = llvm::function_ref<bool(
+    const Node *, const llvm::DenseSet<const Node *> &)>;
+static llvm::Error checkFusion(const ScheduledKernel &SK,
+                               ReadOutsideFn ReadOutside) {
+  const Node *Leader = SK.getLeader();
+  const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(Leader);
+  if (M && M->isEpilogueFused()) {
+    if (std::string Why = whyNoEpilogue(*M); !Why.empty())
+      return fail("has a fused epilogue, but " + Why);
+    for (const Node *N : llvm::drop_begin(SK.Nodes))
+      if (std::string Why = whyNotEpilogueMember(*M, *N); !Why.empty())
+        return fail("cannot hold '%" + N->getName() + "': " + Why);
+    return llvm::Error::success();
+  }
+  if (SK.Nodes.size() < 2)
+    return llvm::Error::success();
+  bool HasLayout = false, HasReduction = false;
+  for (const Node *N : SK.Nodes) {
+    std::string Why = whyNotJoinKernel(*N, *Leader, HasLayout, HasReduction);
+    if (!Why.empty())
+      return fail("cannot hold '%" + N->getName() + "': " + Why);
+    HasLayout |= !isFusableOp(N->getOp());
+    HasReduction |= isRowReduction(N->getOp());
+  }
+  if (!HasLayout)
+    return llvm::Error::success();
+  llvm::DenseSet<const Node *> In(SK.Nodes.begin(), SK.Nodes.end());
+  auto Escapes = [&](const Node *N) { return ReadOutside(N, In); };
+  std::vector<const Node *> Out =
+      layoutMembersThatCannotStay(SK.Nodes, Escapes);
+  if (!Out.empty())
+    return fail("cannot hold layout op '%" + Out.front()->getName() +
+                "': a kernel that reads through layout ops computes in "
+                "float, writes values of one shape, and leaves a reshape "
+                "read outside it a view");
+  return llvm::Error::success();
+}
+
 llvm::Error mtsched::verifySchedule(const Graph &G) {
   llvm::Expected<Schedule> S = buildSchedule(G);
   if (!S)
     return S.takeError();
+  llvm::DenseMap<const Value *, llvm::SmallVector<const Node *, 2>> Users;
+  for (const auto &N : G.getNodes())
+    for (const Operand &O : N->getOperands())
+      Users[O.V].push_back(N.get());
+  llvm::DenseSet<const Value *> Returned;
+  for (const Operand &O : G.getOutputs())
+    Returned.insert(O.V);
+  auto ReadOutside = [&](const Node *N,
+                         const llvm::DenseSet<const Node *> &In) {
+    if (Returned.count(N->getResult()))
+      return true;
+    auto It = Users.find(N->getResult());
+    return It != Users.end() && llvm::any_of(It->second, [&](const Node *U) {
+             return !In.count(U);
+           });
+  };
   // The kernel that wrote each buffer; graph inputs are there from the
   // start.
   llvm::DenseMap<const Value *, unsigned> WrittenBy;
@@ -32,6 +95,8 @@ llvm::Error mtsched::verifySchedule(const Graph &G) {
     auto What = [&] {
       return "kernel " + std::to_string(K) + " ('%" + Leader->getName() + "')";
     };
+    if (llvm::Error E = checkFusion(SK, ReadOutside))
+      return fail(What() + " " + toString(std::move(E)));
     llvm::DenseSet<const Value *> Computed;
     for (const Node *N : SK.Nodes) {
       for (const Operand &O : N->getOperands())

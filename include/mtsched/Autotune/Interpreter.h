@@ -2,6 +2,9 @@
 //
 // The CPU reference every GPU result is checked against: each op evaluated
 // in double precision, with numpy-style broadcasting over the result shape.
+// Integer values (i32, i64) are exact: held as int64_t, never as doubles,
+// and their arithmetic wraps (two's complement) at the value's width as
+// PyTorch's does.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_AUTOTUNE_INTERPRETER_H
@@ -12,16 +15,85 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace mtsched {
 
-using ValueData = llvm::DenseMap<const Value *, std::vector<double>>;
+/// One value's elements as the interpreter holds them: fp64 for the
+/// floating-point types, int64_t for the integer ones (an i32 value is
+/// kept wrapped to 32 bits). A double holds integers exactly only up to
+/// 2^53, and converting one beyond an integer type's range is undefined:
+/// integers never pass through doubles on the interpreter's paths.
+class HostValues {
+public:
+  HostValues() = default;
+  explicit HostValues(std::vector<double> F) : F(std::move(F)) {}
+  explicit HostValues(std::vector<int64_t> I) : IsInt(true), I(std::move(I)) {}
+  /// N zeros, held as the element type T asks.
+  static HostValues zeros(DType T, size_t N);
+
+  bool isInt() const { return IsInt; }
+  size_t size() const { return IsInt ? I.size() : F.size(); }
+  /// Element K as a double (exact for floats; integers round beyond 2^53).
+  double getDouble(size_t K) const { return IsInt ? double(I[K]) : F[K]; }
+  /// The elements of a float / an integer value.
+  std::vector<double> &floats() { return F; }
+  const std::vector<double> &floats() const { return F; }
+  std::vector<int64_t> &ints() { return I; }
+  const std::vector<int64_t> &ints() const { return I; }
+  /// Every element as a double (a copy).
+  std::vector<double> toDoubles() const;
+
+private:
+  bool IsInt = false;
+  std::vector<double> F;
+  std::vector<int64_t> I;
+};
+
+/// V wrapped (two's complement) to what integer type T holds: the low 32
+/// bits, sign-extended, for i32; V itself for i64.
+int64_t wrapInt(int64_t V, DType T);
+/// D converted to integer type T as a cast does: truncated toward zero,
+/// then wrapped to T's width (modulo 2^64 first, so every finite double
+/// has a defined result); NaN gives 0.
+int64_t doubleToInt(double D, DType T);
+
+using ValueData = llvm::DenseMap<const Value *, HostValues>;
+
+/// Why a graph is not interpreted, and where: a node, or the graph itself
+/// (its inputs alone are too large).
+struct InterpretRefusal {
+  llvm::SMLoc Loc;
+  std::string Message;
+};
+
+/// The bytes the interpreter needs for G: 8 per element of every value
+/// (fp64 or int64_t; it keeps every value to the end), plus the largest
+/// value once more for the temporaries of one step (an input's file or its
+/// drawn values, a sort's order, an operand converted to fp64). Saturates
+/// at UINT64_MAX. Upto, if given, stops after that node.
+uint64_t interpretBytes(const Graph &G, const Node *Upto = nullptr);
+
+/// The default of --interpret-max-bytes: a quarter of the physical memory
+/// (4 GiB where it cannot be found), so that a reference run leaves the
+/// machine usable.
+uint64_t defaultInterpretMaxBytes();
+
+/// Whether G can be interpreted, decided from its types before anything is
+/// allocated: refused are graphs of several ranks with collectives (the
+/// interpreter is one rank), custom ops (no semantics) and graphs needing
+/// more than MaxBytes (interpretBytes; the refusal points at the node that
+/// crosses it). Nullopt if G can be interpreted.
+std::optional<InterpretRefusal> checkInterpretable(const Graph &G,
+                                                   uint64_t MaxBytes);
 
 /// Evaluates node N from its operands' entries of Data into Data[result].
 /// Collectives are the identity (one rank); custom ops are an error.
 llvm::Error interpretNode(const Node &N, ValueData &Data);
 /// Evaluates every node of G in program order; Data holds the inputs.
+/// Graphs of several ranks are refused (checkInterpretable).
 llvm::Error interpretGraph(const Graph &G, ValueData &Data);
 
 /// Row R (a flat index over [B, Hq, Sq]) of attention S in fp64: the D

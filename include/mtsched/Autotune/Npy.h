@@ -9,8 +9,11 @@
 // Element types: reading accepts f2, f4, f8, i1, i2, i4, i8, u1, b1 for any
 // input and rounds each value to the input's element type (numpy has no
 // bfloat16: a bf16 input is read from an f4 or f8 file, rounded to nearest
-// even). Writing uses the output's type, except bf16, written as f4 (every
-// bf16 value is exactly an f4 value).
+// even). Integer files are read as integers, never through doubles: an i8
+// value above 2^53 reaches an i64 input exactly; a value an integer input
+// cannot hold (beyond i32's range, or a float file's NaN) is an error.
+// Writing uses the output's type, except bf16, written as f4 (every bf16
+// value is exactly an f4 value).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_AUTOTUNE_NPY_H
@@ -30,7 +33,8 @@ struct NpyArray {
   std::vector<int64_t> Shape;
   /// The numpy type string, e.g. "<f4".
   std::string Descr;
-  std::vector<double> Values;
+  /// int64_t for the integer and boolean kinds, doubles for the others.
+  HostValues Values;
 };
 
 llvm::Expected<NpyArray> readNpy(llvm::StringRef Path);
@@ -39,6 +43,10 @@ llvm::Expected<NpyArray> readNpy(llvm::StringRef Path);
 llvm::Error writeNpy(llvm::StringRef Path, DType T,
                      llvm::ArrayRef<int64_t> Shape,
                      llvm::ArrayRef<double> Values);
+/// The same for values as the interpreter holds them: an integer output's
+/// int64_t values are written exactly.
+llvm::Error writeNpy(llvm::StringRef Path, DType T,
+                     llvm::ArrayRef<int64_t> Shape, const HostValues &Values);
 
 /// Where --run and --interpret find and put a graph's arrays.
 struct RunIO {
@@ -49,6 +57,9 @@ struct RunIO {
   /// has several graphs (the driver decides; see outputDirFor). Empty: none.
   std::string OutputDir;
   uint64_t Seed = 0;
+  /// --interpret only: the interpreter's memory budget
+  /// (--interpret-max-bytes; checkInterpretable).
+  uint64_t InterpretMaxBytes = UINT64_MAX;
   /// --run only: check the outputs against the fp64 interpreter (which
   /// takes minutes for prefill-sized GEMMs; PyTorch can be the reference).
   bool Check = true;
@@ -69,7 +80,8 @@ std::string npyPathFor(llvm::StringRef Dir, const Value &V);
 
 /// Evaluates G with the fp64 interpreter on makeGraphInputs' inputs and
 /// writes its outputs (rounded to their element types) to IO.OutputDir if
-/// set; one line per output to OS. Custom ops are an error.
+/// set; one line per output to OS. A graph checkInterpretable refuses
+/// (IO.InterpretMaxBytes) is an error before anything is allocated.
 llvm::Error interpretGraphToFiles(const Graph &G, const RunIO &IO,
                                   llvm::raw_ostream &OS);
 

@@ -29,8 +29,10 @@ struct OutputSteps {
   /// --run: how kernels are compiled (--compile-threads, --kernel-cache-dir).
   unsigned CompileThreads = 0;
   std::string KernelCacheDir;
-  /// --interpret: the fp64 interpreter evaluates each graph.
+  /// --interpret: the fp64 interpreter evaluates each graph, within
+  /// --interpret-max-bytes (default defaultInterpretMaxBytes()).
   bool Interpret = false;
+  uint64_t InterpretMaxBytes = UINT64_MAX;
   /// --run: each graph runs on the GPU, checked and timed.
   bool Run = false;
   /// --run-inputs / --run-outputs folders; empty for random inputs and no

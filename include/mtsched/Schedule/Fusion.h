@@ -32,6 +32,7 @@
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Passes/Pass.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,45 @@ struct FusionPlan {
 
 /// Whether a buffer of this op can join a fused kernel.
 bool isFusableOp(OpCode Op);
+
+// The fusion rules, shared by the fusion pass (which groups by them) and
+// verify-schedule (which checks any schedule, hand-written ones included,
+// against them): one definition, so the two cannot drift apart.
+
+/// Whether node N can share a kernel with other buffers, by its op's
+/// category and epilogue role in the op table: pointwise ops and row
+/// reductions join kernels, and so do float layout ops a kernel reads
+/// through (isFusableLayoutNode); every other op (matmul, attention,
+/// collectives, sum/max, sort/topk, scatter, cumsum, index_select, layout
+/// ops of integers, custom) runs as a kernel of its own.
+bool canShareKernel(const Node &N);
+/// Why N cannot (canShareKernel); empty if it can.
+std::string whyNotShareKernel(const Node &N);
+/// Why buffer C cannot join a kernel whose first node is First and which
+/// holds a layout op already (HasLayout) or a row reduction
+/// (HasReduction); empty if it can: C and First share kernels
+/// (whyNotShareKernel), a kernel holds a layout op or a row reduction but
+/// not both, and a kernel without layout ops iterates over one shape.
+/// Cycles and the values a kernel writes are checked apart.
+std::string whyNotJoinKernel(const Node &C, const Node &First, bool HasLayout,
+                             bool HasReduction);
+/// The layout members of one kernel of several buffers (Kernel) that
+/// cannot stay in it, in program order: all of them when the values the
+/// kernel writes (Escapes: read outside it or returned) differ in shape
+/// (one iteration space writes them all) or a member is not float (the
+/// kernel computes in float), and a reshape that Escapes (it stays a view).
+std::vector<const Node *>
+layoutMembersThatCannotStay(llvm::ArrayRef<const Node *> Kernel,
+                            llvm::function_ref<bool(const Node *)> Escapes);
+/// Why template M absorbs no epilogue; empty if it can absorb one: its
+/// op's epilogue role must be Absorbs (attention's is not), and a custom op
+/// must declare epilogue = "pointwise".
+std::string whyNoEpilogue(const MultiTemplateBufferNode &M);
+/// Why U cannot be a member of M's epilogue by its op; empty if it can: a
+/// buffer of a pointwise op or a row reduction, pointwise only for a
+/// custom template. (Shapes, order and reads are the caller's.)
+std::string whyNotEpilogueMember(const MultiTemplateBufferNode &M,
+                                 const Node &U);
 /// Whether layout node N (reshape, expand, transpose, slice or concat, of
 /// floating-point values) can join a fused kernel of pointwise ops, which
 /// then reads through it: each value is computed at the index its reader

@@ -294,7 +294,8 @@ llvm::Error GraphRun::uploadInputs(ValueData &Host) {
   for (const auto &In : G.getInputs()) {
     if (llvm::Error E = alloc(In.get()))
       return E;
-    std::string Bytes = toDeviceBytes(Host[In.get()], In->getType().Dtype);
+    std::string Bytes =
+        toDeviceBytes(Host[In.get()].toDoubles(), In->getType().Dtype);
     if (CUresult R = D.cuMemcpyHtoDAsync(Dev[In.get()], Bytes.data(),
                                          Bytes.size(), Gp.Stream))
       return err("cannot copy '%" + In->getName() + "': " + D.errorString(R));
@@ -577,7 +578,7 @@ llvm::Expected<bool> GraphRun::readOutputs(const ValueData &Host,
          << " launches)\n";
       continue;
     }
-    const std::vector<double> &Ref = Host.find(V)->second;
+    const std::vector<double> Ref = Host.find(V)->second.toDoubles();
     double E2 = 0, R2 = 0;
     bool Finite = true;
     for (size_t I = 0; I < Out.size(); ++I) {

@@ -90,7 +90,7 @@ TEST(DrawnValues, RowChainReadsDrawnAsStoredValues) {
   for (auto [I, V] : llvm::enumerate(G.getInputs())) {
     int64_t N = V->getType().numElements();
     D.add(V.get(), N, 3, I, DType::F32);
-    Stored[V.get()] = randomValues(N, 3, I, DType::F32);
+    Stored[V.get()] = HostValues(randomValues(N, 3, I, DType::F32));
   }
   std::vector<const Node *> Chain;
   for (const auto &N : G.getNodes())

@@ -102,16 +102,16 @@ TEST(SwiGluInterpreter, MergedEqualsSplit) {
     std::vector<double> V(In->getType().numElements());
     for (double &X : V)
       X = U(Rng);
-    Data[In.get()] = std::move(V);
+    Data[In.get()] = HostValues(std::move(V));
   }
   llvm::Error E = interpretGraph(G, Data);
   ASSERT_FALSE(bool(E)) << llvm::toString(std::move(E));
   const std::vector<double> *Split = nullptr, *Merged = nullptr;
   for (const auto &N : G.getNodes()) {
     if (N->getName() == "gu")
-      Split = &Data[N->getResult()];
+      Split = &Data[N->getResult()].floats();
     if (N->getOp() == OpCode::SwiGlu)
-      Merged = &Data[N->getResult()];
+      Merged = &Data[N->getResult()].floats();
   }
   ASSERT_TRUE(Split && Merged);
   ASSERT_EQ(Split->size(), Merged->size());
