@@ -144,6 +144,8 @@ double mtsched::roundTo(double D, DType T) {
   case DType::F8E4M3:
   case DType::F8E5M2:
     return f8ToFloat(floatToF8(float(D), T), T);
+  case DType::Bool:
+    return D != 0; // NaN is true, as in PyTorch
   default:
     return std::nearbyint(D);
   }
@@ -169,7 +171,8 @@ static int64_t broadcastIndex(llvm::ArrayRef<int64_t> Op,
 static double epsOf(const Node &N) {
   if (const Attribute *A = N.getAttrs().get("eps"))
     return A->getNumber();
-  return 1e-6;
+  // PyTorch's defaults: LayerNorm's 1e-5; rmsnorm's is the IR's 1e-6.
+  return N.getOp() == OpCode::LayerNorm ? 1e-5 : 1e-6;
 }
 
 void mtsched::attentionReferenceRow(const AttentionShape &S, const double *Q,
@@ -216,12 +219,18 @@ std::vector<double> HostValues::toDoubles() const {
 }
 
 int64_t mtsched::wrapInt(int64_t V, DType T) {
+  // A bool is held as the integer 0 or 1.
+  if (T == DType::Bool)
+    return V != 0;
   if (T == DType::I32)
     return int64_t(int32_t(uint32_t(uint64_t(V))));
   return V;
 }
 
 int64_t mtsched::doubleToInt(double D, DType T) {
+  // Any non-zero value is true, NaN too, as in PyTorch.
+  if (T == DType::Bool)
+    return D != 0;
   if (!std::isfinite(D))
     return 0;
   // Truncated, every finite double is an integer; fmod reduces its
@@ -645,14 +654,16 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       else
         Result.floats()[I] = Acc;
     }
-  } else if (Op == OpCode::RmsNorm || Op == OpCode::Softmax) {
+  } else if (isRowReduction(Op)) {
     std::vector<double> Out(NumOut);
     const std::vector<double> &X = Floats(0);
     int64_t L = T.innerDim(), Rows = NumOut / L;
+    // The row chain reads operand 0 from Row; the others (weight, bias)
+    // from Tmp.
     ValueData Tmp;
     Tmp[N.getOperand(0)] = HostValues();
-    if (N.getNumOperands() > 1)
-      Tmp[N.getOperand(1)] = *In[1];
+    for (unsigned I = 1; I < N.getNumOperands(); ++I)
+      Tmp[N.getOperand(I)] = *In[I];
     for (int64_t R = 0; R < Rows; ++R) {
       std::vector<double> Row(X.begin() + R * L, X.begin() + (R + 1) * L);
       const Node *Chain[] = {&N};
@@ -724,6 +735,23 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
       double Scale = 1 / std::sqrt(SS / L + epsOf(*N));
       for (int64_t C = 0; C < L; ++C)
         Row[C] = Row[C] * Scale * At(N->getOperand(1), C);
+    } else if (Op == OpCode::LayerNorm) {
+      // Two passes, as torch's reference: the mean, then the biased
+      // variance of the deviations.
+      double Mean = 0, Var = 0;
+      for (double V : Row)
+        Mean += V;
+      Mean /= L;
+      for (double V : Row)
+        Var += (V - Mean) * (V - Mean);
+      double Scale = 1 / std::sqrt(Var / L + epsOf(*N));
+      for (int64_t C = 0; C < L; ++C) {
+        Row[C] = (Row[C] - Mean) * Scale;
+        if (N->getNumOperands() > 1)
+          Row[C] *= At(N->getOperand(1), C);
+        if (N->getNumOperands() > 2)
+          Row[C] += At(N->getOperand(2), C);
+      }
     } else if (Op == OpCode::Softmax) {
       double Mx = -std::numeric_limits<double>::infinity(), Sum = 0;
       for (double V : Row)
@@ -742,7 +770,7 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
           X[I] = N->getOperand(I) == Prev ? Row[C] : At(N->getOperand(I), C);
         Row[C] = evaluatePointwise(Op, X);
       }
-      if (isFp8DType(N->getType().Dtype))
+      if (isFp8DType(N->getType().Dtype) || N->getType().Dtype == DType::Bool)
         for (double &V : Row)
           V = roundTo(V, N->getType().Dtype);
     } else {

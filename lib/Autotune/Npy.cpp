@@ -182,6 +182,9 @@ llvm::Error mtsched::writeNpy(llvm::StringRef Path, DType T,
   case DType::I64:
     Descr = "<i8";
     break;
+  case DType::Bool:
+    Descr = "|b1";
+    break;
   default:
     break;
   }
@@ -221,6 +224,10 @@ llvm::Error mtsched::writeNpy(llvm::StringRef Path, DType T,
       }
       break;
     }
+    case DType::Bool:
+      OS << char(Values.isInt() ? Values.ints()[K] != 0
+                                : Values.floats()[K] != 0);
+      break;
     default: {
       float X = float(roundTo(Values.getDouble(K), T));
       OS.write(reinterpret_cast<const char *>(&X), 4);
@@ -253,9 +260,10 @@ llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
         It->second = std::min(It->second, B);
     };
     for (const auto &N : G.getNodes()) {
-      if (std::optional<LayoutPlan> P = N->getOp() == OpCode::IndexSelect
-                                            ? layoutPlanOf(*N)
-                                            : std::nullopt)
+      if (std::optional<LayoutPlan> P =
+              N->getOp() == OpCode::IndexSelect || N->getOp() == OpCode::Gather
+                  ? layoutPlanOf(*N)
+                  : std::nullopt)
         Bound(N->getOperand(P->IndexOperand), P->IndexBound);
       if (std::optional<ScatterShape> S = scatterShapeOf(*N))
         Bound(N->getOperand(1), S->DstLen);
