@@ -253,6 +253,8 @@ llvm::Expected<PreSyncOutcome> mtsched::runPreSync(Communicator &Comm,
   int N = Comm.size();
   if (Gather != CommStatus::Ok) {
     Out.State = PreSyncOutcome::Broken;
+    // Nobody's entries arrived: this rank replays what it read itself.
+    Out.Bundle = std::move(Me.Bundle);
     std::vector<int> Missing = Comm.missingPeers();
     Out.MissingRanks = Missing;
     std::string Bound =

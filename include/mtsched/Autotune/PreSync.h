@@ -56,7 +56,7 @@ struct PreSyncOutcome {
   double CostMs = -1;
   std::vector<int> LateRanks;
   std::vector<int> MissingRanks;
-  /// Rank 0's Bundle, unless Broken.
+  /// Rank 0's Bundle; when Broken, this rank's own (nobody's arrived).
   std::string Bundle;
 };
 
