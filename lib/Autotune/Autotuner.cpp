@@ -124,6 +124,7 @@ Autotuner::Impl::lookupBundle(const Graph &G,
 llvm::Expected<std::string> Autotuner::Impl::sync(PreSyncInput In,
                                                   std::string &Bundle) {
   In.Flags = protocolFlags(Opts, Fusion, Self.Mode);
+  In.Groups = groupMembership(M);
   return Ranks.sync(std::move(In), result().Sync, Bundle);
 }
 

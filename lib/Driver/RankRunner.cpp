@@ -365,6 +365,13 @@ bool runThreadRanks(
       Reporter = &S;
   }
   bool OK = !AnyError && Reporter;
+  // Every rank stopped on purpose: nobody reported an error, yet there is
+  // nothing to print, so say why the run fails.
+  if (!Reporter && !AnyError)
+    llvm::WithColor::error()
+        << "no rank finished: all " << N << (N == 1 ? " rank" : " ranks")
+        << " stopped (injected faults); nothing to "
+           "report\n";
   // No rank finished: the first that failed shows its dumps (e.g.
   // --print-ir-after-failure); every rank ran the same passes.
   if (!Reporter)
@@ -545,9 +552,34 @@ bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
 
 #endif // MTSCHED_HAVE_MPI
 
+#ifdef MTSCHED_HAVE_MPI
+/// The first graph whose world size differs between rank 0's list A and
+/// rank R's list B (" @g=2 @h=4" after the read flag).
+std::string worldSizeDifference(llvm::StringRef A, llvm::StringRef B, int R) {
+  llvm::SmallVector<llvm::StringRef, 4> WA, WB;
+  A.drop_front().split(WA, ' ', -1, /*KeepEmpty=*/false);
+  B.drop_front().split(WB, ' ', -1, /*KeepEmpty=*/false);
+  auto Say = [](int Rank, llvm::StringRef W) {
+    if (W.empty())
+      return "rank " + std::to_string(Rank) + " has no such graph";
+    auto [Name, Size] = W.split('=');
+    return "rank " + std::to_string(Rank) + " has '" + Name.str() +
+           "' with world_size " + Size.str();
+  };
+  for (size_t I = 0; I < std::max(WA.size(), WB.size()); ++I) {
+    llvm::StringRef X = I < WA.size() ? WA[I] : "";
+    llvm::StringRef Y = I < WB.size() ? WB[I] : "";
+    if (X != Y)
+      return Say(0, X) + ", " + Say(R, Y);
+  }
+  return "";
+}
+#endif // MTSCHED_HAVE_MPI
+
 } // namespace
 
-bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
+bool mtsched::agreeOnInput(const OptMainConfig &Config, const Module *M) {
+  bool InputOK = M != nullptr;
   if (Config.Pipeline.empty() || launcherVar(LauncherSizeVars) < 1)
     return true;
 #ifdef MTSCHED_HAVE_MPI
@@ -561,8 +593,15 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
   const AutotuneOptions &Tune = Config.Pipe.Autotune;
   // Ranks start apart as they do at the pre-sync: the same deadline.
   std::chrono::milliseconds Bound = Tune.PreSyncTimeout + Tune.AgreementTimeout;
+  // With "did you read it?" travel the world sizes, the first thing ranks
+  // must agree on: ranks that differ there would otherwise fail apart (one
+  // at its rank count, the others waiting for it at the pre-sync).
+  std::string Mine = InputOK ? "1" : "0";
+  if (M)
+    for (const auto &G : M->getGraphs())
+      Mine += " @" + G->getName() + "=" + std::to_string(G->getWorldSize());
   std::vector<std::string> All;
-  if (Comm.allGather(InputOK ? "1" : "0", All, Bound) != CommStatus::Ok) {
+  if (Comm.allGather(Mine, All, Bound) != CommStatus::Ok) {
     std::vector<int> Missing = Comm.missingPeers();
     std::string Who;
     for (int R : Missing)
@@ -576,10 +615,22 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
   }
   std::string Bad;
   for (size_t R = 0; R < All.size(); ++R)
-    if (All[R] != "1")
+    if (!llvm::StringRef(All[R]).starts_with("1"))
       Bad += (Bad.empty() ? "" : ", ") + std::to_string(R);
-  if (Bad.empty())
+  if (Bad.empty()) {
+    for (size_t R = 1; R < All.size(); ++R) {
+      if (All[R] == All[0])
+        continue;
+      llvm::errs() << ("error: rank " + llvm::Twine(Comm.rank()) +
+                       ": ranks 0 and " + llvm::Twine(R) +
+                       " have different world sizes: " +
+                       worldSizeDifference(All[0], All[R], int(R)) +
+                       "; every rank stops\n")
+                          .str();
+      return false;
+    }
     return true;
+  }
   llvm::errs() << ("error: rank " + llvm::Twine(Comm.rank()) + ": rank" +
                    (Bad.find(',') == std::string::npos ? " " : "s ") + Bad +
                    " could not read its input; every rank stops\n")
