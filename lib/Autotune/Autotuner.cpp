@@ -8,8 +8,10 @@
 #include "AutotunerImpl.h"
 #include "mtsched/Autotune/Cache.h"
 #include "mtsched/Schedule/Schedule.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/TimeProfiler.h"
+#include "llvm/Support/xxhash.h"
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -584,7 +586,7 @@ const CostModel &Autotuner::getCostModel() const { return *Model; }
 
 double Autotuner::getTieTolerance() const { return P->Fusion.TieTolerance; }
 
-void Autotuner::finish() {
+void Autotuner::finish(bool RankDetails) {
   Impl &I = *P;
   auto T0 = Clock::now();
   int Size = I.Ranks.size();
@@ -614,6 +616,23 @@ void Autotuner::finish() {
     return;
   }
 
+  std::chrono::milliseconds Bound =
+      I.Opts.ChoiceTimeout + I.Opts.AgreementTimeout;
+  if (!RankDetails) {
+    std::string Text;
+    for (const auto &KV : Result.RankDecisions[I.rank()])
+      Text += KV.first + "\t" + KV.second + "\n";
+    std::string Mine = llvm::utohexstr(llvm::xxh3_64bits(Text));
+    std::vector<std::string> All;
+    if (I.Ranks.world().allGather(Mine, All, Bound) == CommStatus::Ok &&
+        I.rank() == 0)
+      for (int R = 1; R < Size; ++R)
+        if (All[R] != Mine)
+          Result.RankDecisions[R] = {{"<decisions hash>", All[R]}};
+    I.addPhase("gather", msSince(T0));
+    return;
+  }
+
   // Every rank's view, for the report: rank 0 reports everyone's.
   llvm::json::Array Nodes;
   for (const std::vector<double> &Times : Result.RankLocalUs[I.rank()]) {
@@ -632,9 +651,11 @@ void Autotuner::finish() {
   OS << llvm::json::Value(llvm::json::Object{{"local", std::move(Nodes)},
                                              {"decisions", std::move(Dec)}});
   std::vector<std::string> All;
-  if (I.Ranks.world().allGather(
-          OS.str(), All, I.Opts.ChoiceTimeout + I.Opts.AgreementTimeout) !=
-      CommStatus::Ok)
+  if (I.Ranks.world().allGather(OS.str(), All, Bound) != CommStatus::Ok)
+    All.assign(Size, "");
+  // Only rank 0 reports a run whose gather succeeded: the others would
+  // hold N ranks' data each, N^2 in all.
+  if (I.rank() != 0)
     All.assign(Size, "");
   for (int R = 0; R < Size; ++R) {
     if (R == I.rank())

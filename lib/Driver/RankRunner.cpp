@@ -31,7 +31,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <mutex>
+#include <pthread.h>
 #include <thread>
 #include <unistd.h>
 #ifdef MTSCHED_HAVE_MPI
@@ -84,6 +87,83 @@ private:
   std::condition_variable CV;
   int Settled = 0;
   bool Released = false;
+};
+
+/// A rank's thread, started with pthread_create so that a failure to
+/// create it (the address-space limit, the process's thread limit) is an
+/// error code: std::thread reports it by an exception, which mtsched does
+/// not use, and llvm::thread by a fatal error.
+class RankThread {
+public:
+  explicit RankThread(std::function<void()> Fn) : Fn(std::move(Fn)) {}
+  /// 0, or the errno value pthread_create returned.
+  int start() {
+    return pthread_create(&Thread, nullptr, &RankThread::run, this);
+  }
+  void join() { pthread_join(Thread, nullptr); }
+
+private:
+  static void *run(void *Self) {
+    static_cast<RankThread *>(Self)->Fn();
+    return nullptr;
+  }
+  std::function<void()> Fn;
+  pthread_t Thread;
+};
+
+/// Holds the rank threads until every one of them exists: if one cannot
+/// be created, none has started its rank (whose peers would wait for the
+/// missing one), and all of them leave at once.
+class StartGate {
+public:
+  /// Whether to run the rank (false: the run was called off).
+  bool waitToStart() {
+    std::unique_lock<std::mutex> L(M);
+    CV.wait(L, [&] { return Decided; });
+    return Go;
+  }
+  void open(bool Run) {
+    std::lock_guard<std::mutex> L(M);
+    Decided = true;
+    Go = Run;
+    CV.notify_all();
+  }
+
+private:
+  std::mutex M;
+  std::condition_variable CV;
+  bool Decided = false;
+  bool Go = false;
+};
+
+/// Hands thread ranks their module: ranks 1..N-1 clone the parsed module,
+/// rank 0 takes the parsed module itself once they all have, so the
+/// process holds N copies, not N + 1.
+class ModuleHandout {
+public:
+  ModuleHandout(std::unique_ptr<Module> M, int N)
+      : Original(std::move(M)), N(N) {}
+  std::unique_ptr<Module> take(int Rank) {
+    if (N == 1)
+      return std::move(Original);
+    if (Rank != 0) {
+      std::unique_ptr<Module> Copy = Original->clone();
+      std::lock_guard<std::mutex> L(Mu);
+      ++Cloned;
+      CV.notify_all();
+      return Copy;
+    }
+    std::unique_lock<std::mutex> L(Mu);
+    CV.wait(L, [&] { return Cloned == N - 1; });
+    return std::move(Original);
+  }
+
+private:
+  std::unique_ptr<Module> Original;
+  int N;
+  std::mutex Mu;
+  std::condition_variable CV;
+  int Cloned = 0;
 };
 
 struct RankState {
@@ -222,7 +302,8 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
     State.OK = !Failed && !State.Stopped;
   }
   if (State.OK) {
-    State.Session->finish();
+    // Every rank's timings and decisions only for those that show them.
+    State.Session->finish(!Config.ReportFile.empty() || Config.AutotuneSummary);
     if (HashFinalIR) {
       llvm::raw_sha1_ostream Hash;
       printModule(*State.M, Hash);
@@ -322,10 +403,14 @@ bool runThreadRanks(
 
   ThreadGroup Group(N);
   RankGate Gate;
+  StartGate Start;
+  ModuleHandout Modules(std::move(M), N);
   std::vector<RankState> States(N);
-  std::vector<std::thread> Threads;
-  for (int R = 0; R < N; ++R)
-    Threads.emplace_back([&, R] {
+  std::vector<std::unique_ptr<RankThread>> Threads;
+  for (int R = 0; R < N; ++R) {
+    Threads.push_back(std::make_unique<RankThread>([&, R] {
+      if (!Start.waitToStart())
+        return;
       llvm::set_thread_name("rank " + llvm::Twine(R));
       if (Trace)
         llvm::timeTraceProfilerInitialize(/*TimeTraceGranularity=*/0,
@@ -340,19 +425,35 @@ bool runThreadRanks(
       };
       Hooks.Exit = [&Group, R] { Group.markDead(R); };
       Hooks.Late = [&Gate](std::chrono::milliseconds D) { Gate.sleepLate(D); };
-      // Each rank owns a copy; a single rank takes the original.
-      std::unique_ptr<Module> Copy = N == 1 ? std::move(M) : M->clone();
-      runRank(R, Group.get(R), std::move(Hooks), Config, std::move(Copy), Diags,
+      // Each rank owns a copy it mutates; rank 0 takes the parsed module.
+      runRank(R, Group.get(R), std::move(Hooks), Config, Modules.take(R), Diags,
               States[R], /*HashFinalIR=*/N > 1);
       if (Trace)
         llvm::timeTraceProfilerFinishThread();
       if (!Hung)
         Gate.settle();
-    });
+    }));
+    if (int EC = Threads.back()->start()) {
+      // Those already created leave without running their rank.
+      Threads.pop_back();
+      Start.open(/*Run=*/false);
+      for (std::unique_ptr<RankThread> &T : Threads)
+        T->join();
+      llvm::WithColor::error()
+          << "cannot start the thread of rank " << R << " (of " << N
+          << " thread ranks): " << std::strerror(EC)
+          << "; run fewer ranks (--ranks), raise the address-space or thread "
+             "limit (ulimit -v, ulimit -u), or use MPI ranks\n";
+      if (Trace)
+        llvm::timeTraceProfilerCleanup();
+      return false;
+    }
+  }
+  Start.open(/*Run=*/true);
   Gate.waitAllSettled(N);
   Gate.release();
-  for (std::thread &T : Threads)
-    T.join();
+  for (std::unique_ptr<RankThread> &T : Threads)
+    T->join();
 
   RankState *Reporter = nullptr;
   bool AnyError = false;
