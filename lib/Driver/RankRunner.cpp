@@ -136,33 +136,28 @@ private:
   bool Go = false;
 };
 
-/// Hands thread ranks their module: ranks 1..N-1 clone the parsed module,
-/// rank 0 takes the parsed module itself once they all have, so the
-/// process holds N copies, not N + 1.
+/// Hands thread ranks their module: every rank clones the parsed module
+/// (none waits for another: a rank held back would arrive late at the
+/// pre-sync), and the last one to finish cloning frees it, so the parsed
+/// module is not kept beside the N copies for the rest of the run.
 class ModuleHandout {
 public:
   ModuleHandout(std::unique_ptr<Module> M, int N)
       : Original(std::move(M)), N(N) {}
-  std::unique_ptr<Module> take(int Rank) {
+  std::unique_ptr<Module> take() {
     if (N == 1)
       return std::move(Original);
-    if (Rank != 0) {
-      std::unique_ptr<Module> Copy = Original->clone();
-      std::lock_guard<std::mutex> L(Mu);
-      ++Cloned;
-      CV.notify_all();
-      return Copy;
-    }
-    std::unique_lock<std::mutex> L(Mu);
-    CV.wait(L, [&] { return Cloned == N - 1; });
-    return std::move(Original);
+    std::unique_ptr<Module> Copy = Original->clone();
+    std::lock_guard<std::mutex> L(Mu);
+    if (++Cloned == N)
+      Original.reset();
+    return Copy;
   }
 
 private:
   std::unique_ptr<Module> Original;
   int N;
   std::mutex Mu;
-  std::condition_variable CV;
   int Cloned = 0;
 };
 
@@ -425,8 +420,8 @@ bool runThreadRanks(
       };
       Hooks.Exit = [&Group, R] { Group.markDead(R); };
       Hooks.Late = [&Gate](std::chrono::milliseconds D) { Gate.sleepLate(D); };
-      // Each rank owns a copy it mutates; rank 0 takes the parsed module.
-      runRank(R, Group.get(R), std::move(Hooks), Config, Modules.take(R), Diags,
+      // Each rank owns a copy it mutates.
+      runRank(R, Group.get(R), std::move(Hooks), Config, Modules.take(), Diags,
               States[R], /*HashFinalIR=*/N > 1);
       if (Trace)
         llvm::timeTraceProfilerFinishThread();
