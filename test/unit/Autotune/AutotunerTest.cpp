@@ -267,10 +267,10 @@ TEST(AutotunerTest, ProtocolFlagsNameWhatRanksMustShare) {
   std::string F = protocolFlags(O, FusionOptions(), CollectiveMode::Immediate);
   for (const char *W :
        {"collective-mode=immediate", "fusion-heuristic=benchmark",
-        "size-hints-bytes=16,1024", "prune-top-k=3", "sim-noise=2.5",
-        "seed=7", "bench-runs=4", "warmup-runs=1", "device=h200(",
-        "max-extra-writes=1", "pre-sync-timeout-ms=5000",
-        "agreement-timeout-ms=2000", "tie-tolerance=0.01"})
+        "size-hints-bytes=16,1024", "prune-top-k=3", "sim-noise=2.5", "seed=7",
+        "bench-runs=4", "warmup-runs=1", "device=h200(", "max-extra-writes=1",
+        "pre-sync-timeout-ms=5000", "agreement-timeout-ms=2000",
+        "tie-tolerance=0.01"})
     EXPECT_NE(F.find(W), std::string::npos) << W << " in " << F;
 }
 
