@@ -11,7 +11,10 @@
 #   2. the README's example 300 times, 4 at a time: one distinct output;
 #   3. every fault kind at 2, 4 and 8 ranks, thread and MPI: each run ends
 #      within its documented bound (docs/RANKS.md), the survivors agree and
-#      the report names the rank at fault.
+#      the report names the rank at fault;
+#   4. a warm cache (--cache-only) with a rank that exits, hangs or comes
+#      past the window, thread and MPI, 2 and 4 ranks: the cached decision
+#      replayed, no node falling back.
 # MPI parts are skipped (with a note) when mpirun is missing. The verdict
 # does not depend on timing luck: deadlines are the defaults (5 s arrival,
 # 2 s agreement) except in the fault runs, which set their own to keep the
@@ -19,7 +22,7 @@
 #
 # Environment: CHAOS_RUNS (healthy runs per input and rank count, default
 # 2), CHAOS_EXAMPLE_RUNS (default 300), CHAOS_NODES (default 10000),
-# CHAOS_PARTS (default "1 2 3": which of the parts above to run).
+# CHAOS_PARTS (default "1 2 3 4": which of the parts above to run).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,7 +32,7 @@ OPT="$BUILD/tools/mtsched-opt/mtsched-opt"
 RUNS="${CHAOS_RUNS:-2}"
 EXAMPLE_RUNS="${CHAOS_EXAMPLE_RUNS:-300}"
 NODES="${CHAOS_NODES:-10000}"
-PARTS=" ${CHAOS_PARTS:-1 2 3} "
+PARTS=" ${CHAOS_PARTS:-1 2 3 4} "
 [[ -x "$OPT" ]] || bash scripts/build.sh "$BUILD"
 
 TMP="$(mktemp -d)"
@@ -252,6 +255,52 @@ for KIND in "${KINDS[@]}"; do
     done
   done
 done
+
+# ---------------------------------------------------------------------------
+# A fully cached graph never falls back, whichever rank is missing: the
+# survivors (and a late rank) replay their own reading of the cache. The
+# verdict is the same whether a fault made the pre-sync fail or not, so it
+# does not depend on timing: the warm run's IR, every node a hit, no node
+# falling back.
+if [[ "$PARTS" == *" 4 "* ]]; then
+  echo "== 4. a warm cache with a rank missing: replayed, nothing falls back"
+  CACHED=(--pipeline=default --quiet --pre-sync-timeout-ms=$D
+    --agreement-timeout-ms=$G --choice-timeout-ms=$T)
+  KINDS=(threads)
+  [[ $MPI == 1 ]] && KINDS+=(mpi)
+  for KIND in "${KINDS[@]}"; do
+    for NP in 2 4; do
+      IN="$TMP/cached$NP.mir" CDIR="$TMP/cache-$KIND$NP"
+      python3 bench/gen_graph.py --layers 2 --world "$NP" -m 256 -n 1024 >"$IN"
+      # shellcheck disable=SC2046
+      timeout -k 5 120 $(launch "$KIND" "$NP") "${CACHED[@]}" --cache-dir="$CDIR" \
+        "$IN" -o "$TMP/cached-$KIND$NP.ref.mir" >/dev/null 2>&1 ||
+        fail "$KIND$NP: the run that warms the cache failed"
+      L=$((NP - 1))
+      for SPEC in "exit:rank=$L" "exit:rank=0" "hang:rank=$L" "late:rank=$L:ms=4000"; do
+        NAME="cached-$KIND$NP-${SPEC//[:=]/_}" RC=0
+        # MPI: a hung process leaves with status 3 (docs/RANKS.md).
+        WANT=0
+        [[ $KIND == mpi && $SPEC == hang* ]] && WANT=3
+        # shellcheck disable=SC2046
+        timeout -k 5 60 $(launch "$KIND" "$NP") "${CACHED[@]}" --cache-dir="$CDIR" \
+          --cache-only --inject="$SPEC" "$IN" -o "$TMP/$NAME.mir" \
+          --report="$TMP/$NAME.json" >/dev/null 2>"$TMP/$NAME.err" || RC=$?
+        echo "chaos: $NAME: exit $RC"
+        [[ $RC -eq $WANT ]] || fail "$NAME: exit $RC, expected $WANT"
+        cmp -s "$TMP/cached-$KIND$NP.ref.mir" "$TMP/$NAME.mir" ||
+          fail "$NAME: the IR differs from the cached decision"
+        python3 - "$TMP/$NAME.json" <<'EOF' || fail "$NAME: a node fell back or missed the cache"
+import json, sys
+r = json.load(open(sys.argv[1]))
+ok = (r["sync"]["fallback_nodes"] == 0 and r["cache"]["misses"] == 0
+      and r["cache"]["hits"] > 0 and not any(n["fallback"] for n in r["nodes"]))
+sys.exit(0 if ok else 1)
+EOF
+      done
+    done
+  done
+fi
 
 if [[ $FAILS -ne 0 ]]; then
   echo "chaos: $FAILS check(s) failed" >&2

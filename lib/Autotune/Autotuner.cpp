@@ -8,8 +8,10 @@
 #include "AutotunerImpl.h"
 #include "mtsched/Autotune/Cache.h"
 #include "mtsched/Schedule/Schedule.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/TimeProfiler.h"
+#include "llvm/Support/xxhash.h"
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -105,8 +107,9 @@ std::vector<std::string> splitEntries(llvm::StringRef S) {
 
 std::string
 Autotuner::Impl::lookupBundle(const Graph &G,
-                              llvm::ArrayRef<MultiTemplateBufferNode *> Todo) {
-  if (!Store.getCache() || rank() != 0)
+                              llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                              bool Local) {
+  if (!Store.getCache() || (rank() != 0 && !Local))
     return "";
   std::string Out = "B";
   for (MultiTemplateBufferNode *N : Todo) {
@@ -123,6 +126,7 @@ Autotuner::Impl::lookupBundle(const Graph &G,
 llvm::Expected<std::string> Autotuner::Impl::sync(PreSyncInput In,
                                                   std::string &Bundle) {
   In.Flags = protocolFlags(Opts, Fusion, Self.Mode);
+  In.Groups = groupMembership(M);
   return Ranks.sync(std::move(In), result().Sync, Bundle);
 }
 
@@ -216,7 +220,19 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
     // Rank 0's entry, agreed in the pre-sync: replay needs no peer.
     Key = cacheKey(G, N);
     Store.beginReplay(*Entry, Key);
-  } else if (Store.getCache() && !Ranks.isDegraded()) {
+  } else if (Store.getCache() && Ranks.isDegraded()) {
+    // No peer to agree with: what this rank's cache holds is replayed. Ranks
+    // sharing a cache directory read the same entry and decide alike; what
+    // it lacks falls back below, since nothing can be measured.
+    Key = cacheKey(G, N);
+    std::string Warning;
+    std::optional<llvm::StringRef> GroupKey;
+    if (!Ranks.nodeGroupKey().empty())
+      GroupKey = llvm::StringRef(Ranks.nodeGroupKey());
+    Store.beginReplay(Store.lookupEntry(Key, N, GroupKey, Warning), Key);
+    if (!Warning.empty())
+      warn(N.getLoc(), Warning);
+  } else if (Store.getCache()) {
     Key = cacheKey(G, N);
     // Rank 0's cache decides for every rank (the group's first rank for a
     // subgroup's node): "H" + entry, or "M".
@@ -255,7 +271,8 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
     return;
   }
   ++result().CacheMisses;
-  if (Ranks.isDegraded() || Ranks.nodeComm().rank() != 0 || Opts.CacheOnly)
+  if (Ranks.isDegraded() || Ranks.nodeComm().rank() != 0 || Opts.CacheOnly ||
+      !Opts.Faults.empty())
     return;
   if (llvm::Error E = Store.storeNode(Key)) {
     std::string Msg = llvm::toString(std::move(E));
@@ -263,6 +280,16 @@ void Autotuner::Impl::finalize(const Graph &G, MultiTemplateBufferNode &N,
       warn(N.getLoc(), "cannot write the autotune cache: " + Msg);
     StoreWarned = true;
   }
+}
+
+void Autotuner::Impl::replayAlone(const Graph &G, MultiTemplateBufferNode &N,
+                                  bool WithFusion, const std::string *Entry) {
+  // A subgroup's records carry its members, as its leader wrote them.
+  std::vector<int> Group = subgroupOf(G, N);
+  if (!Group.empty())
+    Ranks.replayAsGroup(Group);
+  finalize(G, N, WithFusion, Entry);
+  Ranks.leaveGroup();
 }
 
 bool Autotuner::Impl::stopIfUnmeasured(const Graph &G,
@@ -402,10 +429,18 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
       Result.Sync.Ok = false;
       if (Result.Sync.Reason.empty())
         Result.Sync.Reason = *Why;
-      // The next sync tries again: V1 syncs each collective on its own.
+      // What the cache holds is replayed without peers; nothing is
+      // measured. The next sync tries again: V1 syncs each collective on
+      // its own.
+      I.Ranks.degrade(*Why);
+      if (I.Store.getCache())
+        I.replayAlone(G, N, /*WithFusion=*/false);
+      else
+        I.decideWithoutBenchmark(G, N, *Why);
       I.Ranks.retryAfterSync(*Why);
-      I.decideWithoutBenchmark(G, N, *Why);
       I.addPhase("benchmark", msSince(T0));
+      if (I.CacheOnlyFailed)
+        return llvm::make_error<ReportedError>();
       return I.noteFallbacks(G, "sync for '%" + N.getName() + "'");
     }
   }
@@ -480,6 +515,14 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
       // replays, identically on every rank.
       I.Ranks.degrade(*Why);
     }
+    // Rank 0's entries did not arrive (a peer is missing, or this rank is
+    // the late one): replay from this rank's own reading of the cache, so a
+    // fully cached graph never depends on a peer answering.
+    if (I.Ranks.isDegraded() && Bundle.empty() && I.Store.getCache()) {
+      auto L1 = Clock::now();
+      Bundle = I.lookupBundle(G, Todo, /*Local=*/true);
+      I.addPhase("cache_lookup", msSince(L1));
+    }
   }
   std::vector<std::string> Entries;
   if (I.Store.getCache() && llvm::StringRef(Bundle).consume_front("B"))
@@ -497,6 +540,9 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   for (size_t K = 0; K < Todo.size(); ++K) {
     if (I.Ranks.isDegraded() && !HaveEntries)
       I.decideWithoutBenchmark(G, *Todo[K], I.Ranks.reason());
+    else if (I.Ranks.isDegraded() && !I.subgroupOf(G, *Todo[K]).empty())
+      // The group cannot meet: replay its entry here, as every rank does.
+      I.replayAlone(G, *Todo[K], /*WithFusion=*/true, &Entries[K]);
     else if (std::vector<int> Ranks = I.subgroupOf(G, *Todo[K]); !Ranks.empty())
       GroupNodes.push_back(I.queueGroupNode(G, *Todo[K], std::move(Ranks)));
     else
@@ -541,7 +587,7 @@ const CostModel &Autotuner::getCostModel() const { return *Model; }
 
 double Autotuner::getTieTolerance() const { return P->Fusion.TieTolerance; }
 
-void Autotuner::finish() {
+void Autotuner::finish(bool RankDetails) {
   Impl &I = *P;
   auto T0 = Clock::now();
   int Size = I.Ranks.size();
@@ -571,6 +617,23 @@ void Autotuner::finish() {
     return;
   }
 
+  std::chrono::milliseconds Bound =
+      I.Opts.ChoiceTimeout + I.Opts.AgreementTimeout;
+  if (!RankDetails) {
+    std::string Text;
+    for (const auto &KV : Result.RankDecisions[I.rank()])
+      Text += KV.first + "\t" + KV.second + "\n";
+    std::string Mine = llvm::utohexstr(llvm::xxh3_64bits(Text));
+    std::vector<std::string> All;
+    if (I.Ranks.world().allGather(Mine, All, Bound) == CommStatus::Ok &&
+        I.rank() == 0)
+      for (int R = 1; R < Size; ++R)
+        if (All[R] != Mine)
+          Result.RankDecisions[R] = {{"<decisions hash>", All[R]}};
+    I.addPhase("gather", msSince(T0));
+    return;
+  }
+
   // Every rank's view, for the report: rank 0 reports everyone's.
   llvm::json::Array Nodes;
   for (const std::vector<double> &Times : Result.RankLocalUs[I.rank()]) {
@@ -589,9 +652,11 @@ void Autotuner::finish() {
   OS << llvm::json::Value(llvm::json::Object{{"local", std::move(Nodes)},
                                              {"decisions", std::move(Dec)}});
   std::vector<std::string> All;
-  if (I.Ranks.world().allGather(
-          OS.str(), All, I.Opts.ChoiceTimeout + I.Opts.AgreementTimeout) !=
-      CommStatus::Ok)
+  if (I.Ranks.world().allGather(OS.str(), All, Bound) != CommStatus::Ok)
+    All.assign(Size, "");
+  // Only rank 0 reports a run whose gather succeeded: the others would
+  // hold N ranks' data each, N^2 in all.
+  if (I.rank() != 0)
     All.assign(Size, "");
   for (int R = 0; R < Size; ++R) {
     if (R == I.rank())

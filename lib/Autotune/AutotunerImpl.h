@@ -67,8 +67,16 @@ struct Autotuner::Impl {
   llvm::Expected<std::string> sync(PreSyncInput In, std::string &Bundle);
   /// Rank 0: every node's cache entry, looked up before the pre-sync so a
   /// fully cached graph needs nothing measured (empty without a cache).
+  /// Local: any rank reads its own cache (after a failed pre-sync, when
+  /// rank 0's entries did not arrive).
   std::string lookupBundle(const Graph &G,
-                           llvm::ArrayRef<MultiTemplateBufferNode *> Todo);
+                           llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                           bool Local = false);
+  /// With the ranks degraded: N replayed from Entry (or, without one, from
+  /// this rank's cache) as its group would have, with no peer involved;
+  /// what the cache lacks falls back.
+  void replayAlone(const Graph &G, MultiTemplateBufferNode &N, bool WithFusion,
+                   const std::string *Entry = nullptr);
   /// After a sync failure: the one stderr line the reporting rank prints,
   /// or the error under --on-sync-failure=error.
   llvm::Error noteFallbacks(const Graph &G, llvm::StringRef What);

@@ -124,8 +124,6 @@ NodeResult mtsched::startRecord(const Module &M, const Graph &G,
   for (const Operand &E : N.getEpilogue())
     R.Epilogue.push_back("%" + E.V->getName());
   R.W = describeNode(M, G, N);
-  R.ChoiceParams.reserve(N.getChoices().size());
-  for (const Choice &C : N.getChoices())
-    R.ChoiceParams.push_back(C.Params);
+  R.ChoiceDefs = N.getChoiceList();
   return R;
 }

@@ -74,10 +74,14 @@ static std::string unknownChoiceIn(const CacheEntry &E,
 }
 
 MeasurementStore::MeasurementStore(const AutotuneOptions &Opts) : Opts(Opts) {
-  // Injected faults change measurements on purpose: never cache them.
+  // Injected faults change measurements on purpose: never cache them
+  // (Autotuner::Impl::finalize stores nothing under any fault).
   // --cache-only measures nothing, so its replay is unaffected by faults
-  // and it still reads the cache (it never writes).
-  if (!Opts.CacheDir.empty() && (Opts.Faults.empty() || Opts.CacheOnly))
+  // and it still reads the cache (it never writes); rank faults (late,
+  // exit, hang) change no measurement, so a warm cache replays under them
+  // as it would without them.
+  if (!Opts.CacheDir.empty() &&
+      (Opts.Faults.onlyRankFaults() || Opts.CacheOnly))
     Cache = std::make_unique<AutotuneCache>(Opts.CacheDir);
 }
 

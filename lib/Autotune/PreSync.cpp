@@ -9,13 +9,16 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/PreSync.h"
 #include "mtsched/IR/Printer.h"
+#include "mtsched/Runtime/DeviceDesc.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/TimeProfiler.h"
 #include "llvm/Support/xxhash.h"
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 using namespace mtsched;
 using Clock = std::chrono::steady_clock;
@@ -56,18 +59,51 @@ uint64_t mtsched::fingerprintStructure(const Graph &G) {
   return llvm::xxHash64(OS.str());
 }
 
+/// The shortest decimal form of V that reads back as V: "0", "2.5".
+static std::string shortest(double V) {
+  for (int Digits = 1; Digits < 17; ++Digits) {
+    std::string S = llvm::formatv("{0}", llvm::format("%.*g", Digits, V));
+    if (std::strtod(S.c_str(), nullptr) == V)
+      return S;
+  }
+  return llvm::formatv("{0}", llvm::format("%.17g", V));
+}
+
+std::string mtsched::groupMembership(const Module &M) {
+  std::string S;
+  for (const ProcessGroup &G : M.getGroups()) {
+    S += "@" + G.Name + " = [";
+    for (size_t I = 0; I < G.Ranks.size(); ++I)
+      S += (I ? ", " : "") + std::to_string(G.Ranks[I]);
+    S += "]\n";
+  }
+  return S;
+}
+
 std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
                                    const FusionOptions &Fusion,
                                    CollectiveMode Mode) {
   std::string S;
   llvm::raw_string_ostream OS(S);
+  // Words are separated by spaces: a device name's own spaces become '_'.
+  std::string DeviceName = Opts.Device.Name;
+  std::replace(DeviceName.begin(), DeviceName.end(), ' ', '_');
+  // Everything that changes a decision or a measurement, and the bounds
+  // every rank judges the pre-sync's outcome by.
   OS << "collective-mode="
      << (Mode == CollectiveMode::Deferred ? "deferred" : "immediate")
      << " fusion-heuristic=" << Fusion.Heuristic
-     << " fusion-speedup-threshold=" << Fusion.SpeedupThreshold
-     << " tie-tolerance=" << Fusion.TieTolerance
+     << " fusion-speedup-threshold=" << shortest(Fusion.SpeedupThreshold)
+     << " tie-tolerance=" << shortest(Fusion.TieTolerance)
      << " max-epilogue-length=" << Fusion.MaxEpilogueLength
-     << " backend=" << Opts.Backend << " size-hints-m=";
+     << " max-extra-writes=" << Fusion.MaxExtraWrites
+     << " backend=" << Opts.Backend << " device=" << DeviceName << "("
+     << llvm::utohexstr(hashDevice(Opts.Device)) << ")"
+     << " bench-runs=" << Opts.BenchRuns << " warmup-runs=" << Opts.WarmupRuns
+     << " sim-noise=" << shortest(Opts.SimNoisePct) << " seed=" << Opts.Seed
+     << " pre-sync-timeout-ms=" << Opts.PreSyncTimeout.count()
+     << " agreement-timeout-ms=" << Opts.AgreementTimeout.count()
+     << " size-hints-m=";
   llvm::interleave(Opts.SizeHintsM, OS, ",");
   OS << " size-hints-bytes=";
   llvm::interleave(Opts.SizeHintsBytes, OS, ",");
@@ -94,28 +130,33 @@ struct Arrival {
   /// How long this rank waited in the barrier (steady clock).
   int64_t WaitNs = 0;
   std::string Flags;
+  std::string Groups;
   std::string Structure;
   std::string Collectives;
   std::string Bundle;
 };
 
 std::string encodeArrival(const Arrival &A) {
-  return "v1\n" + std::string(A.InTime ? "1" : "0") + "\n" +
+  // Group lines end in '\n': they travel hex-encoded, one field.
+  return "v2\n" + std::string(A.InTime ? "1" : "0") + "\n" +
          std::to_string(A.AtNs) + "\n" + std::to_string(A.WaitNs) + "\n" +
-         A.Flags + "\n" + A.Structure + "\n" + A.Collectives + "\n" + A.Bundle;
+         A.Flags + "\n" + llvm::toHex(A.Groups) + "\n" + A.Structure + "\n" +
+         A.Collectives + "\n" + A.Bundle;
 }
 
 bool decodeArrival(llvm::StringRef S, Arrival &A) {
-  llvm::SmallVector<llvm::StringRef, 8> F;
-  S.split(F, '\n', /*MaxSplit=*/7);
-  if (F.size() != 8 || F[0] != "v1" || F[2].getAsInteger(10, A.AtNs) ||
+  llvm::SmallVector<llvm::StringRef, 9> F;
+  S.split(F, '\n', /*MaxSplit=*/8);
+  if (F.size() != 9 || F[0] != "v2" || F[2].getAsInteger(10, A.AtNs) ||
       F[3].getAsInteger(10, A.WaitNs))
     return false;
   A.InTime = F[1] == "1";
   A.Flags = F[4].str();
-  A.Structure = F[5].str();
-  A.Collectives = F[6].str();
-  A.Bundle = F[7].str();
+  if (!llvm::tryGetFromHex(F[5], A.Groups))
+    return false;
+  A.Structure = F[6].str();
+  A.Collectives = F[7].str();
+  A.Bundle = F[8].str();
   return true;
 }
 
@@ -151,6 +192,25 @@ std::pair<std::string, std::string> firstFlagDifference(llvm::StringRef A,
       return {"--" + X.str(), "--" + Y.str()};
   }
   return {A.str(), B.str()};
+}
+
+/// The first group of A (rank 0's) and B (rank R's) that differs.
+std::string firstGroupDifference(llvm::StringRef A, llvm::StringRef B, int R) {
+  llvm::SmallVector<llvm::StringRef, 8> GA, GB;
+  A.split(GA, '\n', -1, /*KeepEmpty=*/false);
+  B.split(GB, '\n', -1, /*KeepEmpty=*/false);
+  for (size_t I = 0; I < std::max(GA.size(), GB.size()); ++I) {
+    llvm::StringRef X = I < GA.size() ? GA[I] : "";
+    llvm::StringRef Y = I < GB.size() ? GB[I] : "";
+    if (X == Y)
+      continue;
+    auto Has = [](int Rank, llvm::StringRef G) {
+      return "rank " + std::to_string(Rank) +
+             (G.empty() ? " has no more groups" : " has '" + G.str() + "'");
+    };
+    return Has(0, X) + ", " + Has(R, Y);
+  }
+  return "";
 }
 
 } // namespace
@@ -222,6 +282,7 @@ llvm::Expected<PreSyncOutcome> mtsched::runPreSync(Communicator &Comm,
   // agreement costs one exchange and no rank's hashing.
   Arrival Me;
   Me.Flags = In.Flags;
+  Me.Groups = In.Groups;
   Me.Structure = In.CompareStructure
                      ? llvm::utohexstr(fingerprintStructure(*In.G))
                      : std::string("-");
@@ -253,11 +314,22 @@ llvm::Expected<PreSyncOutcome> mtsched::runPreSync(Communicator &Comm,
   int N = Comm.size();
   if (Gather != CommStatus::Ok) {
     Out.State = PreSyncOutcome::Broken;
+    // Nobody's entries arrived: this rank replays what it read itself.
+    Out.Bundle = std::move(Me.Bundle);
     std::vector<int> Missing = Comm.missingPeers();
     Out.MissingRanks = Missing;
     std::string Bound =
         std::to_string((Opts.PreSyncTimeout + Opts.AgreementTimeout).count());
-    if (Missing.empty())
+    if (Missing.empty() && Gather == CommStatus::Timeout) {
+      // Every peer deposited and none is missing, yet the exchange timed
+      // out at once: they gave up on it before this rank came. This rank
+      // is the missing one, as its peers report it.
+      Out.MissingRanks = {Comm.rank()};
+      Out.Reason = "rank " + std::to_string(Comm.rank()) +
+                   " did not reach the pre-sync within " + Bound +
+                   " ms (arrival deadline + agreement timeout): it came after "
+                   "its peers had stopped waiting";
+    } else if (Missing.empty())
       Out.Reason = Gather == CommStatus::Failed
                        ? "a peer exited before the pre-sync completed"
                        : "peers did not answer within " + Bound +
@@ -293,6 +365,13 @@ llvm::Expected<PreSyncOutcome> mtsched::runPreSync(Communicator &Comm,
               "', rank " + std::to_string(R) + " has '" + B + "'");
     }
   }
+  for (int R = 1; R < N; ++R)
+    if (Ranks[R].Groups != Ranks[0].Groups)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "ranks 0 and " + std::to_string(R) +
+              " have different process groups: " +
+              firstGroupDifference(Ranks[0].Groups, Ranks[R].Groups, R));
   for (bool Coll : {true, false})
     for (int R = 1; R < N; ++R) {
       const std::string &X = Coll ? Ranks[0].Collectives : Ranks[0].Structure;

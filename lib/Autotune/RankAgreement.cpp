@@ -9,6 +9,13 @@ using namespace mtsched;
 
 char RankStoppedError::ID = 0;
 
+/// How a subgroup's records are keyed: "@" and its ranks.
+static std::string groupKeyOf(const std::vector<int> &Ranks) {
+  return "@" + llvm::join(llvm::map_range(
+                              Ranks, [](int R) { return std::to_string(R); }),
+                          ",");
+}
+
 RankAgreement::RankAgreement(const AutotuneOptions &Opts, Communicator &World,
                              RankHooks Hooks)
     : Opts(Opts), World(World), Hooks(std::move(Hooks)), NodeComm(&World) {}
@@ -83,11 +90,13 @@ bool RankAgreement::enterGroup(const std::vector<int> &Ranks,
     return false;
   }
   NodeComm = It->second.get();
-  NodeGroupKey =
-      "@" +
-      llvm::join(
-          llvm::map_range(Ranks, [](int R) { return std::to_string(R); }), ",");
+  NodeGroupKey = groupKeyOf(Ranks);
   return true;
+}
+
+void RankAgreement::replayAsGroup(const std::vector<int> &Ranks) {
+  NodeComm = &World;
+  NodeGroupKey = groupKeyOf(Ranks);
 }
 
 void RankAgreement::leaveGroup() {

@@ -175,7 +175,7 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
       }
   // Under mpirun every rank reads its own input: one that fails must stop
   // the others too, or they would wait for it in vain.
-  if (agreeOnInput(Config, M != nullptr) && M) {
+  if (agreeOnInput(Config, M.get()) && M) {
     warnUnknownDisabled(Config.Pipe.Lowering.Choices, *M);
     Diagnostics Diags(SM);
     OK = runOnRanks(Config, std::move(M), Diags, OS,

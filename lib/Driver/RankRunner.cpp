@@ -33,7 +33,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <mutex>
+#include <pthread.h>
 #include <thread>
 #include <unistd.h>
 
@@ -83,6 +86,78 @@ private:
   std::condition_variable CV;
   int Settled = 0;
   bool Released = false;
+};
+
+/// A rank's thread, started with pthread_create so that a failure to
+/// create it (the address-space limit, the process's thread limit) is an
+/// error code: std::thread reports it by an exception, which mtsched does
+/// not use, and llvm::thread by a fatal error.
+class RankThread {
+public:
+  explicit RankThread(std::function<void()> Fn) : Fn(std::move(Fn)) {}
+  /// 0, or the errno value pthread_create returned.
+  int start() {
+    return pthread_create(&Thread, nullptr, &RankThread::run, this);
+  }
+  void join() { pthread_join(Thread, nullptr); }
+
+private:
+  static void *run(void *Self) {
+    static_cast<RankThread *>(Self)->Fn();
+    return nullptr;
+  }
+  std::function<void()> Fn;
+  pthread_t Thread;
+};
+
+/// Holds the rank threads until every one of them exists: if one cannot
+/// be created, none has started its rank (whose peers would wait for the
+/// missing one), and all of them leave at once.
+class StartGate {
+public:
+  /// Whether to run the rank (false: the run was called off).
+  bool waitToStart() {
+    std::unique_lock<std::mutex> L(M);
+    CV.wait(L, [&] { return Decided; });
+    return Go;
+  }
+  void open(bool Run) {
+    std::lock_guard<std::mutex> L(M);
+    Decided = true;
+    Go = Run;
+    CV.notify_all();
+  }
+
+private:
+  std::mutex M;
+  std::condition_variable CV;
+  bool Decided = false;
+  bool Go = false;
+};
+
+/// Hands thread ranks their module: every rank clones the parsed module
+/// (none waits for another: a rank held back would arrive late at the
+/// pre-sync), and the last one to finish cloning frees it, so the parsed
+/// module is not kept beside the N copies for the rest of the run.
+class ModuleHandout {
+public:
+  ModuleHandout(std::unique_ptr<Module> M, int N)
+      : Original(std::move(M)), N(N) {}
+  std::unique_ptr<Module> take() {
+    if (N == 1)
+      return std::move(Original);
+    std::unique_ptr<Module> Copy = Original->clone();
+    std::lock_guard<std::mutex> L(Mu);
+    if (++Cloned == N)
+      Original.reset();
+    return Copy;
+  }
+
+private:
+  std::unique_ptr<Module> Original;
+  int N;
+  std::mutex Mu;
+  int Cloned = 0;
 };
 
 struct RankState {
@@ -221,7 +296,8 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
     State.OK = !Failed && !State.Stopped;
   }
   if (State.OK) {
-    State.Session->finish();
+    // Every rank's timings and decisions only for those that show them.
+    State.Session->finish(!Config.ReportFile.empty() || Config.AutotuneSummary);
     if (HashFinalIR) {
       llvm::raw_sha1_ostream Hash;
       printModule(*State.M, Hash);
@@ -322,10 +398,14 @@ bool runThreadRanks(
 
   ThreadGroup Group(N);
   RankGate Gate;
+  StartGate Start;
+  ModuleHandout Modules(std::move(M), N);
   std::vector<RankState> States(N);
-  std::vector<std::thread> Threads;
-  for (int R = 0; R < N; ++R)
-    Threads.emplace_back([&, R] {
+  std::vector<std::unique_ptr<RankThread>> Threads;
+  for (int R = 0; R < N; ++R) {
+    Threads.push_back(std::make_unique<RankThread>([&, R] {
+      if (!Start.waitToStart())
+        return;
       llvm::set_thread_name("rank " + llvm::Twine(R));
       if (Trace)
         llvm::timeTraceProfilerInitialize(/*TimeTraceGranularity=*/0,
@@ -340,19 +420,35 @@ bool runThreadRanks(
       };
       Hooks.Exit = [&Group, R] { Group.markDead(R); };
       Hooks.Late = [&Gate](std::chrono::milliseconds D) { Gate.sleepLate(D); };
-      // Each rank owns a copy; a single rank takes the original.
-      std::unique_ptr<Module> Copy = N == 1 ? std::move(M) : M->clone();
-      runRank(R, Group.get(R), std::move(Hooks), Config, std::move(Copy), Diags,
+      // Each rank owns a copy it mutates.
+      runRank(R, Group.get(R), std::move(Hooks), Config, Modules.take(), Diags,
               States[R], /*HashFinalIR=*/N > 1);
       if (Trace)
         llvm::timeTraceProfilerFinishThread();
       if (!Hung)
         Gate.settle();
-    });
+    }));
+    if (int EC = Threads.back()->start()) {
+      // Those already created leave without running their rank.
+      Threads.pop_back();
+      Start.open(/*Run=*/false);
+      for (std::unique_ptr<RankThread> &T : Threads)
+        T->join();
+      toolError()
+          << "cannot start the thread of rank " << R << " (of " << N
+          << " thread ranks): " << std::strerror(EC)
+          << "; run fewer ranks (--ranks), raise the address-space or thread "
+             "limit (ulimit -v, ulimit -u), or use MPI ranks\n";
+      if (Trace)
+        llvm::timeTraceProfilerCleanup();
+      return false;
+    }
+  }
+  Start.open(/*Run=*/true);
   Gate.waitAllSettled(N);
   Gate.release();
-  for (std::thread &T : Threads)
-    T.join();
+  for (std::unique_ptr<RankThread> &T : Threads)
+    T->join();
 
   RankState *Reporter = nullptr;
   bool AnyError = false;
@@ -365,6 +461,13 @@ bool runThreadRanks(
       Reporter = &S;
   }
   bool OK = !AnyError && Reporter;
+  // Every rank stopped on purpose: nobody reported an error, yet there is
+  // nothing to print, so say why the run fails.
+  if (!Reporter && !AnyError)
+    toolError()
+        << "no rank finished: all " << N << (N == 1 ? " rank" : " ranks")
+        << " stopped (injected faults); nothing to "
+           "report\n";
   // No rank finished: the first that failed shows its dumps (e.g.
   // --print-ir-after-failure); every rank ran the same passes.
   if (!Reporter)
@@ -580,9 +683,32 @@ bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
   return OK;
 }
 
+/// The first graph whose world size differs between rank 0's list A and
+/// rank R's list B (" @g=2 @h=4" after the read flag).
+std::string worldSizeDifference(llvm::StringRef A, llvm::StringRef B, int R) {
+  llvm::SmallVector<llvm::StringRef, 4> WA, WB;
+  A.drop_front().split(WA, ' ', -1, /*KeepEmpty=*/false);
+  B.drop_front().split(WB, ' ', -1, /*KeepEmpty=*/false);
+  auto Say = [](int Rank, llvm::StringRef W) {
+    if (W.empty())
+      return "rank " + std::to_string(Rank) + " has no such graph";
+    auto [Name, Size] = W.split('=');
+    return "rank " + std::to_string(Rank) + " has '" + Name.str() +
+           "' with world_size " + Size.str();
+  };
+  for (size_t I = 0; I < std::max(WA.size(), WB.size()); ++I) {
+    llvm::StringRef X = I < WA.size() ? WA[I] : "";
+    llvm::StringRef Y = I < WB.size() ? WB[I] : "";
+    if (X != Y)
+      return Say(0, X) + ", " + Say(R, Y);
+  }
+  return "";
+}
+
 } // namespace
 
-bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
+bool mtsched::agreeOnInput(const OptMainConfig &Config, const Module *M) {
+  bool InputOK = M != nullptr;
   if (Config.Pipeline.empty() || launcherVar(LauncherSizeVars) < 1)
     return true;
   MpiRuntime *Mpi = loadMpiForRank();
@@ -597,8 +723,15 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
   const AutotuneOptions &Tune = Config.Pipe.Autotune;
   // Ranks start apart as they do at the pre-sync: the same deadline.
   std::chrono::milliseconds Bound = Tune.PreSyncTimeout + Tune.AgreementTimeout;
+  // With "did you read it?" travel the world sizes, the first thing ranks
+  // must agree on: ranks that differ there would otherwise fail apart (one
+  // at its rank count, the others waiting for it at the pre-sync).
+  std::string Mine = InputOK ? "1" : "0";
+  if (M)
+    for (const auto &G : M->getGraphs())
+      Mine += " @" + G->getName() + "=" + std::to_string(G->getWorldSize());
   std::vector<std::string> All;
-  if (Comm.allGather(InputOK ? "1" : "0", All, Bound) != CommStatus::Ok) {
+  if (Comm.allGather(Mine, All, Bound) != CommStatus::Ok) {
     std::vector<int> Missing = Comm.missingPeers();
     std::string Who;
     for (int R : Missing)
@@ -611,10 +744,20 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, bool InputOK) {
   }
   std::string Bad;
   for (size_t R = 0; R < All.size(); ++R)
-    if (All[R] != "1")
+    if (!llvm::StringRef(All[R]).starts_with("1"))
       Bad += (Bad.empty() ? "" : ", ") + std::to_string(R);
-  if (Bad.empty())
+  if (Bad.empty()) {
+    for (size_t R = 1; R < All.size(); ++R) {
+      if (All[R] == All[0])
+        continue;
+      reportToolError("rank " + llvm::Twine(Comm.rank()) + ": ranks 0 and " +
+                      llvm::Twine(R) + " have different world sizes: " +
+                      worldSizeDifference(All[0], All[R], int(R)) +
+                      "; every rank stops");
+      return false;
+    }
     return true;
+  }
   reportToolError("rank " + llvm::Twine(Comm.rank()) + ": rank" +
                   (Bad.find(',') == std::string::npos ? " " : "s ") + Bad +
                   " could not read its input; every rank stops");

@@ -55,6 +55,10 @@ public:
 
 private:
   std::unique_ptr<Node> lower(const OpNode &N, llvm::Error &Err);
+  /// Why N lowered to no choice at all: --disable-choices took them all, or
+  /// there were none to begin with (a choices file's empty list, a node
+  /// with no configs, no tile that fits its shape).
+  std::string noChoicesMessage(const OpNode &N);
   template <typename T> std::unique_ptr<T> copyOf(const OpNode &N) {
     auto New = std::make_unique<T>(N.getOp(), N.getLoc());
     New->setCustomName(N.getCustomName());
@@ -143,6 +147,32 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
   return nullptr;
 }
 
+std::string LowerPass::noChoicesMessage(const OpNode &N) {
+  std::string Head = "no choices left for '%" + N.getName() + "' ('" +
+                     N.getOpName().str() + "')";
+  // Lower it again with nothing disabled (an error path: the cost is
+  // irrelevant) to tell the two causes apart.
+  LoweringOptions All = Opts;
+  All.Choices.Disabled.clear();
+  LowerPass Probe(All);
+  Probe.setContext(getContext());
+  llvm::Error Err = llvm::Error::success();
+  std::unique_ptr<Node> Lowered = Probe.lower(N, Err);
+  llvm::consumeError(std::move(Err));
+  auto *MTB = llvm::dyn_cast_or_null<MultiTemplateBufferNode>(Lowered.get());
+  if (MTB && !MTB->getChoices().empty()) {
+    std::string Names;
+    for (const Choice &C : MTB->getChoices())
+      Names += (Names.empty() ? "" : ", ") + C.Name;
+    return Head + " after disabling choices (--disable-choices removed " +
+           std::to_string(MTB->getChoices().size()) +
+           (MTB->getChoices().size() == 1 ? " choice: " : " choices: all of ") +
+           Names + ")";
+  }
+  return "no choices for '%" + N.getName() + "' ('" + N.getOpName().str() +
+         "'): none is configured for it, none was disabled";
+}
+
 llvm::Error LowerPass::run(Graph &G) {
   for (size_t I = 0; I < G.size(); ++I) {
     auto *Op = llvm::dyn_cast<OpNode>(G.getNodes()[I].get());
@@ -154,9 +184,7 @@ llvm::Error LowerPass::run(Graph &G) {
       return Err;
     auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(New.get());
     if (MTB && MTB->getChoices().empty())
-      return Ctx.Diags->error(
-          Op->getLoc(), "no choices left for '%" + Op->getName() + "' ('" +
-                            Op->getOpName() + "') after disabling choices");
+      return Ctx.Diags->error(Op->getLoc(), noChoicesMessage(*Op));
     G.replaceNode(Op, std::move(New));
   }
   return llvm::Error::success();

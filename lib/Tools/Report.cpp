@@ -119,9 +119,10 @@ static void writeChoice(llvm::json::OStream &J, const ReportInput &In,
   if (!C.Message.empty())
     J.attribute("message", C.Message);
   const NodeResult &N = R.Nodes[NI];
-  if (CI < N.ChoiceParams.size() && !N.ChoiceParams[CI].empty())
+  if (N.ChoiceDefs && CI < N.ChoiceDefs->size() &&
+      !(*N.ChoiceDefs)[CI].Params.empty())
     J.attributeObject("params", [&] {
-      for (const AttrDict::Entry &E : N.ChoiceParams[CI]) {
+      for (const AttrDict::Entry &E : (*N.ChoiceDefs)[CI].Params) {
         J.attributeBegin(E.first);
         writeAttribute(J, E.second);
         J.attributeEnd();

@@ -209,6 +209,37 @@ timeout -k 5 30 "${MPIRUN[@]}" -np 2 sh -c \
   sh "$OPT" "${COMMON[@]}" "$EXAMPLE" >"$TMP/flags.out" 2>"$TMP/flags.err" || RC=$?
 [[ $RC -ne 0 ]] || fail "flags: ranks with different --fusion-heuristic should fail"
 expect flags "error: ranks 0 and 1 run with different autotuning flags: rank 0 has '--fusion-heuristic=benchmark', rank 1 has '--fusion-heuristic=never'"
+# Every flag that changes a measurement or a decision is compared; a
+# mismatch names the flag and both values, and every rank exits 1.
+for PAIR in "--seed=1|--seed=0|--seed=1" "--sim-noise=0.5|--sim-noise=0|--sim-noise=0.5" \
+  "--bench-runs=3|--bench-runs=10|--bench-runs=3" \
+  '--device=h100|--device=h200\([0-9A-F]+\)|--device=h100\([0-9A-F]+\)'; do
+  IFS='|' read -r FLAG A B <<<"$PAIR"
+  NAME="flag${FLAG%%=*}"
+  RC=0
+  timeout -k 5 30 "${MPIRUN[@]}" -np 1 "$OPT" "${COMMON[@]}" "$EXAMPLE" : \
+    -np 1 "$OPT" "${COMMON[@]}" "$EXAMPLE" "$FLAG" >"$TMP/$NAME.out" 2>"$TMP/$NAME.err" || RC=$?
+  [[ $RC -eq 1 ]] || fail "$NAME: ranks with different $FLAG should exit 1, not $RC"
+  expect "$NAME" "error: ranks 0 and 1 run with different autotuning flags: rank 0 has '$A', rank 1 has '$B'"
+done
+# Group membership: the collective names its group, the members differ.
+sed 's/group @tp = \[0, 1\]/group @tp = [1, 0]/' "$EXAMPLE" >"$TMP/groups.mir"
+RC=0
+timeout -k 5 30 "${MPIRUN[@]}" -np 1 "$OPT" "${COMMON[@]}" "$EXAMPLE" : \
+  -np 1 "$OPT" "${COMMON[@]}" "$TMP/groups.mir" >"$TMP/groups.out" 2>"$TMP/groups.err" || RC=$?
+[[ $RC -eq 1 ]] || fail "groups: ranks with different group members should exit 1, not $RC"
+expect groups "error: ranks 0 and 1 have different process groups: rank 0 has '@tp = \[0, 1\]', rank 1 has '@tp = \[1, 0\]'"
+# World size: compared first, with "did you read your input?", so it fails
+# at once (not after the pre-sync's window) and names both sizes.
+sed 's/world_size = 2/world_size = 4/' "$EXAMPLE" >"$TMP/ws4.mir"
+RC=0 START=$SECONDS
+timeout -k 5 30 "${MPIRUN[@]}" -np 1 "$OPT" "${COMMON[@]}" "$EXAMPLE" : \
+  -np 1 "$OPT" "${COMMON[@]}" "$TMP/ws4.mir" >"$TMP/ws.out" 2>"$TMP/ws.err" || RC=$?
+[[ $RC -eq 1 ]] || fail "ws: ranks with different world sizes should exit 1, not $RC"
+expect ws "error: rank 0: ranks 0 and 1 have different world sizes: rank 0 has '@tp_mlp' with world_size 2, rank 1 has '@tp_mlp' with world_size 4; every rank stops"
+expect ws "error: rank 1: ranks 0 and 1 have different world sizes"
+# Well inside the 5 s arrival deadline: nobody waited for the pre-sync.
+[[ $((SECONDS - START)) -lt 5 ]] || fail "ws: took $((SECONDS - START)) s"
 
 echo "== faults: bounded, every survivor falls back the same way"
 # Late within the 5 s deadline: no fallback, the skew measured.

@@ -62,6 +62,16 @@ if _visible_gpus >= 1:
     config.available_features.add("cuda-gpu")
 if _visible_gpus >= 2:
     config.available_features.add("cuda-2gpu")
+# no-sanitizer: a build without ASan/TSan, whose address space a test may
+# limit (`ulimit -v`): sanitizers reserve terabytes of shadow memory.
+import re as _re
+try:
+    with open(os.path.join(config.mtsched_obj_root, "CMakeCache.txt")) as _f:
+        _m = _re.search(r"^MTSCHED_SANITIZER:STRING=(.*)$", _f.read(), _re.M)
+    if not (_m and _m.group(1).strip()):
+        config.available_features.add("no-sanitizer")
+except OSError:
+    pass
 # mpirun: an MPI launcher, for tests of MPI ranks (as root, Open MPI must be
 # told that is fine; the ranks inherit the environment on one machine).
 import shutil

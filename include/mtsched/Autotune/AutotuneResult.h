@@ -53,10 +53,12 @@ struct NodeResult {
   /// The ranks whose measurements the times come from: a collective's
   /// group, every rank for other nodes; empty when nothing was measured.
   std::vector<int> TimedBy;
-  /// What the node computes and each choice's parameters, in choice order:
-  /// the report carries them so that calibration needs no IR.
+  /// What the node computes and its choices with their parameters, in
+  /// choice order: the report carries them so that calibration needs no
+  /// IR. The node's own list, shared (lowering gives every node of one
+  /// shape the same list), not a copy per node.
   Workload W;
-  std::vector<AttrDict> ChoiceParams;
+  ChoiceList ChoiceDefs;
 };
 
 struct SyncResult {

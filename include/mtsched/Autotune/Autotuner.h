@@ -57,8 +57,13 @@ public:
   /// benchmark).
   llvm::Error decideNow(Graph &G, MultiTemplateBufferNode &N);
   /// Gathers every rank's local timings and decisions for the report; call
-  /// once on every rank after the pipeline.
-  void finish();
+  /// once on every rank after the pipeline. Only rank 0 (the reporter of a
+  /// run whose gather succeeds) keeps its peers' data. Without RankDetails
+  /// (no report or summary wants them) each rank sends only a hash of its
+  /// decisions, so the exchange is bytes per rank, not the whole graph's
+  /// timings; a peer whose hash differs gets one placeholder decision in
+  /// RankDecisions, so "decided differently" is still found.
+  void finish(bool RankDetails = true);
   /// Returns once the backend runs nothing in the background
   /// (Benchmarker::waitIdle): the session may then be left to the OS at
   /// exit instead of destroyed.

@@ -19,6 +19,7 @@
 #ifndef MTSCHED_AUTOTUNE_FAULTINJECTION_H
 #define MTSCHED_AUTOTUNE_FAULTINJECTION_H
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <string>
@@ -58,6 +59,11 @@ public:
   /// Parses one --inject spec.
   llvm::Error add(llvm::StringRef Spec);
   bool empty() const { return Faults.empty(); }
+  /// Whether every fault is a rank fault (late, exit, hang, mismatch): they
+  /// take ranks away but change no measurement.
+  bool onlyRankFaults() const {
+    return llvm::all_of(Faults, [](const Fault &F) { return F.isRankFault(); });
+  }
 
   /// Checks that every fault names what exists in this run: a rank below
   /// NumRanks, a node of M that is (or that lowering makes) a multi-template

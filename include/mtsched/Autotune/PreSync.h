@@ -34,6 +34,9 @@ struct PreSyncInput {
   bool CompareStructure = true;
   /// protocolFlags() of this rank.
   std::string Flags;
+  /// groupMembership() of this rank's module: which ranks each process
+  /// group has (a collective's text names its group, not the members).
+  std::string Groups;
   /// Rank 0's cache entries (opaque here); empty on other ranks.
   std::string Bundle;
 };
@@ -56,7 +59,7 @@ struct PreSyncOutcome {
   double CostMs = -1;
   std::vector<int> LateRanks;
   std::vector<int> MissingRanks;
-  /// Rank 0's Bundle, unless Broken.
+  /// Rank 0's Bundle; when Broken, this rank's own (nobody's arrived).
   std::string Bundle;
 };
 
@@ -80,6 +83,10 @@ uint64_t fingerprintStructure(const Graph &G);
 
 /// The options that change what ranks exchange or decide, as `name=value`
 /// words (command-line spelling): ranks must agree on every one.
+/// "@name = [r, ...]" for every process group of M, one per line, in
+/// declaration order.
+std::string groupMembership(const Module &M);
+
 std::string protocolFlags(const AutotuneOptions &Opts,
                           const FusionOptions &Fusion, CollectiveMode Mode);
 

@@ -112,6 +112,10 @@ public:
     Degraded = Broken = true;
     Reason = std::move(Why);
   }
+  /// Records keyed as group Ranks' (after a failed sync, when a rank
+  /// replays a subgroup's node from the cache without its group); undone
+  /// by leaveGroup.
+  void replayAsGroup(const std::vector<int> &Ranks);
   /// V1 syncs each collective on its own: after a failed sync that left the
   /// ranks talking, the next one tries again.
   void retryAfterSync(std::string Why) {

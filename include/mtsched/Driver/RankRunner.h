@@ -30,11 +30,13 @@ bool runOnRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
                 std::vector<std::pair<std::string, double>> FrontendPhasesMs);
 
 /// Under an MPI launcher, with a pipeline to run: tells every rank whether
-/// this one read its input (InputOK), and returns whether every rank did.
-/// A rank whose input failed thus stops every rank, each saying which rank
-/// failed, instead of leaving its peers to time out. True at once for
-/// thread ranks.
-bool agreeOnInput(const OptMainConfig &Config, bool InputOK);
+/// this one read its input (M, null if it did not) and the world size of
+/// each of its graphs, and returns whether every rank read its input and
+/// all world sizes match rank 0's. A rank whose input failed, or whose
+/// world size differs, thus stops every rank at once, each saying which
+/// rank differs, instead of leaving its peers to time out. True at once
+/// for thread ranks.
+bool agreeOnInput(const OptMainConfig &Config, const Module *M);
 
 /// Ends this process's part in the run; call it last, with the exit code
 /// main() is about to return, and return what it returns. With thread ranks

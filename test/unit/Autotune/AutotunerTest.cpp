@@ -260,11 +260,43 @@ TEST(AutotunerTest, ProtocolFlagsNameWhatRanksMustShare) {
   AutotuneOptions O;
   O.SizeHintsBytes = {16, 1024};
   O.PruneTopK = 3;
+  O.SimNoisePct = 2.5;
+  O.Seed = 7;
+  O.BenchRuns = 4;
+  O.WarmupRuns = 1;
   std::string F = protocolFlags(O, FusionOptions(), CollectiveMode::Immediate);
   for (const char *W :
        {"collective-mode=immediate", "fusion-heuristic=benchmark",
-        "size-hints-bytes=16,1024", "prune-top-k=3"})
+        "size-hints-bytes=16,1024", "prune-top-k=3", "sim-noise=2.5", "seed=7",
+        "bench-runs=4", "warmup-runs=1", "device=h200(", "max-extra-writes=1",
+        "pre-sync-timeout-ms=5000", "agreement-timeout-ms=2000",
+        "tie-tolerance=0.01"})
     EXPECT_NE(F.find(W), std::string::npos) << W << " in " << F;
+}
+
+// Every flag that changes a measurement stops thread ranks that differ in
+// it, as MPI ranks (scripts/test-extra.d/mpi.sh checks the messages).
+TEST(AutotunerTest, RanksWithDifferentMeasurementFlagsStop) {
+  using Tweak = std::function<void(AutotuneOptions &)>;
+  std::vector<std::pair<const char *, Tweak>> Cases = {
+      {"seed", [](AutotuneOptions &O) { O.Seed = 1; }},
+      {"sim-noise", [](AutotuneOptions &O) { O.SimNoisePct = 1; }},
+      {"bench-runs", [](AutotuneOptions &O) { O.BenchRuns = 3; }},
+      {"warmup-runs", [](AutotuneOptions &O) { O.WarmupRuns = 0; }},
+      {"device", [](AutotuneOptions &O) { O.Device.Name = "other"; }},
+      {"device fields", [](AutotuneOptions &O) { O.Device.NumSMs += 1; }},
+  };
+  for (auto &[What, Change] : Cases) {
+    std::vector<RankRun> Runs = runTwoRanks(
+        CollectiveMode::Deferred,
+        [&, Change = Change](int R, AutotuneOptions &O, FusionOptions &,
+                             std::chrono::milliseconds &) {
+          if (R == 1)
+            Change(O);
+        });
+    EXPECT_TRUE(Runs[0].Failed) << What;
+    EXPECT_TRUE(Runs[1].Failed) << What;
+  }
 }
 
 namespace {
