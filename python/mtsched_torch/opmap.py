@@ -563,6 +563,19 @@ def _binary(irop):
         if node.kwargs.get("rounding_mode") is not None:
             raise Unmapped("rounding_mode")
         dt, shape = _result(conv, node)
+        # A folded constant of one value (a scalar_tensor, a full) is a
+        # number when the other operand gives the result's shape.
+        for x, y, i in ((a, b, 1), (b, a, 0)):
+            if isinstance(y, torch.fx.Node) and conv.const(y) is not None \
+                    and isinstance(x, torch.fx.Node) and \
+                    conv.const(x) is None and \
+                    tuple(tensor_meta(x)[1]) == tuple(shape):
+                n = _const_number(conv, y)
+                if n is not None and math.isfinite(n):
+                    if i == 1:
+                        b = n
+                    else:
+                        a = n
         if isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node):
             va, vb = conv.cast(conv.value(a), dt), conv.cast(conv.value(b), dt)
             return conv.emit(irop, [va, vb], dt, shape, hint=node.name)
@@ -978,3 +991,574 @@ def _generic_collective(conv, node, kind):
     if size is None:
         size = ints[-1] if ints else _size_of(conv, group, conv.world_size)
     return _emit_collective(conv, node, kind, x, group, size, reduce, dim)
+
+
+# -- Core ATen: reductions, norms and pointwise ops built from the IR's ----------
+#
+# IR ops the import-ops work adds (docs/IR.md); until an op is listed here
+# the mappings that need it decline and the op stays custom.
+IR_EXTRA = set()
+
+
+def _have(op):
+    if op not in IR_EXTRA:
+        raise Unmapped("the IR has no '%s' op yet" % op)
+
+
+def _dims_of(node, i, name, rank):
+    dims = _arg(node, i, name)
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted(set(int(d) % rank for d in dims))
+
+
+def _sum_dims(conv, v, dims, keep, hint, scale=None):
+    """sum of v over dims (keepdim as asked), times scale (a number)."""
+    dt, shape = conv.types[v]
+    shape = list(shape)
+    for d in sorted(dims, reverse=True):
+        shape[d] = 1
+        v = conv.emit("sum", [v], dt, tuple(shape),
+                      {"dim": d - len(shape), "keepdim": True},
+                      hint=hint + ".sum")
+    if scale is not None and scale != 1:
+        v = conv.emit("mul", [v], dt, tuple(shape), {"scalar": float(scale)},
+                      hint=hint + ".scale")
+    if not keep:
+        out = [s for i, s in enumerate(shape) if i not in dims]
+        v = conv.emit("reshape", [v], dt, tuple(out), hint=hint)
+    return v
+
+
+def _float_result(conv, node):
+    dt, shape = _result(conv, node)
+    if dt not in ("f32", "f16", "bf16"):
+        raise Unmapped("result of type %s" % dt)
+    return dt, shape
+
+
+@register("aten.mean")
+def _mean(conv, node):
+    """mean(x, dims, keepdim): sums over each dim, times 1/N."""
+    dt, shape = _float_result(conv, node)
+    v = conv.cast(conv.value(node.args[0]), dt)
+    vshape = conv.types[v][1]
+    if not vshape:
+        return v
+    dims = _dims_of(node, 1, "dim", len(vshape))
+    n = _numel([vshape[d] for d in dims])
+    return _sum_dims(conv, v, dims, bool(_arg(node, 2, "keepdim", False)),
+                     node.name, 1.0 / n)
+
+
+def _correction(node, i_unbiased=2):
+    c = node.kwargs.get("correction")
+    if c is not None:
+        return float(c)
+    u = node.kwargs.get("unbiased")
+    if u is None and len(node.args) > i_unbiased and \
+            isinstance(node.args[i_unbiased], bool):
+        u = node.args[i_unbiased]
+    return 1.0 if u is None or u else 0.0
+
+
+def _var_parts(conv, node, v, dims, keep, corr):
+    """(mean with keepdim, variance as asked) of v over dims."""
+    dt, vshape = conv.types[v]
+    n = _numel([vshape[d] for d in dims])
+    if n - corr <= 0:
+        raise Unmapped("variance of %d elements with correction %g"
+                       % (n, corr))
+    mean = _sum_dims(conv, v, dims, True, node.name + ".mean", 1.0 / n)
+    xc = conv.emit("sub", [v, mean], dt, vshape, hint=node.name + ".xc")
+    sq = conv.emit("mul", [xc, xc], dt, vshape, hint=node.name + ".sq")
+    var = _sum_dims(conv, sq, dims, keep, node.name + ".var",
+                    1.0 / (n - corr))
+    conv.last_centred = xc
+    return mean, var
+
+
+def _var_dims(node, rank):
+    dims = _arg(node, 1, "dim")
+    if isinstance(dims, bool):  # var(x, unbiased)
+        dims = None
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted(set(int(d) % rank for d in dims))
+
+
+@register("aten.var", "aten.std", "aten.var_mean", "aten.std_mean")
+def _var(conv, node):
+    """var/std(x, dims, correction, keepdim) and var_mean/std_mean:
+    sum((x - mean)^2) / (N - correction) (sqrt for std)."""
+    name = _name(node)
+    tdt, _ = _first_meta(node)
+    dt = conv.dtype(tdt, node.name)
+    if dt not in ("f32", "f16", "bf16"):
+        raise Unmapped("result of type %s" % dt)
+    v = conv.cast(conv.value(node.args[0]), dt)
+    vshape = conv.types[v][1]
+    dims = _var_dims(node, len(vshape))
+    keep = bool(node.kwargs.get("keepdim", _arg(node, 3, "keepdim", False)
+                                if len(node.args) > 3 and
+                                isinstance(node.args[3], bool) else False))
+    mean, var = _var_parts(conv, node, v, dims, keep, _correction(node))
+    if name.startswith("aten.std"):
+        var = conv.emit("sqrt", [var], dt, conv.types[var][1],
+                        hint=node.name + ".std")
+    if not name.endswith("_mean"):
+        return var
+    if not keep:
+        out = [s for i, s in enumerate(vshape) if i not in dims]
+        mean = conv.emit("reshape", [mean], dt, tuple(out),
+                         hint=node.name + ".m")
+    return [var, mean]
+
+
+def _first_meta(node):
+    """(dtype, shape) of a node's first result (its getitem 0's where the
+    trace recorded none for the tuple)."""
+    import operator
+    m = tensor_meta(node)
+    if isinstance(m, list):
+        m = m[0]
+    if m is None:
+        for u in node.users:
+            if u.target is operator.getitem and u.args[1] == 0:
+                m = tensor_meta(u)
+    if m is None:
+        raise Unmapped("no result type")
+    return m
+
+
+def _layer_norm(conv, node, x, nshape, w, b, eps):
+    dt, shape = _first_meta(node)
+    dt = conv.dtype(dt, node.name)
+    if dt not in ("f32", "f16", "bf16"):
+        raise Unmapped("result of type %s" % dt)
+    v = conv.cast(conv.value(x), dt)
+    vshape = conv.types[v][1]
+    k = len(nshape)
+    if k < 1 or tuple(vshape[-k:]) != tuple(int(d) for d in nshape):
+        raise Unmapped("normalized shape %s of %s" % (list(nshape),
+                                                      list(vshape)))
+    dims = list(range(len(vshape) - k, len(vshape)))
+    wv = None if w is None else conv.cast(conv.value(w), dt)
+    bv = None if b is None else conv.cast(conv.value(b), dt)
+    if k == 1 and "layernorm" in IR_EXTRA:
+        ops = [v] + ([wv] if wv is not None else []) + \
+            ([bv] if bv is not None and wv is not None else [])
+        if bv is not None and wv is None:
+            ops.append(conv.emit("full_like", [bv], dt, conv.types[bv][1],
+                                 {"scalar": 1.0}, hint=node.name + ".one"))
+            ops.append(bv)
+        out = conv.emit("layernorm", ops, dt, vshape, {"eps": float(eps)},
+                        hint=node.name)
+        return out, None
+    mean, var = _var_parts(conv, node, v, dims, True, 0.0)
+    xc = conv.last_centred
+    ve = conv.emit("add", [var], dt, conv.types[var][1], {"scalar": float(eps)},
+                   hint=node.name + ".ve")
+    rstd = conv.emit("rsqrt", [ve], dt, conv.types[ve][1],
+                     hint=node.name + ".rstd")
+    y = conv.emit("mul", [xc, rstd], dt, vshape, hint=node.name + ".n")
+    if wv is not None:
+        y = conv.emit("mul", [y, wv], dt, vshape, hint=node.name + ".w")
+    if bv is not None:
+        y = conv.emit("add", [y, bv], dt, vshape, hint=node.name + ".b")
+    return y, (mean, rstd)
+
+
+@register("aten.native_layer_norm")
+def _native_layer_norm(conv, node):
+    """native_layer_norm(x, shape, w, b, eps) -> (y, mean, rstd): the IR's
+    layernorm over the last dimension where it has one, else its
+    decomposition (mean, centred square sum, rsqrt, scale and shift)."""
+    x, nshape, w, b, eps = node.args[:5]
+    y, parts = _layer_norm(conv, node, x, nshape, w, b, eps)
+    if parts is None:
+        return [y, None, None]
+    return [y, parts[0], parts[1]]
+
+
+@register("aten.layer_norm")
+def _layer_norm_op(conv, node):
+    x, nshape = node.args[:2]
+    w, b = _arg(node, 2, "weight"), _arg(node, 3, "bias")
+    eps = _arg(node, 4, "eps", 1e-5)
+    return _layer_norm(conv, node, x, nshape, w, b, eps)[0]
+
+
+@register("aten.gelu")
+def _gelu(conv, node):
+    """gelu: the IR's (erf) gelu; approximate='tanh' as the IR's gelu_tanh
+    where it has one, else its formula 0.5 x (1 + tanh(sqrt(2/pi) (x +
+    0.044715 x^3)))."""
+    dt, shape = _float_result(conv, node)
+    v = conv.cast(conv.value(node.args[0]), dt)
+    if _arg(node, 1, "approximate", "none") == "none":
+        return conv.emit("gelu", [v], dt, shape, hint=node.name)
+    if "gelu_tanh" in IR_EXTRA:
+        return conv.emit("gelu_tanh", [v], dt, shape, hint=node.name)
+    h = node.name
+    x2 = conv.emit("mul", [v, v], dt, shape, hint=h + ".x2")
+    x3 = conv.emit("mul", [x2, v], dt, shape, hint=h + ".x3")
+    c = conv.emit("mul", [x3], dt, shape, {"scalar": 0.044715}, hint=h + ".c")
+    inner = conv.emit("add", [v, c], dt, shape, hint=h + ".in")
+    s = conv.emit("mul", [inner], dt, shape,
+                  {"scalar": math.sqrt(2.0 / math.pi)}, hint=h + ".s")
+    t = conv.emit("tanh", [s], dt, shape, hint=h + ".t")
+    t1 = conv.emit("add", [t], dt, shape, {"scalar": 1.0}, hint=h + ".t1")
+    hx = conv.emit("mul", [v], dt, shape, {"scalar": 0.5}, hint=h + ".hx")
+    return conv.emit("mul", [hx, t1], dt, shape, hint=h)
+
+
+@register("aten.clamp", "aten.clamp_min", "aten.clamp_max", "aten.hardtanh",
+          "aten.relu6")
+def _clamp(conv, node):
+    """clamp(x, lo, hi) and its spellings: maximum / minimum with a number
+    (a NaN x gives what the IR's maximum gives: not PyTorch's NaN)."""
+    name = _name(node)
+    lo = hi = None
+    if name == "aten.clamp":
+        lo, hi = _arg(node, 1, "min"), _arg(node, 2, "max")
+    elif name == "aten.clamp_min":
+        lo = _arg(node, 1, "min")
+    elif name == "aten.clamp_max":
+        hi = _arg(node, 1, "max")
+    elif name == "aten.hardtanh":
+        lo, hi = _arg(node, 1, "min_val", -1.0), _arg(node, 2, "max_val", 1.0)
+    else:
+        lo, hi = 0.0, 6.0
+    for b in (lo, hi):
+        if b is not None and not _is_number(b):
+            raise Unmapped("bound %r (a finite number needed)" % (b,))
+    dt, shape = _result(conv, node)
+    v = conv.cast(conv.value(node.args[0]), dt)
+    if lo is not None:
+        v = conv.emit("maximum", [v], dt, shape, {"scalar": float(lo)},
+                      hint=node.name + (".lo" if hi is not None else ""))
+    if hi is not None:
+        v = conv.emit("minimum", [v], dt, shape, {"scalar": float(hi)},
+                      hint=node.name)
+    return v
+
+
+@register("aten.amin")
+def _amin(conv, node):
+    dt, shape = _result(conv, node)
+    v = conv.cast(conv.value(node.args[0]), dt)
+    n = conv.emit("neg", [v], dt, conv.types[v][1], hint=node.name + ".neg")
+    rank = len(conv.types[v][1])
+    d = _one_dim(node, _arg(node, 1, "dim"), rank)
+    attrs = {"dim": d}
+    if _arg(node, 2, "keepdim", False):
+        attrs["keepdim"] = True
+    m = conv.emit("max", [n], dt, shape, attrs, hint=node.name + ".max")
+    return conv.emit("neg", [m], dt, shape, hint=node.name)
+
+
+@register("aten.baddbmm")
+def _baddbmm(conv, node):
+    """baddbmm(self, a, b, beta, alpha) = beta * self + alpha * (a @ b)."""
+    beta, alpha = _arg(node, 3, "beta", 1), _arg(node, 4, "alpha", 1)
+    dt, shape = _result(conv, node)
+    mm = _matmul(conv, node.args[1], node.args[2], dt, shape,
+                 node.name + ".mm")
+    if alpha != 1:
+        mm = conv.emit("mul", [mm], dt, shape, {"scalar": float(alpha)},
+                       hint=node.name + ".alpha")
+    if beta == 0:
+        return mm
+    s = conv.cast(conv.value(node.args[0]), dt)
+    if beta != 1:
+        s = conv.emit("mul", [s], dt, conv.types[s][1],
+                      {"scalar": float(beta)}, hint=node.name + ".beta")
+    return conv.emit("add", [mm, s], dt, shape, hint=node.name)
+
+
+@register("aten.fill")
+def _fill(conv, node):
+    """fill(x, v) (a functionalised fill_): full_like(x) {scalar}."""
+    value = _arg(node, 1, "value")
+    if isinstance(value, torch.fx.Node):
+        t = conv.const(value)
+        if t is None or t.numel() != 1:
+            raise Unmapped("a tensor fill value")
+        value = t.item()
+    if isinstance(value, bool):
+        value = int(value)
+    if not _is_number(value):
+        raise Unmapped("fill value %r (a finite number needed)" % (value,))
+    v = conv.value(node.args[0])
+    dt, shape = _result(conv, node)
+    return conv.emit("full_like", [v], dt, shape, {"scalar": float(value)},
+                     hint=node.name)
+
+
+@register("aten.copy")
+def _copy(conv, node):
+    """copy(dst, src) (a functionalised copy_): src broadcast to dst's shape,
+    in dst's type."""
+    dt, shape = _result(conv, node)
+    v = conv.value(node.args[1])
+    if tuple(conv.types[v][1]) != tuple(shape):
+        v = conv.emit("expand", [v], conv.types[v][0], shape,
+                      hint=node.name + ".expand")
+    return conv.cast(v, dt, hint=node.name)
+
+
+@register("aten.slice_scatter")
+def _slice_scatter(conv, node):
+    """slice_scatter(x, src, dim, start, end, 1) (x[..., a:b] = src,
+    functionalised): the slices of x around src, concatenated."""
+    x = conv.value(node.args[0])
+    src = conv.value(node.args[1])
+    dt, xshape = conv.types[x]
+    rank = len(xshape)
+    dim = int(_arg(node, 2, "dim", 0)) % rank
+    if _arg(node, 5, "step", 1) != 1:
+        raise Unmapped("step")
+    size = xshape[dim]
+    start = _arg(node, 3, "start") or 0
+    end = _arg(node, 4, "end")
+    end = size if end is None else end
+    start = max(0, min(size, start + size if start < 0 else start))
+    end = max(0, min(size, end + size if end < 0 else end))
+    src = conv.cast(src, dt)
+    parts = []
+    if start > 0:
+        parts.append(_slice_of(conv, x, dim, 0, start, node.name + ".head"))
+    parts.append(src)
+    if end < size:
+        parts.append(_slice_of(conv, x, dim, end, size, node.name + ".tail"))
+    if len(parts) == 1:
+        return src
+    return conv.emit("concat", parts, dt, xshape, {"dim": dim},
+                     hint=node.name)
+
+
+@register("aten.select_scatter")
+def _select_scatter(conv, node):
+    """select_scatter(x, src, dim, i) (x[..., i] = src)."""
+    x = conv.value(node.args[0])
+    dt, xshape = conv.types[x]
+    dim = int(node.args[2]) % len(xshape)
+    i = int(node.args[3])
+    i = i + xshape[dim] if i < 0 else i
+    src = conv.cast(conv.value(node.args[1]), dt)
+    sh = list(xshape)
+    sh[dim] = 1
+    src = conv.emit("reshape", [src], dt, tuple(sh), hint=node.name + ".src")
+    parts = []
+    if i > 0:
+        parts.append(_slice_of(conv, x, dim, 0, i, node.name + ".head"))
+    parts.append(src)
+    if i + 1 < xshape[dim]:
+        parts.append(_slice_of(conv, x, dim, i + 1, xshape[dim],
+                               node.name + ".tail"))
+    if len(parts) == 1:
+        return src
+    return conv.emit("concat", parts, dt, xshape, {"dim": dim},
+                     hint=node.name)
+
+
+@register("aten.index")
+def _index(conv, node):
+    """x[idx] with one index tensor on one dimension (w[expert_ids],
+    table[positions]): index_select over that dimension, the indices
+    flattened and the result reshaped to the index's shape."""
+    v = conv.value(node.args[0])
+    vdt, vshape = conv.types[v]
+    idxs = list(node.args[1])
+    used = [(d, i) for d, i in enumerate(idxs) if i is not None]
+    if len(used) != 1:
+        raise Unmapped("%d index tensors (one supported)" % len(used))
+    d, i = used[0]
+    it = tensor_meta(i)
+    if it is None or it[0] == torch.bool:
+        raise Unmapped("a boolean mask index (data-dependent shape)")
+    ids = conv.value(i)
+    n = _numel(conv.types[ids][1])
+    flat = _indices(conv, ids, node.name + ".ids")
+    sh = list(vshape)
+    sh[d] = n
+    rows = conv.emit("index_select", [v, flat], vdt, tuple(sh), {"dim": d},
+                     hint=node.name + ".rows")
+    dt, shape = _result(conv, node)
+    if tuple(shape) != tuple(sh):
+        rows = conv.emit("reshape", [rows], vdt, shape, hint=node.name)
+    return conv.cast(rows, dt)
+
+
+def _const_number(conv, a):
+    """a as a number: a Python number, or a folded constant all of whose
+    elements are one number (then it broadcasts like one)."""
+    if _is_number(a) or isinstance(a, float):
+        return float(a)
+    t = conv.const(a)
+    if t is not None and t.numel() >= 1:
+        f = t.reshape(-1)
+        if bool((f == f[0]).all()):
+            return float(f[0])
+    return None
+
+
+def _where3(conv, node, c, a, b):
+    """where(c, a, b) with a and b tensors or numbers."""
+    dt, shape = _result(conv, node)
+    ct = conv.const(c)
+    if ct is not None:
+        ct = ct.bool()
+        if bool(ct.all()) or not bool(ct.any()):
+            pick = a if bool(ct.all()) else b
+            n = _const_number(conv, pick)
+            if n is not None and not isinstance(pick, torch.fx.Node):
+                raise Unmapped("a constant result")
+            v = conv.cast(conv.value(pick), dt)
+            if tuple(conv.types[v][1]) != tuple(shape):
+                v = conv.emit("expand", [v], dt, shape, hint=node.name)
+            conv.elided["where with a constant condition"] += 1
+            return v
+        # A constant condition and a number on one side: an additive mask
+        # (0 where the tensor is kept, the number elsewhere) for -inf and
+        # other large fills, exact for a finite tensor; else the IR's where
+        # of the condition as a constant.
+        for keep_if, tensor_side, num_side in ((True, a, b), (False, b, a)):
+            n = _const_number(conv, num_side) if not isinstance(
+                num_side, torch.fx.Node) or conv.const(num_side) is not None \
+                else None
+            if n is None or not isinstance(tensor_side, torch.fx.Node) or \
+                    conv.const(tensor_side) is not None:
+                continue
+            keep = ct if keep_if else ~ct
+            tv = conv.cast(conv.value(tensor_side), dt)
+            if math.isinf(n) or abs(n) >= 1e30:
+                add = torch.zeros(keep.shape, dtype=torch.float32)
+                add = add.masked_fill(~keep, n)
+                m = conv.materialize(c, add, hint=node.name + ".mask")
+                m = conv.cast(m, dt)
+                return conv.emit("add", [tv, m], dt, shape, hint=node.name)
+            cond = conv.materialize(c, keep.to(torch.int32),
+                                    hint=node.name + ".cond")
+            fill = conv.emit("full_like", [tv], dt, conv.types[tv][1],
+                             {"scalar": float(n)}, hint=node.name + ".fill")
+            if tuple(conv.types[tv][1]) != tuple(shape):
+                tv = conv.emit("expand", [tv], dt, shape, hint=node.name + ".x")
+                fill = conv.emit("expand", [fill], dt, shape,
+                                 hint=node.name + ".f")
+            return conv.emit("where", [cond, tv, fill], dt, shape,
+                             hint=node.name)
+    cv = conv.value(c)
+    if "where_scalars" in IR_EXTRA or all(isinstance(x, torch.fx.Node)
+                                          for x in (a, b)):
+        ops = [cv]
+        attrs = {}
+        for side, x in (("a", a), ("b", b)):
+            if isinstance(x, torch.fx.Node) and conv.const(x) is None:
+                xv = conv.cast(conv.value(x), dt)
+                if tuple(conv.types[xv][1]) != tuple(shape) and \
+                        "where_scalars" not in IR_EXTRA:
+                    xv = conv.emit("expand", [xv], dt, shape,
+                                   hint=node.name + "." + side)
+                ops.append(xv)
+                continue
+            n = _const_number(conv, x)
+            if n is None:
+                ops.append(conv.cast(conv.value(x), dt))
+                continue
+            if "where_scalars" in IR_EXTRA:
+                attrs[side] = n
+                continue
+            if not math.isfinite(n):
+                raise Unmapped("a non-finite number %r (needs the IR's "
+                               "where with scalars)" % n)
+            ref = ops[-1] if len(ops) > 1 else cv
+            ops.append(conv.emit("full_like", [ref], dt,
+                                 conv.types[ref][1], {"scalar": n},
+                                 hint=node.name + "." + side))
+        return conv.emit("where", ops, dt, shape, attrs, hint=node.name)
+    raise Unmapped("a number operand with a condition computed at run time "
+                   "(needs the IR's where with scalars)")
+
+
+@register("aten.where", "prims.where")
+def _where_any(conv, node):
+    if len(node.args) != 3:
+        raise Unmapped("where(condition) (data-dependent shape)")
+    return _where3(conv, node, *node.args)
+
+
+@register("aten.masked_fill")
+def _masked_fill(conv, node):
+    """masked_fill(x, mask, v) = where(mask, v, x)."""
+    return _where3(conv, node, node.args[1], node.args[2], node.args[0])
+
+
+def _index_pattern(t):
+    """A constant rank-1 index vector as ('range', a, b) (arange(a, b)),
+    ('repeat', n, r) (arange(n).repeat_interleave(r)), ('tile', n, r)
+    (arange(n).repeat(r)), or None."""
+    t = t.reshape(-1).to(torch.int64)
+    m = t.numel()
+    if m == 0:
+        return None
+    a = int(t[0])
+    if bool((t == torch.arange(a, a + m)).all()):
+        return ("range", a, a + m)
+    for r in range(2, m + 1):
+        if m % r == 0:
+            n = m // r
+            if bool((t == torch.arange(n).repeat_interleave(r)).all()):
+                return ("repeat", n, r)
+            if bool((t == torch.arange(n).repeat(r)).all()):
+                return ("tile", n, r)
+    return None
+
+
+def _const_index_select(conv, node, v, dim, t, hint):
+    """index_select(v, dim, constant indices) as slice / expand + reshape
+    when the indices are a range or a repeat (repeat_interleave's GQA
+    heads); None otherwise."""
+    dt, vshape = conv.types[v]
+    p = _index_pattern(t)
+    if p is None:
+        return None
+    if p[0] == "range":
+        if p[2] > vshape[dim]:
+            return None
+        return _slice_of(conv, v, dim, p[1], p[2], hint)
+    kind, n, r = p
+    if n != vshape[dim]:
+        return None
+    sh = list(vshape)
+    if kind == "repeat":
+        ins = sh[:dim + 1] + [1] + sh[dim + 1:]
+        exp = sh[:dim + 1] + [r] + sh[dim + 1:]
+    else:
+        ins = sh[:dim] + [1] + sh[dim:]
+        exp = sh[:dim] + [r] + sh[dim:]
+    out = list(sh)
+    out[dim] = n * r
+    x = conv.emit("reshape", [v], dt, tuple(ins), hint=hint + ".r")
+    x = conv.emit("expand", [x], dt, tuple(exp), hint=hint + ".e")
+    return conv.emit("reshape", [x], dt, tuple(out), hint=hint)
+
+
+@register("aten.index_select")
+def _index_select2(conv, node):
+    v = conv.value(node.args[0])
+    vdt, vshape = conv.types[v]
+    if vshape:
+        t = conv.const(_arg(node, 2, "index"))
+        if t is not None:
+            dim = int(_arg(node, 1, "dim")) % len(vshape)
+            out = _const_index_select(conv, node, v, dim, t, node.name)
+            if out is not None:
+                dt, _ = _result(conv, node)
+                return conv.cast(out, dt)
+    return _index_select(conv, node)
