@@ -93,6 +93,8 @@ def save_inputs(res, module, inputs, names, directory):
     by_name = dict(zip(names, inputs))
     for info in res.inputs:
         t = state.get(info["torch_name"])
+        if info["kind"] == "constant" and info["ir_name"] in res.constants:
+            t = res.constants[info["ir_name"]]
         if t is None:
             t = by_name.get(info["torch_name"])
         if t is None:
@@ -172,6 +174,24 @@ class Case:
         self.specs = specs  # [(name, torch dtype, shape)]
 
 
+def build(case, device):
+    """The case's module on device: a factory that takes ``device`` (or
+    ``world_size``) gets it; any other is a plain module factory, built on
+    the CPU and moved (its buffers' values are kept for the importer)."""
+    import inspect
+    params = inspect.signature(case.factory).parameters
+    kwargs = {k: v for k, v in case.kwargs.items()
+              if k in params or any(p.kind == p.VAR_KEYWORD
+                                    for p in params.values())}
+    if device == "meta" or "device" in params:
+        return _trace.build_module(case.factory, kwargs, device)
+    m = case.factory(**kwargs)
+    values = {n: b.detach().clone() for n, b in m.named_buffers()}
+    m = m.to(device)
+    m._mtsched_buffer_values = values
+    return m
+
+
 def run_case(case, a, opt, outdir, log):
     """Imports, decides, runs and compares one case; returns a result row."""
     row = {"layer": case.name, "status": "", "outputs": []}
@@ -186,7 +206,7 @@ def run_case(case, a, opt, outdir, log):
         # A layer with custom ops cannot --run: find out on the meta device
         # before allocating its weights.
         try:
-            meta = case.factory(**dict(case.kwargs, device="meta"))
+            meta = build(case, "meta")
             meta.eval()
             pre = import_module(meta, [torch.empty(sh, dtype=dt,
                                                    device="meta")
@@ -205,7 +225,7 @@ def run_case(case, a, opt, outdir, log):
                 % (case.name, type(e).__name__, str(e).splitlines()[0][:200]
                    if str(e) else ""))
     torch.manual_seed(a.seed)
-    module = case.factory(**dict(case.kwargs, device=dev))
+    module = build(case, dev)
     module.eval()
     init_weights(module, a.seed)
     inputs = random_inputs(case.specs, dev, a.seed)
