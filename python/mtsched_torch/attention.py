@@ -172,7 +172,9 @@ def _try(conv, prod, o):
     xs = conv.types[x][1]
     # Peel additive masks that are constants (several add up: a triu
     # mask plus a masked_fill's).
-    s = _strip(prod, x)
+    # A scale applied after the mask (GPT-J: where(mask, w, min) / sqrt(d)).
+    s, outer = _scaled(prod, _strip(prod, x))
+    s = _strip(prod, s)
     total = None
     while True:
         xn = prod.get(s)
@@ -188,10 +190,11 @@ def _try(conv, prod, o):
                 break
         else:
             return None
-    kind = "none" if total is None else _mask_kind(total, xs)
+    kind = "none" if total is None else _mask_kind(total * outer, xs)
     if kind is None:
         return None
     s, scale = _scaled(prod, _strip(prod, s))
+    scale *= outer
     mm = prod.get(_strip(prod, s))
     if mm is None or mm.op != "matmul" or mm.custom:
         return None

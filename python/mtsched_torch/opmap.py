@@ -224,11 +224,27 @@ def _slice(conv, node):
     rank = len(conv.types[v][1])
     dim = int(_arg(node, 1, "dim", 0)) % rank
     step = _arg(node, 4, "step", 1)
+    dt, shape = _result(conv, node)
     if step != 1:
-        raise Unmapped("step %r" % (step,))
+        # A strided slice (x[..., ::2], rotate_every_two): the IR's slice
+        # with step, start and end clamped as Python's are.
+        if not isinstance(step, int) or step < 1:
+            raise Unmapped("step %r" % (step,))
+        size = conv.types[v][1][dim]
+        start, end = _arg(node, 2, "start"), _arg(node, 3, "end")
+        start = 0 if start is None else int(start)
+        end = size if end is None else int(end)
+        start = max(0, min(size, start + size if start < 0 else start))
+        end = max(0, min(size, end + size if end < 0 else end))
+        if end <= start:
+            raise Unmapped("empty slice")
+        vdt = conv.types[v][0]
+        out = conv.emit("slice", [v], vdt, shape, {
+            "dim": dim, "start": start, "end": end, "step": step},
+            hint=node.name)
+        return conv.cast(out, dt)
     out = _slice_of(conv, v, dim, _arg(node, 2, "start"), _arg(node, 3, "end"),
                     node.name)
-    dt, shape = _result(conv, node)
     if tuple(conv.types[out][1]) != tuple(shape):
         raise Unmapped("slice result %s, expected %s"
                        % (list(conv.types[out][1]), list(shape)))
@@ -1562,3 +1578,59 @@ def _index_select2(conv, node):
                 dt, _ = _result(conv, node)
                 return conv.cast(out, dt)
     return _index_select(conv, node)
+
+
+@register("aten.convolution", "aten.conv2d")
+def _convolution(conv, node):
+    """A 2-D convolution whose stride is its kernel, without padding,
+    dilation or groups (a ViT's patch embedding): each output pixel is one
+    patch times the weight, so it is exactly x's patches (reshape,
+    transpose, reshape) @ the weight reshaped to [C*kh*kw, O], plus the
+    bias. Other convolutions need the IR's convolution (not yet)."""
+    x, w = node.args[0], node.args[1]
+    b = _arg(node, 2, "bias")
+    if _name(node) == "aten.conv2d":
+        stride, pad, dil, groups = (_arg(node, 3, "stride", [1, 1]),
+                                    _arg(node, 4, "padding", [0, 0]),
+                                    _arg(node, 5, "dilation", [1, 1]),
+                                    _arg(node, 6, "groups", 1))
+        transposed = False
+    else:
+        stride, pad, dil, transposed = node.args[3:7]
+        groups = node.args[8]
+    xv = conv.value(x)
+    wv = conv.value(w)
+    dt, xs = conv.types[xv]
+    ws = conv.types[wv][1]
+    if len(xs) != 4 or len(ws) != 4:
+        raise Unmapped("a %d-D convolution (the IR has none yet; a 2-D one "
+                       "with stride = kernel is mapped)" % (len(xs) - 2))
+    o, c, kh, kw = ws
+    if transposed or groups != 1 or any(int(p) for p in pad) or \
+            any(int(d) != 1 for d in dil) or \
+            [int(s) for s in stride] != [kh, kw] or xs[2] % kh or xs[3] % kw:
+        raise Unmapped("a convolution other than stride = kernel without "
+                       "padding, dilation or groups (needs the IR's "
+                       "convolution)")
+    n, _, hh, ww = xs
+    ph, pw = hh // kh, ww // kw
+    h = node.name
+    p = conv.emit("reshape", [xv], dt, (n, c, ph, kh, pw, kw),
+                  hint=h + ".patches")
+    p = conv.emit("transpose", [p], dt, (n, ph, pw, c, kh, kw),
+                  {"perm": [0, 2, 4, 1, 3, 5]}, hint=h + ".t")
+    p = conv.emit("reshape", [p], dt, (n * ph * pw, c * kh * kw),
+                  hint=h + ".rows")
+    wm = conv.emit("reshape", [wv], conv.types[wv][0], (o, c * kh * kw),
+                   hint=h + ".w")
+    wm = conv.emit("transpose", [wm], conv.types[wv][0], (c * kh * kw, o),
+                   {"perm": [1, 0]}, hint=h + ".wt")
+    y = conv.emit("matmul", [p, conv.cast(wm, dt)], dt, (n * ph * pw, o),
+                  hint=h + ".mm")
+    if b is not None:
+        y = conv.emit("add", [y, conv.cast(conv.value(b), dt)], dt,
+                      (n * ph * pw, o), hint=h + ".bias")
+    y = conv.emit("reshape", [y], dt, (n, ph, pw, o), hint=h + ".nhwc")
+    rdt, shape = _result(conv, node)
+    return conv.cast(conv.emit("transpose", [y], dt, tuple(shape),
+                               {"perm": [0, 3, 1, 2]}, hint=h), rdt)
