@@ -113,14 +113,16 @@ def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--mtsched-opt", required=True)
     p.add_argument("--only", default="")
+    p.add_argument("--skip", default="")
     p.add_argument("--sizes", default="decode,prefill")
     p.add_argument("--out", default="zoo-out")
     a = p.parse_args(argv)
     only = set(filter(None, a.only.split(",")))
+    skip = set(filter(None, a.skip.split(",")))
     rows = []
     for size in a.sizes.split(","):
         for e in zoo.ZOO:
-            if only and e.name not in only:
+            if (only and e.name not in only) or e.name in skip:
                 continue
             r = case(e, size, a.mtsched_opt, a.out)
             rows.append(r)
