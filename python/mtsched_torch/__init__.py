@@ -71,8 +71,11 @@ def convert(traced, name, world_size=1, group_names=None, module=None,
                "%s x%d" % kv for kv in sorted(conv.unmapped.items())) + ")"))
     conv.module.graphs.append(g)
     conv.warn()
-    return Result(conv.module, g, conv.input_infos, conv.unmapped,
-                  traced.tracer, list(g.outputs), conv.constants)
+    r = Result(conv.module, g, conv.input_infos, conv.unmapped,
+               traced.tracer, list(g.outputs), conv.constants)
+    r.reasons = dict(conv.unmapped_reasons)
+    r.sources = dict(conv.sources)
+    return r
 
 
 def import_module(module, inputs, name, world_size=1, tracer="auto",

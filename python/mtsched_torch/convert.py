@@ -71,6 +71,9 @@ class Converter:
         # value in self.constants (IR name -> tensor).
         self.consts = {}
         self.constants = {}
+        # IR name of a custom node -> the user's source line (where the
+        # tracer recorded stack traces: torch.export).
+        self.sources = {}
         self.attentions = 0
 
     # -- helpers used by opmap ------------------------------------------------
@@ -386,6 +389,13 @@ class Converter:
             return
         self.unmapped_reasons.setdefault(name, reason)
         self.env[node] = self._emit_custom(node, name, node, {})
+        st = getattr(node, "stack_trace", None) or node.meta.get(
+            "stack_trace")
+        if st:
+            import re
+            m = re.findall(r'File "([^"]+)", line (\d+)', st)
+            if m:
+                self.sources[self.env[node]] = "%s:%s" % m[-1]
 
     def _emit_custom(self, node, name, result_node, extra):
         operands, attrs = [], {}
