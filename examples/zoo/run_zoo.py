@@ -116,6 +116,8 @@ def main(argv=None):
     p.add_argument("--skip", default="")
     p.add_argument("--sizes", default="decode,prefill")
     p.add_argument("--out", default="zoo-out")
+    p.add_argument("--markdown", metavar="FILE",
+                   help="also write docs/IMPORT.md's zoo table rows")
     a = p.parse_args(argv)
     only = set(filter(None, a.only.split(",")))
     skip = set(filter(None, a.skip.split(",")))
@@ -131,7 +133,36 @@ def main(argv=None):
                       r["name"], r["nodes"], r["attention"], r["import_s"],
                       r["decide_s"], "-" if r["err"] is None else
                       "%.1e" % r["err"], r["status"]), flush=True)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(markdown(rows))
     return 1 if any(r["status"] != "PASS" for r in rows) else 0
+
+
+def markdown(rows):
+    """One table row per model: both sizes side by side."""
+    by = {}
+    for r in rows:
+        model, size = r["name"].rsplit("_", 1)
+        by.setdefault(model, {})[size] = r
+    lines = []
+    for model, sizes in by.items():
+        cells = [model]
+        ok = True
+        for size in ("decode", "prefill"):
+            r = sizes.get(size)
+            if r is None:
+                cells += ["-"] * 4
+                continue
+            ok &= r["status"] == "PASS"
+            cells += ["%d / %d" % (r["nodes"], r["attention"]),
+                      "%.2f" % r["import_s"], "%.2f" % r["decide_s"],
+                      "-" if r["err"] is None else "%.1e" % r["err"]]
+        status = "pass" if ok else "; ".join(
+            sorted(set(r["status"] for r in sizes.values()
+                       if r["status"] != "PASS")))
+        lines.append("| " + " | ".join(cells + [status]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
