@@ -141,6 +141,8 @@ double mtsched::roundTo(double D, DType T) {
   case DType::F8E4M3:
   case DType::F8E5M2:
     return f8ToFloat(floatToF8(float(D), T), T);
+  case DType::Bool:
+    return D != 0; // NaN is true, as in PyTorch
   default:
     return std::nearbyint(D);
   }
@@ -166,7 +168,8 @@ static int64_t broadcastIndex(llvm::ArrayRef<int64_t> Op,
 static double epsOf(const Node &N) {
   if (const Attribute *A = N.getAttrs().get("eps"))
     return A->getNumber();
-  return 1e-6;
+  // PyTorch's defaults: LayerNorm's 1e-5; rmsnorm's is the IR's 1e-6.
+  return N.getOp() == OpCode::LayerNorm ? 1e-5 : 1e-6;
 }
 
 void mtsched::attentionReferenceRow(const AttentionShape &S, const double *Q,
@@ -443,7 +446,7 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       }
       Out[I] = Acc;
     }
-  } else if (Op == OpCode::RmsNorm || Op == OpCode::Softmax) {
+  } else if (isRowReduction(Op)) {
     int64_t L = T.innerDim(), Rows = T.numElements() / L;
     for (int64_t R = 0; R < Rows; ++R) {
       std::vector<double> Row(In[0]->begin() + R * L,
@@ -451,8 +454,8 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       const Node *Chain[] = {&N};
       ValueData Tmp;
       Tmp[N.getOperand(0)] = {};
-      if (N.getNumOperands() > 1)
-        Tmp[N.getOperand(1)] = *In[1];
+      for (unsigned I = 1; I < N.getNumOperands(); ++I)
+        Tmp[N.getOperand(I)] = *In[I];
       if (llvm::Error E =
               interpretRowChain(Chain, N.getOperand(0), R, Rows, Row, Tmp))
         return E;
@@ -464,7 +467,8 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
   // Other values keep fp64 (the reference the GPU's rounding is measured
   // against), but an fp8 value is its rounding: quantising to fp8 is the
   // computation, and its error is too large for any tolerance to absorb.
-  if (isFp8DType(T.Dtype))
+  // A bool is 0 or 1 (a cast to bool of 2.5 is 1).
+  if (isFp8DType(T.Dtype) || T.Dtype == DType::Bool)
     for (double &X : Out)
       X = roundTo(X, T.Dtype);
   Data[N.getResult()] = std::move(Out);
@@ -520,6 +524,23 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
       double Scale = 1 / std::sqrt(SS / L + epsOf(*N));
       for (int64_t C = 0; C < L; ++C)
         Row[C] = Row[C] * Scale * At(N->getOperand(1), C);
+    } else if (Op == OpCode::LayerNorm) {
+      // Two passes, as torch's reference: the mean, then the biased
+      // variance of the deviations.
+      double Mean = 0, Var = 0;
+      for (double V : Row)
+        Mean += V;
+      Mean /= L;
+      for (double V : Row)
+        Var += (V - Mean) * (V - Mean);
+      double Scale = 1 / std::sqrt(Var / L + epsOf(*N));
+      for (int64_t C = 0; C < L; ++C) {
+        Row[C] = (Row[C] - Mean) * Scale;
+        if (N->getNumOperands() > 1)
+          Row[C] *= At(N->getOperand(1), C);
+        if (N->getNumOperands() > 2)
+          Row[C] += At(N->getOperand(2), C);
+      }
     } else if (Op == OpCode::Softmax) {
       double Mx = -std::numeric_limits<double>::infinity(), Sum = 0;
       for (double V : Row)
@@ -538,7 +559,7 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
           X[I] = N->getOperand(I) == Prev ? Row[C] : At(N->getOperand(I), C);
         Row[C] = evaluatePointwise(Op, X);
       }
-      if (isFp8DType(N->getType().Dtype))
+      if (isFp8DType(N->getType().Dtype) || N->getType().Dtype == DType::Bool)
         for (double &V : Row)
           V = roundTo(V, N->getType().Dtype);
     } else {

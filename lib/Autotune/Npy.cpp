@@ -170,6 +170,9 @@ llvm::Error mtsched::writeNpy(llvm::StringRef Path, DType T,
   case DType::I64:
     Descr = "<i8";
     break;
+  case DType::Bool:
+    Descr = "|b1";
+    break;
   default:
     break;
   }
@@ -206,6 +209,9 @@ llvm::Error mtsched::writeNpy(llvm::StringRef Path, DType T,
       OS.write(reinterpret_cast<const char *>(&X), 8);
       break;
     }
+    case DType::Bool:
+      OS << char(V != 0);
+      break;
     default: {
       float X = float(roundTo(V, T));
       OS.write(reinterpret_cast<const char *>(&X), 4);
@@ -238,9 +244,10 @@ llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
         It->second = std::min(It->second, B);
     };
     for (const auto &N : G.getNodes()) {
-      if (std::optional<LayoutPlan> P = N->getOp() == OpCode::IndexSelect
-                                            ? layoutPlanOf(*N)
-                                            : std::nullopt)
+      if (std::optional<LayoutPlan> P =
+              N->getOp() == OpCode::IndexSelect || N->getOp() == OpCode::Gather
+                  ? layoutPlanOf(*N)
+                  : std::nullopt)
         Bound(N->getOperand(P->IndexOperand), P->IndexBound);
       if (std::optional<ScatterShape> S = scatterShapeOf(*N))
         Bound(N->getOperand(1), S->DstLen);

@@ -45,6 +45,9 @@ uint64_t mtsched::randomBits(uint64_t Key, int64_t I) {
 double mtsched::randomValueAt(uint64_t Key, int64_t I, DType T) {
   // The top 53 bits as a double in [0, 1), scaled to [-1, 1).
   double U = double(randomBits(Key, I) >> 11) * 0x1.0p-53;
+  // A bool input (a mask) is true half the time.
+  if (T == DType::Bool)
+    return U < 0.5 ? 1 : 0;
   return roundTo(2 * U - 1, T);
 }
 

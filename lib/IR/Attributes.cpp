@@ -54,7 +54,10 @@ bool Attribute::operator==(const Attribute &O) const {
   case Kind::Bool:
     return IntVal == O.IntVal;
   case Kind::Float:
-    return FloatVal == O.FloatVal;
+    // NaN scalars (a masked_fill's nan) print and read back as 'nan'; two
+    // such attributes are the same attribute.
+    return FloatVal == O.FloatVal ||
+           (std::isnan(FloatVal) && std::isnan(O.FloatVal));
   case Kind::String:
     return StrVal == O.StrVal;
   case Kind::List:
@@ -66,6 +69,12 @@ bool Attribute::operator==(const Attribute &O) const {
 void mtsched::printFloat(llvm::raw_ostream &OS, double V) {
   if (std::isinf(V)) {
     OS << (V < 0 ? "-inf" : "inf");
+    return;
+  }
+  // One spelling for every NaN: the parser reads 'nan', and a NaN's sign
+  // and payload mean nothing to any op.
+  if (std::isnan(V)) {
+    OS << "nan";
     return;
   }
   // The shortest %g-style form that reads back exactly.

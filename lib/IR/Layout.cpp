@@ -44,6 +44,8 @@ std::pair<unsigned, int64_t> LayoutPlan::sourceOf(int64_t I) const {
 }
 
 int64_t LayoutPlan::indexPositionOf(int64_t I) const {
+  if (IndexPerElement)
+    return I;
   for (size_t D = OutShape.size(); D-- > IndexDim + 1;)
     I /= OutShape[D];
   return I % OutShape[IndexDim];
@@ -125,6 +127,25 @@ std::optional<LayoutPlan> mtsched::layoutPlanOf(const Node &N) {
     }
     P.IndexOperand = 1;
     P.IndexDim = unsigned(Dim);
+    P.IndexCoef = InStride[Dim];
+    P.IndexBound = InShape[Dim];
+    break;
+  }
+  case OpCode::Gather: {
+    const TensorType &Idx = N.getOperand(1)->getType();
+    if (int64_t(InShape.size()) != Rank || Rank == 0 || Idx.Shape != Out.Shape)
+      return std::nullopt;
+    int64_t Dim = dimAttr(N, Rank, 0);
+    if (Dim < 0 || Dim >= Rank)
+      return std::nullopt;
+    for (int64_t D = 0; D < Rank; ++D) {
+      if (D != Dim && Out.Shape[D] > InShape[D])
+        return std::nullopt;
+      S.Coef[D] = D == Dim ? 0 : InStride[D];
+    }
+    P.IndexOperand = 1;
+    P.IndexDim = unsigned(Dim);
+    P.IndexPerElement = true;
     P.IndexCoef = InStride[Dim];
     P.IndexBound = InShape[Dim];
     break;

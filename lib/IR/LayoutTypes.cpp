@@ -166,6 +166,36 @@ bool Verifier::inferLayout(const Node &N, TensorType &Result) {
     Result.Shape[*Dim] = Idx.Shape[0];
     return true;
   }
+  case OpCode::Gather: {
+    if (In.rank() == 0) {
+      error(N.getLoc(), "'gather' needs an operand of rank 1 or more");
+      return false;
+    }
+    std::optional<int64_t> Dim = DimAttr(In.rank());
+    if (!Dim)
+      return false;
+    const TensorType &Idx = N.getOperand(1)->getType();
+    if (Idx.rank() != In.rank() ||
+        (Idx.Dtype != DType::I32 && Idx.Dtype != DType::I64)) {
+      error(N.getOperands()[1].Loc,
+            "the indices " + name(N.getOperand(1)) +
+                " of 'gather' must be an i32 or i64 tensor of rank " +
+                Twine(In.rank()) + ", got " + Idx.str());
+      return false;
+    }
+    // As torch.gather: the indices may be smaller than the operand, except
+    // along 'dim', where they pick positions.
+    for (unsigned D = 0; D < In.rank(); ++D)
+      if (int64_t(D) != *Dim && Idx.Shape[D] > In.Shape[D]) {
+        error(N.getOperands()[1].Loc,
+              "the indices " + name(N.getOperand(1)) + " " + Idx.str() +
+                  " of 'gather' are larger than " + name(N.getOperand(0)) +
+                  " " + In.str() + " in dimension " + Twine(D));
+        return false;
+      }
+    Result = TensorType(In.Dtype, Idx.Shape);
+    return true;
+  }
   case OpCode::Concat: {
     if (In.rank() == 0) {
       error(N.getLoc(), "'concat' needs operands of rank 1 or more");

@@ -351,6 +351,40 @@ bool Verifier::inferCollective(const Graph &G, const Node &N,
   return true;
 }
 
+bool Verifier::inferLayerNorm(const Node &N) {
+  unsigned Count = N.getNumOperands();
+  if (Count < 1 || Count > 3) {
+    error(N.getLoc(), "'layernorm' expects 1 to 3 operands (the input, then "
+                      "an optional weight and bias), got " +
+                          Twine(Count));
+    return false;
+  }
+  const TensorType &In = N.getOperand(0)->getType();
+  for (unsigned I = 1; I < Count; ++I) {
+    const TensorType &W = N.getOperand(I)->getType();
+    if (W.Dtype != In.Dtype) {
+      error(N.getOperands()[I].Loc,
+            "operand " + name(N.getOperand(I)) + " has element type " +
+                dtypeName(W.Dtype) + ", expected " + dtypeName(In.Dtype));
+      return false;
+    }
+    if (W.rank() != 1 || W.Shape[0] != In.innerDim()) {
+      error(N.getOperands()[I].Loc,
+            Twine("layernorm ") + (I == 1 ? "weight " : "bias ") +
+                name(N.getOperand(I)) + " has shape " + shapeStr(W.Shape) +
+                ", expected [" + Twine(In.innerDim()) +
+                "] (the last dimension of " + name(N.getOperand(0)) + ")");
+      return false;
+    }
+  }
+  if (const Attribute *Eps = N.getAttrs().get("eps"))
+    if (!(Eps->isFloat() || Eps->isInt()) || Eps->getNumber() <= 0) {
+      error(N.getLoc(), "attribute 'eps' must be a positive number");
+      return false;
+    }
+  return true;
+}
+
 bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   const OpInfo &Info = getOpInfo(N.getOp());
   // A pointwise op may take its last operand as attribute 'scalar'.
@@ -362,9 +396,18 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
                             Info.Name + "'");
       return false;
     }
-    if (!(Scalar->isFloat() || Scalar->isInt()) ||
-        !std::isfinite(Scalar->getNumber())) {
-      error(N.getLoc(), "attribute 'scalar' must be a finite number");
+    if (!(Scalar->isFloat() || Scalar->isInt())) {
+      error(N.getLoc(), "attribute 'scalar' must be a number");
+      return false;
+    }
+    // inf, -inf and nan are values of float tensors (masked_fill(-inf)
+    // builds attention masks); an integer result cannot hold them.
+    DType T = N.getType().Dtype;
+    if (!std::isfinite(Scalar->getNumber()) && !isFloatDType(T) &&
+        T != DType::Bool) {
+      error(N.getLoc(), "attribute 'scalar' is not finite, which a result of "
+                        "element type " +
+                            dtypeName(T) + " cannot hold");
       return false;
     }
     if (int(N.getNumOperands()) != Info.NumOperands - 1) {
@@ -504,8 +547,10 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
     // The operands that give the result's element type: all of them but a
     // select's condition, which may be of any type.
     unsigned First = Info.Types == OpTypeRule::Select ? 1 : 0;
+    // Logical ops read any element type as truth values.
+    bool AnyTypes = Info.Types == OpTypeRule::Logical;
     for (unsigned I = First + 1; I < N.getNumOperands(); ++I)
-      if (Operand(I).Dtype != Operand(First).Dtype) {
+      if (!AnyTypes && Operand(I).Dtype != Operand(First).Dtype) {
         error(N.getOperands()[I].Loc,
               "operand " + name(N.getOperand(I)) + " has element type " +
                   dtypeName(Operand(I).Dtype) + ", expected " +
@@ -526,6 +571,8 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
       }
       Result.Shape.assign(Shape.begin(), Shape.end());
     }
+    if (Info.Types == OpTypeRule::Compare || Info.Types == OpTypeRule::Logical)
+      Result.Dtype = DType::Bool;
     return true;
   }
   case OpCategory::Reduction: {
@@ -563,6 +610,8 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
                             "remove attribute 'dim'");
       return false;
     }
+    if (N.getOp() == OpCode::LayerNorm && !inferLayerNorm(N))
+      return false;
     if (N.getOp() == OpCode::RmsNorm) {
       if (!SameDType())
         return false;

@@ -7,6 +7,15 @@
 
 using namespace mtsched;
 
+/// torch.remainder: the remainder of A / B with the divisor's sign (Python's
+/// %), computed as PyTorch does, from fmod, so no quotient is rounded.
+static double torchRemainder(double A, double B) {
+  double M = std::fmod(A, B);
+  if (M != 0 && (B < 0) != (M < 0))
+    M += B;
+  return M;
+}
+
 // The fp64 references: one function per pointwise op, named after it.
 #define POINTWISE_OP(Code, Name, Arity, Flops, Types, Cuda, ...)               \
   static double reference##Code(llvm::ArrayRef<double> X) {                    \

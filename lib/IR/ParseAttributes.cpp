@@ -32,8 +32,9 @@ bool Parser::parseType(TensorType &T) {
     return emitError("expected a tensor type such as 'bf16[4,8]'");
   std::optional<DType> D = parseDType(Tok.Spelling);
   if (!D)
-    return emitError("unknown element type '" + Tok.Spelling +
-                     "' (expected f32, f16, bf16, f8e4m3, f8e5m2, i32 or i64)");
+    return emitError(
+        "unknown element type '" + Tok.Spelling +
+        "' (expected f32, f16, bf16, f8e4m3, f8e5m2, i32, i64 or bool)");
   SMLoc TypeLoc = Tok.getLoc();
   T.Dtype = *D;
   T.Shape.clear();
@@ -178,8 +179,10 @@ bool Parser::parseAttribute(Attribute &A) {
       consume();
       return true;
     }
-    if (Tok.Spelling == "inf") {
-      A = Attribute::getFloat(INFINITY);
+    if (Tok.Spelling == "inf" || Tok.Spelling == "nan") {
+      // Non-finite numbers are spelled as the printer writes them; a
+      // masked_fill's -inf is the lexer's Float token.
+      A = Attribute::getFloat(Tok.Spelling == "inf" ? INFINITY : NAN);
       consume();
       return true;
     }

@@ -21,6 +21,8 @@ llvm::StringRef mtsched::dtypeName(DType T) {
     return "f8e4m3";
   case DType::F8E5M2:
     return "f8e5m2";
+  case DType::Bool:
+    return "bool";
   }
   llvm_unreachable("unknown dtype");
 }
@@ -34,6 +36,7 @@ std::optional<DType> mtsched::parseDType(llvm::StringRef Name) {
       .Case("i64", DType::I64)
       .Case("f8e4m3", DType::F8E4M3)
       .Case("f8e5m2", DType::F8E5M2)
+      .Case("bool", DType::Bool)
       .Default(std::nullopt);
 }
 
@@ -41,6 +44,7 @@ unsigned mtsched::dtypeBytes(DType T) {
   switch (T) {
   case DType::F8E4M3:
   case DType::F8E5M2:
+  case DType::Bool:
     return 1;
   case DType::F16:
   case DType::BF16:

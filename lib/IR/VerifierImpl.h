@@ -58,6 +58,7 @@ private:
   /// The operand count and element types of a matmul (fp8 ones with their
   /// scales); the shapes are inferType's.
   bool inferMatMul(const Node &N);
+  bool inferLayerNorm(const Node &N);
   bool inferSwiGlu(const Graph &G, const Node &N, TensorType &Result);
   bool inferAttention(const Node &N, TensorType &Result);
   /// reshape, expand, transpose, slice, concat (LayoutTypes.cpp).

@@ -11,6 +11,9 @@
 //   %y = concat(%a, %b, ...) {dim = d}          the operands joined along d
 //   %y = index_select(%x, %i) {dim = d}         y[.., j, ..] = x[.., i[j], ..]
 //                                 along d; %i a rank-1 i32/i64 tensor
+//   %y = gather(%x, %i) {dim = d}               y[.., j, ..] = x[.., i[.., j,
+//   ..], ..]
+//                                 along d; %i i32/i64 of y's shape
 // Each output element reads one operand element. LayoutPlan says which, in
 // one form the fp64 interpreter and the CUDA gather kernels share: the
 // output's flat index is split into its multi-index o, and operand k (the
@@ -50,6 +53,9 @@ struct LayoutPlan {
   /// Source's Coef is 0 along IndexDim).
   int IndexOperand = -1;
   unsigned IndexDim = 0;
+  /// gather: the indices have the output's shape, and output element o
+  /// reads Indices[o] instead.
+  bool IndexPerElement = false;
   int64_t IndexCoef = 0, IndexBound = 0;
 
   /// The operand and its flat index that output element I reads (for

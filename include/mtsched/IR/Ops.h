@@ -57,6 +57,11 @@ enum class OpEpilogueRole {
 enum class OpTypeRule {
   /// Operands of one element type broadcast together (right-aligned).
   Broadcast,
+  /// As Broadcast, but the result is bool (comparisons).
+  Compare,
+  /// Operands of any element types (nonzero is true) broadcast together;
+  /// the result is bool (logical_not, logical_and, logical_or).
+  Logical,
   /// One operand; the result keeps its shape and declares its type.
   Cast,
   /// One operand and attribute 'scalar', the value every element of the
@@ -99,6 +104,9 @@ enum class OpTypeRule {
   /// One operand of rank 1 or more and attribute 'dim' (default -1); the
   /// result is the operand's type.
   Scan,
+  /// A tensor, then i32/i64 indices of its rank, no larger than it in any
+  /// dimension but 'dim'; the result has the indices' shape (torch.gather).
+  Gather,
 };
 
 /// The fp64 reference of a pointwise op over its operand values.

@@ -22,7 +22,9 @@ namespace mtsched {
 /// F8E4M3 and F8E5M2 are the OCP 8-bit floats (PyTorch's float8_e4m3fn and
 /// float8_e5m2): e4m3 has no infinity and one NaN pattern per sign, its
 /// largest finite value 448; e5m2 is IEEE-like, largest finite 57344.
-enum class DType { F32, F16, BF16, I32, I64, F8E4M3, F8E5M2 };
+/// Bool (PyTorch's torch.bool, NumPy's '|b1') is one byte holding 0 or 1:
+/// what comparisons and logical ops produce and where's condition reads.
+enum class DType { F32, F16, BF16, I32, I64, F8E4M3, F8E5M2, Bool };
 
 llvm::StringRef dtypeName(DType T);
 std::optional<DType> parseDType(llvm::StringRef Name);

@@ -17,6 +17,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cmath>
 #include <map>
 
 using namespace mtsched;
@@ -176,6 +177,8 @@ const char *codegen::storageType(DType T) {
   case DType::F8E4M3:
   case DType::F8E5M2:
     return "mt_f8";
+  case DType::Bool:
+    return "unsigned char";
   }
   return "float";
 }
@@ -215,11 +218,19 @@ std::string codegen::storeExpr(DType T, const std::string &V) {
     return "mt_f32_to_f8e4m3(" + V + ")";
   case DType::F8E5M2:
     return "mt_f32_to_f8e5m2(" + V + ")";
+  case DType::Bool:
+    // NaN is true, as bool(nan) is in PyTorch.
+    return "(unsigned char)((" + V + ") != 0.f)";
   }
   return V;
 }
 
 std::string codegen::flt(double D) {
+  // A masked_fill's -inf (or a nan) has no literal: its bits.
+  if (std::isnan(D))
+    return "__int_as_float(0x7fc00000)";
+  if (std::isinf(D))
+    return D < 0 ? "(-__int_as_float(0x7f800000))" : "__int_as_float(0x7f800000)";
   std::string S = llvm::formatv("{0:e9}", D).str();
   return S + "f";
 }
@@ -227,7 +238,8 @@ std::string codegen::flt(double D) {
 double codegen::epsOf(const Node &N) {
   if (const Attribute *A = N.getAttrs().get("eps"))
     return A->getNumber();
-  return 1e-6;
+  // As the interpreter: LayerNorm's default is PyTorch's 1e-5.
+  return N.getOp() == OpCode::LayerNorm ? 1e-5 : 1e-6;
 }
 
 llvm::Expected<std::string>
@@ -249,6 +261,10 @@ codegen::pointwiseExpr(const Node &N, llvm::ArrayRef<std::string> Ops) {
   DType T = N.getType().Dtype;
   if (isFp8DType(T))
     return "mt_round_" + dtypeName(T).str() + "(" + E + ")";
+  // A bool is 0 or 1 for a later member too (a cast to bool of 2.5).
+  OpTypeRule R = getOpInfo(N.getOp()).Types;
+  if (T == DType::Bool && R != OpTypeRule::Compare && R != OpTypeRule::Logical)
+    return "((" + E + ") != 0.f ? 1.f : 0.f)";
   return E;
 }
 

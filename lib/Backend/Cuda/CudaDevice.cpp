@@ -245,6 +245,9 @@ std::vector<double> toHostValues(const std::string &Bytes, DType T) {
       case DType::F8E5M2:
         Out[I] = f8ToFloat(uint8_t(*P), T);
         break;
+      case DType::Bool:
+        Out[I] = *P != 0;
+        break;
       }
     }
   });
@@ -284,6 +287,9 @@ std::string toDeviceBytes(const std::vector<double> &V, DType T) {
       case DType::F8E4M3:
       case DType::F8E5M2:
         *P = char(floatToF8(F, T));
+        break;
+      case DType::Bool:
+        *P = char(V[I] != 0);
         break;
       }
     }

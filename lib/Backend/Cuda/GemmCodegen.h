@@ -79,7 +79,8 @@ struct EpilogueCode {
   std::string Pre;
   /// The final row reduction, if any.
   const Node *RowNode = nullptr;
-  std::string RowWeight; // rmsnorm weight load expression
+  std::string RowWeight; // rmsnorm / layernorm weight load expression
+  std::string RowBias;   // layernorm bias load expression, if any
   const Value *Result = nullptr;
   /// Pre stores members read after the kernel (the `writes` list), so it
   /// must run only on accumulators inside the output.

@@ -58,11 +58,15 @@ codegen::buildEpilogue(const MultiTemplateBufferNode &N, bool Fused,
         return err("'%" + C->getName() + "' does not normalise '%" +
                    Prev->getName() + "'");
       E.RowNode = C;
-      if (C->getOp() == OpCode::RmsNorm) {
-        llvm::Expected<std::string> W = Load(C->getOperand(1));
-        if (!W)
-          return W.takeError();
-        E.RowWeight = *W;
+      if (C->getOp() == OpCode::RmsNorm || C->getOp() == OpCode::LayerNorm) {
+        // layernorm's weight and bias are optional.
+        E.RowWeight = "1.f";
+        for (unsigned K = 1; K < C->getNumOperands(); ++K) {
+          llvm::Expected<std::string> W = Load(C->getOperand(K));
+          if (!W)
+            return W.takeError();
+          (K == 1 ? E.RowWeight : E.RowBias) = *W;
+        }
       }
       Prev = C->getResult();
       break;
@@ -158,9 +162,20 @@ void codegen::emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
       Reduce("v", false, "v = expf(v - row_b[rl]); ");
       OS << Sync << "  FOR_EACH_ACC({ v = v / row_a[rl]; });\n";
     } else {
+      if (E.RowNode->getOp() == OpCode::LayerNorm) {
+        // The row's mean into row_b, then each value less it, so that the
+        // sum of squares below is the variance's (two passes, no
+        // E[x^2] - mean^2 cancellation).
+        Reduce("v", false, "");
+        OS << Sync << "  for (int t = " << T.Tid << "; t < BM; t += " << T.Count
+           << ") {\n    row_b[t] = row_a[t] / (float)N_;\n"
+           << "    row_a[t] = 0.f;\n  }\n"
+           << Sync << "  FOR_EACH_ACC({ v = v - row_b[rl]; });\n";
+      }
       Reduce("v * v", false, "");
       std::string Scale = "v = v * rsqrtf(row_a[rl] / (float)N_ + " +
-                          flt(epsOf(*E.RowNode)) + ") * " + E.RowWeight + ";";
+                          flt(epsOf(*E.RowNode)) + ") * " + E.RowWeight +
+                          (E.RowBias.empty() ? "" : " + " + E.RowBias) + ";";
       if (T.ClampedAcc)
         OS << Sync << "  FOR_EACH_ACC_CLAMPED({ " << Scale << " });\n";
       else

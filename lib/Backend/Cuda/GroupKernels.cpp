@@ -305,6 +305,37 @@ llvm::Error GroupEmitter::emitRows(llvm::raw_ostream &OS) {
       continue;
     }
     B << "  " << Comment << "  float " << Out << "[J];\n";
+    if (Op == OpCode::LayerNorm) {
+      llvm::Expected<std::string> X = operand(N->getOperand(0), Ctx::Vector);
+      if (!X)
+        return X.takeError();
+      // The weight and bias, when present, as row expressions.
+      std::string W = "1.f", Bias = "0.f";
+      for (unsigned I = 1; I < N->getNumOperands(); ++I) {
+        llvm::Expected<std::string> E = operand(N->getOperand(I), Ctx::Vector);
+        if (!E)
+          return E.takeError();
+        (I == 1 ? W : Bias) = *E;
+      }
+      std::string T = Out + "_x";
+      B << "  float " << T << "[J];\n";
+      Loop(T + "[j] = " + InRange + " ? " + *X + " : 0.f;");
+      // Two passes over the row in registers: the mean, then the variance
+      // of the deviations (no cancellation of E[x^2] - mean^2).
+      B << "  float " << Out << "_s = 0.f;\n";
+      Loop(Out + "_s += " + T + "[j];");
+      B << "  const float " << Out << "_mean = mt_block_sum(" << Out
+        << "_s, red) / (float)INNER;\n";
+      B << "  float " << Out << "_ss = 0.f;\n";
+      Loop("if (" + InRange + ") { const float d = " + T + "[j] - " + Out +
+           "_mean; " + Out + "_ss += d * d; }");
+      B << "  const float " << Out << "_scale = rsqrtf(mt_block_sum(" << Out
+        << "_ss, red) / (float)INNER + " << flt(epsOf(*N)) << ");\n";
+      Loop(Out + "[j] = " + InRange + " ? (" + T + "[j] - " + Out +
+           "_mean) * " + Out + "_scale * " + W + " + " + Bias + " : 0.f;");
+      Defined[N->getResult()] = false;
+      continue;
+    }
     if (Op == OpCode::RmsNorm || Op == OpCode::Softmax) {
       llvm::Expected<std::string> X = operand(N->getOperand(0), Ctx::Vector);
       if (!X)

@@ -132,7 +132,8 @@ LayoutGroupEmitter::valueAt(const Value *V, const std::string &Flat) {
     Result = temp("t");
     Body += Indent + "const float " + Result + " = " + *E + "; // %" +
             N->getName() + " = " + N->getOpName().str() + "\n";
-  } else if (isLayout(N->getOp()) && N->getOp() != OpCode::IndexSelect) {
+  } else if (isLayout(N->getOp()) && N->getOp() != OpCode::IndexSelect &&
+             N->getOp() != OpCode::Gather) {
     std::optional<LayoutPlan> Plan = layoutPlanOf(*N);
     if (!Plan)
       return err("'%" + N->getName() + "' is not a well-formed layout op");

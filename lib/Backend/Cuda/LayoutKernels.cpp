@@ -68,8 +68,10 @@ llvm::Expected<KernelSource> mtsched::generateLayoutKernel(llvm::StringRef Name,
   if (P->IndexOperand >= 0) {
     const Value *IdxV = N.getOperand(P->IndexOperand);
     DType T = N.getType().Dtype;
-    OS << "    const long long ix = (long long)" << Params.name(IdxV) << "[o"
-       << P->IndexDim << "];\n"
+    OS << "    const long long ix = (long long)" << Params.name(IdxV)
+       << (P->IndexPerElement ? std::string("[i]")
+                              : "[o" + std::to_string(P->IndexDim) + "]")
+       << ";\n"
        << "    if (ix < 0 || ix >= " << P->IndexBound << "LL) {\n"
        << "      " << Out << " = " << poisonValue(T)
        << ";\n      continue;\n    }\n";

@@ -36,6 +36,10 @@ TEST(OpsTest, CategoriesAndArity) {
   EXPECT_TRUE(isReduction(OpCode::Softmax));
   EXPECT_TRUE(isRowReduction(OpCode::RmsNorm));
   EXPECT_TRUE(isRowReduction(OpCode::Softmax));
+  EXPECT_TRUE(isRowReduction(OpCode::LayerNorm));
+  EXPECT_EQ(getOpInfo(OpCode::Gather).Category, OpCategory::Layout);
+  EXPECT_EQ(getOpInfo(OpCode::Eq).Types, OpTypeRule::Compare);
+  EXPECT_EQ(getOpInfo(OpCode::LogicalAnd).Types, OpTypeRule::Logical);
   // sum and max drop or keep a dimension, so they are not row reductions.
   EXPECT_FALSE(isRowReduction(OpCode::Sum));
   EXPECT_FALSE(isRowReduction(OpCode::Max));
@@ -73,6 +77,37 @@ static const llvm::StringMap<std::function<double(const std::vector<double> &)>>
        [](V X) { return std::fpclassify(X[0]) == FP_ZERO ? X[2] : X[1]; }},
       // The first operand gives only the shape.
       {"full_like", [](V X) { return X[1]; }},
+      {"log", [](V X) { return std::log2(X[0]) / std::log2(std::exp(1.0)); }},
+      {"erf", [](V X) { return 1 - std::erfc(X[0]); }},
+      {"gelu_tanh",
+       [](V X) {
+         double K = std::sqrt(2 / std::acos(-1.0));
+         return X[0] /
+                (1 + std::exp(-2 * K * (X[0] + 0.044715 * X[0] * X[0] * X[0])));
+       }},
+      {"log1p", [](V X) { return std::log(1 + X[0]); }},
+      {"expm1", [](V X) { return std::exp(X[0]) - 1; }},
+      {"floor",
+       [](V X) {
+         return X[0] - std::fmod(X[0], 1.0) -
+                (std::fmod(X[0], 1.0) < 0 ? 1 : 0);
+       }},
+      {"ceil", [](V X) { return -std::floor(-X[0]); }},
+      // Half to even, as torch.round: -2.5 is -2, 0.5 is 0.
+      {"round", [](V X) { return X[0] - std::remainder(X[0], 1.0); }},
+      {"sign", [](V X) { return double((X[0] > 0) - (X[0] < 0)); }},
+      {"fmod", [](V X) { return X[0] - std::trunc(X[0] / X[1]) * X[1]; }},
+      // Python's %: the divisor's sign.
+      {"remainder", [](V X) { return X[0] - std::floor(X[0] / X[1]) * X[1]; }},
+      {"eq", [](V X) { return double(X[0] == X[1]); }},
+      {"ne", [](V X) { return double(X[0] != X[1]); }},
+      {"lt", [](V X) { return double(X[0] < X[1]); }},
+      {"le", [](V X) { return double(X[0] <= X[1]); }},
+      {"gt", [](V X) { return double(X[0] > X[1]); }},
+      {"ge", [](V X) { return double(X[0] >= X[1]); }},
+      {"logical_not", [](V X) { return double(!X[0]); }},
+      {"logical_and", [](V X) { return double(X[0] && X[1]); }},
+      {"logical_or", [](V X) { return double(X[0] || X[1]); }},
   };
   return R;
 }
