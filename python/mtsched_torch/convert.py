@@ -26,11 +26,11 @@ _DTYPES = {
     torch.bfloat16: "bf16",
     torch.int32: "i32",
     torch.int64: "i64",
+    torch.bool: "bool",
 }
 # Types the IR lacks, declared as the nearest one (custom ops only see them).
 _NEAREST = {
     torch.float64: "f32",
-    torch.bool: "i32",
     torch.int8: "i32",
     torch.uint8: "i32",
     torch.int16: "i32",

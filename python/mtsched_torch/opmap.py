@@ -1013,7 +1013,10 @@ def _generic_collective(conv, node, kind):
 #
 # IR ops the import-ops work adds (docs/IR.md); until an op is listed here
 # the mappings that need it decline and the op stays custom.
-IR_EXTRA = set()
+IR_EXTRA = {"layernorm", "gelu_tanh", "where_scalars", "bool", "log", "erf",
+            "log1p", "expm1", "floor", "ceil", "round", "sign", "fmod",
+            "remainder", "eq", "ne", "lt", "le", "gt", "ge", "logical_not",
+            "logical_and", "logical_or", "gather"}
 
 
 def _have(op):
@@ -1459,47 +1462,35 @@ def _where3(conv, node, c, a, b):
                 m = conv.materialize(c, add, hint=node.name + ".mask")
                 m = conv.cast(m, dt)
                 return conv.emit("add", [tv, m], dt, shape, hint=node.name)
-            cond = conv.materialize(c, keep.to(torch.int32),
-                                    hint=node.name + ".cond")
-            fill = conv.emit("full_like", [tv], dt, conv.types[tv][1],
-                             {"scalar": float(n)}, hint=node.name + ".fill")
-            if tuple(conv.types[tv][1]) != tuple(shape):
-                tv = conv.emit("expand", [tv], dt, shape, hint=node.name + ".x")
-                fill = conv.emit("expand", [fill], dt, shape,
-                                 hint=node.name + ".f")
-            return conv.emit("where", [cond, tv, fill], dt, shape,
-                             hint=node.name)
+            cond = conv.materialize(c, keep, hint=node.name + ".cond")
+            return conv.emit("where", [cond, tv], dt, shape,
+                             {"scalar": float(n)}, hint=node.name)
     cv = conv.value(c)
-    if "where_scalars" in IR_EXTRA or all(isinstance(x, torch.fx.Node)
-                                          for x in (a, b)):
-        ops = [cv]
-        attrs = {}
-        for side, x in (("a", a), ("b", b)):
-            if isinstance(x, torch.fx.Node) and conv.const(x) is None:
-                xv = conv.cast(conv.value(x), dt)
-                if tuple(conv.types[xv][1]) != tuple(shape) and \
-                        "where_scalars" not in IR_EXTRA:
-                    xv = conv.emit("expand", [xv], dt, shape,
-                                   hint=node.name + "." + side)
-                ops.append(xv)
-                continue
-            n = _const_number(conv, x)
-            if n is None:
-                ops.append(conv.cast(conv.value(x), dt))
-                continue
-            if "where_scalars" in IR_EXTRA:
-                attrs[side] = n
-                continue
-            if not math.isfinite(n):
-                raise Unmapped("a non-finite number %r (needs the IR's "
-                               "where with scalars)" % n)
-            ref = ops[-1] if len(ops) > 1 else cv
-            ops.append(conv.emit("full_like", [ref], dt,
-                                 conv.types[ref][1], {"scalar": n},
-                                 hint=node.name + "." + side))
-        return conv.emit("where", ops, dt, shape, attrs, hint=node.name)
-    raise Unmapped("a number operand with a condition computed at run time "
-                   "(needs the IR's where with scalars)")
+    an, bn = (_const_number(conv, x) if not isinstance(x, torch.fx.Node) or
+              conv.const(x) is not None else None for x in (a, b))
+    if an is None and bn is None:
+        va = conv.cast(conv.value(a), dt)
+        vb = conv.cast(conv.value(b), dt)
+        return conv.emit("where", [cv, va, vb], dt, shape, hint=node.name)
+    if an is not None and bn is not None:
+        vb = conv.emit("full_like", [cv], dt, conv.types[cv][1],
+                       {"scalar": bn}, hint=node.name + ".b")
+        nc = conv.emit("logical_not", [cv], "bool", conv.types[cv][1],
+                       hint=node.name + ".not")
+        return conv.emit("where", [nc, vb], dt, shape, {"scalar": an},
+                         hint=node.name)
+    # The IR's where takes a number as its last operand (attribute
+    # 'scalar', infinities included): where(c, x, v) as it is, where(c,
+    # v, x) as where(!c, x, v).
+    if bn is not None:
+        vx = conv.cast(conv.value(a), dt)
+        return conv.emit("where", [cv, vx], dt, shape, {"scalar": bn},
+                         hint=node.name)
+    nc = conv.emit("logical_not", [cv], "bool", conv.types[cv][1],
+                   hint=node.name + ".not")
+    vx = conv.cast(conv.value(b), dt)
+    return conv.emit("where", [nc, vx], dt, shape, {"scalar": an},
+                     hint=node.name)
 
 
 @register("aten.where", "prims.where")
@@ -1634,3 +1625,251 @@ def _convolution(conv, node):
     rdt, shape = _result(conv, node)
     return conv.cast(conv.emit("transpose", [y], dt, tuple(shape),
                                {"perm": [0, 3, 1, 2]}, hint=h), rdt)
+
+
+# -- the IR's Core ATen pointwise ops, comparisons and logical ops ------------------
+
+for _op in ("log", "erf", "log1p", "expm1", "floor", "ceil", "sign"):
+    register("aten." + _op)(_unary(_op))
+
+
+@register("aten.round")
+def _round(conv, node):
+    if node.kwargs.get("decimals", 0):
+        raise Unmapped("decimals")
+    return _unary("round")(conv, node)
+
+
+for _op in ("fmod", "remainder"):
+    register("aten." + _op)(_binary(_op))
+
+_SWAP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt",
+         "ge": "le"}
+
+
+def _promoted(a, b):
+    """The dtype PyTorch compares a and b in (FX nodes or numbers)."""
+    ta = a.meta["val"] if isinstance(a, torch.fx.Node) and "val" in a.meta \
+        else None
+    tb = b.meta["val"] if isinstance(b, torch.fx.Node) and "val" in b.meta \
+        else None
+    if ta is None and isinstance(a, torch.fx.Node):
+        ta = torch.empty(0, dtype=tensor_meta(a)[0])
+    if tb is None and isinstance(b, torch.fx.Node):
+        tb = torch.empty(0, dtype=tensor_meta(b)[0])
+    return torch.result_type(ta if ta is not None else a,
+                             tb if tb is not None else b)
+
+
+def _compare(irop):
+    def fn(conv, node):
+        a, b = node.args[0], node.args[1]
+        _, shape = conv.meta(node)
+        cdt = conv.dtype(_promoted(a, b), node.name)
+        for x, y, i in ((a, b, 1), (b, a, 0)):
+            if isinstance(y, torch.fx.Node) and conv.const(y) is not None \
+                    and isinstance(x, torch.fx.Node) and \
+                    conv.const(x) is None and \
+                    tuple(tensor_meta(x)[1]) == tuple(shape):
+                n = _const_number(conv, y)
+                if n is not None:
+                    if i == 1:
+                        b = n
+                    else:
+                        a = n
+        if isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node):
+            va = conv.cast(conv.value(a), cdt)
+            vb = conv.cast(conv.value(b), cdt)
+            return conv.emit(irop, [va, vb], "bool", shape, hint=node.name)
+        op = irop
+        if not isinstance(a, torch.fx.Node):
+            a, b, op = b, a, _SWAP[irop]
+        if isinstance(b, bool):
+            b = int(b)
+        if not isinstance(b, (int, float)):
+            raise Unmapped("operand %r" % (b,))
+        va = conv.cast(conv.value(a), cdt)
+        return conv.emit(op, [va], "bool", shape, {"scalar": float(b)},
+                         hint=node.name)
+    return fn
+
+
+for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
+    register("aten." + _op)(_compare(_op))
+
+
+@register("aten.isnan")
+def _isnan(conv, node):
+    v = conv.value(node.args[0])
+    return conv.emit("ne", [v, v], "bool", conv.types[v][1], hint=node.name)
+
+
+@register("aten.isinf")
+def _isinf(conv, node):
+    v = conv.value(node.args[0])
+    a = conv.emit("abs", [v], conv.types[v][0], conv.types[v][1],
+                  hint=node.name + ".abs")
+    return conv.emit("eq", [a], "bool", conv.types[v][1],
+                     {"scalar": float("inf")}, hint=node.name)
+
+
+@register("aten.logical_not", "aten.bitwise_not")
+def _logical_not(conv, node):
+    v = conv.value(node.args[0])
+    if _name(node) == "aten.bitwise_not" and conv.types[v][0] != "bool":
+        raise Unmapped("bitwise_not of an integer")
+    _, shape = conv.meta(node)
+    return conv.emit("logical_not", [v], "bool", shape, hint=node.name)
+
+
+def _logical(irop):
+    def fn(conv, node):
+        a, b = node.args[0], node.args[1]
+        if not all(isinstance(x, torch.fx.Node) for x in (a, b)):
+            raise Unmapped("a number operand")
+        va, vb = conv.value(a), conv.value(b)
+        if _name(node).startswith("aten.bitwise") and not (
+                conv.types[va][0] == conv.types[vb][0] == "bool"):
+            raise Unmapped("bitwise op on integers")
+        _, shape = conv.meta(node)
+        return conv.emit(irop, [va, vb], "bool", shape, hint=node.name)
+    return fn
+
+
+register("aten.logical_and", "aten.bitwise_and")(_logical("logical_and"))
+register("aten.logical_or", "aten.bitwise_or")(_logical("logical_or"))
+
+
+@register("aten.gather")
+def _gather(conv, node):
+    if node.kwargs.get("sparse_grad"):
+        pass  # only the gradient
+    v = conv.value(node.args[0])
+    rank = len(conv.types[v][1])
+    if rank == 0:
+        raise Unmapped("a rank-0 tensor")
+    dim = int(node.args[1]) % rank
+    idx = conv.value(node.args[2])
+    if conv.types[idx][0] not in ("i32", "i64"):
+        raise Unmapped("indices of type %s" % conv.types[idx][0])
+    dt, shape = _result(conv, node)
+    return conv.cast(conv.emit("gather", [v, idx], conv.types[v][0], shape,
+                               {"dim": dim}, hint=node.name), dt)
+
+
+@register("aten.leaky_relu")
+def _leaky_relu(conv, node):
+    slope = float(_arg(node, 1, "negative_slope", 0.01))
+    dt, shape = _float_result(conv, node)
+    v = conv.cast(conv.value(node.args[0]), dt)
+    pos = conv.emit("gt", [v], "bool", shape, {"scalar": 0.0},
+                    hint=node.name + ".pos")
+    neg = conv.emit("mul", [v], dt, shape, {"scalar": slope},
+                    hint=node.name + ".neg")
+    return conv.emit("where", [pos, v, neg], dt, shape, hint=node.name)
+
+
+# -- scaled_dot_product_attention (PyTorch 2.x) -------------------------------------
+
+
+@register("aten.scaled_dot_product_attention",
+          "aten._scaled_dot_product_flash_attention_for_cpu",
+          "aten._scaled_dot_product_flash_attention",
+          "aten._scaled_dot_product_efficient_attention")
+def _sdpa(conv, node):
+    """SDPA(q, k, v, attn_mask, dropout_p, is_causal, *, scale, enable_gqa):
+    the IR's attention {causal, scale} without a mask (is_causal only with
+    Sq = Skv: PyTorch aligns its causal mask to the top left, the IR to the
+    end of the keys, and the two agree only then);
+    with a mask (or a causal Sq != Skv) the same computation spelled out
+    -- q k^T * scale (+ the additive mask, or where(mask, s, -inf) for a
+    boolean one), softmax, @ v -- which the attention pass turns back into
+    attention where the mask is a causal constant. The flash/efficient
+    variants (their results are tuples: output first) take the same
+    leading arguments."""
+    name = _name(node)
+    q, k, v = node.args[:3]
+    if name == "aten.scaled_dot_product_attention":
+        mask = _arg(node, 3, "attn_mask")
+        p = _arg(node, 4, "dropout_p", 0.0)
+        causal = bool(_arg(node, 5, "is_causal", False))
+        scale = node.kwargs.get("scale", _arg(node, 6, "scale"))
+        gqa = bool(node.kwargs.get("enable_gqa", False))
+    elif name == "aten._scaled_dot_product_efficient_attention":
+        mask = _arg(node, 3, "attn_bias")
+        p = _arg(node, 5, "dropout_p", 0.0)
+        causal = bool(_arg(node, 6, "is_causal", False))
+        scale = node.kwargs.get("scale")
+        gqa = False
+    else:
+        mask = node.kwargs.get("attn_mask")
+        p = _arg(node, 3, "dropout_p", 0.0)
+        causal = bool(_arg(node, 4, "is_causal", False))
+        scale = node.kwargs.get("scale")
+        gqa = False
+    if p:
+        raise Unmapped("dropout_p = %r (inference has none)" % (p,))
+    vq, vk, vv = conv.value(q), conv.value(k), conv.value(v)
+    dt, qs = conv.types[vq]
+    ks, vs = conv.types[vk][1], conv.types[vv][1]
+    if len(qs) != 4 or len(ks) != 4 or tuple(vs) != tuple(ks) or \
+            dt not in ("f32", "f16", "bf16") or conv.types[vk][0] != dt or \
+            conv.types[vv][0] != dt:
+        raise Unmapped("q %s, k %s, v %s (the IR's attention needs [B, H, S, "
+                       "D] of one floating type and v shaped as k)"
+                       % (list(qs), list(ks), list(vs)))
+    b, hq, sq, d = qs
+    hkv, skv = ks[1], ks[2]
+    if hq % hkv or (hq != hkv and not gqa and
+                    name == "aten.scaled_dot_product_attention"):
+        raise Unmapped("%d query heads and %d kv heads without enable_gqa"
+                       % (hq, hkv))
+    s = float(scale) if scale is not None else 1.0 / math.sqrt(d)
+    oshape = (b, hq, sq, d)
+    if mask is None and (not causal or sq == skv):
+        out = conv.emit("attention", [vq, vk, vv], dt, oshape,
+                        {"causal": causal, "scale": s}, hint=node.name)
+        return out if name == "aten.scaled_dot_product_attention" else [out]
+    # Spelled out.
+    h = node.name
+    if hq != hkv:
+        r = hq // hkv
+        parts = []
+        for val, hint in ((vk, ".k"), (vv, ".v")):
+            x = conv.emit("reshape", [val], dt, (b, hkv, 1, skv, d),
+                          hint=h + hint + ".r")
+            x = conv.emit("expand", [x], dt, (b, hkv, r, skv, d),
+                          hint=h + hint + ".e")
+            parts.append(conv.emit("reshape", [x], dt, (b, hq, skv, d),
+                                   hint=h + hint + ".g"))
+        vk, vv = parts
+    kt = conv.emit("transpose", [vk], dt, (b, hq, d, skv),
+                   {"perm": [0, 1, 3, 2]}, hint=h + ".kt")
+    sc = conv.emit("matmul", [vq, kt], dt, (b, hq, sq, skv), hint=h + ".s")
+    sc = conv.emit("mul", [sc], dt, (b, hq, sq, skv), {"scalar": s},
+                   hint=h + ".scaled")
+    shape = (b, hq, sq, skv)
+    if causal:
+        keep = torch.ones(sq, skv, dtype=torch.bool).tril()
+        add = torch.zeros(sq, skv).masked_fill(~keep, float("-inf"))
+        m = conv.cast(conv.materialize(node, add, hint=h + ".causal"), dt)
+        sc = conv.emit("add", [sc, m], dt, shape, hint=h + ".causal.add")
+    if mask is not None:
+        mt = tensor_meta(mask)
+        if mt[0] == torch.bool:
+            t = conv.const(mask)
+            if t is not None:
+                add = torch.zeros(t.shape).masked_fill(~t, float("-inf"))
+                m = conv.cast(conv.materialize(mask, add, hint=h + ".mask"),
+                              dt)
+                sc = conv.emit("add", [sc, m], dt, shape, hint=h + ".masked")
+            else:
+                mv = conv.value(mask)
+                sc = conv.emit("where", [mv, sc], dt, shape,
+                               {"scalar": float("-inf")}, hint=h + ".masked")
+        else:
+            mv = conv.cast(conv.value(mask), dt)
+            sc = conv.emit("add", [sc, mv], dt, shape, hint=h + ".masked")
+    pr = conv.emit("softmax", [sc], dt, shape, hint=h + ".p")
+    out = conv.emit("matmul", [pr, vv], dt, oshape, hint=h)
+    return out if name == "aten.scaled_dot_product_attention" else [out]
