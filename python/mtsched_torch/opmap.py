@@ -1571,60 +1571,157 @@ def _index_select2(conv, node):
     return _index_select(conv, node)
 
 
-@register("aten.convolution", "aten.conv2d")
-def _convolution(conv, node):
-    """A 2-D convolution whose stride is its kernel, without padding,
-    dilation or groups (a ViT's patch embedding): each output pixel is one
-    patch times the weight, so it is exactly x's patches (reshape,
-    transpose, reshape) @ the weight reshaped to [C*kh*kw, O], plus the
-    bias. Other convolutions need the IR's convolution (not yet)."""
+def _conv_args(node):
+    """(x, w, bias, stride, padding, dilation, groups) of a convolution."""
     x, w = node.args[0], node.args[1]
     b = _arg(node, 2, "bias")
-    if _name(node) == "aten.conv2d":
-        stride, pad, dil, groups = (_arg(node, 3, "stride", [1, 1]),
-                                    _arg(node, 4, "padding", [0, 0]),
-                                    _arg(node, 5, "dilation", [1, 1]),
-                                    _arg(node, 6, "groups", 1))
-        transposed = False
-    else:
-        stride, pad, dil, transposed = node.args[3:7]
-        groups = node.args[8]
-    xv = conv.value(x)
-    wv = conv.value(w)
+    if _name(node) in ("aten.conv2d", "aten.conv1d"):
+        n = 2 if _name(node) == "aten.conv2d" else 1
+        stride = _arg(node, 3, "stride", [1] * n)
+        pad = _arg(node, 4, "padding", [0] * n)
+        dil = _arg(node, 5, "dilation", [1] * n)
+        groups = _arg(node, 6, "groups", 1)
+        if isinstance(pad, str):
+            raise Unmapped("padding=%r" % pad)
+        return x, w, b, stride, pad, dil, groups, False
+    stride, pad, dil, transposed = node.args[3:7]
+    return x, w, b, stride, pad, dil, node.args[8], transposed
+
+
+def _pairs(v, n):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return [int(x) for x in (v * n if len(v) == 1 else v)]
+
+
+@register("aten.convolution", "aten.conv2d", "aten.conv1d")
+def _convolution(conv, node):
+    """1-D and 2-D convolutions, exactly, from the IR's layout ops and a
+    batched matmul (im2col): zero padding is concatenated around x, each of
+    the kh x kw kernel offsets is a strided slice (the IR's slice step is
+    the stride, the offset times the dilation its start), the offsets are
+    concatenated into patches [N, C, kh*kw, Ho, Wo], and one matmul per
+    group multiplies them by the weight reshaped to [g, O/g, C/g*kh*kw]
+    (depthwise convolutions are g = C). A stride equal to the kernel
+    without padding (a patch embedding) needs no slices: x is reshaped and
+    transposed into its patches. Transposed convolutions stay custom. The
+    IR's own convolution (multi-template, cuDNN) is not there yet: this is
+    correct, not fast."""
+    x, w, b, stride, pad, dil, groups, transposed = _conv_args(node)
+    if transposed:
+        raise Unmapped("a transposed convolution")
+    xv, wv = conv.value(x), conv.value(w)
     dt, xs = conv.types[xv]
-    ws = conv.types[wv][1]
-    if len(xs) != 4 or len(ws) != 4:
-        raise Unmapped("a %d-D convolution (the IR has none yet; a 2-D one "
-                       "with stride = kernel is mapped)" % (len(xs) - 2))
-    o, c, kh, kw = ws
-    if transposed or groups != 1 or any(int(p) for p in pad) or \
-            any(int(d) != 1 for d in dil) or \
-            [int(s) for s in stride] != [kh, kw] or xs[2] % kh or xs[3] % kw:
-        raise Unmapped("a convolution other than stride = kernel without "
-                       "padding, dilation or groups (needs the IR's "
-                       "convolution)")
-    n, _, hh, ww = xs
-    ph, pw = hh // kh, ww // kw
+    wdt, ws = conv.types[wv]
+    if len(xs) not in (3, 4) or len(ws) != len(xs):
+        raise Unmapped("a %d-D convolution (1-D and 2-D are mapped)"
+                       % (len(xs) - 2))
     h = node.name
-    p = conv.emit("reshape", [xv], dt, (n, c, ph, kh, pw, kw),
-                  hint=h + ".patches")
-    p = conv.emit("transpose", [p], dt, (n, ph, pw, c, kh, kw),
-                  {"perm": [0, 2, 4, 1, 3, 5]}, hint=h + ".t")
-    p = conv.emit("reshape", [p], dt, (n * ph * pw, c * kh * kw),
-                  hint=h + ".rows")
-    wm = conv.emit("reshape", [wv], conv.types[wv][0], (o, c * kh * kw),
-                   hint=h + ".w")
-    wm = conv.emit("transpose", [wm], conv.types[wv][0], (c * kh * kw, o),
-                   {"perm": [1, 0]}, hint=h + ".wt")
-    y = conv.emit("matmul", [p, conv.cast(wm, dt)], dt, (n * ph * pw, o),
+    rdt, rshape = _result(conv, node)
+    one_d = len(xs) == 3
+    nsp = 1 if one_d else 2
+    stride, pad, dil = (_pairs(stride, nsp), _pairs(pad, nsp),
+                        _pairs(dil, nsp))
+    if one_d:
+        xv = conv.emit("reshape", [xv], dt, (xs[0], xs[1], 1, xs[2]),
+                       hint=h + ".x2d")
+        wv = conv.emit("reshape", [wv], wdt, (ws[0], ws[1], 1, ws[2]),
+                       hint=h + ".w2d")
+        stride, pad, dil = [1] + stride, [0] + pad, [1] + dil
+        xs = conv.types[xv][1]
+        ws = conv.types[wv][1]
+    wv = conv.cast(wv, dt)
+    n, c, hh, ww = xs
+    o, cg, kh, kw = ws
+    g = int(groups)
+    if g < 1 or c % g or o % g or cg != c // g:
+        raise Unmapped("groups %d with %d channels" % (g, c))
+    sh, sw = stride
+    ph, pw = pad
+    dh, dw = dil
+    if [sh, sw] == [kh, kw] and ph == pw == 0 and dh == dw == 1 and \
+            g == 1 and hh % kh == 0 and ww % kw == 0:
+        # A patch embedding: x's patches by reshape and transpose alone.
+        qh, qw = hh // kh, ww // kw
+        p = conv.emit("reshape", [xv], dt, (n, c, qh, kh, qw, kw),
+                      hint=h + ".patches")
+        p = conv.emit("transpose", [p], dt, (n, qh, qw, c, kh, kw),
+                      {"perm": [0, 2, 4, 1, 3, 5]}, hint=h + ".t")
+        p = conv.emit("reshape", [p], dt, (n * qh * qw, c * kh * kw),
+                      hint=h + ".rows")
+        wm = conv.emit("reshape", [wv], dt, (o, c * kh * kw), hint=h + ".w")
+        wm = conv.emit("transpose", [wm], dt, (c * kh * kw, o),
+                       {"perm": [1, 0]}, hint=h + ".wt")
+        y = conv.emit("matmul", [p, wm], dt, (n * qh * qw, o),
+                      hint=h + ".mm")
+        if b is not None:
+            y = conv.emit("add", [y, conv.cast(conv.value(b), dt)], dt,
+                          (n * qh * qw, o), hint=h + ".bias")
+        y = conv.emit("reshape", [y], dt, (n, qh, qw, o), hint=h + ".nhwc")
+        y = conv.emit("transpose", [y], dt, (n, o, qh, qw),
+                      {"perm": [0, 3, 1, 2]}, hint=h + ".nchw")
+        if tuple(conv.types[y][1]) != tuple(rshape):
+            y = conv.emit("reshape", [y], dt, rshape, hint=h)
+        return conv.cast(y, rdt)
+    # Zero padding.
+    for dim, p in ((2, ph), (3, pw)):
+        if p <= 0:
+            continue
+        cur = conv.types[xv][1]
+        edge = _slice_of(conv, xv, dim, 0, 1, "%s.edge%d" % (h, dim))
+        z = conv.emit("full_like", [edge], dt, conv.types[edge][1],
+                      {"scalar": 0.0}, hint="%s.zero%d" % (h, dim))
+        zs = list(cur)
+        zs[dim] = p
+        z = conv.emit("expand", [z], dt, tuple(zs), hint="%s.pad%d" % (h, dim))
+        full = list(cur)
+        full[dim] += 2 * p
+        xv = conv.emit("concat", [z, xv, z], dt, tuple(full), {"dim": dim},
+                       hint="%s.padded%d" % (h, dim))
+    hp, wp = conv.types[xv][1][2:]
+    ho = (hp - dh * (kh - 1) - 1) // sh + 1
+    wo = (wp - dw * (kw - 1) - 1) // sw + 1
+    if ho < 1 or wo < 1:
+        raise Unmapped("an empty output")
+    cols = []
+    for i in range(kh):
+        r = xv
+        s0 = i * dh
+        if not (s0 == 0 and sh == 1 and ho == hp):
+            r = conv.emit("slice", [xv], dt, (n, c, ho, wp), {
+                "dim": 2, "start": s0, "end": s0 + (ho - 1) * sh + 1,
+                "step": sh}, hint="%s.row%d" % (h, i))
+        for j in range(kw):
+            t = r
+            s1 = j * dw
+            if not (s1 == 0 and sw == 1 and wo == wp):
+                t = conv.emit("slice", [r], dt, (n, c, ho, wo), {
+                    "dim": 3, "start": s1, "end": s1 + (wo - 1) * sw + 1,
+                    "step": sw}, hint="%s.tap%d_%d" % (h, i, j))
+            cols.append(conv.emit("reshape", [t], dt, (n, c, 1, ho, wo),
+                                  hint="%s.col%d_%d" % (h, i, j)))
+    k = kh * kw
+    p = cols[0] if k == 1 else conv.emit(
+        "concat", cols, dt, (n, c, k, ho, wo), {"dim": 2},
+        hint=h + ".patches")
+    ck = cg * k
+    p = conv.emit("reshape", [p], dt, (n, g, ck, ho * wo), hint=h + ".pg")
+    p = conv.emit("transpose", [p], dt, (g, ck, n, ho * wo),
+                  {"perm": [1, 2, 0, 3]}, hint=h + ".pt")
+    p = conv.emit("reshape", [p], dt, (g, ck, n * ho * wo), hint=h + ".cols")
+    wm = conv.emit("reshape", [wv], dt, (g, o // g, ck), hint=h + ".w")
+    y = conv.emit("matmul", [wm, p], dt, (g, o // g, n * ho * wo),
                   hint=h + ".mm")
+    y = conv.emit("reshape", [y], dt, (g, o // g, n, ho * wo), hint=h + ".y")
+    y = conv.emit("transpose", [y], dt, (n, g, o // g, ho * wo),
+                  {"perm": [2, 0, 1, 3]}, hint=h + ".yt")
+    y = conv.emit("reshape", [y], dt, (n, o, ho, wo), hint=h + ".nchw")
     if b is not None:
-        y = conv.emit("add", [y, conv.cast(conv.value(b), dt)], dt,
-                      (n * ph * pw, o), hint=h + ".bias")
-    y = conv.emit("reshape", [y], dt, (n, ph, pw, o), hint=h + ".nhwc")
-    rdt, shape = _result(conv, node)
-    return conv.cast(conv.emit("transpose", [y], dt, tuple(shape),
-                               {"perm": [0, 3, 1, 2]}, hint=h), rdt)
+        bv = conv.cast(conv.value(b), dt)
+        bv = conv.emit("reshape", [bv], dt, (o, 1, 1), hint=h + ".b")
+        y = conv.emit("add", [y, bv], dt, (n, o, ho, wo), hint=h + ".bias")
+    if tuple(conv.types[y][1]) != tuple(rshape):
+        y = conv.emit("reshape", [y], dt, rshape, hint=h)
+    return conv.cast(y, rdt)
 
 
 # -- the IR's Core ATen pointwise ops, comparisons and logical ops ------------------
@@ -1789,7 +1886,7 @@ def _sdpa(conv, node):
     leading arguments."""
     name = _name(node)
     q, k, v = node.args[:3]
-    if name == "aten.scaled_dot_product_attention":
+    if name.endswith(".scaled_dot_product_attention"):
         mask = _arg(node, 3, "attn_mask")
         p = _arg(node, 4, "dropout_p", 0.0)
         causal = bool(_arg(node, 5, "is_causal", False))
@@ -1821,7 +1918,7 @@ def _sdpa(conv, node):
     b, hq, sq, d = qs
     hkv, skv = ks[1], ks[2]
     if hq % hkv or (hq != hkv and not gqa and
-                    name == "aten.scaled_dot_product_attention"):
+                    name.endswith(".scaled_dot_product_attention")):
         raise Unmapped("%d query heads and %d kv heads without enable_gqa"
                        % (hq, hkv))
     s = float(scale) if scale is not None else 1.0 / math.sqrt(d)
@@ -1829,7 +1926,7 @@ def _sdpa(conv, node):
     if mask is None and (not causal or sq == skv):
         out = conv.emit("attention", [vq, vk, vv], dt, oshape,
                         {"causal": causal, "scale": s}, hint=node.name)
-        return out if name == "aten.scaled_dot_product_attention" else [out]
+        return out if name.endswith(".scaled_dot_product_attention") else [out]
     # Spelled out.
     h = node.name
     if hq != hkv:
@@ -1872,4 +1969,4 @@ def _sdpa(conv, node):
             sc = conv.emit("add", [sc, mv], dt, shape, hint=h + ".masked")
     pr = conv.emit("softmax", [sc], dt, shape, hint=h + ".p")
     out = conv.emit("matmul", [pr, vv], dt, oshape, hint=h)
-    return out if name == "aten.scaled_dot_product_attention" else [out]
+    return out if name.endswith(".scaled_dot_product_attention") else [out]
