@@ -342,3 +342,234 @@ class GPTJBlock(nn.Module):
         attn_output = self.out_proj(a)
         ff = self.fc_out(F.gelu(self.fc_in(h), approximate="tanh"))
         return attn_output + ff + residual
+
+
+# -- Phi-2 (HF modeling_phi: partial rotary, parallel attention and MLP) ------------
+
+
+class PhiDecoderLayer(nn.Module):
+    def __init__(self, hidden=64, heads=4, partial_rotary_factor=0.5,
+                 inter=128):
+        super().__init__()
+        self.head_dim = hidden // heads
+        self.num_heads = heads
+        self.rotary_ndims = int(partial_rotary_factor * self.head_dim)
+        self.input_layernorm = nn.LayerNorm(hidden, eps=1e-5)
+        self.q_proj = nn.Linear(hidden, hidden)
+        self.k_proj = nn.Linear(hidden, hidden)
+        self.v_proj = nn.Linear(hidden, hidden)
+        self.dense = nn.Linear(hidden, hidden)
+        self.fc1 = nn.Linear(hidden, inter)
+        self.fc2 = nn.Linear(inter, hidden)
+        self.rotary_emb = LlamaRotaryEmbedding(self.rotary_ndims)
+        self.resid_dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, position_ids):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        bsz, q_len, _ = hidden_states.size()
+        q = self.q_proj(hidden_states).view(bsz, q_len, self.num_heads,
+                                            self.head_dim).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(bsz, q_len, self.num_heads,
+                                            self.head_dim).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(bsz, q_len, self.num_heads,
+                                            self.head_dim).transpose(1, 2)
+        cos, sin = self.rotary_emb(v, position_ids)
+        q_rot, q_pass = (q[..., : self.rotary_ndims],
+                         q[..., self.rotary_ndims:])
+        k_rot, k_pass = (k[..., : self.rotary_ndims],
+                         k[..., self.rotary_ndims:])
+        q_rot, k_rot = apply_rotary_pos_emb(q_rot, k_rot, cos, sin)
+        q = torch.cat((q_rot, q_pass), dim=-1)
+        k = torch.cat((k_rot, k_pass), dim=-1)
+        # Phi upcasts q and k before the scores.
+        attn_weights = torch.matmul(q.to(torch.float32),
+                                    k.to(torch.float32).transpose(2, 3)) / \
+            math.sqrt(self.head_dim)
+        mask = torch.full((q_len, q_len), float("-inf"),
+                          device=hidden_states.device).triu(1)
+        attn_weights = attn_weights + mask
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1,
+                                             dtype=torch.float32).to(v.dtype)
+        attn_output = torch.matmul(attn_weights, v)
+        attn_output = attn_output.transpose(1, 2).reshape(bsz, q_len, -1)
+        attn_outputs = self.dense(attn_output)
+        ff = self.fc2(NewGELU()(self.fc1(hidden_states)))
+        return self.resid_dropout(attn_outputs) + self.resid_dropout(ff) + \
+            residual
+
+
+# -- Falcon (HF modeling_falcon: fused QKV, multi-query, parallel attention) -----
+
+
+class FalconDecoderLayer(nn.Module):
+    def __init__(self, hidden=64, heads=4):
+        super().__init__()
+        self.num_heads = heads
+        self.head_dim = hidden // heads
+        self.input_layernorm = nn.LayerNorm(hidden, eps=1e-5)
+        self.query_key_value = nn.Linear(hidden, hidden + 2 * self.head_dim,
+                                         bias=False)
+        self.dense = nn.Linear(hidden, hidden, bias=False)
+        self.dense_h_to_4h = nn.Linear(hidden, 4 * hidden, bias=False)
+        self.dense_4h_to_h = nn.Linear(4 * hidden, hidden, bias=False)
+        self.act = nn.GELU()
+        self.rotary_emb = LlamaRotaryEmbedding(self.head_dim)
+
+    def _split_heads(self, fused_qkv):
+        batch_size, seq_length, _ = fused_qkv.shape
+        fused_qkv = fused_qkv.view(batch_size, seq_length,
+                                   self.num_heads + 2, self.head_dim)
+        return (fused_qkv[..., :-2, :], fused_qkv[..., [-2], :],
+                fused_qkv[..., [-1], :])
+
+    def forward(self, hidden_states, position_ids):
+        residual = hidden_states
+        attention_layernorm_out = self.input_layernorm(hidden_states)
+        fused_qkv = self.query_key_value(attention_layernorm_out)
+        (query_layer, key_layer, value_layer) = self._split_heads(fused_qkv)
+        batch_size, query_length, _, _ = query_layer.shape
+        query_layer = query_layer.transpose(1, 2)
+        key_layer = key_layer.transpose(1, 2)
+        value_layer = value_layer.transpose(1, 2)
+        cos, sin = self.rotary_emb(value_layer, position_ids)
+        query_layer, key_layer = apply_rotary_pos_emb(query_layer, key_layer,
+                                                      cos, sin)
+        if HAS_SDPA:
+            attn_output = F.scaled_dot_product_attention(
+                query_layer, key_layer.expand_as(query_layer),
+                value_layer.expand_as(query_layer),
+                is_causal=query_length > 1)
+        else:
+            mask = torch.triu(torch.ones(query_length, query_length,
+                                         dtype=torch.bool,
+                                         device=query_layer.device), 1)
+            scores = query_layer @ key_layer.transpose(-1, -2)
+            scores /= math.sqrt(self.head_dim)
+            scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+            attn_output = F.softmax(scores, dim=-1) @ value_layer
+        attn_output = attn_output.permute(0, 2, 1, 3).reshape(
+            batch_size, query_length, self.num_heads * self.head_dim)
+        attention_output = self.dense(attn_output)
+        mlp_output = self.dense_4h_to_h(self.act(self.dense_h_to_4h(
+            attention_layernorm_out)))
+        return mlp_output + attention_output + residual
+
+
+# -- DeepSeek-V2 multi-head latent attention (HF modeling_deepseek) -----------------
+
+
+class DeepseekV2Attention(nn.Module):
+    """Low-rank q and kv projections, a decoupled rotary part shared by the
+    heads (k_pe), RMSNorms on the latents, softmax scale 1/sqrt(q_head_dim),
+    v_head_dim != qk head dim."""
+
+    def __init__(self, hidden=64, heads=4, q_lora_rank=32, kv_lora_rank=32,
+                 qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16):
+        super().__init__()
+        self.num_heads = heads
+        self.q_lora_rank = q_lora_rank
+        self.kv_lora_rank = kv_lora_rank
+        self.qk_nope_head_dim = qk_nope_head_dim
+        self.qk_rope_head_dim = qk_rope_head_dim
+        self.v_head_dim = v_head_dim
+        self.q_head_dim = qk_nope_head_dim + qk_rope_head_dim
+        self.q_a_proj = nn.Linear(hidden, q_lora_rank, bias=False)
+        self.q_a_layernorm = LlamaRMSNorm(q_lora_rank)
+        self.q_b_proj = nn.Linear(q_lora_rank, heads * self.q_head_dim,
+                                  bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(
+            hidden, kv_lora_rank + qk_rope_head_dim, bias=False)
+        self.kv_a_layernorm = LlamaRMSNorm(kv_lora_rank)
+        self.kv_b_proj = nn.Linear(
+            kv_lora_rank, heads * (self.q_head_dim - qk_rope_head_dim +
+                                   v_head_dim), bias=False)
+        self.o_proj = nn.Linear(heads * v_head_dim, hidden, bias=False)
+        self.rotary_emb = LlamaRotaryEmbedding(qk_rope_head_dim)
+        self.softmax_scale = self.q_head_dim ** (-0.5)
+
+    def forward(self, hidden_states, position_ids):
+        bsz, q_len, _ = hidden_states.size()
+        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden_states)))
+        q = q.view(bsz, q_len, self.num_heads, self.q_head_dim).transpose(1, 2)
+        q_nope, q_pe = torch.split(
+            q, [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)
+        compressed_kv = self.kv_a_proj_with_mqa(hidden_states)
+        compressed_kv, k_pe = torch.split(
+            compressed_kv, [self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
+        k_pe = k_pe.view(bsz, q_len, 1, self.qk_rope_head_dim).transpose(1, 2)
+        kv = self.kv_b_proj(self.kv_a_layernorm(compressed_kv)).view(
+            bsz, q_len, self.num_heads,
+            self.qk_nope_head_dim + self.v_head_dim).transpose(1, 2)
+        k_nope, value_states = torch.split(
+            kv, [self.qk_nope_head_dim, self.v_head_dim], dim=-1)
+        cos, sin = self.rotary_emb(value_states, position_ids)
+        q_pe, k_pe = apply_rotary_pos_emb(q_pe, k_pe, cos, sin)
+        query_states = k_pe.new_empty(bsz, self.num_heads, q_len,
+                                      self.q_head_dim)
+        query_states[:, :, :, : self.qk_nope_head_dim] = q_nope
+        query_states[:, :, :, self.qk_nope_head_dim:] = q_pe
+        key_states = k_pe.new_empty(bsz, self.num_heads, q_len,
+                                    self.q_head_dim)
+        key_states[:, :, :, : self.qk_nope_head_dim] = k_nope
+        key_states[:, :, :, self.qk_nope_head_dim:] = k_pe
+        attn_weights = torch.matmul(query_states, key_states.transpose(
+            2, 3)) * self.softmax_scale
+        mask = torch.full((q_len, q_len), torch.finfo(
+            attn_weights.dtype).min, device=attn_weights.device).triu(1)
+        attn_weights = attn_weights + mask[None, None]
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1,
+                                             dtype=torch.float32).to(
+                                                 query_states.dtype)
+        attn_output = torch.matmul(attn_weights, value_states)
+        attn_output = attn_output.transpose(1, 2).contiguous().reshape(
+            bsz, q_len, self.num_heads * self.v_head_dim)
+        return self.o_proj(attn_output)
+
+
+# -- Megatron-LM's tensor-parallel transformer layer --------------------------------
+
+
+class MegatronParallelLayer(nn.Module):
+    """A column-parallel QKV and fc1, row-parallel proj and fc2 each
+    followed by an all-reduce over the TP group (bias added after it), as
+    Megatron's ColumnParallelLinear / RowParallelLinear compute per rank;
+    LayerNorm, erf GELU, causal attention via the -10000 additive mask."""
+
+    def __init__(self, hidden=64, heads=4, ffn=128, tp=1):
+        super().__init__()
+        from mtsched_torch import collectives as C
+        self.C = C
+        self.tp = tp
+        self.mtsched_groups = {"tp": tp}
+        self.heads = heads // tp
+        self.d = hidden // heads
+        self.input_layernorm = nn.LayerNorm(hidden)
+        self.query_key_value = nn.Linear(hidden, 3 * hidden // tp)
+        self.dense = nn.Linear(hidden // tp, hidden, bias=False)
+        self.dense_bias = nn.Parameter(torch.zeros(hidden))
+        self.post_attention_layernorm = nn.LayerNorm(hidden)
+        self.dense_h_to_4h = nn.Linear(hidden, ffn // tp)
+        self.dense_4h_to_h = nn.Linear(ffn // tp, hidden, bias=False)
+        self.dense_4h_to_h_bias = nn.Parameter(torch.zeros(hidden))
+
+    def forward(self, hidden_states):
+        # [s, b, h], Megatron's layout.
+        s, b, _ = hidden_states.shape
+        ln = self.input_layernorm(hidden_states)
+        mixed = self.query_key_value(ln).view(s, b, self.heads, 3 * self.d)
+        q, k, v = torch.split(mixed, self.d, dim=-1)
+        q = q.permute(1, 2, 0, 3)
+        k = k.permute(1, 2, 0, 3)
+        v = v.permute(1, 2, 0, 3)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d)
+        causal = torch.tril(torch.ones(1, 1, s, s, device=q.device)) < 0.5
+        scores.masked_fill_(causal, -10000.0)
+        probs = torch.softmax(scores, dim=-1)
+        ctx = torch.matmul(probs, v).permute(2, 0, 1, 3).reshape(s, b, -1)
+        out = self.C.all_reduce(self.dense(ctx), "tp", self.tp)
+        hidden_states = hidden_states + out + self.dense_bias
+        ln2 = self.post_attention_layernorm(hidden_states)
+        h = F.gelu(self.dense_h_to_4h(ln2))
+        out = self.C.all_reduce(self.dense_4h_to_h(h), "tp", self.tp)
+        return hidden_states + out + self.dense_4h_to_h_bias

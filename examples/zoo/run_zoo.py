@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 from mtsched_torch import import_module  # noqa: E402
-from mtsched_torch import compare  # noqa: E402
+from mtsched_torch import collectives, compare  # noqa: E402
 import zoo  # noqa: E402
 
 HEURISTICS = ("cost-model", "always", "never")
@@ -94,7 +94,7 @@ def case(entry, size, opt, out):
     if rc:
         row["status"] = "FAIL interpret: " + err[0]
         return row
-    with torch.no_grad():
+    with torch.no_grad(), collectives.mode("local"):
         ref = module(*tensors)
     refs = list(ref) if isinstance(ref, (list, tuple)) else [ref]
     worst = 0.0

@@ -91,3 +91,73 @@ class VisionTransformer(nn.Module):
         x = x + self.pos_embed
         x = self.block(x)
         return self.norm(x)[:, 0]
+
+
+# -- torchvision's ResNet BasicBlock and timm's ConvNeXt block ---------------------
+
+
+def conv3x3(in_planes, out_planes, stride=1):
+    return nn.Conv2d(in_planes, out_planes, kernel_size=3, stride=stride,
+                     padding=1, bias=False)
+
+
+class BasicBlock(nn.Module):
+    """torchvision.models.resnet.BasicBlock with a strided downsample
+    (BatchNorm in eval mode: the running statistics)."""
+
+    def __init__(self, inplanes=8, planes=16, stride=2):
+        super().__init__()
+        self.conv1 = conv3x3(inplanes, planes, stride)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = conv3x3(planes, planes)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = nn.Sequential(
+            nn.Conv2d(inplanes, planes, kernel_size=1, stride=stride,
+                      bias=False), nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        identity = x
+        out = self.conv1(x)
+        out = self.bn1(out)
+        out = self.relu(out)
+        out = self.conv2(out)
+        out = self.bn2(out)
+        identity = self.downsample(x)
+        out += identity
+        out = self.relu(out)
+        return out
+
+
+class LayerNorm2d(nn.LayerNorm):
+    """timm's channels-first LayerNorm: permute, normalise, permute back."""
+
+    def forward(self, x):
+        x = x.permute(0, 2, 3, 1)
+        x = F.layer_norm(x, self.normalized_shape, self.weight, self.bias,
+                         self.eps)
+        return x.permute(0, 3, 1, 2)
+
+
+class ConvNeXtBlock(nn.Module):
+    """timm's ConvNeXt block: depthwise 7x7, channels-last LayerNorm and
+    MLP, layer scale (gamma), residual."""
+
+    def __init__(self, dim=16, ls_init_value=1e-1):
+        super().__init__()
+        self.conv_dw = nn.Conv2d(dim, dim, kernel_size=7, padding=3,
+                                 groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = Mlp(dim, 4 * dim)
+        self.gamma = nn.Parameter(ls_init_value * torch.ones(dim))
+        self.norm_in = LayerNorm2d(dim, eps=1e-6)
+
+    def forward(self, x):
+        shortcut = x
+        x = self.conv_dw(self.norm_in(x))
+        x = x.permute(0, 2, 3, 1)
+        x = self.norm(x)
+        x = self.mlp(x)
+        x = x.mul(self.gamma)
+        x = x.permute(0, 3, 1, 2)
+        return x + shortcut

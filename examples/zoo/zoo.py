@@ -87,3 +87,23 @@ ZOO = [
     Entry("vit", lambda: vision.VisionTransformer(), _image,
           "timm: conv patch embed, class token, fused qkv, unbind"),
 ]
+
+ZOO += [
+    Entry("phi", lambda: decoders.PhiDecoderLayer(), _hidden_pos,
+          "Phi-2: partial rotary, parallel attention + MLP, fp32 scores"),
+    Entry("falcon", lambda: decoders.FalconDecoderLayer(), _hidden_pos,
+          "fused QKV with multi-query [-2]/[-1] indexing, in-place /="),
+    Entry("deepseek_mla", lambda: decoders.DeepseekV2Attention(), _hidden_pos,
+          "MLA: low-rank q/kv, decoupled rope, new_empty + slice assignment"),
+    Entry("megatron_tp", lambda: decoders.MegatronParallelLayer(),
+          lambda size: [("x", torch.randn(SEQ[size], 2, HIDDEN))],
+          "[s, b, h], all_reduce after row-parallel layers, masked_fill_"),
+    Entry("resnet_block", lambda: vision.BasicBlock(),
+          lambda size: [("x", torch.randn(1 if size == "decode" else 4, 8,
+                                          16, 16))],
+          "torchvision BasicBlock: 3x3 convs, eval BatchNorm, inplace ReLU"),
+    Entry("convnext_block", lambda: vision.ConvNeXtBlock(),
+          lambda size: [("x", torch.randn(1 if size == "decode" else 4, 16,
+                                          8, 8))],
+          "timm: depthwise 7x7, channels-last LayerNorm, layer scale"),
+]

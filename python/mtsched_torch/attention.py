@@ -73,7 +73,8 @@ def _const_value(conv, prod, v):
     if n is None:
         t = conv.constants.get(v)
         return None if t is None else t.double()
-    if n.custom or n.op not in ("reshape", "expand", "cast"):
+    if n.custom or n.op not in ("reshape", "expand", "cast") or \
+            len(n.operands) != 1:
         return None
     t = _const_value(conv, prod, n.operands[0])
     if t is None:
@@ -178,6 +179,21 @@ def _try(conv, prod, o):
     total = None
     while True:
         xn = prod.get(s)
+        if xn is not None and xn.op == "where" and not xn.custom and \
+                len(xn.operands) == 2 and \
+                float(xn.attrs.get("scalar", 0)) <= _NEG:
+            # where(keep, scores, -1e4 or less) with a constant keep: the
+            # scores softmax sees are those of an additive -inf mask.
+            keep = _const_value(conv, prod, xn.operands[0])
+            if keep is None or tuple(conv.types[xn.operands[1]][1]) != \
+                    tuple(xn.shape):
+                return None
+            keep = torch.broadcast_to(keep, tuple(xn.shape)) != 0
+            t = torch.zeros(keep.shape, dtype=torch.float64).masked_fill(
+                ~keep, float("-inf"))
+            total = t if total is None else total + t
+            s = _strip(prod, xn.operands[1])
+            continue
         if xn is None or xn.op != "add" or xn.custom or \
                 len(xn.operands) != 2 or "scalar" in xn.attrs:
             break

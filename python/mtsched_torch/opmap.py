@@ -1401,6 +1401,23 @@ def _index(conv, node):
     it = tensor_meta(i)
     if it is None or it[0] == torch.bool:
         raise Unmapped("a boolean mask index (data-dependent shape)")
+    t = conv.const(i)
+    if t is not None:
+        # Constant indices (Falcon's x[..., [-2], :]): negative ones wrap
+        # as in PyTorch; a range or repeat is a slice or an expand.
+        t = t.to(torch.int64) % vshape[d]
+        out = _const_index_select(conv, node, v, d, t, node.name + ".c") \
+            if t.dim() == 1 else None
+        if out is None:
+            sh = list(vshape)
+            sh[d] = t.numel()
+            ids = conv.materialize(i, t.reshape(-1), hint=node.name + ".ids")
+            out = conv.emit("index_select", [v, ids], vdt, tuple(sh),
+                            {"dim": d}, hint=node.name + ".rows")
+        dt, shape = _result(conv, node)
+        if tuple(conv.types[out][1]) != tuple(shape):
+            out = conv.emit("reshape", [out], vdt, shape, hint=node.name)
+        return conv.cast(out, dt)
     ids = conv.value(i)
     n = _numel(conv.types[ids][1])
     flat = _indices(conv, ids, node.name + ".ids")
