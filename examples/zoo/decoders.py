@@ -573,3 +573,285 @@ class MegatronParallelLayer(nn.Module):
         h = F.gelu(self.dense_h_to_4h(ln2))
         out = self.C.all_reduce(self.dense_4h_to_h(h), "tp", self.tp)
         return hidden_states + out + self.dense_4h_to_h_bias
+
+
+# -- GPT-NeoX (HF modeling_gpt_neox: per-head fused qkv, partial rotary) ----------
+
+
+class GPTNeoXLayer(nn.Module):
+    def __init__(self, hidden=64, heads=4, rotary_pct=0.25, inter=256):
+        super().__init__()
+        self.num_attention_heads = heads
+        self.head_size = hidden // heads
+        self.rotary_ndims = int(self.head_size * rotary_pct)
+        self.input_layernorm = nn.LayerNorm(hidden)
+        self.post_attention_layernorm = nn.LayerNorm(hidden)
+        self.query_key_value = nn.Linear(hidden, 3 * hidden)
+        self.dense = nn.Linear(hidden, hidden)
+        self.dense_h_to_4h = nn.Linear(hidden, inter)
+        self.dense_4h_to_h = nn.Linear(inter, hidden)
+        self.rotary_emb = LlamaRotaryEmbedding(self.rotary_ndims)
+        self.norm_factor = self.head_size ** 0.5
+        max_pos = 64
+        self.register_buffer("bias", torch.tril(torch.ones(
+            (max_pos, max_pos), dtype=torch.bool)).view(
+                1, 1, max_pos, max_pos), persistent=False)
+        self.register_buffer("masked_bias", torch.tensor(-1e9),
+                             persistent=False)
+
+    def forward(self, hidden_states, position_ids):
+        ln = self.input_layernorm(hidden_states)
+        qkv = self.query_key_value(ln)
+        new_qkv_shape = qkv.size()[:-1] + (self.num_attention_heads,
+                                           3 * self.head_size)
+        qkv = qkv.view(*new_qkv_shape)
+        query = qkv[..., : self.head_size].permute(0, 2, 1, 3)
+        key = qkv[..., self.head_size: 2 * self.head_size].permute(0, 2, 1, 3)
+        value = qkv[..., 2 * self.head_size:].permute(0, 2, 1, 3)
+        query_rot = query[..., : self.rotary_ndims]
+        query_pass = query[..., self.rotary_ndims:]
+        key_rot = key[..., : self.rotary_ndims]
+        key_pass = key[..., self.rotary_ndims:]
+        cos, sin = self.rotary_emb(value, position_ids)
+        query, key = apply_rotary_pos_emb(query_rot, key_rot, cos, sin)
+        query = torch.cat((query, query_pass), dim=-1)
+        key = torch.cat((key, key_pass), dim=-1)
+        batch_size, num_attention_heads, query_length, attn_head_size = \
+            query.size()
+        key_length = key.size(-2)
+        causal_mask = self.bias[:, :, key_length - query_length: key_length,
+                                :key_length]
+        query = query.view(batch_size * num_attention_heads, query_length,
+                           attn_head_size)
+        key = key.view(batch_size * num_attention_heads, key_length,
+                       attn_head_size)
+        attn_scores = torch.zeros(
+            batch_size * num_attention_heads, query_length, key_length,
+            dtype=query.dtype, device=key.device)
+        attn_scores = torch.baddbmm(
+            attn_scores, query, key.transpose(1, 2), beta=1.0,
+            alpha=(torch.tensor(1.0, dtype=self.norm_factor.__class__ and
+                                torch.float32) / self.norm_factor).item())
+        attn_scores = attn_scores.view(batch_size, num_attention_heads,
+                                       query_length, key_length)
+        mask_value = torch.finfo(attn_scores.dtype).min
+        mask_value = torch.tensor(mask_value, dtype=attn_scores.dtype).to(
+            attn_scores.device)
+        attn_scores = torch.where(causal_mask, attn_scores, mask_value)
+        attn_weights = nn.functional.softmax(attn_scores, dim=-1)
+        attn_output = torch.matmul(attn_weights, value)
+        attn_output = attn_output.permute(0, 2, 1, 3).contiguous()
+        attn_output = attn_output.view(attn_output.size(0),
+                                       attn_output.size(1),
+                                       num_attention_heads * attn_head_size)
+        attn_output = self.dense(attn_output)
+        mlp = self.dense_4h_to_h(F.gelu(self.dense_h_to_4h(
+            self.post_attention_layernorm(hidden_states))))
+        return mlp + attn_output + hidden_states
+
+
+# -- Llama-3 decode step with a KV cache (HF DynamicCache.update: cat) ------------
+
+
+class LlamaKVDecode(nn.Module):
+    """One decode step of q_len new tokens against a cache of past ones:
+    the new k/v concatenated to the cache, the causal mask of HF's
+    _prepare_4d_causal_attention_mask (triu with diagonal past + 1, so the
+    new tokens see the whole cache); returns the output and the new cache."""
+
+    def __init__(self, hidden=64, heads=4, kv_heads=2):
+        super().__init__()
+        self.attn = LlamaAttention(hidden, heads, kv_heads)
+
+    def forward(self, hidden_states, past_key, past_value, position_ids):
+        a = self.attn
+        bsz, q_len, _ = hidden_states.size()
+        q = a.q_proj(hidden_states).view(bsz, q_len, a.num_heads,
+                                         a.head_dim).transpose(1, 2)
+        k = a.k_proj(hidden_states).view(bsz, q_len, a.num_key_value_heads,
+                                         a.head_dim).transpose(1, 2)
+        v = a.v_proj(hidden_states).view(bsz, q_len, a.num_key_value_heads,
+                                         a.head_dim).transpose(1, 2)
+        cos, sin = a.rotary_emb(v, position_ids)
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        key_states = torch.cat([past_key, k], dim=-2)
+        value_states = torch.cat([past_value, v], dim=-2)
+        past = past_key.shape[-2]
+        kv_len = past + q_len
+        mask = torch.full((q_len, kv_len), torch.finfo(q.dtype).min,
+                          device=q.device)
+        mask = torch.triu(mask, diagonal=past + 1)
+        ks = repeat_kv(key_states, a.num_key_value_groups)
+        vs = repeat_kv(value_states, a.num_key_value_groups)
+        w = torch.matmul(q, ks.transpose(2, 3)) / math.sqrt(a.head_dim)
+        w = w + mask[None, None, :, :]
+        w = nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, vs).transpose(1, 2).reshape(bsz, q_len, -1)
+        return a.o_proj(out), key_states, value_states
+
+
+# -- OPT (HF modeling_opt: learned positions offset by 2, ReLU, q scaling) --------
+
+
+class OPTModel(nn.Module):
+    def __init__(self, vocab=128, hidden=64, heads=4, ffn=128, max_pos=64):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, hidden, padding_idx=1)
+        self.embed_positions = nn.Embedding(max_pos + 2, hidden)
+        self.self_attn_layer_norm = nn.LayerNorm(hidden)
+        self.q_proj = nn.Linear(hidden, hidden)
+        self.k_proj = nn.Linear(hidden, hidden)
+        self.v_proj = nn.Linear(hidden, hidden)
+        self.out_proj = nn.Linear(hidden, hidden)
+        self.final_layer_norm = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, ffn)
+        self.fc2 = nn.Linear(ffn, hidden)
+        self.num_heads = heads
+        self.head_dim = hidden // heads
+        self.scaling = self.head_dim ** -0.5
+
+    def forward(self, input_ids, attention_mask):
+        bsz, tgt_len = input_ids.shape
+        h = self.embed_tokens(input_ids)
+        positions = (torch.cumsum(attention_mask, dim=1).type_as(
+            attention_mask) * attention_mask).long() - 1
+        h = h + self.embed_positions(positions + 2)
+        # The 4-D mask: causal plus padding, finfo.min where masked.
+        causal = torch.full((tgt_len, tgt_len), torch.finfo(h.dtype).min)
+        causal = causal.masked_fill(
+            torch.arange(tgt_len) < (torch.arange(tgt_len) + 1).view(
+                tgt_len, 1), 0.0)
+        pad = (1.0 - attention_mask[:, None, None, :].to(h.dtype)).masked_fill(
+            attention_mask[:, None, None, :] == 0, torch.finfo(h.dtype).min)
+        mask = causal[None, None] + pad
+        residual = h
+        h = self.self_attn_layer_norm(h)
+        q = (self.q_proj(h) * self.scaling).view(
+            bsz, tgt_len, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(h).view(bsz, tgt_len, self.num_heads,
+                                self.head_dim).transpose(1, 2)
+        v = self.v_proj(h).view(bsz, tgt_len, self.num_heads,
+                                self.head_dim).transpose(1, 2)
+        w = torch.matmul(q, k.transpose(-1, -2)) + mask
+        w = torch.max(w, torch.tensor(torch.finfo(w.dtype).min))
+        w = nn.functional.softmax(w, dim=-1)
+        o = torch.matmul(w, v).transpose(1, 2).reshape(bsz, tgt_len, -1)
+        h = residual + self.out_proj(o)
+        residual = h
+        h = self.fc2(nn.functional.relu(self.fc1(self.final_layer_norm(h))))
+        return residual + h
+
+
+# -- BLOOM (HF modeling_bloom: ALiBi, baddbmm, fused qkv) ------------------------
+
+
+def build_alibi_tensor(attention_mask, num_heads, dtype):
+    batch_size, seq_length = attention_mask.shape
+    closest_power_of_2 = 2 ** math.floor(math.log2(num_heads))
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest_power_of_2) - 3))),
+                        device=attention_mask.device, dtype=torch.float32)
+    powers = torch.arange(1, 1 + closest_power_of_2,
+                          device=attention_mask.device, dtype=torch.int32)
+    slopes = torch.pow(base, powers)
+    arange_tensor = ((attention_mask.cumsum(dim=-1) - 1) *
+                     attention_mask)[:, None, :]
+    alibi = slopes[..., None] * arange_tensor
+    return alibi.reshape(batch_size * num_heads, 1, seq_length).to(dtype)
+
+
+class BloomBlock(nn.Module):
+    def __init__(self, hidden=64, heads=4):
+        super().__init__()
+        self.num_heads = heads
+        self.head_dim = hidden // heads
+        self.input_layernorm = nn.LayerNorm(hidden)
+        self.query_key_value = nn.Linear(hidden, 3 * hidden)
+        self.dense = nn.Linear(hidden, hidden)
+        self.post_attention_layernorm = nn.LayerNorm(hidden)
+        self.dense_h_to_4h = nn.Linear(hidden, 4 * hidden)
+        self.dense_4h_to_h = nn.Linear(4 * hidden, hidden)
+        self.inv_norm_factor = 1.0 / math.sqrt(self.head_dim)
+
+    def forward(self, hidden_states, attention_mask):
+        b, q_length, _ = hidden_states.shape
+        alibi = build_alibi_tensor(attention_mask, self.num_heads,
+                                   hidden_states.dtype)
+        ln = self.input_layernorm(hidden_states)
+        fused = self.query_key_value(ln).view(b, q_length, self.num_heads, 3,
+                                              self.head_dim)
+        q = fused[..., 0, :].transpose(1, 2).reshape(
+            b * self.num_heads, q_length, self.head_dim)
+        k = fused[..., 1, :].permute(0, 2, 3, 1).reshape(
+            b * self.num_heads, self.head_dim, q_length)
+        v = fused[..., 2, :].transpose(1, 2).reshape(
+            b * self.num_heads, q_length, self.head_dim)
+        matmul_result = alibi.baddbmm(batch1=q, batch2=k, beta=1.0,
+                                      alpha=self.inv_norm_factor)
+        scores = matmul_result.view(b, self.num_heads, q_length, q_length)
+        causal = torch.triu(torch.ones(q_length, q_length, dtype=torch.bool),
+                            1)
+        pad = (attention_mask == 0)[:, None, None, :]
+        scores = scores.masked_fill(causal | pad, torch.finfo(
+            scores.dtype).min)
+        probs = F.softmax(scores, dim=-1, dtype=torch.float32)
+        probs = probs.view(b * self.num_heads, q_length, q_length)
+        ctx = torch.bmm(probs, v).view(b, self.num_heads, q_length,
+                                       self.head_dim)
+        ctx = ctx.permute(0, 2, 1, 3).reshape(b, q_length, -1)
+        h = hidden_states + self.dense(ctx)
+        mlp = self.dense_4h_to_h(F.gelu(self.dense_h_to_4h(
+            self.post_attention_layernorm(h)), approximate="tanh"))
+        return h + mlp
+
+
+# -- CLIP text encoder layer (HF modeling_clip: quick_gelu, causal mask) ----------
+
+
+class CLIPEncoderLayer(nn.Module):
+    def __init__(self, hidden=64, heads=4, inter=128):
+        super().__init__()
+        self.embed_dim = hidden
+        self.num_heads = heads
+        self.head_dim = hidden // heads
+        self.scale = self.head_dim ** -0.5
+        self.k_proj = nn.Linear(hidden, hidden)
+        self.v_proj = nn.Linear(hidden, hidden)
+        self.q_proj = nn.Linear(hidden, hidden)
+        self.out_proj = nn.Linear(hidden, hidden)
+        self.layer_norm1 = nn.LayerNorm(hidden)
+        self.layer_norm2 = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, inter)
+        self.fc2 = nn.Linear(inter, hidden)
+
+    def _shape(self, tensor, seq_len, bsz):
+        return tensor.view(bsz, seq_len, self.num_heads,
+                           self.head_dim).transpose(1, 2).contiguous()
+
+    def forward(self, hidden_states):
+        bsz, tgt_len, embed_dim = hidden_states.size()
+        causal = torch.empty(bsz, tgt_len, tgt_len)
+        causal.fill_(torch.finfo(hidden_states.dtype).min)
+        causal.triu_(1)
+        causal = causal.unsqueeze(1)
+        residual = hidden_states
+        hidden_states = self.layer_norm1(hidden_states)
+        query_states = self.q_proj(hidden_states) * self.scale
+        key_states = self._shape(self.k_proj(hidden_states), -1, bsz)
+        value_states = self._shape(self.v_proj(hidden_states), -1, bsz)
+        proj_shape = (bsz * self.num_heads, -1, self.head_dim)
+        query_states = self._shape(query_states, tgt_len, bsz).view(
+            *proj_shape)
+        key_states = key_states.view(*proj_shape)
+        value_states = value_states.view(*proj_shape)
+        w = torch.bmm(query_states, key_states.transpose(1, 2))
+        w = w.view(bsz, self.num_heads, tgt_len, tgt_len) + causal
+        w = w.view(bsz * self.num_heads, tgt_len, tgt_len)
+        w = nn.functional.softmax(w, dim=-1)
+        o = torch.bmm(w, value_states)
+        o = o.view(bsz, self.num_heads, tgt_len, self.head_dim).transpose(
+            1, 2).reshape(bsz, tgt_len, embed_dim)
+        hidden_states = residual + self.out_proj(o)
+        residual = hidden_states
+        h = self.fc1(self.layer_norm2(hidden_states))
+        h = h * torch.sigmoid(1.702 * h)  # quick_gelu
+        return residual + self.fc2(h)

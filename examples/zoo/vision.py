@@ -161,3 +161,26 @@ class ConvNeXtBlock(nn.Module):
         x = x.mul(self.gamma)
         x = x.permute(0, 3, 1, 2)
         return x + shortcut
+
+
+# -- torchvision's MobileNetV2 inverted residual ----------------------------------
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, inp=16, oup=16, stride=1, expand_ratio=4):
+        super().__init__()
+        hidden_dim = int(round(inp * expand_ratio))
+        self.use_res_connect = stride == 1 and inp == oup
+        self.conv = nn.Sequential(
+            nn.Conv2d(inp, hidden_dim, 1, 1, 0, bias=False),
+            nn.BatchNorm2d(hidden_dim), nn.ReLU6(inplace=True),
+            nn.Conv2d(hidden_dim, hidden_dim, 3, stride, 1,
+                      groups=hidden_dim, bias=False),
+            nn.BatchNorm2d(hidden_dim), nn.ReLU6(inplace=True),
+            nn.Conv2d(hidden_dim, oup, 1, 1, 0, bias=False),
+            nn.BatchNorm2d(oup))
+
+    def forward(self, x):
+        if self.use_res_connect:
+            return x + self.conv(x)
+        return self.conv(x)

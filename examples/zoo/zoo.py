@@ -107,3 +107,35 @@ ZOO += [
                                           8, 8))],
           "timm: depthwise 7x7, channels-last LayerNorm, layer scale"),
 ]
+
+
+def _kv_decode(size):
+    past, new = (15, 1) if size == "decode" else (16, 16)
+    return [("x", torch.randn(1, new, HIDDEN)),
+            ("past_key", torch.randn(1, 2, past, 16)),
+            ("past_value", torch.randn(1, 2, past, 16)),
+            ("position_ids", torch.arange(past, past + new).unsqueeze(0))]
+
+
+ZOO += [
+    Entry("gpt_neox", lambda: decoders.GPTNeoXLayer(), _hidden_pos,
+          "per-head fused qkv, 25% rotary, baddbmm scores, where mask"),
+    Entry("llama3_kv", lambda: decoders.LlamaKVDecode(), _kv_decode,
+          "decode with a KV cache: cat, triu(diagonal=past+1), new cache out"),
+    Entry("opt", lambda: encoders_free_opt(), _ids_mask,
+          "learned positions + 2, causal + padding mask, max(w, min), ReLU"),
+    Entry("bloom", lambda: decoders.BloomBlock(),
+          lambda size: [("x", torch.randn(2, SEQ[size], HIDDEN)),
+                        ("attention_mask", _ids_mask(size)[1][1])],
+          "ALiBi from the mask, baddbmm, causal | padding masked_fill"),
+    Entry("clip_text", lambda: decoders.CLIPEncoderLayer(), _hidden,
+          "empty + fill_ + triu_ mask, bmm attention, quick_gelu"),
+    Entry("mobilenet_v2", lambda: vision.InvertedResidual(),
+          lambda size: [("x", torch.randn(1 if size == "decode" else 4, 16,
+                                          8, 8))],
+          "1x1 / depthwise 3x3 convs, eval BatchNorm, ReLU6"),
+]
+
+
+def encoders_free_opt():
+    return decoders.OPTModel()

@@ -206,7 +206,8 @@ def _try(conv, prod, o):
                 break
         else:
             return None
-    kind = "none" if total is None else _mask_kind(total * outer, xs)
+    kind = "none" if total is None else _mask_kind(total * outer,
+                                                  tuple(total.shape))
     if kind is None:
         return None
     s, scale = _scaled(prod, _strip(prod, s))

@@ -595,6 +595,14 @@ def _binary(irop):
         if isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node):
             va, vb = conv.cast(conv.value(a), dt), conv.cast(conv.value(b), dt)
             return conv.emit(irop, [va, vb], dt, shape, hint=node.name)
+        # x + 0, x - 0, x * 1, x / 1 (a mask that masks nothing, folded to
+        # its one value) are x.
+        if isinstance(a, torch.fx.Node) and _is_number(b) and (
+                (irop in ("add", "sub") and b == 0) or
+                (irop in ("mul", "div") and b == 1)) and \
+                tuple(tensor_meta(a)[1]) == tuple(shape):
+            conv.elided["%s by %r" % (irop, b)] += 1
+            return conv.cast(conv.value(a), dt)
         # A number operand is the IR's attribute 'scalar', which stands for
         # the last operand: x op s directly; s op x for the commutative ops,
         # and s - x, s / x as -x + s, recip(x) * s.
