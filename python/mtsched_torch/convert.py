@@ -300,7 +300,7 @@ class Converter:
             except Unmapped as e:
                 reason = str(e)
         else:
-            reason = "no mapping"
+            reason = opmap.REFUSED.get(name, "no mapping")
         self._custom(node, name, reason)
 
     def _fold(self, node, name):

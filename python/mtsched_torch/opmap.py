@@ -367,10 +367,13 @@ def _full_like(conv, node):
         value = 1 if name == "aten.ones_like" else 0
     if isinstance(value, bool):
         value = int(value)
-    if not _is_number(value):
-        raise Unmapped("fill value %r (a finite number needed)" % (value,))
-    v = conv.value(node.args[0])
     dt, shape = _result(conv, node)
+    if not _is_number(value) and not (
+            isinstance(value, float) and dt in ("f32", "f16", "bf16",
+                                                "bool")):
+        raise Unmapped("fill value %r (a finite number, or a non-finite one "
+                       "for a float result)" % (value,))
+    v = conv.value(node.args[0])
     if tuple(shape) != tuple(conv.types[v][1]):
         raise Unmapped("changes the shape")
     return conv.emit("full_like", [v], dt, shape, {"scalar": float(value)},
@@ -571,13 +574,21 @@ def _is_number(x):
 
 
 def _binary(irop):
-    def fn(conv, node):
+    def fn(conv, node, quotient_only=False):
         a, b = node.args[0], node.args[1]
         alpha = _arg(node, 2, "alpha", 1)
         if alpha != 1:
             raise Unmapped("alpha = %r" % (alpha,))
-        if node.kwargs.get("rounding_mode") is not None:
-            raise Unmapped("rounding_mode")
+        mode = node.kwargs.get("rounding_mode")
+        if mode is not None and not quotient_only:
+            if irop != "div" or mode not in ("floor", "trunc"):
+                raise Unmapped("rounding_mode %r" % (mode,))
+            # div(a, b, rounding_mode): the quotient, then floor or trunc.
+            dt, shape = _result(conv, node)
+            q = fn(conv, node, True)
+            if mode == "floor":
+                return conv.emit("floor", [q], dt, shape, hint=node.name)
+            return _trunc_build(conv, node.name, q, dt, shape)
         dt, shape = _result(conv, node)
         # A folded constant of one value (a scalar_tensor, a full) is a
         # number when the other operand gives the result's shape.
@@ -1045,6 +1056,19 @@ def _sum_dims(conv, v, dims, keep, hint, scale=None):
     """sum of v over dims (keepdim as asked), times scale (a number)."""
     dt, shape = conv.types[v]
     shape = list(shape)
+    if len(dims) == 1:
+        d = dims[0]
+        out = [s for i, s in enumerate(shape) if i != d] if not keep else \
+            shape[:d] + [1] + shape[d + 1:]
+        attrs = {"dim": d - len(shape)}
+        if keep:
+            attrs["keepdim"] = True
+        v = conv.emit("sum", [v], dt, tuple(out), attrs,
+                      hint=hint + (".sum" if scale not in (None, 1) else ""))
+        if scale is not None and scale != 1:
+            v = conv.emit("mul", [v], dt, tuple(out),
+                          {"scalar": float(scale)}, hint=hint)
+        return v
     for d in sorted(dims, reverse=True):
         shape[d] = 1
         v = conv.emit("sum", [v], dt, tuple(shape),
@@ -1995,3 +2019,624 @@ def _sdpa(conv, node):
     pr = conv.emit("softmax", [sc], dt, shape, hint=h + ".p")
     out = conv.emit("matmul", [pr, vv], dt, oshape, hint=h)
     return out if name.endswith(".scaled_dot_product_attention") else [out]
+
+
+# -- ops refused on purpose, and why (the op table in docs/IMPORT.md) ---------------
+
+REFUSED = {
+    "aten.nonzero": "its result's shape depends on the data",
+    "aten.masked_select": "its result's shape depends on the data",
+    "aten.unique": "its result's shape depends on the data",
+    "aten._local_scalar_dense": ".item() of a value computed at run time: "
+    "a data-dependent scalar",
+    "aten.rand": "random: no result to check against eager",
+    "aten.randn": "random: no result to check against eager",
+    "aten.randperm": "random: no result to check against eager",
+    "aten.bernoulli": "random: no result to check against eager",
+    "aten.resize_": "changes a tensor's shape in place",
+    "aten.as_strided": "an arbitrary strided view (no dense equivalent the "
+    "IR's layout ops express in general)",
+    "aten.diagonal": "a strided view (the IR has no diagonal)",
+    "aten.index_put": "writes at indices computed at run time along several "
+    "dimensions (scatter covers one dimension; not mapped yet)",
+    "aten.prod": "the IR has no product reduction (exp(sum(log)) is not "
+    "exact)",
+    "aten.atan2": "the IR has no inverse trigonometric functions",
+    "aten.asin": "the IR has no inverse trigonometric functions",
+    "aten.acos": "the IR has no inverse trigonometric functions",
+    "aten.atan": "the IR has no inverse trigonometric functions",
+    "aten.asinh": "the IR has no inverse hyperbolic functions",
+    "aten.acosh": "the IR has no inverse hyperbolic functions",
+    "aten.atanh": "the IR has no inverse hyperbolic functions",
+    "aten.bitwise_xor": "integer bit operations (the IR's logical ops are "
+    "on bool)",
+    "aten.embedding_bag": "bags: offsets computed at run time",
+    "aten._embedding_bag": "bags: offsets computed at run time",
+    "aten.grid_sampler_2d": "sampling at coordinates computed at run time "
+    "with interpolation (not in the IR)",
+    "aten.upsample_bilinear2d": "interpolation weights (not mapped yet; a "
+    "constant-matrix form would be exact)",
+    "aten.col2im": "not in the IR (an inverse im2col: overlapping sums)",
+    "aten._cdist_forward": "pairwise distances (not mapped)",
+    "aten._pdist_forward": "pairwise distances (not mapped)",
+    "aten._fft_r2c": "complex results: the IR has no complex type",
+    "aten.max_pool2d_with_indices_backward": "training only",
+    "aten.avg_pool2d_backward": "training only",
+    "aten.convolution_backward": "training only",
+    "aten.embedding_dense_backward": "training only",
+    "aten.native_layer_norm_backward": "training only",
+    "aten.native_group_norm_backward": "training only",
+    "aten._adaptive_avg_pool2d_backward": "training only",
+    "aten.sym_size": "symbolic shapes: the importer takes static shapes, "
+    "which a static trace never queries",
+    "aten.sym_numel": "symbolic shapes: the importer takes static shapes",
+    "aten.sym_stride": "symbolic shapes: the importer takes static shapes",
+    "aten.sym_storage_offset": "symbolic shapes: the importer takes static "
+    "shapes",
+    "aten.empty_strided": "uninitialised memory (folded at import where "
+    "something fills it)",
+    "aten.empty": "uninitialised memory (folded at import where something "
+    "fills it)",
+    "aten.arange": "a factory: folded at import (refused only beyond the "
+    "2^24-element folding bound)",
+    "aten.full": "a factory: folded at import (refused only beyond the "
+    "2^24-element folding bound)",
+    "aten.scalar_tensor": "a factory: folded at import",
+}
+
+
+# -- more Core ATen: reductions by index, pooling, padding, norms ------------------
+
+
+@register("aten.sum")
+def _sum_any(conv, node):
+    """sum(x, dims, keepdim, dtype): one IR sum per dimension (all of them
+    without dims), in the result's type."""
+    dt, shape = _result(conv, node)
+    v = conv.cast(conv.value(node.args[0]), dt)
+    vshape = conv.types[v][1]
+    if not vshape:
+        return v
+    dims = _dims_of(node, 1, "dim", len(vshape))
+    out = _sum_dims(conv, v, dims, bool(_arg(node, 2, "keepdim", False)),
+                    node.name)
+    if tuple(conv.types[out][1]) != tuple(shape):
+        out = conv.emit("reshape", [out], dt, shape, hint=node.name + ".r")
+    return out
+
+
+def _to_last(conv, v, dim, hint):
+    """v with dimension dim moved last (a transpose), and the perm."""
+    rank = len(conv.types[v][1])
+    if dim == rank - 1:
+        return v, None
+    perm = [d for d in range(rank) if d != dim] + [dim]
+    sh = tuple(conv.types[v][1][d] for d in perm)
+    return conv.emit("transpose", [v], conv.types[v][0], sh, {"perm": perm},
+                     hint=hint), perm
+
+
+def _top1(conv, node, v, dim, keep, largest, hint):
+    """(values, indices) of the largest (smallest) element along dim: the
+    IR's topk with k = 1 (ties: the lowest index, as PyTorch's max/argmax
+    return the first occurrence)."""
+    dt, vshape = conv.types[v]
+    rank = len(vshape)
+    t, perm = _to_last(conv, v, dim, hint + ".last")
+    tsh = conv.types[t][1]
+    ksh = tuple(tsh[:-1]) + (1,)
+    attrs = {"k": 1}
+    if not largest:
+        attrs["largest"] = False
+    vals, idx = conv.emit_results("topk", [t], [(hint + ".values", dt, ksh),
+                                                (hint + ".indices", "i64",
+                                                 ksh)], attrs, hint=hint)
+    outs = []
+    for x, xdt in ((vals, dt), (idx, "i64")):
+        if perm is not None:
+            inv = [perm.index(d) for d in range(rank)]
+            sh = tuple(ksh[i] for i in inv)
+            x = conv.emit("transpose", [x], xdt, sh, {"perm": inv},
+                          hint=x + ".back")
+        if not keep:
+            sh = tuple(s for i, s in enumerate(vshape) if i != dim)
+            x = conv.emit("reshape", [x], xdt, sh, hint=x + ".squeeze")
+        outs.append(x)
+    return outs
+
+
+@register("aten.argmax", "aten.argmin")
+def _argmax(conv, node):
+    v = conv.value(node.args[0])
+    vshape = conv.types[v][1]
+    dim = _arg(node, 1, "dim")
+    keep = bool(_arg(node, 2, "keepdim", False))
+    if dim is None:
+        v = conv.emit("reshape", [v], conv.types[v][0], (_numel(vshape),),
+                      hint=node.name + ".flat")
+        dim, keep = 0, False
+    dim = int(dim) % len(conv.types[v][1])
+    return _top1(conv, node, v, dim, keep, _name(node) == "aten.argmax",
+                 node.name)[1]
+
+
+@register("aten.max", "aten.min")
+def _max_dim(conv, node):
+    """max(x, dim, keepdim) -> (values, indices) by topk k = 1; max(x) of
+    the whole tensor as a reduction; max(a, b) as maximum."""
+    if len(node.args) >= 2 and isinstance(node.args[1], torch.fx.Node):
+        return _binary("maximum" if _name(node) == "aten.max"
+                       else "minimum")(conv, node)
+    v = conv.value(node.args[0])
+    largest = _name(node) == "aten.max"
+    if len(node.args) < 2 and "dim" not in node.kwargs:
+        dt, vshape = conv.types[v]
+        flat = conv.emit("reshape", [v], dt, (_numel(vshape),),
+                         hint=node.name + ".flat")
+        vals, _ = _top1(conv, node, flat, 0, False, largest, node.name)
+        return vals
+    dim = int(_arg(node, 1, "dim")) % len(conv.types[v][1])
+    return _top1(conv, node, v, dim, bool(_arg(node, 2, "keepdim", False)),
+                 largest, node.name)
+
+
+@register("aten.any", "aten.all")
+def _any(conv, node):
+    """any / all over dims: max / min of the values as 0/1 (f32), back to
+    bool."""
+    v = conv.value(node.args[0])
+    vdt, vshape = conv.types[v]
+    b = v if vdt == "bool" else conv.emit("ne", [v], "bool", vshape,
+                                          {"scalar": 0.0},
+                                          hint=node.name + ".nz")
+    f = conv.cast(b, "f32", hint=node.name + ".f")
+    if _name(node) == "aten.all":
+        f = conv.emit("neg", [f], "f32", vshape, hint=node.name + ".neg")
+    dims = _dims_of(node, 1, "dim", len(vshape)) if vshape else []
+    keep = bool(_arg(node, 2, "keepdim", False))
+    sh = list(vshape)
+    for d in sorted(dims, reverse=True):
+        sh[d] = 1
+        f = conv.emit("max", [f], "f32", tuple(sh),
+                      {"dim": d - len(sh), "keepdim": True},
+                      hint=node.name + ".max")
+    if _name(node) == "aten.all":
+        f = conv.emit("neg", [f], "f32", tuple(sh), hint=node.name + ".pos")
+    _, shape = conv.meta(node)
+    if tuple(sh) != tuple(shape):
+        f = conv.emit("reshape", [f], "f32", shape, hint=node.name + ".r")
+    return conv.emit("ne", [f], "bool", shape, {"scalar": 0.0},
+                     hint=node.name)
+
+
+def _unary_chain(build):
+    def fn(conv, node):
+        dt, shape = _float_result(conv, node)
+        v = conv.cast(conv.value(node.args[0]), dt)
+        return build(conv, node.name, v, dt, shape)
+    return fn
+
+
+def _log_base(base):
+    def build(conv, h, v, dt, shape):
+        lg = conv.emit("log", [v], dt, shape, hint=h + ".ln")
+        return conv.emit("mul", [lg], dt, shape,
+                         {"scalar": 1.0 / math.log(base)}, hint=h)
+    return build
+
+
+register("aten.log2")(_unary_chain(_log_base(2.0)))
+register("aten.log10")(_unary_chain(_log_base(10.0)))
+
+
+def _trunc_build(conv, h, v, dt, shape):
+    a = conv.emit("abs", [v], dt, shape, hint=h + ".abs")
+    f = conv.emit("floor", [a], dt, shape, hint=h + ".floor")
+    sg = conv.emit("sign", [v], dt, shape, hint=h + ".sign")
+    return conv.emit("mul", [sg, f], dt, shape, hint=h)
+
+
+register("aten.trunc")(_unary_chain(_trunc_build))
+
+
+def _tan_build(conv, h, v, dt, shape):
+    s = conv.emit("sin", [v], dt, shape, hint=h + ".sin")
+    c = conv.emit("cos", [v], dt, shape, hint=h + ".cos")
+    return conv.emit("div", [s, c], dt, shape, hint=h)
+
+
+def _hyp_build(sign):
+    def build(conv, h, v, dt, shape):
+        e = conv.emit("exp", [v], dt, shape, hint=h + ".ep")
+        n = conv.emit("neg", [v], dt, shape, hint=h + ".neg")
+        en = conv.emit("exp", [n], dt, shape, hint=h + ".en")
+        t = conv.emit("sub" if sign < 0 else "add", [e, en], dt, shape,
+                      hint=h + ".t")
+        return conv.emit("mul", [t], dt, shape, {"scalar": 0.5}, hint=h)
+    return build
+
+
+register("aten.tan")(_unary_chain(_tan_build))
+register("aten.sinh")(_unary_chain(_hyp_build(-1)))
+register("aten.cosh")(_unary_chain(_hyp_build(1)))
+
+
+@register("aten.logical_xor")
+def _logical_xor(conv, node):
+    """a xor b = (a != 0) != (b != 0), as bools."""
+    a, b = node.args[0], node.args[1]
+    if not all(isinstance(x, torch.fx.Node) for x in (a, b)):
+        raise Unmapped("a number operand")
+    _, shape = conv.meta(node)
+    va, vb = conv.value(a), conv.value(b)
+    na = conv.emit("logical_not", [va], "bool", conv.types[va][1],
+                   hint=node.name + ".a")
+    nb = conv.emit("logical_not", [vb], "bool", conv.types[vb][1],
+                   hint=node.name + ".b")
+    return conv.emit("ne", [na, nb], "bool", shape, hint=node.name)
+
+
+@register("aten.elu")
+def _elu(conv, node):
+    """elu(x, alpha, scale, input_scale) = scale * (x > 0 ? x :
+    alpha * expm1(x * input_scale))."""
+    alpha = float(_arg(node, 1, "alpha", 1.0))
+    scale = float(_arg(node, 2, "scale", 1.0))
+    iscale = float(_arg(node, 3, "input_scale", 1.0))
+    dt, shape = _float_result(conv, node)
+    v = conv.cast(conv.value(node.args[0]), dt)
+    h = node.name
+    xi = v if iscale == 1 else conv.emit("mul", [v], dt, shape,
+                                         {"scalar": iscale}, hint=h + ".in")
+    e = conv.emit("expm1", [xi], dt, shape, hint=h + ".expm1")
+    e = conv.emit("mul", [e], dt, shape, {"scalar": alpha}, hint=h + ".a")
+    pos = conv.emit("gt", [v], "bool", shape, {"scalar": 0.0},
+                    hint=h + ".pos")
+    y = conv.emit("where", [pos, v, e], dt, shape, hint=h + ".w")
+    if scale == 1:
+        return y
+    return conv.emit("mul", [y], dt, shape, {"scalar": scale}, hint=h)
+
+
+def _channel_affine(conv, v, w, b, c_dim, hint):
+    """v * w + b with w, b of one value per channel (dimension c_dim)."""
+    dt, vshape = conv.types[v]
+    sh = [1] * len(vshape)
+    sh[c_dim] = vshape[c_dim]
+    for x, op in ((w, "mul"), (b, "add")):
+        if x is None:
+            continue
+        xv = conv.cast(conv.value(x), dt)
+        xv = conv.emit("reshape", [xv], dt, tuple(sh), hint=hint + "." + op)
+        v = conv.emit(op, [v, xv], dt, vshape, hint=hint + "." + op + "ed")
+    return v
+
+
+@register("aten.native_group_norm")
+def _group_norm(conv, node):
+    """native_group_norm(x, w, b, N, C, HxW, group, eps) -> (y, mean, rstd):
+    x as [N, G, C/G * HxW], normalised over the last dimension (the IR's
+    layernorm), back to x's shape, then the per-channel affine."""
+    x, w, b = node.args[:3]
+    g, eps = int(node.args[6]), float(node.args[7])
+    v = conv.value(x)
+    dt, vshape = conv.types[v]
+    n, c = vshape[0], vshape[1]
+    rest = _numel(vshape) // (n * c)
+    if c % g:
+        raise Unmapped("%d channels in %d groups" % (c, g))
+    r = conv.emit("reshape", [v], dt, (n, g, (c // g) * rest),
+                  hint=node.name + ".groups")
+    y = conv.emit("layernorm", [r], dt, conv.types[r][1], {"eps": eps},
+                  hint=node.name + ".norm")
+    y = conv.emit("reshape", [y], dt, vshape, hint=node.name + ".y")
+    return [_channel_affine(conv, y, w, b, 1, node.name), None, None]
+
+
+@register("aten._native_batch_norm_legit_no_training",
+          "aten.native_batch_norm", "aten._native_batch_norm_legit")
+def _batch_norm(conv, node):
+    """Inference batch norm: (x - running_mean) * rsqrt(running_var + eps)
+    * w + b per channel (dimension 1)."""
+    name = _name(node)
+    x, w, b, rm, rv = node.args[:5]
+    if name == "aten._native_batch_norm_legit_no_training":
+        eps = float(node.args[6])
+    else:
+        if bool(node.args[5]):
+            raise Unmapped("training mode (batch statistics)")
+        eps = float(node.args[7])
+    v = conv.value(x)
+    dt, vshape = conv.types[v]
+    sh = [1] * len(vshape)
+    sh[1] = vshape[1]
+    h = node.name
+    mean = conv.emit("reshape", [conv.cast(conv.value(rm), dt)], dt,
+                     tuple(sh), hint=h + ".mean")
+    var = conv.emit("reshape", [conv.cast(conv.value(rv), dt)], dt,
+                    tuple(sh), hint=h + ".var")
+    ve = conv.emit("add", [var], dt, tuple(sh), {"scalar": eps},
+                   hint=h + ".ve")
+    rs = conv.emit("rsqrt", [ve], dt, tuple(sh), hint=h + ".rstd")
+    y = conv.emit("sub", [v, mean], dt, vshape, hint=h + ".c")
+    y = conv.emit("mul", [y, rs], dt, vshape, hint=h + ".n")
+    return [_channel_affine(conv, y, w, b, 1, h), None, None]
+
+
+def _pad_dim(conv, v, dim, lo, hi, value, hint):
+    """v padded along dim with lo / hi elements of value (negative: cut)."""
+    dt, sh = conv.types[v]
+    if lo < 0 or hi < 0:
+        v = _slice_of(conv, v, dim, max(0, -lo), sh[dim] - max(0, -hi),
+                      hint + ".cut")
+        lo, hi = max(0, lo), max(0, hi)
+        dt, sh = conv.types[v]
+    parts = []
+    for k, where in ((lo, "lo"), (hi, "hi")):
+        if k <= 0:
+            parts.append(None)
+            continue
+        edge = _slice_of(conv, v, dim, 0, 1, "%s.%s.edge" % (hint, where))
+        z = conv.emit("full_like", [edge], dt, conv.types[edge][1],
+                      {"scalar": float(value)}, hint="%s.%s.fill" % (hint,
+                                                                    where))
+        zs = list(sh)
+        zs[dim] = k
+        if zs != list(conv.types[z][1]):
+            z = conv.emit("expand", [z], dt, tuple(zs),
+                          hint="%s.%s" % (hint, where))
+        parts.append(z)
+    ops = [p for p in (parts[0], v, parts[1]) if p is not None]
+    if len(ops) == 1:
+        return v
+    out = list(sh)
+    out[dim] += max(lo, 0) + max(hi, 0)
+    return conv.emit("concat", ops, dt, tuple(out), {"dim": dim},
+                     hint=hint)
+
+
+@register("aten.constant_pad_nd", "aten.pad")
+def _constant_pad(conv, node):
+    """constant_pad_nd(x, pad, value): per dimension from the last, pad[2i]
+    before and pad[2i+1] after (negative pads cut), as concat with
+    full_like slices."""
+    if _name(node) == "aten.pad" and _arg(node, 2, "mode",
+                                          "constant") != "constant":
+        raise Unmapped("mode %r" % _arg(node, 2, "mode"))
+    v = conv.value(node.args[0])
+    pad = list(node.args[1])
+    value = _arg(node, 2, "value", 0.0) if _name(node) == \
+        "aten.constant_pad_nd" else (_arg(node, 3, "value", 0.0) or 0.0)
+    rank = len(conv.types[v][1])
+    for i in range(len(pad) // 2):
+        v = _pad_dim(conv, v, rank - 1 - i, int(pad[2 * i]),
+                     int(pad[2 * i + 1]), value or 0.0,
+                     "%s.%d" % (node.name, i))
+    dt, _ = _result(conv, node)
+    return conv.cast(v, dt)
+
+
+def _index_along(conv, v, dim, idx, hint):
+    """v gathered along dim at constant indices idx (a list)."""
+    t = torch.tensor(idx, dtype=torch.int64)
+    out = _const_index_select(conv, None, v, dim, t, hint)
+    if out is not None:
+        return out
+    dt, sh = conv.types[v]
+    name = conv.unique(hint + ".idx")
+    conv.graph.inputs.append((name, "i64", (len(idx),),
+                              "constant %s (indices, folded at import)"
+                              % hint))
+    conv.types[name] = ("i64", (len(idx),))
+    conv.constants[name] = t
+    conv.input_infos.append({
+        "ir_name": name, "kind": "constant", "torch_name": name,
+        "transposed": False, "dtype": "i64", "shape": [len(idx)]})
+    out = list(sh)
+    out[dim] = len(idx)
+    return conv.emit("index_select", [v, name], dt, tuple(out), {"dim": dim},
+                     hint=hint)
+
+
+@register("aten.reflection_pad1d", "aten.reflection_pad2d",
+          "aten.reflection_pad3d", "aten.replication_pad1d",
+          "aten.replication_pad2d", "aten.replication_pad3d")
+def _index_pad(conv, node):
+    """Reflection and replication padding: index_select along each padded
+    dimension at constant indices."""
+    v = conv.value(node.args[0])
+    pad = list(node.args[1])
+    rank = len(conv.types[v][1])
+    refl = "reflection" in _name(node)
+    for i in range(len(pad) // 2):
+        d = rank - 1 - i
+        n = conv.types[v][1][d]
+        lo, hi = int(pad[2 * i]), int(pad[2 * i + 1])
+        idx = []
+        for j in range(-lo, n + hi):
+            if refl:
+                k = abs(j)
+                k = 2 * (n - 1) - k if k > n - 1 else k
+            else:
+                k = min(max(j, 0), n - 1)
+            idx.append(k)
+        v = _index_along(conv, v, d, idx, "%s.%d" % (node.name, i))
+    return v
+
+
+@register("aten.flip")
+def _flip(conv, node):
+    v = conv.value(node.args[0])
+    rank = len(conv.types[v][1])
+    for d in node.args[1]:
+        d = int(d) % rank
+        n = conv.types[v][1][d]
+        v = _index_along(conv, v, d, list(range(n - 1, -1, -1)),
+                         "%s.%d" % (node.name, d))
+    return v
+
+
+@register("aten.upsample_nearest2d", "aten.upsample_nearest1d")
+def _upsample_nearest(conv, node):
+    """Nearest upsampling: index_select along each spatial dimension at
+    floor(i * in / out) (PyTorch's 'nearest')."""
+    v = conv.value(node.args[0])
+    _, shape = _result(conv, node)
+    rank = len(shape)
+    for d in range(2, rank):
+        n_in, n_out = conv.types[v][1][d], shape[d]
+        if n_in == n_out:
+            continue
+        idx = [min(int(math.floor(i * (n_in / n_out))), n_in - 1)
+               for i in range(n_out)]
+        v = _index_along(conv, v, d, idx, "%s.%d" % (node.name, d))
+    return v
+
+
+def _pool(conv, node, v, k, stride, pad, dil, ceil, kind, hint):
+    """Max or average pooling over the last two dimensions by im2col
+    slices: the taps as a new dimension, reduced by max or sum."""
+    dt, xs = conv.types[v]
+    if ceil:
+        raise Unmapped("ceil_mode")
+    kh, kw = k
+    sh, sw = stride
+    ph, pw = pad
+    dh, dw = dil
+    fill = float("-inf") if kind == "max" else 0.0
+    v = _pad_dim(conv, v, len(xs) - 2, ph, ph, fill, hint + ".ph")
+    v = _pad_dim(conv, v, len(xs) - 1, pw, pw, fill, hint + ".pw")
+    hp, wp = conv.types[v][1][-2:]
+    lead = tuple(conv.types[v][1][:-2])
+    ho = (hp - dh * (kh - 1) - 1) // sh + 1
+    wo = (wp - dw * (kw - 1) - 1) // sw + 1
+    taps = []
+    r = len(xs)
+    for i in range(kh):
+        rows = conv.emit("slice", [v], dt, lead + (ho, wp), {
+            "dim": r - 2, "start": i * dh, "end": i * dh + (ho - 1) * sh + 1,
+            "step": sh}, hint="%s.r%d" % (hint, i))
+        for j in range(kw):
+            t = conv.emit("slice", [rows], dt, lead + (ho, wo), {
+                "dim": r - 1, "start": j * dw,
+                "end": j * dw + (wo - 1) * sw + 1, "step": sw},
+                hint="%s.t%d_%d" % (hint, i, j))
+            taps.append(conv.emit("reshape", [t], dt, lead + (ho, wo, 1),
+                                  hint="%s.c%d_%d" % (hint, i, j)))
+    p = taps[0] if len(taps) == 1 else conv.emit(
+        "concat", taps, dt, lead + (ho, wo, kh * kw), {"dim": r},
+        hint=hint + ".taps")
+    red = conv.emit("max" if kind == "max" else "sum", [p], dt,
+                    lead + (ho, wo), {"dim": -1}, hint=hint + ".red")
+    return red, kh * kw
+
+
+def _two(v):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return [int(x) for x in (v * 2 if len(v) == 1 else v)]
+
+
+@register("aten.max_pool2d_with_indices", "aten.max_pool2d")
+def _max_pool(conv, node):
+    """max_pool2d: the max over each window's taps; the indices result
+    (used by unpooling, not inference) stays unmapped."""
+    v = conv.value(node.args[0])
+    k = _two(node.args[1])
+    stride = _two(_arg(node, 2, "stride", None) or k)
+    pad = _two(_arg(node, 3, "padding", 0))
+    dil = _two(_arg(node, 4, "dilation", 1))
+    out, _ = _pool(conv, node, v, k, stride, pad, dil,
+                   bool(_arg(node, 5, "ceil_mode", False)), "max", node.name)
+    return out if _name(node) == "aten.max_pool2d" else [out, None]
+
+
+@register("aten.avg_pool2d")
+def _avg_pool(conv, node):
+    v = conv.value(node.args[0])
+    k = _two(node.args[1])
+    stride = _two(_arg(node, 2, "stride", None) or k)
+    pad = _two(_arg(node, 3, "padding", 0))
+    if any(pad) and not bool(_arg(node, 5, "count_include_pad", True)):
+        raise Unmapped("count_include_pad=False with padding")
+    if _arg(node, 6, "divisor_override") is not None:
+        raise Unmapped("divisor_override")
+    s, n = _pool(conv, node, v, k, stride, pad, [1, 1],
+                 bool(_arg(node, 4, "ceil_mode", False)), "avg", node.name)
+    dt, shape = conv.types[s]
+    return conv.emit("mul", [s], dt, shape, {"scalar": 1.0 / n},
+                     hint=node.name)
+
+
+@register("aten._adaptive_avg_pool2d", "aten.adaptive_avg_pool2d")
+def _adaptive_avg_pool(conv, node):
+    """Adaptive average pooling to sizes that divide the input: average
+    pooling with kernel = stride = in / out (to 1 x 1: the mean)."""
+    v = conv.value(node.args[0])
+    dt, xs = conv.types[v]
+    oh, ow = _two(node.args[1])
+    ih, iw = xs[-2:]
+    if ih % oh or iw % ow:
+        raise Unmapped("output %dx%d does not divide input %dx%d"
+                       % (oh, ow, ih, iw))
+    if (oh, ow) == (1, 1):
+        r = len(xs)
+        return _sum_dims(conv, v, [r - 2, r - 1], True, node.name,
+                         1.0 / (ih * iw))
+    k = [ih // oh, iw // ow]
+    s, n = _pool(conv, node, v, k, k, [0, 0], [1, 1], False, "avg",
+                 node.name)
+    return conv.emit("mul", [s], dt, conv.types[s][1], {"scalar": 1.0 / n},
+                     hint=node.name)
+
+
+@register("aten.index_put")
+def _index_put(conv, node):
+    """x[idx] = v (index_put(x, [idx], v, accumulate)) with one index
+    tensor on dimension 0: the IR's scatter along 0 (reduce = "add" when
+    accumulating), idx and v expanded to the rows they write."""
+    x = conv.value(node.args[0])
+    idxs = list(node.args[1])
+    if len(idxs) != 1 or idxs[0] is None:
+        raise Unmapped("%d index tensors (one on dimension 0 is mapped)"
+                       % len(idxs))
+    it = tensor_meta(idxs[0])
+    if it is None or it[0] == torch.bool:
+        raise Unmapped("a boolean mask index (data-dependent shape)")
+    dt, xs = conv.types[x]
+    idx = _indices(conv, conv.value(idxs[0]), node.name + ".ids")
+    n = conv.types[idx][1][0]
+    rows = (n,) + tuple(xs[1:])
+    vals = node.args[2]
+    if isinstance(vals, torch.fx.Node):
+        vv = conv.cast(conv.value(vals), dt)
+        if tuple(conv.types[vv][1]) != rows:
+            vv = conv.emit("expand", [vv], dt, rows, hint=node.name + ".v")
+    else:
+        raise Unmapped("values %r" % (vals,))
+    ish = (n,) + (1,) * (len(xs) - 1)
+    ix = conv.emit("reshape", [idx], conv.types[idx][0], ish,
+                   hint=node.name + ".i")
+    if rows != ish:
+        ix = conv.emit("expand", [ix], conv.types[idx][0], rows,
+                       hint=node.name + ".ie")
+    attrs = {"dim": 0}
+    if bool(_arg(node, 3, "accumulate", False)):
+        attrs["reduce"] = "add"
+    return conv.emit("scatter", [x, ix, vv], dt, xs, attrs, hint=node.name)
+
+
+@register("aten.native_dropout")
+def _native_dropout(conv, node):
+    """native_dropout(x, p, train): the identity when not training (and the
+    keep mask all ones)."""
+    if _arg(node, 2, "train", True) not in (False, None):
+        raise Unmapped("training mode")
+    v = conv.value(node.args[0])
+    return [v, None]
+
+
+@register("aten.floor_divide")
+def _floor_divide(conv, node):
+    dt, shape = _result(conv, node)
+    q = _binary("div")(conv, node)
+    return conv.emit("floor", [q], dt, shape, hint=node.name + ".floor")

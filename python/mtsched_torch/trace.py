@@ -43,7 +43,7 @@ KEEP_WHOLE = (
 _DECOMPOSE = (
     "repeat", "stack", "unbind", "roll", "glu", "_log_softmax",
     "logsumexp", "native_dropout", "dropout", "addcmul", "mv", "dot",
-    "hardsigmoid", "hardswish", "rsub", "flip", "narrow", "hstack",
+    "hardsigmoid", "hardswish", "rsub", "narrow", "hstack",
     "vstack", "native_batch_norm", "_native_batch_norm_legit_no_training",
     "new_zeros", "new_ones", "new_full", "new_empty", "zero",
 )
