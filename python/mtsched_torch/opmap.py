@@ -2082,6 +2082,13 @@ REFUSED = {
     "aten.full": "a factory: folded at import (refused only beyond the "
     "2^24-element folding bound)",
     "aten.scalar_tensor": "a factory: folded at import",
+    "aten._adaptive_avg_pool3d": "3-D pooling (the 2-D mapping does not "
+    "extend to it yet)",
+    "aten.avg_pool3d": "3-D pooling (not mapped yet)",
+    "aten.max_pool3d_with_indices": "3-D pooling (not mapped yet)",
+    "aten.avg_pool1d": "1-D pooling (not mapped yet; F.avg_pool1d traces "
+    "to avg_pool2d on 1.13)",
+    "aten.adaptive_avg_pool1d": "1-D pooling (not mapped yet)",
 }
 
 

@@ -44,7 +44,7 @@ _DECOMPOSE = (
     "repeat", "stack", "unbind", "roll", "glu", "_log_softmax",
     "logsumexp", "native_dropout", "dropout", "addcmul", "mv", "dot",
     "hardsigmoid", "hardswish", "rsub", "narrow", "hstack",
-    "vstack", "native_batch_norm", "_native_batch_norm_legit_no_training",
+    "vstack",
     "new_zeros", "new_ones", "new_full", "new_empty", "zero",
 )
 
@@ -149,6 +149,11 @@ def build_module(factory, kwargs, device="meta"):
                                  for p in params.values()):
         kwargs.setdefault("device", device)
         return factory(**kwargs)
+    if torch.device(device).type == "cpu":
+        m = factory(**kwargs)
+        m._mtsched_buffer_values = {n: b.detach().clone()
+                                    for n, b in m.named_buffers()}
+        return m
     if hasattr(torch.device(device), "__enter__"):
         with torch.device(device):
             return factory(**kwargs)

@@ -77,3 +77,22 @@ def indexing():
         g = torch.gather(x, 1, ids.view(-1, 1).expand(-1, 2) % x.shape[1])
         return y, z, g, x[ids], x[:, [0, -1]]
     return Fn(f)
+
+
+def more():
+    def f(m, x, y):
+        z = x.clone()
+        z[:, 0] = y[:, 1]
+        w = torch.zeros_like(x).scatter_reduce(
+            1, (y.abs() * 3).long() % x.shape[1], x, "sum")
+        c = torch.empty_like(x)
+        c.copy_(y)
+        return (torch.exp(x), torch.floor(x * 2), torch.fmod(x, 0.4),
+                torch.isinf(x / (y > 0).float()),
+                torch.logical_and(x > 0, y > 0), torch.logical_or(x > 0, y < 0),
+                torch.logical_not(x > 0), ~(y > 0), torch.amax(x, 1),
+                torch.var(x, 1), torch.std(x, 0, unbiased=False),
+                F.log_softmax(x, -1), x.repeat(2, 1), z, w, c,
+                F.pad(x[None], (2, 1), "reflect")[0],
+                F.dropout(x, 0.5, training=False))
+    return Fn(f)
