@@ -150,13 +150,20 @@ def _kv_heads(conv, prod, v):
 
 
 def _as4(conv, prod, v, batch, rows, d, new, hint):
-    """v (an [N, rows, d] tensor up to reshapes) as [B, H, rows, d]."""
-    o = _strip(prod, v)
-    sh = conv.types[o][1]
-    if len(sh) == 4 and tuple(sh[2:]) == (rows, d) and _batch(sh) == batch:
-        return o
-    if len(sh) == 3 and tuple(sh[1:]) == (rows, d) and sh[0] == batch:
-        pass
+    """v (an [N, rows, d] tensor up to reshapes) as [B, H, rows, d]: the
+    first rank-4 value of that shape along its chain of reshapes, else v
+    reshaped to [1, N, rows, d]."""
+    cur = v
+    while True:
+        sh = conv.types[cur][1]
+        if len(sh) == 4 and tuple(sh[2:]) == (rows, d) and \
+                _batch(sh) == batch:
+            return cur
+        n = prod.get(cur)
+        if n is None or n.custom or not (n.op == "reshape" or
+                                         _moves_only_ones(n)):
+            break
+        cur = n.operands[0]
     new.append(conv.emit("reshape", [v], conv.types[v][0],
                          (1, batch, rows, d), hint=hint))
     return new[-1]
