@@ -109,8 +109,9 @@ def save_inputs(res, module, inputs, names, directory):
             raise ValueError("input %%%s has shape %s, the IR says %s"
                              % (info["ir_name"], list(a.shape),
                                 info["shape"]))
+        # ascontiguousarray makes a 0-d array 1-d: keep rank 0.
         np.save(os.path.join(directory, info["ir_name"] + ".npy"),
-                np.ascontiguousarray(a))
+                np.ascontiguousarray(a).reshape(a.shape))
 
 
 def errors(ours, ref):
@@ -184,11 +185,19 @@ def build(case, device):
               if k in params or any(p.kind == p.VAR_KEYWORD
                                     for p in params.values())}
     if device == "meta" or "device" in params:
-        return _trace.build_module(case.factory, kwargs, device)
-    m = case.factory(**kwargs)
-    values = {n: b.detach().clone() for n, b in m.named_buffers()}
-    m = m.to(device)
-    m._mtsched_buffer_values = values
+        m = _trace.build_module(case.factory, kwargs, device)
+    else:
+        m = case.factory(**kwargs)
+        values = {n: b.detach().clone() for n, b in m.named_buffers()}
+        m = m.to(device)
+        m._mtsched_buffer_values = values
+    # A factory that takes no dtype gets the inputs' floating type (its
+    # parameters and floating buffers are cast, as module.to(dtype) does).
+    floats = {dt for _, dt, _ in case.specs if dt.is_floating_point}
+    if "dtype" not in params and len(floats) == 1:
+        dt = floats.pop()
+        if any(p.dtype != dt for p in m.parameters()):
+            m = m.to(dt)
     return m
 
 
