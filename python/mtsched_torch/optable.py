@@ -220,6 +220,10 @@ def measure():
                         kwargs.setdefault("world_size", ws)
                     module = _trace.build_module(fn, kwargs, "cpu").eval()
                     tensors, names = build_inputs(ins, "cpu")
+                    floats = {t.dtype for t in tensors
+                              if t.is_floating_point()}
+                    if "dtype" not in params and len(floats) == 1:
+                        module = module.to(floats.pop())
                     tensors = [t.normal_() if t.is_floating_point()
                                else t.zero_() for t in tensors]
                 import_module(module, tensors, "g", ws, "auto", names,
