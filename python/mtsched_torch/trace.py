@@ -16,7 +16,9 @@ what it is (a user input, a parameter or a buffer) and its name.
 """
 
 import inspect
+import os
 import sys
+import traceback
 
 import torch
 import torch.fx
@@ -169,6 +171,42 @@ def build_module(factory, kwargs, device="meta"):
     return m
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+class _record_sources:
+    """While make_fx traces, each node it creates records the user's
+    source line that made it in meta["stack_trace"] (PyTorch 1.13's make_fx
+    records none; torch.export does), so that errors can name it."""
+
+    def __enter__(self):
+        from torch.fx.proxy import TracerBase
+        self.cls = TracerBase
+        self.orig = TracerBase.create_node
+        orig = self.orig
+
+        def create_node(tracer, *a, **k):
+            node = orig(tracer, *a, **k)
+            if "stack_trace" not in node.meta:
+                for fr in reversed(traceback.extract_stack()[:-1]):
+                    f = os.path.abspath(fr.filename)
+                    if f.startswith(_HERE) or f.startswith(_TORCH) or \
+                            "functorch" in f or fr.filename.startswith("<") \
+                            or os.sep + "lib" + os.sep + "python" in f:
+                        continue
+                    node.meta["stack_trace"] = '  File "%s", line %d, in ' \
+                        '%s\n' % (fr.filename, fr.lineno, fr.name)
+                    break
+            return node
+        TracerBase.create_node = create_node
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.create_node = self.orig
+        return False
+
+
 def _known_value(t, fallback=None):
     """A buffer's values on the CPU, or None on the meta device."""
     for v in (t, fallback):
@@ -203,7 +241,7 @@ def trace_make_fx(module, args, input_names=None):
         state.update(zip(bnames, flat[np_:np_ + nb]))
         return functional_call(module, state, tuple(flat[np_ + nb:]))
 
-    with torch.no_grad():
+    with torch.no_grad(), _record_sources():
         gm = make_fx(functionalize(fn),
                      decomposition_table=decompositions())(
                          *ptensors, *btensors, *args)
