@@ -27,8 +27,6 @@ Anything else (a padding mask, a sliding window, ALiBi, a bias read from
 the inputs) stays ``matmul`` / ``softmax`` / ``matmul``: correct, unfused.
 """
 
-import math
-
 import torch
 
 _NEG = -1e4  # masked: exp(-1e4 + anything a score is) is 0 in fp64 too

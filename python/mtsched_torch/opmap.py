@@ -2200,7 +2200,6 @@ def _any(conv, node):
     if _name(node) == "aten.all":
         f = conv.emit("neg", [f], "f32", vshape, hint=node.name + ".neg")
     dims = _dims_of(node, 1, "dim", len(vshape)) if vshape else []
-    keep = bool(_arg(node, 2, "keepdim", False))
     sh = list(vshape)
     for d in sorted(dims, reverse=True):
         sh[d] = 1
