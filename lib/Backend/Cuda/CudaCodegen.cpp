@@ -230,7 +230,8 @@ std::string codegen::flt(double D) {
   if (std::isnan(D))
     return "__int_as_float(0x7fc00000)";
   if (std::isinf(D))
-    return D < 0 ? "(-__int_as_float(0x7f800000))" : "__int_as_float(0x7f800000)";
+    return D < 0 ? "(-__int_as_float(0x7f800000))"
+                 : "__int_as_float(0x7f800000)";
   std::string S = llvm::formatv("{0:e9}", D).str();
   return S + "f";
 }

@@ -21,6 +21,7 @@ want = {
     "un": un,
     "cmp": cmp,
     "sm": torch.softmax(x.masked_fill(~m, float("-inf")), -1),
+    "sm2": torch.softmax(x.masked_fill(m, float("-inf")), -1),
     "ln": torch.nn.functional.layer_norm(x, (16,), w, b),
     "ln1": torch.nn.functional.layer_norm(x, (16,), eps=1e-3),
     "ga": torch.gather(x, 1, idx),
