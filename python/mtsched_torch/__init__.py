@@ -37,8 +37,12 @@ class Result:
     graph, its inputs (name, kind, PyTorch name, transposed, type) and the
     unmapped ops by name and count."""
 
-    def __init__(self, module, graph, inputs, unmapped, tracer, outputs):
+    def __init__(self, module, graph, inputs, unmapped, tracer, outputs,
+                 constants=None):
         self.module = module
+        # IR name -> CPU tensor of the inputs folded at import (kind
+        # "constant"): masks, position tables, index vectors.
+        self.constants = dict(constants or {})
         self.graph = graph
         self.inputs = inputs
         self.unmapped = unmapped
@@ -67,8 +71,11 @@ def convert(traced, name, world_size=1, group_names=None, module=None,
                "%s x%d" % kv for kv in sorted(conv.unmapped.items())) + ")"))
     conv.module.graphs.append(g)
     conv.warn()
-    return Result(conv.module, g, conv.input_infos, conv.unmapped,
-                  traced.tracer, list(g.outputs))
+    r = Result(conv.module, g, conv.input_infos, conv.unmapped,
+               traced.tracer, list(g.outputs), conv.constants)
+    r.reasons = dict(conv.unmapped_reasons)
+    r.sources = dict(conv.sources)
+    return r
 
 
 def import_module(module, inputs, name, world_size=1, tracer="auto",

@@ -10,7 +10,9 @@ a ``.mir`` file out.
 import argparse
 import inspect
 import json
+import os
 import sys
+import traceback
 
 import torch
 
@@ -52,7 +54,8 @@ def main(argv=None):
                    help="write the graph inputs (IR name, kind, PyTorch "
                    "name, transposed, type) as JSON")
     p.add_argument("--strict", action="store_true",
-                   help="fail (exit 3) if any op became a custom op")
+                   help="fail (exit 2, one error line per op) if any op "
+                   "became a custom op")
     a = p.parse_args(argv)
     if a.world_size < 1:
         p.error("--world-size must be at least 1")
@@ -67,12 +70,27 @@ def main(argv=None):
         module = _trace.build_module(factory, kwargs, a.device)
         module.eval()
         inputs, names = build_inputs(a.input, a.device)
-    except (ValueError, OSError, TypeError) as e:
-        print("mtsched-import: error: %s" % e, file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback
+        print("mtsched-import: error: %s" % one_line(e), file=sys.stderr)
         return 2
     name = a.name or a.factory.rsplit(":", 1)[1]
-    res = import_module(module, inputs, name, a.world_size, a.tracer, names,
-                        collectives_mode=a.collectives)
+    try:
+        res = import_module(module, inputs, name, a.world_size, a.tracer,
+                            names, collectives_mode=a.collectives,
+                            quiet=a.strict)
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback
+        print("mtsched-import: error: cannot trace %s: %s"
+              % (a.factory, one_line(e)), file=sys.stderr)
+        return 2
+    if a.strict and res.unmapped:
+        for n in res.graph.nodes:
+            if n.custom:
+                print("mtsched-import: error: %s%s is outside the opset: %s"
+                      % (res.sources.get(n.name, "") and
+                         res.sources[n.name] + ": ", n.op,
+                         res.reasons.get(n.op, "no mapping")),
+                      file=sys.stderr)
+        return 2
     text = res.text()
     if a.output == "-":
         sys.stdout.write(text)
@@ -89,9 +107,34 @@ def main(argv=None):
           "%s)" % (res.graph.name, len(res.graph.inputs),
                    len(res.graph.nodes), sum(res.unmapped.values()),
                    res.tracer, torch.__version__), file=sys.stderr)
-    if a.strict and res.unmapped:
-        return 3
     return 0
+
+
+def one_line(e):
+    """An exception as one line: the user's source line it came from (the
+    innermost frame outside PyTorch and this package), its type and the
+    first line of its message."""
+    where = ""
+    here = os.path.dirname(os.path.abspath(__file__))
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    for fr in traceback.extract_tb(e.__traceback__):
+        f = os.path.abspath(fr.filename)
+        if f.startswith(here) or f.startswith(torch_dir) or \
+                "/functorch/" in f or f.startswith(sys.prefix) or \
+                fr.filename.startswith("<"):
+            continue
+        where = "%s:%d: " % (fr.filename, fr.lineno)
+    msg = str(e).strip().splitlines()
+    msg = msg[0] if msg else ""
+    if len(msg) > 200:
+        msg = msg[:msg.find(". ") + 1] if 0 < msg.find(". ") < 200 \
+            else msg[:200] + "..."
+    if isinstance(e, (ValueError, OSError)) and not where:
+        return msg
+    if "data-dependent" in msg or "nonzero" in msg or \
+            "dynamic" in msg.lower():
+        msg = "a data-dependent shape (" + msg + ")"
+    return "%s%s: %s" % (where, type(e).__name__, msg)
 
 
 if __name__ == "__main__":

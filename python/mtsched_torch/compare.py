@@ -93,6 +93,8 @@ def save_inputs(res, module, inputs, names, directory):
     by_name = dict(zip(names, inputs))
     for info in res.inputs:
         t = state.get(info["torch_name"])
+        if info["kind"] == "constant" and info["ir_name"] in res.constants:
+            t = res.constants[info["ir_name"]]
         if t is None:
             t = by_name.get(info["torch_name"])
         if t is None:
@@ -107,8 +109,9 @@ def save_inputs(res, module, inputs, names, directory):
             raise ValueError("input %%%s has shape %s, the IR says %s"
                              % (info["ir_name"], list(a.shape),
                                 info["shape"]))
+        # ascontiguousarray makes a 0-d array 1-d: keep rank 0.
         np.save(os.path.join(directory, info["ir_name"] + ".npy"),
-                np.ascontiguousarray(a))
+                np.ascontiguousarray(a).reshape(a.shape))
 
 
 def errors(ours, ref):
@@ -172,6 +175,32 @@ class Case:
         self.specs = specs  # [(name, torch dtype, shape)]
 
 
+def build(case, device):
+    """The case's module on device: a factory that takes ``device`` (or
+    ``world_size``) gets it; any other is a plain module factory, built on
+    the CPU and moved (its buffers' values are kept for the importer)."""
+    import inspect
+    params = inspect.signature(case.factory).parameters
+    kwargs = {k: v for k, v in case.kwargs.items()
+              if k in params or any(p.kind == p.VAR_KEYWORD
+                                    for p in params.values())}
+    if device == "meta" or "device" in params:
+        m = _trace.build_module(case.factory, kwargs, device)
+    else:
+        m = case.factory(**kwargs)
+        values = {n: b.detach().clone() for n, b in m.named_buffers()}
+        m = m.to(device)
+        m._mtsched_buffer_values = values
+    # A factory that takes no dtype gets the inputs' floating type (its
+    # parameters and floating buffers are cast, as module.to(dtype) does).
+    floats = {dt for _, dt, _ in case.specs if dt.is_floating_point}
+    if "dtype" not in params and len(floats) == 1:
+        dt = floats.pop()
+        if any(p.dtype != dt for p in m.parameters()):
+            m = m.to(dt)
+    return m
+
+
 def run_case(case, a, opt, outdir, log):
     """Imports, decides, runs and compares one case; returns a result row."""
     row = {"layer": case.name, "status": "", "outputs": []}
@@ -186,7 +215,7 @@ def run_case(case, a, opt, outdir, log):
         # A layer with custom ops cannot --run: find out on the meta device
         # before allocating its weights.
         try:
-            meta = case.factory(**dict(case.kwargs, device="meta"))
+            meta = build(case, "meta")
             meta.eval()
             pre = import_module(meta, [torch.empty(sh, dtype=dt,
                                                    device="meta")
@@ -205,7 +234,7 @@ def run_case(case, a, opt, outdir, log):
                 % (case.name, type(e).__name__, str(e).splitlines()[0][:200]
                    if str(e) else ""))
     torch.manual_seed(a.seed)
-    module = case.factory(**dict(case.kwargs, device=dev))
+    module = build(case, dev)
     module.eval()
     init_weights(module, a.seed)
     inputs = random_inputs(case.specs, dev, a.seed)

@@ -26,11 +26,11 @@ _DTYPES = {
     torch.bfloat16: "bf16",
     torch.int32: "i32",
     torch.int64: "i64",
+    torch.bool: "bool",
 }
 # Types the IR lacks, declared as the nearest one (custom ops only see them).
 _NEAREST = {
     torch.float64: "f32",
-    torch.bool: "i32",
     torch.int8: "i32",
     torch.uint8: "i32",
     torch.int16: "i32",
@@ -64,6 +64,17 @@ class Converter:
         self.quiet = quiet
         self.rmsnorms = 0
         self.elided = collections.Counter()
+        # Constant folding: FX nodes whose value is known at import (built
+        # by factories such as arange/full/triu, or computed from buffers
+        # whose values are known alone) -> their CPU tensors. One that a
+        # mapped op reads becomes a graph input of kind "constant", its
+        # value in self.constants (IR name -> tensor).
+        self.consts = {}
+        self.constants = {}
+        # IR name of a custom node -> the user's source line (where the
+        # tracer recorded stack traces: torch.export).
+        self.sources = {}
+        self.attentions = 0
 
     # -- helpers used by opmap ------------------------------------------------
 
@@ -94,10 +105,46 @@ class Converter:
         """The IR value of an FX argument (a tensor node)."""
         if not isinstance(arg, torch.fx.Node):
             raise Unmapped("operand %r is not a tensor" % (arg,))
+        if arg not in self.env and arg in self.consts:
+            self.env[arg] = self.materialize(arg)
         v = self.env.get(arg)
         if v is None or isinstance(v, MultiOutput):
             raise Unmapped("operand %s has no IR value" % arg.name)
         return v
+
+    def const(self, arg):
+        """The value of an FX argument known at import, or None."""
+        if isinstance(arg, torch.fx.Node):
+            return self.consts.get(arg)
+        return None
+
+    def materialize(self, node, tensor=None, hint=None):
+        """A known tensor as a graph input of kind "constant" (the IR has no
+        constants); its value is kept in self.constants for whoever feeds
+        the graph. Boolean tensors are declared in the IR's bool type where
+        it has one, else as i32 0/1 (every reader treats them as nonzero)."""
+        t = self.consts[node] if tensor is None else tensor
+        if t.dtype == torch.bool and "bool" not in _DTYPES.values():
+            t = t.to(torch.int32)
+        if t.dtype == torch.float64:
+            t = t.to(torch.float32)
+        if t.dtype not in _DTYPES and t.dtype in _NEAREST:
+            t = t.to(torch.int32 if not t.is_floating_point()
+                     else torch.float32)
+        dt = self.dtype(t.dtype, "constant " + (hint or node.name))
+        shape = tuple(t.shape)
+        if any(d <= 0 for d in shape):
+            raise Unmapped("an empty constant")
+        name = self.unique(hint or ("const." + node.name))
+        self.graph.inputs.append((name, dt, shape,
+                                  "constant %s (folded at import)"
+                                  % (hint or node.name)))
+        self.types[name] = (dt, shape)
+        self.constants[name] = t.contiguous()
+        self.input_infos.append({
+            "ir_name": name, "kind": "constant", "torch_name": name,
+            "transposed": False, "dtype": dt, "shape": list(shape)})
+        return name
 
     def emit(self, op, operands, dtype, shape, attrs=None, hint=None,
              custom=False, configs=None, comment=None):
@@ -168,13 +215,25 @@ class Converter:
             else:
                 raise ValueError("cannot import FX node %s (%s); trace to ATen "
                                  "first" % (node.name, node.op))
+        from .attention import recognise_attention
         self._dead_code()
+        self.attentions = recognise_attention(self)
+        if self.attentions:
+            self._dead_code()
         return self.graph
 
     def _placeholder(self, node, info):
         m = tensor_meta(node)
         if m is None or isinstance(m, list):
             # Non-tensor inputs (ints, tokens) are not graph inputs.
+            return
+        if info is not None and info.kind in ("buffer", "constant") and \
+                getattr(info, "value", None) is not None and \
+                _foldable_size(info.value) and not node in self.transposed_fx:
+            # A buffer whose values are known (a causal-mask buffer,
+            # position ids): folded; it becomes an input only if a mapped
+            # op reads it (then as the constant it is).
+            self.consts[node] = info.value
             return
         tdt, shape = m
         hint = info.ir_name if info else node.name
@@ -202,6 +261,9 @@ class Converter:
         t = getattr(self.traced.gm, node.target)
         if not isinstance(t, torch.Tensor):
             return
+        if t.device.type != "meta" and _foldable_size(t):
+            self.consts[node] = t.detach().cpu()
+            return
         # A constant tensor of the trace becomes an input, as weights do.
         print("mtsched_torch: warning: constant tensor '%s' %s becomes graph "
               "input %%%s" % (node.target, list(t.shape), node.name),
@@ -226,6 +288,8 @@ class Converter:
             # Runtime checks of export graphs (_assert_tensor_metadata,
             # _assert_scalar, ...) and other calls with no result.
             return
+        if self._fold(node, name):
+            return
         fn = opmap.lookup(name)
         if fn is not None:
             try:
@@ -236,11 +300,69 @@ class Converter:
             except Unmapped as e:
                 reason = str(e)
         else:
-            reason = "no mapping"
+            reason = opmap.REFUSED.get(name, "no mapping")
         self._custom(node, name, reason)
+
+    def _fold(self, node, name):
+        """Evaluates node on the CPU when every tensor it reads is known
+        and it reads no graph input: factories (arange, full, ones, eye),
+        masks built from them (triu, masked_fill, comparisons), position
+        buckets. Returns True when folded."""
+        if name.split(".")[0] not in ("aten", "prims") or \
+                opmap.collective_kind_in(name) or name in _NO_FOLD:
+            return False
+        tensors = []
+
+        def visit(a):
+            if isinstance(a, torch.fx.Node):
+                tensors.append(a)
+            elif isinstance(a, (list, tuple)):
+                for x in a:
+                    visit(x)
+        visit(node.args)
+        visit(list(node.kwargs.values()))
+        if any(t not in self.consts for t in tensors):
+            return False
+        m = tensor_meta(node)
+        if m is None:
+            return False
+        metas = m if isinstance(m, list) else [m]
+        if any(x is None or _numel(x[1]) > _FOLD_LIMIT for x in metas):
+            return False
+
+        def sub(a):
+            if isinstance(a, torch.fx.Node):
+                return self.consts[a]
+            if isinstance(a, (list, tuple)):
+                return type(a)(sub(x) for x in a)
+            if isinstance(a, torch.device):
+                return torch.device("cpu")
+            return a
+        kwargs = {k: sub(v) for k, v in node.kwargs.items()}
+        if "device" in kwargs:
+            kwargs["device"] = torch.device("cpu")
+        try:
+            with torch.no_grad():
+                out = node.target(*sub(node.args), **kwargs)
+        except Exception:  # noqa: BLE001 - not foldable: map it instead
+            return False
+        if isinstance(out, torch.Tensor):
+            if out.is_floating_point() or out.dtype == torch.bool or \
+                    not out.is_complex():
+                self.consts[node] = out
+                return True
+            return False
+        if isinstance(out, (list, tuple)) and all(
+                isinstance(x, torch.Tensor) for x in out):
+            self.consts[node] = list(out)
+            return True
+        return False
 
     def _getitem(self, node):
         src, idx = node.args
+        if src in self.consts and isinstance(self.consts[src], list):
+            self.consts[node] = self.consts[src][idx]
+            return
         v = self.env.get(src)
         if isinstance(v, MultiOutput):
             if idx not in v.emitted:
@@ -267,6 +389,13 @@ class Converter:
             return
         self.unmapped_reasons.setdefault(name, reason)
         self.env[node] = self._emit_custom(node, name, node, {})
+        st = getattr(node, "stack_trace", None) or node.meta.get(
+            "stack_trace")
+        if st:
+            import re
+            m = re.findall(r'File "([^"]+)", line (\d+)', st)
+            if m:
+                self.sources[self.env[node]] = "%s:%s" % m[-1]
 
     def _emit_custom(self, node, name, result_node, extra):
         operands, attrs = [], {}
@@ -289,6 +418,8 @@ class Converter:
         if not ir.is_identifier(key):
             key = "arg_" + ir.sanitize_value_name(key)
         if isinstance(a, torch.fx.Node):
+            if a not in self.env and a in self.consts:
+                self.env[a] = self.materialize(a)
             v = self.env.get(a)
             if isinstance(v, str):
                 operands.append(v)
@@ -309,6 +440,8 @@ class Converter:
 
         def walk(a):
             if isinstance(a, torch.fx.Node):
+                if a not in self.env and a in self.consts:
+                    self.env[a] = self.materialize(a)
                 v = self.env.get(a)
                 if isinstance(v, str):
                     outs.append(v)
@@ -333,6 +466,18 @@ class Converter:
                 live.update(n.operands)
         keep.reverse()
         self.graph.nodes = keep
+        # Parameters, buffers and folded constants nothing reads are not
+        # graph inputs (the module's own inputs stay: callers pass them).
+        kinds = {i["ir_name"]: i["kind"] for i in self.input_infos}
+        dead = {n for n, _, _, _ in self.graph.inputs
+                if n not in live and kinds.get(n, "input") != "input"}
+        if dead:
+            self.graph.inputs = [i for i in self.graph.inputs
+                                 if i[0] not in dead]
+            self.input_infos = [i for i in self.input_infos
+                                if i["ir_name"] not in dead]
+            for n in dead:
+                self.constants.pop(n, None)
         live_customs = collections.Counter(n.op for n in keep if n.custom)
         self.unmapped = live_customs
         self.rmsnorms = sum(1 for n in keep if n.op == "rmsnorm")
@@ -349,6 +494,27 @@ class Converter:
             print("mtsched_torch: warning:   custom \"%s\" x%d (%s)"
                   % (name, count, self.unmapped_reasons.get(name, "")),
                   file=sys.stderr)
+
+
+# Folded constants are evaluated on the CPU: bounded so that a huge mask
+# (a 128k-token context) is mapped rather than materialised.
+_FOLD_LIMIT = 1 << 24
+# Ops never folded: random ones, and ones with effects.
+_NO_FOLD = {"aten.rand", "aten.randn", "aten.randint", "aten.rand_like",
+            "aten.randn_like", "aten.bernoulli", "aten.native_dropout",
+            "aten.dropout", "aten.uniform", "aten.normal", "aten.randperm",
+            "aten.empty_like"}
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _foldable_size(t):
+    return isinstance(t, torch.Tensor) and t.numel() <= _FOLD_LIMIT
 
 
 def _attr_value(a):

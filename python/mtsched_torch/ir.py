@@ -12,7 +12,7 @@ import re
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _VALUE = re.compile(r"[A-Za-z0-9_.]+\Z")
 
-DTYPES = ("f32", "f16", "bf16", "i32", "i64")
+DTYPES = ("f32", "f16", "bf16", "i32", "i64", "bool")
 
 
 def is_identifier(s):
@@ -68,7 +68,7 @@ def format_attr_value(v):
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
         if math.isnan(v):
-            raise ValueError("NaN cannot be written as an IR attribute")
+            return "nan"
         if v == int(v) and abs(v) < 1e16:
             return "%d.0" % int(v)
         r = repr(v)

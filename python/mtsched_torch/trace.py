@@ -16,10 +16,85 @@ what it is (a user input, a parameter or a buffer) and its name.
 """
 
 import inspect
+import os
 import sys
+import traceback
 
 import torch
 import torch.fx
+
+# Ops kept whole: the IR schedules them better whole than their pieces
+# (attention, norms, softmax, the matmul family, collectives). Everything
+# else may be decomposed by PyTorch's tables.
+KEEP_WHOLE = (
+    "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_efficient_attention",
+    "native_layer_norm", "layer_norm", "rms_norm", "_softmax", "softmax",
+    "mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "convolution",
+    "gelu", "silu", "embedding", "_to_copy", "index_select", "cumsum",
+    "topk", "sort", "scatter", "scatter_add", "index_copy", "index_add",
+)
+
+# PyTorch's own decompositions the make_fx tracer applies (PyTorch 1.13
+# and 2.x). Only those whose result is made of ATen ops the op table maps:
+# 1.13's reference implementations (torch._refs) of most pointwise ops and
+# of norms produce prims (prims.var, prims.broadcast_in_dim), so those
+# ops are mapped by the table itself (opmap: layer_norm, var_mean, clamp,
+# masked_fill...) rather than decomposed here.
+_DECOMPOSE = (
+    "repeat", "stack", "unbind", "roll", "glu", "_log_softmax",
+    "logsumexp", "native_dropout", "dropout", "addcmul", "mv", "dot",
+    "hardsigmoid", "hardswish", "rsub", "narrow", "hstack",
+    "vstack",
+    "new_zeros", "new_ones", "new_full", "new_empty", "zero",
+)
+
+
+def decompositions():
+    """The decomposition table make_fx is given: PyTorch's decompositions
+    of the ops in _DECOMPOSE (those this PyTorch has)."""
+    from torch._decomp import get_decompositions
+    ops = []
+    for name in _DECOMPOSE:
+        op = getattr(torch.ops.aten, name, None)
+        if op is not None:
+            ops.append(op)
+    try:
+        return get_decompositions(ops)
+    except Exception:  # noqa: BLE001 - an op this PyTorch cannot decompose
+        return {}
+
+
+def export_decompositions():
+    """torch.export's core-ATen table (2.x) without the ops kept whole."""
+    from torch.export import default_decompositions
+    table = default_decompositions()
+    for name in KEEP_WHOLE:
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is None:
+            continue
+        for ov in packet.overloads():
+            op = getattr(packet, ov)
+            try:
+                if op in table:
+                    del table[op]
+            except Exception:  # noqa: BLE001 - older table types
+                pass
+    return table
+
+
+def functionalize(fn):
+    """fn with in-place ops and mutations of its arguments removed
+    (torch.func.functionalize on 2.x, functorch's on 1.13), or fn."""
+    try:
+        from torch.func import functionalize as f
+    except ImportError:
+        try:
+            from functorch import functionalize as f
+        except ImportError:
+            return fn
+    return f(fn)
 
 
 
@@ -31,6 +106,10 @@ class InputInfo:
         self.ir_name = ir_name
         self.kind = kind  # "input", "parameter", "buffer", "constant"
         self.torch_name = torch_name
+        # A buffer's values where they are known (not on the meta device):
+        # the converter folds what is computed from them alone (masks,
+        # position ids, rotary tables) at import.
+        self.value = None
 
     def __repr__(self):
         return "InputInfo(%r, %r, %r, %r)" % (self.fx_name, self.ir_name,
@@ -72,13 +151,68 @@ def build_module(factory, kwargs, device="meta"):
                                  for p in params.values()):
         kwargs.setdefault("device", device)
         return factory(**kwargs)
+    if torch.device(device).type == "cpu":
+        m = factory(**kwargs)
+        m._mtsched_buffer_values = {n: b.detach().clone()
+                                    for n, b in m.named_buffers()}
+        return m
     if hasattr(torch.device(device), "__enter__"):
         with torch.device(device):
             return factory(**kwargs)
     print("mtsched_torch: warning: %s takes no 'device' argument; building it "
           "on the CPU (real weights) and moving it to %s"
           % (getattr(factory, "__name__", factory), device), file=sys.stderr)
-    return factory(**kwargs).to(device)
+    m = factory(**kwargs)
+    # Buffers (masks, position ids) keep their values for the importer's
+    # constant folding; they are small next to the weights.
+    values = {n: b.detach().clone() for n, b in m.named_buffers()}
+    m = m.to(device)
+    m._mtsched_buffer_values = values
+    return m
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+class _record_sources:
+    """While make_fx traces, each node it creates records the user's
+    source line that made it in meta["stack_trace"] (PyTorch 1.13's make_fx
+    records none; torch.export does), so that errors can name it."""
+
+    def __enter__(self):
+        from torch.fx.proxy import TracerBase
+        self.cls = TracerBase
+        self.orig = TracerBase.create_node
+        orig = self.orig
+
+        def create_node(tracer, *a, **k):
+            node = orig(tracer, *a, **k)
+            if "stack_trace" not in node.meta:
+                for fr in reversed(traceback.extract_stack()[:-1]):
+                    f = os.path.abspath(fr.filename)
+                    if f.startswith(_HERE) or f.startswith(_TORCH) or \
+                            "functorch" in f or fr.filename.startswith("<") \
+                            or os.sep + "lib" + os.sep + "python" in f:
+                        continue
+                    node.meta["stack_trace"] = '  File "%s", line %d, in ' \
+                        '%s\n' % (fr.filename, fr.lineno, fr.name)
+                    break
+            return node
+        TracerBase.create_node = create_node
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.create_node = self.orig
+        return False
+
+
+def _known_value(t, fallback=None):
+    """A buffer's values on the CPU, or None on the meta device."""
+    for v in (t, fallback):
+        if isinstance(v, torch.Tensor) and v.device.type != "meta":
+            return v.detach().cpu()
+    return None
 
 
 def _user_names(n, names):
@@ -107,36 +241,45 @@ def trace_make_fx(module, args, input_names=None):
         state.update(zip(bnames, flat[np_:np_ + nb]))
         return functional_call(module, state, tuple(flat[np_ + nb:]))
 
-    with torch.no_grad():
-        gm = make_fx(fn)(*ptensors, *btensors, *args)
+    with torch.no_grad(), _record_sources():
+        gm = make_fx(functionalize(fn),
+                     decomposition_table=decompositions())(
+                         *ptensors, *btensors, *args)
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     users = _user_names(len(args), input_names)
     infos = []
+    known = getattr(module, "_mtsched_buffer_values", {}) or {}
     for i, ph in enumerate(phs):
         if i < np_:
             infos.append(InputInfo(ph.name, pnames[i], "parameter", pnames[i]))
         elif i < np_ + nb:
-            infos.append(InputInfo(ph.name, bnames[i - np_], "buffer",
-                                   bnames[i - np_]))
+            info = InputInfo(ph.name, bnames[i - np_], "buffer",
+                             bnames[i - np_])
+            info.value = _known_value(btensors[i - np_],
+                                      known.get(bnames[i - np_]))
+            infos.append(info)
         else:
             u = users[i - np_ - nb]
             infos.append(InputInfo(ph.name, u, "input", u))
     return Traced(gm, infos, "make_fx")
 
 
-def trace_export(module, args, input_names=None, decompose=False):
+def trace_export(module, args, input_names=None, decompose=True):
     """Exports module(*args) with torch.export.
 
-    The exported ATen graph is imported as it is: ``aten.linear``,
-    ``aten.silu``, ``aten.softmax`` stay whole, which is what the op table
-    maps. ``decompose=True`` runs ``run_decompositions()`` to core ATen first
-    (silu then arrives as x * sigmoid(x), which is mapped back)."""
+    ``decompose=True`` (the default) runs ``run_decompositions`` with the
+    core-ATen table minus the ops kept whole (KEEP_WHOLE: SDPA, norms,
+    softmax, the matmul family...), which also functionalizes: in-place ops
+    disappear. ``decompose=False`` imports the graph as exported."""
     if not has_export():
         raise RuntimeError("torch.export needs PyTorch 2.x (this is %s)"
                            % torch.__version__)
     ep = torch.export.export(module, tuple(args))
     if decompose:
-        ep = ep.run_decompositions()
+        try:
+            ep = ep.run_decompositions(export_decompositions())
+        except (ImportError, TypeError):
+            ep = ep.run_decompositions()
     sig = ep.graph_signature
     kinds = {}
     for spec in sig.input_specs:
@@ -152,6 +295,8 @@ def trace_export(module, args, input_names=None, decompose=False):
             if str(spec.kind).split(".")[-1].lower() == "user_output"]
     users = iter(_user_names(len(args), input_names))
     infos = []
+    bufs = dict(module.named_buffers())
+    bufs.update(getattr(module, "_mtsched_buffer_values", {}) or {})
     for ph in gm.graph.nodes:
         if ph.op != "placeholder":
             continue
@@ -160,8 +305,13 @@ def trace_export(module, args, input_names=None, decompose=False):
             u = next(users, ph.name)
             infos.append(InputInfo(ph.name, u, kind, u))
         else:
-            infos.append(InputInfo(ph.name, target or ph.name, kind,
-                                   target or ph.name))
+            info = InputInfo(ph.name, target or ph.name, kind,
+                             target or ph.name)
+            if kind in ("buffer", "constant"):
+                info.value = _known_value(
+                    bufs.get(target), getattr(ep, "constants", {}).get(
+                        target) if target else None)
+            infos.append(info)
     t = Traced(gm, infos, "export")
     if len(outs) != len(sig.output_specs):
         t.user_outputs = outs  # drop buffer mutations and the like

@@ -33,7 +33,7 @@ class Softmaxy(nn.Module):
 
     def forward(self, x):
         y = torch.softmax(F.gelu(self.fc(x)), dim=-1)
-        return y.to(torch.bfloat16), torch.erf(y)
+        return y.to(torch.bfloat16), torch.atan(y)
 
 
 def softmaxy(world_size=1, device=None, dtype=torch.float32):

@@ -1,0 +1,333 @@
+"""Recognises attention written by hand in an imported IR graph.
+
+``softmax(q @ k^T * s + mask) @ v`` -- GPT-2's, Qwen's and BERT's attention,
+a decomposed ``scaled_dot_product_attention`` -- becomes the IR's
+``attention(q, k, v) {causal, scale}`` when it is one:
+
+* the two matmuls may be batched over any leading dimensions (make_fx
+  flattens them to 3-D ``bmm``s with reshapes around them); q, k and v are
+  taken before those reshapes where that gives ``[B, H, S, D]``, else
+  reshaped to ``[1, N, S, D]``;
+* ``k^T`` is a transpose of the last two dimensions (one is made if the
+  transposed keys come from elsewhere);
+* the scale is a ``mul`` / ``div`` by a number of the scores, or of q
+  (and of k), default 1 (written explicitly);
+* the mask is absent, or a constant folded at import (a ``triu`` /
+  ``masked_fill`` / ``where`` mask of 0 and -inf, or of 0 and a large
+  negative number such as ``finfo.min``, which softmax turns into the same
+  zero weights) that is the same for every batch and head and is either
+  all zero (no mask) or exactly the causal mask aligned to the end of the
+  keys (query i sees keys j <= Skv - Sq + i: the IR's ``causal``);
+* grouped-query attention: k and v repeated per query head (``repeat_kv``'s
+  expand + reshape, or ``repeat_interleave``'s, which the importer maps to
+  the same) are taken before the repeat: the IR's attention reads kv head
+  h / (Hq / Hkv) itself.
+
+Anything else (a padding mask, a sliding window, ALiBi, a bias read from
+the inputs) stays ``matmul`` / ``softmax`` / ``matmul``: correct, unfused.
+"""
+
+import torch
+
+_NEG = -1e4  # masked: exp(-1e4 + anything a score is) is 0 in fp64 too
+
+
+def _producers(graph):
+    return {n.name: n for n in graph.nodes}
+
+
+def _moves_only_ones(n):
+    """A transpose that moves only size-1 dimensions (einsum's): a reshape
+    on values."""
+    if n.op != "transpose" or n.custom:
+        return False
+    perm = list(n.attrs.get("perm", []))
+    src = [p for p in perm if n.shape[perm.index(p)] != 1]
+    return src == sorted(src)
+
+
+def _strip(prod, v, ops=("reshape",)):
+    """v's origin through the given shape-only ops (and transposes that
+    only move size-1 dimensions)."""
+    n = prod.get(v)
+    while n is not None and not n.custom and (
+            n.op in ops or ("reshape" in ops and _moves_only_ones(n))):
+        v = n.operands[0]
+        n = prod.get(v)
+    return v
+
+
+def _batch(shape):
+    n = 1
+    for d in shape[:-2]:
+        n *= int(d)
+    return n
+
+
+def _const_value(conv, prod, v):
+    """The value of v when it is a folded constant, possibly reshaped,
+    expanded or cast (as a torch tensor in v's shape), else None."""
+    n = prod.get(v)
+    if n is None:
+        t = conv.constants.get(v)
+        return None if t is None else t.double()
+    if n.custom or n.op not in ("reshape", "expand", "cast") or \
+            len(n.operands) != 1:
+        return None
+    t = _const_value(conv, prod, n.operands[0])
+    if t is None:
+        return None
+    if n.op == "reshape":
+        return t.reshape(n.shape)
+    if n.op == "expand":
+        return t.expand(n.shape)
+    return t
+
+
+def _mask_kind(t, shape):
+    """'none', 'causal' or None for an additive mask t broadcast to the
+    scores' shape [..., Sq, Skv]."""
+    sq, skv = int(shape[-2]), int(shape[-1])
+    try:
+        full = torch.broadcast_to(t, tuple(shape)).reshape(-1, sq, skv)
+    except RuntimeError:
+        return None
+    m = full[0]
+    if not bool((full == m).all()) and not bool(
+            ((full <= _NEG) == (m <= _NEG)).all() &
+            ((full == 0) == (m == 0)).all()):
+        return None
+    if bool((full == 0).all()):
+        return "none"
+    i = torch.arange(sq).unsqueeze(1)
+    j = torch.arange(skv).unsqueeze(0)
+    visible = (j <= skv - sq + i).expand(sq, skv)
+    if bool((full[:, visible] == 0).all()) and bool(
+            (full[:, ~visible] <= _NEG).all()):
+        return "causal"
+    return None
+
+
+def _scaled(prod, v):
+    """(origin, factor) of v = origin * factor (mul/div by a number)."""
+    f = 1.0
+    while True:
+        n = prod.get(v)
+        if n is None or n.custom or len(n.operands) != 1 or \
+                "scalar" not in n.attrs:
+            return v, f
+        if n.op == "mul":
+            f *= float(n.attrs["scalar"])
+        elif n.op == "div":
+            f /= float(n.attrs["scalar"])
+        else:
+            return v, f
+        v = n.operands[0]
+
+
+def _kv_heads(conv, prod, v):
+    """k or v [B, Hq, S, D] built by repeating [B, Hkv, S, D] per query
+    head (expand of [B, Hkv, 1, S, D] to [B, Hkv, r, S, D], reshaped), or
+    v itself."""
+    n = prod.get(v)
+    if n is None or n.op != "reshape" or len(n.shape) != 4:
+        return v
+    e = prod.get(n.operands[0])
+    if e is None or e.op != "expand" or len(e.shape) != 5:
+        return v
+    r = prod.get(e.operands[0])
+    if r is None or r.op != "reshape" or len(r.shape) != 5:
+        return v
+    src = r.operands[0]
+    b, hkv, one, s, d = r.shape
+    if one != 1 or tuple(conv.types[src][1]) != (b, hkv, s, d) or \
+            tuple(e.shape) != (b, hkv, e.shape[2], s, d) or \
+            tuple(n.shape) != (b, hkv * e.shape[2], s, d):
+        return v
+    return src
+
+
+def _as4(conv, prod, v, batch, rows, d, new, hint):
+    """v (an [N, rows, d] tensor up to reshapes) as [B, H, rows, d]: the
+    first rank-4 value of that shape along its chain of reshapes, else v
+    reshaped to [1, N, rows, d]."""
+    cur = v
+    while True:
+        sh = conv.types[cur][1]
+        if len(sh) == 4 and tuple(sh[2:]) == (rows, d) and \
+                _batch(sh) == batch:
+            return cur
+        n = prod.get(cur)
+        if n is None or n.custom or not (n.op == "reshape" or
+                                         _moves_only_ones(n)):
+            break
+        cur = n.operands[0]
+    new.append(conv.emit("reshape", [v], conv.types[v][0],
+                         (1, batch, rows, d), hint=hint))
+    return new[-1]
+
+
+def _try(conv, prod, o):
+    if o.op != "matmul" or o.custom or len(o.operands) != 2:
+        return None
+    pv, vv = o.operands
+    pn = prod.get(_strip(prod, pv))
+    if pn is None or pn.op != "softmax" or pn.custom:
+        return None
+    x = pn.operands[0]
+    xs = conv.types[x][1]
+    # Peel additive masks that are constants (several add up: a triu
+    # mask plus a masked_fill's).
+    # A scale applied after the mask (GPT-J: where(mask, w, min) / sqrt(d)).
+    s, outer = _scaled(prod, _strip(prod, x))
+    s = _strip(prod, s)
+    total = None
+    while True:
+        xn = prod.get(s)
+        if xn is not None and xn.op == "where" and not xn.custom and \
+                len(xn.operands) == 2 and \
+                float(xn.attrs.get("scalar", 0)) <= _NEG:
+            # where(keep, scores, -1e4 or less) with a constant keep: the
+            # scores softmax sees are those of an additive -inf mask.
+            keep = _const_value(conv, prod, xn.operands[0])
+            if keep is None or tuple(conv.types[xn.operands[1]][1]) != \
+                    tuple(xn.shape):
+                return None
+            keep = torch.broadcast_to(keep, tuple(xn.shape)) != 0
+            t = torch.zeros(keep.shape, dtype=torch.float64).masked_fill(
+                ~keep, float("-inf"))
+            total = t if total is None else total + t
+            s = _strip(prod, xn.operands[1])
+            continue
+        if xn is None or xn.op != "add" or xn.custom or \
+                len(xn.operands) != 2 or "scalar" in xn.attrs:
+            break
+        for a, b in (xn.operands, xn.operands[::-1]):
+            t = _const_value(conv, prod, b)
+            if t is not None and tuple(conv.types[a][1]) == tuple(xn.shape):
+                t = torch.broadcast_to(t, tuple(xn.shape))
+                total = t if total is None else total + t
+                s = _strip(prod, a)
+                break
+        else:
+            return None
+    kind = "none" if total is None else _mask_kind(total * outer,
+                                                  tuple(total.shape))
+    if kind is None:
+        return None
+    s, scale = _scaled(prod, _strip(prod, s))
+    scale *= outer
+    mm = prod.get(_strip(prod, s))
+    if mm is None or mm.op != "matmul" or mm.custom:
+        return None
+    q, kt = mm.operands
+    q, fq = _scaled(prod, q)
+    scale *= fq
+    qt, ktt, vt = conv.types[q], conv.types[kt], conv.types[vv]
+    if len(qt[1]) < 3 or len(ktt[1]) != len(qt[1]) or \
+            len(vt[1]) != len(qt[1]):
+        return None
+    batch = _batch(qt[1])
+    sq, d = qt[1][-2:]
+    skv = ktt[1][-1]
+    if ktt[1][-2] != d or tuple(vt[1][-2:]) != (skv, d) or \
+            _batch(ktt[1]) != batch or _batch(vt[1]) != batch or \
+            tuple(o.shape[-2:]) != (sq, d) or \
+            qt[0] != ktt[0] or qt[0] != vt[0] or \
+            qt[0] not in ("f32", "f16", "bf16") or \
+            tuple(xs[-2:]) != (sq, skv) or scale <= 0:
+        return None
+    if kind == "causal" and sq > skv:
+        return None
+    new = []
+    # The keys: kt's origin, transposed back.
+    ko = _strip(prod, kt)
+    kn = prod.get(ko)
+    k = None
+    if kn is not None and kn.op == "transpose" and not kn.custom:
+        perm = list(kn.attrs.get("perm", []))
+        r = len(perm)
+        if r >= 2 and perm == list(range(r - 2)) + [r - 1, r - 2]:
+            k = kn.operands[0]
+    if k is None:
+        r = len(ktt[1])
+        new.append(conv.emit("transpose", [kt], ktt[0],
+                             tuple(ktt[1][:-2]) + (skv, d),
+                             {"perm": list(range(r - 2)) + [r - 1, r - 2]},
+                             hint=o.name + ".k"))
+        k = new[-1]
+    k, fk = _scaled(prod, k)
+    scale *= fk
+    q4 = _as4(conv, prod, q, batch, sq, d, new, o.name + ".q")
+    k4 = _as4(conv, prod, k, batch, skv, d, new, o.name + ".k4")
+    v4 = _as4(conv, prod, vv, batch, skv, d, new, o.name + ".v4")
+    b, hq = conv.types[q4][1][:2]
+    kg, vg = _kv_heads(conv, prod, k4), _kv_heads(conv, prod, v4)
+    if kg != k4 and vg != v4 and conv.types[kg][1] == conv.types[vg][1]:
+        k4, v4 = kg, vg
+    if conv.types[k4][1][0] != b or conv.types[v4][1][0] != b or \
+            conv.types[k4][1][:2] != conv.types[v4][1][:2] or \
+            hq % conv.types[k4][1][1]:
+        # The batch splits differently between q and k/v: one layout.
+        for i, (val, rows) in enumerate(((q4, sq), (k4, skv), (v4, skv))):
+            sh = conv.types[val][1]
+            if tuple(sh[:2]) != (1, batch):
+                new.append(conv.emit("reshape", [val], conv.types[val][0],
+                                     (1, batch, rows, d),
+                                     hint="%s.flat%d" % (o.name, i)))
+                val = new[-1]
+            if i == 0:
+                q4 = val
+            elif i == 1:
+                k4 = val
+            else:
+                v4 = val
+        b, hq = 1, batch
+    attrs = {"causal": kind == "causal", "scale": float(scale)}
+    att = conv.emit("attention", [q4, k4, v4], qt[0],
+                    conv.types[q4][1][:2] + (sq, d), attrs,
+                    hint=o.name + ".attention")
+    new.append(att)
+    return new, att
+
+
+def recognise_attention(conv):
+    """Rewrites every hand-written attention of conv.graph; returns how
+    many. The rewritten matmul becomes a reshape (or the attention itself)
+    of the same name, so its readers are unchanged; the pieces it no longer
+    needs are left to dead-code removal."""
+    count = 0
+    i = 0
+    while i < len(conv.graph.nodes):
+        o = conv.graph.nodes[i]
+        prod = _producers(conv.graph)
+        before = len(conv.graph.nodes)
+        try:
+            got = _try(conv, prod, o)
+        except (KeyError, IndexError, TypeError, ValueError):
+            got = None
+        if got is None:
+            del conv.graph.nodes[before:]
+            i += 1
+            continue
+        names, att = got
+        added = conv.graph.nodes[before:]
+        del conv.graph.nodes[before:]
+        conv.graph.nodes[i:i] = added
+        i += len(added)
+        o = conv.graph.nodes[i]
+        o.op = "reshape"
+        o.operands = [att]
+        o.attrs = {}
+        if tuple(conv.types[att][1]) == tuple(o.shape):
+            # Same shape: the node is the identity; keep the name by making
+            # the attention itself carry it.
+            a = conv.graph.nodes[i - 1]
+            del conv.graph.nodes[i]
+            a_old = a.name
+            a.name = o.name
+            conv.types[o.name] = conv.types.pop(a_old)
+            i -= 1
+        count += 1
+        i += 1
+    return count
