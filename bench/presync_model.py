@@ -13,9 +13,11 @@ This script predicts
     condition variable per group; every arrival takes the mutex and wakes
     every waiter (notify_all), a completed slot is copied out and garbage
     collected under the mutex. Modelled as a discrete-event simulation of N
-    threads on C cores: a woken thread costs `t_wake` of a core, each turn
-    holds the mutex `t_crit`, and leaving an operation scans/copies N entries
-    (`t_scan` each).
+    threads on C cores: a woken thread costs `t_wake` of a core, a fraction
+    `front` of woken threads runs ahead of the others (the thundering herd),
+    each turn holds the mutex `t_crit`, leaving an operation scans N entries
+    (`t_scan` each), and the real records cost `t_byte` per byte copied and
+    decoded.
   - `mpi`: MpiCommunicator under Open MPI 4.1 (coll/libnbc):
     barrier = one control message to each of the P-1 peers + MPI_Ibarrier
     (dissemination, ceil(log2 P) rounds); allGather = MPI_Iallgather of the
@@ -31,20 +33,23 @@ This script predicts
     of late ranks) by recursive doubling over L = P/h leaders, rank 0's cache
     entries broadcast down a binomial tree, and the verdict back inside each
     host.
-* the message each rank sends, from encodeArrival(): about 0.6 KB of header
-  and flags, the process groups' text hex-encoded (O(P) bytes when the groups
-  cover every rank, which any real layout does), two fingerprints and the
-  rank's cache entries;
+* the record each rank sends, from encodeArrival(): about 0.5 KB of header
+  and flags, the process groups' text hex-encoded (O(P) bytes when the
+  declared groups cover every rank, as a TP x DP layout's do), two
+  fingerprints and the rank's cache entries; and whether the all-gather's
+  total passes INT_MAX, where MpiCommunicator::allGather fails;
 * the probability of a fallback for an arrival-skew distribution (log-normal
   or normal body plus a log-normal straggler mixture), by exact quadrature
   over the earliest arrival and by Monte Carlo with a fixed seed, and the
   deadline D that keeps it under a target.
 
 Python 3 standard library only. Subcommands: `cost`, `fallback`,
-`deadline`, `validate` (fits the contention models to measurements of
-mtsched-bench-presync and prints predicted vs measured), `table` (the
-docs/RANKS.md table at 4k, 16k, 100k ranks). Deterministic: the Monte Carlo
-takes --seed, the rest is closed-form or a deterministic simulation.
+`deadline`, `validate` (fits the thread and MPI models to measurements of
+mtsched-bench-presync and of mtsched-opt's pre-sync, bench/results/
+presync-scale-2026-11-28/, and prints predicted vs measured), `table` (the
+docs/RANKS.md table at 4k, 16k, 100k ranks), `thread` (the simulation
+alone), `selftest` (invariants). Deterministic: the Monte Carlo takes
+--seed, the rest is closed-form or a deterministic simulation.
 """
 
 import argparse
@@ -334,10 +339,10 @@ def hier_cluster_cost(p, prm, m, bundle):
 # --------------------------------------------------------------------------
 
 class Skew:
-    """Arrival offsets in ms: with probability 1-q from the body (log-normal
-    with median `median` and log-sd `sigma`, or normal with sd `sigma`*1 ms
-    scale `median`), with probability q a straggler (log-normal, median
-    `tail_median`, log-sd `tail_sigma`)."""
+    """Arrival offsets in ms: with probability 1-q from the body (kind
+    "lognormal": median `median` ms, log-sd `sigma`; kind "normal": mean
+    `median` ms, sd `sigma` ms), with probability q a straggler (log-normal,
+    median `tail_median` ms, log-sd `tail_sigma`)."""
 
     def __init__(self, kind, median, sigma, q=0.0, tail_median=0.0, tail_sigma=1.0):
         self.kind, self.median, self.sigma = kind, median, sigma
@@ -525,21 +530,24 @@ def add_common(ap):
     ap.add_argument("--alpha-shm", type=float, default=Params.alpha_shm, help="µs")
     ap.add_argument("--o", type=float, default=Params.o, help="µs per message")
     ap.add_argument("--nic-gbs", type=float, default=Params.nic_gbs,
-                    help="GB/s of a host's NIC (shared by its ranks)")
+                    help="GB/s of network bandwidth per rank")
     ap.add_argument("--t-byte", type=float, default=Params.t_byte,
                     help="µs per record byte copied, decoded or compared")
-    ap.add_argument("--t-entry", type=float, default=Params.t_entry)
-    ap.add_argument("--t-connect", type=float, default=Params.t_connect)
-    ap.add_argument("--per-host", type=int, default=Params.per_host)
+    ap.add_argument("--t-entry", type=float, default=Params.t_entry, help="µs per record decoded")
+    ap.add_argument("--t-connect", type=float, default=Params.t_connect,
+                    help="µs to set up the endpoint of each new peer")
+    ap.add_argument("--per-host", type=int, default=Params.per_host, help="ranks per host")
     ap.add_argument("--groups", default="tp:8", help="world | tp:K | none")
     ap.add_argument("--bundle", type=int, default=0, help="cache bytes per rank")
     ap.add_argument("--hashed-groups", action="store_true",
                     help="groups sent as a 16-digit hash (the proposed fix)")
-    ap.add_argument("--skew", default="cluster", choices=sorted(SKEW_PRESETS))
+    ap.add_argument("--skew", default="cluster", choices=sorted(SKEW_PRESETS),
+                    help="preset arrival distribution; the --skew-* flags override its fields")
     ap.add_argument("--skew-kind", choices=["lognormal", "normal"])
     for key in ("median", "sigma", "q", "tail-median", "tail-sigma"):
         ap.add_argument("--skew-" + key, type=float, dest="skew_" + key.replace("-", "_"))
-    ap.add_argument("--agreement-ms", type=float, default=2000.0)
+    ap.add_argument("--agreement-ms", type=float, default=2000.0,
+                    help="the agreement timeout G (--agreement-timeout-ms)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--trials", type=int, default=2000)
 
