@@ -7,12 +7,12 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Driver/OptCommandLine.h"
 #include "mtsched/Autotune/Cache.h"
-#include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Driver/OptMain.h"
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
 #include "mtsched/Support/ToolError.h"
 #include "mtsched/Support/Version.h"

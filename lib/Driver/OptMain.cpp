@@ -1,6 +1,5 @@
 //===- OptMain.cpp - The mtsched-opt driver's main loop -------------------===//
 #include "mtsched/Driver/OptMain.h"
-#include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Driver/DiagnosticVerifier.h"
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/IR/Graph.h"
@@ -10,6 +9,7 @@
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Support/FileIO.h"
 #include "mtsched/Support/ToolError.h"
 #include "llvm/ADT/StringExtras.h"
