@@ -14,7 +14,7 @@
 #include "mtsched/Autotune/Decision.h"
 #include "mtsched/Autotune/MeasurementStore.h"
 #include "mtsched/Autotune/RankAgreement.h"
-#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/Diagnostics.h"
 
 namespace mtsched {
 

@@ -3,8 +3,8 @@
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/Lowering/SwiGlu.h"
-#include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include <cmath>

@@ -4,9 +4,9 @@
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Printer.h"
-#include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassManager.h"
 #include "mtsched/Schedule/Fusion.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
 #include <cmath>

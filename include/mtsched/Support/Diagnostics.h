@@ -4,8 +4,8 @@
 // ranks (threads) may run passes at once.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_PASSES_DIAGNOSTICS_H
-#define MTSCHED_PASSES_DIAGNOSTICS_H
+#ifndef MTSCHED_SUPPORT_DIAGNOSTICS_H
+#define MTSCHED_SUPPORT_DIAGNOSTICS_H
 
 #include "llvm/Support/Error.h"
 #include "llvm/Support/SMLoc.h"
@@ -74,4 +74,4 @@ private:
 
 } // namespace mtsched
 
-#endif // MTSCHED_PASSES_DIAGNOSTICS_H
+#endif // MTSCHED_SUPPORT_DIAGNOSTICS_H
