@@ -26,7 +26,7 @@ struct Autotuner::Impl {
   Autotuner &Self;
   const AutotuneOptions &Opts;
   /// Predictions where nothing is measured (Autotuner's Model).
-  const CostModel &Model;
+  const TimePredictor &Model;
   FusionOptions Fusion;
   Diagnostics &Diags;
   const Module &M;

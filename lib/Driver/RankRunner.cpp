@@ -262,7 +262,7 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   }
   State.Session = std::make_unique<Autotuner>(
       Pipe.Autotune, Pipe.Fusion, Pipe.Lowering.Mode, *State.Comm,
-      std::move(*Bench), createRooflineCostModel(Pipe.Autotune.Device), Diags,
+      std::move(*Bench), createRooflinePredictor(Pipe.Autotune.Device), Diags,
       *State.M, std::move(Hooks));
   // This rank's passes, bound to its options and its autotuner.
   PassRegistry RankPasses;

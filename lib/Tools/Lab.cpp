@@ -62,7 +62,7 @@ llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
         return;
       }
       Autotuner Session(Tune, Fusion, CollectiveMode::Deferred, *Comm,
-                        std::move(*Bench), createRooflineCostModel(Tune.Device),
+                        std::move(*Bench), createRooflinePredictor(Tune.Device),
                         Diags, *Run.M);
       PassContext Ctx;
       Ctx.M = Run.M.get();

@@ -102,7 +102,7 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {},
       Autotuner Session(Opts, Fusion, Mode, *Comm,
                         Make ? Make(R)
                              : std::make_unique<TableBenchmarker>(R, T),
-                        createRooflineCostModel(Opts.Device), Diags, *Copy);
+                        createRooflinePredictor(Opts.Device), Diags, *Copy);
       LoweringOptions Lower;
       Lower.Mode = Mode;
       PassContext Ctx{Copy.get(), &Diags, &llvm::nulls()};
