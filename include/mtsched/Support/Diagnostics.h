@@ -1,7 +1,7 @@
 //===- Diagnostics.h - Thread-safe located diagnostics ----------*- C++ -*-===//
 //
-// Passes report through this, not the SourceMgr directly, because several
-// ranks (threads) may run passes at once.
+// Passes, the autotuner and the tools report through this, not the
+// SourceMgr directly, because several ranks (threads) may run at once.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_SUPPORT_DIAGNOSTICS_H
