@@ -10,7 +10,8 @@
 # Stages, in order:
 #   setup     scripts/setup.sh (installs what is missing)
 #   docs      scripts/check-docs.py: no dead link, missing file, missing page
-#             or unknown mtsched:: target in README.md and docs/*.md
+#             or unknown mtsched:: target in README.md and docs/*.md;
+#             scripts/check-layers.py: no include up the library layers
 #   release   Release build (build/, clang, -Werror), ctest: unit tests and
 #             one lit entry per test/lit directory (lit-IR, lit-Cuda, ...);
 #             reuses what scripts/run-example.sh built in build/
@@ -73,7 +74,11 @@ stage_setup() {
 }
 
 stage_docs() {
-  python3 "$ROOT/scripts/check-docs.py"
+  # Both run, so that one report shows every problem.
+  local RC=0
+  python3 "$ROOT/scripts/check-docs.py" || RC=1
+  python3 "$ROOT/scripts/check-layers.py" || RC=1
+  return $RC
 }
 
 stage_release() {
@@ -328,7 +333,7 @@ fi
 describe() {
   case "$1" in
   setup) echo "install missing packages" ;;
-  docs) echo "README.md and docs/*.md: links, paths, pages, targets" ;;
+  docs) echo "docs: links, paths, pages, targets; library layers" ;;
   release) echo "Release build (-Werror), unit + lit tests" ;;
   deps) echo "mtsched-opt links no libLLVM*.so" ;;
   example) echo "scripts/run-example.sh" ;;

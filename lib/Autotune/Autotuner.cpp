@@ -46,7 +46,7 @@ Autotuner::Impl::Impl(Autotuner &Self, const AutotuneOptions &Opts,
 Autotuner::Autotuner(const AutotuneOptions &Opts, const FusionOptions &Fusion,
                      CollectiveMode Mode, Communicator &Comm,
                      std::unique_ptr<Benchmarker> Bench,
-                     std::unique_ptr<CostModel> Model, Diagnostics &Diags,
+                     std::unique_ptr<TimePredictor> Model, Diagnostics &Diags,
                      const Module &M, RankHooks Hooks)
     : Mode(Mode), Bench(std::move(Bench)), Model(std::move(Model)) {
   P = std::make_unique<Impl>(*this, Opts, Fusion, Comm, Diags, M,
@@ -583,7 +583,7 @@ double Autotuner::measureEpilogueUs(const Graph &G,
   return roundUs(I.Model.epilogueUs(W));
 }
 
-const CostModel &Autotuner::getCostModel() const { return *Model; }
+const TimePredictor &Autotuner::getTimePredictor() const { return *Model; }
 
 double Autotuner::getTieTolerance() const { return P->Fusion.TieTolerance; }
 

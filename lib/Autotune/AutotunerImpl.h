@@ -14,7 +14,7 @@
 #include "mtsched/Autotune/Decision.h"
 #include "mtsched/Autotune/MeasurementStore.h"
 #include "mtsched/Autotune/RankAgreement.h"
-#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/Diagnostics.h"
 
 namespace mtsched {
 
@@ -26,7 +26,7 @@ struct Autotuner::Impl {
   Autotuner &Self;
   const AutotuneOptions &Opts;
   /// Predictions where nothing is measured (Autotuner's Model).
-  const CostModel &Model;
+  const TimePredictor &Model;
   FusionOptions Fusion;
   Diagnostics &Diags;
   const Module &M;

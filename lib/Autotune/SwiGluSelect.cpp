@@ -3,8 +3,8 @@
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/Lowering/SwiGlu.h"
-#include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include <cmath>
@@ -82,7 +82,8 @@ double SelectSwiGluPass::splitUs(const Graph &G, const SwiGluMatch &S) {
   // nothing times buffer kernels.
   for (const Node *N : {S.Silu, S.Mul})
     if (!Covered.count(N))
-      Us += Session->getCostModel().chainUs(standalone(*N, N->getOperand(0)));
+      Us +=
+          Session->getTimePredictor().chainUs(standalone(*N, N->getOperand(0)));
   return roundUs(Us);
 }
 
@@ -101,7 +102,7 @@ double SelectSwiGluPass::mergedExtraUs(const SwiGluMatch &S) {
       Chain.ExtraInputBytes += One.ExtraInputBytes;
       Chain.RowReduction |= One.RowReduction;
     }
-  return Session->getCostModel().chainUs(Chain);
+  return Session->getTimePredictor().chainUs(Chain);
 }
 
 llvm::Error SelectSwiGluPass::run(Graph &G) {

@@ -1,6 +1,6 @@
 //===- DiagnosticVerifier.cpp ---------------------------------------------===//
 #include "mtsched/Driver/DiagnosticVerifier.h"
-#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"

@@ -1,6 +1,5 @@
 //===- OptMain.cpp - The mtsched-opt driver's main loop -------------------===//
 #include "mtsched/Driver/OptMain.h"
-#include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Driver/DiagnosticVerifier.h"
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/IR/Graph.h"
@@ -8,8 +7,9 @@
 #include "mtsched/IR/Printer.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
-#include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Reference/Interpreter.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/FileIO.h"
 #include "mtsched/Support/ToolError.h"
 #include "llvm/ADT/StringExtras.h"

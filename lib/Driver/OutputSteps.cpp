@@ -1,10 +1,10 @@
 //===- OutputSteps.cpp - What happens to the decided module ---------------===//
 #include "mtsched/Driver/OutputSteps.h"
 #include "mtsched/Autotune/BackendRegistry.h"
-#include "mtsched/Autotune/Npy.h"
 #include "mtsched/IR/DotPrinter.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
+#include "mtsched/Reference/Npy.h"
 #include "mtsched/Support/ToolError.h"
 #include "mtsched/Tools/Timeline.h"
 #include "llvm/Support/FileSystem.h"

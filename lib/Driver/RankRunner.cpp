@@ -10,15 +10,15 @@
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
-#include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Backend/Backends.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
-#include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Runtime/MpiPlugin.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/ToolError.h"
 #include "mtsched/Tools/Report.h"
 #include "mtsched/Tools/Summary.h"
@@ -262,7 +262,7 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   }
   State.Session = std::make_unique<Autotuner>(
       Pipe.Autotune, Pipe.Fusion, Pipe.Lowering.Mode, *State.Comm,
-      std::move(*Bench), createRooflineCostModel(Pipe.Autotune.Device), Diags,
+      std::move(*Bench), createRooflinePredictor(Pipe.Autotune.Device), Diags,
       *State.M, std::move(Hooks));
   // This rank's passes, bound to its options and its autotuner.
   PassRegistry RankPasses;

@@ -323,7 +323,7 @@ void Verifier::verifyChoiceParams(const Choice &C, SMLoc Loc,
                                   llvm::StringRef What) {
   // The simulator reads these two (docs/SIMULATOR.md): which algorithm a
   // custom collective's choice is, or the time to give it outright. The
-  // names are CostModel's CollectiveAlgo, which the IR cannot include.
+  // names are Runtime/Roofline.h's CollectiveAlgo, which the IR cannot include.
   if (const Attribute *A = C.Params.get("algo")) {
     static const llvm::StringLiteral Algos[] = {"nccl", "one_shot", "two_shot",
                                                 "p2p"};

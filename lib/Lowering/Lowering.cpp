@@ -1,7 +1,7 @@
 //===- Lowering.cpp - The `lower` pass ------------------------------------===//
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/IR/Attention.h"
-#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/Diagnostics.h"
 #include <map>
 #include <tuple>
 

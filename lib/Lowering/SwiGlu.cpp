@@ -1,6 +1,6 @@
 //===- SwiGlu.cpp - The `fuse-swiglu` pass --------------------------------===//
 #include "mtsched/Lowering/SwiGlu.h"
-#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
 #include <map>

@@ -3,7 +3,7 @@
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/IR/Verifier.h"
-#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Timer.h"
 #include "llvm/Support/raw_ostream.h"

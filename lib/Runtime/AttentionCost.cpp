@@ -10,7 +10,7 @@ using namespace mtsched;
 namespace {
 
 constexpr double Inf = std::numeric_limits<double>::infinity();
-// The same device constants as CostModel.cpp (H100/H200 class).
+// The same device constants as Roofline.cpp (H100/H200 class).
 constexpr double HbmEfficiency = 0.90;
 constexpr double SmemPerSMBytes = 228 * 1024;
 constexpr double MaxThreadsPerSM = 2048;

@@ -1,6 +1,6 @@
 //===- Schedule.cpp - Kernel order and the collective list ----------------===//
 #include "mtsched/Schedule/Schedule.h"
-#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
 #include <map>

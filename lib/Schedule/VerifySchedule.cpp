@@ -5,9 +5,9 @@
 // replaying which kernel writes and reads which buffer.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "mtsched/Schedule/Schedule.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"

@@ -3,7 +3,7 @@
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Lowering/SwiGlu.h"
-#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/FileIO.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"

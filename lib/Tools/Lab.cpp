@@ -7,8 +7,8 @@
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/SwiGlu.h"
-#include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassManager.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/FileIO.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -62,7 +62,7 @@ llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
         return;
       }
       Autotuner Session(Tune, Fusion, CollectiveMode::Deferred, *Comm,
-                        std::move(*Bench), createRooflineCostModel(Tune.Device),
+                        std::move(*Bench), createRooflinePredictor(Tune.Device),
                         Diags, *Run.M);
       PassContext Ctx;
       Ctx.M = Run.M.get();

@@ -2,7 +2,7 @@
 #include "mtsched/Tools/Timeline.h"
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/IR/Graph.h"
-#include "mtsched/Runtime/CostModel.h"
+#include "mtsched/Runtime/Roofline.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"

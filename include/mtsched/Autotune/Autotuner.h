@@ -24,9 +24,9 @@
 #include "mtsched/Autotune/AutotuneOptions.h"
 #include "mtsched/Autotune/AutotuneResult.h"
 #include "mtsched/Autotune/Benchmarker.h"
-#include "mtsched/Autotune/CostModel.h"
 #include "mtsched/Autotune/PreSync.h"
 #include "mtsched/Autotune/RankAgreement.h"
+#include "mtsched/Autotune/TimePredictor.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Schedule/Fusion.h"
@@ -46,7 +46,7 @@ public:
   Autotuner(const AutotuneOptions &Opts, const FusionOptions &Fusion,
             CollectiveMode Mode, Communicator &Comm,
             std::unique_ptr<Benchmarker> Bench,
-            std::unique_ptr<CostModel> Model, Diagnostics &Diags,
+            std::unique_ptr<TimePredictor> Model, Diagnostics &Diags,
             const Module &M, RankHooks Hooks = {});
   ~Autotuner();
 
@@ -74,7 +74,7 @@ public:
   /// ranks cannot agree; 0 without an epilogue, +inf if it failed.
   double measureEpilogueUs(const Graph &G, const MultiTemplateBufferNode &N);
   /// What predicts times where nothing is measured.
-  const CostModel &getCostModel() const;
+  const TimePredictor &getTimePredictor() const;
   /// --tie-tolerance: times within this fraction of the fastest are tied.
   double getTieTolerance() const;
 
@@ -90,7 +90,7 @@ private:
   std::unique_ptr<Impl> P;
   CollectiveMode Mode;
   std::unique_ptr<Benchmarker> Bench;
-  std::unique_ptr<CostModel> Model;
+  std::unique_ptr<TimePredictor> Model;
   RunResult Result;
 };
 

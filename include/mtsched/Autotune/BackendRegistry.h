@@ -12,7 +12,7 @@
 #define MTSCHED_AUTOTUNE_BACKENDREGISTRY_H
 
 #include "mtsched/Autotune/Benchmarker.h"
-#include "mtsched/Autotune/Npy.h"
+#include "mtsched/Reference/Npy.h"
 #include <functional>
 #include <memory>
 #include <string>

@@ -13,9 +13,9 @@
 
 #include "mtsched/Autotune/AutotuneResult.h"
 #include "mtsched/Autotune/Benchmarker.h"
-#include "mtsched/Autotune/CostModel.h"
 #include "mtsched/Autotune/MeasurementStore.h"
 #include "mtsched/Autotune/RankAgreement.h"
+#include "mtsched/Autotune/TimePredictor.h"
 #include "mtsched/Autotune/Workload.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringSet.h"
@@ -37,7 +37,7 @@ public:
 
   /// Counters (benchmarks run, memo hits) go to Counters.
   ChoiceMeasurer(const AutotuneOptions &Opts, Benchmarker &Bench,
-                 const CostModel &Model, RankAgreement &Ranks,
+                 const TimePredictor &Model, RankAgreement &Ranks,
                  MeasurementStore &Store, RunResult &Counters)
       : Opts(Opts), Bench(Bench), Model(Model), Ranks(Ranks), Store(Store),
         Counters(Counters) {}
@@ -102,7 +102,7 @@ private:
 
   const AutotuneOptions &Opts;
   Benchmarker &Bench;
-  const CostModel &Model;
+  const TimePredictor &Model;
   RankAgreement &Ranks;
   MeasurementStore &Store;
   RunResult &Counters;

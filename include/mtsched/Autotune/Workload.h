@@ -10,7 +10,7 @@
 
 #include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Graph.h"
-#include "mtsched/Runtime/CostModel.h"
+#include "mtsched/Runtime/Roofline.h"
 #include <optional>
 
 namespace mtsched {
@@ -45,7 +45,7 @@ std::optional<Workload::Kind> parseWorkloadKind(llvm::StringRef Name);
 Workload describeNode(const Module &M, const Graph &G,
                       const MultiTemplateBufferNode &N, int64_t Hint = 0);
 
-// collectiveAlgoOf() lives in Runtime/CostModel.h, beside CollectiveAlgo, so
+// collectiveAlgoOf() lives in Runtime/Roofline.h, beside CollectiveAlgo, so
 // that codegen can name a decided collective's kernel too.
 /// The algorithm a choice is: its `algo` parameter (a custom collective's
 /// config, `custom_ar {algo = "one_shot"}`), else what its name says.

@@ -6,14 +6,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaBenchmarkerImpl.h"
-#include "mtsched/Autotune/Interpreter.h"
-#include "mtsched/Autotune/Npy.h"
-#include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Reference/Interpreter.h"
+#include "mtsched/Reference/Npy.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"

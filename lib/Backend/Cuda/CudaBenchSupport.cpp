@@ -1,7 +1,7 @@
 //===- CudaBenchSupport.cpp - Fills and references on the GPU -------------===//
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
-#include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include "llvm/ADT/ScopeExit.h"
 #include <future>
 #include <map>
@@ -15,7 +15,7 @@ static llvm::Error err(const llvm::Twine &Msg) {
 }
 
 // The conversions mirror the host's floatToBF16 / floatToF16 / f16ToFloat
-// (lib/Autotune/Interpreter.cpp) bit for bit, and the hash mirrors
+// (lib/Reference/Interpreter.cpp) bit for bit, and the hash mirrors
 // RandomInputs.cpp: a value filled here equals the host's.
 static const char Source[] = R"cuda(
 typedef unsigned long long u64;

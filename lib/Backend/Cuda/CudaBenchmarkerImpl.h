@@ -10,8 +10,8 @@
 
 #include "CudaCollective.h"
 #include "CudaDevice.h"
-#include "mtsched/Autotune/DrawnValues.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
+#include "mtsched/Reference/DrawnValues.h"
 #include "llvm/Support/ThreadPool.h"
 #include <functional>
 #include <future>

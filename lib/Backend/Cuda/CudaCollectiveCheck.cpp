@@ -8,10 +8,10 @@
 //===----------------------------------------------------------------------===//
 #include "CudaCollectiveImpl.h"
 #include "CudaDevice.h"
-#include "mtsched/Autotune/Interpreter.h"
-#include "mtsched/Autotune/RandomInputs.h"
-#include "mtsched/Autotune/SampledError.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Reference/Interpreter.h"
+#include "mtsched/Reference/RandomInputs.h"
+#include "mtsched/Reference/SampledError.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/TimeProfiler.h"

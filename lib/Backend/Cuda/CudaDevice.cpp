@@ -1,7 +1,7 @@
 //===- CudaDevice.cpp - The process's GPU session -------------------------===//
 #include "CudaDevice.h"
-#include "mtsched/Autotune/Interpreter.h"
-#include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Reference/Interpreter.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include "llvm/Support/TimeProfiler.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>

@@ -6,13 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaDevice.h"
-#include "mtsched/Autotune/Interpreter.h"
-#include "mtsched/Autotune/Npy.h"
-#include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CollectiveCodegen.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Reference/Interpreter.h"
+#include "mtsched/Reference/Npy.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"

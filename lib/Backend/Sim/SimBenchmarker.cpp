@@ -1,6 +1,6 @@
 //===- SimBenchmarker.cpp - Timings from the cost model -------------------===//
-#include "mtsched/Autotune/CostModel.h"
 #include "mtsched/Autotune/FaultInjectingBenchmarker.h"
+#include "mtsched/Autotune/TimePredictor.h"
 #include "mtsched/Backend/Sim/SimBackend.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
@@ -19,7 +19,7 @@ namespace {
 class SimBenchmarker : public Benchmarker {
 public:
   SimBenchmarker(const AutotuneOptions &Opts, int Rank)
-      : Opts(Opts), Model(createRooflineCostModel(Opts.Device)),
+      : Opts(Opts), Model(createRooflinePredictor(Opts.Device)),
         Noise(Opts.Seed, Rank, Opts.SimNoisePct) {}
 
   llvm::StringRef getBackendName() const override { return "sim"; }
@@ -58,7 +58,7 @@ private:
   }
 
   const AutotuneOptions &Opts;
-  std::unique_ptr<CostModel> Model;
+  std::unique_ptr<TimePredictor> Model;
   NoiseSource Noise;
 };
 

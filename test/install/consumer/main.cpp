@@ -1,8 +1,8 @@
 //===- main.cpp - An out-of-tree user of the installed mtsched ------------===//
 //
-// Parses and verifies a small graph, prints it back, lists the passes, and
-// names the version it was built against: what a project using
-// find_package(mtsched) can do.
+// Parses and verifies a small graph, prints it back, sizes its fp64
+// reference run, lists the passes, and names the version it was built
+// against: what a project using find_package(mtsched) can do.
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Config/Version.h"
@@ -11,6 +11,7 @@
 #include "mtsched/IR/Printer.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Passes/PassRegistry.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Support/Version.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -35,6 +36,10 @@ int main() {
     return 1;
   }
   mtsched::printModule(*M, llvm::outs());
+  // mtsched::Reference: what interpreting the graph in fp64 would hold.
+  llvm::outs() << "// fp64 reference: "
+               << mtsched::interpretBytes(*M->getGraphs().front())
+               << " bytes\n";
   // The header and the library must agree on the version.
   if (mtsched::getVersionString() != MTSCHED_VERSION_STRING) {
     llvm::errs() << "consumer: header version " << MTSCHED_VERSION_STRING

@@ -4,9 +4,9 @@
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Printer.h"
-#include "mtsched/Passes/Diagnostics.h"
 #include "mtsched/Passes/PassManager.h"
 #include "mtsched/Schedule/Fusion.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
 #include <cmath>
@@ -102,7 +102,7 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {},
       Autotuner Session(Opts, Fusion, Mode, *Comm,
                         Make ? Make(R)
                              : std::make_unique<TableBenchmarker>(R, T),
-                        createRooflineCostModel(Opts.Device), Diags, *Copy);
+                        createRooflinePredictor(Opts.Device), Diags, *Copy);
       LoweringOptions Lower;
       Lower.Mode = Mode;
       PassContext Ctx{Copy.get(), &Diags, &llvm::nulls()};

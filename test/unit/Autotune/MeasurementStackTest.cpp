@@ -39,7 +39,7 @@ public:
 
 /// Predicts `b` faster than `a`, the opposite of the roofline's tie (program
 /// order), so a pruning decision shows which model was asked.
-class FakeCostModel : public CostModel {
+class FakePredictor : public TimePredictor {
 public:
   double choiceUs(const Workload &, const Choice &C, bool) const override {
     ++Calls;
@@ -58,11 +58,11 @@ const char *IR = R"(graph @g(%x: bf16[64,64], %w: bf16[64,64]) {
 )";
 
 struct Stack {
-  explicit Stack(std::unique_ptr<CostModel> Given = nullptr,
+  explicit Stack(std::unique_ptr<TimePredictor> Given = nullptr,
                  unsigned PruneTopK = 0)
       : Opts(options(PruneTopK)), Group(1), Comm(Group.get(0)),
         Ranks(Opts, *Comm, {}), Store(Opts),
-        Model(Given ? std::move(Given) : createRooflineCostModel(Opts.Device)),
+        Model(Given ? std::move(Given) : createRooflinePredictor(Opts.Device)),
         Measurer(Opts, Bench, *Model, Ranks, Store, Counters) {
     SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(IR, "t.mir"),
                           llvm::SMLoc());
@@ -87,7 +87,7 @@ struct Stack {
   RankAgreement Ranks;
   MeasurementStore Store;
   CountingBenchmarker Bench;
-  std::unique_ptr<CostModel> Model;
+  std::unique_ptr<TimePredictor> Model;
   RunResult Counters;
   ChoiceMeasurer Measurer;
 };
@@ -172,9 +172,9 @@ TEST(MeasurementStackTest, TheBackendIsCreatedOnFirstUse) {
 
 } // namespace
 
-TEST(MeasurementStackTest, PruningRanksByTheGivenCostModel) {
-  auto Fake = std::make_unique<FakeCostModel>();
-  FakeCostModel *Seen = Fake.get();
+TEST(MeasurementStackTest, PruningRanksByTheGivenPredictor) {
+  auto Fake = std::make_unique<FakePredictor>();
+  FakePredictor *Seen = Fake.get();
   Stack S(std::move(Fake), /*PruneTopK=*/1);
   ASSERT_TRUE(S.M);
   MultiTemplateBufferNode &P = S.node("p");
@@ -187,7 +187,7 @@ TEST(MeasurementStackTest, PruningRanksByTheGivenCostModel) {
 }
 
 TEST(MeasurementStackTest, TheBackendHearsWhichChoicesWillBeMeasured) {
-  Stack S(std::make_unique<FakeCostModel>(), /*PruneTopK=*/1);
+  Stack S(std::make_unique<FakePredictor>(), /*PruneTopK=*/1);
   ASSERT_TRUE(S.M);
   const Graph &G = *S.M->getGraphs().front();
   MultiTemplateBufferNode &P = S.node("p");

@@ -4,8 +4,6 @@
 // machine scripts/gpu-test.sh runs them.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Autotune/Interpreter.h"
-#include "mtsched/Autotune/RandomInputs.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
@@ -14,6 +12,8 @@
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/Lowering/Lowering.h"
+#include "mtsched/Reference/Interpreter.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/Support/FileSystem.h"

@@ -7,11 +7,11 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Autotune/Benchmarker.h"
-#include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Lowering/Lowering.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/Support/MemoryBuffer.h"

@@ -1,7 +1,7 @@
 #include "mtsched/Tools/Calibrate.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
-#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"

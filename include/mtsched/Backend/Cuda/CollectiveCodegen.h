@@ -34,7 +34,7 @@
 
 #include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Types.h"
-#include "mtsched/Runtime/CostModel.h"
+#include "mtsched/Runtime/Roofline.h"
 #include "llvm/Support/Error.h"
 #include <optional>
 #include <string>

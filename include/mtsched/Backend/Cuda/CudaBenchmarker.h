@@ -3,7 +3,7 @@
 #define MTSCHED_BACKEND_CUDA_CUDABENCHMARKER_H
 
 #include "mtsched/Autotune/BackendRegistry.h"
-#include "mtsched/Autotune/Npy.h"
+#include "mtsched/Reference/Npy.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "llvm/Support/raw_ostream.h"
 

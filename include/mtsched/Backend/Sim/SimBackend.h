@@ -1,7 +1,7 @@
 //===- SimBackend.h - Timings from the cost model ---------------*- C++ -*-===//
 //
 // The `sim` backend: each choice's time is the roofline cost model's
-// prediction (mtsched/Runtime/CostModel.h) for the device of --device, with
+// prediction (mtsched/Runtime/Roofline.h) for the device of --device, with
 // seeded noise per rank, under the injected choice faults. It needs no GPU,
 // so every test and CI run decides with it.
 //

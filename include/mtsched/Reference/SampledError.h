@@ -8,8 +8,8 @@
 // 32-core host's (docs/BENCHMARKS.md).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_SAMPLEDERROR_H
-#define MTSCHED_AUTOTUNE_SAMPLEDERROR_H
+#ifndef MTSCHED_REFERENCE_SAMPLEDERROR_H
+#define MTSCHED_REFERENCE_SAMPLEDERROR_H
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include <cstdint>
@@ -36,4 +36,4 @@ ErrorSums sampledErrors(int64_t N, int64_t Step,
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_SAMPLEDERROR_H
+#endif // MTSCHED_REFERENCE_SAMPLEDERROR_H

@@ -1,11 +1,11 @@
 //===- Diagnostics.h - Thread-safe located diagnostics ----------*- C++ -*-===//
 //
-// Passes report through this, not the SourceMgr directly, because several
-// ranks (threads) may run passes at once.
+// Passes, the autotuner and the tools report through this, not the
+// SourceMgr directly, because several ranks (threads) may run at once.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_PASSES_DIAGNOSTICS_H
-#define MTSCHED_PASSES_DIAGNOSTICS_H
+#ifndef MTSCHED_SUPPORT_DIAGNOSTICS_H
+#define MTSCHED_SUPPORT_DIAGNOSTICS_H
 
 #include "llvm/Support/Error.h"
 #include "llvm/Support/SMLoc.h"
@@ -74,4 +74,4 @@ private:
 
 } // namespace mtsched
 
-#endif // MTSCHED_PASSES_DIAGNOSTICS_H
+#endif // MTSCHED_SUPPORT_DIAGNOSTICS_H

@@ -1,8 +1,8 @@
 //===- DrawnValuesTest.cpp - Seeded inputs drawn on demand ----------------===//
-#include "mtsched/Autotune/DrawnValues.h"
-#include "mtsched/Autotune/Interpreter.h"
-#include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Reference/DrawnValues.h"
 #include "mtsched/IR/Parser.h"
+#include "mtsched/Reference/Interpreter.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
 

@@ -1,5 +1,5 @@
 //===- SampledErrorTest.cpp - Relative error of sampled outputs -----------===//
-#include "mtsched/Autotune/SampledError.h"
+#include "mtsched/Reference/SampledError.h"
 #include "gtest/gtest.h"
 #include <atomic>
 #include <cmath>

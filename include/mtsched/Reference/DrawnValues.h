@@ -9,11 +9,11 @@
 // only where a reference reads all of it (a GEMM's weights on the host).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_DRAWNVALUES_H
-#define MTSCHED_AUTOTUNE_DRAWNVALUES_H
+#ifndef MTSCHED_REFERENCE_DRAWNVALUES_H
+#define MTSCHED_REFERENCE_DRAWNVALUES_H
 
-#include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/IR/Types.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "llvm/ADT/DenseMap.h"
 #include <cstdint>
 #include <vector>
@@ -50,4 +50,4 @@ private:
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_DRAWNVALUES_H
+#endif // MTSCHED_REFERENCE_DRAWNVALUES_H

@@ -1,13 +1,13 @@
-//===- CostModel.cpp - The roofline model behind the interface ------------===//
-#include "mtsched/Autotune/CostModel.h"
+//===- TimePredictor.cpp - The roofline model behind the interface --------===//
+#include "mtsched/Autotune/TimePredictor.h"
 
 using namespace mtsched;
 
 namespace {
 
-class RooflineCostModel : public CostModel {
+class RooflinePredictor : public TimePredictor {
 public:
-  explicit RooflineCostModel(const DeviceDesc &D) : D(D) {}
+  explicit RooflinePredictor(const DeviceDesc &D) : D(D) {}
   double choiceUs(const Workload &W, const Choice &C,
                   bool Fused) const override {
     return predictChoiceUs(D, W, C, Fused);
@@ -25,7 +25,7 @@ private:
 
 } // namespace
 
-std::unique_ptr<CostModel>
-mtsched::createRooflineCostModel(const DeviceDesc &D) {
-  return std::make_unique<RooflineCostModel>(D);
+std::unique_ptr<TimePredictor>
+mtsched::createRooflinePredictor(const DeviceDesc &D) {
+  return std::make_unique<RooflinePredictor>(D);
 }

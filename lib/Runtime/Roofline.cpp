@@ -1,11 +1,11 @@
-//===- CostModel.cpp - Roofline times for the simulator -------------------===//
+//===- Roofline.cpp - Roofline times for the simulator --------------------===//
 //
 // Every formula is described in words in docs/SIMULATOR.md; keep the two in
 // step. Units: bytes, flops, microseconds. GB/s * 1e3 = bytes/us and
 // TFLOP/s * 1e6 = flops/us.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Runtime/CostModel.h"
+#include "mtsched/Runtime/Roofline.h"
 #include "llvm/ADT/StringSwitch.h"
 #include <algorithm>
 #include <cmath>

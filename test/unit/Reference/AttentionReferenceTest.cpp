@@ -1,5 +1,5 @@
 //===- AttentionReferenceTest.cpp - fp64 reference of attention -----------===//
-#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "gtest/gtest.h"
 #include <cmath>
 #include <vector>

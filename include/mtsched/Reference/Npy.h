@@ -16,11 +16,11 @@
 // value is exactly an f4 value).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_NPY_H
-#define MTSCHED_AUTOTUNE_NPY_H
+#ifndef MTSCHED_REFERENCE_NPY_H
+#define MTSCHED_REFERENCE_NPY_H
 
-#include "mtsched/Autotune/Interpreter.h"
 #include "mtsched/IR/Graph.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
 #include <string>
@@ -87,4 +87,4 @@ llvm::Error interpretGraphToFiles(const Graph &G, const RunIO &IO,
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_NPY_H
+#endif // MTSCHED_REFERENCE_NPY_H

@@ -1,7 +1,7 @@
 //===- InterpreterIntTest.cpp - Exact integers and the size guard ---------===//
-#include "mtsched/Autotune/Interpreter.h"
-#include "mtsched/Autotune/Npy.h"
 #include "mtsched/IR/Parser.h"
+#include "mtsched/Reference/Interpreter.h"
+#include "mtsched/Reference/Npy.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"

@@ -8,8 +8,8 @@
 // generator took most of a cold autotune to do.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_RANDOMINPUTS_H
-#define MTSCHED_AUTOTUNE_RANDOMINPUTS_H
+#ifndef MTSCHED_REFERENCE_RANDOMINPUTS_H
+#define MTSCHED_REFERENCE_RANDOMINPUTS_H
 
 #include "mtsched/IR/Types.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -50,4 +50,4 @@ std::string coreBindingWarning(unsigned Usable, unsigned Online);
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_RANDOMINPUTS_H
+#endif // MTSCHED_REFERENCE_RANDOMINPUTS_H

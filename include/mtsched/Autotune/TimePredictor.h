@@ -1,25 +1,25 @@
-//===- CostModel.h - Predicted times of choices -----------------*- C++ -*-===//
+//===- TimePredictor.h - Predicted times of choices -------------*- C++ -*-===//
 //
 // What the autotuner asks when it must not, or cannot, measure: the order in
 // which --prune-top-k keeps choices, the times it records once ranks stop
 // agreeing (degraded runs), the epilogue-as-its-own-kernel estimates of
 // select-swiglu, and the simulator backend's timings. The autotuner is handed
 // one (explicitly, like its benchmarker); the roofline model of
-// mtsched/Runtime/CostModel.h is the built-in one, and a learned or
+// mtsched/Runtime/Roofline.h is the built-in one, and a learned or
 // calibrated model is another implementation of this interface.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_COSTMODEL_H
-#define MTSCHED_AUTOTUNE_COSTMODEL_H
+#ifndef MTSCHED_AUTOTUNE_TIMEPREDICTOR_H
+#define MTSCHED_AUTOTUNE_TIMEPREDICTOR_H
 
 #include "mtsched/Autotune/Workload.h"
 #include <memory>
 
 namespace mtsched {
 
-class CostModel {
+class TimePredictor {
 public:
-  virtual ~CostModel() = default;
+  virtual ~TimePredictor() = default;
   /// Microseconds of choice C on workload W (fused with W's epilogue if
   /// Fused); +inf when it cannot run or the model cannot tell.
   virtual double choiceUs(const Workload &W, const Choice &C,
@@ -31,8 +31,8 @@ public:
 };
 
 /// The roofline model (docs/SIMULATOR.md) of device D.
-std::unique_ptr<CostModel> createRooflineCostModel(const DeviceDesc &D);
+std::unique_ptr<TimePredictor> createRooflinePredictor(const DeviceDesc &D);
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_COSTMODEL_H
+#endif // MTSCHED_AUTOTUNE_TIMEPREDICTOR_H

@@ -7,8 +7,8 @@
 // PyTorch's does.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_AUTOTUNE_INTERPRETER_H
-#define MTSCHED_AUTOTUNE_INTERPRETER_H
+#ifndef MTSCHED_REFERENCE_INTERPRETER_H
+#define MTSCHED_REFERENCE_INTERPRETER_H
 
 #include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Graph.h"
@@ -157,4 +157,4 @@ double roundTo(double D, DType T);
 
 } // namespace mtsched
 
-#endif // MTSCHED_AUTOTUNE_INTERPRETER_H
+#endif // MTSCHED_REFERENCE_INTERPRETER_H

@@ -1,6 +1,6 @@
 //===- SampledError.cpp - Relative error of sampled outputs ---------------===//
-#include "mtsched/Autotune/SampledError.h"
-#include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Reference/SampledError.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include <algorithm>
 #include <cmath>
 #include <map>

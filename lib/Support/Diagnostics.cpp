@@ -1,5 +1,5 @@
 //===- Diagnostics.cpp ----------------------------------------------------===//
-#include "mtsched/Passes/Diagnostics.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/Support/ConvertUTF.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"

@@ -1,4 +1,4 @@
-#include "mtsched/Runtime/CostModel.h"
+#include "mtsched/Runtime/Roofline.h"
 #include "gtest/gtest.h"
 #include <cmath>
 #include <limits>
@@ -47,7 +47,7 @@ double allReduce(CollectiveAlgo A, int64_t Bytes, int Ranks = 2,
                           E);
 }
 
-TEST(CostModelTest, GemmIsMonotonicInSize) {
+TEST(RooflineTest, GemmIsMonotonicInSize) {
   DeviceDesc D = h200();
   double Prev = 0;
   for (int64_t S : {256, 512, 1024, 2048, 4096, 8192}) {
@@ -72,7 +72,7 @@ TEST(CostModelTest, GemmIsMonotonicInSize) {
   EXPECT_LT(Eight, 8 * One);
 }
 
-TEST(CostModelTest, GemmTileQuantisationIsVisible) {
+TEST(RooflineTest, GemmTileQuantisationIsVisible) {
   DeviceDesc D = h200();
   auto T = [&](int64_t M, int64_t K) {
     return gemmTimeUs(D, gemm(M, 256 * 11, K), Big, NoEpilogue);
@@ -93,7 +93,7 @@ TEST(CostModelTest, GemmTileQuantisationIsVisible) {
   EXPECT_GT(Rows16, 0.9 * Rows128);
 }
 
-TEST(CostModelTest, GemmWaveQuantisationIsVisible) {
+TEST(RooflineTest, GemmWaveQuantisationIsVisible) {
   DeviceDesc D = h200();
   // 128x256x64 with 3 stages fits one CTA per SM: 132 CTAs are one wave,
   // 133 are two, and the second wave costs nearly as much as the first.
@@ -106,7 +106,7 @@ TEST(CostModelTest, GemmWaveQuantisationIsVisible) {
   EXPECT_GT(T2, 1.7 * T1);
 }
 
-TEST(CostModelTest, GemmEfficiencyFollowsTileAndPipeline) {
+TEST(RooflineTest, GemmEfficiencyFollowsTileAndPipeline) {
   DeviceDesc D = h200();
   GemmProblem P = gemm(8192, 8192, 8192);
   auto T = [&](GemmTile Tile) { return gemmTimeUs(D, P, Tile, NoEpilogue); };
@@ -124,7 +124,7 @@ TEST(CostModelTest, GemmEfficiencyFollowsTileAndPipeline) {
   EXPECT_GT(T({16, 16, 16, 4, 2}), 3 * T(Big));
 }
 
-TEST(CostModelTest, GemmOutOfResourcesIsInfinite) {
+TEST(RooflineTest, GemmOutOfResourcesIsInfinite) {
   DeviceDesc D = h200();
   GemmProblem P = gemm(4096, 4096, 4096);
   // 256x256x128 bf16 with 4 stages needs 512 KB of shared memory.
@@ -137,7 +137,7 @@ TEST(CostModelTest, GemmOutOfResourcesIsInfinite) {
   EXPECT_TRUE(std::isinf(gemmTimeUs(D, gemm(-1, 8, 8), Big, NoEpilogue)));
 }
 
-TEST(CostModelTest, ExternGemmMatchesAnchor) {
+TEST(RooflineTest, ExternGemmMatchesAnchor) {
   // ANCHORS.md: cuBLAS 4096^3 bf16 on H200, 174.8 us.
   double T = externGemmTimeUs(h200(), gemm(4096, 4096, 4096));
   EXPECT_NEAR(T, 174.8, 0.2 * 174.8);
@@ -147,7 +147,7 @@ TEST(CostModelTest, ExternGemmMatchesAnchor) {
   EXPECT_LT(T, PeakUs / 0.7);
 }
 
-TEST(CostModelTest, WgmmaTemplateMatchesMeasurement) {
+TEST(RooflineTest, WgmmaTemplateMatchesMeasurement) {
   DeviceDesc D = h200();
   GemmTile Wg{128, 256, 64, 12, 4, /*Wgmma=*/true};
   // docs/BENCHMARKS.md: 197 us at 4096^3 on H200, 88% of cuBLAS.
@@ -162,7 +162,7 @@ TEST(CostModelTest, WgmmaTemplateMatchesMeasurement) {
   EXPECT_LT(T, gemmTimeUs(D, gemm(4096, 4096, 4096), Narrow, NoEpilogue));
 }
 
-TEST(CostModelTest, ExternGemmIsGoodAtSmallM) {
+TEST(RooflineTest, ExternGemmIsGoodAtSmallM) {
   DeviceDesc D = h200();
   for (int64_t M : {16, 64, 256}) {
     double Extern = externGemmTimeUs(D, gemm(M, 4096, 4096));
@@ -178,7 +178,7 @@ TEST(CostModelTest, ExternGemmIsGoodAtSmallM) {
   EXPECT_NEAR(externGemmTimeUs(D, gemm(256, 4096, 4096)), 15.7, 4.7);
 }
 
-TEST(CostModelTest, H100IsSlowerWhereMemoryBound) {
+TEST(RooflineTest, H100IsSlowerWhereMemoryBound) {
   GemmProblem Skinny = gemm(16, 4096, 4096);
   EXPECT_GT(externGemmTimeUs(h100(), Skinny),
             1.2 * externGemmTimeUs(h200(), Skinny));
@@ -186,7 +186,7 @@ TEST(CostModelTest, H100IsSlowerWhereMemoryBound) {
             1.3 * pointwiseTimeUs(h200(), 256 * MB, 256 * MB, 0));
 }
 
-TEST(CostModelTest, FusedPointwiseEpilogueBeatsSeparateKernel) {
+TEST(RooflineTest, FusedPointwiseEpilogueBeatsSeparateKernel) {
   DeviceDesc D = h200();
   for (int64_t M : {16, 256, 4096}) {
     GemmProblem P = gemm(M, 4096, 4096);
@@ -200,7 +200,7 @@ TEST(CostModelTest, FusedPointwiseEpilogueBeatsSeparateKernel) {
   }
 }
 
-TEST(CostModelTest, RowReductionFusesOnlyWhenTheTileCoversTheRow) {
+TEST(RooflineTest, RowReductionFusesOnlyWhenTheTileCoversTheRow) {
   DeviceDesc D = h200();
   EpilogueDesc Wide = residualRmsNorm(4096, 4096);
   EXPECT_TRUE(std::isinf(gemmTimeUs(D, gemm(4096, 4096, 4096), Big, Wide)));
@@ -211,7 +211,7 @@ TEST(CostModelTest, RowReductionFusesOnlyWhenTheTileCoversTheRow) {
                        epilogueTimeUs(D, Narrow));
 }
 
-TEST(CostModelTest, SizesNearTheInt64LimitStayFinite) {
+TEST(RooflineTest, SizesNearTheInt64LimitStayFinite) {
   // The largest tensors the parser accepts (2^63-1 bytes) and sums of
   // them: as doubles these round up to 2^63 and beyond, which used to be
   // converted back to int64 (undefined behaviour; the ASan+UBSan build
@@ -236,7 +236,7 @@ TEST(CostModelTest, SizesNearTheInt64LimitStayFinite) {
       D, CollectiveKind::AllReduce, CollectiveAlgo::TwoShot, Max, 8, E)));
 }
 
-TEST(CostModelTest, MemoryBoundKernels) {
+TEST(RooflineTest, MemoryBoundKernels) {
   DeviceDesc D = h200();
   // Launch-bound when tiny, bandwidth-bound when large.
   EXPECT_NEAR(pointwiseTimeUs(D, 4 * KB, 4 * KB, 1024), D.LaunchUs, 0.1);
@@ -259,7 +259,7 @@ TEST(CostModelTest, MemoryBoundKernels) {
             epilogueTimeUs(D, biasRelu(4096, 4096)));
 }
 
-TEST(CostModelTest, AllReduceCrossoversOnTwoH200s) {
+TEST(RooflineTest, AllReduceCrossoversOnTwoH200s) {
   // ANCHORS.md: one-shot wins small messages, two-shot large ones, NCCL
   // comes close to two-shot at 256 MB.
   EXPECT_LT(allReduce(CollectiveAlgo::OneShot, 8 * KB),
@@ -284,7 +284,7 @@ TEST(CostModelTest, AllReduceCrossoversOnTwoH200s) {
   EXPECT_NEAR(Nccl, 849.5, 85);
 }
 
-TEST(CostModelTest, CollectivesAreMonotonic) {
+TEST(RooflineTest, CollectivesAreMonotonic) {
   for (CollectiveAlgo A : {CollectiveAlgo::Nccl, CollectiveAlgo::OneShot,
                            CollectiveAlgo::TwoShot}) {
     double Prev = 0;
@@ -299,7 +299,7 @@ TEST(CostModelTest, CollectivesAreMonotonic) {
   }
 }
 
-TEST(CostModelTest, CollectiveAlgorithmsThatDoNotExist) {
+TEST(RooflineTest, CollectiveAlgorithmsThatDoNotExist) {
   DeviceDesc D = h200();
   for (CollectiveKind K :
        {CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
@@ -323,7 +323,7 @@ TEST(CostModelTest, CollectiveAlgorithmsThatDoNotExist) {
   EXPECT_EQ(collectiveAlgoName(CollectiveAlgo::P2P), "p2p");
 }
 
-TEST(CostModelTest, OneRankIsACopy) {
+TEST(RooflineTest, OneRankIsACopy) {
   DeviceDesc D = h200();
   for (CollectiveAlgo A : {CollectiveAlgo::Nccl, CollectiveAlgo::OneShot,
                            CollectiveAlgo::TwoShot}) {
@@ -337,7 +337,7 @@ TEST(CostModelTest, OneRankIsACopy) {
                                           NoEpilogue)));
 }
 
-TEST(CostModelTest, CollectiveEpilogueFusion) {
+TEST(RooflineTest, CollectiveEpilogueFusion) {
   DeviceDesc D = h200();
   int64_t Rows = 1024, Cols = 4096;
   int64_t Bytes = Rows * Cols * 2;
@@ -356,7 +356,7 @@ TEST(CostModelTest, CollectiveEpilogueFusion) {
   }
 }
 
-TEST(CostModelTest, NoiseIsDeterministicAndBounded) {
+TEST(RooflineTest, NoiseIsDeterministicAndBounded) {
   NoiseSource A(42, 0, 5), B(42, 0, 5), OtherRank(42, 1, 5),
       OtherSeed(43, 0, 5);
   bool RankDiffers = false, SeedDiffers = false;
@@ -387,7 +387,7 @@ TEST(CostModelTest, NoiseIsDeterministicAndBounded) {
 
 } // namespace
 
-TEST(CostModelTest, SwiGluIsOneGemmOfTwiceTheColumnsWritingHalf) {
+TEST(RooflineTest, SwiGluIsOneGemmOfTwiceTheColumnsWritingHalf) {
   DeviceDesc D = h200();
   EpilogueDesc None;
   GemmTile T{64, 64, 64, 4, 4};

@@ -1,5 +1,5 @@
 //===- Fp8Test.cpp - fp8 rounding of the interpreter ----------------------===//
-#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "gtest/gtest.h"
 #include <cmath>
 

@@ -1,8 +1,8 @@
 //===- Npy.cpp - NumPy .npy files for the inputs and outputs of --run ----===//
-#include "mtsched/Autotune/Npy.h"
-#include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Reference/Npy.h"
 #include "mtsched/IR/Layout.h"
 #include "mtsched/IR/Scatter.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"

@@ -1,9 +1,9 @@
 //===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
-#include "mtsched/Autotune/Interpreter.h"
-#include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "mtsched/IR/Layout.h"
 #include "mtsched/IR/Scan.h"
 #include "mtsched/IR/Scatter.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/MathExtras.h"
 #include <algorithm>

@@ -1,6 +1,6 @@
 //===- DrawnValues.cpp - Seeded inputs as a reference reads them ----------===//
-#include "mtsched/Autotune/DrawnValues.h"
-#include "mtsched/Autotune/RandomInputs.h"
+#include "mtsched/Reference/DrawnValues.h"
+#include "mtsched/Reference/RandomInputs.h"
 #include <algorithm>
 #include <cassert>
 

@@ -1,4 +1,4 @@
-//===- CostModel.h - Roofline times for the simulator -----------*- C++ -*-===//
+//===- Roofline.h - Roofline times for the simulator ------------*- C++ -*-===//
 //
 // The simulator backend's predictions: pure functions of a DeviceDesc that
 // give the time of a GEMM tile configuration, an extern (cuBLAS-like) GEMM,
@@ -10,8 +10,8 @@
 // The formulas and the origin of each constant are in docs/SIMULATOR.md.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTSCHED_RUNTIME_COSTMODEL_H
-#define MTSCHED_RUNTIME_COSTMODEL_H
+#ifndef MTSCHED_RUNTIME_ROOFLINE_H
+#define MTSCHED_RUNTIME_ROOFLINE_H
 
 #include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Types.h"
@@ -144,4 +144,4 @@ private:
 
 } // namespace mtsched
 
-#endif // MTSCHED_RUNTIME_COSTMODEL_H
+#endif // MTSCHED_RUNTIME_ROOFLINE_H

@@ -1,6 +1,6 @@
 //===- RandomInputsTest.cpp - Seeded benchmark inputs ---------------------===//
-#include "mtsched/Autotune/RandomInputs.h"
-#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Reference/RandomInputs.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "gtest/gtest.h"
 #include <atomic>
 #include <cmath>

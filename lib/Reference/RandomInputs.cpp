@@ -1,6 +1,6 @@
 //===- RandomInputs.cpp - Seeded inputs for benchmarks and --run ----------===//
-#include "mtsched/Autotune/RandomInputs.h"
-#include "mtsched/Autotune/Interpreter.h"
+#include "mtsched/Reference/RandomInputs.h"
+#include "mtsched/Reference/Interpreter.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
 #include <algorithm>
