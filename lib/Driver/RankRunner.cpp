@@ -464,10 +464,10 @@ bool runThreadRanks(
   // Every rank stopped on purpose: nobody reported an error, yet there is
   // nothing to print, so say why the run fails.
   if (!Reporter && !AnyError)
-    toolError() << "no rank finished: all " << N
-                << (N == 1 ? " rank" : " ranks")
-                << " stopped (injected faults); nothing to "
-                   "report\n";
+    toolError()
+        << "no rank finished: all " << N << (N == 1 ? " rank" : " ranks")
+        << " stopped (injected faults); nothing to "
+           "report\n";
   // No rank finished: the first that failed shows its dumps (e.g.
   // --print-ir-after-failure); every rank ran the same passes.
   if (!Reporter)
