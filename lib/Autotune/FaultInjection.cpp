@@ -87,7 +87,8 @@ const Fault *FaultPlan::choiceFault(int Rank, llvm::StringRef Node,
 
 /// The candidates N has or, for a high-level op, will have after lowering;
 /// false if N never becomes a multi-template buffer.
-static bool candidatesOf(const Node &N, const ChoiceConfig &Choices,
+static bool candidatesOf(const Module &M, const Graph &G, const Node &N,
+                         const ChoiceConfig &Choices,
                          std::vector<Choice> &Out) {
   if (const auto *MTB = llvm::dyn_cast<MultiTemplateBufferNode>(&N)) {
     Out = MTB->getChoices();
@@ -114,7 +115,10 @@ static bool candidatesOf(const Node &N, const ChoiceConfig &Choices,
     return true;
   }
   case OpCategory::Collective:
-    Out = Choices.collectiveChoices(collectiveKindOf(N.getOp()));
+    // The group's topology decides its list (`hier` across hosts).
+    Out = Choices.collectiveChoices(
+        collectiveKindOf(N.getOp()),
+        M.groupRanks(processGroupOf(N.getAttrs()), G.getWorldSize()));
     return true;
   case OpCategory::Custom:
     Out.clear();
@@ -145,7 +149,7 @@ llvm::Error FaultPlan::checkTargets(const Module &M,
         if (!F.Node.empty() && N->getName() != F.Node)
           continue;
         NodeFound = true;
-        if (!candidatesOf(*N, Choices, Candidates))
+        if (!candidatesOf(M, *G, *N, Choices, Candidates))
           continue;
         NodeTunable = true;
         ChoiceFound |= llvm::any_of(

@@ -116,6 +116,9 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
      << " choice-timeout-ms=" << Opts.ChoiceTimeout.count()
      << " on-sync-failure="
      << (Opts.OnSyncFailure == SyncFailurePolicy::Error ? "error" : "fallback");
+  // Only a --topology file adds a word, so flags without one read as before.
+  if (!Opts.TopologyFingerprint.empty())
+    OS << " topology=" << Opts.TopologyFingerprint;
   return OS.str();
 }
 

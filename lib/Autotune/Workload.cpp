@@ -2,6 +2,7 @@
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/Runtime/AttentionCost.h"
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -108,8 +109,9 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
 
 std::optional<CollectiveAlgo> mtsched::collectiveAlgoOf(const Choice &C) {
   if (std::optional<llvm::StringRef> A = C.Params.getString("algo")) {
-    for (CollectiveAlgo Algo : {CollectiveAlgo::Nccl, CollectiveAlgo::OneShot,
-                                CollectiveAlgo::TwoShot, CollectiveAlgo::P2P})
+    for (CollectiveAlgo Algo :
+         {CollectiveAlgo::Nccl, CollectiveAlgo::OneShot,
+          CollectiveAlgo::TwoShot, CollectiveAlgo::P2P, CollectiveAlgo::Hier})
       if (collectiveAlgoName(Algo) == *A)
         return Algo;
     return std::nullopt;
@@ -168,6 +170,24 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
         return Inf;
       return collectiveTimeUs(D, W.Collective, *A, W.Bytes, W.Ranks, Epi) +
              RaggedCountsSyncUs;
+    }
+    // Lowering writes the shape of a group spanning hosts into its nccl
+    // and hier choices (ChoiceConfig::collectiveChoices).
+    std::optional<int64_t> Hosts = C.Params.getInt("hosts");
+    std::optional<int64_t> PerHost = C.Params.getInt("per_host");
+    bool Shaped = Hosts && PerHost && *Hosts >= 1 && *PerHost >= 1 &&
+                  *Hosts <= W.Ranks && *Hosts * *PerHost >= W.Ranks;
+    if (*A == CollectiveAlgo::Hier)
+      return Shaped ? hierCollectiveTimeUs(D, W.Collective, W.Bytes,
+                                           int(*Hosts), int(*PerHost), Epi)
+                    : Inf;
+    if (*A == CollectiveAlgo::Nccl && Shaped && *Hosts > 1) {
+      // A flat ring over hosts: every step waits for its slowest hop, the
+      // network link.
+      DeviceDesc Net = D;
+      Net.LinkGBps = std::min(D.LinkGBps, D.NetGBps);
+      Net.LinkLatencyUs = std::max(D.LinkLatencyUs, D.NetLatencyUs);
+      return collectiveTimeUs(Net, W.Collective, *A, W.Bytes, W.Ranks, Epi);
     }
     return collectiveTimeUs(D, W.Collective, *A, W.Bytes, W.Ranks, Epi);
   }

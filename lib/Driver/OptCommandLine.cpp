@@ -528,6 +528,8 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   Config.ReportFile = ReportFile;
   Config.TraceFile = TraceFile;
   AutotuneOptions &Tune = Config.Pipe.Autotune;
+  if (!Lower.Choices.Topo.isDefault())
+    Tune.TopologyFingerprint = Lower.Choices.Topo.fingerprint();
   Tune.CompileThreads = CompileThreads;
   Tune.KernelCacheDir = KernelCacheDir;
   if (Error E = BackendOpts.apply(Tune))

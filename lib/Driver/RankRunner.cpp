@@ -357,7 +357,7 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
     if (OK && Config.AutotuneSummary &&
         !Reporter->Session->getResult().Nodes.empty())
       printAutotuneSummary(Reporter->Session->getResult(), *Reporter->M, N,
-                           llvm::errs());
+                           llvm::errs(), &Config.Pipe.Lowering.Choices);
   }
   if (OK && !Config.ReportFile.empty()) {
     ReportInput In;

@@ -72,9 +72,10 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       Mma(256, 32, 8),   Mma(64, 64, 4),    Mma(16, 32, 4),
                       Mma(16, 32, 4, 4), Mma(16, 32, 4, 8), Mma(16, 32, 4, 16)};
   C.GemmExterns = {"extern.cublas"};
-  C.AllReduce = {"nccl", "one_shot", "two_shot"};
-  C.AllGather = {"nccl", "p2p"};
-  C.ReduceScatter = {"nccl", "p2p"};
+  // `hier` is offered only to groups that span hosts.
+  C.AllReduce = {"nccl", "one_shot", "two_shot", "hier"};
+  C.AllGather = {"nccl", "p2p", "hier"};
+  C.ReduceScatter = {"nccl", "p2p", "hier"};
   C.AllToAll = {"nccl", "p2p"};
   return C;
 }
@@ -328,29 +329,89 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
   return Out;
 }
 
-std::vector<Choice> ChoiceConfig::collectiveChoices(CollectiveKind K) const {
-  const std::vector<std::string> *Names = nullptr;
+namespace {
+
+const std::vector<std::string> *collectiveList(const ChoiceConfig &C,
+                                               CollectiveKind K) {
   switch (K) {
   case CollectiveKind::AllReduce:
-    Names = &AllReduce;
-    break;
+    return &C.AllReduce;
   case CollectiveKind::AllGather:
-    Names = &AllGather;
-    break;
+    return &C.AllGather;
   case CollectiveKind::ReduceScatter:
-    Names = &ReduceScatter;
-    break;
+    return &C.ReduceScatter;
   case CollectiveKind::AllToAll:
-    Names = &AllToAll;
-    break;
+    return &C.AllToAll;
   default:
-    return {};
+    return nullptr;
   }
+}
+
+bool hierSupports(CollectiveKind K) {
+  return K == CollectiveKind::AllReduce || K == CollectiveKind::AllGather ||
+         K == CollectiveKind::ReduceScatter;
+}
+
+} // namespace
+
+bool mtsched::isPeerMemoryChoice(llvm::StringRef Name) {
+  return Name == "one_shot" || Name == "two_shot" || Name == "p2p";
+}
+
+std::vector<Choice> ChoiceConfig::collectiveChoices(CollectiveKind K) const {
+  return collectiveChoices(K, {});
+}
+
+std::vector<Choice>
+ChoiceConfig::collectiveChoices(CollectiveKind K,
+                                llvm::ArrayRef<int64_t> GroupRanks) const {
+  const std::vector<std::string> *Names = collectiveList(*this, K);
+  if (!Names)
+    return {};
+  Topology::Span S;
+  if (!GroupRanks.empty())
+    S = Topo.spanOf(GroupRanks);
   std::vector<Choice> Out;
-  for (const std::string &N : *Names)
-    if (!Disabled.count(N))
-      Out.push_back(Choice{N, {}, {}});
+  for (const std::string &N : *Names) {
+    if (Disabled.count(N))
+      continue;
+    if (isPeerMemoryChoice(N) && S.Domains > 1)
+      continue;
+    if (N == HierChoice && (S.Hosts < 2 || !hierSupports(K)))
+      continue;
+    // Across hosts the cost model needs the group's shape (NCCL's ring runs
+    // at the network's speed, `hier` steps inside and across hosts); the IR
+    // carries it, so a printed module times the same when read back.
+    AttrDict P;
+    if (S.Hosts > 1 && (N == HierChoice || N == "nccl")) {
+      P.set("hosts", Attribute::getInt(S.Hosts));
+      P.set("per_host", Attribute::getInt(S.MaxPerHost));
+    }
+    Out.push_back(Choice{N, std::move(P), {}});
+  }
   return Out;
+}
+
+std::string
+ChoiceConfig::removedByTopology(CollectiveKind K, llvm::StringRef Group,
+                                llvm::ArrayRef<int64_t> GroupRanks) const {
+  const std::vector<std::string> *Names = collectiveList(*this, K);
+  if (!Names || GroupRanks.empty())
+    return "";
+  Topology::Span S = Topo.spanOf(GroupRanks);
+  if (S.Domains < 2)
+    return "";
+  std::vector<llvm::StringRef> Removed;
+  for (const std::string &N : *Names)
+    if (!Disabled.count(N) && isPeerMemoryChoice(N))
+      Removed.push_back(N);
+  if (Removed.empty())
+    return "";
+  std::string Where = S.Hosts > 1
+                          ? std::to_string(S.Hosts) + " hosts"
+                          : std::to_string(S.Domains) + " NVLink domains";
+  return llvm::join(Removed, ", ") + ": group @" + Group.str() + " spans " +
+         Where + " (peer memory needs one NVLink domain)";
 }
 
 bool ChoiceConfig::offers(llvm::StringRef Name) const {

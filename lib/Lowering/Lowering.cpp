@@ -72,8 +72,12 @@ private:
   /// shapes in every layer.
   std::map<std::tuple<int64_t, int64_t, int64_t, DType>, ChoiceList>
       GemmChoices;
-  /// Built-in collective choice lists by kind, shared the same way.
-  std::map<CollectiveKind, ChoiceList> CollectiveChoices;
+  /// Built-in collective choice lists by kind and group, shared the same
+  /// way: a group's topology decides its list.
+  std::map<std::tuple<CollectiveKind, std::string, int64_t>, ChoiceList>
+      CollectiveChoices;
+  /// The world size of the graph being lowered.
+  int64_t WorldSize = 1;
 };
 
 } // namespace
@@ -116,10 +120,15 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
     C->setCollectiveKind(collectiveKindOf(N.getOp()));
     C->setGroup(processGroupOf(N.getAttrs()));
     C->setGroupLoc(N.getLoc());
-    auto [It, New] = CollectiveChoices.try_emplace(C->getCollectiveKind());
-    if (New)
+    auto [It, New] = CollectiveChoices.try_emplace(
+        std::make_tuple(C->getCollectiveKind(), C->getGroup(), WorldSize));
+    if (New) {
+      std::vector<int64_t> Ranks;
+      if (Ctx.M)
+        Ranks = Ctx.M->groupRanks(C->getGroup(), WorldSize);
       It->second = makeChoiceList(
-          Opts.Choices.collectiveChoices(C->getCollectiveKind()));
+          Opts.Choices.collectiveChoices(C->getCollectiveKind(), Ranks));
+    }
     C->setChoices(It->second);
     return C;
   }
@@ -174,6 +183,14 @@ std::string LowerPass::noChoicesMessage(const OpNode &N) {
 }
 
 llvm::Error LowerPass::run(Graph &G) {
+  WorldSize = G.getWorldSize();
+  // A topology file for another job would offer choices that cannot run:
+  // every rank stops here alike (all read the same flags and graph).
+  if (llvm::Error E =
+          Opts.Choices.Topo.checkWorld(WorldSize, Opts.Choices.TopologyPath))
+    return Ctx.Diags->error(G.getLoc(), "bad --topology for graph @" +
+                                            G.getName() + ": " +
+                                            llvm::toString(std::move(E)));
   for (size_t I = 0; I < G.size(); ++I) {
     auto *Op = llvm::dyn_cast<OpNode>(G.getNodes()[I].get());
     if (!Op)

@@ -24,6 +24,11 @@ const DeviceField NumericFields[] = {
     {"launch_us", &DeviceDesc::LaunchUs},
     {"barrier_us", &DeviceDesc::BarrierUs},
 };
+/// Added after device files existed: optional, so older files still read.
+const DeviceField NetworkFields[] = {
+    {"net_gbps", &DeviceDesc::NetGBps},
+    {"net_latency_us", &DeviceDesc::NetLatencyUs},
+};
 constexpr llvm::StringLiteral NumSMsKey = "num_sms";
 constexpr llvm::StringLiteral L2Key = "l2_mb";
 constexpr llvm::StringLiteral NameKey = "name";
@@ -104,10 +109,12 @@ llvm::Expected<DeviceDesc> mtsched::parseDeviceJSON(llvm::StringRef Text,
   // would simulate a different machine than the user described.
   for (const auto &KV : *Root) {
     llvm::StringRef Key = KV.first;
-    bool Known = Key == NameKey || Key == NumSMsKey || Key == L2Key ||
-                 llvm::any_of(NumericFields, [&](const DeviceField &F) {
-                   return F.Key == Key;
-                 });
+    bool Known =
+        Key == NameKey || Key == NumSMsKey || Key == L2Key ||
+        llvm::any_of(NumericFields,
+                     [&](const DeviceField &F) { return F.Key == Key; }) ||
+        llvm::any_of(NetworkFields,
+                     [&](const DeviceField &F) { return F.Key == Key; });
     if (!Known)
       return fileError(Path, "unknown key '" + Key + "'");
   }
@@ -126,6 +133,10 @@ llvm::Expected<DeviceDesc> mtsched::parseDeviceJSON(llvm::StringRef Text,
   for (const DeviceField &F : NumericFields)
     if (llvm::Error E = readPositive(*Root, F.Key, Path, D.*F.Member))
       return std::move(E);
+  for (const DeviceField &F : NetworkFields)
+    if (Root->get(F.Key))
+      if (llvm::Error E = readPositive(*Root, F.Key, Path, D.*F.Member))
+        return std::move(E);
 
   const llvm::json::Value *SMs = Root->get(NumSMsKey);
   if (!SMs)
@@ -160,6 +171,8 @@ void mtsched::writeDeviceFile(const DeviceDesc &D, llvm::raw_ostream &OS) {
       J.attribute(F.Key, D.*F.Member);
     J.attribute(NumSMsKey, int64_t(D.NumSMs));
     J.attribute(L2Key, D.L2MB);
+    for (const DeviceField &F : NetworkFields)
+      J.attribute(F.Key, D.*F.Member);
   });
   OS << '\n';
 }
@@ -188,9 +201,22 @@ uint64_t mtsched::hashDevice(const DeviceDesc &D) {
   uint64_t Bits;
   std::memcpy(&Bits, &L2, sizeof(Bits));
   AddU64(Bits);
+  // The network fields join the hash only where they differ from the
+  // defaults, so cache keys made before they existed stay valid.
+  const DeviceDesc Defaults;
+  for (const DeviceField &F : NetworkFields)
+    if (D.*F.Member != Defaults.*F.Member) {
+      Bytes += F.Key;
+      std::memcpy(&Bits, &(D.*F.Member), sizeof(Bits));
+      AddU64(Bits);
+    }
   return llvm::xxHash64(Bytes);
 }
 
 llvm::ArrayRef<DeviceField> mtsched::deviceNumericFields() {
   return NumericFields;
+}
+
+llvm::ArrayRef<DeviceField> mtsched::deviceNetworkFields() {
+  return NetworkFields;
 }

@@ -115,6 +115,9 @@ constexpr double TwoShotLinkEfficiency = 0.83;
 /// Direct peer copies (p2p all_gather / reduce_scatter / all_to_all): as
 /// pipelined as the two-shot kernel.
 constexpr double P2PLinkEfficiency = 0.83;
+/// Share of the network link's bandwidth a ring across hosts reaches
+/// (RDMA with large messages; an assumption, not yet measured).
+constexpr double NetLinkEfficiency = 0.85;
 
 //===----------------------------------------------------------------------===//
 
@@ -412,6 +415,8 @@ llvm::StringRef mtsched::collectiveAlgoName(CollectiveAlgo A) {
     return "two_shot";
   case CollectiveAlgo::P2P:
     return "p2p";
+  case CollectiveAlgo::Hier:
+    return "hier";
   }
   return "nccl";
 }
@@ -423,6 +428,7 @@ mtsched::parseCollectiveAlgo(llvm::StringRef Name) {
       .Case("one_shot", CollectiveAlgo::OneShot)
       .Case("two_shot", CollectiveAlgo::TwoShot)
       .Case("p2p", CollectiveAlgo::P2P)
+      .Cases("hier", "hierarchical", CollectiveAlgo::Hier)
       .Default(std::nullopt);
 }
 
@@ -440,6 +446,8 @@ bool mtsched::collectiveAlgoSupports(CollectiveAlgo Algo, CollectiveKind Kind) {
     return Kind == CollectiveKind::AllReduce;
   case CollectiveAlgo::P2P:
     return Kind != CollectiveKind::AllReduce;
+  case CollectiveAlgo::Hier:
+    return Kind != CollectiveKind::AllToAll;
   }
   return false;
 }
@@ -541,8 +549,72 @@ double mtsched::collectiveTimeUs(const DeviceDesc &D, CollectiveKind Kind,
     return Fixed + linkUs(D, LinkBytes, P2PLinkEfficiency) +
            hbmUs(D, HbmBytes) + EpiUs;
   }
+
+  case CollectiveAlgo::Hier:
+    // The shape of the group is not in Ranks: hierCollectiveTimeUs.
+    return Inf;
   }
   return Inf;
+}
+
+namespace {
+
+/// A peer-memory step inside one host of P ranks (one barrier, then peer
+/// copies): LinkBytes leave each rank, HbmBytes are read and written.
+double intraHostUs(const DeviceDesc &D, int P, double LinkBytes,
+                   double HbmBytes) {
+  if (P <= 1)
+    return 0;
+  return D.LaunchUs + D.BarrierUs + D.LinkLatencyUs +
+         linkUs(D, LinkBytes, P2PLinkEfficiency) + hbmUs(D, HbmBytes);
+}
+
+/// A ring across H hosts over the network: Steps messages, NetBytes leaving
+/// each rank in all.
+double interHostUs(const DeviceDesc &D, int H, double Steps, double NetBytes) {
+  if (H <= 1)
+    return 0;
+  return D.LaunchUs + Steps * D.NetLatencyUs +
+         NetBytes / (bytesPerUs(D.NetGBps) * NetLinkEfficiency);
+}
+
+} // namespace
+
+double mtsched::hierCollectiveTimeUs(const DeviceDesc &D, CollectiveKind Kind,
+                                     int64_t Bytes, int Hosts, int PerHost,
+                                     const EpilogueDesc &Fused) {
+  if (Hosts < 1 || PerHost < 1 || Bytes < 0 ||
+      !collectiveAlgoSupports(CollectiveAlgo::Hier, Kind))
+    return Inf;
+  double EpiUs = fusedEpilogueUs(D, Fused);
+  double B = double(Bytes), H = Hosts, P = PerHost;
+  switch (Kind) {
+  case CollectiveKind::AllReduce: {
+    // Reduce-scatter inside: each rank ends with B/P reduced over its host.
+    double Shard = B / P;
+    double Us = intraHostUs(D, PerHost, (P - 1) * Shard, 2 * Shard);
+    // All-reduce of the shard across hosts (ring: 2(H-1) steps of 1/H).
+    Us += interHostUs(D, Hosts, 2 * (H - 1), 2 * (H - 1) * Shard / H);
+    // All-gather inside, with the epilogue on the own shard first.
+    Us += intraHostUs(D, PerHost, (P - 1) * Shard, Shard + B);
+    return Us + EpiUs / P;
+  }
+  case CollectiveKind::AllGather:
+    // Across hosts among the ranks of one local index (H-1 shards each),
+    // then inside each host the H shards gathered so far; the epilogue
+    // runs on the whole output, fused into the intra-host step.
+    return interHostUs(D, Hosts, H - 1, (H - 1) * B) +
+           intraHostUs(D, PerHost, (P - 1) * H * B, H * B + H * P * B) + EpiUs;
+  case CollectiveKind::ReduceScatter: {
+    // Reduce-scatter inside (the epilogue waits for the last step), then
+    // across hosts on the host's 1/P.
+    double Shard = B / P;
+    return intraHostUs(D, PerHost, (P - 1) * Shard, 2 * Shard) +
+           interHostUs(D, Hosts, H - 1, (H - 1) * Shard / H) + EpiUs;
+  }
+  default:
+    return Inf;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -597,5 +669,7 @@ std::optional<CollectiveAlgo> mtsched::collectiveAlgoOf(llvm::StringRef Name) {
     return CollectiveAlgo::TwoShot;
   if (L.contains("p2p"))
     return CollectiveAlgo::P2P;
+  if (L.contains("hier"))
+    return CollectiveAlgo::Hier;
   return std::nullopt;
 }

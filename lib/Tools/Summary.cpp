@@ -2,6 +2,7 @@
 #include "mtsched/Tools/Summary.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/IR/Graph.h"
+#include "mtsched/Lowering/ChoiceConfig.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -72,11 +73,15 @@ int slowestRank(const RunResult &R, size_t NodeIdx, size_t C) {
 } // namespace
 
 void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
-                                   int Ranks, llvm::raw_ostream &OS) {
+                                   int Ranks, llvm::raw_ostream &OS,
+                                   const ChoiceConfig *Choices) {
   llvm::StringMap<llvm::StringMap<const Node *>> Nodes;
-  for (const auto &G : M.getGraphs())
+  llvm::StringMap<int64_t> WorldSizes;
+  for (const auto &G : M.getGraphs()) {
+    WorldSizes[G->getName()] = G->getWorldSize();
     for (const auto &N : G->getNodes())
       Nodes[G->getName()]["%" + N->getName()] = N.get();
+  }
 
   unsigned Cached = 0, Fallbacks = 0;
   for (size_t NI = 0; NI < R.Nodes.size(); ++NI) {
@@ -102,6 +107,17 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
       OS << "measured" << (Ranks > 1 ? " (max over ranks)" : "");
     }
     OS << '\n';
+    // Choices the group's topology ruled out were never candidates: say so,
+    // or a cross-host group's list reads as if they had been forgotten.
+    if (const auto *C =
+            llvm::dyn_cast_or_null<CollectiveMultiTemplateBufferNode>(N);
+        C && Choices) {
+      std::string Removed = Choices->removedByTopology(
+          C->getCollectiveKind(), C->getGroup(),
+          M.groupRanks(C->getGroup(), WorldSizes.lookup(NR.Graph)));
+      if (!Removed.empty())
+        OS << "  removed: " << Removed << '\n';
+    }
 
     // A fallback measured nothing: the reason is in the header already.
     bool Measured = false;

@@ -62,7 +62,11 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
       MaxEpilogueLength(
           "max-epilogue-length",
           cl::desc("Longest epilogue chain considered for fusion (default 8)"),
-          cl::init(8), cl::cat(Cat)) {}
+          cl::init(8), cl::cat(Cat)),
+      TopologyFile("topology",
+                   cl::desc("JSON file saying which host and NVLink domain "
+                            "each rank is on (default: one of each)"),
+                   cl::value_desc("file"), cl::cat(Cat)) {}
 
 llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
                                      FusionOptions &Fusion) const {
@@ -71,6 +75,13 @@ llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
       return E;
   for (const std::string &C : DisableChoices)
     Lowering.Choices.Disabled.insert(C);
+  if (!TopologyFile.empty()) {
+    llvm::Expected<Topology> T = loadTopologyFile(TopologyFile);
+    if (!T)
+      return T.takeError();
+    Lowering.Choices.Topo = std::move(*T);
+    Lowering.Choices.TopologyPath = TopologyFile;
+  }
   if (MaxEpilogueLength == 0)
     return fail("--max-epilogue-length must be at least 1");
   Fusion.MaxEpilogueLength = MaxEpilogueLength;

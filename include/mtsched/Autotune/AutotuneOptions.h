@@ -53,6 +53,9 @@ struct AutotuneOptions {
   SyncFailurePolicy OnSyncFailure = SyncFailurePolicy::Fallback;
   /// Choice a collective falls back to; empty means its first choice.
   std::string CollectiveFallback;
+  /// Topology::fingerprint() of a --topology file, empty for the default:
+  /// the pre-sync stops ranks that see the hosts differently.
+  std::string TopologyFingerprint;
   /// Multiplicative noise of simulated timings, in percent, seeded per rank.
   double SimNoisePct = 0;
   uint64_t Seed = 0;

@@ -10,6 +10,7 @@
 
 #include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Graph.h"
+#include "mtsched/Runtime/Topology.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
 #include <string>
@@ -85,6 +86,10 @@ struct ChoiceConfig {
   std::vector<std::string> AllToAll;
   /// Choice names removed everywhere (also from custom ops' configs).
   llvm::StringSet<> Disabled;
+  /// Where the ranks are (--topology=FILE; the default puts every rank on
+  /// one host in one NVLink domain), and the file it came from.
+  Topology Topo;
+  std::string TopologyPath;
 
   /// The built-in lists.
   static ChoiceConfig getDefault();
@@ -108,8 +113,22 @@ struct ChoiceConfig {
   /// holds all those rows (a decode step) and every split gets at least two
   /// key tiles; then `attn_math`.
   std::vector<Choice> attentionChoices(const AttentionShape &S) const;
-  /// Candidates for a built-in collective.
+  /// Candidates for a built-in collective, as on one host in one NVLink
+  /// domain (no hierarchical choice).
   std::vector<Choice> collectiveChoices(CollectiveKind K) const;
+  /// Candidates for a built-in collective on a group of GroupRanks, from
+  /// what Topo allows: the peer-memory choices (one_shot, two_shot, p2p)
+  /// only where the group is in one NVLink domain, `hier` (params `hosts`,
+  /// `per_host`: the group's hosts and the most of its ranks on one) only
+  /// where it spans hosts.
+  std::vector<Choice>
+  collectiveChoices(CollectiveKind K, llvm::ArrayRef<int64_t> GroupRanks) const;
+  /// The configured, enabled choices of kind K that Topo removes for a
+  /// group of GroupRanks named Group, and why (`one_shot, two_shot: group
+  /// @tp spans 2 hosts (peer memory needs one NVLink domain)`); empty if
+  /// none is removed.
+  std::string removedByTopology(CollectiveKind K, llvm::StringRef Group,
+                                llvm::ArrayRef<int64_t> GroupRanks) const;
   /// Whether some op can be offered a choice named Name from these lists
   /// (tiles, externs, collective algorithms, `attn_math`), disabled or not.
   bool offers(llvm::StringRef Name) const;
@@ -123,6 +142,13 @@ std::optional<GemmTileConfig> gemmTileOf(const Choice &C);
 std::string swigluChoiceName(const GemmTileConfig &T);
 /// The tile a swiglu choice's name describes, if it is one.
 std::optional<GemmTileConfig> swigluTileOf(const Choice &C);
+
+/// The hierarchical collective: a step inside each host (NVLink), one
+/// across hosts (the network), and for all_reduce one more inside.
+inline constexpr llvm::StringLiteral HierChoice = "hier";
+/// Whether a collective choice loads or stores a peer's memory directly
+/// (one_shot, two_shot, p2p), which needs one NVLink domain.
+bool isPeerMemoryChoice(llvm::StringRef Name);
 
 /// The decomposed attention: scores, softmax and the product with v.
 inline constexpr llvm::StringLiteral AttentionMathChoice = "attn_math";

@@ -45,6 +45,11 @@ struct DeviceDesc {
   double BarrierUs = 3.5;
   int NumSMs = 132;
   double L2MB = 50;
+  /// The network link between hosts, per GPU: a 400 Gb/s NIC (50 GB/s per
+  /// direction) and the latency of one message through it and a switch.
+  /// Only hierarchical collectives of groups spanning hosts use them.
+  double NetGBps = 50;
+  double NetLatencyUs = 3;
 };
 
 /// One numeric field of a device description: its JSON key and where it
@@ -55,13 +60,17 @@ struct DeviceField {
   double DeviceDesc::*Member;
 };
 llvm::ArrayRef<DeviceField> deviceNumericFields();
+/// The network fields (net_gbps, net_latency_us): optional in a device
+/// file, the defaults where absent.
+llvm::ArrayRef<DeviceField> deviceNetworkFields();
 
 /// The built-in descriptions' names, in a fixed order.
 std::vector<llvm::StringRef> builtinDeviceNames();
 /// "h100" (SXM) or "h200"; an error lists the known names otherwise.
 llvm::Expected<DeviceDesc> getBuiltinDevice(llvm::StringRef Name);
-/// Reads a JSON device file. Every key must be present, numeric and positive
-/// (name: a non-empty string); errors name the file and the key.
+/// Reads a JSON device file. Every key but the network fields must be
+/// present; every number must be positive (name: a non-empty string); errors
+/// name the file and the key.
 llvm::Expected<DeviceDesc> loadDeviceFile(llvm::StringRef Path);
 /// Parses the contents of a device file; Path is only used in messages.
 llvm::Expected<DeviceDesc> parseDeviceJSON(llvm::StringRef Text,

@@ -98,7 +98,9 @@ double reductionTimeUs(const DeviceDesc &D, int64_t Rows, int64_t RowLength,
 /// ExtraInputBytes, writes its output, one launch. 0 for an empty epilogue.
 double epilogueTimeUs(const DeviceDesc &D, const EpilogueDesc &E);
 
-enum class CollectiveAlgo { Nccl, OneShot, TwoShot, P2P };
+/// Hier: the hierarchical collective of a group spanning hosts (a step
+/// inside each host over NVLink, one across hosts over the network).
+enum class CollectiveAlgo { Nccl, OneShot, TwoShot, P2P, Hier };
 
 /// The collective algorithm a choice name stands for: `nccl`, `one_shot`,
 /// `two_shot`, `p2p`, also inside custom config names.
@@ -111,7 +113,19 @@ std::optional<CollectiveAlgo> parseCollectiveAlgo(llvm::StringRef Name);
 /// kind; one_shot and two_shot only all_reduce; p2p all but all_reduce).
 bool collectiveAlgoSupports(CollectiveAlgo Algo, CollectiveKind Kind);
 
-/// Predicted time of one collective over Ranks GPUs of one NVLink domain.
+/// Predicted time of a hierarchical collective over Hosts hosts of PerHost
+/// GPUs each (all_reduce: reduce-scatter inside each host, all_reduce of
+/// the shards across hosts, all_gather inside; all_gather: across, then
+/// inside; reduce_scatter: inside, then across). Bytes as for
+/// collectiveTimeUs. The intra-host steps are peer-memory kernels, so the
+/// epilogue fuses into the last of them (all_reduce: onto the rank's shard
+/// before it is gathered). +inf for all_to_all, Hosts or PerHost < 1.
+double hierCollectiveTimeUs(const DeviceDesc &D, CollectiveKind Kind,
+                            int64_t Bytes, int Hosts, int PerHost,
+                            const EpilogueDesc &Fused);
+
+/// Predicted time of one collective over Ranks GPUs of one NVLink domain
+/// (+inf for Hier, which needs the hosts: hierCollectiveTimeUs).
 /// Bytes is the per-rank input message size: the full tensor for
 /// all_reduce, reduce_scatter and all_to_all, one rank's shard for
 /// all_gather. Fused is an epilogue run inside the collective kernel

@@ -19,11 +19,15 @@ namespace mtsched {
 
 class Module;
 struct RunResult;
+struct ChoiceConfig;
 
 /// Writes the summary of R (from a run of Ranks ranks on M, the decided
 /// module, which gives the shapes) to OS.
+/// With Choices, a collective whose group's topology removed choices gets
+/// a line saying which and why (ChoiceConfig::removedByTopology).
 void printAutotuneSummary(const RunResult &R, const Module &M, int Ranks,
-                          llvm::raw_ostream &OS);
+                          llvm::raw_ostream &OS,
+                          const ChoiceConfig *Choices = nullptr);
 
 } // namespace mtsched
 

@@ -54,6 +54,7 @@ private:
   llvm::cl::opt<std::string> ChoicesFile;
   llvm::cl::list<std::string> DisableChoices;
   llvm::cl::opt<unsigned> MaxEpilogueLength;
+  llvm::cl::opt<std::string> TopologyFile;
 };
 
 /// The device a --device value names: a built-in one or a JSON file.

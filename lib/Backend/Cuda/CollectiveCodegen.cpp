@@ -446,6 +446,8 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
                 dtypeName(S.Dtype));
   if (S.Elems <= 0)
     return fail("an empty collective has no kernel");
+  if (S.Algo == CollectiveAlgo::Hier)
+    return fail("'hier' is not implemented on the cuda backend yet");
   bool AllReduce = S.Kind == CollectiveKind::AllReduce;
   bool TwoShot = S.Algo == CollectiveAlgo::TwoShot;
   const char *Body = nullptr;

@@ -295,6 +295,12 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     Err = "'" + C.Name + "' is no collective algorithm this backend knows";
     Ok = false;
   }
+  // The hierarchical collective needs NCCL communicators per level; until
+  // they exist it fails as data, like any choice that cannot run here.
+  if (Ok && *A == CollectiveAlgo::Hier) {
+    Err = "'" + C.Name + "' is not implemented on the cuda backend yet";
+    Ok = false;
+  }
   if (const Attribute *R = N.getAttrs().get("reduce"))
     if (Ok && R->getString() != "sum") {
       Err = "only reduce = \"sum\" is timed on GPUs, not \"" +

@@ -272,6 +272,11 @@ TEST(AutotunerTest, ProtocolFlagsNameWhatRanksMustShare) {
         "pre-sync-timeout-ms=5000", "agreement-timeout-ms=2000",
         "tie-tolerance=0.01"})
     EXPECT_NE(F.find(W), std::string::npos) << W << " in " << F;
+  // No --topology file, no word: flags read as they did before.
+  EXPECT_EQ(F.find("topology="), std::string::npos) << F;
+  O.TopologyFingerprint = "a:[0,1]{[0,1]}";
+  F = protocolFlags(O, FusionOptions(), CollectiveMode::Immediate);
+  EXPECT_NE(F.find(" topology=a:[0,1]{[0,1]}"), std::string::npos) << F;
 }
 
 // Every flag that changes a measurement stops thread ranks that differ in
@@ -285,6 +290,12 @@ TEST(AutotunerTest, RanksWithDifferentMeasurementFlagsStop) {
       {"warmup-runs", [](AutotuneOptions &O) { O.WarmupRuns = 0; }},
       {"device", [](AutotuneOptions &O) { O.Device.Name = "other"; }},
       {"device fields", [](AutotuneOptions &O) { O.Device.NumSMs += 1; }},
+      {"network fields", [](AutotuneOptions &O) { O.Device.NetGBps = 25; }},
+      // One rank read another --topology file than its peer (or none).
+      {"topology",
+       [](AutotuneOptions &O) {
+         O.TopologyFingerprint = "a:[0]{[0]};b:[1]{[1]}";
+       }},
   };
   for (auto &[What, Change] : Cases) {
     std::vector<RankRun> Runs = runTwoRanks(
