@@ -1,5 +1,5 @@
 #include "mtsched/Runtime/Topology.h"
-#include "mtsched/Runtime/CostModel.h"
+#include "mtsched/Runtime/Roofline.h"
 #include "mtsched/Runtime/DeviceDesc.h"
 #include "gtest/gtest.h"
 #include <cmath>
