@@ -512,8 +512,7 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   FusionOptions &Fusion = Config.Pipe.Fusion;
   if (Error E = ChoiceOpts.apply(Lower, Fusion))
     fail(toString(std::move(E)));
-  if (auto H = createFusionHeuristic(FusionHeuristicName); !H)
-    fail(toString(H.takeError()));
+  // optMain builds the heuristic once and reports a name it does not know.
   Fusion.Heuristic = FusionHeuristicName;
   if (!(FusionSpeedupThreshold > 0))
     fail("--fusion-speedup-threshold must be positive");
