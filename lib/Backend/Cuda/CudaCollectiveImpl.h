@@ -13,8 +13,10 @@
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/NcclApi.h"
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +101,43 @@ private:
   void releaseNccl();
   bool prepare(const MultiTemplateBufferNode &N, const Workload &W,
                std::string &Err);
+
+  // measure()'s steps. Each set-up step stops at the first reason the
+  // choice cannot run (Err); measure() then agrees with the peers before
+  // anything is launched.
+
+  /// What setting up one choice produced: the launch of input copy Cp, and
+  /// the epilogue it runs fused.
+  struct CollectiveLaunch {
+    std::function<CUresult(int)> Launch;
+    CollectiveEpilogue Epi;
+  };
+  /// Checks the algorithm and the reduction, prepares the buffers
+  /// (collective: the caller runs it on every rank that got this far) and
+  /// sets up the NCCL call or the peer-memory kernel.
+  bool setUpLaunch(const MultiTemplateBufferNode &N, const Workload &W,
+                   const Choice &C, bool Fused, CollectiveLaunch &L,
+                   std::string &Err);
+  bool setUpNcclLaunch(const Workload &W, bool Fused, CollectiveLaunch &L,
+                       std::string &Err);
+  std::function<CUresult(int)> evenAllToAllLaunch();
+  std::function<CUresult(int)> raggedAllToAllLaunch();
+  bool setUpKernelLaunch(const MultiTemplateBufferNode &N, const Workload &W,
+                         const Choice &C, CollectiveAlgo A, bool Fused,
+                         CollectiveLaunch &L, std::string &Err);
+  /// One launch checked on every rank; the agreed failure, or none.
+  std::optional<Measurement> checkLaunch(const Workload &W, bool Fused,
+                                         const CollectiveLaunch &L);
+  /// Warm-up, the agreed launches per sample, then the samples' median.
+  Measurement timeLaunch(const std::function<CUresult(int)> &Launch);
+  /// Warm-up, then five launches timed: the slowest rank's microseconds a
+  /// launch (+inf if any rank failed). Ms: the elapsed time read.
+  double estimateLaunchUs(const std::function<CUresult(int)> &Launch,
+                          float &Ms);
+  /// This rank's PerSample launches captured in a CUDA graph (Graph, Exec);
+  /// false where it cannot (not agreed: the caller agrees).
+  bool captureLaunches(const std::function<CUresult(int)> &Launch,
+                       int PerSample, CUgraph &Graph, CUgraphExec &Exec);
   void freeBuffers();
   /// Every rank's Mine, indexed [rank][i]: this rank's own pointers as they
   /// are, a peer's as valid here (opened by IPC between processes and
