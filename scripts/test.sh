@@ -10,7 +10,9 @@
 # Stages, in order:
 #   setup     scripts/setup.sh (installs what is missing)
 #   docs      scripts/check-docs.py: no dead link, missing file, missing page
-#             or unknown mtsched:: target in README.md and docs/*.md
+#             or unknown mtsched:: target in README.md and docs/*.md;
+#             scripts/check-function-length.py: no new function in lib/
+#             over 150 lines
 #   release   Release build (build/, clang, -Werror), ctest: unit tests and
 #             one lit entry per test/lit directory (lit-IR, lit-Cuda, ...);
 #             reuses what scripts/run-example.sh built in build/
@@ -73,7 +75,10 @@ stage_setup() {
 }
 
 stage_docs() {
-  python3 "$ROOT/scripts/check-docs.py"
+  local RC=0
+  python3 "$ROOT/scripts/check-docs.py" || RC=1
+  python3 "$ROOT/scripts/check-function-length.py" || RC=1
+  return $RC
 }
 
 stage_release() {
