@@ -12,12 +12,14 @@
 #include "CudaDevice.h"
 #include "mtsched/Autotune/DrawnValues.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/ThreadPool.h"
 #include <functional>
 #include <future>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace mtsched {
 namespace cuda {
@@ -144,6 +146,24 @@ private:
       const KernelSource *K = nullptr,
       const std::map<const Value *, std::vector<std::vector<double>>> *Extra =
           nullptr);
+  /// An output of a kernel checked beside its last: its buffer of copy 0
+  /// and its reference rows.
+  struct CheckedOutput {
+    const Value *V;
+    const DevBuf *Buf;
+    const std::vector<std::vector<double>> *Rows;
+  };
+  /// run()'s check: poisons the outputs, runs copy 0 once and compares the
+  /// sampled rows with Ref (and Others with theirs); the failure, or none.
+  std::optional<Measurement>
+  checkRun(const std::function<CUresult(int)> &Launch, Prepared &P,
+           const DevBuf *Out, DType OutType,
+           const std::vector<std::vector<double>> &Ref,
+           llvm::ArrayRef<CheckedOutput> Others, const std::string &Running);
+  /// run()'s timing: warm-up, an estimate that sizes the samples, then the
+  /// samples (replayed from a CUDA graph where one captures); Best as run().
+  Measurement timeRun(const std::function<CUresult(int)> &Launch, Prepared &P,
+                      double *Best, const std::string &Running);
   CUresult launch(LoadedKernel &L, Prepared &P, const DevBuf *Out, int Copy);
 
 public:
