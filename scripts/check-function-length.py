@@ -44,7 +44,6 @@ ALLOWED = {
     "lib/Autotune/Interpreter.cpp:mtsched::interpretNode": TO_SPLIT,
     "lib/Autotune/PreSync.cpp:mtsched::runPreSync": TO_SPLIT,
     "lib/Backend/Cuda/CudaBenchPrepare.cpp:CudaBenchmarker::prepare": TO_SPLIT,
-    "lib/Backend/Cuda/CudaBenchmarker.cpp:CudaBenchmarker::measure": TO_SPLIT,
     "lib/Backend/Cuda/CudaCollectiveCheck.cpp:CollectiveRankImpl::prepare":
     TO_SPLIT,
     "lib/IR/LayoutTypes.cpp:Verifier::inferLayout": TO_SPLIT,

@@ -329,6 +329,51 @@ void CudaBenchmarker::prepareCollectives() {
   Coll->startSetUp();
 }
 
+Measurement
+CudaBenchmarker::measureOneRankCopy(const MultiTemplateBufferNode &N,
+                                    const Workload &W, const Choice &C) {
+  // One rank: the collective is a device-to-device copy.
+  Prepared &P = prepare(N, W);
+  if (!P.Error.empty())
+    return failed(ChoiceStatus::Failed, P.Error);
+  const Value *In = N.getOperand(0);
+  // An uneven all_to_all keeps min(rows, capacity) rows (raggedCounts at
+  // one rank) and zeros the rest; only nccl moves counted rows.
+  size_t CopyBytes = P.OutMain[0].Bytes;
+  int64_t CopyElems = N.getType().numElements();
+  if (W.Ragged) {
+    if (collectiveAlgoOf(C) != CollectiveAlgo::Nccl)
+      return failed(ChoiceStatus::Failed,
+                    "'" + C.Name +
+                        "' splits evenly; an uneven all_to_all runs on "
+                        "nccl only");
+    CopyElems = std::min(In->getType().numElements(), CopyElems);
+    CopyBytes = size_t(CopyElems) * dtypeBytes(N.getType().Dtype);
+  }
+  return run(
+      [&](int Copy) {
+        CUresult R = G->D->cuMemcpyDtoDAsync(
+            P.OutMain[Copy].P, P.Dev[In][Copy].P, CopyBytes, G->Stream);
+        if (!R && CopyBytes < P.OutMain[Copy].Bytes)
+          R = G->D->cuMemsetD8Async(P.OutMain[Copy].P + CopyBytes, 0,
+                                    P.OutMain[Copy].Bytes - CopyBytes,
+                                    G->Stream);
+        return R;
+      },
+      P, P.OutMain, N.getType().Dtype,
+      [&] {
+        std::vector<std::vector<double>> Ref;
+        for (int64_t R : P.CheckRows) {
+          std::vector<double> Row(size_t(P.N), 0.0);
+          for (int64_t I = 0; I < P.N; ++I)
+            if (R * P.N + I < CopyElems)
+              Row[size_t(I)] = P.Host.at(In, R * P.N + I);
+          Ref.push_back(std::move(Row));
+        }
+        return Ref;
+      }());
+}
+
 Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
                                      const Workload &W, const Choice &C,
                                      bool Fused) {
@@ -380,48 +425,8 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
   std::lock_guard<std::mutex> Lock(G->Mu);
   if (llvm::Error E = makeCurrent(G->Info))
     return failed(ChoiceStatus::Failed, llvm::toString(std::move(E)));
-  if (W.K == Workload::Kind::Collective) {
-    // One rank: the collective is a device-to-device copy.
-    Prepared &P = prepare(N, W);
-    if (!P.Error.empty())
-      return failed(ChoiceStatus::Failed, P.Error);
-    const Value *In = N.getOperand(0);
-    // An uneven all_to_all keeps min(rows, capacity) rows (raggedCounts at
-    // one rank) and zeros the rest; only nccl moves counted rows.
-    size_t CopyBytes = P.OutMain[0].Bytes;
-    int64_t CopyElems = N.getType().numElements();
-    if (W.Ragged) {
-      if (collectiveAlgoOf(C) != CollectiveAlgo::Nccl)
-        return failed(ChoiceStatus::Failed,
-                      "'" + C.Name +
-                          "' splits evenly; an uneven all_to_all runs on "
-                          "nccl only");
-      CopyElems = std::min(In->getType().numElements(), CopyElems);
-      CopyBytes = size_t(CopyElems) * dtypeBytes(N.getType().Dtype);
-    }
-    return run(
-        [&](int Copy) {
-          CUresult R = G->D->cuMemcpyDtoDAsync(
-              P.OutMain[Copy].P, P.Dev[In][Copy].P, CopyBytes, G->Stream);
-          if (!R && CopyBytes < P.OutMain[Copy].Bytes)
-            R = G->D->cuMemsetD8Async(P.OutMain[Copy].P + CopyBytes, 0,
-                                      P.OutMain[Copy].Bytes - CopyBytes,
-                                      G->Stream);
-          return R;
-        },
-        P, P.OutMain, N.getType().Dtype,
-        [&] {
-          std::vector<std::vector<double>> Ref;
-          for (int64_t R : P.CheckRows) {
-            std::vector<double> Row(size_t(P.N), 0.0);
-            for (int64_t I = 0; I < P.N; ++I)
-              if (R * P.N + I < CopyElems)
-                Row[size_t(I)] = P.Host.at(In, R * P.N + I);
-            Ref.push_back(std::move(Row));
-          }
-          return Ref;
-        }());
-  }
+  if (W.K == Workload::Kind::Collective)
+    return measureOneRankCopy(N, W, C);
   Prepared &P = prepare(N, W);
   if (!P.Error.empty())
     return failed(ChoiceStatus::Failed, P.Error);

@@ -146,6 +146,11 @@ private:
       const KernelSource *K = nullptr,
       const std::map<const Value *, std::vector<std::vector<double>>> *Extra =
           nullptr);
+  /// measure() of a collective on one rank: a device-to-device copy of its
+  /// input (an uneven all_to_all's kept rows, the rest zeroed). The caller
+  /// holds the GPU's lock, its context current.
+  Measurement measureOneRankCopy(const MultiTemplateBufferNode &N,
+                                 const Workload &W, const Choice &C);
   /// An output of a kernel checked beside its last: its buffer of copy 0
   /// and its reference rows.
   struct CheckedOutput {
