@@ -44,8 +44,6 @@ ALLOWED = {
     "lib/Autotune/Interpreter.cpp:mtsched::interpretNode": TO_SPLIT,
     "lib/Autotune/PreSync.cpp:mtsched::runPreSync": TO_SPLIT,
     "lib/Backend/Cuda/CudaBenchPrepare.cpp:CudaBenchmarker::prepare": TO_SPLIT,
-    "lib/Backend/Cuda/CudaCollectiveCheck.cpp:CollectiveRankImpl::prepare":
-    TO_SPLIT,
     "lib/IR/LayoutTypes.cpp:Verifier::inferLayout": TO_SPLIT,
     "lib/IR/OpTypes.cpp:Verifier::inferType": TO_SPLIT,
     "lib/Lowering/ChoiceConfig.cpp:ChoiceConfig::loadFile": TO_SPLIT,

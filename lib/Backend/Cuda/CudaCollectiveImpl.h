@@ -138,6 +138,22 @@ private:
   /// false where it cannot (not agreed: the caller agrees).
   bool captureLaunches(const std::function<CUresult(int)> &Launch,
                        int PerSample, CUgraph &Graph, CUgraphExec &Exec);
+  /// prepare()'s upload of stream Stream's first Count values to P, or of
+  /// Stored's where given.
+  using UploadFn =
+      std::function<bool(CUdeviceptr P, int64_t Count, uint64_t Stream,
+                         const std::vector<float> *Stored)>;
+  /// An uneven all_to_all's send and receive counts of this rank, on the
+  /// device (B.CountsDev).
+  bool uploadRaggedCounts();
+  /// An all_reduce's epilogue operands, the same on every rank (replicated
+  /// tensors): a bias and RMSNorm weights Cols long, a residual of the
+  /// input's size; B.T and B.InElems are set.
+  bool uploadEpilogueOperands(int64_t Cols, const UploadFn &Upload);
+  /// Every copy's input, output and sum on every rank, from each rank's
+  /// arena (All[rank][0]) laid out as this rank's.
+  void setPeerPointers(const std::vector<std::vector<CUdeviceptr>> &All,
+                       size_t Stride, size_t InA, size_t OutA, bool WantSum);
   void freeBuffers();
   /// Every rank's Mine, indexed [rank][i]: this rank's own pointers as they
   /// are, a peer's as valid here (opened by IPC between processes and
