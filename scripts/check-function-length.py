@@ -43,7 +43,6 @@ ALLOWED = {
     # Still to split (issue 36): named steps with early returns.
     "lib/Autotune/Interpreter.cpp:mtsched::interpretNode": TO_SPLIT,
     "lib/Autotune/PreSync.cpp:mtsched::runPreSync": TO_SPLIT,
-    "lib/Backend/Cuda/CudaBenchPrepare.cpp:CudaBenchmarker::prepare": TO_SPLIT,
     "lib/IR/LayoutTypes.cpp:Verifier::inferLayout": TO_SPLIT,
     "lib/IR/OpTypes.cpp:Verifier::inferType": TO_SPLIT,
     "lib/Lowering/ChoiceConfig.cpp:ChoiceConfig::loadFile": TO_SPLIT,

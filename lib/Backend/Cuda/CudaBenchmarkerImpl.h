@@ -114,6 +114,15 @@ private:
   Prepared &slot(const MultiTemplateBufferNode &N, const Workload &W);
   /// Prepares N at W's size once: inputs, references, kernels.
   Prepared &prepare(const MultiTemplateBufferNode &N, const Workload &W);
+  // prepare()'s steps; each says why it failed in P.Error.
+  /// The main, fused and epilogue outputs of every copy.
+  bool allocOutputs(const MultiTemplateBufferNode &N, Prepared &P);
+  /// A buffer per copy for each of the epilogue's `writes`.
+  bool allocWriteBuffers(const MultiTemplateBufferNode &N, Prepared &P);
+  /// A GEMM's (or SwiGLU's) own reference rows on the GPU, from its device
+  /// inputs of copy 0, into P.RefMain.
+  bool gpuReferenceRows(const MultiTemplateBufferNode &N, Prepared &P,
+                        BenchSupport &Support);
   /// Starts compiling N's kernels (the choices expectChoices kept) before
   /// the GPU is open: NVRTC then runs while the context is created and
   /// the inputs are filled. Needs only the device's attributes.
