@@ -12,6 +12,8 @@
 #   docs      scripts/check-docs.py: no dead link, missing file, missing page
 #             or unknown mtsched:: target in README.md and docs/*.md;
 #             scripts/check-layers.py: no include up the library layers
+#             scripts/check-function-length.py: no new function in lib/
+#             over 150 lines
 #   release   Release build (build/, clang, -Werror), ctest: unit tests and
 #             one lit entry per test/lit directory (lit-IR, lit-Cuda, ...);
 #             reuses what scripts/run-example.sh built in build/
@@ -74,10 +76,11 @@ stage_setup() {
 }
 
 stage_docs() {
-  # Both run, so that one report shows every problem.
+  # All run, so that one report shows every problem.
   local RC=0
   python3 "$ROOT/scripts/check-docs.py" || RC=1
   python3 "$ROOT/scripts/check-layers.py" || RC=1
+  python3 "$ROOT/scripts/check-function-length.py" || RC=1
   return $RC
 }
 

@@ -26,16 +26,16 @@ static double msSince(Clock::time_point T) {
 }
 
 Autotuner::Impl::Impl(Autotuner &Self, const AutotuneOptions &Opts,
-                      const FusionOptions &Fusion, Communicator &Comm,
+                      const FusionOptions &Fusion,
+                      const FusionHeuristic &Heuristic, Communicator &Comm,
                       Diagnostics &Diags, const Module &M, RankHooks Hooks)
     : Self(Self), Opts(Opts), Model(*Self.Model), Fusion(Fusion), Diags(Diags),
-      M(M), Ranks(Opts, Comm, std::move(Hooks)), Store(Opts),
-      Measurer(Opts, *Self.Bench, *Self.Model, Ranks, Store, Self.Result) {
-  auto H = createFusionHeuristic(Fusion.Heuristic);
-  if (H)
-    Heuristic = std::move(*H);
-  else
-    llvm::consumeError(H.takeError());
+      M(M), Heuristic(Heuristic), Ranks(this->Opts, Comm, std::move(Hooks)),
+      Store(this->Opts), Measurer(this->Opts, *Self.Bench, *Self.Model, Ranks,
+                                  Store, Self.Result) {
+  // The pre-sync's flags name the heuristic that decides, not a name the
+  // caller may have left stale.
+  this->Fusion.Heuristic = Heuristic.getName().str();
   if (Store.getCache())
     Self.Result.CacheDir = Opts.CacheDir;
   if (Opts.Progress)
@@ -44,12 +44,12 @@ Autotuner::Impl::Impl(Autotuner &Self, const AutotuneOptions &Opts,
 }
 
 Autotuner::Autotuner(const AutotuneOptions &Opts, const FusionOptions &Fusion,
-                     CollectiveMode Mode, Communicator &Comm,
-                     std::unique_ptr<Benchmarker> Bench,
+                     const FusionHeuristic &Heuristic, CollectiveMode Mode,
+                     Communicator &Comm, std::unique_ptr<Benchmarker> Bench,
                      std::unique_ptr<TimePredictor> Model, Diagnostics &Diags,
                      const Module &M, RankHooks Hooks)
     : Mode(Mode), Bench(std::move(Bench)), Model(std::move(Model)) {
-  P = std::make_unique<Impl>(*this, Opts, Fusion, Comm, Diags, M,
+  P = std::make_unique<Impl>(*this, Opts, Fusion, Heuristic, Comm, Diags, M,
                              std::move(Hooks));
 }
 
@@ -312,8 +312,8 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
     return;
   NodeResult R = startRecord(M, G, N);
   T.HasEpilogue =
-      WithFusion && !N.getEpilogue().empty() && Heuristic->considersFusion();
-  bool Measured = Heuristic->needsMeasuredFusedTimes();
+      WithFusion && !N.getEpilogue().empty() && Heuristic.considersFusion();
+  bool Measured = Heuristic.needsMeasuredFusedTimes();
   if (T.HasEpilogue) {
     if (Measured) {
       std::vector<bool> FailedUnfused;
@@ -345,7 +345,7 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
       return;
   }
 
-  FusionDecision D = decideNode(*Heuristic, N, T, Fusion, Opts, R.Fallback);
+  FusionDecision D = decideNode(Heuristic, N, T, Fusion, Opts, R.Fallback);
   // Without a backend the error at the end of tuning says why, once.
   if (R.Fallback && Self.Bench->getSetupError().empty())
     warn(N.getLoc(), "every choice of '%" + N.getName() + "' failed (" +

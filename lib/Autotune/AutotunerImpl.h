@@ -20,17 +20,23 @@ namespace mtsched {
 
 struct Autotuner::Impl {
   Impl(Autotuner &Self, const AutotuneOptions &Opts,
-       const FusionOptions &Fusion, Communicator &Comm, Diagnostics &Diags,
-       const Module &M, RankHooks Hooks);
+       const FusionOptions &Fusion, const FusionHeuristic &Heuristic,
+       Communicator &Comm, Diagnostics &Diags, const Module &M,
+       RankHooks Hooks);
 
   Autotuner &Self;
-  const AutotuneOptions &Opts;
+  /// A copy: the layers below hold references to it, and the caller's
+  /// options (a rank set-up's local, RankPipeline.h) may go before the
+  /// autotuner does.
+  const AutotuneOptions Opts;
   /// Predictions where nothing is measured (Autotuner's Model).
   const TimePredictor &Model;
+  /// Fusion.Heuristic is Heuristic's name, whatever the caller's said.
   FusionOptions Fusion;
   Diagnostics &Diags;
   const Module &M;
-  std::unique_ptr<FusionHeuristic> Heuristic;
+  /// Handed over by the autotuner's creator, who checked its name.
+  const FusionHeuristic &Heuristic;
   RankAgreement Ranks;
   MeasurementStore Store;
   ChoiceMeasurer Measurer;

@@ -31,8 +31,8 @@ void Autotuner::Impl::measureByNode(
     ChoiceMeasurer::NodeWork NW;
     NW.N = &N;
     NW.W = describeNode(M, G, N);
-    NW.WithFused = !N.getEpilogue().empty() && Heuristic->considersFusion() &&
-                   Heuristic->needsMeasuredFusedTimes();
+    NW.WithFused = !N.getEpilogue().empty() && Heuristic.considersFusion() &&
+                   Heuristic.needsMeasuredFusedTimes();
     if (NW.W.K == Workload::Kind::Gemm)
       for (int64_t Hint : Opts.SizeHintsM)
         NW.Hints.push_back({Hint, describeNode(M, G, N, Hint)});

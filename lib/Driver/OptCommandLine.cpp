@@ -467,67 +467,18 @@ static std::vector<std::string> readPipelines(const PassRegistry &Registry) {
   return Requested;
 }
 
-int mtsched::optMainFromCommandLine(int argc, char **argv) {
-  PassRegistry Registry;
-  registerAllPasses(Registry);
-
-  // One flag per pass (`--lower`); their order on the command line is the
-  // order they run in, after any --pipeline.
-  std::vector<std::unique_ptr<cl::opt<bool>>> PassFlags;
-  for (const PassInfo &P : Registry.getPasses())
-    PassFlags.push_back(std::make_unique<cl::opt<bool>>(
-        StringRef(P.Argument), cl::desc(P.Description), cl::cat(PipelineCat)));
-
-  cl::HideUnrelatedOptions(
-      {&PipelineCat, &TuneCat, &BackendCat, &RanksCat, &CacheCat, &OutputCat});
-  setToolVersionPrinter("mtsched-opt");
-  cl::ParseCommandLineOptions(
-      argc, argv, "mtsched-opt: ML graph scheduler and autotuner\n");
-  if (ListPasses) {
-    printPassList(Registry, outs());
-    return 0;
-  }
-  // First: pass options set flags that the rest reads.
-  std::vector<std::string> Requested = readPipelines(Registry);
-
-  OptMainConfig Config;
-  Config.InputFile = InputFile;
-  Config.OutputFile = OutputFile;
-  Config.SplitInputFile = SplitInputFile;
-  Config.VerifyDiagnostics = VerifyDiagnostics;
-  Config.DumpPassPipeline = DumpPassPipeline;
-  Config.PMOptions.VerifyEach = VerifyEach;
-  Config.PMOptions.PrintBeforeAll = PrintIRBeforeAll;
-  Config.PMOptions.PrintAfterAll = PrintIRAfterAll;
-  Config.PMOptions.PrintAfterChange = PrintIRAfterChange;
-  Config.PMOptions.PrintAfterFailure = PrintIRAfterFailure;
-  Config.PMOptions.TimePasses = TimePasses;
-  for (const std::string &P : splitCommas(PrintIRBefore))
-    Config.PMOptions.PrintBefore.insert(P);
-  for (const std::string &P : splitCommas(PrintIRAfter))
-    Config.PMOptions.PrintAfter.insert(P);
-
-  LoweringOptions &Lower = Config.Pipe.Lowering;
-  Lower.Mode = Mode;
-  FusionOptions &Fusion = Config.Pipe.Fusion;
-  if (Error E = ChoiceOpts.apply(Lower, Fusion))
-    fail(toString(std::move(E)));
-  if (auto H = createFusionHeuristic(FusionHeuristicName); !H)
-    fail(toString(H.takeError()));
-  Fusion.Heuristic = FusionHeuristicName;
-  if (!(FusionSpeedupThreshold > 0))
-    fail("--fusion-speedup-threshold must be positive");
-  Fusion.SpeedupThreshold = FusionSpeedupThreshold;
-  if (!(TieTolerance >= 0 && TieTolerance < 1))
-    fail("--tie-tolerance must be in [0, 1)");
-  Fusion.TieTolerance = TieTolerance;
-
+/// The ranks', the autotuner's and the cache's flags into Config, in the
+/// order their errors are reported.
+static void readTuningFlags(OptMainConfig &Config) {
   if (Ranks < 0 || Ranks > OptMainConfig::MaxRanks)
     fail("--ranks must be between 1 and " + Twine(OptMainConfig::MaxRanks));
   Config.NumRanks = Ranks;
   Config.ReportFile = ReportFile;
   Config.TraceFile = TraceFile;
   AutotuneOptions &Tune = Config.Pipe.Autotune;
+  // Ranks that see different hosts must not tune together (the pre-sync
+  // compares this); ChoiceOpts read the topology file before.
+  const LoweringOptions &Lower = Config.Pipe.Lowering;
   if (!Lower.Choices.Topo.isDefault())
     Tune.TopologyFingerprint = Lower.Choices.Topo.fingerprint();
   Tune.CompileThreads = CompileThreads;
@@ -583,6 +534,96 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
   Tune.PruneTopK = PruneTopK;
   Tune.SplitTuning = SplitTuning != SplitTuningMode::Off;
   Tune.SplitByNode = SplitTuning == SplitTuningMode::Nodes;
+}
+
+/// What is printed or run after the pipeline (the output steps); the
+/// autotuner's device is read from Config.
+static void readOutputFlags(OptMainConfig &Config) {
+  if ((!RunInputs.empty() || !RunOutputs.empty()) && !RunGraph && !Interpret)
+    fail("--run-inputs and --run-outputs need --run or --interpret");
+  if (InterpretMaxBytes.getNumOccurrences() && !Interpret)
+    fail("--interpret-max-bytes needs --interpret");
+  if (!RunInputs.empty() && !sys::fs::is_directory(RunInputs))
+    fail("--run-inputs: '" + RunInputs + "' is not a directory");
+  if (Emit == EmitKind::Dot && SplitInputFile)
+    fail("--emit=dot prints one graph; it does not combine with "
+         "--split-input-file");
+  if (Emit == EmitKind::Timeline && SplitInputFile)
+    fail("--emit=timeline prints one trace; it does not combine with "
+         "--split-input-file");
+  OutputSteps &Steps = Config.Output;
+  Steps.Emit = Emit;
+  Steps.Device = Config.Pipe.Autotune.Device;
+  Steps.DumpKernelsDir = DumpKernels;
+  Steps.CompileThreads = CompileThreads;
+  Steps.KernelCacheDir = KernelCacheDir;
+  Steps.Interpret = Interpret;
+  Steps.InterpretMaxBytes = InterpretMaxBytes.getNumOccurrences()
+                                ? uint64_t(InterpretMaxBytes)
+                                : defaultInterpretMaxBytes();
+  Steps.Run = RunGraph;
+  Steps.InputDir = RunInputs;
+  Steps.OutputDir = RunOutputs;
+  Steps.Seed = BackendOpts.getSeed();
+  Steps.TimeSamples = RunTimeSamples;
+  Steps.Check = RunCheck;
+}
+
+int mtsched::optMainFromCommandLine(int argc, char **argv) {
+  PassRegistry Registry;
+  registerAllPasses(Registry);
+
+  // One flag per pass (`--lower`); their order on the command line is the
+  // order they run in, after any --pipeline.
+  std::vector<std::unique_ptr<cl::opt<bool>>> PassFlags;
+  for (const PassInfo &P : Registry.getPasses())
+    PassFlags.push_back(std::make_unique<cl::opt<bool>>(
+        StringRef(P.Argument), cl::desc(P.Description), cl::cat(PipelineCat)));
+
+  cl::HideUnrelatedOptions(
+      {&PipelineCat, &TuneCat, &BackendCat, &RanksCat, &CacheCat, &OutputCat});
+  setToolVersionPrinter("mtsched-opt");
+  cl::ParseCommandLineOptions(
+      argc, argv, "mtsched-opt: ML graph scheduler and autotuner\n");
+  if (ListPasses) {
+    printPassList(Registry, outs());
+    return 0;
+  }
+  // First: pass options set flags that the rest reads.
+  std::vector<std::string> Requested = readPipelines(Registry);
+
+  OptMainConfig Config;
+  Config.InputFile = InputFile;
+  Config.OutputFile = OutputFile;
+  Config.SplitInputFile = SplitInputFile;
+  Config.VerifyDiagnostics = VerifyDiagnostics;
+  Config.DumpPassPipeline = DumpPassPipeline;
+  Config.PMOptions.VerifyEach = VerifyEach;
+  Config.PMOptions.PrintBeforeAll = PrintIRBeforeAll;
+  Config.PMOptions.PrintAfterAll = PrintIRAfterAll;
+  Config.PMOptions.PrintAfterChange = PrintIRAfterChange;
+  Config.PMOptions.PrintAfterFailure = PrintIRAfterFailure;
+  Config.PMOptions.TimePasses = TimePasses;
+  for (const std::string &P : splitCommas(PrintIRBefore))
+    Config.PMOptions.PrintBefore.insert(P);
+  for (const std::string &P : splitCommas(PrintIRAfter))
+    Config.PMOptions.PrintAfter.insert(P);
+
+  LoweringOptions &Lower = Config.Pipe.Lowering;
+  Lower.Mode = Mode;
+  FusionOptions &Fusion = Config.Pipe.Fusion;
+  if (Error E = ChoiceOpts.apply(Lower, Fusion))
+    fail(toString(std::move(E)));
+  // optMain builds the heuristic once and reports a name it does not know.
+  Fusion.Heuristic = FusionHeuristicName;
+  if (!(FusionSpeedupThreshold > 0))
+    fail("--fusion-speedup-threshold must be positive");
+  Fusion.SpeedupThreshold = FusionSpeedupThreshold;
+  if (!(TieTolerance >= 0 && TieTolerance < 1))
+    fail("--tie-tolerance must be in [0, 1)");
+  Fusion.TieTolerance = TieTolerance;
+
+  readTuningFlags(Config);
 
   std::vector<std::pair<unsigned, std::string>> Flagged;
   for (const auto &F : PassFlags)
@@ -601,34 +642,7 @@ int mtsched::optMainFromCommandLine(int argc, char **argv) {
     if (!Registry.lookup(P))
       fail("unknown pass '" + P + "' in --print-ir-before" +
            didYouMean(Registry, P));
-  if ((!RunInputs.empty() || !RunOutputs.empty()) && !RunGraph && !Interpret)
-    fail("--run-inputs and --run-outputs need --run or --interpret");
-  if (InterpretMaxBytes.getNumOccurrences() && !Interpret)
-    fail("--interpret-max-bytes needs --interpret");
-  if (!RunInputs.empty() && !sys::fs::is_directory(RunInputs))
-    fail("--run-inputs: '" + RunInputs + "' is not a directory");
-  if (Emit == EmitKind::Dot && SplitInputFile)
-    fail("--emit=dot prints one graph; it does not combine with "
-         "--split-input-file");
-  if (Emit == EmitKind::Timeline && SplitInputFile)
-    fail("--emit=timeline prints one trace; it does not combine with "
-         "--split-input-file");
-  OutputSteps &Steps = Config.Output;
-  Steps.Emit = Emit;
-  Steps.Device = Tune.Device;
-  Steps.DumpKernelsDir = DumpKernels;
-  Steps.CompileThreads = CompileThreads;
-  Steps.KernelCacheDir = KernelCacheDir;
-  Steps.Interpret = Interpret;
-  Steps.InterpretMaxBytes = InterpretMaxBytes.getNumOccurrences()
-                                ? uint64_t(InterpretMaxBytes)
-                                : defaultInterpretMaxBytes();
-  Steps.Run = RunGraph;
-  Steps.InputDir = RunInputs;
-  Steps.OutputDir = RunOutputs;
-  Steps.Seed = BackendOpts.getSeed();
-  Steps.TimeSamples = RunTimeSamples;
-  Steps.Check = RunCheck;
+  readOutputFlags(Config);
   // Sanitizer builds destroy everything, so that LeakSanitizer and TSan
   // still see the teardown.
   Config.DisableFree = !FreeOnExit && !LLVM_ADDRESS_SANITIZER_BUILD &&

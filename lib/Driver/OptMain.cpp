@@ -12,6 +12,7 @@
 #include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/FileIO.h"
 #include "mtsched/Support/ToolError.h"
+#include "mtsched/Tools/RankPipeline.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -105,10 +106,9 @@ static bool checkCollectiveFallback(const PipelineOptions &Pipe,
   std::string List;
   llvm::raw_string_ostream LS(List);
   llvm::interleave(Valid, LS, ", ");
-  toolError()
-      << "--collective-fallback: '" << escapeControlBytes(Name)
-      << "' is not a collective choice; valid: " << escapeControlBytes(List)
-      << '\n';
+  toolError() << "--collective-fallback: '" << escapeControlBytes(Name)
+              << "' is not a collective choice; valid: "
+              << escapeControlBytes(List) << '\n';
   return false;
 }
 
@@ -117,7 +117,8 @@ namespace {
 /// Runs the parse, verify, pipeline and print steps on one input buffer.
 class BufferProcessor {
 public:
-  explicit BufferProcessor(const OptMainConfig &Config) : Config(Config) {}
+  BufferProcessor(const OptMainConfig &Config, const FusionHeuristic &Heuristic)
+      : Config(Config), Heuristic(Heuristic) {}
 
   /// Returns true on success; the printed IR goes to OS.
   bool process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
@@ -125,6 +126,7 @@ public:
 
 private:
   const OptMainConfig &Config;
+  const FusionHeuristic &Heuristic;
 };
 
 } // namespace
@@ -178,7 +180,7 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
   if (agreeOnInput(Config, M.get()) && M) {
     warnUnknownDisabled(Config.Pipe.Lowering.Choices, *M);
     Diagnostics Diags(SM);
-    OK = runOnRanks(Config, std::move(M), Diags, OS,
+    OK = runOnRanks(Config, Heuristic, std::move(M), Diags, OS,
                     {{"parse", ParseMs}, {"verify", VerifyMs}});
   }
   if (Verifier) {
@@ -189,6 +191,14 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
 }
 
 int mtsched::optMain(const OptMainConfig &Config) {
+  // Built once, here, for every buffer and rank: a name no heuristic has
+  // stops the run before anything is read.
+  llvm::Expected<std::unique_ptr<FusionHeuristic>> Heuristic =
+      createFusionHeuristic(Config.Pipe.Fusion.Heuristic);
+  if (!Heuristic) {
+    reportToolError(escapeControlBytes(llvm::toString(Heuristic.takeError())));
+    return 1;
+  }
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> FileOrErr =
       readBoundedFile(Config.InputFile, MaxIRFileBytes, "an IR input");
   if (!FileOrErr) {
@@ -217,7 +227,7 @@ int mtsched::optMain(const OptMainConfig &Config) {
   OptMainConfig Run = Config;
   Run.Output.GraphFolders =
       Config.SplitInputFile && Text.contains(("\n" + SplitMarker).str());
-  BufferProcessor Processor(Run);
+  BufferProcessor Processor(Run, **Heuristic);
   bool OK = true;
   if (!Config.SplitInputFile) {
     OK = Processor.process(std::move(*FileOrErr), Out.os());
@@ -257,9 +267,8 @@ int mtsched::optMain(const OptMainConfig &Config) {
   if (&Out.os() != &llvm::outs() && Out.os().has_error()) {
     std::error_code EC = Out.os().error();
     Out.os().clear_error();
-    toolError()
-        << "cannot write output file '" << Config.OutputFile
-        << "': " << EC.message() << '\n';
+    toolError() << "cannot write output file '" << Config.OutputFile
+                << "': " << EC.message() << '\n';
     // ToolOutputFile removes the file it was not told to keep.
     return 1;
   }

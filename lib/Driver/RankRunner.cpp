@@ -20,6 +20,7 @@
 #include "mtsched/Runtime/MpiPlugin.h"
 #include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/ToolError.h"
+#include "mtsched/Tools/RankPipeline.h"
 #include "mtsched/Tools/Report.h"
 #include "mtsched/Tools/Summary.h"
 #include "llvm/ADT/StringExtras.h"
@@ -242,28 +243,23 @@ bool checkFaultTargets(const OptMainConfig &Config, const Module &M, int N,
 /// HashFinalIR: record the decided IR's hash for comparison with the other
 /// ranks of this process.
 void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
-             const OptMainConfig &Config, std::unique_ptr<Module> Mod,
-             Diagnostics &Diags, RankState &State, bool HashFinalIR) {
+             const OptMainConfig &Config, const FusionHeuristic &Heuristic,
+             std::unique_ptr<Module> Mod, Diagnostics &Diags, RankState &State,
+             bool HashFinalIR) {
   State.M = std::move(Mod);
   State.Comm = std::move(Comm);
-  PipelineOptions Pipe = Config.Pipe;
-  if (!State.Comm->sharesAddressSpace())
-    Pipe.Autotune.GpuOrdinal = Rank;
-  // Created on first use, so that a run the cache answers entirely never
-  // starts a GPU context or compiles a kernel.
-  llvm::Expected<std::unique_ptr<Benchmarker>> Bench = createLazyBenchmarker(
-      getBuiltinBackends(), Pipe.Autotune, Rank, *State.Comm);
-  if (!Bench) {
+  const PipelineOptions &Pipe = Config.Pipe;
+  llvm::Expected<std::unique_ptr<Autotuner>> Session = createRankAutotuner(
+      Pipe.Autotune, Pipe.Fusion, Heuristic, Pipe.Lowering.Mode, Rank,
+      *State.Comm, Diags, *State.M, std::move(Hooks));
+  if (!Session) {
     // Every rank fails the same way; rank 0 says so.
-    std::string Msg = toString(Bench.takeError());
+    std::string Msg = toString(Session.takeError());
     if (Rank == 0)
       toolError() << Msg << '\n';
     return;
   }
-  State.Session = std::make_unique<Autotuner>(
-      Pipe.Autotune, Pipe.Fusion, Pipe.Lowering.Mode, *State.Comm,
-      std::move(*Bench), createRooflinePredictor(Pipe.Autotune.Device), Diags,
-      *State.M, std::move(Hooks));
+  State.Session = std::move(*Session);
   // This rank's passes, bound to its options and its autotuner.
   PassRegistry RankPasses;
   registerAllPasses(RankPasses, Pipe, State.Session.get());
@@ -385,8 +381,8 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
 //===----------------------------------------------------------------------===//
 
 bool runThreadRanks(
-    const OptMainConfig &Config, std::unique_ptr<Module> M, Diagnostics &Diags,
-    llvm::raw_ostream &OS,
+    const OptMainConfig &Config, const FusionHeuristic &Heuristic,
+    std::unique_ptr<Module> M, Diagnostics &Diags, llvm::raw_ostream &OS,
     std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   int N = rankCount(Config, *M, Diags, 0, "--ranks", /*Loud=*/true);
   if (N == 0 || !checkFaultTargets(Config, *M, N, /*Loud=*/true))
@@ -421,8 +417,8 @@ bool runThreadRanks(
       Hooks.Exit = [&Group, R] { Group.markDead(R); };
       Hooks.Late = [&Gate](std::chrono::milliseconds D) { Gate.sleepLate(D); };
       // Each rank owns a copy it mutates.
-      runRank(R, Group.get(R), std::move(Hooks), Config, Modules.take(), Diags,
-              States[R], /*HashFinalIR=*/N > 1);
+      runRank(R, Group.get(R), std::move(Hooks), Config, Heuristic,
+              Modules.take(), Diags, States[R], /*HashFinalIR=*/N > 1);
       if (Trace)
         llvm::timeTraceProfilerFinishThread();
       if (!Hung)
@@ -464,10 +460,10 @@ bool runThreadRanks(
   // Every rank stopped on purpose: nobody reported an error, yet there is
   // nothing to print, so say why the run fails.
   if (!Reporter && !AnyError)
-    toolError()
-        << "no rank finished: all " << N << (N == 1 ? " rank" : " ranks")
-        << " stopped (injected faults); nothing to "
-           "report\n";
+    toolError() << "no rank finished: all " << N
+                << (N == 1 ? " rank" : " ranks")
+                << " stopped (injected faults); nothing to "
+                   "report\n";
   // No rank finished: the first that failed shows its dumps (e.g.
   // --print-ir-after-failure); every rank ran the same passes.
   if (!Reporter)
@@ -577,8 +573,9 @@ constexpr std::chrono::milliseconds HangSlack{2000};
 /// Exit status of a rank that hung on purpose.
 constexpr int HungExitCode = 3;
 
-bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
-                 Diagnostics &Diags, llvm::raw_ostream &OS,
+bool runMpiRanks(const OptMainConfig &Config, const FusionHeuristic &Heuristic,
+                 std::unique_ptr<Module> M, Diagnostics &Diags,
+                 llvm::raw_ostream &OS,
                  std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   MpiRuntime *Mpi = loadMpiForRank();
   if (!Mpi)
@@ -639,8 +636,8 @@ bool runMpiRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
   };
   RankState State;
   // Each process prints only its own IR: there is nothing to compare.
-  runRank(Rank, std::move(*Created), std::move(Hooks), Config, std::move(M),
-          Diags, State, /*HashFinalIR=*/false);
+  runRank(Rank, std::move(*Created), std::move(Hooks), Config, Heuristic,
+          std::move(M), Diags, State, /*HashFinalIR=*/false);
 
   if (State.Stopped) {
     warnInOneWrite(State.StopReason);
@@ -765,8 +762,8 @@ bool mtsched::agreeOnInput(const OptMainConfig &Config, const Module *M) {
 }
 
 bool mtsched::runOnRanks(
-    const OptMainConfig &Config, std::unique_ptr<Module> M, Diagnostics &Diags,
-    llvm::raw_ostream &OS,
+    const OptMainConfig &Config, const FusionHeuristic &Heuristic,
+    std::unique_ptr<Module> M, Diagnostics &Diags, llvm::raw_ostream &OS,
     std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   int LaunchedRanks = launcherVar(LauncherSizeVars);
   // Without passes there is nothing for ranks to do: print the module,
@@ -775,9 +772,9 @@ bool mtsched::runOnRanks(
     return launcherVar(LauncherRankVars) > 0 ||
            runOutputSteps(Config.Output, getBuiltinBackends(), *M, OS);
   if (LaunchedRanks < 1)
-    return runThreadRanks(Config, std::move(M), Diags, OS,
+    return runThreadRanks(Config, Heuristic, std::move(M), Diags, OS,
                           std::move(FrontendPhasesMs));
-  return runMpiRanks(Config, std::move(M), Diags, OS,
+  return runMpiRanks(Config, Heuristic, std::move(M), Diags, OS,
                      std::move(FrontendPhasesMs));
 }
 

@@ -2,9 +2,10 @@
 #include "mtsched/Tools/Calibrate.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
-#include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Support/Diagnostics.h"
+#include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Support/FileIO.h"
+#include "mtsched/Tools/RankPipeline.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -514,10 +515,14 @@ llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
   LoweringOptions L = Lowering;
   // Decisions are not needed, only the workloads.
   L.Mode = CollectiveMode::Deferred;
-  // As the default pipeline lowers (the report may time SwiGLU's merged
-  // alternatives, which fuse-swiglu adds).
-  std::unique_ptr<Pass> Passes[] = {createLowerPass(L), createFuseSwiGluPass(L),
-                                    createFusePass(Fusion)};
+  // The default pipeline's passes before `autotune`, as the driver runs
+  // them (the report may time SwiGLU's merged alternatives, which
+  // fuse-swiglu adds).
+  PassRegistry Registry;
+  registerPipelinePasses(Registry, L, Fusion, /*Session=*/nullptr);
+  std::vector<std::unique_ptr<Pass>> Passes;
+  for (const char *Name : defaultPipelineBeforeAutotune())
+    Passes.push_back(Registry.lookup(Name)->Factory());
   for (auto &G : M->getGraphs())
     for (auto &P : Passes) {
       P->setContext(Ctx);

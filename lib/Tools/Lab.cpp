@@ -1,15 +1,14 @@
 //===- Lab.cpp - Compare fusion heuristics and pruning over a corpus ------===//
 #include "mtsched/Tools/Lab.h"
 #include "mtsched/Autotune/Autotuner.h"
-#include "mtsched/Autotune/SwiGluSelect.h"
-#include "mtsched/Backend/Backends.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
-#include "mtsched/Lowering/SwiGlu.h"
-#include "mtsched/Passes/PassManager.h"
 #include "mtsched/Support/Diagnostics.h"
+#include "mtsched/Passes/PassManager.h"
+#include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Support/FileIO.h"
+#include "mtsched/Tools/RankPipeline.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -35,12 +34,14 @@ struct LabRun {
   double AutotuneMs = 0;
 };
 
-/// Runs mtsched-opt's default pipeline (lower, fuse-swiglu, fuse, autotune,
-/// select-swiglu) on every rank (threads) of Source, so that SwiGLU MLPs
-/// are decided as the driver decides them: merged or split.
+/// Runs mtsched-opt's default pipeline (DefaultPipeline) on every rank
+/// (threads) of Source, each rank set up as the driver sets one up
+/// (RankPipeline.h), so that SwiGLU MLPs are decided as the driver decides
+/// them: merged or split.
 llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
                                const AutotuneOptions &Tune,
-                               const FusionOptions &Fusion) {
+                               const FusionOptions &Fusion,
+                               const FusionHeuristic &Heuristic) {
   int N = 1;
   for (const auto &G : Source.getGraphs())
     N = std::max<int>(N, G->getWorldSize());
@@ -54,28 +55,24 @@ llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
       LabRun &Run = Runs[R];
       Run.M = Source.clone();
       std::unique_ptr<Communicator> Comm = Group.get(R);
-      llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
-          getBuiltinBackends().create(Tune, R, *Comm);
-      if (!Bench) {
-        Errors[R] = llvm::toString(Bench.takeError());
+      LoweringOptions Lowering;
+      llvm::Expected<std::unique_ptr<Autotuner>> Session = createRankAutotuner(
+          Tune, Fusion, Heuristic, Lowering.Mode, R, *Comm, Diags, *Run.M);
+      if (!Session) {
+        Errors[R] = llvm::toString(Session.takeError());
         Group.markDead(R);
         return;
       }
-      Autotuner Session(Tune, Fusion, CollectiveMode::Deferred, *Comm,
-                        std::move(*Bench), createRooflinePredictor(Tune.Device),
-                        Diags, *Run.M);
+      PassRegistry Passes;
+      registerPipelinePasses(Passes, Lowering, Fusion, Session->get());
       PassContext Ctx;
       Ctx.M = Run.M.get();
       Ctx.Diags = &Diags;
       Ctx.AnalysisOS = &llvm::nulls();
       PassManagerOptions PMO;
-      LoweringOptions Lowering;
       PassManager PM(PMO, Ctx, llvm::nulls());
-      PM.addPass(createLowerPass(Lowering));
-      PM.addPass(createFuseSwiGluPass(Lowering));
-      PM.addPass(createFusePass(Fusion));
-      PM.addPass(createAutotunePass(&Session));
-      PM.addPass(createSelectSwiGluPass(&Session));
+      for (const char *Name : DefaultPipeline)
+        PM.addPass(Passes.lookup(Name)->Factory());
       if (llvm::Error E = PM.run(*Run.M)) {
         Errors[R] = llvm::toString(std::move(E));
         Group.markDead(R);
@@ -84,8 +81,8 @@ llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
       for (const auto &P : PM.getPassTimesMs())
         if (P.first == "autotune")
           Run.AutotuneMs += P.second;
-      Session.finish();
-      Run.Result = Session.getResult();
+      (*Session)->finish();
+      Run.Result = (*Session)->getResult();
     });
   for (std::thread &T : Threads)
     T.join();
@@ -136,6 +133,18 @@ void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
 } // namespace
 
 llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
+  // Every heuristic built once, before any run: a name none has fails at
+  // once, listing the known ones.
+  llvm::Expected<std::unique_ptr<FusionHeuristic>> Exhaustive =
+      createFusionHeuristic("benchmark");
+  if (!Exhaustive)
+    return Exhaustive.takeError();
+  std::vector<std::unique_ptr<FusionHeuristic>> Heuristics;
+  for (const std::string &Name : Opts.Heuristics)
+    if (auto H = createFusionHeuristic(Name))
+      Heuristics.push_back(std::move(*H));
+    else
+      return H.takeError();
   std::vector<LabRow> Rows;
   for (const std::string &File : Opts.Files) {
     auto Buf = readBoundedFile(File, MaxIRFileBytes, "an IR input");
@@ -156,10 +165,9 @@ llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
     Tune.CacheOnly = false;
     Tune.Progress = false;
     // The exhaustive run first: its agreed timings measure every setting.
-    FusionOptions Exhaustive;
-    Exhaustive.Heuristic = "benchmark";
+    FusionOptions Fusion;
     Tune.PruneTopK = 0;
-    llvm::Expected<LabRun> Ref = runOnce(*M, SM, Tune, Exhaustive);
+    llvm::Expected<LabRun> Ref = runOnce(*M, SM, Tune, Fusion, **Exhaustive);
     if (!Ref)
       return bad(File + ": " + llvm::toString(Ref.takeError()));
     TimingTable Table;
@@ -174,17 +182,15 @@ llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
     // a negative regret (-0.1%).
     double Best = RefMeasured;
     size_t FirstRow = Rows.size();
-    for (const std::string &H : Opts.Heuristics)
+    for (const std::unique_ptr<FusionHeuristic> &H : Heuristics)
       for (unsigned K : Opts.PruneTopK) {
-        FusionOptions Fusion;
-        Fusion.Heuristic = H;
         Tune.PruneTopK = K;
-        llvm::Expected<LabRun> Run = runOnce(*M, SM, Tune, Fusion);
+        llvm::Expected<LabRun> Run = runOnce(*M, SM, Tune, Fusion, *H);
         if (!Run)
           return bad(File + ": " + llvm::toString(Run.takeError()));
         LabRow Row;
         Row.File = llvm::sys::path::stem(File).str();
-        Row.Heuristic = H;
+        Row.Heuristic = H->getName().str();
         Row.PruneTopK = K;
         evaluate(*Run, Tune.Device, Table, Row.PredictedUs, Row.MeasuredUs);
         Row.AutotuneMs = Run->AutotuneMs;

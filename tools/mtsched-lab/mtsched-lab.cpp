@@ -7,7 +7,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/Benchmarker.h"
-#include "mtsched/Schedule/FusionHeuristic.h"
 #include "mtsched/Support/FileIO.h"
 #include "mtsched/Support/ToolError.h"
 #include "mtsched/Support/Version.h"
@@ -58,14 +57,9 @@ int main(int argc, char **argv) {
   // The lab weighs each setting by every rank's measurements and counts
   // the benchmarks one rank runs: the work split would change both.
   Opts.Tune.SplitTuning = false;
-  if (!Heuristics.empty()) {
-    Opts.Heuristics.clear();
-    for (const std::string &H : Heuristics) {
-      if (auto F = createFusionHeuristic(H); !F)
-        fail(toString(F.takeError()));
-      Opts.Heuristics.push_back(H);
-    }
-  }
+  // runLab builds each heuristic once and reports a name none has.
+  if (!Heuristics.empty())
+    Opts.Heuristics.assign(Heuristics.begin(), Heuristics.end());
   if (!Prune.empty())
     Opts.PruneTopK.assign(Prune.begin(), Prune.end());
   Expected<std::vector<LabRow>> Rows = runLab(Opts);

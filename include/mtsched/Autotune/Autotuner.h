@@ -43,9 +43,15 @@ class Diagnostics;
 
 class Autotuner {
 public:
+  /// Heuristic decides epilogue fusion; it is built (and its name checked)
+  /// once by whoever creates the autotuner (createFusionHeuristic), must
+  /// outlive it, and may be shared by every rank: it is a reference so that
+  /// an autotuner without one cannot be written. Fusion's other fields are
+  /// read; its Heuristic name is not (the pre-sync compares
+  /// Heuristic.getName()).
   Autotuner(const AutotuneOptions &Opts, const FusionOptions &Fusion,
-            CollectiveMode Mode, Communicator &Comm,
-            std::unique_ptr<Benchmarker> Bench,
+            const FusionHeuristic &Heuristic, CollectiveMode Mode,
+            Communicator &Comm, std::unique_ptr<Benchmarker> Bench,
             std::unique_ptr<TimePredictor> Model, Diagnostics &Diags,
             const Module &M, RankHooks Hooks = {});
   ~Autotuner();

@@ -50,10 +50,6 @@ struct OptMainConfig {
 /// Runs the driver; returns the process exit code (0 or 1).
 int optMain(const OptMainConfig &Config);
 
-/// The passes `--pipeline=default` stands for.
-inline constexpr const char *DefaultPipeline[] = {
-    "lower", "fuse-swiglu", "fuse", "autotune", "select-swiglu"};
-
 /// Expands pipeline aliases (`default`) and checks every name; reports
 /// unknown names to errs() and returns false.
 bool expandPipeline(const PassRegistry &Registry,

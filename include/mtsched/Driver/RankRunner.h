@@ -19,14 +19,18 @@
 namespace mtsched {
 
 class Diagnostics;
+class FusionHeuristic;
 class Module;
 
 /// Runs Config's pipeline on M with Config.NumRanks ranks (or the module's
 /// world size). Prints the reporting rank's IR dumps and final IR to OS and
 /// writes the report and trace Config asks for; FrontendPhasesMs (parse,
-/// verify) go into the report. Returns false after reporting an error.
-bool runOnRanks(const OptMainConfig &Config, std::unique_ptr<Module> M,
-                Diagnostics &Diags, llvm::raw_ostream &OS,
+/// verify) go into the report. Every rank's autotuner asks Heuristic
+/// (built once from Config.Pipe.Fusion.Heuristic). Returns false after
+/// reporting an error.
+bool runOnRanks(const OptMainConfig &Config, const FusionHeuristic &Heuristic,
+                std::unique_ptr<Module> M, Diagnostics &Diags,
+                llvm::raw_ostream &OS,
                 std::vector<std::pair<std::string, double>> FrontendPhasesMs);
 
 /// Under an MPI launcher, with a pipeline to run: tells every rank whether

@@ -301,6 +301,94 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
   return std::string();
 }
 
+/// Reference rows: all of a small output, else the first, the last and 14
+/// random ones.
+static std::vector<int64_t> checkRowsOf(int64_t Rows, std::mt19937_64 &Rng) {
+  std::vector<int64_t> CheckRows;
+  if (Rows <= 64) {
+    for (int64_t R = 0; R < Rows; ++R)
+      CheckRows.push_back(R);
+  } else {
+    CheckRows = {0, Rows - 1};
+    std::uniform_int_distribution<int64_t> Pick(1, Rows - 2);
+    while (CheckRows.size() < 16)
+      CheckRows.push_back(Pick(Rng));
+  }
+  return CheckRows;
+}
+
+bool CudaBenchmarker::allocOutputs(const MultiTemplateBufferNode &N,
+                                   Prepared &P) {
+  const Value *Last =
+      N.getEpilogue().empty() ? N.getResult() : N.getEpilogue().back().V;
+  for (int C = 0; C < P.Copies; ++C)
+    for (auto [Buf, V] :
+         {std::make_pair(&P.OutMain[C], (const Value *)N.getResult()),
+          std::make_pair(&P.OutFused[C], Last),
+          std::make_pair(&P.OutEpi[C], Last)}) {
+      Buf->Bytes = P.Rows * P.N * dtypeBytes(V->getType().Dtype);
+      if (G->D->cuMemAlloc(&Buf->P, std::max<size_t>(16, Buf->Bytes))) {
+        P.Error = "cannot allocate the output";
+        return false;
+      }
+    }
+  return true;
+}
+
+bool CudaBenchmarker::allocWriteBuffers(const MultiTemplateBufferNode &N,
+                                        Prepared &P) {
+  // A kernel writing the epilogue's `writes` needs a buffer for each,
+  // allocated before the first check poisons it.
+  for (const Operand &Wr : N.getEpilogueWrites()) {
+    std::vector<DevBuf> &Bufs = P.Scratch[Wr.V];
+    Bufs.resize(P.Copies);
+    for (DevBuf &B : Bufs) {
+      B.Bytes = P.Rows * Wr.V->getType().innerDim() *
+                dtypeBytes(Wr.V->getType().Dtype);
+      if (G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
+        P.Error = "cannot allocate the output '%" + Wr.V->getName() + "'";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool CudaBenchmarker::gpuReferenceRows(const MultiTemplateBufferNode &N,
+                                       Prepared &P, BenchSupport &Support) {
+  size_t NumRows = P.CheckRows.size();
+  // The GEMM's own rows on the GPU, from its device inputs (copy 0).
+  const Value *A = N.getOperand(0);
+  const TensorType &AT = A->getType();
+  int64_t M1 = AT.rank() >= 2 ? AT.Shape[AT.rank() - 2] : 1;
+  auto RowsOf = [&](const Value *B) {
+    return Support.gemmRows(P.Dev[A][0].P, P.Dev[B][0].P, AT.Dtype, P.CheckRows,
+                            P.K, P.N, M1, B->getType().rank() > 2, G->Stream);
+  };
+  if (N.getOp() == OpCode::MatMul) {
+    auto R = RowsOf(N.getOperand(1));
+    if (!R) {
+      P.Error = llvm::toString(R.takeError());
+      return false;
+    }
+    P.RefMain = std::move(*R);
+  } else if (N.getOp() == OpCode::SwiGlu) {
+    auto Gate = RowsOf(N.getOperand(1));
+    auto Up = Gate ? RowsOf(N.getOperand(2)) : Gate.takeError();
+    if (!Up) {
+      P.Error = llvm::toString(Up.takeError());
+      return false;
+    }
+    for (size_t I = 0; I < NumRows; ++I) {
+      std::vector<double> &Gr = (*Gate)[I];
+      for (int64_t C = 0; C < P.N; ++C)
+        Gr[C] = Gr[C] / (1 + std::exp(-Gr[C])) * (*Up)[I][C];
+    }
+    P.RefMain = std::move(*Gate);
+  }
+  return true;
+}
+
 Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
                                    const Workload &W) {
   int64_t OwnRows = rowsOf(N.getType());
@@ -398,46 +486,13 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
     P.Error = "filling the inputs failed";
     return P;
   }
-  const Value *Last =
-      N.getEpilogue().empty() ? N.getResult() : N.getEpilogue().back().V;
-  for (int C = 0; C < P.Copies; ++C)
-    for (auto [Buf, V] :
-         {std::make_pair(&P.OutMain[C], (const Value *)N.getResult()),
-          std::make_pair(&P.OutFused[C], Last),
-          std::make_pair(&P.OutEpi[C], Last)}) {
-      Buf->Bytes = Rows * P.N * dtypeBytes(V->getType().Dtype);
-      if (G->D->cuMemAlloc(&Buf->P, std::max<size_t>(16, Buf->Bytes))) {
-        P.Error = "cannot allocate the output";
-        return P;
-      }
-    }
+  if (!allocOutputs(N, P))
+    return P;
 
   Phase.emplace("cuda.prepare.reference");
-  // Reference rows: all of a small output, else the first, the last and
-  // 14 random ones.
-  if (Rows <= 64) {
-    for (int64_t R = 0; R < Rows; ++R)
-      P.CheckRows.push_back(R);
-  } else {
-    P.CheckRows = {0, Rows - 1};
-    std::uniform_int_distribution<int64_t> Pick(1, Rows - 2);
-    while (P.CheckRows.size() < 16)
-      P.CheckRows.push_back(Pick(Rng));
-  }
-  // A kernel writing the epilogue's `writes` needs a buffer for each,
-  // allocated before the first check poisons it.
-  for (const Operand &Wr : N.getEpilogueWrites()) {
-    std::vector<DevBuf> &Bufs = P.Scratch[Wr.V];
-    Bufs.resize(P.Copies);
-    for (DevBuf &B : Bufs) {
-      B.Bytes =
-          Rows * Wr.V->getType().innerDim() * dtypeBytes(Wr.V->getType().Dtype);
-      if (G->D->cuMemAlloc(&B.P, std::max<size_t>(16, B.Bytes))) {
-        P.Error = "cannot allocate the output '%" + Wr.V->getName() + "'";
-        return P;
-      }
-    }
-  }
+  P.CheckRows = checkRowsOf(Rows, Rng);
+  if (!allocWriteBuffers(N, P))
+    return P;
   // One row per task: a check row of a 4096-wide GEMM is 16M multiply-adds
   // in fp64, and a decode GEMM checks every one of its rows.
   size_t NumRows = P.CheckRows.size();
@@ -451,38 +506,8 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       P.RefWritesEpi[Wr.V].assign(NumRows, {});
     }
   }
-  if (Support) {
-    // The GEMM's own rows on the GPU, from its device inputs (copy 0).
-    const Value *A = N.getOperand(0);
-    const TensorType &AT = A->getType();
-    int64_t M1 = AT.rank() >= 2 ? AT.Shape[AT.rank() - 2] : 1;
-    auto RowsOf = [&](const Value *B) {
-      return Support->gemmRows(P.Dev[A][0].P, P.Dev[B][0].P, AT.Dtype,
-                               P.CheckRows, P.K, P.N, M1,
-                               B->getType().rank() > 2, G->Stream);
-    };
-    if (N.getOp() == OpCode::MatMul) {
-      auto R = RowsOf(N.getOperand(1));
-      if (!R) {
-        P.Error = llvm::toString(R.takeError());
-        return P;
-      }
-      P.RefMain = std::move(*R);
-    } else if (N.getOp() == OpCode::SwiGlu) {
-      auto Gate = RowsOf(N.getOperand(1));
-      auto Up = Gate ? RowsOf(N.getOperand(2)) : Gate.takeError();
-      if (!Up) {
-        P.Error = llvm::toString(Up.takeError());
-        return P;
-      }
-      for (size_t I = 0; I < NumRows; ++I) {
-        std::vector<double> &Gr = (*Gate)[I];
-        for (int64_t C = 0; C < P.N; ++C)
-          Gr[C] = Gr[C] / (1 + std::exp(-Gr[C])) * (*Up)[I][C];
-      }
-      P.RefMain = std::move(*Gate);
-    }
-  }
+  if (Support && !gpuReferenceRows(N, P, *Support))
+    return P;
   std::vector<std::string> RowErrors(NumRows);
   parallelChunks(
       int64_t(NumRows),

@@ -142,18 +142,11 @@ Measurement CudaBenchmarker::run(
     DType OutType, const std::vector<std::vector<double>> &Ref, double *Best,
     const KernelSource *K,
     const std::map<const Value *, std::vector<std::vector<double>>> *Extra) {
-  const DriverApi &D = *G->D;
-  auto Fail = [&](const char *What, CUresult R) {
-    return failed(ChoiceStatus::Failed,
-                  std::string(What) + ": " + D.errorString(R));
-  };
   const std::string Running =
       K ? "kernel '" + K->Name + "'" : std::string("the measured library call");
   // The kernel's other outputs (an epilogue's `writes`), each with its
   // buffer of copy 0 and its reference rows.
-  std::vector<std::tuple<const Value *, const DevBuf *,
-                         const std::vector<std::vector<double>> *>>
-      Others;
+  std::vector<CheckedOutput> Others;
   if (K && Extra)
     for (size_t I = 0; I + 1 < K->Outputs.size(); ++I) {
       const Value *V = K->Outputs[I];
@@ -162,14 +155,36 @@ Measurement CudaBenchmarker::run(
       if (B == P.Scratch.end() || B->second.empty() || R == Extra->end())
         return failed(ChoiceStatus::Failed,
                       "no reference for the output '%" + V->getName() + "'");
-      Others.emplace_back(V, &B->second[0], &R->second);
+      Others.push_back({V, &B->second[0], &R->second});
     }
+  if (std::optional<Measurement> Wrong =
+          checkRun(Launch, P, Out, OutType, Ref, Others, Running))
+    return *Wrong;
+  // Nothing may set a GPU up while a choice is timed (docs/CUDA.md).
+  waitForCollectiveSetUp();
+  return timeRun(Launch, P, Best, Running);
+}
+
+/// What run() says of a failed driver call.
+static Measurement failedCall(const DriverApi &D, const char *What,
+                              CUresult R) {
+  return failed(ChoiceStatus::Failed,
+                std::string(What) + ": " + D.errorString(R));
+}
+
+std::optional<Measurement> CudaBenchmarker::checkRun(
+    const std::function<CUresult(int)> &Launch, Prepared &P, const DevBuf *Out,
+    DType OutType, const std::vector<std::vector<double>> &Ref,
+    llvm::ArrayRef<CheckedOutput> Others, const std::string &Running) {
+  const DriverApi &D = *G->D;
+  auto Fail = [&](const char *What, CUresult R) {
+    return failedCall(D, What, R);
+  };
   // Correctness: poison the outputs, run once, compare sampled rows.
-  std::optional<llvm::TimeTraceScope> Phase;
-  Phase.emplace("cuda.check");
+  llvm::TimeTraceScope Phase("cuda.check");
   if (CUresult R = D.cuMemsetD8Async(Out[0].P, 0xff, Out[0].Bytes, G->Stream))
     return Fail("cannot poison the output", R);
-  for (auto &[V, B, Rows] : Others)
+  for (const auto &[V, B, Rows] : Others)
     if (CUresult R = D.cuMemsetD8Async(B->P, 0xff, B->Bytes, G->Stream))
       return Fail("cannot poison an output", R);
   if (CUresult R = Launch(0))
@@ -194,7 +209,7 @@ Measurement CudaBenchmarker::run(
                   "output differs from the fp64 reference: relative error " +
                       llvm::formatv("{0:e2}", Rel).str() + " > " +
                       llvm::formatv("{0:e0}", tolerance(OutType)).str());
-  for (auto &[V, B, Rows] : Others) {
+  for (const auto &[V, B, Rows] : Others) {
     DType T = V->getType().Dtype;
     size_t WBytes = size_t(V->getType().innerDim()) * dtypeBytes(T);
     std::string Other(P.CheckRows.size() * WBytes, '\0');
@@ -212,11 +227,18 @@ Measurement CudaBenchmarker::run(
                         llvm::formatv("{0:e2}", RelW).str() + " > " +
                         llvm::formatv("{0:e0}", tolerance(T)).str());
   }
-  // Nothing may set a GPU up while a choice is timed (docs/CUDA.md).
-  Phase.reset();
-  waitForCollectiveSetUp();
+  return std::nullopt;
+}
+
+Measurement CudaBenchmarker::timeRun(const std::function<CUresult(int)> &Launch,
+                                     Prepared &P, double *Best,
+                                     const std::string &Running) {
+  const DriverApi &D = *G->D;
+  auto Fail = [&](const char *What, CUresult R) {
+    return failedCall(D, What, R);
+  };
   // Warm-up, then an estimate that sizes the samples.
-  Phase.emplace("cuda.time");
+  llvm::TimeTraceScope Phase("cuda.time");
   for (unsigned I = 0; I < std::max(1u, Opts.WarmupRuns); ++I)
     if (CUresult R = Launch(int(I % P.Copies)))
       return Fail("launch failed", R);
@@ -307,6 +329,51 @@ void CudaBenchmarker::prepareCollectives() {
   Coll->startSetUp();
 }
 
+Measurement
+CudaBenchmarker::measureOneRankCopy(const MultiTemplateBufferNode &N,
+                                    const Workload &W, const Choice &C) {
+  // One rank: the collective is a device-to-device copy.
+  Prepared &P = prepare(N, W);
+  if (!P.Error.empty())
+    return failed(ChoiceStatus::Failed, P.Error);
+  const Value *In = N.getOperand(0);
+  // An uneven all_to_all keeps min(rows, capacity) rows (raggedCounts at
+  // one rank) and zeros the rest; only nccl moves counted rows.
+  size_t CopyBytes = P.OutMain[0].Bytes;
+  int64_t CopyElems = N.getType().numElements();
+  if (W.Ragged) {
+    if (collectiveAlgoOf(C) != CollectiveAlgo::Nccl)
+      return failed(ChoiceStatus::Failed,
+                    "'" + C.Name +
+                        "' splits evenly; an uneven all_to_all runs on "
+                        "nccl only");
+    CopyElems = std::min(In->getType().numElements(), CopyElems);
+    CopyBytes = size_t(CopyElems) * dtypeBytes(N.getType().Dtype);
+  }
+  return run(
+      [&](int Copy) {
+        CUresult R = G->D->cuMemcpyDtoDAsync(
+            P.OutMain[Copy].P, P.Dev[In][Copy].P, CopyBytes, G->Stream);
+        if (!R && CopyBytes < P.OutMain[Copy].Bytes)
+          R = G->D->cuMemsetD8Async(P.OutMain[Copy].P + CopyBytes, 0,
+                                    P.OutMain[Copy].Bytes - CopyBytes,
+                                    G->Stream);
+        return R;
+      },
+      P, P.OutMain, N.getType().Dtype,
+      [&] {
+        std::vector<std::vector<double>> Ref;
+        for (int64_t R : P.CheckRows) {
+          std::vector<double> Row(size_t(P.N), 0.0);
+          for (int64_t I = 0; I < P.N; ++I)
+            if (R * P.N + I < CopyElems)
+              Row[size_t(I)] = P.Host.at(In, R * P.N + I);
+          Ref.push_back(std::move(Row));
+        }
+        return Ref;
+      }());
+}
+
 Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
                                      const Workload &W, const Choice &C,
                                      bool Fused) {
@@ -358,48 +425,8 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
   std::lock_guard<std::mutex> Lock(G->Mu);
   if (llvm::Error E = makeCurrent(G->Info))
     return failed(ChoiceStatus::Failed, llvm::toString(std::move(E)));
-  if (W.K == Workload::Kind::Collective) {
-    // One rank: the collective is a device-to-device copy.
-    Prepared &P = prepare(N, W);
-    if (!P.Error.empty())
-      return failed(ChoiceStatus::Failed, P.Error);
-    const Value *In = N.getOperand(0);
-    // An uneven all_to_all keeps min(rows, capacity) rows (raggedCounts at
-    // one rank) and zeros the rest; only nccl moves counted rows.
-    size_t CopyBytes = P.OutMain[0].Bytes;
-    int64_t CopyElems = N.getType().numElements();
-    if (W.Ragged) {
-      if (collectiveAlgoOf(C) != CollectiveAlgo::Nccl)
-        return failed(ChoiceStatus::Failed,
-                      "'" + C.Name +
-                          "' splits evenly; an uneven all_to_all runs on "
-                          "nccl only");
-      CopyElems = std::min(In->getType().numElements(), CopyElems);
-      CopyBytes = size_t(CopyElems) * dtypeBytes(N.getType().Dtype);
-    }
-    return run(
-        [&](int Copy) {
-          CUresult R = G->D->cuMemcpyDtoDAsync(
-              P.OutMain[Copy].P, P.Dev[In][Copy].P, CopyBytes, G->Stream);
-          if (!R && CopyBytes < P.OutMain[Copy].Bytes)
-            R = G->D->cuMemsetD8Async(P.OutMain[Copy].P + CopyBytes, 0,
-                                      P.OutMain[Copy].Bytes - CopyBytes,
-                                      G->Stream);
-          return R;
-        },
-        P, P.OutMain, N.getType().Dtype,
-        [&] {
-          std::vector<std::vector<double>> Ref;
-          for (int64_t R : P.CheckRows) {
-            std::vector<double> Row(size_t(P.N), 0.0);
-            for (int64_t I = 0; I < P.N; ++I)
-              if (R * P.N + I < CopyElems)
-                Row[size_t(I)] = P.Host.at(In, R * P.N + I);
-            Ref.push_back(std::move(Row));
-          }
-          return Ref;
-        }());
-  }
+  if (W.K == Workload::Kind::Collective)
+    return measureOneRankCopy(N, W, C);
   Prepared &P = prepare(N, W);
   if (!P.Error.empty())
     return failed(ChoiceStatus::Failed, P.Error);

@@ -12,12 +12,14 @@
 #include "CudaDevice.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "mtsched/Reference/DrawnValues.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/ThreadPool.h"
 #include <functional>
 #include <future>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace mtsched {
 namespace cuda {
@@ -112,6 +114,15 @@ private:
   Prepared &slot(const MultiTemplateBufferNode &N, const Workload &W);
   /// Prepares N at W's size once: inputs, references, kernels.
   Prepared &prepare(const MultiTemplateBufferNode &N, const Workload &W);
+  // prepare()'s steps; each says why it failed in P.Error.
+  /// The main, fused and epilogue outputs of every copy.
+  bool allocOutputs(const MultiTemplateBufferNode &N, Prepared &P);
+  /// A buffer per copy for each of the epilogue's `writes`.
+  bool allocWriteBuffers(const MultiTemplateBufferNode &N, Prepared &P);
+  /// A GEMM's (or SwiGLU's) own reference rows on the GPU, from its device
+  /// inputs of copy 0, into P.RefMain.
+  bool gpuReferenceRows(const MultiTemplateBufferNode &N, Prepared &P,
+                        BenchSupport &Support);
   /// Starts compiling N's kernels (the choices expectChoices kept) before
   /// the GPU is open: NVRTC then runs while the context is created and
   /// the inputs are filled. Needs only the device's attributes.
@@ -144,6 +155,29 @@ private:
       const KernelSource *K = nullptr,
       const std::map<const Value *, std::vector<std::vector<double>>> *Extra =
           nullptr);
+  /// measure() of a collective on one rank: a device-to-device copy of its
+  /// input (an uneven all_to_all's kept rows, the rest zeroed). The caller
+  /// holds the GPU's lock, its context current.
+  Measurement measureOneRankCopy(const MultiTemplateBufferNode &N,
+                                 const Workload &W, const Choice &C);
+  /// An output of a kernel checked beside its last: its buffer of copy 0
+  /// and its reference rows.
+  struct CheckedOutput {
+    const Value *V;
+    const DevBuf *Buf;
+    const std::vector<std::vector<double>> *Rows;
+  };
+  /// run()'s check: poisons the outputs, runs copy 0 once and compares the
+  /// sampled rows with Ref (and Others with theirs); the failure, or none.
+  std::optional<Measurement>
+  checkRun(const std::function<CUresult(int)> &Launch, Prepared &P,
+           const DevBuf *Out, DType OutType,
+           const std::vector<std::vector<double>> &Ref,
+           llvm::ArrayRef<CheckedOutput> Others, const std::string &Running);
+  /// run()'s timing: warm-up, an estimate that sizes the samples, then the
+  /// samples (replayed from a CUDA graph where one captures); Best as run().
+  Measurement timeRun(const std::function<CUresult(int)> &Launch, Prepared &P,
+                      double *Best, const std::string &Running);
   CUresult launch(LoadedKernel &L, Prepared &P, const DevBuf *Out, int Copy);
 
 public:

@@ -279,218 +279,239 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
                                         const Workload &W, const Choice &C,
                                         bool Fused,
                                         const std::string &LocalFault) {
+  // Set-up runs on every rank, even one with a local fault, up to the
+  // agreement: a rank that skipped it would leave its peers waiting.
   std::string Err = LocalFault;
   bool Ok = Err.empty();
-  if (!init(Err) && Ok) {
-    Ok = false;
-  }
-  if (!InitOk)
+  if (!init(Err))
     return failed(ChoiceStatus::Failed, Err);
   if (llvm::Error E = makeCurrent(Dev)) {
     Err = llvm::toString(std::move(E));
     Ok = false;
   }
-  std::optional<CollectiveAlgo> A = collectiveAlgoOf(C);
-  if (Ok && !A) {
-    Err = "'" + C.Name + "' is no collective algorithm this backend knows";
-    Ok = false;
-  }
-  // The hierarchical collective needs NCCL communicators per level; until
-  // they exist it fails as data, like any choice that cannot run here.
-  if (Ok && *A == CollectiveAlgo::Hier) {
-    Err = "'" + C.Name + "' is not implemented on the cuda backend yet";
-    Ok = false;
-  }
-  if (const Attribute *R = N.getAttrs().get("reduce"))
-    if (Ok && R->getString() != "sum") {
-      Err = "only reduce = \"sum\" is timed on GPUs, not \"" +
-            R->getString().str() + "\"";
-      Ok = false;
-    }
-  if (Ok && !prepare(N, W, Err))
-    Ok = false;
-  // The launch.
-  std::function<CUresult(int)> Launch;
-  CollectiveEpilogue Epi;
-  if (Ok && *A == CollectiveAlgo::Nccl) {
-    if (Fused) {
-      Err = "'nccl' is an extern call and cannot fuse";
-      Ok = false;
-    } else if (!NComm) {
-      Err = NcclError;
-      Ok = false;
-    } else {
-      int DT = B.T == DType::BF16  ? ncclBfloat16
-               : B.T == DType::F16 ? ncclFloat16
-                                   : ncclFloat32;
-      size_t Count = size_t(B.InElems);
-      if (!isFloatDType(B.T) && W.Collective != CollectiveKind::AllToAll) {
-        Err = "nccl reduces and gathers float tensors here, not " +
-              std::string(dtypeName(B.T));
-        Ok = false;
-      }
-      switch (Ok ? W.Collective : CollectiveKind::None) {
-      case CollectiveKind::AllReduce:
-        Launch = [&, DT, Count](int Cp) {
-          return Nc->ncclAllReduce((void *)B.In[size_t(Cp)],
-                                   (void *)B.Out[size_t(Cp)], Count, DT,
-                                   ncclSum, NComm, Stream);
-        };
-        break;
-      case CollectiveKind::AllGather:
-        Launch = [&, DT, Count](int Cp) {
-          return Nc->ncclAllGather((void *)B.In[size_t(Cp)],
-                                   (void *)B.Out[size_t(Cp)], Count, DT, NComm,
-                                   Stream);
-        };
-        break;
-      case CollectiveKind::ReduceScatter:
-        Launch = [&, DT](int Cp) {
-          return Nc->ncclReduceScatter(
-              (void *)B.In[size_t(Cp)], (void *)B.Out[size_t(Cp)],
-              size_t(B.OutElems), DT, ncclSum, NComm, Stream);
-        };
-        break;
-      case CollectiveKind::AllToAll:
-        if (!B.Ragged) {
-          // Chunk p of the input to rank p, chunk p of the output from it;
-          // bytes, as nothing is reduced.
-          size_t Chunk = size_t(B.InElems) * dtypeBytes(B.T) / Comm.size();
-          Launch = [&, Chunk](int Cp) {
-            int Ranks = Comm.size();
-            CUresult R = CUresult(Nc->ncclGroupStart());
-            for (int P = 0; P < Ranks && !R; ++P)
-              R = CUresult(Nc->ncclSend((void *)(B.In[size_t(Cp)] + P * Chunk),
-                                        Chunk, ncclUint8, P, NComm, Stream));
-            for (int P = 0; P < Ranks && !R; ++P)
-              R = CUresult(Nc->ncclRecv((void *)(B.Out[size_t(Cp)] + P * Chunk),
-                                        Chunk, ncclUint8, P, NComm, Stream));
-            CUresult RE = CUresult(Nc->ncclGroupEnd());
-            return R ? R : RE;
-          };
-          break;
-        }
-        // Uneven: the counts are device values, so every call waits for
-        // the stream (where their producer ran) and reads them back, as a
-        // compiled graph must before its NCCL calls and as torch's
-        // .tolist() does; then it sends and receives counted rows and zeros
-        // the rows past the received.
-        Launch = [&](int Cp) {
-          int Ranks = Comm.size();
-          std::vector<int64_t> Counts(size_t(2 * Ranks));
-          if (CUresult R = syncStream(*D, Stream, "an uneven all_to_all"))
-            return R;
-          if (CUresult R = D->cuMemcpyDtoH(Counts.data(), B.CountsDev,
-                                           Counts.size() * 8))
-            return R;
-          size_t RowB = size_t(B.RowElems) * dtypeBytes(B.T);
-          size_t SendOff = 0, RecvOff = 0;
-          CUresult R = CUresult(Nc->ncclGroupStart());
-          for (int P = 0; P < Ranks && !R; ++P) {
-            size_t S = size_t(Counts[size_t(P)]) * RowB,
-                   V = size_t(Counts[size_t(Ranks + P)]) * RowB;
-            if (S)
-              R = CUresult(Nc->ncclSend((void *)(B.In[size_t(Cp)] + SendOff), S,
-                                        ncclUint8, P, NComm, Stream));
-            if (V && !R)
-              R = CUresult(Nc->ncclRecv((void *)(B.Out[size_t(Cp)] + RecvOff),
-                                        V, ncclUint8, P, NComm, Stream));
-            SendOff += S;
-            RecvOff += V;
-          }
-          CUresult RE = CUresult(Nc->ncclGroupEnd());
-          if (R || RE)
-            return R ? R : RE;
-          size_t OutB = size_t(B.OutElems) * dtypeBytes(B.T);
-          return RecvOff < OutB
-                     ? D->cuMemsetD8Async(B.Out[size_t(Cp)] + RecvOff, 0,
-                                          OutB - RecvOff, Stream)
-                     : CUDA_SUCCESS;
-        };
-        break;
-      case CollectiveKind::None:
-        break;
-      default:
-        Err = "nccl is not timed for " +
-              std::string(collectiveKindName(W.Collective));
-        Ok = false;
-      }
-    }
-  } else if (Ok) {
-    const Value *BiasV = nullptr, *ResV = nullptr, *GammaV = nullptr;
-    if (Fused) {
-      llvm::Expected<CollectiveEpilogue> EOr =
-          collectiveEpilogueOf(N, BiasV, ResV, GammaV);
-      if (!EOr) {
-        Err = llvm::toString(EOr.takeError());
-        Ok = false;
-      } else {
-        Epi = *EOr;
-      }
-    }
-    if (Ok && !PeerError.empty()) {
-      Err = PeerError;
-      Ok = false;
-    }
-    if (Ok && Epi.WriteSum && B.Sum.empty()) {
-      Err = "no buffer for the epilogue's second output";
-      Ok = false;
-    }
-    if (Ok && B.Ragged) {
-      Err = "'" + C.Name +
-            "' splits evenly; an uneven all_to_all runs on nccl only";
-      Ok = false;
-    }
-    CollectiveKernelSpec S;
-    S.Kind = W.Collective;
-    S.Algo = *A;
-    S.Dtype = B.T;
-    S.Ranks = Comm.size();
-    S.Elems = B.InElems;
-    S.Cols = B.Cols;
-    S.SMs = Dev.SMs;
-    S.Epilogue = Epi;
-    CUfunction F = nullptr;
-    CollectiveKernel K;
-    if (Ok) {
-      llvm::Expected<CollectiveKernel> KOr = generateCollectiveKernel(S);
-      if (!KOr) {
-        Err = "no kernel: " + llvm::toString(KOr.takeError());
-        Ok = false;
-      } else {
-        K = *KOr;
-        F = kernel(K, Err);
-        Ok = F != nullptr;
-      }
-    }
-    if (Ok)
-      Launch = [this, F, K](int Cp) {
-        MtPtrs In = B.PeerIn[size_t(Cp)], Out = B.PeerOut[size_t(Cp)],
-               Fl = PeerFlags, Sums = B.PeerSum[size_t(Cp)];
-        unsigned Rank = unsigned(Comm.rank());
-        CUdeviceptr Bi = B.Bias, Re = B.Res, Ga = B.Gamma;
-        void *Args[] = {&In, &Out, &Fl, &Rank, &Bi, &Re, &Ga, &Sums};
-        return D->cuLaunchKernel(F, K.GridX, 1, 1, K.BlockX, 1, 1, 0, Stream,
-                                 Args, nullptr);
-      };
-  }
+  CollectiveLaunch L;
+  if (Ok)
+    Ok = setUpLaunch(N, W, C, Fused, L, Err);
   if (!agree(Ok))
     return failed(ChoiceStatus::Failed,
                   Ok ? "a peer rank could not run this choice" : Err);
+  if (std::optional<Measurement> Wrong = checkLaunch(W, Fused, L))
+    return *Wrong;
+  return timeLaunch(L.Launch);
+}
 
+bool CollectiveRankImpl::setUpLaunch(const MultiTemplateBufferNode &N,
+                                     const Workload &W, const Choice &C,
+                                     bool Fused, CollectiveLaunch &L,
+                                     std::string &Err) {
+  std::optional<CollectiveAlgo> A = collectiveAlgoOf(C);
+  if (!A) {
+    Err = "'" + C.Name + "' is no collective algorithm this backend knows";
+    return false;
+  }
+  // The hierarchical collective needs NCCL communicators per level; until
+  // they exist it fails as data, like any choice that cannot run here.
+  if (*A == CollectiveAlgo::Hier) {
+    Err = "'" + C.Name + "' is not implemented on the cuda backend yet";
+    return false;
+  }
+  if (const Attribute *R = N.getAttrs().get("reduce"))
+    if (R->getString() != "sum") {
+      Err = "only reduce = \"sum\" is timed on GPUs, not \"" +
+            R->getString().str() + "\"";
+      return false;
+    }
+  if (!prepare(N, W, Err))
+    return false;
+  if (*A == CollectiveAlgo::Nccl)
+    return setUpNcclLaunch(W, Fused, L, Err);
+  return setUpKernelLaunch(N, W, C, *A, Fused, L, Err);
+}
+
+bool CollectiveRankImpl::setUpNcclLaunch(const Workload &W, bool Fused,
+                                         CollectiveLaunch &L,
+                                         std::string &Err) {
+  if (Fused) {
+    Err = "'nccl' is an extern call and cannot fuse";
+    return false;
+  }
+  if (!NComm) {
+    Err = NcclError;
+    return false;
+  }
+  int DT = B.T == DType::BF16  ? ncclBfloat16
+           : B.T == DType::F16 ? ncclFloat16
+                               : ncclFloat32;
+  size_t Count = size_t(B.InElems);
+  if (!isFloatDType(B.T) && W.Collective != CollectiveKind::AllToAll) {
+    Err = "nccl reduces and gathers float tensors here, not " +
+          std::string(dtypeName(B.T));
+    return false;
+  }
+  switch (W.Collective) {
+  case CollectiveKind::AllReduce:
+    L.Launch = [this, DT, Count](int Cp) {
+      return Nc->ncclAllReduce((void *)B.In[size_t(Cp)],
+                               (void *)B.Out[size_t(Cp)], Count, DT, ncclSum,
+                               NComm, Stream);
+    };
+    return true;
+  case CollectiveKind::AllGather:
+    L.Launch = [this, DT, Count](int Cp) {
+      return Nc->ncclAllGather((void *)B.In[size_t(Cp)],
+                               (void *)B.Out[size_t(Cp)], Count, DT, NComm,
+                               Stream);
+    };
+    return true;
+  case CollectiveKind::ReduceScatter:
+    L.Launch = [this, DT](int Cp) {
+      return Nc->ncclReduceScatter(
+          (void *)B.In[size_t(Cp)], (void *)B.Out[size_t(Cp)],
+          size_t(B.OutElems), DT, ncclSum, NComm, Stream);
+    };
+    return true;
+  case CollectiveKind::AllToAll:
+    L.Launch = B.Ragged ? raggedAllToAllLaunch() : evenAllToAllLaunch();
+    return true;
+  case CollectiveKind::None:
+    // Not a collective: nothing to launch (the node is never one here).
+    return true;
+  default:
+    Err = "nccl is not timed for " +
+          std::string(collectiveKindName(W.Collective));
+    return false;
+  }
+}
+
+std::function<CUresult(int)> CollectiveRankImpl::evenAllToAllLaunch() {
+  // Chunk p of the input to rank p, chunk p of the output from it; bytes,
+  // as nothing is reduced.
+  size_t Chunk = size_t(B.InElems) * dtypeBytes(B.T) / Comm.size();
+  return [this, Chunk](int Cp) {
+    int Ranks = Comm.size();
+    CUresult R = CUresult(Nc->ncclGroupStart());
+    for (int P = 0; P < Ranks && !R; ++P)
+      R = CUresult(Nc->ncclSend((void *)(B.In[size_t(Cp)] + P * Chunk), Chunk,
+                                ncclUint8, P, NComm, Stream));
+    for (int P = 0; P < Ranks && !R; ++P)
+      R = CUresult(Nc->ncclRecv((void *)(B.Out[size_t(Cp)] + P * Chunk), Chunk,
+                                ncclUint8, P, NComm, Stream));
+    CUresult RE = CUresult(Nc->ncclGroupEnd());
+    return R ? R : RE;
+  };
+}
+
+std::function<CUresult(int)> CollectiveRankImpl::raggedAllToAllLaunch() {
+  // Uneven: the counts are device values, so every call waits for the
+  // stream (where their producer ran) and reads them back, as a compiled
+  // graph must before its NCCL calls and as torch's .tolist() does; then it
+  // sends and receives counted rows and zeros the rows past the received.
+  return [this](int Cp) {
+    int Ranks = Comm.size();
+    std::vector<int64_t> Counts(size_t(2 * Ranks));
+    if (CUresult R = syncStream(*D, Stream, "an uneven all_to_all"))
+      return R;
+    if (CUresult R =
+            D->cuMemcpyDtoH(Counts.data(), B.CountsDev, Counts.size() * 8))
+      return R;
+    size_t RowB = size_t(B.RowElems) * dtypeBytes(B.T);
+    size_t SendOff = 0, RecvOff = 0;
+    CUresult R = CUresult(Nc->ncclGroupStart());
+    for (int P = 0; P < Ranks && !R; ++P) {
+      size_t S = size_t(Counts[size_t(P)]) * RowB,
+             V = size_t(Counts[size_t(Ranks + P)]) * RowB;
+      if (S)
+        R = CUresult(Nc->ncclSend((void *)(B.In[size_t(Cp)] + SendOff), S,
+                                  ncclUint8, P, NComm, Stream));
+      if (V && !R)
+        R = CUresult(Nc->ncclRecv((void *)(B.Out[size_t(Cp)] + RecvOff), V,
+                                  ncclUint8, P, NComm, Stream));
+      SendOff += S;
+      RecvOff += V;
+    }
+    CUresult RE = CUresult(Nc->ncclGroupEnd());
+    if (R || RE)
+      return R ? R : RE;
+    size_t OutB = size_t(B.OutElems) * dtypeBytes(B.T);
+    return RecvOff < OutB ? D->cuMemsetD8Async(B.Out[size_t(Cp)] + RecvOff, 0,
+                                               OutB - RecvOff, Stream)
+                          : CUDA_SUCCESS;
+  };
+}
+
+bool CollectiveRankImpl::setUpKernelLaunch(const MultiTemplateBufferNode &N,
+                                           const Workload &W, const Choice &C,
+                                           CollectiveAlgo A, bool Fused,
+                                           CollectiveLaunch &L,
+                                           std::string &Err) {
+  if (Fused) {
+    const Value *BiasV = nullptr, *ResV = nullptr, *GammaV = nullptr;
+    llvm::Expected<CollectiveEpilogue> EOr =
+        collectiveEpilogueOf(N, BiasV, ResV, GammaV);
+    if (!EOr) {
+      Err = llvm::toString(EOr.takeError());
+      return false;
+    }
+    L.Epi = *EOr;
+  }
+  if (!PeerError.empty()) {
+    Err = PeerError;
+    return false;
+  }
+  if (L.Epi.WriteSum && B.Sum.empty()) {
+    Err = "no buffer for the epilogue's second output";
+    return false;
+  }
+  if (B.Ragged) {
+    Err = "'" + C.Name +
+          "' splits evenly; an uneven all_to_all runs on nccl only";
+    return false;
+  }
+  CollectiveKernelSpec S;
+  S.Kind = W.Collective;
+  S.Algo = A;
+  S.Dtype = B.T;
+  S.Ranks = Comm.size();
+  S.Elems = B.InElems;
+  S.Cols = B.Cols;
+  S.SMs = Dev.SMs;
+  S.Epilogue = L.Epi;
+  llvm::Expected<CollectiveKernel> KOr = generateCollectiveKernel(S);
+  if (!KOr) {
+    Err = "no kernel: " + llvm::toString(KOr.takeError());
+    return false;
+  }
+  CollectiveKernel K = *KOr;
+  CUfunction F = kernel(K, Err);
+  if (!F)
+    return false;
+  L.Launch = [this, F, K](int Cp) {
+    MtPtrs In = B.PeerIn[size_t(Cp)], Out = B.PeerOut[size_t(Cp)],
+           Fl = PeerFlags, Sums = B.PeerSum[size_t(Cp)];
+    unsigned Rank = unsigned(Comm.rank());
+    CUdeviceptr Bi = B.Bias, Re = B.Res, Ga = B.Gamma;
+    void *Args[] = {&In, &Out, &Fl, &Rank, &Bi, &Re, &Ga, &Sums};
+    return D->cuLaunchKernel(F, K.GridX, 1, 1, K.BlockX, 1, 1, 0, Stream, Args,
+                             nullptr);
+  };
+  return true;
+}
+
+std::optional<Measurement>
+CollectiveRankImpl::checkLaunch(const Workload &W, bool Fused,
+                                const CollectiveLaunch &L) {
   // Correctness on every rank.
-  std::optional<llvm::TimeTraceScope> Phase;
-  Phase.emplace("cuda.check");
+  llvm::TimeTraceScope Phase("cuda.check");
   auto Sync = [&] { return syncStream(*D, Stream, "a collective choice"); };
   std::string Why;
-  bool SumOut = Fused && Epi.WriteSum;
-  Ok = !D->cuMemsetD8Async(B.Out[0], 0xff, size_t(B.OutElems) * dtypeBytes(B.T),
-                           Stream) &&
-       (!SumOut ||
-        !D->cuMemsetD8Async(B.Sum[0], 0xff, size_t(B.InElems) * dtypeBytes(B.T),
-                            Stream)) &&
-       !Sync() && Comm.barrier(Opts.ChoiceTimeout) == CommStatus::Ok;
-  CUresult LR = Ok ? Launch(0) : CUDA_SUCCESS;
+  bool SumOut = Fused && L.Epi.WriteSum;
+  bool Ok = !D->cuMemsetD8Async(B.Out[0], 0xff,
+                                size_t(B.OutElems) * dtypeBytes(B.T), Stream) &&
+            (!SumOut || !D->cuMemsetD8Async(B.Sum[0], 0xff,
+                                            size_t(B.InElems) * dtypeBytes(B.T),
+                                            Stream)) &&
+            !Sync() && Comm.barrier(Opts.ChoiceTimeout) == CommStatus::Ok;
+  CUresult LR = Ok ? L.Launch(0) : CUDA_SUCCESS;
   CUresult SR = Ok ? Sync() : CUDA_SUCCESS;
   // The peer (two_shot, all-gather) may still be writing into our output
   // until its kernel ended: meet before reading.
@@ -499,11 +520,11 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
   if (Ok) {
     std::string Bytes(size_t(B.OutElems) * dtypeBytes(B.T), '\0');
     Ok = !D->cuMemcpyDtoH(&Bytes[0], B.Out[0], Bytes.size());
-    Right = Ok && check(Bytes, W, Fused, Epi, Why);
+    Right = Ok && check(Bytes, W, Fused, L.Epi, Why);
     if (Right && SumOut) {
       std::string Sums(size_t(B.InElems) * dtypeBytes(B.T), '\0');
       Right = !D->cuMemcpyDtoH(&Sums[0], B.Sum[0], Sums.size()) &&
-              checkSum(Sums, Epi, Why);
+              checkSum(Sums, L.Epi, Why);
     }
   } else {
     Why = "the check run failed: " + D->errorString(LR ? LR : SR);
@@ -511,26 +532,20 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
   if (!agree(Right))
     return failed(Ok ? ChoiceStatus::WrongResult : ChoiceStatus::Failed,
                   Why.empty() ? "a peer rank's output was wrong" : Why);
+  return std::nullopt;
+}
 
-  // Warm-up and the launches per sample (the same on every rank).
-  Phase.emplace("cuda.time");
-  for (unsigned I = 0; I < std::max(2u, Opts.WarmupRuns); ++I)
-    Launch(int(I % unsigned(B.Copies)));
-  Sync();
-  Comm.barrier(Opts.ChoiceTimeout);
-  D->cuEventRecord(E0, Stream);
-  for (int I = 0; I < 5; ++I)
-    Launch(I % B.Copies);
-  D->cuEventRecord(E1, Stream);
-  bool TOk = !syncEvent(*D, E1, "a collective choice");
+Measurement
+CollectiveRankImpl::timeLaunch(const std::function<CUresult(int)> &Launch) {
+  llvm::TimeTraceScope Phase("cuda.time");
+  // Warm-up and the launches per sample (the same on every rank). Ms is
+  // the last elapsed time read, kept where a later read fails.
   float Ms = 0;
-  D->cuEventElapsedTime(&Ms, E0, E1);
-  std::vector<double> Est{TOk ? std::max(0.5, double(Ms) * 1000 / 5) : Inf};
-  if (Comm.allReduceMax(Est, Opts.ChoiceTimeout) != CommStatus::Ok ||
-      !std::isfinite(Est[0]))
+  double EstUs = estimateLaunchUs(Launch, Ms);
+  if (!std::isfinite(EstUs))
     return failed(ChoiceStatus::Failed, "a timing run failed");
-  int PerSample = int(std::min(500.0, std::max(5.0, std::ceil(1000 / Est[0]))));
-  double Budget = Est[0] * PerSample * Opts.BenchRuns / 1000;
+  int PerSample = int(std::min(500.0, std::max(5.0, std::ceil(1000 / EstUs))));
+  double Budget = EstUs * PerSample * Opts.BenchRuns / 1000;
   if (Budget > double(Opts.ChoiceTimeout.count()))
     return failed(ChoiceStatus::Timeout, "would run " +
                                              std::to_string(int(Budget)) +
@@ -540,19 +555,7 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
   // fails on any rank, every rank launches eagerly instead.
   CUgraph Graph = nullptr;
   CUgraphExec Exec = nullptr;
-  bool Captured = false;
-  // An uneven all_to_all reads its counts on the host each call, which a
-  // CUDA graph cannot hold: it is timed eagerly.
-  if (!B.Ragged && D->cuStreamBeginCapture && D->cuGraphLaunch &&
-      !D->cuStreamBeginCapture(Stream, CU_STREAM_CAPTURE_MODE_RELAXED)) {
-    bool LOk = true;
-    for (int I = 0; I < PerSample; ++I)
-      LOk &= !Launch(I % B.Copies);
-    CUresult ER = D->cuStreamEndCapture(Stream, &Graph);
-    Captured =
-        LOk && !ER && Graph && !D->cuGraphInstantiateWithFlags(&Exec, Graph, 0);
-  }
-  Captured = agree(Captured);
+  bool Captured = agree(captureLaunches(Launch, PerSample, Graph, Exec));
   auto Cleanup = [&] {
     if (Exec)
       D->cuGraphExecDestroy(Exec);
@@ -591,6 +594,42 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
   else if (!Captured)
     M.Message = "timed without a CUDA graph (capture failed)";
   return M;
+}
+
+double
+CollectiveRankImpl::estimateLaunchUs(const std::function<CUresult(int)> &Launch,
+                                     float &Ms) {
+  for (unsigned I = 0; I < std::max(2u, Opts.WarmupRuns); ++I)
+    Launch(int(I % unsigned(B.Copies)));
+  syncStream(*D, Stream, "a collective choice");
+  Comm.barrier(Opts.ChoiceTimeout);
+  D->cuEventRecord(E0, Stream);
+  for (int I = 0; I < 5; ++I)
+    Launch(I % B.Copies);
+  D->cuEventRecord(E1, Stream);
+  bool TOk = !syncEvent(*D, E1, "a collective choice");
+  D->cuEventElapsedTime(&Ms, E0, E1);
+  // The slowest rank's estimate, on every rank; +inf if any failed.
+  std::vector<double> Est{TOk ? std::max(0.5, double(Ms) * 1000 / 5) : Inf};
+  if (Comm.allReduceMax(Est, Opts.ChoiceTimeout) != CommStatus::Ok)
+    return Inf;
+  return Est[0];
+}
+
+bool CollectiveRankImpl::captureLaunches(
+    const std::function<CUresult(int)> &Launch, int PerSample, CUgraph &Graph,
+    CUgraphExec &Exec) {
+  // An uneven all_to_all reads its counts on the host each call, which a
+  // CUDA graph cannot hold: it is timed eagerly.
+  if (B.Ragged || !D->cuStreamBeginCapture || !D->cuGraphLaunch ||
+      D->cuStreamBeginCapture(Stream, CU_STREAM_CAPTURE_MODE_RELAXED))
+    return false;
+  bool LOk = true;
+  for (int I = 0; I < PerSample; ++I)
+    LOk &= !Launch(I % B.Copies);
+  CUresult ER = D->cuStreamEndCapture(Stream, &Graph);
+  return LOk && !ER && Graph &&
+         !D->cuGraphInstantiateWithFlags(&Exec, Graph, 0);
 }
 
 std::unique_ptr<CollectiveRank>

@@ -206,38 +206,12 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
       Err = "cannot fill the input on device " + std::to_string(Dev.Ordinal);
     }
   }
-  if (Ok && W.Ragged) {
-    // This rank's send counts (a row of Counts), then its receive counts
-    // (a column).
-    std::vector<int64_t> Mine(size_t(2 * Ranks));
-    for (int P = 0; P < Ranks; ++P) {
-      Mine[size_t(P)] = B.Counts[size_t(Comm.rank() * Ranks + P)];
-      Mine[size_t(Ranks + P)] = B.Counts[size_t(P * Ranks + Comm.rank())];
-    }
-    if (D->cuMemAlloc(&B.CountsDev, Mine.size() * 8) ||
-        D->cuMemcpyHtoDAsync(B.CountsDev, Mine.data(), Mine.size() * 8, Stream))
-      Ok = false;
-  }
+  if (Ok && W.Ragged)
+    Ok = uploadRaggedCounts();
   // Epilogue operands, the same on every rank (replicated tensors): a bias
   // and RMSNorm weights a row long, a residual of the input's size.
-  if (Ok && W.Collective == CollectiveKind::AllReduce) {
-    B.HostBias = hostValues(Opts.Seed, CollectiveStream + 901, Cols, T);
-    B.HostRes = {randomKey(Opts.Seed, CollectiveStream + 902), T};
-    // Weights near 1: 1 + x/4, rounded, so drawn on the host only.
-    B.HostGamma = hostValues(Opts.Seed, CollectiveStream + 903, Cols, T);
-    for (float &G : B.HostGamma)
-      G = float(roundTo(1.0 + 0.25 * double(G), T));
-    for (CUdeviceptr *P : {&B.Bias, &B.Res, &B.Gamma}) {
-      size_t Bytes = (P == &B.Res ? InElems : Cols) * dtypeBytes(T);
-      if (Ok && D->cuMemAlloc(P, std::max<size_t>(16, Bytes))) {
-        *P = 0;
-        Ok = false;
-      }
-    }
-    Ok = Ok && Upload(B.Bias, Cols, CollectiveStream + 901) &&
-         Upload(B.Res, InElems, CollectiveStream + 902) &&
-         Upload(B.Gamma, Cols, 0, &B.HostGamma);
-  }
+  if (Ok && W.Collective == CollectiveKind::AllReduce)
+    Ok = uploadEpilogueOperands(Cols, Upload);
   if (!agree(Ok)) {
     if (Err.empty())
       Err = "a peer rank could not allocate its buffers";
@@ -251,10 +225,54 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
     freeBuffers();
     return false;
   }
+  setPeerPointers(All, Stride, InA, OutA, WantSum);
+  return true;
+}
+
+bool CollectiveRankImpl::uploadRaggedCounts() {
+  // This rank's send counts (a row of Counts), then its receive counts (a
+  // column).
+  int Ranks = Comm.size();
+  std::vector<int64_t> Mine(size_t(2 * Ranks));
+  for (int P = 0; P < Ranks; ++P) {
+    Mine[size_t(P)] = B.Counts[size_t(Comm.rank() * Ranks + P)];
+    Mine[size_t(Ranks + P)] = B.Counts[size_t(P * Ranks + Comm.rank())];
+  }
+  return !(
+      D->cuMemAlloc(&B.CountsDev, Mine.size() * 8) ||
+      D->cuMemcpyHtoDAsync(B.CountsDev, Mine.data(), Mine.size() * 8, Stream));
+}
+
+bool CollectiveRankImpl::uploadEpilogueOperands(int64_t Cols,
+                                                const UploadFn &Upload) {
+  DType T = B.T;
+  int64_t InElems = B.InElems;
+  B.HostBias = hostValues(Opts.Seed, CollectiveStream + 901, Cols, T);
+  B.HostRes = {randomKey(Opts.Seed, CollectiveStream + 902), T};
+  // Weights near 1: 1 + x/4, rounded, so drawn on the host only.
+  B.HostGamma = hostValues(Opts.Seed, CollectiveStream + 903, Cols, T);
+  for (float &G : B.HostGamma)
+    G = float(roundTo(1.0 + 0.25 * double(G), T));
+  bool Ok = true;
+  for (CUdeviceptr *P : {&B.Bias, &B.Res, &B.Gamma}) {
+    size_t Bytes = (P == &B.Res ? InElems : Cols) * dtypeBytes(T);
+    if (Ok && D->cuMemAlloc(P, std::max<size_t>(16, Bytes))) {
+      *P = 0;
+      Ok = false;
+    }
+  }
+  return Ok && Upload(B.Bias, Cols, CollectiveStream + 901, nullptr) &&
+         Upload(B.Res, InElems, CollectiveStream + 902, nullptr) &&
+         Upload(B.Gamma, Cols, 0, &B.HostGamma);
+}
+
+void CollectiveRankImpl::setPeerPointers(
+    const std::vector<std::vector<CUdeviceptr>> &All, size_t Stride, size_t InA,
+    size_t OutA, bool WantSum) {
   B.PeerIn.assign(size_t(B.Copies), MtPtrs{});
   B.PeerOut.assign(size_t(B.Copies), MtPtrs{});
   B.PeerSum.assign(size_t(B.Copies), MtPtrs{});
-  for (int R = 0; R < Ranks; ++R)
+  for (int R = 0; R < Comm.size(); ++R)
     for (size_t C = 0; C < size_t(B.Copies); ++C) {
       CUdeviceptr Base = All[size_t(R)][0] + CUdeviceptr(Stride * C);
       B.PeerIn[C].P[R] = Base;
@@ -262,7 +280,6 @@ bool CollectiveRankImpl::prepare(const MultiTemplateBufferNode &N,
       if (WantSum)
         B.PeerSum[C].P[R] = Base + InA + OutA;
     }
-  return true;
 }
 
 bool CollectiveRankImpl::checkSum(const std::string &Bytes,

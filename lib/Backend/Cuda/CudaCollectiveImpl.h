@@ -13,8 +13,10 @@
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/NcclApi.h"
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +101,59 @@ private:
   void releaseNccl();
   bool prepare(const MultiTemplateBufferNode &N, const Workload &W,
                std::string &Err);
+
+  // measure()'s steps. Each set-up step stops at the first reason the
+  // choice cannot run (Err); measure() then agrees with the peers before
+  // anything is launched.
+
+  /// What setting up one choice produced: the launch of input copy Cp, and
+  /// the epilogue it runs fused.
+  struct CollectiveLaunch {
+    std::function<CUresult(int)> Launch;
+    CollectiveEpilogue Epi;
+  };
+  /// Checks the algorithm and the reduction, prepares the buffers
+  /// (collective: the caller runs it on every rank that got this far) and
+  /// sets up the NCCL call or the peer-memory kernel.
+  bool setUpLaunch(const MultiTemplateBufferNode &N, const Workload &W,
+                   const Choice &C, bool Fused, CollectiveLaunch &L,
+                   std::string &Err);
+  bool setUpNcclLaunch(const Workload &W, bool Fused, CollectiveLaunch &L,
+                       std::string &Err);
+  std::function<CUresult(int)> evenAllToAllLaunch();
+  std::function<CUresult(int)> raggedAllToAllLaunch();
+  bool setUpKernelLaunch(const MultiTemplateBufferNode &N, const Workload &W,
+                         const Choice &C, CollectiveAlgo A, bool Fused,
+                         CollectiveLaunch &L, std::string &Err);
+  /// One launch checked on every rank; the agreed failure, or none.
+  std::optional<Measurement> checkLaunch(const Workload &W, bool Fused,
+                                         const CollectiveLaunch &L);
+  /// Warm-up, the agreed launches per sample, then the samples' median.
+  Measurement timeLaunch(const std::function<CUresult(int)> &Launch);
+  /// Warm-up, then five launches timed: the slowest rank's microseconds a
+  /// launch (+inf if any rank failed). Ms: the elapsed time read.
+  double estimateLaunchUs(const std::function<CUresult(int)> &Launch,
+                          float &Ms);
+  /// This rank's PerSample launches captured in a CUDA graph (Graph, Exec);
+  /// false where it cannot (not agreed: the caller agrees).
+  bool captureLaunches(const std::function<CUresult(int)> &Launch,
+                       int PerSample, CUgraph &Graph, CUgraphExec &Exec);
+  /// prepare()'s upload of stream Stream's first Count values to P, or of
+  /// Stored's where given.
+  using UploadFn =
+      std::function<bool(CUdeviceptr P, int64_t Count, uint64_t Stream,
+                         const std::vector<float> *Stored)>;
+  /// An uneven all_to_all's send and receive counts of this rank, on the
+  /// device (B.CountsDev).
+  bool uploadRaggedCounts();
+  /// An all_reduce's epilogue operands, the same on every rank (replicated
+  /// tensors): a bias and RMSNorm weights Cols long, a residual of the
+  /// input's size; B.T and B.InElems are set.
+  bool uploadEpilogueOperands(int64_t Cols, const UploadFn &Upload);
+  /// Every copy's input, output and sum on every rank, from each rank's
+  /// arena (All[rank][0]) laid out as this rank's.
+  void setPeerPointers(const std::vector<std::vector<CUdeviceptr>> &All,
+                       size_t Stride, size_t InA, size_t OutA, bool WantSum);
   void freeBuffers();
   /// Every rank's Mine, indexed [rank][i]: this rank's own pointers as they
   /// are, a peer's as valid here (opened by IPC between processes and

@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <type_traits>
 
 using namespace mtsched;
 
@@ -99,7 +100,11 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {},
       if (Tweak)
         Tweak(R, Opts, Fusion, Delay);
       std::this_thread::sleep_for(Delay);
-      Autotuner Session(Opts, Fusion, Mode, *Comm,
+      // Built once by the caller, as the driver does; a test names a
+      // heuristic that exists.
+      std::unique_ptr<FusionHeuristic> Heuristic =
+          llvm::cantFail(createFusionHeuristic(Fusion.Heuristic));
+      Autotuner Session(Opts, Fusion, *Heuristic, Mode, *Comm,
                         Make ? Make(R)
                              : std::make_unique<TableBenchmarker>(R, T),
                         createRooflinePredictor(Opts.Device), Diags, *Copy);
@@ -254,6 +259,45 @@ TEST(AutotunerTest, RanksWithDifferentFlagsStop) {
       });
   EXPECT_TRUE(Runs[0].Failed);
   EXPECT_TRUE(Runs[1].Failed);
+}
+
+// The heuristic is handed over built, as a reference: an autotuner without
+// one, or with a null one, does not compile, so a bad name can only fail
+// where the heuristic is built (createFusionHeuristic), never later inside.
+template <typename Heuristic, typename = void>
+struct ConstructibleWith : std::false_type {};
+template <typename Heuristic>
+struct ConstructibleWith<
+    Heuristic,
+    std::void_t<decltype(Autotuner(
+        std::declval<const AutotuneOptions &>(),
+        std::declval<const FusionOptions &>(), std::declval<Heuristic>(),
+        std::declval<CollectiveMode>(), std::declval<Communicator &>(),
+        std::declval<std::unique_ptr<Benchmarker>>(),
+        std::declval<std::unique_ptr<TimePredictor>>(),
+        std::declval<Diagnostics &>(), std::declval<const Module &>()))>>
+    : std::true_type {};
+template <typename... Args>
+constexpr bool AutotunerFrom = std::is_constructible_v<Autotuner, Args...>;
+
+TEST(AutotunerTest, CannotBeBuiltWithoutAHeuristic) {
+  static_assert(ConstructibleWith<const FusionHeuristic &>::value);
+  static_assert(!ConstructibleWith<std::nullptr_t>::value);
+  static_assert(!ConstructibleWith<std::unique_ptr<FusionHeuristic>>::value);
+  static_assert(!ConstructibleWith<const FusionHeuristic *>::value);
+  static_assert(!ConstructibleWith<std::string>::value);
+  // The old signature, a name in FusionOptions and no heuristic.
+  static_assert(
+      !AutotunerFrom<const AutotuneOptions &, const FusionOptions &,
+                     CollectiveMode, Communicator &,
+                     std::unique_ptr<Benchmarker>, std::unique_ptr<TimePredictor>,
+                     Diagnostics &, const Module &>);
+  // Where a heuristic is made, a bad name is an error listing the known.
+  auto H = createFusionHeuristic("sometimes");
+  ASSERT_FALSE(static_cast<bool>(H));
+  EXPECT_EQ(llvm::toString(H.takeError()),
+            "unknown fusion heuristic 'sometimes' (known: benchmark, "
+            "cost-model, always, never)");
 }
 
 TEST(AutotunerTest, ProtocolFlagsNameWhatRanksMustShare) {
