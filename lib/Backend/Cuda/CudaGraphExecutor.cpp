@@ -234,6 +234,16 @@ public:
   /// False if an output differs.
   llvm::Expected<bool> readOutputs(const ValueData &Host,
                                    llvm::raw_ostream &OS);
+  /// Every input in a zeroed buffer of its own (the runtime library's
+  /// prepare: values to launch every kernel on once, and zero indices are
+  /// in range for any gather).
+  llvm::Error zeroInputs();
+  /// The device buffer of V (after launchAll: every value the graph
+  /// returns).
+  CUdeviceptr devicePtr(const Value *V) const {
+    auto It = Dev.find(V);
+    return It == Dev.end() ? 0 : It->second;
+  }
   /// Every launch of one run of the graph, in order.
   std::vector<std::function<CUresult()>> &replay() { return Replay; }
 
@@ -300,6 +310,19 @@ llvm::Error GraphRun::uploadInputs(ValueData &Host) {
                                          Bytes.size(), Gp.Stream))
       return err("cannot copy '%" + In->getName() + "': " + D.errorString(R));
   }
+  return llvm::Error::success();
+}
+
+llvm::Error GraphRun::zeroInputs() {
+  for (const auto &In : G.getInputs()) {
+    if (llvm::Error E = alloc(In.get()))
+      return E;
+    if (CUresult R = D.cuMemsetD8Async(Dev[In.get()], 0,
+                                       In->getType().numBytes(), Gp.Stream))
+      return err("cannot clear '%" + In->getName() + "': " + D.errorString(R));
+  }
+  if (CUresult R = syncStream(D, Gp.Stream, "clearing the inputs"))
+    return err("cannot clear the inputs: " + D.errorString(R));
   return llvm::Error::success();
 }
 
@@ -632,4 +655,110 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
   if (IO.TimeRuns > 0)
     timeReplay(G, Gp, Run.replay(), IO.TimeRuns, OS);
   return llvm::Error::success();
+}
+
+namespace {
+
+/// A decided graph prepared for the runtime library (prepareGraphOnGpu).
+/// Its GraphRun owns the buffers the kernels were launched on; a run moves
+/// the caller's data through them, on the caller's stream.
+class CudaPreparedGraph : public PreparedGraph {
+public:
+  CudaPreparedGraph(const Graph &G, const RunIO &IO, Gpu &Gp)
+      : G(G), IO(IO), Gp(Gp), Run(G, this->IO, Gp) {}
+  ~CudaPreparedGraph() override {
+    std::lock_guard<std::mutex> Lock(Gp.Mu);
+    // The buffers and modules are freed in the device's context, whichever
+    // thread lets the graph go.
+    llvm::consumeError(makeCurrent(Gp.Info));
+    if (Exec)
+      Gp.D->cuGraphExecDestroy(Exec);
+  }
+
+  llvm::Error prepare() {
+    if (llvm::Error E = Run.zeroInputs())
+      return E;
+    if (llvm::Error E = Run.launchAll())
+      return E;
+    // Captured on the backend's own stream (the legacy default stream
+    // cannot capture) and launched on the caller's: a graph runs on any.
+    Exec = captureGraph(Gp, Run.replay(), NoGraphWhy);
+    return llvm::Error::success();
+  }
+
+  llvm::Error run(const void *const *Inputs, void *const *Outputs,
+                  void *Stream) override {
+    std::lock_guard<std::mutex> Lock(Gp.Mu);
+    if (llvm::Error E = makeCurrent(Gp.Info))
+      return E;
+    const DriverApi &D = *Gp.D;
+    CUstream S = static_cast<CUstream>(Stream);
+    size_t I = 0;
+    for (const auto &In : G.getInputs()) {
+      CUdeviceptr Src = reinterpret_cast<CUdeviceptr>(Inputs[I++]);
+      if (!Src)
+        return err("input '%" + In->getName() + "' is null");
+      if (CUresult R = D.cuMemcpyDtoDAsync(Run.devicePtr(In.get()), Src,
+                                           In->getType().numBytes(), S))
+        return err("cannot copy input '%" + In->getName() +
+                   "': " + D.errorString(R));
+    }
+    if (Exec) {
+      if (CUresult R = D.cuGraphLaunch(Exec, S))
+        return err("cannot launch the graph of @" + G.getName() + ": " +
+                   D.errorString(R));
+    } else {
+      // No CUDA graph (NoGraphWhy): the launches go to the backend's
+      // stream, ordered after the caller's work and before what the
+      // caller queues next by waiting on both.
+      if (CUresult R = syncStream(D, S, "the caller's stream"))
+        return err("the caller's stream failed: " + D.errorString(R));
+      for (auto &F : Run.replay())
+        if (CUresult R = F())
+          return err("a launch of @" + G.getName() +
+                     " failed: " + D.errorString(R));
+      if (CUresult R = syncStream(D, Gp.Stream, "@" + G.getName()))
+        return err("@" + G.getName() + " failed: " + D.errorString(R));
+    }
+    I = 0;
+    for (const Operand &O : G.getOutputs()) {
+      CUdeviceptr Dst = reinterpret_cast<CUdeviceptr>(Outputs[I++]);
+      if (!Dst)
+        return err("output '%" + O.V->getName() + "' is null");
+      if (CUresult R = D.cuMemcpyDtoDAsync(Dst, Run.devicePtr(O.V),
+                                           O.V->getType().numBytes(), S))
+        return err("cannot copy output '%" + O.V->getName() +
+                   "': " + D.errorString(R));
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  const Graph &G;
+  const RunIO IO;
+  Gpu &Gp;
+  GraphRun Run;
+  CUgraphExec Exec = nullptr;
+  std::string NoGraphWhy;
+};
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<PreparedGraph>>
+mtsched::prepareGraphOnGpu(const Graph &G, const RunIO &IO) {
+  if (G.getWorldSize() > 1)
+    return err("@" + G.getName() +
+               " has several ranks; the runtime runs "
+               "one");
+  llvm::Expected<Gpu &> GOr = gpu(0);
+  if (!GOr)
+    return err("the cuda device: " + llvm::toString(GOr.takeError()));
+  Gpu &Gp = *GOr;
+  std::lock_guard<std::mutex> Lock(Gp.Mu);
+  if (llvm::Error E = makeCurrent(Gp.Info))
+    return std::move(E);
+  auto P = std::make_unique<CudaPreparedGraph>(G, IO, Gp);
+  if (llvm::Error E = P->prepare())
+    return std::move(E);
+  return std::unique_ptr<PreparedGraph>(std::move(P));
 }

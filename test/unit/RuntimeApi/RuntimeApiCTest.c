@@ -125,6 +125,12 @@ int main(void) {
   CHECK(Error && strstr(Error, "unknown device 'tpu'"));
   mtsched_free_error(Error);
   Error = NULL;
+  /* "cuda" prepares where a GPU is, else says why; never crashes. */
+  mtsched_graph *GC = mtsched_graph_prepare(M, "g", "cuda", NULL, &Error);
+  CHECK(GC || (Error && *Error));
+  mtsched_graph_destroy(GC);
+  mtsched_free_error(Error);
+  Error = NULL;
   mtsched_module_destroy(M);
 
   /* A parse error names the place; a verifier error too. NULL error
