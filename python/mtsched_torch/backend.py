@@ -181,12 +181,19 @@ def _compile(gm, example_inputs):
     device = devs.pop() if devs else "cpu"
     _COUNTER[0] += 1
     name = "dynamo_%d" % _COUNTER[0]
-    try:
-        res = import_module(gm, list(example_inputs), name, 1, "auto",
-                            quiet=True)
-    except Exception as e:  # noqa: BLE001 - any import failure falls back
-        raise Fallback("import failed: %s: %s" % (
-            type(e).__name__, str(e).splitlines()[0][:200] if str(e) else ""))
+    res, why = None, []
+    # torch.export first (2.x), then make_fx, as mtsched_torch.compare does.
+    for tracer in ["auto", "make_fx"]:
+        try:
+            res = import_module(gm, list(example_inputs), name, 1, tracer,
+                                quiet=True)
+            break
+        except Exception as e:  # noqa: BLE001 - any import failure falls back
+            why.append("%s: %s: %s" % (tracer, type(e).__name__,
+                                       str(e).splitlines()[0][:200]
+                                       if str(e) else ""))
+    if res is None:
+        raise Fallback("import failed (%s)" % "; ".join(why))
     if res.unmapped:
         raise Fallback("ops outside the IR: " + ", ".join(
             "%s x%d" % kv for kv in sorted(res.unmapped.items())))
