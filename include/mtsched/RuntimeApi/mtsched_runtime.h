@@ -57,8 +57,7 @@ const char *mtsched_module_graph_name(const mtsched_module *module, int i);
  * is where compiled kernels are kept between processes). The module must
  * outlive the graph. NULL on error. */
 mtsched_graph *mtsched_graph_prepare(mtsched_module *module,
-                                     const char *graph_name,
-                                     const char *device,
+                                     const char *graph_name, const char *device,
                                      const char *kernel_cache_dir,
                                      char **error);
 void mtsched_graph_destroy(mtsched_graph *graph);
