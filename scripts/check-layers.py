@@ -37,7 +37,9 @@ LAYERS = [
     ["Backend/Sim", "Backend/Cuda"],
     # Backends.cpp, the one list of backends.
     ["Backend"],
-    ["Tools"],
+    # The tools' library, and the C API that runs decided graphs in a
+    # user's process (libmtsched_runtime): both sit on the backends.
+    ["Tools", "RuntimeApi"],
     ["Driver"],
     ["tools/"],
 ]

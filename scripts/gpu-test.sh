@@ -6,8 +6,8 @@
 #   scripts/gpu-test.sh --warm [DIR]
 #
 # DIR (default .device) holds bin/{mtsched-opt,CudaTests,FileCheck,not},
-# lib/ (shared libraries the binaries need beyond libc; lib/mtsched/ the MPI
-# plugin) and lit/ (lit.py);
+# lib/ (shared libraries the binaries need beyond libc, and
+# libmtsched_runtime.so; lib/mtsched/ the MPI plugin) and lit/ (lit.py);
 # scripts/gpu-test.sh --pack builds that folder here from build/ (or
 # $BUILD_DIR).
 # Runs the GPU unit tests (they skip, saying why, without a GPU) and the
@@ -63,7 +63,12 @@ if [ $PACK = 1 ]; then
   if [ -f "$B/lib/mtsched/libmtsched_mpi.so" ]; then
     mkdir -p "$D/lib/mtsched" && cp "$B/lib/mtsched/libmtsched_mpi.so" "$D/lib/mtsched/"
   fi
-  for bin in "$D"/bin/* "$D"/lib/mtsched/*.so; do
+  # The runtime library (docs/RUNTIME.md): examples/torch/compile_backend.py
+  # --build-dir "$D" finds it at lib/ and mtsched-opt at bin/.
+  if [ -f "$B/lib/RuntimeApi/libmtsched_runtime.so" ]; then
+    cp "$B/lib/RuntimeApi/libmtsched_runtime.so" "$D/lib/"
+  fi
+  for bin in "$D"/bin/* "$D"/lib/mtsched/*.so "$D"/lib/libmtsched_runtime.so; do
     [ -e "$bin" ] || continue
     ldd "$bin" | awk '/=> \// {print $3}' |
       grep -v -E 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux' |

@@ -11,6 +11,9 @@ static llvm::Error fail(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
+// Out of line: the vtable lives here.
+PreparedGraph::~PreparedGraph() = default;
+
 void BackendRegistry::add(BackendInfo B) {
   assert(!lookup(B.Name) && B.Name != "auto" && "backend added twice");
   Backends.push_back(std::move(B));

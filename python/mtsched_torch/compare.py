@@ -85,12 +85,14 @@ def random_inputs(specs, device, seed):
     return out
 
 
-def save_inputs(res, module, inputs, names, directory):
-    """One .npy per IR input, in the IR's layout (transposed weights)."""
-    os.makedirs(directory, exist_ok=True)
+def ir_input_tensors(res, module, inputs, names):
+    """The tensors of the IR graph's inputs, in its order and layout:
+    parameters and buffers of ``module`` by name, else the call's inputs by
+    name, transposed where the importer made the input the transpose."""
     state = dict(module.named_parameters())
     state.update(dict(module.named_buffers()))
     by_name = dict(zip(names, inputs))
+    out = []
     for info in res.inputs:
         t = state.get(info["torch_name"])
         if info["kind"] == "constant" and info["ir_name"] in res.constants:
@@ -103,12 +105,21 @@ def save_inputs(res, module, inputs, names, directory):
         t = t.detach()
         if info["transposed"]:
             t = t.t()
+        if list(t.shape) != info["shape"]:
+            raise ValueError("input %%%s has shape %s, the IR says %s"
+                             % (info["ir_name"], list(t.shape),
+                                info["shape"]))
+        out.append(t)
+    return out
+
+
+def save_inputs(res, module, inputs, names, directory):
+    """One .npy per IR input, in the IR's layout (transposed weights)."""
+    os.makedirs(directory, exist_ok=True)
+    for info, t in zip(res.inputs,
+                       ir_input_tensors(res, module, inputs, names)):
         a = t.float().cpu().numpy() if t.is_floating_point() else \
             t.cpu().numpy()
-        if list(a.shape) != info["shape"]:
-            raise ValueError("input %%%s has shape %s, the IR says %s"
-                             % (info["ir_name"], list(a.shape),
-                                info["shape"]))
         # ascontiguousarray makes a 0-d array 1-d: keep rank 0.
         np.save(os.path.join(directory, info["ir_name"] + ".npy"),
                 np.ascontiguousarray(a).reshape(a.shape))

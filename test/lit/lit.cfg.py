@@ -36,6 +36,13 @@ config.substitutions.append(("%mtsched-opt", os.path.join(config.mtsched_tools_d
 config.substitutions.append(("%mtsched-src", config.mtsched_src_root))
 config.substitutions.append(("%examples", os.path.join(config.mtsched_src_root, "examples")))
 config.substitutions.append(("%python", config.python))
+# The runtime library's C API (lib/RuntimeApi), for tests that load it, and
+# the build directory (the torch.compile backend finds both tools there).
+config.substitutions.append(("%mtsched-obj-root", config.mtsched_obj_root))
+config.substitutions.append(("%mtsched-runtime-lib",
+                             os.path.join(config.mtsched_obj_root, "lib",
+                                          "RuntimeApi",
+                                          "libmtsched_runtime.so")))
 # project(mtsched VERSION ...); absent from site configs written by hand
 # (scripts/gpu-test.sh), which run no test that uses it.
 if getattr(config, "mtsched_version", None):

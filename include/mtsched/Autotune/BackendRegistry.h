@@ -22,6 +22,19 @@ namespace mtsched {
 
 class Communicator;
 
+/// A decided graph made ready to run on buffers its caller owns (the
+/// runtime library, include/mtsched/RuntimeApi/mtsched_runtime.h): kernels
+/// compiled and intermediates allocated once, then run as often as asked.
+class PreparedGraph {
+public:
+  virtual ~PreparedGraph();
+  /// Runs the graph once on the device: Inputs[i] / Outputs[i] are device
+  /// pointers to the graph's i-th input / output (dense, in its element
+  /// type), Stream the stream to run on (null: the default stream).
+  virtual llvm::Error run(const void *const *Inputs, void *const *Outputs,
+                          void *Stream) = 0;
+};
+
 struct BackendInfo {
   using CreateFn = std::function<llvm::Expected<std::unique_ptr<Benchmarker>>(
       const AutotuneOptions &Opts, int Rank, Communicator &Comm)>;
@@ -31,6 +44,9 @@ struct BackendInfo {
   using DumpKernelsFn = std::function<llvm::Expected<unsigned>(
       const Module &M, const Graph &G, llvm::StringRef Dir,
       std::vector<std::string> &Missing)>;
+  using PrepareGraphFn =
+      std::function<llvm::Expected<std::unique_ptr<PreparedGraph>>(
+          const Module &M, const Graph &G, const RunIO &IO)>;
 
   /// What `--backend` and the report call it.
   std::string Name;
@@ -58,6 +74,10 @@ struct BackendInfo {
   /// runs to Dir and returns how many; what has no kernel is named in
   /// Missing. Null: the backend generates no kernels.
   DumpKernelsFn DumpKernels;
+  /// The runtime library: prepares a decided graph to run on the caller's
+  /// device buffers and stream (IO gives the kernel cache and compile
+  /// threads). Null: this backend cannot (yet) run on caller's buffers.
+  PrepareGraphFn PrepareGraph;
 };
 
 class BackendRegistry {

@@ -584,6 +584,9 @@ BackendInfo mtsched::getCudaBackend() {
   B.RunGraph = [](const Graph &G, const RunIO &IO, llvm::raw_ostream &OS) {
     return runGraphOnGpu(G, IO, OS);
   };
+  B.PrepareGraph = [](const Module &, const Graph &G, const RunIO &IO) {
+    return prepareGraphOnGpu(G, IO);
+  };
   B.DumpKernels =
       [](const Module &M, const Graph &G, llvm::StringRef Dir,
          std::vector<std::string> &Missing) -> llvm::Expected<unsigned> {

@@ -234,8 +234,33 @@ public:
   /// False if an output differs.
   llvm::Expected<bool> readOutputs(const ValueData &Host,
                                    llvm::raw_ostream &OS);
+  /// Every input in a zeroed buffer of its own (the runtime library's
+  /// prepare: values to launch every kernel on once, and zero indices are
+  /// in range for any gather).
+  llvm::Error zeroInputs();
+  /// The device buffer of V (after launchAll: every value the graph
+  /// returns).
+  CUdeviceptr devicePtr(const Value *V) const {
+    auto It = Dev.find(V);
+    return It == Dev.end() ? 0 : It->second;
+  }
   /// Every launch of one run of the graph, in order.
   std::vector<std::function<CUresult()>> &replay() { return Replay; }
+  /// The buffer V's elements are in: a reshape's is its operand's.
+  CUdeviceptr resolve(const Value *V) const {
+    for (auto A = Alias.find(V); A != Alias.end(); A = Alias.find(V))
+      V = A->second;
+    return devicePtr(V);
+  }
+  /// Whether V is a view of another value's buffer (a reshape).
+  bool isAlias(const Value *V) const { return Alias.count(V); }
+  /// Puts V in buffer P from the next rebind() on (the runtime library
+  /// binds the caller's pointers).
+  void bind(const Value *V, CUdeviceptr P) { Dev[V] = P; }
+  /// Makes every kept launch use the buffers bound now: its pointer
+  /// arguments and the tensor maps encoded from them. Launches read these
+  /// when issued (replay()); a CUDA graph captured before keeps the old ones.
+  llvm::Error rebind();
 
 private:
   llvm::Error alloc(const Value *V);
@@ -268,6 +293,18 @@ private:
   std::vector<CUdeviceptr> Owned;
   std::vector<CUmodule> Modules;
   std::vector<std::function<CUresult()>> Replay;
+  /// What each kept kernel launch reads and writes, to rebind it.
+  struct KernelLaunch {
+    std::shared_ptr<
+        std::pair<std::vector<CUtensorMap>, std::vector<CUdeviceptr>>>
+        State;
+    /// The value behind each pointer argument; null for the workspace.
+    std::vector<const Value *> Vals;
+    KernelSource Shape;
+  };
+  std::vector<KernelLaunch> Launches;
+  /// Reshape results to the operand whose buffer they view.
+  std::map<const Value *, const Value *> Alias;
   llvm::DenseSet<const Node *> Fused, InLayoutGroup;
   std::map<int, bool> GroupDone;
   unsigned Launched = 0;
@@ -300,6 +337,36 @@ llvm::Error GraphRun::uploadInputs(ValueData &Host) {
                                          Bytes.size(), Gp.Stream))
       return err("cannot copy '%" + In->getName() + "': " + D.errorString(R));
   }
+  return llvm::Error::success();
+}
+
+llvm::Error GraphRun::rebind() {
+  for (KernelLaunch &L : Launches) {
+    std::vector<CUdeviceptr> &Ptrs = L.State->second;
+    for (size_t I = 0; I < L.Vals.size(); ++I)
+      if (L.Vals[I])
+        Ptrs[I] = resolve(L.Vals[I]);
+    if (CUresult R = encodeTensorMaps(
+            D, L.Shape,
+            llvm::ArrayRef(Ptrs).take_front(L.Shape.Inputs.size() +
+                                            L.Shape.Outputs.size()),
+            L.State->first))
+      return err("cannot encode the tensor maps of '" + L.Shape.Name +
+                 "': " + D.errorString(R));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error GraphRun::zeroInputs() {
+  for (const auto &In : G.getInputs()) {
+    if (llvm::Error E = alloc(In.get()))
+      return E;
+    if (CUresult R = D.cuMemsetD8Async(Dev[In.get()], 0,
+                                       In->getType().numBytes(), Gp.Stream))
+      return err("cannot clear '%" + In->getName() + "': " + D.errorString(R));
+  }
+  if (CUresult R = syncStream(D, Gp.Stream, "clearing the inputs"))
+    return err("cannot clear the inputs: " + D.errorString(R));
   return llvm::Error::success();
 }
 
@@ -367,6 +434,10 @@ llvm::Error GraphRun::runKernel(llvm::Expected<KernelSource> KOr) {
   // The launch shape without the source text.
   KernelSource Shape = K;
   Shape.Source.clear();
+  std::vector<const Value *> Vals(K.Inputs.begin(), K.Inputs.end());
+  Vals.insert(Vals.end(), K.Outputs.begin(), K.Outputs.end());
+  Vals.resize(State->second.size(), nullptr);
+  Launches.push_back({State, std::move(Vals), Shape});
   const DriverApi &Drv = D;
   Gpu &Dev0 = Gp;
   Replay.push_back([&Drv, &Dev0, Fn, State, Shape] {
@@ -399,10 +470,12 @@ GraphRun::runCollective(const CollectiveMultiTemplateBufferNode &C) {
     size_t Bytes = size_t(C.getType().numBytes());
     D.cuMemcpyDtoDAsync(Dst, Src, Bytes, Gp.Stream);
     syncStream(D, Gp.Stream, "a copy of '%" + C.getName() + "'");
-    const DriverApi &Drv = D;
-    Gpu &Dev0 = Gp;
-    Replay.push_back([&Drv, &Dev0, Dst, Src, Bytes] {
-      return Drv.cuMemcpyDtoDAsync(Dst, Src, Bytes, Dev0.Stream);
+    // The buffers are looked up when the copy is issued: the runtime
+    // library may have bound others since.
+    const Value *DstV = C.getResult(), *SrcV = C.getOperand(0);
+    Replay.push_back([this, DstV, SrcV, Bytes] {
+      return D.cuMemcpyDtoDAsync(resolve(DstV), resolve(SrcV), Bytes,
+                                 Gp.Stream);
     });
     ++Launched;
   }
@@ -421,12 +494,15 @@ llvm::Error GraphRun::runCublas(const MultiTemplateBufferNode &M) {
                                                : CUDA_R_32F;
   int Nn = int(M.getType().innerDim()), Rows = int(rowsOf(M.getType()));
   int K = int(M.getOperand(0)->getType().innerDim());
-  void *PA = reinterpret_cast<void *>(Dev[M.getOperand(0)]),
-       *PB = reinterpret_cast<void *>(Dev[M.getOperand(1)]),
-       *PC = reinterpret_cast<void *>(Dev[M.getResult()]);
+  // The buffers are looked up when the GEMM is issued: the runtime library
+  // may have bound others since.
+  const Value *VA = M.getOperand(0), *VB = M.getOperand(1), *VC = M.getResult();
   // Row-major C = A x B is column-major C^T = B^T x A^T.
   Gpu &Dev0 = Gp;
-  auto Gemm = [&Dev0, Type, Nn, Rows, K, PA, PB, PC] {
+  auto Gemm = [this, &Dev0, Type, Nn, Rows, K, VA, VB, VC] {
+    void *PA = reinterpret_cast<void *>(resolve(VA)),
+         *PB = reinterpret_cast<void *>(resolve(VB)),
+         *PC = reinterpret_cast<void *>(resolve(VC));
     float One = 1, Zero = 0;
     return Dev0.B->cublasGemmEx(Dev0.Blas, CUBLAS_OP_N, CUBLAS_OP_N, Nn, Rows,
                                 K, &One, PB, Type, Nn, PA, Type, K, &Zero, PC,
@@ -508,6 +584,7 @@ llvm::Error GraphRun::runBuffer(const BufferNode &B) {
     // kernel reads through them.
     if (B.getOp() == OpCode::Reshape) {
       Dev[B.getResult()] = Dev[B.getOperand(0)];
+      Alias[B.getResult()] = B.getOperand(0);
       return llvm::Error::success();
     }
     return runKernel(generateLayoutKernel(nextKernelName(), B));
@@ -632,4 +709,161 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
   if (IO.TimeRuns > 0)
     timeReplay(G, Gp, Run.replay(), IO.TimeRuns, OS);
   return llvm::Error::success();
+}
+
+namespace {
+
+/// A decided graph prepared for the runtime library (prepareGraphOnGpu).
+/// Its GraphRun owns a buffer per input and value, on which every kernel
+/// was launched once. A run binds the caller's pointers in their place and
+/// replays the captured CUDA graph on the caller's stream; a pointer that
+/// changes from one run to the next (or is not aligned for the kernels'
+/// vector and TMA accesses) is staged instead, copied through the
+/// GraphRun's own buffer from then on, so that the graph is re-captured
+/// only while the binding settles, not on every call.
+class CudaPreparedGraph : public PreparedGraph {
+public:
+  CudaPreparedGraph(const Graph &G, const RunIO &IO, Gpu &Gp)
+      : G(G), IO(IO), Gp(Gp), Run(G, this->IO, Gp) {}
+  ~CudaPreparedGraph() override {
+    std::lock_guard<std::mutex> Lock(Gp.Mu);
+    // The buffers and modules are freed in the device's context, whichever
+    // thread lets the graph go.
+    llvm::consumeError(makeCurrent(Gp.Info));
+    if (Exec)
+      Gp.D->cuGraphExecDestroy(Exec);
+  }
+
+  llvm::Error prepare() {
+    if (llvm::Error E = Run.zeroInputs())
+      return E;
+    if (llvm::Error E = Run.launchAll())
+      return E;
+    for (const auto &In : G.getInputs())
+      Ins.push_back({In.get(), Run.devicePtr(In.get())});
+    // An output bound to the caller's buffer must be a buffer a kernel
+    // writes, returned once; a graph input, a reshape's view or a value
+    // returned twice is always copied out.
+    std::map<const Value *, unsigned> Returned;
+    for (const Operand &O : G.getOutputs())
+      ++Returned[O.V];
+    for (const Operand &O : G.getOutputs()) {
+      Slot S{O.V, Run.resolve(O.V)};
+      S.Staged = O.V->isGraphInput() || Run.isAlias(O.V) || Returned[O.V] > 1 ||
+                 !S.Own;
+      Outs.push_back(S);
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error run(const void *const *Inputs, void *const *Outputs,
+                  void *Stream) override {
+    std::lock_guard<std::mutex> Lock(Gp.Mu);
+    if (llvm::Error E = makeCurrent(Gp.Info))
+      return E;
+    const DriverApi &D = *Gp.D;
+    CUstream S = static_cast<CUstream>(Stream);
+    bool Changed = false;
+    auto Settle = [&](Slot &X, CUdeviceptr P) {
+      if (X.Staged || P == X.Bound)
+        return;
+      // Bound before to another pointer, or misaligned: staged for good.
+      X.Staged = X.Bound != 0 || P % 256 != 0;
+      X.Bound = X.Staged ? 0 : P;
+      Run.bind(X.V, X.Staged ? X.Own : P);
+      Changed = true;
+    };
+    for (size_t I = 0; I < Ins.size(); ++I) {
+      if (!Inputs[I])
+        return err("input '%" + Ins[I].V->getName() + "' is null");
+      Settle(Ins[I], reinterpret_cast<CUdeviceptr>(Inputs[I]));
+    }
+    for (size_t I = 0; I < Outs.size(); ++I) {
+      if (!Outputs[I])
+        return err("output '%" + Outs[I].V->getName() + "' is null");
+      Settle(Outs[I], reinterpret_cast<CUdeviceptr>(Outputs[I]));
+    }
+    if (Changed || !Captured) {
+      if (llvm::Error E = Run.rebind())
+        return E;
+      if (Exec)
+        D.cuGraphExecDestroy(Exec);
+      Exec = captureGraph(Gp, Run.replay(), NoGraphWhy);
+      Captured = true;
+    }
+    for (size_t I = 0; I < Ins.size(); ++I)
+      if (Ins[I].Staged)
+        if (CUresult R = D.cuMemcpyDtoDAsync(
+                Ins[I].Own, reinterpret_cast<CUdeviceptr>(Inputs[I]),
+                Ins[I].V->getType().numBytes(), S))
+          return err("cannot copy input '%" + Ins[I].V->getName() +
+                     "': " + D.errorString(R));
+    if (Exec) {
+      if (CUresult R = D.cuGraphLaunch(Exec, S))
+        return err("cannot launch the graph of @" + G.getName() + ": " +
+                   D.errorString(R));
+    } else {
+      // No CUDA graph (NoGraphWhy): the launches go to the backend's
+      // stream, after the caller's work and before what the caller queues
+      // next, by waiting for both.
+      if (CUresult R = syncStream(D, S, "the caller's stream"))
+        return err("the caller's stream failed: " + D.errorString(R));
+      for (auto &F : Run.replay())
+        if (CUresult R = F())
+          return err("a launch of @" + G.getName() +
+                     " failed: " + D.errorString(R));
+      if (CUresult R = syncStream(D, Gp.Stream, "@" + G.getName()))
+        return err("@" + G.getName() + " failed: " + D.errorString(R));
+    }
+    for (size_t I = 0; I < Outs.size(); ++I)
+      if (Outs[I].Staged)
+        if (CUresult R = D.cuMemcpyDtoDAsync(
+                reinterpret_cast<CUdeviceptr>(Outputs[I]),
+                Run.resolve(Outs[I].V), Outs[I].V->getType().numBytes(), S))
+          return err("cannot copy output '%" + Outs[I].V->getName() +
+                     "': " + D.errorString(R));
+    return llvm::Error::success();
+  }
+
+private:
+  /// A graph input or output and how it is bound.
+  struct Slot {
+    const Value *V;
+    /// The GraphRun's own buffer for it.
+    CUdeviceptr Own;
+    /// The caller's pointer bound in its place (0: none yet, or staged).
+    CUdeviceptr Bound = 0;
+    /// Copied through Own on every run.
+    bool Staged = false;
+  };
+
+  const Graph &G;
+  const RunIO IO;
+  Gpu &Gp;
+  GraphRun Run;
+  std::vector<Slot> Ins, Outs;
+  CUgraphExec Exec = nullptr;
+  bool Captured = false;
+  std::string NoGraphWhy;
+};
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<PreparedGraph>>
+mtsched::prepareGraphOnGpu(const Graph &G, const RunIO &IO) {
+  if (G.getWorldSize() > 1)
+    return err("@" + G.getName() +
+               " has several ranks; the runtime runs "
+               "one");
+  llvm::Expected<Gpu &> GOr = gpu(0);
+  if (!GOr)
+    return err("the cuda device: " + llvm::toString(GOr.takeError()));
+  Gpu &Gp = *GOr;
+  std::lock_guard<std::mutex> Lock(Gp.Mu);
+  if (llvm::Error E = makeCurrent(Gp.Info))
+    return std::move(E);
+  auto P = std::make_unique<CudaPreparedGraph>(G, IO, Gp);
+  if (llvm::Error E = P->prepare())
+    return std::move(E);
+  return std::unique_ptr<PreparedGraph>(std::move(P));
 }

@@ -396,3 +396,110 @@ TEST(CudaBackend, AHungKernelEndsTheProcess) {
               "the spinning test kernel did not finish on the GPU within 500 "
               "ms");
 }
+
+//===----------------------------------------------------------------------===//
+// The runtime library's cuda path (prepareGraphOnGpu): a decided graph run
+// on buffers the caller allocated, replayed with the same pointers, then
+// with an input and the outputs moved (staged), each time against the fp64
+// interpreter on the same values.
+//===----------------------------------------------------------------------===//
+
+TEST(CudaRuntime, RunsOnTheCallersBuffers) {
+  REQUIRE_GPU();
+  auto L = lower(R"(
+graph @g(%x: bf16[64,128], %w: bf16[128,256], %b: bf16[256], %g: bf16[256]) {
+  %y = matmul(%x, %w) : bf16[64,256]
+  %z = add(%y, %b) : bf16[64,256]
+  %a = silu(%z) : bf16[64,256]
+  %n = rmsnorm(%a, %g) : bf16[64,256]
+  %m = max(%n) : bf16[64]
+  return %n, %m
+})");
+  ASSERT_TRUE(L);
+  Graph &G = *L->M->getGraphs()[0];
+  auto *N = llvm::cast<MultiTemplateBufferNode>(G.getNodes()[0].get());
+  N->setDecision(N->getChoices().front().Name);
+  RunIO IO;
+  llvm::Expected<std::unique_ptr<PreparedGraph>> P = prepareGraphOnGpu(G, IO);
+  ASSERT_TRUE(bool(P)) << llvm::toString(P.takeError());
+  const cuda::DriverApi &D = *cuda::loadDriver();
+
+  std::vector<CUdeviceptr> Owned;
+  auto Alloc = [&](size_t Bytes) {
+    CUdeviceptr X = 0;
+    EXPECT_EQ(D.cuMemAlloc(&X, Bytes), CUDA_SUCCESS);
+    Owned.push_back(X);
+    return X;
+  };
+  // Seeded bf16 values per input (Salt changes x's), on the host for the
+  // reference and in a new device buffer.
+  auto Upload = [&](const Value &V, unsigned Salt, ValueData &Host) {
+    int64_t Count = V.getType().numElements();
+    std::vector<double> F(Count);
+    std::vector<uint16_t> H(Count);
+    for (int64_t I = 0; I < Count; ++I) {
+      H[I] = floatToBF16(float(std::sin(0.37 * I + Salt + V.getName()[0])));
+      F[I] = bf16ToFloat(H[I]);
+    }
+    Host[&V] = HostValues(std::move(F));
+    CUdeviceptr X = Alloc(Count * 2);
+    EXPECT_EQ(D.cuMemcpyHtoDAsync(X, H.data(), Count * 2, nullptr),
+              CUDA_SUCCESS);
+    EXPECT_EQ(D.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+    return X;
+  };
+  auto Check = [&](ValueData Host, const std::vector<CUdeviceptr> &Outs,
+                   const char *When) {
+    for (const auto &X : G.getNodes())
+      ASSERT_FALSE(bool(interpretNode(*X, Host))) << When;
+    for (size_t I = 0; I < G.getOutputs().size(); ++I) {
+      const Value *V = G.getOutputs()[I].V;
+      std::vector<double> Got =
+          readBack(D, Outs[I], V->getType().numElements(), DType::BF16);
+      const std::vector<double> &Ref = Host[V].floats();
+      double E2 = 0, R2 = 0;
+      for (size_t K = 0; K < Got.size(); ++K) {
+        E2 += (Got[K] - Ref[K]) * (Got[K] - Ref[K]);
+        R2 += Ref[K] * Ref[K];
+      }
+      EXPECT_LE(std::sqrt(E2 / std::max(R2, 1e-30)), 2e-2)
+          << When << ": output %" << V->getName();
+    }
+  };
+
+  ValueData Host;
+  std::vector<CUdeviceptr> Ins;
+  for (const auto &In : G.getInputs())
+    Ins.push_back(Upload(*In, 0, Host));
+  std::vector<CUdeviceptr> Outs;
+  for (const Operand &O : G.getOutputs())
+    Outs.push_back(Alloc(O.V->getType().numBytes()));
+  auto Run = [&](const char *When) {
+    std::vector<void *> I, O;
+    for (CUdeviceptr X : Ins)
+      I.push_back(reinterpret_cast<void *>(X));
+    for (CUdeviceptr X : Outs)
+      O.push_back(reinterpret_cast<void *>(X));
+    llvm::Error E = (*P)->run(I.data(), O.data(), nullptr);
+    ASSERT_FALSE(bool(E)) << When << ": " << llvm::toString(std::move(E));
+    ASSERT_EQ(D.cuStreamSynchronize(nullptr), CUDA_SUCCESS) << When;
+  };
+  Run("first run (binds)");
+  Check(Host, Outs, "first run");
+  Run("second run (replays)");
+  Check(Host, Outs, "second run");
+  // x moves to a new buffer with new values, the outputs to new buffers:
+  // both are staged from now on.
+  Ins[0] = Upload(*G.getInputs()[0], 1, Host);
+  for (CUdeviceptr &X : Outs)
+    X = Alloc(64 * 256 * 2);
+  Run("third run (staged)");
+  Check(Host, Outs, "third run");
+  // A weight moves to a new buffer with new values too: staged as well.
+  Ins[1] = Upload(*G.getInputs()[1], 2, Host);
+  Run("fourth run (a weight moved too)");
+  Check(Host, Outs, "fourth run");
+  P->reset();
+  for (CUdeviceptr X : Owned)
+    D.cuMemFree(X);
+}

@@ -36,6 +36,14 @@ llvm::Error openCudaDevice(const AutotuneOptions &Opts);
 /// deployed model runs), and its launches issued eagerly back to back.
 llvm::Error runGraphOnGpu(const Graph &G, const RunIO &IO,
                           llvm::raw_ostream &OS);
+/// The runtime library's cuda path (BackendInfo::PrepareGraph): every
+/// kernel of the decided graph compiled, loaded and launched once on zeroed
+/// inputs (so a kernel that cannot run fails here, named), then the run
+/// captured as a CUDA graph. Each PreparedGraph::run copies the caller's
+/// inputs into the buffers bound at prepare, replays the graph on the
+/// caller's stream and copies the outputs out, all queued on that stream.
+llvm::Expected<std::unique_ptr<PreparedGraph>>
+prepareGraphOnGpu(const Graph &G, const RunIO &IO);
 /// The same with seeded random inputs, no files and no timing.
 inline llvm::Error runGraphOnGpu(const Graph &G, uint64_t Seed,
                                  llvm::raw_ostream &OS) {

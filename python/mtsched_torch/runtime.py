@@ -1,0 +1,299 @@
+"""libmtsched_runtime from Python, through ctypes (no build dependency).
+
+    from mtsched_torch import runtime
+    mod = runtime.Module(open("decided.mir").read())
+    g = mod.graph(device="cpu")           # or "cuda"
+    outs = g.run([x, w])                  # numpy arrays (cpu)
+    outs = g.run_torch([x_cuda, w_cuda])  # torch tensors (cuda, current stream)
+
+The library is found by ``find_library``: $MTSCHED_RUNTIME_LIB, else
+``<build>/lib/RuntimeApi/libmtsched_runtime.so`` for the build directory
+given (or $MTSCHED_BUILD_DIR, or the source tree's ``build/``), else an
+installed ``<prefix>/lib/libmtsched_runtime.so`` above this package.
+docs/RUNTIME.md describes the C API underneath.
+"""
+
+import ctypes
+import os
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+LIBNAME = "libmtsched_runtime.so"
+
+# mtsched_dtype -> (IR name, numpy storage type). bf16 and fp8 have no numpy
+# type: they are held as their raw bits (uint16 / uint8).
+DTYPES = {
+    0: ("f32", np.float32),
+    1: ("f16", np.float16),
+    2: ("bf16", np.uint16),
+    3: ("i32", np.int32),
+    4: ("i64", np.int64),
+    5: ("f8e4m3", np.uint8),
+    6: ("f8e5m2", np.uint8),
+    7: ("bool", np.bool_),
+}
+
+
+class RuntimeError_(RuntimeError):
+    """An error the library reported (its message)."""
+
+
+def find_library(build_dir=None):
+    """The path of libmtsched_runtime.so (see the module's docstring)."""
+    env = os.environ.get("MTSCHED_RUNTIME_LIB")
+    if env:
+        return env
+    cands = []
+    for b in [build_dir, os.environ.get("MTSCHED_BUILD_DIR"),
+              os.path.join(ROOT, "build")]:
+        if b:
+            cands += [os.path.join(b, "lib", "RuntimeApi", LIBNAME),
+                      os.path.join(b, "lib", LIBNAME), os.path.join(b, LIBNAME)]
+    # Installed: <prefix>/lib/libmtsched_runtime.so, the package somewhere
+    # under <prefix>.
+    d = os.path.dirname(os.path.abspath(__file__))
+    for _ in range(6):
+        d = os.path.dirname(d)
+        cands.append(os.path.join(d, "lib", LIBNAME))
+    for c in cands:
+        if os.path.isfile(c):
+            return c
+    raise FileNotFoundError(
+        "%s not found (build the mtsched_runtime target, pass the build "
+        "directory, or set MTSCHED_RUNTIME_LIB); looked in: %s"
+        % (LIBNAME, ", ".join(cands)))
+
+
+_LIBS = {}
+
+
+def load_library(path=None, build_dir=None):
+    """The library as a ctypes.CDLL with its prototypes declared (loaded
+    once per path)."""
+    path = os.path.abspath(path or find_library(build_dir))
+    lib = _LIBS.get(path)
+    if lib is not None:
+        return lib
+    lib = ctypes.CDLL(path)
+    P, I, I64, S = (ctypes.c_void_p, ctypes.c_int, ctypes.c_int64,
+                    ctypes.c_size_t)
+    EP = ctypes.POINTER(ctypes.c_void_p)
+    C = ctypes.c_char_p
+    protos = {
+        "mtsched_runtime_api_version": (I, []),
+        "mtsched_module_load": (P, [C, S, EP]),
+        "mtsched_module_destroy": (None, [P]),
+        "mtsched_module_num_graphs": (I, [P]),
+        "mtsched_module_graph_name": (C, [P, I]),
+        "mtsched_graph_prepare": (P, [P, C, C, C, EP]),
+        "mtsched_graph_destroy": (None, [P]),
+        "mtsched_graph_num_inputs": (I, [P]),
+        "mtsched_graph_num_outputs": (I, [P]),
+        "mtsched_graph_input_name": (C, [P, I]),
+        "mtsched_graph_output_name": (C, [P, I]),
+        "mtsched_graph_input_dtype": (I, [P, I]),
+        "mtsched_graph_output_dtype": (I, [P, I]),
+        "mtsched_graph_input_rank": (I, [P, I]),
+        "mtsched_graph_output_rank": (I, [P, I]),
+        "mtsched_graph_input_dim": (I64, [P, I, I]),
+        "mtsched_graph_output_dim": (I64, [P, I, I]),
+        "mtsched_graph_run": (I, [P, EP, EP, P, EP]),
+        "mtsched_free_error": (None, [P]),
+    }
+    for name, (res, args) in protos.items():
+        f = getattr(lib, name)
+        f.restype = res
+        f.argtypes = args
+    if lib.mtsched_runtime_api_version() != 1:
+        raise RuntimeError_("%s has API version %d; this module speaks 1"
+                            % (path, lib.mtsched_runtime_api_version()))
+    _LIBS[path] = lib
+    return lib
+
+
+def _take_error(lib, err):
+    msg = ctypes.string_at(err.value).decode("utf-8", "replace") \
+        if err.value else "(no message)"
+    lib.mtsched_free_error(err)
+    return RuntimeError_(msg.rstrip())
+
+
+class Tensor:
+    """An input or output of a graph: name, IR dtype name, shape, numpy
+    storage type."""
+
+    def __init__(self, name, code, shape):
+        self.name = name
+        self.code = code
+        self.dtype, self.np_dtype = DTYPES[code]
+        self.shape = tuple(shape)
+
+    def __repr__(self):
+        return "%%%s: %s%s" % (self.name, self.dtype, list(self.shape))
+
+
+def bf16_bits(a):
+    """float values -> bfloat16 bits (uint16), round to nearest even (NaN
+    stays NaN)."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(np.asarray(a, dtype=np.float32))
+    return np.where(nan, np.uint16(0x7FC0), rounded)
+
+
+def bf16_to_float(bits):
+    """bfloat16 bits (uint16) -> float32 values."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16) \
+        .view(np.float32)
+
+
+class Graph:
+    """A prepared graph (mtsched_graph_prepare); run it on numpy arrays
+    ("cpu") or torch tensors ("cuda")."""
+
+    def __init__(self, module, name, device, kernel_cache_dir):
+        self._lib = module._lib
+        self._module = module  # the module must outlive the graph
+        self.device = device
+        err = ctypes.c_void_p()
+        self._h = self._lib.mtsched_graph_prepare(
+            module._h, name.encode() if name else None, device.encode(),
+            kernel_cache_dir.encode() if kernel_cache_dir else None,
+            ctypes.byref(err))
+        if not self._h:
+            raise _take_error(self._lib, err)
+        L = self._lib
+
+        def describe(n, nm, dt, rk, dim):
+            out = []
+            for i in range(n(self._h)):
+                shape = [dim(self._h, i, d) for d in range(rk(self._h, i))]
+                out.append(Tensor(nm(self._h, i).decode(), dt(self._h, i),
+                                  shape))
+            return out
+        self.inputs = describe(L.mtsched_graph_num_inputs,
+                               L.mtsched_graph_input_name,
+                               L.mtsched_graph_input_dtype,
+                               L.mtsched_graph_input_rank,
+                               L.mtsched_graph_input_dim)
+        self.outputs = describe(L.mtsched_graph_num_outputs,
+                                L.mtsched_graph_output_name,
+                                L.mtsched_graph_output_dtype,
+                                L.mtsched_graph_output_rank,
+                                L.mtsched_graph_output_dim)
+
+    def close(self):
+        if getattr(self, "_h", None):
+            self._lib.mtsched_graph_destroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    def _run_ptrs(self, ins, outs, stream):
+        n_in, n_out = len(self.inputs), len(self.outputs)
+        in_arr = (ctypes.c_void_p * max(n_in, 1))(*ins)
+        out_arr = (ctypes.c_void_p * max(n_out, 1))(*outs)
+        err = ctypes.c_void_p()
+        rc = self._lib.mtsched_graph_run(self._h, in_arr, out_arr, stream,
+                                         ctypes.byref(err))
+        if rc != 0:
+            raise _take_error(self._lib, err)
+
+    def _host_input(self, t, a):
+        a = np.asarray(a)
+        if a.shape != t.shape:
+            raise ValueError("input %r: shape %s, expected %s"
+                             % (t.name, a.shape, t.shape))
+        if t.dtype == "bf16" and a.dtype != np.uint16:
+            a = bf16_bits(a)
+        return np.ascontiguousarray(a, dtype=t.np_dtype)
+
+    def run(self, inputs, raw=False):
+        """Runs on "cpu": inputs are numpy arrays (a list in the graph's
+        order, or a dict by name) of the inputs' shapes; a bf16 input may
+        be given as floats (rounded) or as uint16 bits. Returns the outputs
+        as numpy arrays; bf16 ones as float32 unless raw."""
+        if self.device != "cpu":
+            raise ValueError("run() takes host arrays: this graph runs on %s "
+                             "(use run_torch)" % self.device)
+        if isinstance(inputs, dict):
+            inputs = [inputs[t.name] for t in self.inputs]
+        if len(inputs) != len(self.inputs):
+            raise ValueError("%d inputs given, the graph has %d"
+                             % (len(inputs), len(self.inputs)))
+        ins = [self._host_input(t, a) for t, a in zip(self.inputs, inputs)]
+        outs = [np.empty(t.shape, dtype=t.np_dtype) for t in self.outputs]
+        self._run_ptrs([a.ctypes.data for a in ins],
+                       [a.ctypes.data for a in outs], None)
+        if not raw:
+            outs = [bf16_to_float(a) if t.dtype == "bf16" else a
+                    for t, a in zip(self.outputs, outs)]
+        return outs
+
+    def run_torch(self, inputs, outputs=None, stream=None):
+        """Runs on "cuda" on torch tensors (contiguous, on the GPU, in the
+        inputs' dtypes), on `stream` (default: torch's current stream).
+        Returns the output tensors (new ones unless given)."""
+        import torch
+        tdt = {"f32": torch.float32, "f16": torch.float16,
+               "bf16": torch.bfloat16, "i32": torch.int32,
+               "i64": torch.int64, "bool": torch.bool}
+        if len(inputs) != len(self.inputs):
+            raise ValueError("%d inputs given, the graph has %d"
+                             % (len(inputs), len(self.inputs)))
+        for t, x in zip(self.inputs, inputs):
+            if tuple(x.shape) != t.shape or x.dtype != tdt.get(t.dtype) or \
+                    not x.is_contiguous():
+                raise ValueError("input %r: %s %s%s, expected a contiguous "
+                                 "%s%s" % (t.name, x.dtype, list(x.shape),
+                                           "" if x.is_contiguous() else
+                                           " (not contiguous)", t.dtype,
+                                           list(t.shape)))
+        dev = inputs[0].device if inputs else torch.device("cuda")
+        if outputs is None:
+            outputs = [torch.empty(t.shape, dtype=tdt[t.dtype], device=dev)
+                       for t in self.outputs]
+        if self.device == "cpu":
+            host = self.run([x.detach().cpu().float().numpy()
+                             if x.dtype == torch.bfloat16 else
+                             x.detach().cpu().numpy() for x in inputs])
+            for o, h in zip(outputs, host):
+                o.copy_(torch.from_numpy(np.ascontiguousarray(h)))
+            return outputs
+        if stream is None:
+            stream = torch.cuda.current_stream(dev).cuda_stream
+        self._run_ptrs([x.data_ptr() for x in inputs],
+                       [o.data_ptr() for o in outputs], stream)
+        return outputs
+
+
+class Module:
+    """A loaded decided module (mtsched_module_load)."""
+
+    def __init__(self, text, library=None, build_dir=None):
+        self._lib = load_library(library, build_dir)
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        err = ctypes.c_void_p()
+        self._h = self._lib.mtsched_module_load(data, len(data),
+                                                ctypes.byref(err))
+        if not self._h:
+            raise _take_error(self._lib, err)
+
+    @property
+    def graph_names(self):
+        return [self._lib.mtsched_module_graph_name(self._h, i).decode()
+                for i in range(self._lib.mtsched_module_num_graphs(self._h))]
+
+    def graph(self, name=None, device="cpu", kernel_cache_dir=None):
+        return Graph(self, name, device, kernel_cache_dir)
+
+    def close(self):
+        if getattr(self, "_h", None):
+            self._lib.mtsched_module_destroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()

@@ -1,0 +1,71 @@
+"""The torch.compile backend's own logic on PyTorch 1.13, which has no
+Dynamo: torch._dynamo.register_backend is stubbed, and the graph Dynamo
+would hand over is a symbolic_trace of the module. What is tested: import,
+decide (mtsched-opt on the simulator: CPU tensors), the decided-IR cache,
+the runtime on "cpu", the callable's results against eager, and the
+fallback with one warning naming why. Dynamo itself is not exercised.
+
+    backend_stub_dynamo.py BUILD_DIR CACHE_DIR
+"""
+
+import os
+import sys
+import types
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny  # noqa: E402
+
+REGISTERED = {}
+
+
+def register_backend(name=None):
+    def deco(fn):
+        REGISTERED[name] = fn
+        return fn
+    return deco
+
+
+torch.__version__ = "2.0.0+stub"
+stub = types.ModuleType("torch._dynamo")
+stub.register_backend = register_backend
+sys.modules["torch._dynamo"] = stub
+torch._dynamo = stub
+
+os.environ["MTSCHED_BUILD_DIR"] = sys.argv[1]
+os.environ["MTSCHED_TORCH_CACHE"] = sys.argv[2]
+for var in ["MTSCHED_OPT", "MTSCHED_RUNTIME_LIB", "MTSCHED_TORCH_OPT_ARGS"]:
+    os.environ.pop(var, None)
+
+from mtsched_torch import backend  # noqa: E402
+from mtsched_torch.compare import errors, init_weights  # noqa: E402
+
+print("registered: %s" % sorted(REGISTERED))
+ok = True
+for fac, width in [(tiny.tiny_mlp, 64), (tiny.softmaxy, 32)]:
+    m = fac().eval()
+    init_weights(m, 0)
+    gm = torch.fx.symbolic_trace(m)
+    x = torch.randn(8, width, generator=torch.Generator().manual_seed(0))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fn = REGISTERED["mtsched"](gm, [x])
+    for msg in w:
+        print("warning: %s" % msg.message)
+    with torch.no_grad():
+        refs = gm(x)
+        outs = fn(x)
+        again = fn(x)
+    refs = refs if isinstance(refs, tuple) else (refs,)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    again = again if isinstance(again, tuple) else (again,)
+    for o, a, r in zip(outs, again, refs):
+        _, nrm = errors(o.float().numpy(), r.float().numpy())
+        ok &= nrm <= 1e-3 and torch.equal(o, a)
+        print("%s: norm_rel %.1e" % (fac.__name__, nrm))
+print("stats: %s" % backend.STATS)
+print("cached: %d decided" % len([f for f in os.listdir(sys.argv[2])
+                                  if f.endswith(".decided.mir")]))
+sys.exit(0 if ok else 1)

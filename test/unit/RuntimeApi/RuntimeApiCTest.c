@@ -1,0 +1,159 @@
+/*===- RuntimeApiCTest.c - libmtsched_runtime from plain C ----------------===*\
+|*                                                                            *|
+|* Compiled as C (so the header must be), linked to the shared library only: *|
+|* loads a module, queries its graph, runs it on "cpu" and checks the values *|
+|* against a reference computed here; then the error paths. Exit 0: passed.  *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+#include "mtsched/RuntimeApi/mtsched_runtime.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int Failures = 0;
+#define CHECK(Cond)                                                            \
+  do {                                                                         \
+    if (!(Cond)) {                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #Cond); \
+      ++Failures;                                                              \
+    }                                                                          \
+  } while (0)
+
+/* y = relu(x @ w + b), an i64 input passed through a cast, and a bf16
+ * output. */
+static const char Module[] =
+    "graph @g(%x: f32[2,3], %w: f32[3,4], %b: f32[4], %i: i64[3]) {\n"
+    "  %m = matmul(%x, %w) : f32[2,4]\n"
+    "  %a = add(%m, %b) : f32[2,4]\n"
+    "  %y = relu(%a) : f32[2,4]\n"
+    "  %h = cast(%y) : bf16[2,4]\n"
+    "  %j = add(%i, %i) : i64[3]\n"
+    "  return %y, %h, %j\n"
+    "}\n";
+
+static float bf16ToFloat(uint16_t H) {
+  uint32_t U = (uint32_t)H << 16;
+  float F;
+  memcpy(&F, &U, sizeof F);
+  return F;
+}
+
+int main(void) {
+  char *Error = NULL;
+  CHECK(mtsched_runtime_api_version() == MTSCHED_RUNTIME_API_VERSION);
+  mtsched_module *M = mtsched_module_load(Module, strlen(Module), &Error);
+  if (!M) {
+    fprintf(stderr, "load failed: %s\n", Error ? Error : "(no message)");
+    mtsched_free_error(Error);
+    return 1;
+  }
+  CHECK(mtsched_module_num_graphs(M) == 1);
+  CHECK(strcmp(mtsched_module_graph_name(M, 0), "g") == 0);
+  CHECK(mtsched_module_graph_name(M, 1) == NULL);
+
+  mtsched_graph *G = mtsched_graph_prepare(M, NULL, "cpu", NULL, &Error);
+  if (!G) {
+    fprintf(stderr, "prepare failed: %s\n", Error ? Error : "(no message)");
+    mtsched_free_error(Error);
+    return 1;
+  }
+  CHECK(mtsched_graph_num_inputs(G) == 4);
+  CHECK(mtsched_graph_num_outputs(G) == 3);
+  CHECK(strcmp(mtsched_graph_input_name(G, 1), "w") == 0);
+  CHECK(mtsched_graph_input_dtype(G, 3) == MTSCHED_I64);
+  CHECK(mtsched_graph_input_rank(G, 0) == 2);
+  CHECK(mtsched_graph_input_dim(G, 1, 0) == 3);
+  CHECK(mtsched_graph_input_dim(G, 1, 1) == 4);
+  CHECK(mtsched_graph_input_dim(G, 1, 2) == -1);
+  CHECK(strcmp(mtsched_graph_output_name(G, 1), "h") == 0);
+  CHECK(mtsched_graph_output_dtype(G, 1) == MTSCHED_BF16);
+  CHECK(mtsched_graph_output_dim(G, 0, 1) == 4);
+  CHECK(mtsched_graph_input_name(G, 4) == NULL);
+  CHECK(mtsched_graph_output_dtype(G, -1) == -1);
+  CHECK(mtsched_dtype_bytes(MTSCHED_BF16) == 2);
+  CHECK(mtsched_dtype_bytes(99) == 0);
+
+  float X[6], W[12], B[4], Y[8], Ref[8];
+  int64_t I[3] = {1, -2, (int64_t)1 << 60}, J[3];
+  uint16_t H[8];
+  for (int K = 0; K < 6; ++K)
+    X[K] = (float)(K - 2) * 0.5f;
+  for (int K = 0; K < 12; ++K)
+    W[K] = (float)((K * 7) % 5 - 2) * 0.25f;
+  for (int K = 0; K < 4; ++K)
+    B[K] = (float)K * 0.1f - 0.15f;
+  for (int R = 0; R < 2; ++R)
+    for (int C = 0; C < 4; ++C) {
+      double S = B[C];
+      for (int D = 0; D < 3; ++D)
+        S += (double)X[R * 3 + D] * W[D * 4 + C];
+      Ref[R * 4 + C] = S > 0 ? (float)S : 0.0f;
+    }
+  void *Inputs[4] = {X, W, B, I};
+  void *Outputs[3] = {Y, H, J};
+  /* Twice: a prepared graph runs as often as asked. */
+  for (int Run = 0; Run < 2; ++Run) {
+    memset(Y, 0xff, sizeof Y);
+    int RC = mtsched_graph_run(G, Inputs, Outputs, NULL, &Error);
+    CHECK(RC == 0);
+    if (RC) {
+      fprintf(stderr, "run failed: %s\n", Error ? Error : "(no message)");
+      mtsched_free_error(Error);
+      Error = NULL;
+    }
+    for (int K = 0; K < 8; ++K) {
+      CHECK(fabsf(Y[K] - Ref[K]) <= 1e-6f);
+      CHECK(fabsf(bf16ToFloat(H[K]) - Ref[K]) <= 1e-2f * fabsf(Ref[K]));
+    }
+    CHECK(J[0] == 2 && J[1] == -4 && J[2] == ((int64_t)1 << 61));
+  }
+
+  /* A null buffer is an error, not a crash. */
+  void *NoInput[4] = {X, NULL, B, I};
+  CHECK(mtsched_graph_run(G, NoInput, Outputs, NULL, &Error) != 0);
+  CHECK(Error && strstr(Error, "input %w is null"));
+  mtsched_free_error(Error);
+  Error = NULL;
+  mtsched_graph_destroy(G);
+
+  /* Unknown graph and device. */
+  CHECK(!mtsched_graph_prepare(M, "nope", "cpu", NULL, &Error));
+  CHECK(Error && strstr(Error, "no graph @nope"));
+  mtsched_free_error(Error);
+  Error = NULL;
+  CHECK(!mtsched_graph_prepare(M, "g", "tpu", NULL, &Error));
+  CHECK(Error && strstr(Error, "unknown device 'tpu'"));
+  mtsched_free_error(Error);
+  Error = NULL;
+  /* "cuda" prepares where a GPU is, else says why; never crashes. */
+  mtsched_graph *GC = mtsched_graph_prepare(M, "g", "cuda", NULL, &Error);
+  CHECK(GC || (Error && *Error));
+  mtsched_graph_destroy(GC);
+  mtsched_free_error(Error);
+  Error = NULL;
+  mtsched_module_destroy(M);
+
+  /* A parse error names the place; a verifier error too. NULL error
+   * pointers are fine. */
+  static const char Bad[] = "graph @g(%x: f32[2]) {\n  %y = frob(%x)\n}\n";
+  CHECK(!mtsched_module_load(Bad, strlen(Bad), &Error));
+  CHECK(Error && strstr(Error, "<module>:2:"));
+  mtsched_free_error(Error);
+  Error = NULL;
+  static const char Wrong[] =
+      "graph @g(%x: f32[2,3], %w: f32[4,4]) {\n"
+      "  %m = matmul(%x, %w) : f32[2,4]\n  return %m\n}\n";
+  CHECK(!mtsched_module_load(Wrong, strlen(Wrong), &Error));
+  CHECK(Error && strstr(Error, "error"));
+  if (Error)
+    fprintf(stderr, "(expected) %s", Error);
+  mtsched_free_error(Error);
+  CHECK(!mtsched_module_load(Bad, strlen(Bad), NULL));
+  mtsched_free_error(NULL);
+
+  if (Failures)
+    fprintf(stderr, "%d check(s) failed\n", Failures);
+  else
+    printf("RuntimeApiCTest: passed\n");
+  return Failures != 0;
+}
