@@ -741,7 +741,10 @@ def _softmax(conv, node):
 
 
 def _matmul(conv, a, b, dt, shape, hint):
-    va, vb = conv.value(a), conv.value(b)
+    return _matmul_values(conv, conv.value(a), conv.value(b), dt, shape, hint)
+
+
+def _matmul_values(conv, va, vb, dt, shape, hint):
     ta, tb = conv.types[va], conv.types[vb]
     if ta[0] != tb[0] or ta[0] not in ("f32", "f16", "bf16"):
         raise Unmapped("operands %s and %s" % (ta[0], tb[0]))
@@ -772,10 +775,20 @@ def _addmm(conv, node):
 @register("aten.linear")
 def _linear(conv, node):
     w = node.args[1]
-    if w not in conv.transposed_fx:
-        raise Unmapped("weight is not a pre-transposed parameter")
     dt, shape = _result(conv, node)
-    mm = _matmul(conv, node.args[0], w, dt, shape, node.name + ".mm")
+    if w in conv.transposed_fx:
+        mm = _matmul(conv, node.args[0], w, dt, shape, node.name + ".mm")
+    else:
+        # A weight the graph takes as an input (Dynamo lifts a module's
+        # parameters to graph inputs): x W^T reads it through a transpose.
+        vw = conv.value(w)
+        tw = conv.types[vw]
+        if len(tw[1]) != 2:
+            raise Unmapped("weight of rank %d" % len(tw[1]))
+        wt = conv.emit("transpose", [vw], tw[0], (tw[1][1], tw[1][0]),
+                       {"perm": [1, 0]}, hint=node.name + ".wt")
+        mm = _matmul_values(conv, conv.value(node.args[0]), wt, dt, shape,
+                            node.name + ".mm")
     b = _arg(node, 2, "bias")
     if b is None:
         return mm
