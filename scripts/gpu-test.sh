@@ -148,6 +148,10 @@ if [ $COLL = 1 ]; then
   W=$(mktemp -d)
   mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
   cp "$OPT" "$W/tools/mtsched-opt/"
+# The copied driver looks for the MPI plugin beside it (tools/lib/mtsched).
+if [ -d "$D/lib/mtsched" ]; then
+  mkdir -p "$W/tools/lib" && cp -r "$D/lib/mtsched" "$W/tools/lib/"
+fi
   cat >"$W/test/lit/lit.site.cfg.py" <<SITE
 import os
 config.mtsched_src_root = "$ROOT"
@@ -181,6 +185,10 @@ echo "== lit tests under test/lit/Cuda"
 W=$(mktemp -d)
 mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
 cp "$OPT" "$W/tools/mtsched-opt/"
+# The copied driver looks for the MPI plugin beside it (tools/lib/mtsched).
+if [ -d "$D/lib/mtsched" ]; then
+  mkdir -p "$W/tools/lib" && cp -r "$D/lib/mtsched" "$W/tools/lib/"
+fi
 cat >"$W/test/lit/lit.site.cfg.py" <<SITE
 import os
 config.mtsched_src_root = "$ROOT"

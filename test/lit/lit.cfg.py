@@ -15,7 +15,9 @@ config.environment["PATH"] = os.pathsep.join(
      config.llvm_tools_dir,
      config.environment.get("PATH", os.environ["PATH"])])
 # Sanitizer settings from the caller (CI's ASan/TSan runs) reach the tools.
-for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "HOME", "TMPDIR"]:
+# MTSCHED_MPI_PLUGIN: where MPI ranks find the MPI plugin (docs/RANKS.md).
+for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "HOME", "TMPDIR",
+            "MTSCHED_MPI_PLUGIN"]:
     if var in os.environ:
         config.environment[var] = os.environ[var]
 # NCCL settings (the GPU machines keep NCCL_NVLS_ENABLE=0) and the MPI

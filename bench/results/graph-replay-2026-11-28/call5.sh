@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Call 5 (two GPUs): the MPI lit tests under test/lit/Cuda with the packed
+# MPI plugin beside the copied driver (as scripts/gpu-test.sh now does).
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+ROOT=$PWD; D=$ROOT/.device
+export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
+W=$(mktemp -d); mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt" "$W/tools/lib"
+cp $D/bin/mtsched-opt "$W/tools/mtsched-opt/"; cp -r $D/lib/mtsched "$W/tools/lib/"
+cat >"$W/test/lit/lit.site.cfg.py" <<SITE
+import os
+config.mtsched_src_root = "$ROOT"
+config.mtsched_obj_root = "$W"
+config.mtsched_tools_dir = "$W/tools/mtsched-opt"
+config.llvm_tools_dir = "$D/bin"
+config.python = "python3"
+lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
+SITE
+for L in "" "$D/lib-mpi:"; do
+  echo "== MPI lit (LD_LIBRARY_PATH prefix '$L')"
+  LD_LIBRARY_PATH=$L$LD_LIBRARY_PATH timeout 150 python3 "$D/lit/lit.py" -sv --filter 'mpi' "$W/test/lit/Cuda" > $OUT/mpi-lit.log 2>&1 && { echo "mpi lit PASS"; grep -E "PASS:|Passed|Failed" $OUT/mpi-lit.log; break; }
+  grep -E "error|Passed|Failed" $OUT/mpi-lit.log | head -5
+done
