@@ -123,21 +123,55 @@ def _decide(text, device):
         return f.read(), key
 
 
+class _Lifted(torch.nn.Module):
+    """Dynamo's graph with the parameters it takes as inputs (it lifts a
+    module's parameters to graph inputs) held as parameters again: the
+    importer then treats them as weights, transposed once where the IR
+    holds the transpose, rather than as inputs read through a transpose
+    kernel on every call."""
+
+    PREFIX = "lifted_"
+
+    def __init__(self, gm, example_inputs, lifted):
+        super().__init__()
+        self.gm = gm
+        self.n = len(example_inputs)
+        self.lifted = list(lifted)
+        for i in self.lifted:
+            self.register_parameter(self.PREFIX + str(i), example_inputs[i])
+
+    def forward(self, *user):
+        rest = iter(user)
+        args = [getattr(self, self.PREFIX + str(i)) if i in self.lifted
+                else next(rest) for i in range(self.n)]
+        return self.gm(*args)
+
+
 class _Binder:
     """The IR's inputs from a call's arguments: Dynamo's graph inputs by
     position, the graph module's own parameters and buffers by name;
     transposed where the IR holds the transpose (a transposed tensor is
     made contiguous once and reused while it is unchanged)."""
 
-    def __init__(self, gm, res, n_args):
+    def __init__(self, gm, res, n_args, lifted=()):
         state = dict(gm.named_parameters())
         state.update(dict(gm.named_buffers()))
         self.sources = []
-        user = ["x" if n_args == 1 else "x%d" % i for i in range(n_args)]
+        # The call's positions of the traced module's inputs: all of them,
+        # or those left after Dynamo's lifted parameters (_Lifted).
+        positions = [i for i in range(n_args) if i not in set(lifted)]
+        user = ["x" if len(positions) == 1 else "x%d" % i
+                for i in range(len(positions))]
         for info in res.inputs:
             tn = info["torch_name"]
             if tn in user:
-                self.sources.append(("arg", user.index(tn),
+                self.sources.append(("arg", positions[user.index(tn)],
+                                     info["transposed"]))
+            elif tn.startswith(_Lifted.PREFIX) and \
+                    int(tn[len(_Lifted.PREFIX):]) in lifted:
+                # A lifted parameter: the call's tensor, so an update of the
+                # parameter is seen (a transposed copy is remade then).
+                self.sources.append(("arg", int(tn[len(_Lifted.PREFIX):]),
                                      info["transposed"]))
             elif tn in state:
                 self.sources.append(("state", state[tn], info["transposed"]))
@@ -182,11 +216,14 @@ def _compile(gm, example_inputs):
     _COUNTER[0] += 1
     name = "dynamo_%d" % _COUNTER[0]
     res, why = None, []
+    lifted = [i for i, x in enumerate(example_inputs)
+              if isinstance(x, torch.nn.Parameter)]
+    traced = _Lifted(gm, example_inputs, lifted) if lifted else gm
+    user = [x for i, x in enumerate(example_inputs) if i not in lifted]
     # torch.export first (2.x), then make_fx, as mtsched_torch.compare does.
     for tracer in ["auto", "make_fx"]:
         try:
-            res = import_module(gm, list(example_inputs), name, 1, tracer,
-                                quiet=True)
+            res = import_module(traced, user, name, 1, tracer, quiet=True)
             break
         except Exception as e:  # noqa: BLE001 - any import failure falls back
             why.append("%s: %s: %s" % (tracer, type(e).__name__,
@@ -222,7 +259,7 @@ def _compile(gm, example_inputs):
         while len(_GRAPHS) > MAX_GRAPHS:
             _GRAPHS.popitem(last=False)
     graph = entry[1]
-    binder = _Binder(gm, res, len(example_inputs))
+    binder = _Binder(traced, res, len(example_inputs), lifted)
 
     def run(*args):
         outs = graph.run_torch(binder(args))

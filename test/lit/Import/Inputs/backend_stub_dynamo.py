@@ -65,6 +65,33 @@ for fac, width in [(tiny.tiny_mlp, 64), (tiny.softmaxy, 32)]:
         _, nrm = errors(o.float().numpy(), r.float().numpy())
         ok &= nrm <= 1e-3 and torch.equal(o, a)
         print("%s: norm_rel %.1e" % (fac.__name__, nrm))
+
+
+# Dynamo lifts a module's parameters to graph inputs: the graph takes the
+# weight as an argument, and the example input is the nn.Parameter itself.
+# The backend holds such inputs as parameters again, so the IR keeps the
+# weight transposed once rather than transposing it on every call.
+class LiftedLinear(torch.nn.Module):
+    def forward(self, x, w, b):
+        return torch.relu(torch.nn.functional.linear(x, w, b))
+
+
+g = torch.Generator().manual_seed(1)
+w = torch.nn.Parameter(torch.randn(48, 64, generator=g) / 8)
+b = torch.nn.Parameter(torch.randn(48, generator=g))
+x = torch.randn(8, 64, generator=g)
+gm = torch.fx.symbolic_trace(LiftedLinear())
+fn = REGISTERED["mtsched"](gm, [x, w, b])
+with torch.no_grad():
+    ref = gm(x, w, b)
+    out = fn(x, w, b)
+    w.mul_(2)  # an updated parameter is seen on the next call
+    ref2 = gm(x, w, b)
+    out2 = fn(x, w, b)
+for tag, o, r in [("lifted", out, ref), ("lifted updated", out2, ref2)]:
+    _, nrm = errors(o.float().numpy(), r.float().numpy())
+    ok &= nrm <= 1e-3
+    print("%s: norm_rel %.1e" % (tag, nrm))
 print("stats: %s" % backend.STATS)
 print("cached: %d decided" % len([f for f in os.listdir(sys.argv[2])
                                   if f.endswith(".decided.mir")]))
