@@ -218,7 +218,7 @@ stage_build-matrix() {
   install_and_consume "$GCC_DIR" g++
 
   bash "$ROOT/scripts/build.sh" --werror --target=mtsched-opt \
-    --target=mtsched-lab --target=mtsched-calibrate "$ROOT/build"
+    --target=mtsched-lab --target=mtsched-calibrate --target=mtsched_runtime "$ROOT/build"
   local CLANGXX
   CLANGXX="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$ROOT/build/CMakeCache.txt")"
   install_and_consume "$ROOT/build" "$CLANGXX"
