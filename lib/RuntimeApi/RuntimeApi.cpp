@@ -6,11 +6,11 @@
 // the tools' level of the layering.
 //
 //===----------------------------------------------------------------------===//
-#include "mtsched/Reference/Interpreter.h"
-#include "mtsched/Reference/Npy.h"
 #include "mtsched/Backend/Backends.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
+#include "mtsched/Reference/Interpreter.h"
+#include "mtsched/Reference/Npy.h"
 #include "mtsched/RuntimeApi/mtsched_runtime.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"

@@ -287,11 +287,10 @@ TEST(AutotunerTest, CannotBeBuiltWithoutAHeuristic) {
   static_assert(!ConstructibleWith<const FusionHeuristic *>::value);
   static_assert(!ConstructibleWith<std::string>::value);
   // The old signature, a name in FusionOptions and no heuristic.
-  static_assert(
-      !AutotunerFrom<const AutotuneOptions &, const FusionOptions &,
-                     CollectiveMode, Communicator &,
-                     std::unique_ptr<Benchmarker>, std::unique_ptr<TimePredictor>,
-                     Diagnostics &, const Module &>);
+  static_assert(!AutotunerFrom<
+                const AutotuneOptions &, const FusionOptions &, CollectiveMode,
+                Communicator &, std::unique_ptr<Benchmarker>,
+                std::unique_ptr<TimePredictor>, Diagnostics &, const Module &>);
   // Where a heuristic is made, a bad name is an error listing the known.
   auto H = createFusionHeuristic("sometimes");
   ASSERT_FALSE(static_cast<bool>(H));

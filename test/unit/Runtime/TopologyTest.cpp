@@ -1,6 +1,6 @@
 #include "mtsched/Runtime/Topology.h"
-#include "mtsched/Runtime/Roofline.h"
 #include "mtsched/Runtime/DeviceDesc.h"
+#include "mtsched/Runtime/Roofline.h"
 #include "gtest/gtest.h"
 #include <cmath>
 
