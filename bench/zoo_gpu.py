@@ -238,6 +238,15 @@ def run(a, row):
         row["status"] = "PASS"
 
 
+def guarded(what, fn, row, *args):
+    """fn(row, *args); an exception fails the row (one line), not the run."""
+    try:
+        fn(row, *args)
+    except Exception as e:  # noqa: BLE001 - one row per failure
+        row["status"] = "FAIL %s: %s: %s" % (
+            what, type(e).__name__, (str(e).splitlines() or [""])[0][:200])
+
+
 def time_eager(row, module, inputs):
     row["eager_us"] = compare.cuda_time_us(lambda: eager(module, inputs))
 
@@ -444,7 +453,7 @@ def main(argv=None):
             row["status"] = "prepared"
             live[row["name"]] = (got[0], got[2])
             if a.decide_jobs == 1:
-                run(a, row)
+                guarded("run", lambda r: run(a, r), row)
         if a.decide_jobs == 1 or row["status"] != "prepared":
             report(row)
         save(a, rows, meta)
@@ -453,7 +462,8 @@ def main(argv=None):
     if a.decide_jobs > 1:
         ready = [r for r in rows if r["status"] == "prepared"]
         with concurrent.futures.ThreadPoolExecutor(a.decide_jobs) as pool:
-            list(pool.map(lambda r: decide(a, r), ready))
+            list(pool.map(lambda r: guarded("decide", lambda x: decide(a, x),
+                                            r), ready))
         save(a, rows, meta)
         for row in ready:
             if row["status"] != "prepared":
@@ -463,7 +473,7 @@ def main(argv=None):
                 row["status"] = "skipped for time (decided, not run)"
                 skipped.append(row["name"])
             else:
-                run(a, row)
+                guarded("run", lambda r: run(a, r), row)
             report(row)
             save(a, rows, meta)
     if skipped:
@@ -473,7 +483,7 @@ def main(argv=None):
     if cuda:
         for row in rows:
             if row["name"] in live:
-                time_eager(row, *live[row["name"]])
+                guarded("eager timing", time_eager, row, *live[row["name"]])
         save(a, rows, meta)
     if a.compile:
         took, no_time = [], []
