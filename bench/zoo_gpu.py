@@ -514,14 +514,21 @@ def main(argv=None):
                 "--compile-only --only ..." % (len(no_time),
                                                ", ".join(no_time)))
     save(a, rows, meta)
+    if own_cache:
+        shutil.rmtree(a.cache_dir, ignore_errors=True)
     failed = [r["name"] for r in rows if r["status"].startswith("FAIL")]
+    if a.compile_only:
+        log("%d of %d case(s) compiled and timed, %d skipped for time "
+            "(%.0f s)" % (sum(1 for r in rows if r.get("compile_us")),
+                          len(rows), len(rows) - len(live) + sum(
+                              1 for r in rows if r.get("compile_skipped")),
+                          time.time() - start))
+        return 1 if failed else 0
     passed = sum(1 for r in rows if r["status"] == "PASS")
     log("%d of %d case(s) pass, %d failed%s, %d skipped for time (%.0f s)"
         % (passed, len(rows), len(failed),
            " (" + ", ".join(failed) + ")" if failed else "",
            len(skipped), time.time() - start))
-    if own_cache:
-        shutil.rmtree(a.cache_dir, ignore_errors=True)
     return 1 if failed else 0
 
 
