@@ -18,6 +18,10 @@ a decomposed ``scaled_dot_product_attention`` -- becomes the IR's
   zero weights) that is the same for every batch and head and is either
   all zero (no mask) or exactly the causal mask aligned to the end of the
   keys (query i sees keys j <= Skv - Sq + i: the IR's ``causal``);
+* casts between floating types are seen through: a bf16 model's softmax
+  in fp32 (the scores cast up, the probabilities cast back; GPT-J casts q
+  and k up before the scores) is the attention's own fp32 arithmetic; q,
+  k, v and the result then have the model's type;
 * grouped-query attention: k and v repeated per query head (``repeat_kv``'s
   expand + reshape, or ``repeat_interleave``'s, which the importer maps to
   the same) are taken before the repeat: the IR's attention reads kv head
@@ -46,14 +50,34 @@ def _moves_only_ones(n):
     return src == sorted(src)
 
 
-def _strip(prod, v, ops=("reshape",)):
+_FLOATS = ("f64", "f32", "f16", "bf16")
+
+
+def _float_cast(conv, n):
+    """n casts one floating type to another (a bf16 model's softmax in
+    fp32: the scores cast up, the probabilities cast back)."""
+    return n is not None and not n.custom and n.op == "cast" and \
+        len(n.operands) == 1 and n.dtype in _FLOATS and \
+        conv.types[n.operands[0]][0] in _FLOATS
+
+
+def _strip(prod, v, ops=("reshape",), conv=None):
     """v's origin through the given shape-only ops (and transposes that
-    only move size-1 dimensions)."""
+    only move size-1 dimensions), and through casts between floating
+    types where conv is given."""
     n = prod.get(v)
     while n is not None and not n.custom and (
-            n.op in ops or ("reshape" in ops and _moves_only_ones(n))):
+            n.op in ops or ("reshape" in ops and _moves_only_ones(n)) or
+            (conv is not None and _float_cast(conv, n))):
         v = n.operands[0]
         n = prod.get(v)
+    return v
+
+
+def _uncast(conv, prod, v):
+    """v's origin through casts between floating types."""
+    while _float_cast(conv, prod.get(v)):
+        v = prod[v].operands[0]
     return v
 
 
@@ -171,7 +195,7 @@ def _try(conv, prod, o):
     if o.op != "matmul" or o.custom or len(o.operands) != 2:
         return None
     pv, vv = o.operands
-    pn = prod.get(_strip(prod, pv))
+    pn = prod.get(_strip(prod, pv, conv=conv))
     if pn is None or pn.op != "softmax" or pn.custom:
         return None
     x = pn.operands[0]
@@ -179,8 +203,8 @@ def _try(conv, prod, o):
     # Peel additive masks that are constants (several add up: a triu
     # mask plus a masked_fill's).
     # A scale applied after the mask (GPT-J: where(mask, w, min) / sqrt(d)).
-    s, outer = _scaled(prod, _strip(prod, x))
-    s = _strip(prod, s)
+    s, outer = _scaled(prod, _strip(prod, x, conv=conv))
+    s = _strip(prod, s, conv=conv)
     total = None
     while True:
         xn = prod.get(s)
@@ -197,7 +221,7 @@ def _try(conv, prod, o):
             t = torch.zeros(keep.shape, dtype=torch.float64).masked_fill(
                 ~keep, float("-inf"))
             total = t if total is None else total + t
-            s = _strip(prod, xn.operands[1])
+            s = _strip(prod, xn.operands[1], conv=conv)
             continue
         if xn is None or xn.op != "add" or xn.custom or \
                 len(xn.operands) != 2 or "scalar" in xn.attrs:
@@ -207,7 +231,7 @@ def _try(conv, prod, o):
             if t is not None and tuple(conv.types[a][1]) == tuple(xn.shape):
                 t = torch.broadcast_to(t, tuple(xn.shape))
                 total = t if total is None else total + t
-                s = _strip(prod, a)
+                s = _strip(prod, a, conv=conv)
                 break
         else:
             return None
@@ -215,9 +239,9 @@ def _try(conv, prod, o):
                                                   tuple(total.shape))
     if kind is None:
         return None
-    s, scale = _scaled(prod, _strip(prod, s))
+    s, scale = _scaled(prod, _strip(prod, s, conv=conv))
     scale *= outer
-    mm = prod.get(_strip(prod, s))
+    mm = prod.get(_strip(prod, s, conv=conv))
     if mm is None or mm.op != "matmul" or mm.custom:
         return None
     q, kt = mm.operands
@@ -233,8 +257,6 @@ def _try(conv, prod, o):
     if ktt[1][-2] != d or tuple(vt[1][-2:]) != (skv, d) or \
             _batch(ktt[1]) != batch or _batch(vt[1]) != batch or \
             tuple(o.shape[-2:]) != (sq, d) or \
-            qt[0] != ktt[0] or qt[0] != vt[0] or \
-            qt[0] not in ("f32", "f16", "bf16") or \
             tuple(xs[-2:]) != (sq, skv) or scale <= 0:
         return None
     if kind == "causal" and sq > skv:
@@ -261,6 +283,16 @@ def _try(conv, prod, o):
     q4 = _as4(conv, prod, q, batch, sq, d, new, o.name + ".q")
     k4 = _as4(conv, prod, k, batch, skv, d, new, o.name + ".k4")
     v4 = _as4(conv, prod, vv, batch, skv, d, new, o.name + ".v4")
+    # One type for q, k, v and the result: a cast of q and k up to fp32
+    # for the scores (GPT-J's) is the attention's own fp32 arithmetic.
+    dt = conv.types[o.name][0]
+    if conv.types[q4][0] != dt:
+        q4 = _uncast(conv, prod, q4)
+    if conv.types[k4][0] != dt:
+        k4 = _uncast(conv, prod, k4)
+    if dt not in ("f32", "f16", "bf16") or any(
+            conv.types[x][0] != dt for x in (q4, k4, v4)):
+        return None
     b, hq = conv.types[q4][1][:2]
     kg, vg = _kv_heads(conv, prod, k4), _kv_heads(conv, prod, v4)
     if kg != k4 and vg != v4 and conv.types[kg][1] == conv.types[vg][1]:
@@ -284,7 +316,7 @@ def _try(conv, prod, o):
                 v4 = val
         b, hq = 1, batch
     attrs = {"causal": kind == "causal", "scale": float(scale)}
-    att = conv.emit("attention", [q4, k4, v4], qt[0],
+    att = conv.emit("attention", [q4, k4, v4], dt,
                     conv.types[q4][1][:2] + (sq, d), attrs,
                     hint=o.name + ".attention")
     new.append(att)
