@@ -311,19 +311,21 @@ class _Binder:
         self.cache = {}
 
     def __call__(self, args):
+        # On every call's path: no detach (a new tensor object each) unless
+        # a copy is made; run_torch reads only the pointers.
         out = []
+        cache = self.cache
         for k, (kind, src, transposed) in enumerate(self.sources):
             t = args[src] if kind == "arg" else src
-            t = t.detach()
             if transposed:
-                key = (t.data_ptr(), t._version, tuple(t.shape))
-                hit = self.cache.get(k)
+                key = (t.data_ptr(), t._version, t.shape)
+                hit = cache.get(k)
                 if hit is None or hit[0] != key:
-                    hit = (key, t.t().contiguous())
-                    self.cache[k] = hit
+                    hit = (key, t.detach().t().contiguous())
+                    cache[k] = hit
                 t = hit[1]
             elif not t.is_contiguous():
-                t = t.contiguous()
+                t = t.detach().contiguous()
             out.append(t)
         return out
 
