@@ -222,6 +222,8 @@ public:
   ~GraphRun() {
     for (CUdeviceptr P : Owned)
       D.cuMemFree(P);
+    for (auto &[V, P] : InputBuffers)
+      D.cuMemFree(P);
     if (Arena)
       D.cuMemFree(Arena);
     for (CUmodule M : Modules)
@@ -272,7 +274,21 @@ public:
   /// The arena's size, and the allocations made besides it (workspaces,
   /// and any buffer the plan did not foresee).
   size_t arenaBytes() const { return ArenaBytes; }
-  unsigned allocations() const { return unsigned(Owned.size()); }
+  unsigned allocations() const {
+    return unsigned(Owned.size() + InputBuffers.size());
+  }
+  /// Input V's own buffer (zeroed for prepare's launches, or uploaded),
+  /// 0 once released.
+  CUdeviceptr inputBuffer(const Value *V) const {
+    auto It = InputBuffers.find(V);
+    return It == InputBuffers.end() ? 0 : It->second;
+  }
+  /// Allocates input V a buffer of its own (again, after releaseInput),
+  /// and binds V to it.
+  llvm::Error allocInput(const Value *V);
+  /// Frees input V's own buffer: the caller's is bound in its place. A
+  /// launch must not read it afterwards (bind another buffer first).
+  void releaseInput(const Value *V);
 
 private:
   /// The bytes of every buffer launchAll makes, each 256-byte aligned: the
@@ -311,6 +327,9 @@ private:
   int Arch;
   std::map<const Value *, CUdeviceptr> Dev;
   std::vector<CUdeviceptr> Owned;
+  /// The graph inputs' buffers, apart from the arena so that each can be
+  /// freed alone.
+  std::map<const Value *, CUdeviceptr> InputBuffers;
   CUdeviceptr Arena = 0;
   size_t ArenaBytes = 0, ArenaUsed = 0;
   KernelStats Kernels;
@@ -345,7 +364,7 @@ static size_t bufferBytes(const Value *V) {
 }
 
 size_t GraphRun::plannedBytes() const {
-  // What launchAll allocates (alloc): every input, and each result a kernel
+  // What launchAll allocates (alloc): each result a kernel
   // writes to memory. Not a reshape (a view), not an epilogue fused into its
   // template, not a member of a fused group that only the group reads
   // (runGroup's outputs are those returned or read outside the group).
@@ -356,8 +375,8 @@ size_t GraphRun::plannedBytes() const {
         for (const Operand &E : M->getEpilogue())
           Epilogue.insert(E.V->getDef());
   size_t Sum = 0;
-  for (const auto &In : G.getInputs())
-    Sum += bufferBytes(In.get());
+  // The inputs are allocated apart (InputBuffers): the runtime library
+  // frees them once the caller's own buffers are bound.
   for (const auto &N : G.getNodes()) {
     if (Epilogue.count(N.get()))
       continue;
@@ -410,12 +429,32 @@ llvm::Error GraphRun::allocBytes(size_t Bytes, CUdeviceptr &P,
 llvm::Error GraphRun::alloc(const Value *V) {
   if (Dev.count(V))
     return llvm::Error::success();
+  if (V->isGraphInput())
+    return allocInput(V);
   CUdeviceptr P;
   if (llvm::Error E = allocBytes(size_t(V->getType().numBytes()), P,
                                  "'%" + V->getName() + "'"))
     return E;
   Dev[V] = P;
   return llvm::Error::success();
+}
+
+llvm::Error GraphRun::allocInput(const Value *V) {
+  CUdeviceptr P;
+  size_t Bytes = std::max<int64_t>(16, V->getType().numBytes());
+  if (CUresult R = D.cuMemAlloc(&P, Bytes))
+    return err("cannot allocate '%" + V->getName() + "': " + D.errorString(R));
+  InputBuffers[V] = P;
+  Dev[V] = P;
+  return llvm::Error::success();
+}
+
+void GraphRun::releaseInput(const Value *V) {
+  auto It = InputBuffers.find(V);
+  if (It == InputBuffers.end())
+    return;
+  D.cuMemFree(It->second);
+  InputBuffers.erase(It);
 }
 
 llvm::Error GraphRun::uploadInputs(ValueData &Host) {
@@ -927,6 +966,14 @@ public:
       K = find(Key);
     }
     if (!K) {
+      // A staged input whose buffer was released (bound before) gets one
+      // again: it is copied through it from now on.
+      for (Slot &X : Ins)
+        if (X.Staged && !X.Own) {
+          if (llvm::Error E = Run.allocInput(X.V))
+            return E;
+          X.Own = Run.inputBuffer(X.V);
+        }
       if (llvm::Error E = bindAndCapture(Key))
         return E;
       K = &Graphs.back();
@@ -966,6 +1013,14 @@ public:
                 Outs[I].V->getType().numBytes(), S))
           return err("cannot copy output '%" + Outs[I].V->getName() +
                      "': " + D.errorString(R));
+    // An input bound to the caller's buffer no longer needs its own (a
+    // weight would take its memory twice): no kept graph reads it, as none
+    // was captured with that input staged.
+    for (size_t I = 0; I < Ins.size(); ++I)
+      if (Key[I] && Ins[I].Own) {
+        Run.releaseInput(Ins[I].V);
+        Ins[I].Own = 0;
+      }
     return llvm::Error::success();
   }
 
@@ -973,7 +1028,8 @@ private:
   /// A graph input or output and how it is bound.
   struct Slot {
     const Value *V;
-    /// The GraphRun's own buffer for it.
+    /// The GraphRun's own buffer for it: an output's in the arena, an
+    /// input's apart, released (0) once the caller's is bound.
     CUdeviceptr Own;
     /// Copied through Own on every run.
     bool Staged = false;

@@ -403,7 +403,8 @@ TEST(CudaBackend, AHungKernelEndsTheProcess) {
 // with an input and the outputs moved (a graph captured per binding, an
 // earlier binding replayed again), then an output that keeps moving
 // (staged once the captures are spent), each time against the fp64
-// interpreter on the same values; its counters say so.
+// interpreter on the same values, then an input that keeps moving (staged
+// through a buffer allocated again); its counters say so.
 //===----------------------------------------------------------------------===//
 
 TEST(CudaRuntime, RunsOnTheCallersBuffers) {
@@ -493,8 +494,11 @@ graph @g(%x: bf16[64,128], %w: bf16[128,256], %b: bf16[256], %g: bf16[256]) {
   EXPECT_EQ(Stat("kernels_cached") + Stat("kernels_compiled"), Stat("kernels"));
   EXPECT_GE(Stat("arena_bytes"), int64_t(64 * 128 * 2 + 128 * 256 * 2));
   EXPECT_EQ(Stat("no_such_counter"), -1);
+  int64_t Allocations = Stat("allocations");
   Run("first run (binds)");
   Check(Host, Outs, "first run");
+  // The four inputs' own buffers are freed once the caller's are bound.
+  EXPECT_EQ(Stat("allocations"), Allocations - 4);
   Run("second run (replays)");
   Check(Host, Outs, "second run");
   EXPECT_EQ(Stat("captures"), 1);
@@ -531,6 +535,15 @@ graph @g(%x: bf16[64,128], %w: bf16[128,256], %b: bf16[256], %g: bf16[256]) {
   EXPECT_EQ(Stat("staged_inputs"), 0);
   EXPECT_LE(Stat("captures"), 17);
   EXPECT_LE(Stat("graphs_kept"), 4);
+  // Then x moves on every run, with new values: staged at once (the
+  // captures are spent), through a buffer of its own again.
+  for (unsigned K = 0; K < 5; ++K) {
+    Ins[0] = Upload(*G.getInputs()[0], 10 + K, Host0);
+    Run("a moving input");
+    Check(Host0, Outs, "a moving input");
+  }
+  EXPECT_EQ(Stat("staged_inputs"), 1);
+  EXPECT_LE(Stat("captures"), 18);
   P->reset();
   for (CUdeviceptr X : Owned)
     D.cuMemFree(X);
