@@ -92,8 +92,8 @@ int mtsched_graph_run(mtsched_graph *graph, void *const *inputs,
  * "captures" (CUDA graphs captured), "graphs_kept" (captured graphs held,
  * one per binding of pointers seen), "staged_inputs", "staged_outputs"
  * (copied through the runtime's buffers on every run), "arena_bytes" (the
- * one allocation intermediates and inputs come from), "allocations" (device
- * allocations made besides it). -1 for a name the graph does not keep
+ * one allocation intermediates come from), "allocations" (device
+ * allocations held besides it: workspaces, inputs' buffers not yet freed). -1 for a name the graph does not keep
  * (docs/RUNTIME.md). */
 int64_t mtsched_graph_stat(const mtsched_graph *graph, const char *name);
 

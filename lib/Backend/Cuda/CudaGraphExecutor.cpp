@@ -851,8 +851,8 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
 namespace {
 
 /// A decided graph prepared for the runtime library (prepareGraphOnGpu).
-/// Its GraphRun owns a buffer per input and value (one arena), on which
-/// every kernel was launched once. A run binds the caller's pointers in
+/// Its GraphRun owns a buffer per value (one arena) and per input (freed
+/// once the caller's is bound), on which every kernel was launched once. A run binds the caller's pointers in
 /// their place and replays a CUDA graph captured for that binding on the
 /// caller's stream. A few bindings are kept, each with its graph: a caller
 /// that returns fresh outputs from PyTorch's caching allocator alternates
