@@ -93,8 +93,8 @@ int mtsched_graph_run(mtsched_graph *graph, void *const *inputs,
  * one per binding of pointers seen), "staged_inputs", "staged_outputs"
  * (copied through the runtime's buffers on every run), "arena_bytes" (the
  * one allocation intermediates come from), "allocations" (device
- * allocations held besides it: workspaces, inputs' buffers not yet freed). -1 for a name the graph does not keep
- * (docs/RUNTIME.md). */
+ * allocations held besides it: workspaces, inputs' buffers not yet freed). -1
+ * for a name the graph does not keep (docs/RUNTIME.md). */
 int64_t mtsched_graph_stat(const mtsched_graph *graph, const char *name);
 
 /* Releases a message an mtsched_* function stored; NULL is fine. */

@@ -852,15 +852,15 @@ namespace {
 
 /// A decided graph prepared for the runtime library (prepareGraphOnGpu).
 /// Its GraphRun owns a buffer per value (one arena) and per input (freed
-/// once the caller's is bound), on which every kernel was launched once. A run binds the caller's pointers in
-/// their place and replays a CUDA graph captured for that binding on the
-/// caller's stream. A few bindings are kept, each with its graph: a caller
-/// that returns fresh outputs from PyTorch's caching allocator alternates
-/// between two or three addresses, and each then replays without a copy.
-/// A pointer that is not aligned for the kernels' vector and TMA accesses,
-/// or that keeps moving once MaxCaptures graphs were captured, is staged:
-/// copied through the GraphRun's own buffer from then on, so that capturing
-/// stops.
+/// once the caller's is bound), on which every kernel was launched once. A run
+/// binds the caller's pointers in their place and replays a CUDA graph captured
+/// for that binding on the caller's stream. A few bindings are kept, each with
+/// its graph: a caller that returns fresh outputs from PyTorch's caching
+/// allocator alternates between two or three addresses, and each then replays
+/// without a copy. A pointer that is not aligned for the kernels' vector and
+/// TMA accesses, or that keeps moving once MaxCaptures graphs were captured, is
+/// staged: copied through the GraphRun's own buffer from then on, so that
+/// capturing stops.
 class CudaPreparedGraph : public PreparedGraph {
 public:
   /// Captured graphs kept, one per binding, the least recently used
