@@ -405,8 +405,9 @@ def _compile(gm, example_inputs):
     _LIVE[name] = graph
     GRAPHS.append(rec)
     _log("%s: IR %s, decided %s; kernels %s loaded, %s from the cache, %s "
-         "compiled by NVRTC; mtsched-opt runs in this process %d; compile "
-         "%.3f s (import %.3f, decide %.3f, prepare %.3f)" % (
+         "compiled by NVRTC; mtsched-opt runs (each autotunes, i.e. "
+         "benchmarks) in this process %d; compile %.3f s (import %.3f, "
+         "decide %.3f, prepare %.3f)" % (
              name, "from the cache" if rec["ir"] == "cache" else "imported",
              "from the cache" if rec["decided"] == "cache" else
              "by " + rec["decided"], rec.get("kernels", "?"),
