@@ -5,6 +5,7 @@
     g = mod.graph(device="cpu")           # or "cuda"
     outs = g.run([x, w])                  # numpy arrays (cpu)
     outs = g.run_torch([x_cuda, w_cuda])  # torch tensors (cuda, current stream)
+    g.stats()   # {"runs": 2, "kernels_cached": ..., "captures": ...}
 
 The library is found by ``find_library``: $MTSCHED_RUNTIME_LIB, else
 ``<build>/lib/RuntimeApi/libmtsched_runtime.so`` for the build directory
