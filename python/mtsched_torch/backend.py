@@ -190,7 +190,8 @@ def _graph_key(gm, example_inputs, lifted):
             c = t.detach().cpu().contiguous()
             h.update(repr((str(node.target), tuple(c.shape),
                            str(c.dtype))).encode())
-            h.update(c.view(torch.uint8).numpy().tobytes()
+            # Flattened first: a 0-d tensor has no byte view.
+            h.update(c.reshape(-1).view(torch.uint8).numpy().tobytes()
                      if c.numel() else b"")
     return h.hexdigest()[:24]
 
@@ -228,7 +229,15 @@ def _load_imported(key):
 
 def _store_imported(key, imp, fallback=None):
     """Writes the import cache's entry: imp, or why the graph runs
-    eagerly."""
+    eagerly. Best effort: a cache that cannot be written costs the next
+    process the import, nothing else."""
+    try:
+        _write_imported(key, imp, fallback)
+    except (OSError, RuntimeError, TypeError) as e:
+        _log("the import cache was not written: %s" % e)
+
+
+def _write_imported(key, imp, fallback):
     base = os.path.join(_cache_dir(), key + ".import")
     if imp is None:
         with open(base + ".json.tmp", "w") as f:
