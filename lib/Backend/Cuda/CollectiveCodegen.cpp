@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Backend/Cuda/CollectiveCodegen.h"
+#include "GemmCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/IR/Graph.h"
 #include "llvm/ADT/StringExtras.h"
@@ -190,7 +191,7 @@ __device__ __forceinline__ float mt_epi(float x, long long e, const T *bias,
                                         const T *res) {
   return mt_act(mt_adds(x, e, bias, res));
 }
-)";
+)" MTSCHED_CUDA_POW_HELPER;
 
 // Flat all_reduce: one_shot reduces everything, two_shot its chunk and
 // pushes it to every rank.

@@ -160,7 +160,7 @@ __device__ __forceinline__ void mt_atomic_max(float *a, float v) {
   else
     atomicMin((unsigned *)a, __float_as_uint(v));
 }
-)";
+)" MTSCHED_CUDA_POW_HELPER;
 
 const char *codegen::storageType(DType T) {
   switch (T) {

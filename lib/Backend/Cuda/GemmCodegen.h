@@ -19,6 +19,30 @@ namespace codegen {
 /// Conversions and reductions every kernel may use; no toolkit header.
 extern const char *const Prelude;
 
+/// mt_pow, the `pow` op's device function, in every prelude (also the
+/// peer-memory collectives', whose epilogue activation may be a pow). The
+/// kernels build with --use_fast_math, under which powf(a, b) is
+/// exp2(b * log2(a)): NaN for a negative base even with an integral
+/// exponent, where PyTorch's pow is the real power (GPT-2's and Phi's GELU
+/// take x ** 3). So the sign is taken apart for integral exponents, the
+/// common small ones are products, and 0 ** 0 is 1; a negative base with a
+/// fractional exponent stays NaN, as in PyTorch.
+#define MTSCHED_CUDA_POW_HELPER                                                \
+  R"(__device__ __forceinline__ float mt_pow(float a, float b) {
+  if (b == 0.f) return 1.f;
+  if (b == 1.f) return a;
+  if (b == 2.f) return a * a;
+  if (b == 3.f) return a * a * a;
+  if (a == 0.f) return b > 0.f ? 0.f : __int_as_float(0x7f800000);
+  float m = exp2f(b * log2f(fabsf(a)));
+  if (a < 0.f) {
+    if (b != truncf(b)) return __int_as_float(0x7fc00000);
+    if (fmodf(b, 2.f) != 0.f) m = -m;
+  }
+  return m;
+}
+)"
+
 /// The C type a tensor of dtype T is stored as.
 const char *storageType(DType T);
 /// Converts float expression V to dtype T's storage.
