@@ -42,8 +42,10 @@ EXAMPLE_PACKAGES=(
 # (llvm-19-tools), sanitizer and libFuzzer runtimes, GoogleTest, Python with
 # psutil (lit's per-test --timeout), PyTorch 1.13 and NumPy (the importer and
 # its tests), MPI for multi-process ranks, Graphviz (the lit test that renders
-# --emit=dot), dpkg-dev (dpkg-shlibdeps, for the .deb's Depends).
+# --emit=dot), dpkg-dev (dpkg-shlibdeps, for the .deb's Depends), ccache
+# (scripts/test.sh's builds share compiled objects where their flags match).
 TEST_PACKAGES=(
+  ccache
   llvm-19-tools
   libclang-rt-19-dev
   libgtest-dev

@@ -142,7 +142,12 @@ def errors(ours, ref):
 
 
 def cuda_time_us(fn, samples=10):
-    """Median time of fn() in microseconds, CUDA events, ~1 ms a sample."""
+    """Median time of fn() in microseconds, CUDA events: samples of at
+    least 10 back-to-back calls and about 5 ms, so that the CPU time of
+    the call that starts a sample (Python, Dynamo's guards, the launch)
+    is spread over the sample as it is in a steady stream of calls, and
+    a call is timed as --run times its CUDA graph (back-to-back
+    replays)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -153,7 +158,7 @@ def cuda_time_us(fn, samples=10):
     e1.record()
     e1.synchronize()
     once = max(e0.elapsed_time(e1) * 1000.0, 1.0)
-    reps = int(min(1000, max(1, 1000.0 / once)))
+    reps = int(min(2000, max(10, 5000.0 / once)))
     times = []
     for _ in range(samples):
         e0.record()
