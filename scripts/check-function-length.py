@@ -45,7 +45,6 @@ ALLOWED = {
     "lib/Autotune/PreSync.cpp:mtsched::runPreSync": TO_SPLIT,
     "lib/IR/LayoutTypes.cpp:Verifier::inferLayout": TO_SPLIT,
     "lib/IR/OpTypes.cpp:Verifier::inferType": TO_SPLIT,
-    "lib/Lowering/ChoiceConfig.cpp:ChoiceConfig::loadFile": TO_SPLIT,
 }
 
 

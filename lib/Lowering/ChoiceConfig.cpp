@@ -460,6 +460,126 @@ static llvm::Error readNames(const llvm::json::Object &Root,
   return llvm::Error::success();
 }
 
+/// One entry of "gemm_tiles".
+static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
+                                                    llvm::StringRef Path) {
+  if (!O)
+    return fileError(Path, "'gemm_tiles' must be a list of objects");
+  GemmTileConfig T;
+  // A wgmma tile derives its warps from BM, so it names no "warps".
+  bool Wgmma = false;
+  if (const llvm::json::Value *Tmpl = O->get("template")) {
+    std::optional<llvm::StringRef> Name = Tmpl->getAsString();
+    if (!Name || (*Name != "wgmma" && *Name != "mma"))
+      return fileError(Path, "gemm tile field 'template' must be \"mma\" or "
+                             "\"wgmma\"");
+    Wgmma = *Name == "wgmma";
+  }
+  std::pair<const char *, int *> Fields[] = {{"bm", &T.BM},
+                                             {"bn", &T.BN},
+                                             {"bk", &T.BK},
+                                             {"warps", &T.Warps},
+                                             {"stages", &T.Stages}};
+  for (auto &F : Fields) {
+    if (Wgmma && llvm::StringRef(F.first) == "warps") {
+      if (O->get("warps"))
+        return fileError(Path, "a wgmma gemm tile takes no 'warps' (one "
+                               "consumer warpgroup per 64 rows)");
+      continue;
+    }
+    std::optional<int64_t> V = O->getInteger(F.first);
+    if (!V || *V <= 0 || *V > 1024)
+      return fileError(Path, "gemm tile field '" + llvm::Twine(F.first) +
+                                 "' must be an integer in [1, 1024]");
+    *F.second = int(*V);
+  }
+  if (const llvm::json::Value *Split = O->get("split_k")) {
+    std::optional<int64_t> V = Split->getAsInteger();
+    if (!V || *V < 1 || *V > 64)
+      return fileError(Path, "gemm tile field 'split_k' must be an "
+                             "integer in [1, 64]");
+    T.SplitK = int(*V);
+  }
+  bool Persistent = false;
+  if (const llvm::json::Value *P = O->get("persistent")) {
+    std::optional<bool> V = P->getAsBoolean();
+    if (!V)
+      return fileError(Path, "gemm tile field 'persistent' must be true "
+                             "or false");
+    if (*V && (!Wgmma || T.SplitK > 1))
+      return fileError(Path, "only a wgmma gemm tile without split_k can "
+                             "be 'persistent'");
+    Persistent = *V;
+  }
+  int Cluster = 1;
+  if (const llvm::json::Value *C = O->get("cluster")) {
+    std::optional<int64_t> V = C->getAsInteger();
+    if (!V || (*V != 1 && *V != 2))
+      return fileError(Path, "gemm tile field 'cluster' must be 1 or 2");
+    if (*V > 1 && !Persistent)
+      return fileError(Path, "only a 'persistent' wgmma gemm tile can "
+                             "have a 'cluster' of 2");
+    Cluster = int(*V);
+  }
+  if (Wgmma) {
+    int SplitK = T.SplitK;
+    T = wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
+    T.SplitK = SplitK;
+    T.Persistent = Persistent;
+    T.Cluster = Cluster;
+  }
+  return T;
+}
+
+/// One entry of "attention_tiles".
+static llvm::Expected<AttentionTile>
+parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
+  if (!O)
+    return fileError(Path, "'attention_tiles' must be a list of objects");
+  AttentionTile T{0, 0, 0};
+  // "mma" is optional: false, the CUDA-core template.
+  if (const llvm::json::Value *Mma = O->get("mma")) {
+    std::optional<bool> B = Mma->getAsBoolean();
+    if (!B)
+      return fileError(Path, "attention tile field 'mma' must be true or "
+                             "false");
+    T.Mma = *B;
+  }
+  // "stages" is optional: 2 (a double buffer), tensor-core tiles only.
+  if (const llvm::json::Value *St = O->get("stages")) {
+    std::optional<int64_t> V = St->getAsInteger();
+    if (!V || *V < 2 || *V > 8)
+      return fileError(Path, "attention tile field 'stages' must be an "
+                             "integer in [2, 8]");
+    if (!T.Mma)
+      return fileError(Path, "attention tile field 'stages' needs "
+                             "\"mma\": true (only the tensor-core tiles "
+                             "pipeline their keys)");
+    T.Stages = int(*V);
+  }
+  // "splits" is optional: 1, no split-KV.
+  std::pair<const char *, int *> Fields[] = {{"bq", &T.BQ},
+                                             {"bkv", &T.BKV},
+                                             {"warps", &T.Warps},
+                                             {"splits", &T.Splits}};
+  for (auto &F : Fields) {
+    if (llvm::StringRef(F.first) == "splits" && !O->get("splits"))
+      continue;
+    std::optional<int64_t> V = O->getInteger(F.first);
+    if (!V || *V <= 0 || *V > 1024)
+      return fileError(Path, "attention tile field '" + llvm::Twine(F.first) +
+                                 "' must be an integer in [1, 1024]");
+    *F.second = int(*V);
+  }
+  if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
+    return fileError(Path, "attention tile '" + attentionChoiceName(T) +
+                               "' cannot run on the tensor cores: BQ "
+                               "must be 16 or 32 times the warps (or 16 "
+                               "with 2, 4 or 8 warps), BKV a multiple of "
+                               "16 up to 128");
+  return T;
+}
+
 llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
   auto BufOrErr = readBoundedFile(Path, MaxConfigFileBytes, "a --choices-file");
   if (!BufOrErr)
@@ -493,74 +613,10 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
       return fileError(Path, "'gemm_tiles' must be a list of objects");
     GemmTiles.clear();
     for (const llvm::json::Value &E : *A) {
-      const llvm::json::Object *O = E.getAsObject();
-      if (!O)
-        return fileError(Path, "'gemm_tiles' must be a list of objects");
-      GemmTileConfig T;
-      // A wgmma tile derives its warps from BM, so it names no "warps".
-      bool Wgmma = false;
-      if (const llvm::json::Value *Tmpl = O->get("template")) {
-        std::optional<llvm::StringRef> Name = Tmpl->getAsString();
-        if (!Name || (*Name != "wgmma" && *Name != "mma"))
-          return fileError(Path,
-                           "gemm tile field 'template' must be \"mma\" or "
-                           "\"wgmma\"");
-        Wgmma = *Name == "wgmma";
-      }
-      std::pair<const char *, int *> Fields[] = {{"bm", &T.BM},
-                                                 {"bn", &T.BN},
-                                                 {"bk", &T.BK},
-                                                 {"warps", &T.Warps},
-                                                 {"stages", &T.Stages}};
-      for (auto &F : Fields) {
-        if (Wgmma && llvm::StringRef(F.first) == "warps") {
-          if (O->get("warps"))
-            return fileError(Path, "a wgmma gemm tile takes no 'warps' (one "
-                                   "consumer warpgroup per 64 rows)");
-          continue;
-        }
-        std::optional<int64_t> V = O->getInteger(F.first);
-        if (!V || *V <= 0 || *V > 1024)
-          return fileError(Path, "gemm tile field '" + llvm::Twine(F.first) +
-                                     "' must be an integer in [1, 1024]");
-        *F.second = int(*V);
-      }
-      if (const llvm::json::Value *Split = O->get("split_k")) {
-        std::optional<int64_t> V = Split->getAsInteger();
-        if (!V || *V < 1 || *V > 64)
-          return fileError(Path, "gemm tile field 'split_k' must be an "
-                                 "integer in [1, 64]");
-        T.SplitK = int(*V);
-      }
-      bool Persistent = false;
-      if (const llvm::json::Value *P = O->get("persistent")) {
-        std::optional<bool> V = P->getAsBoolean();
-        if (!V)
-          return fileError(Path, "gemm tile field 'persistent' must be true "
-                                 "or false");
-        if (*V && (!Wgmma || T.SplitK > 1))
-          return fileError(Path, "only a wgmma gemm tile without split_k can "
-                                 "be 'persistent'");
-        Persistent = *V;
-      }
-      int Cluster = 1;
-      if (const llvm::json::Value *C = O->get("cluster")) {
-        std::optional<int64_t> V = C->getAsInteger();
-        if (!V || (*V != 1 && *V != 2))
-          return fileError(Path, "gemm tile field 'cluster' must be 1 or 2");
-        if (*V > 1 && !Persistent)
-          return fileError(Path, "only a 'persistent' wgmma gemm tile can "
-                                 "have a 'cluster' of 2");
-        Cluster = int(*V);
-      }
-      if (Wgmma) {
-        int SplitK = T.SplitK;
-        T = wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
-        T.SplitK = SplitK;
-        T.Persistent = Persistent;
-        T.Cluster = Cluster;
-      }
-      GemmTiles.push_back(T);
+      llvm::Expected<GemmTileConfig> T = parseGemmTile(E.getAsObject(), Path);
+      if (!T)
+        return T.takeError();
+      GemmTiles.push_back(*T);
     }
   }
   if (const llvm::json::Value *Tiles = Root->get("attention_tiles")) {
@@ -569,52 +625,11 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
       return fileError(Path, "'attention_tiles' must be a list of objects");
     AttentionTiles.clear();
     for (const llvm::json::Value &E : *A) {
-      const llvm::json::Object *O = E.getAsObject();
-      if (!O)
-        return fileError(Path, "'attention_tiles' must be a list of objects");
-      AttentionTile T{0, 0, 0};
-      // "mma" is optional: false, the CUDA-core template.
-      if (const llvm::json::Value *Mma = O->get("mma")) {
-        std::optional<bool> B = Mma->getAsBoolean();
-        if (!B)
-          return fileError(Path, "attention tile field 'mma' must be true or "
-                                 "false");
-        T.Mma = *B;
-      }
-      // "stages" is optional: 2 (a double buffer), tensor-core tiles only.
-      if (const llvm::json::Value *St = O->get("stages")) {
-        std::optional<int64_t> V = St->getAsInteger();
-        if (!V || *V < 2 || *V > 8)
-          return fileError(Path, "attention tile field 'stages' must be an "
-                                 "integer in [2, 8]");
-        if (!T.Mma)
-          return fileError(Path, "attention tile field 'stages' needs "
-                                 "\"mma\": true (only the tensor-core tiles "
-                                 "pipeline their keys)");
-        T.Stages = int(*V);
-      }
-      // "splits" is optional: 1, no split-KV.
-      std::pair<const char *, int *> Fields[] = {{"bq", &T.BQ},
-                                                 {"bkv", &T.BKV},
-                                                 {"warps", &T.Warps},
-                                                 {"splits", &T.Splits}};
-      for (auto &F : Fields) {
-        if (llvm::StringRef(F.first) == "splits" && !O->get("splits"))
-          continue;
-        std::optional<int64_t> V = O->getInteger(F.first);
-        if (!V || *V <= 0 || *V > 1024)
-          return fileError(Path, "attention tile field '" +
-                                     llvm::Twine(F.first) +
-                                     "' must be an integer in [1, 1024]");
-        *F.second = int(*V);
-      }
-      if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
-        return fileError(Path, "attention tile '" + attentionChoiceName(T) +
-                                   "' cannot run on the tensor cores: BQ "
-                                   "must be 16 or 32 times the warps (or 16 "
-                                   "with 2, 4 or 8 warps), BKV a multiple of "
-                                   "16 up to 128");
-      AttentionTiles.push_back(T);
+      llvm::Expected<AttentionTile> T =
+          parseAttentionTile(E.getAsObject(), Path);
+      if (!T)
+        return T.takeError();
+      AttentionTiles.push_back(*T);
     }
   }
   if (llvm::Error E = readNames(*Root, "gemm_externs", Path, GemmExterns))
