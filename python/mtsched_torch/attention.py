@@ -29,7 +29,8 @@ a decomposed ``scaled_dot_product_attention`` -- becomes the IR's
   kernels do anyway);
 * grouped-query attention: k and v repeated per query head (``repeat_kv``'s
   expand + reshape, or ``repeat_interleave``'s, which the importer maps to
-  the same) are taken before the repeat: the IR's attention reads kv head
+  the same, also when the heads are moved before the sequence after the
+  repeat) are taken before the repeat: the IR's attention reads kv head
   h / (Hq / Hkv) itself.
 
 Anything else (two masks computed at run time, a mask scaled after it is
@@ -243,6 +244,55 @@ def _kv_heads(conv, prod, v):
     return src
 
 
+def _kv_heads_moved(conv, prod, v, new, hint):
+    """k or v [.., H, S, D] (up to leading ones) made by repeating the heads
+    of a [.., S, Hkv, D] tensor and then moving heads before the sequence
+    (``repeat_kv`` on [S, Hkv, D] then ``transpose(0, 1)``: the gallery's
+    layers): the same transpose of the unrepeated tensor, reshaped as v but
+    with Hkv heads (appended to new); else v itself."""
+    vs = tuple(conv.types[v][1])
+    t = prod.get(_strip(prod, v))
+    if t is None or t.custom or t.op != "transpose" or len(t.shape) < 3:
+        return v
+    ts = tuple(t.shape)
+    if len(vs) < len(ts) or vs[len(vs) - len(ts):] != ts or \
+            any(x != 1 for x in vs[:len(vs) - len(ts)]):
+        return v
+    perm = list(t.attrs.get("perm", []))
+    n = prod.get(t.operands[0])
+    if n is None or n.custom or n.op != "reshape" or len(perm) != len(ts) \
+            or perm[-1] != len(ts) - 1:
+        return v
+    ns = tuple(n.shape)
+    hax = perm[-3]  # the head axis before the transpose
+    e = prod.get(n.operands[0])
+    if e is None or e.custom or e.op != "expand" or \
+            len(e.shape) != len(ns) + 1:
+        return v
+    es = tuple(e.shape)
+    kv, rep = es[hax], es[hax + 1]
+    if es[:hax] != ns[:hax] or es[hax + 2:] != ns[hax + 1:] or \
+            kv * rep != ns[hax] or rep <= 1:
+        return v
+    r = prod.get(e.operands[0])
+    if r is None or r.custom or r.op != "reshape" or \
+            tuple(r.shape) != es[:hax + 1] + (1,) + es[hax + 2:]:
+        return v
+    src = r.operands[0]
+    ss = ns[:hax] + (kv,) + ns[hax + 1:]
+    if tuple(conv.types[src][1]) != ss:
+        return v
+    dt = conv.types[src][0]
+    new.append(conv.emit("transpose", [src], dt,
+                         tuple(ss[p] for p in perm), {"perm": perm},
+                         hint=hint + ".t"))
+    out = list(vs)
+    out[len(vs) - 3] = kv
+    new.append(conv.emit("reshape", [new[-1]], dt, tuple(out),
+                         hint=hint + ".r"))
+    return new[-1]
+
+
 def _as4(conv, prod, v, batch, rows, d, new, hint):
     """v (an [N, rows, d] tensor up to reshapes) as [B, H, rows, d]: the
     first rank-4 value of that shape along its chain of reshapes, else v
@@ -381,6 +431,16 @@ def _try(conv, prod, o):
     kg, vg = _kv_heads(conv, prod, k4), _kv_heads(conv, prod, v4)
     if kg != k4 and vg != v4 and conv.types[kg][1] == conv.types[vg][1]:
         k4, v4 = kg, vg
+    else:
+        # k4 and v4 may be reshapes made above: look them up too.
+        now = _producers(conv.graph)
+        moved = []
+        kg = _kv_heads_moved(conv, now, k4, moved, o.name + ".kv_k")
+        vg = _kv_heads_moved(conv, now, v4, moved, o.name + ".kv_v")
+        # Both or neither (what one alone made is unread: dead code).
+        if kg != k4 and vg != v4 and conv.types[kg][1] == conv.types[vg][1]:
+            new.extend(moved)
+            k4, v4 = kg, vg
     if conv.types[k4][1][0] != b or conv.types[v4][1][0] != b or \
             conv.types[k4][1][:2] != conv.types[v4][1][:2] or \
             hq % conv.types[k4][1][1]:
