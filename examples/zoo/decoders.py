@@ -332,7 +332,8 @@ class GPTJBlock(nn.Module):
         q = q.to(torch.float32)
         k = k.to(torch.float32)
         w = torch.matmul(q, k.transpose(-1, -2))
-        mask_value = torch.tensor(torch.finfo(w.dtype).min, dtype=w.dtype)
+        mask_value = torch.tensor(torch.finfo(w.dtype).min,
+                                  dtype=w.dtype).to(w.device)
         w = torch.where(causal_mask, w, mask_value)
         w = w / math.sqrt(self.head_dim)
         w = nn.functional.softmax(w, dim=-1)
@@ -717,10 +718,11 @@ class OPTModel(nn.Module):
             attention_mask) * attention_mask).long() - 1
         h = h + self.embed_positions(positions + 2)
         # The 4-D mask: causal plus padding, finfo.min where masked.
-        causal = torch.full((tgt_len, tgt_len), torch.finfo(h.dtype).min)
+        causal = torch.full((tgt_len, tgt_len), torch.finfo(h.dtype).min,
+                            device=h.device)
+        mask_cond = torch.arange(tgt_len, device=h.device)
         causal = causal.masked_fill(
-            torch.arange(tgt_len) < (torch.arange(tgt_len) + 1).view(
-                tgt_len, 1), 0.0)
+            mask_cond < (mask_cond + 1).view(tgt_len, 1), 0.0).to(h.dtype)
         pad = (1.0 - attention_mask[:, None, None, :].to(h.dtype)).masked_fill(
             attention_mask[:, None, None, :] == 0, torch.finfo(h.dtype).min)
         mask = causal[None, None] + pad
@@ -733,7 +735,8 @@ class OPTModel(nn.Module):
         v = self.v_proj(h).view(bsz, tgt_len, self.num_heads,
                                 self.head_dim).transpose(1, 2)
         w = torch.matmul(q, k.transpose(-1, -2)) + mask
-        w = torch.max(w, torch.tensor(torch.finfo(w.dtype).min))
+        w = torch.max(w, torch.tensor(torch.finfo(w.dtype).min,
+                                      device=w.device))
         w = nn.functional.softmax(w, dim=-1)
         o = torch.matmul(w, v).transpose(1, 2).reshape(bsz, tgt_len, -1)
         h = residual + self.out_proj(o)
@@ -788,12 +791,13 @@ class BloomBlock(nn.Module):
         matmul_result = alibi.baddbmm(batch1=q, batch2=k, beta=1.0,
                                       alpha=self.inv_norm_factor)
         scores = matmul_result.view(b, self.num_heads, q_length, q_length)
-        causal = torch.triu(torch.ones(q_length, q_length, dtype=torch.bool),
-                            1)
+        causal = torch.triu(torch.ones(q_length, q_length, dtype=torch.bool,
+                                       device=scores.device), 1)
         pad = (attention_mask == 0)[:, None, None, :]
         scores = scores.masked_fill(causal | pad, torch.finfo(
             scores.dtype).min)
-        probs = F.softmax(scores, dim=-1, dtype=torch.float32)
+        probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(
+            hidden_states.dtype)
         probs = probs.view(b * self.num_heads, q_length, q_length)
         ctx = torch.bmm(probs, v).view(b, self.num_heads, q_length,
                                        self.head_dim)
@@ -829,10 +833,10 @@ class CLIPEncoderLayer(nn.Module):
 
     def forward(self, hidden_states):
         bsz, tgt_len, embed_dim = hidden_states.size()
-        causal = torch.empty(bsz, tgt_len, tgt_len)
+        causal = torch.empty(bsz, tgt_len, tgt_len, dtype=hidden_states.dtype)
         causal.fill_(torch.finfo(hidden_states.dtype).min)
         causal.triu_(1)
-        causal = causal.unsqueeze(1)
+        causal = causal.unsqueeze(1).to(hidden_states.device)
         residual = hidden_states
         hidden_states = self.layer_norm1(hidden_states)
         query_states = self.q_proj(hidden_states) * self.scale

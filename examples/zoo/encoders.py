@@ -114,6 +114,9 @@ class T5LayerNorm(nn.Module):
                                                                keepdim=True)
         hidden_states = hidden_states * torch.rsqrt(variance +
                                                     self.variance_epsilon)
+        # Back to half precision where the weights are (as HF's does).
+        if self.weight.dtype in (torch.float16, torch.bfloat16):
+            hidden_states = hidden_states.to(self.weight.dtype)
         return self.weight * hidden_states
 
 

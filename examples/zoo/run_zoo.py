@@ -117,7 +117,7 @@ def main(argv=None):
     p.add_argument("--sizes", default="decode,prefill")
     p.add_argument("--out", default="zoo-out")
     p.add_argument("--markdown", metavar="FILE",
-                   help="also write docs/IMPORT.md's zoo table rows")
+                   help="also write docs/IMPORT.md's zoo table")
     a = p.parse_args(argv)
     only = set(filter(None, a.only.split(",")))
     skip = set(filter(None, a.skip.split(",")))
@@ -140,12 +140,15 @@ def main(argv=None):
 
 
 def markdown(rows):
-    """One table row per model: both sizes side by side."""
+    """docs/IMPORT.md's zoo table: one row per model, both sizes side by
+    side."""
     by = {}
     for r in rows:
         model, size = r["name"].rsplit("_", 1)
         by.setdefault(model, {})[size] = r
-    lines = []
+    lines = ["| model | decode: nodes / attention ops | import (s) | decide (s) "
+             "| error | prefill: nodes / attention | import (s) | decide (s) "
+             "| error | result |", "|---|---|---|---|---|---|---|---|---|---|"]
     for model, sizes in by.items():
         cells = [model]
         ok = True

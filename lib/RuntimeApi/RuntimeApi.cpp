@@ -35,6 +35,8 @@ struct mtsched_graph {
   std::vector<const Value *> Outputs;
   /// "cuda": the backend's prepared graph.
   std::unique_ptr<PreparedGraph> Prepared;
+  /// Runs that succeeded (mtsched_graph_stat's "runs").
+  int64_t Runs = 0;
 };
 
 namespace {
@@ -377,6 +379,7 @@ int mtsched_graph_run(mtsched_graph *Graph, void *const *Inputs,
       setError(Error, llvm::toString(std::move(E)));
       return 1;
     }
+    ++Graph->Runs;
     return 0;
   }
   ValueData Data;
@@ -405,7 +408,26 @@ int mtsched_graph_run(mtsched_graph *Graph, void *const *Inputs,
     }
     writeHost(*V, It->second, Outputs[I]);
   }
+  ++Graph->Runs;
   return 0;
+}
+
+int64_t mtsched_graph_stat(const mtsched_graph *Graph, const char *Name) {
+  if (!Graph || !Name)
+    return -1;
+  llvm::StringRef N(Name);
+  if (N == "runs")
+    return Graph->Runs;
+  if (Graph->Prepared)
+    return Graph->Prepared->stat(N);
+  // The interpreter compiles, captures, stages and allocates on the device
+  // nothing.
+  for (const char *Zero : {"kernels", "kernels_cached", "kernels_compiled",
+                           "captures", "graphs_kept", "staged_inputs",
+                           "staged_outputs", "arena_bytes", "allocations"})
+    if (N == Zero)
+      return 0;
+  return -1;
 }
 
 void mtsched_free_error(char *Error) { std::free(Error); }

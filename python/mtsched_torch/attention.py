@@ -24,9 +24,10 @@ a decomposed ``scaled_dot_product_attention`` -- becomes the IR's
   ``[B or 1, Hq or 1, Sq or 1, Skv]`` (reshaped, or expanded where its
   broadcast does not survive the reshape of the heads), beside
   ``causal`` when a causal constant is added too;
-* casts between floating types around the softmax (``scores.float()``
-  before it, ``.to(x.dtype)`` after: softmax in fp32, which the attention
-  kernels do anyway);
+* casts between floating types are seen through: a bf16 model's softmax
+  in fp32 (the scores cast up, the probabilities cast back; GPT-J casts q
+  and k up before the scores) is the attention's own fp32 arithmetic; q,
+  k, v and the result then have the model's type;
 * grouped-query attention: k and v repeated per query head (``repeat_kv``'s
   expand + reshape, or ``repeat_interleave``'s, which the importer maps to
   the same, also when the heads are moved before the sequence after the
@@ -57,34 +58,33 @@ def _moves_only_ones(n):
     return src == sorted(src)
 
 
-def _strip(prod, v, ops=("reshape",)):
-    """v's origin through the given shape-only ops (and transposes that
-    only move size-1 dimensions)."""
-    n = prod.get(v)
-    while n is not None and not n.custom and (
-            n.op in ops or ("reshape" in ops and _moves_only_ones(n))):
-        v = n.operands[0]
-        n = prod.get(v)
-    return v
+_FLOATS = ("f64", "f32", "f16", "bf16")
 
 
-_FLOATS = ("f32", "f16", "bf16")
-
-
-def _is_float_cast(conv, prod, n):
+def _float_cast(conv, n):
+    """n casts one floating type to another (a bf16 model's softmax in
+    fp32: the scores cast up, the probabilities cast back)."""
     return n is not None and not n.custom and n.op == "cast" and \
         len(n.operands) == 1 and n.dtype in _FLOATS and \
         conv.types[n.operands[0]][0] in _FLOATS
 
 
+def _strip(prod, v, ops=("reshape",), conv=None):
+    """v's origin through the given shape-only ops (and transposes that
+    only move size-1 dimensions), and through casts between floating
+    types where conv is given."""
+    n = prod.get(v)
+    while n is not None and not n.custom and (
+            n.op in ops or ("reshape" in ops and _moves_only_ones(n)) or
+            (conv is not None and _float_cast(conv, n))):
+        v = n.operands[0]
+        n = prod.get(v)
+    return v
+
+
 def _strip_casts(conv, prod, v):
     """v's origin through reshapes and casts between floating types."""
-    while True:
-        v = _strip(prod, v)
-        n = prod.get(v)
-        if not _is_float_cast(conv, prod, n):
-            return v
-        v = n.operands[0]
+    return _strip(prod, v, conv=conv)
 
 
 def _reaches_matmul(conv, prod, v, depth=12):
@@ -152,6 +152,13 @@ def mask_operand(conv, mv, xshape, b, hq, sq, skv, new, hint):
             cur = new[-1]
         cur = reshape(cur, (b, hq, sqm, skv), ".h")
     return cur
+
+
+def _uncast(conv, prod, v):
+    """v's origin through casts between floating types."""
+    while _float_cast(conv, prod.get(v)):
+        v = prod[v].operands[0]
+    return v
 
 
 def _batch(shape):
@@ -317,7 +324,7 @@ def _try(conv, prod, o):
     if o.op != "matmul" or o.custom or len(o.operands) != 2:
         return None
     pv, vv = o.operands
-    pn = prod.get(_strip_casts(conv, prod, pv))
+    pn = prod.get(_strip(prod, pv, conv=conv))
     if pn is None or pn.op != "softmax" or pn.custom:
         return None
     x = pn.operands[0]
@@ -326,8 +333,8 @@ def _try(conv, prod, o):
     # mask plus a masked_fill's), and at most one other (dyn: the value and
     # the shape of the scores it is added to).
     # A scale applied after the mask (GPT-J: where(mask, w, min) / sqrt(d)).
-    s, outer = _scaled(prod, _strip_casts(conv, prod, x))
-    s = _strip_casts(conv, prod, s)
+    s, outer = _scaled(prod, _strip(prod, x, conv=conv))
+    s = _strip(prod, s, conv=conv)
     total = None
     dyn = []
     const_adds = []
@@ -348,7 +355,7 @@ def _try(conv, prod, o):
                 ~keep, float("-inf"))
             total = t if total is None else total + t
             wheres += 1
-            s = _strip_casts(conv, prod, xn.operands[1])
+            s = _strip(prod, xn.operands[1], conv=conv)
             continue
         if xn is None or xn.op != "add" or xn.custom or \
                 len(xn.operands) != 2 or "scalar" in xn.attrs:
@@ -359,7 +366,7 @@ def _try(conv, prod, o):
                 t = torch.broadcast_to(t, tuple(xn.shape))
                 total = t if total is None else total + t
                 const_adds.append((b, tuple(xn.shape)))
-                s = _strip_casts(conv, prod, a)
+                s = _strip(prod, a, conv=conv)
                 break
         else:
             for a, b in (xn.operands, xn.operands[::-1]):
@@ -381,9 +388,9 @@ def _try(conv, prod, o):
     # would multiply it; one only.
     if kind is None or len(dyn) > 1 or (dyn and outer != 1.0):
         return None
-    s, scale = _scaled(prod, _strip_casts(conv, prod, s))
+    s, scale = _scaled(prod, _strip(prod, s, conv=conv))
     scale *= outer
-    mm = prod.get(_strip_casts(conv, prod, s))
+    mm = prod.get(_strip(prod, s, conv=conv))
     if mm is None or mm.op != "matmul" or mm.custom:
         return None
     q, kt = mm.operands
@@ -399,8 +406,6 @@ def _try(conv, prod, o):
     if ktt[1][-2] != d or tuple(vt[1][-2:]) != (skv, d) or \
             _batch(ktt[1]) != batch or _batch(vt[1]) != batch or \
             tuple(o.shape[-2:]) != (sq, d) or \
-            qt[0] != ktt[0] or qt[0] != vt[0] or \
-            qt[0] not in ("f32", "f16", "bf16") or \
             tuple(xs[-2:]) != (sq, skv) or scale <= 0:
         return None
     if kind == "causal" and sq > skv:
@@ -427,6 +432,16 @@ def _try(conv, prod, o):
     q4 = _as4(conv, prod, q, batch, sq, d, new, o.name + ".q")
     k4 = _as4(conv, prod, k, batch, skv, d, new, o.name + ".k4")
     v4 = _as4(conv, prod, vv, batch, skv, d, new, o.name + ".v4")
+    # One type for q, k, v and the result: a cast of q and k up to fp32
+    # for the scores (GPT-J's) is the attention's own fp32 arithmetic.
+    dt = conv.types[o.name][0]
+    if conv.types[q4][0] != dt:
+        q4 = _uncast(conv, prod, q4)
+    if conv.types[k4][0] != dt:
+        k4 = _uncast(conv, prod, k4)
+    if dt not in ("f32", "f16", "bf16") or any(
+            conv.types[x][0] != dt for x in (q4, k4, v4)):
+        return None
     b, hq = conv.types[q4][1][:2]
     kg, vg = _kv_heads(conv, prod, k4), _kv_heads(conv, prod, v4)
     if kg != k4 and vg != v4 and conv.types[kg][1] == conv.types[vg][1]:
@@ -466,13 +481,13 @@ def _try(conv, prod, o):
                           o.name + ".mask")
         if m4 is None:
             return None
-        if conv.types[m4][0] not in (qt[0], "f32"):
+        if conv.types[m4][0] not in (dt, "f32"):
             new.append(conv.emit("cast", [m4], "f32", conv.types[m4][1],
                                  hint=o.name + ".mask.f32"))
             m4 = new[-1]
         operands.append(m4)
     attrs = {"causal": kind == "causal", "scale": float(scale)}
-    att = conv.emit("attention", operands, qt[0],
+    att = conv.emit("attention", operands, dt,
                     conv.types[q4][1][:2] + (sq, d), attrs,
                     hint=o.name + ".attention")
     new.append(att)

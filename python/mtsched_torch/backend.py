@@ -23,12 +23,16 @@ and kernel caches; default ~/.cache/mtsched/torch), MTSCHED_TORCH_OPT_ARGS
 """
 
 import collections
+import glob
 import hashlib
+import json
 import os
 import shlex
 import subprocess
 import sys
+import time
 import warnings
+import weakref
 
 import torch
 
@@ -63,6 +67,28 @@ _COUNTER = [0]
 # those that went back to eager (examples/torch/compile_backend.py prints
 # them).
 STATS = {"mtsched": 0, "eager": []}
+# One record per graph compiled (_compile): where its IR and decisions came
+# from, the runtime's counters after prepare, and the seconds each step
+# took. A warm process shows "ir": "cache", "decided": "cache",
+# kernels_compiled 0 (no NVRTC) and no mtsched-opt run (no benchmark).
+GRAPHS = []
+# mtsched-opt runs this process made (each one decides and benchmarks).
+OPT_RUNS = [0]
+# GRAPHS' names to their runtime graphs, while the process holds them.
+_LIVE = weakref.WeakValueDictionary()
+
+
+def live_stats(name):
+    """The runtime's counters of graph `name` (GRAPHS) now: runs,
+    captures, staged copies, ... Empty once the graph is gone."""
+    g = _LIVE.get(name)
+    return g.stats() if g is not None else {}
+
+
+def _log(msg):
+    """A line on stderr when MTSCHED_TORCH_VERBOSE is set."""
+    if os.environ.get("MTSCHED_TORCH_VERBOSE"):
+        print("mtsched: " + msg, file=sys.stderr)
 
 
 class Fallback(Exception):
@@ -105,13 +131,14 @@ def _decide(text, device):
     decided = os.path.join(d, key + ".decided.mir")
     if os.path.exists(decided):
         with open(decided) as f:
-            return f.read(), key
+            return f.read(), key, True
     src = os.path.join(d, key + ".mir")
     with open(src, "w") as f:
         f.write(text)
     cmd = [opt, "--pipeline=default", "--backend=" + backend, "--quiet",
            "--kernel-cache-dir=" + os.path.join(d, "kernels")] + extra + \
         ["-o", decided + ".tmp", src]
+    OPT_RUNS[0] += 1
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True)
     if p.returncode != 0:
@@ -120,7 +147,112 @@ def _decide(text, device):
                        % (p.returncode, last[:300]))
     os.replace(decided + ".tmp", decided)
     with open(decided) as f:
-        return f.read(), key
+        return f.read(), key, False
+
+
+_IMPORTER = []
+
+
+def _importer_version():
+    """A hash of the importer's sources (this package's .py files) and
+    torch's version: an imported IR cached under another importer is not
+    reused."""
+    if not _IMPORTER:
+        h = hashlib.sha256(torch.__version__.encode())
+        here = os.path.dirname(os.path.abspath(__file__))
+        for f in sorted(glob.glob(os.path.join(here, "*.py"))):
+            with open(f, "rb") as fh:
+                h.update(fh.read())
+        _IMPORTER.append(h.hexdigest())
+    return _IMPORTER[0]
+
+
+def _graph_key(gm, example_inputs, lifted):
+    """The key of the imported IR for Dynamo's graph: its code, its
+    inputs' and parameters' types, the values of the tensors it holds as
+    attributes (the importer folds those into constants), the importer."""
+    h = hashlib.sha256(_importer_version().encode())
+    h.update(gm.code.encode())
+    for i, x in enumerate(example_inputs):
+        h.update(repr((i, tuple(x.shape), tuple(x.stride()), str(x.dtype),
+                       x.device.type, i in lifted)).encode())
+    params = {id(p) for p in gm.parameters()}
+    for n, t in list(gm.named_parameters()) + list(gm.named_buffers()):
+        h.update(repr((n, tuple(t.shape), str(t.dtype),
+                       t.device.type)).encode())
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        t = gm
+        for part in str(node.target).split("."):
+            t = getattr(t, part, None)
+        if isinstance(t, torch.Tensor) and id(t) not in params:
+            c = t.detach().cpu().contiguous()
+            h.update(repr((str(node.target), tuple(c.shape),
+                           str(c.dtype))).encode())
+            # Flattened first: a 0-d tensor has no byte view.
+            h.update(c.reshape(-1).view(torch.uint8).numpy().tobytes()
+                     if c.numel() else b"")
+    return h.hexdigest()[:24]
+
+
+class _Imported:
+    """What _compile needs of an import (mtsched_torch.Result), as the
+    import cache stores it: the IR text, its inputs, its constants, the
+    number of outputs and whether the graph returns one tensor."""
+
+    def __init__(self, text, inputs, constants, n_outputs, single):
+        self.text = text
+        self.inputs = inputs
+        self.constants = constants
+        self.n_outputs = n_outputs
+        self.single = single
+
+
+def _load_imported(key):
+    """The import cache's entry for key: an _Imported, the reason the graph
+    ran eagerly (a str), or None."""
+    base = os.path.join(_cache_dir(), key + ".import")
+    try:
+        with open(base + ".json") as f:
+            d = json.load(f)
+        if "fallback" in d:
+            return d["fallback"]
+        consts = {}
+        if d.get("constants"):
+            consts = torch.load(base + ".pt")
+        return _Imported(d["text"], d["inputs"], consts, d["n_outputs"],
+                         d["single"])
+    except (OSError, ValueError, KeyError, RuntimeError):
+        return None
+
+
+def _store_imported(key, imp, fallback=None):
+    """Writes the import cache's entry: imp, or why the graph runs
+    eagerly. Best effort: a cache that cannot be written costs the next
+    process the import, nothing else."""
+    try:
+        _write_imported(key, imp, fallback)
+    except (OSError, RuntimeError, TypeError) as e:
+        _log("the import cache was not written: %s" % e)
+
+
+def _write_imported(key, imp, fallback):
+    base = os.path.join(_cache_dir(), key + ".import")
+    if imp is None:
+        with open(base + ".json.tmp", "w") as f:
+            json.dump({"fallback": fallback}, f)
+        os.replace(base + ".json.tmp", base + ".json")
+        return
+    if imp.constants:
+        torch.save({k: v.detach().cpu() for k, v in imp.constants.items()},
+                   base + ".pt.tmp")
+        os.replace(base + ".pt.tmp", base + ".pt")
+    with open(base + ".json.tmp", "w") as f:
+        json.dump({"text": imp.text, "inputs": imp.inputs,
+                   "constants": sorted(imp.constants),
+                   "n_outputs": imp.n_outputs, "single": imp.single}, f)
+    os.replace(base + ".json.tmp", base + ".json")
 
 
 class _Lifted(torch.nn.Module):
@@ -153,7 +285,7 @@ class _Binder:
     transposed where the IR holds the transpose (a transposed tensor is
     made contiguous once and reused while it is unchanged)."""
 
-    def __init__(self, gm, res, n_args, lifted=()):
+    def __init__(self, gm, res, n_args, lifted=(), device="cpu"):
         state = dict(gm.named_parameters())
         state.update(dict(gm.named_buffers()))
         self.sources = []
@@ -173,6 +305,13 @@ class _Binder:
                 # parameter is seen (a transposed copy is remade then).
                 self.sources.append(("arg", int(tn[len(_Lifted.PREFIX):]),
                                      info["transposed"]))
+            elif info.get("kind") == "constant" and \
+                    info["ir_name"] in res.constants:
+                # Folded at import (a mask, an index vector): on the
+                # graph's device once.
+                self.sources.append(("state",
+                                     res.constants[info["ir_name"]].to(device),
+                                     False))
             elif tn in state:
                 self.sources.append(("state", state[tn], info["transposed"]))
             else:
@@ -181,19 +320,21 @@ class _Binder:
         self.cache = {}
 
     def __call__(self, args):
+        # On every call's path: no detach (a new tensor object each) unless
+        # a copy is made; run_torch reads only the pointers.
         out = []
+        cache = self.cache
         for k, (kind, src, transposed) in enumerate(self.sources):
             t = args[src] if kind == "arg" else src
-            t = t.detach()
             if transposed:
-                key = (t.data_ptr(), t._version, tuple(t.shape))
-                hit = self.cache.get(k)
+                key = (t.data_ptr(), t._version, t.shape)
+                hit = cache.get(k)
                 if hit is None or hit[0] != key:
-                    hit = (key, t.t().contiguous())
-                    self.cache[k] = hit
+                    hit = (key, t.detach().t().contiguous())
+                    cache[k] = hit
                 t = hit[1]
             elif not t.is_contiguous():
-                t = t.contiguous()
+                t = t.detach().contiguous()
             out.append(t)
         return out
 
@@ -213,12 +354,88 @@ def _compile(gm, example_inputs):
         raise Fallback("inputs on devices %s (one of cuda, cpu)"
                        % sorted(devs))
     device = devs.pop() if devs else "cpu"
+    t0 = time.time()
     _COUNTER[0] += 1
     name = "dynamo_%d" % _COUNTER[0]
-    res, why = None, []
     lifted = [i for i, x in enumerate(example_inputs)
               if isinstance(x, torch.nn.Parameter)]
     traced = _Lifted(gm, example_inputs, lifted) if lifted else gm
+    rec = {"name": name}
+    # The imported IR by Dynamo's graph: a second process neither re-exports
+    # the graph (torch.export costs seconds) nor runs it eagerly.
+    gkey = _graph_key(gm, example_inputs, lifted)
+    imp = _load_imported(gkey)
+    rec["ir"] = "cache" if imp else "imported"
+    if imp is None:
+        try:
+            imp = _import(traced, example_inputs, lifted, name, gm)
+        except Fallback as e:
+            # Remembered too: a second process falls back at once.
+            _store_imported(gkey, None, str(e))
+            raise
+        _store_imported(gkey, imp)
+    if isinstance(imp, str):
+        raise Fallback(imp)
+    t1 = time.time()
+    rec["import_s"] = t1 - t0
+    entry = _GRAPHS.get(imp.text)
+    if entry is None:
+        decided, key, hit = _decide(imp.text, device)
+        rec["decided"] = "cache" if hit else "mtsched-opt"
+        rec["decided_path"] = os.path.join(_cache_dir(),
+                                           key + ".decided.mir")
+        t2 = time.time()
+        rec["decide_s"] = t2 - t1
+        try:
+            mod = runtime.Module(decided)
+            graph = mod.graph(device=device,
+                              kernel_cache_dir=os.path.join(_cache_dir(),
+                                                            "kernels"))
+        except (runtime.RuntimeError_, OSError) as e:
+            raise Fallback("the runtime cannot run it: %s"
+                           % str(e).splitlines()[0][:300])
+        rec["prepare_s"] = time.time() - t2
+        entry = (mod, graph, rec["decided"], rec["decided_path"])
+        _GRAPHS[imp.text] = entry
+        while len(_GRAPHS) > MAX_GRAPHS:
+            _GRAPHS.popitem(last=False)
+    else:
+        rec["decided"], rec["decided_path"] = "process", entry[3]
+        rec["decide_s"] = rec["prepare_s"] = 0.0
+    graph = entry[1]
+    if imp.n_outputs != len(graph.outputs):
+        raise Fallback("the graph returns %d values, the IR %d tensors"
+                       % (imp.n_outputs, len(graph.outputs)))
+    binder = _Binder(traced, imp, len(example_inputs), lifted, device)
+    single = imp.single
+    rec["compile_s"] = time.time() - t0
+    rec.update(graph.stats())
+    rec["opt_runs"] = OPT_RUNS[0]
+    _LIVE[name] = graph
+    GRAPHS.append(rec)
+    _log("%s: IR %s, decided %s; kernels %s loaded, %s from the cache, %s "
+         "compiled by NVRTC; mtsched-opt runs (each autotunes, i.e. "
+         "benchmarks) in this process %d; compile %.3f s (import %.3f, "
+         "decide %.3f, prepare %.3f)" % (
+             name, "from the cache" if rec["ir"] == "cache" else "imported",
+             "from the cache" if rec["decided"] == "cache" else
+             "by " + rec["decided"], rec.get("kernels", "?"),
+             rec.get("kernels_cached", "?"),
+             rec.get("kernels_compiled", "?"), OPT_RUNS[0],
+             rec["compile_s"], rec["import_s"], rec["decide_s"],
+             rec["prepare_s"]))
+    run_torch = graph.run_torch
+
+    def run(*args):
+        outs = run_torch(binder(args))
+        return outs[0] if single else tuple(outs)
+    return run
+
+
+def _import(traced, example_inputs, lifted, name, gm):
+    """Dynamo's graph imported (torch.export, else make_fx), as _Imported;
+    Fallback where it is not all in the IR."""
+    res, why = None, []
     user = [x for i, x in enumerate(example_inputs) if i not in lifted]
     # torch.export first (2.x), then make_fx, as mtsched_torch.compare does.
     for tracer in ["auto", "make_fx"]:
@@ -242,29 +459,8 @@ def _compile(gm, example_inputs):
             isinstance(r, torch.Tensor) for r in refs):
         raise Fallback("the graph returns %d values, the IR %d tensors"
                        % (len(refs), len(res.outputs)))
-    text = res.text()
-    entry = _GRAPHS.get(text)
-    if entry is None:
-        decided, key = _decide(text, device)
-        try:
-            mod = runtime.Module(decided)
-            graph = mod.graph(device=device,
-                              kernel_cache_dir=os.path.join(_cache_dir(),
-                                                            "kernels"))
-        except (runtime.RuntimeError_, OSError) as e:
-            raise Fallback("the runtime cannot run it: %s"
-                           % str(e).splitlines()[0][:300])
-        entry = (mod, graph)
-        _GRAPHS[text] = entry
-        while len(_GRAPHS) > MAX_GRAPHS:
-            _GRAPHS.popitem(last=False)
-    graph = entry[1]
-    binder = _Binder(traced, res, len(example_inputs), lifted)
-
-    def run(*args):
-        outs = graph.run_torch(binder(args))
-        return outs[0] if single else tuple(outs)
-    return run
+    return _Imported(res.text(), res.inputs, res.constants, len(res.outputs),
+                     single)
 
 
 @register_backend(name="mtsched")

@@ -166,6 +166,17 @@ def cuda_time_us(fn, samples=10):
     return times[len(times) // 2]
 
 
+def run_times(stderr):
+    """(G, E) from --run's "decided graph G us as a CUDA graph, E us eager"
+    (G None where capture failed, which --run says loudly; both None when
+    the line is missing)."""
+    m = re.search(r"decided graph ([0-9.]+) us as a CUDA graph", stderr)
+    graph = float(m.group(1)) if m else None
+    m = re.search(r"decided graph (?:[0-9.]+ us as a CUDA graph, )?"
+                  r"([0-9.]+) us eager", stderr)
+    return graph, float(m.group(1)) if m else None
+
+
 def find_mtsched_opt(path=None):
     for p in [path, os.environ.get("MTSCHED_OPT"),
               os.path.join(ROOT, "build", "tools", "mtsched-opt",
@@ -304,13 +315,7 @@ def run_case(case, a, opt, outdir, log):
                 p.returncode, p.stderr.strip().splitlines()[-1][:300]
                 if p.stderr.strip() else "")
         return row
-    # "decided graph G us as a CUDA graph, E us eager" (or only "E us
-    # eager" where capture failed, which --run says loudly).
-    m = re.search(r"decided graph ([0-9.]+) us as a CUDA graph", p.stderr)
-    row["mtsched_us"] = float(m.group(1)) if m else None
-    m = re.search(r"decided graph (?:[0-9.]+ us as a CUDA graph, )?"
-                  r"([0-9.]+) us eager", p.stderr)
-    row["mtsched_eager_us"] = float(m.group(1)) if m else None
+    row["mtsched_us"], row["mtsched_eager_us"] = run_times(p.stderr)
     if res.unmapped:
         row["status"] = row["status"] + " (decided)"
         return row

@@ -5,6 +5,7 @@
     g = mod.graph(device="cpu")           # or "cuda"
     outs = g.run([x, w])                  # numpy arrays (cpu)
     outs = g.run_torch([x_cuda, w_cuda])  # torch tensors (cuda, current stream)
+    g.stats()   # {"runs": 2, "kernels_cached": ..., "captures": ...}
 
 The library is found by ``find_library``: $MTSCHED_RUNTIME_LIB, else
 ``<build>/lib/RuntimeApi/libmtsched_runtime.so`` for the build directory
@@ -106,6 +107,11 @@ def load_library(path=None, build_dir=None):
         f = getattr(lib, name)
         f.restype = res
         f.argtypes = args
+    # Newer than the rest of version 1: a library without it reports no
+    # counters (Graph.stats() is then empty).
+    if hasattr(lib, "mtsched_graph_stat"):
+        lib.mtsched_graph_stat.restype = I64
+        lib.mtsched_graph_stat.argtypes = [P, C]
     if lib.mtsched_runtime_api_version() != 1:
         raise RuntimeError_("%s has API version %d; this module speaks 1"
                             % (path, lib.mtsched_runtime_api_version()))
@@ -149,6 +155,12 @@ def bf16_to_float(bits):
         .view(np.float32)
 
 
+# mtsched_graph_stat's counters (docs/RUNTIME.md).
+STATS = ("runs", "kernels", "kernels_cached", "kernels_compiled", "captures",
+         "graphs_kept", "staged_inputs", "staged_outputs", "arena_bytes",
+         "allocations")
+
+
 class Graph:
     """A prepared graph (mtsched_graph_prepare); run it on numpy arrays
     ("cpu") or torch tensors ("cuda")."""
@@ -183,6 +195,15 @@ class Graph:
                                 L.mtsched_graph_output_dtype,
                                 L.mtsched_graph_output_rank,
                                 L.mtsched_graph_output_dim)
+
+    def stats(self):
+        """The graph's counters (STATS) by name: kernels loaded, from the
+        kernel cache, compiled by NVRTC, graphs captured, ... Empty with a
+        library that keeps none."""
+        f = getattr(self._lib, "mtsched_graph_stat", None)
+        if f is None or not self._h:
+            return {}
+        return {k: f(self._h, k.encode()) for k in STATS}
 
     def close(self):
         if getattr(self, "_h", None):
@@ -233,20 +254,33 @@ class Graph:
                     for t, a in zip(self.outputs, outs)]
         return outs
 
+    def _torch_specs(self):
+        """(input (shape, dtype) pairs, output (shape, dtype) pairs) as torch
+        has them, made once: run_torch is on every call's path."""
+        if getattr(self, "_specs", None) is None:
+            import torch
+            tdt = {"f32": torch.float32, "f16": torch.float16,
+                   "bf16": torch.bfloat16, "i32": torch.int32,
+                   "i64": torch.int64, "bool": torch.bool}
+            self._specs = ([(t.shape, tdt.get(t.dtype)) for t in self.inputs],
+                           [(t.shape, tdt.get(t.dtype))
+                            for t in self.outputs])
+            self._in_arr = (ctypes.c_void_p * max(len(self.inputs), 1))()
+            self._out_arr = (ctypes.c_void_p * max(len(self.outputs), 1))()
+            self._err = ctypes.c_void_p()
+        return self._specs
+
     def run_torch(self, inputs, outputs=None, stream=None):
         """Runs on "cuda" on torch tensors (contiguous, on the GPU, in the
         inputs' dtypes), on `stream` (default: torch's current stream).
         Returns the output tensors (new ones unless given)."""
         import torch
-        tdt = {"f32": torch.float32, "f16": torch.float16,
-               "bf16": torch.bfloat16, "i32": torch.int32,
-               "i64": torch.int64, "bool": torch.bool}
+        ins, outs_spec = self._torch_specs()
         if len(inputs) != len(self.inputs):
             raise ValueError("%d inputs given, the graph has %d"
                              % (len(inputs), len(self.inputs)))
-        for t, x in zip(self.inputs, inputs):
-            if tuple(x.shape) != t.shape or x.dtype != tdt.get(t.dtype) or \
-                    not x.is_contiguous():
+        for (shape, dt), t, x in zip(ins, self.inputs, inputs):
+            if x.dtype != dt or x.shape != shape or not x.is_contiguous():
                 raise ValueError("input %r: %s %s%s, expected a contiguous "
                                  "%s%s" % (t.name, x.dtype, list(x.shape),
                                            "" if x.is_contiguous() else
@@ -254,8 +288,8 @@ class Graph:
                                            list(t.shape)))
         dev = inputs[0].device if inputs else torch.device("cuda")
         if outputs is None:
-            outputs = [torch.empty(t.shape, dtype=tdt[t.dtype], device=dev)
-                       for t in self.outputs]
+            outputs = [torch.empty(shape, dtype=dt, device=dev)
+                       for shape, dt in outs_spec]
         if self.device == "cpu":
             host = self.run([x.detach().cpu().float().numpy()
                              if x.dtype == torch.bfloat16 else
@@ -265,8 +299,15 @@ class Graph:
             return outputs
         if stream is None:
             stream = torch.cuda.current_stream(dev).cuda_stream
-        self._run_ptrs([x.data_ptr() for x in inputs],
-                       [o.data_ptr() for o in outputs], stream)
+        # The pointer arrays are reused: no ctypes array is built per call.
+        in_arr, out_arr, err = self._in_arr, self._out_arr, self._err
+        for i, x in enumerate(inputs):
+            in_arr[i] = x.data_ptr()
+        for i, o in enumerate(outputs):
+            out_arr[i] = o.data_ptr()
+        if self._lib.mtsched_graph_run(self._h, in_arr, out_arr, stream,
+                                       ctypes.byref(err)) != 0:
+            raise _take_error(self._lib, err)
         return outputs
 
 

@@ -33,6 +33,14 @@ public:
   /// type), Stream the stream to run on (null: the default stream).
   virtual llvm::Error run(const void *const *Inputs, void *const *Outputs,
                           void *Stream) = 0;
+  /// A counter of what preparing and running did ("kernels_cached",
+  /// "captures", ...; docs/RUNTIME.md lists them), or -1 for a name this
+  /// graph does not keep: how a caller sees that a warm start compiled
+  /// nothing, or that a binding keeps being staged.
+  virtual int64_t stat(llvm::StringRef Name) const {
+    (void)Name;
+    return -1;
+  }
 };
 
 struct BackendInfo {

@@ -86,6 +86,17 @@ size_t mtsched_dtype_bytes(int dtype);
 int mtsched_graph_run(mtsched_graph *graph, void *const *inputs,
                       void *const *outputs, void *stream, char **error);
 
+/* A counter of what preparing and running the graph did, by name:
+ * "runs", and on "cuda" "kernels" (modules loaded), "kernels_cached" (their
+ * cubins read from the kernel cache), "kernels_compiled" (by NVRTC),
+ * "captures" (CUDA graphs captured), "graphs_kept" (captured graphs held,
+ * one per binding of pointers seen), "staged_inputs", "staged_outputs"
+ * (copied through the runtime's buffers on every run), "arena_bytes" (the
+ * one allocation intermediates come from), "allocations" (device
+ * allocations held besides it: workspaces, inputs' buffers not yet freed). -1
+ * for a name the graph does not keep (docs/RUNTIME.md). */
+int64_t mtsched_graph_stat(const mtsched_graph *graph, const char *name);
+
 /* Releases a message an mtsched_* function stored; NULL is fine. */
 void mtsched_free_error(char *error);
 

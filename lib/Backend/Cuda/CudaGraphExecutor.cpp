@@ -15,8 +15,10 @@
 #include "mtsched/Reference/RandomInputs.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/TimeProfiler.h"
 #include <algorithm>
@@ -220,6 +222,10 @@ public:
   ~GraphRun() {
     for (CUdeviceptr P : Owned)
       D.cuMemFree(P);
+    for (auto &[V, P] : InputBuffers)
+      D.cuMemFree(P);
+    if (Arena)
+      D.cuMemFree(Arena);
     for (CUmodule M : Modules)
       D.cuModuleUnload(M);
   }
@@ -262,7 +268,37 @@ public:
   /// when issued (replay()); a CUDA graph captured before keeps the old ones.
   llvm::Error rebind();
 
+  /// Kernels loaded, and how their cubins were had (cache or NVRTC).
+  unsigned numKernels() const { return unsigned(Modules.size()); }
+  const KernelStats &kernelStats() const { return Kernels; }
+  /// The arena's size, and the allocations made besides it (workspaces,
+  /// and any buffer the plan did not foresee).
+  size_t arenaBytes() const { return ArenaBytes; }
+  unsigned allocations() const {
+    return unsigned(Owned.size() + InputBuffers.size());
+  }
+  /// Input V's own buffer (zeroed for prepare's launches, or uploaded),
+  /// 0 once released.
+  CUdeviceptr inputBuffer(const Value *V) const {
+    auto It = InputBuffers.find(V);
+    return It == InputBuffers.end() ? 0 : It->second;
+  }
+  /// Allocates input V a buffer of its own (again, after releaseInput),
+  /// and binds V to it.
+  llvm::Error allocInput(const Value *V);
+  /// Frees input V's own buffer: the caller's is bound in its place. A
+  /// launch must not read it afterwards (bind another buffer first).
+  void releaseInput(const Value *V);
+
 private:
+  /// The bytes of every buffer launchAll makes, each 256-byte aligned: the
+  /// inputs, and each node's result that leaves its kernel.
+  size_t plannedBytes() const;
+  /// Allocates the arena once (plannedBytes()): the inputs and
+  /// intermediates are carved from it rather than allocated one by one.
+  llvm::Error reserveArena();
+  /// Bytes from the arena, else an allocation of their own (Owned).
+  llvm::Error allocBytes(size_t Bytes, CUdeviceptr &P, const llvm::Twine &What);
   llvm::Error alloc(const Value *V);
   /// Compiles, loads and launches K once (synchronously, so a fault names
   /// its kernel), and keeps the launch for replay.
@@ -291,6 +327,12 @@ private:
   int Arch;
   std::map<const Value *, CUdeviceptr> Dev;
   std::vector<CUdeviceptr> Owned;
+  /// The graph inputs' buffers, apart from the arena so that each can be
+  /// freed alone.
+  std::map<const Value *, CUdeviceptr> InputBuffers;
+  CUdeviceptr Arena = 0;
+  size_t ArenaBytes = 0, ArenaUsed = 0;
+  KernelStats Kernels;
   std::vector<CUmodule> Modules;
   std::vector<std::function<CUresult()>> Replay;
   /// What each kept kernel launch reads and writes, to rebind it.
@@ -312,21 +354,114 @@ private:
 
 } // namespace
 
+/// Buffers in the arena start at multiples of this: TMA and the kernels'
+/// vector accesses need 16 bytes, cudaMalloc gives 256.
+static constexpr size_t ArenaAlign = 256;
+
+static size_t bufferBytes(const Value *V) {
+  return llvm::alignTo(std::max<int64_t>(16, V->getType().numBytes()),
+                       ArenaAlign);
+}
+
+size_t GraphRun::plannedBytes() const {
+  // What launchAll allocates (alloc): each result a kernel
+  // writes to memory. Not a reshape (a view), not an epilogue fused into its
+  // template, not a member of a fused group that only the group reads
+  // (runGroup's outputs are those returned or read outside the group).
+  llvm::DenseSet<const Node *> Epilogue;
+  for (const auto &N : G.getNodes())
+    if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
+      if (M->isEpilogueFused())
+        for (const Operand &E : M->getEpilogue())
+          Epilogue.insert(E.V->getDef());
+  size_t Sum = 0;
+  // The inputs are allocated apart (InputBuffers): the runtime library
+  // frees them once the caller's own buffers are bound.
+  for (const auto &N : G.getNodes()) {
+    if (Epilogue.count(N.get()))
+      continue;
+    const auto *B = llvm::dyn_cast<BufferNode>(N.get());
+    if (B && B->getOp() == OpCode::Reshape)
+      continue;
+    if (B && !llvm::isa<MultiTemplateBufferNode>(B) &&
+        B->getKernel() != BufferNode::NoKernel && !G.isOutput(B->getResult())) {
+      bool Internal = true;
+      for (const Node *U : G.getUsers(B->getResult())) {
+        const auto *UB = llvm::dyn_cast<BufferNode>(U);
+        Internal &= UB && !llvm::isa<MultiTemplateBufferNode>(UB) &&
+                    UB->getKernel() == B->getKernel();
+      }
+      if (Internal)
+        continue;
+    }
+    Sum += bufferBytes(N->getResult());
+  }
+  return Sum;
+}
+
+llvm::Error GraphRun::reserveArena() {
+  if (Arena || ArenaBytes)
+    return llvm::Error::success();
+  size_t Bytes = plannedBytes();
+  if (!Bytes)
+    return llvm::Error::success();
+  if (CUresult R = D.cuMemAlloc(&Arena, Bytes))
+    return err("cannot allocate the " + llvm::Twine(Bytes) +
+               "-byte arena of @" + G.getName() + ": " + D.errorString(R));
+  ArenaBytes = Bytes;
+  return llvm::Error::success();
+}
+
+llvm::Error GraphRun::allocBytes(size_t Bytes, CUdeviceptr &P,
+                                 const llvm::Twine &What) {
+  size_t Need = llvm::alignTo(std::max<size_t>(16, Bytes), ArenaAlign);
+  if (Arena && ArenaUsed + Need <= ArenaBytes) {
+    P = Arena + ArenaUsed;
+    ArenaUsed += Need;
+    return llvm::Error::success();
+  }
+  if (CUresult R = D.cuMemAlloc(&P, std::max<size_t>(16, Bytes)))
+    return err("cannot allocate " + What + ": " + D.errorString(R));
+  Owned.push_back(P);
+  return llvm::Error::success();
+}
+
 llvm::Error GraphRun::alloc(const Value *V) {
   if (Dev.count(V))
     return llvm::Error::success();
+  if (V->isGraphInput())
+    return allocInput(V);
+  CUdeviceptr P;
+  if (llvm::Error E = allocBytes(size_t(V->getType().numBytes()), P,
+                                 "'%" + V->getName() + "'"))
+    return E;
+  Dev[V] = P;
+  return llvm::Error::success();
+}
+
+llvm::Error GraphRun::allocInput(const Value *V) {
   CUdeviceptr P;
   size_t Bytes = std::max<int64_t>(16, V->getType().numBytes());
   if (CUresult R = D.cuMemAlloc(&P, Bytes))
     return err("cannot allocate '%" + V->getName() + "': " + D.errorString(R));
-  Owned.push_back(P);
+  InputBuffers[V] = P;
   Dev[V] = P;
   return llvm::Error::success();
+}
+
+void GraphRun::releaseInput(const Value *V) {
+  auto It = InputBuffers.find(V);
+  if (It == InputBuffers.end())
+    return;
+  D.cuMemFree(It->second);
+  InputBuffers.erase(It);
 }
 
 llvm::Error GraphRun::uploadInputs(ValueData &Host) {
   llvm::TimeTraceScope Scope("run.inputs");
   if (llvm::Error E = makeGraphInputs(G, IO, Host))
+    return E;
+  if (llvm::Error E = reserveArena())
     return E;
   for (const auto &In : G.getInputs()) {
     if (llvm::Error E = alloc(In.get()))
@@ -358,6 +493,8 @@ llvm::Error GraphRun::rebind() {
 }
 
 llvm::Error GraphRun::zeroInputs() {
+  if (llvm::Error E = reserveArena())
+    return E;
   for (const auto &In : G.getInputs()) {
     if (llvm::Error E = alloc(In.get()))
       return E;
@@ -378,9 +515,9 @@ llvm::Error GraphRun::runKernel(llvm::Expected<KernelSource> KOr) {
   if (!Why.empty())
     return err("'" + K.Name + "' " + Why);
   llvm::TimeTraceScope Scope("run.compile", K.Name);
-  auto C =
-      compileAll({{K.Name, K.Source, K.NeedsSm90a}}, Arch,
-                 KernelCompileOptions{IO.CompileThreads, IO.KernelCacheDir});
+  auto C = compileAll(
+      {{K.Name, K.Source, K.NeedsSm90a}}, Arch,
+      KernelCompileOptions{IO.CompileThreads, IO.KernelCacheDir}, &Kernels);
   if (!C[0])
     return C[0].takeError();
   CUmodule Mod;
@@ -403,10 +540,10 @@ llvm::Error GraphRun::runKernel(llvm::Expected<KernelSource> KOr) {
   }
   if (K.WorkspaceBytes) {
     CUdeviceptr W;
-    if (CUresult R = D.cuMemAlloc(&W, K.WorkspaceBytes))
-      return err("cannot allocate the " + llvm::Twine(K.WorkspaceBytes) +
-                 "-byte workspace of '" + K.Name + "': " + D.errorString(R));
-    Owned.push_back(W);
+    if (llvm::Error E = allocBytes(K.WorkspaceBytes, W,
+                                   "the " + llvm::Twine(K.WorkspaceBytes) +
+                                       "-byte workspace of '" + K.Name + "'"))
+      return E;
     Ptrs.push_back(W);
     if (CUresult R = D.cuMemsetD8Async(W, 0, K.WorkspaceBytes, Gp.Stream))
       return err("cannot clear the workspace of '" + K.Name +
@@ -714,15 +851,24 @@ llvm::Error mtsched::runGraphOnGpu(const Graph &G, const RunIO &IO,
 namespace {
 
 /// A decided graph prepared for the runtime library (prepareGraphOnGpu).
-/// Its GraphRun owns a buffer per input and value, on which every kernel
-/// was launched once. A run binds the caller's pointers in their place and
-/// replays the captured CUDA graph on the caller's stream; a pointer that
-/// changes from one run to the next (or is not aligned for the kernels'
-/// vector and TMA accesses) is staged instead, copied through the
-/// GraphRun's own buffer from then on, so that the graph is re-captured
-/// only while the binding settles, not on every call.
+/// Its GraphRun owns a buffer per value (one arena) and per input (freed
+/// once the caller's is bound), on which every kernel was launched once. A run
+/// binds the caller's pointers in their place and replays a CUDA graph captured
+/// for that binding on the caller's stream. A few bindings are kept, each with
+/// its graph: a caller that returns fresh outputs from PyTorch's caching
+/// allocator alternates between two or three addresses, and each then replays
+/// without a copy. A pointer that is not aligned for the kernels' vector and
+/// TMA accesses, or that keeps moving once MaxCaptures graphs were captured, is
+/// staged: copied through the GraphRun's own buffer from then on, so that
+/// capturing stops.
 class CudaPreparedGraph : public PreparedGraph {
 public:
+  /// Captured graphs kept, one per binding, the least recently used
+  /// dropped first.
+  static constexpr size_t MaxGraphs = 4;
+  /// Captures after which a moving pointer is staged instead.
+  static constexpr unsigned MaxCaptures = 16;
+
   CudaPreparedGraph(const Graph &G, const RunIO &IO, Gpu &Gp)
       : G(G), IO(IO), Gp(Gp), Run(G, this->IO, Gp) {}
   ~CudaPreparedGraph() override {
@@ -730,8 +876,9 @@ public:
     // The buffers and modules are freed in the device's context, whichever
     // thread lets the graph go.
     llvm::consumeError(makeCurrent(Gp.Info));
-    if (Exec)
-      Gp.D->cuGraphExecDestroy(Exec);
+    for (Kept &K : Graphs)
+      if (K.Exec)
+        Gp.D->cuGraphExecDestroy(K.Exec);
   }
 
   llvm::Error prepare() {
@@ -756,6 +903,24 @@ public:
     return llvm::Error::success();
   }
 
+  int64_t stat(llvm::StringRef Name) const override {
+    auto Staged = [](const std::vector<Slot> &Xs) {
+      return int64_t(
+          llvm::count_if(Xs, [](const Slot &X) { return X.Staged; }));
+    };
+    return llvm::StringSwitch<int64_t>(Name)
+        .Case("kernels", Run.numKernels())
+        .Case("kernels_cached", Run.kernelStats().Cached.load())
+        .Case("kernels_compiled", Run.kernelStats().Compiled.load())
+        .Case("captures", Captures)
+        .Case("graphs_kept", int64_t(Graphs.size()))
+        .Case("staged_inputs", Staged(Ins))
+        .Case("staged_outputs", Staged(Outs))
+        .Case("arena_bytes", int64_t(Run.arenaBytes()))
+        .Case("allocations", Run.allocations())
+        .Default(-1);
+  }
+
   llvm::Error run(const void *const *Inputs, void *const *Outputs,
                   void *Stream) override {
     std::lock_guard<std::mutex> Lock(Gp.Mu);
@@ -763,49 +928,75 @@ public:
       return E;
     const DriverApi &D = *Gp.D;
     CUstream S = static_cast<CUstream>(Stream);
-    bool Changed = false;
-    auto Settle = [&](Slot &X, CUdeviceptr P) {
-      if (X.Staged || P == X.Bound)
-        return;
-      // Bound before to another pointer, or misaligned: staged for good.
-      X.Staged = X.Bound != 0 || P % 256 != 0;
-      X.Bound = X.Staged ? 0 : P;
-      Run.bind(X.V, X.Staged ? X.Own : P);
-      Changed = true;
-    };
-    for (size_t I = 0; I < Ins.size(); ++I) {
+    for (size_t I = 0; I < Ins.size(); ++I)
       if (!Inputs[I])
         return err("input '%" + Ins[I].V->getName() + "' is null");
-      Settle(Ins[I], reinterpret_cast<CUdeviceptr>(Inputs[I]));
-    }
-    for (size_t I = 0; I < Outs.size(); ++I) {
+    for (size_t I = 0; I < Outs.size(); ++I)
       if (!Outputs[I])
         return err("output '%" + Outs[I].V->getName() + "' is null");
-      Settle(Outs[I], reinterpret_cast<CUdeviceptr>(Outputs[I]));
+    auto Ptr = [&](size_t I) {
+      return reinterpret_cast<CUdeviceptr>(
+          I < Ins.size() ? Inputs[I] : Outputs[I - Ins.size()]);
+    };
+    auto SlotAt = [&](size_t I) -> Slot & {
+      return I < Ins.size() ? Ins[I] : Outs[I - Ins.size()];
+    };
+    size_t N = Ins.size() + Outs.size();
+    // The binding this run asks for: each caller pointer, 0 where staged.
+    auto MakeKey = [&] {
+      std::vector<CUdeviceptr> Key(N, 0);
+      for (size_t I = 0; I < N; ++I) {
+        Slot &X = SlotAt(I);
+        X.Staged |= Ptr(I) % 256 != 0;
+        Key[I] = X.Staged ? 0 : Ptr(I);
+      }
+      return Key;
+    };
+    std::vector<CUdeviceptr> Key = MakeKey();
+    Kept *K = find(Key);
+    if (!K && Captures >= MaxCaptures && !Graphs.empty()) {
+      // The binding keeps moving: stage what moved since the last graph
+      // used, so that this is the last capture for it.
+      const Kept &Last = *llvm::max_element(
+          Graphs, [](const Kept &A, const Kept &B) { return A.Used < B.Used; });
+      for (size_t I = 0; I < N; ++I)
+        if (Key[I] != Last.Key[I])
+          SlotAt(I).Staged = true;
+      Key = MakeKey();
+      K = find(Key);
     }
-    if (Changed || !Captured) {
-      if (llvm::Error E = Run.rebind())
+    if (!K) {
+      // A staged input whose buffer was released (bound before) gets one
+      // again: it is copied through it from now on.
+      for (Slot &X : Ins)
+        if (X.Staged && !X.Own) {
+          if (llvm::Error E = Run.allocInput(X.V))
+            return E;
+          X.Own = Run.inputBuffer(X.V);
+        }
+      if (llvm::Error E = bindAndCapture(Key))
         return E;
-      if (Exec)
-        D.cuGraphExecDestroy(Exec);
-      Exec = captureGraph(Gp, Run.replay(), NoGraphWhy);
-      Captured = true;
+      K = &Graphs.back();
     }
+    K->Used = ++Clock;
     for (size_t I = 0; I < Ins.size(); ++I)
       if (Ins[I].Staged)
-        if (CUresult R = D.cuMemcpyDtoDAsync(
-                Ins[I].Own, reinterpret_cast<CUdeviceptr>(Inputs[I]),
-                Ins[I].V->getType().numBytes(), S))
+        if (CUresult R = D.cuMemcpyDtoDAsync(Ins[I].Own, Ptr(I),
+                                             Ins[I].V->getType().numBytes(), S))
           return err("cannot copy input '%" + Ins[I].V->getName() +
                      "': " + D.errorString(R));
-    if (Exec) {
-      if (CUresult R = D.cuGraphLaunch(Exec, S))
+    if (K->Exec) {
+      if (CUresult R = D.cuGraphLaunch(K->Exec, S))
         return err("cannot launch the graph of @" + G.getName() + ": " +
                    D.errorString(R));
     } else {
       // No CUDA graph (NoGraphWhy): the launches go to the backend's
       // stream, after the caller's work and before what the caller queues
-      // next, by waiting for both.
+      // next, by waiting for both. They read the GraphRun's binding, which
+      // must be this run's.
+      if (Bound != Key)
+        if (llvm::Error E = bind(Key))
+          return E;
       if (CUresult R = syncStream(D, S, "the caller's stream"))
         return err("the caller's stream failed: " + D.errorString(R));
       for (auto &F : Run.replay())
@@ -818,10 +1009,18 @@ public:
     for (size_t I = 0; I < Outs.size(); ++I)
       if (Outs[I].Staged)
         if (CUresult R = D.cuMemcpyDtoDAsync(
-                reinterpret_cast<CUdeviceptr>(Outputs[I]),
-                Run.resolve(Outs[I].V), Outs[I].V->getType().numBytes(), S))
+                reinterpret_cast<CUdeviceptr>(Outputs[I]), K->From[I],
+                Outs[I].V->getType().numBytes(), S))
           return err("cannot copy output '%" + Outs[I].V->getName() +
                      "': " + D.errorString(R));
+    // An input bound to the caller's buffer no longer needs its own (a
+    // weight would take its memory twice): no kept graph reads it, as none
+    // was captured with that input staged.
+    for (size_t I = 0; I < Ins.size(); ++I)
+      if (Key[I] && Ins[I].Own) {
+        Run.releaseInput(Ins[I].V);
+        Ins[I].Own = 0;
+      }
     return llvm::Error::success();
   }
 
@@ -829,21 +1028,77 @@ private:
   /// A graph input or output and how it is bound.
   struct Slot {
     const Value *V;
-    /// The GraphRun's own buffer for it.
+    /// The GraphRun's own buffer for it: an output's in the arena, an
+    /// input's apart, released (0) once the caller's is bound.
     CUdeviceptr Own;
-    /// The caller's pointer bound in its place (0: none yet, or staged).
-    CUdeviceptr Bound = 0;
     /// Copied through Own on every run.
     bool Staged = false;
   };
+  /// A binding and the CUDA graph captured for it.
+  struct Kept {
+    std::vector<CUdeviceptr> Key;
+    /// Null where the capture failed (NoGraphWhy).
+    CUgraphExec Exec = nullptr;
+    /// Where each staged output is copied from under this binding (an
+    /// output viewing an input's buffer follows that input's binding).
+    std::vector<CUdeviceptr> From;
+    uint64_t Used = 0;
+  };
+
+  Kept *find(const std::vector<CUdeviceptr> &Key) {
+    for (Kept &K : Graphs)
+      if (K.Key == Key)
+        return &K;
+    return nullptr;
+  }
+
+  /// Puts Key's pointers (Own where 0) in the GraphRun's launches.
+  llvm::Error bind(const std::vector<CUdeviceptr> &Key) {
+    for (size_t I = 0; I < Key.size(); ++I) {
+      bool IsOut = I >= Ins.size();
+      const Slot &X = IsOut ? Outs[I - Ins.size()] : Ins[I];
+      // A staged output that is a graph input or a view is copied from
+      // wherever its value is: binding it would rebind that value.
+      if (IsOut && !Key[I] && (X.V->isGraphInput() || Run.isAlias(X.V)))
+        continue;
+      Run.bind(X.V, Key[I] ? Key[I] : X.Own);
+    }
+    Bound = Key;
+    return Run.rebind();
+  }
+
+  /// Binds Key and captures its graph, dropping the least recently used
+  /// one beyond MaxGraphs.
+  llvm::Error bindAndCapture(const std::vector<CUdeviceptr> &Key) {
+    if (llvm::Error E = bind(Key))
+      return E;
+    if (Graphs.size() >= MaxGraphs) {
+      auto Old = llvm::min_element(
+          Graphs, [](const Kept &A, const Kept &B) { return A.Used < B.Used; });
+      if (Old->Exec)
+        Gp.D->cuGraphExecDestroy(Old->Exec);
+      Graphs.erase(Old);
+    }
+    Kept K;
+    K.Key = Key;
+    K.Exec = captureGraph(Gp, Run.replay(), NoGraphWhy);
+    for (const Slot &X : Outs)
+      K.From.push_back(Run.resolve(X.V));
+    ++Captures;
+    Graphs.push_back(std::move(K));
+    return llvm::Error::success();
+  }
 
   const Graph &G;
   const RunIO IO;
   Gpu &Gp;
   GraphRun Run;
   std::vector<Slot> Ins, Outs;
-  CUgraphExec Exec = nullptr;
-  bool Captured = false;
+  std::vector<Kept> Graphs;
+  /// The binding the GraphRun's launches hold now.
+  std::vector<CUdeviceptr> Bound;
+  uint64_t Clock = 0;
+  unsigned Captures = 0;
   std::string NoGraphWhy;
 };
 

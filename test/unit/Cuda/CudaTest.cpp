@@ -400,8 +400,11 @@ TEST(CudaBackend, AHungKernelEndsTheProcess) {
 //===----------------------------------------------------------------------===//
 // The runtime library's cuda path (prepareGraphOnGpu): a decided graph run
 // on buffers the caller allocated, replayed with the same pointers, then
-// with an input and the outputs moved (staged), each time against the fp64
-// interpreter on the same values.
+// with an input and the outputs moved (a graph captured per binding, an
+// earlier binding replayed again), then an output that keeps moving
+// (staged once the captures are spent), each time against the fp64
+// interpreter on the same values, then an input that keeps moving (staged
+// through a buffer allocated again); its counters say so.
 //===----------------------------------------------------------------------===//
 
 TEST(CudaRuntime, RunsOnTheCallersBuffers) {
@@ -484,21 +487,63 @@ graph @g(%x: bf16[64,128], %w: bf16[128,256], %b: bf16[256], %g: bf16[256]) {
     ASSERT_FALSE(bool(E)) << When << ": " << llvm::toString(std::move(E));
     ASSERT_EQ(D.cuStreamSynchronize(nullptr), CUDA_SUCCESS) << When;
   };
+  auto Stat = [&](const char *Name) { return (*P)->stat(Name); };
+  // Every kernel's cubin came from the kernel cache or NVRTC; the values
+  // the kernels write (the outputs %n and %m at least) from one arena.
+  EXPECT_GT(Stat("kernels"), 0);
+  EXPECT_EQ(Stat("kernels_cached") + Stat("kernels_compiled"), Stat("kernels"));
+  EXPECT_GE(Stat("arena_bytes"), int64_t(64 * 256 * 2 + 256));
+  EXPECT_EQ(Stat("no_such_counter"), -1);
+  int64_t Allocations = Stat("allocations");
   Run("first run (binds)");
   Check(Host, Outs, "first run");
+  // The four inputs' own buffers are freed once the caller's are bound.
+  EXPECT_EQ(Stat("allocations"), Allocations - 4);
   Run("second run (replays)");
   Check(Host, Outs, "second run");
+  EXPECT_EQ(Stat("captures"), 1);
+  ValueData Host0 = Host;
+  std::vector<CUdeviceptr> Ins0 = Ins, Outs0 = Outs;
   // x moves to a new buffer with new values, the outputs to new buffers:
-  // both are staged from now on.
+  // a second binding, captured, nothing staged.
   Ins[0] = Upload(*G.getInputs()[0], 1, Host);
   for (CUdeviceptr &X : Outs)
     X = Alloc(64 * 256 * 2);
-  Run("third run (staged)");
+  Run("third run (rebound)");
   Check(Host, Outs, "third run");
-  // A weight moves to a new buffer with new values too: staged as well.
+  // A weight moves to a new buffer with new values too: a third.
   Ins[1] = Upload(*G.getInputs()[1], 2, Host);
   Run("fourth run (a weight moved too)");
   Check(Host, Outs, "fourth run");
+  EXPECT_EQ(Stat("captures"), 3);
+  EXPECT_EQ(Stat("staged_inputs") + Stat("staged_outputs"), 0);
+  // The first binding again: its graph is replayed, not captured again.
+  Ins = Ins0;
+  Outs = Outs0;
+  Run("fifth run (the first binding)");
+  Check(Host0, Outs, "fifth run");
+  EXPECT_EQ(Stat("captures"), 3);
+  EXPECT_EQ(Stat("graphs_kept"), 3);
+  // An output that moves on every run: captured until the captures are
+  // spent, then staged (copied out) and captured no more.
+  for (int K = 0; K < 20; ++K) {
+    Outs[0] = Alloc(64 * 256 * 2);
+    Run("a moving output");
+  }
+  Check(Host0, Outs, "a moving output");
+  EXPECT_EQ(Stat("staged_outputs"), 1);
+  EXPECT_EQ(Stat("staged_inputs"), 0);
+  EXPECT_LE(Stat("captures"), 17);
+  EXPECT_LE(Stat("graphs_kept"), 4);
+  // Then x moves on every run, with new values: staged at once (the
+  // captures are spent), through a buffer of its own again.
+  for (unsigned K = 0; K < 5; ++K) {
+    Ins[0] = Upload(*G.getInputs()[0], 10 + K, Host0);
+    Run("a moving input");
+    Check(Host0, Outs, "a moving input");
+  }
+  EXPECT_EQ(Stat("staged_inputs"), 1);
+  EXPECT_LE(Stat("captures"), 18);
   P->reset();
   for (CUdeviceptr X : Owned)
     D.cuMemFree(X);

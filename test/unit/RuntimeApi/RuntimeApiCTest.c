@@ -114,6 +114,16 @@ int main(void) {
   CHECK(Error && strstr(Error, "input %w is null"));
   mtsched_free_error(Error);
   Error = NULL;
+
+  /* The counters: two runs (the failed one not counted); the interpreter
+   * loads, compiles and captures nothing; an unknown name is -1. */
+  CHECK(mtsched_graph_stat(G, "runs") == 2);
+  CHECK(mtsched_graph_stat(G, "kernels") == 0);
+  CHECK(mtsched_graph_stat(G, "kernels_compiled") == 0);
+  CHECK(mtsched_graph_stat(G, "captures") == 0);
+  CHECK(mtsched_graph_stat(G, "no_such_counter") == -1);
+  CHECK(mtsched_graph_stat(G, NULL) == -1);
+  CHECK(mtsched_graph_stat(NULL, "runs") == -1);
   mtsched_graph_destroy(G);
 
   /* Unknown graph and device. */
