@@ -26,6 +26,10 @@ std::string mtsched::workloadKey(const Workload &W, bool Fused) {
        << W.Attn.Sq << 'x' << W.Attn.Skv << 'x' << W.Attn.D << ':'
        << W.Attn.Causal << ':' << llvm::format("%a", W.Attn.Scale) << ':'
        << int(W.Attn.Dtype);
+  // A masked attention reads more than an unmasked one of its shape.
+  if (W.K == Workload::Kind::Attention && W.Attn.HasMask)
+    OS << ":mask:" << W.Attn.MaskB << 'x' << W.Attn.MaskH << 'x'
+       << W.Attn.MaskSq << ':' << int(W.Attn.MaskDtype);
   if (Fused)
     OS << ":fused:" << W.Epilogue.NumOps << ':' << W.Epilogue.Elements << ':'
        << W.Epilogue.ExtraInputBytes << ':' << W.Epilogue.FlopsPerElement << ':'

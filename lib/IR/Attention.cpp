@@ -46,7 +46,8 @@ bool mtsched::mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV,
 }
 
 std::optional<AttentionShape> mtsched::attentionShapeOf(const Node &N) {
-  if (N.getOp() != OpCode::Attention || N.getNumOperands() != 3)
+  if (N.getOp() != OpCode::Attention ||
+      (N.getNumOperands() != 3 && N.getNumOperands() != 4))
     return std::nullopt;
   const TensorType &Q = N.getOperand(0)->getType();
   const TensorType &K = N.getOperand(1)->getType();
@@ -75,5 +76,19 @@ std::optional<AttentionShape> mtsched::attentionShapeOf(const Node &N) {
   }
   if (S.Causal && S.Sq > S.Skv)
     return std::nullopt;
+  if (N.getNumOperands() == 4) {
+    const TensorType &M = N.getOperand(3)->getType();
+    if (M.rank() != 4 || M.Shape[3] != S.Skv ||
+        (M.Shape[0] != 1 && M.Shape[0] != S.B) ||
+        (M.Shape[1] != 1 && M.Shape[1] != S.Hq) ||
+        (M.Shape[2] != 1 && M.Shape[2] != S.Sq) ||
+        (M.Dtype != S.Dtype && M.Dtype != DType::F32))
+      return std::nullopt;
+    S.HasMask = true;
+    S.MaskDtype = M.Dtype;
+    S.MaskB = M.Shape[0];
+    S.MaskH = M.Shape[1];
+    S.MaskSq = M.Shape[2];
+  }
   return S;
 }

@@ -13,9 +13,24 @@ using namespace mtsched;
 using detail::Verifier;
 
 bool Verifier::inferAttention(const Node &N, TensorType &Result) {
+  unsigned Count = N.getNumOperands();
+  if (Count != 3 && Count != 4) {
+    error(N.getLoc(), "'attention' expects 3 operands (q, k, v) or 4 (q, k, "
+                      "v and an additive mask), got " +
+                          Twine(Count));
+    return false;
+  }
   const TensorType &Q = N.getOperand(0)->getType();
   const TensorType &K = N.getOperand(1)->getType();
   const TensorType &V = N.getOperand(2)->getType();
+  for (unsigned I = 1; I < 3; ++I)
+    if (N.getOperand(I)->getType().Dtype != Q.Dtype) {
+      error(N.getOperands()[I].Loc,
+            "operand " + name(N.getOperand(I)) + " has element type " +
+                dtypeName(N.getOperand(I)->getType().Dtype) + ", expected " +
+                dtypeName(Q.Dtype));
+      return false;
+    }
   if (Q.Dtype != DType::BF16 && Q.Dtype != DType::F16 &&
       Q.Dtype != DType::F32) {
     error(N.getLoc(), "'attention' needs bf16, f16 or f32 operands, got " +
@@ -82,6 +97,33 @@ bool Verifier::inferAttention(const Node &N, TensorType &Result) {
                           Twine(Q.Shape[2]) + " queries and " +
                           Twine(K.Shape[2]) + " keys");
     return false;
+  }
+  if (Count == 4) {
+    // The additive mask broadcasts over batches, query heads and queries
+    // (a padding mask is [B, 1, 1, Skv]); the keys are never broadcast, so
+    // a kernel reads a mask row as it reads a key tile. f32 keeps the masks
+    // of models that run softmax in fp32 exact beside 16-bit q, k and v.
+    const TensorType &M = N.getOperand(3)->getType();
+    if (M.Dtype != Q.Dtype && M.Dtype != DType::F32) {
+      error(N.getOperands()[3].Loc,
+            "mask " + name(N.getOperand(3)) + " of 'attention' must be " +
+                dtypeName(Q.Dtype) + " (the type of q) or f32, got " +
+                dtypeName(M.Dtype));
+      return false;
+    }
+    int64_t Full[] = {Q.Shape[0], Q.Shape[1], Q.Shape[2]};
+    bool Fits = M.rank() == 4 && M.Shape[3] == K.Shape[2];
+    for (unsigned I = 0; Fits && I < 3; ++I)
+      Fits = M.Shape[I] == 1 || M.Shape[I] == Full[I];
+    if (!Fits) {
+      error(N.getOperands()[3].Loc,
+            "mask " + name(N.getOperand(3)) +
+                " of 'attention' must be [B or 1, Hq or 1, Sq or 1, Skv] = [" +
+                Twine(Full[0]) + " or 1, " + Twine(Full[1]) + " or 1, " +
+                Twine(Full[2]) + " or 1, " + Twine(K.Shape[2]) + "], got " +
+                M.str());
+      return false;
+    }
   }
   Result = Q;
   return true;
@@ -493,12 +535,13 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   case OpCategory::Collective:
     return inferCollective(G, N, Result);
   case OpCategory::MatMul: {
+    // Attention checks its own operand types: its mask may be f32.
+    if (Info.Types == OpTypeRule::Attention)
+      return inferAttention(N, Result);
     if (Info.Types != OpTypeRule::MatMul && !SameDType())
       return false;
     if (Info.Types == OpTypeRule::SwiGlu)
       return inferSwiGlu(G, N, Result);
-    if (Info.Types == OpTypeRule::Attention)
-      return inferAttention(N, Result);
     if (!inferMatMul(N))
       return false;
     const TensorType &A = Operand(0), &B = Operand(1);

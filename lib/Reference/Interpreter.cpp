@@ -177,16 +177,17 @@ static double epsOf(const Node &N) {
 
 void mtsched::attentionReferenceRow(const AttentionShape &S, const double *Q,
                                     const double *K, const double *V, int64_t R,
-                                    double *Out) {
+                                    double *Out, const double *M) {
   int64_t KvHead = S.kvHeadOf(R);
   attentionReferenceHeadRow(S, Q + R * S.D, K + KvHead * S.Skv * S.D,
-                            V + KvHead * S.Skv * S.D, R, Out);
+                            V + KvHead * S.Skv * S.D, R, Out,
+                            M && S.HasMask ? M + S.maskRowOf(R) : nullptr);
 }
 
 void mtsched::attentionReferenceHeadRow(const AttentionShape &S,
                                         const double *Qr, const double *Kh,
                                         const double *Vh, int64_t R,
-                                        double *Out) {
+                                        double *Out, const double *MaskRow) {
   int64_t Last = S.lastKey(R % S.Sq);
   std::vector<double> P(Last + 1);
   double Max = -std::numeric_limits<double>::infinity();
@@ -194,9 +195,11 @@ void mtsched::attentionReferenceHeadRow(const AttentionShape &S,
     double Dot = 0;
     for (int64_t X = 0; X < S.D; ++X)
       Dot += Qr[X] * Kh[J * S.D + X];
-    P[J] = Dot * S.Scale;
+    P[J] = Dot * S.Scale + (MaskRow ? MaskRow[J] : 0.0);
     Max = std::max(Max, P[J]);
   }
+  // A row the mask hides entirely has Max = -inf and NaN weights, as
+  // PyTorch's softmax gives it.
   double Sum = 0;
   for (double &X : P)
     Sum += X = std::exp(X - Max);
@@ -412,13 +415,14 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       return err("'%" + N.getName() + "' is not a well-formed attention");
     std::vector<double> Out(NumOut);
     const std::vector<double> &Q = Floats(0), &K = Floats(1), &V = Floats(2);
+    const double *M = S->HasMask ? Floats(3).data() : nullptr;
     // Query rows in parallel: --run checks prefill attention in fp64 here.
     parallelChunks(
         S->B * S->Hq * S->Sq,
         [&](int64_t Begin, int64_t End) {
           for (int64_t R = Begin; R < End; ++R)
             attentionReferenceRow(*S, Q.data(), K.data(), V.data(), R,
-                                  &Out[R * S->D]);
+                                  &Out[R * S->D], M);
         },
         /*MinChunk=*/
         std::max<int64_t>(1, (int64_t(1) << 20) /

@@ -115,9 +115,17 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
   // Split-KV partials: written by every split, read back by the last.
   double PartialBytes =
       Splits > 1 ? 2.0 * CTAs * (double(BQ) * S.D + 2.0 * BQ) * 4 : 0;
-  double MemUs = hbmUs(Dev, QOBytes + KVBytes * KVReads + PartialBytes);
-  double StreamUs = perCtaStreamUs(Dev, 2.0 * KeysPerTile * S.D * E);
-  double L2Us = CTAs * 2.0 * KeysPerTile * S.D * E /
+  // An additive mask: read from HBM once (it is at most as large as the
+  // scores, and broadcast rows stay in L2), but each CTA reads the mask
+  // element of every score it computes.
+  double MaskE = S.HasMask ? dtypeBytes(S.MaskDtype) : 0;
+  double MaskBytes = double(S.maskElements()) * MaskE;
+  double CtaMaskBytes = double(BQ) * KeysPerTile * MaskE;
+  double MemUs =
+      hbmUs(Dev, QOBytes + KVBytes * KVReads + PartialBytes + MaskBytes);
+  double StreamUs =
+      perCtaStreamUs(Dev, 2.0 * KeysPerTile * S.D * E + CtaMaskBytes);
+  double L2Us = CTAs * (2.0 * KeysPerTile * S.D * E + CtaMaskBytes) /
                 (Dev.HbmGBps * 1e3 * L2BandwidthFactor);
   return Dev.LaunchUs + std::max({ComputeUs, MemUs, StreamUs, L2Us});
 }
@@ -138,11 +146,16 @@ double mtsched::mathAttentionTimeUs(const DeviceDesc &Dev,
   // Every query row streams its head's keys and values; they come from
   // HBM once while they fit in L2.
   double KVReads = KVBytes <= L2Bytes ? 1 : double(S.group()) * S.Sq;
-  double MemUs = hbmUs(Dev, QOBytes + KVBytes * KVReads + 4 * ScoreBytes);
+  // An additive mask: once from HBM, a mask element per score per row.
+  double MaskE = S.HasMask ? dtypeBytes(S.MaskDtype) : 0;
+  double MaskBytes = double(S.maskElements()) * MaskE;
+  double MemUs =
+      hbmUs(Dev, QOBytes + KVBytes * KVReads + 4 * ScoreBytes + MaskBytes);
   double ComputeUs = simtUs(Dev, attentionFlops(S), MathSimtEff);
   // A grid of few rows (a decode step) is bound by what one CTA does.
   double KeysPerRow = double(S.visiblePairs()) / S.Sq;
-  double StreamUs = perCtaStreamUs(Dev, KeysPerRow * (2.0 * S.D * E + 16));
+  double StreamUs =
+      perCtaStreamUs(Dev, KeysPerRow * (2.0 * S.D * E + 16 + MaskE));
   double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * MathSimtEff / Dev.NumSMs;
   double RowUs = 4.0 * KeysPerRow * S.D / PerSMFlops;
   return Dev.LaunchUs + std::max({ComputeUs, MemUs, StreamUs, RowUs});

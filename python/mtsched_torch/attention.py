@@ -18,17 +18,25 @@ a decomposed ``scaled_dot_product_attention`` -- becomes the IR's
   zero weights) that is the same for every batch and head and is either
   all zero (no mask) or exactly the causal mask aligned to the end of the
   keys (query i sees keys j <= Skv - Sq + i: the IR's ``causal``);
+* or one additive mask of any other kind -- a graph input (the gallery's
+  Llama layers), a value computed at run time, a constant sliding window
+  -- added to the scores: it becomes attention's mask operand
+  ``[B or 1, Hq or 1, Sq or 1, Skv]`` (reshaped, or expanded where its
+  broadcast does not survive the reshape of the heads), beside
+  ``causal`` when a causal constant is added too;
 * casts between floating types are seen through: a bf16 model's softmax
   in fp32 (the scores cast up, the probabilities cast back; GPT-J casts q
   and k up before the scores) is the attention's own fp32 arithmetic; q,
   k, v and the result then have the model's type;
 * grouped-query attention: k and v repeated per query head (``repeat_kv``'s
   expand + reshape, or ``repeat_interleave``'s, which the importer maps to
-  the same) are taken before the repeat: the IR's attention reads kv head
+  the same, also when the heads are moved before the sequence after the
+  repeat) are taken before the repeat: the IR's attention reads kv head
   h / (Hq / Hkv) itself.
 
-Anything else (a padding mask, a sliding window, ALiBi, a bias read from
-the inputs) stays ``matmul`` / ``softmax`` / ``matmul``: correct, unfused.
+Anything else (two masks computed at run time, a mask scaled after it is
+added, a ``where`` mask that is not a constant) stays ``matmul`` /
+``softmax`` / ``matmul``: correct, unfused.
 """
 
 import torch
@@ -72,6 +80,78 @@ def _strip(prod, v, ops=("reshape",), conv=None):
         v = n.operands[0]
         n = prod.get(v)
     return v
+
+
+def _strip_casts(conv, prod, v):
+    """v's origin through reshapes and casts between floating types."""
+    return _strip(prod, v, conv=conv)
+
+
+def _reaches_matmul(conv, prod, v, depth=12):
+    """Whether v is the scores: a matmul through reshapes, casts, scalings
+    and further masks (so the other operand of an add is the mask)."""
+    while depth > 0:
+        depth -= 1
+        v = _strip_casts(conv, prod, v)
+        n = prod.get(v)
+        if n is None or n.custom:
+            return False
+        if n.op == "matmul":
+            return True
+        if n.op in ("mul", "div") and len(n.operands) == 1:
+            v = n.operands[0]
+        elif n.op == "where" and len(n.operands) == 2:
+            v = n.operands[1]
+        elif n.op == "add" and len(n.operands) == 2:
+            return any(_reaches_matmul(conv, prod, o, depth)
+                       for o in n.operands)
+        else:
+            return False
+    return False
+
+
+def mask_operand(conv, mv, xshape, b, hq, sq, skv, new, hint):
+    """The additive mask mv, added to scores of shape xshape
+    ([..., Sq, Skv] whose leading dimensions hold b * hq rows, batch major),
+    as attention's mask operand [b or 1, hq or 1, sq or 1, skv] of f32 or
+    the attention's type (nodes it needs appended to new); None when it
+    does not broadcast to the scores along the keys."""
+    md, ms = conv.types[mv]
+    ms, xshape = tuple(int(d) for d in ms), tuple(int(d) for d in xshape)
+    if len(ms) > len(xshape) or len(xshape) < 2 or md not in _FLOATS:
+        return None
+    pm = (1,) * (len(xshape) - len(ms)) + ms
+    lead, xl = pm[:-2], xshape[:-2]
+    n = 1
+    for d in xl:
+        n *= d
+    if pm[-1] != skv or pm[-2] not in (1, sq) or n != b * hq or \
+            any(d != 1 and d != x for d, x in zip(lead, xl)):
+        return None
+    sqm = pm[-2]
+    cur = mv
+
+    def reshape(val, shape, tag):
+        if tuple(conv.types[val][1]) == tuple(shape):
+            return val
+        new.append(conv.emit("reshape", [val], conv.types[val][0], shape,
+                             hint=hint + tag))
+        return new[-1]
+
+    if all(d == 1 for d in lead):
+        cur = reshape(cur, (1, 1, sqm, skv), ".r")
+    elif len(xl) == 2 and tuple(xl) == (b, hq):
+        cur = reshape(cur, pm, ".r")
+    else:
+        # The broadcast dimensions do not line up with [b, hq]: spell the
+        # mask out over the scores' leading dimensions, then fold them.
+        cur = reshape(cur, pm, ".r")
+        if tuple(lead) != tuple(xl):
+            new.append(conv.emit("expand", [cur], md, xl + (sqm, skv),
+                                 hint=hint + ".e"))
+            cur = new[-1]
+        cur = reshape(cur, (b, hq, sqm, skv), ".h")
+    return cur
 
 
 def _uncast(conv, prod, v):
@@ -171,6 +251,55 @@ def _kv_heads(conv, prod, v):
     return src
 
 
+def _kv_heads_moved(conv, prod, v, new, hint):
+    """k or v [.., H, S, D] (up to leading ones) made by repeating the heads
+    of a [.., S, Hkv, D] tensor and then moving heads before the sequence
+    (``repeat_kv`` on [S, Hkv, D] then ``transpose(0, 1)``: the gallery's
+    layers): the same transpose of the unrepeated tensor, reshaped as v but
+    with Hkv heads (appended to new); else v itself."""
+    vs = tuple(conv.types[v][1])
+    t = prod.get(_strip(prod, v))
+    if t is None or t.custom or t.op != "transpose" or len(t.shape) < 3:
+        return v
+    ts = tuple(t.shape)
+    if len(vs) < len(ts) or vs[len(vs) - len(ts):] != ts or \
+            any(x != 1 for x in vs[:len(vs) - len(ts)]):
+        return v
+    perm = list(t.attrs.get("perm", []))
+    n = prod.get(t.operands[0])
+    if n is None or n.custom or n.op != "reshape" or len(perm) != len(ts) \
+            or perm[-1] != len(ts) - 1:
+        return v
+    ns = tuple(n.shape)
+    hax = perm[-3]  # the head axis before the transpose
+    e = prod.get(n.operands[0])
+    if e is None or e.custom or e.op != "expand" or \
+            len(e.shape) != len(ns) + 1:
+        return v
+    es = tuple(e.shape)
+    kv, rep = es[hax], es[hax + 1]
+    if es[:hax] != ns[:hax] or es[hax + 2:] != ns[hax + 1:] or \
+            kv * rep != ns[hax] or rep <= 1:
+        return v
+    r = prod.get(e.operands[0])
+    if r is None or r.custom or r.op != "reshape" or \
+            tuple(r.shape) != es[:hax + 1] + (1,) + es[hax + 2:]:
+        return v
+    src = r.operands[0]
+    ss = ns[:hax] + (kv,) + ns[hax + 1:]
+    if tuple(conv.types[src][1]) != ss:
+        return v
+    dt = conv.types[src][0]
+    new.append(conv.emit("transpose", [src], dt,
+                         tuple(ss[p] for p in perm), {"perm": perm},
+                         hint=hint + ".t"))
+    out = list(vs)
+    out[len(vs) - 3] = kv
+    new.append(conv.emit("reshape", [new[-1]], dt, tuple(out),
+                         hint=hint + ".r"))
+    return new[-1]
+
+
 def _as4(conv, prod, v, batch, rows, d, new, hint):
     """v (an [N, rows, d] tensor up to reshapes) as [B, H, rows, d]: the
     first rank-4 value of that shape along its chain of reshapes, else v
@@ -201,11 +330,15 @@ def _try(conv, prod, o):
     x = pn.operands[0]
     xs = conv.types[x][1]
     # Peel additive masks that are constants (several add up: a triu
-    # mask plus a masked_fill's).
+    # mask plus a masked_fill's), and at most one other (dyn: the value and
+    # the shape of the scores it is added to).
     # A scale applied after the mask (GPT-J: where(mask, w, min) / sqrt(d)).
     s, outer = _scaled(prod, _strip(prod, x, conv=conv))
     s = _strip(prod, s, conv=conv)
     total = None
+    dyn = []
+    const_adds = []
+    wheres = 0
     while True:
         xn = prod.get(s)
         if xn is not None and xn.op == "where" and not xn.custom and \
@@ -221,6 +354,7 @@ def _try(conv, prod, o):
             t = torch.zeros(keep.shape, dtype=torch.float64).masked_fill(
                 ~keep, float("-inf"))
             total = t if total is None else total + t
+            wheres += 1
             s = _strip(prod, xn.operands[1], conv=conv)
             continue
         if xn is None or xn.op != "add" or xn.custom or \
@@ -231,13 +365,28 @@ def _try(conv, prod, o):
             if t is not None and tuple(conv.types[a][1]) == tuple(xn.shape):
                 t = torch.broadcast_to(t, tuple(xn.shape))
                 total = t if total is None else total + t
+                const_adds.append((b, tuple(xn.shape)))
                 s = _strip(prod, a, conv=conv)
                 break
         else:
-            return None
+            for a, b in (xn.operands, xn.operands[::-1]):
+                if tuple(conv.types[a][1]) == tuple(xn.shape) and \
+                        _reaches_matmul(conv, prod, a) and \
+                        not _reaches_matmul(conv, prod, b):
+                    dyn.append((b, tuple(xn.shape)))
+                    s = _strip_casts(conv, prod, a)
+                    break
+            else:
+                return None
     kind = "none" if total is None else _mask_kind(total * outer,
                                                   tuple(total.shape))
-    if kind is None:
+    if not dyn and kind is None and len(const_adds) == 1 and not wheres:
+        # One constant mask that is neither none nor causal (a sliding
+        # window, a padding pattern): the mask operand.
+        dyn, kind = const_adds, "none"
+    # The mask operand is added before a scale applied after the mask
+    # would multiply it; one only.
+    if kind is None or len(dyn) > 1 or (dyn and outer != 1.0):
         return None
     s, scale = _scaled(prod, _strip(prod, s, conv=conv))
     scale *= outer
@@ -297,6 +446,16 @@ def _try(conv, prod, o):
     kg, vg = _kv_heads(conv, prod, k4), _kv_heads(conv, prod, v4)
     if kg != k4 and vg != v4 and conv.types[kg][1] == conv.types[vg][1]:
         k4, v4 = kg, vg
+    else:
+        # k4 and v4 may be reshapes made above: look them up too.
+        now = _producers(conv.graph)
+        moved = []
+        kg = _kv_heads_moved(conv, now, k4, moved, o.name + ".kv_k")
+        vg = _kv_heads_moved(conv, now, v4, moved, o.name + ".kv_v")
+        # Both or neither (what one alone made is unread: dead code).
+        if kg != k4 and vg != v4 and conv.types[kg][1] == conv.types[vg][1]:
+            new.extend(moved)
+            k4, v4 = kg, vg
     if conv.types[k4][1][0] != b or conv.types[v4][1][0] != b or \
             conv.types[k4][1][:2] != conv.types[v4][1][:2] or \
             hq % conv.types[k4][1][1]:
@@ -315,8 +474,20 @@ def _try(conv, prod, o):
             else:
                 v4 = val
         b, hq = 1, batch
+    operands = [q4, k4, v4]
+    if dyn:
+        b, hq = conv.types[q4][1][:2]
+        m4 = mask_operand(conv, dyn[0][0], dyn[0][1], b, hq, sq, skv, new,
+                          o.name + ".mask")
+        if m4 is None:
+            return None
+        if conv.types[m4][0] not in (dt, "f32"):
+            new.append(conv.emit("cast", [m4], "f32", conv.types[m4][1],
+                                 hint=o.name + ".mask.f32"))
+            m4 = new[-1]
+        operands.append(m4)
     attrs = {"causal": kind == "causal", "scale": float(scale)}
-    att = conv.emit("attention", [q4, k4, v4], dt,
+    att = conv.emit("attention", operands, dt,
                     conv.types[q4][1][:2] + (sq, d), attrs,
                     hint=o.name + ".attention")
     new.append(att)

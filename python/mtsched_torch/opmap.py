@@ -45,6 +45,7 @@ import math
 
 import torch
 
+from .attention import mask_operand
 from .fxutil import Unmapped, op_name, tensor_meta
 
 OPS = {}
@@ -1939,11 +1940,13 @@ def _sdpa(conv, node):
     """SDPA(q, k, v, attn_mask, dropout_p, is_causal, *, scale, enable_gqa):
     the IR's attention {causal, scale} without a mask (is_causal only with
     Sq = Skv: PyTorch aligns its causal mask to the top left, the IR to the
-    end of the keys, and the two agree only then);
-    with a mask (or a causal Sq != Skv) the same computation spelled out
+    end of the keys, and the two agree only then); with a mask known only
+    at run time (additive, or boolean as 0 / -inf) that broadcasts to
+    [B, Hq, Sq, Skv] along whole keys, attention with that mask operand;
+    with a constant mask (or a causal Sq != Skv) the same computation spelled out
     -- q k^T * scale (+ the additive mask, or where(mask, s, -inf) for a
     boolean one), softmax, @ v -- which the attention pass turns back into
-    attention where the mask is a causal constant. The flash/efficient
+    attention (causal, or with the constant as its mask). The flash/efficient
     variants (their results are tuples: output first) take the same
     leading arguments."""
     name = _name(node)
@@ -1989,6 +1992,30 @@ def _sdpa(conv, node):
         out = conv.emit("attention", [vq, vk, vv], dt, oshape,
                         {"causal": causal, "scale": s}, hint=node.name)
         return out if name.endswith(".scaled_dot_product_attention") else [out]
+    if mask is not None and (not causal or sq == skv) and \
+            (tensor_meta(mask)[0] != torch.bool or conv.const(mask) is None):
+        # A mask known only at run time: attention's additive mask operand
+        # (a boolean one as 0 where it keeps, -inf elsewhere). A constant
+        # boolean mask is spelled out below, so that a causal one becomes
+        # the causal flag again.
+        mv = conv.value(mask)
+        md, ms = conv.types[mv]
+        if md == "bool":
+            zero = conv.emit("mul", [conv.cast(mv, dt)], dt, ms,
+                             {"scalar": 0.0}, hint=node.name + ".mask.zero")
+            mv = conv.emit("where", [mv, zero], dt, ms,
+                           {"scalar": float("-inf")},
+                           hint=node.name + ".mask.add")
+        elif md not in (dt, "f32"):
+            mv = conv.cast(mv, dt)
+        new = []
+        m4 = mask_operand(conv, mv, (b, hq, sq, skv), b, hq, sq, skv, new,
+                          node.name + ".mask")
+        if m4 is not None:
+            out = conv.emit("attention", [vq, vk, vv, m4], dt, oshape,
+                            {"causal": causal, "scale": s}, hint=node.name)
+            return out if name.endswith(".scaled_dot_product_attention") \
+                else [out]
     # Spelled out.
     h = node.name
     if hq != hkv:

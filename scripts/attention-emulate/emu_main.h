@@ -1,4 +1,5 @@
-// The host driver of run.sh: random q, k, v; every block; the fp64 check.
+// The host driver of run.sh: random q, k, v (and a mask); every block; the
+// fp64 check.
 // KERNEL, B, HQ_, HKV_, SQ_, SKV_, DD, CAUS, SCALE, GX, GY, TH, WS defined by
 // -D
 int main() {
@@ -13,6 +14,18 @@ int main() {
     x = U(rng);
   for (auto &x : v)
     x = U(rng);
+#ifndef MB
+#define MB 0
+#define MH 1
+#define MSQ 1
+#endif
+  // An additive mask [MB, MH, MSQ, SKV] (MB = 0: none): uniform values, -inf
+  // at two keys in five but never at key 0, which every row sees.
+  std::vector<float> mask((size_t)(MB ? MB : 1) * MH * MSQ * SKV_);
+  for (size_t e = 0; e < mask.size(); ++e) {
+    float u = U(rng);
+    mask[e] = (e % SKV_ != 0 && u > 0.2f) ? -INFINITY : u;
+  }
   blockDim.x = TH;
   gridDim.x = GX;
   gridDim.y = GY;
@@ -37,10 +50,16 @@ int main() {
             blockIdx.x = bx;
             blockIdx.y = by;
             blockIdx.z = bz;
-#if WS
-            KERNEL(q.data(), k.data(), v.data(), out.data(), ws.data());
+#if MB
+#define MASK_ARG mask.data(),
 #else
-            KERNEL(q.data(), k.data(), v.data(), out.data());
+#define MASK_ARG
+#endif
+#if WS
+            KERNEL(q.data(), k.data(), v.data(), MASK_ARG out.data(),
+                   ws.data());
+#else
+            KERNEL(q.data(), k.data(), v.data(), MASK_ARG out.data());
 #endif
           });
         for (auto &t : ts)
@@ -62,6 +81,11 @@ int main() {
       for (int x = 0; x < DD; ++x)
         d += (double)q[R * DD + x] * k[(kvh * SKV_ + j) * DD + x];
       p[j] = d * SCALE;
+      if (MB)
+        p[j] += mask[(((MB == 1 ? 0 : b) * MH + (MH == 1 ? 0 : h)) * MSQ +
+                      (MSQ == 1 ? 0 : i)) *
+                         SKV_ +
+                     j];
       mx = std::max(mx, p[j]);
     }
     double s = 0;

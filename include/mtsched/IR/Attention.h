@@ -8,6 +8,13 @@
 // as a decode step appends its Sq queries after Skv - Sq cached ones: query
 // i sees keys j <= Skv - Sq + i, so Sq <= Skv is required.
 //
+// `attention(%q, %k, %v, %mask)` adds an additive mask to the scaled
+// scores before the softmax: mask [B or 1, Hq or 1, Sq or 1, Skv] of q's
+// type or f32, broadcast over the dimensions of size 1 (a padding mask is
+// [B, 1, 1, Skv], a shared causal or window mask [1, 1, Sq, Skv]). It
+// combines with `causal` (both apply). A query row whose keys are all
+// masked (-inf) has NaN results, as PyTorch's softmax gives.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_IR_ATTENTION_H
 #define MTSCHED_IR_ATTENTION_H
@@ -26,6 +33,11 @@ struct AttentionShape {
   /// The factor applied to q kᵀ: the `scale` attribute, else 1/sqrt(D).
   double Scale = 1;
   DType Dtype = DType::BF16;
+  /// The additive mask operand, if any: [MaskB, MaskH, MaskSq, Skv] with
+  /// MaskB 1 or B, MaskH 1 or Hq, MaskSq 1 or Sq; keys are contiguous.
+  bool HasMask = false;
+  DType MaskDtype = DType::F32;
+  int64_t MaskB = 1, MaskH = 1, MaskSq = 1;
 
   /// Query heads per kv head.
   int64_t group() const { return Hkv > 0 ? Hq / Hkv : 0; }
@@ -36,8 +48,24 @@ struct AttentionShape {
   int64_t kvHeadOf(int64_t R) const {
     return (R / (Sq * Hq)) * Hkv + ((R / Sq) % Hq) / group();
   }
-  /// Query-key pairs the mask keeps, over one (batch, query head).
+  /// Query-key pairs the causal mask keeps, over one (batch, query head)
+  /// (an additive mask is not looked at: it may keep every pair).
   int64_t visiblePairs() const;
+  /// The element offset of the mask row of batch Bi, query head H, query
+  /// I (broadcast dimensions read row 0).
+  int64_t maskRowOffset(int64_t Bi, int64_t H, int64_t I) const {
+    return (((MaskB == 1 ? 0 : Bi) * MaskH + (MaskH == 1 ? 0 : H)) * MaskSq +
+            (MaskSq == 1 ? 0 : I)) *
+           Skv;
+  }
+  /// The mask row offset of output row R, a flat index over [B, Hq, Sq].
+  int64_t maskRowOf(int64_t R) const {
+    return maskRowOffset(R / (Sq * Hq), (R / Sq) % Hq, R % Sq);
+  }
+  /// Elements of the mask operand (0 without one).
+  int64_t maskElements() const {
+    return HasMask ? MaskB * MaskH * MaskSq * Skv : 0;
+  }
 };
 
 /// Bytes of shared memory the flash attention template needs for a BQ x

@@ -97,16 +97,18 @@ llvm::Error interpretNode(const Node &N, ValueData &Data);
 llvm::Error interpretGraph(const Graph &G, ValueData &Data);
 
 /// Row R (a flat index over [B, Hq, Sq]) of attention S in fp64: the D
-/// values softmax(q_R kᵀ · scale + mask) v, with q, k, v row-major.
+/// values softmax(q_R kᵀ · scale + mask) v, with q, k, v and the additive
+/// mask M (null without one, else the whole mask operand) row-major.
 void attentionReferenceRow(const AttentionShape &S, const double *Q,
                            const double *K, const double *V, int64_t R,
-                           double *Out);
-/// The same row from only what it reads: Qr, the query row, and Kh and Vh,
-/// the first S.lastKey(R % S.Sq) + 1 rows of its kv head
-/// (S.kvHeadOf(R)). A benchmark's reference draws just these.
+                           double *Out, const double *M = nullptr);
+/// The same row from only what it reads: Qr, the query row, Kh and Vh, the
+/// first S.lastKey(R % S.Sq) + 1 rows of its kv head (S.kvHeadOf(R)), and
+/// MaskRow, its row of the additive mask (S.maskRowOf(R); null without
+/// one). A benchmark's reference draws just these.
 void attentionReferenceHeadRow(const AttentionShape &S, const double *Qr,
                                const double *Kh, const double *Vh, int64_t R,
-                               double *Out);
+                               double *Out, const double *MaskRow = nullptr);
 
 /// The values interpretRowChain reads besides its row, element by flat
 /// index: stored (the interpreter's) or drawn on demand (a benchmark's

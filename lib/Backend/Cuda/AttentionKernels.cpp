@@ -23,17 +23,33 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
-/// LOAD(x) converts one stored element to float.
-static const char *loadMacro(DType T) {
+/// Name(x), a macro that converts one stored element of type T to float.
+static std::string loadMacro(DType T, llvm::StringRef Name = "LOAD") {
   switch (T) {
   case DType::BF16:
-    return "#define LOAD(x) mt_bf16_to_f32(x)\n";
+    return ("#define " + Name + "(x) mt_bf16_to_f32(x)\n").str();
   case DType::F16:
-    return "#define LOAD(x) mt_f16_to_f32(x)\n";
+    return ("#define " + Name + "(x) mt_f16_to_f32(x)\n").str();
   default:
-    return "#define LOAD(x) ((float)(x))\n";
+    return ("#define " + Name + "(x) ((float)(x))\n").str();
   }
 }
+
+/// The additive mask of a masked attention: MASK_AT(b, h, i, j) is the
+/// mask of batch b, query head h, query i and key j in log2 units (the
+/// scores are, so that the softmax can use exp2f), read through the
+/// broadcast strides. -inf stays -inf; a finite mask as low as
+/// finfo(f32).min is kept finite (its product with log2(e) would round to
+/// -inf), so that a row masked by it everywhere is uniform, as in PyTorch.
+static const char *const MaskHelper =
+    R"(__device__ __forceinline__ float mt_mask_log2(float m) {
+  return m == -__int_as_float(0x7f800000)
+             ? m
+             : fmaxf(m * 1.4426950408889634f, -3.402823466e38f);
+}
+#define MASK_AT(b, h, i, j)                                                    \
+  mt_mask_log2(MLOAD(mask[(b) * MASK_SB + (h) * MASK_SH + (i) * MASK_SQ + (j)]))
+)";
 
 /// The end of a split-KV CTA (`#if SPLITS > 1`), after it has written its
 /// partial accumulators `part[row * D_ + d]`, running max (log2 units; -inf
@@ -76,7 +92,7 @@ const char *const codegen::SplitCombine =
         mt_w[i * SPLITS + z] = w;
         L += __ldcg(parts + z * PSTRIDE + BQ * D_ + BQ + i) * w;
       }
-      const float inv = L > 0.f ? 1.f / L : 0.f;
+      const float inv = L > 0.f ? 1.f / L : MT_EMPTY_ROW;
 #pragma unroll
       for (int z = 0; z < SPLITS; ++z)
         mt_w[i * SPLITS + z] *= inv;
@@ -234,7 +250,14 @@ static const char *const FlashBody[] = {R"(
 #if CAUSAL
         ok = ok && jj <= SKV - SQ + r % SQ;
 #endif
+#if HAS_MASK
+        float x = MT_NEG_INF;
+        if (ok)
+          x = s[t] + MASK_AT(b, hk * GROUP + r / SQ, r % SQ, jj);
+        sS[i * SS + sj] = x;
+#else
         sS[i * SS + sj] = ok ? s[t] : MT_NEG_INF;
+#endif
       }
     }
     __syncthreads();
@@ -329,7 +352,7 @@ static const char *const FlashBody[] = {R"(
       const long long h = hk * GROUP + r / SQ;
       const float l = sL[i];
       out[((b * HQ + h) * SQ + r % SQ) * D_ + d] =
-          STORE(l > 0.f ? acc[n] / l : 0.f);
+          STORE(l > 0.f ? acc[n] / l : MT_EMPTY_ROW);
     }
   }
 #endif
@@ -353,8 +376,9 @@ static const char *MathBody = R"(
   const long long last = SKV - SQ + qi;
 #else
   const long long last = SKV - 1;
-  (void)qi;
 #endif
+  (void)qi;
+  (void)b;
   // Scores, a warp per key: lanes read consecutive elements of its row.
   float mx = MT_NEG_INF;
   for (long long j = warp; j <= last; j += NW) {
@@ -362,6 +386,9 @@ static const char *MathBody = R"(
     for (int d = lane; d < D_; d += 32)
       p += sq[d] * LOAD(k[kvBase + j * D_ + d]);
     p = mt_warp_sum(p);
+#if HAS_MASK
+    p += MASK_AT(b, h, qi, j);
+#endif
     if (lane == 0)
       w[j] = p;
     mx = fmaxf(mx, p);
@@ -369,13 +396,15 @@ static const char *MathBody = R"(
   mx = mt_block_max(mx, red);
   float sum = 0.f;
   for (long long j = tid; j <= last; j += THREADS) {
-    const float p = exp2f(w[j] - mx);
+    // A masked key (-inf) weighs 0; so do all of a row masked everywhere
+    // (mx = -inf), whose sum 0 makes its results NaN, as in PyTorch.
+    const float p = w[j] == MT_NEG_INF ? 0.f : exp2f(w[j] - mx);
     w[j] = p;
     sum += p;
   }
   // Its barriers also make the probabilities visible to the whole block.
   sum = mt_block_sum(sum, red);
-  const float inv = 1.f / sum;
+  const float inv = sum > 0.f ? 1.f / sum : MT_EMPTY_ROW;
   for (int d = tid; d < D_; d += THREADS) {
     float a = 0.f;
     for (long long j = 0; j <= last; ++j)
@@ -399,7 +428,8 @@ llvm::Expected<AttentionShape> codegen::emitAttentionHeader(
   OS << Prelude << "\n// attention %" << N.getName() << ": q [" << S->B << ", "
      << S->Hq << ", " << S->Sq << ", " << S->D << "], k/v [" << S->B << ", "
      << S->Hkv << ", " << S->Skv << ", " << S->D << "]"
-     << (S->Causal ? ", causal" : "") << ", choice " << Choice << "\n";
+     << (S->Causal ? ", causal" : "") << (S->HasMask ? ", masked" : "")
+     << ", choice " << Choice << "\n";
   OS << "#define HQ " << S->Hq << "LL\n#define HKV " << S->Hkv
      << "LL\n#define SQ " << S->Sq << "LL\n#define SKV " << S->Skv
      << "LL\n#define D_ " << S->D << "\n#define GROUP " << S->group()
@@ -410,12 +440,32 @@ llvm::Expected<AttentionShape> codegen::emitAttentionHeader(
      << llvm::format("%.9ef", S->Scale * 1.4426950408889634)
      << " // scale * log2(e): softmax with exp2f\n"
      << loadMacro(Dt) << "#define STORE(x) " << storeExpr(Dt, "(x)") << "\n"
-     << Helpers;
+     << "#define HAS_MASK " << (S->HasMask ? 1 : 0)
+     << "\n"
+     // A row masked everywhere: NaN, as PyTorch's softmax (without a mask
+     // every row sees a key).
+     << "#define MT_EMPTY_ROW "
+     << (S->HasMask ? "__int_as_float(0x7fc00000)" : "0.f") << "\n";
+  if (S->HasMask) {
+    // Element strides of the mask's batch, head and query dimensions: 0
+    // where it broadcasts.
+    int64_t SQ = S->MaskSq == 1 ? 0 : S->Skv;
+    int64_t SH = S->MaskH == 1 ? 0 : S->MaskSq * S->Skv;
+    int64_t SB = S->MaskB == 1 ? 0 : S->MaskH * S->MaskSq * S->Skv;
+    OS << "// mask [" << S->MaskB << ", " << S->MaskH << ", " << S->MaskSq
+       << ", " << S->Skv << "] " << dtypeName(S->MaskDtype) << "\n"
+       << "#define MASK_SB " << SB << "LL\n#define MASK_SH " << SH
+       << "LL\n#define MASK_SQ " << SQ << "LL\n"
+       << loadMacro(S->MaskDtype, "MLOAD") << MaskHelper;
+  }
+  OS << Helpers;
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << Name
      << "(const " << T << " *__restrict__ q, const " << T
-     << " *__restrict__ k, const " << T << " *__restrict__ v, " << T
-     << " *__restrict__ out" << (Workspace ? ", float *__restrict__ ws" : "")
-     << ") {\n";
+     << " *__restrict__ k, const " << T << " *__restrict__ v, ";
+  if (S->HasMask)
+    OS << "const " << storageType(S->MaskDtype) << " *__restrict__ mask, ";
+  OS << T << " *__restrict__ out"
+     << (Workspace ? ", float *__restrict__ ws" : "") << ") {\n";
   return *S;
 }
 
@@ -446,6 +496,8 @@ llvm::Expected<KernelSource> codegen::buildFlashKernel(
   emitWithCombine(OS, Body);
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
+  if (S.HasMask)
+    K.Inputs.push_back(N.getOperand(3));
   K.Outputs = {N.getResult()};
   K.GridX = unsigned(std::max<int64_t>(1, Tiles));
   K.GridY = unsigned(std::max<int64_t>(1, S.B * S.Hkv));
@@ -504,6 +556,8 @@ mtsched::generateMathAttentionKernel(const MultiTemplateBufferNode &N) {
   OS << MathBody;
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
+  if (S->HasMask)
+    K.Inputs.push_back(N.getOperand(3));
   K.Outputs = {N.getResult()};
   K.GridX = unsigned(std::max<int64_t>(1, Rows));
   K.BlockX = Threads;

@@ -184,7 +184,9 @@ static const char *const MmaBody[] = {R"(
           }
         }
       }
-      const bool mask = j0 + BKV - 1 > warpMin;
+      // Whether a key of this tile is past a row's last (every tile reads
+      // the additive mask, if there is one).
+      const bool edge = j0 + BKV - 1 > warpMin;
       unsigned pf[MR][NS / 2][4];
 #pragma unroll
       for (int m = 0; m < MR; ++m) {
@@ -195,7 +197,16 @@ static const char *const MmaBody[] = {R"(
           for (int c = 0; c < 2; ++c) {
             const long long jj = j0 + n * 8 + 2 * t4 + c;
             float x = s[m][n][c] * SCALE_LOG2, y = s[m][n][2 + c] * SCALE_LOG2;
-            if (mask) {
+#if HAS_MASK
+            {
+              const long long ra = r0 + wr + m * 16 + g, rb = ra + 8;
+              if (ra < ROWS && jj <= lastA[m])
+                x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, jj);
+              if (rb < ROWS && jj <= lastB[m])
+                y += MASK_AT(b, hk * GROUP + rb / SQ, rb % SQ, jj);
+            }
+#endif
+            if (edge) {
               x = jj > lastA[m] ? MT_NEG_INF : x;
               y = jj > lastB[m] ? MT_NEG_INF : y;
             }
@@ -332,7 +343,7 @@ static const char *const MmaBody[] = {R"(
       continue;
     const long long h = hk * GROUP + r / SQ;
     out[((b * HQ + h) * SQ + r % SQ) * D_ + e % D_] =
-        STORE(fL[i] > 0.f ? fO[e] / fL[i] : 0.f);
+        STORE(fL[i] > 0.f ? fO[e] / fL[i] : MT_EMPTY_ROW);
   }
 #endif
 #elif SPLITS > 1
@@ -367,7 +378,7 @@ static const char *const MmaBody[] = {R"(
       if (r >= ROWS)
         continue;
       const float l = half ? lB[m] : lA[m];
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float inv = l > 0.f ? 1.f / l : MT_EMPTY_ROW;
       const long long h = hk * GROUP + r / SQ;
       unsigned short *dst = out + ((b * HQ + h) * SQ + r % SQ) * D_ + 2 * t4;
 #pragma unroll

@@ -269,7 +269,11 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
     std::vector<double> Q = Host.slice(N.getOperand(0), R * S->D, S->D);
     std::vector<double> K = Host.slice(N.getOperand(1), Head, Seen);
     std::vector<double> V = Host.slice(N.getOperand(2), Head, Seen);
-    attentionReferenceHeadRow(*S, Q.data(), K.data(), V.data(), R, Row.data());
+    std::vector<double> M;
+    if (S->HasMask)
+      M = Host.slice(N.getOperand(3), S->maskRowOf(R), S->Skv);
+    attentionReferenceHeadRow(*S, Q.data(), K.data(), V.data(), R, Row.data(),
+                              S->HasMask ? M.data() : nullptr);
   }
   P.RefMain[Index] = Row;
   // Applies the chain to X, keeping this row of each value the epilogue

@@ -36,6 +36,8 @@ struct Shape {
   const char *Ty;
   int64_t B, Hq, Hkv, Sq, Skv, D;
   bool Causal;
+  /// The additive mask's type, e.g. "f32[4,1,1,4096]"; none if null.
+  const char *Mask = nullptr;
 };
 
 /// `%o = attention(%q, %k, %v)` of shape S, lowered.
@@ -45,11 +47,13 @@ std::unique_ptr<Parsed> attention(const Shape &S) {
            std::to_string(H) + "," + std::to_string(L) + "," +
            std::to_string(S.D) + "]";
   };
+  std::string MaskArg = S.Mask ? std::string(", %m: ") + S.Mask : "";
   std::string Src = "graph @a(%q: " + T(S.Hq, S.Sq) +
                     ", %k: " + T(S.Hkv, S.Skv) + ", %v: " + T(S.Hkv, S.Skv) +
-                    ") {\n  %o = attention(%q, %k, %v) {causal = " +
-                    (S.Causal ? "true" : "false") + "} : " + T(S.Hq, S.Sq) +
-                    "\n  return %o\n}\n";
+                    MaskArg + ") {\n  %o = attention(%q, %k, %v" +
+                    (S.Mask ? ", %m" : "") +
+                    ") {causal = " + (S.Causal ? "true" : "false") +
+                    "} : " + T(S.Hq, S.Sq) + "\n  return %o\n}\n";
   auto P = std::make_unique<Parsed>();
   P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "a.mir"),
                            llvm::SMLoc());
@@ -204,6 +208,47 @@ TEST(AttentionCodegen, KernelShape) {
   llvm::consumeError(None.takeError());
 }
 
+TEST(AttentionCodegen, MaskedKernelShape) {
+  // A padding mask [B, 1, 1, Skv] in f32 beside bf16 q, k, v: every
+  // template reads it as a fourth input through broadcast strides.
+  auto P = attention({"bf16", 2, 32, 8, 1, 4096, 128, true, "f32[2,1,1,4096]"});
+  ASSERT_TRUE(P);
+  std::optional<AttentionShape> S = attentionShapeOf(node(*P));
+  ASSERT_TRUE(S);
+  EXPECT_TRUE(S->HasMask);
+  EXPECT_EQ(S->MaskDtype, DType::F32);
+  EXPECT_EQ(S->maskElements(), 2 * 4096);
+  // Batch 1, head 7, query 0 reads the second batch's row.
+  EXPECT_EQ(S->maskRowOffset(1, 7, 0), 4096);
+  EXPECT_EQ(S->maskRowOf(32 + 7), 4096);
+  for (const char *Name : {"attn_flash_16x64_w4", "attn_flash_16x64_w4_kv8",
+                           "attn_mma_16x32_w4_kv8", "attn_math"}) {
+    llvm::Expected<KernelSource> K =
+        generateAttentionKernel(node(*P), Choice{Name, {}, {}});
+    ASSERT_TRUE(bool(K)) << Name << ": " << llvm::toString(K.takeError());
+    ASSERT_EQ(K->Inputs.size(), 4u) << Name;
+    EXPECT_EQ(K->Inputs[3], node(*P).getOperand(3)) << Name;
+    EXPECT_NE(K->Source.find("#define HAS_MASK 1"), std::string::npos);
+    EXPECT_NE(K->Source.find("#define MASK_SB 4096LL\n#define MASK_SH 0LL\n"
+                             "#define MASK_SQ 0LL"),
+              std::string::npos)
+        << Name;
+    EXPECT_NE(K->Source.find("const float *__restrict__ mask"),
+              std::string::npos)
+        << Name;
+    EXPECT_NE(K->Source.find("MASK_AT("), std::string::npos) << Name;
+  }
+  // Without a mask the kernels take three inputs and no mask parameter.
+  auto U = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
+  ASSERT_TRUE(U);
+  llvm::Expected<KernelSource> K =
+      generateAttentionKernel(node(*U), Choice{"attn_math", {}, {}});
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_EQ(K->Inputs.size(), 3u);
+  EXPECT_NE(K->Source.find("#define HAS_MASK 0"), std::string::npos);
+  EXPECT_EQ(K->Source.find("mask,"), std::string::npos);
+}
+
 TEST(AttentionCodegen, MmaKernelShape) {
   auto P = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
   ASSERT_TRUE(P);
@@ -269,14 +314,21 @@ TEST(AttentionCodegen, MmaKernelShape) {
 
 // Decode and prefill of Llama-3-8B, a speculative step with an odd head
 // dimension (the flash kernel's general path) and with D = 64 (the
-// tensor-core tiles'), multi-head f32. One test per shape, so that each
-// stays short on a loaded machine (all five took a minute of wall time at a
-// load average of 30 on two cores).
-static const Shape NvrtcShapes[] = {{"bf16", 4, 32, 8, 1, 4096, 128, true},
-                                    {"bf16", 1, 32, 8, 4096, 4096, 128, true},
-                                    {"f16", 2, 6, 3, 5, 100, 40, false},
-                                    {"f16", 2, 6, 3, 5, 100, 64, true},
-                                    {"f32", 1, 4, 4, 70, 70, 64, true}};
+// tensor-core tiles'), multi-head f32, and masked attention. One test per
+// shape, so that each stays short on a loaded machine (all five took a minute
+// of wall time at a load average of 30 on two cores).
+static const Shape NvrtcShapes[] = {
+    {"bf16", 4, 32, 8, 1, 4096, 128, true},
+    {"bf16", 1, 32, 8, 4096, 4096, 128, true},
+    {"f16", 2, 6, 3, 5, 100, 40, false},
+    {"f16", 2, 6, 3, 5, 100, 64, true},
+    {"f32", 1, 4, 4, 70, 70, 64, true},
+    // Additive masks: an f32 padding mask
+    // at a decode step, a full f16 mask of
+    // the op's type, an f32 one per query.
+    {"bf16", 4, 32, 8, 1, 4096, 128, true, "f32[4,1,1,4096]"},
+    {"f16", 2, 6, 3, 5, 100, 64, false, "f16[2,6,5,100]"},
+    {"f32", 1, 4, 4, 70, 70, 40, false, "f32[1,1,70,70]"}};
 
 class EveryChoiceCompilesWithNvrtc : public ::testing::TestWithParam<size_t> {};
 

@@ -26,7 +26,7 @@ TEST(OpsTest, CategoriesAndArity) {
   EXPECT_EQ(getOpInfo(OpCode::RmsNorm).NumOperands, 2);
   EXPECT_EQ(getOpInfo(OpCode::SwiGlu).NumOperands, 3);
   EXPECT_EQ(getOpInfo(OpCode::SwiGlu).Category, OpCategory::MatMul);
-  EXPECT_EQ(getOpInfo(OpCode::Attention).NumOperands, 3);
+  EXPECT_EQ(getOpInfo(OpCode::Attention).NumOperands, -1);
   EXPECT_EQ(getOpInfo(OpCode::Attention).Category, OpCategory::MatMul);
   EXPECT_EQ(getOpInfo(OpCode::Custom).NumOperands, -1);
   EXPECT_EQ(getOpInfo(OpCode::AllToAll).Category, OpCategory::Collective);

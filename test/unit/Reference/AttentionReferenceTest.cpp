@@ -2,6 +2,7 @@
 #include "mtsched/Reference/Interpreter.h"
 #include "gtest/gtest.h"
 #include <cmath>
+#include <limits>
 #include <vector>
 
 using namespace mtsched;
@@ -98,4 +99,51 @@ TEST(AttentionReference, AHeadRowReadsOnlyItsHeadsVisibleKeys) {
     for (int X = 0; X < 4; ++X)
       EXPECT_EQ(Head[X], Whole[X]) << R << " " << X;
   }
+}
+
+TEST(AttentionReference, AdditiveMaskBroadcastsOverHeadsAndQueries) {
+  // A padding-style mask [1, 1, 1, Skv] hides key 1 from every row; a
+  // finite mask shifts the scores it is added to.
+  AttentionShape S = small(/*Causal=*/false);
+  S.HasMask = true;
+  S.MaskB = S.MaskH = S.MaskSq = 1;
+  std::vector<double> Q(4 * 2 * 2, 0.0), K(2 * 3 * 2, 0.5), V(2 * 3 * 2);
+  for (size_t I = 0; I < V.size(); ++I)
+    V[I] = double(I);
+  const double Inf = std::numeric_limits<double>::infinity();
+  std::vector<double> M = {0, -Inf, std::log(3.0)};
+  double Out[2];
+  // Head 0, query 0: keys 0 and 2 with weights 1 : 3.
+  attentionReferenceRow(S, Q.data(), K.data(), V.data(), 0, Out, M.data());
+  EXPECT_NEAR(Out[0], (0 + 3 * 4) / 4.0, 1e-12);
+  EXPECT_NEAR(Out[1], (1 + 3 * 5) / 4.0, 1e-12);
+  // Head 3, query 1 (row 7) reads the same mask row over kv head 1.
+  attentionReferenceRow(S, Q.data(), K.data(), V.data(), 7, Out, M.data());
+  EXPECT_NEAR(Out[0], (6 + 3 * 10) / 4.0, 1e-12);
+  // Together with the causal mask: query 0 sees keys 0 and 1 only, and
+  // the additive mask hides key 1.
+  S.Causal = true;
+  attentionReferenceRow(S, Q.data(), K.data(), V.data(), 0, Out, M.data());
+  EXPECT_DOUBLE_EQ(Out[0], 0);
+  EXPECT_DOUBLE_EQ(Out[1], 1);
+  // A row the mask hides entirely is NaN, as PyTorch's softmax gives.
+  std::vector<double> All(3, -Inf);
+  attentionReferenceRow(S, Q.data(), K.data(), V.data(), 1, Out, All.data());
+  EXPECT_TRUE(std::isnan(Out[0]));
+}
+
+TEST(AttentionReference, MaskRowsFollowTheBroadcastDimensions) {
+  // Mask [B, 1, Sq, Skv] of a 2-batch, 4-head, 2-query attention: row R of
+  // [B, Hq, Sq] reads mask row (b, q), whatever its head.
+  AttentionShape S = shape(2, 4, 2, 2, 3, 2, false, 1);
+  S.HasMask = true;
+  S.MaskB = 2;
+  S.MaskH = 1;
+  S.MaskSq = 2;
+  EXPECT_EQ(S.maskElements(), 2 * 2 * 3);
+  EXPECT_EQ(S.maskRowOf(0), 0);     // b 0, h 0, q 0
+  EXPECT_EQ(S.maskRowOf(3), 3);     // b 0, h 1, q 1
+  EXPECT_EQ(S.maskRowOf(8 + 5), 9); // b 1, h 2, q 1
+  S.MaskH = 4;
+  EXPECT_EQ(S.maskRowOf(8 + 5), ((1 * 4 + 2) * 2 + 1) * 3);
 }

@@ -98,3 +98,31 @@ TEST(AttentionCost, KeyWarpsStreamWholeStages) {
       std::isfinite(flashAttentionTimeUs(D, Decode, 16, 32, 4, 8, true)));
   EXPECT_TRUE(std::isinf(flashAttentionTimeUs(D, Decode, 16, 32, 3, 8, true)));
 }
+
+TEST(AttentionCost, AnAdditiveMaskIsReadToo) {
+  // A decode step reads its mask beside the caches: a padding mask
+  // [B, 1, 1, Skv] costs a little, a per-head f32 one more; the flops are
+  // those of the unmasked attention.
+  DeviceDesc D;
+  AttentionShape Plain = llama(16, 1, 4096, true);
+  AttentionShape Pad = Plain;
+  Pad.HasMask = true;
+  Pad.MaskDtype = DType::F32;
+  Pad.MaskB = 16;
+  EXPECT_EQ(Pad.maskElements(), 16 * 4096);
+  AttentionShape Heads = Pad;
+  Heads.MaskH = 32;
+  EXPECT_DOUBLE_EQ(attentionFlops(Pad), attentionFlops(Plain));
+  // The tensor-core tiles stream the caches (the SIMT one is bound by its
+  // arithmetic: the mask changes nothing there).
+  for (int Splits : {1, 8}) {
+    double P = flashAttentionTimeUs(D, Plain, 16, 32, 4, Splits, true);
+    double M = flashAttentionTimeUs(D, Pad, 16, 32, 4, Splits, true);
+    double H = flashAttentionTimeUs(D, Heads, 16, 32, 4, Splits, true);
+    EXPECT_GT(M, P) << Splits;
+    EXPECT_GT(H, M) << Splits;
+    EXPECT_GE(flashAttentionTimeUs(D, Heads, 16, 64, 4, Splits),
+              flashAttentionTimeUs(D, Plain, 16, 64, 4, Splits));
+  }
+  EXPECT_GT(mathAttentionTimeUs(D, Heads), mathAttentionTimeUs(D, Plain));
+}
