@@ -55,6 +55,25 @@ Autotuner::Autotuner(const AutotuneOptions &Opts, const FusionOptions &Fusion,
 
 Autotuner::~Autotuner() = default;
 
+void Autotuner::setDecisionTable(DecisionTable *Table, DecisionDigest *Digest) {
+  P->Table = Table;
+  P->Digest = Digest;
+}
+
+void Autotuner::setKeepNodeRecords(bool Keep) { P->KeepRecords = Keep; }
+
+void Autotuner::Impl::dropRecords() {
+  if (KeepRecords)
+    return;
+  for (const NodeResult &R : result().Nodes) {
+    std::string Line = llvm::utohexstr(DroppedDigest) + R.Graph + "/" + R.Name +
+                       "\t" + R.Chosen + "\n";
+    DroppedDigest = llvm::xxh3_64bits(Line);
+    Dropped = true;
+  }
+  result().Nodes.clear();
+}
+
 void Autotuner::addObserver(std::unique_ptr<AutotuneObserver> O) {
   P->Observers.push_back(std::move(O));
 }
@@ -307,7 +326,7 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   llvm::TimeTraceScope Scope("finalize", "%" + N.getName());
   Workload W = describeNode(M, G, N);
   NodeTimes T;
-  T.Unfused = Measurer.measureChoices(N, W, 0, false, {}, Node);
+  T.Unfused = Measurer.measureChoices(measured(N), W, 0, false, {}, Node);
   if (stopIfUnmeasured(G, N))
     return;
   NodeResult R = startRecord(M, G, N);
@@ -319,12 +338,13 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
       std::vector<bool> FailedUnfused;
       for (const AgreedMeasurement &A : T.Unfused)
         FailedUnfused.push_back(A.Status != ChoiceStatus::Ok);
-      T.Fused = Measurer.measureChoices(N, W, 0, true, FailedUnfused, Node);
-      T.Epilogue = Measurer.measureEpilogue(N, W, Node);
+      T.Fused =
+          Measurer.measureChoices(measured(N), W, 0, true, FailedUnfused, Node);
+      T.Epilogue = Measurer.measureEpilogue(measured(N), W, Node);
     } else {
       // The heuristic compares predictions with predictions.
       T.Predicted = true;
-      std::vector<std::string> Pruned = Measurer.pruneReasons(N, W);
+      std::vector<std::string> Pruned = Measurer.pruneReasons(measured(N), W);
       for (size_t I = 0; I < N.getChoices().size(); ++I) {
         const Choice &C = N.getChoices()[I];
         AgreedMeasurement A;
@@ -376,8 +396,8 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
                            A.Status != ChoiceStatus::Skipped);
   for (int64_t Hint : Hints) {
     Workload HW = describeNode(M, G, N, Hint);
-    std::vector<AgreedMeasurement> AtHint =
-        Measurer.measureChoices(N, HW, Hint, false, FailedAtSize, Node);
+    std::vector<AgreedMeasurement> AtHint = Measurer.measureChoices(
+        measured(N), HW, Hint, false, FailedAtSize, Node);
     if (Node.Unmeasured && !Node.Missing) {
       decideWithoutBenchmark(G, N, Ranks.reason());
       return;
@@ -537,26 +557,62 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
     I.measureByNode(G, Todo, HaveEntries ? &Entries : nullptr);
   I.announceWalk(G, Todo, HaveEntries ? &Entries : nullptr);
   std::vector<Impl::GroupNode> GroupNodes;
+  // With a decision table: the stand-in of each node until it is recorded
+  // (a subgroup's nodes wait for the group's exchange).
+  unsigned GraphIndex = 0;
+  if (I.Table)
+    GraphIndex = llvm::find_if(I.M.getGraphs(),
+                               [&](const auto &X) { return X.get() == &G; }) -
+                 I.M.getGraphs().begin();
+  std::vector<std::unique_ptr<MultiTemplateBufferNode>> Queued;
+  auto Record = [&](std::unique_ptr<MultiTemplateBufferNode> SI) {
+    I.StandInOf.erase(SI.get());
+    I.Digest->add(GraphIndex, *SI);
+    I.Table->offer(GraphIndex, std::move(SI));
+  };
   for (size_t K = 0; K < Todo.size(); ++K) {
+    MultiTemplateBufferNode *N = Todo[K];
+    std::unique_ptr<MultiTemplateBufferNode> StandIn;
+    if (I.Table) {
+      StandIn.reset(
+          llvm::cast<MultiTemplateBufferNode>(N->cloneStandIn().release()));
+      I.StandInOf[StandIn.get()] = N;
+      N = StandIn.get();
+    }
+    bool WasQueued = false;
     if (I.Ranks.isDegraded() && !HaveEntries)
-      I.decideWithoutBenchmark(G, *Todo[K], I.Ranks.reason());
-    else if (I.Ranks.isDegraded() && !I.subgroupOf(G, *Todo[K]).empty())
+      I.decideWithoutBenchmark(G, *N, I.Ranks.reason());
+    else if (I.Ranks.isDegraded() && !I.subgroupOf(G, *N).empty())
       // The group cannot meet: replay its entry here, as every rank does.
-      I.replayAlone(G, *Todo[K], /*WithFusion=*/true, &Entries[K]);
-    else if (std::vector<int> Ranks = I.subgroupOf(G, *Todo[K]); !Ranks.empty())
-      GroupNodes.push_back(I.queueGroupNode(G, *Todo[K], std::move(Ranks)));
-    else
-      I.finalize(G, *Todo[K], /*WithFusion=*/true,
+      I.replayAlone(G, *N, /*WithFusion=*/true, &Entries[K]);
+    else if (std::vector<int> Ranks = I.subgroupOf(G, *N); !Ranks.empty()) {
+      GroupNodes.push_back(I.queueGroupNode(G, *N, std::move(Ranks)));
+      WasQueued = true;
+    } else
+      I.finalize(G, *N, /*WithFusion=*/true,
                  HaveEntries ? &Entries[K] : nullptr);
+    if (StandIn && WasQueued)
+      Queued.push_back(std::move(StandIn));
+    else if (StandIn)
+      Record(std::move(StandIn));
+    // A queued node's record holds its place until the group's exchange.
+    if (GroupNodes.empty())
+      I.dropRecords();
     I.notifyProgress(K + 1, Todo.size());
   }
   I.tuneSubgroupNodes(G, GroupNodes, /*WithFusion=*/true);
+  for (std::unique_ptr<MultiTemplateBufferNode> &SI : Queued)
+    Record(std::move(SI));
+  I.dropRecords();
   I.addPhase("benchmark", msSince(B0));
   if (llvm::Error E = I.checkBackend(G.getLoc()))
     return E;
   // Every node missing from the cache was named above.
   if (I.CacheOnlyFailed)
     return llvm::make_error<ReportedError>();
+  // The module is not decided yet: whoever applies the table checks it.
+  if (I.Table)
+    return I.noteFallbacks(G, "pre-sync");
   // Whatever the heuristic decided must run: prove it before printing it.
   if (llvm::Error E = verifySchedule(G))
     return I.Diags.error(G.getLoc(), "the autotuner decided an illegal "
@@ -620,7 +676,10 @@ void Autotuner::finish(bool RankDetails) {
   std::chrono::milliseconds Bound =
       I.Opts.ChoiceTimeout + I.Opts.AgreementTimeout;
   if (!RankDetails) {
+    // Records dropped as the walk went left their decisions' digest.
     std::string Text;
+    if (I.Dropped)
+      Text = "dropped\t" + llvm::utohexstr(I.DroppedDigest) + "\n";
     for (const auto &KV : Result.RankDecisions[I.rank()])
       Text += KV.first + "\t" + KV.second + "\n";
     std::string Mine = llvm::utohexstr(llvm::xxh3_64bits(Text));

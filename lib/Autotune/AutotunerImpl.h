@@ -12,9 +12,11 @@
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/ChoiceMeasurer.h"
 #include "mtsched/Autotune/Decision.h"
+#include "mtsched/Autotune/DecisionTable.h"
 #include "mtsched/Autotune/MeasurementStore.h"
 #include "mtsched/Autotune/RankAgreement.h"
 #include "mtsched/Support/Diagnostics.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace mtsched {
 
@@ -41,6 +43,31 @@ struct Autotuner::Impl {
   MeasurementStore Store;
   ChoiceMeasurer Measurer;
   std::vector<std::unique_ptr<AutotuneObserver>> Observers;
+
+  /// Set for thread ranks sharing one module: decisions go here, not into
+  /// the module (Autotuner::setDecisionTable).
+  DecisionTable *Table = nullptr;
+  DecisionDigest *Digest = nullptr;
+  /// The module's node each live stand-in copies: what the backend and the
+  /// measurement layers see, so that what they were told ahead of the walk
+  /// (announce, prepareAhead) is keyed by the nodes they measure.
+  llvm::DenseMap<const MultiTemplateBufferNode *,
+                 const MultiTemplateBufferNode *>
+      StandInOf;
+  /// Autotuner::setKeepNodeRecords.
+  bool KeepRecords = true;
+  /// Without records: a running hash of "graph/node<TAB>choice" of every
+  /// dropped record, in decision order, for finish()'s hash.
+  uint64_t DroppedDigest = 0;
+  bool Dropped = false;
+
+  /// The node to measure for N: the module's own when N is a stand-in.
+  const MultiTemplateBufferNode &measured(const MultiTemplateBufferNode &N) {
+    auto It = StandInOf.find(&N);
+    return It == StandInOf.end() ? N : *It->second;
+  }
+  /// Without records: drops every record, keeping its decision as text.
+  void dropRecords();
 
   /// What measuring the node being finalized found out.
   ChoiceMeasurer::NodeState Node;

@@ -52,11 +52,52 @@ uint64_t mtsched::fingerprintCollectives(
   return llvm::xxHash64(S);
 }
 
+namespace {
+
+/// Hashes what is written to it in fixed-size blocks, each folded into the
+/// hash so far, so hashing a printed graph holds one block, not the text:
+/// every rank fingerprints at once, and a 100k-node graph's text (about
+/// 24 MB) per rank was most of what each thread rank cost
+/// (docs/BENCHMARKS.md, "Memory of thread ranks"). The hash depends only on
+/// the bytes written, not on how the writes were split.
+class BlockHashOStream : public llvm::raw_ostream {
+public:
+  BlockHashOStream() { SetUnbuffered(); }
+  uint64_t finish() {
+    flushBlock();
+    return Hash;
+  }
+
+private:
+  static constexpr size_t BlockSize = 1 << 16;
+  void write_impl(const char *Ptr, size_t Size) override {
+    Written += Size;
+    while (Size) {
+      size_t N = std::min(Size, BlockSize - Block.size());
+      Block.append(Ptr, N);
+      Ptr += N;
+      Size -= N;
+      if (Block.size() == BlockSize)
+        flushBlock();
+    }
+  }
+  uint64_t current_pos() const override { return Written; }
+  void flushBlock() {
+    Block.append(reinterpret_cast<const char *>(&Hash), sizeof(Hash));
+    Hash = llvm::xxHash64(Block);
+    Block.clear();
+  }
+  std::string Block;
+  uint64_t Hash = 0;
+  uint64_t Written = 0;
+};
+
+} // namespace
+
 uint64_t mtsched::fingerprintStructure(const Graph &G) {
-  std::string S;
-  llvm::raw_string_ostream OS(S);
+  BlockHashOStream OS;
   printGraph(G, OS);
-  return llvm::xxHash64(OS.str());
+  return OS.finish();
 }
 
 /// The shortest decimal form of V that reads back as V: "0", "2.5".

@@ -22,6 +22,10 @@ void Autotuner::Impl::measureByNode(
   // Non-collective world nodes the cache does not answer; a node whose
   // entry replays measures what the entry lacks in its own walk.
   std::vector<ChoiceMeasurer::NodeWork> Work;
+  // Every rank builds this list at once: grown by doubling, it peaked at
+  // twice its size on each rank (docs/BENCHMARKS.md, "Memory of thread
+  // ranks").
+  Work.reserve(Todo.size());
   for (size_t K = 0; K < Todo.size(); ++K) {
     MultiTemplateBufferNode &N = *Todo[K];
     if (llvm::isa<CollectiveMultiTemplateBufferNode>(N) ||
@@ -33,9 +37,11 @@ void Autotuner::Impl::measureByNode(
     NW.W = describeNode(M, G, N);
     NW.WithFused = !N.getEpilogue().empty() && Heuristic.considersFusion() &&
                    Heuristic.needsMeasuredFusedTimes();
-    if (NW.W.K == Workload::Kind::Gemm)
+    if (NW.W.K == Workload::Kind::Gemm) {
+      NW.Hints.reserve(Opts.SizeHintsM.size());
       for (int64_t Hint : Opts.SizeHintsM)
         NW.Hints.push_back({Hint, describeNode(M, G, N, Hint)});
+    }
     Work.push_back(std::move(NW));
   }
   // A merged SwiGLU GEMM and the gate and up GEMMs it is an alternative

@@ -9,15 +9,19 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/DecisionTable.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
 #include "mtsched/Backend/Backends.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
+#include "mtsched/IR/Verifier.h"
+#include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Reference/RandomInputs.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Runtime/MpiPlugin.h"
+#include "mtsched/Schedule/Schedule.h"
 #include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/ToolError.h"
 #include "mtsched/Tools/RankPipeline.h"
@@ -37,6 +41,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <pthread.h>
 #include <thread>
 #include <unistd.h>
@@ -153,6 +158,11 @@ public:
       Original.reset();
     return Copy;
   }
+  /// Copies of the module made so far (0 when one rank takes the original).
+  int copies() {
+    std::lock_guard<std::mutex> L(Mu);
+    return Cloned;
+  }
 
 private:
   std::unique_ptr<Module> Original;
@@ -174,6 +184,9 @@ struct RankState {
   bool Stopped = false;
   std::string StopReason;
   std::vector<std::pair<std::string, double>> PassTimesMs;
+  /// Thread ranks sharing one module: the hash of this rank's decisions,
+  /// which the module does not hold (DecisionTable.h).
+  DecisionDigest Digest;
 };
 
 bool hasCollectives(const Graph &G) {
@@ -245,7 +258,7 @@ bool checkFaultTargets(const OptMainConfig &Config, const Module &M, int N,
 void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
              const OptMainConfig &Config, const FusionHeuristic &Heuristic,
              std::unique_ptr<Module> Mod, Diagnostics &Diags, RankState &State,
-             bool HashFinalIR) {
+             bool HashFinalIR, llvm::ArrayRef<std::string> Passes) {
   State.M = std::move(Mod);
   State.Comm = std::move(Comm);
   const PipelineOptions &Pipe = Config.Pipe;
@@ -273,10 +286,10 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   llvm::raw_string_ostream DumpOS(State.Dumps);
   {
     PassManager PM(PMOpts, Ctx, DumpOS);
-    for (const std::string &Name : Config.Pipeline)
+    for (const std::string &Name : Passes)
       PM.addPass(RankPasses.lookup(Name)->Factory());
     llvm::Error E = PM.run(*State.M);
-    State.PassTimesMs = PM.getPassTimesMs();
+    llvm::append_range(State.PassTimesMs, PM.getPassTimesMs());
     bool Failed = false;
     llvm::handleAllErrors(
         std::move(E),
@@ -300,6 +313,163 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
       State.FinalIRHash = llvm::toHex(Hash.sha1());
     }
   }
+}
+
+/// Runs Passes once on M, for every thread rank (which would each have run
+/// them alike on a copy): rank 0's view (its analysis output), bound to
+/// Session. Appends the passes' times to Times; false after reporting an
+/// error.
+bool runPassesOnce(const OptMainConfig &Config, Module &M, Diagnostics &Diags,
+                   llvm::ArrayRef<std::string> Passes, Autotuner *Session,
+                   std::vector<std::pair<std::string, double>> &Times) {
+  if (Passes.empty())
+    return true;
+  PassRegistry Registry;
+  registerAllPasses(Registry, Config.Pipe, Session);
+  PassContext Ctx;
+  Ctx.M = &M;
+  Ctx.Diags = &Diags;
+  Ctx.AnalysisOS = &llvm::outs();
+  // No IR is printed in this mode (canShareModule), so nothing is dumped.
+  PassManager PM(Config.PMOptions, Ctx, llvm::nulls());
+  for (const std::string &Name : Passes)
+    PM.addPass(Registry.lookup(Name)->Factory());
+  llvm::Error E = PM.run(M);
+  llvm::append_range(Times, PM.getPassTimesMs());
+  bool Failed = false;
+  llvm::handleAllErrors(
+      std::move(E), [&](const ReportedError &) { Failed = true; },
+      [&](const llvm::ErrorInfoBase &EI) {
+        Failed = true;
+        toolError() << EI.message() << '\n';
+      });
+  return !Failed;
+}
+
+/// Passes a thread rank runs exactly as every other rank does, reading
+/// nothing of its own (no autotuner, no communicator): lowering and fusion.
+bool isRankIndependentPass(llvm::StringRef Name) {
+  return Name == "lower" || Name == "fuse-swiglu" || Name == "fuse" ||
+         Name == "verify-schedule";
+}
+
+/// Where Config's pipeline splits for thread ranks that share one module:
+/// the index of its `autotune` pass, when every pass before it is
+/// rank-independent (run once, on the one module) and every pass after it
+/// can run once on the decided module. None when the ranks must each own a
+/// copy: one rank, immediate mode (lowering decides), IR printed or passes
+/// timed per rank, or any other pass.
+std::optional<size_t> sharedModuleSplit(const OptMainConfig &Config, int N) {
+  const PassManagerOptions &PM = Config.PMOptions;
+  if (N < 2 || Config.Pipe.Lowering.Mode == CollectiveMode::Immediate ||
+      PM.PrintBeforeAll || !PM.PrintBefore.empty() || PM.PrintAfterAll ||
+      !PM.PrintAfter.empty() || PM.PrintAfterChange || PM.PrintAfterFailure ||
+      PM.TimePasses)
+    return std::nullopt;
+  llvm::ArrayRef<std::string> P = Config.Pipeline;
+  const std::string *It = llvm::find(P, "autotune");
+  if (It == P.end() || llvm::count(P, "autotune") != 1)
+    return std::nullopt;
+  size_t Split = It - P.begin();
+  if (!llvm::all_of(P.take_front(Split), isRankIndependentPass))
+    return std::nullopt;
+  for (const std::string &Name : P.drop_front(Split + 1))
+    if (Name != "select-swiglu" && Name != "verify-schedule")
+      return std::nullopt;
+  return Split;
+}
+
+/// Whether select-swiglu has anything to select in M: it measures across
+/// ranks, so each rank needs its decided copy.
+bool hasSwiGluAlternatives(const Module &M) {
+  for (const auto &G : M.getGraphs())
+    for (const auto &N : G->getNodes())
+      if (N->getOp() == OpCode::SwiGlu &&
+          N->getAttrs().contains(AlternativeOfAttr))
+        return true;
+  return false;
+}
+
+/// One thread rank on the module every rank shares, read-only: its own
+/// communicator, autotuner and measurements; its decisions go to
+/// State.Table (the module's nodes are not written), its per-node records
+/// only where a report or summary may show them.
+void runSharedRank(int Rank, std::unique_ptr<Communicator> Comm,
+                   RankHooks Hooks, const OptMainConfig &Config,
+                   const FusionHeuristic &Heuristic, const Module &M,
+                   DecisionTable &Table, Diagnostics &Diags, RankState &State) {
+  State.Comm = std::move(Comm);
+  const PipelineOptions &Pipe = Config.Pipe;
+  llvm::Expected<std::unique_ptr<Autotuner>> Session = createRankAutotuner(
+      Pipe.Autotune, Pipe.Fusion, Heuristic, Pipe.Lowering.Mode, Rank,
+      *State.Comm, Diags, M, std::move(Hooks));
+  if (!Session) {
+    std::string Msg = toString(Session.takeError());
+    if (Rank == 0)
+      toolError() << Msg << '\n';
+    return;
+  }
+  State.Session = std::move(*Session);
+  bool Details = !Config.ReportFile.empty() || Config.AutotuneSummary;
+  State.Session->setDecisionTable(&Table, &State.Digest);
+  State.Session->setKeepNodeRecords(Details);
+  // What the pass manager does for `autotune`, on each graph in turn.
+  auto Start = std::chrono::steady_clock::now();
+  llvm::Error E = llvm::Error::success();
+  for (const auto &G : M.getGraphs())
+    if ((E = State.Session->tuneGraph(*G)))
+      break;
+  State.PassTimesMs.emplace_back("autotune",
+                                 std::chrono::duration<double, std::milli>(
+                                     std::chrono::steady_clock::now() - Start)
+                                     .count());
+  bool Failed = false;
+  llvm::handleAllErrors(
+      std::move(E),
+      [&](const RankStoppedError &S) {
+        State.Stopped = true;
+        State.StopReason = S.message();
+      },
+      [&](const ReportedError &) { Failed = true; },
+      [&](const llvm::ErrorInfoBase &EI) {
+        Failed = true;
+        toolError() << EI.message() << '\n';
+      });
+  State.OK = !Failed && !State.Stopped;
+  if (State.OK) {
+    State.Session->finish(Details);
+    State.FinalIRHash = State.Digest.result();
+  }
+}
+
+/// The shared module decided as the ranks decided (every finished rank's
+/// digest matched the reporter's), checked as the autotune pass and the
+/// pass manager check a rank's own copy, then the passes after `autotune`.
+/// False after reporting an error.
+bool decideSharedModule(const OptMainConfig &Config, Module &M,
+                        const DecisionTable &Table, Diagnostics &Diags,
+                        RankState &Reporter,
+                        llvm::ArrayRef<std::string> After) {
+  if (llvm::Error E = Table.apply(M)) {
+    toolError() << toString(std::move(E)) << '\n';
+    return false;
+  }
+  for (const auto &G : M.getGraphs())
+    if (llvm::Error E = verifySchedule(*G)) {
+      llvm::consumeError(Diags.error(
+          G->getLoc(), "the autotuner decided an illegal schedule for '@" +
+                           G->getName() + "': " + toString(std::move(E))));
+      return false;
+    }
+  if (Config.PMOptions.VerifyEach)
+    if (llvm::Error E = verifyModule(M, Diags.getSourceMgr())) {
+      llvm::consumeError(std::move(E));
+      llvm::consumeError(
+          Diags.error({}, "IR is invalid after pass 'autotune'"));
+      return false;
+    }
+  return runPassesOnce(Config, M, Diags, After, Reporter.Session.get(),
+                       Reporter.PassTimesMs);
 }
 
 /// With Config.DisableFree, S's session (its GPU's memory and kernels, its
@@ -333,7 +503,8 @@ bool writeFile(llvm::StringRef Path, llvm::StringRef What,
 /// not be written.
 bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
                  bool OK, bool WriteTrace, llvm::raw_ostream &OS,
-                 std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
+                 std::vector<std::pair<std::string, double>> FrontendPhasesMs,
+                 int ModuleCopies) {
   if (Reporter && Reporter->Session) {
     // One line per failed sync, from one rank only: every rank composed
     // the same.
@@ -361,6 +532,7 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
     In.WorldSize = N;
     In.Mode = Reporter->Session->getMode();
     In.Result = &Reporter->Session->getResult();
+    In.ModuleCopies = ModuleCopies;
     In.ExtraPhasesMs = std::move(FrontendPhasesMs);
     llvm::append_range(In.ExtraPhasesMs, Reporter->PassTimesMs);
     OK &= writeFile(Config.ReportFile, "report",
@@ -392,10 +564,37 @@ bool runThreadRanks(
     llvm::timeTraceProfilerInitialize(/*TimeTraceGranularity=*/0,
                                       "mtsched-opt");
 
+  // Thread ranks share one module where the pipeline allows: what every
+  // rank would do alike before the autotuner runs once, here; each rank then
+  // decides on its own without writing the module (docs/RANKS.md,
+  // "Resources of thread ranks"). Otherwise each rank owns a copy.
+  llvm::ArrayRef<std::string> RankPasses = Config.Pipeline;
+  std::vector<std::pair<std::string, double>> OncePassTimesMs;
+  bool Shared = false;
+  if (std::optional<size_t> Split = sharedModuleSplit(Config, N)) {
+    if (!runPassesOnce(Config, *M, Diags, RankPasses.take_front(*Split),
+                       /*Session=*/nullptr, OncePassTimesMs)) {
+      // As if every rank had failed alike.
+      emitOutputs(Config, N, nullptr, false, /*WriteTrace=*/true, OS,
+                  std::move(FrontendPhasesMs), /*ModuleCopies=*/0);
+      return false;
+    }
+    RankPasses = RankPasses.drop_front(*Split);
+    Shared = !hasSwiGluAlternatives(*M);
+  }
+  std::unique_ptr<Module> SharedModule;
+  std::optional<DecisionTable> Decisions;
+  std::optional<ModuleHandout> Modules;
+  if (Shared) {
+    SharedModule = std::move(M);
+    Decisions.emplace(*SharedModule);
+  } else {
+    Modules.emplace(std::move(M), N);
+  }
+
   ThreadGroup Group(N);
   RankGate Gate;
   StartGate Start;
-  ModuleHandout Modules(std::move(M), N);
   std::vector<RankState> States(N);
   std::vector<std::unique_ptr<RankThread>> Threads;
   for (int R = 0; R < N; ++R) {
@@ -416,9 +615,14 @@ bool runThreadRanks(
       };
       Hooks.Exit = [&Group, R] { Group.markDead(R); };
       Hooks.Late = [&Gate](std::chrono::milliseconds D) { Gate.sleepLate(D); };
-      // Each rank owns a copy it mutates.
-      runRank(R, Group.get(R), std::move(Hooks), Config, Heuristic,
-              Modules.take(), Diags, States[R], /*HashFinalIR=*/N > 1);
+      if (Shared)
+        runSharedRank(R, Group.get(R), std::move(Hooks), Config, Heuristic,
+                      *SharedModule, *Decisions, Diags, States[R]);
+      else
+        // Each rank owns a copy it mutates.
+        runRank(R, Group.get(R), std::move(Hooks), Config, Heuristic,
+                Modules->take(), Diags, States[R], /*HashFinalIR=*/N > 1,
+                RankPasses);
       if (Trace)
         llvm::timeTraceProfilerFinishThread();
       if (!Hung)
@@ -479,8 +683,20 @@ bool runThreadRanks(
                     << (&S - States.data()) << " decided differently\n";
         OK = false;
       }
+  if (Reporter) {
+    // What ran once counts as the reporter's.
+    Reporter->PassTimesMs.insert(Reporter->PassTimesMs.begin(),
+                                 OncePassTimesMs.begin(),
+                                 OncePassTimesMs.end());
+    if (Shared) {
+      if (OK)
+        OK = decideSharedModule(Config, *SharedModule, *Decisions, Diags,
+                                *Reporter, RankPasses.drop_front());
+      Reporter->M = std::move(SharedModule);
+    }
+  }
   OK = emitOutputs(Config, N, Reporter, OK, /*WriteTrace=*/true, OS,
-                   std::move(FrontendPhasesMs));
+                   std::move(FrontendPhasesMs), Shared ? 0 : Modules->copies());
   for (RankState &S : States)
     leaveToTheOS(Config, S);
   return OK;
@@ -637,7 +853,7 @@ bool runMpiRanks(const OptMainConfig &Config, const FusionHeuristic &Heuristic,
   RankState State;
   // Each process prints only its own IR: there is nothing to compare.
   runRank(Rank, std::move(*Created), std::move(Hooks), Config, Heuristic,
-          std::move(M), Diags, State, /*HashFinalIR=*/false);
+          std::move(M), Diags, State, /*HashFinalIR=*/false, Config.Pipeline);
 
   if (State.Stopped) {
     warnInOneWrite(State.StopReason);
@@ -673,7 +889,7 @@ bool runMpiRanks(const OptMainConfig &Config, const FusionHeuristic &Heuristic,
     llvm::errs() << State.Dumps;
   if (IsReporter)
     OK = emitOutputs(Config, Size, &State, OK, /*WriteTrace=*/true, OS,
-                     std::move(FrontendPhasesMs));
+                     std::move(FrontendPhasesMs), /*ModuleCopies=*/0);
   else if (Trace)
     llvm::timeTraceProfilerCleanup();
   leaveToTheOS(Config, State);

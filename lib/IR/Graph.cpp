@@ -36,6 +36,14 @@ void Node::copyCommonInto(Node &N) const {
   N.Attrs = Attrs;
 }
 
+std::unique_ptr<Node> Node::cloneStandIn() const {
+  std::unique_ptr<Node> N = clone();
+  N->Result = Result;
+  N->ExtraResults = ExtraResults;
+  N->Index = Index;
+  return N;
+}
+
 std::unique_ptr<Node> OpNode::clone() const {
   auto N = std::make_unique<OpNode>(getOp(), getLoc());
   copyCommonInto(*N);

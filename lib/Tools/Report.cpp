@@ -174,6 +174,8 @@ void mtsched::writeReport(llvm::raw_ostream &OS, const ReportInput &In) {
     J.attribute("backend", In.Backend);
     J.attribute("world_size", In.WorldSize);
     J.attribute("mode", collectiveModeName(In.Mode));
+    if (In.ModuleCopies >= 0)
+      J.attribute("module_copies", In.ModuleCopies);
     J.attributeObject("sync", [&] {
       J.attribute("count", int64_t(R.Sync.Count));
       J.attribute("ok", R.Sync.Ok);

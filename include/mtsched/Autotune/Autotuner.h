@@ -39,6 +39,8 @@
 
 namespace mtsched {
 
+class DecisionDigest;
+class DecisionTable;
 class Diagnostics;
 
 class Autotuner {
@@ -83,6 +85,18 @@ public:
   const TimePredictor &getTimePredictor() const;
   /// --tie-tolerance: times within this fraction of the fastest are tied.
   double getTieTolerance() const;
+
+  /// Thread ranks sharing one immutable module (docs/RANKS.md): tuneGraph
+  /// decides a stand-in copy of each node (Node::cloneStandIn), one at a
+  /// time, adds it to Digest, offers it to Table (shared by the ranks) and
+  /// leaves the module untouched; the caller applies Table and checks the
+  /// decided schedule (verifySchedule). The backend is only ever shown the
+  /// module's own nodes.
+  void setDecisionTable(DecisionTable *Table, DecisionDigest *Digest);
+  /// Keep a record per node (getResult().Nodes, default): false when no
+  /// report or summary will show them; then each node's record is dropped
+  /// once decided, and finish() hashes what it decided from a digest.
+  void setKeepNodeRecords(bool Keep);
 
   /// Observers are told of progress; they never change a decision.
   void addObserver(std::unique_ptr<AutotuneObserver> O);

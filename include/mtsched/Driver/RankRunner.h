@@ -1,9 +1,11 @@
 //===- RankRunner.h - Runs the pipeline on every rank -----------*- C++ -*-===//
 //
-// Each rank runs the whole pipeline on its own copy of the module, talking to
-// its peers through a Communicator: as a thread of this process (default),
-// or, when an MPI launcher started this process (`mpirun -np N`), as this
-// process, one rank of N. The lowest rank that finishes reports: its IR is
+// Each rank runs the pipeline, talking to its peers through a Communicator:
+// as a thread of this process (default), or, when an MPI launcher started
+// this process (`mpirun -np N`), as this process, one rank of N. Thread
+// ranks share one module where the pipeline allows (lowered and fused once,
+// decided without writing it, docs/RANKS.md); otherwise, and for MPI ranks,
+// each rank has its own copy. The lowest rank that finishes reports: its IR is
 // printed and its session writes the report. docs/RANKS.md has the details.
 //
 //===----------------------------------------------------------------------===//

@@ -133,6 +133,11 @@ public:
   /// Copies everything but the kind-specific payload into a new node of
   /// this kind; Result is set by the caller.
   virtual std::unique_ptr<Node> clone() const = 0;
+  /// A copy that stands in for this node outside its graph: same results
+  /// (values still defined by this node) and index, owned by the caller.
+  /// Thread ranks that share one immutable module decide such copies
+  /// instead of the shared nodes (docs/RANKS.md).
+  std::unique_ptr<Node> cloneStandIn() const;
 
 protected:
   Node(Kind K, OpCode Op, llvm::SMLoc Loc) : K(K), Op(Op), Loc(Loc) {}

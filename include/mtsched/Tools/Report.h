@@ -18,6 +18,10 @@ struct ReportInput {
   CollectiveMode Mode = CollectiveMode::Deferred;
   /// The reporting rank's result (its RankLocalUs covers every rank heard).
   const RunResult *Result = nullptr;
+  /// Copies of the module the ranks of this process held besides the one
+  /// parsed (0: thread ranks shared it, or one rank, or an MPI process);
+  /// -1: not known, left out of the report.
+  int ModuleCopies = -1;
   /// Phases timed outside the autotuner (parse, each pass), in ms.
   std::vector<std::pair<std::string, double>> ExtraPhasesMs;
 };
