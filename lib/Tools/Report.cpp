@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Tools/Report.h"
+#include "mtsched/Runtime/Topology.h"
 #include "llvm/ADT/StringMap.h"
 #include <charconv>
 #include <cmath>
@@ -174,6 +175,22 @@ void mtsched::writeReport(llvm::raw_ostream &OS, const ReportInput &In) {
     J.attribute("backend", In.Backend);
     J.attribute("world_size", In.WorldSize);
     J.attribute("mode", collectiveModeName(In.Mode));
+    if (In.Topo && !In.TopologySource.empty())
+      J.attributeObject("topology", [&] {
+        J.attribute("source", In.TopologySource);
+        // Empty: the default, every rank on one host in one NVLink domain.
+        J.attributeArray("hosts", [&] {
+          for (const Topology::Host &H : In.Topo->Hosts)
+            J.object([&] {
+              J.attribute("name", H.Name);
+              J.attribute("ranks", llvm::json::Array(H.Ranks));
+              J.attributeArray("nvlink_domains", [&] {
+                for (const std::vector<int64_t> &D : H.Domains)
+                  J.value(llvm::json::Array(D));
+              });
+            });
+        });
+      });
     J.attributeObject("sync", [&] {
       J.attribute("count", int64_t(R.Sync.Count));
       J.attribute("ok", R.Sync.Ok);
