@@ -311,8 +311,12 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   State.M = std::move(Mod);
   State.Comm = std::move(Comm);
   const PipelineOptions &Pipe = Config.Pipe;
+  AutotuneOptions Tune = Pipe.Autotune;
+  for (const Topology::Host &H : Pipe.Lowering.Choices.Topo.Hosts)
+    if (llvm::is_contained(H.Ranks, int64_t(Rank)))
+      Tune.HostName = H.Name;
   llvm::Expected<std::unique_ptr<Autotuner>> Session = createRankAutotuner(
-      Pipe.Autotune, Pipe.Fusion, Heuristic, Pipe.Lowering.Mode, Rank,
+      std::move(Tune), Pipe.Fusion, Heuristic, Pipe.Lowering.Mode, Rank,
       *State.Comm, Diags, *State.M, std::move(Hooks));
   if (!Session) {
     // Every rank fails the same way; rank 0 says so.

@@ -246,6 +246,8 @@ llvm::Expected<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create() {
                             MPI_INFO_NULL, &Shm) == MPI_SUCCESS &&
         Shm != MPI_COMM_NULL) {
       MPI_Allreduce(&W->Rank, &Leader, 1, MPI_INT, MPI_MIN, Shm);
+      MPI_Comm_rank(Shm, &W->Host.LocalRank);
+      MPI_Comm_size(Shm, &W->Host.LocalSize);
       MPI_Comm_free(&Shm);
     }
     W->Host.Key = Leader;

@@ -56,6 +56,10 @@ struct AutotuneOptions {
   /// Topology::fingerprint() of a --topology file, empty for the default:
   /// the pre-sync stops ranks that see the hosts differently.
   std::string TopologyFingerprint;
+  /// This rank's host as the topology names it (a --topology file's or the
+  /// discovered one), empty for the default topology: the hierarchical
+  /// collectives group a communicator's ranks by it. Set per rank.
+  std::string HostName;
   /// Multiplicative noise of simulated timings, in percent, seeded per rank.
   double SimNoisePct = 0;
   uint64_t Seed = 0;

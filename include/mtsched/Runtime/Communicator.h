@@ -38,6 +38,11 @@ struct HostIdentity {
   /// How the host was found, for the summary: "MPI shared-memory split",
   /// "one process".
   std::string Method;
+  /// This process's index among the processes of its host, and their
+  /// number (MPI's shared-memory split): which GPU an MPI process takes.
+  /// -1 and 0 for ranks in one process, whose GPU is their rank's.
+  int LocalRank = -1;
+  int LocalSize = 0;
 };
 
 enum class CommStatus {
