@@ -285,13 +285,27 @@ OptMainConfig withTopology(const OptMainConfig &Config,
                            const DiscoveredTopology *Found) {
   OptMainConfig C = Config;
   ChoiceConfig &Choices = C.Pipe.Lowering.Choices;
+  // The hierarchical pre-sync groups ranks by host.
+  auto SetHosts = [&] {
+    C.Pipe.Autotune.RankHosts.clear();
+    int64_t World = 0;
+    for (const Topology::Host &H : Choices.Topo.Hosts)
+      World += int64_t(H.Ranks.size());
+    C.Pipe.Autotune.RankHosts.assign(size_t(World), 0);
+    for (size_t HI = 0; HI < Choices.Topo.Hosts.size(); ++HI)
+      for (int64_t R : Choices.Topo.Hosts[HI].Ranks)
+        if (R < World)
+          C.Pipe.Autotune.RankHosts[size_t(R)] = int(HI);
+  };
   if (!Choices.TopologyPath.empty() || !Found) {
     C.TopologySource = Choices.TopologyPath.empty()
                            ? "default"
                            : "--topology=" + Choices.TopologyPath;
+    SetHosts();
     return C;
   }
   Choices.Topo = Found->Topo;
+  SetHosts();
   C.TopologySource = Found->Source;
   // Ranks that see the hosts differently must not tune together; one host
   // of one domain is the default, whose fingerprint adds nothing.

@@ -197,6 +197,7 @@ void mtsched::writeReport(llvm::raw_ostream &OS, const ReportInput &In) {
       J.attribute("ms", R.Sync.Ms);
       J.attribute("reason", R.Sync.Reason);
       J.attribute("deadline_ms", R.Sync.DeadlineMs);
+      J.attribute("shape", R.Sync.Shape);
       // Negative: not measured (no pre-sync ran, or it never completed).
       J.attribute("skew_ms", R.Sync.SkewMs < 0
                                  ? llvm::json::Value(nullptr)

@@ -102,6 +102,10 @@ public:
   /// subgroup's operations as it fails this communicator's.
   virtual llvm::Expected<std::unique_ptr<Communicator>>
   createSubgroup(llvm::ArrayRef<int> Ranks) = 0;
+  /// Whether createSubgroup returns without waiting for the other members
+  /// (thread ranks); false where it waits for them (MPI), which is
+  /// unbounded while a member may never come.
+  virtual bool createsSubgroupsAtOnce() const { return true; }
 };
 
 /// Checks a rank list for createSubgroup: not empty, no duplicates, every

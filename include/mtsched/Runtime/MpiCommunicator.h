@@ -87,6 +87,7 @@ public:
   /// operation on either fails both.
   llvm::Expected<std::unique_ptr<Communicator>>
   createSubgroup(llvm::ArrayRef<int> Ranks) override;
+  bool createsSubgroupsAtOnce() const override { return false; }
 
   /// This rank leaves: every peer is told (small messages on a control
   /// communicator, which complete without the peer's help), and every later
