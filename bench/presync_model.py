@@ -276,6 +276,24 @@ def thread_presync_range(n, cores, t_wake, t_scan, front, msg, t_byte, t_entry):
     return tuple(last_wait + g for g in (gather[0], gather[len(gather) // 2], gather[-1]))
 
 
+def thread_hier_presync_us(n, cores, t_wake, t_scan, front, groups, t_byte, t_entry):
+    """The hierarchical pre-sync on thread ranks (--pre-sync=hier: groups of
+    h = round(sqrt(n)) consecutive ranks stand in for hosts), as the
+    reporting rank (rank 0, a leader) sees it: every group's barrier and
+    all-gather of full records (h records each; the groups share the cores,
+    so their work adds up), the leaders' all-gather of L = n/h digests of
+    ~120 bytes, then the verdict broadcast inside a group (one barrier's
+    worth). A composition of the fitted flat simulation, not a simulation of
+    its own."""
+    h = max(2, round(math.sqrt(n)))
+    leaders = -(-n // h)
+    msg = message_bytes(n, groups)
+    local = thread_presync_us(h, cores, t_wake, t_scan, front, msg, t_byte, t_entry)
+    across = thread_presync_us(leaders, cores, t_wake, t_scan, front, 120, t_byte, t_entry)
+    back = thread_cost_us(h, cores, t_wake, t_scan, front, samples=1)
+    return leaders * local + across + back
+
+
 # --------------------------------------------------------------------------
 # MPI ranks (Open MPI 4.1, libnbc)
 # --------------------------------------------------------------------------
@@ -866,8 +884,24 @@ def main(argv):
     s.add_argument("--t-wake", type=float, default=Params.t_wake)
     s.add_argument("--t-scan", type=float, default=Params.t_scan)
     s.add_argument("--front", type=float, default=Params.front)
+    th = sub.add_parser("thread-hier", help="mtsched-opt's pre-sync on thread ranks, "
+                        "flat and hierarchical (gen_groups.py graphs; the fitted parameters)")
+    th.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
+    th.add_argument("--cores", type=int, default=Params.cores)
+    th.add_argument("--t-byte-opt", type=float, default=Params.t_byte,
+                    help="µs per byte of a real record (fitted on 128 and 512 ranks)")
+    th.add_argument("--t-entry-opt", type=float, default=Params.t_entry)
     sub.add_parser("selftest", help="check the model's invariants (quick)")
     args = ap.parse_args(argv)
+    if args.cmd == "thread-hier":
+        for n in args.ranks:
+            flat = thread_presync_us(n, args.cores, Params.t_wake, Params.t_scan, Params.front,
+                                     message_bytes(n, "tp:8"), args.t_byte_opt, args.t_entry_opt)
+            hier = thread_hier_presync_us(n, args.cores, Params.t_wake, Params.t_scan,
+                                          Params.front, "tp:8", args.t_byte_opt,
+                                          args.t_entry_opt)
+            print("ranks=%d flat_model_ms=%.2f hier_model_ms=%.2f" % (n, flat / 1e3, hier / 1e3))
+        return 0
     if args.cmd == "thread":
         for n in args.ranks:
             print("ranks=%d cores=%d model_us=%.1f" % (n, args.cores, thread_cost_us(

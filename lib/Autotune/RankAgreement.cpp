@@ -54,7 +54,47 @@ llvm::Expected<std::string> RankAgreement::sync(PreSyncInput In, SyncResult &SR,
   bool First = SR.Count++ == 0;
   if (First)
     SR.DeadlineMs = double(Opts.PreSyncTimeout.count());
-  llvm::Expected<PreSyncOutcome> O = runPreSync(World, Opts, std::move(In));
+  if (!Levels) {
+    // Made once: createSubgroup is called once per rank list, and a host's
+    // list may be a process group's too (GroupComms holds both).
+    Levels.emplace();
+    Levels->Hosts =
+        preSyncHosts(Opts, World.size(), World.createsSubgroupsAtOnce());
+    for (size_t H = 0; H < Levels->Hosts.size(); ++H)
+      if (llvm::is_contained(Levels->Hosts[H], rank()))
+        Levels->MyHost = int(H);
+    std::vector<int> Leaders;
+    for (const std::vector<int> &H : Levels->Hosts)
+      Leaders.push_back(H.front());
+    if (!Levels->Hosts.empty()) {
+      const std::vector<int> &Mine = Levels->Hosts[size_t(Levels->MyHost)];
+      // Thread ranks' subgroups are never refused; were one to be, the
+      // flat agreement is as good.
+      Communicator *Host = nullptr, *Lead = nullptr;
+      if (llvm::Expected<Communicator &> H = subgroup(Mine))
+        Host = &*H;
+      else
+        llvm::consumeError(H.takeError());
+      if (Host && Mine.front() == rank()) {
+        if (llvm::Expected<Communicator &> LC = subgroup(Leaders))
+          Lead = &*LC;
+        else
+          llvm::consumeError(LC.takeError());
+      }
+      if (!Host || (Mine.front() == rank() && !Lead)) {
+        Levels->Hosts.clear();
+      } else {
+        Levels->Host = Host;
+        Levels->Leaders = Lead;
+      }
+    }
+  }
+  if (First)
+    SR.Shape = Levels->Hosts.empty()
+                   ? "flat"
+                   : "hier " + std::to_string(Levels->Hosts.size()) + " hosts";
+  llvm::Expected<PreSyncOutcome> O =
+      runPreSync(World, Opts, std::move(In), &*Levels);
   if (!O)
     return O.takeError();
   if (First) {
@@ -71,25 +111,33 @@ llvm::Expected<std::string> RankAgreement::sync(PreSyncInput In, SyncResult &SR,
   return O->Reason;
 }
 
-bool RankAgreement::enterGroup(const std::vector<int> &Ranks,
-                               std::chrono::milliseconds Bound) {
+llvm::Expected<Communicator &>
+RankAgreement::subgroup(const std::vector<int> &Ranks) {
   auto It = GroupComms.find(Ranks);
   if (It == GroupComms.end()) {
     llvm::Expected<std::unique_ptr<Communicator>> Sub =
         World.createSubgroup(Ranks);
-    if (!Sub) {
-      markBroken(llvm::toString(Sub.takeError()));
-      return false;
-    }
+    if (!Sub)
+      return Sub.takeError();
     It = GroupComms.emplace(Ranks, std::move(*Sub)).first;
+  }
+  return *It->second;
+}
+
+bool RankAgreement::enterGroup(const std::vector<int> &Ranks,
+                               std::chrono::milliseconds Bound) {
+  llvm::Expected<Communicator &> Sub = subgroup(Ranks);
+  if (!Sub) {
+    markBroken(llvm::toString(Sub.takeError()));
+    return false;
   }
   // Members meet first with the phase's bound, so one still busy with
   // another group's node is waited for; later steps are prompt.
-  if (It->second->barrier(Bound) != CommStatus::Ok) {
+  if (Sub->barrier(Bound) != CommStatus::Ok) {
     markBroken("a peer stopped answering during benchmarking");
     return false;
   }
-  NodeComm = It->second.get();
+  NodeComm = &*Sub;
   NodeGroupKey = groupKeyOf(Ranks);
   return true;
 }

@@ -285,6 +285,18 @@ static cl::opt<unsigned> PreSyncTimeoutMs(
     cl::desc("Arrival deadline of the pre-sync: how long the first rank "
              "waits for the last one (default 5000)"),
     cl::init(5000), cl::cat(RanksCat));
+static cl::opt<std::string> PreSyncShape(
+    "pre-sync",
+    cl::desc("Shape of the pre-sync's agreement: flat (one all-gather of "
+             "every rank's record), hier (per host, then across host "
+             "leaders; thread ranks only) or auto (hier from "
+             "--pre-sync-hier-ranks ranks or across hosts; default)"),
+    cl::init("auto"), cl::value_desc("flat|hier|auto"), cl::cat(RanksCat));
+static cl::opt<unsigned> PreSyncHierRanks(
+    "pre-sync-hier-ranks",
+    cl::desc("With --pre-sync=auto, the rank count from which the "
+             "agreement is hierarchical (default 256)"),
+    cl::init(256), cl::cat(RanksCat));
 static cl::opt<unsigned> AgreementTimeoutMs(
     "agreement-timeout-ms",
     cl::desc("How long ranks in step wait for each other: the pre-sync's "
@@ -493,6 +505,13 @@ static void readTuningFlags(OptMainConfig &Config) {
   Tune.BenchRuns = BenchRuns;
   Tune.WarmupRuns = WarmupRuns;
   Tune.PreSyncTimeout = std::chrono::milliseconds(PreSyncTimeoutMs);
+  if (PreSyncShape != "flat" && PreSyncShape != "hier" &&
+      PreSyncShape != "auto")
+    fail("--pre-sync must be flat, hier or auto, not '" + PreSyncShape + "'");
+  Tune.PreSyncShape = PreSyncShape;
+  if (PreSyncHierRanks < 2)
+    fail("--pre-sync-hier-ranks must be at least 2");
+  Tune.PreSyncHierRanks = PreSyncHierRanks;
   if (ChoiceTimeoutMs == 0)
     fail("--choice-timeout-ms must be at least 1");
   Tune.ChoiceTimeout = std::chrono::milliseconds(ChoiceTimeoutMs);

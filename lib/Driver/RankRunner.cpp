@@ -22,6 +22,7 @@
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Runtime/MpiPlugin.h"
 #include "mtsched/Schedule/Schedule.h"
+#include "mtsched/Runtime/Topology.h"
 #include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/ToolError.h"
 #include "mtsched/Tools/RankPipeline.h"
@@ -40,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <pthread.h>
@@ -251,6 +253,80 @@ bool checkFaultTargets(const OptMainConfig &Config, const Module &M, int N,
   return false;
 }
 
+/// Rank's GPU and the GPUs it reaches, into P, as the backend's
+/// CountDevices and PeerOrdinals tell; a backend without them runs no
+/// collective on a GPU, and then the GPUs (if any) do not matter and are
+/// not probed, so a simulated run is the same on every machine. Count
+/// and the peers are asked of the driver once per process (Cache).
+void probeGpu(const AutotuneOptions &Tune, int Rank, RankPlacement &P,
+              std::map<int, std::vector<int>> &Cache, int &Count,
+              std::string &NoGpu) {
+  const BackendInfo *B = getBuiltinBackends().lookup(Tune.Backend);
+  if (!B || !B->CountDevices || !B->PeerOrdinals) {
+    P.NoGpuReason = "the " + Tune.Backend + " backend uses no GPU";
+    return;
+  }
+  if (Count == 0 && NoGpu.empty()) {
+    llvm::Expected<int> C = B->CountDevices();
+    if (C)
+      Count = *C;
+    else
+      NoGpu = "no GPU: " + toString(C.takeError());
+  }
+  if (Count == 0) {
+    P.NoGpuReason = NoGpu;
+    return;
+  }
+  // The GPU the rank's collectives run on (the backend opens the same).
+  int Ordinal = Rank % Count;
+  auto It = Cache.find(Ordinal);
+  if (It == Cache.end()) {
+    llvm::Expected<std::vector<int>> Peers = B->PeerOrdinals(Ordinal);
+    if (!Peers) {
+      P.NoGpuReason = toString(Peers.takeError());
+      return;
+    }
+    It = Cache.emplace(Ordinal, std::move(*Peers)).first;
+  }
+  P.Ordinal = Ordinal;
+  P.PeerOrdinals = It->second;
+}
+
+/// Config with the topology the ranks run on: a --topology file as read,
+/// else Found (discovered). Says where it came from either way.
+OptMainConfig withTopology(const OptMainConfig &Config,
+                           const DiscoveredTopology *Found) {
+  OptMainConfig C = Config;
+  ChoiceConfig &Choices = C.Pipe.Lowering.Choices;
+  // The hierarchical pre-sync groups ranks by host.
+  auto SetHosts = [&] {
+    C.Pipe.Autotune.RankHosts.clear();
+    int64_t World = 0;
+    for (const Topology::Host &H : Choices.Topo.Hosts)
+      World += int64_t(H.Ranks.size());
+    C.Pipe.Autotune.RankHosts.assign(size_t(World), 0);
+    for (size_t HI = 0; HI < Choices.Topo.Hosts.size(); ++HI)
+      for (int64_t R : Choices.Topo.Hosts[HI].Ranks)
+        if (R < World)
+          C.Pipe.Autotune.RankHosts[size_t(R)] = int(HI);
+  };
+  if (!Choices.TopologyPath.empty() || !Found) {
+    C.TopologySource = Choices.TopologyPath.empty()
+                           ? "default"
+                           : "--topology=" + Choices.TopologyPath;
+    SetHosts();
+    return C;
+  }
+  Choices.Topo = Found->Topo;
+  SetHosts();
+  C.TopologySource = Found->Source;
+  // Ranks that see the hosts differently must not tune together; one host
+  // of one domain is the default, whose fingerprint adds nothing.
+  C.Pipe.Autotune.TopologyFingerprint =
+      Choices.Topo.isDefault() ? "" : Choices.Topo.fingerprint();
+  return C;
+}
+
 /// Runs the pipeline as one rank: every launcher's shared part. Comm is the
 /// rank's communicator and Hooks how it stops on purpose (fault injection).
 /// HashFinalIR: record the decided IR's hash for comparison with the other
@@ -262,8 +338,12 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   State.M = std::move(Mod);
   State.Comm = std::move(Comm);
   const PipelineOptions &Pipe = Config.Pipe;
+  AutotuneOptions Tune = Pipe.Autotune;
+  for (const Topology::Host &H : Pipe.Lowering.Choices.Topo.Hosts)
+    if (llvm::is_contained(H.Ranks, int64_t(Rank)))
+      Tune.HostName = H.Name;
   llvm::Expected<std::unique_ptr<Autotuner>> Session = createRankAutotuner(
-      Pipe.Autotune, Pipe.Fusion, Heuristic, Pipe.Lowering.Mode, Rank,
+      std::move(Tune), Pipe.Fusion, Heuristic, Pipe.Lowering.Mode, Rank,
       *State.Comm, Diags, *State.M, std::move(Hooks));
   if (!Session) {
     // Every rank fails the same way; rank 0 says so.
@@ -522,14 +602,19 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
           runOutputSteps(Config.Output, getBuiltinBackends(), *Reporter->M, OS);
     // Only a run that tuned something has anything to summarise.
     if (OK && Config.AutotuneSummary &&
-        !Reporter->Session->getResult().Nodes.empty())
+        !Reporter->Session->getResult().Nodes.empty()) {
+      if (N > 1)
+        llvm::errs() << "AUTOTUNE topology: " << Config.TopologySource << '\n';
       printAutotuneSummary(Reporter->Session->getResult(), *Reporter->M, N,
                            llvm::errs(), &Config.Pipe.Lowering.Choices);
+    }
   }
   if (OK && !Config.ReportFile.empty()) {
     ReportInput In;
     In.Backend = Reporter->Session->getBackendName();
     In.WorldSize = N;
+    In.TopologySource = Config.TopologySource;
+    In.Topo = &Config.Pipe.Lowering.Choices.Topo;
     In.Mode = Reporter->Session->getMode();
     In.Result = &Reporter->Session->getResult();
     In.ModuleCopies = ModuleCopies;
@@ -553,11 +638,31 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
 //===----------------------------------------------------------------------===//
 
 bool runThreadRanks(
-    const OptMainConfig &Config, const FusionHeuristic &Heuristic,
+    const OptMainConfig &GivenConfig, const FusionHeuristic &Heuristic,
     std::unique_ptr<Module> M, Diagnostics &Diags, llvm::raw_ostream &OS,
     std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
-  int N = rankCount(Config, *M, Diags, 0, "--ranks", /*Loud=*/true);
-  if (N == 0 || !checkFaultTargets(Config, *M, N, /*Loud=*/true))
+  int N = rankCount(GivenConfig, *M, Diags, 0, "--ranks", /*Loud=*/true);
+  if (N == 0)
+    return false;
+  // Thread ranks are one process on one host: every placement is known
+  // here, without an exchange.
+  std::optional<DiscoveredTopology> Found;
+  if (GivenConfig.Pipe.Lowering.Choices.TopologyPath.empty()) {
+    SingleCommunicator Here;
+    std::vector<RankPlacement> Placements(static_cast<size_t>(N));
+    std::map<int, std::vector<int>> Peers;
+    int Count = 0;
+    std::string NoGpu;
+    for (int R = 0; R < N; ++R) {
+      Placements[size_t(R)].Host = Here.hostIdentity();
+      probeGpu(GivenConfig.Pipe.Autotune, R, Placements[size_t(R)], Peers,
+               Count, NoGpu);
+    }
+    Found = topologyFromPlacements(Placements);
+  }
+  const OptMainConfig Config =
+      withTopology(GivenConfig, Found ? &*Found : nullptr);
+  if (!checkFaultTargets(Config, *M, N, /*Loud=*/true))
     return false;
   bool Trace = !Config.TraceFile.empty();
   if (Trace)
@@ -789,9 +894,9 @@ constexpr std::chrono::milliseconds HangSlack{2000};
 /// Exit status of a rank that hung on purpose.
 constexpr int HungExitCode = 3;
 
-bool runMpiRanks(const OptMainConfig &Config, const FusionHeuristic &Heuristic,
-                 std::unique_ptr<Module> M, Diagnostics &Diags,
-                 llvm::raw_ostream &OS,
+bool runMpiRanks(const OptMainConfig &GivenConfig,
+                 const FusionHeuristic &Heuristic, std::unique_ptr<Module> M,
+                 Diagnostics &Diags, llvm::raw_ostream &OS,
                  std::vector<std::pair<std::string, double>> FrontendPhasesMs) {
   MpiRuntime *Mpi = loadMpiForRank();
   if (!Mpi)
@@ -803,6 +908,28 @@ bool runMpiRanks(const OptMainConfig &Config, const FusionHeuristic &Heuristic,
   }
   MpiRankCommunicator &Comm = **Created;
   int Rank = Comm.rank(), Size = Comm.size();
+  // Without a --topology file the processes say where they run: the host
+  // (MPI's shared-memory split) and their GPU's peers, in one all-gather.
+  std::optional<DiscoveredTopology> Found;
+  if (GivenConfig.Pipe.Lowering.Choices.TopologyPath.empty()) {
+    RankPlacement Mine;
+    Mine.Host = Comm.hostIdentity();
+    std::map<int, std::vector<int>> Peers;
+    int Count = 0;
+    std::string NoGpu;
+    probeGpu(GivenConfig.Pipe.Autotune, Rank, Mine, Peers, Count, NoGpu);
+    const AutotuneOptions &T = GivenConfig.Pipe.Autotune;
+    llvm::Expected<DiscoveredTopology> D =
+        discoverTopology(Comm, Mine, T.PreSyncTimeout + T.AgreementTimeout);
+    if (!D) {
+      toolError() << "rank " << Rank << " on " << Mine.Host.Name << ": "
+                  << toString(D.takeError()) << '\n';
+      return false;
+    }
+    Found = std::move(*D);
+  }
+  const OptMainConfig Config =
+      withTopology(GivenConfig, Found ? &*Found : nullptr);
   const AutotuneOptions &Tune = Config.Pipe.Autotune;
   Exit.FinalizeBound = Tune.PreSyncTimeout + Tune.AgreementTimeout +
                        Tune.ChoiceTimeout + std::chrono::milliseconds(10000);

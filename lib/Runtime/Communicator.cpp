@@ -17,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <unistd.h>
 
 using namespace mtsched;
 
@@ -33,6 +34,14 @@ llvm::StringRef mtsched::commStatusName(CommStatus S) {
 }
 
 Communicator::~Communicator() = default;
+
+HostIdentity Communicator::hostIdentity() const {
+  HostIdentity H;
+  char Buf[256] = {};
+  H.Name = gethostname(Buf, sizeof(Buf) - 1) == 0 && Buf[0] ? Buf : "localhost";
+  H.Method = "one process";
+  return H;
+}
 
 //===----------------------------------------------------------------------===//
 // SingleCommunicator

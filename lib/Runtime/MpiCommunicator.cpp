@@ -66,6 +66,8 @@ struct MpiWorld {
   MPI_Comm Coll = MPI_COMM_NULL;
   MPI_Comm Ctl = MPI_COMM_NULL;
   MPI_Op MaxOp = MPI_OP_NULL;
+  /// This process's host (hostIdentity()).
+  HostIdentity Host;
   int Rank = 0;
   int Size = 1;
   /// An operation failed or was given up with data in flight.
@@ -236,6 +238,26 @@ llvm::Expected<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create() {
     MPI_Comm_rank(W->Coll, &W->Rank);
     MPI_Comm_size(W->Coll, &W->Size);
     MPI_Op_create(nanAwareMax, /*commute=*/1, &W->MaxOp);
+    // The host: the processes that share memory with this one. Blocking,
+    // like the MPI_Comm_dup above: every process runs this at start.
+    MPI_Comm Shm = MPI_COMM_NULL;
+    int Leader = W->Rank;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, W->Rank,
+                            MPI_INFO_NULL, &Shm) == MPI_SUCCESS &&
+        Shm != MPI_COMM_NULL) {
+      MPI_Allreduce(&W->Rank, &Leader, 1, MPI_INT, MPI_MIN, Shm);
+      MPI_Comm_rank(Shm, &W->Host.LocalRank);
+      MPI_Comm_size(Shm, &W->Host.LocalSize);
+      MPI_Comm_free(&Shm);
+    }
+    W->Host.Key = Leader;
+    char Name[MPI_MAX_PROCESSOR_NAME + 1] = {};
+    int Len = 0;
+    if (MPI_Get_processor_name(Name, &Len) == MPI_SUCCESS && Len > 0)
+      W->Host.Name.assign(Name, size_t(Len));
+    else
+      W->Host.Name = "host-of-rank-" + std::to_string(Leader);
+    W->Host.Method = "MPI shared-memory split";
     W->PeerDeparted.assign(W->Size, false);
     W->PeerBarriers.assign(W->Size, 0);
     W->Finished.assign(W->Size, false);
@@ -246,6 +268,8 @@ llvm::Expected<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create() {
 }
 
 bool MpiCommunicator::isInitialized() { return World != nullptr; }
+
+HostIdentity MpiCommunicator::hostIdentity() const { return World->Host; }
 
 MpiCommunicator::MpiCommunicator(MpiCommHandle *Coll, int Rank, int Size)
     : Coll(Coll), Rank(Rank), Size(Size) {}

@@ -232,3 +232,156 @@ std::string Topology::fingerprint() const {
   }
   return OS.str();
 }
+
+//===----------------------------------------------------------------------===//
+// Discovery
+//===----------------------------------------------------------------------===//
+
+/// A field of an encoded placement: tabs and newlines separate fields and
+/// ranks' lines, so they cannot appear inside one.
+static std::string field(llvm::StringRef S) {
+  std::string Out = S.str();
+  for (char &C : Out)
+    if (C == '\t' || C == '\n' || C == '\r')
+      C = ' ';
+  return Out;
+}
+
+std::string RankPlacement::encode() const {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << "p1\t" << Host.Key << '\t' << field(Host.Name) << '\t'
+     << field(Host.Method) << '\t' << Ordinal << '\t';
+  llvm::interleave(PeerOrdinals, OS, ",");
+  OS << '\t' << field(NoGpuReason);
+  return OS.str();
+}
+
+bool RankPlacement::decode(llvm::StringRef Line, RankPlacement &Out) {
+  llvm::SmallVector<llvm::StringRef, 8> F;
+  Line.split(F, '\t', /*MaxSplit=*/-1, /*KeepEmpty=*/true);
+  if (F.size() != 7 || F[0] != "p1")
+    return false;
+  RankPlacement P;
+  if (F[1].getAsInteger(10, P.Host.Key) || F[4].getAsInteger(10, P.Ordinal) ||
+      P.Ordinal < -1)
+    return false;
+  P.Host.Name = F[2].str();
+  P.Host.Method = F[3].str();
+  if (!F[5].empty()) {
+    llvm::SmallVector<llvm::StringRef, 8> Peers;
+    F[5].split(Peers, ',');
+    for (llvm::StringRef X : Peers) {
+      int V = 0;
+      if (X.getAsInteger(10, V) || V < 0)
+        return false;
+      P.PeerOrdinals.push_back(V);
+    }
+  }
+  P.NoGpuReason = F[6].str();
+  Out = std::move(P);
+  return true;
+}
+
+DiscoveredTopology
+mtsched::topologyFromPlacements(llvm::ArrayRef<RankPlacement> Ranks) {
+  DiscoveredTopology D;
+  // Hosts in order of their lowest rank.
+  llvm::DenseMap<int64_t, size_t> HostOf;
+  std::vector<int64_t> Keys;
+  for (size_t R = 0; R < Ranks.size(); ++R) {
+    auto [It, New] = HostOf.try_emplace(Ranks[R].Host.Key, Keys.size());
+    if (New) {
+      Keys.push_back(Ranks[R].Host.Key);
+      D.Topo.Hosts.emplace_back();
+      D.Topo.Hosts.back().Name = Ranks[R].Host.Name;
+    }
+    D.Topo.Hosts[It->second].Ranks.push_back(int64_t(R));
+  }
+  // A name that two hosts share (containers named alike) is told apart by
+  // the key, so that the file form stays valid.
+  llvm::StringMap<int> NameUses;
+  for (const Topology::Host &H : D.Topo.Hosts)
+    ++NameUses[H.Name];
+  for (size_t HI = 0; HI < D.Topo.Hosts.size(); ++HI)
+    if (NameUses[D.Topo.Hosts[HI].Name] > 1 || D.Topo.Hosts[HI].Name.empty())
+      D.Topo.Hosts[HI].Name += "#" + std::to_string(Keys[HI]);
+
+  // NVLink domains: a rank joins the first domain all of whose ranks' GPUs
+  // and its own reach each other (peer memory loads and stores across every
+  // pair of a group), else starts one.
+  std::string NotProbed;
+  bool AnyProbed = false;
+  for (Topology::Host &H : D.Topo.Hosts) {
+    bool Probed =
+        llvm::all_of(H.Ranks, [&](int64_t R) { return Ranks[R].Ordinal >= 0; });
+    if (!Probed) {
+      for (int64_t R : H.Ranks)
+        if (Ranks[R].Ordinal < 0 && NotProbed.empty())
+          NotProbed =
+              Ranks[R].NoGpuReason.empty() ? "no GPU" : Ranks[R].NoGpuReason;
+      H.Domains.push_back(H.Ranks);
+      continue;
+    }
+    AnyProbed = true;
+    auto Reaches = [&](int64_t A, int64_t B) {
+      return llvm::is_contained(Ranks[A].PeerOrdinals, Ranks[B].Ordinal) &&
+             llvm::is_contained(Ranks[B].PeerOrdinals, Ranks[A].Ordinal);
+    };
+    for (int64_t R : H.Ranks) {
+      auto It = llvm::find_if(H.Domains, [&](const std::vector<int64_t> &Dom) {
+        return llvm::all_of(Dom, [&](int64_t O) { return Reaches(R, O); });
+      });
+      if (It == H.Domains.end())
+        H.Domains.push_back({R});
+      else
+        It->push_back(R);
+    }
+  }
+
+  std::string Method = Ranks.empty() ? "" : Ranks.front().Host.Method;
+  llvm::raw_string_ostream OS(D.Source);
+  size_t NH = D.Topo.Hosts.size();
+  OS << "discovered: " << NH << (NH == 1 ? " host" : " hosts");
+  if (NH == 1)
+    OS << " '" << D.Topo.Hosts.front().Name << "'";
+  OS << " (" << Method << "); NVLink domains ";
+  if (AnyProbed && NotProbed.empty())
+    OS << "from CUDA peer access";
+  else if (AnyProbed)
+    OS << "from CUDA peer access where a GPU was probed, elsewhere one a "
+          "host ("
+       << NotProbed << ")";
+  else
+    OS << "not probed, one a host (" << NotProbed << ")";
+  if (NH == 1 && D.Topo.Hosts.front().Domains.size() == 1)
+    D.Topo.Hosts.clear();
+  return D;
+}
+
+llvm::Expected<DiscoveredTopology>
+mtsched::discoverTopology(Communicator &World, const RankPlacement &Mine,
+                          std::chrono::milliseconds Timeout) {
+  std::vector<std::string> All;
+  CommStatus S = World.allGather(Mine.encode(), All, Timeout);
+  if (S != CommStatus::Ok) {
+    std::string Missing;
+    for (int R : World.missingPeers())
+      Missing += (Missing.empty() ? "" : ", ") + std::to_string(R);
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "topology discovery: the exchange of hosts failed (" +
+            commStatusName(S).str() +
+            (Missing.empty() ? "" : ", ranks " + Missing) +
+            "); pass --topology=FILE to skip it");
+  }
+  std::vector<RankPlacement> Ranks(All.size());
+  for (size_t R = 0; R < All.size(); ++R)
+    if (!RankPlacement::decode(All[R], Ranks[R]))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "topology discovery: rank " + std::to_string(R) +
+              " sent a placement this rank cannot read (another mtsched "
+              "version?)");
+  return topologyFromPlacements(Ranks);
+}

@@ -58,8 +58,12 @@ llvm::Expected<std::unique_ptr<Autotuner>> mtsched::createRankAutotuner(
     AutotuneOptions Tune, const FusionOptions &Fusion,
     const FusionHeuristic &Heuristic, CollectiveMode Mode, int Rank,
     Communicator &Comm, Diagnostics &Diags, const Module &M, RankHooks Hooks) {
-  if (!Comm.sharesAddressSpace())
-    Tune.GpuOrdinal = Rank;
+  // An MPI process takes the GPU of its index among its host's processes
+  // (the world rank on one host).
+  if (!Comm.sharesAddressSpace()) {
+    int Local = Comm.hostIdentity().LocalRank;
+    Tune.GpuOrdinal = Local >= 0 ? Local : Rank;
+  }
   llvm::Expected<std::unique_ptr<Benchmarker>> Bench =
       createLazyBenchmarker(getBuiltinBackends(), Tune, Rank, Comm);
   if (!Bench)

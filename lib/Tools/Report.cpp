@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Tools/Report.h"
+#include "mtsched/Runtime/Topology.h"
 #include "llvm/ADT/StringMap.h"
 #include <charconv>
 #include <cmath>
@@ -176,12 +177,29 @@ void mtsched::writeReport(llvm::raw_ostream &OS, const ReportInput &In) {
     J.attribute("mode", collectiveModeName(In.Mode));
     if (In.ModuleCopies >= 0)
       J.attribute("module_copies", In.ModuleCopies);
+    if (In.Topo && !In.TopologySource.empty())
+      J.attributeObject("topology", [&] {
+        J.attribute("source", In.TopologySource);
+        // Empty: the default, every rank on one host in one NVLink domain.
+        J.attributeArray("hosts", [&] {
+          for (const Topology::Host &H : In.Topo->Hosts)
+            J.object([&] {
+              J.attribute("name", H.Name);
+              J.attribute("ranks", llvm::json::Array(H.Ranks));
+              J.attributeArray("nvlink_domains", [&] {
+                for (const std::vector<int64_t> &D : H.Domains)
+                  J.value(llvm::json::Array(D));
+              });
+            });
+        });
+      });
     J.attributeObject("sync", [&] {
       J.attribute("count", int64_t(R.Sync.Count));
       J.attribute("ok", R.Sync.Ok);
       J.attribute("ms", R.Sync.Ms);
       J.attribute("reason", R.Sync.Reason);
       J.attribute("deadline_ms", R.Sync.DeadlineMs);
+      J.attribute("shape", R.Sync.Shape);
       // Negative: not measured (no pre-sync ran, or it never completed).
       J.attribute("skew_ms", R.Sync.SkewMs < 0
                                  ? llvm::json::Value(nullptr)

@@ -65,7 +65,8 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
           cl::init(8), cl::cat(Cat)),
       TopologyFile("topology",
                    cl::desc("JSON file saying which host and NVLink domain "
-                            "each rank is on (default: one of each)"),
+                            "each rank is on (default: discovered, MPI's "
+                            "shared-memory split and CUDA peer access)"),
                    cl::value_desc("file"), cl::cat(Cat)) {}
 
 llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,

@@ -86,6 +86,11 @@ except OSError:
 import shutil
 if shutil.which("mpirun"):
     config.available_features.add("mpirun")
+    # mpi-plugin: the build made the MPI plugin (MTSCHED_ENABLE_MPI), so
+    # mpirun can run mtsched-opt's MPI ranks.
+    if os.environ.get("MTSCHED_MPI_PLUGIN") or os.path.exists(os.path.join(
+            config.mtsched_obj_root, "lib", "mtsched", "libmtsched_mpi.so")):
+        config.available_features.add("mpi-plugin")
     config.substitutions.append(
         ("%mpirun-np2", "mpirun --allow-run-as-root --oversubscribe -np 2"))
 # graphviz: `dot`, to check that --emit=dot renders (scripts/setup.sh

@@ -56,6 +56,19 @@ struct AutotuneOptions {
   /// Topology::fingerprint() of a --topology file, empty for the default:
   /// the pre-sync stops ranks that see the hosts differently.
   std::string TopologyFingerprint;
+  /// This rank's host as the topology names it (a --topology file's or the
+  /// discovered one), empty for the default topology: the hierarchical
+  /// collectives group a communicator's ranks by it. Set per rank.
+  std::string HostName;
+  /// The pre-sync's shape (--pre-sync): "flat" (one all-gather of every
+  /// rank's record), "hier" (per host, then across host leaders) or "auto"
+  /// (hier where the topology has two or more hosts or there are at least
+  /// PreSyncHierRanks ranks); see preSyncHosts in PreSync.h.
+  std::string PreSyncShape = "auto";
+  unsigned PreSyncHierRanks = 256;
+  /// Every world rank's host index (the topology's order), empty for the
+  /// default topology.
+  std::vector<int> RankHosts;
   /// Multiplicative noise of simulated timings, in percent, seeded per rank.
   double SimNoisePct = 0;
   uint64_t Seed = 0;

@@ -69,6 +69,9 @@ struct SyncResult {
   std::string Reason;
   /// The arrival deadline the (first) pre-sync ran with.
   double DeadlineMs = 0;
+  /// Its agreement's shape: "flat", or "hier" and the number of hosts
+  /// (`hier 2 hosts`); empty when no pre-sync ran.
+  std::string Shape;
   /// Of the first pre-sync: the last rank's arrival minus the first one's,
   /// and the sync's own cost (from the last arrival to the release, plus the
   /// agreement exchange); negative when they could not be measured (the

@@ -55,6 +55,9 @@ struct BackendInfo {
   using PrepareGraphFn =
       std::function<llvm::Expected<std::unique_ptr<PreparedGraph>>(
           const Module &M, const Graph &G, const RunIO &IO)>;
+  using CountDevicesFn = std::function<llvm::Expected<int>()>;
+  using PeerOrdinalsFn =
+      std::function<llvm::Expected<std::vector<int>>(int Ordinal)>;
 
   /// What `--backend` and the report call it.
   std::string Name;
@@ -86,6 +89,13 @@ struct BackendInfo {
   /// device buffers and stream (IO gives the kernel cache and compile
   /// threads). Null: this backend cannot (yet) run on caller's buffers.
   PrepareGraphFn PrepareGraph;
+  /// The devices the backend's collectives run on, for rank placement and
+  /// topology discovery (the driver asks, naming no backend): how many
+  /// there are, and the ones device Ordinal reaches directly (itself
+  /// included). Null: the backend uses no device, and a simulated run is
+  /// the same on every machine.
+  CountDevicesFn CountDevices;
+  PeerOrdinalsFn PeerOrdinals;
 };
 
 class BackendRegistry {

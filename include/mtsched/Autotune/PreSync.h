@@ -63,11 +63,35 @@ struct PreSyncOutcome {
   std::string Bundle;
 };
 
+/// The hierarchical agreement's shape for one rank: the world's ranks by
+/// host, and this rank's host's communicator and (on a host's first rank,
+/// its leader) the leaders' one, made once (RankAgreement).
+struct PreSyncLevels {
+  /// World ranks by host, each in order, hosts in order of their first.
+  std::vector<std::vector<int>> Hosts;
+  int MyHost = 0;
+  Communicator *Host = nullptr;
+  Communicator *Leaders = nullptr;
+};
+
+/// The hosts the hierarchical agreement groups N ranks into, or none for
+/// the flat one. Opts.PreSyncShape "flat": none; "hier": by
+/// Opts.RankHosts where it has two or more hosts, else groups of about
+/// sqrt(N) consecutive ranks; "auto": hier where the topology has two or
+/// more hosts or N >= Opts.PreSyncHierRanks. Never where sub-communicators
+/// wait for their members (!SubgroupsAtOnce: MPI's), which before the
+/// pre-sync could wait for a rank that never comes.
+std::vector<std::vector<int>> preSyncHosts(const AutotuneOptions &Opts, int N,
+                                           bool SubgroupsAtOnce);
+
 /// Runs the pre-sync on Comm with Opts' deadline (PreSyncTimeout) and
 /// agreement timeout. An error, the same on every rank, when the ranks run
-/// with different flags or graphs: it names the first difference.
+/// with different flags or graphs: it names the first difference. With
+/// Levels (hosts non-empty), hierarchically: per host, across the hosts'
+/// leaders, back (docs/RANKS.md), deciding what the flat one decides.
 llvm::Expected<PreSyncOutcome>
-runPreSync(Communicator &Comm, const AutotuneOptions &Opts, PreSyncInput In);
+runPreSync(Communicator &Comm, const AutotuneOptions &Opts, PreSyncInput In,
+           const PreSyncLevels *Levels = nullptr);
 
 /// Hash of the ordered collective nodes as printed (name, op, attributes
 /// such as `reduce` and `group`, operand and result types, choices); equal

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,11 @@ private:
   std::string NodeGroupKey;
   /// This rank's communicators of the subgroups it belongs to.
   std::map<std::vector<int>, std::unique_ptr<Communicator>> GroupComms;
+  /// The hierarchical pre-sync's communicators (PreSync.h), made on the
+  /// first pre-sync; no hosts for the flat one.
+  std::optional<PreSyncLevels> Levels;
+  /// GroupComms' communicator over Ranks, made on first use.
+  llvm::Expected<Communicator &> subgroup(const std::vector<int> &Ranks);
 };
 
 } // namespace mtsched

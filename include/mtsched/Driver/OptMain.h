@@ -45,6 +45,10 @@ struct OptMainConfig {
   /// are left to the OS instead of destroyed (as clang's -disable-free
   /// leaves its AST). mtsched-opt sets it; a library caller keeps false.
   bool DisableFree = false;
+  /// Where the topology came from, for the summary and the report:
+  /// "--topology=FILE", or what discovery found (set by the rank launchers,
+  /// RankRunner.cpp).
+  std::string TopologySource;
 };
 
 /// Runs the driver; returns the process exit code (0 or 1).

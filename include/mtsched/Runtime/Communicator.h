@@ -18,11 +18,32 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace mtsched {
+
+/// Where a rank runs, as topology discovery reads it (discoverTopology in
+/// Topology.h).
+struct HostIdentity {
+  /// The host's name as people know it (MPI_Get_processor_name; the
+  /// machine's name for ranks in one process).
+  std::string Name;
+  /// Equal exactly for the ranks of one host: the lowest world rank of
+  /// MPI's shared-memory split (MPI_COMM_TYPE_SHARED), 0 for ranks in one
+  /// process. Names alone can repeat across hosts (containers).
+  int64_t Key = 0;
+  /// How the host was found, for the summary: "MPI shared-memory split",
+  /// "one process".
+  std::string Method;
+  /// This process's index among the processes of its host, and their
+  /// number (MPI's shared-memory split): which GPU an MPI process takes.
+  /// -1 and 0 for ranks in one process, whose GPU is their rank's.
+  int LocalRank = -1;
+  int LocalSize = 0;
+};
 
 enum class CommStatus {
   Ok,
@@ -48,6 +69,9 @@ public:
   /// rank is valid in another); false for MPI processes, which must share
   /// device memory through IPC handles.
   virtual bool sharesAddressSpace() const { return true; }
+  /// This rank's host. The default: every rank in this process, on this
+  /// machine.
+  virtual HostIdentity hostIdentity() const;
   /// Barrier that gives up after Timeout.
   virtual CommStatus barrier(std::chrono::milliseconds Timeout) = 0;
   /// Every rank's Data, indexed by rank. Out is only written on Ok.
@@ -78,6 +102,10 @@ public:
   /// subgroup's operations as it fails this communicator's.
   virtual llvm::Expected<std::unique_ptr<Communicator>>
   createSubgroup(llvm::ArrayRef<int> Ranks) = 0;
+  /// Whether createSubgroup returns without waiting for the other members
+  /// (thread ranks); false where it waits for them (MPI), which is
+  /// unbounded while a member may never come.
+  virtual bool createsSubgroupsAtOnce() const { return true; }
 };
 
 /// Checks a rank list for createSubgroup: not empty, no duplicates, every

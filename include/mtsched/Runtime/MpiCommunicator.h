@@ -57,6 +57,10 @@ public:
   int size() const override;
   llvm::StringRef kind() const override { return "mpi"; }
   bool sharesAddressSpace() const override { return false; }
+  /// Found once, when MPI is initialised: MPI_Comm_split_type
+  /// (MPI_COMM_TYPE_SHARED) groups the processes of one host, its lowest
+  /// world rank is the key, MPI_Get_processor_name the name.
+  HostIdentity hostIdentity() const override;
   CommStatus barrier(std::chrono::milliseconds Timeout) override;
   /// Sizes first (MPI_Iallgather), then the bytes (MPI_Iallgatherv); one
   /// deadline bounds both.
@@ -83,6 +87,7 @@ public:
   /// operation on either fails both.
   llvm::Expected<std::unique_ptr<Communicator>>
   createSubgroup(llvm::ArrayRef<int> Ranks) override;
+  bool createsSubgroupsAtOnce() const override { return false; }
 
   /// This rank leaves: every peer is told (small messages on a control
   /// communicator, which complete without the peer's help), and every later

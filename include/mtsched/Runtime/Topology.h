@@ -12,9 +12,11 @@
 #ifndef MTSCHED_RUNTIME_TOPOLOGY_H
 #define MTSCHED_RUNTIME_TOPOLOGY_H
 
+#include "mtsched/Runtime/Communicator.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -55,6 +57,48 @@ struct Topology {
   /// topology differ here, which the pre-sync compares.
   std::string fingerprint() const;
 };
+
+/// What one rank knows of its own place, for discovery.
+struct RankPlacement {
+  HostIdentity Host;
+  /// The GPU the rank's collectives run on, and the GPUs of its host whose
+  /// memory that GPU can access directly (cuDeviceCanAccessPeer, itself
+  /// included); Ordinal -1 when no GPU was probed (no GPU, or a backend
+  /// that uses none), and NoGpuReason says why.
+  int Ordinal = -1;
+  std::vector<int> PeerOrdinals;
+  std::string NoGpuReason;
+
+  /// One line without newlines or tabs inside fields, for an all-gather.
+  std::string encode() const;
+  /// The inverse of encode(); false for a line encode() did not write.
+  static bool decode(llvm::StringRef Line, RankPlacement &Out);
+};
+
+/// A topology found at run time, and how, in words for the summary and
+/// the report.
+struct DiscoveredTopology {
+  Topology Topo;
+  /// E.g. "discovered: 2 hosts (MPI shared-memory split); NVLink domains
+  /// from CUDA peer access" or "--topology=FILE".
+  std::string Source;
+};
+
+/// The topology of ranks 0..N-1 placed as Ranks[r] says: one host per
+/// distinct Host.Key, in order of its lowest rank, named by Host.Name (a
+/// name two keys share gets `#KEY` appended); inside a host, NVLink domains
+/// are the groups of ranks whose GPUs reach each other both ways (one
+/// domain where any rank of the host has no GPU probed). One host of one
+/// domain is the default topology (isDefault()), which is what it means.
+DiscoveredTopology topologyFromPlacements(llvm::ArrayRef<RankPlacement> Ranks);
+
+/// Every rank of World sends Mine and builds the same topology from all of
+/// them: one all-gather, bounded by Timeout (an error names the ranks that
+/// did not answer). Ranks in one process know every placement without an
+/// exchange and call topologyFromPlacements directly.
+llvm::Expected<DiscoveredTopology>
+discoverTopology(Communicator &World, const RankPlacement &Mine,
+                 std::chrono::milliseconds Timeout);
 
 /// Parses a topology file's text; Path names it in messages
 /// (`PATH:LINE:COL: ...` for malformed JSON, `PATH: hosts[1].ranks[0]: ...`

@@ -12,9 +12,15 @@
 
 namespace mtsched {
 
+struct Topology;
+
 struct ReportInput {
   llvm::StringRef Backend;
   int WorldSize = 1;
+  /// Where the topology came from (OptMainConfig::TopologySource; empty:
+  /// not said) and the topology itself (null: not said).
+  llvm::StringRef TopologySource;
+  const Topology *Topo = nullptr;
   CollectiveMode Mode = CollectiveMode::Deferred;
   /// The reporting rank's result (its RankLocalUs covers every rank heard).
   const RunResult *Result = nullptr;

@@ -448,7 +448,8 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   if (S.Elems <= 0)
     return fail("an empty collective has no kernel");
   if (S.Algo == CollectiveAlgo::Hier)
-    return fail("'hier' is not implemented on the cuda backend yet");
+    return fail("'hier' is NCCL calls on per-host and cross-host "
+                "communicators, not a peer-memory kernel");
   bool AllReduce = S.Kind == CollectiveKind::AllReduce;
   bool TwoShot = S.Algo == CollectiveAlgo::TwoShot;
   const char *Body = nullptr;

@@ -19,6 +19,7 @@
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/PeerAccess.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
 #include "mtsched/Reference/RandomInputs.h"
@@ -584,6 +585,8 @@ BackendInfo mtsched::getCudaBackend() {
   B.RunGraph = [](const Graph &G, const RunIO &IO, llvm::raw_ostream &OS) {
     return runGraphOnGpu(G, IO, OS);
   };
+  B.CountDevices = [] { return countDevices(); };
+  B.PeerOrdinals = [](int Ordinal) { return peerOrdinals(Ordinal); };
   B.PrepareGraph = [](const Module &, const Graph &G, const RunIO &IO) {
     return prepareGraphOnGpu(G, IO);
   };

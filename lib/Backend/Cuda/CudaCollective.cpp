@@ -46,6 +46,7 @@ CollectiveRankImpl::~CollectiveRankImpl() {
     return;
   llvm::consumeError(makeCurrent(Dev));
   syncStream(*D, Stream, "the collective stream");
+  releaseHier();
   closeImported(ImportedFlags);
   freeBuffers();
   if (NComm)
@@ -156,16 +157,18 @@ bool CollectiveRankImpl::init(std::string &Err) {
   Inited = true;
   llvm::TimeTraceScope Scope("cuda.collective.init");
   int Count = deviceCount();
-  int Ranks = Comm.size(), Rank = Comm.rank();
+  int Ranks = Comm.size();
   bool Ok = true;
-  if (Count < Ranks) {
+  if (Count < gpusNeeded()) {
     InitError = "a " + std::to_string(Ranks) +
                 "-rank collective needs one GPU per rank; this machine has " +
                 std::to_string(Count);
+    if (gpusNeeded() != Ranks)
+      InitError += " for its " + std::to_string(gpusNeeded()) + " ranks";
     Ok = false;
   }
   if (Ok) {
-    llvm::Expected<DeviceInfo> I = openDevice(Rank % Count);
+    llvm::Expected<DeviceInfo> I = openDevice(gpuOrdinal(Count));
     if (!I) {
       InitError = llvm::toString(I.takeError());
       Ok = false;
@@ -289,6 +292,10 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
     Err = llvm::toString(std::move(E));
     Ok = false;
   }
+  // `hier`'s communicators are an exchange: every rank makes them (or
+  // fails to) before anything else of the choice, a faulty rank too.
+  if (collectiveAlgoOf(C) == CollectiveAlgo::Hier)
+    setUpHier();
   CollectiveLaunch L;
   if (Ok)
     Ok = setUpLaunch(N, W, C, Fused, L, Err);
@@ -300,6 +307,16 @@ Measurement CollectiveRankImpl::measure(const MultiTemplateBufferNode &N,
   return timeLaunch(L.Launch);
 }
 
+int CollectiveRankImpl::gpuOrdinal(int Count) const {
+  int Local = Comm.sharesAddressSpace() ? -1 : Comm.hostIdentity().LocalRank;
+  return (Local >= 0 ? Local : Comm.rank()) % std::max(Count, 1);
+}
+
+int CollectiveRankImpl::gpusNeeded() const {
+  int Local = Comm.sharesAddressSpace() ? 0 : Comm.hostIdentity().LocalSize;
+  return Local > 0 ? Local : Comm.size();
+}
+
 bool CollectiveRankImpl::setUpLaunch(const MultiTemplateBufferNode &N,
                                      const Workload &W, const Choice &C,
                                      bool Fused, CollectiveLaunch &L,
@@ -309,10 +326,10 @@ bool CollectiveRankImpl::setUpLaunch(const MultiTemplateBufferNode &N,
     Err = "'" + C.Name + "' is no collective algorithm this backend knows";
     return false;
   }
-  // The hierarchical collective needs NCCL communicators per level; until
-  // they exist it fails as data, like any choice that cannot run here.
-  if (*A == CollectiveAlgo::Hier) {
-    Err = "'" + C.Name + "' is not implemented on the cuda backend yet";
+  // The hierarchical collective's communicators were made (or not) by
+  // measure() on every rank.
+  if (*A == CollectiveAlgo::Hier && !HierError.empty()) {
+    Err = HierError;
     return false;
   }
   if (const Attribute *R = N.getAttrs().get("reduce"))
@@ -325,6 +342,8 @@ bool CollectiveRankImpl::setUpLaunch(const MultiTemplateBufferNode &N,
     return false;
   if (*A == CollectiveAlgo::Nccl)
     return setUpNcclLaunch(W, Fused, L, Err);
+  if (*A == CollectiveAlgo::Hier)
+    return setUpHierLaunch(W, Fused, L, Err);
   return setUpKernelLaunch(N, W, C, *A, Fused, L, Err);
 }
 

@@ -120,6 +120,24 @@ private:
                    std::string &Err);
   bool setUpNcclLaunch(const Workload &W, bool Fused, CollectiveLaunch &L,
                        std::string &Err);
+
+  // The hierarchical collective (CudaHier.cpp): NCCL inside each host and
+  // across hosts, on two sub-communicators made once.
+
+  /// Once, on every rank (a faulty one too: it is an exchange): groups
+  /// Comm's ranks by Opts.HostName, makes NCCL's intra-host and inter-host
+  /// communicators (one ncclUniqueId each) and agrees that every rank has
+  /// both; HierError says why not.
+  void setUpHier();
+  bool setUpHierLaunch(const Workload &W, bool Fused, CollectiveLaunch &L,
+                       std::string &Err);
+  /// Destroys the sub-communicators and the scratch buffer.
+  void releaseHier();
+  /// The GPU this rank's collectives run on, and how many GPUs this process
+  /// needs to see: thread ranks take GPU rank (of Ranks), an MPI process its
+  /// index among its host's processes.
+  int gpuOrdinal(int Count) const;
+  int gpusNeeded() const;
   std::function<CUresult(int)> evenAllToAllLaunch();
   std::function<CUresult(int)> raggedAllToAllLaunch();
   bool setUpKernelLaunch(const MultiTemplateBufferNode &N, const Workload &W,
@@ -192,6 +210,16 @@ private:
   struct NcclStart;
   std::shared_ptr<NcclStart> NcclInit;
   bool NcclStarted = false;
+  /// The hierarchical collective's state (setUpHier): this rank's host
+  /// index and index inside it, of Hosts hosts of PerHost ranks; whether
+  /// group rank order is host-major (all_gather and reduce_scatter need it).
+  bool HierTried = false;
+  std::string HierError;
+  nccl::ncclComm_t IntraComm = nullptr, InterComm = nullptr;
+  int HierHost = 0, HierLocal = 0, HierHosts = 0, HierPerHost = 0;
+  bool HierHostMajor = false;
+  CUdeviceptr HierScratch = 0;
+  size_t HierScratchBytes = 0;
   CUstream Stream = nullptr;
   CUevent E0 = nullptr, E1 = nullptr;
   CUdeviceptr Flags = 0;

@@ -76,7 +76,7 @@ void CollectiveRankImpl::startNccl() {
   else
     Nc = &*NOr;
   // init() says why a GPU per rank is missing.
-  NOk &= Count >= Ranks;
+  NOk &= Count >= gpusNeeded();
   std::string Id;
   if (NOk && Rank == 0) {
     ncclUniqueId U;
@@ -107,7 +107,7 @@ void CollectiveRankImpl::startNccl() {
   }
   // Detached: if a peer vanished, ncclCommInitRank never returns, and
   // finishNccl's bounded wait is what ends the rank's part.
-  std::thread([S, N = Nc, U, Ranks, Rank, Ordinal = Rank % Count] {
+  std::thread([S, N = Nc, U, Ranks, Rank, Ordinal = gpuOrdinal(Count)] {
     ncclComm_t C = nullptr;
     std::string E;
     // NCCL opens its communicator on the calling thread's device.

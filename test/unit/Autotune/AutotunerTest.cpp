@@ -559,3 +559,113 @@ graph @g(%x: bf16[64,256], %w1: bf16[256,512], %w2: bf16[512,512]) attributes {w
   ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
   EXPECT_EQ(Logs[0].CollectiveCalls + Logs[1].CollectiveCalls, 0u);
 }
+
+//===----------------------------------------------------------------------===//
+// The hierarchical pre-sync decides what the flat one decides
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Runs one pre-sync on N thread ranks, flat or hierarchical (hosts of 4
+/// from RankHosts); Flags(rank) is each rank's protocol flags. Returns each
+/// rank's outcome as a line: the error, or state, reason and bundle.
+std::vector<std::string>
+preSyncOutcomes(int N, bool Hier, std::function<std::string(int)> Flags) {
+  llvm::SourceMgr SM;
+  SM.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(
+          "graph @g(%x: f32[4,4]) { %y = relu(%x) : f32[4,4] return %y }",
+          "t.mir"),
+      llvm::SMLoc());
+  std::unique_ptr<Module> M = parseModule(SM);
+  EXPECT_TRUE(M);
+  if (!M)
+    return {};
+  AutotuneOptions Opts;
+  Opts.PreSyncTimeout = std::chrono::milliseconds(5000);
+  Opts.AgreementTimeout = std::chrono::milliseconds(5000);
+  Opts.PreSyncShape = Hier ? "hier" : "flat";
+  for (int R = 0; R < N; ++R)
+    Opts.RankHosts.push_back(R / 4);
+  ThreadGroup Group(N);
+  std::vector<std::string> Lines(static_cast<size_t>(N));
+  std::vector<std::thread> Threads;
+  for (int R = 0; R < N; ++R)
+    Threads.emplace_back([&, R] {
+      std::unique_ptr<Communicator> C = Group.get(R);
+      PreSyncLevels L;
+      L.Hosts = preSyncHosts(Opts, N, C->createsSubgroupsAtOnce());
+      std::vector<std::unique_ptr<Communicator>> Keep;
+      if (!L.Hosts.empty()) {
+        L.MyHost = R / 4;
+        const std::vector<int> &Mine = L.Hosts[size_t(L.MyHost)];
+        Keep.push_back(cantFail(C->createSubgroup(Mine)));
+        L.Host = Keep.back().get();
+        if (Mine.front() == R) {
+          std::vector<int> Leaders;
+          for (const std::vector<int> &H : L.Hosts)
+            Leaders.push_back(H.front());
+          Keep.push_back(cantFail(C->createSubgroup(Leaders)));
+          L.Leaders = Keep.back().get();
+        }
+      }
+      PreSyncInput In;
+      In.G = M->getGraphs().front().get();
+      In.Flags = Flags(R);
+      In.Bundle = R == 0 ? "rank zero's entries" : "";
+      llvm::Expected<PreSyncOutcome> O =
+          runPreSync(*C, Opts, std::move(In), &L);
+      Lines[size_t(R)] = O ? std::to_string(int(O->State)) + " '" + O->Reason +
+                                 "' '" + O->Bundle + "'"
+                           : "error: " + llvm::toString(O.takeError());
+    });
+  for (std::thread &T : Threads)
+    T.join();
+  return Lines;
+}
+
+} // namespace
+
+TEST(PreSyncHierTest, HostsFromTopologyOrSqrtGroups) {
+  AutotuneOptions Opts;
+  EXPECT_TRUE(preSyncHosts(Opts, 64, true).empty()); // auto, below 256
+  EXPECT_EQ(preSyncHosts(Opts, 256, true).size(), 16u);
+  EXPECT_TRUE(preSyncHosts(Opts, 256, /*SubgroupsAtOnce=*/false).empty());
+  Opts.PreSyncShape = "hier";
+  EXPECT_EQ(preSyncHosts(Opts, 64, true).size(), 8u);
+  EXPECT_EQ(preSyncHosts(Opts, 10, true).size(), 4u); // 3+3+3+1
+  Opts.RankHosts = {1, 0, 1, 0};
+  std::vector<std::vector<int>> H = preSyncHosts(Opts, 4, true);
+  // Hosts in order of their first rank.
+  ASSERT_EQ(H.size(), 2u);
+  EXPECT_EQ(H[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(H[1], (std::vector<int>{1, 3}));
+  Opts.PreSyncShape = "flat";
+  EXPECT_TRUE(preSyncHosts(Opts, 4, true).empty());
+  Opts.PreSyncShape = "auto"; // two hosts: hier at any size
+  EXPECT_EQ(preSyncHosts(Opts, 4, true).size(), 2u);
+}
+
+TEST(PreSyncHierTest, SameOutcomeAsFlat) {
+  auto Same = [](int) { return std::string("a=1 b=2"); };
+  std::vector<std::string> Flat = preSyncOutcomes(8, false, Same);
+  std::vector<std::string> Hier = preSyncOutcomes(8, true, Same);
+  EXPECT_EQ(Flat, Hier);
+  EXPECT_EQ(Hier[5], "0 '' 'rank zero's entries'");
+  // A rank on the second host with other flags: the flat agreement's
+  // error, on every rank, names it the same way.
+  auto Differ = [](int R) {
+    return std::string(R == 6 ? "a=1 b=3" : "a=1 b=2");
+  };
+  Flat = preSyncOutcomes(8, false, Differ);
+  Hier = preSyncOutcomes(8, true, Differ);
+  EXPECT_EQ(Flat, Hier);
+  EXPECT_EQ(Hier[0], "error: ranks 0 and 6 run with different autotuning "
+                     "flags: rank 0 has '--b=2', rank 6 has '--b=3'");
+  // Inside one host (rank 2, host 0).
+  auto DifferHere = [](int R) {
+    return std::string(R == 2 ? "a=0 b=2" : "a=1 b=2");
+  };
+  EXPECT_EQ(preSyncOutcomes(8, false, DifferHere),
+            preSyncOutcomes(8, true, DifferHere));
+}

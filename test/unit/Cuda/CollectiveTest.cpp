@@ -152,7 +152,14 @@ TEST(CollectiveKernels, UnsupportedCombinationsSayWhy) {
   ASSERT_FALSE(bool(K));
   EXPECT_NE(llvm::toString(K.takeError()).find("does not implement"),
             std::string::npos);
+  // `hier` is NCCL calls (CudaHier.cpp): no kernel to generate.
   S.Kind = CollectiveKind::AllReduce;
+  S.Algo = CollectiveAlgo::Hier;
+  K = generateCollectiveKernel(S);
+  ASSERT_FALSE(bool(K));
+  EXPECT_NE(llvm::toString(K.takeError()).find("not a peer-memory kernel"),
+            std::string::npos);
+  S.Algo = CollectiveAlgo::OneShot;
   S.Ranks = 9;
   K = generateCollectiveKernel(S);
   ASSERT_FALSE(bool(K));
@@ -259,6 +266,70 @@ TEST(CollectiveGpu, EveryChoiceMatchesTheReferenceOnTwoGpus) {
       for (const std::string &L : Lines[R])
         ADD_FAILURE() << (Early ? "started early, " : "") << "rank " << R
                       << ": " << L;
+  }
+}
+
+/// `hier` over two thread ranks told they are on two hosts (one GPU each):
+/// the intra-host communicators have one rank, the inter-host one two. On
+/// two GPUs every unfused hier must match the reference (the check in
+/// measure()) and a fused one must say it cannot fuse.
+TEST(CollectiveGpu, HierOnTwoEmulatedHosts) {
+  int Count = cuda::deviceCount();
+  if (Count < 2)
+    GTEST_SKIP() << "needs two GPUs; this machine has " << Count;
+  llvm::SourceMgr SM;
+  SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(TwoRanks, "t.mir"),
+                        llvm::SMLoc());
+  std::unique_ptr<Module> M = parseModule(SM);
+  ASSERT_TRUE(M);
+  for (auto &G : M->getGraphs()) {
+    ASSERT_FALSE(bool(createLowerPass(LoweringOptions())->run(*G)));
+    ASSERT_FALSE(bool(createFusePass(FusionOptions())->run(*G)));
+  }
+  ThreadGroup Group(2);
+  std::vector<std::vector<std::string>> Lines(2);
+  auto Body = [&](int Rank) {
+    AutotuneOptions Opts;
+    Opts.Backend = "cuda";
+    Opts.BenchRuns = 3;
+    Opts.ChoiceTimeout = std::chrono::milliseconds(20000);
+    Opts.HostName = Rank == 0 ? "host-a" : "host-b";
+    std::unique_ptr<Communicator> Comm = Group.get(Rank);
+    llvm::Expected<std::unique_ptr<Benchmarker>> B =
+        createCudaBenchmarker(Opts, Rank, *Comm);
+    if (!B) {
+      Lines[Rank].push_back("no benchmarker: " + llvm::toString(B.takeError()));
+      return;
+    }
+    for (auto &G : M->getGraphs())
+      for (auto &N : G->getNodes()) {
+        auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(N.get());
+        if (!C)
+          continue;
+        Workload W = describeNode(*M, *G, *C);
+        for (bool Fused : {false, true}) {
+          if (Fused && C->getEpilogue().empty())
+            continue;
+          Measurement Ms = (*B)->measure(*C, W, Choice{"hier", {}, {}}, Fused);
+          Lines[Rank].push_back(
+              "@" + G->getName() + (Fused ? " fused " : " ") +
+              (Ms.Status == ChoiceStatus::Ok ? "ok" : "failed: " + Ms.Message));
+        }
+      }
+  };
+  std::thread T1(Body, 1);
+  Body(0);
+  T1.join();
+  for (int R = 0; R < 2; ++R) {
+    ASSERT_FALSE(Lines[R].empty());
+    for (const std::string &L : Lines[R]) {
+      if (L.find(" fused ") != std::string::npos) {
+        EXPECT_NE(L.find("cannot fuse"), std::string::npos) << L;
+      } else {
+        EXPECT_NE(L.find(" ok"), std::string::npos)
+            << "rank " << R << ": " << L;
+      }
+    }
   }
 }
 

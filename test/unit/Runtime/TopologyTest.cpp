@@ -138,3 +138,124 @@ TEST(TopologyTest, HierarchicalCollectiveCost) {
   EXPECT_EQ(parseCollectiveAlgo("hier"), CollectiveAlgo::Hier);
   EXPECT_EQ(parseCollectiveAlgo("hierarchical"), CollectiveAlgo::Hier);
 }
+
+namespace {
+
+RankPlacement placed(llvm::StringRef Host, int64_t Key, int Ordinal = -1,
+                     std::vector<int> Peers = {}) {
+  RankPlacement P;
+  P.Host.Name = Host.str();
+  P.Host.Key = Key;
+  P.Host.Method = "MPI shared-memory split";
+  P.Ordinal = Ordinal;
+  P.PeerOrdinals = std::move(Peers);
+  if (Ordinal < 0)
+    P.NoGpuReason = "no GPU: test";
+  return P;
+}
+
+} // namespace
+
+TEST(TopologyDiscoveryTest, PlacementRoundTrips) {
+  RankPlacement P = placed("node\ta", 4, 1, {0, 1, 3});
+  P.NoGpuReason = "line\nbreak";
+  RankPlacement Q;
+  ASSERT_TRUE(RankPlacement::decode(P.encode(), Q));
+  EXPECT_EQ(Q.Host.Name, "node a");
+  EXPECT_EQ(Q.Host.Key, 4);
+  EXPECT_EQ(Q.Host.Method, "MPI shared-memory split");
+  EXPECT_EQ(Q.Ordinal, 1);
+  EXPECT_EQ(Q.PeerOrdinals, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(Q.NoGpuReason, "line break");
+  RankPlacement None = placed("h", 0);
+  ASSERT_TRUE(RankPlacement::decode(None.encode(), Q));
+  EXPECT_EQ(Q.Ordinal, -1);
+  EXPECT_TRUE(Q.PeerOrdinals.empty());
+  EXPECT_FALSE(RankPlacement::decode("p1\tx", Q));
+  EXPECT_FALSE(RankPlacement::decode("p2\t0\th\tm\t-1\t\t", Q));
+  EXPECT_FALSE(RankPlacement::decode("p1\t0\th\tm\t-2\t\t", Q));
+  EXPECT_FALSE(RankPlacement::decode("p1\t0\th\tm\t0\t1,x\t", Q));
+}
+
+TEST(TopologyDiscoveryTest, OneHostOneDomainIsTheDefault) {
+  std::vector<RankPlacement> R = {placed("vm", 0), placed("vm", 0)};
+  DiscoveredTopology D = topologyFromPlacements(R);
+  EXPECT_TRUE(D.Topo.isDefault());
+  EXPECT_EQ(D.Source, "discovered: 1 host 'vm' (MPI shared-memory split); "
+                      "NVLink domains not probed, one a host (no GPU: test)");
+}
+
+TEST(TopologyDiscoveryTest, HostsByKeyInRankOrder) {
+  // Ranks interleaved over two hosts (mpirun --map-by node), the second
+  // host's key its lowest rank.
+  std::vector<RankPlacement> R = {placed("b", 0), placed("a", 1),
+                                  placed("b", 0), placed("a", 1)};
+  DiscoveredTopology D = topologyFromPlacements(R);
+  ASSERT_EQ(D.Topo.Hosts.size(), 2u);
+  EXPECT_EQ(D.Topo.Hosts[0].Name, "b");
+  EXPECT_EQ(D.Topo.Hosts[0].Ranks, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(D.Topo.Hosts[1].Ranks, (std::vector<int64_t>{1, 3}));
+  EXPECT_FALSE(bool(D.Topo.checkWorld(4, "discovered")));
+  Topology::Span S = D.Topo.spanOf({0, 1, 2, 3});
+  EXPECT_EQ(S.Hosts, 2);
+  EXPECT_EQ(S.MaxPerHost, 2);
+  EXPECT_EQ(D.Topo.fingerprint(), "b:[0,2]{[0,2]};a:[1,3]{[1,3]}");
+  EXPECT_EQ(D.Source.rfind("discovered: 2 hosts (MPI shared-memory split)", 0),
+            0u);
+}
+
+TEST(TopologyDiscoveryTest, SameNameOnTwoHostsIsToldApart) {
+  std::vector<RankPlacement> R = {placed("node", 0), placed("node", 1)};
+  DiscoveredTopology D = topologyFromPlacements(R);
+  ASSERT_EQ(D.Topo.Hosts.size(), 2u);
+  EXPECT_EQ(D.Topo.Hosts[0].Name, "node#0");
+  EXPECT_EQ(D.Topo.Hosts[1].Name, "node#1");
+}
+
+TEST(TopologyDiscoveryTest, NvlinkDomainsFromPeerAccess) {
+  // GPUs 0-1 reach each other, 2-3 reach each other; 1 also claims 2, but
+  // 2 does not claim 1, so they are not one domain.
+  std::vector<RankPlacement> R = {
+      placed("h", 0, 0, {0, 1}), placed("h", 0, 1, {0, 1, 2}),
+      placed("h", 0, 2, {2, 3}), placed("h", 0, 3, {2, 3})};
+  DiscoveredTopology D = topologyFromPlacements(R);
+  ASSERT_EQ(D.Topo.Hosts.size(), 1u);
+  EXPECT_EQ(D.Topo.Hosts[0].Domains,
+            (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(D.Topo.spanOf({0, 1, 2, 3}).Domains, 2);
+  EXPECT_EQ(D.Topo.spanOf({0, 1}).Domains, 1);
+  EXPECT_EQ(D.Source, "discovered: 1 host 'h' (MPI shared-memory split); "
+                      "NVLink domains from CUDA peer access");
+  // All-to-all peers (NVSwitch): one domain, the default.
+  std::vector<RankPlacement> All;
+  for (int G = 0; G < 4; ++G)
+    All.push_back(placed("h", 0, G, {0, 1, 2, 3}));
+  EXPECT_TRUE(topologyFromPlacements(All).Topo.isDefault());
+  // Ranks sharing a GPU (more ranks than GPUs) are in its domain.
+  std::vector<RankPlacement> Shared = {placed("h", 0, 0, {0}),
+                                       placed("h", 0, 0, {0})};
+  EXPECT_TRUE(topologyFromPlacements(Shared).Topo.isDefault());
+}
+
+TEST(TopologyDiscoveryTest, AHostWithoutGpuIsOneDomain) {
+  std::vector<RankPlacement> R = {placed("a", 0, 0, {0}),
+                                  placed("a", 0, 1, {1}), placed("b", 2),
+                                  placed("b", 2)};
+  DiscoveredTopology D = topologyFromPlacements(R);
+  ASSERT_EQ(D.Topo.Hosts.size(), 2u);
+  EXPECT_EQ(D.Topo.Hosts[0].Domains.size(), 2u);
+  EXPECT_EQ(D.Topo.Hosts[1].Domains.size(), 1u);
+  EXPECT_NE(D.Source.find("from CUDA peer access where a GPU was probed, "
+                          "elsewhere one a host (no GPU: test)"),
+            std::string::npos);
+}
+
+TEST(TopologyDiscoveryTest, DiscoverOverThreadRanks) {
+  // The exchange itself over a group of one (MPI ranks run it under
+  // mpirun: scripts/test-extra.d/mpi.sh and test/lit/Driver).
+  SingleCommunicator One;
+  llvm::Expected<DiscoveredTopology> D1 =
+      discoverTopology(One, placed("solo", 0), std::chrono::seconds(5));
+  ASSERT_TRUE(bool(D1)) << llvm::toString(D1.takeError());
+  EXPECT_TRUE(D1->Topo.isDefault());
+}
