@@ -108,7 +108,7 @@ struct Autotuner::Impl {
                      llvm::ArrayRef<BuildInput> Collectives);
   /// Whether the walk measures Todo[K] over every rank: it is in no
   /// subgroup and rank 0's cache Entries (if sent) do not replay it.
-  bool walkMeasures(const Graph &G,
+  bool measuredByWalk(const Graph &G,
                     llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
                     const std::vector<std::string> *Entries, size_t K);
   /// The collectives over every rank the walk will measure: nodes of Todo
@@ -116,7 +116,7 @@ struct Autotuner::Impl {
   /// choice to measure. Every rank finds the same (the pre-sync agreed on
   /// Todo and Entries, and collectives' memos hold agreed times), so every
   /// rank builds them at the same point (the cuda backend then opens NCCL's
-  /// communicator while it times the rest).
+  /// communicator, for more than one rank, while it times the rest).
   std::vector<BuildInput>
   collectivesToBuild(const Graph &G,
                      llvm::ArrayRef<MultiTemplateBufferNode *> Todo,

@@ -65,7 +65,7 @@ void Autotuner::Impl::measureByNode(
   Measurer.measureByNode(Work, Collectives);
 }
 
-bool Autotuner::Impl::walkMeasures(
+bool Autotuner::Impl::measuredByWalk(
     const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
     const std::vector<std::string> *Entries, size_t K) {
   return subgroupOf(G, *Todo[K]).empty() &&
@@ -79,7 +79,7 @@ void Autotuner::Impl::planWalk(const Graph &G,
   if (Ranks.isDegraded() || Opts.CacheOnly)
     return;
   for (size_t K = 0; K < Todo.size(); ++K)
-    if (walkMeasures(G, Todo, Entries, K))
+    if (measuredByWalk(G, Todo, Entries, K))
       Measurer.planBuild(*Todo[K], describeNode(M, G, *Todo[K]), Batch);
 }
 
@@ -87,11 +87,11 @@ std::vector<BuildInput> Autotuner::Impl::collectivesToBuild(
     const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
     const std::vector<std::string> *Entries) {
   std::vector<BuildInput> Batch;
-  if (Ranks.size() < 2 || Ranks.isDegraded() || Opts.CacheOnly)
+  if (Ranks.isDegraded() || Opts.CacheOnly)
     return Batch;
   for (size_t K = 0; K < Todo.size(); ++K) {
     if (!llvm::isa<CollectiveMultiTemplateBufferNode>(*Todo[K]) ||
-        !walkMeasures(G, Todo, Entries, K))
+        !measuredByWalk(G, Todo, Entries, K))
       continue;
     BuildInput In{Todo[K], describeNode(M, G, *Todo[K]), {}};
     if (Measurer.willMeasure(*In.N, In.W, In.Kept))
