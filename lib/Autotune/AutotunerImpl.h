@@ -109,8 +109,8 @@ struct Autotuner::Impl {
   /// Whether the walk measures Todo[K] over every rank: it is in no
   /// subgroup and rank 0's cache Entries (if sent) do not replay it.
   bool measuredByWalk(const Graph &G,
-                    llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
-                    const std::vector<std::string> *Entries, size_t K);
+                      llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                      const std::vector<std::string> *Entries, size_t K);
   /// The collectives over every rank the walk will measure: nodes of Todo
   /// in no subgroup, not replayed from rank 0's cache Entries, with a
   /// choice to measure. Every rank finds the same (the pre-sync agreed on
