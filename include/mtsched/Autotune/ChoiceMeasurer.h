@@ -86,7 +86,8 @@ public:
   /// broken and nothing is remembered).
   /// Before it measures anything it builds, in one batch, Also (the walk's
   /// collectives, which every rank builds at this point) and this rank's
-  /// nodes.
+  /// nodes; with nothing to deal out it builds nothing (the walk's batch
+  /// then holds Also).
   bool measureByNode(llvm::ArrayRef<NodeWork> Nodes,
                      llvm::ArrayRef<BuildInput> Also = {});
   /// Adds to Batch N at W with the choices pruning keeps, unless the memo

@@ -179,6 +179,8 @@ Prepared &CudaSession::slot(const MultiTemplateBufferNode &N,
 }
 
 std::string CudaArtifact::wait() const {
+  for (const std::shared_future<CompiledKernel> &C : NodeCubins)
+    C.wait();
   std::string Error;
   for (const std::shared_future<CompiledKernel> &C : Cubins)
     if (const CompiledKernel &K = C.get(); !K.Error.empty() && Error.empty())
@@ -212,34 +214,31 @@ BuiltChoices CudaSession::buildNode(const BuildInput &In) {
   auto Kept = [&](size_t I) { return I >= In.Kept.size() || In.Kept[I]; };
   compileAhead(N, In.W, Kept);
   Prepared &P = slot(N, In.W);
-  // What is still compiling, by kernel; the node's epilogue kernel goes
-  // with every choice (the runner times it after them).
+  // What is still compiling, by kernel.
   std::map<std::string, std::shared_future<CompiledKernel>> Compiling;
+  std::vector<std::shared_future<CompiledKernel>> All;
   for (const PendingKernels &B : P.Pending)
-    for (size_t I = 0; I < B.Keys.size(); ++I)
+    for (size_t I = 0; I < B.Keys.size(); ++I) {
       Compiling[B.Keys[I]] = B.Cubins[I];
-  auto Epilogue = Compiling.find("epilogue");
+      All.push_back(B.Cubins[I]);
+    }
   for (size_t I = 0; I < N.getChoices().size(); ++I) {
     if (!Kept(I))
       continue;
     const std::string &Name = N.getChoices()[I].Name;
-    auto Unfused = P.Kernels.find(keyOf(Name, false));
-    if (Unfused != P.Kernels.end() && !Unfused->second.Error.empty()) {
-      // Generated or checked already, and it cannot run: not worth timing.
-      Out[I].Error = Unfused->second.Error;
-      continue;
-    }
     auto A = std::make_shared<CudaArtifact>();
+    A->NodeCubins = All;
     for (bool Fused : {false, true}) {
       auto It = Compiling.find(keyOf(Name, Fused));
       if (It != Compiling.end())
         A->Cubins.push_back(It->second);
     }
-    if (A->Cubins.empty())
-      continue;
-    if (Epilogue != Compiling.end())
-      A->Cubins.push_back(Epilogue->second);
-    Out[I].Built = std::move(A);
+    // Generated or checked already, and it cannot run: not worth timing.
+    auto Unfused = P.Kernels.find(keyOf(Name, false));
+    if (Unfused != P.Kernels.end())
+      Out[I].Error = Unfused->second.Error;
+    if (!All.empty())
+      Out[I].Built = std::move(A);
   }
   return Out;
 }

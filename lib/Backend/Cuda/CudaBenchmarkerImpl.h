@@ -84,11 +84,15 @@ struct Prepared {
   std::string Error;
 };
 
-/// The kernels of one built choice (unfused and fused, and its node's
-/// epilogue kernel), compiling on the NVRTC pool.
+/// The kernels of one built choice (unfused and fused), compiling on the
+/// NVRTC pool, and those of the rest of its node's build (the other
+/// choices', the epilogue's): waiting for a node's artifacts waits for
+/// everything its build started.
 class CudaArtifact : public Artifact {
 public:
   std::vector<std::shared_future<CompiledKernel>> Cubins;
+  std::vector<std::shared_future<CompiledKernel>> NodeCubins;
+  /// The first of Cubins' failures.
   std::string wait() const override;
 };
 
