@@ -60,10 +60,11 @@ public:
   virtual ~Builder();
   /// Builds the kept choices of every input, asynchronously where the
   /// backend can, and returns at once: one BuiltChoices per input, in
-  /// order. Called on every rank at the same point of the walk with the
-  /// same nodes, so a backend may start what every rank must start together
-  /// (the cuda backend: NCCL's communicator, for a collective over every
-  /// rank).
+  /// order. The walk's batch is built on every rank at the same point and
+  /// holds the same collectives (its other nodes differ under
+  /// --split-tuning=nodes), so a backend may start there what every rank
+  /// must start together (the cuda backend: NCCL's communicator, for a
+  /// collective over every rank).
   virtual std::vector<BuiltChoices> build(llvm::ArrayRef<BuildInput> Batch) = 0;
   /// What the builder counted of its own work, by name, for the report
   /// (cuda: kernels compiled, read from the cache, failed, compile time).
