@@ -8,6 +8,7 @@
 #include "AutotunerImpl.h"
 #include "mtsched/Autotune/Cache.h"
 #include "mtsched/Schedule/Schedule.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/TimeProfiler.h"
@@ -31,8 +32,9 @@ Autotuner::Impl::Impl(Autotuner &Self, const AutotuneOptions &Opts,
                       Diagnostics &Diags, const Module &M, RankHooks Hooks)
     : Self(Self), Opts(Opts), Model(*Self.Model), Fusion(Fusion), Diags(Diags),
       M(M), Heuristic(Heuristic), Ranks(this->Opts, Comm, std::move(Hooks)),
-      Store(this->Opts), Measurer(this->Opts, *Self.Bench, *Self.Model, Ranks,
-                                  Store, Self.Result) {
+      Store(this->Opts),
+      Measurer(this->Opts, Self.Bench->getBuilder(), Self.Bench->getRunner(),
+               *Self.Model, Ranks, Store, Self.Result) {
   // The pre-sync's flags name the heuristic that decides, not a name the
   // caller may have left stale.
   this->Fusion.Heuristic = Heuristic.getName().str();
@@ -421,6 +423,8 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   Impl &I = *P;
   if (llvm::Error E = I.Ranks.applyRankFaults())
     return E;
+  // N is built alone as it is measured; nothing built runs on after.
+  auto Finish = llvm::make_scope_exit([&] { I.Measurer.finishBuilds(); });
   auto T0 = Clock::now();
   auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N);
   // One sync per collective; the first node is preceded by one whatever its
@@ -551,11 +555,19 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
                      (!Bundle.empty() || Todo.empty());
 
   auto B0 = Clock::now();
-  I.prepareCollectives(G, Todo, HaveEntries ? &Entries : nullptr);
+  // Build, then run: the batch of what the walk will measure is built
+  // once, before the first time is taken (the builder compiles the next
+  // nodes while the runner times one). Under --split-tuning=nodes the
+  // nodes measured ahead are built (with the collectives) before they are.
+  const std::vector<std::string> *Known = HaveEntries ? &Entries : nullptr;
+  std::vector<BuildInput> Batch = I.collectivesToBuild(G, Todo, Known);
   if (I.Opts.SplitTuning && I.Opts.SplitByNode && I.Ranks.size() > 1 &&
       !I.Ranks.isDegraded() && !I.Opts.CacheOnly)
-    I.measureByNode(G, Todo, HaveEntries ? &Entries : nullptr);
-  I.announceWalk(G, Todo, HaveEntries ? &Entries : nullptr);
+    I.measureByNode(G, Todo, Known, Batch);
+  I.planWalk(G, Todo, Known, Batch);
+  I.Measurer.build(Batch);
+  // Nothing the builder started runs on once the graph is decided.
+  auto Finish = llvm::make_scope_exit([&] { I.Measurer.finishBuilds(); });
   std::vector<Impl::GroupNode> GroupNodes;
   // With a decision table: the stand-in of each node until it is recorded
   // (a subgroup's nodes wait for the group's exchange).

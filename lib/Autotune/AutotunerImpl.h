@@ -126,30 +126,34 @@ struct Autotuner::Impl {
                     bool WithFusion);
   /// --split-tuning=nodes: before the walk, every time the non-collective
   /// nodes of Todo need, each node measured by one rank, one exchange
-  /// (ChoiceMeasurer::measureByNode). Entries: rank 0's cache entries, one
-  /// per node of Todo, if it sent them.
+  /// (ChoiceMeasurer::measureByNode), after one build of Collectives and
+  /// this rank's nodes. Entries: rank 0's cache entries, one per node of
+  /// Todo, if it sent them.
   void measureByNode(const Graph &G,
                      llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
-                     const std::vector<std::string> *Entries);
+                     const std::vector<std::string> *Entries,
+                     llvm::ArrayRef<BuildInput> Collectives);
   /// Whether the walk measures Todo[K] over every rank: it is in no
   /// subgroup and rank 0's cache Entries (if sent) do not replay it.
-  bool walkMeasures(const Graph &G,
-                    llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
-                    const std::vector<std::string> *Entries, size_t K);
-  /// Announces to the backend (ChoiceMeasurer::announce), in order, the
-  /// nodes of Todo the walk will measure: not in a subgroup, not replayed
+  bool measuredByWalk(const Graph &G,
+                      llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                      const std::vector<std::string> *Entries, size_t K);
+  /// The collectives over every rank the walk will measure: nodes of Todo
+  /// in no subgroup, not replayed from rank 0's cache Entries, with a
+  /// choice to measure. Every rank finds the same (the pre-sync agreed on
+  /// Todo and Entries, and collectives' memos hold agreed times), so every
+  /// rank builds them at the same point (the cuda backend then opens NCCL's
+  /// communicator, for more than one rank, while it times the rest).
+  std::vector<BuildInput>
+  collectivesToBuild(const Graph &G,
+                     llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                     const std::vector<std::string> *Entries);
+  /// Adds to Batch, in order, the other nodes of Todo the walk will
+  /// measure (ChoiceMeasurer::planBuild): not in a subgroup, not replayed
   /// from rank 0's cache Entries, not decided without measurements.
-  void announceWalk(const Graph &G,
-                    llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
-                    const std::vector<std::string> *Entries);
-  /// Tells the backend (Benchmarker::prepareCollectives) when the walk will
-  /// measure a collective over every rank: a node of Todo in no subgroup,
-  /// not replayed from rank 0's cache Entries, with a choice to measure.
-  /// Every rank decides alike: the pre-sync agreed on Todo and Entries, and
-  /// collectives' memos hold agreed times.
-  void prepareCollectives(const Graph &G,
-                          llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
-                          const std::vector<std::string> *Entries);
+  void planWalk(const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                const std::vector<std::string> *Entries,
+                std::vector<BuildInput> &Batch);
   /// Whether finalizeNode must stop: N was decided without measurements.
   bool stopIfUnmeasured(const Graph &G, MultiTemplateBufferNode &N);
   void notifyProgress(size_t Done, size_t Total);

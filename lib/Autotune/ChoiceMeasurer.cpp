@@ -10,24 +10,68 @@ using namespace mtsched;
 
 static constexpr double Inf = std::numeric_limits<double>::infinity();
 
-/// Tells the backend which of N's choices it will time (those Pruned gives
-/// no reason for), so it prepares and compiles only those.
-static void expectUnpruned(Benchmarker &Bench, const MultiTemplateBufferNode &N,
-                           const std::vector<std::string> &Pruned) {
-  std::vector<bool> Kept;
-  for (const std::string &P : Pruned)
-    Kept.push_back(P.empty());
-  Bench.expectChoices(N, Kept);
+BuildInput ChoiceMeasurer::buildInput(const MultiTemplateBufferNode &N,
+                                      const Workload &W) {
+  BuildInput In{&N, W, {}};
+  for (const std::string &P : pruneReasons(N, W))
+    In.Kept.push_back(P.empty());
+  return In;
 }
 
-void ChoiceMeasurer::announce(const MultiTemplateBufferNode &N,
-                              const Workload &W) {
+void ChoiceMeasurer::planBuild(const MultiTemplateBufferNode &N,
+                               const Workload &W,
+                               std::vector<BuildInput> &Batch) {
   if (llvm::isa<CollectiveMultiTemplateBufferNode>(N) ||
-      !Announced.insert(workloadKey(W, false) + workloadKey(W, true)).second)
+      !Planned.insert(workloadKey(W, false) + workloadKey(W, true)).second)
     return;
   std::vector<bool> Kept;
   if (willMeasure(N, W, Kept))
-    Bench.prepareAhead(N, W, Kept);
+    Batch.push_back(BuildInput{&N, W, std::move(Kept)});
+}
+
+void ChoiceMeasurer::build(llvm::ArrayRef<BuildInput> Batch) {
+  std::vector<BuildInput> New;
+  for (const BuildInput &In : Batch)
+    if (!Built.count({In.N, workloadKey(In.W, false)}))
+      New.push_back(In);
+  if (New.empty())
+    return;
+  llvm::TimeTraceScope Scope(
+      "build", [&] { return std::to_string(New.size()) + " nodes"; });
+  std::vector<BuiltChoices> Out = Build.build(New);
+  for (size_t K = 0; K < New.size(); ++K) {
+    BuiltChoices &B = Built[{New[K].N, workloadKey(New[K].W, false)}];
+    if (K < Out.size())
+      B = std::move(Out[K]);
+    B.resize(New[K].N->getChoices().size());
+  }
+}
+
+const BuiltChoices &ChoiceMeasurer::built(const MultiTemplateBufferNode &N,
+                                          const Workload &W) {
+  auto It = Built.find({&N, workloadKey(W, false)});
+  if (It != Built.end())
+    return It->second;
+  // Not in a batch (a size hint, a node decided alone): built now, with
+  // the choices pruning keeps.
+  build(buildInput(N, W));
+  return Built[{&N, workloadKey(W, false)}];
+}
+
+void ChoiceMeasurer::finishBuilds() {
+  for (auto &KV : Built)
+    for (const BuildResult &B : KV.second)
+      if (B.Built)
+        (void)B.Built->wait();
+  Built.clear();
+}
+
+Measurement ChoiceMeasurer::runChoice(const MultiTemplateBufferNode &N,
+                                      const Workload &W, size_t I, bool Fused) {
+  const BuildResult &B = built(N, W)[I];
+  if (B.failed())
+    return Measurement{ChoiceStatus::Failed, Inf, B.Error};
+  return Run.measure(N, W, N.getChoices()[I], Fused, B);
 }
 
 bool ChoiceMeasurer::willMeasure(const MultiTemplateBufferNode &N,
@@ -138,8 +182,6 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
     PendingValues.clear();
   };
   std::vector<std::string> Pruned = pruneReasons(N, W);
-  if (!Fused)
-    expectUnpruned(Bench, N, Pruned);
   for (size_t I = 0; I < N.getChoices().size(); ++I) {
     const Choice &C = N.getChoices()[I];
     if (Fused && C.isExtern()) {
@@ -198,7 +240,7 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
         return "%" + N.getName() + " " + C.Name + (Fused ? " fused" : "") +
                (Hint ? " @" + std::to_string(Hint) : "");
       });
-      Local = Bench.measure(N, W, C, Fused);
+      Local = runChoice(N, W, I, Fused);
     }
     ++Counters.BenchmarksRun;
     Out[I].LocalUs = Local.Status == ChoiceStatus::Ok ? Local.Us : Inf;
@@ -239,7 +281,7 @@ ChoiceMeasurer::measureEpilogue(const MultiTemplateBufferNode &N,
     S.Missing = true;
     return A;
   }
-  Measurement Local = Bench.measureEpilogue(N, W);
+  Measurement Local = Run.measureEpilogue(N, W);
   ++Counters.BenchmarksRun;
   std::vector<double> V{Local.Status == ChoiceStatus::Ok ? Local.Us : Inf};
   if (!Ranks.agreeMax(V, Opts.ChoiceTimeout + Opts.AgreementTimeout,
@@ -269,7 +311,8 @@ struct Slot {
 };
 } // namespace
 
-bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
+bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes,
+                                   llvm::ArrayRef<BuildInput> Also) {
   Communicator &Comm = Ranks.nodeComm();
   int Size = Comm.size(), Rank = Comm.rank();
   // The plan: every time not yet known, once, in node order; the same on
@@ -332,16 +375,17 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
     Owner[K] = Owner[GroupOf[K]];
     Owned[size_t(Owner[K])] += Begin[K + 1] - Begin[K];
   }
-  // This rank's nodes, announced at once: the backend prepares the next
-  // while it measures one.
+  // This rank's nodes, built at once: the builder compiles the next while
+  // the runner times one.
+  std::vector<BuildInput> Batch(Also.begin(), Also.end());
   for (size_t K = 0; K < Nodes.size(); ++K)
     if (Owner[K] == Rank && Begin[K + 1] > Begin[K])
-      announce(*Nodes[K].N, Nodes[K].W);
+      planBuild(*Nodes[K].N, Nodes[K].W, Batch);
+  build(Batch);
   // This rank's nodes, as the node's own walk would measure them.
   std::vector<double> Values(2 * Slots.size(), -Inf);
   std::vector<Measurement> Local(Slots.size());
   std::vector<ChoiceStatus> Unfused;
-  const Workload *Expected = nullptr;
   for (size_t S = 0; S < Slots.size(); ++S) {
     const Slot &Sl = Slots[S];
     Values[2 * S + 1] = statusCode(ChoiceStatus::Ok);
@@ -350,14 +394,6 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
     const MultiTemplateBufferNode &N = *Nodes[Sl.Node].N;
     if (S == Begin[Sl.Node])
       Unfused.assign(N.getChoices().size(), ChoiceStatus::Ok);
-    // As the walk does before a node's first measurement at a size: the
-    // backend prepares (compiles) only what is not pruned. Without it the
-    // cuda backend compiled every pruned choice too (8.6 s of NVRTC in one
-    // Llama layer's first run).
-    if (Sl.W != Expected) {
-      Expected = Sl.W;
-      expectUnpruned(Bench, N, pruneReasons(N, *Sl.W));
-    }
     // A choice that failed unfused is tried neither fused nor at a hint,
     // whether it failed now or in the memo.
     if (Sl.C && (Sl.Fused || Sl.Hint)) {
@@ -374,8 +410,11 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes) {
                (Sl.Fused && Sl.C ? " fused" : "") +
                (Sl.Hint ? " @" + std::to_string(Sl.Hint) : "");
       });
-      Local[S] = Sl.C ? Bench.measure(N, *Sl.W, *Sl.C, Sl.Fused)
-                      : Bench.measureEpilogue(N, *Sl.W);
+      // Built with the choices pruning keeps (in the batch above, or at a
+      // size hint now): the cuda backend compiled every pruned choice
+      // too otherwise (8.6 s of NVRTC in one Llama layer's first run).
+      Local[S] = Sl.C ? runChoice(N, *Sl.W, Sl.Index, Sl.Fused)
+                      : Run.measureEpilogue(N, *Sl.W);
     }
     ++Counters.BenchmarksRun;
     if (Sl.C && !Sl.Fused && !Sl.Hint)

@@ -7,39 +7,63 @@ using namespace mtsched;
 
 namespace {
 
-class FaultInjectingBenchmarker : public Benchmarker {
+/// Builds what Inner builds, but a choice with a build-fail fault fails to
+/// build, saying so.
+class FaultInjectingBuilder : public Builder {
 public:
-  FaultInjectingBenchmarker(std::unique_ptr<Benchmarker> Inner,
-                            const AutotuneOptions &Opts, int Rank)
+  FaultInjectingBuilder(std::shared_ptr<Benchmarker> Inner,
+                        const AutotuneOptions &Opts, int Rank)
       : Inner(std::move(Inner)), Opts(Opts), Rank(Rank) {}
 
-  llvm::StringRef getBackendName() const override {
-    return Inner->getBackendName();
+  std::vector<BuiltChoices> build(llvm::ArrayRef<BuildInput> Batch) override {
+    std::vector<BuiltChoices> Out = Inner->getBuilder().build(Batch);
+    for (size_t K = 0; K < Batch.size(); ++K) {
+      const MultiTemplateBufferNode &N = *Batch[K].N;
+      for (size_t I = 0; I < N.getChoices().size() && I < Out[K].size(); ++I) {
+        const Fault *F =
+            Opts.Faults.choiceFault(Rank, N.getName(), N.getChoices()[I].Name);
+        if (F && F->K == Fault::Kind::BuildFail)
+          Out[K][I] =
+              BuildResult{nullptr, "failed to compile (injected fault)"};
+      }
+    }
+    return Out;
   }
-  std::string getVersion() const override { return Inner->getVersion(); }
-  std::string getSetupError() const override { return Inner->getSetupError(); }
+  std::vector<std::pair<std::string, int64_t>> getCounters() const override {
+    return Inner->getBuilder().getCounters();
+  }
 
+private:
+  std::shared_ptr<Benchmarker> Inner;
+  const AutotuneOptions &Opts;
+  int Rank;
+};
+
+/// Times what Inner times, but a choice with a run-time fault gets the
+/// outcome the fault asks for.
+class FaultInjectingRunner : public Runner {
+public:
+  FaultInjectingRunner(std::shared_ptr<Benchmarker> Inner,
+                       const AutotuneOptions &Opts, int Rank)
+      : Inner(std::move(Inner)), Opts(Opts), Rank(Rank) {}
+
+  std::string getSetupError() const override {
+    return Inner->getRunner().getSetupError();
+  }
+  std::vector<std::pair<std::string, int64_t>> getCounters() const override {
+    return Inner->getRunner().getCounters();
+  }
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
-                      const Choice &C, bool Fused) override {
+                      const Choice &C, bool Fused,
+                      const BuildResult &Built) override {
     if (const Fault *F = Opts.Faults.choiceFault(Rank, N.getName(), C.Name))
       return injected(*F);
-    return Inner->measure(N, W, C, Fused);
+    return Inner->getRunner().measure(N, W, C, Fused, Built);
   }
-
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,
                               const Workload &W) override {
-    return Inner->measureEpilogue(N, W);
+    return Inner->getRunner().measureEpilogue(N, W);
   }
-  void expectChoices(const MultiTemplateBufferNode &N,
-                     const std::vector<bool> &Kept) override {
-    Inner->expectChoices(N, Kept);
-  }
-  void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
-                    const std::vector<bool> &Kept) override {
-    Inner->prepareAhead(N, W, Kept);
-  }
-  void prepareCollectives() override { Inner->prepareCollectives(); }
-  void waitIdle() override { Inner->waitIdle(); }
 
 private:
   Measurement injected(const Fault &F) const {
@@ -47,6 +71,8 @@ private:
     M.Us = std::numeric_limits<double>::infinity();
     switch (F.K) {
     case Fault::Kind::BuildFail:
+      // The builder failed it already; a choice run without its build
+      // result fails the same way.
       M.Status = ChoiceStatus::Failed;
       M.Message = "failed to compile (injected fault)";
       break;
@@ -69,7 +95,7 @@ private:
     return M;
   }
 
-  std::unique_ptr<Benchmarker> Inner;
+  std::shared_ptr<Benchmarker> Inner;
   const AutotuneOptions &Opts;
   int Rank;
 };
@@ -78,6 +104,11 @@ private:
 
 std::unique_ptr<Benchmarker> mtsched::createFaultInjectingBenchmarker(
     std::unique_ptr<Benchmarker> Inner, const AutotuneOptions &Opts, int Rank) {
-  return std::make_unique<FaultInjectingBenchmarker>(std::move(Inner), Opts,
-                                                     Rank);
+  std::shared_ptr<Benchmarker> Shared(std::move(Inner));
+  std::string Name = Shared->getBackendName().str();
+  std::string Version = Shared->getVersion();
+  return std::make_unique<Benchmarker>(
+      std::move(Name), std::move(Version),
+      std::make_unique<FaultInjectingBuilder>(Shared, Opts, Rank),
+      std::make_unique<FaultInjectingRunner>(Shared, Opts, Rank));
 }

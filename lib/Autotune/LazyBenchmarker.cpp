@@ -9,16 +9,15 @@ using namespace mtsched;
 
 static std::atomic<unsigned> Created{0};
 
-LazyBenchmarker::LazyBenchmarker(std::string Name, std::string Version,
-                                 Factory Make)
+LazyBackend::LazyBackend(std::string Name, std::string Version, Factory Make)
     : Name(std::move(Name)), Version(std::move(Version)),
       Make(std::move(Make)) {}
 
-LazyBenchmarker::~LazyBenchmarker() = default;
+LazyBackend::~LazyBackend() = default;
 
-unsigned LazyBenchmarker::getCreatedCount() { return Created.load(); }
+unsigned LazyBackend::getCreatedCount() { return Created.load(); }
 
-Benchmarker *LazyBenchmarker::get() {
+Benchmarker *LazyBackend::get() {
   if (Tried)
     return Real.get();
   Tried = true;
@@ -38,53 +37,77 @@ Benchmarker *LazyBenchmarker::get() {
   }
   ++Created;
   Real = std::move(*B);
-  for (const auto &[N, Kept] : PendingKept)
-    Real->expectChoices(*N, Kept);
-  PendingKept.clear();
   return Real.get();
 }
 
-void LazyBenchmarker::expectChoices(const MultiTemplateBufferNode &N,
-                                    const std::vector<bool> &Kept) {
-  if (Real)
-    Real->expectChoices(N, Kept);
-  else if (!Tried)
-    PendingKept[&N] = Kept;
-}
+namespace {
 
-void LazyBenchmarker::prepareAhead(const MultiTemplateBufferNode &N,
-                                   const Workload &W,
-                                   const std::vector<bool> &Kept) {
-  if (Benchmarker *B = get())
-    B->prepareAhead(N, W, Kept);
-}
+/// Creates the backend (a batch to build means a measurement follows) and
+/// passes the batch on; builds nothing if it cannot be created.
+class LazyBuilder : public Builder {
+public:
+  explicit LazyBuilder(std::shared_ptr<LazyBackend> Backend)
+      : Backend(std::move(Backend)) {}
+  std::vector<BuiltChoices> build(llvm::ArrayRef<BuildInput> Batch) override {
+    if (Benchmarker *B = Backend->get())
+      return B->getBuilder().build(Batch);
+    std::vector<BuiltChoices> Out;
+    for (const BuildInput &In : Batch)
+      Out.emplace_back(In.N->getChoices().size());
+    return Out;
+  }
+  /// The created backend's counters; none if it was never created.
+  std::vector<std::pair<std::string, int64_t>> getCounters() const override {
+    return Backend->isCreated()
+               ? Backend->created()->getBuilder().getCounters()
+               : std::vector<std::pair<std::string, int64_t>>();
+  }
 
-void LazyBenchmarker::prepareCollectives() {
-  if (Benchmarker *B = get())
-    B->prepareCollectives();
-}
+private:
+  std::shared_ptr<LazyBackend> Backend;
+};
 
-void LazyBenchmarker::waitIdle() {
-  if (Real)
-    Real->waitIdle();
-}
-
-static Measurement failed(const std::string &Why) {
+Measurement failed(const std::string &Why) {
   return Measurement{ChoiceStatus::Failed,
                      std::numeric_limits<double>::infinity(), Why};
 }
 
-Measurement LazyBenchmarker::measure(const MultiTemplateBufferNode &N,
-                                     const Workload &W, const Choice &C,
-                                     bool Fused) {
-  Benchmarker *B = get();
-  return B ? B->measure(N, W, C, Fused) : failed(Error);
-}
+class LazyRunner : public Runner {
+public:
+  explicit LazyRunner(std::shared_ptr<LazyBackend> Backend)
+      : Backend(std::move(Backend)) {}
+  std::string getSetupError() const override { return Backend->getError(); }
+  std::vector<std::pair<std::string, int64_t>> getCounters() const override {
+    return Backend->isCreated()
+               ? Backend->created()->getRunner().getCounters()
+               : std::vector<std::pair<std::string, int64_t>>();
+  }
+  Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
+                      const Choice &C, bool Fused,
+                      const BuildResult &Built) override {
+    Benchmarker *B = Backend->get();
+    return B ? B->getRunner().measure(N, W, C, Fused, Built)
+             : failed(Backend->getError());
+  }
+  Measurement measureEpilogue(const MultiTemplateBufferNode &N,
+                              const Workload &W) override {
+    Benchmarker *B = Backend->get();
+    return B ? B->getRunner().measureEpilogue(N, W)
+             : failed(Backend->getError());
+  }
 
-Measurement LazyBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
-                                             const Workload &W) {
-  Benchmarker *B = get();
-  return B ? B->measureEpilogue(N, W) : failed(Error);
+private:
+  std::shared_ptr<LazyBackend> Backend;
+};
+
+} // namespace
+
+std::unique_ptr<Benchmarker>
+mtsched::createLazyBenchmarker(std::shared_ptr<LazyBackend> Backend) {
+  std::string Name = Backend->getName(), Version = Backend->getVersion();
+  return std::make_unique<Benchmarker>(std::move(Name), std::move(Version),
+                                       std::make_unique<LazyBuilder>(Backend),
+                                       std::make_unique<LazyRunner>(Backend));
 }
 
 llvm::Expected<std::unique_ptr<Benchmarker>>
@@ -101,7 +124,7 @@ mtsched::createLazyBenchmarker(const BackendRegistry &Backends,
   auto Kept = std::make_shared<AutotuneOptions>(Opts);
   Communicator *C = &Comm;
   BackendInfo::CreateFn Create = B->Create;
-  return std::make_unique<LazyBenchmarker>(
+  return createLazyBenchmarker(std::make_shared<LazyBackend>(
       B->Name, B->Version,
-      [Kept, Rank, C, Create]() { return Create(*Kept, Rank, *C); });
+      [Kept, Rank, C, Create]() { return Create(*Kept, Rank, *C); }));
 }

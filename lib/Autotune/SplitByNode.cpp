@@ -3,9 +3,9 @@
 // The parts of the autotuner's walk that run before it: under
 // --split-tuning=nodes, what each node of a graph will need measured, for
 // ChoiceMeasurer::measureByNode to deal out and measure ahead; and the
-// nodes the walk will measure, announced to the backend so that it can
-// prepare the next while it measures one, and its collectives' set-up
-// while it measures the rest.
+// batch of nodes the walk will measure, which the backend's builder builds
+// at once, so that it compiles the next while the runner times one, and
+// sets its collectives up while the runner times the rest.
 //
 //===----------------------------------------------------------------------===//
 #include "AutotunerImpl.h"
@@ -17,7 +17,8 @@ using namespace mtsched;
 
 void Autotuner::Impl::measureByNode(
     const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
-    const std::vector<std::string> *Entries) {
+    const std::vector<std::string> *Entries,
+    llvm::ArrayRef<BuildInput> Collectives) {
   llvm::TimeTraceScope Scope("split by node");
   // Non-collective world nodes the cache does not answer; a node whose
   // entry replays measures what the entry lacks in its own walk.
@@ -67,38 +68,40 @@ void Autotuner::Impl::measureByNode(
       Work[M].Group = int(First);
   }
   // A failed exchange breaks the agreement: the nodes then fall back.
-  Measurer.measureByNode(Work);
+  Measurer.measureByNode(Work, Collectives);
 }
 
-bool Autotuner::Impl::walkMeasures(
+bool Autotuner::Impl::measuredByWalk(
     const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
     const std::vector<std::string> *Entries, size_t K) {
   return subgroupOf(G, *Todo[K]).empty() &&
          !(Entries && llvm::StringRef((*Entries)[K]).starts_with("H"));
 }
 
-void Autotuner::Impl::announceWalk(
-    const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
-    const std::vector<std::string> *Entries) {
+void Autotuner::Impl::planWalk(const Graph &G,
+                               llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
+                               const std::vector<std::string> *Entries,
+                               std::vector<BuildInput> &Batch) {
   if (Ranks.isDegraded() || Opts.CacheOnly)
     return;
   for (size_t K = 0; K < Todo.size(); ++K)
-    if (walkMeasures(G, Todo, Entries, K))
-      Measurer.announce(*Todo[K], describeNode(M, G, *Todo[K]));
+    if (measuredByWalk(G, Todo, Entries, K))
+      Measurer.planBuild(*Todo[K], describeNode(M, G, *Todo[K]), Batch);
 }
 
-void Autotuner::Impl::prepareCollectives(
+std::vector<BuildInput> Autotuner::Impl::collectivesToBuild(
     const Graph &G, llvm::ArrayRef<MultiTemplateBufferNode *> Todo,
     const std::vector<std::string> *Entries) {
-  if (Ranks.size() < 2 || Ranks.isDegraded() || Opts.CacheOnly)
-    return;
+  std::vector<BuildInput> Batch;
+  if (Ranks.isDegraded() || Opts.CacheOnly)
+    return Batch;
   for (size_t K = 0; K < Todo.size(); ++K) {
-    std::vector<bool> Kept;
-    if (llvm::isa<CollectiveMultiTemplateBufferNode>(*Todo[K]) &&
-        walkMeasures(G, Todo, Entries, K) &&
-        Measurer.willMeasure(*Todo[K], describeNode(M, G, *Todo[K]), Kept)) {
-      Self.Bench->prepareCollectives();
-      return;
-    }
+    if (!llvm::isa<CollectiveMultiTemplateBufferNode>(*Todo[K]) ||
+        !measuredByWalk(G, Todo, Entries, K))
+      continue;
+    BuildInput In{Todo[K], describeNode(M, G, *Todo[K]), {}};
+    if (Measurer.willMeasure(*In.N, In.W, In.Kept))
+      Batch.push_back(std::move(In));
   }
+  return Batch;
 }

@@ -555,12 +555,11 @@ bool decideSharedModule(const OptMainConfig &Config, Module &M,
 /// With Config.DisableFree, S's session (its GPU's memory and kernels, its
 /// NCCL communicator, cuBLAS) is left to the OS, which reclaims it as the
 /// process ends: destroying it took 0.1-0.2 s of a 2-rank run on 2 H100s
-/// (docs/BENCHMARKS.md). Its background compiles finish first, since they
-/// write the kernel cache.
+/// (docs/BENCHMARKS.md). Its builder's compiles, which write the kernel
+/// cache, finished with the graph they were built for (Autotuner.h).
 void leaveToTheOS(const OptMainConfig &Config, RankState &S) {
   if (!Config.DisableFree || !S.Session)
     return;
-  S.Session->waitIdle();
   llvm::BuryPointer(std::move(S.Session));
 }
 

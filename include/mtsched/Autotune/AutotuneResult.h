@@ -8,7 +8,8 @@
 #ifndef MTSCHED_AUTOTUNE_AUTOTUNERESULT_H
 #define MTSCHED_AUTOTUNE_AUTOTUNERESULT_H
 
-#include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/AutotuneOptions.h"
+#include "mtsched/Autotune/Measurement.h"
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/IR/Graph.h"
 #include <map>

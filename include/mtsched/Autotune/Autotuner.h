@@ -11,7 +11,8 @@
 // decide identically by construction.
 //
 // The autotuner is a stack of layers (docs/ARCHITECTURE.md): the backend's
-// Benchmarker measures, RankAgreement agrees across ranks, MeasurementStore
+// Builder builds the batch of choices a graph's walk will time, once, and
+// its Runner times them, RankAgreement agrees across ranks, MeasurementStore
 // remembers and replays (ChoiceMeasurer runs that stack), the decision step
 // (Decision.h) asks the fusion heuristic, and observers watch. This class
 // only walks a graph's nodes through them.
@@ -59,7 +60,9 @@ public:
   ~Autotuner();
 
   /// Decides every undecided node of G (deferred mode) and records the
-  /// outcome in the IR.
+  /// outcome in the IR. Once it (or decideNow) returns, nothing the
+  /// backend's builder started for it still runs: the session may be left
+  /// to the OS at exit instead of destroyed.
   llvm::Error tuneGraph(Graph &G);
   /// V1: decides N now, alone (one sync if it is a collective, no fusion
   /// benchmark).
@@ -72,10 +75,6 @@ public:
   /// timings; a peer whose hash differs gets one placeholder decision in
   /// RankDecisions, so "decided differently" is still found.
   void finish(bool RankDetails = true);
-  /// Returns once the backend runs nothing in the background
-  /// (Benchmarker::waitIdle): the session may then be left to the OS at
-  /// exit instead of destroyed.
-  void waitIdle() { Bench->waitIdle(); }
 
   /// N's epilogue run as its own kernel: measured like every choice (agreed
   /// across ranks, memoized), predicted by the noise-free cost model once

@@ -1,16 +1,17 @@
 //===- BackendRegistry.h - The backends choices can be timed on -*- C++ -*-===//
 //
-// A backend is a way of timing choices: a Benchmarker implementation with a
-// name (`--backend`), a version for cache keys and a factory. Backends live
-// in lib/Backend/<Name> and are listed in one BackendRegistry
-// (mtsched/Backend/Backends.h); the autotuner, the driver and the tools find
-// them there by name, so nothing above a backend names its classes or
-// downcasts a Benchmarker.
+// A backend is a way of timing choices: a Builder and a Runner (held by a
+// Benchmarker) with a name (`--backend`), a version for cache keys and a
+// factory. Backends live in lib/Backend/<Name> and are listed in one
+// BackendRegistry (mtsched/Backend/Backends.h); the autotuner, the driver
+// and the tools find them there by name, so nothing above a backend names
+// its classes or downcasts its builder or runner.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_AUTOTUNE_BACKENDREGISTRY_H
 #define MTSCHED_AUTOTUNE_BACKENDREGISTRY_H
 
+#include "mtsched/Autotune/AutotuneOptions.h"
 #include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Reference/Npy.h"
 #include <functional>
@@ -64,7 +65,7 @@ struct BackendInfo {
   /// One line for `--help` and error messages.
   std::string Description;
   /// The version the created backend will report (part of every cache
-  /// key), known without creating it: LazyBenchmarker announces it.
+  /// key), known without creating it: a lazy backend announces it.
   std::string Version;
   /// Creates the backend for one rank. Comm is the rank's communicator
   /// (collectives over several devices need it); it and Opts must outlive

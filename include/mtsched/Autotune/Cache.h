@@ -14,7 +14,8 @@
 #define MTSCHED_AUTOTUNE_CACHE_H
 
 #include "mtsched/Autotune/AutotuneOptions.h"
-#include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/Measurement.h"
+#include "mtsched/Autotune/Workload.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <map>

@@ -2,8 +2,11 @@
 //
 // How one time is obtained, from the top of the stack down: the memo and
 // the persistent cache (MeasurementStore), then, when neither holds it and
-// measuring is allowed, the backend's benchmarker on this rank, agreed with
-// the other ranks by max-reduction (RankAgreement). Choice faults are
+// measuring is allowed, the backend on this rank, agreed with the other
+// ranks by max-reduction (RankAgreement). The backend is two halves: its
+// Builder builds a batch of nodes' kept choices once (build(), or the node
+// alone just before its first time is taken), and its Runner times each
+// built choice; a choice that failed to build is not run. Choice faults are
 // injected inside the backends. Nothing here decides: it returns agreed
 // times, failures as data, for the decision step.
 //
@@ -12,14 +15,17 @@
 #define MTSCHED_AUTOTUNE_CHOICEMEASURER_H
 
 #include "mtsched/Autotune/AutotuneResult.h"
-#include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/Builder.h"
 #include "mtsched/Autotune/MeasurementStore.h"
 #include "mtsched/Autotune/RankAgreement.h"
+#include "mtsched/Autotune/Runner.h"
 #include "mtsched/Autotune/TimePredictor.h"
 #include "mtsched/Autotune/Workload.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringSet.h"
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mtsched {
@@ -36,11 +42,11 @@ public:
   };
 
   /// Counters (benchmarks run, memo hits) go to Counters.
-  ChoiceMeasurer(const AutotuneOptions &Opts, Benchmarker &Bench,
+  ChoiceMeasurer(const AutotuneOptions &Opts, Builder &Build, Runner &Run,
                  const TimePredictor &Model, RankAgreement &Ranks,
                  MeasurementStore &Store, RunResult &Counters)
-      : Opts(Opts), Bench(Bench), Model(Model), Ranks(Ranks), Store(Store),
-        Counters(Counters) {}
+      : Opts(Opts), Build(Build), Run(Run), Model(Model), Ranks(Ranks),
+        Store(Store), Counters(Counters) {}
 
   /// Every choice of N (fused or not) at workload W, agreed across the
   /// node's ranks. Choices whose entry in Skip is set are not measured (a
@@ -78,12 +84,28 @@ public:
   /// ranks it does nothing, and the nodes' walk has every rank time every
   /// choice. False if the ranks could not agree (the agreement is then
   /// broken and nothing is remembered).
-  bool measureByNode(llvm::ArrayRef<NodeWork> Nodes);
-  /// Says to the backend (prepareAhead) that N will be measured at W,
-  /// unless the memo has every kept choice's time or a node of the same
-  /// workload was announced before (its times will be replayed). Called
-  /// for the nodes to measure, in order, before the first is measured.
-  void announce(const MultiTemplateBufferNode &N, const Workload &W);
+  /// Before it measures anything it builds, in one batch, Also (the walk's
+  /// collectives, which every rank builds at this point) and this rank's
+  /// nodes; with nothing to deal out it builds nothing (the walk's batch
+  /// then holds Also).
+  bool measureByNode(llvm::ArrayRef<NodeWork> Nodes,
+                     llvm::ArrayRef<BuildInput> Also = {});
+  /// Adds to Batch N at W with the choices pruning keeps, unless the memo
+  /// has every kept choice's time or a node of the same workload was
+  /// planned before (its times will be replayed). Called for the nodes the
+  /// walk will measure, in order, before the first is measured.
+  void planBuild(const MultiTemplateBufferNode &N, const Workload &W,
+                 std::vector<BuildInput> &Batch);
+  /// Builds Batch, once (the builder compiles while the runner times): the
+  /// inputs already built are left out.
+  void build(llvm::ArrayRef<BuildInput> Batch);
+  /// Waits for every artifact built so far and forgets them all: nothing
+  /// the builder started is still running after this (the process may then
+  /// end without destroying the backend), and a later node at a freed one's
+  /// address is built anew.
+  void finishBuilds();
+  /// N at W with the choices pruning keeps.
+  BuildInput buildInput(const MultiTemplateBufferNode &N, const Workload &W);
   /// Whether measuring N at W measures anything: a choice pruning keeps
   /// (Kept, per choice) has no time in the memo yet.
   bool willMeasure(const MultiTemplateBufferNode &N, const Workload &W,
@@ -99,15 +121,26 @@ private:
   std::string choiceMemoKey(const Workload &W, bool Fused,
                             const Choice &C) const;
   std::string epilogueMemoKey(const Workload &W) const;
+  /// What building N at W gave, built now (alone) if it was not.
+  const BuiltChoices &built(const MultiTemplateBufferNode &N,
+                            const Workload &W);
+  /// Times choice I of N at W through the runner, unless it failed to build.
+  Measurement runChoice(const MultiTemplateBufferNode &N, const Workload &W,
+                        size_t I, bool Fused);
 
   const AutotuneOptions &Opts;
-  Benchmarker &Bench;
+  Builder &Build;
+  Runner &Run;
   const TimePredictor &Model;
   RankAgreement &Ranks;
   MeasurementStore &Store;
   RunResult &Counters;
-  /// The workloads announce() told the backend of.
-  llvm::StringSet<> Announced;
+  /// The workloads planBuild() put in a batch.
+  llvm::StringSet<> Planned;
+  /// What the builder returned, by node and workload.
+  std::map<std::pair<const MultiTemplateBufferNode *, std::string>,
+           BuiltChoices>
+      Built;
 };
 
 /// Times kept to the nanosecond: finer digits are noise and clutter the IR.

@@ -2,74 +2,59 @@
 //
 // Creating the cuda backend starts a GPU context (and later compiles
 // kernels); a run whose every decision replays from the autotune cache needs
-// neither. A LazyBenchmarker announces its backend's name and version (both
-// part of the cache key) up front and creates the backend only when a
-// choice actually has to be measured: a warm start touches no device.
+// neither. A lazy backend announces its name and version (both part of the
+// cache key) up front and creates the real backend only when something must
+// be built or timed: a warm start touches no device. Its builder and runner
+// both create it on first use and then pass everything to its own.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_AUTOTUNE_LAZYBENCHMARKER_H
 #define MTSCHED_AUTOTUNE_LAZYBENCHMARKER_H
 
+#include "mtsched/Autotune/AutotuneOptions.h"
 #include "mtsched/Autotune/Benchmarker.h"
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <vector>
 
 namespace mtsched {
 
 class BackendRegistry;
 class Communicator;
 
-class LazyBenchmarker : public Benchmarker {
+/// The backend a lazy benchmarker's builder and runner share.
+class LazyBackend {
 public:
   using Factory = std::function<llvm::Expected<std::unique_ptr<Benchmarker>>()>;
-  LazyBenchmarker(std::string Name, std::string Version, Factory Make);
-  ~LazyBenchmarker() override;
+  LazyBackend(std::string Name, std::string Version, Factory Make);
+  ~LazyBackend();
 
-  llvm::StringRef getBackendName() const override { return Name; }
-  std::string getVersion() const override { return Version; }
-  /// Create the backend on first use; if it cannot be created, every
-  /// measurement fails saying why, and getSetupError() says it too.
-  Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
-                      const Choice &C, bool Fused) override;
-  /// Forwarded once the backend exists; kept until then, so that a hint
-  /// never creates it (a fully cached run opens no GPU).
-  void expectChoices(const MultiTemplateBufferNode &N,
-                     const std::vector<bool> &Kept) override;
-  /// Creates the backend (a measurement of N follows) and forwards.
-  void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
-                    const std::vector<bool> &Kept) override;
-  /// Creates the backend (a collective's measurement follows) and
-  /// forwards.
-  void prepareCollectives() override;
-  /// Forwarded if the backend exists.
-  void waitIdle() override;
-  Measurement measureEpilogue(const MultiTemplateBufferNode &N,
-                              const Workload &W) override;
-  std::string getSetupError() const override { return Error; }
-  /// The created backend's counters; none if it was never created.
-  std::vector<std::pair<std::string, int64_t>> getCounters() const override {
-    return Real ? Real->getCounters()
-                : std::vector<std::pair<std::string, int64_t>>();
-  }
-
+  /// The backend, created by the first call; null if it cannot be (then
+  /// getError() says why).
+  Benchmarker *get();
+  /// The backend if created, without creating it.
+  Benchmarker *created() const { return Real.get(); }
   bool isCreated() const { return Real != nullptr; }
-  /// Backends created through LazyBenchmarker in this process, for tests.
+  const std::string &getError() const { return Error; }
+  const std::string &getName() const { return Name; }
+  const std::string &getVersion() const { return Version; }
+  /// Backends created through LazyBackend in this process, for tests.
   static unsigned getCreatedCount();
 
 private:
-  Benchmarker *get();
-
   std::string Name;
   std::string Version;
   Factory Make;
   std::unique_ptr<Benchmarker> Real;
   bool Tried = false;
   std::string Error;
-  std::map<const MultiTemplateBufferNode *, std::vector<bool>> PendingKept;
 };
+
+/// A benchmarker named as Backend is, whose builder and runner create it on
+/// first use. If it cannot be created, nothing is built, every measurement
+/// fails saying why, and getSetupError() says it too.
+std::unique_ptr<Benchmarker>
+createLazyBenchmarker(std::shared_ptr<LazyBackend> Backend);
 
 /// The benchmarker of Backends that Opts.Backend names, for Rank, created
 /// on first use with Comm; `auto` must try its backends to know which it is,

@@ -11,8 +11,8 @@
 #define MTSCHED_AUTOTUNE_MEASUREMENTSTORE_H
 
 #include "mtsched/Autotune/AutotuneOptions.h"
-#include "mtsched/Autotune/Benchmarker.h"
 #include "mtsched/Autotune/Cache.h"
+#include "mtsched/Autotune/Measurement.h"
 #include "mtsched/Autotune/Workload.h"
 #include <limits>
 #include <map>

@@ -1,8 +1,10 @@
 //===- CudaBenchPrepare.cpp - What a node's choices share ----------------===//
 //
-// The first measurement of a node (at its size or a size hint) prepares its
-// seeded inputs (rotated copies), the fp64 reference of a sample of output
-// rows and every choice's kernel, generated and compiled at once.
+// The builder starts a node's kernels compiling (every kept choice's, at
+// once, on the NVRTC pool) before anything is timed. The first measurement
+// of a node (at its size or a size hint) prepares its seeded inputs
+// (rotated copies), the fp64 reference of a sample of output rows, and
+// loads its kernels, compiling there what was not built ahead.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaBenchmarkerImpl.h"
@@ -35,10 +37,9 @@
 using namespace mtsched;
 using namespace mtsched::cuda;
 
-void CudaBenchmarker::startCompile(const MultiTemplateBufferNode &N,
-                                   Prepared &P, const DeviceInfo &Info,
-                                   const DriverApi &D,
-                                   llvm::function_ref<bool(size_t)> Want) {
+void CudaSession::startCompile(const MultiTemplateBufferNode &N, Prepared &P,
+                               const DeviceInfo &Info, const DriverApi &D,
+                               llvm::function_ref<bool(size_t)> Want) {
   std::vector<std::string> Keys;
   std::vector<CompileJob> Jobs;
   auto Add = [&](const std::string &Key, llvm::Expected<KernelSource> K) {
@@ -84,8 +85,8 @@ void CudaBenchmarker::startCompile(const MultiTemplateBufferNode &N,
     Add("epilogue", generateEpilogueKernel(N, P.Rows));
   if (Jobs.empty())
     return;
-  // One pool for every node, first come first served: kernels of nodes
-  // announced ahead (prepareAhead) queue behind those of the node being
+  // One pool for every node, first come first served: kernels of the
+  // nodes built ahead (build()) queue behind those of the node being
   // measured.
   if (!Compiler)
     Compiler = std::make_unique<llvm::DefaultThreadPool>(
@@ -100,7 +101,7 @@ void CudaBenchmarker::startCompile(const MultiTemplateBufferNode &N,
     });
 }
 
-void CudaBenchmarker::loadCompiled(Prepared &P) {
+void CudaSession::loadCompiled(Prepared &P) {
   for (PendingKernels &Batch : P.Pending) {
     {
       // The time spent waiting for NVRTC (all of it when the compile did
@@ -149,9 +150,8 @@ void CudaBenchmarker::loadCompiled(Prepared &P) {
   P.Pending.clear();
 }
 
-void CudaBenchmarker::compileChoices(const MultiTemplateBufferNode &N,
-                                     Prepared &P,
-                                     llvm::function_ref<bool(size_t)> Want) {
+void CudaSession::compileChoices(const MultiTemplateBufferNode &N, Prepared &P,
+                                 llvm::function_ref<bool(size_t)> Want) {
   startCompile(N, P, G->Info, *G->D, Want);
   loadCompiled(P);
 }
@@ -163,8 +163,8 @@ static bool hasChoiceKernels(const MultiTemplateBufferNode &N) {
          N.getOp() == OpCode::Attention;
 }
 
-Prepared &CudaBenchmarker::slot(const MultiTemplateBufferNode &N,
-                                const Workload &W) {
+Prepared &CudaSession::slot(const MultiTemplateBufferNode &N,
+                            const Workload &W) {
   int64_t Rows = W.K == Workload::Kind::Gemm || W.K == Workload::Kind::SwiGlu
                      ? W.Gemm.M * W.Gemm.Batch
                      : rowsOf(N.getType());
@@ -178,30 +178,74 @@ Prepared &CudaBenchmarker::slot(const MultiTemplateBufferNode &N,
   return *Slot;
 }
 
-std::function<bool(size_t)>
-CudaBenchmarker::takeKept(const MultiTemplateBufferNode &N) {
-  auto It = KeptChoices.find(&N);
-  if (It == KeptChoices.end())
-    return [](size_t) { return true; };
-  // Used once: a later node at the same address starts without a hint.
-  std::vector<bool> Kept = std::move(It->second);
-  KeptChoices.erase(It);
-  return [Kept = std::move(Kept)](size_t I) {
-    return I >= Kept.size() || Kept[I];
-  };
+std::string CudaArtifact::wait() const {
+  for (const std::shared_future<CompiledKernel> &C : NodeCubins)
+    C.wait();
+  std::string Error;
+  for (const std::shared_future<CompiledKernel> &C : Cubins)
+    if (const CompiledKernel &K = C.get(); !K.Error.empty() && Error.empty())
+      Error = "failed to compile: " + K.Error;
+  return Error;
 }
 
-void CudaBenchmarker::prepareAhead(const MultiTemplateBufferNode &N,
-                                   const Workload &W,
-                                   const std::vector<bool> &Kept) {
-  if (W.K == Workload::Kind::Collective || W.K == Workload::Kind::Custom)
-    return;
-  KeptChoices[&N] = Kept;
-  compileAhead(N, W);
+std::vector<BuiltChoices> CudaSession::build(llvm::ArrayRef<BuildInput> Batch) {
+  std::vector<BuiltChoices> Out;
+  for (const BuildInput &In : Batch)
+    Out.push_back(buildNode(In));
+  return Out;
 }
 
-void CudaBenchmarker::compileAhead(const MultiTemplateBufferNode &N,
-                                   const Workload &W) {
+BuiltChoices CudaSession::buildNode(const BuildInput &In) {
+  const MultiTemplateBufferNode &N = *In.N;
+  BuiltChoices Out(N.getChoices().size());
+  if (In.W.K == Workload::Kind::Collective) {
+    // Every rank builds a collective over every rank at the same point:
+    // NCCL's communicator opens on its own thread while the runner times
+    // the rest. One over fewer ranks is not timed (measure() says why).
+    if (In.W.Ranks > 1 && Comm && Comm->size() == In.W.Ranks) {
+      if (!Coll)
+        Coll = createCollectiveRank(Opts, *Comm, Stats);
+      Coll->startSetUp();
+    }
+    return Out;
+  }
+  if (In.W.K == Workload::Kind::Custom || !hasChoiceKernels(N))
+    return Out;
+  auto Kept = [&](size_t I) { return I >= In.Kept.size() || In.Kept[I]; };
+  compileAhead(N, In.W, Kept);
+  Prepared &P = slot(N, In.W);
+  // What is still compiling, by kernel.
+  std::map<std::string, std::shared_future<CompiledKernel>> Compiling;
+  std::vector<std::shared_future<CompiledKernel>> All;
+  for (const PendingKernels &B : P.Pending)
+    for (size_t I = 0; I < B.Keys.size(); ++I) {
+      Compiling[B.Keys[I]] = B.Cubins[I];
+      All.push_back(B.Cubins[I]);
+    }
+  for (size_t I = 0; I < N.getChoices().size(); ++I) {
+    if (!Kept(I))
+      continue;
+    const std::string &Name = N.getChoices()[I].Name;
+    auto A = std::make_shared<CudaArtifact>();
+    A->NodeCubins = All;
+    for (bool Fused : {false, true}) {
+      auto It = Compiling.find(keyOf(Name, Fused));
+      if (It != Compiling.end())
+        A->Cubins.push_back(It->second);
+    }
+    // Generated or checked already, and it cannot run: not worth timing.
+    auto Unfused = P.Kernels.find(keyOf(Name, false));
+    if (Unfused != P.Kernels.end())
+      Out[I].Error = Unfused->second.Error;
+    if (!All.empty())
+      Out[I].Built = std::move(A);
+  }
+  return Out;
+}
+
+void CudaSession::compileAhead(const MultiTemplateBufferNode &N,
+                               const Workload &W,
+                               llvm::function_ref<bool(size_t)> Want) {
   if (!hasChoiceKernels(N))
     return;
   Prepared &P = slot(N, W);
@@ -216,7 +260,7 @@ void CudaBenchmarker::compileAhead(const MultiTemplateBufferNode &N,
   P.Compiling = true;
   int Arch = Info->Major * 10 + Info->Minor;
   BenchSupport::compileAhead(Arch, compileOptionsOf(Opts));
-  startCompile(N, P, *Info, *loadDriver(), takeKept(N));
+  startCompile(N, P, *Info, *loadDriver(), Want);
 }
 
 /// The fp64 reference of check row Index of P (the node alone, and with
@@ -321,8 +365,7 @@ static std::vector<int64_t> checkRowsOf(int64_t Rows, std::mt19937_64 &Rng) {
   return CheckRows;
 }
 
-bool CudaBenchmarker::allocOutputs(const MultiTemplateBufferNode &N,
-                                   Prepared &P) {
+bool CudaSession::allocOutputs(const MultiTemplateBufferNode &N, Prepared &P) {
   const Value *Last =
       N.getEpilogue().empty() ? N.getResult() : N.getEpilogue().back().V;
   for (int C = 0; C < P.Copies; ++C)
@@ -339,8 +382,8 @@ bool CudaBenchmarker::allocOutputs(const MultiTemplateBufferNode &N,
   return true;
 }
 
-bool CudaBenchmarker::allocWriteBuffers(const MultiTemplateBufferNode &N,
-                                        Prepared &P) {
+bool CudaSession::allocWriteBuffers(const MultiTemplateBufferNode &N,
+                                    Prepared &P) {
   // A kernel writing the epilogue's `writes` needs a buffer for each,
   // allocated before the first check poisons it.
   for (const Operand &Wr : N.getEpilogueWrites()) {
@@ -358,8 +401,8 @@ bool CudaBenchmarker::allocWriteBuffers(const MultiTemplateBufferNode &N,
   return true;
 }
 
-bool CudaBenchmarker::gpuReferenceRows(const MultiTemplateBufferNode &N,
-                                       Prepared &P, BenchSupport &Support) {
+bool CudaSession::gpuReferenceRows(const MultiTemplateBufferNode &N,
+                                   Prepared &P, BenchSupport &Support) {
   size_t NumRows = P.CheckRows.size();
   // The GEMM's own rows on the GPU, from its device inputs (copy 0).
   const Value *A = N.getOperand(0);
@@ -393,8 +436,8 @@ bool CudaBenchmarker::gpuReferenceRows(const MultiTemplateBufferNode &N,
   return true;
 }
 
-Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
-                                   const Workload &W) {
+Prepared &CudaSession::prepare(const MultiTemplateBufferNode &N,
+                               const Workload &W) {
   int64_t OwnRows = rowsOf(N.getType());
   Prepared &P = slot(N, W);
   if (P.Ready)
@@ -526,10 +569,10 @@ Prepared &CudaBenchmarker::prepare(const MultiTemplateBufferNode &N,
       return P;
     }
   Phase.reset();
+  // Not built ahead (a node timed without a build, as the tests do): every
+  // choice's kernel now.
   if (!P.Compiling && hasChoiceKernels(N))
-    startCompile(N, P, G->Info, *G->D, takeKept(N));
-  // Said again before the first measurement, after prepareAhead used it.
-  KeptChoices.erase(&N);
+    startCompile(N, P, G->Info, *G->D, [](size_t) { return true; });
   loadCompiled(P);
   return P;
 }

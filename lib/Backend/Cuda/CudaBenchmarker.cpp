@@ -1,14 +1,15 @@
 //===- CudaBenchmarker.cpp - Timing choices on a CUDA GPU -----------------===//
 //
-// For each multi-template buffer (at its size or a size hint) the first
-// measurement prepares everything the node's choices need: seeded random
-// inputs (rotated copies so that back-to-back launches do not hit a warm
-// L2), the fp64 reference of a sample of output rows, and every choice's
-// kernel, generated and compiled at once on the compile thread pool. Each
-// measurement then checks the choice's output against the reference and
-// times it: warm-up, then BenchRuns samples, each many back-to-back
-// launches between two events divided by their count, the L2 flushed
-// before each sample; the median counts.
+// The cuda backend's builder generates the kept choices' kernels of a
+// batch of nodes and compiles them at once on the compile thread pool; its
+// runner, for each multi-template buffer (at its size or a size hint),
+// first prepares everything the node's choices need: seeded random inputs
+// (rotated copies so that back-to-back launches do not hit a warm L2), the
+// fp64 reference of a sample of output rows, and the built kernels, loaded
+// (compiled now if they were not built). Each measurement then checks the
+// choice's output against the reference and times it: warm-up, then BenchRuns
+// samples, each many back-to-back launches between two events divided by their
+// count, the L2 flushed before each sample; the median counts.
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
@@ -47,7 +48,7 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
-std::string CudaBenchmarker::openGpu() {
+std::string CudaSession::openGpu() {
   if (G)
     return std::string();
   llvm::Expected<Gpu &> GOr = gpu(Opts.GpuOrdinal);
@@ -58,7 +59,7 @@ std::string CudaBenchmarker::openGpu() {
   return std::string();
 }
 
-CudaBenchmarker::~CudaBenchmarker() {
+CudaSession::~CudaSession() {
   if (!G)
     return;
   std::lock_guard<std::mutex> Lock(G->Mu);
@@ -82,8 +83,8 @@ CudaBenchmarker::~CudaBenchmarker() {
   }
 }
 
-CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
-                                 const DevBuf *Out, int Copy) {
+CUresult CudaSession::launch(LoadedKernel &L, Prepared &P, const DevBuf *Out,
+                             int Copy) {
   std::vector<CUdeviceptr> Ptrs;
   for (const Value *V : L.K.Inputs)
     Ptrs.push_back(P.Dev[V][Copy].P);
@@ -138,7 +139,7 @@ CUresult CudaBenchmarker::launch(LoadedKernel &L, Prepared &P,
   return launchKernel(*G->D, L.Fn, L.K, G->Info.SMs, G->Stream, Args.data());
 }
 
-Measurement CudaBenchmarker::run(
+Measurement CudaSession::run(
     const std::function<CUresult(int)> &Launch, Prepared &P, const DevBuf *Out,
     DType OutType, const std::vector<std::vector<double>> &Ref, double *Best,
     const KernelSource *K,
@@ -173,7 +174,7 @@ static Measurement failedCall(const DriverApi &D, const char *What,
                 std::string(What) + ": " + D.errorString(R));
 }
 
-std::optional<Measurement> CudaBenchmarker::checkRun(
+std::optional<Measurement> CudaSession::checkRun(
     const std::function<CUresult(int)> &Launch, Prepared &P, const DevBuf *Out,
     DType OutType, const std::vector<std::vector<double>> &Ref,
     llvm::ArrayRef<CheckedOutput> Others, const std::string &Running) {
@@ -231,9 +232,9 @@ std::optional<Measurement> CudaBenchmarker::checkRun(
   return std::nullopt;
 }
 
-Measurement CudaBenchmarker::timeRun(const std::function<CUresult(int)> &Launch,
-                                     Prepared &P, double *Best,
-                                     const std::string &Running) {
+Measurement CudaSession::timeRun(const std::function<CUresult(int)> &Launch,
+                                 Prepared &P, double *Best,
+                                 const std::string &Running) {
   const DriverApi &D = *G->D;
   auto Fail = [&](const char *What, CUresult R) {
     return failedCall(D, What, R);
@@ -322,17 +323,9 @@ Measurement CudaBenchmarker::timeRun(const std::function<CUresult(int)> &Launch,
   return M;
 }
 
-void CudaBenchmarker::prepareCollectives() {
-  if (!Comm || Comm->size() < 2)
-    return;
-  if (!Coll)
-    Coll = createCollectiveRank(Opts, *Comm, Stats);
-  Coll->startSetUp();
-}
-
-Measurement
-CudaBenchmarker::measureOneRankCopy(const MultiTemplateBufferNode &N,
-                                    const Workload &W, const Choice &C) {
+Measurement CudaSession::measureOneRankCopy(const MultiTemplateBufferNode &N,
+                                            const Workload &W,
+                                            const Choice &C) {
   // One rank: the collective is a device-to-device copy.
   Prepared &P = prepare(N, W);
   if (!P.Error.empty())
@@ -375,9 +368,9 @@ CudaBenchmarker::measureOneRankCopy(const MultiTemplateBufferNode &N,
       }());
 }
 
-Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
-                                     const Workload &W, const Choice &C,
-                                     bool Fused) {
+Measurement CudaSession::measure(const MultiTemplateBufferNode &N,
+                                 const Workload &W, const Choice &C,
+                                 bool Fused) {
   if (W.K == Workload::Kind::Collective && W.Ranks > 1) {
     // Every rank must take part, even one that refuses (an injected fault):
     // the peers then fail the choice too instead of waiting for it.
@@ -420,7 +413,7 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
     return failed(ChoiceStatus::Failed,
                   "the cuda backend has no kernel for custom op '" +
                       N.getOpName().str() + "'");
-  compileAhead(N, W);
+  compileAhead(N, W, [](size_t) { return true; });
   if (std::string Why = openGpu(); !Why.empty())
     return failed(ChoiceStatus::Failed, Why);
   std::lock_guard<std::mutex> Lock(G->Mu);
@@ -471,7 +464,7 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
   if (It == P.Kernels.end() &&
       (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
        N.getOp() == OpCode::Attention)) {
-    // A choice the preparation left out (expectChoices): compile it now.
+    // A choice the builder left out (pruned): compile it now.
     compileChoices(N, P,
                    [&](size_t I) { return N.getChoices()[I].Name == C.Name; });
     It = P.Kernels.find(keyOf(C.Name, Fused));
@@ -505,11 +498,11 @@ Measurement CudaBenchmarker::measure(const MultiTemplateBufferNode &N,
              Ref, &P.BestUs[Fused], &L.K, &P.RefWritesFused);
 }
 
-Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
-                                             const Workload &W) {
+Measurement CudaSession::measureEpilogue(const MultiTemplateBufferNode &N,
+                                         const Workload &W) {
   if (N.getEpilogue().empty())
     return Measurement();
-  compileAhead(N, W);
+  compileAhead(N, W, [](size_t) { return true; });
   if (std::string Why = openGpu(); !Why.empty())
     return failed(ChoiceStatus::Failed, Why);
   std::lock_guard<std::mutex> Lock(G->Mu);
@@ -546,6 +539,43 @@ Measurement CudaBenchmarker::measureEpilogue(const MultiTemplateBufferNode &N,
              nullptr, &L.K, &P.RefWritesEpi);
 }
 
+namespace {
+
+class CudaBuilder : public Builder {
+public:
+  explicit CudaBuilder(std::shared_ptr<CudaSession> S) : S(std::move(S)) {}
+  std::vector<BuiltChoices> build(llvm::ArrayRef<BuildInput> Batch) override {
+    return S->build(Batch);
+  }
+  std::vector<std::pair<std::string, int64_t>> getCounters() const override {
+    return S->getCounters();
+  }
+
+private:
+  std::shared_ptr<CudaSession> S;
+};
+
+class CudaRunner : public Runner {
+public:
+  explicit CudaRunner(std::shared_ptr<CudaSession> S) : S(std::move(S)) {}
+  /// The session finds the kernels Built stands for in its node's state
+  /// (compiling them now if they were not built).
+  Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
+                      const Choice &C, bool Fused,
+                      const BuildResult &) override {
+    return S->measure(N, W, C, Fused);
+  }
+  Measurement measureEpilogue(const MultiTemplateBufferNode &N,
+                              const Workload &W) override {
+    return S->measureEpilogue(N, W);
+  }
+
+private:
+  std::shared_ptr<CudaSession> S;
+};
+
+} // namespace
+
 llvm::Expected<std::unique_ptr<Benchmarker>>
 mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank,
                                Communicator &Comm) {
@@ -556,7 +586,10 @@ mtsched::createCudaBenchmarker(const AutotuneOptions &Opts, int Rank,
   if (llvm::Expected<const DriverApi &> D = loadDriver(); !D)
     return err("the cuda backend cannot run here: " +
                llvm::toString(D.takeError()));
-  return std::make_unique<CudaBenchmarker>(Opts, Rank, Comm);
+  auto S = std::make_shared<CudaSession>(Opts, Rank, Comm);
+  return std::make_unique<Benchmarker>(
+      "cuda", Benchmarker::getDefaultVersion().str(),
+      std::make_unique<CudaBuilder>(S), std::make_unique<CudaRunner>(S));
 }
 
 llvm::Error mtsched::openCudaDevice(const AutotuneOptions &Opts) {
@@ -571,7 +604,7 @@ BackendInfo mtsched::getCudaBackend() {
   BackendInfo B;
   B.Name = "cuda";
   B.Description = "NVRTC-compiled kernels timed with CUDA events on a GPU";
-  // CudaBenchmarker does not override getVersion().
+  // As createCudaBenchmarker names it.
   B.Version = Benchmarker::getDefaultVersion().str();
   B.Create = createCudaBenchmarker;
   B.Probe = [](const AutotuneOptions &Opts) -> llvm::Error {

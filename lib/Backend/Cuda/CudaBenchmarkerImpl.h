@@ -1,8 +1,9 @@
 //===- CudaBenchmarkerImpl.h - The cuda benchmarker (internal) -*- C++ -*-===//
 //
-// Internal to lib/Backend/Cuda: the benchmarker's class and the state it
-// keeps per node, shared by CudaBenchmarker.cpp (measuring) and
-// CudaBenchPrepare.cpp (inputs, references and kernels of a node).
+// Internal to lib/Backend/Cuda: one rank's cuda session, which the cuda
+// backend's Builder (it compiles) and Runner (it times) share, and the
+// state it keeps per node; CudaBenchmarker.cpp measures, and
+// CudaBenchPrepare.cpp builds (kernels) and prepares (inputs, references).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_LIB_BACKEND_CUDA_CUDABENCHMARKERIMPL_H
@@ -10,6 +11,7 @@
 
 #include "CudaCollective.h"
 #include "CudaDevice.h"
+#include "mtsched/Autotune/Builder.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "mtsched/Reference/DrawnValues.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -82,32 +84,37 @@ struct Prepared {
   std::string Error;
 };
 
-class CudaBenchmarker : public Benchmarker {
+/// The kernels of one built choice (unfused and fused), compiling on the
+/// NVRTC pool, and those of the rest of its node's build (the other
+/// choices', the epilogue's): waiting for a node's artifacts waits for
+/// everything its build started.
+class CudaArtifact : public Artifact {
 public:
-  CudaBenchmarker(const AutotuneOptions &Opts, int Rank, Communicator &Comm)
+  std::vector<std::shared_future<CompiledKernel>> Cubins;
+  std::vector<std::shared_future<CompiledKernel>> NodeCubins;
+  /// The first of Cubins' failures.
+  std::string wait() const override;
+};
+
+/// One rank's cuda backend: the GPU, each node's prepared state and the
+/// NVRTC pool. Its builder calls build(), its runner measure() and
+/// measureEpilogue(), all on the rank's thread.
+class CudaSession {
+public:
+  CudaSession(const AutotuneOptions &Opts, int Rank, Communicator &Comm)
       : Comm(&Comm), Opts(Opts), Rank(Rank) {}
-  ~CudaBenchmarker() override;
+  ~CudaSession();
 
-  llvm::StringRef getBackendName() const override { return "cuda"; }
-
-  void expectChoices(const MultiTemplateBufferNode &N,
-                     const std::vector<bool> &Kept) override {
-    KeptChoices[&N] = Kept;
-  }
-  /// Starts compiling N's kept choices' kernels (compileAhead).
-  void prepareAhead(const MultiTemplateBufferNode &N, const Workload &W,
-                    const std::vector<bool> &Kept) override;
-  /// Starts NCCL's communicator (CollectiveRank::startSetUp).
-  void prepareCollectives() override;
-  /// Waits for the NVRTC pool's queued compiles.
-  void waitIdle() override {
-    if (Compiler)
-      Compiler->wait();
-  }
+  /// Starts compiling the kept choices' kernels of every GEMM-like input
+  /// (compileAhead) and returns their artifacts, or why a choice has no
+  /// kernel; for a collective over every rank, starts NCCL's communicator
+  /// (CollectiveRank::startSetUp).
+  std::vector<BuiltChoices> build(llvm::ArrayRef<BuildInput> Batch);
+  /// A choice not built ahead is compiled when it is measured.
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
-                      const Choice &C, bool Fused) override;
+                      const Choice &C, bool Fused);
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,
-                              const Workload &W) override;
+                              const Workload &W);
 
 private:
   /// N's state at W's size, created empty on first use.
@@ -123,10 +130,14 @@ private:
   /// inputs of copy 0, into P.RefMain.
   bool gpuReferenceRows(const MultiTemplateBufferNode &N, Prepared &P,
                         BenchSupport &Support);
-  /// Starts compiling N's kernels (the choices expectChoices kept) before
-  /// the GPU is open: NVRTC then runs while the context is created and
-  /// the inputs are filled. Needs only the device's attributes.
-  void compileAhead(const MultiTemplateBufferNode &N, const Workload &W);
+  /// Starts compiling N's kernels (the choices Want accepts, by index)
+  /// before the GPU is open: NVRTC then runs while the context is created
+  /// and the inputs are filled. Needs only the device's attributes. Does
+  /// nothing if N at W's size was compiled or prepared already.
+  void compileAhead(const MultiTemplateBufferNode &N, const Workload &W,
+                    llvm::function_ref<bool(size_t)> Want);
+  /// build() of one node: its choices' results.
+  BuiltChoices buildNode(const BuildInput &In);
   /// Generates the kernels of the choices Want accepts (by index) that P
   /// has none of yet, for device Info, and starts one parallel NVRTC batch
   /// of them on another thread.
@@ -138,9 +149,6 @@ private:
   /// startCompile, then loadCompiled.
   void compileChoices(const MultiTemplateBufferNode &N, Prepared &P,
                       llvm::function_ref<bool(size_t)> Want);
-  /// Which of N's choices expectChoices kept (all if it was not called),
-  /// forgetting them.
-  std::function<bool(size_t)> takeKept(const MultiTemplateBufferNode &N);
   LoadedKernel *kernel(Prepared &P, const std::string &Key);
   /// Checks then times Launch(copy); Out holds the output per copy.
   /// Best, if given, is the fastest median of the node's choices so far
@@ -188,7 +196,7 @@ public:
   /// The kernels this benchmarker compiled or read from the cache.
   KernelStats Stats;
 
-  std::vector<std::pair<std::string, int64_t>> getCounters() const override {
+  std::vector<std::pair<std::string, int64_t>> getCounters() const {
     return {{"compiled", Stats.Compiled.load()},
             {"cached", Stats.Cached.load()},
             {"failed", Stats.Failed.load()},
@@ -206,10 +214,6 @@ private:
   std::map<std::pair<const MultiTemplateBufferNode *, int64_t>,
            std::unique_ptr<Prepared>>
       Cache;
-  /// expectChoices: the choices each node will have measured. A node's
-  /// preparation compiles those only (NVRTC dominated a cold tune of 29
-  /// choices); another choice is compiled when it is measured.
-  std::map<const MultiTemplateBufferNode *, std::vector<bool>> KeptChoices;
   /// NVRTC's threads (compileThreads), created by the first compile. Last:
   /// destroyed (joined) first, before what its tasks use.
   std::unique_ptr<llvm::DefaultThreadPool> Compiler;

@@ -8,7 +8,9 @@
 #ifndef MTSCHED_LIB_BACKEND_CUDA_CUDACOLLECTIVE_H
 #define MTSCHED_LIB_BACKEND_CUDA_CUDACOLLECTIVE_H
 
-#include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/AutotuneOptions.h"
+#include "mtsched/Autotune/Measurement.h"
+#include "mtsched/Autotune/Workload.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Runtime/Communicator.h"
 #include <memory>

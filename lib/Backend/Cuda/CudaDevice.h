@@ -9,7 +9,9 @@
 #ifndef MTSCHED_LIB_BACKEND_CUDA_CUDADEVICE_H
 #define MTSCHED_LIB_BACKEND_CUDA_CUDADEVICE_H
 
-#include "mtsched/Autotune/Benchmarker.h"
+#include "mtsched/Autotune/AutotuneOptions.h"
+#include "mtsched/Autotune/Measurement.h"
+#include "mtsched/Autotune/Workload.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"

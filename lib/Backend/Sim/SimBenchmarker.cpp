@@ -16,17 +16,17 @@ llvm::StringRef mtsched::getSimModelVersion() { return "sim-model-1"; }
 
 namespace {
 
-class SimBenchmarker : public Benchmarker {
+/// Builds nothing (createTrivialBuilder): a time is the model's prediction
+/// with seeded noise.
+class SimRunner : public Runner {
 public:
-  SimBenchmarker(const AutotuneOptions &Opts, int Rank)
+  SimRunner(const AutotuneOptions &Opts, int Rank)
       : Opts(Opts), Model(createRooflinePredictor(Opts.Device)),
         Noise(Opts.Seed, Rank, Opts.SimNoisePct) {}
 
-  llvm::StringRef getBackendName() const override { return "sim"; }
-  std::string getVersion() const override { return getSimModelVersion().str(); }
-
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
-                      const Choice &C, bool Fused) override {
+                      const Choice &C, bool Fused,
+                      const BuildResult &) override {
     return sample(Model->choiceUs(W, C, Fused),
                   "the simulator has no model for '" + C.Name +
                       (Fused ? "' fused with its epilogue" : "'"));
@@ -68,7 +68,10 @@ std::unique_ptr<Benchmarker>
 mtsched::createSimBenchmarker(const AutotuneOptions &Opts, int Rank) {
   // Choice faults are a layer of their own above the model.
   return createFaultInjectingBenchmarker(
-      std::make_unique<SimBenchmarker>(Opts, Rank), Opts, Rank);
+      std::make_unique<Benchmarker>("sim", getSimModelVersion().str(),
+                                    createTrivialBuilder(),
+                                    std::make_unique<SimRunner>(Opts, Rank)),
+      Opts, Rank);
 }
 
 BackendInfo mtsched::getSimBackend() {

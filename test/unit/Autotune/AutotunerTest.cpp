@@ -1,4 +1,4 @@
-// The autotuner's cross-rank protocol with a fake benchmarker: decisions
+// The autotuner's cross-rank protocol with a fake backend: decisions
 // come from timings max-reduced over ranks, so ranks that measure
 // differently still decide identically.
 #include "mtsched/Autotune/Autotuner.h"
@@ -21,13 +21,13 @@ using namespace mtsched;
 namespace {
 
 /// Times from a table: (rank, choice) -> microseconds.
-class TableBenchmarker : public Benchmarker {
+class TableRunner : public Runner {
 public:
-  TableBenchmarker(int Rank, std::map<std::pair<int, std::string>, double> T)
+  TableRunner(int Rank, std::map<std::pair<int, std::string>, double> T)
       : Rank(Rank), Table(std::move(T)) {}
-  llvm::StringRef getBackendName() const override { return "sim"; }
   Measurement measure(const MultiTemplateBufferNode &, const Workload &,
-                      const Choice &C, bool Fused) override {
+                      const Choice &C, bool Fused,
+                      const BuildResult &) override {
     Measurement M;
     auto It = Table.find({Rank, C.Name});
     M.Us = It == Table.end() ? 100 : It->second;
@@ -68,7 +68,7 @@ using RankTweak =
 using MakeBenchmarker = std::function<std::unique_ptr<Benchmarker>(int Rank)>;
 
 /// Runs lower + fuse + autotune on two thread ranks: Source's graph, timed
-/// by Make's benchmarkers (TableBenchmarker's by default).
+/// by Make's benchmarkers (a TableRunner's by default).
 std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {},
                                  const char *Source = IR,
                                  MakeBenchmarker Make = {}) {
@@ -106,7 +106,9 @@ std::vector<RankRun> runTwoRanks(CollectiveMode Mode, RankTweak Tweak = {},
           llvm::cantFail(createFusionHeuristic(Fusion.Heuristic));
       Autotuner Session(Opts, Fusion, *Heuristic, Mode, *Comm,
                         Make ? Make(R)
-                             : std::make_unique<TableBenchmarker>(R, T),
+                             : std::make_unique<Benchmarker>(
+                                   "sim", "unversioned", createTrivialBuilder(),
+                                   std::make_unique<TableRunner>(R, T)),
                         createRooflinePredictor(Opts.Device), Diags, *Copy);
       LoweringOptions Lower;
       Lower.Mode = Mode;
@@ -355,42 +357,53 @@ TEST(AutotunerTest, RanksWithDifferentMeasurementFlagsStop) {
 
 namespace {
 
-/// Records, per node, the choices the backend was told to expect and the
-/// unfused choices it was asked to time.
-class ExpectingBenchmarker : public Benchmarker {
+/// Records, per node, the choices the builder was asked to build and the
+/// unfused choices the runner was asked to time.
+struct BuildLog {
+  /// The kept choices of each node's last build.
+  std::map<std::string, std::vector<bool>> Expected;
+  /// (node, choice) timed unfused without being built for that node.
+  std::vector<std::string> Unexpected;
+  std::set<std::string> Timed;
+  /// Each build() call's nodes, in order.
+  std::vector<std::vector<std::string>> Batches;
+  /// Nodes built after the first measurement.
+  std::vector<std::string> Late;
+  /// build() calls with a collective in them, and those after the first
+  /// measurement.
+  unsigned CollectiveCalls = 0, LateCollectiveCalls = 0;
+};
+
+class LoggingBuilder : public Builder {
 public:
-  struct Log {
-    std::map<std::string, std::vector<bool>> Expected;
-    /// (node, choice) timed unfused with no expectChoices for that node.
-    std::vector<std::string> Unexpected;
-    std::set<std::string> Timed;
-    /// prepareAhead's nodes, in order, and the choices it said were kept.
-    std::vector<std::string> Announced;
-    std::map<std::string, std::vector<bool>> AnnouncedKept;
-    /// Nodes announced after the first measurement.
-    std::vector<std::string> Late;
-    /// prepareCollectives calls, and those after the first measurement.
-    unsigned CollectiveCalls = 0, LateCollectiveCalls = 0;
-  };
-  explicit ExpectingBenchmarker(Log &L) : L(L) {}
-  llvm::StringRef getBackendName() const override { return "sim"; }
-  void expectChoices(const MultiTemplateBufferNode &N,
-                     const std::vector<bool> &Kept) override {
-    L.Expected[N.getName()] = Kept;
+  explicit LoggingBuilder(BuildLog &L) : L(L) {}
+  std::vector<BuiltChoices> build(llvm::ArrayRef<BuildInput> Batch) override {
+    std::vector<BuiltChoices> Out;
+    bool Collective = false;
+    L.Batches.emplace_back();
+    for (const BuildInput &In : Batch) {
+      L.Batches.back().push_back(In.N->getName());
+      L.Expected[In.N->getName()] = In.Kept;
+      if (!L.Timed.empty())
+        L.Late.push_back(In.N->getName());
+      Collective |= llvm::isa<CollectiveMultiTemplateBufferNode>(In.N);
+      Out.emplace_back(In.N->getChoices().size());
+    }
+    L.CollectiveCalls += Collective;
+    L.LateCollectiveCalls += Collective && !L.Timed.empty();
+    return Out;
   }
-  void prepareAhead(const MultiTemplateBufferNode &N, const Workload &,
-                    const std::vector<bool> &Kept) override {
-    L.Announced.push_back(N.getName());
-    L.AnnouncedKept[N.getName()] = Kept;
-    if (!L.Timed.empty())
-      L.Late.push_back(N.getName());
-  }
-  void prepareCollectives() override {
-    ++L.CollectiveCalls;
-    L.LateCollectiveCalls += !L.Timed.empty();
-  }
+
+private:
+  BuildLog &L;
+};
+
+class LoggingRunner : public Runner {
+public:
+  explicit LoggingRunner(BuildLog &L) : L(L) {}
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &,
-                      const Choice &C, bool Fused) override {
+                      const Choice &C, bool Fused,
+                      const BuildResult &) override {
     if (!Fused) {
       auto It = L.Expected.find(N.getName());
       size_t I = &C - N.getChoices().data();
@@ -406,7 +419,7 @@ public:
   }
 
 private:
-  Log &L;
+  BuildLog &L;
 };
 
 /// Four GEMMs of four shapes: two whole nodes per rank.
@@ -420,10 +433,9 @@ const char *FourGemms =
 }
 )";
 
-/// Source on two thread ranks (Set changes their options), timed by
-/// ExpectingBenchmarkers logging into Logs.
-std::vector<RankRun> runExpecting(ExpectingBenchmarker::Log (&Logs)[2],
-                                  const char *Source,
+/// Source on two thread ranks (Set changes their options), built and timed
+/// by backends logging into Logs.
+std::vector<RankRun> runExpecting(BuildLog (&Logs)[2], const char *Source,
                                   std::function<void(AutotuneOptions &)> Set) {
   return runTwoRanks(
       CollectiveMode::Deferred,
@@ -431,17 +443,19 @@ std::vector<RankRun> runExpecting(ExpectingBenchmarker::Log (&Logs)[2],
             std::chrono::milliseconds &) { Set(O); },
       Source,
       [&Logs](int R) {
-        return std::make_unique<ExpectingBenchmarker>(Logs[R]);
+        return std::make_unique<Benchmarker>(
+            "sim", "unversioned", std::make_unique<LoggingBuilder>(Logs[R]),
+            std::make_unique<LoggingRunner>(Logs[R]));
       });
 }
 
 } // namespace
 
 // --split-tuning=nodes measures a node before the walk reaches it; like
-// the walk, it first tells the backend which choices pruning keeps, or
+// the walk, it first has the builder build the choices pruning keeps, or
 // the cuda backend compiles every pruned one too.
-TEST(AutotunerTest, NodeSplitTellsTheBackendWhatPruningKept) {
-  ExpectingBenchmarker::Log Logs[2];
+TEST(AutotunerTest, NodeSplitBuildsWhatPruningKept) {
+  BuildLog Logs[2];
   std::vector<RankRun> Runs =
       runExpecting(Logs, FourGemms, [](AutotuneOptions &O) {
         O.SplitByNode = true;
@@ -453,7 +467,7 @@ TEST(AutotunerTest, NodeSplitTellsTheBackendWhatPruningKept) {
   for (int R = 0; R < 2; ++R) {
     EXPECT_TRUE(Logs[R].Unexpected.empty())
         << "rank " << R << " timed " << Logs[R].Unexpected.front()
-        << " unannounced";
+        << " unbuilt";
     // Each rank times the choices of two whole nodes of its own.
     std::set<std::string> Nodes;
     for (const std::string &T : Logs[R].Timed)
@@ -477,11 +491,11 @@ const char *RepeatedGemm =
 }
 )";
 
-// The backend hears of every node the walk will measure before the first
-// is timed (the cuda backend compiles the next node's kernels meanwhile),
-// once per workload, with the choices pruning keeps.
-TEST(AutotunerTest, TheBackendHearsOfEachWorkloadBeforeTheFirstIsTimed) {
-  ExpectingBenchmarker::Log Logs[2];
+// The builder gets every node the walk will measure in one batch before the
+// first is timed (the cuda backend compiles the next node's kernels
+// meanwhile), once per workload, with the choices pruning keeps.
+TEST(AutotunerTest, TheWalkBuildsOneBatchBeforeTheFirstTime) {
+  BuildLog Logs[2];
   std::vector<RankRun> Runs =
       runExpecting(Logs, RepeatedGemm, [](AutotuneOptions &O) {
         O.SplitTuning = false;
@@ -489,24 +503,23 @@ TEST(AutotunerTest, TheBackendHearsOfEachWorkloadBeforeTheFirstIsTimed) {
       });
   ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
   for (int R = 0; R < 2; ++R) {
-    const ExpectingBenchmarker::Log &L = Logs[R];
-    EXPECT_EQ(L.Announced, (std::vector<std::string>{"a", "b", "c"}))
+    const BuildLog &L = Logs[R];
+    EXPECT_EQ(L.Batches,
+              (std::vector<std::vector<std::string>>{{"a", "b", "c"}}))
         << "rank " << R;
     EXPECT_TRUE(L.Late.empty()) << "rank " << R;
-    // What it announced is what the walk then expected and timed.
-    for (const auto &[Node, Kept] : L.AnnouncedKept) {
-      EXPECT_EQ(Kept, L.Expected.at(Node)) << Node;
+    EXPECT_TRUE(L.Unexpected.empty()) << "rank " << R;
+    for (const auto &[Node, Kept] : L.Expected)
       EXPECT_GT(llvm::count(Kept, false), 0) << Node << " was not pruned";
-    }
     for (const std::string &T : L.Timed)
       EXPECT_NE(T.substr(0, 2), "e ") << "%e replays %a's times";
   }
 }
 
-// Under --split-tuning=nodes each rank announces the nodes it measures,
-// and nothing the other rank measured.
-TEST(AutotunerTest, NodeSplitAnnouncesOnlyTheRanksOwnNodes) {
-  ExpectingBenchmarker::Log Logs[2];
+// Under --split-tuning=nodes each rank builds the nodes it measures, in
+// one batch, and nothing the other rank measured.
+TEST(AutotunerTest, NodeSplitBuildsOnlyTheRanksOwnNodes) {
+  BuildLog Logs[2];
   std::vector<RankRun> Runs = runExpecting(
       Logs, FourGemms, [](AutotuneOptions &O) { O.SplitByNode = true; });
   ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
@@ -514,20 +527,20 @@ TEST(AutotunerTest, NodeSplitAnnouncesOnlyTheRanksOwnNodes) {
     std::set<std::string> Timed;
     for (const std::string &T : Logs[R].Timed)
       Timed.insert(T.substr(0, T.find(' ')));
-    EXPECT_EQ(std::set<std::string>(Logs[R].Announced.begin(),
-                                    Logs[R].Announced.end()),
-              Timed)
+    ASSERT_EQ(Logs[R].Batches.size(), 1u) << "rank " << R;
+    const std::vector<std::string> &Built = Logs[R].Batches.front();
+    EXPECT_EQ(std::set<std::string>(Built.begin(), Built.end()), Timed)
         << "rank " << R;
-    EXPECT_EQ(Logs[R].Announced.size(), 2u) << "rank " << R;
+    EXPECT_EQ(Built.size(), 2u) << "rank " << R;
     EXPECT_TRUE(Logs[R].Late.empty()) << "rank " << R;
   }
 }
 
-// A backend hears once, on every rank and before anything is timed, that a
-// collective over every rank will be measured (the cuda backend then opens
-// NCCL's communicator while it times the GEMMs); a graph without one says
-// nothing.
-TEST(AutotunerTest, TheBackendHearsOfCollectivesBeforeAnythingIsTimed) {
+// The collectives over every rank the walk will measure are built once, on
+// every rank and before anything is timed (the cuda backend then opens
+// NCCL's communicator while it times the GEMMs); a graph without one builds
+// none.
+TEST(AutotunerTest, CollectivesAreBuiltBeforeAnythingIsTimed) {
   const char *GemmThenAllReduce =
       R"(group @tp = [0, 1]
 
@@ -540,7 +553,7 @@ graph @g(%x: bf16[64,256], %w1: bf16[256,512], %w2: bf16[512,512]) attributes {w
 }
 )";
   for (bool Split : {false, true}) {
-    ExpectingBenchmarker::Log Logs[2];
+    BuildLog Logs[2];
     std::vector<RankRun> Runs =
         runExpecting(Logs, GemmThenAllReduce, [Split](AutotuneOptions &O) {
           O.SplitTuning = Split;
@@ -553,7 +566,7 @@ graph @g(%x: bf16[64,256], %w1: bf16[256,512], %w2: bf16[512,512]) attributes {w
       EXPECT_FALSE(Logs[R].Timed.empty()) << "rank " << R;
     }
   }
-  ExpectingBenchmarker::Log Logs[2];
+  BuildLog Logs[2];
   std::vector<RankRun> Runs =
       runExpecting(Logs, FourGemms, [](AutotuneOptions &) {});
   ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);

@@ -218,9 +218,9 @@ TEST(CollectiveGpu, EveryChoiceMatchesTheReferenceOnTwoGpus) {
   AutotuneOptions Opts;
   Opts.Backend = "cuda";
   Opts.BenchRuns = 3;
-  // Early: NCCL's communicator opened ahead on its own thread, as the
-  // autotuner asks (Benchmarker::prepareCollectives); else by the first
-  // collective measured.
+  // Early: NCCL's communicator opened ahead on its own thread, as building
+  // the collectives does (the autotuner builds its walk's batch first);
+  // else by the first collective measured.
   for (bool Early : {false, true}) {
     ThreadGroup Group(2);
     std::vector<std::vector<std::string>> Lines(2);
@@ -233,8 +233,15 @@ TEST(CollectiveGpu, EveryChoiceMatchesTheReferenceOnTwoGpus) {
                               llvm::toString(B.takeError()));
         return;
       }
-      if (Early)
-        (*B)->prepareCollectives();
+      if (Early) {
+        std::vector<BuildInput> Batch;
+        for (auto &G : M->getGraphs())
+          for (auto &N : G->getNodes())
+            if (auto *C =
+                    llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(N.get()))
+              Batch.push_back(BuildInput{C, describeNode(*M, *G, *C), {}});
+        (*B)->getBuilder().build(Batch);
+      }
       for (auto &G : M->getGraphs())
         for (auto &N : G->getNodes()) {
           auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(N.get());
@@ -251,7 +258,8 @@ TEST(CollectiveGpu, EveryChoiceMatchesTheReferenceOnTwoGpus) {
               if (Fused && (Name == "nccl" || C->getEpilogue().empty()))
                 continue;
               Choice Ch{Name, {}, {}};
-              Measurement Ms = (*B)->measure(*C, W, Ch, Fused);
+              Measurement Ms =
+                  (*B)->getRunner().measure(*C, W, Ch, Fused, BuildResult());
               if (Ms.Status != ChoiceStatus::Ok)
                 Lines[Rank].push_back("@" + G->getName() + " " + Name +
                                       (Fused ? " fused" : "") + ": " +

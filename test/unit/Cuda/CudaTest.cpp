@@ -123,13 +123,14 @@ graph @g(%x: T[100,200], %w: T[200,72], %b: T[72]) {
       for (bool Fused : {false, true}) {
         if (Fused && C.isExtern())
           continue;
-        Measurement M = (*B)->measure(N, W, C, Fused);
+        Measurement M =
+            (*B)->getRunner().measure(N, W, C, Fused, BuildResult());
         EXPECT_EQ(M.Status, ChoiceStatus::Ok)
             << Ty << " " << C.Name << (Fused ? " fused: " : ": ") << M.Message;
         Ok += M.Status == ChoiceStatus::Ok;
       }
     EXPECT_GT(Ok, 2u);
-    Measurement E = (*B)->measureEpilogue(N, W);
+    Measurement E = (*B)->getRunner().measureEpilogue(N, W);
     EXPECT_EQ(E.Status, ChoiceStatus::Ok) << E.Message;
   }
 }
@@ -154,7 +155,7 @@ graph @g(%x: bf16[300,512], %w: bf16[512,256], %r: bf16[300,256], %g: bf16[256])
   Workload W = describeNode(*L->M, G, N);
   Choice C;
   C.Name = gemmChoiceName({128, 256, 64, 8, 3});
-  Measurement M = (*B)->measure(N, W, C, true);
+  Measurement M = (*B)->getRunner().measure(N, W, C, true, BuildResult());
   EXPECT_EQ(M.Status, ChoiceStatus::Ok) << M.Message;
 }
 
@@ -212,7 +213,8 @@ graph @soft(%x: bf16[96,128], %w: bf16[128,128]) {
       for (bool Fused : {false, true}) {
         if (Fused && N.getEpilogue().empty())
           continue;
-        Measurement M = (*B)->measure(N, W, C, Fused);
+        Measurement M =
+            (*B)->getRunner().measure(N, W, C, Fused, BuildResult());
         std::string What = "@" + G->getName() + " " + C.Name +
                            (Fused ? " fused: " : ": ") + M.Message;
         if (!Hopper) {

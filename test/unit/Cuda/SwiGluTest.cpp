@@ -140,7 +140,8 @@ TEST(SwiGluGpu, EveryMergedChoiceMatchesTheReference) {
       ASSERT_TRUE(bool(B)) << llvm::toString(B.takeError());
       Workload W = describeNode(*L->M, G, *Alt);
       for (const Choice &C : Alt->getChoices()) {
-        Measurement R = (*B)->measure(*Alt, W, C, false);
+        Measurement R =
+            (*B)->getRunner().measure(*Alt, W, C, false, BuildResult());
         EXPECT_EQ(R.Status, ChoiceStatus::Ok)
             << Ty << " [" << M << "," << D << "] " << C.Name << ": "
             << R.Message;

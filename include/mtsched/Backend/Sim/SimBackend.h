@@ -13,7 +13,7 @@
 
 namespace mtsched {
 
-/// The simulator's getVersion(): it changes with the cost model.
+/// The simulator's version: it changes with the cost model.
 llvm::StringRef getSimModelVersion();
 
 /// Times choices with the roofline cost model, seeded noise per rank and the

@@ -1,5 +1,5 @@
-//===- Benchmarker.cpp - Measures one choice on one rank ------------------===//
-#include "mtsched/Autotune/Benchmarker.h"
+//===- Measurement.cpp - What timing one choice on one rank gave ----------===//
+#include "mtsched/Autotune/Measurement.h"
 
 using namespace mtsched;
 

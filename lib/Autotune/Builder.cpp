@@ -1,0 +1,27 @@
+//===- Builder.cpp - Builds a batch of choices ahead of timing ------------===//
+#include "mtsched/Autotune/Builder.h"
+#include "mtsched/Autotune/Runner.h"
+
+using namespace mtsched;
+
+Artifact::~Artifact() = default;
+Builder::~Builder() = default;
+Runner::~Runner() = default;
+
+namespace {
+
+class TrivialBuilder : public Builder {
+public:
+  std::vector<BuiltChoices> build(llvm::ArrayRef<BuildInput> Batch) override {
+    std::vector<BuiltChoices> Out;
+    for (const BuildInput &In : Batch)
+      Out.emplace_back(In.N->getChoices().size());
+    return Out;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Builder> mtsched::createTrivialBuilder() {
+  return std::make_unique<TrivialBuilder>();
+}
