@@ -481,6 +481,21 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   return I.noteFallbacks(G, "sync");
 }
 
+/// The schedule's undecided multi-template kernels (leaders, in order) and
+/// collectives: what tuneGraph decides.
+static void collectUndecided(
+    const Schedule &S, std::vector<MultiTemplateBufferNode *> &Todo,
+    std::vector<const CollectiveMultiTemplateBufferNode *> &Collectives) {
+  for (const ScheduledKernel &K : S.Kernels)
+    if (auto *N = llvm::dyn_cast<MultiTemplateBufferNode>(
+            const_cast<Node *>(K.getLeader())))
+      if (!N->isDecided())
+        Todo.push_back(N);
+  for (const CollectiveMultiTemplateBufferNode *C : S.Collectives)
+    if (!C->isDecided())
+      Collectives.push_back(C);
+}
+
 llvm::Error Autotuner::tuneGraph(Graph &G) {
   Impl &I = *P;
   if (llvm::Error E = I.Ranks.applyRankFaults())
@@ -490,15 +505,8 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   if (!S)
     return I.Diags.error(G.getLoc(), toString(S.takeError()));
   std::vector<MultiTemplateBufferNode *> Todo;
-  for (const ScheduledKernel &K : S->Kernels)
-    if (auto *N = llvm::dyn_cast<MultiTemplateBufferNode>(
-            const_cast<Node *>(K.getLeader())))
-      if (!N->isDecided())
-        Todo.push_back(N);
   std::vector<const CollectiveMultiTemplateBufferNode *> Collectives;
-  for (const CollectiveMultiTemplateBufferNode *C : S->Collectives)
-    if (!C->isDecided())
-      Collectives.push_back(C);
+  collectUndecided(*S, Todo, Collectives);
   I.addPhase("collect", msSince(T0));
 
   // Rank 0 looks every node up in the cache first; its entries travel with

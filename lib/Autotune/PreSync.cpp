@@ -629,6 +629,94 @@ std::vector<int> missingOf(const Communicator &Sub,
 
 } // namespace
 
+/// A host leader's part of the hierarchical pre-sync: its host's digest
+/// from the records it gathered (HostAll, as HostGather ended), gathered
+/// among the leaders; the verdict every leader computes from the same
+/// digests: "broken\n<missing ranks>\n[exited]", "closer", or
+/// "ok\n<skew ns>\n<min wait ns>\n<rank 0's bundle, hex>".
+static std::string leaderVerdict(const PreSyncLevels &L,
+                                 const AutotuneOptions &Opts,
+                                 const std::vector<int> &Mine,
+                                 CommStatus HostGather,
+                                 const std::vector<std::string> &HostAll) {
+  HostDigest D;
+  D.Ok = HostGather == CommStatus::Ok;
+  std::vector<Arrival> Recs(HostAll.size());
+  for (size_t I = 0; D.Ok && I < HostAll.size(); ++I)
+    D.Ok = decodeArrival(HostAll[I], Recs[I]);
+  if (!D.Ok) {
+    D.Missing = missingOf(*L.Host, Mine);
+    D.Exited = HostGather == CommStatus::Failed;
+  } else {
+    auto Fields = [](const Arrival &A) {
+      return std::array<const std::string *, 4>{&A.Flags, &A.Groups,
+                                                &A.Collectives, &A.Structure};
+    };
+    D.MinAt = D.MaxAt = Recs[0].AtNs;
+    D.MinWait = Recs[0].WaitNs;
+    for (const Arrival &A : Recs) {
+      D.MinAt = std::min(D.MinAt, A.AtNs);
+      D.MaxAt = std::max(D.MaxAt, A.AtNs);
+      D.MinWait = std::min(D.MinWait, A.WaitNs);
+      D.InTime &= A.InTime;
+      for (int F = 0; F < 4; ++F)
+        D.Uniform &= *Fields(A)[F] == *Fields(Recs[0])[F];
+    }
+    for (int F = 0; F < 4; ++F)
+      D.Hash[F] = llvm::xxHash64(*Fields(Recs[0])[F]);
+    if (Mine.front() == 0)
+      D.Bundle = Recs[0].Bundle;
+  }
+  // A leader waits for the slowest host: its arrival and its exchange.
+  std::vector<std::string> Digests;
+  CommStatus LG = L.Leaders->allGather(
+      encodeDigest(D), Digests, Opts.PreSyncTimeout + Opts.AgreementTimeout);
+  std::vector<HostDigest> All(Digests.size());
+  bool Read = LG == CommStatus::Ok;
+  for (size_t I = 0; Read && I < Digests.size(); ++I)
+    Read = decodeDigest(Digests[I], All[I]);
+  if (!Read) {
+    std::vector<int> Leaders;
+    for (const std::vector<int> &H : L.Hosts)
+      Leaders.push_back(H.front());
+    std::vector<int> M = missingOf(*L.Leaders, Leaders);
+    return "broken\n" +
+           llvm::join(
+               llvm::map_range(M, [](int R) { return std::to_string(R); }),
+               ",") +
+           (LG == CommStatus::Failed ? "\nexited" : "\n");
+  }
+  std::vector<int> Missing;
+  bool AllOk = true, Same = true, InTime = true, Exited = false;
+  int64_t MinAt = All[0].MinAt, MaxAt = All[0].MaxAt, MinWait = All[0].MinWait;
+  std::string Bundle;
+  for (const HostDigest &H : All) {
+    AllOk &= H.Ok;
+    Exited |= H.Exited;
+    llvm::append_range(Missing, H.Missing);
+    Same &= H.Uniform && std::equal(H.Hash, H.Hash + 4, All[0].Hash);
+    InTime &= H.InTime;
+    MinAt = std::min(MinAt, H.MinAt);
+    MaxAt = std::max(MaxAt, H.MaxAt);
+    MinWait = std::min(MinWait, H.MinWait);
+    if (!H.Bundle.empty())
+      Bundle = H.Bundle;
+  }
+  InTime &= MaxAt - MinAt <= int64_t(Opts.PreSyncTimeout.count()) * 1000000;
+  if (!AllOk) {
+    llvm::sort(Missing);
+    return "broken\n" +
+           llvm::join(llvm::map_range(Missing,
+                                      [](int R) { return std::to_string(R); }),
+                      ",") +
+           (Exited ? "\nexited" : "\n");
+  }
+  if (!Same || !InTime)
+    return "closer";
+  return "ok\n" + std::to_string(MaxAt - MinAt) + "\n" +
+         std::to_string(MinWait) + "\n" + llvm::toHex(Bundle);
+}
+
 /// Per host, then across host leaders, then back: the agreement decides
 /// what the flat one decides. When every rank is in step and agrees, the
 /// verdict comes from reductions (all equal, first and last arrival, all in
@@ -666,88 +754,8 @@ runHierarchicalPreSync(Communicator &Comm, const PreSyncLevels &L,
   // 2. Leaders: a digest of each host, gathered among the leaders; the
   // verdict is computed by every leader from the same digests.
   std::string Verdict;
-  if (Leader) {
-    HostDigest D;
-    D.Ok = HostGather == CommStatus::Ok;
-    std::vector<Arrival> Recs(HostAll.size());
-    for (size_t I = 0; D.Ok && I < HostAll.size(); ++I)
-      D.Ok = decodeArrival(HostAll[I], Recs[I]);
-    if (!D.Ok) {
-      D.Missing = missingOf(*L.Host, Mine);
-      D.Exited = HostGather == CommStatus::Failed;
-    } else {
-      auto Fields = [](const Arrival &A) {
-        return std::array<const std::string *, 4>{&A.Flags, &A.Groups,
-                                                  &A.Collectives, &A.Structure};
-      };
-      D.MinAt = D.MaxAt = Recs[0].AtNs;
-      D.MinWait = Recs[0].WaitNs;
-      for (const Arrival &A : Recs) {
-        D.MinAt = std::min(D.MinAt, A.AtNs);
-        D.MaxAt = std::max(D.MaxAt, A.AtNs);
-        D.MinWait = std::min(D.MinWait, A.WaitNs);
-        D.InTime &= A.InTime;
-        for (int F = 0; F < 4; ++F)
-          D.Uniform &= *Fields(A)[F] == *Fields(Recs[0])[F];
-      }
-      for (int F = 0; F < 4; ++F)
-        D.Hash[F] = llvm::xxHash64(*Fields(Recs[0])[F]);
-      if (Mine.front() == 0)
-        D.Bundle = Recs[0].Bundle;
-    }
-    // A leader waits for the slowest host: its arrival and its exchange.
-    std::vector<std::string> Digests;
-    CommStatus LG = L.Leaders->allGather(
-        encodeDigest(D), Digests, Opts.PreSyncTimeout + Opts.AgreementTimeout);
-    std::vector<HostDigest> All(Digests.size());
-    bool Read = LG == CommStatus::Ok;
-    for (size_t I = 0; Read && I < Digests.size(); ++I)
-      Read = decodeDigest(Digests[I], All[I]);
-    if (!Read) {
-      std::vector<int> Leaders;
-      for (const std::vector<int> &H : L.Hosts)
-        Leaders.push_back(H.front());
-      std::vector<int> M = missingOf(*L.Leaders, Leaders);
-      Verdict = "broken\n" +
-                llvm::join(
-                    llvm::map_range(M, [](int R) { return std::to_string(R); }),
-                    ",") +
-                (LG == CommStatus::Failed ? "\nexited" : "\n");
-    } else {
-      std::vector<int> Missing;
-      bool AllOk = true, Same = true, InTime = true, Exited = false;
-      int64_t MinAt = All[0].MinAt, MaxAt = All[0].MaxAt,
-              MinWait = All[0].MinWait;
-      std::string Bundle;
-      for (const HostDigest &H : All) {
-        AllOk &= H.Ok;
-        Exited |= H.Exited;
-        llvm::append_range(Missing, H.Missing);
-        Same &= H.Uniform && std::equal(H.Hash, H.Hash + 4, All[0].Hash);
-        InTime &= H.InTime;
-        MinAt = std::min(MinAt, H.MinAt);
-        MaxAt = std::max(MaxAt, H.MaxAt);
-        MinWait = std::min(MinWait, H.MinWait);
-        if (!H.Bundle.empty())
-          Bundle = H.Bundle;
-      }
-      InTime &= MaxAt - MinAt <= int64_t(Opts.PreSyncTimeout.count()) * 1000000;
-      if (!AllOk) {
-        llvm::sort(Missing);
-        Verdict =
-            "broken\n" +
-            llvm::join(llvm::map_range(Missing,
-                                       [](int R) { return std::to_string(R); }),
-                       ",") +
-            (Exited ? "\nexited" : "\n");
-      } else if (!Same || !InTime) {
-        Verdict = "closer";
-      } else {
-        Verdict = "ok\n" + std::to_string(MaxAt - MinAt) + "\n" +
-                  std::to_string(MinWait) + "\n" + llvm::toHex(Bundle);
-      }
-    }
-  }
+  if (Leader)
+    Verdict = leaderVerdict(L, Opts, Mine, HostGather, HostAll);
   // 3. Back inside the host. A rank waits for its leader as long as the
   // leader may wait for the slowest host.
   CommStatus BC = L.Host->broadcast(

@@ -21,8 +21,8 @@
 #include "mtsched/Reference/RandomInputs.h"
 #include "mtsched/Runtime/Communicator.h"
 #include "mtsched/Runtime/MpiPlugin.h"
-#include "mtsched/Schedule/Schedule.h"
 #include "mtsched/Runtime/Topology.h"
+#include "mtsched/Schedule/Schedule.h"
 #include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/ToolError.h"
 #include "mtsched/Tools/RankPipeline.h"
@@ -636,6 +636,66 @@ bool emitOutputs(const OptMainConfig &Config, int N, RankState *Reporter,
 // Thread ranks
 //===----------------------------------------------------------------------===//
 
+/// Thread ranks are one process on one host: every placement is known
+/// here, without an exchange; none where a --topology file says.
+std::optional<DiscoveredTopology>
+threadRankTopology(const OptMainConfig &Config, int N) {
+  if (!Config.Pipe.Lowering.Choices.TopologyPath.empty())
+    return std::nullopt;
+  SingleCommunicator Here;
+  std::vector<RankPlacement> Placements(static_cast<size_t>(N));
+  std::map<int, std::vector<int>> Peers;
+  int Count = 0;
+  std::string NoGpu;
+  for (int R = 0; R < N; ++R) {
+    Placements[size_t(R)].Host = Here.hostIdentity();
+    probeGpu(Config.Pipe.Autotune, R, Placements[size_t(R)], Peers, Count,
+             NoGpu);
+  }
+  return topologyFromPlacements(Placements);
+}
+
+/// After the thread ranks joined: the first rank that finished reports
+/// (null if none did); OK when no rank failed and every finished rank
+/// decided alike. Says why on stderr otherwise.
+RankState *pickReporter(std::vector<RankState> &States, bool &OK) {
+  int N = int(States.size());
+  RankState *Reporter = nullptr;
+  bool AnyError = false;
+  for (RankState &S : States) {
+    if (S.Stopped)
+      llvm::WithColor::warning() << S.StopReason << "\n";
+    else if (!S.OK)
+      AnyError = true;
+    else if (!Reporter)
+      Reporter = &S;
+  }
+  OK = !AnyError && Reporter;
+  // Every rank stopped on purpose: nobody reported an error, yet there is
+  // nothing to print, so say why the run fails.
+  if (!Reporter && !AnyError)
+    toolError() << "no rank finished: all " << N
+                << (N == 1 ? " rank" : " ranks")
+                << " stopped (injected faults); nothing to "
+                   "report\n";
+  // No rank finished: the first that failed shows its dumps (e.g.
+  // --print-ir-after-failure); every rank ran the same passes.
+  if (!Reporter)
+    for (const RankState &S : States)
+      if (!S.Stopped) {
+        llvm::errs() << S.Dumps;
+        break;
+      }
+  if (OK)
+    for (const RankState &S : States)
+      if (S.OK && S.FinalIRHash != Reporter->FinalIRHash) {
+        toolError() << "ranks " << (Reporter - States.data()) << " and "
+                    << (&S - States.data()) << " decided differently\n";
+        OK = false;
+      }
+  return Reporter;
+}
+
 bool runThreadRanks(
     const OptMainConfig &GivenConfig, const FusionHeuristic &Heuristic,
     std::unique_ptr<Module> M, Diagnostics &Diags, llvm::raw_ostream &OS,
@@ -643,22 +703,7 @@ bool runThreadRanks(
   int N = rankCount(GivenConfig, *M, Diags, 0, "--ranks", /*Loud=*/true);
   if (N == 0)
     return false;
-  // Thread ranks are one process on one host: every placement is known
-  // here, without an exchange.
-  std::optional<DiscoveredTopology> Found;
-  if (GivenConfig.Pipe.Lowering.Choices.TopologyPath.empty()) {
-    SingleCommunicator Here;
-    std::vector<RankPlacement> Placements(static_cast<size_t>(N));
-    std::map<int, std::vector<int>> Peers;
-    int Count = 0;
-    std::string NoGpu;
-    for (int R = 0; R < N; ++R) {
-      Placements[size_t(R)].Host = Here.hostIdentity();
-      probeGpu(GivenConfig.Pipe.Autotune, R, Placements[size_t(R)], Peers,
-               Count, NoGpu);
-    }
-    Found = topologyFromPlacements(Placements);
-  }
+  std::optional<DiscoveredTopology> Found = threadRankTopology(GivenConfig, N);
   const OptMainConfig Config =
       withTopology(GivenConfig, Found ? &*Found : nullptr);
   if (!checkFaultTargets(Config, *M, N, /*Loud=*/true))
@@ -754,39 +799,8 @@ bool runThreadRanks(
   for (std::unique_ptr<RankThread> &T : Threads)
     T->join();
 
-  RankState *Reporter = nullptr;
-  bool AnyError = false;
-  for (RankState &S : States) {
-    if (S.Stopped)
-      llvm::WithColor::warning() << S.StopReason << "\n";
-    else if (!S.OK)
-      AnyError = true;
-    else if (!Reporter)
-      Reporter = &S;
-  }
-  bool OK = !AnyError && Reporter;
-  // Every rank stopped on purpose: nobody reported an error, yet there is
-  // nothing to print, so say why the run fails.
-  if (!Reporter && !AnyError)
-    toolError() << "no rank finished: all " << N
-                << (N == 1 ? " rank" : " ranks")
-                << " stopped (injected faults); nothing to "
-                   "report\n";
-  // No rank finished: the first that failed shows its dumps (e.g.
-  // --print-ir-after-failure); every rank ran the same passes.
-  if (!Reporter)
-    for (const RankState &S : States)
-      if (!S.Stopped) {
-        llvm::errs() << S.Dumps;
-        break;
-      }
-  if (OK)
-    for (const RankState &S : States)
-      if (S.OK && S.FinalIRHash != Reporter->FinalIRHash) {
-        toolError() << "ranks " << (Reporter - States.data()) << " and "
-                    << (&S - States.data()) << " decided differently\n";
-        OK = false;
-      }
+  bool OK = false;
+  RankState *Reporter = pickReporter(States, OK);
   if (Reporter) {
     // What ran once counts as the reporter's.
     Reporter->PassTimesMs.insert(Reporter->PassTimesMs.begin(),

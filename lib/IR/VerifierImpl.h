@@ -61,8 +61,20 @@ private:
   bool inferLayerNorm(const Node &N);
   bool inferSwiGlu(const Graph &G, const Node &N, TensorType &Result);
   bool inferAttention(const Node &N, TensorType &Result);
-  /// reshape, expand, transpose, slice, concat (LayoutTypes.cpp).
+  /// reshape, expand, transpose, slice, index_select, gather, concat
+  /// (LayoutTypes.cpp), one function per op below it.
   bool inferLayout(const Node &N, TensorType &Result);
+  bool inferReshapeOrExpand(const Node &N, TensorType &Result);
+  bool inferTranspose(const Node &N, TensorType &Result);
+  bool inferSlice(const Node &N, TensorType &Result);
+  bool inferIndexSelectOrGather(const Node &N, TensorType &Result);
+  bool inferConcat(const Node &N, TensorType &Result);
+  /// Integer attribute Key of layout op N: Default where absent and not
+  /// Required; nullopt after an error.
+  std::optional<int64_t> layoutIntAttr(const Node &N, const char *Key,
+                                       int64_t Default, bool Required);
+  /// N's `dim` for an operand of rank Rank, negative counting from the end.
+  std::optional<int64_t> layoutDimAttr(const Node &N, int64_t Rank);
   /// topk and sort: the values' type and the indices' (SortTypes.cpp).
   bool inferSort(const Node &N, TensorType &Values, TensorType &Indices);
   bool inferScatter(const Node &N, TensorType &Result);
