@@ -12,6 +12,7 @@
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/IR/Verifier.h"
+#include "mtsched/OpUnits/OpUnits.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -64,6 +65,7 @@ bool verifies(Parsed &P) {
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
+  mtsched::registerAllOpUnits();
   llvm::StringRef Input(reinterpret_cast<const char *>(Data), Size);
   std::unique_ptr<Parsed> First = parse(Input, "fuzz-input");
   if (!First->M)

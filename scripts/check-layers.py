@@ -35,8 +35,10 @@ LAYERS = [
     ["Lowering", "Schedule"],
     ["Autotune"],
     ["Backend/Sim", "Backend/Cuda"],
-    # Backends.cpp, the one list of backends.
-    ["Backend"],
+    # Backends.cpp, the one list of backends; the ops with their own
+    # kernel, one file each, registering their parts with IR, Reference and
+    # Backend/Cuda.
+    ["Backend", "OpUnits"],
     # The tools' library, and the C API that runs decided graphs in a
     # user's process (libmtsched_runtime): both sit on the backends.
     ["Tools", "RuntimeApi"],

@@ -7,6 +7,7 @@
 #include "mtsched/IR/Printer.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
+#include "mtsched/OpUnits/OpUnits.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Support/Diagnostics.h"
@@ -191,6 +192,8 @@ bool BufferProcessor::process(std::unique_ptr<llvm::MemoryBuffer> Buffer,
 }
 
 int mtsched::optMain(const OptMainConfig &Config) {
+  // Before any IR is read: the rules of the ops with their own kernel.
+  registerAllOpUnits();
   // Built once, here, for every buffer and rank: a name no heuristic has
   // stops the run before anything is read.
   llvm::Expected<std::unique_ptr<FusionHeuristic>> Heuristic =

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "VerifierImpl.h"
+#include "mtsched/IR/OpUnit.h"
 #include "llvm/Support/MathExtras.h"
 #include <cmath>
 
@@ -517,16 +518,17 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   }
   case OpCategory::Scatter:
     return inferScatter(N, Result);
-  case OpCategory::Scan: {
-    if (Operand(0).rank() == 0) {
-      error(N.getOperands()[0].Loc,
-            "'" + Info.Name + "' needs an operand of rank 1 or more");
+  case OpCategory::Unit: {
+    // The rule is the op unit's own (lib/OpUnits/<Code>.cpp).
+    const OpUnitInfo *Unit = lookupOpUnitInfo(N.getOp());
+    if (!Unit || !Unit->InferType) {
+      error(N.getLoc(), "'" + Info.Name +
+                            "' has no registered type rule (the tool must "
+                            "call registerAllOpUnits() first)");
       return false;
     }
-    if (!Dim(Operand(0).rank(), -1))
-      return false;
-    Result = Operand(0);
-    return true;
+    return Unit->InferType(
+        N, Result, [&](SMLoc Loc, const Twine &Msg) { error(Loc, Msg); });
   }
   case OpCategory::Custom:
     // Custom ops declare their result type; nothing to infer.

@@ -1,14 +1,8 @@
-//===- Scan.cpp - The geometry of cumsum ----------------------------------===//
+//===- Scan.cpp - A tensor split around one dimension ---------------------===//
 #include "mtsched/IR/Scan.h"
 #include "mtsched/IR/Graph.h"
 
 using namespace mtsched;
-
-std::optional<ScanShape> mtsched::scanShapeOf(const Node &N) {
-  if (!isScan(N.getOp()) || N.getNumOperands() != 1)
-    return std::nullopt;
-  return splitAtDim(N.getOperand(0)->getType(), N);
-}
 
 std::optional<ScanShape> mtsched::splitAtDim(const TensorType &T,
                                              const Node &N) {

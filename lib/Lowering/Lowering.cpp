@@ -89,7 +89,7 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
   case OpCategory::Layout:
   case OpCategory::Sort:
   case OpCategory::Scatter:
-  case OpCategory::Scan:
+  case OpCategory::Unit:
     return copyOf<BufferNode>(N);
   case OpCategory::MatMul: {
     auto MTB = copyOf<MultiTemplateBufferNode>(N);

@@ -1,8 +1,8 @@
 //===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/IR/Layout.h"
-#include "mtsched/IR/Scan.h"
 #include "mtsched/IR/Scatter.h"
+#include "mtsched/Reference/OpUnitReference.h"
 #include "mtsched/Reference/RandomInputs.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/MathExtras.h"
@@ -542,27 +542,14 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
           else
             Result.floats()[At] += Src.getDouble(Pos);
         }
-  } else if (isScan(Op)) {
-    std::optional<ScanShape> S = scanShapeOf(N);
-    if (!S)
-      return err("'%" + N.getName() + "' is not a well-formed '" +
-                 N.getOpName() + "'");
-    Result = HostValues::zeros(T.Dtype, NumOut);
-    for (int64_t O = 0; O < S->Outer; ++O)
-      for (int64_t I = 0; I < S->Inner; ++I) {
-        // Integer sums wrap at the result's width at every step, as
-        // torch.cumsum(x, dim, dtype=torch.int32) does.
-        int64_t IAcc = 0;
-        double FAcc = 0;
-        for (int64_t L = 0; L < S->Len; ++L) {
-          int64_t Pos = (O * S->Len + L) * S->Inner + I;
-          if (Result.isInt())
-            Result.ints()[Pos] = IAcc =
-                addWrap(IAcc, intAt(*In[0], Pos), T.Dtype);
-          else
-            Result.floats()[Pos] = FAcc += In[0]->getDouble(Pos);
-        }
-      }
+  } else if (isOpUnit(Op)) {
+    // The op's own file in lib/OpUnits defines it (IR/OpUnit.h).
+    OpUnitReferenceFn Ref = lookupOpUnitReference(Op);
+    if (!Ref)
+      return err("the interpreter has no semantics for '" + N.getOpName() +
+                 "' (its op unit is not registered)");
+    if (llvm::Error E = Ref(N, In, Result))
+      return E;
   } else if (isLayout(Op)) {
     std::optional<LayoutPlan> P = layoutPlanOf(N);
     if (!P)

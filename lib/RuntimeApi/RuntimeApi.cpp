@@ -9,6 +9,7 @@
 #include "mtsched/Backend/Backends.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
+#include "mtsched/OpUnits/OpUnits.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
 #include "mtsched/RuntimeApi/mtsched_runtime.h"
@@ -190,6 +191,7 @@ mtsched_module *mtsched_module_load(const char *IRText, size_t Len,
     setError(Error, "mtsched_module_load: no text");
     return nullptr;
   }
+  registerAllOpUnits();
   auto Mod = std::make_unique<mtsched_module>();
   std::string Diags;
   Mod->SM.setDiagHandler(collectDiagnostics, &Diags);

@@ -2,6 +2,7 @@
 #include "mtsched/Tools/Calibrate.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
+#include "mtsched/OpUnits/OpUnits.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/FileIO.h"
@@ -463,6 +464,7 @@ mtsched::collectCalibrationSamples(const Module *M,
 llvm::Expected<std::vector<CalibrationSample>> mtsched::loadCalibrationSamples(
     llvm::StringRef IRPath, llvm::StringRef ReportPath,
     const LoweringOptions &Lowering, const FusionOptions &Fusion) {
+  registerAllOpUnits();
   // A report grows with its graph, so it has the IR input's limit.
   auto Rep = readBoundedFile(ReportPath, MaxIRFileBytes, "a report");
   if (!Rep)

@@ -4,6 +4,7 @@
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
+#include "mtsched/OpUnits/OpUnits.h"
 #include "mtsched/Passes/PassManager.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Support/Diagnostics.h"
@@ -133,6 +134,7 @@ void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
 } // namespace
 
 llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
+  registerAllOpUnits();
   // Every heuristic built once, before any run: a name none has fails at
   // once, listing the known ones.
   llvm::Expected<std::unique_ptr<FusionHeuristic>> Exhaustive =

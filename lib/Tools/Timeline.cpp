@@ -2,6 +2,7 @@
 #include "mtsched/Tools/Timeline.h"
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/IR/Graph.h"
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/Runtime/Roofline.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/DenseSet.h"
@@ -48,7 +49,7 @@ std::optional<double> decidedUs(const MultiTemplateBufferNode &N) {
 
 /// A kernel of plain buffers, modelled as memory-bound: it reads what it
 /// does not compute, writes what is read after it or returned, and does
-/// one operation per element per node.
+/// one operation per element per node (an op unit: the number it states).
 double bufferKernelUs(const Graph &G, const ScheduledKernel &K,
                       const DeviceDesc &D) {
   llvm::DenseSet<const Value *> Inside, Read;
@@ -61,7 +62,10 @@ double bufferKernelUs(const Graph &G, const ScheduledKernel &K,
     for (const Operand &O : N->getOperands())
       if (!Inside.contains(O.V) && Read.insert(O.V).second)
         BytesRead += O.V->getType().numBytes();
-    Flops += double(N->getType().numElements());
+    // An op unit states its own arithmetic (IR/OpUnit.h).
+    const OpUnitInfo *Unit = lookupOpUnitInfo(N->getOp());
+    Flops += Unit && Unit->Flops ? Unit->Flops(*N)
+                                 : double(N->getType().numElements());
     for (unsigned I = 0; I < N->getNumResults(); ++I) {
       const Value *V = N->getResult(I);
       bool Escapes = G.isOutput(V);

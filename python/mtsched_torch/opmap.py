@@ -725,6 +725,30 @@ register("aten.sum")(_reduce("sum"))
 register("aten.amax")(_reduce("max"))
 
 
+@register("aten.prod")
+def _prod(conv, node):
+    """prod(x, dim, keepdim=False, dtype=None): x cast to the result's
+    element type (i64 for integer x without dtype), then the IR's
+    prod {dim, keepdim}; prod(x) of every element is x reshaped to one
+    dimension, then prod {dim = 0}."""
+    dt, shape = _result(conv, node)
+    v = conv.cast(conv.value(node.args[0]), dt)
+    vshape = conv.types[v][1]
+    dim = _arg(node, 1, "dim")
+    attrs = {}
+    if dim is None:
+        v = conv.emit("reshape", [v], dt, (_numel(vshape),),
+                      hint=node.name + ".flat")
+        attrs["dim"] = 0
+    else:
+        if not vshape:
+            raise Unmapped("a rank-0 tensor")
+        attrs["dim"] = int(dim) % len(vshape)
+        if _arg(node, 2, "keepdim", False):
+            attrs["keepdim"] = True
+    return conv.emit("prod", [v], dt, shape, attrs, hint=node.name)
+
+
 @register("aten._softmax", "aten.softmax")
 def _softmax(conv, node):
     v = conv.value(node.args[0])
@@ -2079,8 +2103,6 @@ REFUSED = {
     "aten.diagonal": "a strided view (the IR has no diagonal)",
     "aten.index_put": "writes at indices computed at run time along several "
     "dimensions (scatter covers one dimension; not mapped yet)",
-    "aten.prod": "the IR has no product reduction (exp(sum(log)) is not "
-    "exact)",
     "aten.atan2": "the IR has no inverse trigonometric functions",
     "aten.asin": "the IR has no inverse trigonometric functions",
     "aten.acos": "the IR has no inverse trigonometric functions",

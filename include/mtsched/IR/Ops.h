@@ -21,6 +21,12 @@ enum class OpCode {
 #include "mtsched/IR/Ops.def"
 };
 
+/// The number of ops: tables indexed by OpCode have this size.
+constexpr unsigned NumOpCodes = 0
+#define OP(Code, Name, Category, Arity, Epilogue, Flops, Types) +1
+#include "mtsched/IR/Ops.def"
+    ;
+
 enum class OpCategory {
   MatMul,
   Collective,
@@ -35,8 +41,9 @@ enum class OpCategory {
   Sort,
   /// Ops that write values to positions read at run time: scatter.
   Scatter,
-  /// Running reductions along one dimension, keeping the shape: cumsum.
-  Scan
+  /// Ops with their own kernel, never fused, each defined in one file
+  /// (an op unit, lib/OpUnits/<Code>.cpp; IR/OpUnit.h): cumsum.
+  Unit
 };
 
 /// How an op takes part in epilogue fusion.
@@ -101,9 +108,8 @@ enum class OpTypeRule {
   /// destination's but along 'dim') and the source, of the destination's
   /// element type; the result is the destination's type.
   Scatter,
-  /// One operand of rank 1 or more and attribute 'dim' (default -1); the
-  /// result is the operand's type.
-  Scan,
+  /// The op unit's own rule (IR/OpUnit.h), registered with it.
+  Unit,
   /// A tensor, then i32/i64 indices of its rank, no larger than it in any
   /// dimension but 'dim'; the result has the indices' shape (torch.gather).
   Gather,
@@ -152,8 +158,10 @@ inline unsigned opNumResults(OpCode C) { return isSort(C) ? 2 : 1; }
 inline bool isScatter(OpCode C) {
   return getOpInfo(C).Category == OpCategory::Scatter;
 }
-inline bool isScan(OpCode C) {
-  return getOpInfo(C).Category == OpCategory::Scan;
+/// Whether C is an op unit: an op with its own kernel, whose rules are
+/// registered from its file in lib/OpUnits (IR/OpUnit.h).
+inline bool isOpUnit(OpCode C) {
+  return getOpInfo(C).Category == OpCategory::Unit;
 }
 inline bool isLayout(OpCode C) {
   return getOpInfo(C).Category == OpCategory::Layout;

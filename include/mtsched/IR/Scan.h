@@ -1,10 +1,8 @@
-//===- Scan.h - The geometry of cumsum --------------------------*- C++ -*-===//
+//===- Scan.h - A tensor split around one dimension -------------*- C++ -*-===//
 //
-// `cumsum(%x) {dim}` keeps %x's shape: element i along 'dim' is the sum of
-// elements 0..i of its fibre. Seen as [Outer, Len, Inner], each of the
-// Outer * Inner fibres is summed in order: floating-point sums accumulate
-// in fp64 in the interpreter and in fp32 in the kernel (as PyTorch does
-// for bf16 and f16), integers exactly.
+// An op along one dimension ('dim') sees its tensor as [Outer, Len, Inner]:
+// Outer * Inner fibres of Len elements. cumsum (lib/OpUnits/Cumsum.cpp)
+// runs along each fibre in order; scatter writes into the destination's.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_IR_SCAN_H
@@ -30,11 +28,8 @@ struct ScanShape {
 
 /// T seen as [Outer, Len, Inner] around N's attribute 'dim' (default -1,
 /// negative counts from the end); nullopt if T has rank 0 or 'dim' is out
-/// of range. cumsum's and scatter's geometry.
+/// of range.
 std::optional<ScanShape> splitAtDim(const TensorType &T, const Node &N);
-
-/// The geometry of a verified cumsum node; nullopt if N is not one.
-std::optional<ScanShape> scanShapeOf(const Node &N);
 
 } // namespace mtsched
 

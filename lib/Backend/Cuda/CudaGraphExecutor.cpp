@@ -10,6 +10,7 @@
 #include "mtsched/Backend/Cuda/CollectiveCodegen.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
 #include "mtsched/Reference/RandomInputs.h"
@@ -713,8 +714,8 @@ llvm::Error GraphRun::runBuffer(const BufferNode &B) {
     return runKernel(generateSortKernel(nextKernelName(), B));
   if (isScatter(B.getOp()))
     return runKernel(generateScatterKernel(nextKernelName(), B));
-  if (isScan(B.getOp()))
-    return runKernel(generateScanKernel(nextKernelName(), B));
+  if (isOpUnit(B.getOp()))
+    return runKernel(generateOpUnitKernel(nextKernelName(), B));
   if (isLayout(B.getOp()) && !InLayoutGroup.count(&B)) {
     // reshape is a view of its operand's memory; the other layout ops
     // gather into their own buffer. In a group with others, the group's

@@ -1,14 +1,16 @@
 //===- GemmCodegen.h - Pieces the GEMM templates share ----------*- C++ -*-===//
 //
 // Internal to lib/Backend/Cuda: the mma.sync template (CudaCodegen.cpp) and the
-// Hopper wgmma template (WgmmaGemm.cpp) share the prelude, the kernel's
-// parameter list, the fused epilogue and the grouped CTA raster.
+// Hopper wgmma template (WgmmaGemm.cpp) share the prelude, the fused
+// epilogue and the grouped CTA raster. The pieces op units use too (the
+// kernel's parameter list, loads and stores) are in OpUnitKernels.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_LIB_BACKEND_CUDA_GEMMCODEGEN_H
 #define MTSCHED_LIB_BACKEND_CUDA_GEMMCODEGEN_H
 
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/raw_ostream.h"
 #include <string>
@@ -43,14 +45,6 @@ extern const char *const Prelude;
 }
 )"
 
-/// The C type a tensor of dtype T is stored as.
-const char *storageType(DType T);
-/// Converts float expression V to dtype T's storage.
-std::string storeExpr(DType T, const std::string &V);
-/// The load of element Idx of Ptr (of element type T) as a float.
-std::string loadExpr(DType T, const std::string &Ptr, const std::string &Idx);
-/// D as a float literal that round-trips.
-std::string flt(double D);
 /// A row reduction's `eps` attribute (1e-6 if absent).
 double epsOf(const Node &N);
 /// The expression of pointwise node N over operand expressions Ops (the op
@@ -64,21 +58,6 @@ llvm::Expected<std::string> indexFor(const TensorType &Op, int64_t Rows,
 /// The nodes of N's epilogue chain, in order.
 std::vector<const Node *> epilogueNodes(const MultiTemplateBufferNode &N);
 
-/// Collects the parameters of a kernel: inputs first, deduplicated.
-struct ParamList {
-  llvm::SetVector<const Value *> Inputs;
-  std::vector<const Value *> Outputs;
-
-  std::string name(const Value *V) const;
-  std::string signature() const;
-};
-
-/// The kernel Fn with Source over P's values, launched as one grid-stride
-/// loop over Work items in blocks of Block threads (the grid capped at 2^20
-/// blocks): the layout, scatter and cumsum kernels.
-KernelSource gridStrideKernel(std::string Fn, std::string Source,
-                              const ParamList &P, unsigned Block, int64_t Work);
-
 /// A fused group with layout ops (LayoutGroupKernels.cpp): one thread per
 /// element of Outputs (all of one shape), each value computed at the index
 /// its reader needs.
@@ -86,15 +65,6 @@ llvm::Expected<KernelSource>
 generateLayoutGroupKernel(llvm::StringRef Name,
                           llvm::ArrayRef<const Node *> Nodes,
                           llvm::ArrayRef<const Value *> Outputs);
-
-/// The start of a kernel Fn with one thread per fibre across a dimension
-/// (scatter, cumsum): the prelude, a comment line saying What, the
-/// signature and a grid-stride loop over Fibres fibres that defines `o`
-/// (the index before the dimension) and `c` (after it, of Inner). The body
-/// follows, then "  }\n}\n" closes the loop and the kernel.
-void emitFibreKernelHead(llvm::raw_ostream &OS, llvm::StringRef What,
-                         llvm::StringRef Fn, const ParamList &P, unsigned Block,
-                         int64_t Fibres, int64_t Inner);
 
 /// The fused epilogue of a GEMM, applied to accumulator `v` at (r, c).
 struct EpilogueCode {

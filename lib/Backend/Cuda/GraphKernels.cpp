@@ -77,8 +77,8 @@ mtsched::generateGraphKernels(const Graph &G,
            "kernel '" + Name + "'");
       continue;
     }
-    if (isScan(Nodes.front()->getOp())) {
-      Take(generateScanKernel(Name, *Nodes.front()), "kernel '" + Name + "'");
+    if (isOpUnit(Nodes.front()->getOp())) {
+      Take(generateOpUnitKernel(Name, *Nodes.front()), "kernel '" + Name + "'");
       continue;
     }
     if (Nodes.size() == 1 && isLayout(Nodes.front()->getOp())) {

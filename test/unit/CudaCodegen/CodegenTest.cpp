@@ -9,10 +9,13 @@
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/OpUnitKernels.h"
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
+#include "mtsched/Reference/OpUnitReference.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -598,6 +601,8 @@ struct KernelCorpus {
   std::vector<std::pair<std::string, KernelSource>> Work;
   /// Generation errors, "file#case: message".
   std::vector<std::string> Errors;
+  /// The op units some graph of the corpus uses: their kernels are in Work.
+  llvm::StringSet<> OpUnitsUsed;
   unsigned Graphs = 0;
   /// The kernels point into the parsed modules.
   std::vector<std::unique_ptr<Parsed>> Keep;
@@ -615,6 +620,9 @@ const KernelCorpus &kernelCorpus() {
         continue;
       for (auto &G : P->M->getGraphs()) {
         ++C.Graphs;
+        for (const auto &N : G->getNodes())
+          if (isOpUnit(N->getOp()))
+            C.OpUnitsUsed.insert(N->getOpName());
         std::vector<std::string> Errors;
         for (KernelSource &K : generateGraphKernels(*G, Errors))
           if (Seen.insert(K.Source).second)
@@ -676,6 +684,31 @@ TEST(CudaCodegen, EveryGraphGeneratesKernels) {
   std::cout << "[ generated ] " << C.Work.size() << " distinct kernels from "
             << C.Graphs << " graphs in "
             << llvm::formatv("{0:F1}", C.Seconds).str() << " s\n";
+}
+
+/// Every OP_UNIT of Ops.def registers its three parts (registerAllOpUnits,
+/// called by the tests' main), and a lit test or example uses it, so that
+/// its kernel is generated above and compiled by the shards below.
+TEST(CudaCodegen, EveryOpUnitIsRegisteredAndCompiled) {
+  const KernelCorpus &C = kernelCorpus();
+  unsigned Units = 0;
+  for (const OpInfo &Info : allOps()) {
+    if (!isOpUnit(Info.Code))
+      continue;
+    ++Units;
+    const OpUnitInfo *U = lookupOpUnitInfo(Info.Code);
+    EXPECT_TRUE(U && U->InferType && U->Flops)
+        << Info.Name.str() << ": no type rule or cost registered";
+    EXPECT_NE(lookupOpUnitReference(Info.Code), nullptr)
+        << Info.Name.str() << ": no fp64 reference registered";
+    EXPECT_NE(lookupOpUnitKernel(Info.Code), nullptr)
+        << Info.Name.str() << ": no kernel registered";
+    EXPECT_TRUE(C.OpUnitsUsed.contains(Info.Name))
+        << Info.Name.str()
+        << ": no graph of test/lit or examples uses it, so its kernel is "
+           "never compiled";
+  }
+  EXPECT_GE(Units, 1u);
 }
 
 class EveryKernelCompilesWithNvrtc : public ::testing::TestWithParam<unsigned> {

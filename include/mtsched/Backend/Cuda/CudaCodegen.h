@@ -121,11 +121,6 @@ llvm::Expected<KernelSource> generateSortKernel(llvm::StringRef Name,
 llvm::Expected<KernelSource> generateScatterKernel(llvm::StringRef Name,
                                                    const Node &N);
 
-/// The kernel of cumsum node N (IR/Scan.h): one thread per fibre, summing
-/// in order (fp32 for floating point, 64-bit for integers).
-llvm::Expected<KernelSource> generateScanKernel(llvm::StringRef Name,
-                                                const Node &N);
-
 /// The gather kernel of layout node N (expand, transpose, slice, concat;
 /// IR/Layout.h). reshape is a view: it has no kernel, and asking for one is
 /// an error.

@@ -23,7 +23,8 @@ def reductions():
         v, i = x.max(dim=1)
         return (v, i, x.argmax(-1), x.argmin(0), torch.amin(x, 1),
                 (x > 0.5).any(-1), (x > -3).all(1), x.sum((0, 1)),
-                x.min())
+                x.min(), x.prod(1), torch.prod(x, 0, keepdim=True),
+                (x * 4).int().prod(-1), x.prod())
     return Fn(f)
 
 

@@ -1,0 +1,73 @@
+//===- OpUnitKernels.h - The CUDA kernels of op units -----------*- C++ -*-===//
+//
+// The code generator's part of an op unit (IR/OpUnit.h): the kernel that
+// the op's file in lib/OpUnits registers, which generateGraphKernels
+// (--dump-kernels) and the --run executor ask for, and the pieces of
+// kernel text such a file writes its kernel with.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_BACKEND_CUDA_OPUNITKERNELS_H
+#define MTSCHED_BACKEND_CUDA_OPUNITKERNELS_H
+
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/raw_ostream.h"
+#include <string>
+#include <vector>
+
+namespace mtsched {
+
+/// The kernel of verified node N of an op unit, its entry point named
+/// after Name (sanitizeIdentifier); an error if N has a shape the kernel
+/// does not handle.
+using OpUnitKernelFn = llvm::Expected<KernelSource> (*)(llvm::StringRef Name,
+                                                        const Node &N);
+
+/// Registers op unit C's kernel (C an OP_UNIT of Ops.def).
+void registerOpUnitKernel(OpCode C, OpUnitKernelFn Fn);
+/// Op unit C's kernel; null if none is registered.
+OpUnitKernelFn lookupOpUnitKernel(OpCode C);
+/// The kernel of op-unit node N: lookupOpUnitKernel's, or an error naming
+/// the op when none is registered.
+llvm::Expected<KernelSource> generateOpUnitKernel(llvm::StringRef Name,
+                                                  const Node &N);
+
+namespace codegen {
+
+/// The C type a tensor of dtype T is stored as.
+const char *storageType(DType T);
+/// Converts float expression V to dtype T's storage.
+std::string storeExpr(DType T, const std::string &V);
+/// The load of element Idx of Ptr (of element type T) as a float.
+std::string loadExpr(DType T, const std::string &Ptr, const std::string &Idx);
+/// D as a float literal that round-trips.
+std::string flt(double D);
+
+/// Collects the parameters of a kernel: inputs first, deduplicated.
+struct ParamList {
+  llvm::SetVector<const Value *> Inputs;
+  std::vector<const Value *> Outputs;
+
+  std::string name(const Value *V) const;
+  std::string signature() const;
+};
+
+/// The kernel Fn with Source over P's values, launched as one grid-stride
+/// loop over Work items in blocks of Block threads (the grid capped at 2^20
+/// blocks): the layout and scatter kernels and the op units'.
+KernelSource gridStrideKernel(std::string Fn, std::string Source,
+                              const ParamList &P, unsigned Block, int64_t Work);
+
+/// The start of a kernel Fn with one thread per fibre across a dimension
+/// (scatter, cumsum): the prelude, a comment line saying What, the
+/// signature and a grid-stride loop over Fibres fibres that defines `o`
+/// (the index before the dimension) and `c` (after it, of Inner). The body
+/// follows, then "  }\n}\n" closes the loop and the kernel.
+void emitFibreKernelHead(llvm::raw_ostream &OS, llvm::StringRef What,
+                         llvm::StringRef Fn, const ParamList &P, unsigned Block,
+                         int64_t Fibres, int64_t Inner);
+
+} // namespace codegen
+} // namespace mtsched
+
+#endif // MTSCHED_BACKEND_CUDA_OPUNITKERNELS_H

@@ -1,0 +1,62 @@
+//===- OpUnit.h - The IR's part of an op with its own kernel ----*- C++ -*-===//
+//
+// An op unit is an op with its own kernel, declared by one OP_UNIT line of
+// Ops.def and defined in one file, lib/OpUnits/<Code>.cpp. That file
+// registers each of its parts with the library that consults it: the type
+// rule and the cost here (the verifier, the timeline), the fp64 reference
+// with the interpreter (Reference/OpUnitReference.h), the kernel with the
+// CUDA code generator (Backend/Cuda/OpUnitKernels.h). Registration is an
+// explicit call, registerAllOpUnits() (OpUnits/OpUnits.h), made by every
+// tool and by the runtime library before they read IR: a static
+// initializer in a static library is dropped when nothing refers to it.
+//
+// The tables are written once, under registerAllOpUnits()'s call_once, and
+// only read afterwards, so readers on several threads need no lock.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTSCHED_IR_OPUNIT_H
+#define MTSCHED_IR_OPUNIT_H
+
+#include "mtsched/IR/Ops.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/SMLoc.h"
+#include <cstdint>
+#include <optional>
+
+namespace mtsched {
+
+class Node;
+struct TensorType;
+
+/// Reports a verifier error at a location (the node's, or an operand's).
+using OpErrorFn = llvm::function_ref<void(llvm::SMLoc, const llvm::Twine &)>;
+
+/// The IR's part of an op unit.
+struct OpUnitInfo {
+  /// The type rule: checks N's operands and attributes (the verifier has
+  /// checked the operand count against Ops.def) and computes the result
+  /// type, reporting each mistake through Error at its line and column;
+  /// false after an error.
+  bool (*InferType)(const Node &N, TensorType &Result,
+                    OpErrorFn Error) = nullptr;
+  /// The arithmetic of verified node N for the roofline's compute side; the
+  /// memory side is the bytes its kernel reads and writes.
+  double (*Flops)(const Node &N) = nullptr;
+};
+
+/// Registers the IR's part of op unit C (an OP_UNIT of Ops.def).
+void registerOpUnitInfo(OpCode C, const OpUnitInfo &Info);
+/// The registered part of op unit C; null if C is not an op unit or
+/// registerAllOpUnits() was not called.
+const OpUnitInfo *lookupOpUnitInfo(OpCode C);
+
+/// Attribute 'dim' of N (Default if absent) for an operand of rank Rank,
+/// counted from the front; reports a non-integer or out-of-range one with
+/// the verifier's words and returns nullopt.
+std::optional<int64_t> verifyDimAttr(const Node &N, int64_t Rank,
+                                     int64_t Default, OpErrorFn Error);
+
+} // namespace mtsched
+
+#endif // MTSCHED_IR_OPUNIT_H
