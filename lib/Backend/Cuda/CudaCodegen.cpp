@@ -162,6 +162,8 @@ __device__ __forceinline__ void mt_atomic_max(float *a, float v) {
 }
 )" MTSCHED_CUDA_POW_HELPER;
 
+llvm::StringRef codegen::kernelPrelude() { return Prelude; }
+
 const char *codegen::storageType(DType T) {
   switch (T) {
   case DType::F32:

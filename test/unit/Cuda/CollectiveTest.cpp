@@ -318,7 +318,8 @@ TEST(CollectiveGpu, HierOnTwoEmulatedHosts) {
         for (bool Fused : {false, true}) {
           if (Fused && C->getEpilogue().empty())
             continue;
-          Measurement Ms = (*B)->measure(*C, W, Choice{"hier", {}, {}}, Fused);
+          Measurement Ms = (*B)->getRunner().measure(
+              *C, W, Choice{"hier", {}, {}}, Fused, BuildResult());
           Lines[Rank].push_back(
               "@" + G->getName() + (Fused ? " fused " : " ") +
               (Ms.Status == ChoiceStatus::Ok ? "ok" : "failed: " + Ms.Message));

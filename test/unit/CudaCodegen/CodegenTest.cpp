@@ -649,7 +649,10 @@ const KernelCorpus &kernelCorpus() {
               "] = " + expandCudaExpr(Info.Code, Ops) + "; // " +
               Info.Name.str() + "\n";
     }
-    K.Source = "extern \"C\" __global__ void " + K.Name +
+    // After the prelude, as every generated kernel: an expression may call
+    // its device functions (mt_pow).
+    K.Source = codegen::kernelPrelude().str() +
+               "\nextern \"C\" __global__ void " + K.Name +
                "(const float *p, float *q) {\n  const int i = threadIdx.x;\n" +
                Body + "}\n";
     C.Work.emplace_back("the op table", std::move(K));

@@ -52,6 +52,10 @@ struct ParamList {
   std::string signature() const;
 };
 
+/// The text every generated kernel starts with: storage types,
+/// conversions, reductions and the op table's device functions (mt_pow).
+llvm::StringRef kernelPrelude();
+
 /// The kernel Fn with Source over P's values, launched as one grid-stride
 /// loop over Work items in blocks of Block threads (the grid capped at 2^20
 /// blocks): the layout and scatter kernels and the op units'.
