@@ -22,7 +22,7 @@ graph @masked_2048(%q: bf16[1,16,2048,128], %k: bf16[1,4,2048,128], %v: bf16[1,4
   return %o
 }
 MIR
-timeout 150 "$OPT" "$W/a.mir" --split-input-file --prune-top-k=0 --pipeline=default --backend=cuda \
+timeout 110 "$OPT" "$W/a.mir" --split-input-file --prune-top-k=0 --pipeline=default --backend=cuda \
   --no-cache --kernel-cache-dir="$W/kc" --run -o "$OUT/standalone.decided.mir" > "$OUT/standalone.log" 2>&1
 echo "standalone rc=$?"
 grep -E "run @|error" "$OUT/standalone.log" | head -20
@@ -50,7 +50,7 @@ text = "".join(out).replace("  return %add_6\n",
     "  return %add_6, %bmm_1.attention, %add_4, %mul_8\n")
 open(sys.argv[2], "w").write(text)
 PY
-timeout 200 "$OPT" "$W/prefill.mir" --pipeline=default --backend=cuda --no-cache \
+timeout 160 "$OPT" "$W/prefill.mir" --pipeline=default --backend=cuda --no-cache \
   --kernel-cache-dir="$W/kc" --run -o "$OUT/layer.decided.mir" > "$OUT/layer.log" 2>&1
 echo "layer rc=$?"
 grep -E "run @|error" "$OUT/layer.log" | head
