@@ -428,8 +428,10 @@ bool Verifier::inferLayerNorm(const Node &N) {
   return true;
 }
 
-bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
-  const OpInfo &Info = getOpInfo(N.getOp());
+/// The operand count N's op expects, with attribute 'scalar' standing
+/// for the last operand of a pointwise op (a number, finite unless the
+/// result is a float or bool).
+bool Verifier::checkOperandCount(const Node &N, const OpInfo &Info) {
   // A pointwise op may take its last operand as attribute 'scalar'.
   const Attribute *Scalar = N.getAttrs().get("scalar");
   if (Scalar) {
@@ -473,6 +475,106 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
                           ", got " + Twine(N.getNumOperands()));
     return false;
   }
+  return true;
+}
+
+/// matmul's result: A [..., M, K] x B [K, N] or [..., K, N] (the same
+/// batch dimensions), declared in its accumulator type for fp8.
+bool Verifier::inferMatMulShape(const Node &N, TensorType &Result) {
+  auto Operand = [&](unsigned I) -> const TensorType & {
+    return N.getOperand(I)->getType();
+  };
+  const TensorType &A = Operand(0), &B = Operand(1);
+  for (unsigned I = 0; I < 2; ++I)
+    if (Operand(I).rank() < 2) {
+      error(N.getOperands()[I].Loc,
+            "operand " + name(N.getOperand(I)) +
+                " of 'matmul' must have rank 2 or more, got " +
+                Operand(I).str());
+      return false;
+    }
+  if (B.rank() != 2 && B.rank() != A.rank()) {
+    error(N.getOperands()[1].Loc, "operand " + name(N.getOperand(1)) +
+                                      " must have rank 2 or the rank of " +
+                                      name(N.getOperand(0)));
+    return false;
+  }
+  int64_t K = A.Shape.back(), KB = B.Shape[B.rank() - 2];
+  if (K != KB) {
+    error(N.getOperands()[1].Loc,
+          "'matmul' inner dimensions differ: " + name(N.getOperand(0)) +
+              " has " + Twine(K) + " columns but " + name(N.getOperand(1)) +
+              " has " + Twine(KB) + " rows");
+    return false;
+  }
+  if (B.rank() > 2)
+    for (unsigned I = 0; I + 2 < A.rank(); ++I)
+      if (A.Shape[I] != B.Shape[I]) {
+        error(N.getOperands()[1].Loc,
+              "'matmul' batch dimensions differ: " + shapeStr(A.Shape) +
+                  " and " + shapeStr(B.Shape));
+        return false;
+      }
+  Result = A;
+  Result.Shape.back() = B.Shape.back();
+  // An fp8 product is declared in the type it is accumulated into.
+  if (isFp8DType(A.Dtype))
+    Result.Dtype = N.getType().Dtype;
+  return true;
+}
+
+/// A row reduction (softmax, layernorm, rmsnorm, ...): over the last
+/// dimension of a float operand, the result of its shape.
+bool Verifier::inferRowReduction(const Node &N, const OpInfo &Info,
+                                 TensorType &Result) {
+  auto Operand = [&](unsigned I) -> const TensorType & {
+    return N.getOperand(I)->getType();
+  };
+  const TensorType &In = Operand(0);
+  if (!isFloatDType(In.Dtype)) {
+    error(N.getLoc(), "'" + Info.Name +
+                          "' needs a floating-point operand, got " +
+                          dtypeName(In.Dtype));
+    return false;
+  }
+  if (N.getAttrs().contains("dim")) {
+    error(N.getLoc(), "'" + Info.Name +
+                          "' always normalises over the last dimension; "
+                          "remove attribute 'dim'");
+    return false;
+  }
+  if (N.getOp() == OpCode::LayerNorm && !inferLayerNorm(N))
+    return false;
+  if (N.getOp() == OpCode::RmsNorm) {
+    if (Operand(1).Dtype != In.Dtype) {
+      error(N.getOperands()[1].Loc, "operand " + name(N.getOperand(1)) +
+                                        " has element type " +
+                                        dtypeName(Operand(1).Dtype) +
+                                        ", expected " + dtypeName(In.Dtype));
+      return false;
+    }
+    const TensorType &W = Operand(1);
+    if (W.rank() != 1 || W.Shape[0] != In.innerDim()) {
+      error(N.getOperands()[1].Loc,
+            "rmsnorm weight " + name(N.getOperand(1)) + " has shape " +
+                shapeStr(W.Shape) + ", expected [" + Twine(In.innerDim()) +
+                "] (the last dimension of " + name(N.getOperand(0)) + ")");
+      return false;
+    }
+    if (const Attribute *Eps = N.getAttrs().get("eps"))
+      if (!(Eps->isFloat() || Eps->isInt()) || Eps->getNumber() <= 0) {
+        error(N.getLoc(), "attribute 'eps' must be a positive number");
+        return false;
+      }
+  }
+  Result = In;
+  return true;
+}
+
+bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
+  const OpInfo &Info = getOpInfo(N.getOp());
+  if (!checkOperandCount(N, Info))
+    return false;
   auto Operand = [&](unsigned I) -> const TensorType & {
     return N.getOperand(I)->getType();
   };
@@ -544,45 +646,7 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
       return false;
     if (Info.Types == OpTypeRule::SwiGlu)
       return inferSwiGlu(G, N, Result);
-    if (!inferMatMul(N))
-      return false;
-    const TensorType &A = Operand(0), &B = Operand(1);
-    for (unsigned I = 0; I < 2; ++I)
-      if (Operand(I).rank() < 2) {
-        error(N.getOperands()[I].Loc,
-              "operand " + name(N.getOperand(I)) +
-                  " of 'matmul' must have rank 2 or more, got " +
-                  Operand(I).str());
-        return false;
-      }
-    if (B.rank() != 2 && B.rank() != A.rank()) {
-      error(N.getOperands()[1].Loc, "operand " + name(N.getOperand(1)) +
-                                        " must have rank 2 or the rank of " +
-                                        name(N.getOperand(0)));
-      return false;
-    }
-    int64_t K = A.Shape.back(), KB = B.Shape[B.rank() - 2];
-    if (K != KB) {
-      error(N.getOperands()[1].Loc,
-            "'matmul' inner dimensions differ: " + name(N.getOperand(0)) +
-                " has " + Twine(K) + " columns but " + name(N.getOperand(1)) +
-                " has " + Twine(KB) + " rows");
-      return false;
-    }
-    if (B.rank() > 2)
-      for (unsigned I = 0; I + 2 < A.rank(); ++I)
-        if (A.Shape[I] != B.Shape[I]) {
-          error(N.getOperands()[1].Loc,
-                "'matmul' batch dimensions differ: " + shapeStr(A.Shape) +
-                    " and " + shapeStr(B.Shape));
-          return false;
-        }
-    Result = A;
-    Result.Shape.back() = B.Shape.back();
-    // An fp8 product is declared in the type it is accumulated into.
-    if (isFp8DType(A.Dtype))
-      Result.Dtype = N.getType().Dtype;
-    return true;
+    return inferMatMul(N) && inferMatMulShape(N, Result);
   }
   case OpCategory::Pointwise: {
     if (Info.Types == OpTypeRule::Cast || Info.Types == OpTypeRule::Fill) {
@@ -643,39 +707,7 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
         Result.Shape.erase(Result.Shape.begin() + *D);
       return true;
     }
-    if (!isFloatDType(In.Dtype)) {
-      error(N.getLoc(), "'" + Info.Name +
-                            "' needs a floating-point operand, got " +
-                            dtypeName(In.Dtype));
-      return false;
-    }
-    if (N.getAttrs().contains("dim")) {
-      error(N.getLoc(), "'" + Info.Name +
-                            "' always normalises over the last dimension; "
-                            "remove attribute 'dim'");
-      return false;
-    }
-    if (N.getOp() == OpCode::LayerNorm && !inferLayerNorm(N))
-      return false;
-    if (N.getOp() == OpCode::RmsNorm) {
-      if (!SameDType())
-        return false;
-      const TensorType &W = Operand(1);
-      if (W.rank() != 1 || W.Shape[0] != In.innerDim()) {
-        error(N.getOperands()[1].Loc,
-              "rmsnorm weight " + name(N.getOperand(1)) + " has shape " +
-                  shapeStr(W.Shape) + ", expected [" + Twine(In.innerDim()) +
-                  "] (the last dimension of " + name(N.getOperand(0)) + ")");
-        return false;
-      }
-      if (const Attribute *Eps = N.getAttrs().get("eps"))
-        if (!(Eps->isFloat() || Eps->isInt()) || Eps->getNumber() <= 0) {
-          error(N.getLoc(), "attribute 'eps' must be a positive number");
-          return false;
-        }
-    }
-    Result = In;
-    return true;
+    return inferRowReduction(N, Info, Result);
   }
   }
   return false;

@@ -58,6 +58,9 @@ private:
   /// The operand count and element types of a matmul (fp8 ones with their
   /// scales); the shapes are inferType's.
   bool inferMatMul(const Node &N);
+  bool inferMatMulShape(const Node &N, TensorType &Result);
+  bool checkOperandCount(const Node &N, const OpInfo &Info);
+  bool inferRowReduction(const Node &N, const OpInfo &Info, TensorType &Result);
   bool inferLayerNorm(const Node &N);
   bool inferSwiGlu(const Graph &G, const Node &N, TensorType &Result);
   bool inferAttention(const Node &N, TensorType &Result);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <list>
 #include <optional>
 #include <unistd.h>
 
@@ -348,200 +349,352 @@ static void sortRows(const std::vector<E> &In, std::vector<E> &Out,
   }
 }
 
-llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
+namespace {
+/// A node's operand values, as interpretNode and its per-op parts read them.
+struct NodeOperands {
   std::vector<const HostValues *> In;
-  for (const Operand &O : N.getOperands()) {
-    auto It = Data.find(O.V);
-    if (It == Data.end())
-      return err("no value for '%" + O.V->getName() + "'");
-    In.push_back(&It->second);
-  }
-  // The fp64 ops (GEMMs, attention, norms) read integer operands, which
-  // they do not expect, as doubles.
-  std::vector<std::vector<double>> Converted;
-  Converted.reserve(In.size());
-  auto Floats = [&](unsigned K) -> const std::vector<double> & {
+  /// The fp64 ops (GEMMs, attention, norms) read integer operands, which
+  /// they do not expect, as doubles: converted once, kept here.
+  std::list<std::vector<double>> Converted;
+  const std::vector<double> &floats(unsigned K) {
     if (!In[K]->isInt())
       return In[K]->floats();
     Converted.push_back(In[K]->toDoubles());
     return Converted.back();
+  }
+};
+} // namespace
+
+static llvm::Error interpretMatMul(const Node &N, NodeOperands &Ops,
+                                   HostValues &Result) {
+  int64_t NumOut = N.getType().numElements();
+  const TensorType &T = N.getType();
+  std::vector<double> Out(NumOut);
+  const TensorType &A = N.getOperand(0)->getType(),
+                   &B = N.getOperand(1)->getType();
+  int64_t K = A.innerDim(), Nn = B.innerDim();
+  int64_t M = A.Shape[A.rank() - 2];
+  int64_t Batch = A.numElements() / (M * K);
+  bool BatchedB = B.rank() > 2;
+  const std::vector<double> &A0 = Ops.floats(0), &B1 = Ops.floats(1);
+  // Rows in parallel: --run checks a 4096^3 GEMM in fp64 here.
+  parallelChunks(
+      Batch * M,
+      [&](int64_t Begin, int64_t End) {
+        for (int64_t Row = Begin; Row < End; ++Row) {
+          int64_t Bt = Row / M;
+          double *C = &Out[Row * Nn];
+          const double *Ar = &A0[Row * K];
+          const double *Bm = &B1[BatchedB ? Bt * K * Nn : 0];
+          for (int64_t Kk = 0; Kk < K; ++Kk) {
+            double Av = Ar[Kk];
+            const double *Br = Bm + Kk * Nn;
+            for (int64_t J = 0; J < Nn; ++J)
+              C[J] += Av * Br[J];
+          }
+        }
+      },
+      /*MinChunk=*/
+      std::max<int64_t>(1, (int64_t(1) << 22) / std::max<int64_t>(1, K * Nn)));
+  // fp8 operands: their scales, per tensor or per row of A / column
+  // of B (then both operands are 2-D).
+  if (N.getNumOperands() == 4) {
+    const std::vector<double> &SA = Ops.floats(2), &SB = Ops.floats(3);
+    bool RowA = SA.size() != 1, ColB = SB.size() != 1;
+    for (int64_t R = 0; R < Batch * M; ++R)
+      for (int64_t J = 0; J < Nn; ++J)
+        Out[R * Nn + J] *= SA[RowA ? R : 0] * SB[ColB ? J : 0];
+  }
+  Result = fromDoubles(std::move(Out), T.Dtype);
+  return llvm::Error::success();
+}
+
+static llvm::Error interpretAttention(const Node &N, NodeOperands &Ops,
+                                      HostValues &Result) {
+  int64_t NumOut = N.getType().numElements();
+  const TensorType &T = N.getType();
+  std::optional<AttentionShape> S = attentionShapeOf(N);
+  if (!S)
+    return err("'%" + N.getName() + "' is not a well-formed attention");
+  std::vector<double> Out(NumOut);
+  const std::vector<double> &Q = Ops.floats(0), &K = Ops.floats(1),
+                            &V = Ops.floats(2);
+  const double *M = S->HasMask ? Ops.floats(3).data() : nullptr;
+  // Query rows in parallel: --run checks prefill attention in fp64 here.
+  parallelChunks(
+      S->B * S->Hq * S->Sq,
+      [&](int64_t Begin, int64_t End) {
+        for (int64_t R = Begin; R < End; ++R)
+          attentionReferenceRow(*S, Q.data(), K.data(), V.data(), R,
+                                &Out[R * S->D], M);
+      },
+      /*MinChunk=*/
+      std::max<int64_t>(1, (int64_t(1) << 20) /
+                               std::max<int64_t>(1, S->Skv * S->D)));
+  Result = fromDoubles(std::move(Out), T.Dtype);
+  return llvm::Error::success();
+}
+
+static llvm::Error interpretSwiGlu(const Node &N, NodeOperands &Ops,
+                                   HostValues &Result) {
+  int64_t NumOut = N.getType().numElements();
+  const TensorType &T = N.getType();
+  // silu(A Wg) * (A Wu), row by row.
+  std::vector<double> Out(NumOut);
+  int64_t K = N.getOperand(0)->getType().innerDim(), Nn = T.innerDim();
+  int64_t Rows = NumOut / Nn;
+  const std::vector<double> &A = Ops.floats(0), &Wg = Ops.floats(1),
+                            &Wu = Ops.floats(2);
+  parallelChunks(
+      Rows,
+      [&](int64_t Begin, int64_t End) {
+        std::vector<double> G(Nn), U(Nn);
+        for (int64_t I = Begin; I < End; ++I) {
+          std::fill(G.begin(), G.end(), 0.0);
+          std::fill(U.begin(), U.end(), 0.0);
+          const double *Ar = &A[I * K];
+          for (int64_t Kk = 0; Kk < K; ++Kk) {
+            const double *Gr = &Wg[Kk * Nn], *Ur = &Wu[Kk * Nn];
+            for (int64_t J = 0; J < Nn; ++J) {
+              G[J] += Ar[Kk] * Gr[J];
+              U[J] += Ar[Kk] * Ur[J];
+            }
+          }
+          for (int64_t J = 0; J < Nn; ++J)
+            Out[I * Nn + J] = G[J] / (1 + std::exp(-G[J])) * U[J];
+        }
+      },
+      /*MinChunk=*/
+      std::max<int64_t>(1,
+                        (int64_t(1) << 22) / std::max<int64_t>(1, 2 * K * Nn)));
+  Result = fromDoubles(std::move(Out), T.Dtype);
+  return llvm::Error::success();
+}
+
+static llvm::Error interpretRaggedAllToAll(const Node &N, NodeOperands &Ops,
+                                           HostValues &Result) {
+  int64_t NumOut = N.getType().numElements();
+  const TensorType &T = N.getType();
+  // One rank's uneven all_to_all: its own rows back, then zeros. The
+  // counts are checked as every rank would check them.
+  if (Ops.In[1]->size() != 1)
+    return err("'%" + N.getName() +
+               "': only one-rank collectives (the identity) are interpreted");
+  const TensorType &XT = N.getOperand(0)->getType();
+  int64_t Rows = XT.Shape[0], Cap = T.Shape[0];
+  int64_t RowElems = Rows ? XT.numElements() / Rows : 0;
+  int64_t Send = intAt(*Ops.In[1], 0), Recv = intAt(*Ops.In[2], 0);
+  if (!(Send >= 0 && Send <= Rows))
+    return err("'%" + N.getName() + "': the send counts ask for " +
+               llvm::Twine(Send) + " rows of '%" + N.getOperand(0)->getName() +
+               "', which has " + llvm::Twine(Rows));
+  if (Recv != Send)
+    return err("'%" + N.getName() + "': rank 0 expects " + llvm::Twine(Recv) +
+               " rows from rank 0, which sends " + llvm::Twine(Send));
+  if (Recv > Cap)
+    return err("'%" + N.getName() + "': rank 0 receives " + llvm::Twine(Recv) +
+               " rows, more than its capacity of " + llvm::Twine(Cap));
+  Result = HostValues::zeros(T.Dtype, NumOut);
+  for (int64_t I = 0; I < Recv * RowElems; ++I)
+    copyElement(Result, I, *Ops.In[0], I, T.Dtype);
+  return llvm::Error::success();
+}
+
+/// Also writes the indices, N's second result, to Data.
+static llvm::Error interpretSort(const Node &N, NodeOperands &Ops,
+                                 HostValues &Result, ValueData &Data) {
+  int64_t NumOut = N.getType().numElements();
+  const TensorType &T = N.getType();
+  OpCode Op = N.getOp();
+  // Each row of the last dimension in order: largest first for topk
+  // (unless largest = false) and for sort with descending = true, else
+  // smallest first; NaN counts as larger than every number; ties keep
+  // index order.
+  const TensorType &InT = N.getOperand(0)->getType();
+  int64_t Len = InT.Shape.back(), Rows = Len ? InT.numElements() / Len : 0;
+  int64_t K = T.Shape.back();
+  bool Largest;
+  if (Op == OpCode::TopK) {
+    const Attribute *A = N.getAttrs().get("largest");
+    Largest = !A || A->getBool();
+  } else {
+    const Attribute *A = N.getAttrs().get("descending");
+    Largest = A && A->getBool();
+  }
+  std::vector<int64_t> Indices(NumOut);
+  Result = HostValues::zeros(T.Dtype, NumOut);
+  // Read from the operand's own storage: a copy of a tensor near
+  // --interpret-max-bytes would exceed it.
+  if (!Result.isInt())
+    sortRows(Ops.floats(0), Result.floats(), Indices, Rows, Len, K, Largest);
+  else if (Ops.In[0]->isInt())
+    sortRows(Ops.In[0]->ints(), Result.ints(), Indices, Rows, Len, K, Largest);
+  else
+    sortRows(fromDoubles(Ops.floats(0), T.Dtype).ints(), Result.ints(), Indices,
+             Rows, Len, K, Largest);
+  Data[N.getResult(1)] = HostValues(std::move(Indices));
+  return llvm::Error::success();
+}
+
+static llvm::Error interpretScatter(const Node &N, NodeOperands &Ops,
+                                    HostValues &Result) {
+  int64_t NumOut = N.getType().numElements();
+  const TensorType &T = N.getType();
+  std::optional<ScatterShape> S = scatterShapeOf(N);
+  if (!S)
+    return err("'%" + N.getName() + "' is not a well-formed 'scatter'");
+  Result = HostValues::zeros(T.Dtype, NumOut);
+  for (int64_t I = 0; I < NumOut; ++I)
+    copyElement(Result, I, *Ops.In[0], I, T.Dtype);
+  const HostValues &Idx = *Ops.In[1], &Src = *Ops.In[2];
+  for (int64_t O = 0; O < S->Outer; ++O)
+    for (int64_t I = 0; I < S->Inner; ++I)
+      for (int64_t K = 0; K < S->IdxLen; ++K) {
+        int64_t Pos = (O * S->IdxLen + K) * S->Inner + I;
+        int64_t X = intAt(Idx, Pos);
+        if (X < 0 || X >= S->DstLen)
+          return err("'%" + N.getName() + "': index " + llvm::Twine(X) +
+                     " at position " + llvm::Twine(Pos) + " of %" +
+                     N.getOperand(1)->getName() + " is outside [0, " +
+                     llvm::Twine(S->DstLen) + ")");
+        int64_t At = (O * S->DstLen + X) * S->Inner + I;
+        if (!S->Add)
+          copyElement(Result, At, Src, Pos, T.Dtype);
+        else if (Result.isInt())
+          Result.ints()[At] =
+              addWrap(Result.ints()[At], intAt(Src, Pos), T.Dtype);
+        else
+          Result.floats()[At] += Src.getDouble(Pos);
+      }
+  return llvm::Error::success();
+}
+
+static llvm::Error interpretPointwise(const Node &N, NodeOperands &Ops,
+                                      HostValues &Result) {
+  int64_t NumOut = N.getType().numElements();
+  const TensorType &T = N.getType();
+  OpCode Op = N.getOp();
+  std::optional<double> Scalar = pointwiseScalar(N);
+  const Attribute *ScalarAttr = Scalar ? N.getAttrs().get("scalar") : nullptr;
+  Result = HostValues::zeros(T.Dtype, NumOut);
+  // Integer results of ops with integer semantics are computed exactly
+  // when every operand they read is an integer (where's condition and
+  // full_like's shape operand are not read as numbers).
+  unsigned FirstRead = Op == OpCode::Where || Op == OpCode::FullLike ? 1 : 0;
+  bool Exact = Result.isInt() && (!Scalar || ScalarAttr->isInt()) &&
+               (Op == OpCode::Where ||
+                evaluateIntPointwise(Op, {0, 0, 0}, T.Dtype).has_value());
+  for (unsigned J = FirstRead; J < Ops.In.size(); ++J)
+    Exact &= Ops.In[J]->isInt();
+  unsigned NumX = Ops.In.size() + (Scalar ? 1 : 0);
+  llvm::SmallVector<double, 3> X(NumX);
+  llvm::SmallVector<int64_t, 3> XI(NumX);
+  if (Scalar) {
+    X.back() = *Scalar;
+    XI.back() = ScalarAttr->isInt() ? ScalarAttr->getInt() : 0;
+  }
+  for (int64_t I = 0; I < NumOut; ++I) {
+    for (unsigned J = 0; J < Ops.In.size(); ++J) {
+      int64_t At = broadcastIndex(N.getOperand(J)->getType().Shape, T.Shape, I);
+      if (Exact && J >= FirstRead)
+        XI[J] = Ops.In[J]->ints()[At];
+      else
+        X[J] = Ops.In[J]->getDouble(At);
+    }
+    if (Op == OpCode::Where && Exact) {
+      Result.ints()[I] = X[0] != 0 ? XI[1] : XI[2];
+    } else if (Exact) {
+      Result.ints()[I] = *evaluateIntPointwise(Op, XI, T.Dtype);
+    } else {
+      double V = evaluatePointwise(Op, X);
+      if (Result.isInt())
+        Result.ints()[I] = doubleToInt(V, T.Dtype);
+      else
+        Result.floats()[I] = V;
+    }
+  }
+  return llvm::Error::success();
+}
+
+static llvm::Error interpretSumOrMax(const Node &N, NodeOperands &Ops,
+                                     HostValues &Result) {
+  int64_t NumOut = N.getType().numElements();
+  const TensorType &T = N.getType();
+  OpCode Op = N.getOp();
+  const TensorType &IT = N.getOperand(0)->getType();
+  int64_t Dim = IT.rank() - 1;
+  if (const Attribute *D = N.getAttrs().get("dim"))
+    Dim = D->getInt() < 0 ? D->getInt() + IT.rank() : D->getInt();
+  int64_t After = 1;
+  for (unsigned D = Dim + 1; D < IT.rank(); ++D)
+    After *= IT.Shape[D];
+  int64_t Len = IT.Shape[Dim];
+  Result = HostValues::zeros(T.Dtype, NumOut);
+  bool Exact = Result.isInt() && Ops.In[0]->isInt();
+  for (int64_t I = 0; I < NumOut; ++I) {
+    double Acc =
+        Op == OpCode::Sum ? 0 : -std::numeric_limits<double>::infinity();
+    int64_t IAcc = Op == OpCode::Sum ? 0 : std::numeric_limits<int64_t>::min();
+    for (int64_t D = 0; D < Len; ++D) {
+      int64_t At = (I / After) * Len * After + D * After + I % After;
+      if (Exact) {
+        int64_t V = Ops.In[0]->ints()[At];
+        IAcc =
+            Op == OpCode::Sum ? addWrap(IAcc, V, T.Dtype) : std::max(IAcc, V);
+      } else {
+        double V = Ops.In[0]->getDouble(At);
+        Acc = Op == OpCode::Sum ? Acc + V : std::max(Acc, V);
+      }
+    }
+    if (Exact)
+      Result.ints()[I] = IAcc;
+    else if (Result.isInt())
+      Result.ints()[I] = doubleToInt(Acc, T.Dtype);
+    else
+      Result.floats()[I] = Acc;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
+  NodeOperands Ops;
+  for (const Operand &O : N.getOperands()) {
+    auto It = Data.find(O.V);
+    if (It == Data.end())
+      return err("no value for '%" + O.V->getName() + "'");
+    Ops.In.push_back(&It->second);
+  }
+  std::vector<const HostValues *> &In = Ops.In;
+  auto Floats = [&](unsigned K) -> const std::vector<double> & {
+    return Ops.floats(K);
   };
   const TensorType &T = N.getType();
   int64_t NumOut = T.numElements();
   OpCode Op = N.getOp();
   HostValues Result;
   if (Op == OpCode::MatMul) {
-    std::vector<double> Out(NumOut);
-    const TensorType &A = N.getOperand(0)->getType(),
-                     &B = N.getOperand(1)->getType();
-    int64_t K = A.innerDim(), Nn = B.innerDim();
-    int64_t M = A.Shape[A.rank() - 2];
-    int64_t Batch = A.numElements() / (M * K);
-    bool BatchedB = B.rank() > 2;
-    const std::vector<double> &A0 = Floats(0), &B1 = Floats(1);
-    // Rows in parallel: --run checks a 4096^3 GEMM in fp64 here.
-    parallelChunks(
-        Batch * M,
-        [&](int64_t Begin, int64_t End) {
-          for (int64_t Row = Begin; Row < End; ++Row) {
-            int64_t Bt = Row / M;
-            double *C = &Out[Row * Nn];
-            const double *Ar = &A0[Row * K];
-            const double *Bm = &B1[BatchedB ? Bt * K * Nn : 0];
-            for (int64_t Kk = 0; Kk < K; ++Kk) {
-              double Av = Ar[Kk];
-              const double *Br = Bm + Kk * Nn;
-              for (int64_t J = 0; J < Nn; ++J)
-                C[J] += Av * Br[J];
-            }
-          }
-        },
-        /*MinChunk=*/
-        std::max<int64_t>(1,
-                          (int64_t(1) << 22) / std::max<int64_t>(1, K * Nn)));
-    // fp8 operands: their scales, per tensor or per row of A / column
-    // of B (then both operands are 2-D).
-    if (N.getNumOperands() == 4) {
-      const std::vector<double> &SA = Floats(2), &SB = Floats(3);
-      bool RowA = SA.size() != 1, ColB = SB.size() != 1;
-      for (int64_t R = 0; R < Batch * M; ++R)
-        for (int64_t J = 0; J < Nn; ++J)
-          Out[R * Nn + J] *= SA[RowA ? R : 0] * SB[ColB ? J : 0];
-    }
-    Result = fromDoubles(std::move(Out), T.Dtype);
+    if (llvm::Error E = interpretMatMul(N, Ops, Result))
+      return E;
   } else if (Op == OpCode::Attention) {
-    std::optional<AttentionShape> S = attentionShapeOf(N);
-    if (!S)
-      return err("'%" + N.getName() + "' is not a well-formed attention");
-    std::vector<double> Out(NumOut);
-    const std::vector<double> &Q = Floats(0), &K = Floats(1), &V = Floats(2);
-    const double *M = S->HasMask ? Floats(3).data() : nullptr;
-    // Query rows in parallel: --run checks prefill attention in fp64 here.
-    parallelChunks(
-        S->B * S->Hq * S->Sq,
-        [&](int64_t Begin, int64_t End) {
-          for (int64_t R = Begin; R < End; ++R)
-            attentionReferenceRow(*S, Q.data(), K.data(), V.data(), R,
-                                  &Out[R * S->D], M);
-        },
-        /*MinChunk=*/
-        std::max<int64_t>(1, (int64_t(1) << 20) /
-                                 std::max<int64_t>(1, S->Skv * S->D)));
-    Result = fromDoubles(std::move(Out), T.Dtype);
+    if (llvm::Error E = interpretAttention(N, Ops, Result))
+      return E;
   } else if (Op == OpCode::SwiGlu) {
-    // silu(A Wg) * (A Wu), row by row.
-    std::vector<double> Out(NumOut);
-    int64_t K = N.getOperand(0)->getType().innerDim(), Nn = T.innerDim();
-    int64_t Rows = NumOut / Nn;
-    const std::vector<double> &A = Floats(0), &Wg = Floats(1), &Wu = Floats(2);
-    parallelChunks(
-        Rows,
-        [&](int64_t Begin, int64_t End) {
-          std::vector<double> G(Nn), U(Nn);
-          for (int64_t I = Begin; I < End; ++I) {
-            std::fill(G.begin(), G.end(), 0.0);
-            std::fill(U.begin(), U.end(), 0.0);
-            const double *Ar = &A[I * K];
-            for (int64_t Kk = 0; Kk < K; ++Kk) {
-              const double *Gr = &Wg[Kk * Nn], *Ur = &Wu[Kk * Nn];
-              for (int64_t J = 0; J < Nn; ++J) {
-                G[J] += Ar[Kk] * Gr[J];
-                U[J] += Ar[Kk] * Ur[J];
-              }
-            }
-            for (int64_t J = 0; J < Nn; ++J)
-              Out[I * Nn + J] = G[J] / (1 + std::exp(-G[J])) * U[J];
-          }
-        },
-        /*MinChunk=*/
-        std::max<int64_t>(1, (int64_t(1) << 22) /
-                                 std::max<int64_t>(1, 2 * K * Nn)));
-    Result = fromDoubles(std::move(Out), T.Dtype);
+    if (llvm::Error E = interpretSwiGlu(N, Ops, Result))
+      return E;
   } else if (Op == OpCode::AllToAll && In.size() == 3) {
-    // One rank's uneven all_to_all: its own rows back, then zeros. The
-    // counts are checked as every rank would check them.
-    if (In[1]->size() != 1)
-      return err("'%" + N.getName() +
-                 "': only one-rank collectives (the identity) are interpreted");
-    const TensorType &XT = N.getOperand(0)->getType();
-    int64_t Rows = XT.Shape[0], Cap = T.Shape[0];
-    int64_t RowElems = Rows ? XT.numElements() / Rows : 0;
-    int64_t Send = intAt(*In[1], 0), Recv = intAt(*In[2], 0);
-    if (!(Send >= 0 && Send <= Rows))
-      return err("'%" + N.getName() + "': the send counts ask for " +
-                 llvm::Twine(Send) + " rows of '%" +
-                 N.getOperand(0)->getName() + "', which has " +
-                 llvm::Twine(Rows));
-    if (Recv != Send)
-      return err("'%" + N.getName() + "': rank 0 expects " + llvm::Twine(Recv) +
-                 " rows from rank 0, which sends " + llvm::Twine(Send));
-    if (Recv > Cap)
-      return err("'%" + N.getName() + "': rank 0 receives " +
-                 llvm::Twine(Recv) + " rows, more than its capacity of " +
-                 llvm::Twine(Cap));
-    Result = HostValues::zeros(T.Dtype, NumOut);
-    for (int64_t I = 0; I < Recv * RowElems; ++I)
-      copyElement(Result, I, *In[0], I, T.Dtype);
+    if (llvm::Error E = interpretRaggedAllToAll(N, Ops, Result))
+      return E;
   } else if (collectiveKindOf(Op) != CollectiveKind::None) {
     if (In.empty() || int64_t(In[0]->size()) != NumOut)
       return err("'%" + N.getName() +
                  "': only one-rank collectives (the identity) are interpreted");
     Result = *In[0];
   } else if (isSort(Op)) {
-    // Each row of the last dimension in order: largest first for topk
-    // (unless largest = false) and for sort with descending = true, else
-    // smallest first; NaN counts as larger than every number; ties keep
-    // index order.
-    const TensorType &InT = N.getOperand(0)->getType();
-    int64_t Len = InT.Shape.back(), Rows = Len ? InT.numElements() / Len : 0;
-    int64_t K = T.Shape.back();
-    bool Largest;
-    if (Op == OpCode::TopK) {
-      const Attribute *A = N.getAttrs().get("largest");
-      Largest = !A || A->getBool();
-    } else {
-      const Attribute *A = N.getAttrs().get("descending");
-      Largest = A && A->getBool();
-    }
-    std::vector<int64_t> Indices(NumOut);
-    Result = HostValues::zeros(T.Dtype, NumOut);
-    // Read from the operand's own storage: a copy of a tensor near
-    // --interpret-max-bytes would exceed it.
-    if (!Result.isInt())
-      sortRows(Floats(0), Result.floats(), Indices, Rows, Len, K, Largest);
-    else if (In[0]->isInt())
-      sortRows(In[0]->ints(), Result.ints(), Indices, Rows, Len, K, Largest);
-    else
-      sortRows(fromDoubles(Floats(0), T.Dtype).ints(), Result.ints(), Indices,
-               Rows, Len, K, Largest);
-    Data[N.getResult(1)] = HostValues(std::move(Indices));
+    if (llvm::Error E = interpretSort(N, Ops, Result, Data))
+      return E;
   } else if (Op == OpCode::Scatter) {
-    std::optional<ScatterShape> S = scatterShapeOf(N);
-    if (!S)
-      return err("'%" + N.getName() + "' is not a well-formed 'scatter'");
-    Result = HostValues::zeros(T.Dtype, NumOut);
-    for (int64_t I = 0; I < NumOut; ++I)
-      copyElement(Result, I, *In[0], I, T.Dtype);
-    const HostValues &Idx = *In[1], &Src = *In[2];
-    for (int64_t O = 0; O < S->Outer; ++O)
-      for (int64_t I = 0; I < S->Inner; ++I)
-        for (int64_t K = 0; K < S->IdxLen; ++K) {
-          int64_t Pos = (O * S->IdxLen + K) * S->Inner + I;
-          int64_t X = intAt(Idx, Pos);
-          if (X < 0 || X >= S->DstLen)
-            return err("'%" + N.getName() + "': index " + llvm::Twine(X) +
-                       " at position " + llvm::Twine(Pos) + " of %" +
-                       N.getOperand(1)->getName() + " is outside [0, " +
-                       llvm::Twine(S->DstLen) + ")");
-          int64_t At = (O * S->DstLen + X) * S->Inner + I;
-          if (!S->Add)
-            copyElement(Result, At, Src, Pos, T.Dtype);
-          else if (Result.isInt())
-            Result.ints()[At] =
-                addWrap(Result.ints()[At], intAt(Src, Pos), T.Dtype);
-          else
-            Result.floats()[At] += Src.getDouble(Pos);
-        }
+    if (llvm::Error E = interpretScatter(N, Ops, Result))
+      return E;
   } else if (isOpUnit(Op)) {
     // The op's own file in lib/OpUnits defines it (IR/OpUnit.h).
     OpUnitReferenceFn Ref = lookupOpUnitReference(Op);
@@ -571,80 +724,11 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       copyElement(Result, I, *In[K], Idx, T.Dtype);
     }
   } else if (isPointwise(Op)) {
-    std::optional<double> Scalar = pointwiseScalar(N);
-    const Attribute *ScalarAttr = Scalar ? N.getAttrs().get("scalar") : nullptr;
-    Result = HostValues::zeros(T.Dtype, NumOut);
-    // Integer results of ops with integer semantics are computed exactly
-    // when every operand they read is an integer (where's condition and
-    // full_like's shape operand are not read as numbers).
-    unsigned FirstRead = Op == OpCode::Where || Op == OpCode::FullLike ? 1 : 0;
-    bool Exact = Result.isInt() && (!Scalar || ScalarAttr->isInt()) &&
-                 (Op == OpCode::Where ||
-                  evaluateIntPointwise(Op, {0, 0, 0}, T.Dtype).has_value());
-    for (unsigned J = FirstRead; J < In.size(); ++J)
-      Exact &= In[J]->isInt();
-    unsigned NumX = In.size() + (Scalar ? 1 : 0);
-    llvm::SmallVector<double, 3> X(NumX);
-    llvm::SmallVector<int64_t, 3> XI(NumX);
-    if (Scalar) {
-      X.back() = *Scalar;
-      XI.back() = ScalarAttr->isInt() ? ScalarAttr->getInt() : 0;
-    }
-    for (int64_t I = 0; I < NumOut; ++I) {
-      for (unsigned J = 0; J < In.size(); ++J) {
-        int64_t At =
-            broadcastIndex(N.getOperand(J)->getType().Shape, T.Shape, I);
-        if (Exact && J >= FirstRead)
-          XI[J] = In[J]->ints()[At];
-        else
-          X[J] = In[J]->getDouble(At);
-      }
-      if (Op == OpCode::Where && Exact) {
-        Result.ints()[I] = X[0] != 0 ? XI[1] : XI[2];
-      } else if (Exact) {
-        Result.ints()[I] = *evaluateIntPointwise(Op, XI, T.Dtype);
-      } else {
-        double V = evaluatePointwise(Op, X);
-        if (Result.isInt())
-          Result.ints()[I] = doubleToInt(V, T.Dtype);
-        else
-          Result.floats()[I] = V;
-      }
-    }
+    if (llvm::Error E = interpretPointwise(N, Ops, Result))
+      return E;
   } else if (Op == OpCode::Sum || Op == OpCode::Max) {
-    const TensorType &IT = N.getOperand(0)->getType();
-    int64_t Dim = IT.rank() - 1;
-    if (const Attribute *D = N.getAttrs().get("dim"))
-      Dim = D->getInt() < 0 ? D->getInt() + IT.rank() : D->getInt();
-    int64_t After = 1;
-    for (unsigned D = Dim + 1; D < IT.rank(); ++D)
-      After *= IT.Shape[D];
-    int64_t Len = IT.Shape[Dim];
-    Result = HostValues::zeros(T.Dtype, NumOut);
-    bool Exact = Result.isInt() && In[0]->isInt();
-    for (int64_t I = 0; I < NumOut; ++I) {
-      double Acc =
-          Op == OpCode::Sum ? 0 : -std::numeric_limits<double>::infinity();
-      int64_t IAcc =
-          Op == OpCode::Sum ? 0 : std::numeric_limits<int64_t>::min();
-      for (int64_t D = 0; D < Len; ++D) {
-        int64_t At = (I / After) * Len * After + D * After + I % After;
-        if (Exact) {
-          int64_t V = In[0]->ints()[At];
-          IAcc =
-              Op == OpCode::Sum ? addWrap(IAcc, V, T.Dtype) : std::max(IAcc, V);
-        } else {
-          double V = In[0]->getDouble(At);
-          Acc = Op == OpCode::Sum ? Acc + V : std::max(Acc, V);
-        }
-      }
-      if (Exact)
-        Result.ints()[I] = IAcc;
-      else if (Result.isInt())
-        Result.ints()[I] = doubleToInt(Acc, T.Dtype);
-      else
-        Result.floats()[I] = Acc;
-    }
+    if (llvm::Error E = interpretSumOrMax(N, Ops, Result))
+      return E;
   } else if (isRowReduction(Op)) {
     std::vector<double> Out(NumOut);
     const std::vector<double> &X = Floats(0);
