@@ -29,21 +29,21 @@ extern const char *const Prelude;
 /// take x ** 3). So the sign is taken apart for integral exponents, the
 /// common small ones are products, and 0 ** 0 is 1; a negative base with a
 /// fractional exponent stays NaN, as in PyTorch.
+/// (Plain literals: a raw string cannot span the lines of a macro in g++.)
 #define MTSCHED_CUDA_POW_HELPER                                                \
-  R"(__device__ __forceinline__ float mt_pow(float a, float b) {
-  if (b == 0.f) return 1.f;
-  if (b == 1.f) return a;
-  if (b == 2.f) return a * a;
-  if (b == 3.f) return a * a * a;
-  if (a == 0.f) return b > 0.f ? 0.f : __int_as_float(0x7f800000);
-  float m = exp2f(b * log2f(fabsf(a)));
-  if (a < 0.f) {
-    if (b != truncf(b)) return __int_as_float(0x7fc00000);
-    if (fmodf(b, 2.f) != 0.f) m = -m;
-  }
-  return m;
-}
-)"
+  "__device__ __forceinline__ float mt_pow(float a, float b) {\n"              \
+  "  if (b == 0.f) return 1.f;\n"                                              \
+  "  if (b == 1.f) return a;\n"                                                \
+  "  if (b == 2.f) return a * a;\n"                                            \
+  "  if (b == 3.f) return a * a * a;\n"                                        \
+  "  if (a == 0.f) return b > 0.f ? 0.f : __int_as_float(0x7f800000);\n"       \
+  "  float m = exp2f(b * log2f(fabsf(a)));\n"                                  \
+  "  if (a < 0.f) {\n"                                                         \
+  "    if (b != truncf(b)) return __int_as_float(0x7fc00000);\n"               \
+  "    if (fmodf(b, 2.f) != 0.f) m = -m;\n"                                    \
+  "  }\n"                                                                      \
+  "  return m;\n"                                                              \
+  "}\n"
 
 /// A row reduction's `eps` attribute (1e-6 if absent).
 double epsOf(const Node &N);
