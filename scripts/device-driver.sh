@@ -13,3 +13,28 @@ find_mtsched_opt() {
     BIN="$ROOT/build/tools/mtsched-opt/mtsched-opt"
   fi
 }
+
+# device_lit_tree ROOT D: sets W to a new temporary lit tree that runs
+# ROOT's test/lit with the tools packed in D (scripts/gpu-test.sh --pack:
+# D/bin's mtsched-opt, FileCheck and not; no LLVM on a GPU machine):
+# the driver copied to W/tools/mtsched-opt with the MPI plugin beside it
+# (tools/lib/mtsched, where the copied driver looks), and
+# W/test/lit/lit.site.cfg.py. Run lit on "$W/test/lit/<Dir>".
+device_lit_tree() {
+  local ROOT=$1 D=$2
+  W=$(mktemp -d)
+  mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
+  cp "$D/bin/mtsched-opt" "$W/tools/mtsched-opt/"
+  if [ -d "$D/lib/mtsched" ]; then
+    mkdir -p "$W/tools/lib" && cp -r "$D/lib/mtsched" "$W/tools/lib/"
+  fi
+  cat >"$W/test/lit/lit.site.cfg.py" <<SITE
+import os
+config.mtsched_src_root = "$ROOT"
+config.mtsched_obj_root = "$W"
+config.mtsched_tools_dir = "$W/tools/mtsched-opt"
+config.llvm_tools_dir = "$D/bin"
+config.python = "python3"
+lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
+SITE
+}

@@ -22,6 +22,8 @@
 # target is a median of at most 20 ms) and exits 1 if a check fails.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# device_lit_tree: the lit tree over the packed tools.
+source "$ROOT/scripts/device-driver.sh"
 BENCH=0
 PACK=0
 COLL=0
@@ -145,22 +147,7 @@ if [ $COLL = 1 ]; then
   timeout 300 "$D/bin/CudaTests" --gtest_filter='Collective*' 2>&1 | tee "$OUTDIR/coll-unit.log" | tail -25
   [ "${PIPESTATUS[0]}" = 0 ] || fail=1
   echo "== collective lit tests (thread ranks, MPI ranks)"
-  W=$(mktemp -d)
-  mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
-  cp "$OPT" "$W/tools/mtsched-opt/"
-# The copied driver looks for the MPI plugin beside it (tools/lib/mtsched).
-if [ -d "$D/lib/mtsched" ]; then
-  mkdir -p "$W/tools/lib" && cp -r "$D/lib/mtsched" "$W/tools/lib/"
-fi
-  cat >"$W/test/lit/lit.site.cfg.py" <<SITE
-import os
-config.mtsched_src_root = "$ROOT"
-config.mtsched_obj_root = "$W"
-config.mtsched_tools_dir = "$W/tools/mtsched-opt"
-config.llvm_tools_dir = "$D/bin"
-config.python = "python3"
-lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
-SITE
+  device_lit_tree "$ROOT" "$D"
   timeout 300 python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda/collective-2gpu.mir" "$W/test/lit/Cuda/collective-2gpu-mpi.mir" \
     "$W/test/lit/Cuda/all-to-all-2gpu.mir" 2>&1 | tee "$OUTDIR/coll-lit.log" | tail -25
   [ "${PIPESTATUS[0]}" = 0 ] || fail=1
@@ -182,22 +169,7 @@ echo "== GPU unit tests"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 
 echo "== lit tests under test/lit/Cuda"
-W=$(mktemp -d)
-mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
-cp "$OPT" "$W/tools/mtsched-opt/"
-# The copied driver looks for the MPI plugin beside it (tools/lib/mtsched).
-if [ -d "$D/lib/mtsched" ]; then
-  mkdir -p "$W/tools/lib" && cp -r "$D/lib/mtsched" "$W/tools/lib/"
-fi
-cat >"$W/test/lit/lit.site.cfg.py" <<SITE
-import os
-config.mtsched_src_root = "$ROOT"
-config.mtsched_obj_root = "$W"
-config.mtsched_tools_dir = "$W/tools/mtsched-opt"
-config.llvm_tools_dir = "$D/bin"
-config.python = "python3"
-lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
-SITE
+device_lit_tree "$ROOT" "$D"
 python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda" 2>&1 | tee "$OUTDIR/lit.log" | tail -25
 if [ "${PIPESTATUS[0]}" != 0 ]; then
   fail=1

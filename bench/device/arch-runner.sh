@@ -14,6 +14,7 @@
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ROOT=$PWD; D=$ROOT/.device
+source "$ROOT/scripts/device-driver.sh"  # device_lit_tree
 OUT=${OUT:-$ROOT/gpu-results}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
 nvidia-smi -L > "$OUT/env.txt" 2>&1; cat "$OUT/env.txt"
@@ -23,17 +24,7 @@ timeout 60 "$D/bin/CudaTests" > "$OUT/unit.log" 2>&1; echo "unit rc=$?"
 tail -3 "$OUT/unit.log"
 
 echo "== lit Cuda"
-W=$(mktemp -d); mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
-cp "$D/bin/mtsched-opt" "$W/tools/mtsched-opt/"
-cat >"$W/test/lit/lit.site.cfg.py" <<SITE
-import os
-config.mtsched_src_root = "$ROOT"
-config.mtsched_obj_root = "$W"
-config.mtsched_tools_dir = "$W/tools/mtsched-opt"
-config.llvm_tools_dir = "$D/bin"
-config.python = "python3"
-lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
-SITE
+device_lit_tree "$ROOT" "$D"
 timeout 80 python3 "$D/lit/lit.py" -sv "$W/test/lit/Cuda" > "$OUT/lit.log" 2>&1; echo "lit rc=$?"
 grep -E "Passed|Failed|Unsupported" "$OUT/lit.log" | tail -4
 for t in $(sed -n 's/^FAIL: mtsched :: Cuda\/\(.*\) (.*/\1/p' "$OUT/lit.log"); do

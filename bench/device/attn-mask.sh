@@ -14,6 +14,7 @@
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ROOT=$PWD; D=$ROOT/.device
+source "$ROOT/scripts/device-driver.sh"  # device_lit_tree
 OUT=${OUT:-$ROOT/gpu-results}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
 OPT=$D/bin/mtsched-opt
@@ -21,17 +22,7 @@ OPT=$D/bin/mtsched-opt
 cat "$OUT/env.txt"
 
 echo "== 1. lit: masked and unmasked attention kernels"
-W=$(mktemp -d); mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
-cp "$OPT" "$W/tools/mtsched-opt/"
-cat >"$W/test/lit/lit.site.cfg.py" <<SITE
-import os
-config.mtsched_src_root = "$ROOT"
-config.mtsched_obj_root = "$W"
-config.mtsched_tools_dir = "$W/tools/mtsched-opt"
-config.llvm_tools_dir = "$D/bin"
-config.python = "python3"
-lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
-SITE
+device_lit_tree "$ROOT" "$D"
 START=$(date +%s)
 left() { echo $((170 - ($(date +%s) - START))); }
 timeout 100 python3 "$D/lit/lit.py" -sv --filter 'attention-(mask-)?run' "$W/test/lit/Cuda" > "$OUT/lit.log" 2>&1

@@ -6,21 +6,12 @@
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ROOT=$PWD; D=$ROOT/.device; O=$OUT
+source "$ROOT/scripts/device-driver.sh"  # device_lit_tree
 export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
 nvidia-smi -L
 echo "== unit"; timeout 50 "$D/bin/CudaTests" > "$O/unit.log" 2>&1; echo "unit rc=$?"
 grep -E "PASSED|FAILED" "$O/unit.log" | tail -6
-W=$(mktemp -d); mkdir -p "$W/test/lit/Cuda" "$W/tools/mtsched-opt"
-cp "$D/bin/mtsched-opt" "$W/tools/mtsched-opt/"
-cat >"$W/test/lit/lit.site.cfg.py" <<SITE
-import os
-config.mtsched_src_root = "$ROOT"
-config.mtsched_obj_root = "$W"
-config.mtsched_tools_dir = "$W/tools/mtsched-opt"
-config.llvm_tools_dir = "$D/bin"
-config.python = "python3"
-lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
-SITE
+device_lit_tree "$ROOT" "$D"
 echo "== lit Cuda"; timeout 130 python3 "$D/lit/lit.py" -sv -j4 "$W/test/lit/Cuda" > "$O/lit.log" 2>&1; echo "lit rc=$?"
 grep -E "^FAIL:" "$O/lit.log"; grep -E "Passed|Failed|Unsupported|Timed" "$O/lit.log" | tail -4
 for t in $(sed -n 's/^FAIL: mtsched :: Cuda\/\(.*\) (.*/\1/p' "$O/lit.log"); do

@@ -191,6 +191,24 @@ struct RankState {
   DecisionDigest Digest;
 };
 
+/// How a rank's passes ended, into State: stopped by an injected fault
+/// (with why), failed (an error not yet reported is printed), or OK.
+void noteRankEnd(llvm::Error E, RankState &State) {
+  bool Failed = false;
+  llvm::handleAllErrors(
+      std::move(E),
+      [&](const RankStoppedError &S) {
+        State.Stopped = true;
+        State.StopReason = S.message();
+      },
+      [&](const ReportedError &) { Failed = true; },
+      [&](const llvm::ErrorInfoBase &EI) {
+        Failed = true;
+        toolError() << EI.message() << '\n';
+      });
+  State.OK = !Failed && !State.Stopped;
+}
+
 bool hasCollectives(const Graph &G) {
   for (const auto &N : G.getNodes()) {
     if (llvm::isa<CollectiveMultiTemplateBufferNode>(N.get()) ||
@@ -370,19 +388,7 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
       PM.addPass(RankPasses.lookup(Name)->Factory());
     llvm::Error E = PM.run(*State.M);
     llvm::append_range(State.PassTimesMs, PM.getPassTimesMs());
-    bool Failed = false;
-    llvm::handleAllErrors(
-        std::move(E),
-        [&](const RankStoppedError &S) {
-          State.Stopped = true;
-          State.StopReason = S.message();
-        },
-        [&](const ReportedError &) { Failed = true; },
-        [&](const llvm::ErrorInfoBase &EI) {
-          Failed = true;
-          toolError() << EI.message() << '\n';
-        });
-    State.OK = !Failed && !State.Stopped;
+    noteRankEnd(std::move(E), State);
   }
   if (State.OK) {
     // Every rank's timings and decisions only for those that show them.
@@ -503,19 +509,7 @@ void runSharedRank(int Rank, std::unique_ptr<Communicator> Comm,
                                  std::chrono::duration<double, std::milli>(
                                      std::chrono::steady_clock::now() - Start)
                                      .count());
-  bool Failed = false;
-  llvm::handleAllErrors(
-      std::move(E),
-      [&](const RankStoppedError &S) {
-        State.Stopped = true;
-        State.StopReason = S.message();
-      },
-      [&](const ReportedError &) { Failed = true; },
-      [&](const llvm::ErrorInfoBase &EI) {
-        Failed = true;
-        toolError() << EI.message() << '\n';
-      });
-  State.OK = !Failed && !State.Stopped;
+  noteRankEnd(std::move(E), State);
   if (State.OK) {
     State.Session->finish(Details);
     State.FinalIRHash = State.Digest.result();
