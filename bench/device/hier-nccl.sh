@@ -134,11 +134,17 @@ def work(rank, n, port, q):
         for _ in range(5):
             dist.all_reduce(x)
         torch.cuda.synchronize()
+        # As nccl-tests time it: back-to-back calls between two events, the
+        # mean per call (one call between events adds the host's launch
+        # latency to every sample); the median of 5 such batches.
         ts = []
-        for _ in range(20):
+        for _ in range(5):
             a = torch.cuda.Event(enable_timing=True); b = torch.cuda.Event(enable_timing=True)
-            a.record(); dist.all_reduce(x); b.record(); b.synchronize()
-            ts.append(a.elapsed_time(b) * 1000)
+            a.record()
+            for _ in range(20):
+                dist.all_reduce(x)
+            b.record(); b.synchronize()
+            ts.append(a.elapsed_time(b) * 1000 / 20)
         t = torch.tensor([sorted(ts)[len(ts) // 2]], device="cuda")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         out[r] = t.item()
@@ -159,7 +165,7 @@ NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 60 python3 "$W/nccl_ar.py" "$NGPU"
 # The table: per all_reduce size, mtsched's nccl and hier (unfused) and
 # the best fused variant beside torch's NCCL all_reduce, per setting.
 python3 - "$OUT" "$W" <<'PY' > "$OUT/hier-table.md"
-import json, sys, os
+import json, sys, os, re
 out, w = sys.argv[1], sys.argv[2]
 def torch_us(name):
     p = os.path.join(w, f"torch-{name}.txt")
@@ -167,16 +173,19 @@ def torch_us(name):
     return {int(a): float(b) for a, b in (l.split() for l in open(p) if l.strip())}
 print("| setting | bytes | mtsched nccl us | mtsched hier us | chosen | torch NCCL all_reduce us |")
 print("|---|---:|---:|---:|---|---:|")
-for setting in ("nvlink", "net"):
-    p = os.path.join(out, f"threads-{setting}.json")
+for label, setting, f in (("nvlink, threads", "nvlink", "threads-nvlink"),
+                          ("net, threads", "net", "threads-net"),
+                          ("net, MPI", "net", "mpi-net")):
+    p = os.path.join(out, f + ".json")
     if not os.path.exists(p): continue
     r = json.load(open(p)); t = torch_us(setting)
     for n in r["nodes"]:
-        if not n["name"].startswith("%r"): continue
-        rows = int(n["name"][2:]); b = rows * 4096 * 2
+        m = re.fullmatch(r"%r([0-9]+)", n["name"])
+        if not m: continue
+        rows = int(m.group(1)); b = rows * 4096 * 2
         us = {c["name"]: (round(c["ms"] * 1000, 1) if c.get("ms") is not None else None)
               for c in n["choices"]}
-        print(f"| {setting} | {b} | {us.get('nccl')} | {us.get('hier')} | {n.get('chosen')} | {t.get(b, 'n/a')} |")
+        print(f"| {label} | {b} | {us.get('nccl')} | {us.get('hier')} | {n.get('chosen')} | {t.get(b, 'n/a')} |")
 PY
 cat "$OUT/hier-table.md"
 rm -rf "$W"

@@ -345,6 +345,17 @@ OptMainConfig withTopology(const OptMainConfig &Config,
   return C;
 }
 
+/// Rank's autotuner options: the pipeline's, with the host the topology
+/// puts the rank on (the CUDA backend's `hier` groups ranks by it). Every
+/// launcher, shared module or not, makes its rank's options here.
+AutotuneOptions rankAutotuneOptions(const PipelineOptions &Pipe, int Rank) {
+  AutotuneOptions Tune = Pipe.Autotune;
+  for (const Topology::Host &H : Pipe.Lowering.Choices.Topo.Hosts)
+    if (llvm::is_contained(H.Ranks, int64_t(Rank)))
+      Tune.HostName = H.Name;
+  return Tune;
+}
+
 /// Runs the pipeline as one rank: every launcher's shared part. Comm is the
 /// rank's communicator and Hooks how it stops on purpose (fault injection).
 /// HashFinalIR: record the decided IR's hash for comparison with the other
@@ -356,13 +367,9 @@ void runRank(int Rank, std::unique_ptr<Communicator> Comm, RankHooks Hooks,
   State.M = std::move(Mod);
   State.Comm = std::move(Comm);
   const PipelineOptions &Pipe = Config.Pipe;
-  AutotuneOptions Tune = Pipe.Autotune;
-  for (const Topology::Host &H : Pipe.Lowering.Choices.Topo.Hosts)
-    if (llvm::is_contained(H.Ranks, int64_t(Rank)))
-      Tune.HostName = H.Name;
   llvm::Expected<std::unique_ptr<Autotuner>> Session = createRankAutotuner(
-      std::move(Tune), Pipe.Fusion, Heuristic, Pipe.Lowering.Mode, Rank,
-      *State.Comm, Diags, *State.M, std::move(Hooks));
+      rankAutotuneOptions(Pipe, Rank), Pipe.Fusion, Heuristic,
+      Pipe.Lowering.Mode, Rank, *State.Comm, Diags, *State.M, std::move(Hooks));
   if (!Session) {
     // Every rank fails the same way; rank 0 says so.
     std::string Msg = toString(Session.takeError());
@@ -487,8 +494,8 @@ void runSharedRank(int Rank, std::unique_ptr<Communicator> Comm,
   State.Comm = std::move(Comm);
   const PipelineOptions &Pipe = Config.Pipe;
   llvm::Expected<std::unique_ptr<Autotuner>> Session = createRankAutotuner(
-      Pipe.Autotune, Pipe.Fusion, Heuristic, Pipe.Lowering.Mode, Rank,
-      *State.Comm, Diags, M, std::move(Hooks));
+      rankAutotuneOptions(Pipe, Rank), Pipe.Fusion, Heuristic,
+      Pipe.Lowering.Mode, Rank, *State.Comm, Diags, M, std::move(Hooks));
   if (!Session) {
     std::string Msg = toString(Session.takeError());
     if (Rank == 0)
