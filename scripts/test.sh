@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# Sets everything up, builds, and runs every test stage; exits non-zero if any
-# stage fails. This is what CI runs (.ci/run).
+# Sets everything up, builds, and runs every test; exits non-zero if any stage
+# fails. CI (.ci/run) runs it, then its deep tier.
 #
-#   bash scripts/test.sh                    # every stage
+#   bash scripts/test.sh                    # every test, once (the check tier)
+#   bash scripts/test.sh --deep             # and again under the sanitizers,
+#                                           # the fuzzer and the g++ build (CI)
 #   bash scripts/test.sh --only=release,asan
 #   bash scripts/test.sh --skip=fuzz
-#   bash scripts/test.sh --list             # list the stages
+#   bash scripts/test.sh --list             # list the stages and their tiers
+#
+# Two tiers. The check tier (setup docs release deps example import chaos
+# package extra:*) builds once and runs every unit, lit, importer, chaos,
+# package and MPI test: the README's command, under 15 minutes on two idle
+# cores. The deep tier (asan tsan fuzz build-matrix) rebuilds the project
+# three more times to run the same tests under ASan+UBSan and TSan, fuzzes
+# the parser and builds with g++: another ~20 minutes, which .ci/run adds
+# with --deep. --only names stages of either tier.
 #
 # Stages, in order:
 #   setup     scripts/setup.sh (installs what is missing)
@@ -356,6 +366,8 @@ fi
 # ---------------------------------------------------------------------------
 
 STAGES=(setup docs release deps example import chaos asan tsan fuzz build-matrix package)
+# The deep tier: run only with --deep or when --only names them.
+DEEP_STAGES=",asan,tsan,fuzz,build-matrix,"
 if [[ -d "$ROOT/scripts/test-extra.d" ]]; then
   while IFS= read -r F; do
     STAGES+=("extra:$(basename "$F")")
@@ -388,16 +400,23 @@ describe() {
 
 ONLY=""
 SKIP=""
+DEEP=""
 for ARG in "$@"; do
   case "$ARG" in
+  --deep) DEEP=1 ;;
   --only=*) ONLY=",${ARG#--only=}," ;;
   --skip=*) SKIP=",${ARG#--skip=}," ;;
   --list)
-    for S in "${STAGES[@]}"; do printf '%-22s %s\n' "$S" "$(describe "$S")"; done
+    for S in "${STAGES[@]}"; do
+      T=check
+      [[ "$DEEP_STAGES" == *",$S,"* ]] && T=deep
+      printf '%-22s %-6s %s\n' "$S" "$T" "$(describe "$S")"
+    done
     exit 0
     ;;
   -h | --help)
-    sed -n '2,47p' "$SELF" | sed 's/^# \{0,1\}//'
+    # The header comment: from line 2 up to the first line that is not one.
+    awk 'NR > 1 && !/^#/ { exit } NR > 1' "$SELF" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)
@@ -412,6 +431,10 @@ selected() {
   if [[ -n "$ONLY" && "$ONLY" != *",$S,"* ]]; then
     # --only=extra selects every extra stage.
     [[ "$S" == extra:* && "$ONLY" == *",extra,"* ]] || return 1
+  fi
+  # Without --only, a deep stage runs only with --deep.
+  if [[ -z "$ONLY" && -z "$DEEP" && "$DEEP_STAGES" == *",$S,"* ]]; then
+    return 1
   fi
   [[ "$SKIP" != *",$S,"* ]] || return 1
   [[ "$S" != extra:* || "$SKIP" != *",extra,"* ]]
