@@ -616,8 +616,6 @@ bool Verifier::inferType(const Graph &G, const Node &N,
   switch (Info.Category) {
   case OpCategory::Layout:
     return inferLayout(N, Result);
-  case OpCategory::Scatter:
-    return inferScatter(N, Result);
   case OpCategory::Unit: {
     // The rule is the op unit's own (lib/OpUnits/<Code>.cpp).
     const OpUnitInfo *Unit = lookupOpUnitInfo(N.getOp());

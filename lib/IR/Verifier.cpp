@@ -445,8 +445,7 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
     break;
   case Node::Kind::Buffer:
     if (Cat != OpCategory::Pointwise && Cat != OpCategory::Reduction &&
-        Cat != OpCategory::Layout && Cat != OpCategory::Scatter &&
-        Cat != OpCategory::Unit) {
+        Cat != OpCategory::Layout && Cat != OpCategory::Unit) {
       error(N.getLoc(), "a buffer must be a pointwise op, a reduction, a "
                         "layout op, a sort, a scatter or a scan, not '" +
                             N.getOpName() + "'");

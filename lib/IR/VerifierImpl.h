@@ -80,7 +80,6 @@ private:
                                        int64_t Default, bool Required);
   /// N's `dim` for an operand of rank Rank, negative counting from the end.
   std::optional<int64_t> layoutDimAttr(const Node &N, int64_t Rank);
-  bool inferScatter(const Node &N, TensorType &Result);
   /// `alternative_of = "v"`: N computes %v another way and nothing reads N.
   void verifyAlternatives(const Graph &G);
   void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);

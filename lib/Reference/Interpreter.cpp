@@ -1,7 +1,6 @@
 //===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/IR/Layout.h"
-#include "mtsched/IR/Scatter.h"
 #include "mtsched/Reference/OpUnitReference.h"
 #include "mtsched/Reference/RandomInputs.h"
 #include "llvm/ADT/SmallVector.h"
@@ -463,39 +462,6 @@ static llvm::Error interpretRaggedAllToAll(const Node &N, NodeOperands &Ops,
   return llvm::Error::success();
 }
 
-static llvm::Error interpretScatter(const Node &N, NodeOperands &Ops,
-                                    HostValues &Result) {
-  int64_t NumOut = N.getType().numElements();
-  const TensorType &T = N.getType();
-  std::optional<ScatterShape> S = scatterShapeOf(N);
-  if (!S)
-    return err("'%" + N.getName() + "' is not a well-formed 'scatter'");
-  Result = HostValues::zeros(T.Dtype, NumOut);
-  for (int64_t I = 0; I < NumOut; ++I)
-    copyElement(Result, I, *Ops.In[0], I, T.Dtype);
-  const HostValues &Idx = *Ops.In[1], &Src = *Ops.In[2];
-  for (int64_t O = 0; O < S->Outer; ++O)
-    for (int64_t I = 0; I < S->Inner; ++I)
-      for (int64_t K = 0; K < S->IdxLen; ++K) {
-        int64_t Pos = (O * S->IdxLen + K) * S->Inner + I;
-        int64_t X = intAt(Idx, Pos);
-        if (X < 0 || X >= S->DstLen)
-          return err("'%" + N.getName() + "': index " + llvm::Twine(X) +
-                     " at position " + llvm::Twine(Pos) + " of %" +
-                     N.getOperand(1)->getName() + " is outside [0, " +
-                     llvm::Twine(S->DstLen) + ")");
-        int64_t At = (O * S->DstLen + X) * S->Inner + I;
-        if (!S->Add)
-          copyElement(Result, At, Src, Pos, T.Dtype);
-        else if (Result.isInt())
-          Result.ints()[At] =
-              addWrap(Result.ints()[At], intAt(Src, Pos), T.Dtype);
-        else
-          Result.floats()[At] += Src.getDouble(Pos);
-      }
-  return llvm::Error::success();
-}
-
 static llvm::Error interpretPointwise(const Node &N, NodeOperands &Ops,
                                       HostValues &Result) {
   int64_t NumOut = N.getType().numElements();
@@ -616,9 +582,6 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       return err("'%" + N.getName() +
                  "': only one-rank collectives (the identity) are interpreted");
     Result = *In[0];
-  } else if (Op == OpCode::Scatter) {
-    if (llvm::Error E = interpretScatter(N, Ops, Result))
-      return E;
   } else if (isOpUnit(Op)) {
     // The op's own file in lib/OpUnits defines it (IR/OpUnit.h).
     OpUnitReferenceFn Ref = lookupOpUnitReference(Op);

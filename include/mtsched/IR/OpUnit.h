@@ -46,6 +46,12 @@ struct OpUnitInfo {
   /// The arithmetic of verified node N for the roofline's compute side; the
   /// memory side is the bytes its kernel reads and writes.
   double (*Flops)(const Node &N) = nullptr;
+  /// Optional, for ops that read integer operands as positions: the bound
+  /// B of verified node N's operand I, whose values must lie in [0, B)
+  /// (scatter's index: the destination's length along 'dim'); nullopt for
+  /// an operand that is not such an index. Inputs drawn at random
+  /// (Reference/Npy.h, makeGraphInputs) stay inside it.
+  std::optional<int64_t> (*IndexBound)(const Node &N, unsigned I) = nullptr;
 };
 
 /// Registers the IR's part of op unit C (an OP_UNIT of Ops.def).

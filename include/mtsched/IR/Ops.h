@@ -36,11 +36,9 @@ enum class OpCategory {
   /// Ops that move or reinterpret elements without arithmetic: reshape (a
   /// view), expand, transpose, slice, concat, index_select (IR/Layout.h).
   Layout,
-  /// Ops that write values to positions read at run time: scatter.
-  Scatter,
   /// Ops with their own kernel, never fused, each defined in one file
   /// (an op unit, lib/OpUnits/<File>.cpp; IR/OpUnit.h): topk, sort,
-  /// cumsum, prod.
+  /// scatter, cumsum, prod.
   Unit
 };
 
@@ -97,10 +95,6 @@ enum class OpTypeRule {
   Concat,
   /// A tensor, then a rank-1 i32/i64 index tensor; attribute 'dim'.
   IndexSelect,
-  /// A destination, integer indices of the source's shape (equal to the
-  /// destination's but along 'dim') and the source, of the destination's
-  /// element type; the result is the destination's type.
-  Scatter,
   /// The op unit's own rule (IR/OpUnit.h), registered with it.
   Unit,
   /// A tensor, then i32/i64 indices of its rank, no larger than it in any
@@ -147,9 +141,6 @@ inline bool isReduction(OpCode C) {
 }
 /// How many results a node of op C defines (OpInfo::NumResults).
 inline unsigned opNumResults(OpCode C) { return getOpInfo(C).NumResults; }
-inline bool isScatter(OpCode C) {
-  return getOpInfo(C).Category == OpCategory::Scatter;
-}
 /// Whether C is an op unit: an op with its own kernel, whose rules are
 /// registered from its file in lib/OpUnits (IR/OpUnit.h).
 inline bool isOpUnit(OpCode C) {

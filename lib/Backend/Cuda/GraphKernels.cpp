@@ -66,11 +66,6 @@ mtsched::generateGraphKernels(const Graph &G,
     std::string Name = KV.first >= 0
                            ? G.getName() + "_kernel" + std::to_string(KV.first)
                            : G.getName() + "_" + Nodes.front()->getName();
-    if (isScatter(Nodes.front()->getOp())) {
-      Take(generateScatterKernel(Name, *Nodes.front()),
-           "kernel '" + Name + "'");
-      continue;
-    }
     if (isOpUnit(Nodes.front()->getOp())) {
       Take(generateOpUnitKernel(Name, *Nodes.front()), "kernel '" + Name + "'");
       continue;
