@@ -571,7 +571,9 @@ bool Verifier::inferRowReduction(const Node &N, const OpInfo &Info,
   return true;
 }
 
-bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
+bool Verifier::inferType(const Graph &G, const Node &N,
+                         llvm::MutableArrayRef<TensorType> Results) {
+  TensorType &Result = Results.front();
   const OpInfo &Info = getOpInfo(N.getOp());
   if (!checkOperandCount(N, Info))
     return false;
@@ -614,12 +616,6 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
   switch (Info.Category) {
   case OpCategory::Layout:
     return inferLayout(N, Result);
-  case OpCategory::Sort: {
-    TensorType Indices;
-    return inferSort(N, Result, Indices);
-  }
-  case OpCategory::Scatter:
-    return inferScatter(N, Result);
   case OpCategory::Unit: {
     // The rule is the op unit's own (lib/OpUnits/<Code>.cpp).
     const OpUnitInfo *Unit = lookupOpUnitInfo(N.getOp());
@@ -630,7 +626,7 @@ bool Verifier::inferType(const Graph &G, const Node &N, TensorType &Result) {
       return false;
     }
     return Unit->InferType(
-        N, Result, [&](SMLoc Loc, const Twine &Msg) { error(Loc, Msg); });
+        N, Results, [&](SMLoc Loc, const Twine &Msg) { error(Loc, Msg); });
   }
   case OpCategory::Custom:
     // Custom ops declare their result type; nothing to infer.

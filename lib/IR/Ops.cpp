@@ -32,18 +32,25 @@ static const OpInfo OpTable[] = {
    OpEpilogueRole::Epilogue,                                                   \
    Flops,                                                                      \
    OpTypeRule::Types,                                                          \
+   1,                                                                          \
    nullptr,                                                                    \
    nullptr},
+#define OP_UNIT(Code, Name, Arity, Results, File)                              \
+  {                                                                            \
+      OpCode::Code,                                                            \
+      Name,                                                                    \
+      OpCategory::Unit,                                                        \
+      Arity,                                                                   \
+      OpEpilogueRole::None,                                                    \
+      0,                                                                       \
+      OpTypeRule::Unit,                                                        \
+      Results,                                                                 \
+      nullptr,                                                                 \
+      nullptr},
 #define POINTWISE_OP(Code, Name, Arity, Flops, Types, Cuda, ...)               \
-  {OpCode::Code,                                                               \
-   Name,                                                                       \
-   OpCategory::Pointwise,                                                      \
-   Arity,                                                                      \
-   OpEpilogueRole::Joins,                                                      \
-   Flops,                                                                      \
-   OpTypeRule::Types,                                                          \
-   reference##Code,                                                            \
-   Cuda},
+  {OpCode::Code,          Name,  OpCategory::Pointwise, Arity,                 \
+   OpEpilogueRole::Joins, Flops, OpTypeRule::Types,     1,                     \
+   reference##Code,       Cuda},
 #include "mtsched/IR/Ops.def"
 };
 

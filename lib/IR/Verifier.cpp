@@ -445,8 +445,7 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
     break;
   case Node::Kind::Buffer:
     if (Cat != OpCategory::Pointwise && Cat != OpCategory::Reduction &&
-        Cat != OpCategory::Layout && Cat != OpCategory::Sort &&
-        Cat != OpCategory::Scatter && Cat != OpCategory::Unit) {
+        Cat != OpCategory::Layout && Cat != OpCategory::Unit) {
       error(N.getLoc(), "a buffer must be a pointwise op, a reduction, a "
                         "layout op, a sort, a scatter or a scan, not '" +
                             N.getOpName() + "'");
@@ -499,15 +498,11 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
                           Twine(N.getNumResults()));
     return;
   }
-  TensorType Inferred, Indices;
-  if (Cat == OpCategory::Sort) {
-    if (!inferSort(N, Inferred, Indices))
-      return;
-  } else if (!inferType(G, N, Inferred)) {
+  llvm::SmallVector<TensorType, 2> Inferred(Want);
+  if (!inferType(G, N, Inferred))
     return;
-  }
   for (unsigned R = 0; R < Want; ++R) {
-    const TensorType &Expected = R == 0 ? Inferred : Indices;
+    const TensorType &Expected = Inferred[R];
     const Value *V = N.getResult(R);
     if (Expected != V->getType())
       error(N.getLoc(),

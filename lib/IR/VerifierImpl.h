@@ -49,9 +49,11 @@ private:
 
   void verifyGraph(const Graph &G);
   void verifyNode(const Graph &G, const Node &N);
-  /// Checks op-specific operand and attribute rules and computes the result
-  /// type; returns false (after reporting) if it cannot be computed.
-  bool inferType(const Graph &G, const Node &N, TensorType &Result);
+  /// Checks op-specific operand and attribute rules and computes the types
+  /// of N's results into Results (opNumResults of them); returns false
+  /// (after reporting) if they cannot be computed.
+  bool inferType(const Graph &G, const Node &N,
+                 llvm::MutableArrayRef<TensorType> Results);
   bool inferCollective(const Graph &G, const Node &N, TensorType &Result);
   bool inferRaggedAllToAll(const Node &N, int64_t GroupSize,
                            TensorType &Result);
@@ -78,9 +80,6 @@ private:
                                        int64_t Default, bool Required);
   /// N's `dim` for an operand of rank Rank, negative counting from the end.
   std::optional<int64_t> layoutDimAttr(const Node &N, int64_t Rank);
-  /// topk and sort: the values' type and the indices' (SortTypes.cpp).
-  bool inferSort(const Node &N, TensorType &Values, TensorType &Indices);
-  bool inferScatter(const Node &N, TensorType &Result);
   /// `alternative_of = "v"`: N computes %v another way and nothing reads N.
   void verifyAlternatives(const Graph &G);
   void verifyMTB(const Graph &G, const MultiTemplateBufferNode &N);

@@ -87,8 +87,6 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
   case OpCategory::Pointwise:
   case OpCategory::Reduction:
   case OpCategory::Layout:
-  case OpCategory::Sort:
-  case OpCategory::Scatter:
   case OpCategory::Unit:
     return copyOf<BufferNode>(N);
   case OpCategory::MatMul: {

@@ -25,7 +25,9 @@
 using namespace mtsched;
 using namespace mtsched::codegen;
 
-static bool inferType(const Node &N, TensorType &Result, OpErrorFn Error) {
+static bool inferType(const Node &N, llvm::MutableArrayRef<TensorType> Results,
+                      OpErrorFn Error) {
+  TensorType &Result = Results.front();
   const TensorType &X = N.getOperand(0)->getType();
   if (X.rank() == 0) {
     Error(N.getOperands()[0].Loc,
@@ -49,7 +51,8 @@ static llvm::Error notWellFormed(const Node &N) {
 
 static llvm::Error interpret(const Node &N,
                              llvm::ArrayRef<const HostValues *> In,
-                             HostValues &Result) {
+                             llvm::MutableArrayRef<HostValues> Results) {
+  HostValues &Result = Results.front();
   std::optional<ScanShape> S = splitAtDim(N.getOperand(0)->getType(), N);
   if (!S)
     return notWellFormed(N);

@@ -9,7 +9,7 @@ void mtsched::registerAllOpUnits() {
   // every caller's later reads (IR/OpUnit.h).
   static std::once_flag Once;
   std::call_once(Once, [] {
-#define OP_UNIT(Code, Name, Arity) opunits::register##Code();
+#define OP_UNIT(Code, Name, Arity, Results, File) opunits::register##Code();
 #include "mtsched/IR/Ops.def"
   });
 }

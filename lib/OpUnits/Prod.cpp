@@ -26,7 +26,9 @@
 using namespace mtsched;
 using namespace mtsched::codegen;
 
-static bool inferType(const Node &N, TensorType &Result, OpErrorFn Error) {
+static bool inferType(const Node &N, llvm::MutableArrayRef<TensorType> Results,
+                      OpErrorFn Error) {
+  TensorType &Result = Results.front();
   const TensorType &X = N.getOperand(0)->getType();
   if (X.rank() == 0) {
     Error(N.getOperands()[0].Loc,
@@ -67,7 +69,8 @@ static llvm::Expected<ScanShape> shapeOf(const Node &N) {
 
 static llvm::Error interpret(const Node &N,
                              llvm::ArrayRef<const HostValues *> In,
-                             HostValues &Result) {
+                             llvm::MutableArrayRef<HostValues> Results) {
+  HostValues &Result = Results.front();
   llvm::Expected<ScanShape> S = shapeOf(N);
   if (!S)
     return S.takeError();

@@ -1,7 +1,6 @@
 //===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/IR/Layout.h"
-#include "mtsched/IR/Scatter.h"
 #include "mtsched/Reference/OpUnitReference.h"
 #include "mtsched/Reference/RandomInputs.h"
 #include "llvm/ADT/SmallVector.h"
@@ -248,7 +247,7 @@ int64_t mtsched::doubleToInt(double D, DType T) {
 
 /// Two's-complement arithmetic on int64_t without signed overflow (which
 /// C++ leaves undefined): through uint64_t, then wrapped to T's width.
-static int64_t addWrap(int64_t A, int64_t B, DType T) {
+int64_t mtsched::addWrap(int64_t A, int64_t B, DType T) {
   return wrapInt(int64_t(uint64_t(A) + uint64_t(B)), T);
 }
 static int64_t subWrap(int64_t A, int64_t B, DType T) {
@@ -290,9 +289,7 @@ evaluateIntPointwise(OpCode C, llvm::ArrayRef<int64_t> X, DType T) {
   }
 }
 
-/// Doubles stored as element type T: as they are for a float type,
-/// converted as a cast converts for an integer one.
-static HostValues fromDoubles(std::vector<double> F, DType T) {
+HostValues mtsched::fromDoubles(std::vector<double> F, DType T) {
   if (isFloatDType(T))
     return HostValues(std::move(F));
   std::vector<int64_t> I(F.size());
@@ -301,10 +298,8 @@ static HostValues fromDoubles(std::vector<double> F, DType T) {
   return HostValues(std::move(I));
 }
 
-/// Element From[J] stored at To[I] (a value's element moved, converted
-/// only if the two kinds differ).
-static void copyElement(HostValues &To, size_t I, const HostValues &From,
-                        size_t J, DType T) {
+void mtsched::copyElement(HostValues &To, size_t I, const HostValues &From,
+                          size_t J, DType T) {
   if (To.isInt())
     To.ints()[I] = From.isInt() ? wrapInt(From.ints()[J], T)
                                 : doubleToInt(From.floats()[J], T);
@@ -312,41 +307,8 @@ static void copyElement(HostValues &To, size_t I, const HostValues &From,
     To.floats()[I] = From.getDouble(J);
 }
 
-/// Element I of an integer operand (indices, counts), exact.
-static int64_t intAt(const HostValues &V, size_t I) {
+int64_t mtsched::intAt(const HostValues &V, size_t I) {
   return V.isInt() ? V.ints()[I] : doubleToInt(V.floats()[I], DType::I64);
-}
-
-static bool isNaN(double X) { return std::isnan(X); }
-static bool isNaN(int64_t) { return false; }
-
-/// Rows of Len elements of In, each in order (see the caller), the first
-/// K of each into Out and their positions into Indices.
-template <typename E>
-static void sortRows(const std::vector<E> &In, std::vector<E> &Out,
-                     std::vector<int64_t> &Indices, int64_t Rows, int64_t Len,
-                     int64_t K, bool Largest) {
-  std::vector<int64_t> Order(Len);
-  for (int64_t R = 0; R < Rows; ++R) {
-    const E *Row = In.data() + R * Len;
-    for (int64_t I = 0; I < Len; ++I)
-      Order[I] = I;
-    // A total order (ties by index), so std::sort needs no stability.
-    auto Before = [&](int64_t A, int64_t B) {
-      E X = Row[A], Y = Row[B];
-      bool NX = isNaN(X), NY = isNaN(Y);
-      if (NX != NY)
-        return Largest ? NX : NY;
-      if (!NX && X != Y)
-        return Largest ? X > Y : X < Y;
-      return A < B;
-    };
-    std::sort(Order.begin(), Order.end(), Before);
-    for (int64_t J = 0; J < K; ++J) {
-      Out[R * K + J] = Row[Order[J]];
-      Indices[R * K + J] = Order[J];
-    }
-  }
 }
 
 namespace {
@@ -500,75 +462,6 @@ static llvm::Error interpretRaggedAllToAll(const Node &N, NodeOperands &Ops,
   return llvm::Error::success();
 }
 
-/// Also writes the indices, N's second result, to Data.
-static llvm::Error interpretSort(const Node &N, NodeOperands &Ops,
-                                 HostValues &Result, ValueData &Data) {
-  int64_t NumOut = N.getType().numElements();
-  const TensorType &T = N.getType();
-  OpCode Op = N.getOp();
-  // Each row of the last dimension in order: largest first for topk
-  // (unless largest = false) and for sort with descending = true, else
-  // smallest first; NaN counts as larger than every number; ties keep
-  // index order.
-  const TensorType &InT = N.getOperand(0)->getType();
-  int64_t Len = InT.Shape.back(), Rows = Len ? InT.numElements() / Len : 0;
-  int64_t K = T.Shape.back();
-  bool Largest;
-  if (Op == OpCode::TopK) {
-    const Attribute *A = N.getAttrs().get("largest");
-    Largest = !A || A->getBool();
-  } else {
-    const Attribute *A = N.getAttrs().get("descending");
-    Largest = A && A->getBool();
-  }
-  std::vector<int64_t> Indices(NumOut);
-  Result = HostValues::zeros(T.Dtype, NumOut);
-  // Read from the operand's own storage: a copy of a tensor near
-  // --interpret-max-bytes would exceed it.
-  if (!Result.isInt())
-    sortRows(Ops.floats(0), Result.floats(), Indices, Rows, Len, K, Largest);
-  else if (Ops.In[0]->isInt())
-    sortRows(Ops.In[0]->ints(), Result.ints(), Indices, Rows, Len, K, Largest);
-  else
-    sortRows(fromDoubles(Ops.floats(0), T.Dtype).ints(), Result.ints(), Indices,
-             Rows, Len, K, Largest);
-  Data[N.getResult(1)] = HostValues(std::move(Indices));
-  return llvm::Error::success();
-}
-
-static llvm::Error interpretScatter(const Node &N, NodeOperands &Ops,
-                                    HostValues &Result) {
-  int64_t NumOut = N.getType().numElements();
-  const TensorType &T = N.getType();
-  std::optional<ScatterShape> S = scatterShapeOf(N);
-  if (!S)
-    return err("'%" + N.getName() + "' is not a well-formed 'scatter'");
-  Result = HostValues::zeros(T.Dtype, NumOut);
-  for (int64_t I = 0; I < NumOut; ++I)
-    copyElement(Result, I, *Ops.In[0], I, T.Dtype);
-  const HostValues &Idx = *Ops.In[1], &Src = *Ops.In[2];
-  for (int64_t O = 0; O < S->Outer; ++O)
-    for (int64_t I = 0; I < S->Inner; ++I)
-      for (int64_t K = 0; K < S->IdxLen; ++K) {
-        int64_t Pos = (O * S->IdxLen + K) * S->Inner + I;
-        int64_t X = intAt(Idx, Pos);
-        if (X < 0 || X >= S->DstLen)
-          return err("'%" + N.getName() + "': index " + llvm::Twine(X) +
-                     " at position " + llvm::Twine(Pos) + " of %" +
-                     N.getOperand(1)->getName() + " is outside [0, " +
-                     llvm::Twine(S->DstLen) + ")");
-        int64_t At = (O * S->DstLen + X) * S->Inner + I;
-        if (!S->Add)
-          copyElement(Result, At, Src, Pos, T.Dtype);
-        else if (Result.isInt())
-          Result.ints()[At] =
-              addWrap(Result.ints()[At], intAt(Src, Pos), T.Dtype);
-        else
-          Result.floats()[At] += Src.getDouble(Pos);
-      }
-  return llvm::Error::success();
-}
-
 static llvm::Error interpretPointwise(const Node &N, NodeOperands &Ops,
                                       HostValues &Result) {
   int64_t NumOut = N.getType().numElements();
@@ -689,20 +582,24 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       return err("'%" + N.getName() +
                  "': only one-rank collectives (the identity) are interpreted");
     Result = *In[0];
-  } else if (isSort(Op)) {
-    if (llvm::Error E = interpretSort(N, Ops, Result, Data))
-      return E;
-  } else if (Op == OpCode::Scatter) {
-    if (llvm::Error E = interpretScatter(N, Ops, Result))
-      return E;
   } else if (isOpUnit(Op)) {
     // The op's own file in lib/OpUnits defines it (IR/OpUnit.h).
     OpUnitReferenceFn Ref = lookupOpUnitReference(Op);
     if (!Ref)
       return err("the interpreter has no semantics for '" + N.getOpName() +
                  "' (its op unit is not registered)");
-    if (llvm::Error E = Ref(N, In, Result))
+    llvm::SmallVector<HostValues, 2> Results(N.getNumResults());
+    if (llvm::Error E = Ref(N, In, Results))
       return E;
+    // The further results (topk's and sort's indices) are stored here,
+    // the first below.
+    for (unsigned R = 1; R < Results.size(); ++R) {
+      if (isFp8DType(N.getResult(R)->getType().Dtype))
+        for (double &X : Results[R].floats())
+          X = roundTo(X, N.getResult(R)->getType().Dtype);
+      Data[N.getResult(R)] = std::move(Results[R]);
+    }
+    Result = std::move(Results.front());
   } else if (isLayout(Op)) {
     std::optional<LayoutPlan> P = layoutPlanOf(N);
     if (!P)

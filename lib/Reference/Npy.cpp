@@ -1,7 +1,7 @@
 //===- Npy.cpp - NumPy .npy files for the inputs and outputs of --run ----===//
 #include "mtsched/Reference/Npy.h"
 #include "mtsched/IR/Layout.h"
-#include "mtsched/IR/Scatter.h"
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/Reference/RandomInputs.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -265,8 +265,12 @@ llvm::Error mtsched::makeGraphInputs(const Graph &G, const RunIO &IO,
                   ? layoutPlanOf(*N)
                   : std::nullopt)
         Bound(N->getOperand(P->IndexOperand), P->IndexBound);
-      if (std::optional<ScatterShape> S = scatterShapeOf(*N))
-        Bound(N->getOperand(1), S->DstLen);
+      // An op unit's index operands (scatter's), by its own rule.
+      if (const OpUnitInfo *U = lookupOpUnitInfo(N->getOp());
+          U && U->IndexBound)
+        for (unsigned I = 0; I < N->getNumOperands(); ++I)
+          if (std::optional<int64_t> B = U->IndexBound(*N, I))
+            Bound(N->getOperand(I), *B);
     }
     uint64_t Stream = 0;
     for (const auto &In : G.getInputs()) {

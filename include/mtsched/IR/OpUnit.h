@@ -1,7 +1,8 @@
 //===- OpUnit.h - The IR's part of an op with its own kernel ----*- C++ -*-===//
 //
 // An op unit is an op with its own kernel, declared by one OP_UNIT line of
-// Ops.def and defined in one file, lib/OpUnits/<Code>.cpp. That file
+// Ops.def and defined in one file, lib/OpUnits/<File>.cpp (one per op, or
+// per family: topk and sort share Sort.cpp). That file
 // registers each of its parts with the library that consults it: the type
 // rule and the cost here (the verifier, the timeline), the fp64 reference
 // with the interpreter (Reference/OpUnitReference.h), the kernel with the
@@ -18,6 +19,7 @@
 #define MTSCHED_IR_OPUNIT_H
 
 #include "mtsched/IR/Ops.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/SMLoc.h"
@@ -35,14 +37,21 @@ using OpErrorFn = llvm::function_ref<void(llvm::SMLoc, const llvm::Twine &)>;
 /// The IR's part of an op unit.
 struct OpUnitInfo {
   /// The type rule: checks N's operands and attributes (the verifier has
-  /// checked the operand count against Ops.def) and computes the result
-  /// type, reporting each mistake through Error at its line and column;
-  /// false after an error.
-  bool (*InferType)(const Node &N, TensorType &Result,
+  /// checked the operand and result counts against Ops.def) and computes
+  /// the type of each result into Results (as many as the OP_UNIT line's
+  /// Results), reporting each mistake through Error at its line and
+  /// column; false after an error.
+  bool (*InferType)(const Node &N, llvm::MutableArrayRef<TensorType> Results,
                     OpErrorFn Error) = nullptr;
   /// The arithmetic of verified node N for the roofline's compute side; the
   /// memory side is the bytes its kernel reads and writes.
   double (*Flops)(const Node &N) = nullptr;
+  /// Optional, for ops that read integer operands as positions: the bound
+  /// B of verified node N's operand I, whose values must lie in [0, B)
+  /// (scatter's index: the destination's length along 'dim'); nullopt for
+  /// an operand that is not such an index. Inputs drawn at random
+  /// (Reference/Npy.h, makeGraphInputs) stay inside it.
+  std::optional<int64_t> (*IndexBound)(const Node &N, unsigned I) = nullptr;
 };
 
 /// Registers the IR's part of op unit C (an OP_UNIT of Ops.def).

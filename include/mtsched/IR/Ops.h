@@ -36,13 +36,9 @@ enum class OpCategory {
   /// Ops that move or reinterpret elements without arithmetic: reshape (a
   /// view), expand, transpose, slice, concat, index_select (IR/Layout.h).
   Layout,
-  /// Ops that order each row along the last dimension and have two results,
-  /// the values and their i64 indices: topk, sort.
-  Sort,
-  /// Ops that write values to positions read at run time: scatter.
-  Scatter,
   /// Ops with their own kernel, never fused, each defined in one file
-  /// (an op unit, lib/OpUnits/<Code>.cpp; IR/OpUnit.h): cumsum.
+  /// (an op unit, lib/OpUnits/<File>.cpp; IR/OpUnit.h): topk, sort,
+  /// scatter, cumsum, prod.
   Unit
 };
 
@@ -99,15 +95,6 @@ enum class OpTypeRule {
   Concat,
   /// A tensor, then a rank-1 i32/i64 index tensor; attribute 'dim'.
   IndexSelect,
-  /// Along the last dimension: the k largest ('k', 'largest'), or every
-  /// element in order ('descending'); two results, the values (the
-  /// operand's type with the last dimension k) and their i64 indices.
-  TopK,
-  Sort,
-  /// A destination, integer indices of the source's shape (equal to the
-  /// destination's but along 'dim') and the source, of the destination's
-  /// element type; the result is the destination's type.
-  Scatter,
   /// The op unit's own rule (IR/OpUnit.h), registered with it.
   Unit,
   /// A tensor, then i32/i64 indices of its rank, no larger than it in any
@@ -129,6 +116,9 @@ struct OpInfo {
   /// Rough arithmetic per element as an epilogue member.
   double FlopsPerElement;
   OpTypeRule Types;
+  /// How many results a node of the op defines: the OP_UNIT line's count
+  /// (topk and sort: the values, then their indices), 1 for every other op.
+  unsigned NumResults;
   /// Pointwise ops: the fp64 reference and the CUDA float expression
   /// ({0}, {1}, ... for the operands); null for the others.
   PointwiseReference Reference;
@@ -149,15 +139,8 @@ inline bool isPointwise(OpCode C) {
 inline bool isReduction(OpCode C) {
   return getOpInfo(C).Category == OpCategory::Reduction;
 }
-inline bool isSort(OpCode C) {
-  return getOpInfo(C).Category == OpCategory::Sort;
-}
-/// How many results a node of op C defines: two for the sort ops (values,
-/// indices), one for every other op.
-inline unsigned opNumResults(OpCode C) { return isSort(C) ? 2 : 1; }
-inline bool isScatter(OpCode C) {
-  return getOpInfo(C).Category == OpCategory::Scatter;
-}
+/// How many results a node of op C defines (OpInfo::NumResults).
+inline unsigned opNumResults(OpCode C) { return getOpInfo(C).NumResults; }
 /// Whether C is an op unit: an op with its own kernel, whose rules are
 /// registered from its file in lib/OpUnits (IR/OpUnit.h).
 inline bool isOpUnit(OpCode C) {

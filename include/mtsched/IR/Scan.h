@@ -2,7 +2,8 @@
 //
 // An op along one dimension ('dim') sees its tensor as [Outer, Len, Inner]:
 // Outer * Inner fibres of Len elements. cumsum (lib/OpUnits/Cumsum.cpp)
-// runs along each fibre in order; scatter writes into the destination's.
+// runs along each fibre in order; scatter (Scatter.cpp there) writes into
+// the destination's.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_IR_SCAN_H

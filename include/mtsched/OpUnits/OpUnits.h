@@ -1,7 +1,8 @@
 //===- OpUnits.h - Registering every op with its own kernel -----*- C++ -*-===//
 //
 // Each OP_UNIT line of Ops.def names an op defined in one file,
-// lib/OpUnits/<Code>.cpp, whose register<Code>() hands its type rule and
+// lib/OpUnits/<File>.cpp (a family, such as topk and sort, may share one),
+// whose register<Code>() hands its type rule and
 // cost to the IR (IR/OpUnit.h), its fp64 reference to the interpreter
 // (Reference/OpUnitReference.h) and its kernel to the CUDA code generator
 // (Backend/Cuda/OpUnitKernels.h). registerAllOpUnits() calls them all,
@@ -22,8 +23,8 @@ namespace mtsched {
 void registerAllOpUnits();
 
 namespace opunits {
-// The registration of each op unit, defined in lib/OpUnits/<Code>.cpp.
-#define OP_UNIT(Code, Name, Arity) void register##Code();
+// The registration of each op unit, defined in lib/OpUnits/<File>.cpp.
+#define OP_UNIT(Code, Name, Arity, Results, File) void register##Code();
 #include "mtsched/IR/Ops.def"
 } // namespace opunits
 

@@ -11,14 +11,29 @@
 
 namespace mtsched {
 
-/// Computes verified node N's result from its operands' values (in operand
-/// order) into Result, which arrives empty: fp64 for floating-point
-/// results (the interpreter rounds fp8 ones afterwards), exact integers
-/// for integer ones (wrapInt at the result's width). An error says why N
-/// has no value (an index out of range, ...).
+/// Computes verified node N's results from its operands' values (in
+/// operand order) into Results, one per result of N (N.getResult(I)), each
+/// arriving empty: fp64 for floating-point results (the interpreter rounds
+/// fp8 ones afterwards), exact integers for integer ones (wrapInt at the
+/// result's width). An error says why N has no value (an index out of
+/// range, ...).
 using OpUnitReferenceFn =
     llvm::Error (*)(const Node &N, llvm::ArrayRef<const HostValues *> Operands,
-                    HostValues &Result);
+                    llvm::MutableArrayRef<HostValues> Results);
+
+/// The interpreter's conversions, which op units write their references
+/// with (lib/Reference/Interpreter.cpp).
+/// A + B, wrapped (two's complement) to integer type T's width.
+int64_t addWrap(int64_t A, int64_t B, DType T);
+/// Doubles stored as element type T: as they are for a float type,
+/// converted as a cast converts for an integer one.
+HostValues fromDoubles(std::vector<double> F, DType T);
+/// Element From[J] stored at To[I] (a value's element moved, converted
+/// only if the two kinds differ).
+void copyElement(HostValues &To, size_t I, const HostValues &From, size_t J,
+                 DType T);
+/// Element I of an integer operand (indices, counts), exact.
+int64_t intAt(const HostValues &V, size_t I);
 
 /// Registers op unit C's reference (C an OP_UNIT of Ops.def).
 void registerOpUnitReference(OpCode C, OpUnitReferenceFn Fn);

@@ -710,10 +710,6 @@ llvm::Error GraphRun::runGroup(const BufferNode &B) {
 
 llvm::Error GraphRun::runBuffer(const BufferNode &B) {
   // Ops with a kernel of their own, never in a group.
-  if (isSort(B.getOp()))
-    return runKernel(generateSortKernel(nextKernelName(), B));
-  if (isScatter(B.getOp()))
-    return runKernel(generateScatterKernel(nextKernelName(), B));
   if (isOpUnit(B.getOp()))
     return runKernel(generateOpUnitKernel(nextKernelName(), B));
   if (isLayout(B.getOp()) && !InLayoutGroup.count(&B)) {

@@ -66,21 +66,12 @@ mtsched::generateGraphKernels(const Graph &G,
     std::string Name = KV.first >= 0
                            ? G.getName() + "_kernel" + std::to_string(KV.first)
                            : G.getName() + "_" + Nodes.front()->getName();
-    // A layout op alone is a gather kernel (reshape, a view, runs
-    // nothing); grouped, the group reads through it (generateGroupKernel).
-    if (isSort(Nodes.front()->getOp())) {
-      Take(generateSortKernel(Name, *Nodes.front()), "kernel '" + Name + "'");
-      continue;
-    }
-    if (isScatter(Nodes.front()->getOp())) {
-      Take(generateScatterKernel(Name, *Nodes.front()),
-           "kernel '" + Name + "'");
-      continue;
-    }
     if (isOpUnit(Nodes.front()->getOp())) {
       Take(generateOpUnitKernel(Name, *Nodes.front()), "kernel '" + Name + "'");
       continue;
     }
+    // A layout op alone is a gather kernel (reshape, a view, runs
+    // nothing); grouped, the group reads through it (generateGroupKernel).
     if (Nodes.size() == 1 && isLayout(Nodes.front()->getOp())) {
       if (Nodes.front()->getOp() != OpCode::Reshape)
         Take(generateLayoutKernel(Name, *Nodes.front()),

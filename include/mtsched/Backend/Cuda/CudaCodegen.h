@@ -111,16 +111,6 @@ llvm::Expected<KernelSource>
 generateGroupKernel(llvm::StringRef Name, llvm::ArrayRef<const Node *> Nodes,
                     llvm::ArrayRef<const Value *> Outputs, int64_t Rows = 0);
 
-/// The kernel of topk or sort node N: its two outputs, the values and their
-/// i64 indices, as the interpreter orders them.
-llvm::Expected<KernelSource> generateSortKernel(llvm::StringRef Name,
-                                                const Node &N);
-
-/// The kernel of scatter node N (IR/Scatter.h): the destination with the
-/// source written at its indices, the last of equal indices winning.
-llvm::Expected<KernelSource> generateScatterKernel(llvm::StringRef Name,
-                                                   const Node &N);
-
 /// The gather kernel of layout node N (expand, transpose, slice, concat;
 /// IR/Layout.h). reshape is a view: it has no kernel, and asking for one is
 /// an error.

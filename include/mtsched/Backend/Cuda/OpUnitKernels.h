@@ -58,12 +58,12 @@ llvm::StringRef kernelPrelude();
 
 /// The kernel Fn with Source over P's values, launched as one grid-stride
 /// loop over Work items in blocks of Block threads (the grid capped at 2^20
-/// blocks): the layout and scatter kernels and the op units'.
+/// blocks): the layout kernels and the op units' (scatter, cumsum, prod).
 KernelSource gridStrideKernel(std::string Fn, std::string Source,
                               const ParamList &P, unsigned Block, int64_t Work);
 
 /// The start of a kernel Fn with one thread per fibre across a dimension
-/// (scatter, cumsum): the prelude, a comment line saying What, the
+/// (scatter, cumsum, prod): the prelude, a comment line saying What, the
 /// signature and a grid-stride loop over Fibres fibres that defines `o`
 /// (the index before the dimension) and `c` (after it, of Inner). The body
 /// follows, then "  }\n}\n" closes the loop and the kernel.
