@@ -32,6 +32,7 @@
 #include "mtsched/OpUnits/OpUnits.h"
 #include "mtsched/Reference/OpUnitReference.h"
 #include "llvm/ADT/StringExtras.h"
+#include <algorithm>
 
 using namespace mtsched;
 using namespace mtsched::codegen;
@@ -272,8 +273,6 @@ ConvTile tileFor(const ConvShape &S) {
   return {64, 64, 16, 4, 4};
 }
 
-std::string ll(int64_t V) { return std::to_string(V) + "LL"; }
-
 llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
   llvm::Expected<ConvShape> SOr = shapeOf(N);
   if (!SOr)
@@ -286,6 +285,18 @@ llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "'%" + N.getName() +
                                        "': conv2d too large for one launch");
+
+  // 32-bit index arithmetic where every index fits (the divisions that
+  // unravel output pixels and window positions are several times cheaper
+  // than 64-bit ones), 64-bit otherwise.
+  int64_t Largest = std::max({N.getOperand(0)->getType().numElements(),
+                              N.getOperand(1)->getType().numElements(),
+                              N.getType().numElements(), M + T.BM, K + T.BK});
+  bool Narrow = Largest < (int64_t(1) << 31);
+  const char *IT = Narrow ? "int" : "long long";
+  auto Lit = [&](int64_t V) {
+    return std::to_string(V) + (Narrow ? "" : "LL");
+  };
 
   std::string Fn = sanitizeIdentifier(Name);
   ParamList Params;
@@ -309,41 +320,41 @@ llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
      << "  __shared__ float As[" << T.BK << "][" << T.BM << "];\n"
      << "  __shared__ float Bs[" << T.BK << "][" << T.BN + 1 << "];\n"
      << "  const int tid = threadIdx.x;\n"
-     << "  const long long m0 = (long long)blockIdx.x * " << T.BM << ";\n"
-     << "  const long long n0 = (long long)blockIdx.y * " << T.BN << ";\n"
-     << "  const long long g = blockIdx.z;\n"
+     << "  const " << IT << " m0 = (" << IT << ")blockIdx.x * " << T.BM << ";\n"
+     << "  const " << IT << " n0 = (" << IT << ")blockIdx.y * " << T.BN << ";\n"
+     << "  const " << IT << " g = blockIdx.z;\n"
      << "  const int tm = tid % " << RowsPer << ", tn = tid / " << RowsPer
      << ";\n"
      << "  float acc[" << T.TM << "][" << T.TN << "];\n"
      << "  for (int i = 0; i < " << T.TM << "; ++i)\n"
      << "    for (int j = 0; j < " << T.TN << "; ++j)\n"
      << "      acc[i][j] = 0.f;\n"
-     << "  for (long long k0 = 0; k0 < " << ll(K) << "; k0 += " << T.BK
+     << "  for (" << IT << " k0 = 0; k0 < " << Lit(K) << "; k0 += " << T.BK
      << ") {\n"
      // The im2col tile, gathered from x: consecutive threads take
      // consecutive output pixels, so their loads are neighbours in a row.
      << "    for (int e = tid; e < " << T.BM * T.BK << "; e += " << T.threads()
      << ") {\n"
      << "      const int mm = e % " << T.BM << ", kk = e / " << T.BM << ";\n"
-     << "      const long long m = m0 + mm, k = k0 + kk;\n"
+     << "      const " << IT << " m = m0 + mm, k = k0 + kk;\n"
      << "      float v = 0.f;\n"
-     << "      if (m < " << ll(M) << " && k < " << ll(K) << ") {\n"
-     << "        const long long ow = m % " << ll(S.WO) << ", oh = m / "
-     << ll(S.WO) << " % " << ll(S.HO) << ", n = m / " << ll(S.HO * S.WO)
+     << "      if (m < " << Lit(M) << " && k < " << Lit(K) << ") {\n"
+     << "        const " << IT << " ow = m % " << Lit(S.WO) << ", oh = m / "
+     << Lit(S.WO) << " % " << Lit(S.HO) << ", n = m / " << Lit(S.HO * S.WO)
      << ";\n"
-     << "        const long long q = k % " << ll(S.KW) << ", r = k / "
-     << ll(S.KW) << " % " << ll(S.KH) << ", c = k / " << ll(S.KH * S.KW)
+     << "        const " << IT << " q = k % " << Lit(S.KW) << ", r = k / "
+     << Lit(S.KW) << " % " << Lit(S.KH) << ", c = k / " << Lit(S.KH * S.KW)
      << ";\n"
-     << "        const long long ih = oh * " << ll(S.SH) << " - " << ll(S.PH)
-     << " + r * " << ll(S.DH) << ";\n"
-     << "        const long long iw = ow * " << ll(S.SW) << " - " << ll(S.PW)
-     << " + q * " << ll(S.DW) << ";\n"
-     << "        if (ih >= 0 && ih < " << ll(S.H) << " && iw >= 0 && iw < "
-     << ll(S.W) << ")\n"
+     << "        const " << IT << " ih = oh * " << Lit(S.SH) << " - "
+     << Lit(S.PH) << " + r * " << Lit(S.DH) << ";\n"
+     << "        const " << IT << " iw = ow * " << Lit(S.SW) << " - "
+     << Lit(S.PW) << " + q * " << Lit(S.DW) << ";\n"
+     << "        if (ih >= 0 && ih < " << Lit(S.H) << " && iw >= 0 && iw < "
+     << Lit(S.W) << ")\n"
      << "          v = "
      << loadExpr(Dt, Xp,
-                 "((n * " + ll(S.C) + " + g * " + ll(S.cg()) + " + c) * " +
-                     ll(S.H) + " + ih) * " + ll(S.W) + " + iw")
+                 "((n * " + Lit(S.C) + " + g * " + Lit(S.cg()) + " + c) * " +
+                     Lit(S.H) + " + ih) * " + Lit(S.W) + " + iw")
      << ";\n"
      << "      }\n"
      << "      As[kk][mm] = v;\n"
@@ -353,9 +364,9 @@ llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
      << "    for (int e = tid; e < " << T.BN * T.BK << "; e += " << T.threads()
      << ") {\n"
      << "      const int kk = e % " << T.BK << ", nn = e / " << T.BK << ";\n"
-     << "      const long long k = k0 + kk, o = n0 + nn;\n"
-     << "      Bs[kk][nn] = (k < " << ll(K) << " && o < " << ll(Og) << ") ? "
-     << loadExpr(Dt, Wp, "(g * " + ll(Og) + " + o) * " + ll(K) + " + k")
+     << "      const " << IT << " k = k0 + kk, o = n0 + nn;\n"
+     << "      Bs[kk][nn] = (k < " << Lit(K) << " && o < " << Lit(Og) << ") ? "
+     << loadExpr(Dt, Wp, "(g * " + Lit(Og) + " + o) * " + Lit(K) + " + k")
      << " : 0.f;\n"
      << "    }\n"
      << "    __syncthreads();\n"
@@ -377,22 +388,22 @@ llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
      << "    __syncthreads();\n"
      << "  }\n"
      << "  for (int i = 0; i < " << T.TM << "; ++i) {\n"
-     << "    const long long m = m0 + tm + i * " << RowsPer << ";\n"
-     << "    if (m >= " << ll(M) << ")\n"
+     << "    const " << IT << " m = m0 + tm + i * " << RowsPer << ";\n"
+     << "    if (m >= " << Lit(M) << ")\n"
      << "      continue;\n"
-     << "    const long long pix = m % " << ll(S.HO * S.WO) << ", n = m / "
-     << ll(S.HO * S.WO) << ";\n"
+     << "    const " << IT << " pix = m % " << Lit(S.HO * S.WO) << ", n = m / "
+     << Lit(S.HO * S.WO) << ";\n"
      << "    for (int j = 0; j < " << T.TN << "; ++j) {\n"
-     << "      const long long o = g * " << ll(Og) << " + n0 + tn + j * "
+     << "      const " << IT << " o = g * " << Lit(Og) << " + n0 + tn + j * "
      << ColsPer << ";\n"
-     << "      if (n0 + tn + j * " << ColsPer << " >= " << ll(Og) << ")\n"
+     << "      if (n0 + tn + j * " << ColsPer << " >= " << Lit(Og) << ")\n"
      << "        continue;\n"
      << "      float v = acc[i][j];\n";
   if (S.Bias)
     OS << "      v += " << loadExpr(Dt, Params.name(N.getOperand(2)), "o")
        << ";\n";
-  OS << "      " << Out << "[(n * " << ll(S.O) << " + o) * " << ll(S.HO * S.WO)
-     << " + pix] = " << storeExpr(Dt, "v") << ";\n"
+  OS << "      " << Out << "[(n * " << Lit(S.O) << " + o) * "
+     << Lit(S.HO * S.WO) << " + pix] = " << storeExpr(Dt, "v") << ";\n"
      << "    }\n"
      << "  }\n"
      << "}\n";
