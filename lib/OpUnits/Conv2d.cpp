@@ -19,7 +19,9 @@
 // accumulates TM x TN results in fp32 on the CUDA cores, its rows strided
 // by BM / TM so that neighbouring threads load and store neighbouring
 // pixels of the NCHW tensors. The bias is added before the single rounding
-// to the result's type.
+// to the result's type. Where each group has one output channel
+// (depthwise), the GEMM would be one column wide: a direct kernel runs one
+// thread per output element instead.
 //
 // A conv2d is its own kernel: it takes no epilogue. The importer maps 2-D
 // aten.convolution here (docs/IMPORT.md); a bias, ReLU or residual add
@@ -263,8 +265,8 @@ struct ConvTile {
 };
 
 /// The tile for shape S: narrow in channels when a group has few output
-/// channels (depthwise and grouped convolutions), so that fewer of the
-/// CTA's columns are idle.
+/// channels (grouped convolutions), so that fewer of the CTA's columns are
+/// idle.
 ConvTile tileFor(const ConvShape &S) {
   if (S.og() <= 16)
     return {128, 16, 16, 4, 2};
@@ -273,11 +275,84 @@ ConvTile tileFor(const ConvShape &S) {
   return {64, 64, 16, 4, 4};
 }
 
+/// The kernel of a convolution whose groups have one output channel each
+/// (depthwise): the GEMM would be one column wide, so one thread computes
+/// one output element, neighbouring threads neighbouring pixels, summing
+/// its window in the GEMM's order.
+KernelSource directKernel(llvm::StringRef Name, const Node &N,
+                          const ConvShape &S) {
+  const unsigned Block = 256;
+  int64_t Total = N.getType().numElements();
+  bool Narrow = std::max(N.getOperand(0)->getType().numElements(), Total) <
+                (int64_t(1) << 31) - Block;
+  const char *IT = Narrow ? "int" : "long long";
+  auto Lit = [&](int64_t V) {
+    return std::to_string(V) + (Narrow ? "" : "LL");
+  };
+  std::string Fn = sanitizeIdentifier(Name);
+  ParamList Params;
+  for (const Operand &Op : N.getOperands())
+    Params.Inputs.insert(Op.V);
+  Params.Outputs.push_back(N.getResult());
+  DType Dt = N.getType().Dtype;
+  std::string Xp = Params.name(N.getOperand(0));
+  std::string Wp = Params.name(N.getOperand(1));
+  std::string Out = Params.name(N.getResult()) + "_out";
+  int64_t Cg = S.cg();
+
+  std::string Src;
+  llvm::raw_string_ostream OS(Src);
+  OS << kernelPrelude() << "\n// conv2d %" << N.getName()
+     << ": direct, one thread per output element (one output channel per "
+        "group), fp32 accumulation\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << Block << ") " << Fn
+     << "(" << Params.signature() << ") {\n"
+     << "  for (long long f = (long long)blockIdx.x * " << Block
+     << " + threadIdx.x; f < " << Total << "LL;\n"
+     << "       f += (long long)gridDim.x * " << Block << ") {\n"
+     << "    const " << IT << " e = (" << IT << ")f;\n"
+     << "    const " << IT << " ow = e % " << Lit(S.WO) << ", oh = e / "
+     << Lit(S.WO) << " % " << Lit(S.HO) << ", o = e / " << Lit(S.HO * S.WO)
+     << " % " << Lit(S.O) << ", n = e / " << Lit(S.HO * S.WO * S.O) << ";\n"
+     << "    float acc = 0.f;\n"
+     << "    for (" << IT << " c = 0; c < " << Lit(Cg) << "; ++c)\n"
+     << "      for (" << IT << " r = 0; r < " << Lit(S.KH) << "; ++r) {\n"
+     << "        const " << IT << " ih = oh * " << Lit(S.SH) << " - "
+     << Lit(S.PH) << " + r * " << Lit(S.DH) << ";\n"
+     << "        if (ih < 0 || ih >= " << Lit(S.H) << ")\n"
+     << "          continue;\n"
+     << "        for (" << IT << " q = 0; q < " << Lit(S.KW) << "; ++q) {\n"
+     << "          const " << IT << " iw = ow * " << Lit(S.SW) << " - "
+     << Lit(S.PW) << " + q * " << Lit(S.DW) << ";\n"
+     << "          if (iw < 0 || iw >= " << Lit(S.W) << ")\n"
+     << "            continue;\n"
+     << "          acc += "
+     << loadExpr(Dt, Xp,
+                 "((n * " + Lit(S.C) + " + o * " + Lit(Cg) + " + c) * " +
+                     Lit(S.H) + " + ih) * " + Lit(S.W) + " + iw")
+     << " * "
+     << loadExpr(Dt, Wp,
+                 "((o * " + Lit(Cg) + " + c) * " + Lit(S.KH) + " + r) * " +
+                     Lit(S.KW) + " + q")
+     << ";\n"
+     << "        }\n"
+     << "      }\n";
+  if (S.Bias)
+    OS << "    acc += " << loadExpr(Dt, Params.name(N.getOperand(2)), "o")
+       << ";\n";
+  OS << "    " << Out << "[f] = " << storeExpr(Dt, "acc") << ";\n"
+     << "  }\n"
+     << "}\n";
+  return gridStrideKernel(Fn, OS.str(), Params, Block, Total);
+}
+
 llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
   llvm::Expected<ConvShape> SOr = shapeOf(N);
   if (!SOr)
     return SOr.takeError();
   const ConvShape &S = *SOr;
+  if (S.og() == 1)
+    return directKernel(Name, N, S);
   ConvTile T = tileFor(S);
   int64_t M = S.gemmM(), K = S.gemmK(), Og = S.og();
   int64_t TilesM = (M + T.BM - 1) / T.BM, TilesN = (Og + T.BN - 1) / T.BN;
