@@ -34,6 +34,7 @@
 #include "mtsched/OpUnits/OpUnits.h"
 #include "mtsched/Reference/OpUnitReference.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include <algorithm>
 
 using namespace mtsched;
@@ -62,6 +63,9 @@ struct ConvShape {
 /// 'strides' would otherwise be ignored).
 const char *const KnownAttrs[] = {"stride", "padding", "dilation", "groups"};
 
+/// Every stride, padding and dilation is below this.
+constexpr int64_t MaxAttr = int64_t(1) << 31;
+
 /// Attribute Key of N as a pair [along H, along W]: an integer stands for
 /// both. Reports a malformed one, or a value below Min, and returns false.
 bool pairAttr(const Node &N, llvm::StringRef Key, int64_t Default, int64_t Min,
@@ -83,6 +87,11 @@ bool pairAttr(const Node &N, llvm::StringRef Key, int64_t Default, int64_t Min,
   if (H < Min || W < Min) {
     Error(N.getLoc(), "attribute '" + Key + "' must be " +
                           (Min == 0 ? "non-negative" : "at least 1"));
+    return false;
+  }
+  // Bounded so that the shape arithmetic cannot overflow.
+  if (H >= MaxAttr || W >= MaxAttr) {
+    Error(N.getLoc(), "attribute '" + Key + "' must be below 2^31");
     return false;
   }
   return true;
@@ -175,7 +184,13 @@ std::optional<ConvShape> convShapeOf(const Node &N, OpErrorFn Error) {
     S.Bias = true;
   }
   // The padded extent must hold one dilated window.
-  int64_t SpanH = S.DH * (S.KH - 1) + 1, SpanW = S.DW * (S.KW - 1) + 1;
+  int64_t SpanH, SpanW;
+  if (llvm::MulOverflow(S.DH, S.KH - 1, SpanH) ||
+      llvm::MulOverflow(S.DW, S.KW - 1, SpanW)) {
+    Error(N.getLoc(), "'conv2d' dilated window is too large");
+    return std::nullopt;
+  }
+  ++SpanH, ++SpanW;
   if (S.H + 2 * S.PH < SpanH || S.W + 2 * S.PW < SpanW) {
     Error(N.getLoc(),
           "'conv2d' window " + llvm::Twine(SpanH) + "x" + llvm::Twine(SpanW) +
