@@ -1682,17 +1682,21 @@ def _pairs(v, n):
 
 @register("aten.convolution", "aten.conv2d", "aten.conv1d")
 def _convolution(conv, node):
-    """1-D and 2-D convolutions, exactly, from the IR's layout ops and a
-    batched matmul (im2col): zero padding is concatenated around x, each of
-    the kh x kw kernel offsets is a strided slice (the IR's slice step is
-    the stride, the offset times the dilation its start), the offsets are
-    concatenated into patches [N, C, kh*kw, Ho, Wo], and one matmul per
-    group multiplies them by the weight reshaped to [g, O/g, C/g*kh*kw]
-    (depthwise convolutions are g = C). A stride equal to the kernel
-    without padding (a patch embedding) needs no slices: x is reshaped and
-    transposed into its patches. Transposed convolutions stay custom. The
-    IR's own convolution (multi-template, cuDNN) is not there yet: this is
-    correct, not fast."""
+    """2-D convolutions to the IR's conv2d (stride, padding, dilation,
+    groups, bias), a patch embedding or unit-stride 1x1 convolution to one
+    GEMM, 1-D ones exactly by im2col (layout ops and a batched matmul).
+
+    conv2d takes the bias as its third operand. A 2-D stride equal to the
+    kernel without padding (a patch embedding, and a 1x1 convolution of
+    stride 1) needs no im2col: x is reshaped and transposed into its
+    patches for one GEMM, which runs on the tensor cores where conv2d's
+    kernel does not. 1-D convolutions (and 2-D ones of an element type
+    conv2d does not take) are im2col: zero padding is concatenated around
+    x, each of the kh x kw kernel offsets is a strided slice (the IR's
+    slice step is the stride, the offset times the dilation its start),
+    the offsets are concatenated into patches [N, C, kh*kw, Ho, Wo], and
+    one matmul per group multiplies them by the weight reshaped to [g,
+    O/g, C/g*kh*kw]. Transposed convolutions stay custom."""
     x, w, b, stride, pad, dil, groups, transposed = _conv_args(node)
     if transposed:
         raise Unmapped("a transposed convolution")
@@ -1748,6 +1752,29 @@ def _convolution(conv, node):
                       {"perm": [0, 3, 1, 2]}, hint=h + ".nchw")
         if tuple(conv.types[y][1]) != tuple(rshape):
             y = conv.emit("reshape", [y], dt, rshape, hint=h)
+        return conv.cast(y, rdt)
+    if not one_d and dt in ("bf16", "f16", "f32"):
+        # The IR's own convolution: one kernel, the bias added in it.
+        ops = [xv, wv]
+        if b is not None:
+            ops.append(conv.cast(conv.value(b), dt))
+        attrs = {}
+        for key, v, default in (("stride", [sh, sw], [1, 1]),
+                                ("padding", [ph, pw], [0, 0]),
+                                ("dilation", [dh, dw], [1, 1])):
+            if v != default:
+                attrs[key] = v
+        if g != 1:
+            attrs["groups"] = g
+        hp, wp = hh + 2 * ph, ww + 2 * pw
+        ho = (hp - dh * (kh - 1) - 1) // sh + 1
+        wo = (wp - dw * (kw - 1) - 1) // sw + 1
+        if ho < 1 or wo < 1:
+            raise Unmapped("an empty output")
+        y = conv.emit("conv2d", ops, dt, (n, o, ho, wo), attrs or None,
+                      hint=h)
+        if tuple(conv.types[y][1]) != tuple(rshape):
+            y = conv.emit("reshape", [y], dt, rshape, hint=h + ".r")
         return conv.cast(y, rdt)
     # Zero padding.
     for dim, p in ((2, ph), (3, pw)):

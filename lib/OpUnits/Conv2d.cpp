@@ -1,0 +1,522 @@
+//===- Conv2d.cpp - conv2d, a 2-D convolution with its own kernel ---------===//
+//
+// `conv2d(%x, %w[, %b]) {stride, padding, dilation, groups}` is
+// torch.nn.functional.conv2d on NCHW tensors: %x is [N, C, H, W], %w is
+// [O, C / groups, KH, KW], the optional bias %b is [O], and the result is
+// [N, O, HO, WO] with HO = (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1 (WO
+// alike). 'stride', 'padding' and 'dilation' are an integer or a list of
+// two, [along H, along W] (defaults 1, 0, 1); 'groups' (default 1) divides
+// both C and O. Zero padding; bf16, f16 or f32, every operand of the
+// result's element type.
+//
+// The interpreter sums in fp64. The kernel is an implicit GEMM: per group,
+// the result seen as a [N * HO * WO, O / groups] matrix is the product of
+// the im2col matrix of %x, [N * HO * WO, C / groups * KH * KW], which is
+// never materialised (each tile is gathered from %x as it is loaded, zeros
+// where the window leaves the image), and the weight seen as
+// [C / groups * KH * KW, O / groups]. A CTA computes a BM x BN tile of it,
+// staging BK-deep slices of both operands in shared memory; each thread
+// accumulates TM x TN results in fp32 on the CUDA cores, its rows strided
+// by BM / TM so that neighbouring threads load and store neighbouring
+// pixels of the NCHW tensors. The bias is added before the single rounding
+// to the result's type. Where each group has one output channel
+// (depthwise), the GEMM would be one column wide: a direct kernel runs one
+// thread per output element instead.
+//
+// A conv2d is its own kernel: it takes no epilogue. The importer maps 2-D
+// aten.convolution here (docs/IMPORT.md); a bias, ReLU or residual add
+// after it runs as a kernel of its own.
+//
+//===----------------------------------------------------------------------===//
+#include "mtsched/Backend/Cuda/OpUnitKernels.h"
+#include "mtsched/IR/Graph.h"
+#include "mtsched/IR/OpUnit.h"
+#include "mtsched/OpUnits/OpUnits.h"
+#include "mtsched/Reference/OpUnitReference.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
+#include <algorithm>
+
+using namespace mtsched;
+using namespace mtsched::codegen;
+
+namespace {
+
+/// The problem of a conv2d node: its operands' and result's sizes and its
+/// attributes.
+struct ConvShape {
+  int64_t N = 0, C = 0, H = 0, W = 0;
+  int64_t O = 0, KH = 0, KW = 0;
+  int64_t HO = 0, WO = 0;
+  int64_t SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1, Groups = 1;
+  bool Bias = false;
+
+  int64_t cg() const { return C / Groups; }
+  int64_t og() const { return O / Groups; }
+  /// The implicit GEMM per group: rows (output pixels), columns (output
+  /// channels of the group), depth (the window of the group's channels).
+  int64_t gemmM() const { return N * HO * WO; }
+  int64_t gemmK() const { return cg() * KH * KW; }
+};
+
+/// The attributes conv2d reads; any other is a mistake (a misspelt
+/// 'strides' would otherwise be ignored).
+const char *const KnownAttrs[] = {"stride", "padding", "dilation", "groups"};
+
+/// Every stride, padding and dilation is below this.
+constexpr int64_t MaxAttr = int64_t(1) << 31;
+
+/// Attribute Key of N as a pair [along H, along W]: an integer stands for
+/// both. Reports a malformed one, or a value below Min, and returns false.
+bool pairAttr(const Node &N, llvm::StringRef Key, int64_t Default, int64_t Min,
+              int64_t &H, int64_t &W, OpErrorFn Error) {
+  H = W = Default;
+  const Attribute *A = N.getAttrs().get(Key);
+  if (A && A->isInt()) {
+    H = W = A->getInt();
+  } else if (A) {
+    if (!A->isList() || A->getList().size() != 2 || !A->getList()[0].isInt() ||
+        !A->getList()[1].isInt()) {
+      Error(N.getLoc(), "attribute '" + Key +
+                            "' must be an integer or a list of two integers");
+      return false;
+    }
+    H = A->getList()[0].getInt();
+    W = A->getList()[1].getInt();
+  }
+  if (H < Min || W < Min) {
+    Error(N.getLoc(), "attribute '" + Key + "' must be " +
+                          (Min == 0 ? "non-negative" : "at least 1"));
+    return false;
+  }
+  // Bounded so that the shape arithmetic cannot overflow.
+  if (H >= MaxAttr || W >= MaxAttr) {
+    Error(N.getLoc(), "attribute '" + Key + "' must be below 2^31");
+    return false;
+  }
+  return true;
+}
+
+/// The shape of N from its operands and attributes, each mistake reported
+/// through Error; nullopt after one.
+std::optional<ConvShape> convShapeOf(const Node &N, OpErrorFn Error) {
+  size_t Count = N.getOperands().size();
+  if (Count != 2 && Count != 3) {
+    Error(N.getLoc(), "'conv2d' takes 2 or 3 operands (input, weight, "
+                      "optional bias), got " +
+                          llvm::Twine(Count));
+    return std::nullopt;
+  }
+  for (const AttrDict::Entry &E : N.getAttrs())
+    if (!llvm::is_contained(KnownAttrs, E.first)) {
+      Error(N.getLoc(), "unknown attribute '" + E.first +
+                            "' of 'conv2d' (stride, padding, dilation, "
+                            "groups)");
+      return std::nullopt;
+    }
+  const TensorType &X = N.getOperand(0)->getType();
+  const TensorType &Wt = N.getOperand(1)->getType();
+  llvm::SMLoc XLoc = N.getOperands()[0].Loc, WLoc = N.getOperands()[1].Loc;
+  DType T = X.Dtype;
+  if (T != DType::F32 && T != DType::F16 && T != DType::BF16) {
+    Error(XLoc, "'conv2d' needs a bf16, f16 or f32 input, got " + dtypeName(T));
+    return std::nullopt;
+  }
+  for (size_t I = 1; I < Count; ++I)
+    if (N.getOperand(I)->getType().Dtype != T) {
+      Error(N.getOperands()[I].Loc,
+            "'conv2d' operand " + llvm::Twine(I) + " has element type " +
+                dtypeName(N.getOperand(I)->getType().Dtype) +
+                ", the input has " + dtypeName(T));
+      return std::nullopt;
+    }
+  if (X.rank() != 4) {
+    Error(XLoc, "'conv2d' needs an input of rank 4 [N, C, H, W], got rank " +
+                    llvm::Twine(X.rank()));
+    return std::nullopt;
+  }
+  if (Wt.rank() != 4) {
+    Error(WLoc, "'conv2d' needs a weight of rank 4 [O, C / groups, KH, KW], "
+                "got rank " +
+                    llvm::Twine(Wt.rank()));
+    return std::nullopt;
+  }
+  ConvShape S;
+  S.N = X.Shape[0], S.C = X.Shape[1], S.H = X.Shape[2], S.W = X.Shape[3];
+  S.O = Wt.Shape[0], S.KH = Wt.Shape[2], S.KW = Wt.Shape[3];
+  if (!pairAttr(N, "stride", 1, 1, S.SH, S.SW, Error) ||
+      !pairAttr(N, "padding", 0, 0, S.PH, S.PW, Error) ||
+      !pairAttr(N, "dilation", 1, 1, S.DH, S.DW, Error))
+    return std::nullopt;
+  if (const Attribute *G = N.getAttrs().get("groups")) {
+    if (!G->isInt() || G->getInt() < 1) {
+      Error(N.getLoc(), "attribute 'groups' must be a positive integer");
+      return std::nullopt;
+    }
+    S.Groups = G->getInt();
+  }
+  if (S.C % S.Groups || S.O % S.Groups) {
+    Error(N.getLoc(), "'conv2d' groups = " + llvm::Twine(S.Groups) +
+                          " must divide the input's " + llvm::Twine(S.C) +
+                          " channels and the weight's " + llvm::Twine(S.O) +
+                          " output channels");
+    return std::nullopt;
+  }
+  if (Wt.Shape[1] != S.cg()) {
+    Error(WLoc, "'conv2d' weight has " + llvm::Twine(Wt.Shape[1]) +
+                    " input channels per group, the input has " +
+                    llvm::Twine(S.C) + " channels in " + llvm::Twine(S.Groups) +
+                    " group(s)");
+    return std::nullopt;
+  }
+  if (S.KH < 1 || S.KW < 1) {
+    Error(WLoc, "'conv2d' needs a non-empty kernel window");
+    return std::nullopt;
+  }
+  if (Count == 3) {
+    const TensorType &B = N.getOperand(2)->getType();
+    if (B.rank() != 1 || B.Shape[0] != S.O) {
+      Error(N.getOperands()[2].Loc, "'conv2d' bias must be [" +
+                                        llvm::Twine(S.O) +
+                                        "], one per output channel");
+      return std::nullopt;
+    }
+    S.Bias = true;
+  }
+  // The padded extent must hold one dilated window.
+  int64_t SpanH, SpanW;
+  if (llvm::MulOverflow(S.DH, S.KH - 1, SpanH) ||
+      llvm::MulOverflow(S.DW, S.KW - 1, SpanW)) {
+    Error(N.getLoc(), "'conv2d' dilated window is too large");
+    return std::nullopt;
+  }
+  ++SpanH, ++SpanW;
+  if (S.H + 2 * S.PH < SpanH || S.W + 2 * S.PW < SpanW) {
+    Error(N.getLoc(),
+          "'conv2d' window " + llvm::Twine(SpanH) + "x" + llvm::Twine(SpanW) +
+              " (dilated) is larger than the padded input " +
+              llvm::Twine(S.H + 2 * S.PH) + "x" + llvm::Twine(S.W + 2 * S.PW));
+    return std::nullopt;
+  }
+  S.HO = (S.H + 2 * S.PH - SpanH) / S.SH + 1;
+  S.WO = (S.W + 2 * S.PW - SpanW) / S.SW + 1;
+  return S;
+}
+
+bool inferType(const Node &N, llvm::MutableArrayRef<TensorType> Results,
+               OpErrorFn Error) {
+  TensorType &Result = Results.front();
+  std::optional<ConvShape> S = convShapeOf(N, Error);
+  if (!S)
+    return false;
+  Result = N.getOperand(0)->getType();
+  Result.Shape = {S->N, S->O, S->HO, S->WO};
+  return true;
+}
+
+/// The shape of verified node N; an error if it is not a well-formed
+/// conv2d.
+llvm::Expected<ConvShape> shapeOf(const Node &N) {
+  bool Bad = false;
+  std::optional<ConvShape> S =
+      convShapeOf(N, [&](llvm::SMLoc, const llvm::Twine &) { Bad = true; });
+  if (!S || Bad)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'%" + N.getName() +
+                                       "' is not a well-formed 'conv2d'");
+  return *S;
+}
+
+/// A multiply and an add per window element of each result, plus the bias.
+double flops(const Node &N) {
+  llvm::Expected<ConvShape> S = shapeOf(N);
+  if (!S) {
+    llvm::consumeError(S.takeError());
+    return 0;
+  }
+  double Out = double(S->N) * S->O * S->HO * S->WO;
+  return Out * (2.0 * double(S->gemmK()) + (S->Bias ? 1 : 0));
+}
+
+llvm::Error interpret(const Node &N, llvm::ArrayRef<const HostValues *> In,
+                      llvm::MutableArrayRef<HostValues> Results) {
+  HostValues &Result = Results.front();
+  llvm::Expected<ConvShape> SOr = shapeOf(N);
+  if (!SOr)
+    return SOr.takeError();
+  const ConvShape &S = *SOr;
+  const HostValues &X = *In[0], &Wt = *In[1];
+  Result = HostValues::zeros(N.getType().Dtype, N.getType().numElements());
+  std::vector<double> &Out = Result.floats();
+  for (int64_t B = 0; B < S.N; ++B)
+    for (int64_t O = 0; O < S.O; ++O) {
+      int64_t G = O / S.og();
+      for (int64_t OH = 0; OH < S.HO; ++OH)
+        for (int64_t OW = 0; OW < S.WO; ++OW) {
+          double Acc = S.Bias ? In[2]->getDouble(O) : 0;
+          for (int64_t C = 0; C < S.cg(); ++C)
+            for (int64_t R = 0; R < S.KH; ++R) {
+              int64_t IH = OH * S.SH - S.PH + R * S.DH;
+              if (IH < 0 || IH >= S.H)
+                continue;
+              for (int64_t Q = 0; Q < S.KW; ++Q) {
+                int64_t IW = OW * S.SW - S.PW + Q * S.DW;
+                if (IW < 0 || IW >= S.W)
+                  continue;
+                int64_t XI = ((B * S.C + G * S.cg() + C) * S.H + IH) * S.W + IW;
+                int64_t WI = ((O * S.cg() + C) * S.KH + R) * S.KW + Q;
+                Acc += X.getDouble(XI) * Wt.getDouble(WI);
+              }
+            }
+          Out[((B * S.O + O) * S.HO + OH) * S.WO + OW] = Acc;
+        }
+    }
+  return llvm::Error::success();
+}
+
+/// A tile of the implicit GEMM: BM output pixels by BN output channels per
+/// CTA, BK of the window per shared-memory stage, TM x TN results per
+/// thread.
+struct ConvTile {
+  int BM, BN, BK, TM, TN;
+  int threads() const { return (BM / TM) * (BN / TN); }
+};
+
+/// The tile for shape S: narrow in channels when a group has few output
+/// channels (grouped convolutions), so that fewer of the CTA's columns are
+/// idle.
+ConvTile tileFor(const ConvShape &S) {
+  if (S.og() <= 16)
+    return {128, 16, 16, 4, 2};
+  if (S.og() <= 32)
+    return {128, 32, 16, 4, 4};
+  return {64, 64, 16, 4, 4};
+}
+
+/// The kernel of a convolution whose groups have one output channel each
+/// (depthwise): the GEMM would be one column wide, so one thread computes
+/// one output element, neighbouring threads neighbouring pixels, summing
+/// its window in the GEMM's order.
+KernelSource directKernel(llvm::StringRef Name, const Node &N,
+                          const ConvShape &S) {
+  const unsigned Block = 256;
+  int64_t Total = N.getType().numElements();
+  bool Narrow = std::max(N.getOperand(0)->getType().numElements(), Total) <
+                (int64_t(1) << 31) - Block;
+  const char *IT = Narrow ? "int" : "long long";
+  auto Lit = [&](int64_t V) {
+    return std::to_string(V) + (Narrow ? "" : "LL");
+  };
+  std::string Fn = sanitizeIdentifier(Name);
+  ParamList Params;
+  for (const Operand &Op : N.getOperands())
+    Params.Inputs.insert(Op.V);
+  Params.Outputs.push_back(N.getResult());
+  DType Dt = N.getType().Dtype;
+  std::string Xp = Params.name(N.getOperand(0));
+  std::string Wp = Params.name(N.getOperand(1));
+  std::string Out = Params.name(N.getResult()) + "_out";
+  int64_t Cg = S.cg();
+
+  std::string Src;
+  llvm::raw_string_ostream OS(Src);
+  OS << kernelPrelude() << "\n// conv2d %" << N.getName()
+     << ": direct, one thread per output element (one output channel per "
+        "group), fp32 accumulation\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << Block << ") " << Fn
+     << "(" << Params.signature() << ") {\n"
+     << "  for (long long f = (long long)blockIdx.x * " << Block
+     << " + threadIdx.x; f < " << Total << "LL;\n"
+     << "       f += (long long)gridDim.x * " << Block << ") {\n"
+     << "    const " << IT << " e = (" << IT << ")f;\n"
+     << "    const " << IT << " ow = e % " << Lit(S.WO) << ", oh = e / "
+     << Lit(S.WO) << " % " << Lit(S.HO) << ", o = e / " << Lit(S.HO * S.WO)
+     << " % " << Lit(S.O) << ", n = e / " << Lit(S.HO * S.WO * S.O) << ";\n"
+     << "    float acc = 0.f;\n"
+     << "    for (" << IT << " c = 0; c < " << Lit(Cg) << "; ++c)\n"
+     << "      for (" << IT << " r = 0; r < " << Lit(S.KH) << "; ++r) {\n"
+     << "        const " << IT << " ih = oh * " << Lit(S.SH) << " - "
+     << Lit(S.PH) << " + r * " << Lit(S.DH) << ";\n"
+     << "        if (ih < 0 || ih >= " << Lit(S.H) << ")\n"
+     << "          continue;\n"
+     << "        for (" << IT << " q = 0; q < " << Lit(S.KW) << "; ++q) {\n"
+     << "          const " << IT << " iw = ow * " << Lit(S.SW) << " - "
+     << Lit(S.PW) << " + q * " << Lit(S.DW) << ";\n"
+     << "          if (iw < 0 || iw >= " << Lit(S.W) << ")\n"
+     << "            continue;\n"
+     << "          acc += "
+     << loadExpr(Dt, Xp,
+                 "((n * " + Lit(S.C) + " + o * " + Lit(Cg) + " + c) * " +
+                     Lit(S.H) + " + ih) * " + Lit(S.W) + " + iw")
+     << " * "
+     << loadExpr(Dt, Wp,
+                 "((o * " + Lit(Cg) + " + c) * " + Lit(S.KH) + " + r) * " +
+                     Lit(S.KW) + " + q")
+     << ";\n"
+     << "        }\n"
+     << "      }\n";
+  if (S.Bias)
+    OS << "    acc += " << loadExpr(Dt, Params.name(N.getOperand(2)), "o")
+       << ";\n";
+  OS << "    " << Out << "[f] = " << storeExpr(Dt, "acc") << ";\n"
+     << "  }\n"
+     << "}\n";
+  return gridStrideKernel(Fn, OS.str(), Params, Block, Total);
+}
+
+llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
+  llvm::Expected<ConvShape> SOr = shapeOf(N);
+  if (!SOr)
+    return SOr.takeError();
+  const ConvShape &S = *SOr;
+  if (S.og() == 1)
+    return directKernel(Name, N, S);
+  ConvTile T = tileFor(S);
+  int64_t M = S.gemmM(), K = S.gemmK(), Og = S.og();
+  int64_t TilesM = (M + T.BM - 1) / T.BM, TilesN = (Og + T.BN - 1) / T.BN;
+  if (TilesM > (int64_t(1) << 31) - 1 || TilesN > 65535 || S.Groups > 65535)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'%" + N.getName() +
+                                       "': conv2d too large for one launch");
+
+  // 32-bit index arithmetic where every index fits (the divisions that
+  // unravel output pixels and window positions are several times cheaper
+  // than 64-bit ones), 64-bit otherwise.
+  int64_t Largest = std::max({N.getOperand(0)->getType().numElements(),
+                              N.getOperand(1)->getType().numElements(),
+                              N.getType().numElements(), M + T.BM, K + T.BK});
+  bool Narrow = Largest < (int64_t(1) << 31);
+  const char *IT = Narrow ? "int" : "long long";
+  auto Lit = [&](int64_t V) {
+    return std::to_string(V) + (Narrow ? "" : "LL");
+  };
+
+  std::string Fn = sanitizeIdentifier(Name);
+  ParamList Params;
+  for (const Operand &Op : N.getOperands())
+    Params.Inputs.insert(Op.V);
+  Params.Outputs.push_back(N.getResult());
+  DType Dt = N.getType().Dtype;
+  std::string Xp = Params.name(N.getOperand(0));
+  std::string Wp = Params.name(N.getOperand(1));
+  std::string Out = Params.name(N.getResult()) + "_out";
+  int RowsPer = T.BM / T.TM, ColsPer = T.BN / T.TN;
+
+  std::string Src;
+  llvm::raw_string_ostream OS(Src);
+  OS << kernelPrelude() << "\n// conv2d %" << N.getName()
+     << ": implicit GEMM, tile " << T.BM << "x" << T.BN << "x" << T.BK
+     << " (output pixels x channels x window), " << T.TM << "x" << T.TN
+     << " per thread, fp32 accumulation\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << T.threads() << ") "
+     << Fn << "(" << Params.signature() << ") {\n"
+     << "  __shared__ float As[" << T.BK << "][" << T.BM << "];\n"
+     << "  __shared__ float Bs[" << T.BK << "][" << T.BN + 1 << "];\n"
+     << "  const int tid = threadIdx.x;\n"
+     << "  const " << IT << " m0 = (" << IT << ")blockIdx.x * " << T.BM << ";\n"
+     << "  const " << IT << " n0 = (" << IT << ")blockIdx.y * " << T.BN << ";\n"
+     << "  const " << IT << " g = blockIdx.z;\n"
+     << "  const int tm = tid % " << RowsPer << ", tn = tid / " << RowsPer
+     << ";\n"
+     << "  float acc[" << T.TM << "][" << T.TN << "];\n"
+     << "  for (int i = 0; i < " << T.TM << "; ++i)\n"
+     << "    for (int j = 0; j < " << T.TN << "; ++j)\n"
+     << "      acc[i][j] = 0.f;\n"
+     << "  for (" << IT << " k0 = 0; k0 < " << Lit(K) << "; k0 += " << T.BK
+     << ") {\n"
+     // The im2col tile, gathered from x: consecutive threads take
+     // consecutive output pixels, so their loads are neighbours in a row.
+     << "    for (int e = tid; e < " << T.BM * T.BK << "; e += " << T.threads()
+     << ") {\n"
+     << "      const int mm = e % " << T.BM << ", kk = e / " << T.BM << ";\n"
+     << "      const " << IT << " m = m0 + mm, k = k0 + kk;\n"
+     << "      float v = 0.f;\n"
+     << "      if (m < " << Lit(M) << " && k < " << Lit(K) << ") {\n"
+     << "        const " << IT << " ow = m % " << Lit(S.WO) << ", oh = m / "
+     << Lit(S.WO) << " % " << Lit(S.HO) << ", n = m / " << Lit(S.HO * S.WO)
+     << ";\n"
+     << "        const " << IT << " q = k % " << Lit(S.KW) << ", r = k / "
+     << Lit(S.KW) << " % " << Lit(S.KH) << ", c = k / " << Lit(S.KH * S.KW)
+     << ";\n"
+     << "        const " << IT << " ih = oh * " << Lit(S.SH) << " - "
+     << Lit(S.PH) << " + r * " << Lit(S.DH) << ";\n"
+     << "        const " << IT << " iw = ow * " << Lit(S.SW) << " - "
+     << Lit(S.PW) << " + q * " << Lit(S.DW) << ";\n"
+     << "        if (ih >= 0 && ih < " << Lit(S.H) << " && iw >= 0 && iw < "
+     << Lit(S.W) << ")\n"
+     << "          v = "
+     << loadExpr(Dt, Xp,
+                 "((n * " + Lit(S.C) + " + g * " + Lit(S.cg()) + " + c) * " +
+                     Lit(S.H) + " + ih) * " + Lit(S.W) + " + iw")
+     << ";\n"
+     << "      }\n"
+     << "      As[kk][mm] = v;\n"
+     << "    }\n"
+     // The weight tile: consecutive threads take consecutive window
+     // elements of one output channel, contiguous in [O, C/g, KH, KW].
+     << "    for (int e = tid; e < " << T.BN * T.BK << "; e += " << T.threads()
+     << ") {\n"
+     << "      const int kk = e % " << T.BK << ", nn = e / " << T.BK << ";\n"
+     << "      const " << IT << " k = k0 + kk, o = n0 + nn;\n"
+     << "      Bs[kk][nn] = (k < " << Lit(K) << " && o < " << Lit(Og) << ") ? "
+     << loadExpr(Dt, Wp, "(g * " + Lit(Og) + " + o) * " + Lit(K) + " + k")
+     << " : 0.f;\n"
+     << "    }\n"
+     << "    __syncthreads();\n"
+     << "#pragma unroll\n"
+     << "    for (int kk = 0; kk < " << T.BK << "; ++kk) {\n"
+     << "      float a[" << T.TM << "], b[" << T.TN << "];\n"
+     << "#pragma unroll\n"
+     << "      for (int i = 0; i < " << T.TM << "; ++i)\n"
+     << "        a[i] = As[kk][tm + i * " << RowsPer << "];\n"
+     << "#pragma unroll\n"
+     << "      for (int j = 0; j < " << T.TN << "; ++j)\n"
+     << "        b[j] = Bs[kk][tn + j * " << ColsPer << "];\n"
+     << "#pragma unroll\n"
+     << "      for (int i = 0; i < " << T.TM << "; ++i)\n"
+     << "#pragma unroll\n"
+     << "        for (int j = 0; j < " << T.TN << "; ++j)\n"
+     << "          acc[i][j] += a[i] * b[j];\n"
+     << "    }\n"
+     << "    __syncthreads();\n"
+     << "  }\n"
+     << "  for (int i = 0; i < " << T.TM << "; ++i) {\n"
+     << "    const " << IT << " m = m0 + tm + i * " << RowsPer << ";\n"
+     << "    if (m >= " << Lit(M) << ")\n"
+     << "      continue;\n"
+     << "    const " << IT << " pix = m % " << Lit(S.HO * S.WO) << ", n = m / "
+     << Lit(S.HO * S.WO) << ";\n"
+     << "    for (int j = 0; j < " << T.TN << "; ++j) {\n"
+     << "      const " << IT << " o = g * " << Lit(Og) << " + n0 + tn + j * "
+     << ColsPer << ";\n"
+     << "      if (n0 + tn + j * " << ColsPer << " >= " << Lit(Og) << ")\n"
+     << "        continue;\n"
+     << "      float v = acc[i][j];\n";
+  if (S.Bias)
+    OS << "      v += " << loadExpr(Dt, Params.name(N.getOperand(2)), "o")
+       << ";\n";
+  OS << "      " << Out << "[(n * " << Lit(S.O) << " + o) * "
+     << Lit(S.HO * S.WO) << " + pix] = " << storeExpr(Dt, "v") << ";\n"
+     << "    }\n"
+     << "  }\n"
+     << "}\n";
+
+  KernelSource KS;
+  KS.Name = Fn;
+  KS.Source = std::move(Src);
+  KS.Inputs.assign(Params.Inputs.begin(), Params.Inputs.end());
+  KS.Outputs = Params.Outputs;
+  KS.BlockX = unsigned(T.threads());
+  KS.GridX = unsigned(TilesM);
+  KS.GridY = unsigned(TilesN);
+  KS.GridZ = unsigned(S.Groups);
+  return KS;
+}
+
+} // namespace
+
+void mtsched::opunits::registerConv2d() {
+  registerOpUnitInfo(OpCode::Conv2d, {inferType, flops});
+  registerOpUnitReference(OpCode::Conv2d, interpret);
+  registerOpUnitKernel(OpCode::Conv2d, kernel);
+}
