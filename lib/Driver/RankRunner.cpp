@@ -11,6 +11,7 @@
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/DecisionTable.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
+#include "mtsched/Autotune/PreSync.h"
 #include "mtsched/Backend/Backends.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/Graph.h"
@@ -951,6 +952,16 @@ bool runMpiRanks(const OptMainConfig &GivenConfig,
   if (!rankCount(Config, *M, Diags, Size, "mpirun -np", Rank == 0) ||
       !checkFaultTargets(Config, *M, Size, Rank == 0))
     return false;
+  // The hierarchical pre-sync's communicators (each host's, the leaders'),
+  // made now: MPI makes a communicator by waiting for every member, which
+  // is bounded here, where every process has just passed the same checks,
+  // and unbounded later, before the pre-sync knows who is running.
+  if (llvm::Error E =
+          Comm.prepareSubgroups(preSyncSubgroups(preSyncHosts(Tune, Size)))) {
+    // Every rank ran the same splits; the pre-sync runs flat.
+    warnInOneWrite("rank " + llvm::Twine(Rank) + ": " + toString(std::move(E)) +
+                   "; the pre-sync runs flat");
+  }
   // Said once, by rank 0: on 2 H100s tp_mlp's tuning took 3.0 s a rank
   // bound to one core and 1.8 s unbound (docs/BENCHMARKS.md).
   if (Rank == 0 && Tune.Backend == "cuda")
