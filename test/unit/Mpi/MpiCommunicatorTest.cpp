@@ -8,7 +8,8 @@
 //
 // A communicator that breaks stays broken for the whole process (a prepared
 // subgroup breaks only itself), so the tests that break it on purpose run
-// in their own mpirun, selected with --gtest_filter (scripts/test-extra.d/mpi.sh):
+// in their own mpirun, selected with --gtest_filter
+// (scripts/test-extra.d/mpi.sh):
 //
 //   mpirun -np N MpiCommunicatorTests --gtest_filter=-*Breaks*
 //   mpirun -np N MpiCommunicatorTests --gtest_filter=*DepartureBreaks*
