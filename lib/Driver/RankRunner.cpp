@@ -37,6 +37,7 @@
 #include "llvm/Support/TimeProfiler.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_sha1_ostream.h"
+#include "llvm/Support/xxhash.h"
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -955,13 +956,26 @@ bool runMpiRanks(const OptMainConfig &GivenConfig,
   // The hierarchical pre-sync's communicators (each host's, the leaders'),
   // made now: MPI makes a communicator by waiting for every member, which
   // is bounded here, where every process has just passed the same checks,
-  // and unbounded later, before the pre-sync knows who is running.
-  if (llvm::Error E =
-          Comm.prepareSubgroups(preSyncSubgroups(preSyncHosts(Tune, Size)))) {
-    // Every rank ran the same splits; the pre-sync runs flat.
-    warnInOneWrite("rank " + llvm::Twine(Rank) + ": " + toString(std::move(E)) +
-                   "; the pre-sync runs flat");
-  }
+  // and unbounded later, before the pre-sync knows who is running. The
+  // splits are collective, so the ranks first check, in one bounded
+  // all-gather, that they would make the same ones (ranks started with
+  // other --pre-sync flags would not): else none, and the pre-sync is flat.
+  std::vector<std::vector<int>> Subgroups =
+      preSyncSubgroups(preSyncHosts(Tune, Size));
+  std::string Shape;
+  for (const std::vector<int> &L : Subgroups)
+    Shape +=
+        llvm::join(llvm::map_range(L, [](int R) { return std::to_string(R); }),
+                   ",") +
+        ";";
+  std::vector<std::string> Shapes;
+  if (Comm.allGather(llvm::utohexstr(llvm::xxh3_64bits(Shape)), Shapes,
+                     Tune.PreSyncTimeout + Tune.AgreementTimeout) ==
+          CommStatus::Ok &&
+      llvm::all_equal(Shapes) && !Subgroups.empty())
+    if (llvm::Error E = Comm.prepareSubgroups(Subgroups))
+      warnInOneWrite("rank " + llvm::Twine(Rank) + ": " +
+                     toString(std::move(E)) + "; the pre-sync runs flat");
   // Said once, by rank 0: on 2 H100s tp_mlp's tuning took 3.0 s a rank
   // bound to one core and 1.8 s unbound (docs/BENCHMARKS.md).
   if (Rank == 0 && Tune.Backend == "cuda")
