@@ -132,11 +132,14 @@ static std::string leaderVerdict(const PreSyncLevels &L,
   // which may itself take the deadline and one agreement timeout before its
   // leader comes here, plus one agreement timeout of slack, so that a
   // loaded machine does not turn "rank R did not come" into "a leader did
-  // not answer" (which names nobody).
+  // not answer". The leaders meet in a barrier first: a leader that never
+  // comes (it hangs) is then named by the ranks that did (missingPeers),
+  // as the flat agreement's barrier names a rank.
   std::vector<std::string> Digests;
   CommStatus LG =
-      L.Leaders->allGather(encodeDigest(D), Digests,
-                           Opts.PreSyncTimeout + Opts.AgreementTimeout * 2);
+      L.Leaders->barrier(Opts.PreSyncTimeout + Opts.AgreementTimeout * 2);
+  if (LG == CommStatus::Ok)
+    LG = L.Leaders->allGather(encodeDigest(D), Digests, Opts.AgreementTimeout);
   std::vector<HostDigest> All(Digests.size());
   bool Read = LG == CommStatus::Ok;
   for (size_t I = 0; Read && I < Digests.size(); ++I)
@@ -231,7 +234,9 @@ presync::runHierarchicalPreSync(Communicator &Comm, const PreSyncLevels &L,
   if (BC != CommStatus::Ok || V.starts_with("broken")) {
     Out.State = PreSyncOutcome::Broken;
     Out.Bundle = std::move(Me.Bundle);
-    bool Exited = BC == CommStatus::Failed;
+    // A host whose exchange timed out may fail every later operation at
+    // once (an MPI subgroup breaks): that is not a peer that exited.
+    bool Exited = BC == CommStatus::Failed && HostGather != CommStatus::Timeout;
     if (BC != CommStatus::Ok) {
       Out.MissingRanks = missingOf(*L.Host, Mine);
       if (Out.MissingRanks.empty())

@@ -1030,9 +1030,23 @@ bool runMpiRanks(const OptMainConfig &GivenConfig,
   // in the autotuner's final all-gather, so that is rank 0. Broken run:
   // nothing collective is left, so the ranks that finished agree by
   // messages, with a grace for a silent lower rank.
-  bool IsReporter =
-      State.OK &&
-      (Mpi->isBroken() ? Comm.isLowestFinishedRank(ReporterGrace) : Rank == 0);
+  // A pre-sync that failed stops all cross-rank traffic, on every rank
+  // alike (the verdict is agreed), and a hierarchical one may fail without
+  // breaking the MPI world (its subgroups fail on their own): the ranks
+  // then agree by messages too, so that a lost rank 0 is replaced. They
+  // finish up to the longest wait of its levels apart (a host that failed
+  // early releases its ranks at once, another waits for its leader), so a
+  // lower rank is waited for as long.
+  bool SyncFailed =
+      State.OK && State.Session && !State.Session->getResult().Sync.Ok;
+  std::chrono::milliseconds Grace =
+      SyncFailed && !Mpi->isBroken()
+          ? std::max<std::chrono::milliseconds>(
+                ReporterGrace, Tune.PreSyncTimeout + Tune.AgreementTimeout * 3)
+          : ReporterGrace;
+  bool IsReporter = State.OK && (Mpi->isBroken() || SyncFailed
+                                     ? Comm.isLowestFinishedRank(Grace)
+                                     : Rank == 0);
   bool OK = State.OK;
   if (IsReporter) {
     const RunResult &R = State.Session->getResult();
