@@ -1032,15 +1032,15 @@ bool runMpiRanks(const OptMainConfig &GivenConfig,
   // messages, with a grace for a silent lower rank.
   // A pre-sync that failed stops all cross-rank traffic, on every rank
   // alike (the verdict is agreed), and a hierarchical one may fail without
-  // breaking the MPI world (its subgroups fail on their own): the ranks
-  // then agree by messages too, so that a lost rank 0 is replaced. They
-  // finish up to the longest wait of its levels apart (a host that failed
-  // early releases its ranks at once, another waits for its leader), so a
-  // lower rank is waited for as long.
+  // breaking the MPI world on every rank (its subgroups fail on their own):
+  // the ranks then agree by messages too, so that a lost rank 0 is
+  // replaced. They finish up to the longest wait of its levels apart (a
+  // host that failed early releases its ranks at once, another waits for
+  // its leader), so a lower rank is waited for as long.
   bool SyncFailed =
       State.OK && State.Session && !State.Session->getResult().Sync.Ok;
   std::chrono::milliseconds Grace =
-      SyncFailed && !Mpi->isBroken()
+      SyncFailed
           ? std::max<std::chrono::milliseconds>(
                 ReporterGrace, Tune.PreSyncTimeout + Tune.AgreementTimeout * 3)
           : ReporterGrace;

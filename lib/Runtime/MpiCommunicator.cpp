@@ -123,6 +123,11 @@ struct MpiWorld {
   std::vector<uint64_t> PeerBarriers;
   /// The peers missing from the operation that last failed or timed out.
   std::vector<int> Missing;
+  /// A prepared subgroup of this process broke (on its own, see
+  /// MpiCommHandle::Local): isBroken() says so, as it would have had the
+  /// subgroup broken the world, so the ranks pick their reporter by
+  /// messages.
+  bool SubgroupBroken = false;
   /// Subgroups made at start (prepareSubgroups): each rank list, and its
   /// communicator where this process is a member (else MPI_COMM_NULL).
   std::vector<std::pair<std::vector<int>, MPI_Comm>> Prepared;
@@ -253,6 +258,7 @@ struct MpiWorld {
       return S;
     noteMissing(H);
     (H.Local ? H.Broken : Broken) = true;
+    SubgroupBroken |= H.Local;
     DataTimedOut |= S == CommStatus::Timeout;
     if (Op->Req != MPI_REQUEST_NULL)
       Abandoned.push_back(std::move(Op));
@@ -505,6 +511,7 @@ CommStatus MpiCommunicator::barrier(std::chrono::milliseconds Timeout) {
     W.StaleBarriers.push_back(Op->Req);
   } else if (S == CommStatus::Failed) {
     (Coll->Local ? Coll->Broken : W.Broken) = true;
+    W.SubgroupBroken |= Coll->Local;
     W.Abandoned.push_back(std::move(Op));
   }
   return S;
@@ -648,7 +655,9 @@ std::vector<int> MpiCommunicator::missingPeers() const {
   return Out;
 }
 
-bool MpiCommunicator::isBroken() { return World && !World->usable(); }
+bool MpiCommunicator::isBroken() {
+  return World && (!World->usable() || World->SubgroupBroken);
+}
 
 bool MpiCommunicator::canFinalize() {
   if (!World)

@@ -106,7 +106,8 @@ public:
   bool hasDeparted(int Rank) const override;
 
   /// An operation of this process failed or timed out with data in flight:
-  /// nothing crosses ranks any more.
+  /// nothing crosses ranks any more. Also after a prepared subgroup broke
+  /// (though the world and the other prepared subgroups still work).
   static bool isBroken();
   /// Whether MPI_Finalize can be expected to return: no operation of this
   /// process is still waiting for a peer that never said it departed. False
