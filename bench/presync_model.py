@@ -125,7 +125,7 @@ def message_bytes(ranks, layout="world", bundle=0, hashed_groups=False):
 # --------------------------------------------------------------------------
 
 def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
-                     t_entry=0.0, t_crit=0.1, skewed=False):
+                     t_entry=0.0, t_crit=0.1, skewed=False, stats=None):
     """Discrete-event simulation of n thread ranks going through the
     operations `kinds` ("barrier" or "gather") of one ThreadGroup on `cores`
     cores. Returns exit[k][thread], the time each thread left operation k,
@@ -144,7 +144,9 @@ def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
     2*t_byte per byte to decode and compare (outside the mutex).
     skewed=False: every thread starts runnable (the bench's loop after its
     untimed barrier). skewed=True: all but the last thread already sleep in
-    the first operation (ranks that arrived apart, as in a real run)."""
+    the first operation (ranks that arrived apart, as in a real run).
+    stats: a dict that receives "cpu_us", the core time the threads worked
+    (t_wake, critical sections and decoding; not waiting for the mutex)."""
     ops = len(kinds)
     arrived = [0] * (ops + 1)
     op_of = [0] * n            # the op each thread is in
@@ -167,6 +169,7 @@ def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
     now = 0.0
     credit = 0.0
     pending = {}
+    cpu = [0.0]
 
     def turn(th):
         # Decides, in mutex order, what the thread does while it holds the
@@ -211,6 +214,7 @@ def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
             # its core, outside the mutex.
             grant = max(now + t_wake, mutex_free_at)
             crit, post = turn(th)
+            cpu[0] += t_wake + crit + post
             mutex_free_at = grant + crit
             seq += 1
             heapq.heappush(events, (mutex_free_at, seq, 0, th))
@@ -243,6 +247,8 @@ def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
             elif act == "exit":
                 exit_at[k][th] = now
         start_turns()
+    if stats is not None:
+        stats["cpu_us"] = cpu[0]
     return exit_at
 
 
@@ -266,32 +272,53 @@ def thread_presync_us(n, cores, t_wake, t_scan, front, msg, t_byte, t_entry):
     return thread_presync_range(n, cores, t_wake, t_scan, front, msg, t_byte, t_entry)[1]
 
 
-def thread_presync_range(n, cores, t_wake, t_scan, front, msg, t_byte, t_entry):
+def thread_presync_range(n, cores, t_wake, t_scan, front, msg, t_byte, t_entry,
+                         stats=None):
     """(fastest, median, slowest) rank's view of thread_presync_us: the
     report's number is the reporting rank's, wherever it landed."""
     exit_at = simulate_threads(n, cores, ["barrier", "gather"], t_wake, t_scan, front,
-                               msg=msg, t_byte=t_byte, t_entry=t_entry, skewed=True)
+                               msg=msg, t_byte=t_byte, t_entry=t_entry, skewed=True,
+                               stats=stats)
     last_wait = exit_at[0][n - 1]
     gather = sorted(b - a for a, b in zip(exit_at[0], exit_at[1]))
     return tuple(last_wait + g for g in (gather[0], gather[len(gather) // 2], gather[-1]))
 
 
-def thread_hier_presync_us(n, cores, t_wake, t_scan, front, groups, t_byte, t_entry):
+def thread_hier_presync_us(n, cores, t_wake, t_scan, front, groups, t_byte, t_entry,
+                           parts=None):
     """The hierarchical pre-sync on thread ranks (--pre-sync=hier: groups of
     h = round(sqrt(n)) consecutive ranks stand in for hosts), as the
     reporting rank (rank 0, a leader) sees it: every group's barrier and
-    all-gather of full records (h records each; the groups share the cores,
-    so their work adds up), the leaders' all-gather of L = n/h digests of
-    ~120 bytes, then the verdict broadcast inside a group (one barrier's
-    worth). A composition of the fitted flat simulation, not a simulation of
-    its own."""
+    all-gather of full records (h records each), the leaders' all-gather of
+    L = n/h digests of ~120 bytes, then the verdict broadcast inside a group
+    (one barrier's worth). A composition of the fitted flat simulation, not
+    a simulation of its own.
+
+    The L groups run at once on the shared cores, each on its own mutex and
+    condition variable: what adds up is their work on the cores, not their
+    waits. Rank 0's leader waits for the slowest group, which ends no
+    earlier than one group's exchange alone (its critical path) and no
+    earlier than all L groups' core time spread over the cores:
+    max(local, L * cpu(local) / cores), where only a group's leader decodes
+    the group's records. (Until 2026-11-28 this was
+    L * local, every group's exchange in full one after another, which
+    also counted each group's waits L times.)"""
     h = max(2, round(math.sqrt(n)))
     leaders = -(-n // h)
     msg = message_bytes(n, groups)
-    local = thread_presync_us(h, cores, t_wake, t_scan, front, msg, t_byte, t_entry)
+    st = {}
+    local = thread_presync_range(h, cores, t_wake, t_scan, front, msg, t_byte, t_entry,
+                                 stats=st)[1]
+    # Only a group's leader decodes its group's records (leaderVerdict in
+    # lib/Autotune/PreSyncHier.cpp); the simulation decoded on every rank.
+    cpu = st["cpu_us"] - (h - 1) * h * (t_entry + 2 * msg * t_byte)
+    groups_done = max(local, leaders * cpu / cores)
     across = thread_presync_us(leaders, cores, t_wake, t_scan, front, 120, t_byte, t_entry)
     back = thread_cost_us(h, cores, t_wake, t_scan, front, samples=1)
-    return leaders * local + across + back
+    if parts is not None:
+        parts.update(local=local, groups=groups_done, across=across, back=back,
+                     leaders=leaders)
+    return groups_done + across + back
 
 
 # --------------------------------------------------------------------------
@@ -627,11 +654,16 @@ def cmd_deadline(args):
     return 0
 
 
-def parse_measurements(paths):
-    """{('threads'|'mpi', ranks): [median_us per run]} from run.sh output."""
+def parse_measurements(paths, skews=None):
+    """{('threads'|'mpi'|'opt'|'opt-hier', ranks): [µs per run]} from the
+    run scripts' output ('opt': mtsched-opt's flat pre-sync on thread ranks,
+    'opt-hier' its hierarchical one). skews: a dict that receives each
+    'opt-hier' run's sync.skew_ms, in the same order."""
     out = {}
     pat = re.compile(r"presync (threads|mpi) ranks=(\d+) samples=\d+ failed=(\d+) median_us=([\d.]+)")
     opt = re.compile(r"presync-opt threads ranks=(\d+) ok=True cost_ms=([\d.]+)")
+    hier = re.compile(r"presync-opt-hier threads ranks=(\d+) ok=True cost_ms=([\d.]+) "
+                      r"skew_ms=([\d.]+)")
     for path in paths:
         with open(path) as f:
             for line in f:
@@ -641,6 +673,12 @@ def parse_measurements(paths):
                 mt = opt.search(line)
                 if mt:
                     out.setdefault(("opt", int(mt.group(1))), []).append(1e3 * float(mt.group(2)))
+                mt = hier.search(line)
+                if mt:
+                    key = ("opt-hier", int(mt.group(1)))
+                    out.setdefault(key, []).append(1e3 * float(mt.group(2)))
+                    if skews is not None:
+                        skews.setdefault(key, []).append(1e3 * float(mt.group(3)))
     return out
 
 
@@ -677,7 +715,8 @@ def nelder_mead(f, x0, steps, iters):
 
 
 def cmd_validate(args):
-    meas = parse_measurements(args.measurements)
+    skews = {}
+    meas = parse_measurements(args.measurements, skews)
     med = {k: statistics.median(v) for k, v in meas.items()}
     fit_thr = [n for n in args.fit_threads if ("threads", n) in med]
     fit_mpi = [n for n in args.fit_mpi if ("mpi", n) in med]
@@ -723,8 +762,10 @@ def cmd_validate(args):
     print("| ranks | kind | measured median µs (runs) | model µs | model / measured | fitted on |")
     print("|---:|---|---|---:|---:|---|")
     worst = 1.0
-    order = {"threads": 0, "mpi": 1, "opt": 2}
+    order = {"threads": 0, "mpi": 1, "opt": 2, "opt-hier": 3}
     for (kind, n) in sorted(med, key=lambda k: (order[k[0]], k[1])):
+        if args.kinds and kind not in args.kinds:
+            continue
         if kind == "threads":
             pred = thread_cost_us(n, cores, tw, ts, tf)
             fitted = n in fit_thr
@@ -734,6 +775,15 @@ def cmd_validate(args):
             inside = sum(1 for v in meas[(kind, n)] if lo <= v <= hi)
             fitted = "%s; ranks' range %.0f-%.0f holds %d of %d runs" % (
                 "yes" if fitted else "no", lo, hi, inside, len(meas[(kind, n)]))
+        elif kind == "opt-hier":
+            # The hierarchical cost_ms also holds the arrivals' spread: rank
+            # 0's leader waits for the last host, whose last rank arrives up
+            # to skew_ms after rank 0's host completed (the flat barrier
+            # absorbs that wait into the barrier instead). The runs' own
+            # spread is the input, as the arrival skew is elsewhere.
+            spread = statistics.median(skews[(kind, n)])
+            pred = thread_hier_presync_us(n, cores, tw, ts, tf, "tp:8", tb, te) + spread
+            fitted = "no; + the runs' median spread %.0f" % spread
         else:
             pred = mpi_local_cost_us(n, cores, a, o, tp)
             fitted = n in fit_mpi
@@ -741,7 +791,8 @@ def cmd_validate(args):
         worst = max(worst, ratio, 1 / ratio)
         runs = ", ".join("%.1f" % v for v in meas[(kind, n)])
         label = {"threads": "threads, bench", "mpi": "MPI, bench",
-                 "opt": "threads, mtsched-opt"}[kind]
+                 "opt": "threads, mtsched-opt",
+                 "opt-hier": "threads, mtsched-opt, hier"}[kind]
         print("| %d | %s | %.1f (%s) | %.1f | %.2f | %s |"
               % (n, label, med[(kind, n)], runs, pred, ratio,
                  fitted if isinstance(fitted, str) else "yes" if fitted else "no"))
@@ -825,6 +876,18 @@ def cmd_selftest(args):
     check(a[0] < a[1] < a[2], "thread cost grows with ranks")
     check(thread_cost_us(8, 8, Params.t_wake, Params.t_scan, Params.front) < a[1],
           "more cores, less contention")
+    # The hierarchical composition on thread ranks: the groups overlap, so
+    # it costs more than one group's exchange and less than every group's
+    # one after another; far below the flat one from 256 ranks.
+    for n in (64, 256):
+        pt = {}
+        hier = thread_hier_presync_us(n, 2, Params.t_wake, Params.t_scan, Params.front,
+                                      "tp:8", Params.t_byte, Params.t_entry, parts=pt)
+        flat = thread_presync_us(n, 2, Params.t_wake, Params.t_scan, Params.front,
+                                 message_bytes(n, "tp:8"), Params.t_byte, Params.t_entry)
+        check(pt["local"] <= pt["groups"] < pt["leaders"] * pt["local"],
+              "hier groups between one group and all in turn, %d ranks" % n)
+        check(n < 256 or hier < flat / 5, "hier far below flat at %d ranks" % n)
     # The fallback probability: falls with the deadline, rises with ranks,
     # and the Monte Carlo agrees with the quadrature.
     skew = Skew(**SKEW_PRESETS["cluster"])
@@ -878,6 +941,9 @@ def main(argv):
                    help="also predict mtsched-opt's pre-sync at these thread rank counts")
     v.add_argument("--fit-iters", type=int, default=60)
     v.add_argument("--limit", type=float, default=2.0)
+    v.add_argument("--kinds", nargs="+", default=[],
+                   choices=["threads", "mpi", "opt", "opt-hier"],
+                   help="compare only these rows (the fit uses every file)")
     s = sub.add_parser("thread", help="simulate thread ranks (the fitted parameters by default)")
     s.add_argument("--ranks", type=int, nargs="+", default=[2, 8, 64])
     s.add_argument("--cores", type=int, default=Params.cores)

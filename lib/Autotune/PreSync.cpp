@@ -489,15 +489,21 @@ llvm::Expected<PreSyncOutcome> presync::judgeArrivals(
 // The hierarchical agreement (docs/RANKS.md, "The hierarchical agreement")
 //===----------------------------------------------------------------------===//
 
+std::vector<std::vector<int>>
+mtsched::preSyncSubgroups(const std::vector<std::vector<int>> &Hosts) {
+  std::vector<std::vector<int>> Lists = Hosts;
+  if (Hosts.empty())
+    return Lists;
+  Lists.emplace_back();
+  for (const std::vector<int> &H : Hosts)
+    Lists.back().push_back(H.front());
+  return Lists;
+}
+
 std::vector<std::vector<int>> mtsched::preSyncHosts(const AutotuneOptions &Opts,
-                                                    int N,
-                                                    bool SubgroupsAtOnce) {
+                                                    int N) {
   std::vector<std::vector<int>> Hosts;
   if (N < 2 || Opts.PreSyncShape == "flat")
-    return Hosts;
-  // A sub-communicator that waits for its members (MPI's) is unbounded
-  // before the ranks are known to be running: flat there.
-  if (!SubgroupsAtOnce)
     return Hosts;
   bool FromTopology = int(Opts.RankHosts.size()) == N;
   if (FromTopology) {

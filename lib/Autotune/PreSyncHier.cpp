@@ -128,10 +128,18 @@ static std::string leaderVerdict(const PreSyncLevels &L,
     if (Mine.front() == 0)
       D.Bundle = Recs[0].Bundle;
   }
-  // A leader waits for the slowest host: its arrival and its exchange.
+  // A leader waits for the slowest host: its arrival and its exchange,
+  // which may itself take the deadline and one agreement timeout before its
+  // leader comes here, plus one agreement timeout of slack, so that a
+  // loaded machine does not turn "rank R did not come" into "a leader did
+  // not answer". The leaders meet in a barrier first: a leader that never
+  // comes (it hangs) is then named by the ranks that did (missingPeers),
+  // as the flat agreement's barrier names a rank.
   std::vector<std::string> Digests;
-  CommStatus LG = L.Leaders->allGather(
-      encodeDigest(D), Digests, Opts.PreSyncTimeout + Opts.AgreementTimeout);
+  CommStatus LG =
+      L.Leaders->barrier(Opts.PreSyncTimeout + Opts.AgreementTimeout * 2);
+  if (LG == CommStatus::Ok)
+    LG = L.Leaders->allGather(encodeDigest(D), Digests, Opts.AgreementTimeout);
   std::vector<HostDigest> All(Digests.size());
   bool Read = LG == CommStatus::Ok;
   for (size_t I = 0; Read && I < Digests.size(); ++I)
@@ -218,15 +226,17 @@ presync::runHierarchicalPreSync(Communicator &Comm, const PreSyncLevels &L,
   if (Leader)
     Verdict = leaderVerdict(L, Opts, Mine, HostGather, HostAll);
   // 3. Back inside the host. A rank waits for its leader as long as the
-  // leader may wait for the slowest host.
+  // leader may wait for the slowest host, and one agreement timeout more.
   CommStatus BC = L.Host->broadcast(
-      Verdict, 0, Opts.PreSyncTimeout + Opts.AgreementTimeout * 2);
+      Verdict, 0, Opts.PreSyncTimeout + Opts.AgreementTimeout * 3);
   double AgreeMs = msSince(G0);
   llvm::StringRef V(Verdict);
   if (BC != CommStatus::Ok || V.starts_with("broken")) {
     Out.State = PreSyncOutcome::Broken;
     Out.Bundle = std::move(Me.Bundle);
-    bool Exited = BC == CommStatus::Failed;
+    // A host whose exchange timed out may fail every later operation at
+    // once (an MPI subgroup breaks): that is not a peer that exited.
+    bool Exited = BC == CommStatus::Failed && HostGather != CommStatus::Timeout;
     if (BC != CommStatus::Ok) {
       Out.MissingRanks = missingOf(*L.Host, Mine);
       if (Out.MissingRanks.empty())

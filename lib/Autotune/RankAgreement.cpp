@@ -58,8 +58,13 @@ llvm::Expected<std::string> RankAgreement::sync(PreSyncInput In, SyncResult &SR,
     // Made once: createSubgroup is called once per rank list, and a host's
     // list may be a process group's too (GroupComms holds both).
     Levels.emplace();
-    Levels->Hosts =
-        preSyncHosts(Opts, World.size(), World.createsSubgroupsAtOnce());
+    Levels->Hosts = preSyncHosts(Opts, World.size());
+    // Every rank asks about every list, so all of them run the same shape.
+    if (!llvm::all_of(preSyncSubgroups(Levels->Hosts),
+                      [&](const std::vector<int> &L) {
+                        return World.createsSubgroupAtOnce(L);
+                      }))
+      Levels->Hosts.clear();
     for (size_t H = 0; H < Levels->Hosts.size(); ++H)
       if (llvm::is_contained(Levels->Hosts[H], rank()))
         Levels->MyHost = int(H);
@@ -68,8 +73,8 @@ llvm::Expected<std::string> RankAgreement::sync(PreSyncInput In, SyncResult &SR,
       Leaders.push_back(H.front());
     if (!Levels->Hosts.empty()) {
       const std::vector<int> &Mine = Levels->Hosts[size_t(Levels->MyHost)];
-      // Thread ranks' subgroups are never refused; were one to be, the
-      // flat agreement is as good.
+      // Subgroups made at once are not refused; were one to be, the flat
+      // agreement is as good.
       Communicator *Host = nullptr, *Lead = nullptr;
       if (llvm::Expected<Communicator &> H = subgroup(Mine))
         Host = &*H;

@@ -289,8 +289,9 @@ static cl::opt<std::string> PreSyncShape(
     "pre-sync",
     cl::desc("Shape of the pre-sync's agreement: flat (one all-gather of "
              "every rank's record), hier (per host, then across host "
-             "leaders; thread ranks only) or auto (hier from "
-             "--pre-sync-hier-ranks ranks or across hosts; default)"),
+             "leaders; MPI ranks make those communicators at start) or auto "
+             "(hier from --pre-sync-hier-ranks ranks or across hosts; "
+             "default)"),
     cl::init("auto"), cl::value_desc("flat|hier|auto"), cl::cat(RanksCat));
 static cl::opt<unsigned> PreSyncHierRanks(
     "pre-sync-hier-ranks",

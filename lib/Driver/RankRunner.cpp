@@ -11,6 +11,7 @@
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/DecisionTable.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
+#include "mtsched/Autotune/PreSync.h"
 #include "mtsched/Backend/Backends.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/IR/Graph.h"
@@ -36,6 +37,7 @@
 #include "llvm/Support/TimeProfiler.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_sha1_ostream.h"
+#include "llvm/Support/xxhash.h"
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -958,6 +960,29 @@ bool runMpiRanks(const OptMainConfig &GivenConfig,
   if (!rankCount(Config, *M, Diags, Size, "mpirun -np", Rank == 0) ||
       !checkFaultTargets(Config, *M, Size, Rank == 0))
     return false;
+  // The hierarchical pre-sync's communicators (each host's, the leaders'),
+  // made now: MPI makes a communicator by waiting for every member, which
+  // is bounded here, where every process has just passed the same checks,
+  // and unbounded later, before the pre-sync knows who is running. The
+  // splits are collective, so the ranks first check, in one bounded
+  // all-gather, that they would make the same ones (ranks started with
+  // other --pre-sync flags would not): else none, and the pre-sync is flat.
+  std::vector<std::vector<int>> Subgroups =
+      preSyncSubgroups(preSyncHosts(Tune, Size));
+  std::string Shape;
+  for (const std::vector<int> &L : Subgroups)
+    Shape +=
+        llvm::join(llvm::map_range(L, [](int R) { return std::to_string(R); }),
+                   ",") +
+        ";";
+  std::vector<std::string> Shapes;
+  if (Comm.allGather(llvm::utohexstr(llvm::xxh3_64bits(Shape)), Shapes,
+                     Tune.PreSyncTimeout + Tune.AgreementTimeout) ==
+          CommStatus::Ok &&
+      llvm::all_equal(Shapes) && !Subgroups.empty())
+    if (llvm::Error E = Comm.prepareSubgroups(Subgroups))
+      warnInOneWrite("rank " + llvm::Twine(Rank) + ": " +
+                     toString(std::move(E)) + "; the pre-sync runs flat");
   // Said once, by rank 0: on 2 H100s tp_mlp's tuning took 3.0 s a rank
   // bound to one core and 1.8 s unbound (docs/BENCHMARKS.md).
   if (Rank == 0 && Tune.Backend == "cuda")
@@ -1012,9 +1037,23 @@ bool runMpiRanks(const OptMainConfig &GivenConfig,
   // in the autotuner's final all-gather, so that is rank 0. Broken run:
   // nothing collective is left, so the ranks that finished agree by
   // messages, with a grace for a silent lower rank.
-  bool IsReporter =
-      State.OK &&
-      (Mpi->isBroken() ? Comm.isLowestFinishedRank(ReporterGrace) : Rank == 0);
+  // A pre-sync that failed stops all cross-rank traffic, on every rank
+  // alike (the verdict is agreed), and a hierarchical one may fail without
+  // breaking the MPI world on every rank (its subgroups fail on their own):
+  // the ranks then agree by messages too, so that a lost rank 0 is
+  // replaced. They finish up to the longest wait of its levels apart (a
+  // host that failed early releases its ranks at once, another waits for
+  // its leader), so a lower rank is waited for as long.
+  bool SyncFailed =
+      State.OK && State.Session && !State.Session->getResult().Sync.Ok;
+  std::chrono::milliseconds Grace =
+      SyncFailed
+          ? std::max<std::chrono::milliseconds>(
+                ReporterGrace, Tune.PreSyncTimeout + Tune.AgreementTimeout * 3)
+          : ReporterGrace;
+  bool IsReporter = State.OK && (Mpi->isBroken() || SyncFailed
+                                     ? Comm.isLowestFinishedRank(Grace)
+                                     : Rank == 0);
   bool OK = State.OK;
   if (IsReporter) {
     const RunResult &R = State.Session->getResult();

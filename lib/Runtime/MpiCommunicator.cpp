@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Runtime/MpiCommunicator.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <climits>
@@ -20,6 +21,37 @@
 
 using namespace mtsched;
 using Clock = std::chrono::steady_clock;
+
+/// The MPI communicator an instance works on: the world's Coll, or a
+/// subgroup's (kept until MPI_Finalize, which frees it).
+struct mtsched::MpiCommHandle {
+  explicit MpiCommHandle(MPI_Comm C, std::vector<int> Members = {},
+                         bool Local = false)
+      : C(C), Members(std::move(Members)), Local(Local) {}
+  MPI_Comm C;
+  /// A subgroup's members as world ranks, in its rank order; empty for the
+  /// world.
+  std::vector<int> Members;
+  /// A subgroup made at start (prepareSubgroups) fails on its own: a
+  /// departed non-member does not fail its operations, and its failure
+  /// breaks it, not the world, so the hierarchical pre-sync's other levels
+  /// can still say who is missing. Other subgroups fail as the world does.
+  bool Local = false;
+  bool Broken = false;
+  /// A Local subgroup's barriers, announced to its members with its own
+  /// tag on the control communicator, as the world's are (see barrier()):
+  /// how many this process entered, and per member how many it announced.
+  int ArriveTag = 0;
+  uint64_t Barriers = 0;
+  std::vector<uint64_t> PeerBarriers;
+
+  /// Whether a departure among Departed fails this communicator.
+  bool hit(const std::vector<bool> &Departed) const {
+    if (!Local)
+      return true;
+    return llvm::any_of(Members, [&](int R) { return Departed[size_t(R)]; });
+  }
+};
 
 namespace {
 
@@ -91,6 +123,14 @@ struct MpiWorld {
   std::vector<uint64_t> PeerBarriers;
   /// The peers missing from the operation that last failed or timed out.
   std::vector<int> Missing;
+  /// A prepared subgroup of this process broke (on its own, see
+  /// MpiCommHandle::Local): isBroken() says so, as it would have had the
+  /// subgroup broken the world, so the ranks pick their reporter by
+  /// messages.
+  bool SubgroupBroken = false;
+  /// Subgroups made at start (prepareSubgroups): each rank list, and its
+  /// communicator where this process is a member (else MPI_COMM_NULL).
+  std::vector<std::pair<std::vector<int>, MPI_Comm>> Prepared;
 
   bool usable() const { return !Broken && !Departed; }
 
@@ -127,6 +167,42 @@ struct MpiWorld {
     }
   }
 
+  /// The member announcements of H's barriers that have arrived.
+  void pollArrivals(MpiCommHandle &H) {
+    while (true) {
+      int Flag = 0;
+      MPI_Status St;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, H.ArriveTag, Ctl, &Flag, &St) !=
+              MPI_SUCCESS ||
+          !Flag)
+        break;
+      int Buf;
+      MPI_Recv(&Buf, 1, MPI_INT, St.MPI_SOURCE, H.ArriveTag, Ctl,
+               MPI_STATUS_IGNORE);
+      auto It = llvm::find(H.Members, St.MPI_SOURCE);
+      if (It != H.Members.end())
+        ++H.PeerBarriers[size_t(It - H.Members.begin())];
+    }
+  }
+
+  /// noteMissing() for an operation on H: for a Local subgroup, its
+  /// departed members if any, else the members that have not announced its
+  /// latest barrier (world ranks either way).
+  void noteMissing(MpiCommHandle &H) {
+    if (!H.Local)
+      return noteMissing();
+    pollDepartures();
+    pollArrivals(H);
+    Missing.clear();
+    bool Departures = H.hit(PeerDeparted);
+    for (size_t I = 0; I < H.Members.size(); ++I) {
+      int R = H.Members[I];
+      if (R != Rank && (Departures ? bool(PeerDeparted[size_t(R)])
+                                   : H.PeerBarriers[I] < H.Barriers))
+        Missing.push_back(R);
+    }
+  }
+
   /// Records which peers are missing: the departed ones if any (a departure
   /// fails an operation at once, while slower peers may still be on their
   /// way), else those that have not announced this process's latest
@@ -153,14 +229,15 @@ struct MpiWorld {
   /// Polls Op's request until it completes, a peer departs, or Deadline.
   /// Polling yields the core at first and then sleeps briefly, so ranks
   /// oversubscribing a machine leave each other room to arrive.
-  CommStatus wait(InFlight &Op, Clock::time_point Deadline) {
+  CommStatus wait(InFlight &Op, Clock::time_point Deadline,
+                  const MpiCommHandle &H) {
     for (unsigned Spin = 0;; ++Spin) {
       int Done = 0;
       if (MPI_Test(&Op.Req, &Done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
         return CommStatus::Failed;
       if (Done)
         return CommStatus::Ok;
-      if (pollDepartures())
+      if (pollDepartures() && H.hit(PeerDeparted))
         return CommStatus::Failed;
       if (Clock::now() >= Deadline)
         return CommStatus::Timeout;
@@ -174,13 +251,14 @@ struct MpiWorld {
   /// Waits for one phase of a data operation; on failure parks Op (MPI may
   /// still use its buffers) and breaks the communicator.
   CommStatus finishPhase(std::unique_ptr<InFlight> &Op, int StartRC,
-                         Clock::time_point Deadline) {
+                         Clock::time_point Deadline, MpiCommHandle &H) {
     CommStatus S =
-        StartRC == MPI_SUCCESS ? wait(*Op, Deadline) : CommStatus::Failed;
+        StartRC == MPI_SUCCESS ? wait(*Op, Deadline, H) : CommStatus::Failed;
     if (S == CommStatus::Ok)
       return S;
-    noteMissing();
-    Broken = true;
+    noteMissing(H);
+    (H.Local ? H.Broken : Broken) = true;
+    SubgroupBroken |= H.Local;
     DataTimedOut |= S == CommStatus::Timeout;
     if (Op->Req != MPI_REQUEST_NULL)
       Abandoned.push_back(std::move(Op));
@@ -189,14 +267,14 @@ struct MpiWorld {
 
   /// The pair (V, -V) max-reduced: every rank passed V iff the result is
   /// (V, -V). Used to check lengths and roots before the data moves.
-  CommStatus agree(MPI_Comm C, int64_t V, bool &Same,
+  CommStatus agree(MpiCommHandle &H, int64_t V, bool &Same,
                    Clock::time_point Deadline) {
     auto Op = std::make_unique<InFlight>();
     Op->Hdr[0] = V;
     Op->Hdr[1] = -V;
-    int RC = MPI_Iallreduce(Op->Hdr, Op->HdrOut, 2, MPI_INT64_T, MPI_MAX, C,
+    int RC = MPI_Iallreduce(Op->Hdr, Op->HdrOut, 2, MPI_INT64_T, MPI_MAX, H.C,
                             &Op->Req);
-    CommStatus S = finishPhase(Op, RC, Deadline);
+    CommStatus S = finishPhase(Op, RC, Deadline, H);
     Same = S == CommStatus::Ok && Op->HdrOut[0] == V && Op->HdrOut[1] == -V;
     return S;
   }
@@ -205,12 +283,6 @@ struct MpiWorld {
 MpiWorld *World = nullptr;
 
 } // namespace
-
-/// The MPI communicator an instance works on: the world's Coll, or a
-/// subgroup's (kept until MPI_Finalize, which frees it).
-struct mtsched::MpiCommHandle {
-  MPI_Comm C;
-};
 
 static MPI_Comm asComm(const std::unique_ptr<MpiCommHandle> &H) { return H->C; }
 
@@ -264,7 +336,7 @@ llvm::Expected<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create() {
     World = W.release();
   }
   return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(
-      new MpiCommHandle{World->Coll}, World->Rank, World->Size));
+      new MpiCommHandle(World->Coll), World->Rank, World->Size));
 }
 
 bool MpiCommunicator::isInitialized() { return World != nullptr; }
@@ -278,12 +350,87 @@ MpiCommunicator::~MpiCommunicator() = default;
 int MpiCommunicator::rank() const { return Rank; }
 int MpiCommunicator::size() const { return Size; }
 
+llvm::Error
+MpiCommunicator::prepareSubgroups(llvm::ArrayRef<std::vector<int>> Lists) {
+  MpiWorld &W = *World;
+  auto Fail = [](const llvm::Twine &Why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot prepare subgroups: " + Why);
+  };
+  if (!Coll->Members.empty())
+    return Fail("only the world's communicator prepares subgroups");
+  if (!W.usable())
+    return Fail("the MPI communicator is broken or departed");
+  // Lists that share no rank are made by one MPI_Comm_split: each rank
+  // takes the color of the list it is in, MPI_UNDEFINED if none, and its
+  // position in that list as the key, so the new rank is that position.
+  // Every process passes the same lists, so the splits match.
+  std::vector<std::vector<size_t>> Layers;
+  std::vector<std::vector<bool>> Used;
+  for (size_t L = 0; L < Lists.size(); ++L) {
+    for (int R : Lists[L])
+      if (R < 0 || R >= Size)
+        return Fail("rank " + llvm::Twine(R) + " is not in the world");
+    size_t K = 0;
+    for (; K < Layers.size(); ++K)
+      if (llvm::none_of(Lists[L], [&](int R) { return Used[K][size_t(R)]; }))
+        break;
+    if (K == Layers.size()) {
+      Layers.emplace_back();
+      Used.emplace_back(size_t(Size), false);
+    }
+    Layers[K].push_back(L);
+    for (int R : Lists[L])
+      Used[K][size_t(R)] = true;
+  }
+  for (const std::vector<size_t> &Layer : Layers) {
+    int Color = MPI_UNDEFINED, Key = 0;
+    size_t Mine = Lists.size();
+    for (size_t L : Layer)
+      for (size_t I = 0; I < Lists[L].size(); ++I)
+        if (Lists[L][I] == Rank) {
+          Color = int(L);
+          Key = int(I);
+          Mine = L;
+        }
+    MPI_Comm New = MPI_COMM_NULL;
+    if (MPI_Comm_split(asComm(Coll), Color, Key, &New) != MPI_SUCCESS) {
+      W.Broken = true;
+      return Fail("MPI_Comm_split failed");
+    }
+    if (New != MPI_COMM_NULL)
+      MPI_Comm_set_errhandler(New, MPI_ERRORS_RETURN);
+    for (size_t L : Layer)
+      W.Prepared.emplace_back(Lists[L], L == Mine ? New : MPI_COMM_NULL);
+  }
+  return llvm::Error::success();
+}
+
+bool MpiCommunicator::createsSubgroupAtOnce(llvm::ArrayRef<int> Ranks) const {
+  return Coll->Members.empty() &&
+         llvm::any_of(World->Prepared, [&](const auto &P) {
+           return llvm::ArrayRef<int>(P.first) == Ranks;
+         });
+}
+
 llvm::Expected<std::unique_ptr<Communicator>>
 MpiCommunicator::createSubgroup(llvm::ArrayRef<int> Ranks) {
   llvm::Expected<int> Index = subgroupIndex(Ranks, Size, Rank);
   if (!Index)
     return Index.takeError();
   MpiWorld &W = *World;
+  // Made at start: nothing to wait for.
+  if (Coll->Members.empty())
+    for (size_t I = 0; I < W.Prepared.size(); ++I)
+      if (const auto &P = W.Prepared[I];
+          llvm::ArrayRef<int>(P.first) == Ranks && P.second != MPI_COMM_NULL) {
+        auto *H = new MpiCommHandle(P.second, P.first, /*Local=*/true);
+        // The same on every member: the lists are prepared in one order.
+        H->ArriveTag = TagArrive + 1 + int(I);
+        H->PeerBarriers.assign(Ranks.size(), 0);
+        return std::unique_ptr<Communicator>(
+            new MpiCommunicator(H, *Index, int(Ranks.size())));
+      }
   auto Fail = [](const llvm::Twine &Why) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "cannot create a subgroup: " + Why);
@@ -314,12 +461,12 @@ MpiCommunicator::createSubgroup(llvm::ArrayRef<int> Ranks) {
   MPI_Comm_rank(New, &SubRank);
   MPI_Comm_size(New, &SubSize);
   return std::unique_ptr<Communicator>(
-      new MpiCommunicator(new MpiCommHandle{New}, SubRank, SubSize));
+      new MpiCommunicator(new MpiCommHandle(New), SubRank, SubSize));
 }
 
 CommStatus MpiCommunicator::barrier(std::chrono::milliseconds Timeout) {
   MpiWorld &W = *World;
-  if (!W.usable())
+  if (!W.usable() || Coll->Broken)
     return CommStatus::Failed;
   auto Deadline = deadlineAfter(Timeout);
   W.reapStale();
@@ -339,20 +486,32 @@ CommStatus MpiCommunicator::barrier(std::chrono::milliseconds Timeout) {
           MPI_SUCCESS)
         MPI_Request_free(&Req);
     }
+  } else if (Coll->Local) {
+    W.pollArrivals(*Coll);
+    ++Coll->Barriers;
+    for (int R : Coll->Members) {
+      if (R == W.Rank)
+        continue;
+      MPI_Request Req;
+      if (MPI_Isend(&Token, 1, MPI_INT, R, Coll->ArriveTag, W.Ctl, &Req) ==
+          MPI_SUCCESS)
+        MPI_Request_free(&Req);
+    }
   }
   auto Op = std::make_unique<InFlight>();
   if (MPI_Ibarrier(asComm(Coll), &Op->Req) != MPI_SUCCESS) {
     W.Broken = true;
     return CommStatus::Failed;
   }
-  CommStatus S = W.wait(*Op, Deadline);
+  CommStatus S = W.wait(*Op, Deadline, *Coll);
   if (S != CommStatus::Ok)
-    W.noteMissing();
+    W.noteMissing(*Coll);
   if (S == CommStatus::Timeout) {
     // No buffers: the barrier stays posted for a late peer to complete.
     W.StaleBarriers.push_back(Op->Req);
   } else if (S == CommStatus::Failed) {
-    W.Broken = true;
+    (Coll->Local ? Coll->Broken : W.Broken) = true;
+    W.SubgroupBroken |= Coll->Local;
     W.Abandoned.push_back(std::move(Op));
   }
   return S;
@@ -362,7 +521,7 @@ CommStatus MpiCommunicator::allGather(llvm::StringRef Data,
                                       std::vector<std::string> &Out,
                                       std::chrono::milliseconds Timeout) {
   MpiWorld &W = *World;
-  if (!W.usable())
+  if (!W.usable() || Coll->Broken)
     return CommStatus::Failed;
   auto Deadline = deadlineAfter(Timeout);
   auto Op = std::make_unique<InFlight>();
@@ -370,7 +529,8 @@ CommStatus MpiCommunicator::allGather(llvm::StringRef Data,
   Op->Sizes.assign(Size, 0);
   int RC = MPI_Iallgather(Op->Hdr, 1, MPI_INT64_T, Op->Sizes.data(), 1,
                           MPI_INT64_T, asComm(Coll), &Op->Req);
-  if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
+  if (CommStatus S = W.finishPhase(Op, RC, Deadline, *Coll);
+      S != CommStatus::Ok)
     return S;
   // Every rank sees the same sizes, so every rank fails here alike and the
   // communicator stays in step.
@@ -390,7 +550,8 @@ CommStatus MpiCommunicator::allGather(llvm::StringRef Data,
   RC = MPI_Iallgatherv(Op->Send.data(), int(Data.size()), MPI_CHAR,
                        Op->Recv.data(), Op->Counts.data(), Op->Displs.data(),
                        MPI_CHAR, asComm(Coll), &Op->Req);
-  if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
+  if (CommStatus S = W.finishPhase(Op, RC, Deadline, *Coll);
+      S != CommStatus::Ok)
     return S;
   Out.clear();
   for (int R = 0; R < Size; ++R)
@@ -401,12 +562,11 @@ CommStatus MpiCommunicator::allGather(llvm::StringRef Data,
 CommStatus MpiCommunicator::allReduceMax(llvm::MutableArrayRef<double> Values,
                                          std::chrono::milliseconds Timeout) {
   MpiWorld &W = *World;
-  if (!W.usable())
+  if (!W.usable() || Coll->Broken)
     return CommStatus::Failed;
   auto Deadline = deadlineAfter(Timeout);
   bool Same = false;
-  if (CommStatus S =
-          W.agree(asComm(Coll), int64_t(Values.size()), Same, Deadline);
+  if (CommStatus S = W.agree(*Coll, int64_t(Values.size()), Same, Deadline);
       S != CommStatus::Ok)
     return S;
   if (!Same || Values.size() > size_t(INT_MAX))
@@ -419,7 +579,8 @@ CommStatus MpiCommunicator::allReduceMax(llvm::MutableArrayRef<double> Values,
   int RC =
       MPI_Iallreduce(Op->Values.data(), Op->Reduced.data(), int(Values.size()),
                      MPI_DOUBLE, W.MaxOp, asComm(Coll), &Op->Req);
-  if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
+  if (CommStatus S = W.finishPhase(Op, RC, Deadline, *Coll);
+      S != CommStatus::Ok)
     return S;
   llvm::copy(Op->Reduced, Values.begin());
   return CommStatus::Ok;
@@ -428,12 +589,11 @@ CommStatus MpiCommunicator::allReduceMax(llvm::MutableArrayRef<double> Values,
 CommStatus MpiCommunicator::broadcast(std::string &Data, int Root,
                                       std::chrono::milliseconds Timeout) {
   MpiWorld &W = *World;
-  if (!W.usable())
+  if (!W.usable() || Coll->Broken)
     return CommStatus::Failed;
   auto Deadline = deadlineAfter(Timeout);
   bool Same = false;
-  if (CommStatus S = W.agree(asComm(Coll), Root, Same, Deadline);
-      S != CommStatus::Ok)
+  if (CommStatus S = W.agree(*Coll, Root, Same, Deadline); S != CommStatus::Ok)
     return S;
   if (!Same || Root < 0 || Root >= Size)
     return CommStatus::Failed;
@@ -441,7 +601,8 @@ CommStatus MpiCommunicator::broadcast(std::string &Data, int Root,
   bool IsRoot = Rank == Root;
   Op->Hdr[0] = IsRoot ? int64_t(Data.size()) : 0;
   int RC = MPI_Ibcast(Op->Hdr, 1, MPI_INT64_T, Root, asComm(Coll), &Op->Req);
-  if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
+  if (CommStatus S = W.finishPhase(Op, RC, Deadline, *Coll);
+      S != CommStatus::Ok)
     return S;
   int64_t N = Op->Hdr[0];
   if (N < 0 || N > INT_MAX)
@@ -451,7 +612,8 @@ CommStatus MpiCommunicator::broadcast(std::string &Data, int Root,
   Op->Send.resize(N + 1);
   RC = MPI_Ibcast(Op->Send.data(), int(N), MPI_CHAR, Root, asComm(Coll),
                   &Op->Req);
-  if (CommStatus S = W.finishPhase(Op, RC, Deadline); S != CommStatus::Ok)
+  if (CommStatus S = W.finishPhase(Op, RC, Deadline, *Coll);
+      S != CommStatus::Ok)
     return S;
   if (!IsRoot)
     Data.assign(Op->Send.data(), N);
@@ -483,10 +645,19 @@ bool MpiCommunicator::hasDeparted(int Rank) const {
 }
 
 std::vector<int> MpiCommunicator::missingPeers() const {
-  return World->Missing;
+  if (Coll->Members.empty())
+    return World->Missing;
+  // Ranks of this communicator, as the interface says.
+  std::vector<int> Out;
+  for (size_t I = 0; I < Coll->Members.size(); ++I)
+    if (llvm::is_contained(World->Missing, Coll->Members[I]))
+      Out.push_back(int(I));
+  return Out;
 }
 
-bool MpiCommunicator::isBroken() { return World && !World->usable(); }
+bool MpiCommunicator::isBroken() {
+  return World && (!World->usable() || World->SubgroupBroken);
+}
 
 bool MpiCommunicator::canFinalize() {
   if (!World)

@@ -78,11 +78,19 @@ struct PreSyncLevels {
 /// the flat one. Opts.PreSyncShape "flat": none; "hier": by
 /// Opts.RankHosts where it has two or more hosts, else groups of about
 /// sqrt(N) consecutive ranks; "auto": hier where the topology has two or
-/// more hosts or N >= Opts.PreSyncHierRanks. Never where sub-communicators
-/// wait for their members (!SubgroupsAtOnce: MPI's), which before the
-/// pre-sync could wait for a rank that never comes.
-std::vector<std::vector<int>> preSyncHosts(const AutotuneOptions &Opts, int N,
-                                           bool SubgroupsAtOnce);
+/// more hosts or N >= Opts.PreSyncHierRanks. Its communicators must be made
+/// without waiting (see preSyncSubgroups).
+std::vector<std::vector<int>> preSyncHosts(const AutotuneOptions &Opts, int N);
+
+/// The communicators the hierarchical agreement over Hosts needs: each host,
+/// then the hosts' leaders (their first ranks); none when Hosts is empty.
+/// MPI ranks make them once at start (MpiRankCommunicator::prepareSubgroups),
+/// because MPI waits for every member of a communicator it makes, which
+/// before the pre-sync could wait for a rank that never comes; a world that
+/// cannot make every one at once (Communicator::createsSubgroupAtOnce) runs
+/// the flat agreement.
+std::vector<std::vector<int>>
+preSyncSubgroups(const std::vector<std::vector<int>> &Hosts);
 
 /// Runs the pre-sync on Comm with Opts' deadline (PreSyncTimeout) and
 /// agreement timeout. An error, the same on every rank, when the ranks run

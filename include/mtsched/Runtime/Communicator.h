@@ -102,10 +102,14 @@ public:
   /// subgroup's operations as it fails this communicator's.
   virtual llvm::Expected<std::unique_ptr<Communicator>>
   createSubgroup(llvm::ArrayRef<int> Ranks) = 0;
-  /// Whether createSubgroup returns without waiting for the other members
-  /// (thread ranks); false where it waits for them (MPI), which is
-  /// unbounded while a member may never come.
-  virtual bool createsSubgroupsAtOnce() const { return true; }
+  /// Whether createSubgroup(Ranks) returns without waiting for the other
+  /// members: always for thread ranks; for MPI ranks only for the lists
+  /// made at start (MpiRankCommunicator::prepareSubgroups), since waiting
+  /// is unbounded while a member may never come. The same answer on every
+  /// rank, members or not.
+  virtual bool createsSubgroupAtOnce(llvm::ArrayRef<int> Ranks) const {
+    return true;
+  }
 };
 
 /// Checks a rank list for createSubgroup: not empty, no duplicates, every

@@ -79,15 +79,23 @@ public:
   /// Departed peers, and peers that did not announce (a control message
   /// sent on entering every barrier) the barrier this process entered last.
   std::vector<int> missingPeers() const override;
-  /// MPI_Comm_create_group over the members only. It is blocking: MPI has
-  /// no non-blocking way to make a communicator over a subset, so it waits
-  /// until every member calls it. The autotuner calls it only after a
+  /// A list made by prepareSubgroups at start is returned at once. Any
+  /// other: MPI_Comm_create_group over the members only. It is blocking: MPI
+  /// has no non-blocking way to make a communicator over a subset, so it
+  /// waits until every member calls it. The autotuner calls it only after a
   /// successful pre-sync, when every member is known to be running. The
   /// subgroup shares this process's state: a departure or a broken
   /// operation on either fails both.
   llvm::Expected<std::unique_ptr<Communicator>>
   createSubgroup(llvm::ArrayRef<int> Ranks) override;
-  bool createsSubgroupsAtOnce() const override { return false; }
+  /// Only for the lists prepareSubgroups made.
+  bool createsSubgroupAtOnce(llvm::ArrayRef<int> Ranks) const override;
+  /// MPI_Comm_split over the world, once per layer of lists that share no
+  /// rank; blocking and collective, so every process calls it with the same
+  /// lists at start, as it ran MPI_Comm_split_type in create().
+  /// createSubgroup then returns these without waiting; their operations
+  /// fail on their own (see MpiCommHandle in MpiCommunicator.cpp).
+  llvm::Error prepareSubgroups(llvm::ArrayRef<std::vector<int>> Lists) override;
 
   /// This rank leaves: every peer is told (small messages on a control
   /// communicator, which complete without the peer's help), and every later
@@ -98,7 +106,8 @@ public:
   bool hasDeparted(int Rank) const override;
 
   /// An operation of this process failed or timed out with data in flight:
-  /// nothing crosses ranks any more.
+  /// nothing crosses ranks any more. Also after a prepared subgroup broke
+  /// (though the world and the other prepared subgroups still work).
   static bool isBroken();
   /// Whether MPI_Finalize can be expected to return: no operation of this
   /// process is still waiting for a peer that never said it departed. False

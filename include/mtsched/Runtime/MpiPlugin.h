@@ -46,6 +46,12 @@ public:
   /// For a broken run: whether this rank should report (no lower rank that
   /// did not depart says within Grace that it finished).
   virtual bool isLowestFinishedRank(std::chrono::milliseconds Grace) = 0;
+  /// Makes the subgroups over Lists (ranks of the world) now, collectively:
+  /// every process calls it with the same lists, at start, where every
+  /// process is known to be running. createSubgroup then returns them
+  /// without waiting (the hierarchical pre-sync's hosts and leaders).
+  virtual llvm::Error
+  prepareSubgroups(llvm::ArrayRef<std::vector<int>> Lists) = 0;
 };
 
 /// The process-wide MPI state the plugin holds (MpiCommunicator's static

@@ -607,7 +607,7 @@ preSyncOutcomes(int N, bool Hier, std::function<std::string(int)> Flags) {
     Threads.emplace_back([&, R] {
       std::unique_ptr<Communicator> C = Group.get(R);
       PreSyncLevels L;
-      L.Hosts = preSyncHosts(Opts, N, C->createsSubgroupsAtOnce());
+      L.Hosts = preSyncHosts(Opts, N);
       std::vector<std::unique_ptr<Communicator>> Keep;
       if (!L.Hosts.empty()) {
         L.MyHost = R / 4;
@@ -641,22 +641,29 @@ preSyncOutcomes(int N, bool Hier, std::function<std::string(int)> Flags) {
 
 TEST(PreSyncHierTest, HostsFromTopologyOrSqrtGroups) {
   AutotuneOptions Opts;
-  EXPECT_TRUE(preSyncHosts(Opts, 64, true).empty()); // auto, below 256
-  EXPECT_EQ(preSyncHosts(Opts, 256, true).size(), 16u);
-  EXPECT_TRUE(preSyncHosts(Opts, 256, /*SubgroupsAtOnce=*/false).empty());
+  EXPECT_TRUE(preSyncHosts(Opts, 64).empty()); // auto, below 256
+  EXPECT_EQ(preSyncHosts(Opts, 256).size(), 16u);
+  // The communicators it needs: each host, then the leaders.
+  std::vector<std::vector<int>> Subs =
+      preSyncSubgroups(preSyncHosts(Opts, 256));
+  ASSERT_EQ(Subs.size(), 17u);
+  EXPECT_EQ(Subs[1].front(), 16);
+  EXPECT_EQ(Subs.back().size(), 16u);
+  EXPECT_EQ(Subs.back()[1], 16);
+  EXPECT_TRUE(preSyncSubgroups({}).empty());
   Opts.PreSyncShape = "hier";
-  EXPECT_EQ(preSyncHosts(Opts, 64, true).size(), 8u);
-  EXPECT_EQ(preSyncHosts(Opts, 10, true).size(), 4u); // 3+3+3+1
+  EXPECT_EQ(preSyncHosts(Opts, 64).size(), 8u);
+  EXPECT_EQ(preSyncHosts(Opts, 10).size(), 4u); // 3+3+3+1
   Opts.RankHosts = {1, 0, 1, 0};
-  std::vector<std::vector<int>> H = preSyncHosts(Opts, 4, true);
+  std::vector<std::vector<int>> H = preSyncHosts(Opts, 4);
   // Hosts in order of their first rank.
   ASSERT_EQ(H.size(), 2u);
   EXPECT_EQ(H[0], (std::vector<int>{0, 2}));
   EXPECT_EQ(H[1], (std::vector<int>{1, 3}));
   Opts.PreSyncShape = "flat";
-  EXPECT_TRUE(preSyncHosts(Opts, 4, true).empty());
+  EXPECT_TRUE(preSyncHosts(Opts, 4).empty());
   Opts.PreSyncShape = "auto"; // two hosts: hier at any size
-  EXPECT_EQ(preSyncHosts(Opts, 4, true).size(), 2u);
+  EXPECT_EQ(preSyncHosts(Opts, 4).size(), 2u);
 }
 
 TEST(PreSyncHierTest, SameOutcomeAsFlat) {

@@ -6,9 +6,10 @@
 // ranks print only their failures. The exit code is non-zero if any
 // expectation failed on this rank.
 //
-// A communicator that breaks stays broken for the whole process, so the
-// tests that break it on purpose run in their own mpirun, selected with
-// --gtest_filter (scripts/test-extra.d/mpi.sh):
+// A communicator that breaks stays broken for the whole process (a prepared
+// subgroup breaks only itself), so the tests that break it on purpose run
+// in their own mpirun, selected with --gtest_filter
+// (scripts/test-extra.d/mpi.sh):
 //
 //   mpirun -np N MpiCommunicatorTests --gtest_filter=-*Breaks*
 //   mpirun -np N MpiCommunicatorTests --gtest_filter=*DepartureBreaks*
@@ -138,6 +139,86 @@ TEST(MpiCommunicatorTest, LateRankMeetsItsPeersAtTheNextOperation) {
   EXPECT_EQ(Out[1], "1");
   EXPECT_FALSE(MpiCommunicator::isBroken());
   EXPECT_EQ(C.barrier(Patient), CommStatus::Ok);
+}
+
+// Subgroups made at start (the hierarchical pre-sync's hosts and leaders):
+// every rank passes the same lists, overlapping ones included; afterwards
+// each member gets its communicator without waiting, and every rank, member
+// or not, knows which lists are ready.
+TEST(MpiCommunicatorTest, PreparedSubgroups) {
+  MpiCommunicator &C = comm();
+  int N = C.size(), Half = N / 2;
+  std::vector<std::vector<int>> Lists(3);
+  for (int R = 0; R < N; ++R)
+    Lists[R < Half ? 0 : 1].push_back(R);
+  Lists[2] = {0, Half};
+  ASSERT_FALSE(bool(C.prepareSubgroups(Lists)));
+  for (const std::vector<int> &L : Lists)
+    EXPECT_TRUE(C.createsSubgroupAtOnce(L));
+  EXPECT_FALSE(C.createsSubgroupAtOnce({0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  const std::vector<int> &Mine = Lists[C.rank() < Half ? 0 : 1];
+  llvm::Expected<std::unique_ptr<Communicator>> Host = C.createSubgroup(Mine);
+  ASSERT_TRUE(bool(Host)) << toString(Host.takeError());
+  EXPECT_EQ(Mine[(*Host)->rank()], C.rank());
+  EXPECT_FALSE((*Host)->createsSubgroupAtOnce(Mine));
+  EXPECT_EQ((*Host)->barrier(Patient), CommStatus::Ok);
+  std::vector<std::string> Out;
+  EXPECT_EQ((*Host)->allGather(std::to_string(C.rank()), Out, Patient),
+            CommStatus::Ok);
+  ASSERT_EQ(Out.size(), Mine.size());
+  EXPECT_EQ(Out.back(), std::to_string(Mine.back()));
+  if (Mine.front() == C.rank()) {
+    llvm::Expected<std::unique_ptr<Communicator>> Lead =
+        C.createSubgroup(Lists[2]);
+    ASSERT_TRUE(bool(Lead)) << toString(Lead.takeError());
+    std::string B = C.rank() == 0 ? "verdict" : "";
+    EXPECT_EQ((*Lead)->broadcast(B, 0, Patient), CommStatus::Ok);
+    EXPECT_EQ(B, "verdict");
+  }
+  EXPECT_EQ(C.barrier(Patient), CommStatus::Ok);
+  EXPECT_FALSE(MpiCommunicator::isBroken());
+}
+
+// Rank 1 departs after the subgroups are made: a prepared subgroup with it
+// fails at once and names it (as its own rank), one without it goes on, and
+// neither breaks the world (isBroken() says that one broke); the world's
+// next operation fails as usual.
+// (Runs before DepartureBreaks, in the same mpirun: rank 1 departs there
+// too.)
+TEST(MpiCommunicatorTest, PreparedSubgroupDepartureBreaks) {
+  MpiCommunicator &C = comm();
+  std::vector<int> WithOne{0, 1}, WithoutOne;
+  for (int R = 0; R < C.size(); ++R)
+    if (R != 1)
+      WithoutOne.push_back(R);
+  ASSERT_FALSE(bool(C.prepareSubgroups({WithOne, WithoutOne})));
+  if (C.rank() == 1) {
+    llvm::Expected<std::unique_ptr<Communicator>> A = C.createSubgroup(WithOne);
+    ASSERT_TRUE(bool(A)) << toString(A.takeError());
+    C.depart();
+    return;
+  }
+  llvm::Expected<std::unique_ptr<Communicator>> B =
+      C.createSubgroup(WithoutOne);
+  ASSERT_TRUE(bool(B)) << toString(B.takeError());
+  if (C.rank() == 0) {
+    llvm::Expected<std::unique_ptr<Communicator>> A = C.createSubgroup(WithOne);
+    ASSERT_TRUE(bool(A)) << toString(A.takeError());
+    auto T0 = Clock::now();
+    EXPECT_EQ((*A)->barrier(Patient), CommStatus::Failed);
+    EXPECT_LT(msSince(T0), 5000);
+    EXPECT_EQ((*A)->missingPeers(), std::vector<int>{1});
+    std::vector<std::string> Out;
+    EXPECT_EQ((*A)->allGather("x", Out, Patient), CommStatus::Failed);
+  }
+  // Said broken where a subgroup broke, though B and the world still work.
+  EXPECT_EQ(MpiCommunicator::isBroken(), C.rank() == 0);
+  std::vector<std::string> Out;
+  EXPECT_EQ((*B)->allGather(std::to_string(C.rank()), Out, Patient),
+            CommStatus::Ok);
+  EXPECT_EQ(Out.size(), WithoutOne.size());
+  EXPECT_EQ(C.barrier(Patient), CommStatus::Failed);
+  EXPECT_EQ(C.missingPeers(), std::vector<int>{1});
 }
 
 TEST(MpiCommunicatorTest, DepartureBreaks) {
