@@ -90,12 +90,14 @@ for n in r["nodes"]:
             if n["epilogue"]:
                 need(c.get("fused_ms") is not None,
                      f"{n['name']} hier fused timed: {c}")
+    def ms(v):
+        return "-" if v is None else f"{v:.4f}"
     print(f"  {name} {n['name']}: " + ", ".join(
-        f"{c['name']}={c.get('ms')}ms" +
-        (f"/fused {c.get('fused_ms')}ms" if n["epilogue"] else "") +
+        f"{c['name']}={ms(c.get('ms'))}ms" +
+        (f"/fused {ms(c.get('fused_ms'))}ms" if n["epilogue"] else "") +
         f"({c['status']})" for c in n["choices"])
         + f" -> {n.get('chosen')}" + (" fused" if n.get("epilogue_fused") else "")
-        + (f", epilogue {n.get('epilogue_ms')}ms" if n["epilogue"] else ""))
+        + (f", epilogue {ms(n.get('epilogue_ms'))}ms" if n["epilogue"] else ""))
 print(f"{name}: {'PASS' if ok else 'FAIL'}")
 PY
 }
