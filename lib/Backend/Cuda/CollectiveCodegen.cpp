@@ -553,7 +553,7 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   Def("HIER", Hier ? "1" : "0");
   // A shard of a length that is no multiple of the vector starts, on some
   // rank, where vector loads would be misaligned.
-  Def("SCALAR", Hier && S.Elems % VecElems ? "1" : "0");
+  Def("SCALAR", (Hier && S.Elems % VecElems != 0) ? "1" : "0");
   Def("MAXB", std::to_string(MaxCollectiveBlocks));
   Def("NELEMS", std::to_string(S.Elems) + "ll");
   Def("COLS", std::to_string(Cols) + "ll");
