@@ -6,6 +6,8 @@
 #   - the summary lists the choice set per group: the world group loses
 #     one_shot/two_shot/p2p ("removed: ... spans 2 hosts") and gets `hier`;
 #   - `hier` is timed (status ok) for all_reduce, all_gather, reduce_scatter;
+#   - the fused `hier` all_reduce (the residual + RMSNorm on each rank's
+#     shard between NCCL's steps) is timed too (fused_ms) at every size;
 #   - one pre-sync per graph, identical decisions on every rank;
 #   - twice: NCCL as it is (NVLink), and NCCL forced off peer-to-peer and
 #     shared memory (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), so its traffic
@@ -84,9 +86,18 @@ for n in r["nodes"]:
     for c in n["choices"]:
         if c["name"] == "hier":
             need(c["status"] == "ok", f"{n['name']} hier timed: {c}")
+            # Every all_reduce here carries the residual + RMSNorm.
+            if n["epilogue"]:
+                need(c.get("fused_ms") is not None,
+                     f"{n['name']} hier fused timed: {c}")
+    def ms(v):
+        return "-" if v is None else f"{v:.4f}"
     print(f"  {name} {n['name']}: " + ", ".join(
-        f"{c['name']}={c.get('ms')}ms({c['status']})" for c in n["choices"])
-        + f" -> {n.get('chosen')}")
+        f"{c['name']}={ms(c.get('ms'))}ms" +
+        (f"/fused {ms(c.get('fused_ms'))}ms" if n["epilogue"] else "") +
+        f"({c['status']})" for c in n["choices"])
+        + f" -> {n.get('chosen')}" + (" fused" if n.get("epilogue_fused") else "")
+        + (f", epilogue {ms(n.get('epilogue_ms'))}ms" if n["epilogue"] else ""))
 print(f"{name}: {'PASS' if ok else 'FAIL'}")
 PY
 }
@@ -162,8 +173,10 @@ PY
 timeout 60 python3 "$W/nccl_ar.py" "$NGPU" 29511 > "$W/torch-nvlink.txt" 2>"$W/torch1.err" || tail -3 "$W/torch1.err"
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 60 python3 "$W/nccl_ar.py" "$NGPU" 29512 > "$W/torch-net.txt" 2>"$W/torch2.err" || tail -3 "$W/torch2.err"
 
-# The table: per all_reduce size, mtsched's nccl and hier (unfused) and
-# the best fused variant beside torch's NCCL all_reduce, per setting.
+# The table: per all_reduce size, mtsched's nccl + the separate epilogue
+# kernel (the summary's unfused + epilogue), hier + the epilogue, hier
+# fused (the epilogue on the shard), what was chosen, and torch's NCCL
+# all_reduce alone, per setting.
 python3 - "$OUT" "$W" <<'PY' > "$OUT/hier-table.md"
 import json, sys, os, re
 out, w = sys.argv[1], sys.argv[2]
@@ -171,8 +184,12 @@ def torch_us(name):
     p = os.path.join(w, f"torch-{name}.txt")
     if not os.path.exists(p): return {}
     return {int(a): float(b) for a, b in (l.split() for l in open(p) if l.strip())}
-print("| setting | bytes | mtsched nccl us | mtsched hier us | chosen | torch NCCL all_reduce us |")
-print("|---|---:|---:|---:|---|---:|")
+print("| setting | bytes | nccl us | epilogue us | nccl + epilogue us | hier + epilogue us | hier fused us | chosen | torch NCCL all_reduce us |")
+print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
+def us(v):
+    return None if v is None else round(v * 1000, 1)
+def add(a, b):
+    return None if a is None or b is None else round(a + b, 1)
 for label, setting, f in (("nvlink, threads", "nvlink", "threads-nvlink"),
                           ("net, threads", "net", "threads-net"),
                           ("net, MPI", "net", "mpi-net")):
@@ -183,9 +200,13 @@ for label, setting, f in (("nvlink, threads", "nvlink", "threads-nvlink"),
         m = re.fullmatch(r"%r([0-9]+)", n["name"])
         if not m: continue
         rows = int(m.group(1)); b = rows * 4096 * 2
-        us = {c["name"]: (round(c["ms"] * 1000, 1) if c.get("ms") is not None else None)
-              for c in n["choices"]}
-        print(f"| {label} | {b} | {us.get('nccl')} | {us.get('hier')} | {n.get('chosen')} | {t.get(b, 'n/a')} |")
+        c = {x["name"]: x for x in n["choices"]}
+        nccl = us(c.get("nccl", {}).get("ms"))
+        hier = us(c.get("hier", {}).get("ms"))
+        fused = us(c.get("hier", {}).get("fused_ms"))
+        epi = us(n.get("epilogue_ms"))
+        chosen = f"{n.get('chosen')}" + (" fused" if n.get("epilogue_fused") else "")
+        print(f"| {label} | {b} | {nccl} | {epi} | {add(nccl, epi)} | {add(hier, epi)} | {fused} | {chosen} | {t.get(b, 'n/a')} |")
 PY
 cat "$OUT/hier-table.md"
 rm -rf "$W"

@@ -97,6 +97,12 @@ void mtsched::applyDecision(MultiTemplateBufferNode &N, const NodeTimes &T,
       N.getFusedTimings().push_back(Fused);
       CR.FusedUs = T.Fused[I].Us;
       CR.FusedPredicted = T.Predicted;
+      ChoiceStatus FS = T.Fused[I].Status;
+      if (!T.Predicted && FS != ChoiceStatus::Ok &&
+          FS != ChoiceStatus::Skipped) {
+        CR.FusedStatus = FS;
+        CR.FusedMessage = T.Fused[I].Message;
+      }
     }
     R.Choices.push_back(CR);
   }

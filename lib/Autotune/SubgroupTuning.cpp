@@ -95,6 +95,8 @@ static llvm::json::Value groupRecord(const MultiTemplateBufferNode &N,
                            {"fused_us", jsonUs(CR.FusedUs)},
                            {"fused_predicted", CR.FusedPredicted},
                            {"message", CR.Message},
+                           {"fused_status", choiceStatusName(CR.FusedStatus)},
+                           {"fused_message", CR.FusedMessage},
                            {"pruned", CR.Pruned}});
   return llvm::json::Object{{"decided", N.getDecision()},
                             {"fused", N.isEpilogueFused()},
@@ -160,6 +162,13 @@ static bool applyGroupRecord(const llvm::json::Object &O,
     CR.FusedUs = usOf(CO->get("fused_us"));
     CR.FusedPredicted = CO->getBoolean("fused_predicted").value_or(false);
     CR.Message = CO->getString("message").value_or("").str();
+    if (std::optional<llvm::StringRef> FSt = CO->getString("fused_status"))
+      for (ChoiceStatus S :
+           {ChoiceStatus::Ok, ChoiceStatus::Failed, ChoiceStatus::WrongResult,
+            ChoiceStatus::Timeout, ChoiceStatus::Skipped})
+        if (choiceStatusName(S) == *FSt)
+          CR.FusedStatus = S;
+    CR.FusedMessage = CO->getString("fused_message").value_or("").str();
     CR.Pruned = CO->getBoolean("pruned").value_or(false);
     R.Choices.push_back(std::move(CR));
   }

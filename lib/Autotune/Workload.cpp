@@ -68,6 +68,8 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
     W.Bytes = N.getNumOperands() ? N.getOperand(0)->getType().numBytes()
                                  : Out.numBytes();
     W.Ranks = M.groupRanks(C->getGroup(), G.getWorldSize()).size();
+    if (N.getNumOperands())
+      W.RowElems = N.getOperand(0)->getType().innerDim();
     if (C->getCollectiveKind() == CollectiveKind::AllToAll &&
         N.getNumOperands() == 3) {
       W.Ragged = true;
@@ -117,6 +119,23 @@ std::optional<CollectiveAlgo> mtsched::collectiveAlgoOf(const Choice &C) {
     return std::nullopt;
   }
   return collectiveAlgoOf(C.Name);
+}
+
+std::string mtsched::hierFusedRefusal(const Workload &W, int64_t PerHost) {
+  if (W.Collective != CollectiveKind::AllReduce)
+    return "'hier' fuses an epilogue onto all_reduce only; its " +
+           collectiveKindName(W.Collective).str() + " ends in an NCCL call";
+  int64_t Elems = W.Bytes / std::max<int64_t>(1, dtypeBytes(W.Epilogue.Dtype));
+  if (PerHost < 1 || Elems % PerHost)
+    return "'hier' splits an all_reduce of " + std::to_string(Elems) +
+           " elements into " + std::to_string(PerHost) +
+           " shards: not a multiple";
+  int64_t Shard = Elems / PerHost;
+  if (W.RowElems > 0 && Shard % W.RowElems)
+    return "'hier' runs the epilogue on each rank's shard of " +
+           std::to_string(Shard) + " elements, which is not whole rows of " +
+           std::to_string(W.RowElems);
+  return "";
 }
 
 double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
@@ -177,6 +196,10 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     std::optional<int64_t> PerHost = C.Params.getInt("per_host");
     bool Shaped = Hosts && PerHost && *Hosts >= 1 && *PerHost >= 1 &&
                   *Hosts <= W.Ranks && *Hosts * *PerHost >= W.Ranks;
+    // Fused, `hier` runs the epilogue on each rank's shard: whole rows.
+    if (*A == CollectiveAlgo::Hier && Fused &&
+        (!Shaped || !hierFusedRefusal(W, *PerHost).empty()))
+      return Inf;
     if (*A == CollectiveAlgo::Hier)
       return Shaped ? hierCollectiveTimeUs(D, W.Collective, W.Bytes,
                                            int(*Hosts), int(*PerHost), Epi)

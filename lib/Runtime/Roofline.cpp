@@ -586,7 +586,7 @@ double mtsched::hierCollectiveTimeUs(const DeviceDesc &D, CollectiveKind Kind,
   if (Hosts < 1 || PerHost < 1 || Bytes < 0 ||
       !collectiveAlgoSupports(CollectiveAlgo::Hier, Kind))
     return Inf;
-  double EpiUs = fusedEpilogueUs(D, Fused);
+  bool HasEpilogue = Fused.NumOps > 0;
   double B = double(Bytes), H = Hosts, P = PerHost;
   switch (Kind) {
   case CollectiveKind::AllReduce: {
@@ -595,22 +595,41 @@ double mtsched::hierCollectiveTimeUs(const DeviceDesc &D, CollectiveKind Kind,
     double Us = intraHostUs(D, PerHost, (P - 1) * Shard, 2 * Shard);
     // All-reduce of the shard across hosts (ring: 2(H-1) steps of 1/H).
     Us += interHostUs(D, Hosts, 2 * (H - 1), 2 * (H - 1) * Shard / H);
-    // All-gather inside, with the epilogue on the own shard first.
-    Us += intraHostUs(D, PerHost, (P - 1) * Shard, Shard + B);
-    return Us + EpiUs / P;
+    // All-gather inside.
+    double Gather = intraHostUs(D, PerHost, (P - 1) * Shard, Shard + B);
+    Us += Gather;
+    if (!HasEpilogue)
+      return Us;
+    // Fused: the steps are NCCL calls, so the epilogue is a kernel of its
+    // own on the rank's shard (1/P of the rows, and of the residual it
+    // reads; the row-long bias and weights are small beside it) before the
+    // gather; a second output (`writes`) is gathered too, in the same NCCL
+    // group: its bytes, not another launch and barrier.
+    EpilogueDesc OnShard = Fused;
+    OnShard.Elements = Fused.Elements / PerHost;
+    OnShard.ExtraInputBytes = Fused.ExtraInputBytes / PerHost;
+    double GatherBytesUs = PerHost > 1
+                               ? linkUs(D, (P - 1) * Shard, P2PLinkEfficiency) +
+                                     hbmUs(D, Shard + B)
+                               : 0;
+    return Us + epilogueTimeUs(D, OnShard) + Fused.ExtraWrites * GatherBytesUs;
   }
   case CollectiveKind::AllGather:
     // Across hosts among the ranks of one local index (H-1 shards each),
-    // then inside each host the H shards gathered so far; the epilogue
-    // runs on the whole output, fused into the intra-host step.
+    // then inside each host the H shards gathered so far. Both steps are
+    // NCCL calls: no epilogue fuses.
+    if (HasEpilogue)
+      return Inf;
     return interHostUs(D, Hosts, H - 1, (H - 1) * B) +
-           intraHostUs(D, PerHost, (P - 1) * H * B, H * B + H * P * B) + EpiUs;
+           intraHostUs(D, PerHost, (P - 1) * H * B, H * B + H * P * B);
   case CollectiveKind::ReduceScatter: {
-    // Reduce-scatter inside (the epilogue waits for the last step), then
-    // across hosts on the host's 1/P.
+    // Reduce-scatter inside, then across hosts on the host's 1/P; NCCL
+    // calls, so no epilogue fuses.
+    if (HasEpilogue)
+      return Inf;
     double Shard = B / P;
     return intraHostUs(D, PerHost, (P - 1) * Shard, 2 * Shard) +
-           interHostUs(D, Hosts, H - 1, (H - 1) * Shard / H) + EpiUs;
+           interHostUs(D, Hosts, H - 1, (H - 1) * Shard / H);
   }
   default:
     return Inf;

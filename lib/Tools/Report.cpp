@@ -119,6 +119,8 @@ static void writeChoice(llvm::json::OStream &J, const ReportInput &In,
   J.attribute("status", choiceStatusName(C.Status));
   if (!C.Message.empty())
     J.attribute("message", C.Message);
+  if (!C.FusedMessage.empty())
+    J.attribute("fused_message", C.FusedMessage);
   const NodeResult &N = R.Nodes[NI];
   if (N.ChoiceDefs && CI < N.ChoiceDefs->size() &&
       !(*N.ChoiceDefs)[CI].Params.empty())

@@ -144,6 +144,11 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
       Rows.push_back({&C, false, C.Us + Epi, Rows.size()});
       if (std::isfinite(C.FusedUs))
         Rows.push_back({&C, true, C.FusedUs, Rows.size()});
+      // A collective's fused variant that ran and failed says why (a
+      // `hier` whose shard is not whole rows): the unfused row cannot.
+      else if (!NR.Group.empty() && !C.FusedMessage.empty() &&
+               C.Status == ChoiceStatus::Ok)
+        Rows.push_back({&C, true, C.FusedUs, Rows.size()});
     }
     // Fastest first; +inf (failed, skipped) last; ties keep choice order
     // (the final tie-break, as everywhere, so the order is deterministic).
@@ -162,6 +167,11 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
       }
       const ChoiceResult &C = *Rw.C;
       OS << "  " << C.Name;
+      if (!std::isfinite(Rw.Us) && Rw.Fused) {
+        OS << " fused " << choiceStatusName(C.FusedStatus) << ": "
+           << C.FusedMessage << '\n';
+        continue;
+      }
       if (!std::isfinite(Rw.Us)) {
         OS << " " << choiceStatusName(C.Status);
         if (!C.Message.empty())

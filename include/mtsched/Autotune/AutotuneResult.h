@@ -31,6 +31,10 @@ struct ChoiceResult {
   double FusedUs;
   bool FusedPredicted = false;
   std::string Message;
+  /// A fused variant that was run and failed (a `hier` whose shard is not
+  /// whole rows, ...): its status and why; Skipped and empty otherwise.
+  ChoiceStatus FusedStatus = ChoiceStatus::Skipped;
+  std::string FusedMessage;
   /// Skipped because --prune-top-k dropped it: not measured, not failed.
   bool Pruned = false;
 };

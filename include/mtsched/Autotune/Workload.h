@@ -29,6 +29,8 @@ struct Workload {
   /// send at most, OutBytes its receive buffer.
   bool Ragged = false;
   int Ranks = 1;
+  /// A collective's row: its input's last dimension (0 where it has none).
+  int64_t RowElems = 0;
   /// A custom op's input and output bytes.
   int64_t InBytes = 0, OutBytes = 0;
   /// The epilogue candidate (NumOps == 0 if none).
@@ -50,6 +52,13 @@ Workload describeNode(const Module &M, const Graph &G,
 /// The algorithm a choice is: its `algo` parameter (a custom collective's
 /// config, `custom_ar {algo = "one_shot"}`), else what its name says.
 std::optional<CollectiveAlgo> collectiveAlgoOf(const Choice &C);
+
+/// Why `hier` over hosts of PerHost ranks cannot run W fused with its
+/// epilogue, or "" where it can: it fuses onto all_reduce only, running the
+/// epilogue on each rank's reduced shard (the input over PerHost), which
+/// must be whole rows (W.RowElems). The cost model, the sim and the CUDA
+/// backends refuse alike, with this reason.
+std::string hierFusedRefusal(const Workload &W, int64_t PerHost);
 
 /// Noise-free predicted time of a choice (fused with the epilogue if Fused)
 /// in microseconds; +inf if it cannot run that way. A choice with a

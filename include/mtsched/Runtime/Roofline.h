@@ -117,9 +117,10 @@ bool collectiveAlgoSupports(CollectiveAlgo Algo, CollectiveKind Kind);
 /// GPUs each (all_reduce: reduce-scatter inside each host, all_reduce of
 /// the shards across hosts, all_gather inside; all_gather: across, then
 /// inside; reduce_scatter: inside, then across). Bytes as for
-/// collectiveTimeUs. The intra-host steps are peer-memory kernels, so the
-/// epilogue fuses into the last of them (all_reduce: onto the rank's shard
-/// before it is gathered). +inf for all_to_all, Hosts or PerHost < 1.
+/// collectiveTimeUs. The steps are NCCL calls: a fused all_reduce runs its
+/// epilogue as a kernel of its own on the rank's shard before the gather
+/// (and gathers a second output too); all_gather and reduce_scatter do not
+/// fuse (+inf with an epilogue). +inf for all_to_all, Hosts or PerHost < 1.
 double hierCollectiveTimeUs(const DeviceDesc &D, CollectiveKind Kind,
                             int64_t Bytes, int Hosts, int PerHost,
                             const EpilogueDesc &Fused);

@@ -101,6 +101,14 @@ __device__ __forceinline__ U4 pack(const float *f) {
 }
 #endif
 
+#if HIER
+// `hier`'s epilogue kernel runs on the rank's own reduced shard after NCCL's
+// steps: no peer memory, so nothing to meet. epoch is referenced so that
+// the kernels' bodies read the same in both forms.
+#define mt_begin(flags, rank) 0u
+#define mt_barrier(flags, rank, epoch, phase) ((void)(epoch))
+#define mt_end(flags, rank, epoch) ((void)(epoch))
+#else
 // Each block meets the same block of every peer: it writes epoch into its
 // slot of every peer's flags (release, system scope) and waits until every
 // peer has written it into its own (acquire). A peer that never comes is
@@ -157,6 +165,7 @@ __device__ __forceinline__ void mt_end(const MtPtrs &flags, unsigned rank,
   if (threadIdx.x == 0)
     *((volatile unsigned *)flags.p[rank] + 2 * MAXB * 8 + blockIdx.x) = epoch;
 }
+#endif
 __device__ __forceinline__ float mt_block_sum(float v, float *red) {
   for (int o = 16; o > 0; o >>= 1)
     v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -200,7 +209,9 @@ extern "C" __global__ void __launch_bounds__(512)
 NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
      const T *bias, const T *res, const T *gamma, MtPtrs sums) {
   const unsigned epoch = mt_begin(flags, rank);
-  const long long n = NELEMS, nv = n / VEC;
+  // SCALAR: `hier`'s shard may start off a 16-byte boundary (rows of an
+  // odd length); then every element takes the scalar loop below.
+  const long long n = NELEMS, nv = SCALAR ? 0 : n / VEC;
   long long lo = 0, hi = nv;
 #if TWO_SHOT
   const long long cv = (nv + W - 1) / W;
@@ -438,7 +449,17 @@ NAME(MtPtrs ins, MtPtrs outs, MtPtrs flags, unsigned rank,
 
 llvm::Expected<CollectiveKernel>
 mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
-  if (S.Ranks < 2 || S.Ranks > MaxCollectiveRanks)
+  // `hier` is NCCL calls; only its fused all_reduce has a kernel: the
+  // epilogue over the rank's reduced shard (Elems of them), which reads no
+  // peer's memory (one "rank", no barriers).
+  bool Hier = S.Algo == CollectiveAlgo::Hier;
+  if (Hier && S.Epilogue.empty())
+    return fail("'hier' without an epilogue is NCCL calls on per-host and "
+                "cross-host communicators, not a peer-memory kernel");
+  if (Hier && S.Kind != CollectiveKind::AllReduce)
+    return fail("'hier' fuses an epilogue onto all_reduce only, not " +
+                collectiveKindName(S.Kind));
+  if (!Hier && (S.Ranks < 2 || S.Ranks > MaxCollectiveRanks))
     return fail("peer-memory kernels run 2 to " +
                 llvm::Twine(MaxCollectiveRanks) + " ranks, not " +
                 llvm::Twine(S.Ranks));
@@ -447,14 +468,11 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
                 dtypeName(S.Dtype));
   if (S.Elems <= 0)
     return fail("an empty collective has no kernel");
-  if (S.Algo == CollectiveAlgo::Hier)
-    return fail("'hier' is NCCL calls on per-host and cross-host "
-                "communicators, not a peer-memory kernel");
   bool AllReduce = S.Kind == CollectiveKind::AllReduce;
   bool TwoShot = S.Algo == CollectiveAlgo::TwoShot;
   const char *Body = nullptr;
   std::string AlgoName(collectiveAlgoName(S.Algo));
-  if (AllReduce && (S.Algo == CollectiveAlgo::OneShot || TwoShot)) {
+  if (AllReduce && (S.Algo == CollectiveAlgo::OneShot || TwoShot || Hier)) {
     Body = S.Epilogue.RmsNorm ? RowAllReduce : FlatAllReduce;
   } else if (S.Algo == CollectiveAlgo::P2P &&
              (S.Kind == CollectiveKind::AllGather ||
@@ -472,6 +490,12 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   }
   const CollectiveEpilogue &Ep = S.Epilogue;
   int64_t Cols = S.Cols > 0 ? S.Cols : S.Elems;
+  // The shard starts at a multiple of its length: whole rows keep the
+  // bias's and the norm's columns (and each row inside one rank's shard).
+  if (Hier && S.Elems % Cols)
+    return fail("the shard of " + llvm::Twine(S.Elems) +
+                " elements is not whole rows of " + llvm::Twine(Cols) +
+                ", which 'hier' needs to run the epilogue on its shard");
   if ((Ep.Bias || Ep.RmsNorm) && S.Elems % Cols)
     return fail("rows of " + llvm::Twine(Cols) + " do not tile " +
                 llvm::Twine(S.Elems) + " elements");
@@ -483,8 +507,9 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
 
   CollectiveKernel K;
   K.Name = "coll_" + std::string(collectiveKindName(S.Kind)) + "_" + AlgoName +
-           "_" + std::string(dtypeName(S.Dtype)) + "_w" +
-           std::to_string(S.Ranks) + "_n" + std::to_string(S.Elems) +
+           "_" + std::string(dtypeName(S.Dtype)) +
+           (Hier ? std::string() : "_w" + std::to_string(S.Ranks)) + "_n" +
+           std::to_string(S.Elems) +
            (Ep.empty() ? std::string()
                        : "_" + Ep.name() + "_c" + std::to_string(Cols));
   unsigned MaxGrid =
@@ -524,7 +549,11 @@ mtsched::generateCollectiveKernel(const CollectiveKernelSpec &S) {
   Def("IS_F32", F32 ? "1" : "0");
   Def("FROM", S.Dtype == DType::F16 ? "h2f" : "bf2f");
   Def("TO", S.Dtype == DType::F16 ? "f2h" : "f2bf");
-  Def("W", std::to_string(S.Ranks));
+  Def("W", Hier ? "1" : std::to_string(S.Ranks));
+  Def("HIER", Hier ? "1" : "0");
+  // A shard of a length that is no multiple of the vector starts, on some
+  // rank, where vector loads would be misaligned.
+  Def("SCALAR", (Hier && S.Elems % VecElems != 0) ? "1" : "0");
   Def("MAXB", std::to_string(MaxCollectiveBlocks));
   Def("NELEMS", std::to_string(S.Elems) + "ll");
   Def("COLS", std::to_string(Cols) + "ll");
@@ -644,8 +673,10 @@ mtsched::generateGraphCollectiveKernels(const Module &M, const Graph &G,
     if (!C || !C->isDecided())
       continue;
     std::optional<CollectiveAlgo> A = collectiveAlgoOf(C->getDecision());
-    // NCCL is a library call: there is no source to show.
-    if (!A || *A == CollectiveAlgo::Nccl)
+    // NCCL is a library call: there is no source to show; nor for `hier`
+    // unfused (NCCL calls only).
+    if (!A || *A == CollectiveAlgo::Nccl ||
+        (*A == CollectiveAlgo::Hier && !C->isEpilogueFused()))
       continue;
     std::string What =
         "'%" + C->getName() + "' choice '" + C->getDecision() + "'";
@@ -662,6 +693,20 @@ mtsched::generateGraphCollectiveKernels(const Module &M, const Graph &G,
     if (S.Cols <= 0 || S.Elems % S.Cols)
       S.Cols = S.Elems;
     S.SMs = SMs;
+    if (*A == CollectiveAlgo::Hier) {
+      // The kernel covers one rank's shard: the input over the ranks of a
+      // host, which lowering wrote into the choice (`per_host`).
+      std::optional<int64_t> PerHost;
+      for (const Choice &Ch : C->getChoices())
+        if (Ch.Name == C->getDecision())
+          PerHost = Ch.Params.getInt("per_host");
+      if (!PerHost || *PerHost < 1 || S.Elems % *PerHost) {
+        Errors.push_back(What + ": no `per_host` that splits " +
+                         std::to_string(S.Elems) + " elements");
+        continue;
+      }
+      S.Elems /= *PerHost;
+    }
     if (C->isEpilogueFused()) {
       const Value *Bias = nullptr, *Res = nullptr, *Gamma = nullptr;
       llvm::Expected<CollectiveEpilogue> E =

@@ -343,7 +343,7 @@ bool CollectiveRankImpl::setUpLaunch(const MultiTemplateBufferNode &N,
   if (*A == CollectiveAlgo::Nccl)
     return setUpNcclLaunch(W, Fused, L, Err);
   if (*A == CollectiveAlgo::Hier)
-    return setUpHierLaunch(W, Fused, L, Err);
+    return setUpHierLaunch(N, W, Fused, L, Err);
   return setUpKernelLaunch(N, W, C, *A, Fused, L, Err);
 }
 

@@ -129,8 +129,13 @@ private:
   /// communicators (one ncclUniqueId each) and agrees that every rank has
   /// both; HierError says why not.
   void setUpHier();
-  bool setUpHierLaunch(const Workload &W, bool Fused, CollectiveLaunch &L,
-                       std::string &Err);
+  bool setUpHierLaunch(const MultiTemplateBufferNode &N, const Workload &W,
+                       bool Fused, CollectiveLaunch &L, std::string &Err);
+  /// The fused all_reduce: reduce_scatter inside, all_reduce across, the
+  /// epilogue kernel on the shard (L.Epi), all_gather inside (of the sum
+  /// too where the epilogue writes one). DT is NCCL's dtype.
+  bool setUpHierFusedLaunch(int DT, size_t Shard, CollectiveLaunch &L,
+                            std::string &Err);
   /// Destroys the sub-communicators and the scratch buffer.
   void releaseHier();
   /// The GPU this rank's collectives run on, and how many GPUs this process

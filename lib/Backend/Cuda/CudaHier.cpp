@@ -10,8 +10,17 @@
 // The last two need the group's ranks host-major (every host's ranks
 // consecutive, hosts in order): the output's blocks are in rank order.
 // Each sub-communicator has its own ncclUniqueId, made by one of its
-// members and exchanged in one all-gather over the group. NCCL's calls are
-// library calls, so `hier` carries no fused epilogue, like `nccl`.
+// members and exchanged in one all-gather over the group.
+//
+// NCCL's calls are library calls, but the all_reduce's middle is the place
+// for an epilogue: fused, after the inter-host all_reduce each rank holds
+// its shard reduced over the group, and a generated kernel (the one_shot
+// epilogue over one rank, CollectiveCodegen) runs the epilogue on the
+// shard's rows only, in place, reading the residual at the shard's offset
+// and writing the sum after the adds (`writes`) to the sum buffer's shard;
+// the intra-host all_gather then gathers the epilogue's output (and the
+// sum). The epilogue costs 1/per_host of the rows; the shard must be whole
+// rows (hierFusedRefusal). all_gather and reduce_scatter do not fuse.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaCollectiveImpl.h"
@@ -204,12 +213,26 @@ void CollectiveRankImpl::releaseHier() {
   HierScratch = 0;
 }
 
-bool CollectiveRankImpl::setUpHierLaunch(const Workload &W, bool Fused,
+bool CollectiveRankImpl::setUpHierLaunch(const MultiTemplateBufferNode &N,
+                                         const Workload &W, bool Fused,
                                          CollectiveLaunch &L,
                                          std::string &Err) {
   if (Fused) {
-    Err = "'hier' composes NCCL calls and cannot fuse";
-    return false;
+    Err = hierFusedRefusal(W, HierPerHost);
+    if (!Err.empty())
+      return false;
+    const Value *BiasV = nullptr, *ResV = nullptr, *GammaV = nullptr;
+    llvm::Expected<CollectiveEpilogue> EOr =
+        collectiveEpilogueOf(N, BiasV, ResV, GammaV);
+    if (!EOr) {
+      Err = llvm::toString(EOr.takeError());
+      return false;
+    }
+    L.Epi = *EOr;
+    if (L.Epi.WriteSum && B.Sum.empty()) {
+      Err = "no buffer for the epilogue's second output";
+      return false;
+    }
   }
   if (!isFloatDType(B.T)) {
     Err = "hier reduces and gathers float tensors here, not " +
@@ -235,6 +258,8 @@ bool CollectiveRankImpl::setUpHierLaunch(const Workload &W, bool Fused,
       return false;
     }
     size_t Shard = Count / PerHost;
+    if (Fused)
+      return setUpHierFusedLaunch(DT, Shard, L, Err);
     L.Launch = [this, DT, Shard, Es, Local, First](int Cp) {
       CUdeviceptr Out = B.Out[size_t(Cp)];
       void *Mine = (void *)(Out + Local * Shard * Es);
@@ -305,4 +330,65 @@ bool CollectiveRankImpl::setUpHierLaunch(const Workload &W, bool Fused,
           std::string(collectiveKindName(W.Collective));
     return false;
   }
+}
+
+bool CollectiveRankImpl::setUpHierFusedLaunch(int DT, size_t Shard,
+                                              CollectiveLaunch &L,
+                                              std::string &Err) {
+  CollectiveKernelSpec S;
+  S.Kind = CollectiveKind::AllReduce;
+  S.Algo = CollectiveAlgo::Hier;
+  S.Dtype = B.T;
+  S.Ranks = Comm.size();
+  S.Elems = int64_t(Shard);
+  S.Cols = B.Cols;
+  S.SMs = Dev.SMs;
+  S.Epilogue = L.Epi;
+  llvm::Expected<CollectiveKernel> KOr = generateCollectiveKernel(S);
+  if (!KOr) {
+    Err = "no kernel: " + llvm::toString(KOr.takeError());
+    return false;
+  }
+  CollectiveKernel K = *KOr;
+  CUfunction F = kernel(K, Err);
+  if (!F)
+    return false;
+  size_t Off = size_t(HierLocal) * Shard * dtypeBytes(B.T);
+  bool WriteSum = L.Epi.WriteSum;
+  L.Launch = [this, F, K, DT, Shard, Off, WriteSum](int Cp) {
+    CUdeviceptr Out = B.Out[size_t(Cp)];
+    void *Mine = (void *)(Out + Off);
+    ncclResult_t R = Nc->ncclReduceScatter(
+        (void *)B.In[size_t(Cp)], Mine, Shard, DT, ncclSum, IntraComm, Stream);
+    if (!R)
+      R = Nc->ncclAllReduce(Mine, Mine, Shard, DT, ncclSum, InterComm, Stream);
+    if (R)
+      return CUresult(R);
+    // The epilogue on the shard, in place: one_shot's body over one rank
+    // (ins and outs the shard, the residual at its offset; the bias and the
+    // weights are a row long and the shard starts a row).
+    MtPtrs In{}, Sums{}, Fl{};
+    In.P[0] = Out + Off;
+    if (WriteSum)
+      Sums.P[0] = B.Sum[size_t(Cp)] + Off;
+    unsigned Rank = 0;
+    CUdeviceptr Bi = B.Bias, Re = B.Res ? B.Res + Off : 0, Ga = B.Gamma;
+    void *Args[] = {&In, &In, &Fl, &Rank, &Bi, &Re, &Ga, &Sums};
+    if (CUresult KR = D->cuLaunchKernel(F, K.GridX, 1, 1, K.BlockX, 1, 1, 0,
+                                        Stream, Args, nullptr))
+      return KR;
+    // Gather the epilogue's output, and the sum beside it, inside the host
+    // (in place: each rank's shard already sits at its place).
+    R = Nc->ncclGroupStart();
+    if (!R)
+      R = Nc->ncclAllGather(Mine, (void *)Out, Shard, DT, IntraComm, Stream);
+    if (!R && WriteSum) {
+      CUdeviceptr Sum = B.Sum[size_t(Cp)];
+      R = Nc->ncclAllGather((void *)(Sum + Off), (void *)Sum, Shard, DT,
+                            IntraComm, Stream);
+    }
+    ncclResult_t RE = Nc->ncclGroupEnd();
+    return CUresult(R ? R : RE);
+  };
+  return true;
 }

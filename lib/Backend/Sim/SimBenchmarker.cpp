@@ -1,6 +1,7 @@
 //===- SimBenchmarker.cpp - Timings from the cost model -------------------===//
 #include "mtsched/Autotune/FaultInjectingBenchmarker.h"
 #include "mtsched/Autotune/TimePredictor.h"
+#include "mtsched/Autotune/Workload.h"
 #include "mtsched/Backend/Sim/SimBackend.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
@@ -12,7 +13,9 @@
 using namespace mtsched;
 
 // Bump when a formula or constant of the cost model changes.
-llvm::StringRef mtsched::getSimModelVersion() { return "sim-model-1"; }
+// 2: a fused `hier` all_reduce runs its epilogue as a kernel of its own
+// on the shard; fused all_gather and reduce_scatter `hier` do not exist.
+llvm::StringRef mtsched::getSimModelVersion() { return "sim-model-2"; }
 
 namespace {
 
@@ -27,9 +30,16 @@ public:
   Measurement measure(const MultiTemplateBufferNode &N, const Workload &W,
                       const Choice &C, bool Fused,
                       const BuildResult &) override {
-    return sample(Model->choiceUs(W, C, Fused),
-                  "the simulator has no model for '" + C.Name +
-                      (Fused ? "' fused with its epilogue" : "'"));
+    std::string Why = "the simulator has no model for '" + C.Name +
+                      (Fused ? "' fused with its epilogue" : "'");
+    // A fused `hier` that cannot run says why, as the CUDA backend does.
+    if (Fused && collectiveAlgoOf(C) == CollectiveAlgo::Hier)
+      if (std::optional<int64_t> PerHost = C.Params.getInt("per_host")) {
+        std::string Refused = hierFusedRefusal(W, *PerHost);
+        if (!Refused.empty())
+          Why = Refused;
+      }
+    return sample(Model->choiceUs(W, C, Fused), std::move(Why));
   }
 
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,

@@ -139,6 +139,40 @@ TEST(TopologyTest, HierarchicalCollectiveCost) {
   EXPECT_EQ(parseCollectiveAlgo("hierarchical"), CollectiveAlgo::Hier);
 }
 
+TEST(TopologyTest, FusedHierarchicalAllReduceRunsTheEpilogueOnTheShard) {
+  DeviceDesc D;
+  EpilogueDesc None;
+  None.Dtype = DType::BF16;
+  // A residual add and RMSNorm over 16 MB of bf16 (8M elements).
+  int64_t B = int64_t(16) << 20;
+  EpilogueDesc Norm;
+  Norm.Dtype = DType::BF16;
+  Norm.Elements = B / 2;
+  Norm.ExtraInputBytes = B + 2 * 4096;
+  Norm.FlopsPerElement = 5;
+  Norm.RowReduction = true;
+  Norm.NumOps = 2;
+  double Unfused =
+      hierCollectiveTimeUs(D, CollectiveKind::AllReduce, B, 2, 4, None);
+  double Fused =
+      hierCollectiveTimeUs(D, CollectiveKind::AllReduce, B, 2, 4, Norm);
+  // The epilogue on a quarter of the rows: cheaper than a separate kernel
+  // over the whole tensor after the collective, dearer than none.
+  EXPECT_GT(Fused, Unfused);
+  EXPECT_LT(Fused, Unfused + epilogueTimeUs(D, Norm));
+  // Writing the sum too gathers it inside the host as well.
+  EpilogueDesc WithSum = Norm;
+  WithSum.ExtraWrites = 1;
+  EXPECT_GT(
+      hierCollectiveTimeUs(D, CollectiveKind::AllReduce, B, 2, 4, WithSum),
+      Fused);
+  // all_gather and reduce_scatter end in NCCL calls: nothing fuses.
+  EXPECT_TRUE(std::isinf(
+      hierCollectiveTimeUs(D, CollectiveKind::AllGather, B, 2, 4, Norm)));
+  EXPECT_TRUE(std::isinf(
+      hierCollectiveTimeUs(D, CollectiveKind::ReduceScatter, B, 2, 4, Norm)));
+}
+
 namespace {
 
 RankPlacement placed(llvm::StringRef Host, int64_t Key, int Ordinal = -1,

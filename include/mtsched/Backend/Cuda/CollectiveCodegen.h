@@ -19,6 +19,13 @@
 // (the residual sum a Llama layer reads again) can be written as a second
 // output beside the last; two_shot writes both into every rank's buffers.
 //
+// `hier` (NCCL calls, CudaHier.cpp) has one kernel: its fused all_reduce
+// runs the epilogue on the rank's reduced shard between NCCL's inter-host
+// all_reduce and its intra-host all_gather. It is the one_shot body over one
+// "rank" (ins, outs and sums p[0] the shard's places, the residual pointer
+// at the shard's offset, rank 0) without barriers; the shard must be whole
+// rows.
+//
 // The epoch is one more than a per-block counter in the rank's own flag
 // memory (the kernel bumps it), so launches can be captured in a CUDA graph
 // and replayed.
@@ -79,7 +86,8 @@ struct CollectiveKernelSpec {
   CollectiveAlgo Algo = CollectiveAlgo::OneShot;
   DType Dtype = DType::BF16;
   int Ranks = 2;
-  /// Elements of each rank's input.
+  /// Elements of each rank's input; for Hier, of the rank's shard (the
+  /// input over the ranks of a host), which the epilogue covers.
   int64_t Elems = 0;
   /// Elements of a row (the last dimension), for bias and rmsnorm.
   int64_t Cols = 0;
@@ -96,7 +104,8 @@ struct CollectiveKernel {
 
 /// Fails (saying why) for an algorithm that does not implement the kind,
 /// more than MaxCollectiveRanks ranks, an integer dtype or an epilogue the
-/// algorithm cannot carry.
+/// algorithm cannot carry; for Hier, without an epilogue (NCCL calls only),
+/// or for a shard that is not whole rows.
 llvm::Expected<CollectiveKernel>
 generateCollectiveKernel(const CollectiveKernelSpec &S);
 
