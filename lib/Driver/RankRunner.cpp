@@ -460,7 +460,8 @@ std::optional<size_t> sharedModuleSplit(const OptMainConfig &Config, int N) {
   if (!llvm::all_of(P.take_front(Split), isRankIndependentPass))
     return std::nullopt;
   for (const std::string &Name : P.drop_front(Split + 1))
-    if (Name != "select-swiglu" && Name != "verify-schedule")
+    if (Name != "select-swiglu" && Name != "select-horizontal" &&
+        Name != "verify-schedule")
       return std::nullopt;
   return Split;
 }

@@ -123,6 +123,12 @@ const Entry Heuristics[] = {
 
 } // namespace
 
+bool FusionHeuristic::mergeHorizontal(const HorizontalQuery &Q) const {
+  if (!considersFusion() || Q.Members < 2)
+    return false;
+  return firstWithinTolerance({Q.MergedUs, Q.SplitUs}, Q.TieTolerance) == 0;
+}
+
 int mtsched::firstWithinTolerance(llvm::ArrayRef<double> Us, double Tolerance) {
   double Min = std::numeric_limits<double>::infinity();
   for (double U : Us)

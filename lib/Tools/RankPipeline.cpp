@@ -1,5 +1,6 @@
 //===- RankPipeline.cpp - What one rank runs ------------------------------===//
 #include "mtsched/Tools/RankPipeline.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
 #include "mtsched/Autotune/SwiGluSelect.h"
 #include "mtsched/Backend/Backends.h"
@@ -45,6 +46,7 @@ void mtsched::registerPipelinePasses(PassRegistry &Registry,
   add(Registry, [=] { return createFusePass(Fusion); });
   add(Registry, [=] { return createAutotunePass(Session); });
   add(Registry, [=] { return createSelectSwiGluPass(Session); });
+  add(Registry, [=] { return createSelectHorizontalPass(Session, Fusion); });
   add(
       Registry, [=] { return createTestPrintFusionCandidatesPass(Fusion); },
       /*IsTestPass=*/true);

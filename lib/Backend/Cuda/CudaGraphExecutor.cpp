@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaDevice.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CollectiveCodegen.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
@@ -307,6 +308,9 @@ private:
   llvm::Error runTemplate(const MultiTemplateBufferNode &M);
   llvm::Error runCollective(const CollectiveMultiTemplateBufferNode &C);
   llvm::Error runCublas(const MultiTemplateBufferNode &M);
+  /// The merged GEMM of M's horizontal group, launched once, where the
+  /// schedule reaches its first member; the others are then done.
+  llvm::Error runHorizontal(const MultiTemplateBufferNode &M);
   llvm::Error runBuffer(const BufferNode &B);
   /// The kernel of B's fused group (B's alone if it is in none).
   llvm::Error runGroup(const BufferNode &B);
@@ -350,6 +354,8 @@ private:
   std::map<const Value *, const Value *> Alias;
   llvm::DenseSet<const Node *> Fused, InLayoutGroup;
   std::map<int, bool> GroupDone;
+  /// Leaders of the horizontal groups already launched.
+  llvm::DenseSet<const Node *> HorizontalDone;
   unsigned Launched = 0;
 };
 
@@ -655,11 +661,55 @@ llvm::Error GraphRun::runCublas(const MultiTemplateBufferNode &M) {
   return llvm::Error::success();
 }
 
+llvm::Error GraphRun::runHorizontal(const MultiTemplateBufferNode &M) {
+  const MultiTemplateBufferNode *Leader = &M;
+  if (std::optional<llvm::StringRef> Of =
+          M.getAttrs().getString(HorizontalOfAttr)) {
+    Leader = nullptr;
+    for (const auto &N : G.getNodes())
+      if (N->getName() == *Of)
+        Leader = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
+    if (!Leader || !Leader->getAttrs().contains(HorizontalAttr))
+      return err("'%" + M.getName() + "' is merged into '%" + *Of +
+                 "', which leads no horizontal group");
+  }
+  if (!HorizontalDone.insert(Leader).second)
+    return llvm::Error::success();
+  // The members, by name, in the leader's order; each must name M's leader.
+  std::vector<const MultiTemplateBufferNode *> Members;
+  const Attribute *List = Leader->getAttrs().get(HorizontalAttr);
+  for (const Attribute &E :
+       List->isList() ? List->getList() : std::vector<Attribute>{}) {
+    const MultiTemplateBufferNode *X = nullptr;
+    for (const auto &N : G.getNodes())
+      if (E.isString() && N->getName() == E.getString())
+        X = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
+    if (!X ||
+        (X != Leader && X->getAttrs().getString(HorizontalOfAttr) !=
+                            std::optional<llvm::StringRef>(Leader->getName())))
+      return err("the horizontal group of '%" + Leader->getName() +
+                 "' names a member that is not merged into it");
+    Members.push_back(X);
+  }
+  std::optional<llvm::StringRef> TileName =
+      Leader->getAttrs().getString(HorizontalTileAttr);
+  const Choice *Ch = TileName ? Leader->findChoice(*TileName) : nullptr;
+  std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt;
+  if (!T)
+    return err("'%" + Leader->getName() +
+               "': the merged GEMM's tile is not one of its choices");
+  return runKernel(generateHorizontalGemmKernel(
+      Leader->getName() + "_horizontal", Members, *T));
+}
+
 llvm::Error GraphRun::runTemplate(const MultiTemplateBufferNode &M) {
   if (!M.isDecided())
     return err("'%" + M.getName() + "' is not decided; run --autotune");
   if (const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&M))
     return runCollective(*C);
+  if (M.getAttrs().contains(HorizontalAttr) ||
+      M.getAttrs().contains(HorizontalOfAttr))
+    return runHorizontal(M);
   auto CannotRun = [&] {
     return err("'%" + M.getName() + "': cannot run decision '" +
                M.getDecision() + "' on the GPU");
