@@ -94,6 +94,10 @@ public:
       return {Q.Variants[B.Fused].Choice, true};
     return unfused(Q, B);
   }
+  /// Merges every group whose merged GEMM can run, whatever it costs.
+  bool mergeHorizontal(const HorizontalQuery &Q) const override {
+    return Q.Members >= 2 && std::isfinite(Q.MergedUs);
+  }
 };
 
 class Never : public FusionHeuristic {

@@ -1,6 +1,7 @@
 //===- Summary.cpp - The autotune summary for people ----------------------===//
 #include "mtsched/Tools/Summary.h"
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "llvm/ADT/StringMap.h"
@@ -200,6 +201,35 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
   if (R.Nodes.size() > MaxNodes)
     OS << "AUTOTUNE: ... " << R.Nodes.size() - MaxNodes
        << " more nodes (--report=FILE has every one)\n";
+  // select-horizontal's decisions: each group's two forms, priced by the
+  // cost model, and which one runs.
+  for (const auto &G : M.getGraphs())
+    for (const auto &N : G->getNodes()) {
+      const Attribute *Merged = N->getAttrs().get(HorizontalMergedUsAttr);
+      const Attribute *Split = N->getAttrs().get(HorizontalSplitUsAttr);
+      if (!Merged || !Split)
+        continue;
+      const Attribute *List = N->getAttrs().get(HorizontalAttr);
+      OS << "HORIZONTAL @" << G->getName() << " ";
+      if (List && List->isList()) {
+        OS << "[";
+        llvm::interleaveComma(List->getList(), OS, [&](const Attribute &E) {
+          OS << "%" << E.getString();
+        });
+        OS << "]";
+      } else {
+        OS << "%" << N->getName() << " and the GEMMs beside it";
+      }
+      OS << " over %" << N->getOperand(0)->getName()
+         << llvm::format(": merged %.4f ms, split %.4f ms (predicted)",
+                         Merged->getNumber() / 1000.0,
+                         Split->getNumber() / 1000.0);
+      if (std::optional<llvm::StringRef> Tile =
+              N->getAttrs().getString(HorizontalTileAttr))
+        OS << "  <- merged, " << *Tile << '\n';
+      else
+        OS << "  <- split\n";
+    }
   OS << "AUTOTUNE: " << R.Nodes.size() << " node"
      << (R.Nodes.size() == 1 ? "" : "s") << " decided, " << R.BenchmarksRun
      << " benchmarks run, " << Cached << " from the cache, " << Fallbacks
