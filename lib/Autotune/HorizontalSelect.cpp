@@ -126,8 +126,7 @@ llvm::Error SelectHorizontalPass::run(Graph &G) {
       Cols += X->getType().innerDim();
     }
     // The merged GEMM: the leader's problem over every member's columns,
-    // with one of the leader's mma.sync tiles (no split-K: the merged
-    // kernel has none).
+    // with one of the leader's mma.sync tiles (split-K ones too).
     Workload Merged = describeNode(*Ctx.M, G, Leader);
     Merged.Gemm.N = Cols;
     Merged.Epilogue = EpilogueDesc{};
@@ -135,7 +134,7 @@ llvm::Error SelectHorizontalPass::run(Graph &G) {
     std::string Tile;
     for (const Choice &C : Leader.getChoices()) {
       std::optional<GemmTileConfig> T = gemmTileOf(C);
-      if (!T || T->Template != GemmTemplate::MmaSync || T->SplitK != 1)
+      if (!T || T->Template != GemmTemplate::MmaSync || T->Persistent)
         continue;
       double Us = roundUs(Model.choiceUs(Merged, C, /*Fused=*/false));
       // Strictly faster: the first listed of equal tiles stays.

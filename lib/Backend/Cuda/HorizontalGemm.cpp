@@ -29,7 +29,10 @@ static const char *TileBody = R"(
 __device__ __forceinline__ void hz_tile(const unsigned short *A,
                                         const unsigned short *B, STORE_T *C,
                                         long long m0, long long n0,
-                                        unsigned char *mt_smem) {
+                                        unsigned char *mt_smem, float *mt_ws) {
+  (void)mt_ws;
+  const int split = blockIdx.z; // the slice of K (split-K)
+  (void)split;
   unsigned short *sA = (unsigned short *)mt_smem;
   unsigned short *sB = sA + STAGES * BM * AS;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -43,11 +46,15 @@ __device__ __forceinline__ void hz_tile(const unsigned short *A,
       #pragma unroll
       for (int i = 0; i < 4; ++i)
         acc[mt][nt][i] = 0.f;
-  const int KT = (int)((K_ + BK - 1) / BK);
+  // This CTA's k-tiles: [kt0, kt0 + KT) of the KT_ALL of the row.
+  const int KT_ALL = (int)((K_ + BK - 1) / BK);
+  const int KT_SPLIT = (KT_ALL + SPLITK - 1) / SPLITK;
+  const int kt0 = split * KT_SPLIT;
+  const int KT = max(0, min(KT_ALL - kt0, KT_SPLIT));
   #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT)
-      mt_load_tile(sA, sB, A, B, m0, n0, s, s);
+      mt_load_tile(sA, sB, A, B, m0, n0, s, kt0 + s);
     mt_cp_async_commit();
   }
   for (int kt = 0; kt < KT; ++kt) {
@@ -55,7 +62,7 @@ __device__ __forceinline__ void hz_tile(const unsigned short *A,
     __syncthreads();              // and everyone is done with tile kt-1
     const int next = kt + STAGES - 1;
     if (next < KT)
-      mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, next);
+      mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, kt0 + next);
     mt_cp_async_commit();
     const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
     const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
@@ -84,7 +91,11 @@ __device__ __forceinline__ void hz_tile(const unsigned short *A,
     }
   }
   MT_CP_ASYNC_WAIT(0);
-  // Accumulator (mt, nt, i) sits at row wm*WM + mt*16 + lane/4 + 8*(i/2),
+)";
+
+/// After the split-K reduction (if any): the store.
+static const char *TileStore =
+    R"(  // Accumulator (mt, nt, i) sits at row wm*WM + mt*16 + lane/4 + 8*(i/2),
   // column wn*WN + nt*8 + 2*(lane%4) + i%2 of the tile.
   #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -98,6 +109,20 @@ __device__ __forceinline__ void hz_tile(const unsigned short *A,
           C[r * N_ + c] = HZ_STORE(acc[mt][nt][i]);
       }
 }
+)";
+
+/// Every accumulator, in range or not, with e its element of the BM x BN
+/// tile: what the split-K reduction (emitSplitKReduce) walks.
+static const char *TileAccMacro = R"(
+#define FOR_EACH_TILE_ACC(STMT)                                                \
+  _Pragma("unroll") for (int mt = 0; mt < MT; ++mt)                            \
+  _Pragma("unroll") for (int nt = 0; nt < NT; ++nt)                            \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int e = (wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN + \
+                  wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);                 \
+    float &v = acc[mt][nt][i];                                                 \
+    STMT                                                                       \
+  }
 )";
 
 llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
@@ -128,9 +153,9 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
       return err("'%" + X->getName() +
                  "' has a fused epilogue, which the merged GEMM cannot run");
   }
-  if (T.Template != GemmTemplate::MmaSync || T.SplitK != 1)
-    return err("the merged GEMM has an mma.sync template without split-K "
-               "only");
+  if (T.Template != GemmTemplate::MmaSync || T.Persistent)
+    return err("the merged GEMM has an mma.sync template only");
+  int Split = std::max(1, T.SplitK);
   if (T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.Warps <= 0 || T.Stages <= 0)
     return err("tile sizes must be positive");
   int WarpsM = 0, WarpsN = 0;
@@ -170,17 +195,24 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
      << " // K and every N multiples of 8: 16-byte copies\n"
      << "#define MMA_TYPE \"" << (Dt == DType::BF16 ? "bf16" : "f16")
      << "\"\n#define STORE_T " << storageType(Dt) << "\n#define HZ_STORE(v) "
-     << storeExpr(Dt, "(v)") << "\n";
+     << storeExpr(Dt, "(v)") << "\n#define SPLITK " << Split << "\n"
+     << TileAccMacro;
   // One instantiation of the template per member, N_ its columns.
   for (size_t I = 0; I < Members.size(); ++I) {
     OS << "#undef N_\n#define N_ " << Members[I]->getType().innerDim()
        << "LL\nnamespace hz" << I << " {\n";
     emitTensorCoreMainLoop(OS);
-    OS << TileBody << "} // namespace hz" << I << "\n";
+    OS << TileBody;
+    // Split-K: each slice's partial tile to the workspace, the last of a
+    // tile's slices adds them (the tile index is the CTA's grid position,
+    // unique across members) and stores.
+    emitSplitKReduce(OS, EpilogueThreads());
+    OS << TileStore << "} // namespace hz" << I << "\n";
   }
   OS << "#undef N_\n";
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << K.Name
-     << "(" << P.signature() << ") {\n"
+     << "(" << P.signature() << (Split > 1 ? ", float *__restrict__ mt_ws" : "")
+     << ") {\n"
      << "  extern __shared__ __align__(16) unsigned char mt_smem[];\n"
      << "  const long long m0 = (long long)blockIdx.y * BM;\n"
      << "  const unsigned short *A = (const unsigned short *)" << P.name(AV)
@@ -194,7 +226,8 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
     OS << "  if (bx < " << Tiles << ") { // %" << X->getName() << "\n"
        << "    hz" << I << "::hz_tile(A, (const unsigned short *)"
        << P.name(X->getOperand(1)) << ", " << P.name(X->getResult())
-       << "_out, m0, (long long)bx * BN, mt_smem);\n"
+       << "_out, m0, (long long)bx * BN, mt_smem, "
+       << (Split > 1 ? "mt_ws" : "nullptr") << ");\n"
        << "    return;\n  }\n  bx -= " << Tiles << ";\n";
   }
   OS << "}\n";
@@ -203,7 +236,12 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
   K.Outputs = P.Outputs;
   K.GridX = GridX;
   K.GridY = unsigned((M + T.BM - 1) / T.BM);
+  K.GridZ = unsigned(Split);
   K.BlockX = WarpsM * WarpsN * 32;
   K.SharedBytes = unsigned(Smem);
+  if (Split > 1)
+    // Per CTA its fp32 partial tile, per output tile a counter.
+    K.WorkspaceBytes = uint64_t(K.GridX) * K.GridY * Split * T.BM * T.BN * 4 +
+                       uint64_t(K.GridX) * K.GridY * 4;
   return K;
 }

@@ -65,11 +65,11 @@ std::unique_ptr<Parsed> group(const char *Ty, int64_t M, int64_t K,
   return P;
 }
 
-/// The default tiles the merged kernel takes: mma.sync, no split-K.
+/// The default tiles the merged kernel takes: mma.sync, split-K or not.
 std::vector<GemmTileConfig> mmaTiles() {
   std::vector<GemmTileConfig> Out;
   for (const GemmTileConfig &T : ChoiceConfig::getDefault().GemmTiles)
-    if (T.Template == GemmTemplate::MmaSync && T.SplitK == 1)
+    if (T.Template == GemmTemplate::MmaSync && !T.Persistent)
       Out.push_back(T);
   return Out;
 }
@@ -106,6 +106,19 @@ TEST(HorizontalCodegen, KernelShape) {
   ASSERT_TRUE(bool(K2)) << llvm::toString(K2.takeError());
   EXPECT_EQ(K2->GridX, 4u + 2u);
   EXPECT_NE(K2->Source.find("#define ALIGNED8 0"), std::string::npos);
+  EXPECT_EQ(K2->WorkspaceBytes, 0u);
+  // Split-K: a slice of K per grid z, a partial tile per CTA and a counter
+  // per output tile in the workspace.
+  GemmTileConfig S{16, 64, 64, 4, 4};
+  S.SplitK = 4;
+  llvm::Expected<KernelSource> K3 =
+      generateHorizontalGemmKernel("qkv", P->Members, S);
+  ASSERT_TRUE(bool(K3)) << llvm::toString(K3.takeError());
+  EXPECT_EQ(K3->GridX, 32u + 8u + 8u);
+  EXPECT_EQ(K3->GridY, 7u);
+  EXPECT_EQ(K3->GridZ, 4u);
+  EXPECT_EQ(K3->WorkspaceBytes, 48u * 7 * 4 * 16 * 64 * 4 + 48u * 7 * 4);
+  EXPECT_NE(K3->Source.find("float *__restrict__ mt_ws"), std::string::npos);
 }
 
 TEST(HorizontalCodegen, Refuses) {
@@ -122,10 +135,9 @@ TEST(HorizontalCodegen, Refuses) {
                                              GemmTileConfig{16, 16, 16, 8, 2}))
                 .find("warp tiles"),
             std::string::npos);
-  GemmTileConfig SplitK{16, 64, 32, 4, 2};
-  SplitK.SplitK = 4;
-  EXPECT_NE(Msg(generateHorizontalGemmKernel("g", P->Members, SplitK))
-                .find("without split-K"),
+  GemmTileConfig Wg = wgmmaTile(64, 128, 64, 4);
+  EXPECT_NE(Msg(generateHorizontalGemmKernel("g", P->Members, Wg))
+                .find("mma.sync template only"),
             std::string::npos);
   // Members over different A operands.
   auto Q = group("bf16", 16, 256, {128});
