@@ -675,31 +675,7 @@ llvm::Error GraphRun::runHorizontal(const MultiTemplateBufferNode &M) {
   }
   if (!HorizontalDone.insert(Leader).second)
     return llvm::Error::success();
-  // The members, by name, in the leader's order; each must name M's leader.
-  std::vector<const MultiTemplateBufferNode *> Members;
-  const Attribute *List = Leader->getAttrs().get(HorizontalAttr);
-  for (const Attribute &E :
-       List->isList() ? List->getList() : std::vector<Attribute>{}) {
-    const MultiTemplateBufferNode *X = nullptr;
-    for (const auto &N : G.getNodes())
-      if (E.isString() && N->getName() == E.getString())
-        X = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
-    if (!X ||
-        (X != Leader && X->getAttrs().getString(HorizontalOfAttr) !=
-                            std::optional<llvm::StringRef>(Leader->getName())))
-      return err("the horizontal group of '%" + Leader->getName() +
-                 "' names a member that is not merged into it");
-    Members.push_back(X);
-  }
-  std::optional<llvm::StringRef> TileName =
-      Leader->getAttrs().getString(HorizontalTileAttr);
-  const Choice *Ch = TileName ? Leader->findChoice(*TileName) : nullptr;
-  std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt;
-  if (!T)
-    return err("'%" + Leader->getName() +
-               "': the merged GEMM's tile is not one of its choices");
-  return runKernel(generateHorizontalGemmKernel(
-      Leader->getName() + "_horizontal", Members, *T));
+  return runKernel(generateHorizontalGroupKernel(G, *Leader));
 }
 
 llvm::Error GraphRun::runTemplate(const MultiTemplateBufferNode &M) {

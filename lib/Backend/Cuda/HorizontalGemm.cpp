@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -244,4 +245,39 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
     K.WorkspaceBytes = uint64_t(K.GridX) * K.GridY * Split * T.BM * T.BN * 4 +
                        uint64_t(K.GridX) * K.GridY * 4;
   return K;
+}
+
+llvm::Expected<KernelSource>
+mtsched::generateHorizontalGroupKernel(const Graph &G,
+                                       const MultiTemplateBufferNode &Leader) {
+  const Attribute *List = Leader.getAttrs().get(HorizontalAttr);
+  if (!List || !List->isList())
+    return err("'%" + Leader.getName() + "' leads no horizontal group");
+  // The members, by name, in the leader's order: the leader, then nodes
+  // that say they are merged into it.
+  std::vector<const MultiTemplateBufferNode *> Members;
+  for (const Attribute &E : List->getList()) {
+    const MultiTemplateBufferNode *X = nullptr;
+    for (const auto &N : G.getNodes())
+      if (E.isString() && N->getName() == E.getString())
+        X = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
+    if (!X ||
+        (X != &Leader && X->getAttrs().getString(HorizontalOfAttr) !=
+                             std::optional<llvm::StringRef>(Leader.getName())))
+      return err("the horizontal group of '%" + Leader.getName() +
+                 "' names a member that is not merged into it");
+    Members.push_back(X);
+  }
+  if (Members.empty() || Members.front() != &Leader)
+    return err("the horizontal group of '%" + Leader.getName() +
+               "' does not start with it");
+  std::optional<llvm::StringRef> TileName =
+      Leader.getAttrs().getString(HorizontalTileAttr);
+  const Choice *Ch = TileName ? Leader.findChoice(*TileName) : nullptr;
+  std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt;
+  if (!T)
+    return err("'%" + Leader.getName() +
+               "': the merged GEMM's tile is not one of its choices");
+  return generateHorizontalGemmKernel(Leader.getName() + "_horizontal", Members,
+                                      *T);
 }

@@ -114,6 +114,11 @@ llvm::Expected<KernelSource> generateHorizontalGemmKernel(
     llvm::StringRef Name,
     llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
     const GemmTileConfig &T);
+/// The merged GEMM of the group Leader leads in decided graph G (its
+/// `horizontal` members, its `horizontal_tile`), named after Leader.
+llvm::Expected<KernelSource>
+generateHorizontalGroupKernel(const Graph &G,
+                              const MultiTemplateBufferNode &Leader);
 
 /// One kernel computing Nodes (buffers of one fused group, in program
 /// order). Outputs are the nodes whose value is used outside the group or
