@@ -107,10 +107,9 @@ llvm::Error SelectHorizontalPass::run(Graph &G) {
   if (!Session || !Ctx.M)
     return Ctx.Diags->error(G.getLoc(), "the select-horizontal pass needs an "
                                         "autotuner session");
-  llvm::Expected<std::unique_ptr<FusionHeuristic>> H =
-      createFusionHeuristic(Fusion.Heuristic);
-  if (!H)
-    return H.takeError();
+  // The session's own heuristic: the one epilogue fusion was decided with
+  // (the lab hands each run its own object).
+  const FusionHeuristic &H = Session->getHeuristic();
   const TimePredictor &Model = Session->getTimePredictor();
   for (std::vector<MultiTemplateBufferNode *> &Members : Groups) {
     MultiTemplateBufferNode &Leader = *Members.front();
@@ -148,7 +147,7 @@ llvm::Error SelectHorizontalPass::run(Graph &G) {
     Q.SplitUs = roundUs(Split);
     Q.MergedUs = MergedUs;
     Q.TieTolerance = Session->getTieTolerance();
-    bool Merge = !Tile.empty() && (*H)->mergeHorizontal(Q);
+    bool Merge = !Tile.empty() && H.mergeHorizontal(Q);
     if (Merge) {
       std::vector<Attribute> Names;
       for (MultiTemplateBufferNode *X : Members)
