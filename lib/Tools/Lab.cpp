@@ -109,10 +109,11 @@ void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
       const auto *N = llvm::dyn_cast<MultiTemplateBufferNode>(NP.get());
       if (!N || !N->isDecided())
         continue;
-      // A merged horizontal group runs as one GEMM that select-horizontal
-      // priced and nothing measured: its predicted time stands for both
-      // sums, once, on its first member; the other members run in it. An
-      // unfused epilogue of a member still runs as its own kernel.
+      // A merged horizontal group runs as one GEMM, at the time
+      // select-horizontal decided with (measured when fuse-horizontal's
+      // alternative was timed, else predicted), counted once, on its first
+      // member; the other members run in it. An unfused epilogue of a
+      // member still runs as its own kernel.
       if (N->getAttrs().contains(HorizontalAttr) ||
           N->getAttrs().contains(HorizontalOfAttr)) {
         if (const Attribute *Us = N->getAttrs().get(HorizontalMergedUsAttr);

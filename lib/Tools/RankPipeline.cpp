@@ -43,6 +43,7 @@ void mtsched::registerPipelinePasses(PassRegistry &Registry,
   else
     add(Registry, [=] { return createLowerPass(Lowering); });
   add(Registry, [=] { return createFuseSwiGluPass(Lowering); });
+  add(Registry, [=] { return createFuseHorizontalPass(Lowering); });
   add(Registry, [=] { return createFusePass(Fusion); });
   add(Registry, [=] { return createAutotunePass(Session); });
   add(Registry, [=] { return createSelectSwiGluPass(Session); });

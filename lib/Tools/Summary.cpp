@@ -44,9 +44,16 @@ std::string signatureOf(const NodeResult &NR, const Node *N) {
   if (N)
     for (unsigned I = 0; I < N->getNumOperands(); ++I)
       S += (I ? ", " : "") + shapeOf(N->getOperand(I)->getType());
+  else if (NR.W.K == Workload::Kind::Gemm)
+    // A node the pipeline removed after tuning (select-horizontal's timed
+    // alternative): its problem, as it was measured.
+    S += std::to_string(NR.W.Gemm.M) + "x" + std::to_string(NR.W.Gemm.K) +
+         ", " + std::to_string(NR.W.Gemm.K) + "x" + std::to_string(NR.W.Gemm.N);
   S += ")";
   if (N)
     S += " " + std::string(dtypeName(N->getType().Dtype));
+  else if (NR.W.K == Workload::Kind::Gemm)
+    S += " " + std::string(dtypeName(NR.W.Gemm.Dtype));
   return S;
 }
 
@@ -221,9 +228,11 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
         OS << "%" << N->getName() << " and the GEMMs beside it";
       }
       OS << " over %" << N->getOperand(0)->getName()
-         << llvm::format(": merged %.4f ms, split %.4f ms (predicted)",
+         << llvm::format(": merged %.4f ms, split %.4f ms",
                          Merged->getNumber() / 1000.0,
-                         Split->getNumber() / 1000.0);
+                         Split->getNumber() / 1000.0)
+         << (N->getAttrs().contains(HorizontalMeasuredAttr) ? " (measured)"
+                                                            : " (predicted)");
       if (std::optional<llvm::StringRef> Tile =
               N->getAttrs().getString(HorizontalTileAttr))
         OS << "  <- merged, " << *Tile << '\n';

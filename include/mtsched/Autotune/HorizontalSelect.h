@@ -24,6 +24,7 @@
 #define MTSCHED_AUTOTUNE_HORIZONTALSELECT_H
 
 #include "mtsched/IR/Graph.h"
+#include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Passes/Pass.h"
 #include "mtsched/Schedule/Fusion.h"
 #include <memory>
@@ -41,6 +42,14 @@ inline constexpr llvm::StringLiteral HorizontalMergedUsAttr =
     "horizontal_merged_us";
 inline constexpr llvm::StringLiteral HorizontalSplitUsAttr =
     "horizontal_split_us";
+/// Set when both times were measured (fuse-horizontal's alternative was
+/// timed), absent when the cost model priced them.
+inline constexpr llvm::StringLiteral HorizontalMeasuredAttr =
+    "horizontal_measured";
+/// On fuse-horizontal's alternative (and the weights' concatenation it
+/// reads, which exists only to time it): the first member it stands for.
+inline constexpr llvm::StringLiteral HorizontalAlternativeOfAttr =
+    "horizontal_alternative_of";
 
 /// The groups of G that could merge, each in graph order: decided plain
 /// (two-operand, bf16 or f16) matmul multi-template buffers over one A
@@ -54,6 +63,15 @@ findHorizontalGroups(Graph &G);
 /// none or a name does not resolve to a matmul template.
 std::vector<const MultiTemplateBufferNode *>
 horizontalMembers(const Graph &G, const MultiTemplateBufferNode &Leader);
+
+/// `fuse-horizontal` (after `lower`, before `fuse`): for each group of
+/// undecided matmuls over one A, inserts before its first member
+/// `%<q>.hweights = buffer concat(%wq, %wk, %wv) {dim = 1}` and
+/// `%<q>.horizontal = multi_template_buffer matmul(%x, %<q>.hweights)`
+/// with the mma.sync tiles of the merged problem, both marked
+/// `horizontal_alternative_of = "<q>"`: the autotuner times the merged GEMM
+/// beside the members, and select-horizontal removes both.
+std::unique_ptr<Pass> createFuseHorizontalPass(const LoweringOptions &Opts);
 
 /// `select-horizontal`: merges each group the heuristic prefers merged
 /// (nothing when Fusion.Horizontal is off).

@@ -273,11 +273,13 @@ mtsched::generateHorizontalGroupKernel(const Graph &G,
                "' does not start with it");
   std::optional<llvm::StringRef> TileName =
       Leader.getAttrs().getString(HorizontalTileAttr);
-  const Choice *Ch = TileName ? Leader.findChoice(*TileName) : nullptr;
-  std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt;
+  // The tile is named, not looked up: fuse-horizontal's tiles are those
+  // of the merged problem, which the leader's list need not hold.
+  std::optional<GemmTileConfig> T =
+      TileName ? gemmTileOf(Choice{TileName->str(), {}, {}}) : std::nullopt;
   if (!T)
     return err("'%" + Leader.getName() +
-               "': the merged GEMM's tile is not one of its choices");
+               "': the merged GEMM's tile is not a GEMM tile");
   return generateHorizontalGemmKernel(Leader.getName() + "_horizontal", Members,
                                       *T);
 }
