@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Horizontal fusion on one H200 (branch qkv-horiz): the gallery's
 # Llama-3-8B layer, decode and prefill, at world size 1 (the TP group
-# reduced to one rank, as attn-mask.sh does), tuned once on the GPU, then
-# run with --run twice from the same decisions: split (the Q/K/V GEMMs as
-# decided, three launches) and merged (select-horizontal with `always`, so
-# the merged kernel runs even where the cost model keeps the split form).
+# reduced to one rank, as attn-mask.sh does), tuned once on the GPU (the
+# default pipeline up to select-swiglu: fuse-horizontal's merged GEMM is
+# timed beside Q, K and V), then run with --run twice from the same
+# decisions: split (select-horizontal with --horizontal-fusion=false: the
+# Q/K/V GEMMs as decided, three launches) and merged (select-horizontal
+# with `always`, so the merged kernel runs even where the measurements keep
+# the split form).
 # Each run checks the layer's output and Q, K and V (returned too) against
 # the fp64 interpreter, and prints the graph time (CUDA graph and eager) and
-# the launches per run. The cost model's own decision (the default
-# heuristic) is printed from the decided IR (horizontal_merged_us / _split_us).
+# the launches per run. select-horizontal's own decision (the default
+# heuristic, on the times measured while tuning) is printed from the decided
+# IR (horizontal_merged_us / _split_us, horizontal_measured).
 # Run from the repository root after `bash scripts/gpu-test.sh --pack`
 # (binaries in .device/); results under $OUT (a log per run, the decided
 # merged IR per layer, qkv-horiz.md; the tuning log only if tuning failed). At most ~3 minutes: every step has a limit.
@@ -48,15 +52,16 @@ for G in decode prefill; do
   TUNE_S=40; RUN_S=25
   [ $G = prefill ] && { TUNE_S=50; RUN_S=30; }
   timeout $TUNE_S "$OPT" "$W/$G.mir" "${COMMON[@]}" --quiet \
-    --pipeline=lower,fuse-swiglu,fuse,autotune,select-swiglu -o "$W/$G.tuned.mir" \
+    --pipeline=lower,fuse-swiglu,fuse-horizontal,fuse,autotune,select-swiglu \
+    -o "$W/$G.tuned.mir" \
     > "$W/$G.tune.log" 2>&1
   trc=$?; echo "== $G: tuned rc=$trc"
   [ $trc = 0 ] || { rc=1; cp "$W/$G.tune.log" "$OUT/"; tail -3 "$W/$G.tune.log"; continue; }
-  # The cost model's decision (the default heuristic) on these decisions.
+  # select-horizontal's decision (the default heuristic) on these times.
   "$OPT" "$W/$G.tuned.mir" --pipeline=select-horizontal -o "$W/$G.model.mir" 2>&1 | tail -2
-  echo "   cost model: $(grep -o 'q_proj.weight) {[^}]*}' "$W/$G.model.mir" | head -1)"
+  echo "   decided: $(grep -o 'q_proj.weight) {[^}]*}' "$W/$G.model.mir" | head -1)"
   for F in split merged; do
-    EXTRA=()
+    EXTRA=(--pipeline=select-horizontal --horizontal-fusion=false)
     [ $F = merged ] && EXTRA=(--pipeline=select-horizontal --fusion-heuristic=always)
     timeout $RUN_S "$OPT" "$W/$G.tuned.mir" "${COMMON[@]}" "${EXTRA[@]}" --run \
       -o "$W/$G.$F.mir" > "$OUT/$G.$F.log" 2>&1
