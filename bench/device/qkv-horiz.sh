@@ -15,7 +15,9 @@
 # IR (horizontal_merged_us / _split_us, horizontal_measured).
 # Run from the repository root after `bash scripts/gpu-test.sh --pack`
 # (binaries in .device/); results under $OUT (a log per run, the decided
-# merged IR per layer, qkv-horiz.md; the tuning log only if tuning failed). At most ~3 minutes: every step has a limit.
+# merged IR per layer, qkv-horiz.md; the tuning log only if tuning failed).
+# At most 3 minutes: every step has a limit (30+20+20 s decode, 45+32+32 s
+# prefill).
 set -u
 export NCCL_NVLS_ENABLE=0
 ROOT=$PWD; D=$ROOT/.device; OUT=${OUT:-$ROOT/out}; mkdir -p "$OUT"
@@ -49,8 +51,8 @@ echo "| layer | form | graph us (CUDA graph) | eager us | launches | fp64 check 
 echo "|---|---|---|---|---|---|" >> "$OUT/qkv-horiz.md"
 rc=0
 for G in decode prefill; do
-  TUNE_S=40; RUN_S=25
-  [ $G = prefill ] && { TUNE_S=50; RUN_S=30; }
+  TUNE_S=30; RUN_S=20
+  [ $G = prefill ] && { TUNE_S=45; RUN_S=32; }
   timeout $TUNE_S "$OPT" "$W/$G.mir" "${COMMON[@]}" --quiet \
     --pipeline=lower,fuse-swiglu,fuse-horizontal,fuse,autotune,select-swiglu \
     -o "$W/$G.tuned.mir" \
