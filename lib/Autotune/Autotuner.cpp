@@ -661,6 +661,8 @@ double Autotuner::measureEpilogueUs(const Graph &G,
 
 const TimePredictor &Autotuner::getTimePredictor() const { return *Model; }
 
+const FusionHeuristic &Autotuner::getHeuristic() const { return P->Heuristic; }
+
 double Autotuner::getTieTolerance() const { return P->Fusion.TieTolerance; }
 
 void Autotuner::finish(bool RankDetails) {

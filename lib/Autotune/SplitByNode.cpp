@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "AutotunerImpl.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/Workload.h"
 #include "llvm/Support/TimeProfiler.h"
 #include <map>
@@ -60,6 +61,26 @@ void Autotuner::Impl::measureByNode(
     std::vector<size_t> Members = {K};
     for (unsigned W : {1u, 2u}) {
       auto It = Gemms.find({S.getOperand(0), S.getOperand(W)});
+      if (It != Gemms.end())
+        Members.push_back(It->second);
+    }
+    size_t First = *llvm::min_element(Members);
+    for (size_t M : Members)
+      Work[M].Group = int(First);
+  }
+  // So do a merged horizontal GEMM (fuse-horizontal's alternative, over the
+  // concatenation of its members' weights) and its members, which
+  // select-horizontal compares.
+  for (size_t K = 0; K < Work.size(); ++K) {
+    const MultiTemplateBufferNode &S = *Work[K].N;
+    const mtsched::Node *Cat =
+        S.getNumOperands() == 2 ? S.getOperand(1)->getDef() : nullptr;
+    if (S.getOp() != OpCode::MatMul || !Cat ||
+        !S.getAttrs().contains(HorizontalAlternativeOfAttr))
+      continue;
+    std::vector<size_t> Members = {K};
+    for (const Operand &W : Cat->getOperands()) {
+      auto It = Gemms.find({S.getOperand(0), W.V});
       if (It != Gemms.end())
         Members.push_back(It->second);
     }

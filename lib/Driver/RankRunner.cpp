@@ -444,7 +444,8 @@ bool runPassesOnce(const OptMainConfig &Config, Module &M, Diagnostics &Diags,
 /// Passes a thread rank runs exactly as every other rank does, reading
 /// nothing of its own (no autotuner, no communicator): lowering and fusion.
 bool isRankIndependentPass(llvm::StringRef Name) {
-  return Name == "lower" || Name == "fuse-swiglu" || Name == "fuse" ||
+  return Name == "lower" || Name == "fuse-swiglu" ||
+         Name == "fuse-horizontal" || Name == "fuse" ||
          Name == "verify-schedule";
 }
 
@@ -469,7 +470,8 @@ std::optional<size_t> sharedModuleSplit(const OptMainConfig &Config, int N) {
   if (!llvm::all_of(P.take_front(Split), isRankIndependentPass))
     return std::nullopt;
   for (const std::string &Name : P.drop_front(Split + 1))
-    if (Name != "select-swiglu" && Name != "verify-schedule")
+    if (Name != "select-swiglu" && Name != "select-horizontal" &&
+        Name != "verify-schedule")
       return std::nullopt;
   return Split;
 }

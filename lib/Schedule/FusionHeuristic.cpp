@@ -94,6 +94,10 @@ public:
       return {Q.Variants[B.Fused].Choice, true};
     return unfused(Q, B);
   }
+  /// Merges every group whose merged GEMM can run, whatever it costs.
+  bool mergeHorizontal(const HorizontalQuery &Q) const override {
+    return Q.Members >= 2 && std::isfinite(Q.MergedUs);
+  }
 };
 
 class Never : public FusionHeuristic {
@@ -122,6 +126,12 @@ const Entry Heuristics[] = {
 };
 
 } // namespace
+
+bool FusionHeuristic::mergeHorizontal(const HorizontalQuery &Q) const {
+  if (!considersFusion() || Q.Members < 2)
+    return false;
+  return firstWithinTolerance({Q.MergedUs, Q.SplitUs}, Q.TieTolerance) == 0;
+}
 
 int mtsched::firstWithinTolerance(llvm::ArrayRef<double> Us, double Tolerance) {
   double Min = std::numeric_limits<double>::infinity();

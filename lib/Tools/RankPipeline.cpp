@@ -1,5 +1,6 @@
 //===- RankPipeline.cpp - What one rank runs ------------------------------===//
 #include "mtsched/Tools/RankPipeline.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
 #include "mtsched/Autotune/SwiGluSelect.h"
 #include "mtsched/Backend/Backends.h"
@@ -42,9 +43,11 @@ void mtsched::registerPipelinePasses(PassRegistry &Registry,
   else
     add(Registry, [=] { return createLowerPass(Lowering); });
   add(Registry, [=] { return createFuseSwiGluPass(Lowering); });
+  add(Registry, [=] { return createFuseHorizontalPass(Lowering); });
   add(Registry, [=] { return createFusePass(Fusion); });
   add(Registry, [=] { return createAutotunePass(Session); });
   add(Registry, [=] { return createSelectSwiGluPass(Session); });
+  add(Registry, [=] { return createSelectHorizontalPass(Session, Fusion); });
   add(
       Registry, [=] { return createTestPrintFusionCandidatesPass(Fusion); },
       /*IsTestPass=*/true);

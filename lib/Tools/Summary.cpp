@@ -1,6 +1,7 @@
 //===- Summary.cpp - The autotune summary for people ----------------------===//
 #include "mtsched/Tools/Summary.h"
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "llvm/ADT/StringMap.h"
@@ -43,9 +44,16 @@ std::string signatureOf(const NodeResult &NR, const Node *N) {
   if (N)
     for (unsigned I = 0; I < N->getNumOperands(); ++I)
       S += (I ? ", " : "") + shapeOf(N->getOperand(I)->getType());
+  else if (NR.W.K == Workload::Kind::Gemm)
+    // A node the pipeline removed after tuning (select-horizontal's timed
+    // alternative): its problem, as it was measured.
+    S += std::to_string(NR.W.Gemm.M) + "x" + std::to_string(NR.W.Gemm.K) +
+         ", " + std::to_string(NR.W.Gemm.K) + "x" + std::to_string(NR.W.Gemm.N);
   S += ")";
   if (N)
     S += " " + std::string(dtypeName(N->getType().Dtype));
+  else if (NR.W.K == Workload::Kind::Gemm)
+    S += " " + std::string(dtypeName(NR.W.Gemm.Dtype));
   return S;
 }
 
@@ -210,6 +218,37 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
   if (R.Nodes.size() > MaxNodes)
     OS << "AUTOTUNE: ... " << R.Nodes.size() - MaxNodes
        << " more nodes (--report=FILE has every one)\n";
+  // select-horizontal's decisions: each group's two forms, priced by the
+  // cost model, and which one runs.
+  for (const auto &G : M.getGraphs())
+    for (const auto &N : G->getNodes()) {
+      const Attribute *Merged = N->getAttrs().get(HorizontalMergedUsAttr);
+      const Attribute *Split = N->getAttrs().get(HorizontalSplitUsAttr);
+      if (!Merged || !Split)
+        continue;
+      const Attribute *List = N->getAttrs().get(HorizontalAttr);
+      OS << "HORIZONTAL @" << G->getName() << " ";
+      if (List && List->isList()) {
+        OS << "[";
+        llvm::interleaveComma(List->getList(), OS, [&](const Attribute &E) {
+          OS << "%" << E.getString();
+        });
+        OS << "]";
+      } else {
+        OS << "%" << N->getName() << " and the GEMMs beside it";
+      }
+      OS << " over %" << N->getOperand(0)->getName()
+         << llvm::format(": merged %.4f ms, split %.4f ms",
+                         Merged->getNumber() / 1000.0,
+                         Split->getNumber() / 1000.0)
+         << (N->getAttrs().contains(HorizontalMeasuredAttr) ? " (measured)"
+                                                            : " (predicted)");
+      if (std::optional<llvm::StringRef> Tile =
+              N->getAttrs().getString(HorizontalTileAttr))
+        OS << "  <- merged, " << *Tile << '\n';
+      else
+        OS << "  <- split\n";
+    }
   OS << "AUTOTUNE: " << R.Nodes.size() << " node"
      << (R.Nodes.size() == 1 ? "" : "s") << " decided, " << R.BenchmarksRun
      << " benchmarks run, " << Cached << " from the cache, " << Fallbacks

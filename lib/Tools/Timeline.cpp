@@ -1,5 +1,6 @@
 //===- Timeline.cpp - The decided schedule as a trace ---------------------===//
 #include "mtsched/Tools/Timeline.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/OpUnit.h"
@@ -113,7 +114,25 @@ llvm::Expected<std::vector<Event>> placeGraph(const Module &M, const Graph &G,
                T->getDecision();
       if (!E.Epilogue.empty())
         E.Name += " + " + std::to_string(E.Epilogue.size()) + " fused";
-      if (std::optional<double> Us = decidedUs(*T)) {
+      const Attribute *MergedUs = T->getAttrs().get(HorizontalMergedUsAttr);
+      std::optional<llvm::StringRef> Tile =
+          T->getAttrs().getString(HorizontalTileAttr);
+      std::optional<llvm::StringRef> Of =
+          T->getAttrs().getString(HorizontalOfAttr);
+      if (Tile && MergedUs && std::isfinite(MergedUs->getNumber())) {
+        // A merged horizontal group: one launch for every member, at the
+        // time select-horizontal priced it.
+        E.Name = "%" + T->getName() + " " + T->getOpName().str() +
+                 " horizontal " + Tile->str();
+        E.DurUs = MergedUs->getNumber();
+        E.Source = "modelled";
+      } else if (Of) {
+        // Computed by its group's merged GEMM: no launch of its own.
+        E.Name = "%" + T->getName() + " " + T->getOpName().str() + " in %" +
+                 Of->str() + "'s merged GEMM";
+        E.DurUs = 0;
+        E.Source = "modelled";
+      } else if (std::optional<double> Us = decidedUs(*T)) {
         E.DurUs = *Us;
         E.Source = "measured";
       } else {

@@ -63,6 +63,11 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
           "max-epilogue-length",
           cl::desc("Longest epilogue chain considered for fusion (default 8)"),
           cl::init(8), cl::cat(Cat)),
+      HorizontalFusion(
+          "horizontal-fusion",
+          cl::desc("Let select-horizontal merge GEMMs that read one input "
+                   "(Q/K/V) into one GEMM when faster (default true)"),
+          cl::init(true), cl::cat(Cat)),
       TopologyFile("topology",
                    cl::desc("JSON file saying which host and NVLink domain "
                             "each rank is on (default: discovered, MPI's "
@@ -86,5 +91,6 @@ llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
   if (MaxEpilogueLength == 0)
     return fail("--max-epilogue-length must be at least 1");
   Fusion.MaxEpilogueLength = MaxEpilogueLength;
+  Fusion.Horizontal = HorizontalFusion;
   return llvm::Error::success();
 }

@@ -84,6 +84,9 @@ public:
   const TimePredictor &getTimePredictor() const;
   /// --tie-tolerance: times within this fraction of the fastest are tied.
   double getTieTolerance() const;
+  /// The heuristic the session decides fusion with (select-horizontal asks
+  /// it too).
+  const FusionHeuristic &getHeuristic() const;
 
   /// Thread ranks sharing one immutable module (docs/RANKS.md): tuneGraph
   /// decides a stand-in copy of each node (Node::cloneStandIn), one at a

@@ -51,6 +51,9 @@ struct FusionOptions {
   unsigned MaxEpilogueLength = 8;
   /// Values a fused kernel may write besides the last epilogue member.
   unsigned MaxExtraWrites = 1;
+  /// Offer horizontal merges of GEMMs that read one input
+  /// (select-horizontal; --horizontal-fusion).
+  bool Horizontal = true;
 };
 
 struct FusionRejection {

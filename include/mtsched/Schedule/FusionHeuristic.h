@@ -43,6 +43,20 @@ struct FusionQuery {
   double TieTolerance = 0;
 };
 
+/// A horizontal group (select-horizontal, lib/Autotune/HorizontalSelect.cpp):
+/// Members >= 2 GEMMs reading one A operand, run as they are (split) or as
+/// one merged GEMM over their weights' columns that writes each member's
+/// columns to its own output.
+struct HorizontalQuery {
+  unsigned Members = 0;
+  /// The members' GEMMs, each its own launch.
+  double SplitUs = 0;
+  /// The merged GEMM, one launch.
+  double MergedUs = 0;
+  /// As FusionQuery::TieTolerance.
+  double TieTolerance = 0;
+};
+
 struct FusionDecision {
   std::string Choice;
   bool Fused = false;
@@ -64,6 +78,12 @@ public:
   /// returned unfused. The built-in heuristics pick the fastest variants as
   /// FusionQuery::TieTolerance says.
   virtual FusionDecision decide(const FusionQuery &Q) const = 0;
+  /// Whether to run a horizontal group merged. The default, for every
+  /// built-in heuristic that considers fusion, keeps the merged form unless
+  /// the split form is faster by more than Q.TieTolerance (one launch
+  /// instead of Members, as select-swiglu keeps its merged form); a
+  /// heuristic that does not consider fusion never merges.
+  virtual bool mergeHorizontal(const HorizontalQuery &Q) const;
 };
 
 /// The index of the first of Us within Tolerance (a fraction) of the

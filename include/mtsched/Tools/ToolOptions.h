@@ -43,7 +43,8 @@ private:
   llvm::cl::opt<uint64_t> Seed;
 };
 
-/// --choices-file, --disable-choices, --max-epilogue-length: what lowering
+/// --choices-file, --disable-choices, --max-epilogue-length,
+/// --horizontal-fusion: what lowering
 /// offers and how far fusion looks.
 class ChoiceToolOptions {
 public:
@@ -54,6 +55,7 @@ private:
   llvm::cl::opt<std::string> ChoicesFile;
   llvm::cl::list<std::string> DisableChoices;
   llvm::cl::opt<unsigned> MaxEpilogueLength;
+  llvm::cl::opt<bool> HorizontalFusion;
   llvm::cl::opt<std::string> TopologyFile;
 };
 

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaDevice.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CollectiveCodegen.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
@@ -307,6 +308,9 @@ private:
   llvm::Error runTemplate(const MultiTemplateBufferNode &M);
   llvm::Error runCollective(const CollectiveMultiTemplateBufferNode &C);
   llvm::Error runCublas(const MultiTemplateBufferNode &M);
+  /// The merged GEMM of M's horizontal group, launched once, where the
+  /// schedule reaches its first member; the others are then done.
+  llvm::Error runHorizontal(const MultiTemplateBufferNode &M);
   llvm::Error runBuffer(const BufferNode &B);
   /// The kernel of B's fused group (B's alone if it is in none).
   llvm::Error runGroup(const BufferNode &B);
@@ -350,6 +354,8 @@ private:
   std::map<const Value *, const Value *> Alias;
   llvm::DenseSet<const Node *> Fused, InLayoutGroup;
   std::map<int, bool> GroupDone;
+  /// Leaders of the horizontal groups already launched.
+  llvm::DenseSet<const Node *> HorizontalDone;
   unsigned Launched = 0;
 };
 
@@ -655,11 +661,31 @@ llvm::Error GraphRun::runCublas(const MultiTemplateBufferNode &M) {
   return llvm::Error::success();
 }
 
+llvm::Error GraphRun::runHorizontal(const MultiTemplateBufferNode &M) {
+  const MultiTemplateBufferNode *Leader = &M;
+  if (std::optional<llvm::StringRef> Of =
+          M.getAttrs().getString(HorizontalOfAttr)) {
+    Leader = nullptr;
+    for (const auto &N : G.getNodes())
+      if (N->getName() == *Of)
+        Leader = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
+    if (!Leader || !Leader->getAttrs().contains(HorizontalAttr))
+      return err("'%" + M.getName() + "' is merged into '%" + *Of +
+                 "', which leads no horizontal group");
+  }
+  if (!HorizontalDone.insert(Leader).second)
+    return llvm::Error::success();
+  return runKernel(generateHorizontalGroupKernel(G, *Leader));
+}
+
 llvm::Error GraphRun::runTemplate(const MultiTemplateBufferNode &M) {
   if (!M.isDecided())
     return err("'%" + M.getName() + "' is not decided; run --autotune");
   if (const auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&M))
     return runCollective(*C);
+  if (M.getAttrs().contains(HorizontalAttr) ||
+      M.getAttrs().contains(HorizontalOfAttr))
+    return runHorizontal(M);
   auto CannotRun = [&] {
     return err("'%" + M.getName() + "': cannot run decision '" +
                M.getDecision() + "' on the GPU");

@@ -1,5 +1,6 @@
 //===- GraphKernels.cpp - Every kernel of a graph, and writing them -------===//
 #include "GemmCodegen.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "llvm/ADT/DenseMap.h"
@@ -106,6 +107,14 @@ mtsched::generateGraphKernels(const Graph &G,
     }
     if (!M || M->getOp() != OpCode::MatMul)
       continue;
+    // A merged horizontal group is one kernel, named after its leader.
+    if (M->isDecided() && M->getAttrs().contains(HorizontalOfAttr))
+      continue;
+    if (M->isDecided() && M->getAttrs().contains(HorizontalAttr)) {
+      Take(generateHorizontalGroupKernel(G, *M),
+           "'%" + M->getName() + "' horizontal group");
+      continue;
+    }
     for (const Choice &C : M->getChoices()) {
       std::optional<GemmTileConfig> T = gemmTileOf(C);
       if (!T)

@@ -317,8 +317,15 @@ TEST(AutotunerTest, ProtocolFlagsNameWhatRanksMustShare) {
         "pre-sync-timeout-ms=5000", "agreement-timeout-ms=2000",
         "tie-tolerance=0.01"})
     EXPECT_NE(F.find(W), std::string::npos) << W << " in " << F;
-  // No --topology file, no word: flags read as they did before.
+  // No --topology file, no word: flags read as they did before; the same
+  // for horizontal fusion, on by default.
   EXPECT_EQ(F.find("topology="), std::string::npos) << F;
+  EXPECT_EQ(F.find("horizontal-fusion"), std::string::npos) << F;
+  FusionOptions NoHorizontal;
+  NoHorizontal.Horizontal = false;
+  EXPECT_NE(protocolFlags(O, NoHorizontal, CollectiveMode::Immediate)
+                .find(" horizontal-fusion=false "),
+            std::string::npos);
   O.TopologyFingerprint = "a:[0,1]{[0,1]}";
   F = protocolFlags(O, FusionOptions(), CollectiveMode::Immediate);
   EXPECT_NE(F.find(" topology=a:[0,1]{[0,1]}"), std::string::npos) << F;

@@ -121,3 +121,31 @@ TEST(FusionHeuristicTest, CostModelComparesPredictionsPicksMeasured) {
   D = decide("benchmark", Q);
   EXPECT_TRUE(D.Fused);
 }
+
+// A horizontal group (select-horizontal) stays merged unless the split form
+// is faster by more than the tolerance; `always` merges whatever it costs
+// when the merged GEMM can run; `never` never merges.
+TEST(FusionHeuristicTest, MergeHorizontal) {
+  auto Merge = [](llvm::StringRef Name, double Merged, double Split,
+                  unsigned Members = 3) {
+    auto H = createFusionHeuristic(Name);
+    EXPECT_TRUE(bool(H));
+    HorizontalQuery Q;
+    Q.Members = Members;
+    Q.MergedUs = Merged;
+    Q.SplitUs = Split;
+    Q.TieTolerance = 0.01;
+    return (*H)->mergeHorizontal(Q);
+  };
+  for (const char *Name : {"benchmark", "cost-model"}) {
+    EXPECT_TRUE(Merge(Name, 10, 12)) << Name;
+    EXPECT_TRUE(Merge(Name, 10.05, 10)) << Name; // within 1%
+    EXPECT_FALSE(Merge(Name, 10.2, 10)) << Name;
+    EXPECT_FALSE(Merge(Name, INFINITY, 10)) << Name;
+    EXPECT_TRUE(Merge(Name, 10, INFINITY)) << Name;
+    EXPECT_FALSE(Merge(Name, 1, 10, 1)) << Name; // a group of one
+  }
+  EXPECT_TRUE(Merge("always", 20, 10));
+  EXPECT_FALSE(Merge("always", INFINITY, 10));
+  EXPECT_FALSE(Merge("never", 1, 10));
+}

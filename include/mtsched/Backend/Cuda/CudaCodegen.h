@@ -104,6 +104,22 @@ llvm::Expected<KernelSource>
 generateSwiGluKernel(const MultiTemplateBufferNode &N, const GemmTileConfig &T,
                      int64_t M = 0);
 
+/// The merged GEMM of a horizontal group (select-horizontal): Members, two
+/// or more bf16/f16 matmuls reading one A, each with a rank-2 weight and no
+/// fused epilogue, as one mma.sync launch with tile T (no split-K). The
+/// grid's tile columns are the members' in order; each CTA runs its
+/// member's GEMM on that member's weight and writes that member's output,
+/// so nothing is sliced and no weight is concatenated.
+llvm::Expected<KernelSource> generateHorizontalGemmKernel(
+    llvm::StringRef Name,
+    llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
+    const GemmTileConfig &T);
+/// The merged GEMM of the group Leader leads in decided graph G (its
+/// `horizontal` members, its `horizontal_tile`), named after Leader.
+llvm::Expected<KernelSource>
+generateHorizontalGroupKernel(const Graph &G,
+                              const MultiTemplateBufferNode &Leader);
+
 /// One kernel computing Nodes (buffers of one fused group, in program
 /// order). Outputs are the nodes whose value is used outside the group or
 /// returned (see OutputsOf); Rows overrides the rows of the iteration space.

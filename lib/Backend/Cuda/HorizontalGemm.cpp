@@ -1,0 +1,285 @@
+//===- HorizontalGemm.cpp - GEMMs over one input as one launch ------------===//
+//
+// The merged GEMM of a horizontal group (select-horizontal,
+// mtsched/Autotune/HorizontalSelect.h): members C_i = A * B_i, all reading
+// one A, run as one mma.sync kernel. The grid's columns of tiles are the
+// members' tiles one after the other; a CTA finds its member from its
+// column, then runs the GEMM template's main loop on that member's B and
+// writes its tile straight to that member's output. Each member's code is
+// the template instantiated with its own N (a namespace per member, N_
+// redefined), so nothing is sliced and no weight is concatenated: the
+// weights are read where they lie, through their own pointers.
+//
+//===----------------------------------------------------------------------===//
+#include "GemmCodegen.h"
+#include "mtsched/Autotune/HorizontalSelect.h"
+#include "mtsched/Backend/Cuda/OpUnitKernels.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mtsched;
+using namespace mtsched::codegen;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+/// One member's CTA tile: the main loop of the mma.sync template (as the
+/// SwiGLU kernel runs it, with one B) and a bounds-checked store of the
+/// accumulators, in the member's namespace (N_ is its column count).
+static const char *TileBody = R"(
+__device__ __forceinline__ void hz_tile(const unsigned short *A,
+                                        const unsigned short *B, STORE_T *C,
+                                        long long m0, long long n0,
+                                        unsigned char *mt_smem, float *mt_ws) {
+  (void)mt_ws;
+  const int split = blockIdx.z; // the slice of K (split-K)
+  (void)split;
+  unsigned short *sA = (unsigned short *)mt_smem;
+  unsigned short *sB = sA + STAGES * BM * AS;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  (void)tid;
+  float acc[MT][NT][4];
+  #pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i)
+        acc[mt][nt][i] = 0.f;
+  // This CTA's k-tiles: [kt0, kt0 + KT) of the KT_ALL of the row.
+  const int KT_ALL = (int)((K_ + BK - 1) / BK);
+  const int KT_SPLIT = (KT_ALL + SPLITK - 1) / SPLITK;
+  const int kt0 = split * KT_SPLIT;
+  const int KT = max(0, min(KT_ALL - kt0, KT_SPLIT));
+  #pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT)
+      mt_load_tile(sA, sB, A, B, m0, n0, s, kt0 + s);
+    mt_cp_async_commit();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    MT_CP_ASYNC_WAIT(STAGES - 2); // tile kt has landed
+    __syncthreads();              // and everyone is done with tile kt-1
+    const int next = kt + STAGES - 1;
+    if (next < KT)
+      mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, kt0 + next);
+    mt_cp_async_commit();
+    const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
+    const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
+    #pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      unsigned af[MT][4], bf[NT][2];
+      #pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        mt_ldmatrix_x4(af[mt], a + (wm * WM + mt * 16 + (lane & 15)) * AS +
+                                   kk + (lane >> 4) * 8);
+      #pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        unsigned t[4];
+        mt_ldmatrix_x4_trans(t, b + (kk + (lane & 15)) * BS + wn * WN +
+                                    np * 16 + (lane >> 4) * 8);
+        bf[2 * np][0] = t[0];
+        bf[2 * np][1] = t[1];
+        bf[2 * np + 1][0] = t[2];
+        bf[2 * np + 1][1] = t[3];
+      }
+      #pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        #pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          mt_mma(acc[mt][nt], af[mt], bf[nt]);
+    }
+  }
+  MT_CP_ASYNC_WAIT(0);
+)";
+
+/// After the split-K reduction (if any): the store.
+static const char *TileStore =
+    R"(  // Accumulator (mt, nt, i) sits at row wm*WM + mt*16 + lane/4 + 8*(i/2),
+  // column wn*WN + nt*8 + 2*(lane%4) + i%2 of the tile.
+  #pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const long long r = m0 + wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);
+        const long long c = n0 + wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);
+        if (r < M_ && c < N_)
+          C[r * N_ + c] = HZ_STORE(acc[mt][nt][i]);
+      }
+}
+)";
+
+/// Every accumulator, in range or not, with e its element of the BM x BN
+/// tile: what the split-K reduction (emitSplitKReduce) walks.
+static const char *TileAccMacro = R"(
+#define FOR_EACH_TILE_ACC(STMT)                                                \
+  _Pragma("unroll") for (int mt = 0; mt < MT; ++mt)                            \
+  _Pragma("unroll") for (int nt = 0; nt < NT; ++nt)                            \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int e = (wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN + \
+                  wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);                 \
+    float &v = acc[mt][nt][i];                                                 \
+    STMT                                                                       \
+  }
+)";
+
+llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
+    llvm::StringRef Name,
+    llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
+    const GemmTileConfig &T) {
+  if (Members.size() < 2)
+    return err("a horizontal group needs two GEMMs or more");
+  const Value *AV = Members.front()->getOperand(0);
+  const TensorType &A = AV->getType();
+  DType Dt = A.Dtype;
+  if (!(Dt == DType::BF16 || Dt == DType::F16))
+    return err("the merged GEMM needs bf16 or f16 operands, got " +
+               dtypeName(Dt));
+  for (const MultiTemplateBufferNode *X : Members) {
+    if (X->getOp() != OpCode::MatMul || X->getNumOperands() != 2)
+      return err("'%" + X->getName() + "' is not a plain matmul");
+    if (X->getOperand(0) != AV)
+      return err("'%" + X->getName() + "' does not read '%" + AV->getName() +
+                 "' as the other GEMMs of its group do");
+    const TensorType &B = X->getOperand(1)->getType();
+    if (B.rank() != 2 || B.Dtype != Dt || X->getType().Dtype != Dt ||
+        B.Shape[0] != A.innerDim())
+      return err("the weight of '%" + X->getName() + "' is not a " +
+                 dtypeName(Dt) + "[" + llvm::Twine(A.innerDim()) +
+                 ", N] matrix");
+    if (X->isEpilogueFused())
+      return err("'%" + X->getName() +
+                 "' has a fused epilogue, which the merged GEMM cannot run");
+  }
+  if (T.Template != GemmTemplate::MmaSync || T.Persistent)
+    return err("the merged GEMM has an mma.sync template only");
+  int Split = std::max(1, T.SplitK);
+  if (T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.Warps <= 0 || T.Stages <= 0)
+    return err("tile sizes must be positive");
+  int WarpsM = 0, WarpsN = 0;
+  if (T.BK % 16 || !warpLayout(T, WarpsM, WarpsN))
+    return err("tile " + gemmChoiceName(T) +
+               " does not split into 16x16 warp tiles with " +
+               llvm::Twine(T.Warps) + " warps");
+  int64_t Kd = A.innerDim(), M = rowsOf(A);
+  int Stages = std::max(2, T.Stages);
+  bool Aligned = Kd % 8 == 0 && llvm::all_of(Members, [](const auto *X) {
+                   return X->getType().innerDim() % 8 == 0;
+                 });
+  int64_t Smem = int64_t(Stages) *
+                 (int64_t(T.BM) * (T.BK + 8) + int64_t(T.BK) * (T.BN + 8)) * 2;
+
+  ParamList P;
+  P.Inputs.insert(AV);
+  for (const MultiTemplateBufferNode *X : Members)
+    P.Inputs.insert(X->getOperand(1));
+  for (const MultiTemplateBufferNode *X : Members)
+    P.Outputs.push_back(X->getResult());
+
+  KernelSource K;
+  K.Name = sanitizeIdentifier(Name.str() + "_" + gemmChoiceName(T));
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << Prelude << "\n// Horizontal GEMM of " << Members.size()
+     << " members over [" << M << " x " << Kd << "] %" << AV->getName()
+     << ", tile " << gemmChoiceName(T) << ":";
+  for (const MultiTemplateBufferNode *X : Members)
+    OS << " %" << X->getName() << " [" << X->getType().innerDim() << "]";
+  OS << "\n#define M_ " << M << "LL\n#define K_ " << Kd
+     << "LL\n#define ROWS M_\n#define BM " << T.BM << "\n#define BN " << T.BN
+     << "\n#define BK " << T.BK << "\n#define WARPS_M " << WarpsM
+     << "\n#define WARPS_N " << WarpsN << "\n#define STAGES " << Stages
+     << "\n#define ALIGNED8 " << (Aligned ? 1 : 0)
+     << " // K and every N multiples of 8: 16-byte copies\n"
+     << "#define MMA_TYPE \"" << (Dt == DType::BF16 ? "bf16" : "f16")
+     << "\"\n#define STORE_T " << storageType(Dt) << "\n#define HZ_STORE(v) "
+     << storeExpr(Dt, "(v)") << "\n#define SPLITK " << Split << "\n"
+     << TileAccMacro;
+  // One instantiation of the template per member, N_ its columns.
+  for (size_t I = 0; I < Members.size(); ++I) {
+    OS << "#undef N_\n#define N_ " << Members[I]->getType().innerDim()
+       << "LL\nnamespace hz" << I << " {\n";
+    emitTensorCoreMainLoop(OS);
+    OS << TileBody;
+    // Split-K: each slice's partial tile to the workspace, the last of a
+    // tile's slices adds them (the tile index is the CTA's grid position,
+    // unique across members) and stores.
+    emitSplitKReduce(OS, EpilogueThreads());
+    OS << TileStore << "} // namespace hz" << I << "\n";
+  }
+  OS << "#undef N_\n";
+  OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << K.Name
+     << "(" << P.signature() << (Split > 1 ? ", float *__restrict__ mt_ws" : "")
+     << ") {\n"
+     << "  extern __shared__ __align__(16) unsigned char mt_smem[];\n"
+     << "  const long long m0 = (long long)blockIdx.y * BM;\n"
+     << "  const unsigned short *A = (const unsigned short *)" << P.name(AV)
+     << ";\n"
+     << "  int bx = blockIdx.x;\n";
+  unsigned GridX = 0;
+  for (size_t I = 0; I < Members.size(); ++I) {
+    const MultiTemplateBufferNode *X = Members[I];
+    int64_t Tiles = (X->getType().innerDim() + T.BN - 1) / T.BN;
+    GridX += unsigned(Tiles);
+    OS << "  if (bx < " << Tiles << ") { // %" << X->getName() << "\n"
+       << "    hz" << I << "::hz_tile(A, (const unsigned short *)"
+       << P.name(X->getOperand(1)) << ", " << P.name(X->getResult())
+       << "_out, m0, (long long)bx * BN, mt_smem, "
+       << (Split > 1 ? "mt_ws" : "nullptr") << ");\n"
+       << "    return;\n  }\n  bx -= " << Tiles << ";\n";
+  }
+  OS << "}\n";
+  K.Source = OS.str();
+  K.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
+  K.Outputs = P.Outputs;
+  K.GridX = GridX;
+  K.GridY = unsigned((M + T.BM - 1) / T.BM);
+  K.GridZ = unsigned(Split);
+  K.BlockX = WarpsM * WarpsN * 32;
+  K.SharedBytes = unsigned(Smem);
+  if (Split > 1)
+    // Per CTA its fp32 partial tile, per output tile a counter.
+    K.WorkspaceBytes = uint64_t(K.GridX) * K.GridY * Split * T.BM * T.BN * 4 +
+                       uint64_t(K.GridX) * K.GridY * 4;
+  return K;
+}
+
+llvm::Expected<KernelSource>
+mtsched::generateHorizontalGroupKernel(const Graph &G,
+                                       const MultiTemplateBufferNode &Leader) {
+  const Attribute *List = Leader.getAttrs().get(HorizontalAttr);
+  if (!List || !List->isList())
+    return err("'%" + Leader.getName() + "' leads no horizontal group");
+  // The members, by name, in the leader's order: the leader, then nodes
+  // that say they are merged into it.
+  std::vector<const MultiTemplateBufferNode *> Members;
+  for (const Attribute &E : List->getList()) {
+    const MultiTemplateBufferNode *X = nullptr;
+    for (const auto &N : G.getNodes())
+      if (E.isString() && N->getName() == E.getString())
+        X = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
+    if (!X ||
+        (X != &Leader && X->getAttrs().getString(HorizontalOfAttr) !=
+                             std::optional<llvm::StringRef>(Leader.getName())))
+      return err("the horizontal group of '%" + Leader.getName() +
+                 "' names a member that is not merged into it");
+    Members.push_back(X);
+  }
+  if (Members.empty() || Members.front() != &Leader)
+    return err("the horizontal group of '%" + Leader.getName() +
+               "' does not start with it");
+  std::optional<llvm::StringRef> TileName =
+      Leader.getAttrs().getString(HorizontalTileAttr);
+  // The tile is named, not looked up: fuse-horizontal's tiles are those
+  // of the merged problem, which the leader's list need not hold.
+  std::optional<GemmTileConfig> T =
+      TileName ? gemmTileOf(Choice{TileName->str(), {}, {}}) : std::nullopt;
+  if (!T)
+    return err("'%" + Leader.getName() +
+               "': the merged GEMM's tile is not a GEMM tile");
+  return generateHorizontalGemmKernel(Leader.getName() + "_horizontal", Members,
+                                      *T);
+}
