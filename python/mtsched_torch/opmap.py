@@ -1682,10 +1682,18 @@ def _pairs(v, n):
 
 @register("aten.convolution", "aten.conv2d", "aten.conv1d")
 def _convolution(conv, node):
-    """2-D convolutions to the IR's conv2d (stride, padding, dilation,
-    groups, bias), a patch embedding or unit-stride 1x1 convolution to one
-    GEMM, 1-D ones exactly by im2col (layout ops and a batched matmul).
+    """grouped and depthwise 2-D convolutions to the IR's conv2d (stride,
+    padding, dilation, groups, bias), a patch embedding or unit-stride 1x1
+    convolution to one GEMM, dense 2-D and all 1-D ones exactly by im2col
+    (layout ops and a batched matmul).
 
+    Dense (groups = 1) convolutions stay im2col because their GEMM runs on
+    the tensor cores and conv2d's implicit GEMM does not yet: on one H200
+    (docs/BENCHMARKS.md, "conv2d on the GPU") the zoo's ResNet block took
+    41 us with conv2d against 16 us by im2col, and a ResNet-50 3x3 conv at
+    batch 32 462 us against cuDNN's 111; grouped and depthwise ones, where
+    im2col is one small GEMM per group, are faster as conv2d (ConvNeXt's
+    7x7 depthwise block 17 us against 23, MobileNet-v2's 14 against 19).
     conv2d takes the bias as its third operand. A 2-D stride equal to the
     kernel without padding (a patch embedding, and a 1x1 convolution of
     stride 1) needs no im2col: x is reshaped and transposed into its
@@ -1753,7 +1761,7 @@ def _convolution(conv, node):
         if tuple(conv.types[y][1]) != tuple(rshape):
             y = conv.emit("reshape", [y], dt, rshape, hint=h)
         return conv.cast(y, rdt)
-    if not one_d and dt in ("bf16", "f16", "f32"):
+    if not one_d and g > 1 and dt in ("bf16", "f16", "f32"):
         # The IR's own convolution: one kernel, the bias added in it.
         ops = [xv, wv]
         if b is not None:
