@@ -912,6 +912,57 @@ constexpr std::chrono::milliseconds HangSlack{2000};
 /// Exit status of a rank that hung on purpose.
 constexpr int HungExitCode = 3;
 
+/// Without a --topology file the processes say where they run: the host
+/// (MPI's shared-memory split) and their GPU's peers, in one all-gather.
+/// False after an error, said with the rank and its host.
+bool discoverMpiTopology(const OptMainConfig &Config, MpiRankCommunicator &Comm,
+                         std::optional<DiscoveredTopology> &Found) {
+  int Rank = Comm.rank();
+  RankPlacement Mine;
+  Mine.Host = Comm.hostIdentity();
+  std::map<int, std::vector<int>> Peers;
+  int Count = 0;
+  std::string NoGpu;
+  probeGpu(Config.Pipe.Autotune, Rank, Mine, Peers, Count, NoGpu);
+  const AutotuneOptions &T = Config.Pipe.Autotune;
+  llvm::Expected<DiscoveredTopology> D =
+      discoverTopology(Comm, Mine, T.PreSyncTimeout + T.AgreementTimeout);
+  if (!D) {
+    toolError() << "rank " << Rank << " on " << Mine.Host.Name << ": "
+                << toString(D.takeError()) << '\n';
+    return false;
+  }
+  Found = std::move(*D);
+  return true;
+}
+
+/// The hierarchical pre-sync's communicators (each host's, the leaders'),
+/// made now: MPI makes a communicator by waiting for every member, which
+/// is bounded here, where every process has just passed the same checks,
+/// and unbounded later, before the pre-sync knows who is running. The
+/// splits are collective, so the ranks first check, in one bounded
+/// all-gather, that they would make the same ones (ranks started with
+/// other --pre-sync flags would not): else none, and the pre-sync is flat.
+void prepareMpiPreSyncSubgroups(MpiRankCommunicator &Comm,
+                                const AutotuneOptions &Tune) {
+  std::vector<std::vector<int>> Subgroups =
+      preSyncSubgroups(preSyncHosts(Tune, Comm.size()));
+  std::string Shape;
+  for (const std::vector<int> &L : Subgroups)
+    Shape +=
+        llvm::join(llvm::map_range(L, [](int R) { return std::to_string(R); }),
+                   ",") +
+        ";";
+  std::vector<std::string> Shapes;
+  if (Comm.allGather(llvm::utohexstr(llvm::xxh3_64bits(Shape)), Shapes,
+                     Tune.PreSyncTimeout + Tune.AgreementTimeout) ==
+          CommStatus::Ok &&
+      llvm::all_equal(Shapes) && !Subgroups.empty())
+    if (llvm::Error E = Comm.prepareSubgroups(Subgroups))
+      warnInOneWrite("rank " + llvm::Twine(Comm.rank()) + ": " +
+                     toString(std::move(E)) + "; the pre-sync runs flat");
+}
+
 bool runMpiRanks(const OptMainConfig &GivenConfig,
                  const FusionHeuristic &Heuristic, std::unique_ptr<Module> M,
                  Diagnostics &Diags, llvm::raw_ostream &OS,
@@ -926,26 +977,10 @@ bool runMpiRanks(const OptMainConfig &GivenConfig,
   }
   MpiRankCommunicator &Comm = **Created;
   int Rank = Comm.rank(), Size = Comm.size();
-  // Without a --topology file the processes say where they run: the host
-  // (MPI's shared-memory split) and their GPU's peers, in one all-gather.
   std::optional<DiscoveredTopology> Found;
-  if (GivenConfig.Pipe.Lowering.Choices.TopologyPath.empty()) {
-    RankPlacement Mine;
-    Mine.Host = Comm.hostIdentity();
-    std::map<int, std::vector<int>> Peers;
-    int Count = 0;
-    std::string NoGpu;
-    probeGpu(GivenConfig.Pipe.Autotune, Rank, Mine, Peers, Count, NoGpu);
-    const AutotuneOptions &T = GivenConfig.Pipe.Autotune;
-    llvm::Expected<DiscoveredTopology> D =
-        discoverTopology(Comm, Mine, T.PreSyncTimeout + T.AgreementTimeout);
-    if (!D) {
-      toolError() << "rank " << Rank << " on " << Mine.Host.Name << ": "
-                  << toString(D.takeError()) << '\n';
-      return false;
-    }
-    Found = std::move(*D);
-  }
+  if (GivenConfig.Pipe.Lowering.Choices.TopologyPath.empty() &&
+      !discoverMpiTopology(GivenConfig, Comm, Found))
+    return false;
   const OptMainConfig Config =
       withTopology(GivenConfig, Found ? &*Found : nullptr);
   const AutotuneOptions &Tune = Config.Pipe.Autotune;
@@ -962,29 +997,7 @@ bool runMpiRanks(const OptMainConfig &GivenConfig,
   if (!rankCount(Config, *M, Diags, Size, "mpirun -np", Rank == 0) ||
       !checkFaultTargets(Config, *M, Size, Rank == 0))
     return false;
-  // The hierarchical pre-sync's communicators (each host's, the leaders'),
-  // made now: MPI makes a communicator by waiting for every member, which
-  // is bounded here, where every process has just passed the same checks,
-  // and unbounded later, before the pre-sync knows who is running. The
-  // splits are collective, so the ranks first check, in one bounded
-  // all-gather, that they would make the same ones (ranks started with
-  // other --pre-sync flags would not): else none, and the pre-sync is flat.
-  std::vector<std::vector<int>> Subgroups =
-      preSyncSubgroups(preSyncHosts(Tune, Size));
-  std::string Shape;
-  for (const std::vector<int> &L : Subgroups)
-    Shape +=
-        llvm::join(llvm::map_range(L, [](int R) { return std::to_string(R); }),
-                   ",") +
-        ";";
-  std::vector<std::string> Shapes;
-  if (Comm.allGather(llvm::utohexstr(llvm::xxh3_64bits(Shape)), Shapes,
-                     Tune.PreSyncTimeout + Tune.AgreementTimeout) ==
-          CommStatus::Ok &&
-      llvm::all_equal(Shapes) && !Subgroups.empty())
-    if (llvm::Error E = Comm.prepareSubgroups(Subgroups))
-      warnInOneWrite("rank " + llvm::Twine(Rank) + ": " +
-                     toString(std::move(E)) + "; the pre-sync runs flat");
+  prepareMpiPreSyncSubgroups(Comm, Tune);
   // Said once, by rank 0: on 2 H100s tp_mlp's tuning took 3.0 s a rank
   // bound to one core and 1.8 s unbound (docs/BENCHMARKS.md).
   if (Rank == 0 && Tune.Backend == "cuda")

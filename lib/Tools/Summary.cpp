@@ -78,6 +78,40 @@ int slowestRank(const RunResult &R, size_t NodeIdx, size_t C) {
   return Max > Min ? Slowest : -1;
 }
 
+/// select-horizontal's decisions: each group's two forms, priced by the
+/// cost model or measured, and which one runs.
+void printHorizontalDecisions(const Module &M, llvm::raw_ostream &OS) {
+  for (const auto &G : M.getGraphs())
+    for (const auto &N : G->getNodes()) {
+      const Attribute *Merged = N->getAttrs().get(HorizontalMergedUsAttr);
+      const Attribute *Split = N->getAttrs().get(HorizontalSplitUsAttr);
+      if (!Merged || !Split)
+        continue;
+      const Attribute *List = N->getAttrs().get(HorizontalAttr);
+      OS << "HORIZONTAL @" << G->getName() << " ";
+      if (List && List->isList()) {
+        OS << "[";
+        llvm::interleaveComma(List->getList(), OS, [&](const Attribute &E) {
+          OS << "%" << E.getString();
+        });
+        OS << "]";
+      } else {
+        OS << "%" << N->getName() << " and the GEMMs beside it";
+      }
+      OS << " over %" << N->getOperand(0)->getName()
+         << llvm::format(": merged %.4f ms, split %.4f ms",
+                         Merged->getNumber() / 1000.0,
+                         Split->getNumber() / 1000.0)
+         << (N->getAttrs().contains(HorizontalMeasuredAttr) ? " (measured)"
+                                                            : " (predicted)");
+      if (std::optional<llvm::StringRef> Tile =
+              N->getAttrs().getString(HorizontalTileAttr))
+        OS << "  <- merged, " << *Tile << '\n';
+      else
+        OS << "  <- split\n";
+    }
+}
+
 } // namespace
 
 void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
@@ -218,37 +252,7 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
   if (R.Nodes.size() > MaxNodes)
     OS << "AUTOTUNE: ... " << R.Nodes.size() - MaxNodes
        << " more nodes (--report=FILE has every one)\n";
-  // select-horizontal's decisions: each group's two forms, priced by the
-  // cost model, and which one runs.
-  for (const auto &G : M.getGraphs())
-    for (const auto &N : G->getNodes()) {
-      const Attribute *Merged = N->getAttrs().get(HorizontalMergedUsAttr);
-      const Attribute *Split = N->getAttrs().get(HorizontalSplitUsAttr);
-      if (!Merged || !Split)
-        continue;
-      const Attribute *List = N->getAttrs().get(HorizontalAttr);
-      OS << "HORIZONTAL @" << G->getName() << " ";
-      if (List && List->isList()) {
-        OS << "[";
-        llvm::interleaveComma(List->getList(), OS, [&](const Attribute &E) {
-          OS << "%" << E.getString();
-        });
-        OS << "]";
-      } else {
-        OS << "%" << N->getName() << " and the GEMMs beside it";
-      }
-      OS << " over %" << N->getOperand(0)->getName()
-         << llvm::format(": merged %.4f ms, split %.4f ms",
-                         Merged->getNumber() / 1000.0,
-                         Split->getNumber() / 1000.0)
-         << (N->getAttrs().contains(HorizontalMeasuredAttr) ? " (measured)"
-                                                            : " (predicted)");
-      if (std::optional<llvm::StringRef> Tile =
-              N->getAttrs().getString(HorizontalTileAttr))
-        OS << "  <- merged, " << *Tile << '\n';
-      else
-        OS << "  <- split\n";
-    }
+  printHorizontalDecisions(M, OS);
   OS << "AUTOTUNE: " << R.Nodes.size() << " node"
      << (R.Nodes.size() == 1 ? "" : "s") << " decided, " << R.BenchmarksRun
      << " benchmarks run, " << Cached << " from the cache, " << Fallbacks
