@@ -458,6 +458,29 @@ std::function<CUresult(int)> CollectiveRankImpl::raggedAllToAllLaunch() {
   };
 }
 
+CUfunction CollectiveRankImpl::collectiveKernel(CollectiveKind Kind,
+                                                CollectiveAlgo A, int64_t Elems,
+                                                const CollectiveEpilogue &Epi,
+                                                CollectiveKernel &K,
+                                                std::string &Err) {
+  CollectiveKernelSpec S;
+  S.Kind = Kind;
+  S.Algo = A;
+  S.Dtype = B.T;
+  S.Ranks = Comm.size();
+  S.Elems = Elems;
+  S.Cols = B.Cols;
+  S.SMs = Dev.SMs;
+  S.Epilogue = Epi;
+  llvm::Expected<CollectiveKernel> KOr = generateCollectiveKernel(S);
+  if (!KOr) {
+    Err = "no kernel: " + llvm::toString(KOr.takeError());
+    return nullptr;
+  }
+  K = *KOr;
+  return kernel(K, Err);
+}
+
 bool CollectiveRankImpl::setUpKernelLaunch(const MultiTemplateBufferNode &N,
                                            const Workload &W, const Choice &C,
                                            CollectiveAlgo A, bool Fused,
@@ -486,22 +509,8 @@ bool CollectiveRankImpl::setUpKernelLaunch(const MultiTemplateBufferNode &N,
           "' splits evenly; an uneven all_to_all runs on nccl only";
     return false;
   }
-  CollectiveKernelSpec S;
-  S.Kind = W.Collective;
-  S.Algo = A;
-  S.Dtype = B.T;
-  S.Ranks = Comm.size();
-  S.Elems = B.InElems;
-  S.Cols = B.Cols;
-  S.SMs = Dev.SMs;
-  S.Epilogue = L.Epi;
-  llvm::Expected<CollectiveKernel> KOr = generateCollectiveKernel(S);
-  if (!KOr) {
-    Err = "no kernel: " + llvm::toString(KOr.takeError());
-    return false;
-  }
-  CollectiveKernel K = *KOr;
-  CUfunction F = kernel(K, Err);
+  CollectiveKernel K;
+  CUfunction F = collectiveKernel(W.Collective, A, B.InElems, L.Epi, K, Err);
   if (!F)
     return false;
   L.Launch = [this, F, K](int Cp) {

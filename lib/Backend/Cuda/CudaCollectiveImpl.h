@@ -191,6 +191,12 @@ private:
            V[0] == 0;
   }
   CUfunction kernel(const CollectiveKernel &K, std::string &Err);
+  /// Generates and loads the collective kernel of kind Kind, algorithm A
+  /// over Elems elements with epilogue Epi on this rank's buffers and
+  /// device into K; null with Err set when it cannot.
+  CUfunction collectiveKernel(CollectiveKind Kind, CollectiveAlgo A,
+                              int64_t Elems, const CollectiveEpilogue &Epi,
+                              CollectiveKernel &K, std::string &Err);
   /// The fill kernels on this rank's GPU, loaded on first use; null (said
   /// once on stderr) if they cannot load, and inputs come from the host.
   BenchSupport *support();

@@ -335,22 +335,10 @@ bool CollectiveRankImpl::setUpHierLaunch(const MultiTemplateBufferNode &N,
 bool CollectiveRankImpl::setUpHierFusedLaunch(int DT, size_t Shard,
                                               CollectiveLaunch &L,
                                               std::string &Err) {
-  CollectiveKernelSpec S;
-  S.Kind = CollectiveKind::AllReduce;
-  S.Algo = CollectiveAlgo::Hier;
-  S.Dtype = B.T;
-  S.Ranks = Comm.size();
-  S.Elems = int64_t(Shard);
-  S.Cols = B.Cols;
-  S.SMs = Dev.SMs;
-  S.Epilogue = L.Epi;
-  llvm::Expected<CollectiveKernel> KOr = generateCollectiveKernel(S);
-  if (!KOr) {
-    Err = "no kernel: " + llvm::toString(KOr.takeError());
-    return false;
-  }
-  CollectiveKernel K = *KOr;
-  CUfunction F = kernel(K, Err);
+  CollectiveKernel K;
+  CUfunction F =
+      collectiveKernel(CollectiveKind::AllReduce, CollectiveAlgo::Hier,
+                       int64_t(Shard), L.Epi, K, Err);
   if (!F)
     return false;
   size_t Off = size_t(HierLocal) * Shard * dtypeBytes(B.T);
