@@ -139,6 +139,13 @@ void emitTensorCoreMainLoop(llvm::raw_ostream &OS);
 /// The cp.async / ldmatrix / mma.sync helpers of the main loop alone, for
 /// other tensor-core kernels (attention); needs MMA_TYPE defined first.
 extern const char *const MmaHelpers;
+/// The mma.sync template's zeroed accumulators acc[MT][NT][4] and this
+/// CTA's slice of the k-tiles (kt0, KT; needs `split`, K_ and SPLITK), and
+/// its k-step over the staged tiles `a` and `b` closing the k-loop and
+/// waiting for the copies: the GEMM template and the horizontal group's
+/// tiles share them, between their own prologue and loop head.
+extern const char *const MmaSyncAccumulators;
+extern const char *const MmaSyncKStep;
 /// After emitTensorCoreMainLoop in the GEMM template: with FP8 defined 1, the
 /// raw fp8 tile copy (needs ALIGNED16, MT_WIDEN_A, MT_WIDEN_B) and widening
 /// to f16 (Fp8Tiles.cpp); MT_LOAD(stage, kt) and mt_operand either way.

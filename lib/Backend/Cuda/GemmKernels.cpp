@@ -165,6 +165,48 @@ __device__ __forceinline__ void mt_load_tile(unsigned short *sA,
 
 )";
 
+const char *const codegen::MmaSyncAccumulators = R"(  float acc[MT][NT][4];
+  #pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i)
+        acc[mt][nt][i] = 0.f;
+  // This CTA's k-tiles: [kt0, kt0 + KT) of the KT_ALL of the row.
+  const int KT_ALL = (int)((K_ + BK - 1) / BK);
+  const int KT_SPLIT = (KT_ALL + SPLITK - 1) / SPLITK;
+  const int kt0 = split * KT_SPLIT;
+  const int KT = max(0, min(KT_ALL - kt0, KT_SPLIT));
+)";
+
+const char *const codegen::MmaSyncKStep = R"(    #pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      unsigned af[MT][4], bf[NT][2];
+      #pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        mt_ldmatrix_x4(af[mt], a + (wm * WM + mt * 16 + (lane & 15)) * AS +
+                                   kk + (lane >> 4) * 8);
+      #pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        unsigned t[4];
+        mt_ldmatrix_x4_trans(t, b + (kk + (lane & 15)) * BS + wn * WN +
+                                    np * 16 + (lane >> 4) * 8);
+        bf[2 * np][0] = t[0];
+        bf[2 * np][1] = t[1];
+        bf[2 * np + 1][0] = t[2];
+        bf[2 * np + 1][1] = t[3];
+      }
+      #pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        #pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          mt_mma(acc[mt][nt], af[mt], bf[nt]);
+    }
+  }
+  MT_CP_ASYNC_WAIT(0);
+)";
+
 void codegen::emitTensorCoreMainLoop(llvm::raw_ostream &OS) {
   OS << TensorCoreDefines << MmaHelpers << TensorCoreLoadTile;
 }
@@ -444,20 +486,7 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
     if (Fp8 && !RowScales)
       OS << "  const float mt_ab_scale = " << P.name(N.getOperand(2))
          << "[0] * " << P.name(N.getOperand(3)) << "[0];\n";
-    OS << R"(  float acc[MT][NT][4];
-  #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-    #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        acc[mt][nt][i] = 0.f;
-  // This CTA's k-tiles: [kt0, kt0 + KT) of the KT_ALL of the row.
-  const int KT_ALL = (int)((K_ + BK - 1) / BK);
-  const int KT_SPLIT = (KT_ALL + SPLITK - 1) / SPLITK;
-  const int kt0 = split * KT_SPLIT;
-  const int KT = max(0, min(KT_ALL - kt0, KT_SPLIT));
-  // Prologue: STAGES-1 tiles in flight.
+    OS << MmaSyncAccumulators << R"(  // Prologue: STAGES-1 tiles in flight.
   #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT)
@@ -494,32 +523,7 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
     const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
     const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
 #endif
-    #pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      unsigned af[MT][4], bf[NT][2];
-      #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        mt_ldmatrix_x4(af[mt], a + (wm * WM + mt * 16 + (lane & 15)) * AS +
-                                   kk + (lane >> 4) * 8);
-      #pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        unsigned t[4];
-        mt_ldmatrix_x4_trans(t, b + (kk + (lane & 15)) * BS + wn * WN +
-                                    np * 16 + (lane >> 4) * 8);
-        bf[2 * np][0] = t[0];
-        bf[2 * np][1] = t[1];
-        bf[2 * np + 1][0] = t[2];
-        bf[2 * np + 1][1] = t[3];
-      }
-      #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          mt_mma(acc[mt][nt], af[mt], bf[nt]);
-    }
-  }
-  MT_CP_ASYNC_WAIT(0);
-)";
+)" << MmaSyncKStep;
     EpilogueThreads Threads;
     Threads.QuadRowSums = true;
     emitSplitKReduce(OS, Threads);

@@ -23,10 +23,11 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
-/// One member's CTA tile: the main loop of the mma.sync template (as the
-/// SwiGLU kernel runs it, with one B) and a bounds-checked store of the
-/// accumulators, in the member's namespace (N_ is its column count).
-static const char *TileBody = R"(
+/// One member's CTA tile, in the member's namespace (N_ is its column
+/// count): this head, the mma.sync template's main loop (its shared
+/// accumulators and k-step around TileLoop, with one B, as the SwiGLU
+/// kernel runs it) and a bounds-checked store of the accumulators.
+static const char *TileHead = R"(
 __device__ __forceinline__ void hz_tile(const unsigned short *A,
                                         const unsigned short *B, STORE_T *C,
                                         long long m0, long long n0,
@@ -39,20 +40,11 @@ __device__ __forceinline__ void hz_tile(const unsigned short *A,
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
   (void)tid;
-  float acc[MT][NT][4];
-  #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-    #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        acc[mt][nt][i] = 0.f;
-  // This CTA's k-tiles: [kt0, kt0 + KT) of the KT_ALL of the row.
-  const int KT_ALL = (int)((K_ + BK - 1) / BK);
-  const int KT_SPLIT = (KT_ALL + SPLITK - 1) / SPLITK;
-  const int kt0 = split * KT_SPLIT;
-  const int KT = max(0, min(KT_ALL - kt0, KT_SPLIT));
-  #pragma unroll
+)";
+
+/// Between the shared accumulators and the shared k-step: the prologue
+/// and the k-loop's head, loading through mt_load_tile.
+static const char *TileLoop = R"(  #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT)
       mt_load_tile(sA, sB, A, B, m0, n0, s, kt0 + s);
@@ -67,31 +59,6 @@ __device__ __forceinline__ void hz_tile(const unsigned short *A,
     mt_cp_async_commit();
     const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
     const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
-    #pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      unsigned af[MT][4], bf[NT][2];
-      #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        mt_ldmatrix_x4(af[mt], a + (wm * WM + mt * 16 + (lane & 15)) * AS +
-                                   kk + (lane >> 4) * 8);
-      #pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        unsigned t[4];
-        mt_ldmatrix_x4_trans(t, b + (kk + (lane & 15)) * BS + wn * WN +
-                                    np * 16 + (lane >> 4) * 8);
-        bf[2 * np][0] = t[0];
-        bf[2 * np][1] = t[1];
-        bf[2 * np + 1][0] = t[2];
-        bf[2 * np + 1][1] = t[3];
-      }
-      #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          mt_mma(acc[mt][nt], af[mt], bf[nt]);
-    }
-  }
-  MT_CP_ASYNC_WAIT(0);
 )";
 
 /// After the split-K reduction (if any): the store.
@@ -203,7 +170,7 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
     OS << "#undef N_\n#define N_ " << Members[I]->getType().innerDim()
        << "LL\nnamespace hz" << I << " {\n";
     emitTensorCoreMainLoop(OS);
-    OS << TileBody;
+    OS << TileHead << MmaSyncAccumulators << TileLoop << MmaSyncKStep;
     // Split-K: each slice's partial tile to the workspace, the last of a
     // tile's slices adds them (the tile index is the CTA's grid position,
     // unique across members) and stores.
