@@ -715,7 +715,9 @@ void Autotuner::finish(bool RankDetails) {
     return;
   }
 
-  // Every rank's view, for the report: rank 0 reports everyone's.
+  // Every rank's view, for the report: rank 0 reports everyone's, and
+  // each rank's own pre-sync cost (where the reporting rank's lies among
+  // them: docs/RANKS.md, "The pre-sync at scale").
   llvm::json::Array Nodes;
   for (const std::vector<double> &Times : Result.RankLocalUs[I.rank()]) {
     llvm::json::Array A;
@@ -730,15 +732,23 @@ void Autotuner::finish(bool RankDetails) {
     Dec.push_back(llvm::json::Array{KV.first, KV.second});
   std::string Mine;
   llvm::raw_string_ostream OS(Mine);
-  OS << llvm::json::Value(llvm::json::Object{{"local", std::move(Nodes)},
-                                             {"decisions", std::move(Dec)}});
+  OS << llvm::json::Value(
+      llvm::json::Object{{"local", std::move(Nodes)},
+                         {"decisions", std::move(Dec)},
+                         {"sync_cost_ms", Result.Sync.CostMs}});
   std::vector<std::string> All;
-  if (I.Ranks.world().allGather(OS.str(), All, Bound) != CommStatus::Ok)
+  bool Gathered =
+      I.Ranks.world().allGather(OS.str(), All, Bound) == CommStatus::Ok;
+  if (!Gathered)
     All.assign(Size, "");
   // Only rank 0 reports a run whose gather succeeded: the others would
   // hold N ranks' data each, N^2 in all.
   if (I.rank() != 0)
     All.assign(Size, "");
+  else if (Gathered)
+    Result.Sync.RankCostsMs.assign(Size, -1);
+  if (!Result.Sync.RankCostsMs.empty())
+    Result.Sync.RankCostsMs[size_t(I.rank())] = Result.Sync.CostMs;
   for (int R = 0; R < Size; ++R) {
     if (R == I.rank())
       continue;
@@ -748,6 +758,11 @@ void Autotuner::finish(bool RankDetails) {
       continue;
     }
     const llvm::json::Object *O = V->getAsObject();
+    if (!O)
+      continue;
+    if (!Result.Sync.RankCostsMs.empty())
+      Result.Sync.RankCostsMs[size_t(R)] =
+          O->getNumber("sync_cost_ms").value_or(-1);
     if (const llvm::json::Array *Local = O->getArray("local"))
       for (const llvm::json::Value &Node : *Local) {
         std::vector<double> Times;

@@ -453,6 +453,8 @@ llvm::Expected<PreSyncOutcome> presync::judgeArrivals(
     double MinWait = *std::min_element(WaitMs.begin(), WaitMs.end());
     Out.SkewMs = MaxWait - MinWait;
     Out.CostMs = MinWait + AgreeMs;
+    Out.LastWaitMs = MinWait;
+    Out.ExchangeMs = AgreeMs;
     llvm::TimeTraceScope Outcome("pre-sync.ok", [&] {
       return "arrival skew " + fmtMs(MaxWait - MinWait) + " ms, cost " +
              fmtMs(MinWait + AgreeMs) + " ms";

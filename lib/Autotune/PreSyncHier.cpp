@@ -299,5 +299,7 @@ presync::runHierarchicalPreSync(Communicator &Comm, const PreSyncLevels &L,
   // last arrival's barrier wait plus this rank's agreement.
   Out.SkewMs = double(SkewNs) / 1e6;
   Out.CostMs = double(MinWaitNs) / 1e6 + AgreeMs;
+  Out.LastWaitMs = double(MinWaitNs) / 1e6;
+  Out.ExchangeMs = AgreeMs;
   return Out;
 }

@@ -105,6 +105,8 @@ llvm::Expected<std::string> RankAgreement::sync(PreSyncInput In, SyncResult &SR,
   if (First) {
     SR.SkewMs = O->SkewMs;
     SR.CostMs = O->CostMs;
+    SR.LastWaitMs = O->LastWaitMs;
+    SR.ExchangeMs = O->ExchangeMs;
     SR.LateRanks = O->LateRanks;
     SR.MissingRanks = O->MissingRanks;
   }

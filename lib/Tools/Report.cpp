@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Tools/Report.h"
 #include "mtsched/Runtime/Topology.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include <charconv>
 #include <cmath>
@@ -209,6 +210,31 @@ void mtsched::writeReport(llvm::raw_ostream &OS, const ReportInput &In) {
       J.attribute("cost_ms", R.Sync.CostMs < 0
                                  ? llvm::json::Value(nullptr)
                                  : llvm::json::Value(R.Sync.CostMs));
+      // The cost's parts, and every rank's own cost (the reporting rank's
+      // place among them decides cost_ms: docs/RANKS.md, "The pre-sync at
+      // scale").
+      J.attribute("last_wait_ms", R.Sync.LastWaitMs < 0
+                                      ? llvm::json::Value(nullptr)
+                                      : llvm::json::Value(R.Sync.LastWaitMs));
+      J.attribute("exchange_ms", R.Sync.ExchangeMs < 0
+                                     ? llvm::json::Value(nullptr)
+                                     : llvm::json::Value(R.Sync.ExchangeMs));
+      std::vector<double> Costs;
+      for (double C : R.Sync.RankCostsMs)
+        if (C >= 0)
+          Costs.push_back(C);
+      if (Costs.empty()) {
+        J.attribute("rank_cost_ms", nullptr);
+      } else {
+        llvm::sort(Costs);
+        J.attributeObject("rank_cost_ms", [&] {
+          J.attribute("ranks", int64_t(Costs.size()));
+          J.attribute("min", Costs.front());
+          // The upper median for an even count, a value some rank measured.
+          J.attribute("median", Costs[Costs.size() / 2]);
+          J.attribute("max", Costs.back());
+        });
+      }
       J.attributeArray("late_ranks", [&] {
         for (int Rank : R.Sync.LateRanks)
           J.value(int64_t(Rank));

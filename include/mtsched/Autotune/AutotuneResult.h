@@ -83,6 +83,14 @@ struct SyncResult {
   /// ranks never all met).
   double SkewMs = -1;
   double CostMs = -1;
+  /// CostMs's parts: the last arrival's barrier wait, and this rank's own
+  /// agreement exchange (its place among the ranks leaving decides it).
+  double LastWaitMs = -1;
+  double ExchangeMs = -1;
+  /// On the reporting rank: every rank's own CostMs, by rank, gathered when
+  /// the run finishes (empty with one rank, or when the gather failed); a
+  /// rank's entry is negative where it measured none.
+  std::vector<double> RankCostsMs;
   /// Ranks that arrived after the deadline, and ranks never heard from.
   std::vector<int> LateRanks;
   std::vector<int> MissingRanks;

@@ -57,6 +57,12 @@ struct PreSyncOutcome {
   /// release, plus the all-gather); negative when not measured.
   double SkewMs = -1;
   double CostMs = -1;
+  /// CostMs's two parts: the last arrival's barrier wait (the smallest
+  /// wait of any rank), and this rank's own agreement exchange, from
+  /// leaving the barrier to holding every record (encoding its own
+  /// included, decoding them not); negative when not measured.
+  double LastWaitMs = -1;
+  double ExchangeMs = -1;
   std::vector<int> LateRanks;
   std::vector<int> MissingRanks;
   /// Rank 0's Bundle; when Broken, this rank's own (nobody's arrived).

@@ -38,6 +38,15 @@ need(r["mode"] in ("deferred", "immediate"), "mode")
 s = r["sync"]
 need(isinstance(s["count"], int) and isinstance(s["ok"], bool) and
      isinstance(s["ms"], (int, float)) and isinstance(s["reason"], str), "sync")
+need(num_or_null(s["last_wait_ms"]) and num_or_null(s["exchange_ms"]), "sync cost parts")
+if s["cost_ms"] is not None and s["last_wait_ms"] is not None:
+    need(abs(s["last_wait_ms"] + s["exchange_ms"] - s["cost_ms"]) < 1e-6,
+         "cost_ms = last_wait_ms + exchange_ms")
+c = s["rank_cost_ms"]
+need(c is None or (isinstance(c["ranks"], int) and 1 <= c["ranks"] <= r["world_size"] and
+                   c["min"] <= c["median"] <= c["max"]), "rank_cost_ms")
+if c is not None and s["cost_ms"] is not None:
+    need(c["min"] <= s["cost_ms"] <= c["max"], "cost_ms within rank_cost_ms")
 for n in r["nodes"]:
     need(n["name"].startswith("%"), "node name")
     need(n["kind"] in ("multi_template_buffer", "collective_multi_template_buffer"), "kind")
