@@ -151,3 +151,8 @@ if _torch_python:
     # make_fx and the meta kernels print nothing on success; keep the
     # importer's own warnings readable.
     config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+
+# mtsched-bench: the benchmark programs are built (MTSCHED_ENABLE_BENCH), for
+# tests of their options.
+if os.path.exists(os.path.join(config.mtsched_obj_root, "bench", "mtsched-bench-presync")):
+    config.available_features.add("mtsched-bench")
