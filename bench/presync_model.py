@@ -125,7 +125,8 @@ def message_bytes(ranks, layout="world", bundle=0, hashed_groups=False):
 # --------------------------------------------------------------------------
 
 def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
-                     t_entry=0.0, t_crit=0.1, skewed=False, stats=None):
+                     t_entry=0.0, t_crit=0.1, skewed=False, stats=None, arrive_at=None,
+                     t_notify=0.0, t_asleep=3.0):
     """Discrete-event simulation of n thread ranks going through the
     operations `kinds` ("barrier" or "gather") of one ThreadGroup on `cores`
     cores. Returns exit[k][thread], the time each thread left operation k,
@@ -145,18 +146,30 @@ def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
     skewed=False: every thread starts runnable (the bench's loop after its
     untimed barrier). skewed=True: all but the last thread already sleep in
     the first operation (ranks that arrived apart, as in a real run).
+    arrive_at: instead, each thread's arrival time at the first operation
+    (µs; it is not runnable before).
+    t_notify: what a notify_all costs the thread that sends it, per thread
+    it wakes, under the mutex: the futex wakes are made while the mutex is
+    held, and the woken threads preempt the sender on its core (measured
+    apart: mtsched-bench-presync --stagger-us, where each arrival finds
+    every earlier rank asleep). A thread that began waiting less than
+    t_asleep µs before is not asleep yet and costs nothing to wake (the
+    same bench with 2 ranks: 0.4 µs at --stagger-us=1 and 2, 3.3 µs from 5
+    to 100; bench/results/presync-fit-2026-11-28/stagger-2.txt).
     stats: a dict that receives "cpu_us", the core time the threads worked
     (t_wake, critical sections and decoding; not waiting for the mutex)."""
     ops = len(kinds)
     arrived = [0] * (ops + 1)
     op_of = [0] * n            # the op each thread is in
     deposited = [False] * n    # has it deposited in op_of
-    sleeping = {}              # ordered: the order they went to sleep
+    sleeping = {}              # ordered: the order they went to sleep, and when
     exit_at = [[0.0] * n for _ in range(ops)]
-    if skewed:
+    if arrive_at is not None:
+        runq = []              # each thread comes at its arrival time
+    elif skewed:
         for th in range(n - 1):
             deposited[th] = True
-            sleeping[th] = True
+            sleeping[th] = -math.inf
         arrived[0] = n - 1
         runq = [n - 1]
     else:
@@ -171,17 +184,24 @@ def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
     pending = {}
     cpu = [0.0]
 
-    def turn(th):
+    def turn(th, at):
         # Decides, in mutex order, what the thread does while it holds the
         # mutex: its cost under the mutex, and on its core after it.
         k = op_of[th]
         crit, post = t_crit, 0.0
         actions = []
+        woke = False
         while k < ops:
             if not deposited[th]:
                 arrived[k] += 1
                 deposited[th] = True
                 actions.append(("notify", k))
+                if not woke:
+                    # A later notify in this turn finds the same sleepers
+                    # already woken by this one; one that began waiting
+                    # less than t_asleep ago is not asleep yet.
+                    crit += t_notify * sum(1 for t in sleeping.values() if at - t >= t_asleep)
+                    woke = True
                 if arrived[k] < n:
                     actions.append(("sleep", k))
                     break
@@ -213,7 +233,7 @@ def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
             # (FIFO) and does its critical section; decoding follows on
             # its core, outside the mutex.
             grant = max(now + t_wake, mutex_free_at)
-            crit, post = turn(th)
+            crit, post = turn(th, grant)
             cpu[0] += t_wake + crit + post
             mutex_free_at = grant + crit
             seq += 1
@@ -221,10 +241,18 @@ def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
             seq += 1
             heapq.heappush(events, (mutex_free_at + post, seq, 1, th))
 
+    if arrive_at is not None:
+        for th in sorted(range(n), key=lambda th: (arrive_at[th], th)):
+            seq += 1
+            heapq.heappush(events, (arrive_at[th], seq, 2, th))
     start_turns()
     while events:
         t, _, what, th = heapq.heappop(events)
         now = t
+        if what == 2:          # a thread arrives at the first operation
+            runq.append(th)
+            start_turns()
+            continue
         if what == 1:          # the core is free again
             free_cores += 1
             if head > 4096:
@@ -243,7 +271,7 @@ def simulate_threads(n, cores, kinds, t_wake, t_scan, front, msg=18, t_byte=0.0,
                     else:
                         runq.append(s)
             elif act == "sleep":
-                sleeping[th] = True
+                sleeping[th] = now
             elif act == "exit":
                 exit_at[k][th] = now
         start_turns()
@@ -256,6 +284,7 @@ def thread_cost_us(n, cores, t_wake, t_scan, front, samples=2, **kw):
     """The bench's sample (mtsched-bench-presync --ranks=n): an untimed
     barrier, then the timed barrier and all-gather of 18 bytes; the slowest
     rank's time of the last of `samples` iterations, in µs."""
+    kw.setdefault("t_notify", Params.t_notify)
     exit_at = simulate_threads(n, cores, ["barrier", "barrier", "gather"] * samples,
                                t_wake, t_scan, front, **kw)
     last = samples - 1
@@ -264,24 +293,54 @@ def thread_cost_us(n, cores, t_wake, t_scan, front, samples=2, **kw):
     return max(b - a for a, b in zip(t0, t1))
 
 
-def thread_presync_us(n, cores, t_wake, t_scan, front, msg, t_byte, t_entry):
+def thread_presync_us(n, cores, t_wake, t_scan, front, msg, t_byte, t_entry,
+                      t_notify=None, spread=0.0):
     """A real pre-sync's `sync.cost_ms` (in µs): ranks arrived apart, the
     last one completes the barrier, then the all-gather of msg-byte records;
     the report's cost is the last rank's barrier wait plus the reporting
     rank's all-gather, taken here as the median rank's."""
-    return thread_presync_range(n, cores, t_wake, t_scan, front, msg, t_byte, t_entry)[1]
+    return thread_presync_range(n, cores, t_wake, t_scan, front, msg, t_byte, t_entry,
+                                t_notify=t_notify, spread=spread)[1]
 
 
 def thread_presync_range(n, cores, t_wake, t_scan, front, msg, t_byte, t_entry,
-                         stats=None):
+                         stats=None, t_notify=None, spread=0.0, parts=None, follow=False):
     """(fastest, median, slowest) rank's view of thread_presync_us: the
-    report's number is the reporting rank's, wherever it landed."""
-    exit_at = simulate_threads(n, cores, ["barrier", "gather"], t_wake, t_scan, front,
-                               msg=msg, t_byte=t_byte, t_entry=t_entry, skewed=True,
-                               stats=stats)
-    last_wait = exit_at[0][n - 1]
+    report's number is the reporting rank's, wherever it landed, and each
+    rank's own is the last arrival's barrier wait plus its own exchange
+    (sync.rank_cost_ms in the report gives their min, median and max).
+    spread: the arrivals' spread (sync.skew_ms, µs), the ranks arriving
+    evenly over it; 0: all but the last already asleep. follow: the first
+    World operation after the pre-sync (mtsched-opt's first node's
+    agreement) is simulated too, as ranks that left early start it, and
+    wake the others, while those are still leaving.
+    parts: a dict that receives "last_wait"."""
+    if t_notify is None:
+        t_notify = Params.t_notify
+    arrive = None
+    if spread > 0 and n > 1:
+        arrive = [spread * i / (n - 1) for i in range(n)]
+    kinds = ["barrier", "gather"] + (["barrier"] if follow else [])
+    exit_at = simulate_threads(n, cores, kinds, t_wake, t_scan,
+                               front, msg=msg, t_byte=t_byte, t_entry=t_entry,
+                               skewed=arrive is None, stats=stats, arrive_at=arrive,
+                               t_notify=t_notify)
+    start = arrive if arrive else [0.0] * n
+    last_wait = min(exit_at[0][i] - start[i] for i in range(n)) if arrive else exit_at[0][n - 1]
+    if parts is not None:
+        parts["last_wait"] = last_wait
     gather = sorted(b - a for a, b in zip(exit_at[0], exit_at[1]))
     return tuple(last_wait + g for g in (gather[0], gather[len(gather) // 2], gather[-1]))
+
+
+def thread_stagger_last_wait_us(n, cores, t_wake, t_scan, front, t_notify, stagger=1000.0):
+    """mtsched-bench-presync --stagger-us: rank r arrives r * stagger µs
+    after rank 0, every earlier rank asleep; the last arrival's barrier
+    wait (its last_wait_us)."""
+    arrive = [stagger * i for i in range(n)]
+    exit_at = simulate_threads(n, cores, ["barrier", "gather"], t_wake, t_scan, front,
+                               arrive_at=arrive, t_notify=t_notify)
+    return min(exit_at[0][i] - arrive[i] for i in range(n))
 
 
 def thread_hier_presync_us(n, cores, t_wake, t_scan, front, groups, t_byte, t_entry,
@@ -544,6 +603,7 @@ def make_skew(args):
 # Where `validate` starts its fit of (t_wake, t_scan, front): fixed, so the
 # fit does not depend on the defaults it produced.
 FIT_START = (3.0, 0.01, 0.3)
+FIT_START_NOTIFY = 3.0
 
 
 class Params:
@@ -566,6 +626,11 @@ class Params:
     t_wake = 3.63
     t_scan = 0.0376
     front = 0.876
+    # What a notify_all costs its sender per thread it wakes: 0 in the fit
+    # above (those measurements cannot tell it apart); `validate` fits it
+    # where the measurements have `--stagger-us` runs
+    # (bench/results/presync-fit-2026-11-28/: about 8 µs).
+    t_notify = 0.0
     cores = 2
     t_poll = 8.0
 
@@ -654,12 +719,20 @@ def cmd_deadline(args):
     return 0
 
 
-def parse_measurements(paths, skews=None):
-    """{('threads'|'mpi'|'opt'|'opt-hier', ranks): [µs per run]} from the
-    run scripts' output ('opt': mtsched-opt's flat pre-sync on thread ranks,
+def parse_measurements(paths, skews=None, runs=None):
+    """{('threads'|'mpi'|'stagger'|'opt'|'opt-hier', ranks): [µs per run]}
+    from the run scripts' output ('stagger': the bench's last_wait_us with
+    --stagger-us; 'opt': mtsched-opt's flat pre-sync on thread ranks,
     'opt-hier' its hierarchical one). skews: a dict that receives each
-    'opt-hier' run's sync.skew_ms, in the same order."""
+    'opt-hier' run's sync.skew_ms, in the same order. runs: a dict that
+    receives each 'opt' run's fields where the report split the cost (µs:
+    cost, skew, last_wait, exchange, rank_min, rank_median, rank_max)."""
     out = {}
+    stag = re.compile(r"presync-staggered threads ranks=(\d+) stagger_us=\d+ samples=\d+ "
+                      r"last_wait_us=([\d.]+)")
+    split = re.compile(r"presync-opt threads ranks=(\d+) ok=True cost_ms=([\d.]+) "
+                       r"skew_ms=([\d.]+) last_wait_ms=([\d.]+) exchange_ms=([\d.]+) "
+                       r"rank_cost_ms=([\d.]+)/([\d.]+)/([\d.]+)")
     pat = re.compile(r"presync (threads|mpi) ranks=(\d+) samples=\d+ failed=(\d+) median_us=([\d.]+)")
     opt = re.compile(r"presync-opt threads ranks=(\d+) ok=True cost_ms=([\d.]+)")
     hier = re.compile(r"presync-opt-hier threads ranks=(\d+) ok=True cost_ms=([\d.]+) "
@@ -670,9 +743,18 @@ def parse_measurements(paths, skews=None):
                 mt = pat.search(line)
                 if mt and int(mt.group(3)) == 0:
                     out.setdefault((mt.group(1), int(mt.group(2))), []).append(float(mt.group(4)))
+                mt = stag.search(line)
+                if mt:
+                    out.setdefault(("stagger", int(mt.group(1))), []).append(float(mt.group(2)))
                 mt = opt.search(line)
                 if mt:
                     out.setdefault(("opt", int(mt.group(1))), []).append(1e3 * float(mt.group(2)))
+                mt = split.search(line)
+                if mt and runs is not None:
+                    v = [1e3 * float(x) for x in mt.groups()[1:]]
+                    runs.setdefault(("opt", int(mt.group(1))), []).append(dict(zip(
+                        ("cost", "skew", "last_wait", "exchange", "rank_min", "rank_median",
+                         "rank_max"), v)))
                 mt = hier.search(line)
                 if mt:
                     key = ("opt-hier", int(mt.group(1)))
@@ -715,20 +797,33 @@ def nelder_mead(f, x0, steps, iters):
 
 
 def cmd_validate(args):
-    skews = {}
-    meas = parse_measurements(args.measurements, skews)
+    skews, runs = {}, {}
+    meas = parse_measurements(args.measurements, skews, runs)
     med = {k: statistics.median(v) for k, v in meas.items()}
+    # Where the report split the cost, a point is the median over runs of
+    # the median rank's own cost (sync.rank_cost_ms), the arrivals spread
+    # as they did (sync.skew_ms): like with like, as the model's median
+    # rank is not the reporting rank.
+    split_opt = {k for k in runs if len(runs[k]) == len(meas[k])}
+    for k in split_opt:
+        med[k] = statistics.median(r["rank_median"] for r in runs[k])
     fit_thr = [n for n in args.fit_threads if ("threads", n) in med]
     fit_mpi = [n for n in args.fit_mpi if ("mpi", n) in med]
+    # The staggered bench's last waits fix t_notify; without them it is 0
+    # (the fit before 2026-11-28's presync-fit runs).
+    fit_stag = sorted(n for (k, n) in med if k == "stagger")
     cores = args.cores
 
     def thr_params(x):
-        return math.exp(x[0]), math.exp(x[1]), 1 / (1 + math.exp(-x[2]))
+        return (math.exp(x[0]), math.exp(x[1]), 1 / (1 + math.exp(-x[2])),
+                math.exp(x[3]) if fit_stag else 0.0)
 
     def thr_loss(x):
-        w, s, f = thr_params(x)
-        return sum((math.log(thread_cost_us(n, cores, w, s, f)) - math.log(med[("threads", n)])) ** 2
-                   for n in fit_thr)
+        w, s, f, tn = thr_params(x)
+        loss = sum((math.log(thread_cost_us(n, cores, w, s, f, t_notify=tn)) -
+                    math.log(med[("threads", n)])) ** 2 for n in fit_thr)
+        return loss + sum((math.log(thread_stagger_last_wait_us(n, cores, w, s, f, tn)) -
+                           math.log(med[("stagger", n)])) ** 2 for n in fit_stag)
 
     def mpi_loss(x):
         a, o, t = (math.exp(v) for v in x)
@@ -736,9 +831,10 @@ def cmd_validate(args):
                    for n in fit_mpi)
 
     w0, s0, f0 = FIT_START
-    x, _ = nelder_mead(thr_loss, [math.log(w0), math.log(s0), math.log(f0 / (1 - f0))],
-                       [0.5, 0.5, 0.5], args.fit_iters)
-    tw, ts, tf = thr_params(x)
+    x0 = [math.log(w0), math.log(s0), math.log(f0 / (1 - f0))]
+    x, _ = nelder_mead(thr_loss, x0 + ([math.log(FIT_START_NOTIFY)] if fit_stag else []),
+                       [0.5] * (4 if fit_stag else 3), args.fit_iters)
+    tw, ts, tf, tn = thr_params(x)
     y, _ = nelder_mead(mpi_loss, [math.log(v) for v in (Params.alpha_shm, Params.o, Params.t_poll)],
                        [0.5, 0.5, 0.5], args.fit_iters)
     a, o, tp = (math.exp(v) for v in y)
@@ -746,8 +842,16 @@ def cmd_validate(args):
     # two more parameters, the cost per record decoded and per byte.
     fit_opt = [n for n in args.fit_opt if ("opt", n) in med]
 
+    def opt_range(n, tb, te, parts=None):
+        if ("opt", n) in split_opt:
+            spread = statistics.median(r["skew"] for r in runs[("opt", n)])
+            return thread_presync_range(n, cores, tw, ts, tf, message_bytes(n, "tp:8"), tb, te,
+                                        t_notify=tn, spread=spread, follow=True, parts=parts)
+        return thread_presync_range(n, cores, tw, ts, tf, message_bytes(n, "tp:8"), tb, te,
+                                    t_notify=tn, parts=parts)
+
     def opt_pred(n, tb, te):
-        return thread_presync_us(n, cores, tw, ts, tf, message_bytes(n, "tp:8"), tb, te)
+        return opt_range(n, tb, te)[1]
 
     tb, te = 0.0, 0.0
     if fit_opt:
@@ -757,20 +861,36 @@ def cmd_validate(args):
         tb, te = math.exp(z[0]), math.exp(z[1])
     print("fit threads on %s: t_wake=%.3g us t_scan=%.3g us front=%.3g (cores=%d)"
           % (fit_thr, tw, ts, tf, cores))
+    if fit_stag:
+        print("fit staggered last waits on %s: t_notify=%.3g us" % (fit_stag, tn))
     print("fit pre-sync records on %s: t_byte=%.3g us t_entry=%.3g us" % (fit_opt, tb, te))
     print("fit mpi on %s: alpha_shm=%.3g us o=%.3g us t_poll=%.3g us" % (fit_mpi, a, o, tp))
     print("| ranks | kind | measured median µs (runs) | model µs | model / measured | fitted on |")
     print("|---:|---|---|---:|---:|---|")
     worst = 1.0
-    order = {"threads": 0, "mpi": 1, "opt": 2, "opt-hier": 3}
+    order = {"threads": 0, "stagger": 1, "mpi": 2, "opt": 3, "opt-hier": 4}
     for (kind, n) in sorted(med, key=lambda k: (order[k[0]], k[1])):
         if args.kinds and kind not in args.kinds:
             continue
         if kind == "threads":
-            pred = thread_cost_us(n, cores, tw, ts, tf)
+            pred = thread_cost_us(n, cores, tw, ts, tf, t_notify=tn)
             fitted = n in fit_thr
+        elif kind == "stagger":
+            pred = thread_stagger_last_wait_us(n, cores, tw, ts, tf, tn)
+            fitted = True
+        elif kind == "opt" and (kind, n) in split_opt:
+            pt = {}
+            lo, pred, hi = opt_range(n, tb, te, parts=pt)
+            rs = runs[(kind, n)]
+            inside = sum(1 for r in rs if lo <= r["cost"] <= hi)
+            fitted = ("%s; spread %.0f; last wait %.0f, model %.0f; ranks' range %.0f-%.0f "
+                      "holds the reporting rank in %d of %d runs" % (
+                          "yes" if n in fit_opt else "no",
+                          statistics.median(r["skew"] for r in rs),
+                          statistics.median(r["last_wait"] for r in rs), pt["last_wait"],
+                          lo, hi, inside, len(rs)))
         elif kind == "opt":
-            lo, pred, hi = thread_presync_range(n, cores, tw, ts, tf, message_bytes(n, "tp:8"), tb, te)
+            lo, pred, hi = opt_range(n, tb, te)
             fitted = n in fit_opt
             inside = sum(1 for v in meas[(kind, n)] if lo <= v <= hi)
             fitted = "%s; ranks' range %.0f-%.0f holds %d of %d runs" % (
@@ -789,12 +909,17 @@ def cmd_validate(args):
             fitted = n in fit_mpi
         ratio = pred / med[(kind, n)]
         worst = max(worst, ratio, 1 / ratio)
-        runs = ", ".join("%.1f" % v for v in meas[(kind, n)])
+        listed = ", ".join("%.1f" % v for v in meas[(kind, n)])
+        if (kind, n) in split_opt:
+            listed = "each run's median rank: " + ", ".join(
+                "%.1f" % r["rank_median"] for r in runs[(kind, n)])
         label = {"threads": "threads, bench", "mpi": "MPI, bench",
-                 "opt": "threads, mtsched-opt",
+                 "stagger": "threads, bench --stagger-us, last wait",
+                 "opt": ("threads, mtsched-opt, median rank" if (kind, n) in split_opt
+                         else "threads, mtsched-opt"),
                  "opt-hier": "threads, mtsched-opt, hier"}[kind]
         print("| %d | %s | %.1f (%s) | %.1f | %.2f | %s |"
-              % (n, label, med[(kind, n)], runs, pred, ratio,
+              % (n, label, med[(kind, n)], listed, pred, ratio,
                  fitted if isinstance(fitted, str) else "yes" if fitted else "no"))
     for n in args.predict_opt:
         print("prediction: threads, mtsched-opt, %d ranks: %.1f us" % (n, opt_pred(n, tb, te)))
@@ -876,6 +1001,19 @@ def cmd_selftest(args):
     check(a[0] < a[1] < a[2], "thread cost grows with ranks")
     check(thread_cost_us(8, 8, Params.t_wake, Params.t_scan, Params.front) < a[1],
           "more cores, less contention")
+    # A notify_all costs its sender t_notify per sleeper: with every
+    # earlier rank asleep, the last arrival's barrier wait grows by
+    # (n-1) * t_notify, and spreading the arrivals over time leaves the
+    # fastest and slowest ranks' costs ordered.
+    for n in (4, 16):
+        base = thread_stagger_last_wait_us(n, 2, Params.t_wake, Params.t_scan, Params.front, 0.0)
+        more = thread_stagger_last_wait_us(n, 2, Params.t_wake, Params.t_scan, Params.front, 8.0)
+        check(abs(more - base - 8.0 * (n - 1)) < 1e-6 * more,
+              "staggered last wait grows by (n-1) t_notify at %d ranks" % n)
+    lo, mid, hi = thread_presync_range(64, 2, Params.t_wake, Params.t_scan, Params.front,
+                                       message_bytes(64, "tp:8"), Params.t_byte, Params.t_entry,
+                                       t_notify=8.0, spread=4000.0, follow=True)
+    check(lo <= mid <= hi, "ranks' costs ordered with arrivals spread")
     # The hierarchical composition on thread ranks: the groups overlap, so
     # it costs more than one group's exchange and less than every group's
     # one after another; far below the flat one from 256 ranks.
