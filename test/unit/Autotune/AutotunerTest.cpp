@@ -155,6 +155,26 @@ TEST(AutotunerTest, RanksDecideIdenticallyFromMaxReducedTimes) {
   EXPECT_TRUE(R0.Sync.Ok);
 }
 
+// The first pre-sync's cost in two parts, the last arrival's wait the same
+// on every rank, and every rank's own cost gathered on rank 0 by finish().
+TEST(AutotunerTest, PreSyncCostSplitAndEveryRanksCostReachRankZero) {
+  std::vector<RankRun> Runs = runTwoRanks(CollectiveMode::Deferred);
+  ASSERT_FALSE(Runs[0].Failed || Runs[1].Failed);
+  for (const RankRun &Run : Runs) {
+    const SyncResult &S = Run.Result.Sync;
+    ASSERT_TRUE(S.Ok);
+    EXPECT_GE(S.LastWaitMs, 0);
+    EXPECT_GE(S.ExchangeMs, 0);
+    EXPECT_DOUBLE_EQ(S.CostMs, S.LastWaitMs + S.ExchangeMs);
+  }
+  EXPECT_EQ(Runs[0].Result.Sync.LastWaitMs, Runs[1].Result.Sync.LastWaitMs);
+  EXPECT_EQ(Runs[0].Result.Sync.RankCostsMs,
+            (std::vector<double>{Runs[0].Result.Sync.CostMs,
+                                 Runs[1].Result.Sync.CostMs}));
+  // Only the reporting rank holds everyone's.
+  EXPECT_TRUE(Runs[1].Result.Sync.RankCostsMs.empty());
+}
+
 // With the work split, rank 0 times `a` and rank 1 times `b` of the custom
 // kernel (each time reaches both ranks), while the collective's choices
 // are still timed, and max-reduced, by both.
