@@ -17,7 +17,9 @@ This script predicts
     `front` of woken threads runs ahead of the others (the thundering herd),
     each turn holds the mutex `t_crit`, leaving an operation scans N entries
     (`t_scan` each), and the real records cost `t_byte` per byte copied and
-    decoded.
+    decoded. A notify_all costs its sender `t_notify` per thread asleep
+    (waiting at least `t_asleep`), under the mutex (fitted on
+    `mtsched-bench-presync --stagger-us` where the measurements have it).
   - `mpi`: MpiCommunicator under Open MPI 4.1 (coll/libnbc):
     barrier = one control message to each of the P-1 peers + MPI_Ibarrier
     (dissemination, ceil(log2 P) rounds); allGather = MPI_Iallgather of the
@@ -42,6 +44,12 @@ This script predicts
   or normal body plus a log-normal straggler mixture), by exact quadrature
   over the earliest arrival and by Monte Carlo with a fixed seed, and the
   deadline D that keeps it under a target.
+
+`validate` compares like with like: where mtsched-opt's report split the
+pre-sync's cost (sync.last_wait_ms, sync.exchange_ms, sync.rank_cost_ms),
+a real pre-sync point is the runs' median rank against the model's median
+rank with the arrivals spread as measured (sync.skew_ms); without that,
+the reporting rank against the model's median rank, as before.
 
 Python 3 standard library only. Subcommands: `cost`, `fallback`,
 `deadline`, `validate` (fits the thread and MPI models to measurements of
