@@ -14,7 +14,9 @@
 # Usage: bash bench/results/presync-fit-2026-11-28/run.sh > OUT.txt
 # (REPS, default 3 rounds of the bench; STAGGER, BENCH_SPECS, OPT_SPECS
 # override the lists below.) measurements-1.txt: one round of the bench
-# (REPS=1), 16:55 UTC; measurements.txt: the default, after it.
+# (REPS=1), 16:55 UTC; measurements.txt: the default, after it;
+# measurements-check.txt: OPT_SPECS="16:10 64:3 128:3 256:3 512:3", 17:11.
+# Then: python3 bench/presync_model.py validate OUT.txt --fit-threads 2 4 16 128 1024
 B=${B:-build/tools/mtsched-opt/mtsched-opt}
 BENCH=${BENCH:-build/bench/mtsched-bench-presync}
 G=bench/results/presync-scale-2026-11-28/gen_groups.py
