@@ -102,7 +102,10 @@ def import_module(module, inputs, name, world_size=1, tracer="auto",
     if groups is None:
         groups = dict(getattr(module, "mtsched_groups", {}) or {})
     with collectives.mode(collectives_mode):
-        reverse = collectives.setup_groups(groups, world_size)
+        # No groups to set up: leave the helpers' groups as they are (a
+        # program's real process groups, collectives.use_process_group).
+        reverse = collectives.setup_groups(groups, world_size) \
+            if groups else {}
         reverse.update(group_names or {})
         t = _trace.trace(module, list(inputs), tracer, input_names)
         return convert(t, name, world_size, reverse, ir_module, quiet)

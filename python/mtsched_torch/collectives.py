@@ -32,7 +32,7 @@ import torch
 __all__ = [
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "set_mode",
     "get_mode", "mode", "group_size", "group_name_of", "setup_groups",
-    "functional_available",
+    "functional_available", "use_process_group",
 ]
 
 # -- the mtsched:: library ops ---------------------------------------------
@@ -195,6 +195,14 @@ def _fake_groups(groups, world_size):
               "(%s); functional collectives use bare group names" % e,
               file=sys.stderr)
         return {}
+
+
+def use_process_group(group, pg, size):
+    """Our group ``group`` is the real process group ``pg`` of ``size``
+    ranks (a program run under mpirun or torchrun): in functional mode
+    the helpers then pass its name, so that eager runs really communicate
+    and Dynamo's graph names a group torch.distributed knows."""
+    _GROUPS[group] = (size, pg)
 
 
 def group_size(group, default):
