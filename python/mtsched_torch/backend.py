@@ -119,6 +119,15 @@ def find_mtsched_opt():
                    "MTSCHED_OPT); looked in: " + ", ".join(cands))
 
 
+def opt_env():
+    """The environment mtsched-opt runs in: this process's, without the
+    MPI launcher's variables. Under mpirun they would make mtsched-opt an
+    MPI rank of the program's world (docs/RANKS.md) where it must run its
+    own thread ranks."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("OMPI_", "PMI_", "PMIX_"))}
+
+
 def _decide_key(text, device, world=1):
     """(mtsched-opt, its flags, the decided IR's cache key) for imported
     IR `text`. Several ranks: thread ranks, one GPU each, and only the
@@ -164,7 +173,7 @@ def _decide(text, device, world=1):
         cmd[-3:-3] = ["--report=" + os.path.join(d, key + ".report.json")]
     OPT_RUNS[0] += 1
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
+                       universal_newlines=True, env=opt_env())
     if p.returncode != 0:
         last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
         raise Fallback("mtsched-opt failed (rc %d): %s"
@@ -454,6 +463,10 @@ def _several(ranks, what, fn):
         value = fn()
     except Fallback as e:
         why = str(e)
+    except Exception as e:  # noqa: BLE001 - a rank that raised must still
+        # take part in the agreement, or the others wait for it.
+        why = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300]
+                          if str(e) else "")
     try:
         agree(ranks, what, why is None,
               sha(value[0]) if isinstance(value, tuple) and
