@@ -42,7 +42,7 @@ for run in first second; do
   timeout 65 "${MPI[@]}" -x MASTER_PORT=$port -x MTSCHED_TORCH_VERBOSE=1 \
     python3 examples/torch/compile_tp.py --build-dir "$D" > "$OUT/compile-tp-$run.log" 2>&1
   r=$?; echo "compile_tp ($run) rc=$r" | tee -a "$S"; [ $r = 0 ] || rc=1
-  grep -E '^(\||Llama|same decisions|one pre-sync|outputs equal|rank [0-9]: a graph|decisions|  %|runtime counters|mtsched: )' \
+  grep -E '^(\||Llama|collective choices|same decisions|one pre-sync|outputs equal|rank [0-9]: a graph|decisions|  %|runtime counters|mtsched: )' \
     "$OUT/compile-tp-$run.log" | head -60 | tee -a "$S"
 done
 ls "$CACHE" | head -20 > "$OUT/cache-listing.txt"

@@ -42,6 +42,7 @@ import models  # noqa: E402
 from mtsched_torch import collectives  # noqa: E402
 from mtsched_torch.compare import (TOLERANCE, errors, init_weights,  # noqa
                                    random_inputs)
+from mtsched_torch.ranks import DISABLED_CHOICES  # noqa: E402
 
 
 def env_int(*names, default=None):
@@ -177,6 +178,9 @@ def main(argv=None):
             for node, choice in g:
                 print("  %%%s: %s" % (node, choice))
         print("runtime counters (rank 0): %s" % mine["stats"])
+        print("collective choices: NCCL only (--disable-choices=%s: the "
+              "runtime does not run peer-memory collectives across "
+              "processes; docs/RUNTIME.md)" % DISABLED_CHOICES)
         print("same decisions on every rank: %s" % ("yes" if same else "NO"))
         print("one pre-sync per decided graph: %s"
               % ("yes" if presync_ok else "NO"))

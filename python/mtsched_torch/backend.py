@@ -618,6 +618,9 @@ def _compile(gm, example_inputs):
             "mtsched-opt" if ranks.rank == 0 else "rank 0")
         rec["decided_path"] = _decided_path(key)
         if ranks.several:
+            # Said where it is recorded, not only in the docs: the
+            # peer-memory choices were not offered.
+            rec["disabled_choices"] = DISABLED_CHOICES
             rec["presyncs"] = _presyncs(key) if ranks.rank == 0 else None
             rec["presyncs"] = broadcast(ranks, rec["presyncs"])
         t2 = time.time()
@@ -646,6 +649,11 @@ def _compile(gm, example_inputs):
     rec["opt_runs"] = OPT_RUNS[0]
     _LIVE[name] = graph
     GRAPHS.append(rec)
+    if rec.get("disabled_choices"):
+        _log("%s: decided for %d ranks with --disable-choices=%s (the "
+             "runtime runs collectives across processes through NCCL only; "
+             "docs/RUNTIME.md)" % (name, ranks.world,
+                                   rec["disabled_choices"]))
     _log("%s%s: IR %s, decided %s; kernels %s loaded, %s from the cache, %s "
          "compiled by NVRTC; mtsched-opt runs (each autotunes, i.e. "
          "benchmarks) in this process %d; compile %.3f s (import %.3f, "
