@@ -503,13 +503,21 @@ def _decide_ranks(text, device, ranks, rec):
             got = (True, t, h)
         except Fallback as e:
             got = (False, str(e), False)
+        except Exception as e:  # noqa: BLE001 - the others wait for it
+            got = (False, "%s: %s" % (type(e).__name__, e), False)
     got = broadcast(ranks, got)
     if not got[0]:
         raise Fallback("rank 0 of %d: %s" % (ranks.world, got[1]))
-    if ranks.rank != 0:
-        with open(path + ".tmp", "w") as f:
-            f.write(got[1])
-        os.replace(path + ".tmp", path)
+    if ranks.rank != 0 and not hit:
+        # Ranks may share the directory: a temporary name of each rank's.
+        tmp = "%s.tmp%d" % (path, ranks.rank)
+        try:
+            with open(tmp, "w") as f:
+                f.write(got[1])
+            os.replace(tmp, path)
+        except OSError as e:
+            _log("the decided IR was not cached on rank %d: %s"
+                 % (ranks.rank, e))
     return got[1], key, got[2] and ranks.rank == 0
 
 
@@ -548,8 +556,9 @@ def _prepare(decided, device, ranks):
                 got = (True, runtime.comm_id("cuda") if
                        device.startswith("cuda") else
                        bytes(runtime.COMM_ID_BYTES))
-            except (runtime.RuntimeError_, OSError) as e:
-                got = (False, str(e).splitlines()[0][:300])
+            except Exception as e:  # noqa: BLE001 - the others wait for it
+                got = (False, str(e).splitlines()[0][:300] if str(e) else
+                       type(e).__name__)
         got = broadcast(ranks, got)
         if not got[0]:
             raise Fallback("rank 0 of %d cannot make the communicator's id:"
