@@ -66,6 +66,10 @@ def main():
     # GPU that rank 0's mtsched-opt is timing.
     cpu = dist.new_group(backend="gloo")
     text = IR.replace("WORLD", str(world)).replace("ROWS", str(64 * world))
+    # One kernel cache for mtsched-opt and every rank's runtime: the
+    # kernels it compiled are not compiled again.
+    kc = os.path.join(os.environ.get("MTSCHED_TORCH_CACHE") or
+                      tempfile.gettempdir(), "ranks-check-kernels")
     box = [None, None]
     if rank == 0:
         opt = next(c for c in [os.path.join(b, "bin", "mtsched-opt"),
@@ -78,7 +82,7 @@ def main():
                 f.write(text)
             pr = subprocess.run(
                 [opt, "--pipeline=default", "--backend=cuda", "--quiet",
-                 "--ranks=%d" % world,
+                 "--ranks=%d" % world, "--kernel-cache-dir=" + kc,
                  "--disable-choices=one_shot,two_shot,p2p,hier",
                  "--report=" + os.path.join(d, "r.json"), src],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -108,7 +112,7 @@ def main():
         print("rank 0: pre-syncs %d" % presyncs)
     mod = runtime.Module(decided, build_dir=b)
     mod.set_ranks(rank, world, cid)
-    g = mod.graph(device="cuda:%d" % local)
+    g = mod.graph(device="cuda:%d" % local, kernel_cache_dir=kc)
     torch.manual_seed(rank)
     x = (torch.randn(64, 256, device=dev) * 0.5).bfloat16()
     w = (torch.randn(256, 512, device=dev) * 0.05).bfloat16()

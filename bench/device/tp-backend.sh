@@ -11,7 +11,7 @@
 #    the decisions' hash, the pre-syncs, error against eager, us per call.
 # Run from the repository root after `bash scripts/gpu-test.sh --pack`
 # (binaries in .device/). Results under $OUT (4 logs, 1 summary). At most
-# 3 minutes (40 + 2 x 65 s limits).
+# 3 minutes (60 + 2 x 55 s limits).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -31,7 +31,7 @@ MPI=(mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to none
 rc=0
 S=$OUT/tp-backend-summary.txt; : > "$S"
 echo "== the runtime's NCCL collectives on 2 ranks" | tee -a "$S"
-timeout 40 "${MPI[@]}" -x MASTER_PORT=29541 python3 bench/runtime_ranks_check.py \
+timeout 60 "${MPI[@]}" -x MASTER_PORT=29541 python3 bench/runtime_ranks_check.py \
   --build-dir "$D" > "$OUT/runtime-ranks.log" 2>&1
 r=$?; echo "runtime_ranks_check rc=$r" | tee -a "$S"; [ $r = 0 ] || rc=1
 grep -E '^rank [0-9]' "$OUT/runtime-ranks.log" | grep -v -i warning | head -30 | tee -a "$S"
@@ -39,7 +39,7 @@ grep -E 'every rank|MISMATCH' "$OUT/runtime-ranks.log" | tee -a "$S"
 for run in first second; do
   echo "== torch.compile(backend=mtsched), TP=2 Llama-3-8B layer, $run process" | tee -a "$S"
   port=$([ $run = first ] && echo 29543 || echo 29545)
-  timeout 65 "${MPI[@]}" -x MASTER_PORT=$port -x MTSCHED_TORCH_VERBOSE=1 \
+  timeout 55 "${MPI[@]}" -x MASTER_PORT=$port -x MTSCHED_TORCH_VERBOSE=1 \
     python3 examples/torch/compile_tp.py --build-dir "$D" > "$OUT/compile-tp-$run.log" 2>&1
   r=$?; echo "compile_tp ($run) rc=$r" | tee -a "$S"; [ $r = 0 ] || rc=1
   grep -E '^(\||Llama|collective choices|same decisions|one pre-sync|outputs equal|rank [0-9]: a graph|decisions|  %|runtime counters|mtsched: )' \
