@@ -27,6 +27,11 @@ using namespace mtsched;
 struct mtsched_module {
   llvm::SourceMgr SM;
   std::unique_ptr<Module> M;
+  /// mtsched_module_set_ranks: this process's rank, the world's size and
+  /// the communicator's id (empty at world size 1).
+  int Rank = 0;
+  int WorldSize = 1;
+  std::string CommId;
 };
 
 struct mtsched_graph {
@@ -179,6 +184,33 @@ int64_t dimOf(const Value *V, int D) {
   return V->getType().Shape[D];
 }
 
+/// Why graph G of several ranks cannot run here: a collective over a
+/// process group smaller than the world (the runtime opens one
+/// communicator, over every rank).
+std::optional<std::string> subgroupCollective(const Module &M, const Graph &G) {
+  for (const auto &N : G.getNodes()) {
+    // Decided, a collective node names its group; undecided, a collective
+    // op's "group" attribute does (the world where it has none).
+    std::string Group;
+    if (const auto *C =
+            llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(N.get()))
+      Group = C->getGroup();
+    else if (collectiveKindOf(N->getOp()) != CollectiveKind::None)
+      Group = N->getAttrs().getString("group").value_or(WorldGroupName).str();
+    else
+      continue;
+    std::vector<int64_t> Ranks = M.groupRanks(Group, G.getWorldSize());
+    bool World = int64_t(Ranks.size()) == G.getWorldSize();
+    for (size_t I = 0; World && I < Ranks.size(); ++I)
+      World = Ranks[I] == int64_t(I);
+    if (!World)
+      return "'%" + N->getName() + "' runs over group @" + Group +
+             ", not every rank in order; the runtime opens one communicator "
+             "over all ranks";
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 extern "C" {
@@ -220,6 +252,65 @@ mtsched_module *mtsched_module_load(const char *IRText, size_t Len,
 
 void mtsched_module_destroy(mtsched_module *Module) { delete Module; }
 
+int mtsched_comm_id(const char *Device, void *Id, size_t Len, char **Error) {
+  llvm::StringRef Dev = Device ? Device : "";
+  if (Dev != "cuda" && !Dev.starts_with("cuda:")) {
+    setError(Error, "mtsched_comm_id: device '" + Dev.str() +
+                        "' has no communicator (cuda)");
+    return 1;
+  }
+  if (!Id || Len < MTSCHED_COMM_ID_BYTES) {
+    setError(Error, "mtsched_comm_id: the buffer must hold " +
+                        std::to_string(MTSCHED_COMM_ID_BYTES) + " bytes");
+    return 1;
+  }
+  const BackendInfo *B = getBuiltinBackends().lookup("cuda");
+  if (!B || !B->MakeCommId) {
+    setError(Error, "this build's cuda backend makes no communicator id");
+    return 1;
+  }
+  llvm::Expected<std::string> IdOr = B->MakeCommId();
+  if (!IdOr) {
+    setError(Error, llvm::toString(IdOr.takeError()));
+    return 1;
+  }
+  if (IdOr->size() != MTSCHED_COMM_ID_BYTES) {
+    setError(Error, "the communicator id has " + std::to_string(IdOr->size()) +
+                        " bytes, not " + std::to_string(MTSCHED_COMM_ID_BYTES));
+    return 1;
+  }
+  std::memcpy(Id, IdOr->data(), IdOr->size());
+  return 0;
+}
+
+int mtsched_module_set_ranks(mtsched_module *Module, int Rank, int WorldSize,
+                             const void *Id, size_t IdLen, char **Error) {
+  if (!Module) {
+    setError(Error, "mtsched_module_set_ranks: no module");
+    return 1;
+  }
+  if (WorldSize < 1 || Rank < 0 || Rank >= WorldSize) {
+    setError(Error, "mtsched_module_set_ranks: rank " + std::to_string(Rank) +
+                        " of world size " + std::to_string(WorldSize) +
+                        " (0 <= rank < world size)");
+    return 1;
+  }
+  if (WorldSize > 1 && (!Id || IdLen != MTSCHED_COMM_ID_BYTES)) {
+    setError(Error, "mtsched_module_set_ranks: " + std::to_string(WorldSize) +
+                        " ranks need a communicator id of " +
+                        std::to_string(MTSCHED_COMM_ID_BYTES) +
+                        " bytes (mtsched_comm_id on rank 0), got " +
+                        (Id ? std::to_string(IdLen) : std::string("none")));
+    return 1;
+  }
+  Module->Rank = Rank;
+  Module->WorldSize = WorldSize;
+  Module->CommId = WorldSize > 1
+                       ? std::string(static_cast<const char *>(Id), IdLen)
+                       : std::string();
+  return 0;
+}
+
 int mtsched_module_num_graphs(const mtsched_module *Module) {
   return Module ? int(Module->M->getGraphs().size()) : -1;
 }
@@ -255,14 +346,23 @@ mtsched_graph *mtsched_graph_prepare(mtsched_module *Module,
       return nullptr;
     }
   }
-  // One process runs one rank: a graph of several ranks needs the ranks'
-  // communicator, which this interface does not take yet.
-  if (G->getWorldSize() != 1) {
+  // One process runs one rank; a graph of several ranks runs its
+  // collectives over the communicator mtsched_module_set_ranks gave.
+  if (G->getWorldSize() != 1 &&
+      int64_t(Module->WorldSize) != G->getWorldSize()) {
     setError(Error, "graph @" + G->getName() + " has world_size " +
                         std::to_string(G->getWorldSize()) +
-                        "; the runtime runs graphs of one rank");
+                        " but this process is rank " +
+                        std::to_string(Module->Rank) + " of " +
+                        std::to_string(Module->WorldSize) +
+                        " (mtsched_module_set_ranks)");
     return nullptr;
   }
+  if (G->getWorldSize() > 1)
+    if (std::optional<std::string> Why = subgroupCollective(*Module->M, *G)) {
+      setError(Error, *Why);
+      return nullptr;
+    }
   auto Out = std::make_unique<mtsched_graph>();
   Out->G = G;
   for (const auto &In : G->getInputs())
@@ -275,6 +375,21 @@ mtsched_graph *mtsched_graph_prepare(mtsched_module *Module,
       return nullptr;
     }
   llvm::StringRef Dev = Device ? Device : "cpu";
+  int Ordinal = 0;
+  if (Dev.consume_front("cuda:")) {
+    if (Dev.getAsInteger(10, Ordinal) || Ordinal < 0) {
+      setError(Error, std::string("unknown device '") + Device +
+                          "' (cpu, cuda or cuda:N)");
+      return nullptr;
+    }
+    Dev = "cuda";
+  }
+  if (Dev == "cpu" && G->getWorldSize() > 1) {
+    setError(Error, "graph @" + G->getName() + " has " +
+                        std::to_string(G->getWorldSize()) +
+                        " ranks; on cpu the interpreter runs one rank");
+    return nullptr;
+  }
   if (Dev == "cpu") {
     if (std::optional<InterpretRefusal> R =
             checkInterpretable(*G, defaultInterpretMaxBytes())) {
@@ -285,7 +400,7 @@ mtsched_graph *mtsched_graph_prepare(mtsched_module *Module,
     return Out.release();
   }
   if (Dev != "cuda") {
-    setError(Error, "unknown device '" + Dev.str() + "' (cpu or cuda)");
+    setError(Error, "unknown device '" + Dev.str() + "' (cpu, cuda or cuda:N)");
     return nullptr;
   }
   const BackendInfo *B = getBuiltinBackends().lookup("cuda");
@@ -298,6 +413,11 @@ mtsched_graph *mtsched_graph_prepare(mtsched_module *Module,
   RunIO IO;
   if (KernelCacheDir)
     IO.KernelCacheDir = KernelCacheDir;
+  IO.Device = Ordinal;
+  if (G->getWorldSize() > 1) {
+    IO.Rank = Module->Rank;
+    IO.CommId = Module->CommId;
+  }
   llvm::Expected<std::unique_ptr<PreparedGraph>> P =
       B->PrepareGraph(*Module->M, *G, IO);
   if (!P) {

@@ -80,7 +80,7 @@ def convert(traced, name, world_size=1, group_names=None, module=None,
 
 def import_module(module, inputs, name, world_size=1, tracer="auto",
                   input_names=None, groups=None, collectives_mode=None,
-                  ir_module=None, quiet=False):
+                  ir_module=None, quiet=False, group_names=None):
     """Traces ``module(*inputs)`` and converts it.
 
     inputs: tensors (meta tensors: no memory) with the per-rank shapes.
@@ -88,6 +88,10 @@ def import_module(module, inputs, name, world_size=1, tracer="auto",
     (default: ``module.mtsched_groups`` if it has one).
     collectives_mode: see collectives.set_mode (default: export uses the
     functional collectives, make_fx the mtsched:: ops).
+    group_names: ``{PyTorch group name: IR group name}`` for collectives
+    already in the module's graph (a Dynamo graph's functional collectives
+    name real process groups; the torch.compile backend maps those that
+    span the world to ``"world"``).
     """
     if tracer == "auto":
         tracer = "export" if _trace.has_export() else "make_fx"
@@ -98,7 +102,11 @@ def import_module(module, inputs, name, world_size=1, tracer="auto",
     if groups is None:
         groups = dict(getattr(module, "mtsched_groups", {}) or {})
     with collectives.mode(collectives_mode):
-        reverse = collectives.setup_groups(groups, world_size)
+        # No groups to set up: leave the helpers' groups as they are (a
+        # program's real process groups, collectives.use_process_group).
+        reverse = collectives.setup_groups(groups, world_size) \
+            if groups else {}
+        reverse.update(group_names or {})
         t = _trace.trace(module, list(inputs), tracer, input_names)
         return convert(t, name, world_size, reverse, ir_module, quiet)
 

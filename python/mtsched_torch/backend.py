@@ -56,6 +56,8 @@ if UNAVAILABLE:
 from torch._dynamo import register_backend  # noqa: E402
 
 from . import import_module, runtime  # noqa: E402
+from .ranks import (DISABLED_CHOICES, Disagree, Ranks, agree,  # noqa: E402
+                    broadcast, gather, sha)
 
 ROOT = runtime.ROOT
 # Decided graphs kept per process (Dynamo's own cache_size_limit bounds
@@ -117,30 +119,61 @@ def find_mtsched_opt():
                    "MTSCHED_OPT); looked in: " + ", ".join(cands))
 
 
-def _decide(text, device):
+def opt_env():
+    """The environment mtsched-opt runs in: this process's, without the
+    MPI launcher's variables. Under mpirun they would make mtsched-opt an
+    MPI rank of the program's world (docs/RANKS.md) where it must run its
+    own thread ranks."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("OMPI_", "PMI_", "PMIX_"))}
+
+
+def _decide_key(text, device, world=1):
+    """(mtsched-opt, its flags, the decided IR's cache key) for imported
+    IR `text`. Several ranks: thread ranks, one GPU each, and only the
+    collective choices the runtime runs across processes (NCCL)."""
+    opt = find_mtsched_opt()
+    backend = "cuda" if device.startswith("cuda") else "sim"
+    extra = shlex.split(os.environ.get("MTSCHED_TORCH_OPT_ARGS", ""))
+    flags = ["--backend=" + backend] + extra
+    if world > 1:
+        flags += ["--ranks=%d" % world, "--disable-choices=" + DISABLED_CHOICES]
+    st = os.stat(opt)
+    # One rank keeps today's key (its caches stay warm); several add the
+    # world's size and flags.
+    parts = [text, backend, " ".join(extra), str(st.st_size),
+             str(int(st.st_mtime))]
+    if world > 1:
+        parts.append(" ".join(flags))
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+    return opt, flags, key
+
+
+def _decided_path(key):
+    return os.path.join(_cache_dir(), key + ".decided.mir")
+
+
+def _decide(text, device, world=1):
     """The decided IR for imported IR `text`: from the cache, else by
     mtsched-opt (written to the cache)."""
-    opt = find_mtsched_opt()
-    backend = "cuda" if device == "cuda" else "sim"
-    extra = shlex.split(os.environ.get("MTSCHED_TORCH_OPT_ARGS", ""))
-    st = os.stat(opt)
-    key = hashlib.sha256("\0".join(
-        [text, backend, " ".join(extra), str(st.st_size),
-         str(int(st.st_mtime))]).encode()).hexdigest()[:24]
+    opt, flags, key = _decide_key(text, device, world)
     d = _cache_dir()
-    decided = os.path.join(d, key + ".decided.mir")
+    decided = _decided_path(key)
     if os.path.exists(decided):
         with open(decided) as f:
             return f.read(), key, True
     src = os.path.join(d, key + ".mir")
     with open(src, "w") as f:
         f.write(text)
-    cmd = [opt, "--pipeline=default", "--backend=" + backend, "--quiet",
-           "--kernel-cache-dir=" + os.path.join(d, "kernels")] + extra + \
+    cmd = [opt, "--pipeline=default", "--quiet",
+           "--kernel-cache-dir=" + os.path.join(d, "kernels")] + flags + \
         ["-o", decided + ".tmp", src]
+    if world > 1:
+        # The report says how many pre-syncs the decision took (one).
+        cmd[-3:-3] = ["--report=" + os.path.join(d, key + ".report.json")]
     OPT_RUNS[0] += 1
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
+                       universal_newlines=True, env=opt_env())
     if p.returncode != 0:
         last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
         raise Fallback("mtsched-opt failed (rc %d): %s"
@@ -167,12 +200,17 @@ def _importer_version():
     return _IMPORTER[0]
 
 
-def _graph_key(gm, example_inputs, lifted):
+def _graph_key(gm, example_inputs, lifted, world=1):
     """The key of the imported IR for Dynamo's graph: its code, its
     inputs' and parameters' types, the values of the tensors it holds as
     attributes (the importer folds those into constants), the importer."""
     h = hashlib.sha256(_importer_version().encode())
     h.update(gm.code.encode())
+    if world > 1:
+        # Each rank its own entry (ranks may share a cache directory): a
+        # rank never finds another's import while that one is writing it.
+        import torch.distributed as dist
+        h.update(b"world %d rank %d" % (world, dist.get_rank()))
     for i, x in enumerate(example_inputs):
         h.update(repr((i, tuple(x.shape), tuple(x.stride()), str(x.dtype),
                        x.device.type, i in lifted)).encode())
@@ -339,7 +377,8 @@ class _Binder:
         return out
 
 
-def _compile(gm, example_inputs):
+def _check_inputs(gm, example_inputs):
+    """The graph's device ("cpu", "cuda" or "cuda:N"), or Fallback."""
     for i, x in enumerate(example_inputs):
         if not isinstance(x, torch.Tensor):
             raise Fallback("input %d is a %s, not a tensor (a dynamic shape?"
@@ -347,61 +386,267 @@ def _compile(gm, example_inputs):
         if any(not isinstance(s, int) for s in x.shape):
             raise Fallback("input %d has a symbolic shape %s (compile with "
                            "dynamic=False)" % (i, list(x.shape)))
-    devs = {x.device.type for x in example_inputs}
+    devs = {x.device for x in example_inputs}
     for _, p in gm.named_parameters():
-        devs.add(p.device.type)
-    if len(devs) > 1 or not devs <= {"cuda", "cpu"}:
+        devs.add(p.device)
+    types = {d.type for d in devs}
+    if len(types) > 1 or not types <= {"cuda", "cpu"}:
         raise Fallback("inputs on devices %s (one of cuda, cpu)"
-                       % sorted(devs))
-    device = devs.pop() if devs else "cpu"
-    t0 = time.time()
-    _COUNTER[0] += 1
-    name = "dynamo_%d" % _COUNTER[0]
-    lifted = [i for i, x in enumerate(example_inputs)
-              if isinstance(x, torch.nn.Parameter)]
-    traced = _Lifted(gm, example_inputs, lifted) if lifted else gm
-    rec = {"name": name}
-    # The imported IR by Dynamo's graph: a second process neither re-exports
-    # the graph (torch.export costs seconds) nor runs it eagerly.
-    gkey = _graph_key(gm, example_inputs, lifted)
-    imp = _load_imported(gkey)
-    rec["ir"] = "cache" if imp else "imported"
-    if imp is None:
+                       % sorted(types))
+    if not devs:
+        return "cpu"
+    if types == {"cuda"}:
+        idx = {d.index for d in devs if d.index is not None}
+        if len(idx) > 1:
+            raise Fallback("inputs on several GPUs %s" % sorted(idx))
+        # One rank keeps "cuda" (device 0, as before); several name theirs.
+        return "cuda:%d" % (idx.pop() if idx else torch.cuda.current_device())
+    return "cpu"
+
+
+def _group_names(gm, world):
+    """{PyTorch group name: "world"} for the functional collectives of
+    Dynamo's graph, each over a real process group of `world` ranks;
+    Fallback for a group smaller than the world (the runtime opens one
+    communicator, over every rank)."""
+    names = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        target = str(getattr(node.target, "__name__", node.target))
+        op = str(node.target)
+        if "c10d_functional" not in op or "wait_tensor" in op:
+            continue
+        group = node.kwargs.get("group_name")
+        if group is None:
+            strs = [a for a in node.args if isinstance(a, str)
+                    and a.lower() not in ("sum", "avg", "max", "min",
+                                          "product")]
+            group = strs[-1] if strs else None
+        if group is None:
+            raise Fallback("%s names no process group" % target)
+        size = _group_size(group)
+        if size is None:
+            raise Fallback("%s: process group %r is unknown to "
+                           "torch.distributed" % (target, group))
+        if size != world:
+            raise Fallback("%s over process group %r of %d ranks; the "
+                           "runtime runs collectives over all %d ranks only"
+                           % (target, group, size, world))
+        names[group] = "world"
+    return names
+
+
+def _group_size(name):
+    """The size of torch.distributed's process group called `name`."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+    try:
+        return c10d._resolve_process_group(name).size()
+    except Exception:  # noqa: BLE001 - older torch: look the name up
+        pass
+    for pg, n in getattr(getattr(c10d, "_world", None), "pg_names",
+                         {}).items():
+        if n == name:
+            return dist.get_world_size(pg)
+    return None
+
+
+def _several(ranks, what, fn):
+    """fn() on every rank, agreed: its value where every rank succeeded
+    (and, with several ranks, the values' hashes agree), else Fallback on
+    every rank naming the first failure."""
+    if not ranks.several:
+        return fn()
+    value, why = None, None
+    try:
+        value = fn()
+    except Fallback as e:
+        why = str(e)
+    except Exception as e:  # noqa: BLE001 - a rank that raised must still
+        # take part in the agreement, or the others wait for it.
+        why = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300]
+                          if str(e) else "")
+    try:
+        agree(ranks, what, why is None,
+              sha(value[0]) if isinstance(value, tuple) and
+              isinstance(value[0], str) else None, why)
+    except Disagree as e:
+        raise Fallback(str(e))
+    return value
+
+
+def _decide_ranks(text, device, ranks, rec):
+    """The decided IR of imported IR `text` on every rank, the same:
+    (text, key, from the cache). With several ranks, decided once, by rank
+    0 (mtsched-opt --ranks=<world>, one pre-sync) and broadcast."""
+    if not ranks.several:
+        return _decide(text, device)
+    key = _several(ranks, "decide", lambda: (
+        _decide_key(text, device, ranks.world)[2],))[0]
+    path = _decided_path(key)
+    hit = os.path.exists(path)
+    mine = None
+    if hit:
+        with open(path) as f:
+            mine = f.read()
+    hits = gather(ranks, hit)
+    if all(hits):
+        # Every rank's cache has it: the same text everywhere, checked.
+        _several(ranks, "the cached decisions", lambda: (mine,))
+        return mine, key, True
+    # Rank 0 decides (or reads its cache) while the others wait on the CPU.
+    got = None
+    if ranks.rank == 0:
         try:
-            imp = _import(traced, example_inputs, lifted, name, gm)
+            t, _, h = _decide(text, device, ranks.world)
+            got = (True, t, h)
         except Fallback as e:
-            # Remembered too: a second process falls back at once.
-            _store_imported(gkey, None, str(e))
-            raise
-        _store_imported(gkey, imp)
-    if isinstance(imp, str):
-        raise Fallback(imp)
-    t1 = time.time()
-    rec["import_s"] = t1 - t0
-    entry = _GRAPHS.get(imp.text)
-    if entry is None:
-        decided, key, hit = _decide(imp.text, device)
-        rec["decided"] = "cache" if hit else "mtsched-opt"
-        rec["decided_path"] = os.path.join(_cache_dir(),
-                                           key + ".decided.mir")
-        t2 = time.time()
-        rec["decide_s"] = t2 - t1
+            got = (False, str(e), False)
+        except Exception as e:  # noqa: BLE001 - the others wait for it
+            got = (False, "%s: %s" % (type(e).__name__, e), False)
+    got = broadcast(ranks, got)
+    if not got[0]:
+        raise Fallback("rank 0 of %d: %s" % (ranks.world, got[1]))
+    if ranks.rank != 0 and not hit:
+        # Ranks may share the directory: a temporary name of each rank's.
+        tmp = "%s.tmp%d" % (path, ranks.rank)
+        try:
+            with open(tmp, "w") as f:
+                f.write(got[1])
+            os.replace(tmp, path)
+        except OSError as e:
+            _log("the decided IR was not cached on rank %d: %s"
+                 % (ranks.rank, e))
+    return got[1], key, got[2] and ranks.rank == 0
+
+
+_DECISION_RE = None
+
+
+def decisions_of(text):
+    """{node: decided choice} of a decided module's text, in order."""
+    global _DECISION_RE
+    if _DECISION_RE is None:
+        import re
+        _DECISION_RE = re.compile(
+            r"^\s*%([\w.]+) = (?:collective_)?multi_template_buffer .*? "
+            r"decided (\S+)", re.M)
+    return dict(_DECISION_RE.findall(text))
+
+
+def _presyncs(key):
+    """The pre-syncs rank 0's mtsched-opt reported for decision `key`
+    (sync.count), None where no report is kept."""
+    try:
+        with open(os.path.join(_cache_dir(), key + ".report.json")) as f:
+            return json.load(f)["sync"]["count"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _prepare(decided, device, ranks):
+    """The runtime's module and graph for the decided text; several ranks
+    open their communicator (rank 0's id, broadcast) at once."""
+    cid = None
+    if ranks.several:
+        got = None
+        if ranks.rank == 0:
+            try:
+                got = (True, runtime.comm_id("cuda") if
+                       device.startswith("cuda") else
+                       bytes(runtime.COMM_ID_BYTES))
+            except Exception as e:  # noqa: BLE001 - the others wait for it
+                got = (False, str(e).splitlines()[0][:300] if str(e) else
+                       type(e).__name__)
+        got = broadcast(ranks, got)
+        if not got[0]:
+            raise Fallback("rank 0 of %d cannot make the communicator's id:"
+                           " %s" % (ranks.world, got[1]))
+        cid = got[1]
+
+    def prepare():
         try:
             mod = runtime.Module(decided)
+            if ranks.several:
+                mod.set_ranks(ranks.rank, ranks.world, cid)
             graph = mod.graph(device=device,
                               kernel_cache_dir=os.path.join(_cache_dir(),
                                                             "kernels"))
         except (runtime.RuntimeError_, OSError) as e:
             raise Fallback("the runtime cannot run it: %s"
                            % str(e).splitlines()[0][:300])
+        return mod, graph
+    return _several(ranks, "prepare", prepare)
+
+
+def _compile(gm, example_inputs):
+    ranks = Ranks.current()
+    t0 = time.time()
+    _COUNTER[0] += 1
+    name = "dynamo_%d" % _COUNTER[0]
+    rec = {"name": name, "rank": ranks.rank, "world_size": ranks.world}
+
+    def imported():
+        device = _check_inputs(gm, example_inputs)
+        if ranks.several and not device.startswith("cuda") and \
+                device != "cpu":
+            raise Fallback("device %s" % device)
+        lifted = [i for i, x in enumerate(example_inputs)
+                  if isinstance(x, torch.nn.Parameter)]
+        traced = _Lifted(gm, example_inputs, lifted) if lifted else gm
+        # The imported IR by Dynamo's graph: a second process neither
+        # re-exports the graph (torch.export costs seconds) nor runs it
+        # eagerly.
+        gkey = _graph_key(gm, example_inputs, lifted, ranks.world)
+        imp = _load_imported(gkey)
+        rec["ir"] = "cache" if imp else "imported"
+        if imp is None:
+            try:
+                imp = _import(traced, example_inputs, lifted, name, gm,
+                              ranks.world)
+            except Fallback as e:
+                # Remembered too: a second process falls back at once.
+                _store_imported(gkey, None, str(e))
+                raise
+            _store_imported(gkey, imp)
+        if isinstance(imp, str):
+            raise Fallback(imp)
+        return imp.text, imp, device, lifted, traced
+
+    # Several ranks: every rank imported the same IR, or none runs it.
+    _, imp, device, lifted, traced = _several(ranks, "import", imported)
+    if not ranks.several and device.startswith("cuda"):
+        device = "cuda"  # one rank: device 0, as before
+    t1 = time.time()
+    rec["import_s"] = t1 - t0
+    entry = _GRAPHS.get(imp.text)
+    if entry is None:
+        decided, key, hit = _decide_ranks(imp.text, device, ranks, rec)
+        rec["decided"] = "cache" if hit else (
+            "mtsched-opt" if ranks.rank == 0 else "rank 0")
+        rec["decided_path"] = _decided_path(key)
+        if ranks.several:
+            # Said where it is recorded, not only in the docs: the
+            # peer-memory choices were not offered.
+            rec["disabled_choices"] = DISABLED_CHOICES
+            rec["presyncs"] = _presyncs(key) if ranks.rank == 0 else None
+            rec["presyncs"] = broadcast(ranks, rec["presyncs"])
+        t2 = time.time()
+        rec["decide_s"] = t2 - t1
+        mod, graph = _prepare(decided, device, ranks)
         rec["prepare_s"] = time.time() - t2
-        entry = (mod, graph, rec["decided"], rec["decided_path"])
+        entry = (mod, graph, rec["decided"], rec["decided_path"],
+                 decisions_of(decided), rec.get("presyncs"))
         _GRAPHS[imp.text] = entry
         while len(_GRAPHS) > MAX_GRAPHS:
             _GRAPHS.popitem(last=False)
     else:
         rec["decided"], rec["decided_path"] = "process", entry[3]
         rec["decide_s"] = rec["prepare_s"] = 0.0
+        if ranks.several:
+            rec["presyncs"] = entry[5]
+    rec["decisions"] = entry[4]
     graph = entry[1]
     if imp.n_outputs != len(graph.outputs):
         raise Fallback("the graph returns %d values, the IR %d tensors"
@@ -413,11 +658,18 @@ def _compile(gm, example_inputs):
     rec["opt_runs"] = OPT_RUNS[0]
     _LIVE[name] = graph
     GRAPHS.append(rec)
-    _log("%s: IR %s, decided %s; kernels %s loaded, %s from the cache, %s "
+    if rec.get("disabled_choices"):
+        _log("%s: decided for %d ranks with --disable-choices=%s (the "
+             "runtime runs collectives across processes through NCCL only; "
+             "docs/RUNTIME.md)" % (name, ranks.world,
+                                   rec["disabled_choices"]))
+    _log("%s%s: IR %s, decided %s; kernels %s loaded, %s from the cache, %s "
          "compiled by NVRTC; mtsched-opt runs (each autotunes, i.e. "
          "benchmarks) in this process %d; compile %.3f s (import %.3f, "
          "decide %.3f, prepare %.3f)" % (
-             name, "from the cache" if rec["ir"] == "cache" else "imported",
+             name, " (rank %d of %d)" % (ranks.rank, ranks.world)
+             if ranks.several else "",
+             "from the cache" if rec["ir"] == "cache" else "imported",
              "from the cache" if rec["decided"] == "cache" else
              "by " + rec["decided"], rec.get("kernels", "?"),
              rec.get("kernels_cached", "?"),
@@ -432,15 +684,18 @@ def _compile(gm, example_inputs):
     return run
 
 
-def _import(traced, example_inputs, lifted, name, gm):
+def _import(traced, example_inputs, lifted, name, gm, world=1):
     """Dynamo's graph imported (torch.export, else make_fx), as _Imported;
-    Fallback where it is not all in the IR."""
+    Fallback where it is not all in the IR. Several ranks: the graph's
+    functional collectives become the IR's, over the world."""
     res, why = None, []
     user = [x for i, x in enumerate(example_inputs) if i not in lifted]
+    names = _group_names(gm, world) if world > 1 else {}
     # torch.export first (2.x), then make_fx, as mtsched_torch.compare does.
     for tracer in ["auto", "make_fx"]:
         try:
-            res = import_module(traced, user, name, 1, tracer, quiet=True)
+            res = import_module(traced, user, name, world, tracer, quiet=True,
+                                groups={}, group_names=names)
             break
         except Exception as e:  # noqa: BLE001 - any import failure falls back
             why.append("%s: %s: %s" % (tracer, type(e).__name__,
@@ -451,8 +706,14 @@ def _import(traced, example_inputs, lifted, name, gm):
     if res.unmapped:
         raise Fallback("ops outside the IR: " + ", ".join(
             "%s x%d" % kv for kv in sorted(res.unmapped.items())))
-    with torch.no_grad():
-        ref = gm(*example_inputs)
+    if world > 1:
+        # Not run: its collectives would wait for ranks that took another
+        # path (one rank's import cached, another's not); Dynamo's output
+        # node knows the values it returns.
+        ref = _example_outputs(gm)
+    else:
+        with torch.no_grad():
+            ref = gm(*example_inputs)
     single = not isinstance(ref, (list, tuple))
     refs = [ref] if single else list(ref)
     if len(refs) != len(res.outputs) or not all(
@@ -461,6 +722,25 @@ def _import(traced, example_inputs, lifted, name, gm):
                        % (len(refs), len(res.outputs)))
     return _Imported(res.text(), res.inputs, res.constants, len(res.outputs),
                      single)
+
+
+def _example_outputs(gm):
+    """What Dynamo's graph returns, from its output node's example values
+    (fake tensors), without running it."""
+    out = [n for n in gm.graph.nodes if n.op == "output"]
+    if not out:
+        raise Fallback("the graph has no output node")
+
+    def val(a):
+        if isinstance(a, torch.fx.Node):
+            v = a.meta.get("example_value", a.meta.get("val"))
+            if v is None:
+                raise Fallback("output %s has no example value" % a.name)
+            return v
+        if isinstance(a, (list, tuple)):
+            return type(a)(val(x) for x in a)
+        return a
+    return val(out[0].args[0])
 
 
 @register_backend(name="mtsched")

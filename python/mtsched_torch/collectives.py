@@ -32,7 +32,7 @@ import torch
 __all__ = [
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "set_mode",
     "get_mode", "mode", "group_size", "group_name_of", "setup_groups",
-    "functional_available",
+    "functional_available", "use_process_group",
 ]
 
 # -- the mtsched:: library ops ---------------------------------------------
@@ -105,6 +105,7 @@ _register_library()
 
 _MODE = "auto"
 _GROUPS = {}  # our group name -> (size, torch ProcessGroup or None)
+_NAMES = {}  # our group name -> a real process group's name (use_process_group)
 
 
 def functional_available():
@@ -162,6 +163,7 @@ def setup_groups(groups, world_size):
     ``{torch group name: our name}`` for the importer.
     """
     _GROUPS.clear()
+    _NAMES.clear()
     reverse = {}
     pgs = {}
     if get_mode() == "functional":
@@ -197,6 +199,36 @@ def _fake_groups(groups, world_size):
         return {}
 
 
+def use_process_group(group, pg, size):
+    """Our group ``group`` is the real process group ``pg`` of ``size``
+    ranks (a program run under mpirun or torchrun): in functional mode
+    the helpers then pass its name, so that eager runs really communicate
+    and Dynamo's graph names a group torch.distributed knows."""
+    _GROUPS[group] = (size, pg)
+    # The name, resolved now: code Dynamo traces then reads a string, not
+    # an attribute of a ProcessGroup.
+    _NAMES[group] = _pg_name(pg) or group
+
+
+def _pg_name(pg):
+    """torch.distributed's name of process group pg (what functional
+    collectives take), None if this PyTorch has none."""
+    name = getattr(pg, "group_name", None)
+    if name:
+        return name
+    try:
+        from torch.distributed import distributed_c10d as c10d
+    except ImportError:
+        return None
+    get = getattr(c10d, "_get_process_group_name", None)
+    if get is not None:
+        try:
+            return get(pg)
+        except Exception:  # noqa: BLE001 - not a known group: look below
+            pass
+    return getattr(getattr(c10d, "_world", None), "pg_names", {}).get(pg)
+
+
 def group_size(group, default):
     """The size of a group made by setup_groups, else default."""
     return _GROUPS.get(group, (default, None))[0]
@@ -204,6 +236,8 @@ def group_size(group, default):
 
 def group_name_of(group):
     """The name functional collectives pass for our group ``group``."""
+    if group in _NAMES:
+        return _NAMES[group]
     pg = _GROUPS.get(group, (None, None))[1]
     if pg is not None:
         name = getattr(pg, "group_name", None)

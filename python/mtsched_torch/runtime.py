@@ -112,8 +112,16 @@ def load_library(path=None, build_dir=None):
     if hasattr(lib, "mtsched_graph_stat"):
         lib.mtsched_graph_stat.restype = I64
         lib.mtsched_graph_stat.argtypes = [P, C]
-    if lib.mtsched_runtime_api_version() != 1:
-        raise RuntimeError_("%s has API version %d; this module speaks 1"
+    # Version 2 added several ranks (mtsched_comm_id,
+    # mtsched_module_set_ranks); a version 1 library runs one rank.
+    if hasattr(lib, "mtsched_comm_id"):
+        lib.mtsched_comm_id.restype = I
+        lib.mtsched_comm_id.argtypes = [C, P, S, EP]
+        lib.mtsched_module_set_ranks.restype = I
+        lib.mtsched_module_set_ranks.argtypes = [P, I, I, C, S, EP]
+    if lib.mtsched_runtime_api_version() not in (1, 2):
+        raise RuntimeError_("%s has API version %d; this module speaks 1 "
+                            "and 2"
                             % (path, lib.mtsched_runtime_api_version()))
     _LIBS[path] = lib
     return lib
@@ -311,6 +319,25 @@ class Graph:
         return outputs
 
 
+COMM_ID_BYTES = 128
+
+
+def comm_id(device="cuda", library=None, build_dir=None):
+    """A new communicator id (bytes; NCCL's unique id) for the ranks of a
+    graph of world_size > 1: made on rank 0 and handed to every rank
+    (Module.set_ranks)."""
+    lib = load_library(library, build_dir)
+    if not hasattr(lib, "mtsched_comm_id"):
+        raise RuntimeError_("this runtime library (API version %d) runs one "
+                            "rank" % lib.mtsched_runtime_api_version())
+    buf = ctypes.create_string_buffer(COMM_ID_BYTES)
+    err = ctypes.c_void_p()
+    if lib.mtsched_comm_id(device.encode(), buf, COMM_ID_BYTES,
+                           ctypes.byref(err)) != 0:
+        raise _take_error(lib, err)
+    return buf.raw
+
+
 class Module:
     """A loaded decided module (mtsched_module_load)."""
 
@@ -327,6 +354,20 @@ class Module:
     def graph_names(self):
         return [self._lib.mtsched_module_graph_name(self._h, i).decode()
                 for i in range(self._lib.mtsched_module_num_graphs(self._h))]
+
+    def set_ranks(self, rank, world_size, comm_id=None):
+        """This process is `rank` of `world_size`; `comm_id` (comm_id() of
+        rank 0, 128 bytes) is the ranks' communicator. Graphs prepared
+        afterwards run their collectives over it; every rank prepares the
+        same graph at the same time."""
+        if not hasattr(self._lib, "mtsched_module_set_ranks"):
+            raise RuntimeError_("this runtime library runs one rank")
+        err = ctypes.c_void_p()
+        data = bytes(comm_id) if comm_id is not None else None
+        if self._lib.mtsched_module_set_ranks(
+                self._h, int(rank), int(world_size), data,
+                len(data) if data is not None else 0, ctypes.byref(err)) != 0:
+            raise _take_error(self._lib, err)
 
     def graph(self, name=None, device="cpu", kernel_cache_dir=None):
         return Graph(self, name, device, kernel_cache_dir)

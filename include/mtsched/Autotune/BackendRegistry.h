@@ -57,6 +57,7 @@ struct BackendInfo {
       std::function<llvm::Expected<std::unique_ptr<PreparedGraph>>(
           const Module &M, const Graph &G, const RunIO &IO)>;
   using CountDevicesFn = std::function<llvm::Expected<int>()>;
+  using MakeCommIdFn = std::function<llvm::Expected<std::string>()>;
   using PeerOrdinalsFn =
       std::function<llvm::Expected<std::vector<int>>(int Ordinal)>;
 
@@ -90,6 +91,11 @@ struct BackendInfo {
   /// device buffers and stream (IO gives the kernel cache and compile
   /// threads). Null: this backend cannot (yet) run on caller's buffers.
   PrepareGraphFn PrepareGraph;
+  /// A new id for the communicator of a graph of several ranks that the
+  /// runtime library prepares (NCCL's unique id on cuda), made on one rank
+  /// and given to every rank's PrepareGraph in RunIO::CommId. Null: this
+  /// backend runs graphs of one rank only.
+  MakeCommIdFn MakeCommId;
   /// The devices the backend's collectives run on, for rank placement and
   /// topology discovery (the driver asks, naming no backend): how many
   /// there are, and the ones device Ordinal reaches directly (itself

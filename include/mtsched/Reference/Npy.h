@@ -68,6 +68,13 @@ struct RunIO {
   /// --run only: how kernels are compiled (as AutotuneOptions has them).
   unsigned CompileThreads = 0;
   std::string KernelCacheDir;
+  /// The runtime library only: the CUDA device to run on (the caller's),
+  /// and for a graph of world_size > 1 this process's rank and the
+  /// communicator's id (NCCL's unique id, made on rank 0 and handed to
+  /// every rank by the caller; docs/RUNTIME.md "Several ranks").
+  int Device = 0;
+  int Rank = 0;
+  std::string CommId;
 };
 
 /// Fills Data with every input of G, rounded to its element type: from the

@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 /* The version of this interface; bumped when a signature changes. */
-#define MTSCHED_RUNTIME_API_VERSION 1
+#define MTSCHED_RUNTIME_API_VERSION 2
 
 typedef struct mtsched_module mtsched_module;
 typedef struct mtsched_graph mtsched_graph;
@@ -51,9 +51,29 @@ void mtsched_module_destroy(mtsched_module *module);
 int mtsched_module_num_graphs(const mtsched_module *module);
 const char *mtsched_module_graph_name(const mtsched_module *module, int i);
 
+/* Bytes of a communicator id (NCCL's unique id). */
+#define MTSCHED_COMM_ID_BYTES 128
+
+/* Several ranks, one process each (docs/RUNTIME.md "Several ranks"): rank 0
+ * makes a communicator id for `device` ("cuda"; NCCL's unique id, NCCL
+ * opened at run time) into id[0, MTSCHED_COMM_ID_BYTES), the caller hands
+ * it to every rank (torch.distributed, MPI, a file), and each rank calls
+ * mtsched_module_set_ranks before preparing a graph whose world_size > 1.
+ * len must be at least MTSCHED_COMM_ID_BYTES. 0 on success. */
+int mtsched_comm_id(const char *device, void *id, size_t len, char **error);
+/* This process is rank `rank` of `world_size` and the ranks' communicator
+ * is `id` (id_len bytes, MTSCHED_COMM_ID_BYTES; NULL with world_size 1).
+ * Graphs prepared afterwards run their collectives over it (every rank
+ * prepares the same graph at the same time: opening the communicator
+ * waits for all of them). World size 1 needs no id and runs collectives as
+ * copies, as before. 0 on success. */
+int mtsched_module_set_ranks(mtsched_module *module, int rank, int world_size,
+                             const void *id, size_t id_len, char **error);
+
 /* Prepares graph `graph_name` (NULL: the module's only graph) to run on
  * `device`: "cpu" (the fp64 reference interpreter, host buffers) or "cuda"
- * (the decided kernels on device buffers; kernel_cache_dir, if not NULL,
+ * or "cuda:N" (device N; the decided kernels on device buffers; one device
+ * per process; kernel_cache_dir, if not NULL,
  * is where compiled kernels are kept between processes). The module must
  * outlive the graph. NULL on error. */
 mtsched_graph *mtsched_graph_prepare(mtsched_module *module,

@@ -20,6 +20,7 @@
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/NcclApi.h"
 #include "mtsched/Backend/Cuda/PeerAccess.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
@@ -622,6 +623,15 @@ BackendInfo mtsched::getCudaBackend() {
   B.PeerOrdinals = [](int Ordinal) { return peerOrdinals(Ordinal); };
   B.PrepareGraph = [](const Module &, const Graph &G, const RunIO &IO) {
     return prepareGraphOnGpu(G, IO);
+  };
+  B.MakeCommId = []() -> llvm::Expected<std::string> {
+    llvm::Expected<const nccl::NcclApi &> N = nccl::loadNccl();
+    if (!N)
+      return N.takeError();
+    nccl::ncclUniqueId Id;
+    if (nccl::ncclResult_t R = N->ncclGetUniqueId(&Id))
+      return err("ncclGetUniqueId: " + N->errorString(R));
+    return std::string(Id.Internal, sizeof(Id.Internal));
   };
   B.DumpKernels =
       [](const Module &M, const Graph &G, llvm::StringRef Dir,

@@ -15,6 +15,7 @@
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
 #include "mtsched/Reference/RandomInputs.h"
+#include "mtsched/Runtime/Roofline.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -440,9 +441,16 @@ llvm::Error GraphRun::runKernel(llvm::Expected<KernelSource> KOr) {
 
 llvm::Error
 GraphRun::runCollective(const CollectiveMultiTemplateBufferNode &C) {
-  if (G.getWorldSize() > 1)
-    return err("'%" + C.getName() +
-               "': --run executes collectives only on one rank");
+  if (G.getWorldSize() > 1) {
+    if (!NComm)
+      return err("'%" + C.getName() +
+                 "': --run executes collectives only on one rank");
+    if (llvm::Error E = runNcclCollective(C))
+      return E;
+    if (C.isEpilogueFused())
+      return runKernel(generateEpilogueKernel(C));
+    return llvm::Error::success();
+  }
   // On one rank a collective is a copy (a ragged all_to_all a copy of the
   // counted rows).
   if (C.getNumOperands() == 3) {
@@ -467,6 +475,119 @@ GraphRun::runCollective(const CollectiveMultiTemplateBufferNode &C) {
   }
   if (C.isEpilogueFused())
     return runKernel(generateEpilogueKernel(C));
+  return llvm::Error::success();
+}
+
+llvm::Error
+GraphRun::runNcclCollective(const CollectiveMultiTemplateBufferNode &C) {
+  using namespace nccl;
+  // Only NCCL runs across processes here: the peer-memory choices need
+  // the peers' buffers mapped into this process (cudaIpc handles), which
+  // the runtime library does not exchange yet. The torch backend decides
+  // with them disabled (docs/RUNTIME.md "Several ranks").
+  std::optional<CollectiveAlgo> A = collectiveAlgoOf(C.getDecision());
+  if (!A || *A != CollectiveAlgo::Nccl)
+    return err("'%" + C.getName() +
+               "': the runtime runs collectives of "
+               "several ranks through NCCL only, not decision '" +
+               C.getDecision() +
+               "' (decide with --disable-choices=one_shot,two_shot,p2p,"
+               "hier)");
+  if (const Attribute *R = C.getAttrs().get("reduce"))
+    if (R->getString() != "sum")
+      return err("'%" + C.getName() + "': reduce \"" + R->getString() +
+                 "\" is not run through NCCL here, only \"sum\"");
+  DType T = C.getType().Dtype;
+  CollectiveKind K = C.getCollectiveKind();
+  if (!isFloatDType(T) && K != CollectiveKind::AllToAll)
+    return err("'%" + C.getName() +
+               "': NCCL reduces and gathers float "
+               "tensors here, not " +
+               std::string(dtypeName(T)));
+  if (T != DType::F32 && T != DType::F16 && T != DType::BF16 &&
+      K != CollectiveKind::AllToAll)
+    return err("'%" + C.getName() + "': no NCCL type for " +
+               std::string(dtypeName(T)));
+  if (C.getNumOperands() != 1)
+    return err("'%" + C.getName() +
+               "': an uneven (counted) all_to_all does "
+               "not run across processes here");
+  // NCCL gathers and scatters whole contiguous chunks, i.e. along the
+  // outermost dimension; another dim is a chunk only where every dimension
+  // before it is 1.
+  if (std::optional<int64_t> Dim = C.getAttrs().getInt("dim")) {
+    const TensorType &In = C.getOperand(0)->getType();
+    for (int64_t I = 0; I < *Dim && I < int64_t(In.rank()); ++I)
+      if (In.Shape[size_t(I)] != 1)
+        return err("'%" + C.getName() + "': " + collectiveKindName(K).str() +
+                   " along dim " + std::to_string(*Dim) +
+                   " does not run through NCCL here (dim 0 only)");
+  }
+  if (llvm::Error E = alloc(C.getResult()))
+    return E;
+  int DT = T == DType::BF16  ? ncclBfloat16
+           : T == DType::F16 ? ncclFloat16
+                             : ncclFloat32;
+  size_t InElems = size_t(C.getOperand(0)->getType().numElements());
+  size_t OutElems = size_t(C.getType().numElements());
+  size_t InBytes = size_t(C.getOperand(0)->getType().numBytes());
+  int Ranks = int(G.getWorldSize());
+  const Value *DstV = C.getResult(), *SrcV = C.getOperand(0);
+  const NcclApi *N = Nc;
+  ncclComm_t Comm = NComm;
+  // The buffers are looked up when the call is issued: the runtime library
+  // binds the caller's since.
+  std::function<CUresult()> Call;
+  switch (K) {
+  case CollectiveKind::AllReduce:
+    Call = [=] {
+      return CUresult(N->ncclAllReduce((void *)resolve(SrcV),
+                                       (void *)resolve(DstV), InElems, DT,
+                                       ncclSum, Comm, Gp.Stream));
+    };
+    break;
+  case CollectiveKind::AllGather:
+    Call = [=] {
+      return CUresult(N->ncclAllGather((void *)resolve(SrcV),
+                                       (void *)resolve(DstV), InElems, DT, Comm,
+                                       Gp.Stream));
+    };
+    break;
+  case CollectiveKind::ReduceScatter:
+    Call = [=] {
+      return CUresult(N->ncclReduceScatter((void *)resolve(SrcV),
+                                           (void *)resolve(DstV), OutElems, DT,
+                                           ncclSum, Comm, Gp.Stream));
+    };
+    break;
+  case CollectiveKind::AllToAll:
+    Call = [=] {
+      size_t Chunk = InBytes / size_t(Ranks);
+      CUdeviceptr In = resolve(SrcV), Out = resolve(DstV);
+      CUresult R = CUresult(N->ncclGroupStart());
+      for (int P = 0; P < Ranks && !R; ++P)
+        R = CUresult(N->ncclSend((void *)(In + P * Chunk), Chunk, ncclUint8, P,
+                                 Comm, Gp.Stream));
+      for (int P = 0; P < Ranks && !R; ++P)
+        R = CUresult(N->ncclRecv((void *)(Out + P * Chunk), Chunk, ncclUint8, P,
+                                 Comm, Gp.Stream));
+      CUresult RE = CUresult(N->ncclGroupEnd());
+      return R ? R : RE;
+    };
+    break;
+  default:
+    return err("'%" + C.getName() + "': " + collectiveKindName(K).str() +
+               " does not run through NCCL here");
+  }
+  // Once now, synchronously (every rank prepares at the same time), so that
+  // a failing call names its node; NCCL's codes are not CUDA's.
+  if (CUresult R = Call())
+    return err("'%" + C.getName() +
+               "': " + N->errorString(nccl::ncclResult_t(R)));
+  if (CUresult R = syncStream(D, Gp.Stream, "NCCL for '%" + C.getName() + "'"))
+    return err("'%" + C.getName() + "' failed: " + D.errorString(R));
+  Replay.push_back(std::move(Call));
+  ++Launched;
   return llvm::Error::success();
 }
 

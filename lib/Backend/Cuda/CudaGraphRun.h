@@ -15,6 +15,7 @@
 #include "mtsched/Backend/Cuda/CollectiveCodegen.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/NcclApi.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
@@ -118,6 +119,13 @@ public:
   /// Frees input V's own buffer: the caller's is bound in its place. A
   /// launch must not read it afterwards (bind another buffer first).
   void releaseInput(const Value *V);
+  /// The communicator over the graph's ranks (the runtime library's graph
+  /// of several ranks): its collectives decided as `nccl` run through it
+  /// on the backend's stream. The caller owns it.
+  void setComm(const nccl::NcclApi &Api, nccl::ncclComm_t C) {
+    Nc = &Api;
+    NComm = C;
+  }
 
 private:
   /// The bytes of every buffer launchAll makes, each 256-byte aligned: the
@@ -134,6 +142,8 @@ private:
   llvm::Error runKernel(llvm::Expected<KernelSource> KOr);
   llvm::Error runTemplate(const MultiTemplateBufferNode &M);
   llvm::Error runCollective(const CollectiveMultiTemplateBufferNode &C);
+  /// C over the ranks through NCCL (setComm), kept for replay.
+  llvm::Error runNcclCollective(const CollectiveMultiTemplateBufferNode &C);
   llvm::Error runCublas(const MultiTemplateBufferNode &M);
   /// The merged GEMM of M's horizontal group, launched once, where the
   /// schedule reaches its first member; the others are then done.
@@ -184,6 +194,8 @@ private:
   /// Leaders of the horizontal groups already launched.
   llvm::DenseSet<const Node *> HorizontalDone;
   unsigned Launched = 0;
+  const nccl::NcclApi *Nc = nullptr;
+  nccl::ncclComm_t NComm = nullptr;
 };
 
 /// One run of the decided graph captured into a CUDA graph, as a deployed

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaGraphRun.h"
+#include <cstring>
 
 using namespace mtsched;
 using namespace mtsched::cuda;
@@ -45,9 +46,41 @@ public:
     for (Kept &K : Graphs)
       if (K.Exec)
         Gp.D->cuGraphExecDestroy(K.Exec);
+    if (NComm) {
+      // Nothing of this graph may still run on the communicator.
+      syncStream(*Gp.D, Gp.Stream, "@" + G.getName());
+      Nc->ncclCommDestroy(NComm);
+    }
+  }
+
+  /// The communicator over the graph's ranks: every rank calls this at
+  /// the same time (ncclCommInitRank waits for all of them), with the id
+  /// rank 0 made (RunIO::CommId).
+  llvm::Error openComm() {
+    llvm::Expected<const nccl::NcclApi &> NOr = nccl::loadNccl();
+    if (!NOr)
+      return NOr.takeError();
+    Nc = &*NOr;
+    nccl::ncclUniqueId Id;
+    if (IO.CommId.size() != sizeof(Id.Internal))
+      return err("the communicator's id has " +
+                 std::to_string(IO.CommId.size()) + " bytes, NCCL's " +
+                 std::to_string(sizeof(Id.Internal)));
+    std::memcpy(Id.Internal, IO.CommId.data(), sizeof(Id.Internal));
+    if (nccl::ncclResult_t R =
+            Nc->ncclCommInitRank(&NComm, int(G.getWorldSize()), Id, IO.Rank)) {
+      NComm = nullptr;
+      return err("ncclCommInitRank (rank " + std::to_string(IO.Rank) + " of " +
+                 std::to_string(G.getWorldSize()) + "): " + Nc->errorString(R));
+    }
+    Run.setComm(*Nc, NComm);
+    return llvm::Error::success();
   }
 
   llvm::Error prepare() {
+    if (G.getWorldSize() > 1)
+      if (llvm::Error E = openComm())
+        return E;
     if (llvm::Error E = Run.zeroInputs())
       return E;
     if (llvm::Error E = Run.launchAll())
@@ -266,20 +299,27 @@ private:
   uint64_t Clock = 0;
   unsigned Captures = 0;
   std::string NoGraphWhy;
+  const nccl::NcclApi *Nc = nullptr;
+  nccl::ncclComm_t NComm = nullptr;
 };
 
 } // namespace
 
 llvm::Expected<std::unique_ptr<PreparedGraph>>
 mtsched::prepareGraphOnGpu(const Graph &G, const RunIO &IO) {
-  if (G.getWorldSize() > 1)
-    return err("@" + G.getName() +
-               " has several ranks; the runtime runs "
-               "one");
-  llvm::Expected<Gpu &> GOr = gpu(0);
+  if (G.getWorldSize() > 1 &&
+      (IO.Rank < 0 || IO.Rank >= int(G.getWorldSize()) || IO.CommId.empty()))
+    return err("@" + G.getName() + " has " + std::to_string(G.getWorldSize()) +
+               " ranks: give this process's rank and the communicator's id");
+  llvm::Expected<Gpu &> GOr = gpu(IO.Device);
   if (!GOr)
     return err("the cuda device: " + llvm::toString(GOr.takeError()));
   Gpu &Gp = *GOr;
+  // The process opens one device, the first asked for.
+  if (Gp.Info.Ordinal != IO.Device)
+    return err("this process runs on cuda device " +
+               std::to_string(Gp.Info.Ordinal) + ", not " +
+               std::to_string(IO.Device) + " (one device per process)");
   std::lock_guard<std::mutex> Lock(Gp.Mu);
   if (llvm::Error E = makeCurrent(Gp.Info))
     return std::move(E);

@@ -8,6 +8,7 @@
 #include "mtsched/RuntimeApi/mtsched_runtime.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int Failures = 0;
@@ -142,6 +143,115 @@ int main(void) {
   mtsched_free_error(Error);
   Error = NULL;
   mtsched_module_destroy(M);
+
+  /* Several ranks: the ranks and the communicator's id are checked as
+   * data; world size 1 needs no id; a graph of two ranks is refused on cpu
+   * and where this process's world differs; a group smaller than the world
+   * is refused before any communicator opens. */
+  {
+    static const char Tp[] =
+        "group @tp = [0, 1]\n"
+        "group @half = [1]\n"
+        "graph @ar(%x: f32[2,4]) attributes {world_size = 2} {\n"
+        "  %a = all_reduce(%x) {group = \"tp\"} : f32[2,4]\n"
+        "  return %a\n"
+        "}\n"
+        "graph @sub(%x: f32[2,4]) attributes {world_size = 2} {\n"
+        "  %a = all_reduce(%x) {group = \"half\"} : f32[2,4]\n"
+        "  return %a\n"
+        "}\n"
+        "graph @one(%x: f32[2,4]) {\n"
+        "  %a = all_reduce(%x) : f32[2,4]\n"
+        "  return %a\n"
+        "}\n";
+    mtsched_module *T = mtsched_module_load(Tp, strlen(Tp), &Error);
+    CHECK(T != NULL);
+    if (!T) {
+      fprintf(stderr, "%s\n", Error ? Error : "?");
+      return 1;
+    }
+    char Id[MTSCHED_COMM_ID_BYTES];
+    memset(Id, 7, sizeof Id);
+    /* Bad ranks, a short or missing id: errors, not crashes. */
+    CHECK(mtsched_module_set_ranks(T, 2, 2, Id, sizeof Id, &Error) != 0);
+    CHECK(Error && strstr(Error, "rank 2 of world size 2"));
+    mtsched_free_error(Error);
+    Error = NULL;
+    CHECK(mtsched_module_set_ranks(T, 0, 0, NULL, 0, &Error) != 0);
+    mtsched_free_error(Error);
+    Error = NULL;
+    CHECK(mtsched_module_set_ranks(T, 1, 2, Id, 16, &Error) != 0);
+    CHECK(Error && strstr(Error, "got 16"));
+    mtsched_free_error(Error);
+    Error = NULL;
+    CHECK(mtsched_module_set_ranks(T, 1, 2, NULL, 0, &Error) != 0);
+    CHECK(Error && strstr(Error, "got none"));
+    mtsched_free_error(Error);
+    Error = NULL;
+    CHECK(mtsched_module_set_ranks(NULL, 0, 1, NULL, 0, NULL) != 0);
+    /* The module's default world is one rank: @ar is refused, @one runs
+     * (its collective a copy). */
+    CHECK(!mtsched_graph_prepare(T, "ar", "cpu", NULL, &Error));
+    CHECK(Error && strstr(Error, "rank 0 of 1"));
+    mtsched_free_error(Error);
+    Error = NULL;
+    CHECK(mtsched_module_set_ranks(T, 0, 1, NULL, 0, &Error) == 0);
+    mtsched_graph *G1 = mtsched_graph_prepare(T, "one", "cpu", NULL, &Error);
+    CHECK(G1 != NULL);
+    if (G1) {
+      float X[8], Y[8];
+      for (int K = 0; K < 8; ++K)
+        X[K] = (float)K - 3.5f;
+      void *In[1] = {X};
+      void *Out[1] = {Y};
+      CHECK(mtsched_graph_run(G1, In, Out, NULL, &Error) == 0);
+      for (int K = 0; K < 8; ++K)
+        CHECK(Y[K] == X[K]);
+    }
+    mtsched_graph_destroy(G1);
+    /* Rank 1 of 2: a two-rank graph does not run on the interpreter. */
+    CHECK(mtsched_module_set_ranks(T, 1, 2, Id, sizeof Id, &Error) == 0);
+    CHECK(!mtsched_graph_prepare(T, "ar", "cpu", NULL, &Error));
+    CHECK(Error && strstr(Error, "the interpreter runs one rank"));
+    mtsched_free_error(Error);
+    Error = NULL;
+    CHECK(!mtsched_graph_prepare(T, "sub", "cuda", NULL, &Error));
+    CHECK(Error && strstr(Error, "group @half"));
+    if (Error && !strstr(Error, "group @half"))
+      fprintf(stderr, "got: %s\n", Error);
+    mtsched_free_error(Error);
+    Error = NULL;
+    CHECK(!mtsched_graph_prepare(T, "ar", "cuda:x", NULL, &Error));
+    CHECK(Error && strstr(Error, "unknown device 'cuda:x'"));
+    mtsched_free_error(Error);
+    Error = NULL;
+    /* A communicator id: made where NCCL is, else the reason; a short
+     * buffer and a device without one are errors. */
+    char Made[MTSCHED_COMM_ID_BYTES];
+    int RC = mtsched_comm_id("cuda", Made, sizeof Made, &Error);
+    CHECK(RC == 0 || (Error && *Error));
+    if (RC)
+      fprintf(stderr, "(expected without NCCL) %s\n", Error);
+    /* With the stand-in library (CMakeLists.txt): its id, byte for byte. */
+    if (getenv("MTSCHED_TEST_FAKE_NCCL")) {
+      CHECK(RC == 0);
+      int Same = 1;
+      for (int I = 0; I < MTSCHED_COMM_ID_BYTES; ++I)
+        Same &= Made[I] == (char)(I * 7 + 3);
+      CHECK(Same);
+    }
+    mtsched_free_error(Error);
+    Error = NULL;
+    CHECK(mtsched_comm_id("cuda", Made, 8, &Error) != 0);
+    CHECK(Error && strstr(Error, "128 bytes"));
+    mtsched_free_error(Error);
+    Error = NULL;
+    CHECK(mtsched_comm_id("cpu", Made, sizeof Made, &Error) != 0);
+    CHECK(Error && strstr(Error, "no communicator"));
+    mtsched_free_error(Error);
+    Error = NULL;
+    mtsched_module_destroy(T);
+  }
 
   /* A parse error names the place; a verifier error too. NULL error
    * pointers are fine. */

@@ -66,6 +66,18 @@ def main():
             print("accepted: %r" % bad)
         except runtime.RuntimeError_ as e:
             print("refused: %s" % str(e).splitlines()[0])
+    # Several ranks from Python: the ranks and the id are checked as data;
+    # a two-rank graph does not run on the interpreter.
+    two = runtime.Module("graph @g(%x: f32[2]) attributes {world_size = 2} "
+                         "{\n  %a = all_reduce(%x) : f32[2]\n  return %a\n"
+                         "}\n", library=lib)
+    for args in [(0, 2, b"short"), (2, 2, bytes(128)), (1, 2, bytes(128))]:
+        try:
+            two.set_ranks(*args)
+            two.graph(device="cpu")
+            print("accepted: rank %d of %d" % args[:2])
+        except runtime.RuntimeError_ as e:
+            print("refused: %s" % str(e).splitlines()[0])
     return 0 if ok else 1
 
 
