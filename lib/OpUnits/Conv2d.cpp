@@ -28,6 +28,7 @@
 // after it runs as a kernel of its own.
 //
 //===----------------------------------------------------------------------===//
+#include "Cudnn.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/OpUnit.h"
@@ -36,6 +37,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
 
 using namespace mtsched;
 using namespace mtsched::codegen;
@@ -276,21 +280,166 @@ llvm::Error interpret(const Node &N, llvm::ArrayRef<const HostValues *> In,
 
 /// A tile of the implicit GEMM: BM output pixels by BN output channels per
 /// CTA, BK of the window per shared-memory stage, TM x TN results per
-/// thread.
+/// thread. Its choice name is `conv_igemm_<BM>x<BN>x<BK>_t<TM>x<TN>`.
 struct ConvTile {
   int BM, BN, BK, TM, TN;
   int threads() const { return (BM / TM) * (BN / TN); }
+  bool operator==(const ConvTile &O) const {
+    return BM == O.BM && BN == O.BN && BK == O.BK && TM == O.TM && TN == O.TN;
+  }
 };
 
-/// The tile for shape S: narrow in channels when a group has few output
-/// channels (grouped convolutions), so that fewer of the CTA's columns are
-/// idle.
-ConvTile tileFor(const ConvShape &S) {
+/// The tiles offered, narrowest in channels first: narrow ones for grouped
+/// convolutions whose groups have few output channels (fewer of the CTA's
+/// columns idle), wide ones with more results per thread for dense
+/// convolutions (more arithmetic per shared-memory load).
+const ConvTile Tiles[] = {
+    {128, 16, 16, 4, 2}, {128, 32, 16, 4, 4}, {64, 32, 16, 4, 2},
+    {64, 64, 16, 4, 4},  {128, 64, 8, 8, 4},  {128, 128, 8, 8, 8},
+};
+
+/// The direct kernel of a convolution with one output channel per group.
+constexpr llvm::StringLiteral DirectChoice = "conv_direct";
+/// cuDNN's convolution (OpUnits/Conv2dCudnn.cpp), loaded at run time.
+constexpr llvm::StringLiteral CudnnChoice = "extern.cudnn";
+
+std::string tileName(const ConvTile &T) {
+  return "conv_igemm_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) +
+         "x" + std::to_string(T.BK) + "_t" + std::to_string(T.TM) + "x" +
+         std::to_string(T.TN);
+}
+
+/// Whether T is a tile the kernel can be written with: whole thread tiles,
+/// whole warps, at most 1024 threads, at most 64 accumulators a thread and
+/// its two fp32 stages within 48 KiB of static shared memory.
+bool validTile(const ConvTile &T) {
+  if (T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.TM <= 0 || T.TN <= 0 ||
+      T.BM % T.TM || T.BN % T.TN || T.TM * T.TN > 64)
+    return false;
+  int Threads = T.threads();
+  return Threads >= 32 && Threads <= 1024 && Threads % 32 == 0 &&
+         int64_t(T.BK) * (T.BM + T.BN + 1) * 4 <= 48 * 1024;
+}
+
+/// The tile a choice name describes, if it is one the kernel can run.
+std::optional<ConvTile> tileOf(llvm::StringRef Name) {
+  llvm::StringRef S = Name;
+  if (!S.consume_front("conv_igemm_"))
+    return std::nullopt;
+  auto [Block, Thread] = S.split("_t");
+  llvm::SmallVector<llvm::StringRef, 3> B;
+  Block.split(B, 'x');
+  auto [TM, TN] = Thread.split('x');
+  ConvTile T{};
+  if (B.size() != 3 || B[0].getAsInteger(10, T.BM) ||
+      B[1].getAsInteger(10, T.BN) || B[2].getAsInteger(10, T.BK) ||
+      TM.getAsInteger(10, T.TM) || TN.getAsInteger(10, T.TN) || !validTile(T) ||
+      tileName(T) != Name)
+    return std::nullopt;
+  return T;
+}
+
+/// Whether tile T suits shape S: at most half its columns idle on the
+/// group's output channels (any tile 16 wide does), and at most half its
+/// rows idle on the output pixels (any tile 64 tall does). The first tile,
+/// the narrowest, is offered whatever the shape: every conv2d has an
+/// implicit GEMM to fall back on.
+bool tileFits(const ConvTile &T, const ConvShape &S) {
+  if (T == Tiles[0])
+    return true;
+  return (T.BN <= 16 || 2 * S.og() > T.BN) &&
+         (T.BM <= 64 || 2 * S.gemmM() > T.BM);
+}
+
+/// The tile written for a `buffer conv2d` (no choice made): narrow in
+/// channels when a group has few output channels.
+ConvTile defaultTile(const ConvShape &S) {
   if (S.og() <= 16)
     return {128, 16, 16, 4, 2};
   if (S.og() <= 32)
     return {128, 32, 16, 4, 4};
   return {64, 64, 16, 4, 4};
+}
+
+std::vector<std::string> choices(const Node &N) {
+  std::vector<std::string> Out;
+  llvm::Expected<ConvShape> S = shapeOf(N);
+  if (!S) {
+    llvm::consumeError(S.takeError());
+    return Out;
+  }
+  if (S->og() == 1)
+    Out.push_back(DirectChoice.str());
+  for (const ConvTile &T : Tiles)
+    if (tileFits(T, *S))
+      Out.push_back(tileName(T));
+  Out.push_back(CudnnChoice.str());
+  return Out;
+}
+
+bool offersChoice(llvm::StringRef Name) {
+  return Name == DirectChoice || Name == CudnnChoice ||
+         llvm::any_of(Tiles,
+                      [&](const ConvTile &T) { return tileName(T) == Name; });
+}
+
+/// The simulator's terms of choice Name for N. The implicit GEMM on the
+/// CUDA cores reaches a fraction of the fp32 peak that grows with the
+/// results each thread keeps (arithmetic per shared-memory load: TM * TN
+/// against TM + TN) and shrinks with the gather of its im2col tile (a few
+/// integer divisions per element, once per BN results), its idle rows and
+/// columns; the im2col rows are read again from L2 by each column tile.
+/// The direct kernel is a gather per multiply. cuDNN is priced like
+/// cuBLAS: its tensor-core kernels near the top of their efficiency curve
+/// for 16-bit types (fp32 on the CUDA cores: the call asks for FMA math,
+/// no TF32), and a memory-bound kernel for depthwise convolutions.
+std::optional<OpUnitChoiceCost> choiceCost(const Node &N,
+                                           llvm::StringRef Name) {
+  llvm::Expected<ConvShape> SOr = shapeOf(N);
+  if (!SOr) {
+    llvm::consumeError(SOr.takeError());
+    return std::nullopt;
+  }
+  const ConvShape &S = *SOr;
+  double XBytes = double(N.getOperand(0)->getType().numBytes());
+  double WBytes = double(N.getOperand(1)->getType().numBytes());
+  double OutBytes = double(N.getType().numBytes());
+  OpUnitChoiceCost C;
+  C.Flops = flops(N);
+  C.Bytes = XBytes + WBytes + OutBytes;
+  if (Name == CudnnChoice) {
+    bool Half = N.getType().Dtype != DType::F32;
+    C.TensorCores = Half && S.og() >= 8;
+    // Narrow GEMMs (few output channels per group) leave the library's
+    // tiles partly idle, as in the cuBLAS model: a ResNet stage-1 3x3 (64
+    // channels) runs at about an eighth of the tensor-core peak.
+    C.Efficiency = S.og() == 1 ? 0.25
+                               : (C.TensorCores ? 0.5 : 0.7) *
+                                     std::min(1.0, double(S.og()) / 256);
+    return C;
+  }
+  if (Name == DirectChoice) {
+    if (S.og() != 1)
+      return std::nullopt;
+    C.Efficiency = 0.15;
+    C.Ctas = (N.getType().numElements() + 255) / 256;
+    C.CtasPerSm = 8;
+    return C;
+  }
+  std::optional<ConvTile> T = tileOf(Name);
+  if (!T)
+    return std::nullopt;
+  double TilesM = std::ceil(double(S.gemmM()) / T->BM);
+  double TilesN = std::ceil(double(S.og()) / T->BN);
+  double Reuse = double(T->TM * T->TN) / double(T->TM + T->TN);
+  double Gather = 1 + 20.0 / T->BN + 5.0 / T->BM;
+  double Idle = (double(S.gemmM()) / (TilesM * T->BM)) *
+                (double(S.og()) / (TilesN * T->BN));
+  C.Efficiency = 0.8 * Reuse / (Reuse + 1.5) / Gather * Idle;
+  C.Bytes += XBytes * (TilesN - 1) * 0.25;
+  C.Ctas = int64_t(TilesM * TilesN) * S.Groups;
+  C.CtasPerSm = std::max(1, 1024 / T->threads());
+  return C;
 }
 
 /// The kernel of a convolution whose groups have one output channel each
@@ -364,14 +513,9 @@ KernelSource directKernel(llvm::StringRef Name, const Node &N,
   return gridStrideKernel(Fn, OS.str(), Params, Block, Total);
 }
 
-llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
-  llvm::Expected<ConvShape> SOr = shapeOf(N);
-  if (!SOr)
-    return SOr.takeError();
-  const ConvShape &S = *SOr;
-  if (S.og() == 1)
-    return directKernel(Name, N, S);
-  ConvTile T = tileFor(S);
+/// The implicit-GEMM kernel of N with tile T.
+llvm::Expected<KernelSource> gemmKernel(llvm::StringRef Name, const Node &N,
+                                        const ConvShape &S, const ConvTile &T) {
   int64_t M = S.gemmM(), K = S.gemmK(), Og = S.og();
   int64_t TilesM = (M + T.BM - 1) / T.BM, TilesN = (Og + T.BN - 1) / T.BN;
   if (TilesM > (int64_t(1) << 31) - 1 || TilesN > 65535 || S.Groups > 65535)
@@ -513,10 +657,194 @@ llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
   return KS;
 }
 
+/// The kernel of a `buffer conv2d`, no choice made: the direct kernel for
+/// one output channel per group, else the implicit GEMM's default tile.
+llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
+  llvm::Expected<ConvShape> SOr = shapeOf(N);
+  if (!SOr)
+    return SOr.takeError();
+  if (SOr->og() == 1)
+    return directKernel(Name, N, *SOr);
+  return gemmKernel(Name, N, *SOr, defaultTile(*SOr));
+}
+
+/// The kernel of choice Choice of N.
+llvm::Expected<KernelSource> choiceKernel(llvm::StringRef Name, const Node &N,
+                                          llvm::StringRef Choice) {
+  llvm::Expected<ConvShape> SOr = shapeOf(N);
+  if (!SOr)
+    return SOr.takeError();
+  if (Choice == DirectChoice && SOr->og() == 1)
+    return directKernel(Name, N, *SOr);
+  if (std::optional<ConvTile> T = tileOf(Choice))
+    return gemmKernel(Name, N, *SOr, *T);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "'%" + N.getName() +
+                                     "': conv2d has no kernel "
+                                     "for choice '" +
+                                     Choice + "'");
+}
+
+/// cuDNN's convolution of N: its descriptors made now, its handle (per
+/// stream) and algorithm (cuDNN's heuristic, the first that runs within a
+/// GiB of workspace) when planned on a stream. Bias by cudnnAddTensor
+/// after the convolution: one more rounding to the result's type than the
+/// implicit GEMM, within the tolerances (docs/CUDA.md).
+llvm::Expected<OpUnitExternCall> cudnnCall(const Node &N,
+                                           llvm::StringRef Choice) {
+  auto Err = [&](const llvm::Twine &Msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+  };
+  if (Choice != CudnnChoice)
+    return Err("conv2d has no library choice '" + Choice + "'");
+  llvm::Expected<ConvShape> SOr = shapeOf(N);
+  if (!SOr)
+    return SOr.takeError();
+  const ConvShape S = *SOr;
+  for (int64_t V : {S.N, S.C, S.H, S.W, S.O, S.HO, S.WO, S.PH, S.PW, S.SH, S.SW,
+                    S.DH, S.DW})
+    if (V > std::numeric_limits<int>::max())
+      return Err("a size of '%" + N.getName() + "' does not fit cuDNN's int");
+  llvm::Expected<const cudnn::Api &> AOr = cudnn::load();
+  if (!AOr)
+    return AOr.takeError();
+  const cudnn::Api &A = *AOr;
+  DType Dt = N.getType().Dtype;
+  int Type = Dt == DType::BF16  ? cudnn::DataBfloat16
+             : Dt == DType::F16 ? cudnn::DataHalf
+                                : cudnn::DataFloat;
+  struct State {
+    cudnn::TensorDesc X = nullptr, Y = nullptr, B = nullptr;
+    cudnn::FilterDesc W = nullptr;
+    cudnn::ConvDesc Conv = nullptr;
+    int Algo = 0;
+    size_t WorkBytes = 0;
+  };
+  auto St = std::make_shared<State>();
+  auto Check = [&](cudnn::Status Status, const char *What) -> llvm::Error {
+    if (Status == cudnn::StatusSuccess)
+      return llvm::Error::success();
+    return Err(llvm::Twine(What) + " failed: " + cudnn::statusText(A, Status));
+  };
+  if (llvm::Error E = Check(A.CreateTensorDescriptor(&St->X),
+                            "cudnnCreateTensorDescriptor"))
+    return std::move(E);
+  if (llvm::Error E = Check(A.CreateTensorDescriptor(&St->Y),
+                            "cudnnCreateTensorDescriptor"))
+    return std::move(E);
+  if (llvm::Error E = Check(A.CreateFilterDescriptor(&St->W),
+                            "cudnnCreateFilterDescriptor"))
+    return std::move(E);
+  if (llvm::Error E = Check(A.CreateConvolutionDescriptor(&St->Conv),
+                            "cudnnCreateConvolutionDescriptor"))
+    return std::move(E);
+  if (llvm::Error E =
+          Check(A.SetTensor4dDescriptor(St->X, cudnn::TensorNchw, Type,
+                                        int(S.N), int(S.C), int(S.H), int(S.W)),
+                "cudnnSetTensor4dDescriptor (input)"))
+    return std::move(E);
+  if (llvm::Error E = Check(A.SetTensor4dDescriptor(St->Y, cudnn::TensorNchw,
+                                                    Type, int(S.N), int(S.O),
+                                                    int(S.HO), int(S.WO)),
+                            "cudnnSetTensor4dDescriptor (result)"))
+    return std::move(E);
+  if (llvm::Error E = Check(
+          A.SetFilter4dDescriptor(St->W, Type, cudnn::TensorNchw, int(S.O),
+                                  int(S.cg()), int(S.KH), int(S.KW)),
+          "cudnnSetFilter4dDescriptor"))
+    return std::move(E);
+  // torch's conv2d is a cross-correlation; the products summed in fp32.
+  if (llvm::Error E = Check(A.SetConvolution2dDescriptor(
+                                St->Conv, int(S.PH), int(S.PW), int(S.SH),
+                                int(S.SW), int(S.DH), int(S.DW),
+                                cudnn::CrossCorrelation, cudnn::DataFloat),
+                            "cudnnSetConvolution2dDescriptor"))
+    return std::move(E);
+  if (llvm::Error E = Check(A.SetConvolutionGroupCount(St->Conv, int(S.Groups)),
+                            "cudnnSetConvolutionGroupCount"))
+    return std::move(E);
+  // fp32 on the CUDA cores (no TF32, whose 10-bit mantissa would miss the
+  // fp32 tolerance); 16-bit types on the tensor cores.
+  if (llvm::Error E =
+          Check(A.SetConvolutionMathType(St->Conv, Dt == DType::F32
+                                                       ? cudnn::FmaMath
+                                                       : cudnn::TensorOpMath),
+                "cudnnSetConvolutionMathType"))
+    return std::move(E);
+  if (S.Bias) {
+    if (llvm::Error E = Check(A.CreateTensorDescriptor(&St->B),
+                              "cudnnCreateTensorDescriptor"))
+      return std::move(E);
+    if (llvm::Error E = Check(A.SetTensor4dDescriptor(St->B, cudnn::TensorNchw,
+                                                      Type, 1, int(S.O), 1, 1),
+                              "cudnnSetTensor4dDescriptor (bias)"))
+      return std::move(E);
+  }
+  OpUnitExternCall Call;
+  const cudnn::Api *Ap = &A;
+  std::string Name = N.getName();
+  Call.Plan = [Ap, St, Name](void *Stream) -> llvm::Expected<size_t> {
+    const cudnn::Api &A = *Ap;
+    llvm::Expected<cudnn::Handle> H = cudnn::handleFor(A, Stream);
+    if (!H)
+      return H.takeError();
+    cudnn::FwdAlgoPerf Perf[8];
+    int Returned = 0;
+    if (cudnn::Status Status = A.GetConvolutionForwardAlgorithm_v7(
+            *H, St->X, St->W, St->Conv, St->Y, 8, &Returned, Perf))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "cudnnGetConvolutionForwardAlgorithm_v7 failed: " +
+              cudnn::statusText(A, Status));
+    for (int I = 0; I < Returned; ++I) {
+      if (Perf[I].St != cudnn::StatusSuccess)
+        continue;
+      size_t Bytes = 0;
+      if (A.GetConvolutionForwardWorkspaceSize(*H, St->X, St->W, St->Conv,
+                                               St->Y, Perf[I].Algo, &Bytes) ||
+          Bytes > (size_t(1) << 30))
+        continue;
+      St->Algo = Perf[I].Algo;
+      St->WorkBytes = Bytes;
+      return Bytes;
+    }
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cuDNN has no forward algorithm for '%" +
+                                       Name + "' within 1 GiB of workspace");
+  };
+  Call.Run = [Ap, St, Bias = S.Bias](void *Stream,
+                                     llvm::ArrayRef<void *> Operands,
+                                     void *Result, void *Work) -> int {
+    const cudnn::Api &A = *Ap;
+    llvm::Expected<cudnn::Handle> H = cudnn::handleFor(A, Stream);
+    if (!H) {
+      llvm::consumeError(H.takeError());
+      return -1;
+    }
+    float One = 1, Zero = 0;
+    if (cudnn::Status Status = A.ConvolutionForward(
+            *H, &One, St->X, Operands[0], St->W, Operands[1], St->Conv,
+            St->Algo, Work, St->WorkBytes, &Zero, St->Y, Result))
+      return Status;
+    if (Bias)
+      return A.AddTensor(*H, &One, St->B, Operands[2], &One, St->Y, Result);
+    return 0;
+  };
+  return Call;
+}
+
 } // namespace
 
 void mtsched::opunits::registerConv2d() {
-  registerOpUnitInfo(OpCode::Conv2d, {inferType, flops});
+  OpUnitInfo Info;
+  Info.InferType = inferType;
+  Info.Flops = flops;
+  Info.Choices = choices;
+  Info.OffersChoice = offersChoice;
+  Info.ChoiceCost = choiceCost;
+  registerOpUnitInfo(OpCode::Conv2d, Info);
   registerOpUnitReference(OpCode::Conv2d, interpret);
   registerOpUnitKernel(OpCode::Conv2d, kernel);
+  registerOpUnitChoiceKernel(OpCode::Conv2d, choiceKernel);
+  registerOpUnitExtern(OpCode::Conv2d, cudnnCall);
 }

@@ -374,6 +374,20 @@ double memoryBoundUs(const DeviceDesc &D, double BytesRead, double BytesWritten,
 
 } // namespace
 
+double mtsched::opUnitChoiceTimeUs(const DeviceDesc &D,
+                                   const OpUnitChoiceCost &C) {
+  if (!(C.Flops >= 0) || !(C.Bytes >= 0) || !(C.Efficiency > 0))
+    return Inf;
+  double Peak = C.TensorCores ? D.PeakBf16Tflops : D.PeakFp32Tflops;
+  double Waves = 1;
+  if (C.Ctas > 0) {
+    double PerWave = double(D.NumSMs) * std::max(1, C.CtasPerSm);
+    Waves = ceilDiv(double(C.Ctas), PerWave) * PerWave / double(C.Ctas);
+  }
+  double Compute = C.Flops * Waves / (flopsPerUs(Peak) * C.Efficiency);
+  return D.LaunchUs + std::max(hbmUs(D, C.Bytes), Compute);
+}
+
 double mtsched::pointwiseTimeUs(const DeviceDesc &D, int64_t BytesRead,
                                 int64_t BytesWritten, double Flops) {
   return memoryBoundUs(D, double(BytesRead), double(BytesWritten), Flops);
