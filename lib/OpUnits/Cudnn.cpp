@@ -17,8 +17,14 @@ static llvm::Error err(const llvm::Twine &Msg) {
 static void open(Api &A, std::string &Why) {
   std::vector<std::string> Paths;
   if (std::optional<std::string> Env =
-          llvm::sys::Process::GetEnv("MTSCHED_CUDNN_LIB"))
+          llvm::sys::Process::GetEnv("MTSCHED_CUDNN_LIB")) {
+    // Turned off: extern.cudnn fails everywhere, as without cuDNN.
+    if (*Env == "off") {
+      Why = "turned off by MTSCHED_CUDNN_LIB=off";
+      return;
+    }
     Paths.push_back(*Env);
+  }
   Paths.push_back("libcudnn.so.9");
   Paths.push_back("libcudnn.so.8");
   for (const std::string &Path : Paths) {

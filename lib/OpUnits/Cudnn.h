@@ -81,8 +81,9 @@ struct Api {
 };
 
 /// cuDNN, loaded once per process: from $MTSCHED_CUDNN_LIB if set, else
-/// libcudnn.so.9, else libcudnn.so.8 on the loader's search path. An error
-/// names each place tried and why it failed.
+/// libcudnn.so.9, else libcudnn.so.8 on the loader's search path; none
+/// where MTSCHED_CUDNN_LIB is `off`. An error names each place tried and
+/// why it failed.
 llvm::Expected<const Api &> load();
 
 /// The handle of cuDNN for the GPU context that owns Stream (a CUstream),
