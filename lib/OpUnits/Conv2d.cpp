@@ -413,9 +413,10 @@ std::optional<OpUnitChoiceCost> choiceCost(const Node &N,
     // Narrow GEMMs (few output channels per group) leave the library's
     // tiles partly idle, as in the cuBLAS model: a ResNet stage-1 3x3 (64
     // channels) runs at about an eighth of the tensor-core peak.
-    C.Efficiency = S.og() == 1 ? 0.25
-                               : (C.TensorCores ? 0.5 : 0.7) *
-                                     std::min(1.0, double(S.og()) / 256);
+    C.Efficiency = S.og() == 1
+                       ? 0.25
+                       : (C.TensorCores ? 0.5 : 0.7) *
+                             std::clamp(double(S.og()) / 256, 0.05, 1.0);
     return C;
   }
   if (Name == DirectChoice) {

@@ -379,10 +379,15 @@ double mtsched::opUnitChoiceTimeUs(const DeviceDesc &D,
   if (!(C.Flops >= 0) || !(C.Bytes >= 0) || !(C.Efficiency > 0))
     return Inf;
   double Peak = C.TensorCores ? D.PeakBf16Tflops : D.PeakFp32Tflops;
+  // The busiest SM sets the time: a grid that does not fill every SM's
+  // slots spreads over the SMs as evenly as it can; a larger one runs in
+  // waves of every slot, the last one partly idle.
   double Waves = 1;
   if (C.Ctas > 0) {
-    double PerWave = double(D.NumSMs) * std::max(1, C.CtasPerSm);
-    Waves = ceilDiv(double(C.Ctas), PerWave) * PerWave / double(C.Ctas);
+    double Ctas = double(C.Ctas), SMs = double(D.NumSMs);
+    double Slots = SMs * std::max(1, C.CtasPerSm);
+    Waves = Ctas <= Slots ? ceilDiv(Ctas, SMs) * SMs / Ctas
+                          : ceilDiv(Ctas, Slots) * Slots / Ctas;
   }
   double Compute = C.Flops * Waves / (flopsPerUs(Peak) * C.Efficiency);
   return D.LaunchUs + std::max(hbmUs(D, C.Bytes), Compute);
