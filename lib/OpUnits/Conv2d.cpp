@@ -1,4 +1,4 @@
-//===- Conv2d.cpp - conv2d, a 2-D convolution with its own kernel ---------===//
+//===- Conv2d.cpp - conv2d, a 2-D convolution with kernel choices ---------===//
 //
 // `conv2d(%x, %w[, %b]) {stride, padding, dilation, groups}` is
 // torch.nn.functional.conv2d on NCHW tensors: %x is [N, C, H, W], %w is
@@ -9,23 +9,27 @@
 // both C and O. Zero padding; bf16, f16 or f32, every operand of the
 // result's element type.
 //
-// The interpreter sums in fp64. The kernel is an implicit GEMM: per group,
-// the result seen as a [N * HO * WO, O / groups] matrix is the product of
-// the im2col matrix of %x, [N * HO * WO, C / groups * KH * KW], which is
-// never materialised (each tile is gathered from %x as it is loaded, zeros
-// where the window leaves the image), and the weight seen as
+// The interpreter sums in fp64. conv2d offers kernel choices (IR/OpUnit.h,
+// OpUnitInfo::Choices): it lowers to a multi-template buffer the autotuner
+// decides among. The implicit GEMM (`conv_igemm_<BM>x<BN>x<BK>_t<TM>x<TN>`):
+// per group, the result seen as a [N * HO * WO, O / groups] matrix is the
+// product of the im2col matrix of %x, [N * HO * WO, C / groups * KH * KW],
+// which is never materialised (each tile is gathered from %x as it is
+// loaded, zeros where the window leaves the image), and the weight seen as
 // [C / groups * KH * KW, O / groups]. A CTA computes a BM x BN tile of it,
 // staging BK-deep slices of both operands in shared memory; each thread
 // accumulates TM x TN results in fp32 on the CUDA cores, its rows strided
 // by BM / TM so that neighbouring threads load and store neighbouring
 // pixels of the NCHW tensors. The bias is added before the single rounding
 // to the result's type. Where each group has one output channel
-// (depthwise), the GEMM would be one column wide: a direct kernel runs one
-// thread per output element instead.
+// (depthwise), the GEMM would be one column wide: a direct kernel
+// (`conv_direct`) runs one thread per output element. cuDNN
+// (`extern.cudnn`, Cudnn.h) is opened at run time; where it cannot be, the
+// choice fails with the reason and the others are decided among.
 //
-// A conv2d is its own kernel: it takes no epilogue. The importer maps 2-D
-// aten.convolution here (docs/IMPORT.md); a bias, ReLU or residual add
-// after it runs as a kernel of its own.
+// A conv2d is its own kernel: it takes no epilogue. The importer maps
+// grouped and depthwise 2-D aten.convolution here (docs/IMPORT.md); a
+// bias, ReLU or residual add after it runs as a kernel of its own.
 //
 //===----------------------------------------------------------------------===//
 #include "Cudnn.h"

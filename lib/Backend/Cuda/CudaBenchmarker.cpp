@@ -433,36 +433,7 @@ Measurement CudaSession::measure(const MultiTemplateBufferNode &N,
   if (C.isExtern() && hasOpUnitChoices(N.getOp())) {
     if (Fused)
       return failed(ChoiceStatus::Failed, "'" + C.Name + "' cannot fuse");
-    // The op unit's library (extern.cudnn): where it cannot be loaded the
-    // choice fails with the reason, and the others are decided among.
-    llvm::Expected<OpUnitExternCall> Call = prepareOpUnitExtern(N, C.Name);
-    if (!Call)
-      return failed(ChoiceStatus::Failed, llvm::toString(Call.takeError()));
-    llvm::Expected<size_t> Bytes = Call->Plan(G->Stream);
-    if (!Bytes)
-      return failed(ChoiceStatus::Failed, llvm::toString(Bytes.takeError()));
-    if (*Bytes && P.Workspace.Bytes < *Bytes) {
-      if (P.Workspace.P)
-        G->D->cuMemFree(P.Workspace.P);
-      P.Workspace = DevBuf();
-      if (CUresult R = G->D->cuMemAlloc(&P.Workspace.P, *Bytes))
-        return failed(ChoiceStatus::Failed,
-                      "cannot allocate a workspace of " +
-                          std::to_string(*Bytes) +
-                          " bytes: " + G->D->errorString(R));
-      P.Workspace.Bytes = *Bytes;
-    }
-    return run(
-        [&](int Copy) -> CUresult {
-          std::vector<void *> Ptrs;
-          for (const Operand &O : N.getOperands())
-            Ptrs.push_back(reinterpret_cast<void *>(P.Dev[O.V][Copy].P));
-          int S = Call->Run(G->Stream, Ptrs,
-                            reinterpret_cast<void *>(P.OutMain[Copy].P),
-                            reinterpret_cast<void *>(P.Workspace.P));
-          return S ? CUresult(999) : CUDA_SUCCESS;
-        },
-        P, P.OutMain, OutType, Ref, &P.BestUs[0]);
+    return measureOpUnitExtern(N, C, P);
   }
   if (C.isExtern()) {
     if (Fused)
@@ -532,6 +503,39 @@ Measurement CudaSession::measure(const MultiTemplateBufferNode &N,
   }
   return run([&](int Copy) { return launch(L, P, Out, Copy); }, P, Out, OutType,
              Ref, &P.BestUs[Fused], &L.K, &P.RefWritesFused);
+}
+
+Measurement CudaSession::measureOpUnitExtern(const MultiTemplateBufferNode &N,
+                                             const Choice &C, Prepared &P) {
+  // The op unit's library (extern.cudnn): where it cannot be loaded the
+  // choice fails with the reason, and the others are decided among.
+  llvm::Expected<OpUnitExternCall> Call = prepareOpUnitExtern(N, C.Name);
+  if (!Call)
+    return failed(ChoiceStatus::Failed, llvm::toString(Call.takeError()));
+  llvm::Expected<size_t> Bytes = Call->Plan(G->Stream);
+  if (!Bytes)
+    return failed(ChoiceStatus::Failed, llvm::toString(Bytes.takeError()));
+  if (*Bytes && P.Workspace.Bytes < *Bytes) {
+    if (P.Workspace.P)
+      G->D->cuMemFree(P.Workspace.P);
+    P.Workspace = DevBuf();
+    if (CUresult R = G->D->cuMemAlloc(&P.Workspace.P, *Bytes))
+      return failed(ChoiceStatus::Failed,
+                    "cannot allocate a workspace of " + std::to_string(*Bytes) +
+                        " bytes: " + G->D->errorString(R));
+    P.Workspace.Bytes = *Bytes;
+  }
+  return run(
+      [&](int Copy) -> CUresult {
+        std::vector<void *> Ptrs;
+        for (const Operand &O : N.getOperands())
+          Ptrs.push_back(reinterpret_cast<void *>(P.Dev[O.V][Copy].P));
+        int S = Call->Run(G->Stream, Ptrs,
+                          reinterpret_cast<void *>(P.OutMain[Copy].P),
+                          reinterpret_cast<void *>(P.Workspace.P));
+        return S ? CUresult(999) : CUDA_SUCCESS;
+      },
+      P, P.OutMain, N.getType().Dtype, P.RefMain, &P.BestUs[0]);
 }
 
 Measurement CudaSession::measureEpilogue(const MultiTemplateBufferNode &N,
