@@ -365,6 +365,68 @@ ConvTile defaultTile(const ConvShape &S) {
   return {64, 64, 16, 4, 4};
 }
 
+/// A tile of the tensor-core implicit GEMM (bf16/f16): BM output pixels
+/// by BN output channels per CTA, BK of the window per shared-memory
+/// stage, Warps warps in a 2 x (Warps / 2) layout, each computing its
+/// sub-tile with mma.sync m16n8k16 into fp32 accumulators. Its choice
+/// name is `conv_mma_<BM>x<BN>x<BK>_w<Warps>`.
+struct MmaTile {
+  int BM, BN, BK, Warps;
+  int warpsM() const { return 2; }
+  int warpsN() const { return Warps / 2; }
+  /// m16 tiles down and n8 tiles across one warp's sub-tile.
+  int fragsM() const { return BM / warpsM() / 16; }
+  int fragsN() const { return BN / warpsN() / 8; }
+  bool operator==(const MmaTile &O) const {
+    return BM == O.BM && BN == O.BN && BK == O.BK && Warps == O.Warps;
+  }
+};
+
+/// The tensor-core tiles offered for bf16 and f16.
+const MmaTile MmaTiles[] = {{128, 64, 32, 4}, {64, 32, 32, 4}};
+
+std::string mmaName(const MmaTile &T) {
+  return "conv_mma_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
+         std::to_string(T.BK) + "_w" + std::to_string(T.Warps);
+}
+
+/// Whether T can be written: whole m16 and n8 fragments per warp, k16
+/// steps, at most 128 accumulators a thread and both 16-bit stages (rows
+/// padded by 8 elements) within 48 KiB.
+bool validMma(const MmaTile &T) {
+  if (T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.Warps < 2 || T.Warps > 16 ||
+      T.Warps % 2 || T.BK % 16 || T.BM % (T.warpsM() * 16) ||
+      T.BN % (T.warpsN() * 8))
+    return false;
+  return T.fragsM() * T.fragsN() * 4 <= 128 &&
+         int64_t(T.BM + T.BN) * (T.BK + 8) * 2 <= 48 * 1024;
+}
+
+std::optional<MmaTile> mmaTileOf(llvm::StringRef Name) {
+  llvm::StringRef S = Name;
+  if (!S.consume_front("conv_mma_"))
+    return std::nullopt;
+  auto [Block, W] = S.split("_w");
+  llvm::SmallVector<llvm::StringRef, 3> B;
+  Block.split(B, 'x');
+  MmaTile T{};
+  if (B.size() != 3 || B[0].getAsInteger(10, T.BM) ||
+      B[1].getAsInteger(10, T.BN) || B[2].getAsInteger(10, T.BK) ||
+      W.getAsInteger(10, T.Warps) || !validMma(T) || mmaName(T) != Name)
+    return std::nullopt;
+  return T;
+}
+
+/// A tensor-core tile runs bf16 and f16 convolutions with more than one
+/// output channel per group, at most half its columns idle (the narrow
+/// one always) and half its rows (any 64 tall).
+bool mmaFits(const MmaTile &T, const ConvShape &S, DType Dt) {
+  if ((Dt != DType::BF16 && Dt != DType::F16) || S.og() == 1)
+    return false;
+  return (T == MmaTiles[1] || 2 * S.og() > T.BN) &&
+         (T.BM <= 64 || 2 * S.gemmM() > T.BM);
+}
+
 std::vector<std::string> choices(const Node &N) {
   std::vector<std::string> Out;
   llvm::Expected<ConvShape> S = shapeOf(N);
@@ -377,6 +439,9 @@ std::vector<std::string> choices(const Node &N) {
   for (const ConvTile &T : Tiles)
     if (tileFits(T, *S))
       Out.push_back(tileName(T));
+  for (const MmaTile &T : MmaTiles)
+    if (mmaFits(T, *S, N.getType().Dtype))
+      Out.push_back(mmaName(T));
   Out.push_back(CudnnChoice.str());
   return Out;
 }
@@ -384,7 +449,9 @@ std::vector<std::string> choices(const Node &N) {
 bool offersChoice(llvm::StringRef Name) {
   return Name == DirectChoice || Name == CudnnChoice ||
          llvm::any_of(Tiles,
-                      [&](const ConvTile &T) { return tileName(T) == Name; });
+                      [&](const ConvTile &T) { return tileName(T) == Name; }) ||
+         llvm::any_of(MmaTiles,
+                      [&](const MmaTile &T) { return mmaName(T) == Name; });
 }
 
 /// The simulator's terms of choice Name for N. The implicit GEMM on the
@@ -429,6 +496,23 @@ std::optional<OpUnitChoiceCost> choiceCost(const Node &N,
     C.Efficiency = 0.15;
     C.Ctas = (N.getType().numElements() + 255) / 256;
     C.CtasPerSm = 8;
+    return C;
+  }
+  if (std::optional<MmaTile> T = mmaTileOf(Name)) {
+    if (!mmaFits(*T, S, N.getType().Dtype) && !(*T == MmaTiles[1]))
+      return std::nullopt;
+    // The tensor cores outrun the im2col gather (a few integer divisions
+    // per element on the CUDA cores, about 15 times slower per element
+    // than a BN-wide row of MMAs): it bounds the tile.
+    double TilesM = std::ceil(double(S.gemmM()) / T->BM);
+    double TilesN = std::ceil(double(S.og()) / T->BN);
+    double Idle = (double(S.gemmM()) / (TilesM * T->BM)) *
+                  (double(S.og()) / (TilesN * T->BN));
+    C.TensorCores = true;
+    C.Efficiency = 0.6 / (1 + 150.0 / T->BN) * Idle;
+    C.Bytes += XBytes * (TilesN - 1) * 0.25;
+    C.Ctas = int64_t(TilesM * TilesN) * S.Groups;
+    C.CtasPerSm = std::max(1, 16 / T->Warps);
     return C;
   }
   std::optional<ConvTile> T = tileOf(Name);
@@ -518,6 +602,46 @@ KernelSource directKernel(llvm::StringRef Name, const Node &N,
   return gridStrideKernel(Fn, OS.str(), Params, Block, Total);
 }
 
+/// An implicit-GEMM kernel Fn of Source over P's values: a grid of TilesM
+/// x TilesN tiles per group, Block threads each.
+KernelSource gridKernel(std::string Fn, std::string Source, const ParamList &P,
+                        int Block, int64_t TilesM, int64_t TilesN,
+                        int64_t Groups) {
+  KernelSource KS;
+  KS.Name = std::move(Fn);
+  KS.Source = std::move(Source);
+  KS.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
+  KS.Outputs = P.Outputs;
+  KS.BlockX = unsigned(Block);
+  KS.GridX = unsigned(TilesM);
+  KS.GridY = unsigned(TilesN);
+  KS.GridZ = unsigned(Groups);
+  return KS;
+}
+
+/// The lines of an implicit-GEMM kernel that place im2col element (m, k)
+/// in the input: its output pixel (n, oh, ow), window tap (c, r, q) and
+/// input position (ih, iw), then the test that it lies inside the image,
+/// in index type IT with literals written by Lit.
+std::string im2colWindow(const ConvShape &S, const char *IT,
+                         llvm::function_ref<std::string(int64_t)> Lit) {
+  std::string Out;
+  llvm::raw_string_ostream OS(Out);
+  OS << "        const " << IT << " ow = m % " << Lit(S.WO) << ", oh = m / "
+     << Lit(S.WO) << " % " << Lit(S.HO) << ", n = m / " << Lit(S.HO * S.WO)
+     << ";\n"
+     << "        const " << IT << " q = k % " << Lit(S.KW) << ", r = k / "
+     << Lit(S.KW) << " % " << Lit(S.KH) << ", c = k / " << Lit(S.KH * S.KW)
+     << ";\n"
+     << "        const " << IT << " ih = oh * " << Lit(S.SH) << " - "
+     << Lit(S.PH) << " + r * " << Lit(S.DH) << ";\n"
+     << "        const " << IT << " iw = ow * " << Lit(S.SW) << " - "
+     << Lit(S.PW) << " + q * " << Lit(S.DW) << ";\n"
+     << "        if (ih >= 0 && ih < " << Lit(S.H) << " && iw >= 0 && iw < "
+     << Lit(S.W) << ")\n";
+  return Out;
+}
+
 /// The implicit-GEMM kernel of N with tile T.
 llvm::Expected<KernelSource> gemmKernel(llvm::StringRef Name, const Node &N,
                                         const ConvShape &S, const ConvTile &T) {
@@ -581,19 +705,7 @@ llvm::Expected<KernelSource> gemmKernel(llvm::StringRef Name, const Node &N,
      << "      const " << IT << " m = m0 + mm, k = k0 + kk;\n"
      << "      float v = 0.f;\n"
      << "      if (m < " << Lit(M) << " && k < " << Lit(K) << ") {\n"
-     << "        const " << IT << " ow = m % " << Lit(S.WO) << ", oh = m / "
-     << Lit(S.WO) << " % " << Lit(S.HO) << ", n = m / " << Lit(S.HO * S.WO)
-     << ";\n"
-     << "        const " << IT << " q = k % " << Lit(S.KW) << ", r = k / "
-     << Lit(S.KW) << " % " << Lit(S.KH) << ", c = k / " << Lit(S.KH * S.KW)
-     << ";\n"
-     << "        const " << IT << " ih = oh * " << Lit(S.SH) << " - "
-     << Lit(S.PH) << " + r * " << Lit(S.DH) << ";\n"
-     << "        const " << IT << " iw = ow * " << Lit(S.SW) << " - "
-     << Lit(S.PW) << " + q * " << Lit(S.DW) << ";\n"
-     << "        if (ih >= 0 && ih < " << Lit(S.H) << " && iw >= 0 && iw < "
-     << Lit(S.W) << ")\n"
-     << "          v = "
+     << im2colWindow(S, IT, Lit) << "          v = "
      << loadExpr(Dt, Xp,
                  "((n * " + Lit(S.C) + " + g * " + Lit(S.cg()) + " + c) * " +
                      Lit(S.H) + " + ih) * " + Lit(S.W) + " + iw")
@@ -650,16 +762,160 @@ llvm::Expected<KernelSource> gemmKernel(llvm::StringRef Name, const Node &N,
      << "  }\n"
      << "}\n";
 
-  KernelSource KS;
-  KS.Name = Fn;
-  KS.Source = std::move(Src);
-  KS.Inputs.assign(Params.Inputs.begin(), Params.Inputs.end());
-  KS.Outputs = Params.Outputs;
-  KS.BlockX = unsigned(T.threads());
-  KS.GridX = unsigned(TilesM);
-  KS.GridY = unsigned(TilesN);
-  KS.GridZ = unsigned(S.Groups);
-  return KS;
+  return gridKernel(Fn, std::move(Src), Params, T.threads(), TilesM, TilesN,
+                    S.Groups);
+}
+
+/// The tensor-core implicit-GEMM kernel of N (bf16 or f16) with tile T:
+/// the im2col and weight tiles staged in shared memory as the operands'
+/// 16-bit values (zeros outside the image and past the edges), each row of
+/// the window padded by 8 elements so that a warp's fragment loads hit 32
+/// distinct banks; each warp runs mma.sync m16n8k16 over its sub-tile into
+/// fp32 accumulators; the bias is added before the one rounding.
+llvm::Expected<KernelSource> mmaKernel(llvm::StringRef Name, const Node &N,
+                                       const ConvShape &S, const MmaTile &T) {
+  auto Err = [&](const llvm::Twine &Msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'%" + N.getName() + "': " + Msg);
+  };
+  DType Dt = N.getType().Dtype;
+  if (Dt != DType::BF16 && Dt != DType::F16)
+    return Err("conv2d's tensor-core tiles need bf16 or f16, not " +
+               dtypeName(Dt));
+  int64_t M = S.gemmM(), K = S.gemmK(), Og = S.og();
+  int64_t TilesM = (M + T.BM - 1) / T.BM, TilesN = (Og + T.BN - 1) / T.BN;
+  if (TilesM > (int64_t(1) << 31) - 1 || TilesN > 65535 || S.Groups > 65535)
+    return Err("conv2d too large for one launch");
+  int64_t Largest = std::max({N.getOperand(0)->getType().numElements(),
+                              N.getOperand(1)->getType().numElements(),
+                              N.getType().numElements(), M + T.BM, K + T.BK});
+  bool Narrow = Largest < (int64_t(1) << 31);
+  const char *IT = Narrow ? "int" : "long long";
+  auto Lit = [&](int64_t V) {
+    return std::to_string(V) + (Narrow ? "" : "LL");
+  };
+  std::string Fn = sanitizeIdentifier(Name);
+  ParamList Params;
+  for (const Operand &Op : N.getOperands())
+    Params.Inputs.insert(Op.V);
+  Params.Outputs.push_back(N.getResult());
+  std::string Xp = Params.name(N.getOperand(0));
+  std::string Wp = Params.name(N.getOperand(1));
+  std::string Out = Params.name(N.getResult()) + "_out";
+  int Threads = 32 * T.Warps, Pad = T.BK + 8;
+  int RowsPerWarp = T.BM / T.warpsM(), ColsPerWarp = T.BN / T.warpsN();
+  const char *Mma = Dt == DType::BF16
+                        ? "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+                        : "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+
+  std::string Src;
+  llvm::raw_string_ostream OS(Src);
+  OS << kernelPrelude() << "\n// conv2d %" << N.getName()
+     << ": implicit GEMM on the tensor cores (mma.sync m16n8k16), tile " << T.BM
+     << "x" << T.BN << "x" << T.BK << " (output pixels x channels x window), "
+     << T.Warps << " warps, fp32 accumulation\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << Threads << ") "
+     << Fn << "(" << Params.signature() << ") {\n"
+     << "  __shared__ __align__(16) unsigned short As[" << T.BM << "][" << Pad
+     << "];\n"
+     << "  __shared__ __align__(16) unsigned short Bs[" << T.BN << "][" << Pad
+     << "];\n"
+     << "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
+     << "  const int wm = warp % " << T.warpsM() << ", wn = warp / "
+     << T.warpsM() << ";\n"
+     << "  const int gq = lane >> 2, tq = lane & 3;\n"
+     << "  const " << IT << " m0 = (" << IT << ")blockIdx.x * " << T.BM << ";\n"
+     << "  const " << IT << " n0 = (" << IT << ")blockIdx.y * " << T.BN << ";\n"
+     << "  const " << IT << " g = blockIdx.z;\n"
+     << "  float acc[" << T.fragsM() << "][" << T.fragsN() << "][4];\n"
+     << "  for (int i = 0; i < " << T.fragsM() << "; ++i)\n"
+     << "    for (int j = 0; j < " << T.fragsN() << "; ++j)\n"
+     << "      for (int r = 0; r < 4; ++r)\n"
+     << "        acc[i][j][r] = 0.f;\n"
+     << "  for (" << IT << " k0 = 0; k0 < " << Lit(K) << "; k0 += " << T.BK
+     << ") {\n"
+     << "    for (int e = tid; e < " << T.BM * T.BK << "; e += " << Threads
+     << ") {\n"
+     << "      const int mm = e % " << T.BM << ", kk = e / " << T.BM << ";\n"
+     << "      const " << IT << " m = m0 + mm, k = k0 + kk;\n"
+     << "      unsigned short v = 0;\n"
+     << "      if (m < " << Lit(M) << " && k < " << Lit(K) << ") {\n"
+     << im2colWindow(S, IT, Lit) << "          v = " << Xp << "[((n * "
+     << Lit(S.C) << " + g * " << Lit(S.cg()) << " + c) * " << Lit(S.H)
+     << " + ih) * " << Lit(S.W) << " + iw];\n"
+     << "      }\n"
+     << "      As[mm][kk] = v;\n"
+     << "    }\n"
+     << "    for (int e = tid; e < " << T.BN * T.BK << "; e += " << Threads
+     << ") {\n"
+     << "      const int kk = e % " << T.BK << ", nn = e / " << T.BK << ";\n"
+     << "      const " << IT << " k = k0 + kk, o = n0 + nn;\n"
+     << "      Bs[nn][kk] = (k < " << Lit(K) << " && o < " << Lit(Og) << ") ? "
+     << Wp << "[(g * " << Lit(Og) << " + o) * " << Lit(K)
+     << " + k] : (unsigned short)0;\n"
+     << "    }\n"
+     << "    __syncthreads();\n"
+     << "#pragma unroll\n"
+     << "    for (int ks = 0; ks < " << T.BK << "; ks += 16) {\n"
+     << "      unsigned a[" << T.fragsM() << "][4], b[" << T.fragsN()
+     << "][2];\n"
+     << "#pragma unroll\n"
+     << "      for (int i = 0; i < " << T.fragsM() << "; ++i) {\n"
+     << "        const int r = wm * " << RowsPerWarp << " + i * 16 + gq;\n"
+     << "        a[i][0] = *(const unsigned *)&As[r][ks + 2 * tq];\n"
+     << "        a[i][1] = *(const unsigned *)&As[r + 8][ks + 2 * tq];\n"
+     << "        a[i][2] = *(const unsigned *)&As[r][ks + 2 * tq + 8];\n"
+     << "        a[i][3] = *(const unsigned *)&As[r + 8][ks + 2 * tq + 8];\n"
+     << "      }\n"
+     << "#pragma unroll\n"
+     << "      for (int j = 0; j < " << T.fragsN() << "; ++j) {\n"
+     << "        const int c = wn * " << ColsPerWarp << " + j * 8 + gq;\n"
+     << "        b[j][0] = *(const unsigned *)&Bs[c][ks + 2 * tq];\n"
+     << "        b[j][1] = *(const unsigned *)&Bs[c][ks + 2 * tq + 8];\n"
+     << "      }\n"
+     << "#pragma unroll\n"
+     << "      for (int i = 0; i < " << T.fragsM() << "; ++i)\n"
+     << "#pragma unroll\n"
+     << "        for (int j = 0; j < " << T.fragsN() << "; ++j)\n"
+     << "          asm volatile(\"" << Mma
+     << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, "
+        "%3};\\n\"\n"
+     << "                       : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), "
+        "\"+f\"(acc[i][j][2]), \"+f\"(acc[i][j][3])\n"
+     << "                       : \"r\"(a[i][0]), \"r\"(a[i][1]), "
+        "\"r\"(a[i][2]), \"r\"(a[i][3]), \"r\"(b[j][0]), \"r\"(b[j][1]));\n"
+     << "    }\n"
+     << "    __syncthreads();\n"
+     << "  }\n"
+     // Accumulator r of fragment (i, j): row gq (+ 8 for r >= 2), column
+     // 2 * tq (+ 1 for odd r) of the fragment.
+     << "  for (int i = 0; i < " << T.fragsM() << "; ++i)\n"
+     << "    for (int h = 0; h < 2; ++h) {\n"
+     << "      const " << IT << " m = m0 + wm * " << RowsPerWarp
+     << " + i * 16 + gq + h * 8;\n"
+     << "      if (m >= " << Lit(M) << ")\n"
+     << "        continue;\n"
+     << "      const " << IT << " pix = m % " << Lit(S.HO * S.WO)
+     << ", n = m / " << Lit(S.HO * S.WO) << ";\n"
+     << "      for (int j = 0; j < " << T.fragsN() << "; ++j)\n"
+     << "        for (int l = 0; l < 2; ++l) {\n"
+     << "          const " << IT << " ol = n0 + wn * " << ColsPerWarp
+     << " + j * 8 + 2 * tq + l;\n"
+     << "          if (ol >= " << Lit(Og) << ")\n"
+     << "            continue;\n"
+     << "          const " << IT << " o = g * " << Lit(Og) << " + ol;\n"
+     << "          float v = acc[i][j][h * 2 + l];\n";
+  if (S.Bias)
+    OS << "          v += " << loadExpr(Dt, Params.name(N.getOperand(2)), "o")
+       << ";\n";
+  OS << "          " << Out << "[(n * " << Lit(S.O) << " + o) * "
+     << Lit(S.HO * S.WO) << " + pix] = " << storeExpr(Dt, "v") << ";\n"
+     << "        }\n"
+     << "    }\n"
+     << "}\n";
+
+  return gridKernel(Fn, std::move(Src), Params, Threads, TilesM, TilesN,
+                    S.Groups);
 }
 
 /// The kernel of a `buffer conv2d`, no choice made: the direct kernel for
@@ -683,6 +939,8 @@ llvm::Expected<KernelSource> choiceKernel(llvm::StringRef Name, const Node &N,
     return directKernel(Name, N, *SOr);
   if (std::optional<ConvTile> T = tileOf(Choice))
     return gemmKernel(Name, N, *SOr, *T);
+  if (std::optional<MmaTile> T = mmaTileOf(Choice))
+    return mmaKernel(Name, N, *SOr, *T);
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "'%" + N.getName() +
                                      "': conv2d has no kernel "

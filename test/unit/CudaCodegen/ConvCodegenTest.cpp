@@ -1,7 +1,8 @@
 //===- ConvCodegenTest.cpp - conv2d's kernel choices ----------------------===//
 //
 // conv2d lowered to a multi-template buffer (lib/OpUnits/Conv2d.cpp): the
-// choices each shape is offered, every kernel choice of dense, grouped,
+// choices each shape is offered, every kernel choice (the CUDA-core and
+// tensor-core implicit GEMMs, the direct kernel) of dense, grouped,
 // depthwise and 64-bit-indexed shapes generated and compiled with NVRTC
 // for sm_90 wherever libnvrtc can be opened (skips and says why
 // elsewhere), malformed tile names refused, and extern.cudnn refused with
@@ -92,7 +93,16 @@ TEST(ConvCodegen, ChoicesFitTheShape) {
             (std::vector<std::string>{
                 "conv_igemm_128x16x16_t4x2", "conv_igemm_128x32x16_t4x4",
                 "conv_igemm_64x32x16_t4x2", "conv_igemm_64x64x16_t4x4",
-                "conv_igemm_128x64x8_t8x4", "extern.cudnn"}));
+                "conv_igemm_128x64x8_t8x4", "conv_mma_128x64x32_w4",
+                "conv_mma_64x32x32_w4", "extern.cudnn"}));
+  // f32 has no tensor-core tile; two groups of 32 channels not the wide one.
+  auto Grouped = lowered(Shapes[1]);
+  ASSERT_TRUE(Grouped);
+  EXPECT_EQ(names(node(*Grouped)),
+            (std::vector<std::string>{"conv_igemm_128x16x16_t4x2",
+                                      "conv_igemm_128x32x16_t4x4",
+                                      "conv_igemm_64x32x16_t4x2",
+                                      "conv_mma_64x32x32_w4", "extern.cudnn"}));
   auto Depthwise = lowered(Shapes[2]);
   ASSERT_TRUE(Depthwise);
   EXPECT_EQ(names(node(*Depthwise)),
@@ -124,6 +134,16 @@ TEST(ConvCodegen, ChoicesFitTheShape) {
   EXPECT_FALSE(Info->ChoiceCost(node(*Dense), "gemm_128x64x32_w4_s3"));
 }
 
+TEST(ConvCodegen, TensorCoreTilesNeedSixteenBits) {
+  auto P = lowered(Shapes[2]);
+  ASSERT_TRUE(P);
+  llvm::Expected<KernelSource> K =
+      generateOpUnitChoiceKernel("k", node(*P), "conv_mma_64x32x32_w4");
+  ASSERT_FALSE(bool(K));
+  EXPECT_NE(llvm::toString(K.takeError()).find("need bf16 or f16, not f32"),
+            std::string::npos);
+}
+
 TEST(ConvCodegen, MalformedTilesAreRefused) {
   auto P = lowered(Shapes[0]);
   ASSERT_TRUE(P);
@@ -133,7 +153,9 @@ TEST(ConvCodegen, MalformedTilesAreRefused) {
   for (const char *Bad :
        {"conv_igemm_064x64x16_t4x4", "conv_igemm_64x64x16_t3x4",
         "conv_igemm_256x256x8_t2x2", "conv_igemm_128x128x64_t8x8",
-        "conv_igemm_64x64x16", "conv_direct", "extern.cudnn"}) {
+        "conv_igemm_64x64x16", "conv_direct", "extern.cudnn",
+        "conv_mma_128x64x32_w3", "conv_mma_128x64x24_w4",
+        "conv_mma_128x64x32"}) {
     llvm::Expected<KernelSource> K =
         generateOpUnitChoiceKernel("k", node(*P), Bad);
     ASSERT_FALSE(bool(K)) << Bad;
