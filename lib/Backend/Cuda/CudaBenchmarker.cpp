@@ -525,7 +525,9 @@ Measurement CudaSession::measureOpUnitExtern(const MultiTemplateBufferNode &N,
                         " bytes: " + G->D->errorString(R));
     P.Workspace.Bytes = *Bytes;
   }
-  return run(
+  // A library status is not a CUresult: the first one is reported itself.
+  int LibStatus = 0;
+  Measurement M = run(
       [&](int Copy) -> CUresult {
         std::vector<void *> Ptrs;
         for (const Operand &O : N.getOperands())
@@ -533,9 +535,15 @@ Measurement CudaSession::measureOpUnitExtern(const MultiTemplateBufferNode &N,
         int S = Call->Run(G->Stream, Ptrs,
                           reinterpret_cast<void *>(P.OutMain[Copy].P),
                           reinterpret_cast<void *>(P.Workspace.P));
+        if (S && !LibStatus)
+          LibStatus = S;
         return S ? CUresult(999) : CUDA_SUCCESS;
       },
       P, P.OutMain, N.getType().Dtype, P.RefMain, &P.BestUs[0]);
+  if (LibStatus)
+    M.Message = C.Name + " failed with the library's status " +
+                std::to_string(LibStatus) + " (" + M.Message + ")";
+  return M;
 }
 
 Measurement CudaSession::measureEpilogue(const MultiTemplateBufferNode &N,
