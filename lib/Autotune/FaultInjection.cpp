@@ -2,6 +2,7 @@
 #include "mtsched/Autotune/FaultInjection.h"
 #include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Graph.h"
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Support/Diagnostics.h"
@@ -126,6 +127,17 @@ static bool candidatesOf(const Module &M, const Graph &G, const Node &N,
       if (!Choices.Disabled.count(C.Name))
         Out.push_back(C);
     return true;
+  case OpCategory::Unit:
+    // An op unit with kernel choices lists them itself (IR/OpUnit.h).
+    if (const OpUnitInfo *Info = lookupOpUnitInfo(N.getOp());
+        Info && Info->Choices) {
+      Out.clear();
+      for (std::string &Name : Info->Choices(N))
+        if (!Choices.Disabled.count(Name))
+          Out.push_back(Choice{std::move(Name), {}, {}});
+      return true;
+    }
+    return false;
   default:
     return false;
   }

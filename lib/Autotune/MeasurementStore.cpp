@@ -30,6 +30,9 @@ std::string mtsched::workloadKey(const Workload &W, bool Fused) {
   if (W.K == Workload::Kind::Attention && W.Attn.HasMask)
     OS << ":mask:" << W.Attn.MaskB << 'x' << W.Attn.MaskH << 'x'
        << W.Attn.MaskSq << ':' << int(W.Attn.MaskDtype);
+  // An op unit's problem is its operands and attributes.
+  if (W.K == Workload::Kind::OpUnit)
+    OS << ":unit:" << W.UnitKey;
   if (Fused)
     OS << ":fused:" << W.Epilogue.NumOps << ':' << W.Epilogue.Elements << ':'
        << W.Epilogue.ExtraInputBytes << ':' << W.Epilogue.FlopsPerElement << ':'

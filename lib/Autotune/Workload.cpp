@@ -79,6 +79,22 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
       Scale = double(Hint) / double(W.Bytes);
       W.Bytes = Hint;
     }
+  } else if (const OpUnitInfo *Info = lookupOpUnitInfo(N.getOp());
+             Info && Info->Choices && Info->ChoiceCost) {
+    // Described at its own shape, like attention.
+    W.K = Workload::Kind::OpUnit;
+    for (const Operand &O : N.getOperands())
+      W.InBytes = addSaturating(W.InBytes, O.V->getType().numBytes());
+    W.OutBytes = Out.numBytes();
+    llvm::raw_string_ostream OS(W.UnitKey);
+    OS << N.getOpName();
+    for (const Operand &O : N.getOperands())
+      OS << ' ' << O.V->getType().str();
+    OS << ' ';
+    N.getAttrs().print(OS);
+    for (const Choice &C : N.getChoices())
+      if (std::optional<OpUnitChoiceCost> Cost = Info->ChoiceCost(N, C.Name))
+        W.UnitCosts.emplace_back(C.Name, *Cost);
   } else {
     W.K = Workload::Kind::Custom;
     for (const Operand &O : N.getOperands())
@@ -214,6 +230,15 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     }
     return collectiveTimeUs(D, W.Collective, *A, W.Bytes, W.Ranks, Epi);
   }
+  case Workload::Kind::OpUnit: {
+    // An op unit's kernel runs no epilogue (it absorbs none).
+    if (Fused)
+      return Inf;
+    for (const auto &[Name, Cost] : W.UnitCosts)
+      if (Name == C.Name)
+        return opUnitChoiceTimeUs(D, Cost);
+    return Inf;
+  }
   case Workload::Kind::Custom: {
     // A custom kernel is modelled as memory-bound: it reads its inputs and
     // writes its output once; a fused epilogue adds its extra inputs only.
@@ -243,6 +268,8 @@ llvm::StringRef mtsched::workloadKindName(Workload::Kind K) {
     return "swiglu";
   case Workload::Kind::Attention:
     return "attention";
+  case Workload::Kind::OpUnit:
+    return "op_unit";
   }
   return "custom";
 }
@@ -250,7 +277,7 @@ llvm::StringRef mtsched::workloadKindName(Workload::Kind K) {
 std::optional<Workload::Kind> mtsched::parseWorkloadKind(llvm::StringRef Name) {
   for (Workload::Kind K : {Workload::Kind::Gemm, Workload::Kind::Collective,
                            Workload::Kind::Custom, Workload::Kind::SwiGlu,
-                           Workload::Kind::Attention})
+                           Workload::Kind::Attention, Workload::Kind::OpUnit})
     if (workloadKindName(K) == Name)
       return K;
   return std::nullopt;

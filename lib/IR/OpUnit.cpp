@@ -24,6 +24,18 @@ const OpUnitInfo *mtsched::lookupOpUnitInfo(OpCode C) {
   return E.Registered ? &E.Info : nullptr;
 }
 
+bool mtsched::hasOpUnitChoices(OpCode C) {
+  const OpUnitInfo *Info = lookupOpUnitInfo(C);
+  return Info && Info->Choices;
+}
+
+bool mtsched::opUnitOffersChoice(llvm::StringRef Name) {
+  for (const Entry &E : Table)
+    if (E.Registered && E.Info.OffersChoice && E.Info.OffersChoice(Name))
+      return true;
+  return false;
+}
+
 std::optional<int64_t> mtsched::verifyDimAttr(const Node &N, int64_t Rank,
                                               int64_t Default,
                                               OpErrorFn Error) {

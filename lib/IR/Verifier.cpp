@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/IR/Verifier.h"
 #include "VerifierImpl.h"
+#include "mtsched/IR/OpUnit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include <cmath>
@@ -453,10 +454,11 @@ void Verifier::verifyNode(const Graph &G, const Node &N) {
     }
     break;
   case Node::Kind::MultiTemplateBuffer:
-    if (Cat != OpCategory::MatMul && Cat != OpCategory::Custom) {
-      error(N.getLoc(),
-            "a multi_template_buffer must be a matmul or a custom op, not '" +
-                N.getOpName() + "'");
+    if (Cat != OpCategory::MatMul && Cat != OpCategory::Custom &&
+        !hasOpUnitChoices(N.getOp())) {
+      error(N.getLoc(), "a multi_template_buffer must be a matmul, a custom "
+                        "op or an op unit with kernel choices (conv2d), not '" +
+                            N.getOpName() + "'");
       return;
     }
     break;

@@ -1,6 +1,7 @@
 //===- ChoiceConfig.cpp ---------------------------------------------------===//
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/IR/Attention.h"
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/Support/FileIO.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
@@ -415,7 +416,8 @@ ChoiceConfig::removedByTopology(CollectiveKind K, llvm::StringRef Group,
 }
 
 bool ChoiceConfig::offers(llvm::StringRef Name) const {
-  if (Name == AttentionMathChoice)
+  // An op unit's choices (conv2d's tiles, extern.cudnn) are its own file's.
+  if (Name == AttentionMathChoice || opUnitOffersChoice(Name))
     return true;
   auto In = [&](const std::vector<std::string> &Names) {
     return llvm::is_contained(Names, Name);

@@ -1,6 +1,7 @@
 //===- Lowering.cpp - The `lower` pass ------------------------------------===//
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/IR/Attention.h"
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/Support/Diagnostics.h"
 #include <map>
 #include <tuple>
@@ -87,8 +88,21 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
   case OpCategory::Pointwise:
   case OpCategory::Reduction:
   case OpCategory::Layout:
-  case OpCategory::Unit:
     return copyOf<BufferNode>(N);
+  case OpCategory::Unit: {
+    // An op unit with kernel choices (conv2d) is tuned like a matmul: its
+    // own file says which choices fit N (IR/OpUnit.h).
+    const OpUnitInfo *Info = lookupOpUnitInfo(N.getOp());
+    if (!Info || !Info->Choices)
+      return copyOf<BufferNode>(N);
+    auto MTB = copyOf<MultiTemplateBufferNode>(N);
+    std::vector<Choice> Choices;
+    for (std::string &Name : Info->Choices(N))
+      if (!Opts.Choices.Disabled.count(Name))
+        Choices.push_back(Choice{std::move(Name), {}, {}});
+    MTB->setChoices(std::move(Choices));
+    return MTB;
+  }
   case OpCategory::MatMul: {
     auto MTB = copyOf<MultiTemplateBufferNode>(N);
     const TensorType &Out = N.getType();

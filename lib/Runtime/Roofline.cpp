@@ -374,6 +374,25 @@ double memoryBoundUs(const DeviceDesc &D, double BytesRead, double BytesWritten,
 
 } // namespace
 
+double mtsched::opUnitChoiceTimeUs(const DeviceDesc &D,
+                                   const OpUnitChoiceCost &C) {
+  if (!(C.Flops >= 0) || !(C.Bytes >= 0) || !(C.Efficiency > 0))
+    return Inf;
+  double Peak = C.TensorCores ? D.PeakBf16Tflops : D.PeakFp32Tflops;
+  // The busiest SM sets the time: a grid that does not fill every SM's
+  // slots spreads over the SMs as evenly as it can; a larger one runs in
+  // waves of every slot, the last one partly idle.
+  double Waves = 1;
+  if (C.Ctas > 0) {
+    double Ctas = double(C.Ctas), SMs = double(D.NumSMs);
+    double Slots = SMs * std::max(1, C.CtasPerSm);
+    Waves = Ctas <= Slots ? ceilDiv(Ctas, SMs) * SMs / Ctas
+                          : ceilDiv(Ctas, Slots) * Slots / Ctas;
+  }
+  double Compute = C.Flops * Waves / (flopsPerUs(Peak) * C.Efficiency);
+  return D.LaunchUs + std::max(hbmUs(D, C.Bytes), Compute);
+}
+
 double mtsched::pointwiseTimeUs(const DeviceDesc &D, int64_t BytesRead,
                                 int64_t BytesWritten, double Flops) {
   return memoryBoundUs(D, double(BytesRead), double(BytesWritten), Flops);

@@ -10,6 +10,7 @@
 
 #include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Graph.h"
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/Runtime/Roofline.h"
 #include <optional>
 
@@ -18,7 +19,9 @@ namespace mtsched {
 struct Workload {
   /// SwiGlu: a merged gate+up GEMM; Gemm.N counts its output columns.
   /// Attention: an attention op, described by Attn.
-  enum class Kind { Gemm, Collective, Custom, SwiGlu, Attention };
+  /// OpUnit: an op unit with kernel choices (conv2d, IR/OpUnit.h), its
+  /// choices priced by UnitCosts.
+  enum class Kind { Gemm, Collective, Custom, SwiGlu, Attention, OpUnit };
   Kind K = Kind::Custom;
   GemmProblem Gemm{};
   AttentionShape Attn{};
@@ -31,8 +34,14 @@ struct Workload {
   int Ranks = 1;
   /// A collective's row: its input's last dimension (0 where it has none).
   int64_t RowElems = 0;
-  /// A custom op's input and output bytes.
+  /// A custom op's or op unit's input and output bytes.
   int64_t InBytes = 0, OutBytes = 0;
+  /// An op unit's problem in words (its operands' types and attributes):
+  /// two convolutions of one size but different strides are different
+  /// workloads to the memo and the cache.
+  std::string UnitKey;
+  /// An op unit's choices and the simulator's terms of each.
+  std::vector<std::pair<std::string, OpUnitChoiceCost>> UnitCosts;
   /// The epilogue candidate (NumOps == 0 if none).
   EpilogueDesc Epilogue{};
 };

@@ -13,6 +13,7 @@
 #ifndef MTSCHED_RUNTIME_ROOFLINE_H
 #define MTSCHED_RUNTIME_ROOFLINE_H
 
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/IR/Ops.h"
 #include "mtsched/IR/Types.h"
 #include "mtsched/Runtime/DeviceDesc.h"
@@ -83,6 +84,12 @@ double swigluTimeUs(const DeviceDesc &D, const GemmProblem &P,
 /// own tile and split-K, and runs near the best tile's efficiency. It never
 /// fuses an epilogue.
 double externGemmTimeUs(const DeviceDesc &D, const GemmProblem &P);
+
+/// Predicted time of an op unit's kernel choice from its terms
+/// (IR/OpUnit.h): one launch plus the larger of its HBM traffic and its
+/// arithmetic at its efficiency of the tensor-core or CUDA-core peak, the
+/// arithmetic stretched by the last wave's idle SMs.
+double opUnitChoiceTimeUs(const DeviceDesc &D, const OpUnitChoiceCost &C);
 
 /// A memory-bound kernel: one launch plus the larger of its HBM traffic and
 /// its arithmetic on the CUDA cores.

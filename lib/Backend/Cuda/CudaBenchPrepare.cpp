@@ -13,6 +13,8 @@
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/Backend/Cuda/OpUnitKernels.h"
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
 #include "mtsched/Reference/RandomInputs.h"
@@ -67,6 +69,13 @@ void CudaSession::startCompile(const MultiTemplateBufferNode &N, Prepared &P,
     if (N.getOp() == OpCode::SwiGlu) {
       if (std::optional<GemmTileConfig> T = swigluTileOf(C))
         Add(keyOf(C.Name, false), generateSwiGluKernel(N, *T, P.Rows));
+      continue;
+    }
+    if (hasOpUnitChoices(N.getOp())) {
+      // An op unit absorbs no epilogue; its library choices have no kernel.
+      if (!C.isExtern())
+        Add(keyOf(C.Name, false),
+            generateOpUnitChoiceKernel(N.getName() + "_" + C.Name, N, C.Name));
       continue;
     }
     if (N.getOp() == OpCode::Attention) {
@@ -160,7 +169,7 @@ void CudaSession::compileChoices(const MultiTemplateBufferNode &N, Prepared &P,
 /// with its preparation).
 static bool hasChoiceKernels(const MultiTemplateBufferNode &N) {
   return N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
-         N.getOp() == OpCode::Attention;
+         N.getOp() == OpCode::Attention || hasOpUnitChoices(N.getOp());
 }
 
 Prepared &CudaSession::slot(const MultiTemplateBufferNode &N,

@@ -21,7 +21,9 @@
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Backend/Cuda/NcclApi.h"
+#include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "mtsched/Backend/Cuda/PeerAccess.h"
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
 #include "mtsched/Reference/RandomInputs.h"
@@ -429,6 +431,11 @@ Measurement CudaSession::measure(const MultiTemplateBufferNode &N,
       Fused ? N.getEpilogue().back().V->getType().Dtype : N.getType().Dtype;
   const DevBuf *Out = Fused ? P.OutFused : P.OutMain;
   const auto &Ref = Fused ? P.RefFused : P.RefMain;
+  if (C.isExtern() && hasOpUnitChoices(N.getOp())) {
+    if (Fused)
+      return failed(ChoiceStatus::Failed, "'" + C.Name + "' cannot fuse");
+    return measureOpUnitExtern(N, C, P);
+  }
   if (C.isExtern()) {
     if (Fused)
       return failed(ChoiceStatus::Failed, "'" + C.Name + "' cannot fuse");
@@ -464,7 +471,7 @@ Measurement CudaSession::measure(const MultiTemplateBufferNode &N,
   auto It = P.Kernels.find(keyOf(C.Name, Fused));
   if (It == P.Kernels.end() &&
       (N.getOp() == OpCode::MatMul || N.getOp() == OpCode::SwiGlu ||
-       N.getOp() == OpCode::Attention)) {
+       N.getOp() == OpCode::Attention || hasOpUnitChoices(N.getOp()))) {
     // A choice the builder left out (pruned): compile it now.
     compileChoices(N, P,
                    [&](size_t I) { return N.getChoices()[I].Name == C.Name; });
@@ -497,6 +504,47 @@ Measurement CudaSession::measure(const MultiTemplateBufferNode &N,
   }
   return run([&](int Copy) { return launch(L, P, Out, Copy); }, P, Out, OutType,
              Ref, &P.BestUs[Fused], &L.K, &P.RefWritesFused);
+}
+
+Measurement CudaSession::measureOpUnitExtern(const MultiTemplateBufferNode &N,
+                                             const Choice &C, Prepared &P) {
+  // The op unit's library (extern.cudnn): where it cannot be loaded the
+  // choice fails with the reason, and the others are decided among.
+  llvm::Expected<OpUnitExternCall> Call = prepareOpUnitExtern(N, C.Name);
+  if (!Call)
+    return failed(ChoiceStatus::Failed, llvm::toString(Call.takeError()));
+  llvm::Expected<size_t> Bytes = Call->Plan(G->Stream);
+  if (!Bytes)
+    return failed(ChoiceStatus::Failed, llvm::toString(Bytes.takeError()));
+  if (*Bytes && P.Workspace.Bytes < *Bytes) {
+    if (P.Workspace.P)
+      G->D->cuMemFree(P.Workspace.P);
+    P.Workspace = DevBuf();
+    if (CUresult R = G->D->cuMemAlloc(&P.Workspace.P, *Bytes))
+      return failed(ChoiceStatus::Failed,
+                    "cannot allocate a workspace of " + std::to_string(*Bytes) +
+                        " bytes: " + G->D->errorString(R));
+    P.Workspace.Bytes = *Bytes;
+  }
+  // A library status is not a CUresult: the first one is reported itself.
+  int LibStatus = 0;
+  Measurement M = run(
+      [&](int Copy) -> CUresult {
+        std::vector<void *> Ptrs;
+        for (const Operand &O : N.getOperands())
+          Ptrs.push_back(reinterpret_cast<void *>(P.Dev[O.V][Copy].P));
+        int S = Call->Run(G->Stream, Ptrs,
+                          reinterpret_cast<void *>(P.OutMain[Copy].P),
+                          reinterpret_cast<void *>(P.Workspace.P));
+        if (S && !LibStatus)
+          LibStatus = S;
+        return S ? CUresult(999) : CUDA_SUCCESS;
+      },
+      P, P.OutMain, N.getType().Dtype, P.RefMain, &P.BestUs[0]);
+  if (LibStatus)
+    M.Message = C.Name + " failed with the library's status " +
+                std::to_string(LibStatus) + " (" + M.Message + ")";
+  return M;
 }
 
 Measurement CudaSession::measureEpilogue(const MultiTemplateBufferNode &N,

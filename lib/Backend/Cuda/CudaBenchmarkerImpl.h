@@ -166,6 +166,10 @@ private:
   /// measure() of a collective on one rank: a device-to-device copy of its
   /// input (an uneven all_to_all's kept rows, the rest zeroed). The caller
   /// holds the GPU's lock, its context current.
+  /// Times an op unit's library choice C of N (extern.cudnn) on P's
+  /// buffers, its result checked like a kernel's.
+  Measurement measureOpUnitExtern(const MultiTemplateBufferNode &N,
+                                  const Choice &C, Prepared &P);
   Measurement measureOneRankCopy(const MultiTemplateBufferNode &N,
                                  const Workload &W, const Choice &C);
   /// An output of a kernel checked beside its last: its buffer of copy 0

@@ -12,6 +12,7 @@
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
+#include "mtsched/IR/OpUnit.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
 #include "mtsched/Reference/RandomInputs.h"
@@ -624,6 +625,51 @@ llvm::Error GraphRun::runCublas(const MultiTemplateBufferNode &M) {
   return llvm::Error::success();
 }
 
+llvm::Error GraphRun::runOpUnitExtern(const MultiTemplateBufferNode &M) {
+  llvm::Expected<OpUnitExternCall> Call =
+      prepareOpUnitExtern(M, M.getDecision());
+  if (!Call)
+    return err("'%" + M.getName() + "': cannot run '" + M.getDecision() +
+               "': " + llvm::toString(Call.takeError()));
+  llvm::Expected<size_t> Bytes = Call->Plan(Gp.Stream);
+  if (!Bytes)
+    return err("'%" + M.getName() + "': cannot run '" + M.getDecision() +
+               "': " + llvm::toString(Bytes.takeError()));
+  if (llvm::Error E = alloc(M.getResult()))
+    return E;
+  CUdeviceptr Work = 0;
+  if (*Bytes)
+    if (llvm::Error E =
+            allocBytes(*Bytes, Work,
+                       "the " + llvm::Twine(*Bytes) + "-byte workspace of '%" +
+                           M.getName() + "'"))
+      return E;
+  // The buffers are looked up when the call is issued: the runtime library
+  // may have bound others since.
+  std::vector<const Value *> Ins;
+  for (const Operand &O : M.getOperands())
+    Ins.push_back(O.V);
+  const Value *Res = M.getResult();
+  Gpu &Dev0 = Gp;
+  auto Issue = [this, &Dev0, Ins, Res, Work, Run = Call->Run] {
+    std::vector<void *> Ptrs;
+    for (const Value *V : Ins)
+      Ptrs.push_back(reinterpret_cast<void *>(resolve(V)));
+    return Run(Dev0.Stream, Ptrs, reinterpret_cast<void *>(resolve(Res)),
+               reinterpret_cast<void *>(Work));
+  };
+  if (int S = Issue())
+    return err("'%" + M.getName() + "': " + M.getDecision() +
+               " failed with status " + std::to_string(S));
+  if (CUresult R = syncStream(D, Gp.Stream,
+                              M.getDecision() + " for '%" + M.getName() + "'"))
+    return err("'%" + M.getName() + "': " + M.getDecision() +
+               " failed: " + D.errorString(R));
+  Replay.push_back([Issue] { return CUresult(Issue() ? 1 : 0); });
+  ++Launched;
+  return llvm::Error::success();
+}
+
 llvm::Error GraphRun::runHorizontal(const MultiTemplateBufferNode &M) {
   const MultiTemplateBufferNode *Leader = &M;
   if (std::optional<llvm::StringRef> Of =
@@ -654,6 +700,14 @@ llvm::Error GraphRun::runTemplate(const MultiTemplateBufferNode &M) {
                M.getDecision() + "' on the GPU");
   };
   const Choice *Ch = M.findChoice(M.getDecision());
+  if (hasOpUnitChoices(M.getOp())) {
+    if (!Ch || M.isEpilogueFused())
+      return CannotRun();
+    if (Ch->isExtern())
+      return runOpUnitExtern(M);
+    return runKernel(
+        generateOpUnitChoiceKernel(nextKernelName(), M, M.getDecision()));
+  }
   if (M.getOp() == OpCode::Attention) {
     if (!Ch || M.isEpilogueFused())
       return CannotRun();

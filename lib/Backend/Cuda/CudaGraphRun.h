@@ -145,6 +145,8 @@ private:
   /// C over the ranks through NCCL (setComm), kept for replay.
   llvm::Error runNcclCollective(const CollectiveMultiTemplateBufferNode &C);
   llvm::Error runCublas(const MultiTemplateBufferNode &M);
+  /// An op unit's decided library choice (extern.cudnn).
+  llvm::Error runOpUnitExtern(const MultiTemplateBufferNode &M);
   /// The merged GEMM of M's horizontal group, launched once, where the
   /// schedule reaches its first member; the others are then done.
   llvm::Error runHorizontal(const MultiTemplateBufferNode &M);

@@ -3,6 +3,8 @@
 #include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/OpUnitKernels.h"
+#include "mtsched/IR/OpUnit.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -89,6 +91,16 @@ mtsched::generateGraphKernels(const Graph &G,
           if (!M->isDecided() || M->getDecision() == C.Name)
             Take(generateSwiGluKernel(*M, *T),
                  "'%" + M->getName() + "' choice '" + C.Name + "'");
+      continue;
+    }
+    // An op unit's kernels by choice (conv2d's tiles); its library
+    // choices (extern.cudnn) have none.
+    if (M && hasOpUnitChoices(M->getOp())) {
+      for (const Choice &C : M->getChoices())
+        if (!C.isExtern() && (!M->isDecided() || M->getDecision() == C.Name))
+          Take(generateOpUnitChoiceKernel(
+                   G.getName() + "_" + M->getName() + "_" + C.Name, *M, C.Name),
+               "'%" + M->getName() + "' choice '" + C.Name + "'");
       continue;
     }
     if (M && M->getOp() == OpCode::Attention) {

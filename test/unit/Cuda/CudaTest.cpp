@@ -22,6 +22,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
 #include <cmath>
+#include <iostream>
 
 using namespace mtsched;
 
@@ -132,6 +133,60 @@ graph @g(%x: T[100,200], %w: T[200,72], %b: T[72]) {
     EXPECT_GT(Ok, 2u);
     Measurement E = (*B)->getRunner().measureEpilogue(N, W);
     EXPECT_EQ(E.Status, ChoiceStatus::Ok) << E.Message;
+  }
+}
+
+/// Every choice of conv2d (lib/OpUnits/Conv2d.cpp) measured by the
+/// benchmarker, which checks its result against the fp64 reference: the
+/// implicit-GEMM tiles, the direct kernel, and cuDNN where it loads (where
+/// not, the choice fails saying so and the others still run).
+TEST(CudaBackend, EveryConvChoiceMatchesTheReference) {
+  REQUIRE_GPU();
+  const char *Graphs[] = {
+      R"(graph @dense(%x: bf16[4,64,28,28], %w: bf16[96,64,3,3], %b: bf16[96]) {
+  %y = conv2d(%x, %w, %b) {padding = 1} : bf16[4,96,28,28]
+  return %y
+})",
+      R"(graph @grouped(%x: f32[2,48,13,11], %w: f32[64,24,3,3], %b: f32[64]) {
+  %y = conv2d(%x, %w, %b) {padding = [2, 1], dilation = [2, 1], groups = 2} : f32[2,64,13,11]
+  return %y
+})",
+      R"(graph @depthwise(%x: bf16[2,96,14,14], %w: bf16[96,1,7,7], %b: bf16[96]) {
+  %y = conv2d(%x, %w, %b) {padding = 3, groups = 96} : bf16[2,96,14,14]
+  return %y
+})",
+      R"(graph @patch(%x: f16[2,3,64,64], %w: f16[192,3,16,16]) {
+  %y = conv2d(%x, %w) {stride = 16} : f16[2,192,4,4]
+  return %y
+})"};
+  for (const char *Src : Graphs) {
+    auto L = lower(Src);
+    ASSERT_TRUE(L) << Src;
+    const Graph &G = *L->M->getGraphs()[0];
+    const auto &N = *llvm::cast<MultiTemplateBufferNode>(G.getNodes()[0].get());
+    AutotuneOptions Opts;
+    Opts.Backend = "cuda";
+    Opts.BenchRuns = 3;
+    auto B = createCudaBenchmarker(Opts, 0, Solo);
+    ASSERT_TRUE(bool(B)) << llvm::toString(B.takeError());
+    Workload W = describeNode(*L->M, G, N);
+    ASSERT_EQ(W.K, Workload::Kind::OpUnit);
+    unsigned Ok = 0;
+    for (const Choice &C : N.getChoices()) {
+      Measurement M = (*B)->getRunner().measure(N, W, C, false, BuildResult());
+      if (C.Name == "extern.cudnn" && M.Status != ChoiceStatus::Ok) {
+        EXPECT_EQ(M.Status, ChoiceStatus::Failed) << M.Message;
+        EXPECT_NE(M.Message.find("cuDNN cannot be loaded"), std::string::npos)
+            << G.getName() << ": " << M.Message;
+        continue;
+      }
+      EXPECT_EQ(M.Status, ChoiceStatus::Ok)
+          << G.getName() << " " << C.Name << ": " << M.Message;
+      Ok += M.Status == ChoiceStatus::Ok;
+      std::cout << "[ conv2d ] @" << G.getName() << " " << C.Name << ": "
+                << M.Us << " us\n";
+    }
+    EXPECT_GE(Ok, 2u) << G.getName();
   }
 }
 

@@ -12,6 +12,7 @@
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/raw_ostream.h"
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,44 @@ OpUnitKernelFn lookupOpUnitKernel(OpCode C);
 /// the op when none is registered.
 llvm::Expected<KernelSource> generateOpUnitKernel(llvm::StringRef Name,
                                                   const Node &N);
+
+/// The kernel of choice Choice (OpUnitInfo::Choices) of verified node N of
+/// an op unit with kernel choices; an error for a choice it has no kernel
+/// for (a library's).
+using OpUnitChoiceKernelFn = llvm::Expected<KernelSource> (*)(
+    llvm::StringRef Name, const Node &N, llvm::StringRef Choice);
+/// Registers op unit C's kernels by choice.
+void registerOpUnitChoiceKernel(OpCode C, OpUnitChoiceKernelFn Fn);
+/// The kernel of choice Choice of op-unit node N, or an error naming the
+/// op when it has no kernels by choice.
+llvm::Expected<KernelSource> generateOpUnitChoiceKernel(llvm::StringRef Name,
+                                                        const Node &N,
+                                                        llvm::StringRef Choice);
+
+/// An op unit's library choice (`extern.cudnn`) set up for one node: the
+/// library is opened, the call described; the handle and the algorithm
+/// wait for a stream (the context current).
+struct OpUnitExternCall {
+  /// Readies the call on Stream (a CUstream) and returns the bytes of
+  /// device workspace it needs.
+  std::function<llvm::Expected<size_t>(void *Stream)> Plan;
+  /// Issues the call on Stream over the device pointers of N's operands
+  /// (in order), its result and a workspace of Plan's size: 0, or the
+  /// library's status.
+  std::function<int(void *Stream, llvm::ArrayRef<void *> Operands, void *Result,
+                    void *Workspace)>
+      Run;
+};
+/// Sets choice Choice of N up; an error saying why it cannot run here
+/// (the library cannot be loaded, the shape is not one it takes).
+using OpUnitExternFn =
+    llvm::Expected<OpUnitExternCall> (*)(const Node &N, llvm::StringRef Choice);
+/// Registers op unit C's library choices.
+void registerOpUnitExtern(OpCode C, OpUnitExternFn Fn);
+/// Choice Choice of op-unit node N set up; an error naming the op when it
+/// has no library choices.
+llvm::Expected<OpUnitExternCall> prepareOpUnitExtern(const Node &N,
+                                                     llvm::StringRef Choice);
 
 namespace codegen {
 
