@@ -58,9 +58,10 @@ llvm::Expected<std::string> indexFor(const TensorType &Op, int64_t Rows,
 /// The nodes of N's epilogue chain, in order.
 std::vector<const Node *> epilogueNodes(const MultiTemplateBufferNode &N);
 
-/// A fused group with layout ops (LayoutGroupKernels.cpp): one thread per
-/// element of Outputs (all of one shape), each value computed at the index
-/// its reader needs.
+/// A fused group read through (LayoutGroupKernels.cpp): layout ops, or
+/// sum/max over a dimension other than the last; one thread per element
+/// of Outputs (all of one shape), each value computed at the index its
+/// reader needs, a sum/max by a loop over its dimension.
 llvm::Expected<KernelSource>
 generateLayoutGroupKernel(llvm::StringRef Name,
                           llvm::ArrayRef<const Node *> Nodes,

@@ -2,8 +2,10 @@
 //
 // One kernel per fused group of buffers (and a GEMM's epilogue run apart):
 // one thread per element (8 adjacent ones where rows allow, moved as
-// 16-byte words), or one block per row when a row reduction reads a value
-// of the group. Groups with layout ops go to LayoutGroupKernels.cpp.
+// 16-byte words), or one block per row when the group holds a row
+// reduction or a last-dim sum/max (the softmax written by hand, a mean).
+// Groups with layout ops or a sum/max over another dimension go to
+// LayoutGroupKernels.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
@@ -420,26 +422,36 @@ llvm::Error GroupEmitter::emitRows(llvm::raw_ostream &OS) {
 llvm::Expected<KernelSource> GroupEmitter::emit() {
   if (Nodes.empty())
     return err("empty kernel group");
-  if (llvm::any_of(Nodes, [](const Node *N) { return isLayout(N->getOp()); })) {
+  // The kernel's form (Schedule/Fusion.h, KernelForm): read through
+  // (index substitution) with a layout op or, in a group of several, a
+  // sum/max over a dimension other than the last; a block per row with a
+  // row reduction or, in a group of several, a last-dim sum/max; else a
+  // thread per element (a sum/max alone loops over its dimension).
+  auto IsSumMax = [](const Node *N) {
+    return N->getOp() == OpCode::Sum || N->getOp() == OpCode::Max;
+  };
+  auto LastDim = [](const Node *N) {
+    int64_t Rank = N->getOperand(0)->getType().rank();
+    const Attribute *D = N->getAttrs().get("dim");
+    return !D || !D->isInt() || D->getInt() == -1 || D->getInt() == Rank - 1;
+  };
+  bool Group = Nodes.size() > 1;
+  if (llvm::any_of(Nodes, [&](const Node *N) {
+        return isLayout(N->getOp()) || (Group && IsSumMax(N) && !LastDim(N));
+      })) {
     if (RowsOverride > 0)
       return err("a fused group with layout ops has no size hint");
     return generateLayoutGroupKernel(Name, Nodes, P.Outputs);
   }
-  // Row mode (one block per row) when a row reduction or a last-dimension
-  // sum/max reads a value of the group; otherwise one thread per element,
-  // sum/max of inputs looping over the reduced dimension.
   const Node *FirstReduction = nullptr;
-  llvm::DenseSet<const Value *> InGroup;
   for (const Node *N : Nodes) {
     if (!llvm::isa<BufferNode>(N) ||
         !(isPointwise(N->getOp()) || isReduction(N->getOp())))
       return err("'%" + N->getName() +
                  "' is not a pointwise op or a reduction");
-    bool RowMode = isRowReduction(N->getOp()) ||
-                   (isReduction(N->getOp()) && InGroup.count(N->getOperand(0)));
+    bool RowMode = isRowReduction(N->getOp()) || (Group && IsSumMax(N));
     if (!FirstReduction && RowMode)
       FirstReduction = N;
-    InGroup.insert(N->getResult());
   }
   if (!FirstReduction && isReduction(Nodes.front()->getOp()) &&
       Nodes.size() > 1 && RowsOverride > 0)
