@@ -279,9 +279,13 @@ codegen::generateLayoutGroupKernel(llvm::StringRef Name,
     Desc += " %" + N->getName() + "=" + N->getOpName().str();
   std::string S;
   llvm::raw_string_ostream OS(S);
-  OS << Prelude << "\n// Fused group, read through its layout ops:" << Desc
-     << "\nextern \"C\" __global__ void __launch_bounds__(" << Block << ") "
-     << Fn << "(" << P.signature() << ") {\n"
+  bool HasLayout =
+      llvm::any_of(Nodes, [](const Node *N) { return isLayout(N->getOp()); });
+  OS << Prelude
+     << (HasLayout ? "\n// Fused group, read through its layout ops:"
+                   : "\n// Fused group, reduced by index substitution:")
+     << Desc << "\nextern \"C\" __global__ void __launch_bounds__(" << Block
+     << ") " << Fn << "(" << P.signature() << ") {\n"
      << "  for (long long i = (long long)blockIdx.x * " << Block
      << " + threadIdx.x; i < " << Total << "LL;\n"
      << "       i += (long long)gridDim.x * " << Block << ") {\n"
