@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Branch reduce-fuse (issue 35, "shape-changing reductions join the kernel
-# of their producer chain"): fused sum/max on one GPU.
+# of their producer chain", "row reductions with layout members"): fused
+# sum/max and row reductions reading layout ops through, on one GPU.
 #  1. --run of test/lit/Cuda/reduce-fusion-run.mir (the MoE combine read
 #     through at decode and prefill sizes, a softmax and a mean written by
 #     hand as one block per row, nested reductions, a per-row chain beside
-#     whole rows, the unfused no-keepdim case): every output checked against
+#     whole rows, the unfused no-keepdim case, an RMSNorm and a softmax
+#     reading a transpose through): every output checked against
 #     the fp64 interpreter, each graph's time as a CUDA graph; then the same
 #     graphs with --reduction-fusion=false (each sum/max alone, as before)
 #     for the time before.

@@ -90,8 +90,16 @@ std::string KernelForm::whyNotJoin(const Node &C) const {
        RowNorm = isRowReduction(Op);
   const llvm::SmallVector<int64_t, 4> &Shape = C.getType().Shape;
   if (Rows) {
-    if (Layout)
-      return "a kernel with a row reduction takes no layout op";
+    if (Layout) {
+      for (const Operand &O : C.getOperands())
+        if (Values.count(O.V) && !LayoutValues.count(O.V))
+          return name(C) + " reads '%" + O.V->getName() +
+                 "', which the kernel computes: a kernel with a row "
+                 "reduction reads through layout ops only before it";
+      return "";
+    }
+    if (std::string Why = whyNotWholeRows(C, RowShape); !Why.empty())
+      return Why;
     if (Reduce && !isLastDimReduction(C))
       return name(C) + " reduces dimension " + std::to_string(reducedDim(C)) +
              "; a kernel that reduces rows of " + shapeStr(RowShape) +
@@ -130,11 +138,17 @@ std::string KernelForm::whyNotJoin(const Node &C) const {
   if (readsThrough() || Layout || (Reduce && !isLastDimReduction(C))) {
     // A read-through kernel: members may differ in shape, but a value
     // computed from a reduction is read at its own shape only.
-    if (RowNorm)
-      return HasLayout || Layout
-                 ? "a kernel with a row reduction takes no layout op"
-                 : "a kernel with a row reduction takes no sum/max over a "
-                   "dimension other than the last";
+    if (RowNorm) {
+      // Layout ops before a row reduction: a rows kernel that reads them
+      // through, when they lead to whole rows of it.
+      if (HasReduce || Layout)
+        return "a kernel with a row reduction takes no sum/max over a "
+               "dimension other than the last";
+      if (!RowsReady || (HasPlain && PlainShape != Shape))
+        return "a kernel with a row reduction reads through layout ops "
+               "only to the whole rows it reduces";
+      return whyNotWholeRows(C, Shape);
+    }
     for (const Operand &O : C.getOperands())
       if (Reduced.count(O.V) && !Reduce &&
           (Layout || O.V->getType().Shape != Shape))
@@ -154,12 +168,46 @@ std::string KernelForm::whyNotJoin(const Node &C) const {
   return "";
 }
 
+std::string KernelForm::whyNotWholeRows(const Node &C,
+                                        llvm::ArrayRef<int64_t> Row) const {
+  for (const Operand &O : C.getOperands())
+    if (LayoutValues.count(O.V) &&
+        llvm::ArrayRef<int64_t>(O.V->getType().Shape) != Row)
+      return name(C) + " reads '%" + O.V->getName() + "' of " +
+             shapeStr(O.V->getType().Shape) +
+             " through a layout op; a kernel with a row reduction reads "
+             "through layout ops only to whole rows of " +
+             shapeStr(Row);
+  return "";
+}
+
 void KernelForm::join(const Node &C) {
   OpCode Op = C.getOp();
   bool Reduce = isFusableReduction(C);
-  bool ReadThrough = HasLayout || HasReduce;
+  bool ReadThrough = !Rows && (HasLayout || HasReduce);
+  // What a later row reduction needs of a read-through kernel.
+  if (!Rows && !isLayout(Op)) {
+    const auto &Own = C.getType().Shape;
+    if (HasPlain && PlainShape != Own)
+      RowsReady = false;
+    if (!HasPlain) {
+      PlainShape = Own;
+      HasPlain = true;
+    }
+    for (const Operand &O : C.getOperands())
+      if (LayoutValues.count(O.V) && O.V->getType().Shape != Own)
+        RowsReady = false;
+  } else if (!Rows) {
+    for (const Operand &O : C.getOperands())
+      if (Values.count(O.V) && !LayoutValues.count(O.V))
+        RowsReady = false;
+  }
   if (isLayout(Op)) {
     HasLayout = true;
+    LayoutValues.insert(C.getResult());
+  } else if (isRowReduction(Op) && ReadThrough) {
+    Rows = true;
+    RowShape = C.getType().Shape;
   } else if (Reduce && (ReadThrough || !isLastDimReduction(C))) {
     HasReduce = true;
     Reduced.insert(C.getResult());
@@ -517,8 +565,8 @@ void FusionAnalysis::absorbLayoutProducers() {
       continue;
     unsigned K = KIt->second;
     // Into a kernel of groupable members only (not a reshape kept as a
-    // view, nor a gather kernel of its own), and not a rows kernel.
-    if (K == L || Closed.count(K) || Forms[K]->reducesRows() ||
+    // view, nor a gather kernel of its own).
+    if (K == L || Closed.count(K) ||
         !llvm::all_of(KernelSets[K],
                       [&](const Node *X) { return isGroupable(X); }) ||
         !llvm::all_of(It->second, [&](const Node *U) {
@@ -560,15 +608,22 @@ void FusionAnalysis::absorbLayoutProducers() {
 std::vector<const Node *>
 mtsched::membersThatCannotStay(llvm::ArrayRef<const Node *> Kernel,
                                llvm::function_ref<bool(const Node *)> Escapes) {
-  // Read through: a layout op, or a sum/max over another dimension (a rows
-  // kernel writes whole rows and one value per row by construction).
-  bool ReadThrough = llvm::any_of(Kernel, [](const Node *N) {
-    return isLayout(N->getOp()) ||
-           (isFusableReduction(*N) && !isLastDimReduction(*N));
-  });
-  if (!ReadThrough)
+  if (Kernel.empty())
     return {};
+  KernelForm Form(*Kernel.front());
+  for (const Node *N : llvm::drop_begin(Kernel))
+    Form.join(*N);
   std::vector<const Node *> Escaping, Out;
+  if (Form.reducesRows()) {
+    // A rows kernel computes its layout values where they are read, whole
+    // rows in registers: it writes none of them.
+    for (const Node *N : Kernel)
+      if (isLayout(N->getOp()) && Escapes(N))
+        Out.push_back(N);
+    return Out;
+  }
+  if (!Form.readsThrough())
+    return {};
   for (const Node *N : Kernel)
     if (Escapes(N))
       Escaping.push_back(N);
@@ -595,7 +650,8 @@ std::vector<const Node *> FusionAnalysis::invalidMembers() const {
   std::vector<const Node *> Out;
   for (unsigned K = 0; K < KernelSets.size(); ++K) {
     const KernelSet &Set = KernelSets[K];
-    if (!Forms[K] || !Forms[K]->readsThrough() || Set.size() == 1)
+    if (!Forms[K] || !(Forms[K]->readsThrough() || Forms[K]->hasLayout()) ||
+        Set.size() == 1)
       continue; // a layout op alone is its own gather kernel, as before
     std::vector<const Node *> Members = membersOf(K);
     auto Escapes = [&](const Node *N) {

@@ -50,19 +50,24 @@ static llvm::Error checkFusion(const ScheduledKernel &SK,
     if (N != Leader)
       Form.join(*N);
   }
-  if (!Form.readsThrough())
+  if (!Form.readsThrough() && !Form.hasLayout())
     return llvm::Error::success();
   llvm::DenseSet<const Node *> In(SK.Nodes.begin(), SK.Nodes.end());
   auto Escapes = [&](const Node *N) { return ReadOutside(N, In); };
   std::vector<const Node *> Out = membersThatCannotStay(SK.Nodes, Escapes);
   if (!Out.empty())
-    return fail("cannot hold " +
-                std::string(isLayout(Out.front()->getOp()) ? "layout op"
-                                                           : "reduction") +
-                " '%" + Out.front()->getName() +
-                "': a kernel that reads through layout ops or sum/max "
-                "computes in float, writes values of one shape, and leaves "
-                "a reshape read outside it a view");
+    return fail(
+        "cannot hold " +
+        std::string(isLayout(Out.front()->getOp()) ? "layout op"
+                                                   : "reduction") +
+        " '%" + Out.front()->getName() + "': " +
+        (Form.reducesRows()
+             ? std::string("a kernel with a row reduction writes no "
+                           "value it reads through")
+             : std::string("a kernel that reads through layout ops or "
+                           "sum/max computes in float, writes values of one "
+                           "shape, and leaves a reshape read outside it a "
+                           "view")));
   return llvm::Error::success();
 }
 

@@ -121,7 +121,11 @@ bool isFusableReduction(const Node &N);
 ///    without its last dimension, or with it as 1); a row member reads a
 ///    per-row value of the kernel only in the kept-dimension form (a
 ///    broadcast along the row), a per-row member reads values outside the
-///    kernel only when they are one value per row or a single one;
+///    kernel only when they are one value per row or a single one. Its
+///    layout members are read before the reduction: they read only values
+///    from outside the kernel or other layout members, and the kernel
+///    reads their values only as whole rows of RowShape, each element at
+///    its own index (r, c) by index substitution; none is written;
 ///  - read-through: it holds a layout op or a sum/max over another
 ///    dimension; a thread per element of what it writes, each value
 ///    computed at the index its reader needs (index substitution), a
@@ -129,7 +133,11 @@ bool isFusableReduction(const Node &N);
 ///    reduction is read only by pointwise members of its own shape or by
 ///    another sum/max (a broadcast or a layout op would compute the
 ///    reduction again for every element it reads).
-/// A rows kernel takes no layout op and no sum/max over another dimension.
+/// A rows kernel takes no sum/max over another dimension, and no layout op
+/// of a value it computes. A read-through kernel of layout ops and
+/// pointwise ops of one shape S, whose layout values are read at S, becomes
+/// a rows kernel when a row reduction of rows S joins it (a transpose or
+/// reshape before an RMSNorm); a last-dim sum/max joins it read through.
 class KernelForm {
 public:
   explicit KernelForm(const Node &First);
@@ -144,25 +152,38 @@ public:
   /// A rows kernel.
   bool reducesRows() const { return Rows; }
   /// A read-through kernel.
-  bool readsThrough() const { return HasLayout || HasReduce; }
+  bool readsThrough() const { return !Rows && (HasLayout || HasReduce); }
 
 private:
+  /// Why the layout values C reads are not whole rows of Row; empty if
+  /// they are.
+  std::string whyNotWholeRows(const Node &C, llvm::ArrayRef<int64_t> Row) const;
+
   const Node *First;
   bool HasLayout = false, HasReduce = false, Rows = false;
   llvm::SmallVector<int64_t, 4> RowShape;
-  /// Values of the kernel, and those computed from a read-through sum/max.
-  llvm::DenseSet<const Value *> Values, Reduced;
+  /// Read-through kernels: whether a row reduction may still make it a
+  /// rows kernel (every non-layout member of shape PlainShape reading
+  /// layout values at that shape, no layout member reading one of them).
+  bool RowsReady = true;
+  llvm::SmallVector<int64_t, 4> PlainShape;
+  bool HasPlain = false;
+  /// Values of the kernel, those of its layout members, and those computed
+  /// from a read-through sum/max.
+  llvm::DenseSet<const Value *> Values, LayoutValues, Reduced;
 };
 
 /// Why the nodes of one kernel (in program order) cannot form it by the
 /// rules of KernelForm; empty if they can.
 std::string whyNotKernel(llvm::ArrayRef<const Node *> Kernel);
-/// The members of one read-through kernel of several buffers (Kernel) that
-/// cannot stay in it, in program order: all its layout ops and sum/max
-/// members when the values the kernel writes (Escapes: read outside it or
-/// returned) differ in shape (one iteration space writes them all) or a
-/// member is not float (the kernel computes in float), and a reshape that
-/// Escapes (it stays a view). Empty for a kernel of another form.
+/// The members of one kernel of several buffers (Kernel, in program
+/// order) that cannot stay in it, in program order. A read-through kernel:
+/// all its layout ops and sum/max members when the values the kernel
+/// writes (Escapes: read outside it or returned) differ in shape (one
+/// iteration space writes them all) or a member is not float (the kernel
+/// computes in float), and a reshape that Escapes (it stays a view). A
+/// rows kernel: its layout members that Escape (it never writes a value it
+/// reads through). Empty for a kernel of another form.
 std::vector<const Node *>
 membersThatCannotStay(llvm::ArrayRef<const Node *> Kernel,
                       llvm::function_ref<bool(const Node *)> Escapes);

@@ -62,6 +62,16 @@ std::vector<const Node *> epilogueNodes(const MultiTemplateBufferNode &N);
 /// sum/max over a dimension other than the last; one thread per element
 /// of Outputs (all of one shape), each value computed at the index its
 /// reader needs, a sum/max by a loop over its dimension.
+/// The statements computing V, the value of one of the layout members
+/// Layout (read through, values outside them loaded through P), at flat
+/// index Flat, each line starting with Indent; Var is set to the float
+/// variable holding it. How a rows kernel reads the layout ops before its
+/// reduction.
+llvm::Expected<std::string> readThroughAt(llvm::ArrayRef<const Node *> Layout,
+                                          const Value *V,
+                                          const std::string &Flat, ParamList &P,
+                                          const std::string &Indent,
+                                          std::string &Var);
 llvm::Expected<KernelSource>
 generateLayoutGroupKernel(llvm::StringRef Name,
                           llvm::ArrayRef<const Node *> Nodes,

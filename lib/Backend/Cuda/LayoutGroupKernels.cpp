@@ -246,6 +246,19 @@ LayoutGroupEmitter::valueAt(const Value *V, const std::string &Flat) {
   return Result;
 }
 
+llvm::Expected<std::string>
+codegen::readThroughAt(llvm::ArrayRef<const Node *> Layout, const Value *V,
+                       const std::string &Flat, ParamList &P,
+                       const std::string &Indent, std::string &Var) {
+  LayoutGroupEmitter E(Layout, {}, P);
+  E.Indent = Indent;
+  llvm::Expected<std::string> X = E.valueAt(V, Flat);
+  if (!X)
+    return X.takeError();
+  Var = *X;
+  return E.Body;
+}
+
 llvm::Expected<KernelSource>
 codegen::generateLayoutGroupKernel(llvm::StringRef Name,
                                    llvm::ArrayRef<const Node *> Nodes,

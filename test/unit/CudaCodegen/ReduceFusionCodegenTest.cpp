@@ -3,7 +3,8 @@
 // Groups that `fuse` makes with a sum/max in them (Schedule/Fusion.h,
 // KernelForm): the MoE combine read through with a loop over the experts,
 // a softmax and a mean written by hand as one block per row, nested and
-// kept-dimension reductions. Each is generated from the fused graph, its
+// kept-dimension reductions, and a row reduction reading layout ops
+// through before it. Each is generated from the fused graph, its
 // form checked, and compiled with NVRTC for sm_90 wherever libnvrtc can be
 // opened (elsewhere the compile step says why it skipped).
 //
@@ -180,4 +181,39 @@ graph @g(%x: f16[6,5,40], %b: f16[40]) {
   EXPECT_NE(K.Source.find("// %s = sum over dim 0"), std::string::npos);
   EXPECT_NE(K.Source.find("fmaxf("), std::string::npos);
   expectCompiles(K);
+}
+
+TEST(ReduceFusionCodegen, RowReductionReadsLayoutOpsThrough) {
+  // A reshape and a transpose before a bias add and an RMSNorm: one block
+  // per row of [32,256], the transposed value read at each element's own
+  // index (and an odd row length, so that the read is guarded).
+  for (const char *Src : {R"(
+graph @g(%x: bf16[4,64,32], %b: bf16[32,256], %g: bf16[256]) {
+  %r = reshape(%x) : bf16[256,32]
+  %t = transpose(%r) {perm = [1, 0]} : bf16[32,256]
+  %a = add(%t, %b) : bf16[32,256]
+  %n = rmsnorm(%a, %g) {eps = 1.0e-05} : bf16[32,256]
+  %o = mul(%n, %a) : bf16[32,256]
+  return %o
+}
+)",
+                          R"(
+graph @g(%x: f32[3,100,7], %y: f32[7,100]) {
+  %t = transpose(%x) {perm = [0, 2, 1]} : f32[3,7,100]
+  %s = softmax(%t) : f32[3,7,100]
+  %u = reshape(%y) : f32[1,7,100]
+  %o = add(%s, %u) : f32[3,7,100]
+  return %o
+}
+)"}) {
+    auto P = fused(Src);
+    ASSERT_TRUE(P);
+    ASSERT_EQ(P->Kernels.size(), 1u);
+    const KernelSource &K = P->Kernels[0];
+    EXPECT_NE(K.Source.find("One block per row"), std::string::npos);
+    EXPECT_NE(K.Source.find("= transpose, read through"), std::string::npos)
+        << K.Source;
+    EXPECT_EQ(names(K.Outputs), (std::vector<std::string>{"o"}));
+    expectCompiles(K);
+  }
 }
