@@ -415,6 +415,7 @@ static constexpr PassOptionFlag PassOptionFlags[] = {
     {"fuse", "fusion-speedup-threshold", "fusion-speedup-threshold"},
     {"fuse", "tie-tolerance", "tie-tolerance"},
     {"fuse", "max-epilogue-length", "max-epilogue-length"},
+    {"fuse", "reduction-fusion", "reduction-fusion"},
     {"autotune", "prune-top-k", "prune-top-k"},
     {"autotune", "bench-runs", "bench-runs"},
     {"autotune", "warmup-runs", "warmup-runs"},

@@ -5,6 +5,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"
+#include <optional>
 
 using namespace mtsched;
 
@@ -33,9 +34,17 @@ bool mtsched::isFusableLayoutNode(const Node &N) {
   return true;
 }
 
+bool mtsched::isFusableReduction(const Node &N) {
+  if (N.getOp() != OpCode::Sum && N.getOp() != OpCode::Max)
+    return false;
+  return isFloatDType(N.getType().Dtype) &&
+         isFloatDType(N.getOperand(0)->getType().Dtype);
+}
+
 bool mtsched::canShareKernel(const Node &N) {
   return llvm::isa<BufferNode>(N) &&
-         (isFusableOp(N.getOp()) || isFusableLayoutNode(N));
+         (isFusableOp(N.getOp()) || isFusableLayoutNode(N) ||
+          isFusableReduction(N));
 }
 
 std::string mtsched::whyNotShareKernel(const Node &N) {
@@ -46,24 +55,186 @@ std::string mtsched::whyNotShareKernel(const Node &N) {
     return Why + " is not a buffer";
   if (isLayout(N.getOp()) && N.getOp() != OpCode::IndexSelect)
     return Why + " moves integers, which keep a gather kernel of their own";
+  if (N.getOp() == OpCode::Sum || N.getOp() == OpCode::Max)
+    return Why + " reduces integers, which keep an exact kernel of their own";
   return Why + " runs as a kernel of its own; only pointwise ops, row "
-               "reductions and float layout ops share one";
+               "reductions, float sum/max and float layout ops share one";
 }
 
-std::string mtsched::whyNotJoinKernel(const Node &C, const Node &First,
-                                      bool HasLayout, bool HasReduction) {
-  for (const Node *N : {&First, &C})
+/// The dimension a sum/max reduces, in [0, rank).
+static int64_t reducedDim(const Node &N) {
+  int64_t Rank = N.getOperand(0)->getType().rank();
+  int64_t Dim = Rank - 1;
+  if (const Attribute *D = N.getAttrs().get("dim"))
+    if (D->isInt())
+      Dim = D->getInt() < 0 ? D->getInt() + Rank : D->getInt();
+  return Dim;
+}
+
+static bool isLastDimReduction(const Node &N) {
+  return reducedDim(N) + 1 == int64_t(N.getOperand(0)->getType().rank());
+}
+
+static std::string name(const Node &N) { return "'%" + N.getName() + "'"; }
+
+KernelForm::KernelForm(const Node &First) : First(&First) { join(First); }
+
+std::string KernelForm::whyNotJoin(const Node &C) const {
+  for (const Node *N : {First, &C})
     if (std::string Why = whyNotShareKernel(*N); !Why.empty())
       return Why;
-  bool Layout = HasLayout || !isFusableOp(C.getOp());
-  if (Layout && (HasReduction || isRowReduction(C.getOp())))
-    return "a kernel with a row reduction takes no layout op";
-  // Layout kernels compute each value where it is read (index by index),
-  // so their members may differ in shape.
-  if (!Layout && C.getType().Shape != First.getType().Shape)
-    return "'%" + C.getName() + "' iterates over " +
-           shapeStr(C.getType().Shape) + ", not " +
-           shapeStr(First.getType().Shape);
+  if (&C == First)
+    return "";
+  OpCode Op = C.getOp();
+  bool Layout = isLayout(Op), Reduce = isFusableReduction(C),
+       RowNorm = isRowReduction(Op);
+  const llvm::SmallVector<int64_t, 4> &Shape = C.getType().Shape;
+  if (Rows) {
+    if (Layout) {
+      for (const Operand &O : C.getOperands())
+        if (Values.count(O.V) && !LayoutValues.count(O.V))
+          return name(C) + " reads '%" + O.V->getName() +
+                 "', which the kernel computes: a kernel with a row "
+                 "reduction reads through layout ops only before it";
+      return "";
+    }
+    if (std::string Why = whyNotWholeRows(C, RowShape); !Why.empty())
+      return Why;
+    if (Reduce && !isLastDimReduction(C))
+      return name(C) + " reduces dimension " + std::to_string(reducedDim(C)) +
+             "; a kernel that reduces rows of " + shapeStr(RowShape) +
+             " takes sum/max over the last dimension only";
+    if (Reduce || RowNorm) {
+      const llvm::SmallVector<int64_t, 4> &Row =
+          Reduce ? C.getOperand(0)->getType().Shape : Shape;
+      if (Row != RowShape)
+        return name(C) + " reduces rows of " + shapeStr(Row) + ", not " +
+               shapeStr(RowShape);
+      return "";
+    }
+    // A pointwise member: a whole row, or one value per row.
+    llvm::SmallVector<int64_t, 4> PerRow(RowShape.begin(), RowShape.end() - 1);
+    llvm::SmallVector<int64_t, 4> Kept = PerRow;
+    Kept.push_back(1);
+    bool Full = Shape == RowShape;
+    if (!Full && Shape != PerRow && Shape != Kept)
+      return name(C) + " iterates over " + shapeStr(Shape) +
+             ", neither a row of " + shapeStr(RowShape) +
+             " nor one value per row";
+    for (const Operand &O : C.getOperands()) {
+      const TensorType &T = O.V->getType();
+      bool Inside = Values.count(O.V);
+      if (Full && Inside && T.Shape != RowShape && T.Shape != Kept)
+        return name(C) + " broadcasts '%" + O.V->getName() + "' of " +
+               shapeStr(T.Shape) + " along " + shapeStr(RowShape) +
+               ", not one value per row";
+      if (!Full && !Inside && T.numElements() != 1 && T.Shape != Shape)
+        return name(C) + " reads '%" + O.V->getName() + "' of " +
+               shapeStr(T.Shape) + ", which is not one value per row of " +
+               shapeStr(RowShape);
+    }
+    return "";
+  }
+  if (readsThrough() || Layout || (Reduce && !isLastDimReduction(C))) {
+    // A read-through kernel: members may differ in shape, but a value
+    // computed from a reduction is read at its own shape only.
+    if (RowNorm) {
+      // Layout ops before a row reduction: a rows kernel that reads them
+      // through, when they lead to whole rows of it.
+      if (HasReduce || Layout)
+        return "a kernel with a row reduction takes no sum/max over a "
+               "dimension other than the last";
+      if (!RowsReady || (HasPlain && PlainShape != Shape))
+        return "a kernel with a row reduction reads through layout ops "
+               "only to the whole rows it reduces";
+      return whyNotWholeRows(C, Shape);
+    }
+    for (const Operand &O : C.getOperands())
+      if (Reduced.count(O.V) && !Reduce &&
+          (Layout || O.V->getType().Shape != Shape))
+        return name(C) + " would compute the reduction '%" + O.V->getName() +
+               "' again for every element it reads (" +
+               (Layout ? std::string("a layout op")
+                       : "a broadcast to " + shapeStr(Shape)) +
+               ")";
+    return "";
+  }
+  // A same-shape kernel, and C keeps it so or makes it a rows kernel.
+  const llvm::SmallVector<int64_t, 4> &Own =
+      Reduce ? C.getOperand(0)->getType().Shape : Shape;
+  if (Own != First->getType().Shape)
+    return name(C) + " iterates over " + shapeStr(Own) + ", not " +
+           shapeStr(First->getType().Shape);
+  return "";
+}
+
+std::string KernelForm::whyNotWholeRows(const Node &C,
+                                        llvm::ArrayRef<int64_t> Row) const {
+  for (const Operand &O : C.getOperands())
+    if (LayoutValues.count(O.V) &&
+        llvm::ArrayRef<int64_t>(O.V->getType().Shape) != Row)
+      return name(C) + " reads '%" + O.V->getName() + "' of " +
+             shapeStr(O.V->getType().Shape) +
+             " through a layout op; a kernel with a row reduction reads "
+             "through layout ops only to whole rows of " +
+             shapeStr(Row);
+  return "";
+}
+
+void KernelForm::join(const Node &C) {
+  OpCode Op = C.getOp();
+  bool Reduce = isFusableReduction(C);
+  bool ReadThrough = !Rows && (HasLayout || HasReduce);
+  // What a later row reduction needs of a read-through kernel.
+  if (!Rows && !isLayout(Op)) {
+    const auto &Own = C.getType().Shape;
+    if (HasPlain && PlainShape != Own)
+      RowsReady = false;
+    if (!HasPlain) {
+      PlainShape = Own;
+      HasPlain = true;
+    }
+    for (const Operand &O : C.getOperands())
+      if (LayoutValues.count(O.V) && O.V->getType().Shape != Own)
+        RowsReady = false;
+  } else if (!Rows) {
+    for (const Operand &O : C.getOperands())
+      if (Values.count(O.V) && !LayoutValues.count(O.V))
+        RowsReady = false;
+  }
+  if (isLayout(Op)) {
+    HasLayout = true;
+    LayoutValues.insert(C.getResult());
+  } else if (isRowReduction(Op) && ReadThrough) {
+    Rows = true;
+    RowShape = C.getType().Shape;
+  } else if (Reduce && (ReadThrough || !isLastDimReduction(C))) {
+    HasReduce = true;
+    Reduced.insert(C.getResult());
+  } else if (Reduce || isRowReduction(Op)) {
+    if (!Rows) {
+      Rows = true;
+      RowShape = Reduce ? C.getOperand(0)->getType().Shape : C.getType().Shape;
+    }
+  } else if (ReadThrough) {
+    for (const Operand &O : C.getOperands())
+      if (Reduced.count(O.V))
+        Reduced.insert(C.getResult());
+  }
+  for (unsigned R = 0; R < C.getNumResults(); ++R)
+    Values.insert(C.getResult(R));
+}
+
+std::string mtsched::whyNotKernel(llvm::ArrayRef<const Node *> Kernel) {
+  if (Kernel.empty())
+    return "";
+  KernelForm Form(*Kernel.front());
+  for (const Node *N : Kernel) {
+    if (std::string Why = Form.whyNotJoin(*N); !Why.empty())
+      return Why;
+    if (N != Kernel.front())
+      Form.join(*N);
+  }
   return "";
 }
 
@@ -115,10 +286,26 @@ private:
   using KernelSet = llvm::DenseSet<const Node *>;
 
   /// A buffer groupBuffers may put in a kernel with others
-  /// (canShareKernel), unless it is a layout op taken out of kernels.
+  /// (canShareKernel), unless it is a layout op or a sum/max taken out of
+  /// kernels (or a sum/max with --reduction-fusion=false).
   bool isGroupable(const Node *N) const {
-    return N && canShareKernel(*N) &&
-           (isFusableOp(N->getOp()) || !NoLayout.count(N));
+    return N && canShareKernel(*N) && !Excluded.count(N) &&
+           (Opts.Reductions || !isFusableReduction(*N));
+  }
+  /// The members of kernel K in program order.
+  std::vector<const Node *> membersOf(unsigned K) const {
+    std::vector<const Node *> Ms(KernelSets[K].begin(), KernelSets[K].end());
+    llvm::sort(Ms, [](const Node *A, const Node *B) {
+      return A->getIndex() < B->getIndex();
+    });
+    return Ms;
+  }
+  /// Kernel K's form, replayed from its members.
+  void rebuildForm(unsigned K) {
+    std::vector<const Node *> Ms = membersOf(K);
+    Forms[K].emplace(*Ms.front());
+    for (const Node *N : llvm::drop_begin(Ms))
+      Forms[K]->join(*N);
   }
   /// The operand through which a fusion of Consumer into the kernel would
   /// form a cycle, or null. Only nodes after the kernel's first node can
@@ -133,12 +320,9 @@ private:
   readOutside(llvm::ArrayRef<const Node *> Chain) const;
   void findEpilogue(const MultiTemplateBufferNode &M, FusionPlan &Plan);
   void groupBuffers(FusionPlan &Plan);
-  /// Members of kernels with layout ops that cannot stay: a reshape whose
-  /// value is read outside (it stays a view), or every layout member of a
-  /// kernel whose values read outside differ in shape (one iteration space
-  /// writes them all) or that has an integer member (the group kernel
-  /// computes in float). Empty when every kernel is well formed.
-  std::vector<const Node *> invalidLayoutMembers() const;
+  /// Members of read-through kernels that cannot stay
+  /// (membersThatCannotStay). Empty when every kernel is well formed.
+  std::vector<const Node *> invalidMembers() const;
   /// Moves a layout op alone in its kernel into the kernel of its readers
   /// when they are all in one (a slice or transpose of a graph input read
   /// by a pointwise group): the group then reads through it.
@@ -154,11 +338,10 @@ private:
   std::vector<unsigned> KernelFirst;
   /// Kernels that are epilogue chains and take no other members.
   llvm::DenseSet<unsigned> Closed;
-  /// Kernels with a row reduction, and kernels with a layout op: a kernel
-  /// has one or the other (a reduction's rows are one shape).
-  llvm::DenseSet<unsigned> WithReduction, WithLayout;
-  /// Layout ops that stay out of kernels (invalidLayoutMembers).
-  llvm::DenseSet<const Node *> NoLayout;
+  /// The form of each kernel of buffers (none for an epilogue chain).
+  std::vector<std::optional<KernelForm>> Forms;
+  /// Layout ops and sum/max that stay out of kernels (invalidMembers).
+  llvm::DenseSet<const Node *> Excluded;
   /// The template whose epilogue each chain member is in.
   llvm::DenseMap<const Node *, const MultiTemplateBufferNode *> EpilogueOwner;
 };
@@ -314,6 +497,7 @@ void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
   unsigned K = KernelSets.size();
   KernelSets.emplace_back();
   KernelFirst.push_back(Chain.front()->getIndex());
+  Forms.emplace_back();
   for (const Node *N : Chain) {
     KernelSets[K].insert(N);
     KernelOf[N] = K;
@@ -331,20 +515,17 @@ void FusionAnalysis::groupBuffers(FusionPlan &Plan) {
     if (!llvm::isa<BufferNode>(C) || KernelOf.count(C))
       continue;
     bool Joined = false;
-    bool CLayout = !isFusableOp(C->getOp()) && isGroupable(C);
     if (isGroupable(C)) {
       for (const Operand &O : C->getOperands()) {
         const Node *P = O.V->getDef();
         if (!isGroupable(P) || !KernelOf.count(P))
           continue;
         unsigned K = KernelOf[P];
-        const Node *First = G.getNodes()[KernelFirst[K]].get();
         std::string Why;
         if (Closed.count(K))
           Why = "'%" + P->getName() + "' belongs to an epilogue";
         else
-          Why = whyNotJoinKernel(*C, *First, WithLayout.count(K),
-                                 WithReduction.count(K));
+          Why = Forms[K]->whyNotJoin(*C);
         if (Why.empty())
           if (const Node *Through =
                   cycleThrough(C, KernelSets[K], KernelFirst[K]))
@@ -355,22 +536,16 @@ void FusionAnalysis::groupBuffers(FusionPlan &Plan) {
         }
         KernelSets[K].insert(C);
         KernelOf[C] = K;
-        if (CLayout)
-          WithLayout.insert(K);
-        if (isRowReduction(C->getOp()))
-          WithReduction.insert(K);
+        Forms[K]->join(*C);
         Joined = true;
         break;
       }
     }
     if (!Joined) {
       KernelOf[C] = KernelSets.size();
-      if (CLayout)
-        WithLayout.insert(KernelSets.size());
-      if (isRowReduction(C->getOp()))
-        WithReduction.insert(KernelSets.size());
       KernelSets.push_back(KernelSet{C});
       KernelFirst.push_back(C->getIndex());
+      Forms.emplace_back(std::in_place, *C);
     }
   }
 }
@@ -380,7 +555,7 @@ void FusionAnalysis::absorbLayoutProducers() {
     if (KernelSets[L].size() != 1)
       continue;
     const Node *N = *KernelSets[L].begin();
-    if (isFusableOp(N->getOp()) || !isGroupable(N))
+    if (!isLayout(N->getOp()) || !isGroupable(N))
       continue;
     auto It = Users.find(N->getResult());
     if (It == Users.end() || Outputs.count(N->getResult()))
@@ -391,7 +566,7 @@ void FusionAnalysis::absorbLayoutProducers() {
     unsigned K = KIt->second;
     // Into a kernel of groupable members only (not a reshape kept as a
     // view, nor a gather kernel of its own).
-    if (K == L || Closed.count(K) || WithReduction.count(K) ||
+    if (K == L || Closed.count(K) ||
         !llvm::all_of(KernelSets[K],
                       [&](const Node *X) { return isGroupable(X); }) ||
         !llvm::all_of(It->second, [&](const Node *U) {
@@ -401,36 +576,54 @@ void FusionAnalysis::absorbLayoutProducers() {
       continue;
     if (cycleThrough(N, KernelSets[K], std::min(KernelFirst[K], N->getIndex())))
       continue;
+    // The kernel, read through N, must still fit its form (a reduction's
+    // value is not read through a layout op).
+    std::vector<const Node *> With = membersOf(K);
+    With.insert(llvm::upper_bound(With, N,
+                                  [](const Node *A, const Node *B) {
+                                    return A->getIndex() < B->getIndex();
+                                  }),
+                N);
+    if (!whyNotKernel(With).empty())
+      continue;
     KernelSets[K].insert(N);
     KernelSets[L].clear();
     KernelOf[N] = K;
     KernelFirst[K] = std::min(KernelFirst[K], N->getIndex());
-    WithLayout.insert(K);
-    WithLayout.erase(L);
+    rebuildForm(K);
   }
   // Drop the emptied kernels.
   for (unsigned K = KernelSets.size(); K-- > 0;)
     if (KernelSets[K].empty()) {
       KernelSets.erase(KernelSets.begin() + K);
       KernelFirst.erase(KernelFirst.begin() + K);
+      Forms.erase(Forms.begin() + K);
     }
   KernelOf.clear();
-  WithLayout.clear();
-  WithReduction.clear();
   for (unsigned K = 0; K < KernelSets.size(); ++K)
-    for (const Node *N : KernelSets[K]) {
+    for (const Node *N : KernelSets[K])
       KernelOf[N] = K;
-      if (!isFusableOp(N->getOp()) && isGroupable(N))
-        WithLayout.insert(K);
-      if (isRowReduction(N->getOp()))
-        WithReduction.insert(K);
-    }
 }
 
-std::vector<const Node *> mtsched::layoutMembersThatCannotStay(
-    llvm::ArrayRef<const Node *> Kernel,
-    llvm::function_ref<bool(const Node *)> Escapes) {
+std::vector<const Node *>
+mtsched::membersThatCannotStay(llvm::ArrayRef<const Node *> Kernel,
+                               llvm::function_ref<bool(const Node *)> Escapes) {
+  if (Kernel.empty())
+    return {};
+  KernelForm Form(*Kernel.front());
+  for (const Node *N : llvm::drop_begin(Kernel))
+    Form.join(*N);
   std::vector<const Node *> Escaping, Out;
+  if (Form.reducesRows()) {
+    // A rows kernel computes its layout values where they are read, whole
+    // rows in registers: it writes none of them.
+    for (const Node *N : Kernel)
+      if (isLayout(N->getOp()) && Escapes(N))
+        Out.push_back(N);
+    return Out;
+  }
+  if (!Form.readsThrough())
+    return {};
   for (const Node *N : Kernel)
     if (Escapes(N))
       Escaping.push_back(N);
@@ -443,7 +636,7 @@ std::vector<const Node *> mtsched::layoutMembersThatCannotStay(
   bool AllFloat = llvm::all_of(
       Kernel, [](const Node *N) { return isFloatDType(N->getType().Dtype); });
   for (const Node *N : Kernel)
-    if (!isFusableOp(N->getOp()) &&
+    if ((isLayout(N->getOp()) || isFusableReduction(*N)) &&
         (!SameShape || !AllFloat ||
          (N->getOp() == OpCode::Reshape && llvm::is_contained(Escaping, N))))
       Out.push_back(N);
@@ -453,13 +646,14 @@ std::vector<const Node *> mtsched::layoutMembersThatCannotStay(
   return Out;
 }
 
-std::vector<const Node *> FusionAnalysis::invalidLayoutMembers() const {
+std::vector<const Node *> FusionAnalysis::invalidMembers() const {
   std::vector<const Node *> Out;
-  for (unsigned K : WithLayout) {
+  for (unsigned K = 0; K < KernelSets.size(); ++K) {
     const KernelSet &Set = KernelSets[K];
-    if (Set.size() == 1)
+    if (!Forms[K] || !(Forms[K]->readsThrough() || Forms[K]->hasLayout()) ||
+        Set.size() == 1)
       continue; // a layout op alone is its own gather kernel, as before
-    std::vector<const Node *> Members(Set.begin(), Set.end());
+    std::vector<const Node *> Members = membersOf(K);
     auto Escapes = [&](const Node *N) {
       if (Outputs.count(N->getResult()))
         return true;
@@ -468,7 +662,7 @@ std::vector<const Node *> FusionAnalysis::invalidLayoutMembers() const {
                return !Set.count(U);
              });
     };
-    for (const Node *N : layoutMembersThatCannotStay(Members, Escapes))
+    for (const Node *N : membersThatCannotStay(Members, Escapes))
       Out.push_back(N);
   }
   llvm::sort(Out, [](const Node *A, const Node *B) {
@@ -482,27 +676,26 @@ FusionPlan FusionAnalysis::run() {
   for (const auto &N : G.getNodes())
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
       findEpilogue(*M, Plan);
-  // Group, then regroup without the layout ops that cannot stay in their
-  // kernels; each round takes at least one out, so this ends.
+  // Group, then regroup without the layout ops and sum/max that cannot
+  // stay in their kernels; each round takes at least one out, so this ends.
   size_t EpilogueKernels = KernelSets.size();
   std::vector<FusionRejection> Rejections = Plan.Rejections;
   for (;;) {
     groupBuffers(Plan);
     absorbLayoutProducers();
-    std::vector<const Node *> Out = invalidLayoutMembers();
-    // Each round takes out layout ops not taken out before (none is ever
+    std::vector<const Node *> Out = invalidMembers();
+    // Each round takes out members not taken out before (none is ever
     // grouped again), so the loop ends.
-    llvm::erase_if(Out, [&](const Node *N) { return NoLayout.count(N); });
+    llvm::erase_if(Out, [&](const Node *N) { return Excluded.count(N); });
     if (Out.empty())
       break;
-    NoLayout.insert(Out.begin(), Out.end());
+    Excluded.insert(Out.begin(), Out.end());
     for (unsigned K = EpilogueKernels; K < KernelSets.size(); ++K)
       for (const Node *N : KernelSets[K])
         KernelOf.erase(N);
     KernelSets.resize(EpilogueKernels);
     KernelFirst.resize(EpilogueKernels);
-    WithLayout.clear();
-    WithReduction.clear();
+    Forms.resize(EpilogueKernels);
     Plan.Rejections = Rejections;
   }
 

@@ -22,7 +22,8 @@ static llvm::Error fail(const llvm::Twine &Msg) {
 /// Whether the nodes of kernel SK may be one kernel, by the rules the
 /// fusion pass groups with (Fusion.h): a fused template absorbs epilogues
 /// and its members may join one; every member of a group of buffers may
-/// share a kernel and fits the others; its layout members can stay.
+/// share a kernel and fits its form (KernelForm); the layout and sum/max
+/// members of a read-through kernel can stay.
 /// ReadOutside: whether a node's value is returned or read by a node
 /// outside the set given.
 using ReadOutsideFn = llvm::function_ref<bool(
@@ -41,25 +42,32 @@ static llvm::Error checkFusion(const ScheduledKernel &SK,
   }
   if (SK.Nodes.size() < 2)
     return llvm::Error::success();
-  bool HasLayout = false, HasReduction = false;
+  KernelForm Form(*Leader);
   for (const Node *N : SK.Nodes) {
-    std::string Why = whyNotJoinKernel(*N, *Leader, HasLayout, HasReduction);
+    std::string Why = Form.whyNotJoin(*N);
     if (!Why.empty())
       return fail("cannot hold '%" + N->getName() + "': " + Why);
-    HasLayout |= !isFusableOp(N->getOp());
-    HasReduction |= isRowReduction(N->getOp());
+    if (N != Leader)
+      Form.join(*N);
   }
-  if (!HasLayout)
+  if (!Form.readsThrough() && !Form.hasLayout())
     return llvm::Error::success();
   llvm::DenseSet<const Node *> In(SK.Nodes.begin(), SK.Nodes.end());
   auto Escapes = [&](const Node *N) { return ReadOutside(N, In); };
-  std::vector<const Node *> Out =
-      layoutMembersThatCannotStay(SK.Nodes, Escapes);
+  std::vector<const Node *> Out = membersThatCannotStay(SK.Nodes, Escapes);
   if (!Out.empty())
-    return fail("cannot hold layout op '%" + Out.front()->getName() +
-                "': a kernel that reads through layout ops computes in "
-                "float, writes values of one shape, and leaves a reshape "
-                "read outside it a view");
+    return fail(
+        "cannot hold " +
+        std::string(isLayout(Out.front()->getOp()) ? "layout op"
+                                                   : "reduction") +
+        " '%" + Out.front()->getName() + "': " +
+        (Form.reducesRows()
+             ? std::string("a kernel with a row reduction writes no "
+                           "value it reads through")
+             : std::string("a kernel that reads through layout ops or "
+                           "sum/max computes in float, writes values of one "
+                           "shape, and leaves a reshape read outside it a "
+                           "view")));
   return llvm::Error::success();
 }
 

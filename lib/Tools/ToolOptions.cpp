@@ -68,6 +68,12 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
           cl::desc("Let select-horizontal merge GEMMs that read one input "
                    "(Q/K/V) into one GEMM when faster (default true)"),
           cl::init(true), cl::cat(Cat)),
+      ReductionFusion(
+          "reduction-fusion",
+          cl::desc("Let float sum/max join the kernel of their producer "
+                   "chain (the MoE combine, a softmax or mean written by "
+                   "hand; default true)"),
+          cl::init(true), cl::cat(Cat)),
       TopologyFile("topology",
                    cl::desc("JSON file saying which host and NVLink domain "
                             "each rank is on (default: discovered, MPI's "
@@ -92,5 +98,6 @@ llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
     return fail("--max-epilogue-length must be at least 1");
   Fusion.MaxEpilogueLength = MaxEpilogueLength;
   Fusion.Horizontal = HorizontalFusion;
+  Fusion.Reductions = ReductionFusion;
   return llvm::Error::success();
 }

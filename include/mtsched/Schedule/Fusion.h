@@ -5,11 +5,14 @@
 // rejected fusion is kept with its reason, so tests and users can see why.
 //
 // Rules (docs/PASSES.md has examples):
-//  - Only pointwise ops and row reductions (rmsnorm, softmax) fuse.
-//  - A consumer joins its producer's kernel only if it iterates over the
-//    same shape (a broadcast that grows the iteration space would recompute
-//    the producer) and no other operand depends on that kernel through a
-//    node outside it (that would create a cycle).
+//  - Pointwise ops, row reductions (rmsnorm, softmax), float layout ops
+//    and float sum/max share kernels; only pointwise ops and row
+//    reductions join a template's epilogue.
+//  - A consumer joins its producer's kernel only if it fits the kernel's
+//    form (KernelForm: same-shape, rows or read-through; a broadcast that
+//    grows the iteration space would recompute the producer) and no other
+//    operand depends on that kernel through a node outside it (that would
+//    create a cycle).
 //  - The epilogue of a multi-template buffer is a chain of same-shape
 //    fusable buffers, each consuming the one before it (the first consumes
 //    the template, which must have no other reader). It ends after a row
@@ -31,8 +34,10 @@
 
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Passes/Pass.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +59,10 @@ struct FusionOptions {
   /// Offer horizontal merges of GEMMs that read one input
   /// (select-horizontal; --horizontal-fusion).
   bool Horizontal = true;
+  /// Let float sum/max join the kernel of their producer chain
+  /// (--reduction-fusion); false keeps each one a kernel of its own, as
+  /// before they fused.
+  bool Reductions = true;
 };
 
 struct FusionRejection {
@@ -88,28 +97,96 @@ bool isFusableOp(OpCode Op);
 /// Whether node N can share a kernel with other buffers, by its op's
 /// category and epilogue role in the op table: pointwise ops and row
 /// reductions join kernels, and so do float layout ops a kernel reads
-/// through (isFusableLayoutNode); every other op (matmul, attention,
-/// collectives, sum/max, sort/topk, scatter, cumsum, index_select, layout
-/// ops of integers, custom) runs as a kernel of its own.
+/// through (isFusableLayoutNode) and float sum/max (isFusableReduction);
+/// every other op (matmul, attention, collectives, integer sum/max,
+/// sort/topk, scatter, cumsum, index_select, layout ops of integers,
+/// custom) runs as a kernel of its own.
 bool canShareKernel(const Node &N);
 /// Why N cannot (canShareKernel); empty if it can.
 std::string whyNotShareKernel(const Node &N);
-/// Why buffer C cannot join a kernel whose first node is First and which
-/// holds a layout op already (HasLayout) or a row reduction
-/// (HasReduction); empty if it can: C and First share kernels
-/// (whyNotShareKernel), a kernel holds a layout op or a row reduction but
-/// not both, and a kernel without layout ops iterates over one shape.
-/// Cycles and the values a kernel writes are checked apart.
-std::string whyNotJoinKernel(const Node &C, const Node &First, bool HasLayout,
-                             bool HasReduction);
-/// The layout members of one kernel of several buffers (Kernel) that
-/// cannot stay in it, in program order: all of them when the values the
-/// kernel writes (Escapes: read outside it or returned) differ in shape
-/// (one iteration space writes them all) or a member is not float (the
-/// kernel computes in float), and a reshape that Escapes (it stays a view).
+/// Whether N is a sum or max of floating-point values (over one dimension,
+/// as the IR has them): a fused kernel computes its operand's chain while
+/// it reduces, so the operand is never written. Integer reductions keep
+/// their exact kernel of their own.
+bool isFusableReduction(const Node &N);
+
+/// What the fusion rules know about a kernel while its members join it in
+/// program order; the fusion pass keeps one per kernel it groups and
+/// verify-schedule replays each kernel through one. A kernel has one of
+/// three forms, which the CUDA backend generates (docs/CUDA.md):
+///  - same-shape: pointwise members of one shape, a thread per element;
+///  - rows: it holds a row reduction (rmsnorm, softmax, layernorm) or a
+///    sum/max over the last dimension; one block per row of RowShape. Its
+///    members are whole rows (RowShape) or one value per row (RowShape
+///    without its last dimension, or with it as 1); a row member reads a
+///    per-row value of the kernel only in the kept-dimension form (a
+///    broadcast along the row), a per-row member reads values outside the
+///    kernel only when they are one value per row or a single one. Its
+///    layout members are read before the reduction: they read only values
+///    from outside the kernel or other layout members, and the kernel
+///    reads their values only as whole rows of RowShape, each element at
+///    its own index (r, c) by index substitution; none is written;
+///  - read-through: it holds a layout op or a sum/max over another
+///    dimension; a thread per element of what it writes, each value
+///    computed at the index its reader needs (index substitution), a
+///    sum/max by a loop over its dimension. A value computed from such a
+///    reduction is read only by pointwise members of its own shape or by
+///    another sum/max (a broadcast or a layout op would compute the
+///    reduction again for every element it reads).
+/// A rows kernel takes no sum/max over another dimension, and no layout op
+/// of a value it computes. A read-through kernel of layout ops and
+/// pointwise ops of one shape S, whose layout values are read at S, becomes
+/// a rows kernel when a row reduction of rows S joins it (a transpose or
+/// reshape before an RMSNorm); a last-dim sum/max joins it read through.
+class KernelForm {
+public:
+  explicit KernelForm(const Node &First);
+  /// Why buffer C cannot join the kernel; empty if it can: both share
+  /// kernels (whyNotShareKernel) and C fits the kernel's form. Cycles and
+  /// the values a kernel writes are checked apart.
+  std::string whyNotJoin(const Node &C) const;
+  /// Adds C, for which whyNotJoin is empty.
+  void join(const Node &C);
+  const Node &first() const { return *First; }
+  bool hasLayout() const { return HasLayout; }
+  /// A rows kernel.
+  bool reducesRows() const { return Rows; }
+  /// A read-through kernel.
+  bool readsThrough() const { return !Rows && (HasLayout || HasReduce); }
+
+private:
+  /// Why the layout values C reads are not whole rows of Row; empty if
+  /// they are.
+  std::string whyNotWholeRows(const Node &C, llvm::ArrayRef<int64_t> Row) const;
+
+  const Node *First;
+  bool HasLayout = false, HasReduce = false, Rows = false;
+  llvm::SmallVector<int64_t, 4> RowShape;
+  /// Read-through kernels: whether a row reduction may still make it a
+  /// rows kernel (every non-layout member of shape PlainShape reading
+  /// layout values at that shape, no layout member reading one of them).
+  bool RowsReady = true;
+  llvm::SmallVector<int64_t, 4> PlainShape;
+  bool HasPlain = false;
+  /// Values of the kernel, those of its layout members, and those computed
+  /// from a read-through sum/max.
+  llvm::DenseSet<const Value *> Values, LayoutValues, Reduced;
+};
+
+/// Why the nodes of one kernel (in program order) cannot form it by the
+/// rules of KernelForm; empty if they can.
+std::string whyNotKernel(llvm::ArrayRef<const Node *> Kernel);
+/// The members of one kernel of several buffers (Kernel, in program
+/// order) that cannot stay in it, in program order. A read-through kernel:
+/// all its layout ops and sum/max members when the values the kernel
+/// writes (Escapes: read outside it or returned) differ in shape (one
+/// iteration space writes them all) or a member is not float (the kernel
+/// computes in float), and a reshape that Escapes (it stays a view). A
+/// rows kernel: its layout members that Escape (it never writes a value it
+/// reads through). Empty for a kernel of another form.
 std::vector<const Node *>
-layoutMembersThatCannotStay(llvm::ArrayRef<const Node *> Kernel,
-                            llvm::function_ref<bool(const Node *)> Escapes);
+membersThatCannotStay(llvm::ArrayRef<const Node *> Kernel,
+                      llvm::function_ref<bool(const Node *)> Escapes);
 /// Why template M absorbs no epilogue; empty if it can absorb one: its
 /// op's epilogue role must be Absorbs (attention's is not), and a custom op
 /// must declare epilogue = "pointwise".

@@ -44,7 +44,7 @@ private:
 };
 
 /// --choices-file, --disable-choices, --max-epilogue-length,
-/// --horizontal-fusion: what lowering
+/// --horizontal-fusion, --reduction-fusion: what lowering
 /// offers and how far fusion looks.
 class ChoiceToolOptions {
 public:
@@ -56,6 +56,7 @@ private:
   llvm::cl::list<std::string> DisableChoices;
   llvm::cl::opt<unsigned> MaxEpilogueLength;
   llvm::cl::opt<bool> HorizontalFusion;
+  llvm::cl::opt<bool> ReductionFusion;
   llvm::cl::opt<std::string> TopologyFile;
 };
 

@@ -58,9 +58,20 @@ llvm::Expected<std::string> indexFor(const TensorType &Op, int64_t Rows,
 /// The nodes of N's epilogue chain, in order.
 std::vector<const Node *> epilogueNodes(const MultiTemplateBufferNode &N);
 
-/// A fused group with layout ops (LayoutGroupKernels.cpp): one thread per
-/// element of Outputs (all of one shape), each value computed at the index
-/// its reader needs.
+/// A fused group read through (LayoutGroupKernels.cpp): layout ops, or
+/// sum/max over a dimension other than the last; one thread per element
+/// of Outputs (all of one shape), each value computed at the index its
+/// reader needs, a sum/max by a loop over its dimension.
+/// The statements computing V, the value of one of the layout members
+/// Layout (read through, values outside them loaded through P), at flat
+/// index Flat, each line starting with Indent; Var is set to the float
+/// variable holding it. How a rows kernel reads the layout ops before its
+/// reduction.
+llvm::Expected<std::string> readThroughAt(llvm::ArrayRef<const Node *> Layout,
+                                          const Value *V,
+                                          const std::string &Flat, ParamList &P,
+                                          const std::string &Indent,
+                                          std::string &Var);
 llvm::Expected<KernelSource>
 generateLayoutGroupKernel(llvm::StringRef Name,
                           llvm::ArrayRef<const Node *> Nodes,

@@ -2,12 +2,15 @@
 //
 // One kernel per fused group of buffers (and a GEMM's epilogue run apart):
 // one thread per element (8 adjacent ones where rows allow, moved as
-// 16-byte words), or one block per row when a row reduction reads a value
-// of the group. Groups with layout ops go to LayoutGroupKernels.cpp.
+// 16-byte words), or one block per row when the group holds a row
+// reduction or a last-dim sum/max (the softmax written by hand, a mean).
+// Groups with layout ops or a sum/max over another dimension go to
+// LayoutGroupKernels.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "mtsched/Schedule/Fusion.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -72,6 +75,8 @@ private:
   unsigned BlockX = 256;
   /// The flat kernel's 16-byte-word loads, before its element loop.
   llvm::DenseSet<const Value *> Preloaded;
+  /// A rows kernel's layout members, read through before its reduction.
+  std::vector<const Node *> Layout;
   std::string Preloads;
 };
 
@@ -258,10 +263,36 @@ llvm::Error GroupEmitter::emitRows(llvm::raw_ostream &OS) {
       << "    " << Stmt << "\n  }\n";
   };
   const std::string InRange = Exact ? "true" : "c < INNER";
+  llvm::DenseSet<const Value *> ReadInGroup;
+  for (const Node *N : Nodes)
+    if (!isLayout(N->getOp()))
+      for (const Operand &O : N->getOperands())
+        ReadInGroup.insert(O.V);
   for (const Node *N : Nodes) {
     const std::string Out = var(N->getResult());
     std::string Comment =
         "// %" + N->getName() + " = " + N->getOpName().str() + "\n";
+    if (isLayout(N->getOp())) {
+      // Read through where a row member reads it: whole rows, each element
+      // at its own index (the fusion rules allow no other read).
+      if (!ReadInGroup.count(N->getResult()))
+        continue;
+      if (N->getType().Shape != Iter.Shape)
+        return err("'%" + N->getName() + "' of shape " +
+                   shapeStr(N->getType().Shape) + " is not a row of " +
+                   shapeStr(Iter.Shape));
+      std::string V;
+      llvm::Expected<std::string> Stmts = readThroughAt(
+          Layout, N->getResult(), "(r * " + std::to_string(Inner) + "LL + c)",
+          P, "      ", V);
+      if (!Stmts)
+        return Stmts.takeError();
+      B << "  " << Comment << "  float " << Out << "[J];\n";
+      Loop("if (" + InRange + ") {\n" + *Stmts + "      " + Out + "[j] = " + V +
+           ";\n    } else {\n      " + Out + "[j] = 0.f;\n    }");
+      Defined[N->getResult()] = false;
+      continue;
+    }
     bool Scalar = N->getType().numElements() != rowsOf(Iter) * Inner ||
                   N->getType().innerDim() != Inner;
     if (Scalar && N->getType().numElements() != rowsOf(Iter))
@@ -420,26 +451,39 @@ llvm::Error GroupEmitter::emitRows(llvm::raw_ostream &OS) {
 llvm::Expected<KernelSource> GroupEmitter::emit() {
   if (Nodes.empty())
     return err("empty kernel group");
-  if (llvm::any_of(Nodes, [](const Node *N) { return isLayout(N->getOp()); })) {
+  // The kernel's form, replayed by the fusion rules' own KernelForm
+  // (Schedule/Fusion.h): read through (index substitution) with a layout
+  // op or a sum/max over a dimension other than the last; a block per row
+  // with a row reduction or, in a group of several, a last-dim sum/max
+  // (layout members then read through before it); else a thread per
+  // element (a sum/max alone loops over its dimension).
+  bool Group = Nodes.size() > 1;
+  bool ReadThrough = !Group && isLayout(Nodes.front()->getOp());
+  bool RowForm = !Group && isRowReduction(Nodes.front()->getOp());
+  if (Group) {
+    KernelForm Form(*Nodes.front());
+    for (const Node *N : llvm::drop_begin(Nodes))
+      Form.join(*N);
+    ReadThrough = Form.readsThrough();
+    RowForm = Form.reducesRows();
+  }
+  if (ReadThrough) {
     if (RowsOverride > 0)
       return err("a fused group with layout ops has no size hint");
     return generateLayoutGroupKernel(Name, Nodes, P.Outputs);
   }
-  // Row mode (one block per row) when a row reduction or a last-dimension
-  // sum/max reads a value of the group; otherwise one thread per element,
-  // sum/max of inputs looping over the reduced dimension.
   const Node *FirstReduction = nullptr;
-  llvm::DenseSet<const Value *> InGroup;
   for (const Node *N : Nodes) {
+    if (isLayout(N->getOp()) && RowForm) {
+      Layout.push_back(N);
+      continue;
+    }
     if (!llvm::isa<BufferNode>(N) ||
         !(isPointwise(N->getOp()) || isReduction(N->getOp())))
       return err("'%" + N->getName() +
                  "' is not a pointwise op or a reduction");
-    bool RowMode = isRowReduction(N->getOp()) ||
-                   (isReduction(N->getOp()) && InGroup.count(N->getOperand(0)));
-    if (!FirstReduction && RowMode)
+    if (!FirstReduction && RowForm && isReduction(N->getOp()))
       FirstReduction = N;
-    InGroup.insert(N->getResult());
   }
   if (!FirstReduction && isReduction(Nodes.front()->getOp()) &&
       Nodes.size() > 1 && RowsOverride > 0)

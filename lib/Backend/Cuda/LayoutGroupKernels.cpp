@@ -7,7 +7,10 @@
 // member maps that index to its operands' by broadcasting; a layout member
 // maps it through its LayoutPlan (IR/Layout.h), the same map its gather
 // kernel and the interpreter follow; a concat picks its operand with a
-// branch, so only the operand that is read is computed. Values outside the
+// branch, so only the operand that is read is computed; a sum/max loops
+// over its dimension, computing its operand's chain at each index of it
+// (the MoE combine, sum(mul(expert_out, weights)), is one kernel that never
+// writes the product). Values outside the
 // group are loaded at the index; each (value, index) is computed once per
 // branch. No layout member moves memory, and the rotary embedding of a
 // projection becomes one kernel instead of six.
@@ -199,12 +202,61 @@ LayoutGroupEmitter::valueAt(const Value *V, const std::string &Flat) {
         Body += Outer + "}\n";
       }
     }
+  } else if (N->getOp() == OpCode::Sum || N->getOp() == OpCode::Max) {
+    // A loop over the reduced dimension, its operand's chain computed at
+    // each index of it: the operand is never written.
+    const TensorType &IT = N->getOperand(0)->getType();
+    int64_t Dim = IT.rank() - 1;
+    if (const Attribute *D = N->getAttrs().get("dim"))
+      Dim = D->getInt() < 0 ? D->getInt() + IT.rank() : D->getInt();
+    int64_t After = 1;
+    for (unsigned D = Dim + 1; D < IT.rank(); ++D)
+      After *= IT.Shape[D];
+    int64_t Len = IT.Shape[Dim];
+    bool IsSum = N->getOp() == OpCode::Sum;
+    Result = temp("t");
+    std::string D = temp("d");
+    Body += Indent + "float " + Result + " = " +
+            (IsSum ? "0.f" : "-__int_as_float(0x7f800000)") + "; // %" +
+            N->getName() + " = " + N->getOpName().str() + " over dim " +
+            std::to_string(Dim) + "\n" + Indent + "for (long long " + D +
+            " = 0; " + D + " < " + std::to_string(Len) + "LL; ++" + D + ") {\n";
+    std::string Outer = Indent;
+    Indent = Outer + "  ";
+    Memo.emplace_back();
+    std::string At = index("(" + Flat + " / " + std::to_string(After) +
+                           "LL) * " + std::to_string(Len * After) + "LL + " +
+                           D + " * " + std::to_string(After) + "LL + " + Flat +
+                           " % " + std::to_string(After) + "LL");
+    llvm::Expected<std::string> X = valueAt(N->getOperand(0), At);
+    Memo.pop_back();
+    if (!X)
+      return X.takeError();
+    Body +=
+        Indent + Result + " = " +
+        (IsSum ? Result + " + " + *X : "fmaxf(" + Result + ", " + *X + ")") +
+        ";\n";
+    Indent = Outer;
+    Body += Indent + "}\n";
   } else {
     return err("'%" + N->getName() + "' (" + N->getOpName() +
                ") cannot be read through in a fused kernel");
   }
   Memo.back()[Key] = Result;
   return Result;
+}
+
+llvm::Expected<std::string>
+codegen::readThroughAt(llvm::ArrayRef<const Node *> Layout, const Value *V,
+                       const std::string &Flat, ParamList &P,
+                       const std::string &Indent, std::string &Var) {
+  LayoutGroupEmitter E(Layout, {}, P);
+  E.Indent = Indent;
+  llvm::Expected<std::string> X = E.valueAt(V, Flat);
+  if (!X)
+    return X.takeError();
+  Var = *X;
+  return E.Body;
 }
 
 llvm::Expected<KernelSource>
@@ -240,9 +292,13 @@ codegen::generateLayoutGroupKernel(llvm::StringRef Name,
     Desc += " %" + N->getName() + "=" + N->getOpName().str();
   std::string S;
   llvm::raw_string_ostream OS(S);
-  OS << Prelude << "\n// Fused group, read through its layout ops:" << Desc
-     << "\nextern \"C\" __global__ void __launch_bounds__(" << Block << ") "
-     << Fn << "(" << P.signature() << ") {\n"
+  bool HasLayout =
+      llvm::any_of(Nodes, [](const Node *N) { return isLayout(N->getOp()); });
+  OS << Prelude
+     << (HasLayout ? "\n// Fused group, read through its layout ops:"
+                   : "\n// Fused group, reduced by index substitution:")
+     << Desc << "\nextern \"C\" __global__ void __launch_bounds__(" << Block
+     << ") " << Fn << "(" << P.signature() << ") {\n"
      << "  for (long long i = (long long)blockIdx.x * " << Block
      << " + threadIdx.x; i < " << Total << "LL;\n"
      << "       i += (long long)gridDim.x * " << Block << ") {\n"
