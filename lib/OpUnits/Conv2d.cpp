@@ -246,6 +246,32 @@ double flops(const Node &N) {
   return Out * (2.0 * double(S->gemmK()) + (S->Bias ? 1 : 0));
 }
 
+/// Row (B, O, OH) of the result, its WO elements, into Out: the fp64 sum
+/// over the window of the group's channels, plus the bias (Bias, or null).
+void convRow(const ConvShape &S, const double *X, const double *Wt,
+             const double *Bias, int64_t B, int64_t O, int64_t OH,
+             double *Out) {
+  int64_t G = O / S.og();
+  for (int64_t OW = 0; OW < S.WO; ++OW) {
+    double Acc = Bias ? Bias[O] : 0;
+    for (int64_t C = 0; C < S.cg(); ++C)
+      for (int64_t R = 0; R < S.KH; ++R) {
+        int64_t IH = OH * S.SH - S.PH + R * S.DH;
+        if (IH < 0 || IH >= S.H)
+          continue;
+        for (int64_t Q = 0; Q < S.KW; ++Q) {
+          int64_t IW = OW * S.SW - S.PW + Q * S.DW;
+          if (IW < 0 || IW >= S.W)
+            continue;
+          int64_t XI = ((B * S.C + G * S.cg() + C) * S.H + IH) * S.W + IW;
+          int64_t WI = ((O * S.cg() + C) * S.KH + R) * S.KW + Q;
+          Acc += X[XI] * Wt[WI];
+        }
+      }
+    Out[OW] = Acc;
+  }
+}
+
 llvm::Error interpret(const Node &N, llvm::ArrayRef<const HostValues *> In,
                       llvm::MutableArrayRef<HostValues> Results) {
   HostValues &Result = Results.front();
@@ -253,32 +279,31 @@ llvm::Error interpret(const Node &N, llvm::ArrayRef<const HostValues *> In,
   if (!SOr)
     return SOr.takeError();
   const ConvShape &S = *SOr;
-  const HostValues &X = *In[0], &Wt = *In[1];
   Result = HostValues::zeros(N.getType().Dtype, N.getType().numElements());
   std::vector<double> &Out = Result.floats();
+  const double *Bias = S.Bias ? In[2]->floats().data() : nullptr;
   for (int64_t B = 0; B < S.N; ++B)
-    for (int64_t O = 0; O < S.O; ++O) {
-      int64_t G = O / S.og();
+    for (int64_t O = 0; O < S.O; ++O)
       for (int64_t OH = 0; OH < S.HO; ++OH)
-        for (int64_t OW = 0; OW < S.WO; ++OW) {
-          double Acc = S.Bias ? In[2]->getDouble(O) : 0;
-          for (int64_t C = 0; C < S.cg(); ++C)
-            for (int64_t R = 0; R < S.KH; ++R) {
-              int64_t IH = OH * S.SH - S.PH + R * S.DH;
-              if (IH < 0 || IH >= S.H)
-                continue;
-              for (int64_t Q = 0; Q < S.KW; ++Q) {
-                int64_t IW = OW * S.SW - S.PW + Q * S.DW;
-                if (IW < 0 || IW >= S.W)
-                  continue;
-                int64_t XI = ((B * S.C + G * S.cg() + C) * S.H + IH) * S.W + IW;
-                int64_t WI = ((O * S.cg() + C) * S.KH + R) * S.KW + Q;
-                Acc += X.getDouble(XI) * Wt.getDouble(WI);
-              }
-            }
-          Out[((B * S.O + O) * S.HO + OH) * S.WO + OW] = Acc;
-        }
-    }
+        convRow(S, In[0]->floats().data(), In[1]->floats().data(), Bias, B, O,
+                OH, &Out[((B * S.O + O) * S.HO + OH) * S.WO]);
+  return llvm::Error::success();
+}
+
+/// Row Row of the result, (B, O, OH) flattened, for the benchmarker's
+/// check of each choice (Reference/OpUnitReference.h).
+llvm::Error interpretRow(const Node &N, llvm::ArrayRef<const double *> In,
+                         int64_t Row, llvm::MutableArrayRef<double> Out) {
+  llvm::Expected<ConvShape> SOr = shapeOf(N);
+  if (!SOr)
+    return SOr.takeError();
+  const ConvShape &S = *SOr;
+  if (Row < 0 || Row >= S.N * S.O * S.HO || int64_t(Out.size()) != S.WO)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "conv2d: row " + std::to_string(Row) +
+                                       " is outside the result");
+  convRow(S, In[0], In[1], S.Bias ? In[2] : nullptr, Row / (S.O * S.HO),
+          Row / S.HO % S.O, Row % S.HO, Out.data());
   return llvm::Error::success();
 }
 
@@ -1107,6 +1132,7 @@ void mtsched::opunits::registerConv2d() {
   Info.ChoiceCost = choiceCost;
   registerOpUnitInfo(OpCode::Conv2d, Info);
   registerOpUnitReference(OpCode::Conv2d, interpret);
+  registerOpUnitRowReference(OpCode::Conv2d, interpretRow);
   registerOpUnitKernel(OpCode::Conv2d, kernel);
   registerOpUnitChoiceKernel(OpCode::Conv2d, choiceKernel);
   registerOpUnitExtern(OpCode::Conv2d, cudnnCall);

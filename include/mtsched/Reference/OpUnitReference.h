@@ -40,6 +40,22 @@ void registerOpUnitReference(OpCode C, OpUnitReferenceFn Fn);
 /// Op unit C's reference; null if none is registered.
 OpUnitReferenceFn lookupOpUnitReference(OpCode C);
 
+/// One row of the reference, for op units with kernel choices: the CUDA
+/// benchmarker checks each choice on sampled rows of the result (a row: the
+/// elements along the last dimension at one index of the others), and the
+/// whole reference of a large convolution would cost seconds per node.
+/// Computes row Row of verified node N's first result into Out (its last
+/// dimension's size) from its operands stored whole as doubles, in operand
+/// order.
+using OpUnitRowReferenceFn =
+    llvm::Error (*)(const Node &N, llvm::ArrayRef<const double *> Operands,
+                    int64_t Row, llvm::MutableArrayRef<double> Out);
+
+/// Registers op unit C's row reference (C an OP_UNIT of Ops.def).
+void registerOpUnitRowReference(OpCode C, OpUnitRowReferenceFn Fn);
+/// Op unit C's row reference; null if none is registered.
+OpUnitRowReferenceFn lookupOpUnitRowReference(OpCode C);
+
 } // namespace mtsched
 
 #endif // MTSCHED_REFERENCE_OPUNITREFERENCE_H

@@ -17,6 +17,7 @@
 #include "mtsched/IR/OpUnit.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
+#include "mtsched/Reference/OpUnitReference.h"
 #include "mtsched/Reference/RandomInputs.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/ADT/DenseSet.h"
@@ -315,6 +316,15 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
       }
     for (int64_t C = 0; C < P.N; ++C)
       Row[C] = Row[C] / (1 + std::exp(-Row[C])) * U[C];
+  } else if (OpUnitRowReferenceFn RowRef =
+                 lookupOpUnitRowReference(N.getOp())) {
+    // An op unit with kernel choices (conv2d): its own row reference, on
+    // its operands stored whole by prepare().
+    std::vector<const double *> Operands;
+    for (const Operand &O : N.getOperands())
+      Operands.push_back(Host.data(O.V));
+    if (llvm::Error E = RowRef(N, Operands, R, Row))
+      return "%" + N.getName() + ": " + llvm::toString(std::move(E));
   } else if (std::optional<AttentionShape> S = attentionShapeOf(N)) {
     // The query row and the keys and values it sees, not the whole caches.
     int64_t Head = S->kvHeadOf(R) * S->Skv * S->D;
@@ -499,8 +509,20 @@ Prepared &CudaSession::prepare(const MultiTemplateBufferNode &N,
   std::vector<const Node *> Chain;
   for (const Operand &E : N.getEpilogue())
     Chain.push_back(E.V->getDef());
+  // An op unit with kernel choices is checked against its row reference,
+  // which reads its operands whole; one without would be checked against
+  // nothing.
+  bool RowRef = hasOpUnitChoices(N.getOp());
+  if (RowRef && !lookupOpUnitRowReference(N.getOp())) {
+    P.Error = "op '" + getOpInfo(N.getOp()).Name.str() +
+              "' has kernel choices but no row reference to check them by";
+    return P;
+  }
   // The weights (and scales) a GEMM's reference on the host reads whole.
   auto ReadWhole = [&](const Value *V) {
+    if (RowRef)
+      return llvm::any_of(N.getOperands(),
+                          [&](const Operand &O) { return O.V == V; });
     return Gemm && !Support &&
            llvm::any_of(llvm::drop_begin(N.getOperands()),
                         [&](const Operand &O) { return O.V == V; });
