@@ -455,6 +455,15 @@ bool CudaSession::gpuReferenceRows(const MultiTemplateBufferNode &N,
   return true;
 }
 
+/// Why N's choices cannot be checked: an op unit with kernel choices but no
+/// row reference would be checked against nothing. Empty if they can.
+static std::string missingRowReference(const MultiTemplateBufferNode &N) {
+  if (lookupOpUnitRowReference(N.getOp()))
+    return "";
+  return "op '" + getOpInfo(N.getOp()).Name.str() +
+         "' has kernel choices but no row reference to check them by";
+}
+
 Prepared &CudaSession::prepare(const MultiTemplateBufferNode &N,
                                const Workload &W) {
   int64_t OwnRows = rowsOf(N.getType());
@@ -510,14 +519,10 @@ Prepared &CudaSession::prepare(const MultiTemplateBufferNode &N,
   for (const Operand &E : N.getEpilogue())
     Chain.push_back(E.V->getDef());
   // An op unit with kernel choices is checked against its row reference,
-  // which reads its operands whole; one without would be checked against
-  // nothing.
+  // which reads its operands whole.
   bool RowRef = hasOpUnitChoices(N.getOp());
-  if (RowRef && !lookupOpUnitRowReference(N.getOp())) {
-    P.Error = "op '" + getOpInfo(N.getOp()).Name.str() +
-              "' has kernel choices but no row reference to check them by";
+  if (RowRef && !(P.Error = missingRowReference(N)).empty())
     return P;
-  }
   // The weights (and scales) a GEMM's reference on the host reads whole.
   auto ReadWhole = [&](const Value *V) {
     if (RowRef)
