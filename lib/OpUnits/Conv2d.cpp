@@ -667,37 +667,66 @@ std::string im2colWindow(const ConvShape &S, const char *IT,
   return Out;
 }
 
-/// The implicit-GEMM kernel of N with tile T.
-llvm::Expected<KernelSource> gemmKernel(llvm::StringRef Name, const Node &N,
-                                        const ConvShape &S, const ConvTile &T) {
-  int64_t M = S.gemmM(), K = S.gemmK(), Og = S.og();
-  int64_t TilesM = (M + T.BM - 1) / T.BM, TilesN = (Og + T.BN - 1) / T.BN;
-  if (TilesM > (int64_t(1) << 31) - 1 || TilesN > 65535 || S.Groups > 65535)
+/// What both implicit-GEMM kernels (CUDA-core and tensor-core tiles) start
+/// from: the GEMM's sizes and grid, the index type, the parameters.
+struct IgemmSetup {
+  int64_t M = 0, K = 0, Og = 0, TilesM = 0, TilesN = 0;
+  /// 32-bit index arithmetic where every index fits (the divisions that
+  /// unravel output pixels and window positions are several times cheaper
+  /// than 64-bit ones), 64-bit otherwise.
+  bool Narrow = true;
+  const char *IT = "int";
+  std::string Fn, Xp, Wp, Out;
+  ParamList Params;
+
+  /// V as a literal of the index type.
+  std::string lit(int64_t V) const {
+    return std::to_string(V) + (Narrow ? "" : "LL");
+  }
+};
+
+/// The set-up of N's implicit GEMM in tiles of BM x BN, BK deep; an error
+/// where the grid does not fit one launch.
+llvm::Expected<IgemmSetup> igemmSetup(llvm::StringRef Name, const Node &N,
+                                      const ConvShape &S, int BM, int BK,
+                                      int BN) {
+  IgemmSetup U;
+  U.M = S.gemmM();
+  U.K = S.gemmK();
+  U.Og = S.og();
+  U.TilesM = (U.M + BM - 1) / BM;
+  U.TilesN = (U.Og + BN - 1) / BN;
+  if (U.TilesM > (int64_t(1) << 31) - 1 || U.TilesN > 65535 || S.Groups > 65535)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "'%" + N.getName() +
                                        "': conv2d too large for one launch");
-
-  // 32-bit index arithmetic where every index fits (the divisions that
-  // unravel output pixels and window positions are several times cheaper
-  // than 64-bit ones), 64-bit otherwise.
   int64_t Largest = std::max({N.getOperand(0)->getType().numElements(),
                               N.getOperand(1)->getType().numElements(),
-                              N.getType().numElements(), M + T.BM, K + T.BK});
-  bool Narrow = Largest < (int64_t(1) << 31);
-  const char *IT = Narrow ? "int" : "long long";
-  auto Lit = [&](int64_t V) {
-    return std::to_string(V) + (Narrow ? "" : "LL");
-  };
-
-  std::string Fn = sanitizeIdentifier(Name);
-  ParamList Params;
+                              N.getType().numElements(), U.M + BM, U.K + BK});
+  U.Narrow = Largest < (int64_t(1) << 31);
+  U.IT = U.Narrow ? "int" : "long long";
+  U.Fn = sanitizeIdentifier(Name);
   for (const Operand &Op : N.getOperands())
-    Params.Inputs.insert(Op.V);
-  Params.Outputs.push_back(N.getResult());
+    U.Params.Inputs.insert(Op.V);
+  U.Params.Outputs.push_back(N.getResult());
+  U.Xp = U.Params.name(N.getOperand(0));
+  U.Wp = U.Params.name(N.getOperand(1));
+  U.Out = U.Params.name(N.getResult()) + "_out";
+  return U;
+}
+
+/// The implicit-GEMM kernel of N with tile T.
+llvm::Expected<KernelSource> gemmKernel(llvm::StringRef Name, const Node &N,
+                                        const ConvShape &S, const ConvTile &T) {
+  llvm::Expected<IgemmSetup> U = igemmSetup(Name, N, S, T.BM, T.BK, T.BN);
+  if (!U)
+    return U.takeError();
+  int64_t M = U->M, K = U->K, Og = U->Og;
+  const char *IT = U->IT;
+  auto Lit = [&](int64_t V) { return U->lit(V); };
+  const std::string &Fn = U->Fn, &Xp = U->Xp, &Wp = U->Wp, &Out = U->Out;
+  ParamList &Params = U->Params;
   DType Dt = N.getType().Dtype;
-  std::string Xp = Params.name(N.getOperand(0));
-  std::string Wp = Params.name(N.getOperand(1));
-  std::string Out = Params.name(N.getResult()) + "_out";
   int RowsPer = T.BM / T.TM, ColsPer = T.BN / T.TN;
 
   std::string Src;
@@ -787,8 +816,8 @@ llvm::Expected<KernelSource> gemmKernel(llvm::StringRef Name, const Node &N,
      << "  }\n"
      << "}\n";
 
-  return gridKernel(Fn, std::move(Src), Params, T.threads(), TilesM, TilesN,
-                    S.Groups);
+  return gridKernel(Fn, std::move(Src), Params, T.threads(), U->TilesM,
+                    U->TilesN, S.Groups);
 }
 
 /// The tensor-core implicit-GEMM kernel of N (bf16 or f16) with tile T:
@@ -807,26 +836,14 @@ llvm::Expected<KernelSource> mmaKernel(llvm::StringRef Name, const Node &N,
   if (Dt != DType::BF16 && Dt != DType::F16)
     return Err("conv2d's tensor-core tiles need bf16 or f16, not " +
                dtypeName(Dt));
-  int64_t M = S.gemmM(), K = S.gemmK(), Og = S.og();
-  int64_t TilesM = (M + T.BM - 1) / T.BM, TilesN = (Og + T.BN - 1) / T.BN;
-  if (TilesM > (int64_t(1) << 31) - 1 || TilesN > 65535 || S.Groups > 65535)
-    return Err("conv2d too large for one launch");
-  int64_t Largest = std::max({N.getOperand(0)->getType().numElements(),
-                              N.getOperand(1)->getType().numElements(),
-                              N.getType().numElements(), M + T.BM, K + T.BK});
-  bool Narrow = Largest < (int64_t(1) << 31);
-  const char *IT = Narrow ? "int" : "long long";
-  auto Lit = [&](int64_t V) {
-    return std::to_string(V) + (Narrow ? "" : "LL");
-  };
-  std::string Fn = sanitizeIdentifier(Name);
-  ParamList Params;
-  for (const Operand &Op : N.getOperands())
-    Params.Inputs.insert(Op.V);
-  Params.Outputs.push_back(N.getResult());
-  std::string Xp = Params.name(N.getOperand(0));
-  std::string Wp = Params.name(N.getOperand(1));
-  std::string Out = Params.name(N.getResult()) + "_out";
+  llvm::Expected<IgemmSetup> U = igemmSetup(Name, N, S, T.BM, T.BK, T.BN);
+  if (!U)
+    return U.takeError();
+  int64_t M = U->M, K = U->K, Og = U->Og;
+  const char *IT = U->IT;
+  auto Lit = [&](int64_t V) { return U->lit(V); };
+  const std::string &Fn = U->Fn, &Xp = U->Xp, &Wp = U->Wp, &Out = U->Out;
+  ParamList &Params = U->Params;
   int Threads = 32 * T.Warps, Pad = T.BK + 8;
   int RowsPerWarp = T.BM / T.warpsM(), ColsPerWarp = T.BN / T.warpsN();
   const char *Mma = Dt == DType::BF16
@@ -939,7 +956,7 @@ llvm::Expected<KernelSource> mmaKernel(llvm::StringRef Name, const Node &N,
      << "    }\n"
      << "}\n";
 
-  return gridKernel(Fn, std::move(Src), Params, Threads, TilesM, TilesN,
+  return gridKernel(Fn, std::move(Src), Params, Threads, U->TilesM, U->TilesN,
                     S.Groups);
 }
 

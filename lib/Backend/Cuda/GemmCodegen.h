@@ -58,6 +58,24 @@ llvm::Expected<std::string> indexFor(const TensorType &Op, int64_t Rows,
 /// The nodes of N's epilogue chain, in order.
 std::vector<const Node *> epilogueNodes(const MultiTemplateBufferNode &N);
 
+/// Where a sum or max node reduces its operand: the dimension ('dim',
+/// negative from the back, default the last), the elements after it in the
+/// operand (the stride of one step along it) and its length.
+struct ReducedDim {
+  int64_t Dim = 0, After = 1, Len = 1;
+};
+inline ReducedDim reducedDimOf(const Node &N) {
+  const TensorType &IT = N.getOperand(0)->getType();
+  ReducedDim R;
+  R.Dim = IT.rank() - 1;
+  if (const Attribute *D = N.getAttrs().get("dim"))
+    R.Dim = D->getInt() < 0 ? D->getInt() + IT.rank() : D->getInt();
+  for (unsigned D = R.Dim + 1; D < IT.rank(); ++D)
+    R.After *= IT.Shape[D];
+  R.Len = IT.Shape[R.Dim];
+  return R;
+}
+
 /// A fused group read through (LayoutGroupKernels.cpp): layout ops, or
 /// sum/max over a dimension other than the last; one thread per element
 /// of Outputs (all of one shape), each value computed at the index its

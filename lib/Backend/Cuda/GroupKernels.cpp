@@ -166,13 +166,7 @@ llvm::Error GroupEmitter::emitFlat(llvm::raw_ostream &OS) {
                    "' reduces a value computed in the same kernel");
       P.Inputs.insert(In);
       const TensorType &IT = In->getType();
-      int64_t Dim = IT.rank() - 1;
-      if (const Attribute *D = N->getAttrs().get("dim"))
-        Dim = D->getInt() < 0 ? D->getInt() + IT.rank() : D->getInt();
-      int64_t After = 1;
-      for (unsigned D = Dim + 1; D < IT.rank(); ++D)
-        After *= IT.Shape[D];
-      int64_t Len = IT.Shape[Dim];
+      auto [Dim, After, Len] = reducedDimOf(*N);
       bool IsSum = N->getOp() == OpCode::Sum;
       std::string V = var(N->getResult());
       std::string Idx = "(i / " + std::to_string(After) + "LL) * " +

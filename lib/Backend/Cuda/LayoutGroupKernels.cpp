@@ -205,14 +205,7 @@ LayoutGroupEmitter::valueAt(const Value *V, const std::string &Flat) {
   } else if (N->getOp() == OpCode::Sum || N->getOp() == OpCode::Max) {
     // A loop over the reduced dimension, its operand's chain computed at
     // each index of it: the operand is never written.
-    const TensorType &IT = N->getOperand(0)->getType();
-    int64_t Dim = IT.rank() - 1;
-    if (const Attribute *D = N->getAttrs().get("dim"))
-      Dim = D->getInt() < 0 ? D->getInt() + IT.rank() : D->getInt();
-    int64_t After = 1;
-    for (unsigned D = Dim + 1; D < IT.rank(); ++D)
-      After *= IT.Shape[D];
-    int64_t Len = IT.Shape[Dim];
+    auto [Dim, After, Len] = reducedDimOf(*N);
     bool IsSum = N->getOp() == OpCode::Sum;
     Result = temp("t");
     std::string D = temp("d");

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
+#include "CompileAll.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/IR/Attention.h"
@@ -358,21 +359,7 @@ TEST_P(EveryChoiceCompilesWithNvrtc, Shape) {
     }
     Keep.push_back(std::move(P));
   }
-  std::mutex Mu;
-  std::vector<std::string> Failures;
-  llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(2));
-  for (const KernelSource &K : Work)
-    Pool.async([&K, &Mu, &Failures] {
-      llvm::Expected<std::string> Cubin =
-          cuda::compileToCubin(K.Source, K.Name, 90, false);
-      if (!Cubin) {
-        std::lock_guard<std::mutex> L(Mu);
-        Failures.push_back(K.Name + ": " + llvm::toString(Cubin.takeError()));
-      }
-    });
-  Pool.wait();
-  for (const std::string &F : Failures)
-    ADD_FAILURE() << F;
+  expectEveryKernelCompiles(Work, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(AttentionCodegen, EveryChoiceCompilesWithNvrtc,

@@ -9,6 +9,7 @@
 // the reason where cuDNN cannot be loaded.
 //
 //===----------------------------------------------------------------------===//
+#include "CompileAll.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
@@ -234,19 +235,5 @@ TEST(ConvCodegen, EveryChoiceCompilesWithNvrtc) {
     Keep.push_back(std::move(P));
   }
   EXPECT_GE(Work.size(), 20u);
-  std::mutex Mu;
-  std::vector<std::string> Failures;
-  llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(8));
-  for (const KernelSource &K : Work)
-    Pool.async([&K, &Mu, &Failures] {
-      llvm::Expected<std::string> Cubin =
-          cuda::compileToCubin(K.Source, K.Name, 90, false);
-      if (!Cubin) {
-        std::lock_guard<std::mutex> L(Mu);
-        Failures.push_back(K.Name + ": " + llvm::toString(Cubin.takeError()));
-      }
-    });
-  Pool.wait();
-  for (const std::string &F : Failures)
-    ADD_FAILURE() << F;
+  expectEveryKernelCompiles(Work, 8);
 }

@@ -6,6 +6,7 @@
 // (skips and says why elsewhere); and what it refuses.
 //
 //===----------------------------------------------------------------------===//
+#include "CompileAll.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
@@ -187,19 +188,5 @@ TEST(HorizontalCodegen, EveryTileCompilesWithNvrtc) {
     Keep.push_back(std::move(P));
   }
   ASSERT_FALSE(Work.empty());
-  std::mutex Mu;
-  std::vector<std::string> Failures;
-  llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(2));
-  for (const KernelSource &K : Work)
-    Pool.async([&K, &Mu, &Failures] {
-      llvm::Expected<std::string> Cubin =
-          cuda::compileToCubin(K.Source, K.Name, 90, false);
-      if (!Cubin) {
-        std::lock_guard<std::mutex> L(Mu);
-        Failures.push_back(K.Name + ": " + llvm::toString(Cubin.takeError()));
-      }
-    });
-  Pool.wait();
-  for (const std::string &F : Failures)
-    ADD_FAILURE() << F;
+  expectEveryKernelCompiles(Work, 2);
 }
