@@ -52,6 +52,9 @@ static void open(Api &A, std::string &Why) {
     Get(A.CreateFilterDescriptor, "cudnnCreateFilterDescriptor");
     Get(A.SetFilter4dDescriptor, "cudnnSetFilter4dDescriptor");
     Get(A.CreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor");
+    Get(A.DestroyTensorDescriptor, "cudnnDestroyTensorDescriptor");
+    Get(A.DestroyFilterDescriptor, "cudnnDestroyFilterDescriptor");
+    Get(A.DestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor");
     Get(A.SetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor");
     Get(A.SetConvolutionGroupCount, "cudnnSetConvolutionGroupCount");
     Get(A.SetConvolutionMathType, "cudnnSetConvolutionMathType");

@@ -58,6 +58,9 @@ struct Api {
   Status (*SetFilter4dDescriptor)(FilterDesc, int Type, int Format, int K,
                                   int C, int H, int W);
   Status (*CreateConvolutionDescriptor)(ConvDesc *);
+  Status (*DestroyTensorDescriptor)(TensorDesc);
+  Status (*DestroyFilterDescriptor)(FilterDesc);
+  Status (*DestroyConvolutionDescriptor)(ConvDesc);
   Status (*SetConvolution2dDescriptor)(ConvDesc, int PadH, int PadW, int U,
                                        int V, int DilH, int DilW, int Mode,
                                        int ComputeType);
