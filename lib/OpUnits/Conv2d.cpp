@@ -990,6 +990,26 @@ llvm::Expected<KernelSource> choiceKernel(llvm::StringRef Name, const Node &N,
                                      Choice + "'");
 }
 
+/// The cuDNN descriptors of one conv2d call. They live as long as the call
+/// (the benchmarker's and the executor's copies share them) and go with it.
+struct CudnnState {
+  const cudnn::Api *A = nullptr;
+  cudnn::TensorDesc X = nullptr, Y = nullptr, B = nullptr;
+  cudnn::FilterDesc W = nullptr;
+  cudnn::ConvDesc Conv = nullptr;
+  int Algo = 0;
+  size_t WorkBytes = 0;
+  ~CudnnState() {
+    for (cudnn::TensorDesc D : {X, Y, B})
+      if (D)
+        A->DestroyTensorDescriptor(D);
+    if (W)
+      A->DestroyFilterDescriptor(W);
+    if (Conv)
+      A->DestroyConvolutionDescriptor(Conv);
+  }
+};
+
 /// cuDNN's convolution of N: its descriptors made now, its handle (per
 /// stream) and algorithm (cuDNN's heuristic, the first that runs within a
 /// GiB of workspace) when planned on a stream. Bias by cudnnAddTensor
@@ -1018,26 +1038,7 @@ llvm::Expected<OpUnitExternCall> cudnnCall(const Node &N,
   int Type = Dt == DType::BF16  ? cudnn::DataBfloat16
              : Dt == DType::F16 ? cudnn::DataHalf
                                 : cudnn::DataFloat;
-  // The descriptors live as long as the call (the benchmarker's and the
-  // executor's copies share them) and are destroyed with it.
-  struct State {
-    const cudnn::Api *A = nullptr;
-    cudnn::TensorDesc X = nullptr, Y = nullptr, B = nullptr;
-    cudnn::FilterDesc W = nullptr;
-    cudnn::ConvDesc Conv = nullptr;
-    int Algo = 0;
-    size_t WorkBytes = 0;
-    ~State() {
-      for (cudnn::TensorDesc D : {X, Y, B})
-        if (D)
-          A->DestroyTensorDescriptor(D);
-      if (W)
-        A->DestroyFilterDescriptor(W);
-      if (Conv)
-        A->DestroyConvolutionDescriptor(Conv);
-    }
-  };
-  auto St = std::make_shared<State>();
+  auto St = std::make_shared<CudnnState>();
   St->A = &A;
   auto Check = [&](cudnn::Status Status, const char *What) -> llvm::Error {
     if (Status == cudnn::StatusSuccess)
