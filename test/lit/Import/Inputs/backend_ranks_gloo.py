@@ -18,7 +18,6 @@ import os
 import socket
 import subprocess
 import sys
-import types
 import warnings
 
 import torch
@@ -52,21 +51,9 @@ if os.environ.get("RANKS_TEST_RANK") is None:
     sys.exit(rc)
 
 RANK = int(os.environ["RANKS_TEST_RANK"])
-REGISTERED = {}
+from dynamo_stub import REGISTERED, install  # noqa: E402
 
-
-def register_backend(name=None):
-    def deco(fn):
-        REGISTERED[name] = fn
-        return fn
-    return deco
-
-
-torch.__version__ = "2.0.0+stub"
-stub = types.ModuleType("torch._dynamo")
-stub.register_backend = register_backend
-sys.modules["torch._dynamo"] = stub
-torch._dynamo = stub
+install()
 
 os.environ["MTSCHED_BUILD_DIR"] = sys.argv[1]
 os.environ["MTSCHED_TORCH_CACHE"] = sys.argv[2]

@@ -12,7 +12,6 @@ compiled). Dynamo itself is not exercised.
 
 import os
 import sys
-import types
 import warnings
 
 import torch
@@ -20,21 +19,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tiny  # noqa: E402
 
-REGISTERED = {}
+from dynamo_stub import REGISTERED, install  # noqa: E402
 
-
-def register_backend(name=None):
-    def deco(fn):
-        REGISTERED[name] = fn
-        return fn
-    return deco
-
-
-torch.__version__ = "2.0.0+stub"
-stub = types.ModuleType("torch._dynamo")
-stub.register_backend = register_backend
-sys.modules["torch._dynamo"] = stub
-torch._dynamo = stub
+install()
 
 os.environ["MTSCHED_BUILD_DIR"] = sys.argv[1]
 os.environ["MTSCHED_TORCH_CACHE"] = sys.argv[2]
