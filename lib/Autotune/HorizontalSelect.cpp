@@ -223,6 +223,15 @@ private:
 
 } // namespace
 
+/// N's measured unfused time with choice Name, or +inf if it has none.
+static double measuredUs(const MultiTemplateBufferNode &N,
+                         llvm::StringRef Name) {
+  for (const ChoiceTiming &T : N.getTimings())
+    if (T.Choice == Name && !T.Skipped)
+      return T.Us;
+  return Inf;
+}
+
 /// The time N's decision was made with, unfused, or +inf if it has none.
 static double decidedUs(const MultiTemplateBufferNode &N) {
   for (const ChoiceTiming &T : N.getTimings())
@@ -290,36 +299,57 @@ llvm::Error SelectHorizontalPass::run(Graph &G) {
         Tile = Alt->getDecision();
     } else {
       // No alternative was timed (a decided file from before, immediate
-      // mode, or a group that changed): both forms priced by the cost
-      // model, so a measured time is not set against a predicted one. The
-      // split side is each member's decided choice on its own problem; the
-      // merged GEMM the leader's problem over every member's columns, with
-      // one of the leader's mma.sync tiles (split-K ones too).
+      // mode, a SwiGLU pair whose merged kernel lost, or a group that
+      // changed): the merged GEMM is the leader's problem over every
+      // member's columns, with one of the leader's mma.sync tiles (split-K
+      // ones too), priced by the cost model. Where the leader's own time
+      // with that tile was measured, the price is scaled by measured over
+      // predicted on the leader's problem, and the split side is the
+      // members' measured decided times: the model alone can be off by
+      // more than the margin it decides on (at 16 x 8192 x 28672 on an H200
+      // it priced the 16x128x128 tile 19% under its measured time, wave
+      // quantisation it does not see, and merged two GEMMs cuBLAS ran
+      // faster apart). Otherwise both sides are the model's, so a measured
+      // time is never set against a predicted one.
       const TimePredictor &Model = Session->getTimePredictor();
-      double Split = 0;
+      Workload LeaderW = describeNode(*Ctx.M, G, Leader);
+      double Split = 0, Measured = 0;
       int64_t Cols = 0;
       for (MultiTemplateBufferNode *X : Members) {
         const Choice *C = X->findChoice(X->getDecision());
         Workload W = describeNode(*Ctx.M, G, *X);
         Split += C ? Model.choiceUs(W, *C, /*Fused=*/false) : Inf;
+        Measured += decidedUs(*X);
         Cols += X->getType().innerDim();
       }
-      Workload Merged = describeNode(*Ctx.M, G, Leader);
+      Workload Merged = LeaderW;
       Merged.Gemm.N = Cols;
       Merged.Epilogue = EpilogueDesc{};
       Q.MergedUs = Inf;
+      bool Calibrated = std::isfinite(Measured);
       for (const Choice &C : Leader.getChoices()) {
         std::optional<GemmTileConfig> T = gemmTileOf(C);
         if (!T || T->Template != GemmTemplate::MmaSync || T->Persistent)
           continue;
-        double Us = roundUs(Model.choiceUs(Merged, C, /*Fused=*/false));
+        double Us = Model.choiceUs(Merged, C, /*Fused=*/false);
+        if (Calibrated) {
+          double Own = measuredUs(Leader, C.Name);
+          double Priced = Model.choiceUs(LeaderW, C, /*Fused=*/false);
+          if (!std::isfinite(Own) || !(Priced > 0))
+            continue;
+          Us *= Own / Priced;
+        }
+        Us = roundUs(Us);
         // Strictly faster: the first listed of equal tiles stays.
         if (Us < Q.MergedUs) {
           Q.MergedUs = Us;
           Tile = C.Name;
         }
       }
-      Q.SplitUs = roundUs(Split);
+      Q.SplitUs = roundUs(Calibrated ? Measured : Split);
+      if (Calibrated)
+        Leader.getAttrs().set(HorizontalCalibratedAttr,
+                              Attribute::getBool(true));
     }
     bool Merge = !Tile.empty() && Session->getHeuristic().mergeHorizontal(Q);
     if (Merge) {

@@ -103,7 +103,9 @@ void printHorizontalDecisions(const Module &M, llvm::raw_ostream &OS) {
                          Merged->getNumber() / 1000.0,
                          Split->getNumber() / 1000.0)
          << (N->getAttrs().contains(HorizontalMeasuredAttr) ? " (measured)"
-                                                            : " (predicted)");
+             : N->getAttrs().contains(HorizontalCalibratedAttr)
+                 ? " (predicted, scaled by the leader's measured time)"
+                 : " (predicted)");
       if (std::optional<llvm::StringRef> Tile =
               N->getAttrs().getString(HorizontalTileAttr))
         OS << "  <- merged, " << *Tile << '\n';

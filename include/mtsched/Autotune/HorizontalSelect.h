@@ -46,6 +46,11 @@ inline constexpr llvm::StringLiteral HorizontalSplitUsAttr =
 /// timed), absent when the cost model priced them.
 inline constexpr llvm::StringLiteral HorizontalMeasuredAttr =
     "horizontal_measured";
+/// Set when the merged GEMM was not timed but its predicted time was scaled
+/// by the leader's measured over predicted time with the same tile, and
+/// the split side is the members' measured times.
+inline constexpr llvm::StringLiteral HorizontalCalibratedAttr =
+    "horizontal_calibrated";
 /// On fuse-horizontal's alternative (and the weights' concatenation it
 /// reads, which exists only to time it): the first member it stands for.
 inline constexpr llvm::StringLiteral HorizontalAlternativeOfAttr =
