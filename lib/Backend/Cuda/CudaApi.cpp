@@ -236,6 +236,7 @@ llvm::Expected<const CublasApi &> cuda::loadCublas() {
     Lib.get(A.cublasSetStream, {"cublasSetStream_v2"}, M);
     Lib.get(A.cublasSetWorkspace, {"cublasSetWorkspace_v2"}, M);
     Lib.get(A.cublasGemmEx, {"cublasGemmEx"}, M);
+    Lib.get(A.cublasGemmStridedBatchedEx, {"cublasGemmStridedBatchedEx"}, M);
     if (!M.empty())
       L.Error = Lib.Path + " lacks " + M;
   });

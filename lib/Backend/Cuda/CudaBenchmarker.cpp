@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
+#include "CublasGemm.h"
 #include "CudaBenchmarkerImpl.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CollectiveCodegen.h"
@@ -443,27 +444,16 @@ Measurement CudaSession::measure(const MultiTemplateBufferNode &N,
       return failed(ChoiceStatus::Failed, "unknown extern choice");
     if (!G->blas())
       return failed(ChoiceStatus::Failed, G->BlasError);
-    if (N.getOperand(1)->getType().rank() > 2)
-      return failed(ChoiceStatus::Failed,
-                    "batched weights are not passed to cuBLAS yet");
-    if (N.getNumOperands() != 2)
-      return failed(ChoiceStatus::Failed,
-                    "fp8 operands are not passed to cuBLAS (its fp8 GEMM "
-                    "needs both operands K-major)");
-    int Type = N.getType().Dtype == DType::BF16  ? CUDA_R_16BF
-               : N.getType().Dtype == DType::F16 ? CUDA_R_16F
-                                                 : CUDA_R_32F;
+    llvm::Expected<CublasGemmShape> Shape = cublasGemmShapeOf(N);
+    if (!Shape)
+      return failed(ChoiceStatus::Failed, llvm::toString(Shape.takeError()));
     const Value *A = N.getOperand(0), *B = N.getOperand(1);
-    float One = 1, Zero = 0;
-    // Row-major C = A B is column-major C^T = B^T A^T.
     return run(
         [&](int Copy) -> CUresult {
-          int S = G->B->cublasGemmEx(
-              G->Blas, CUBLAS_OP_N, CUBLAS_OP_N, int(P.N), int(P.Rows),
-              int(P.K), &One, reinterpret_cast<void *>(P.Dev[B][Copy].P), Type,
-              int(P.N), reinterpret_cast<void *>(P.Dev[A][Copy].P), Type,
-              int(P.K), &Zero, reinterpret_cast<void *>(P.OutMain[Copy].P),
-              Type, int(P.N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+          int S = cublasGemm(*G->B, G->Blas, *Shape,
+                             reinterpret_cast<void *>(P.Dev[A][Copy].P),
+                             reinterpret_cast<void *>(P.Dev[B][Copy].P),
+                             reinterpret_cast<void *>(P.OutMain[Copy].P));
           return S ? 999 : CUDA_SUCCESS;
         },
         P, P.OutMain, OutType, Ref, &P.BestUs[0]);

@@ -5,6 +5,7 @@
 // asked, times the whole graph replayed back to back.
 //
 //===----------------------------------------------------------------------===//
+#include "CublasGemm.h"
 #include "CudaGraphRun.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
@@ -597,28 +598,21 @@ llvm::Error GraphRun::runCublas(const MultiTemplateBufferNode &M) {
     return err("extern.cublas cannot run a fused epilogue");
   if (llvm::Error E = alloc(M.getResult()))
     return E;
-  int Type = M.getType().Dtype == DType::BF16  ? CUDA_R_16BF
-             : M.getType().Dtype == DType::F16 ? CUDA_R_16F
-                                               : CUDA_R_32F;
-  int Nn = int(M.getType().innerDim()), Rows = int(rowsOf(M.getType()));
-  int K = int(M.getOperand(0)->getType().innerDim());
+  llvm::Expected<CublasGemmShape> Shape = cublasGemmShapeOf(M);
+  if (!Shape)
+    return Shape.takeError();
   // The buffers are looked up when the GEMM is issued: the runtime library
   // may have bound others since.
   const Value *VA = M.getOperand(0), *VB = M.getOperand(1), *VC = M.getResult();
-  // Row-major C = A x B is column-major C^T = B^T x A^T.
   Gpu &Dev0 = Gp;
-  auto Gemm = [this, &Dev0, Type, Nn, Rows, K, VA, VB, VC] {
-    void *PA = reinterpret_cast<void *>(resolve(VA)),
-         *PB = reinterpret_cast<void *>(resolve(VB)),
-         *PC = reinterpret_cast<void *>(resolve(VC));
-    float One = 1, Zero = 0;
-    return Dev0.B->cublasGemmEx(Dev0.Blas, CUBLAS_OP_N, CUBLAS_OP_N, Nn, Rows,
-                                K, &One, PB, Type, Nn, PA, Type, K, &Zero, PC,
-                                Type, Nn, CUBLAS_COMPUTE_32F,
-                                CUBLAS_GEMM_DEFAULT);
+  auto Gemm = [this, &Dev0, S = *Shape, VA, VB, VC] {
+    return cublasGemm(*Dev0.B, Dev0.Blas, S,
+                      reinterpret_cast<void *>(resolve(VA)),
+                      reinterpret_cast<void *>(resolve(VB)),
+                      reinterpret_cast<void *>(resolve(VC)));
   };
   if (int S = Gemm())
-    return err("cublasGemmEx failed with status " + std::to_string(S));
+    return err("cuBLAS's GEMM failed with status " + std::to_string(S));
   syncStream(D, Gp.Stream, "cuBLAS for '%" + M.getName() + "'");
   Replay.push_back([Gemm] { return CUresult(Gemm() ? 1 : 0); });
   ++Launched;
@@ -721,8 +715,7 @@ llvm::Error GraphRun::runTemplate(const MultiTemplateBufferNode &M) {
   }
   if (std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt)
     return runKernel(generateGemmKernel(M, *T, M.isEpilogueFused()));
-  if (M.getDecision() == "extern.cublas" && Gp.blas() &&
-      M.getNumOperands() == 2 && M.getOperand(1)->getType().rank() == 2)
+  if (M.getDecision() == "extern.cublas" && Gp.blas())
     return runCublas(M);
   return CannotRun();
 }

@@ -159,6 +159,8 @@ MTSCHED_NVRTC_FUNCTIONS(MTSCHED_NVRTC)
 MTSCHED_CUBLAS_FUNCTIONS(MTSCHED_CUBLAS)
 MTSCHED_NCCL_FUNCTIONS(MTSCHED_NCCL)
 using cublasGemmEx_t = decltype(mtsched::cuda::CublasApi::cublasGemmEx);
+using cublasGemmStridedBatchedEx_t =
+    decltype(mtsched::cuda::CublasApi::cublasGemmStridedBatchedEx);
 #undef MTSCHED_DRIVER
 #undef MTSCHED_NVRTC
 #undef MTSCHED_CUBLAS
@@ -195,6 +197,16 @@ using RealGemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t,
 static_assert(functionSame(ours::cublasGemmEx_t(),
                            static_cast<RealGemmEx>(&::cublasGemmEx)),
               "CublasApi::cublasGemmEx does not match cublas_api.h");
+using RealGemmStridedBatchedEx = cublasStatus_t (*)(
+    cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+    const void *, const void *, cudaDataType, int, long long, const void *,
+    cudaDataType, int, long long, const void *, void *, cudaDataType, int,
+    long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+static_assert(
+    functionSame(
+        ours::cublasGemmStridedBatchedEx_t(),
+        static_cast<RealGemmStridedBatchedEx>(&::cublasGemmStridedBatchedEx)),
+    "CublasApi::cublasGemmStridedBatchedEx does not match cublas_api.h");
 
 // Constants and types passed by value.
 namespace mc = mtsched::cuda;

@@ -194,6 +194,11 @@ struct CublasApi {
                                  const void *, const void *, int, int,
                                  const void *, int, int, const void *, void *,
                                  int, int, int, int);
+  /// Batched weights: one GEMM per batch at fixed strides between them.
+  cublasStatus_t (*cublasGemmStridedBatchedEx)(
+      cublasHandle_t, int, int, int, int, int, const void *, const void *, int,
+      int, long long, const void *, int, int, long long, const void *, void *,
+      int, int, long long, int, int, int);
 };
 
 /// Each loader opens its library once per process; the error says which
