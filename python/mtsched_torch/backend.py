@@ -13,13 +13,26 @@ IR's hash), loaded with ``mtsched_torch.runtime`` and returned as a callable
 on the caller's tensors. Inputs on the CPU run on the fp64 interpreter
 (``device="cpu"``: a reference, not fast).
 
+Before a decided graph is trusted it is checked, twice: no node may run a
+choice that failed mtsched-opt's check against its reference or was never
+measured (``untrusted_decisions``: the decided IR's timings, the reasons
+from mtsched-opt's ``--report``); and, the first time, the decided graph
+runs once on Dynamo's example inputs and each output is compared with
+eager's within its dtype's tolerance (``compare.tolerance``). The verdict
+is cached beside the decided IR (``<key>.check.json``), so a warm process
+runs neither the graph nor eager. With several ranks the ranks agree on
+both verdicts, and a graph that runs collectives is not run by the check.
+
 What cannot run goes back to PyTorch, with one warning naming why: an op
 outside the IR, a symbolic (dynamic) shape, a graph the runtime cannot
-prepare. Configuration (environment): MTSCHED_BUILD_DIR (where
+prepare, a decided choice that did not pass its check, an output that
+differs from eager's. Configuration (environment): MTSCHED_BUILD_DIR (where
 ``tools/mtsched-opt/mtsched-opt`` and ``lib/RuntimeApi/libmtsched_runtime.so``
 are), MTSCHED_OPT, MTSCHED_RUNTIME_LIB, MTSCHED_TORCH_CACHE (the decided IR
 and kernel caches; default ~/.cache/mtsched/torch), MTSCHED_TORCH_OPT_ARGS
-(extra mtsched-opt flags). docs/RUNTIME.md says what is unfinished.
+(extra mtsched-opt flags), MTSCHED_TORCH_CHECK=0 (the graph-level check is
+not run; a verdict already cached still holds). docs/RUNTIME.md says what
+is unfinished.
 """
 
 import collections
