@@ -773,6 +773,9 @@ def _compare(outs, refs):
     `why` names the first output beyond it. Elements equal in both
     (infinities, NaNs where both have one) count as no error."""
     from .compare import errors, tolerance
+    if len(outs) != len(refs):
+        return float("inf"), ("the decided graph returns %d outputs, eager "
+                              "%d" % (len(outs), len(refs)))
     worst = 0.0
     for i, (o, r) in enumerate(zip(outs, refs)):
         tol = tolerance(r.dtype)
@@ -836,7 +839,12 @@ def _check_graph(ranks, key, decided, device, graph, binder, imp, gm,
         return {"checked": True, "ok": why is None, "why": why,
                 "error": error}
 
-    v = _several(ranks, "accuracy check", mine)
+    try:
+        v = _several(ranks, "accuracy check", mine)
+    finally:
+        if imp is not None:
+            imp.eager = None  # eager's outputs are not held past the check
+
     rec["checked"] = v["checked"]
     rec["check_error"] = v["error"]
     if "skipped" in v:
