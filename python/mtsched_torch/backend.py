@@ -627,12 +627,13 @@ def untrusted_decisions(text, report=None):
             why = "was never measured (skipped)"
         elif times[choice] == "inf":
             rc = [c for c in rn.get("choices", []) if c.get("name") == choice]
-            if rc and rc[0].get("status") not in (None, "ok"):
-                why = "failed its check: %s" % rc[0]["status"]
-                msg = rc[0].get("fused_message" if "fused" in flags
-                                else "message")
-                if msg:
-                    why += " (%s)" % msg
+            rc = rc[0] if rc else {}
+            if "fused" in flags and rc.get("fused_message"):
+                why = "failed its check fused (%s)" % rc["fused_message"]
+            elif rc.get("status") not in (None, "ok"):
+                why = "failed its check: %s" % rc["status"]
+                if rc.get("message"):
+                    why += " (%s)" % rc["message"]
             else:
                 why = ("failed its check (its timing is inf: it failed to "
                        "build or run, timed out, or returned a wrong result)")
