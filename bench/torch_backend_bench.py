@@ -282,6 +282,10 @@ def gallery_rows(a, backend, rows, save):
             recs = backend.GRAPHS[n0:]
             row["graphs"] = len(recs)
             row["fell_back"] = backend.STATS["eager"][e0:]
+            # Each graph's accuracy check (docs/RUNTIME.md).
+            row["checks"] = [{k: r.get(k) for k in [
+                "checked", "check_error", "check_s", "check_skipped"]}
+                for r in recs]
             row["runtime"] = {}
             for r in recs:
                 for k, v in backend.live_stats(r["name"]).items():

@@ -47,6 +47,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
 TOLERANCE = {"bf16": 2e-2, "f16": 5e-3, "f32": 1e-3}
 
 
+def tolerance(dtype):
+    """The norm-wise relative tolerance of an output of `dtype`: an IR type
+    name ("bf16") or a torch.dtype (float64 as f32, its nearest IR type);
+    bf16's for a type without one of its own (integers, bool)."""
+    if isinstance(dtype, torch.dtype):
+        from .convert import _DTYPES, _NEAREST
+        dtype = _DTYPES.get(dtype, _NEAREST.get(dtype))
+    return TOLERANCE.get(dtype, TOLERANCE["bf16"])
+
+
 def init_weights(module, seed):
     """Seeded weights of a sensible scale: N(0, 1/fan_in) for matrices (and
     stacked expert matrices), 1 + N(0, 0.1) for vectors (norm weights)."""
@@ -335,7 +345,7 @@ def run_case(case, a, opt, outdir, log):
         mx, nrm = errors(ours, r)
         types = {n.name: n.dtype for n in res.graph.nodes}
         types.update({i[0]: i[1] for i in res.graph.inputs})
-        tol = TOLERANCE.get(types.get(name, "bf16"), 2e-2)
+        tol = tolerance(types.get(name, "bf16"))
         good = nrm <= tol
         ok &= good
         row["outputs"].append({"name": name, "max_rel": mx, "norm_rel": nrm,

@@ -6,7 +6,9 @@ on both), rank 0 alone decides it (mtsched-opt --ranks=2 with the NCCL-only
 choices, on the simulator) and every rank gets the same decided text, one
 pre-sync, the decided-IR cache (a second process runs no mtsched-opt), and
 a graph the runtime cannot run on a rank (here: two ranks on the cpu
-interpreter) going to eager on every rank with one warning each. The CUDA
+interpreter) going to eager on every rank with one warning each, and the
+accuracy check's agreement (a mismatch on one rank fails every rank; a
+graph with collectives is not run by it). The CUDA
 path (NCCL communicator, the run) is covered on GPUs only
 (bench/device/tp-backend.sh).
 
@@ -127,4 +129,48 @@ y = torch.randn(4 + RANK, 32)
 compile_once(traced(m, y), y)
 print("stats: %s" % backend.STATS)
 print("mtsched-opt runs here: %d" % backend.OPT_RUNS[0])
+
+
+# The accuracy check's agreement (_check_graph), on a graph of one rank
+# each rank runs on the interpreter (the cpu path refuses a graph of two
+# ranks): rank 0 decides it, every rank runs it against its own eager
+# outputs; rank 1 loads the decided text with its relu turned into a
+# sigmoid, as a rank whose decided graph computes something else. Both
+# ranks fall back with rank 1's mismatch, each keeps the verdict (a key of
+# its own here, as their texts differ), and a second process takes it from
+# the cache on both.
+class Lin(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+torch.manual_seed(7)
+lin = Lin().eval()
+xs = torch.randn(4, 32)
+lgm = torch.fx.symbolic_trace(lin)
+imp = backend._import(lgm, [xs], [], "lin", lgm, 1)
+got = backend._decide(imp.text, "cpu")[0] if RANK == 0 else None
+decided = backend.broadcast(ranks, got)
+if RANK == 1:
+    decided = decided.replace("= buffer relu(", "= buffer sigmoid(")
+graph = backend.runtime.Module(decided).graph(device="cpu")
+binder = backend._Binder(lgm, imp, 1)
+rec = {}
+try:
+    backend._check_graph(ranks, "check-rank%d" % RANK, decided, "cpu", graph,
+                         binder, imp, lgm, [xs], rec)
+    print("check: passed")
+except backend.Fallback as e:
+    print("check: %s" % e)
+print("check record: checked %s" % rec["checked"])
+# A decided graph with collectives is not run across ranks by the check.
+rec = {}
+two = open(backend._decided_path(key)).read()
+backend._check_graph(ranks, key, two, "cpu", None, None, None, None, [], rec)
+print("check record: checked %s, skipped %s" % (rec["checked"],
+                                               rec["check_skipped"]))
 dist.destroy_process_group()

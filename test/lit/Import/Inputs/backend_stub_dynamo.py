@@ -108,12 +108,14 @@ for seed in [5, 6]:
     ok &= nrm <= 1e-3
     print("constant %d: norm_rel %.1e" % (seed, nrm))
 print("stats: %s" % backend.STATS)
-# Where each graph's IR and decisions came from and what the runtime
-# compiled (the cpu path compiles nothing; its counters say 0).
+# Where each graph's IR and decisions came from, its accuracy check, and
+# what the runtime compiled (the cpu path compiles nothing; its counters
+# say 0). The runs count the check's own run of a first process.
 for g in backend.GRAPHS:
-    print("graph %s: ir %s, decided %s, kernels %d, compiled %d, runs %d" % (
-        g["name"], g["ir"], g["decided"], g["kernels"],
-        g["kernels_compiled"], backend.live_stats(g["name"])["runs"]))
+    print("graph %s: ir %s, decided %s, checked %s, kernels %d, compiled %d, "
+          "runs %d" % (g["name"], g["ir"], g["decided"], g.get("checked"),
+                       g["kernels"], g["kernels_compiled"],
+                       backend.live_stats(g["name"])["runs"]))
 print("mtsched-opt runs: %d" % backend.OPT_RUNS[0])
 print("cached: %d decided" % len([f for f in os.listdir(sys.argv[2])
                                   if f.endswith(".decided.mir")]))
