@@ -19,7 +19,12 @@ prepare. Configuration (environment): MTSCHED_BUILD_DIR (where
 ``tools/mtsched-opt/mtsched-opt`` and ``lib/RuntimeApi/libmtsched_runtime.so``
 are), MTSCHED_OPT, MTSCHED_RUNTIME_LIB, MTSCHED_TORCH_CACHE (the decided IR
 and kernel caches; default ~/.cache/mtsched/torch), MTSCHED_TORCH_OPT_ARGS
-(extra mtsched-opt flags). docs/RUNTIME.md says what is unfinished.
+(extra mtsched-opt flags), MTSCHED_TORCH_SIZE_HINTS (rows to tune each
+matmul at, "1,16,128"; torch.compile's options={"size_hints_m": ...} too):
+the first size of a graph is tuned with them, and the same graph at another
+number of rows (Dynamo recompiles on a new shape) is decided from that
+decision's dispatch tables (mtsched-opt --decisions-from, no benchmark of
+what they cover). docs/RUNTIME.md says what is unfinished.
 """
 
 import collections
@@ -785,9 +790,10 @@ def _compile(gm, example_inputs, options=None):
             decided, key, hit = _decide(imp.text, device, 1, hints, source)
             rec["decided_from"] = source
             _dispatch_record(key, rec)
+            # "dispatch" where a table decided a node (rec["tuned"]
+            # names the nodes mtsched-opt tuned as usual, and why).
             rec["decided"] = "cache" if hit else (
-                "dispatch" if rec.get("hints") and
-                not rec.get("benchmarks_run") else "mtsched-opt")
+                "dispatch" if rec.get("hints") else "mtsched-opt")
         else:
             decided, key, hit = _decide_ranks(imp.text, device, ranks, rec,
                                               hints)
@@ -842,6 +848,9 @@ def _compile(gm, example_inputs, options=None):
              if ranks.several else "",
              "from the cache" if rec["ir"] == "cache" else "imported",
              "from the cache" if rec["decided"] == "cache" else
+             "from the dispatch tables of %s (hint %s)" % (
+                 rec.get("decided_from"), rec.get("hint"))
+             if rec["decided"] == "dispatch" else
              "by " + rec["decided"], rec.get("kernels", "?"),
              rec.get("kernels_cached", "?"),
              rec.get("kernels_compiled", "?"), OPT_RUNS[0],

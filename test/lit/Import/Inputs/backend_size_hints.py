@@ -1,0 +1,82 @@
+"""Size hints through the torch.compile backend on PyTorch 1.13, with
+Dynamo's register_backend stubbed (dynamo_stub.py): the graph Dynamo
+would hand over at each size is a symbolic_trace of the module, called
+with inputs of that many rows, as Dynamo's recompilation on a new shape
+would. The first size is decided with --size-hints-m (the hints from
+MTSCHED_TORCH_SIZE_HINTS, or torch.compile's options); another size of
+the same graph is decided from its dispatch tables (mtsched-opt
+--decisions-from: no benchmark) where they cover its rows, and tuned where
+they do not. Every result is checked against eager (the runtime's cpu
+path).
+
+    backend_size_hints.py BUILD_DIR CACHE_DIR MTSCHED_OPT ROWS,...
+        [options]
+"""
+
+import os
+import sys
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny  # noqa: E402
+
+from dynamo_stub import REGISTERED, install  # noqa: E402
+
+install()
+
+os.environ["MTSCHED_BUILD_DIR"] = sys.argv[1]
+os.environ["MTSCHED_TORCH_CACHE"] = sys.argv[2]
+os.environ["MTSCHED_OPT"] = sys.argv[3]
+for var in ["MTSCHED_RUNTIME_LIB", "MTSCHED_TORCH_OPT_ARGS"]:
+    os.environ.pop(var, None)
+rows = [int(r) for r in sys.argv[4].split(",")]
+use_options = len(sys.argv) > 5 and sys.argv[5] == "options"
+
+from mtsched_torch import backend  # noqa: E402
+from mtsched_torch.compare import errors, init_weights  # noqa: E402
+
+ok = True
+m = tiny.tiny_mlp().eval()
+init_weights(m, 0)
+for r in rows:
+    # Dynamo traces the frame again for the new shape: a new graph module.
+    gm = torch.fx.symbolic_trace(m)
+    x = torch.randn(r, 64, generator=torch.Generator().manual_seed(r))
+    kwargs = {}
+    if use_options:
+        kwargs["options"] = {"size_hints_m": os.environ.pop(
+            "MTSCHED_TORCH_SIZE_HINTS", "")}
+        os.environ["MTSCHED_TORCH_SIZE_HINTS"] = "bad"  # options win
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fn = REGISTERED["mtsched"](gm, [x], **kwargs)
+    if use_options:
+        os.environ["MTSCHED_TORCH_SIZE_HINTS"] = kwargs["options"][
+            "size_hints_m"]
+    for msg in w:
+        print("warning: %s" % msg.message)
+    with torch.no_grad():
+        ref, out = gm(x), fn(x)
+    _, nrm = errors(out.float().numpy(), ref.float().numpy())
+    ok &= nrm <= 1e-3
+    g = backend.GRAPHS[-1]
+    print("rows %d: decided %s, hint %s, from the table %s, tuned %s, "
+          "norm_rel %.1e" % (
+              r, g["decided"], g.get("hint"),
+              sorted(g.get("hints", {}).items()),
+              sorted(g.get("tuned", {}).items()), nrm))
+print("mtsched-opt runs: tuning %d, from dispatch tables %d"
+      % (backend.OPT_RUNS[0], backend.DISPATCH_RUNS[0]))
+
+# A bad setting runs the graph eagerly, with one warning naming it.
+os.environ["MTSCHED_TORCH_SIZE_HINTS"] = "16,zero"
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    REGISTERED["mtsched"](torch.fx.symbolic_trace(m), [torch.randn(8, 64)])
+    REGISTERED["mtsched"](torch.fx.symbolic_trace(m), [torch.randn(8, 64)],
+                          options={"size_hint": [16]})
+for msg in w:
+    print("warning: %s" % msg.message)
+sys.exit(0 if ok else 1)
