@@ -196,6 +196,50 @@ void Autotuner::Impl::decideWithoutBenchmark(const Graph &G,
   result().Nodes.push_back(std::move(R));
 }
 
+llvm::DenseMap<const MultiTemplateBufferNode *, std::string>
+Autotuner::Impl::decideFromFile(const Graph &G,
+                                std::vector<MultiTemplateBufferNode *> &Todo,
+                                unsigned GraphIndex) {
+  llvm::DenseMap<const MultiTemplateBufferNode *, std::string> Misses;
+  if (!Opts.DecisionsFrom)
+    return Misses;
+  auto T0 = Clock::now();
+  result().DecisionsFrom = Opts.DecisionsFrom->getPath().str();
+  // Every rank reads the same file and keeps the same nodes.
+  std::vector<MultiTemplateBufferNode *> Rest;
+  for (MultiTemplateBufferNode *N : Todo) {
+    DecisionsSource::Match Mt = Opts.DecisionsFrom->lookup(M, G, *N);
+    if (!Mt.Miss.empty()) {
+      Misses[N] = Mt.Miss;
+      Rest.push_back(N);
+      continue;
+    }
+    if (!Table) {
+      decideFromTable(G, *N, Mt, /*WithFusion=*/true);
+    } else {
+      std::unique_ptr<MultiTemplateBufferNode> StandIn(
+          llvm::cast<MultiTemplateBufferNode>(N->cloneStandIn().release()));
+      decideFromTable(G, *StandIn, Mt, /*WithFusion=*/true);
+      Digest->add(GraphIndex, *StandIn);
+      Table->offer(GraphIndex, std::move(StandIn));
+    }
+    dropRecords();
+  }
+  Todo = std::move(Rest);
+  addPhase("dispatch", msSince(T0));
+  return Misses;
+}
+
+void Autotuner::Impl::noteMiss(
+    const llvm::DenseMap<const MultiTemplateBufferNode *, std::string> &Misses,
+    const MultiTemplateBufferNode &N) {
+  auto It = Misses.find(&N);
+  // The node's record says why the dispatch table did not decide it.
+  if (It != Misses.end() && !result().Nodes.empty() &&
+      result().Nodes.back().Name == "%" + N.getName())
+    result().Nodes.back().DispatchMiss = It->second;
+}
+
 void Autotuner::Impl::decideFromTable(const Graph &G,
                                       MultiTemplateBufferNode &N,
                                       const DecisionsSource::Match &Mt,
@@ -538,6 +582,13 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   return I.noteFallbacks(G, "sync");
 }
 
+/// G's position among M's graphs.
+static unsigned graphIndex(const Module &M, const Graph &G) {
+  return llvm::find_if(M.getGraphs(),
+                       [&](const auto &X) { return X.get() == &G; }) -
+         M.getGraphs().begin();
+}
+
 /// The schedule's undecided multi-template kernels (leaders, in order) and
 /// collectives: what tuneGraph decides.
 static void collectUndecided(
@@ -566,11 +617,8 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   collectUndecided(*S, Todo, Collectives);
   I.addPhase("collect", msSince(T0));
 
-  unsigned GraphIndex = 0;
-  if (I.Table)
-    GraphIndex = llvm::find_if(I.M.getGraphs(),
-                               [&](const auto &X) { return X.get() == &G; }) -
-                 I.M.getGraphs().begin();
+  // With a decision table, decisions are offered as this graph's.
+  unsigned GraphIndex = I.Table ? graphIndex(I.M, G) : 0;
   auto Record = [&](std::unique_ptr<MultiTemplateBufferNode> SI) {
     I.StandInOf.erase(SI.get());
     I.Digest->add(GraphIndex, *SI);
@@ -578,34 +626,9 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   };
 
   // --decisions-from first: what a dispatch table covers is decided before
-  // anything is looked up, synced or built, so it costs no benchmark; the
-  // rest is tuned as usual, each with the reason it was not covered. Every
-  // rank reads the same file and keeps the same nodes.
-  llvm::DenseMap<const MultiTemplateBufferNode *, std::string> Misses;
-  if (I.Opts.DecisionsFrom) {
-    auto D0 = Clock::now();
-    Result.DecisionsFrom = I.Opts.DecisionsFrom->getPath().str();
-    std::vector<MultiTemplateBufferNode *> Rest;
-    for (MultiTemplateBufferNode *N : Todo) {
-      DecisionsSource::Match Mt = I.Opts.DecisionsFrom->lookup(I.M, G, *N);
-      if (!Mt.Miss.empty()) {
-        Misses[N] = Mt.Miss;
-        Rest.push_back(N);
-        continue;
-      }
-      if (!I.Table) {
-        I.decideFromTable(G, *N, Mt, /*WithFusion=*/true);
-      } else {
-        std::unique_ptr<MultiTemplateBufferNode> StandIn(
-            llvm::cast<MultiTemplateBufferNode>(N->cloneStandIn().release()));
-        I.decideFromTable(G, *StandIn, Mt, /*WithFusion=*/true);
-        Record(std::move(StandIn));
-      }
-      I.dropRecords();
-    }
-    Todo = std::move(Rest);
-    I.addPhase("dispatch", msSince(D0));
-  }
+  // anything is looked up, synced or built, so it costs no benchmark.
+  llvm::DenseMap<const MultiTemplateBufferNode *, std::string> Misses =
+      I.decideFromFile(G, Todo, GraphIndex);
 
   // Rank 0 looks every node up in the cache first; its entries travel with
   // the pre-sync, so a node the cache holds is replayed whatever becomes of
@@ -699,11 +722,8 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
     } else
       I.finalize(G, *N, /*WithFusion=*/true,
                  HaveEntries ? &Entries[K] : nullptr);
-    // The node's record says why the dispatch table did not decide it.
-    if (auto It = Misses.find(Todo[K]);
-        It != Misses.end() && !WasQueued && !I.result().Nodes.empty() &&
-        I.result().Nodes.back().Name == "%" + Todo[K]->getName())
-      I.result().Nodes.back().DispatchMiss = It->second;
+    if (!WasQueued)
+      I.noteMiss(Misses, *Todo[K]);
     if (StandIn && WasQueued)
       Queued.push_back(std::move(StandIn));
     else if (StandIn)

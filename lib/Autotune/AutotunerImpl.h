@@ -122,6 +122,18 @@ struct Autotuner::Impl {
   /// the same and the choice can run it (WithFusion).
   void decideFromTable(const Graph &G, MultiTemplateBufferNode &N,
                        const DecisionsSource::Match &Mt, bool WithFusion);
+  /// --decisions-from: decides the nodes of Todo its dispatch tables cover
+  /// (decideFromTable; through a stand-in offered to Table where there is
+  /// one, as graph GraphIndex) and leaves the rest in Todo, each with the
+  /// reason it was not covered (the map returned).
+  llvm::DenseMap<const MultiTemplateBufferNode *, std::string>
+  decideFromFile(const Graph &G, std::vector<MultiTemplateBufferNode *> &Todo,
+                 unsigned GraphIndex);
+  /// The reason in Misses for N, written into N's record (the last one)
+  /// once N is decided.
+  void noteMiss(const llvm::DenseMap<const MultiTemplateBufferNode *,
+                                     std::string> &Misses,
+                const MultiTemplateBufferNode &N);
   /// Finalizes N: cache lookup (Entry, from rank 0's bundle; without one,
   /// a broadcast from rank 0), then finalizeNode, then storing what was
   /// measured.

@@ -114,6 +114,28 @@ void printHorizontalDecisions(const Module &M, llvm::raw_ostream &OS) {
 
 } // namespace
 
+/// The end of a node's header line: what decided it.
+static void printHowDecided(const RunResult &R, const NodeResult &NR, int Ranks,
+                            llvm::raw_ostream &OS) {
+  if (NR.Fallback) {
+    std::string Why = NR.Choices.empty() ? "" : NR.Choices[0].Message;
+    OS << "fallback";
+    if (!Why.empty())
+      OS << " (" << Why << ")";
+  } else if (NR.FromDispatchHint > 0) {
+    OS << "from the dispatch table of " << R.DecisionsFrom << " at hint "
+       << NR.FromDispatchHint;
+  } else if (NR.FromCache) {
+    OS << "replayed from the cache";
+  } else {
+    OS << "measured" << (Ranks > 1 ? " (max over ranks)" : "");
+  }
+  if (!NR.DispatchMiss.empty())
+    OS << " (not from the dispatch table of " << R.DecisionsFrom << ": "
+       << NR.DispatchMiss << ")";
+  OS << '\n';
+}
+
 void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
                                    int Ranks, llvm::raw_ostream &OS,
                                    const ChoiceConfig *Choices) {
@@ -139,23 +161,7 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
     if (!NR.Group.empty())
       OS << " group @" << NR.Group;
     OS << " on " << Ranks << " rank" << (Ranks == 1 ? "" : "s") << ": ";
-    if (NR.Fallback) {
-      std::string Why = NR.Choices.empty() ? "" : NR.Choices[0].Message;
-      OS << "fallback";
-      if (!Why.empty())
-        OS << " (" << Why << ")";
-    } else if (NR.FromDispatchHint > 0) {
-      OS << "from the dispatch table of " << R.DecisionsFrom << " at hint "
-         << NR.FromDispatchHint;
-    } else if (NR.FromCache) {
-      OS << "replayed from the cache";
-    } else {
-      OS << "measured" << (Ranks > 1 ? " (max over ranks)" : "");
-    }
-    if (!NR.DispatchMiss.empty())
-      OS << " (not from the dispatch table of " << R.DecisionsFrom << ": "
-         << NR.DispatchMiss << ")";
-    OS << '\n';
+    printHowDecided(R, NR, Ranks, OS);
     // Choices the group's topology ruled out were never candidates: say so,
     // or a cross-host group's list reads as if they had been forgotten.
     if (const auto *C =
