@@ -6,6 +6,7 @@
 #include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/FileIO.h"
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/xxhash.h"
 
 using namespace mtsched;
 
@@ -20,6 +21,7 @@ DecisionsSource::load(llvm::StringRef Path) {
   // Not make_shared: the constructor is private.
   std::shared_ptr<DecisionsSource> S(new DecisionsSource());
   S->Path = Path.str();
+  S->Fingerprint = llvm::xxh3_64bits((*Buf)->getBuffer());
   S->SM.AddNewSourceBuffer(std::move(*Buf), llvm::SMLoc());
   // The file is input like any other: what it quotes reaches the terminal
   // escaped.

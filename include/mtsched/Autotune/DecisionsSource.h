@@ -49,10 +49,14 @@ public:
                const MultiTemplateBufferNode &N) const;
 
   llvm::StringRef getPath() const { return Path; }
+  /// A hash of FILE's text: the pre-sync's flags carry it, so ranks that
+  /// read different files (and would skip different nodes) stop together.
+  uint64_t getFingerprint() const { return Fingerprint; }
 
 private:
   DecisionsSource() = default;
   std::string Path;
+  uint64_t Fingerprint = 0;
   /// Holds FILE's buffer, which the module's locations point into.
   llvm::SourceMgr SM;
   std::unique_ptr<Module> Mod;
