@@ -786,8 +786,16 @@ def _compile(gm, example_inputs, options=None):
         if source and os.path.exists(_decided_path(
                 _decide_key(imp.text, device, 1, hints)[2])):
             source = None
+        decided = None
         if source:
-            decided, key, hit = _decide(imp.text, device, 1, hints, source)
+            try:
+                decided, key, hit = _decide(imp.text, device, 1, hints,
+                                            source)
+            except Fallback as e:
+                # The graph is still tuned as usual below: a table that
+                # cannot be used costs the benchmark it would have saved.
+                _log("%s: not decided from %s: %s" % (name, source, e))
+        if decided is not None:
             rec["decided_from"] = source
             _dispatch_record(key, rec)
             # "dispatch" where a table decided a node (rec["tuned"]
@@ -799,7 +807,9 @@ def _compile(gm, example_inputs, options=None):
                                               hints)
             rec["decided"] = "cache" if hit else (
                 "mtsched-opt" if ranks.rank == 0 else "rank 0")
-            if skey and not ranks.several:
+            # Only a decision with a matmul's table can decide another
+            # size (mtsched-opt --decisions-from refuses one without).
+            if skey and not ranks.several and "dispatch m {" in decided:
                 _remember_family(skey, _decided_path(key))
         rec["decided_path"] = _decided_path(key)
         if ranks.several:

@@ -70,6 +70,29 @@ for r in rows:
 print("mtsched-opt runs: tuning %d, from dispatch tables %d"
       % (backend.OPT_RUNS[0], backend.DISPATCH_RUNS[0]))
 
+
+# A graph without a matmul has no table to decide another size from: each
+# size is tuned, none falls back to eager.
+class NoMatmul(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2
+
+
+if not use_options:
+    for r in [8, 16]:
+        gm = torch.fx.symbolic_trace(NoMatmul())
+        x = torch.randn(r, 32)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fn = REGISTERED["mtsched"](gm, [x])
+        for msg in w:
+            print("warning: %s" % msg.message)
+        with torch.no_grad():
+            _, nrm = errors(fn(x).float().numpy(), gm(x).float().numpy())
+        ok &= nrm <= 1e-3
+        print("no matmul, rows %d: decided %s, norm_rel %.1e"
+              % (r, backend.GRAPHS[-1]["decided"], nrm))
+
 # A bad setting runs the graph eagerly, with one warning naming it.
 os.environ["MTSCHED_TORCH_SIZE_HINTS"] = "16,zero"
 with warnings.catch_warnings(record=True) as w:
