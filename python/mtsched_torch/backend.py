@@ -586,7 +586,8 @@ def _shape_free_key(gm, example_inputs, lifted, device, hints):
     dimension but the last of each input that is not a parameter, and in
     the graph's code any integer literal equal to one of them or to the
     product of one input's (a view to [rows, hidden]). Parameters, buffers,
-    dtypes, the code otherwise, the device and the hints are kept exactly.
+    dtypes, the code otherwise, the device, the hints, the mtsched-opt
+    binary and MTSCHED_TORCH_OPT_ARGS are kept exactly.
     A key shared by graphs that are not one is harmless:
     mtsched-opt --decisions-from takes a node's decision only from a node
     of the same name, op and shape but for its rows, with a choice the
@@ -612,7 +613,11 @@ def _shape_free_key(gm, example_inputs, lifted, device, hints):
                   gm.code)
     h = hashlib.sha256(_importer_version().encode())
     h.update(code.encode())
-    h.update(repr((shapes, device, hints)).encode())
+    # Like the decided IR's key: another mtsched-opt or other flags decide
+    # afresh rather than from an older binary's tables.
+    st = os.stat(find_mtsched_opt())
+    h.update(repr((shapes, device, hints, st.st_size, int(st.st_mtime),
+                   os.environ.get("MTSCHED_TORCH_OPT_ARGS", ""))).encode())
     for n, t in list(gm.named_parameters()) + list(gm.named_buffers()):
         h.update(repr((n, tuple(t.shape), str(t.dtype))).encode())
     return h.hexdigest()[:24]

@@ -6,7 +6,7 @@
 // of the same name in FILE's graph when the two differ only in their rows
 // (M), and the entry covers its M (the smallest hint >= M) with a choice the
 // node offers too; any other node is tuned as usual, with the reason
-// (docs/AUTOTUNE.md, "Decisions from a dispatch table").
+// (docs/PASSES.md, `autotune` step 5).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_AUTOTUNE_DECISIONSSOURCE_H
