@@ -511,16 +511,14 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   if (I.Opts.DecisionsFrom) {
     Result.DecisionsFrom = I.Opts.DecisionsFrom->getPath().str();
     // Every rank reads the same file: they skip the same nodes, and their
-    // syncs stay in step.
-    if (!llvm::isa<CollectiveMultiTemplateBufferNode>(N)) {
-      DecisionsSource::Match Mt = I.Opts.DecisionsFrom->lookup(I.M, G, N);
-      if (Mt.Miss.empty()) {
-        I.decideFromTable(G, N, Mt, /*WithFusion=*/false);
-        I.addPhase("dispatch", msSince(T0));
-        return llvm::Error::success();
-      }
-      Miss = Mt.Miss;
+    // syncs stay in step (a collective is never covered).
+    DecisionsSource::Match Mt = I.Opts.DecisionsFrom->lookup(I.M, G, N);
+    if (Mt.Miss.empty()) {
+      I.decideFromTable(G, N, Mt, /*WithFusion=*/false);
+      I.addPhase("dispatch", msSince(T0));
+      return llvm::Error::success();
     }
+    Miss = Mt.Miss;
   }
   size_t Before = Result.Nodes.size();
   auto NoteMiss = llvm::make_scope_exit([&] {
