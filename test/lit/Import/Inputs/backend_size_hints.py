@@ -93,6 +93,31 @@ if not use_options:
         print("no matmul, rows %d: decided %s, norm_rel %.1e"
               % (r, backend.GRAPHS[-1]["decided"], nrm))
 
+# The shape-free key: Dynamo writes the rows into the code of a static
+# graph (a reshape of [rows, 2 * cols] to [rows, 2, cols]); those literals
+# and the inputs' leading dimensions are abstracted, the columns, the
+# parameters and the hints are not.
+class Resh(torch.nn.Module):
+    def __init__(self, rows, cols):
+        super().__init__()
+        self.rows, self.cols = rows, cols
+        self.fc = torch.nn.Linear(cols, 32)
+
+    def forward(self, x):
+        return self.fc(x.reshape(self.rows, 2, self.cols)).sum(1)
+
+
+def skey(rows, cols, hints=(16,)):
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(Resh(rows, cols))
+    return backend._shape_free_key(gm, [torch.randn(rows, 2 * cols)], [],
+                                   "cpu", hints)
+
+
+print("shape-free key: same at other rows %s, other columns %s, other "
+      "hints %s" % (skey(8, 64) == skey(32, 64), skey(8, 64) == skey(8, 48),
+                    skey(8, 64) == skey(8, 64, (16, 64))))
+
 # A bad setting runs the graph eagerly, with one warning naming it.
 os.environ["MTSCHED_TORCH_SIZE_HINTS"] = "16,zero"
 with warnings.catch_warnings(record=True) as w:
