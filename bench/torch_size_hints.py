@@ -50,20 +50,22 @@ def find_opt(build_dir):
     raise SystemExit("torch_size_hints: no mtsched-opt under %s" % build_dir)
 
 
-def run(rows_list, use_options):
+def run(rows_list, use_options, dev="cuda"):
     from mtsched_torch import backend
     torch.manual_seed(0)
-    m = MLP().to("cuda", torch.bfloat16).eval()
+    dtype = torch.bfloat16 if dev == "cuda" else torch.float32
+    m = MLP().to(dev, dtype).eval()
     kw = {"options": {"size_hints_m": HINTS}} if use_options else {}
     fast = torch.compile(m, backend="mtsched", dynamic=False, **kw)
     rows_out = []
     for rows in rows_list:
-        x = torch.randn(rows, 1024, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(rows, 1024, device=dev, dtype=dtype)
         n0 = len(backend.GRAPHS)
         t0 = time.time()
         with torch.no_grad():
             out = fast(x)
-            torch.cuda.synchronize()
+            if dev == "cuda":
+                torch.cuda.synchronize()
             first_s = time.time() - t0
             ref = m(x)
         _, nrm = errors(out.float().cpu().numpy(), ref.float().cpu().numpy())
@@ -86,6 +88,9 @@ def main():
     ap.add_argument("--cache")
     ap.add_argument("--rows", default="16,48,100,300")
     ap.add_argument("--second", action="store_true")
+    ap.add_argument("--device", default="cuda",
+                    help="cpu: the runtime's interpreter path (a check of "
+                    "this script, not a benchmark)")
     ap.add_argument("--env", action="store_true",
                     help="hints from MTSCHED_TORCH_SIZE_HINTS, not options")
     a = ap.parse_args()
@@ -96,14 +101,15 @@ def main():
     os.environ["MTSCHED_TORCH_CACHE"] = cache
     if a.env:
         os.environ["MTSCHED_TORCH_SIZE_HINTS"] = ",".join(map(str, HINTS))
-    res = run([int(r) for r in a.rows.split(",")], not a.env)
+    res = run([int(r) for r in a.rows.split(",")], not a.env, a.device)
     if a.second:
         print(json.dumps(res))
         return 0
     res["second_process"] = None
     p = subprocess.run([sys.executable, os.path.abspath(__file__),
                         "--build-dir", a.build_dir, "--cache", cache,
-                        "--rows", "16,32", "--second"],
+                        "--rows", "16,32", "--second", "--device",
+                        a.device],
                        stdout=subprocess.PIPE, universal_newlines=True)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode == 0 and lines:
@@ -139,7 +145,12 @@ def main():
     want = ["mtsched-opt", "dispatch", "dispatch", "mtsched-opt"]
     got = [r["decided"] for r in res["rows"]]
     print("decided as expected (%s): %s" % (want, got == want))
-    return 0 if ok and got == want else 1
+    second = res["second_process"]
+    want2 = ["cache", "dispatch"]
+    got2 = [r["decided"] for r in second["rows"]] if second else None
+    print("second process decided as expected (%s): %s"
+          % (want2, got2 == want2))
+    return 0 if ok and got == want and got2 == want2 else 1
 
 
 if __name__ == "__main__":
