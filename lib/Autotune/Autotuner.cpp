@@ -196,6 +196,87 @@ void Autotuner::Impl::decideWithoutBenchmark(const Graph &G,
   result().Nodes.push_back(std::move(R));
 }
 
+llvm::DenseMap<const MultiTemplateBufferNode *, std::string>
+Autotuner::Impl::decideFromFile(const Graph &G,
+                                std::vector<MultiTemplateBufferNode *> &Todo,
+                                unsigned GraphIndex) {
+  llvm::DenseMap<const MultiTemplateBufferNode *, std::string> Misses;
+  if (!Opts.DecisionsFrom)
+    return Misses;
+  auto T0 = Clock::now();
+  result().DecisionsFrom = Opts.DecisionsFrom->getPath().str();
+  // Every rank reads the same file and keeps the same nodes.
+  std::vector<MultiTemplateBufferNode *> Rest;
+  for (MultiTemplateBufferNode *N : Todo) {
+    DecisionsSource::Match Mt = Opts.DecisionsFrom->lookup(M, G, *N);
+    if (!Mt.Miss.empty()) {
+      Misses[N] = Mt.Miss;
+      Rest.push_back(N);
+      continue;
+    }
+    if (!Table) {
+      decideFromTable(G, *N, Mt, /*WithFusion=*/true);
+    } else {
+      std::unique_ptr<MultiTemplateBufferNode> StandIn(
+          llvm::cast<MultiTemplateBufferNode>(N->cloneStandIn().release()));
+      decideFromTable(G, *StandIn, Mt, /*WithFusion=*/true);
+      Digest->add(GraphIndex, *StandIn);
+      Table->offer(GraphIndex, std::move(StandIn));
+    }
+    dropRecords();
+  }
+  Todo = std::move(Rest);
+  addPhase("dispatch", msSince(T0));
+  return Misses;
+}
+
+void Autotuner::Impl::noteMiss(
+    const llvm::DenseMap<const MultiTemplateBufferNode *, std::string> &Misses,
+    const MultiTemplateBufferNode &N) {
+  auto It = Misses.find(&N);
+  // The node's record says why the dispatch table did not decide it.
+  if (It != Misses.end() && !result().Nodes.empty() &&
+      result().Nodes.back().Name == "%" + N.getName())
+    result().Nodes.back().DispatchMiss = It->second;
+}
+
+void Autotuner::Impl::decideFromTable(const Graph &G,
+                                      MultiTemplateBufferNode &N,
+                                      const DecisionsSource::Match &Mt,
+                                      bool WithFusion) {
+  NodeResult R = startRecord(M, G, N);
+  N.getTimings().clear();
+  N.getFusedTimings().clear();
+  // The new node's own table would be a copy of FILE's, less the entries
+  // it cannot run: FILE stays the table to decide from.
+  N.getDispatch().clear();
+  const Choice *Ch = N.findChoice(Mt.Choice);
+  bool Fused = false;
+  if (Ch && WithFusion && Mt.SameEpilogueFused && !N.getEpilogue().empty() &&
+      Heuristic.considersFusion() && !Ch->isExtern())
+    // The cost model knows which choices cannot run fused at all.
+    Fused = std::isfinite(Model.choiceUs(describeNode(M, G, N), *Ch, true));
+  N.setDecision(Mt.Choice);
+  N.setEpilogueFused(Fused);
+  if (Fused && !whyNoEpilogue(N).empty())
+    N.setEpilogueFused(Fused = false);
+  std::string Why = "decided from the dispatch table of " +
+                    Opts.DecisionsFrom->getPath().str() + " at hint " +
+                    std::to_string(Mt.Hint);
+  for (const Choice &C : N.getChoices()) {
+    ChoiceResult CR;
+    CR.Name = C.Name;
+    CR.Status = ChoiceStatus::Skipped;
+    CR.Us = CR.LocalUs = CR.FusedUs = Inf;
+    CR.Message = Why;
+    R.Choices.push_back(CR);
+  }
+  R.Chosen = Mt.Choice;
+  R.EpilogueFused = Fused;
+  R.FromDispatchHint = Mt.Hint;
+  result().Nodes.push_back(std::move(R));
+}
+
 llvm::Error Autotuner::Impl::noteFallbacks(const Graph &G,
                                            llvm::StringRef What) {
   if (FellBack.empty())
@@ -426,6 +507,24 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   // N is built alone as it is measured; nothing built runs on after.
   auto Finish = llvm::make_scope_exit([&] { I.Measurer.finishBuilds(); });
   auto T0 = Clock::now();
+  std::string Miss;
+  if (I.Opts.DecisionsFrom) {
+    Result.DecisionsFrom = I.Opts.DecisionsFrom->getPath().str();
+    // Every rank reads the same file: they skip the same nodes, and their
+    // syncs stay in step (a collective is never covered).
+    DecisionsSource::Match Mt = I.Opts.DecisionsFrom->lookup(I.M, G, N);
+    if (Mt.Miss.empty()) {
+      I.decideFromTable(G, N, Mt, /*WithFusion=*/false);
+      I.addPhase("dispatch", msSince(T0));
+      return llvm::Error::success();
+    }
+    Miss = Mt.Miss;
+  }
+  size_t Before = Result.Nodes.size();
+  auto NoteMiss = llvm::make_scope_exit([&] {
+    if (!Miss.empty() && Result.Nodes.size() > Before)
+      Result.Nodes.back().DispatchMiss = Miss;
+  });
   auto *C = llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(&N);
   // One sync per collective; the first node is preceded by one whatever its
   // kind, so ranks agree on flags before anything else crosses them.
@@ -481,6 +580,13 @@ llvm::Error Autotuner::decideNow(Graph &G, MultiTemplateBufferNode &N) {
   return I.noteFallbacks(G, "sync");
 }
 
+/// G's position among M's graphs.
+static unsigned graphIndex(const Module &M, const Graph &G) {
+  return llvm::find_if(M.getGraphs(),
+                       [&](const auto &X) { return X.get() == &G; }) -
+         M.getGraphs().begin();
+}
+
 /// The schedule's undecided multi-template kernels (leaders, in order) and
 /// collectives: what tuneGraph decides.
 static void collectUndecided(
@@ -508,6 +614,19 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   std::vector<const CollectiveMultiTemplateBufferNode *> Collectives;
   collectUndecided(*S, Todo, Collectives);
   I.addPhase("collect", msSince(T0));
+
+  // With a decision table, decisions are offered as this graph's.
+  unsigned GraphIndex = I.Table ? graphIndex(I.M, G) : 0;
+  auto Record = [&](std::unique_ptr<MultiTemplateBufferNode> SI) {
+    I.StandInOf.erase(SI.get());
+    I.Digest->add(GraphIndex, *SI);
+    I.Table->offer(GraphIndex, std::move(SI));
+  };
+
+  // --decisions-from first: what a dispatch table covers is decided before
+  // anything is looked up, synced or built, so it costs no benchmark.
+  llvm::DenseMap<const MultiTemplateBufferNode *, std::string> Misses =
+      I.decideFromFile(G, Todo, GraphIndex);
 
   // Rank 0 looks every node up in the cache first; its entries travel with
   // the pre-sync, so a node the cache holds is replayed whatever becomes of
@@ -579,17 +698,7 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
   std::vector<Impl::GroupNode> GroupNodes;
   // With a decision table: the stand-in of each node until it is recorded
   // (a subgroup's nodes wait for the group's exchange).
-  unsigned GraphIndex = 0;
-  if (I.Table)
-    GraphIndex = llvm::find_if(I.M.getGraphs(),
-                               [&](const auto &X) { return X.get() == &G; }) -
-                 I.M.getGraphs().begin();
   std::vector<std::unique_ptr<MultiTemplateBufferNode>> Queued;
-  auto Record = [&](std::unique_ptr<MultiTemplateBufferNode> SI) {
-    I.StandInOf.erase(SI.get());
-    I.Digest->add(GraphIndex, *SI);
-    I.Table->offer(GraphIndex, std::move(SI));
-  };
   for (size_t K = 0; K < Todo.size(); ++K) {
     MultiTemplateBufferNode *N = Todo[K];
     std::unique_ptr<MultiTemplateBufferNode> StandIn;
@@ -611,6 +720,8 @@ llvm::Error Autotuner::tuneGraph(Graph &G) {
     } else
       I.finalize(G, *N, /*WithFusion=*/true,
                  HaveEntries ? &Entries[K] : nullptr);
+    if (!WasQueued)
+      I.noteMiss(Misses, *Todo[K]);
     if (StandIn && WasQueued)
       Queued.push_back(std::move(StandIn));
     else if (StandIn)

@@ -13,6 +13,7 @@
 #include "mtsched/Autotune/ChoiceMeasurer.h"
 #include "mtsched/Autotune/Decision.h"
 #include "mtsched/Autotune/DecisionTable.h"
+#include "mtsched/Autotune/DecisionsSource.h"
 #include "mtsched/Autotune/MeasurementStore.h"
 #include "mtsched/Autotune/RankAgreement.h"
 #include "mtsched/Support/Diagnostics.h"
@@ -116,6 +117,23 @@ struct Autotuner::Impl {
   /// Fallback counts N as a node that fell back after a sync failure.
   void decideWithoutBenchmark(const Graph &G, MultiTemplateBufferNode &N,
                               llvm::StringRef Reason, bool Fallback = true);
+  /// --decisions-from: N decided by the dispatch entry Mt names, nothing
+  /// measured; its epilogue runs fused where FILE's did, the epilogue is
+  /// the same and the choice can run it (WithFusion).
+  void decideFromTable(const Graph &G, MultiTemplateBufferNode &N,
+                       const DecisionsSource::Match &Mt, bool WithFusion);
+  /// --decisions-from: decides the nodes of Todo its dispatch tables cover
+  /// (decideFromTable; through a stand-in offered to Table where there is
+  /// one, as graph GraphIndex) and leaves the rest in Todo, each with the
+  /// reason it was not covered (the map returned).
+  llvm::DenseMap<const MultiTemplateBufferNode *, std::string>
+  decideFromFile(const Graph &G, std::vector<MultiTemplateBufferNode *> &Todo,
+                 unsigned GraphIndex);
+  /// The reason in Misses for N, written into N's record (the last one)
+  /// once N is decided.
+  void noteMiss(const llvm::DenseMap<const MultiTemplateBufferNode *,
+                                     std::string> &Misses,
+                const MultiTemplateBufferNode &N);
   /// Finalizes N: cache lookup (Entry, from rank 0's bundle; without one,
   /// a broadcast from rank 0), then finalizeNode, then storing what was
   /// measured.

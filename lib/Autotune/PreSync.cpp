@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Autotune/PreSync.h"
 #include "PreSyncImpl.h"
+#include "mtsched/Autotune/DecisionsSource.h"
 #include "mtsched/IR/Printer.h"
 #include "mtsched/Runtime/DeviceDesc.h"
 #include "llvm/ADT/STLExtras.h"
@@ -187,6 +188,11 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
      << " choice-timeout-ms=" << Opts.ChoiceTimeout.count()
      << " on-sync-failure="
      << (Opts.OnSyncFailure == SyncFailurePolicy::Error ? "error" : "fallback");
+  // Only a --decisions-from file adds a word, so flags without one read as
+  // before.
+  if (Opts.DecisionsFrom)
+    OS << " decisions-from="
+       << llvm::utohexstr(Opts.DecisionsFrom->getFingerprint());
   // Only a --topology file adds a word, so flags without one read as before.
   if (!Opts.TopologyFingerprint.empty())
     OS << " topology=" << Opts.TopologyFingerprint;

@@ -194,6 +194,13 @@ static cl::list<int64_t> SizeHintsBytes(
     cl::desc("Collective message sizes in bytes to tune for, each with its "
              "own winner"),
     cl::CommaSeparated, cl::value_desc("bytes,..."), cl::cat(TuneCat));
+static cl::opt<std::string> DecisionsFrom(
+    "decisions-from",
+    cl::desc("Decide each matmul from the dispatch table of the node of the "
+             "same name in this decided module (--size-hints-m) instead of "
+             "benchmarking it, where the table covers its rows; the rest "
+             "is tuned as usual"),
+    cl::value_desc("file"), cl::cat(TuneCat));
 // One list read as rows and as bytes tuned all-reduces of tp=8 layers at
 // 4 KB when M=4096 was meant; it is kept only to say what replaced it.
 static cl::list<std::string> OldSizeHints("size-hints", cl::CommaSeparated,
@@ -423,6 +430,7 @@ static constexpr PassOptionFlag PassOptionFlags[] = {
     {"autotune", "tie-tolerance", "tie-tolerance"},
     {"autotune", "size-hints-m", "size-hints-m"},
     {"autotune", "size-hints-bytes", "size-hints-bytes"},
+    {"autotune", "decisions-from", "decisions-from"},
     {"autotune", "backend", "backend"},
     {"autotune", "seed", "seed"},
     {"autotune", "choice-timeout-ms", "choice-timeout-ms"},
@@ -538,6 +546,7 @@ static void readTuningFlags(OptMainConfig &Config) {
   };
   ReadHints(SizeHintsM, "--size-hints-m", Tune.SizeHintsM);
   ReadHints(SizeHintsBytes, "--size-hints-bytes", Tune.SizeHintsBytes);
+  Config.DecisionsFromFile = DecisionsFrom;
   for (const std::string &Spec : Inject)
     if (Error E = Tune.Faults.add(Spec))
       fail(toString(std::move(E)));

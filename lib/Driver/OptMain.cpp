@@ -1,5 +1,6 @@
 //===- OptMain.cpp - The mtsched-opt driver's main loop -------------------===//
 #include "mtsched/Driver/OptMain.h"
+#include "mtsched/Autotune/DecisionsSource.h"
 #include "mtsched/Driver/DiagnosticVerifier.h"
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/IR/Graph.h"
@@ -228,6 +229,21 @@ int mtsched::optMain(const OptMainConfig &Config) {
   // --run-outputs writes DIR/<graph>/ when the file has several graphs, and
   // the cases of a split file are graphs of one file.
   OptMainConfig Run = Config;
+  if (!Config.DecisionsFromFile.empty()) {
+    // Read once, after the op units are registered (the file is IR like
+    // the input), and shared by every buffer and rank.
+    llvm::Expected<std::shared_ptr<const DecisionsSource>> Src =
+        DecisionsSource::load(Config.DecisionsFromFile);
+    if (!Src) {
+      llvm::handleAllErrors(
+          Src.takeError(), [](const ReportedError &) {},
+          [](const llvm::ErrorInfoBase &E) {
+            reportToolError(escapeControlBytes(E.message()));
+          });
+      return 1;
+    }
+    Run.Pipe.Autotune.DecisionsFrom = std::move(*Src);
+  }
   Run.Output.GraphFolders =
       Config.SplitInputFile && Text.contains(("\n" + SplitMarker).str());
   BufferProcessor Processor(Run, **Heuristic);

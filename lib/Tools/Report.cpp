@@ -156,6 +156,15 @@ static void writeNode(llvm::json::OStream &J, const ReportInput &In,
   if (!N.Epilogue.empty())
     msAttribute(J, "epilogue_ms", N.EpilogueUs);
   J.attribute("fallback", N.Fallback);
+  // --decisions-from: the hint whose entry decided the node (nothing was
+  // measured), or why the node was tuned instead.
+  if (!In.Result->DecisionsFrom.empty()) {
+    J.attribute("dispatch_hint", N.FromDispatchHint > 0
+                                     ? JValue(N.FromDispatchHint)
+                                     : JValue(nullptr));
+    if (!N.DispatchMiss.empty())
+      J.attribute("dispatch_miss", N.DispatchMiss);
+  }
   J.attributeArray("timed_by", [&] {
     for (int Rank : N.TimedBy)
       J.value(Rank);
@@ -290,6 +299,8 @@ void mtsched::writeReport(llvm::raw_ostream &OS, const ReportInput &In) {
       J.attribute("dir",
                   R.CacheDir.empty() ? JValue(nullptr) : JValue(R.CacheDir));
     });
+    if (!R.DecisionsFrom.empty())
+      J.attribute("decisions_from", R.DecisionsFrom);
     // What the reporting rank's backend counted (cuda: its NVRTC work),
     // if it was created at all.
     if (!R.BackendCounters.empty())

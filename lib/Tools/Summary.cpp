@@ -116,6 +116,28 @@ void printHorizontalDecisions(const Module &M, llvm::raw_ostream &OS) {
 
 } // namespace
 
+/// The end of a node's header line: what decided it.
+static void printHowDecided(const RunResult &R, const NodeResult &NR, int Ranks,
+                            llvm::raw_ostream &OS) {
+  if (NR.Fallback) {
+    std::string Why = NR.Choices.empty() ? "" : NR.Choices[0].Message;
+    OS << "fallback";
+    if (!Why.empty())
+      OS << " (" << Why << ")";
+  } else if (NR.FromDispatchHint > 0) {
+    OS << "from the dispatch table of " << R.DecisionsFrom << " at hint "
+       << NR.FromDispatchHint;
+  } else if (NR.FromCache) {
+    OS << "replayed from the cache";
+  } else {
+    OS << "measured" << (Ranks > 1 ? " (max over ranks)" : "");
+  }
+  if (!NR.DispatchMiss.empty())
+    OS << " (not from the dispatch table of " << R.DecisionsFrom << ": "
+       << NR.DispatchMiss << ")";
+  OS << '\n';
+}
+
 void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
                                    int Ranks, llvm::raw_ostream &OS,
                                    const ChoiceConfig *Choices) {
@@ -127,10 +149,11 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
       Nodes[G->getName()]["%" + N->getName()] = N.get();
   }
 
-  unsigned Cached = 0, Fallbacks = 0;
+  unsigned Cached = 0, Fallbacks = 0, FromTable = 0;
   for (size_t NI = 0; NI < R.Nodes.size(); ++NI) {
     const NodeResult &NR = R.Nodes[NI];
     Cached += NR.FromCache;
+    FromTable += NR.FromDispatchHint > 0;
     Fallbacks += NR.Fallback;
     if (NI >= MaxNodes)
       continue;
@@ -140,17 +163,7 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
     if (!NR.Group.empty())
       OS << " group @" << NR.Group;
     OS << " on " << Ranks << " rank" << (Ranks == 1 ? "" : "s") << ": ";
-    if (NR.Fallback) {
-      std::string Why = NR.Choices.empty() ? "" : NR.Choices[0].Message;
-      OS << "fallback";
-      if (!Why.empty())
-        OS << " (" << Why << ")";
-    } else if (NR.FromCache) {
-      OS << "replayed from the cache";
-    } else {
-      OS << "measured" << (Ranks > 1 ? " (max over ranks)" : "");
-    }
-    OS << '\n';
+    printHowDecided(R, NR, Ranks, OS);
     // Choices the group's topology ruled out were never candidates: say so,
     // or a cross-host group's list reads as if they had been forgotten.
     if (const auto *C =
@@ -167,8 +180,9 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
     bool Measured = false;
     for (const ChoiceResult &C : NR.Choices)
       Measured |= C.Status != ChoiceStatus::Skipped;
-    if (NR.Fallback && !Measured) {
-      OS << "  " << NR.Chosen << "  <- chosen\n";
+    if ((NR.Fallback || NR.FromDispatchHint > 0) && !Measured) {
+      OS << "  " << NR.Chosen << (NR.EpilogueFused ? " fused" : "")
+         << "  <- chosen\n";
       continue;
     }
 
@@ -258,5 +272,9 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
   OS << "AUTOTUNE: " << R.Nodes.size() << " node"
      << (R.Nodes.size() == 1 ? "" : "s") << " decided, " << R.BenchmarksRun
      << " benchmarks run, " << Cached << " from the cache, " << Fallbacks
-     << " fallback" << (Fallbacks == 1 ? "" : "s") << '\n';
+     << " fallback" << (Fallbacks == 1 ? "" : "s");
+  if (!R.DecisionsFrom.empty())
+    OS << ", " << FromTable << " from the dispatch table of "
+       << R.DecisionsFrom;
+  OS << '\n';
 }

@@ -31,8 +31,13 @@ differs from eager's. Configuration (environment): MTSCHED_BUILD_DIR (where
 are), MTSCHED_OPT, MTSCHED_RUNTIME_LIB, MTSCHED_TORCH_CACHE (the decided IR
 and kernel caches; default ~/.cache/mtsched/torch), MTSCHED_TORCH_OPT_ARGS
 (extra mtsched-opt flags), MTSCHED_TORCH_CHECK=0 (the graph-level check is
-not run; a verdict already cached still holds). docs/RUNTIME.md says what
-is unfinished.
+not run; a verdict already cached still holds), MTSCHED_TORCH_SIZE_HINTS
+(rows to tune each matmul at, "1,16,128"; torch.compile's
+options={"size_hints_m": ...} too): the first size of a graph is tuned with
+them, and the same graph at another number of rows (Dynamo recompiles on a
+new shape) is decided from that decision's dispatch tables (mtsched-opt
+--decisions-from, no benchmark of what they cover). docs/RUNTIME.md says
+what is unfinished.
 """
 
 import collections
@@ -89,6 +94,14 @@ STATS = {"mtsched": 0, "eager": []}
 GRAPHS = []
 # mtsched-opt runs this process made (each one decides and benchmarks).
 OPT_RUNS = [0]
+# mtsched-opt runs that decided a graph from the dispatch tables of the
+# same graph decided at another size (--decisions-from: no benchmark of
+# what the tables cover).
+DISPATCH_RUNS = [0]
+# Size hints: a shape-free key of a Dynamo graph (_shape_free_key) -> the
+# decided IR of its first size, decided with --size-hints-m (its dispatch
+# tables decide the graph's other sizes). Bounded like _GRAPHS.
+_FAMILIES = collections.OrderedDict()
 # GRAPHS' names to their runtime graphs, while the process holds them.
 _LIVE = weakref.WeakValueDictionary()
 
@@ -141,16 +154,23 @@ def opt_env():
             if not k.startswith(("OMPI_", "PMI_", "PMIX_"))}
 
 
-def _decide_key(text, device, world=1):
+def _decide_key(text, device, world=1, hints=None, source=None):
     """(mtsched-opt, its flags, the decided IR's cache key) for imported
     IR `text`. Several ranks: thread ranks, one GPU each, and only the
-    collective choices the runtime runs across processes (NCCL)."""
+    collective choices the runtime runs across processes (NCCL). Size
+    hints (a tuple of rows): tuned at each, for the dispatch tables.
+    source: the decided IR whose dispatch tables decide this one
+    (--decisions-from)."""
     opt = find_mtsched_opt()
     backend = "cuda" if device.startswith("cuda") else "sim"
     extra = shlex.split(os.environ.get("MTSCHED_TORCH_OPT_ARGS", ""))
     flags = ["--backend=" + backend] + extra
     if world > 1:
         flags += ["--ranks=%d" % world, "--disable-choices=" + DISABLED_CHOICES]
+    if hints and not source:
+        flags.append("--size-hints-m=" + ",".join(str(h) for h in hints))
+    if source:
+        flags.append("--decisions-from=" + source)
     st = os.stat(opt)
     # One rank keeps today's key (its caches stay warm); several add the
     # world's size and flags.
@@ -158,6 +178,13 @@ def _decide_key(text, device, world=1):
              str(int(st.st_mtime))]
     if world > 1:
         parts.append(" ".join(flags))
+    if hints and not source:
+        parts.append("size hints m %s" % ",".join(str(h) for h in hints))
+    if source:
+        # What was decided from: the tables' text, not the file's name.
+        with open(source, "rb") as f:
+            parts.append("decisions from " +
+                         hashlib.sha256(f.read()).hexdigest())
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
     return opt, flags, key
 
@@ -170,10 +197,10 @@ def _report_path(key):
     return os.path.join(_cache_dir(), key + ".report.json")
 
 
-def _decide(text, device, world=1):
+def _decide(text, device, world=1, hints=None, source=None):
     """The decided IR for imported IR `text`: from the cache, else by
     mtsched-opt (written to the cache)."""
-    opt, flags, key = _decide_key(text, device, world)
+    opt, flags, key = _decide_key(text, device, world, hints, source)
     d = _cache_dir()
     decided = _decided_path(key)
     if os.path.exists(decided):
@@ -188,7 +215,11 @@ def _decide(text, device, world=1):
     cmd = [opt, "--pipeline=default", "--quiet",
            "--kernel-cache-dir=" + os.path.join(d, "kernels")] + flags + \
         ["--report=" + _report_path(key), "-o", decided + ".tmp", src]
-    OPT_RUNS[0] += 1
+    # The report also says which nodes the dispatch tables decided.
+    if source:
+        DISPATCH_RUNS[0] += 1
+    else:
+        OPT_RUNS[0] += 1
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True, env=opt_env())
     if p.returncode != 0:
@@ -498,14 +529,14 @@ def _several(ranks, what, fn):
     return value
 
 
-def _decide_ranks(text, device, ranks, rec):
+def _decide_ranks(text, device, ranks, rec, hints=None):
     """The decided IR of imported IR `text` on every rank, the same:
     (text, key, from the cache). With several ranks, decided once, by rank
     0 (mtsched-opt --ranks=<world>, one pre-sync) and broadcast."""
     if not ranks.several:
-        return _decide(text, device)
+        return _decide(text, device, 1, hints)
     key = _several(ranks, "decide", lambda: (
-        _decide_key(text, device, ranks.world)[2],))[0]
+        _decide_key(text, device, ranks.world, hints)[2],))[0]
     path = _decided_path(key)
     hit = os.path.exists(path)
     mine = None
@@ -521,7 +552,7 @@ def _decide_ranks(text, device, ranks, rec):
     got = None
     if ranks.rank == 0:
         try:
-            t, _, h = _decide(text, device, ranks.world)
+            t, _, h = _decide(text, device, ranks.world, hints)
             got = (True, t, h)
         except Fallback as e:
             got = (False, str(e), False)
@@ -541,6 +572,131 @@ def _decide_ranks(text, device, ranks, rec):
             _log("the decided IR was not cached on rank %d: %s"
                  % (ranks.rank, e))
     return got[1], key, got[2] and ranks.rank == 0
+
+
+def size_hints(options=None):
+    """The rows (M) to tune each matmul at, sorted: torch.compile's
+    options={"size_hints_m": [...]} (a list of ints or "1,16,128"), else
+    MTSCHED_TORCH_SIZE_HINTS; None for none. Fallback for a bad value."""
+    options = dict(options or {})
+    raw = options.pop("size_hints_m", None)
+    if options:
+        raise Fallback("unknown option%s %s (the mtsched backend takes "
+                       "size_hints_m)" % ("s" if len(options) > 1 else "",
+                                          ", ".join(sorted(map(str,
+                                                                options)))))
+    where = "options['size_hints_m']"
+    if raw is None:
+        raw = os.environ.get("MTSCHED_TORCH_SIZE_HINTS", "")
+        where = "MTSCHED_TORCH_SIZE_HINTS"
+    if isinstance(raw, str):
+        raw = [t for t in raw.replace(" ", "").split(",") if t]
+    try:
+        hints = sorted({int(h) for h in raw})
+    except (TypeError, ValueError):
+        raise Fallback("%s must be positive integers (rows), not %r"
+                       % (where, raw))
+    if any(h <= 0 for h in hints):
+        raise Fallback("%s must be positive integers (rows), not %r"
+                       % (where, raw))
+    return tuple(hints) or None
+
+
+def _shape_free_key(gm, example_inputs, lifted, device, hints):
+    """A key of Dynamo's graph with its rows abstracted: the same for the
+    graph at another number of rows (tokens). What counts as rows: every
+    dimension but the last of each input that is not a parameter, and in
+    the graph's code any integer literal equal to one of them or to the
+    product of one input's (a view to [rows, hidden]). Parameters, buffers,
+    dtypes, the code otherwise, the device, the hints, the mtsched-opt
+    binary and MTSCHED_TORCH_OPT_ARGS are kept exactly.
+    A key shared by graphs that are not one is harmless:
+    mtsched-opt --decisions-from takes a node's decision only from a node
+    of the same name, op and shape but for its rows, with a choice the
+    node offers, and tunes the rest."""
+    import re
+    rows = set()
+    shapes = []
+    for i, x in enumerate(example_inputs):
+        if i in lifted or x.dim() == 0:
+            shapes.append((i, tuple(x.shape), str(x.dtype), i in lifted))
+            continue
+        lead = tuple(x.shape[:-1])
+        rows.update(int(d) for d in lead)
+        p = 1
+        for d in lead:
+            p *= int(d)
+        rows.add(p)
+        shapes.append((i, ("M",) * len(lead) + (int(x.shape[-1]),),
+                       str(x.dtype), False))
+    rows.discard(1)  # a literal 1 is everywhere; a row count of 1 is kept
+    code = re.sub(r"(?<![\w.])(\d+)(?![\w.])",
+                  lambda m: "<M>" if int(m.group(1)) in rows else m.group(1),
+                  gm.code)
+    h = hashlib.sha256(_importer_version().encode())
+    h.update(code.encode())
+    # Like the decided IR's key: another mtsched-opt or other flags decide
+    # afresh rather than from an older binary's tables.
+    st = os.stat(find_mtsched_opt())
+    h.update(repr((shapes, device, hints, st.st_size, int(st.st_mtime),
+                   os.environ.get("MTSCHED_TORCH_OPT_ARGS", ""))).encode())
+    for n, t in list(gm.named_parameters()) + list(gm.named_buffers()):
+        h.update(repr((n, tuple(t.shape), str(t.dtype))).encode())
+    return h.hexdigest()[:24]
+
+
+def _family_path(skey):
+    return os.path.join(_cache_dir(), "family-%s.txt" % skey)
+
+
+def _family_source(skey):
+    """The decided IR (a path) the graphs of shape-free key skey are
+    decided from: its first size's, decided with the size hints, in this
+    process or (the cache directory remembers it) an earlier one."""
+    path = _FAMILIES.get(skey)
+    if path is None:
+        try:
+            with open(_family_path(skey)) as f:
+                path = f.read().strip()
+        except OSError:
+            return None
+    return path if path and os.path.exists(path) else None
+
+
+def _remember_family(skey, path):
+    if _family_source(skey):
+        return  # the first size stays the one decided from
+    _FAMILIES[skey] = path
+    while len(_FAMILIES) > MAX_GRAPHS:
+        _FAMILIES.popitem(last=False)
+    try:
+        with open(_family_path(skey) + ".tmp", "w") as f:
+            f.write(path)
+        os.replace(_family_path(skey) + ".tmp", _family_path(skey))
+    except OSError as e:
+        _log("the size-hint family was not cached: %s" % e)
+
+
+def _dispatch_record(key, rec):
+    """What mtsched-opt --decisions-from reported for decision `key`:
+    the hint each node was decided at (rec["hints"]), why the others were
+    tuned (rec["tuned"]), the benchmarks run; rec["hint"] is the one hint
+    when every node took the same."""
+    try:
+        with open(os.path.join(_cache_dir(), key + ".report.json")) as f:
+            r = json.load(f)
+    except (OSError, ValueError):
+        return
+    hints, tuned = {}, {}
+    for n in r.get("nodes", []):
+        if n.get("dispatch_hint"):
+            hints[n["name"]] = n["dispatch_hint"]
+        elif n.get("dispatch_miss"):
+            tuned[n["name"]] = n["dispatch_miss"]
+    rec["hints"], rec["tuned"] = hints, tuned
+    rec["benchmarks_run"] = r.get("benchmarks_run")
+    one = set(hints.values())
+    rec["hint"] = one.pop() if len(one) == 1 else None
 
 
 _DECISION_RE = None
@@ -876,8 +1032,9 @@ def _check_outputs(imp, graph):
                        % (imp.n_outputs, len(graph.outputs)))
 
 
-def _compile(gm, example_inputs):
+def _compile(gm, example_inputs, options=None):
     ranks = Ranks.current()
+    hints = size_hints(options)
     t0 = time.time()
     _COUNTER[0] += 1
     name = "dynamo_%d" % _COUNTER[0]
@@ -908,19 +1065,53 @@ def _compile(gm, example_inputs):
             _store_imported(gkey, imp)
         if isinstance(imp, str):
             raise Fallback(imp)
-        return imp.text, imp, device, lifted, traced
+        skey = _shape_free_key(gm, example_inputs, lifted, device, hints) \
+            if hints else None
+        return imp.text, imp, device, lifted, traced, skey
 
     # Several ranks: every rank imported the same IR, or none runs it.
-    _, imp, device, lifted, traced = _several(ranks, "import", imported)
+    _, imp, device, lifted, traced, skey = _several(ranks, "import",
+                                                    imported)
     if not ranks.several and device.startswith("cuda"):
         device = "cuda"  # one rank: device 0, as before
     t1 = time.time()
     rec["import_s"] = t1 - t0
     entry = _GRAPHS.get(imp.text)
     if entry is None:
-        decided, key, hit = _decide_ranks(imp.text, device, ranks, rec)
-        rec["decided"] = "cache" if hit else (
-            "mtsched-opt" if ranks.rank == 0 else "rank 0")
+        # Size hints, one rank: the graph at another size than the one
+        # its family was tuned at is decided from that one's dispatch
+        # tables (no benchmark where they cover its rows); a size tuned
+        # itself before keeps its own decisions.
+        source = _family_source(skey) if skey and not ranks.several \
+            else None
+        if source and os.path.exists(_decided_path(
+                _decide_key(imp.text, device, 1, hints)[2])):
+            source = None
+        decided = None
+        if source:
+            try:
+                decided, key, hit = _decide(imp.text, device, 1, hints,
+                                            source)
+            except Fallback as e:
+                # The graph is still tuned as usual below: a table that
+                # cannot be used costs the benchmark it would have saved.
+                _log("%s: not decided from %s: %s" % (name, source, e))
+        if decided is not None:
+            rec["decided_from"] = source
+            _dispatch_record(key, rec)
+            # "dispatch" where a table decided a node (rec["tuned"]
+            # names the nodes mtsched-opt tuned as usual, and why).
+            rec["decided"] = "cache" if hit else (
+                "dispatch" if rec.get("hints") else "mtsched-opt")
+        else:
+            decided, key, hit = _decide_ranks(imp.text, device, ranks, rec,
+                                              hints)
+            rec["decided"] = "cache" if hit else (
+                "mtsched-opt" if ranks.rank == 0 else "rank 0")
+            # Only a decision with a matmul's table can decide another
+            # size (mtsched-opt --decisions-from refuses one without).
+            if skey and not ranks.several and "dispatch m {" in decided:
+                _remember_family(skey, _decided_path(key))
         rec["decided_path"] = _decided_path(key)
         if ranks.several:
             # Said where it is recorded, not only in the docs: the
@@ -967,6 +1158,7 @@ def _compile(gm, example_inputs):
     rec["compile_s"] = time.time() - t0
     rec.update(graph.stats())
     rec["opt_runs"] = OPT_RUNS[0]
+    rec["dispatch_runs"] = DISPATCH_RUNS[0]
     _LIVE[name] = graph
     GRAPHS.append(rec)
     if rec.get("disabled_choices"):
@@ -982,6 +1174,9 @@ def _compile(gm, example_inputs):
              if ranks.several else "",
              "from the cache" if rec["ir"] == "cache" else "imported",
              "from the cache" if rec["decided"] == "cache" else
+             "from the dispatch tables of %s (hint %s)" % (
+                 rec.get("decided_from"), rec.get("hint"))
+             if rec["decided"] == "dispatch" else
              "by " + rec["decided"], rec.get("kernels", "?"),
              rec.get("kernels_cached", "?"),
              rec.get("kernels_compiled", "?"), OPT_RUNS[0],
@@ -1062,11 +1257,14 @@ def _example_outputs(gm):
 
 
 @register_backend(name="mtsched")
-def mtsched_backend(gm, example_inputs):
+def mtsched_backend(gm, example_inputs, mode=None, options=None):
     """The Dynamo backend: the decided graph's callable, or gm itself (eager)
-    with one warning naming why."""
+    with one warning naming why. torch.compile passes its mode and options
+    on to a custom backend where it wraps it (_TorchCompileWrapper): the
+    mode is not used (mtsched-opt always autotunes); options may hold
+    size_hints_m (size_hints)."""
     try:
-        fn = _compile(gm, example_inputs)
+        fn = _compile(gm, example_inputs, options)
         STATS["mtsched"] += 1
         return fn
     except Fallback as e:

@@ -6,10 +6,13 @@
 #include "mtsched/Runtime/DeviceDesc.h"
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace mtsched {
+
+class DecisionsSource;
 
 /// What a rank does when the pre-sync fails and nodes cannot be measured.
 enum class SyncFailurePolicy {
@@ -76,6 +79,10 @@ struct AutotuneOptions {
   /// rows (M) of matmuls, and message bytes of collectives. Sorted, unique.
   std::vector<int64_t> SizeHintsM;
   std::vector<int64_t> SizeHintsBytes;
+  /// --decisions-from: an already-decided module whose dispatch tables
+  /// decide the matmuls they cover without benchmarking
+  /// (DecisionsSource.h); null: every node is tuned.
+  std::shared_ptr<const DecisionsSource> DecisionsFrom;
   FaultPlan Faults;
   /// Show a progress line on stderr for long runs.
   bool Progress = true;

@@ -53,6 +53,12 @@ struct NodeResult {
   bool Fallback = false;
   /// Replayed from the persistent cache: nothing was measured this run.
   bool FromCache = false;
+  /// Decided from a dispatch table of --decisions-from without measuring:
+  /// the hint whose entry was taken; 0 otherwise.
+  int64_t FromDispatchHint = 0;
+  /// With --decisions-from, why the node was tuned as usual instead (not
+  /// in the file, beyond its largest hint, ...); empty otherwise.
+  std::string DispatchMiss;
   double EpilogueUs = 0;
   std::vector<DispatchEntry> Dispatch;
   /// The ranks whose measurements the times come from: a collective's
@@ -112,6 +118,8 @@ struct RunResult {
   unsigned CacheHits = 0;
   unsigned CacheMisses = 0;
   std::string CacheDir;
+  /// --decisions-from's file (empty without one).
+  std::string DecisionsFrom;
   /// Per rank (index = rank): each node's choices' local times, in the order
   /// of Nodes, and the rank's decisions; empty for a rank that was not heard
   /// from at the end.

@@ -49,6 +49,9 @@ struct OptMainConfig {
   /// "--topology=FILE", or what discovery found (set by the rank launchers,
   /// RankRunner.cpp).
   std::string TopologySource;
+  /// --decisions-from=FILE: optMain reads it (DecisionsSource::load) into
+  /// Pipe.Autotune.DecisionsFrom; empty for none.
+  std::string DecisionsFromFile;
 };
 
 /// Runs the driver; returns the process exit code (0 or 1).
