@@ -748,7 +748,8 @@ def untrusted_decisions(text, report=None):
     it failed to build or run, timed out, or returned a wrong result against
     the reference; the report's status and message say which), or it was
     never measured (``decided ... fallback`` after a failed pre-sync, a
-    node without timings, a timing ``skipped``). mtsched-opt still decides
+    node without timings that no dispatch table decided, a timing
+    ``skipped``). mtsched-opt still decides
     such a node (with a warning: "every choice of '%n' failed ...; using
     'X'", exit status 0), so the decided IR runs a choice nobody checked.
     `report`: {(graph, %node): node} of its --report, for the reasons."""
@@ -777,6 +778,12 @@ def untrusted_decisions(text, report=None):
         if "fallback" in flags:
             why = ("was decided by the fallback rule (the pre-sync "
                    "failed): never measured, so never checked")
+        elif (times is None or choice not in times) and \
+                rn.get("dispatch_hint"):
+            # Decided from a dispatch table (--decisions-from): the
+            # table's winner at that hint was measured and passed its
+            # check there; this size is checked by the graph-level check.
+            pass
         elif times is None or choice not in times:
             why = "was never measured (decided without a benchmark)"
         elif times[choice] == "skipped":
