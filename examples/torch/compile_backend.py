@@ -1,8 +1,10 @@
 """torch.compile(backend="mtsched") on a Llama-3-8B-shaped decoder layer
-(one GPU: TP=1), checked against eager and timed beside eager and
+(one GPU: TP=1), or the zoo's GPT-2 block (nanoGPT's, at GPT-2 small's
+sizes), checked against eager and timed beside eager and
 torch.compile(mode="max-autotune"); one table.
 
     python3 examples/torch/compile_backend.py --build-dir build [--size decode]
+    python3 examples/torch/compile_backend.py --build-dir build --model gpt2
 
 PyTorch 2.x with CUDA. --build-dir holds tools/mtsched-opt/mtsched-opt and
 lib/RuntimeApi/libmtsched_runtime.so (a build tree, or the folder
@@ -21,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "examples", "zoo"))
 
 import torch  # noqa: E402
 
@@ -35,9 +38,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"),
                    help="where mtsched-opt and libmtsched_runtime.so are")
+    p.add_argument("--model", choices=["llama3_8b_layer", "gpt2"],
+                   default="llama3_8b_layer")
     p.add_argument("--size", choices=["decode", "prefill"], default="decode")
     p.add_argument("--tokens", type=int, default=None,
-                   help="tokens (default: 1 decode, 2048 prefill)")
+                   help="tokens (Llama: default 1 decode, 2048 prefill; "
+                   "GPT-2: the sequence, default 1 decode (16 sequences), "
+                   "1024 prefill (4 sequences))")
     p.add_argument("--no-inductor", action="store_true",
                    help="skip torch.compile(mode='max-autotune')")
     p.add_argument("--seed", type=int, default=0)
@@ -56,11 +63,25 @@ def main(argv=None):
         print("compile_backend: needs a CUDA device", file=sys.stderr)
         return 2
     dev = "cuda"
-    tokens = a.tokens or (1 if a.size == "decode" else gallery.PREFILL)
-    ctx = gallery.CTX if a.size == "decode" else 2 * tokens
-    specs = gallery._llama_layer_inputs("8b", tokens, ctx, 1)
     torch.manual_seed(a.seed)
-    model = models.llama3_8b_layer(world_size=1, device=dev)
+    if a.model == "gpt2":
+        # The zoo's block as nanoGPT writes it (no KV cache: decode is one
+        # new token per sequence), at GPT-2 small's sizes.
+        import decoders
+        tokens = a.tokens or (1 if a.size == "decode" else 1024)
+        batch = 16 if a.size == "decode" else 4
+        model = decoders.GPT2Block(n_embd=768, n_head=12, block_size=1024)
+        model = model.to(device=dev, dtype=torch.bfloat16)
+        specs = [("x", torch.bfloat16, (batch, tokens, 768))]
+        title = "GPT-2 small block (the zoo's nanoGPT block), %s (%d x %d " \
+            "tokens)" % (a.size, batch, tokens)
+    else:
+        tokens = a.tokens or (1 if a.size == "decode" else gallery.PREFILL)
+        ctx = gallery.CTX if a.size == "decode" else 2 * tokens
+        specs = gallery._llama_layer_inputs("8b", tokens, ctx, 1)
+        model = models.llama3_8b_layer(world_size=1, device=dev)
+        title = "Llama-3-8B decoder layer, TP=1, %s (%d tokens, context " \
+            "%d)" % (a.size, tokens, ctx)
     model.eval()
     init_weights(model, a.seed)
     inputs = random_inputs(specs, dev, a.seed)
@@ -108,8 +129,7 @@ def main(argv=None):
         if not a.no_inductor:
             rows.append(variant("inductor max-autotune", lambda: torch.compile(
                 model, mode="max-autotune", dynamic=False)))
-    print("Llama-3-8B decoder layer, TP=1, %s (%d tokens, context %d), "
-          "bf16, %s" % (a.size, tokens, ctx, torch.cuda.get_device_name()))
+    print("%s, bf16, %s" % (title, torch.cuda.get_device_name()))
     print("| variant | first call s | us/call | vs eager | norm rel err | "
           "status |")
     print("|---|---|---|---|---|---|")
