@@ -32,7 +32,7 @@
 // bias, ReLU or residual add after it runs as a kernel of its own.
 //
 //===----------------------------------------------------------------------===//
-#include "Cudnn.h"
+#include "Conv2dImpl.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/OpUnit.h"
@@ -47,25 +47,9 @@
 
 using namespace mtsched;
 using namespace mtsched::codegen;
+using namespace mtsched::opunits::conv2d;
 
 namespace {
-
-/// The problem of a conv2d node: its operands' and result's sizes and its
-/// attributes.
-struct ConvShape {
-  int64_t N = 0, C = 0, H = 0, W = 0;
-  int64_t O = 0, KH = 0, KW = 0;
-  int64_t HO = 0, WO = 0;
-  int64_t SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1, Groups = 1;
-  bool Bias = false;
-
-  int64_t cg() const { return C / Groups; }
-  int64_t og() const { return O / Groups; }
-  /// The implicit GEMM per group: rows (output pixels), columns (output
-  /// channels of the group), depth (the window of the group's channels).
-  int64_t gemmM() const { return N * HO * WO; }
-  int64_t gemmK() const { return cg() * KH * KW; }
-};
 
 /// The attributes conv2d reads; any other is a mistake (a misspelt
 /// 'strides' would otherwise be ignored).
@@ -222,9 +206,11 @@ bool inferType(const Node &N, llvm::MutableArrayRef<TensorType> Results,
   return true;
 }
 
+} // namespace
+
 /// The shape of verified node N; an error if it is not a well-formed
 /// conv2d.
-llvm::Expected<ConvShape> shapeOf(const Node &N) {
+llvm::Expected<ConvShape> opunits::conv2d::shapeOf(const Node &N) {
   bool Bad = false;
   std::optional<ConvShape> S =
       convShapeOf(N, [&](llvm::SMLoc, const llvm::Twine &) { Bad = true; });
@@ -234,6 +220,8 @@ llvm::Expected<ConvShape> shapeOf(const Node &N) {
                                        "' is not a well-formed 'conv2d'");
   return *S;
 }
+
+namespace {
 
 /// A multiply and an add per window element of each result, plus the bias.
 double flops(const Node &N) {
@@ -307,17 +295,6 @@ llvm::Error interpretRow(const Node &N, llvm::ArrayRef<const double *> In,
   return llvm::Error::success();
 }
 
-/// A tile of the implicit GEMM: BM output pixels by BN output channels per
-/// CTA, BK of the window per shared-memory stage, TM x TN results per
-/// thread. Its choice name is `conv_igemm_<BM>x<BN>x<BK>_t<TM>x<TN>`.
-struct ConvTile {
-  int BM, BN, BK, TM, TN;
-  int threads() const { return (BM / TM) * (BN / TN); }
-  bool operator==(const ConvTile &O) const {
-    return BM == O.BM && BN == O.BN && BK == O.BK && TM == O.TM && TN == O.TN;
-  }
-};
-
 /// The tiles offered, narrowest in channels first: narrow ones for grouped
 /// convolutions whose groups have few output channels (fewer of the CTA's
 /// columns idle), wide ones with more results per thread for dense
@@ -329,8 +306,6 @@ const ConvTile Tiles[] = {
 
 /// The direct kernel of a convolution with one output channel per group.
 constexpr llvm::StringLiteral DirectChoice = "conv_direct";
-/// cuDNN's convolution (OpUnits/Conv2dCudnn.cpp), loaded at run time.
-constexpr llvm::StringLiteral CudnnChoice = "extern.cudnn";
 
 std::string tileName(const ConvTile &T) {
   return "conv_igemm_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) +
@@ -389,23 +364,6 @@ ConvTile defaultTile(const ConvShape &S) {
     return {128, 32, 16, 4, 4};
   return {64, 64, 16, 4, 4};
 }
-
-/// A tile of the tensor-core implicit GEMM (bf16/f16): BM output pixels
-/// by BN output channels per CTA, BK of the window per shared-memory
-/// stage, Warps warps in a 2 x (Warps / 2) layout, each computing its
-/// sub-tile with mma.sync m16n8k16 into fp32 accumulators. Its choice
-/// name is `conv_mma_<BM>x<BN>x<BK>_w<Warps>`.
-struct MmaTile {
-  int BM, BN, BK, Warps;
-  int warpsM() const { return 2; }
-  int warpsN() const { return Warps / 2; }
-  /// m16 tiles down and n8 tiles across one warp's sub-tile.
-  int fragsM() const { return BM / warpsM() / 16; }
-  int fragsN() const { return BN / warpsN() / 8; }
-  bool operator==(const MmaTile &O) const {
-    return BM == O.BM && BN == O.BN && BK == O.BK && Warps == O.Warps;
-  }
-};
 
 /// The tensor-core tiles offered for bf16 and f16.
 const MmaTile MmaTiles[] = {{128, 64, 32, 4}, {64, 32, 32, 4}};
@@ -556,410 +514,6 @@ std::optional<OpUnitChoiceCost> choiceCost(const Node &N,
   return C;
 }
 
-/// The kernel of a convolution whose groups have one output channel each
-/// (depthwise): the GEMM would be one column wide, so one thread computes
-/// one output element, neighbouring threads neighbouring pixels, summing
-/// its window in the GEMM's order.
-KernelSource directKernel(llvm::StringRef Name, const Node &N,
-                          const ConvShape &S) {
-  const unsigned Block = 256;
-  int64_t Total = N.getType().numElements();
-  bool Narrow = std::max(N.getOperand(0)->getType().numElements(), Total) <
-                (int64_t(1) << 31) - Block;
-  const char *IT = Narrow ? "int" : "long long";
-  auto Lit = [&](int64_t V) {
-    return std::to_string(V) + (Narrow ? "" : "LL");
-  };
-  std::string Fn = sanitizeIdentifier(Name);
-  ParamList Params;
-  for (const Operand &Op : N.getOperands())
-    Params.Inputs.insert(Op.V);
-  Params.Outputs.push_back(N.getResult());
-  DType Dt = N.getType().Dtype;
-  std::string Xp = Params.name(N.getOperand(0));
-  std::string Wp = Params.name(N.getOperand(1));
-  std::string Out = Params.name(N.getResult()) + "_out";
-  int64_t Cg = S.cg();
-
-  std::string Src;
-  llvm::raw_string_ostream OS(Src);
-  OS << kernelPrelude() << "\n// conv2d %" << N.getName()
-     << ": direct, one thread per output element (one output channel per "
-        "group), fp32 accumulation\n"
-     << "extern \"C\" __global__ void __launch_bounds__(" << Block << ") " << Fn
-     << "(" << Params.signature() << ") {\n"
-     << "  for (long long f = (long long)blockIdx.x * " << Block
-     << " + threadIdx.x; f < " << Total << "LL;\n"
-     << "       f += (long long)gridDim.x * " << Block << ") {\n"
-     << "    const " << IT << " e = (" << IT << ")f;\n"
-     << "    const " << IT << " ow = e % " << Lit(S.WO) << ", oh = e / "
-     << Lit(S.WO) << " % " << Lit(S.HO) << ", o = e / " << Lit(S.HO * S.WO)
-     << " % " << Lit(S.O) << ", n = e / " << Lit(S.HO * S.WO * S.O) << ";\n"
-     << "    float acc = 0.f;\n"
-     << "    for (" << IT << " c = 0; c < " << Lit(Cg) << "; ++c)\n"
-     << "      for (" << IT << " r = 0; r < " << Lit(S.KH) << "; ++r) {\n"
-     << "        const " << IT << " ih = oh * " << Lit(S.SH) << " - "
-     << Lit(S.PH) << " + r * " << Lit(S.DH) << ";\n"
-     << "        if (ih < 0 || ih >= " << Lit(S.H) << ")\n"
-     << "          continue;\n"
-     << "        for (" << IT << " q = 0; q < " << Lit(S.KW) << "; ++q) {\n"
-     << "          const " << IT << " iw = ow * " << Lit(S.SW) << " - "
-     << Lit(S.PW) << " + q * " << Lit(S.DW) << ";\n"
-     << "          if (iw < 0 || iw >= " << Lit(S.W) << ")\n"
-     << "            continue;\n"
-     << "          acc += "
-     << loadExpr(Dt, Xp,
-                 "((n * " + Lit(S.C) + " + o * " + Lit(Cg) + " + c) * " +
-                     Lit(S.H) + " + ih) * " + Lit(S.W) + " + iw")
-     << " * "
-     << loadExpr(Dt, Wp,
-                 "((o * " + Lit(Cg) + " + c) * " + Lit(S.KH) + " + r) * " +
-                     Lit(S.KW) + " + q")
-     << ";\n"
-     << "        }\n"
-     << "      }\n";
-  if (S.Bias)
-    OS << "    acc += " << loadExpr(Dt, Params.name(N.getOperand(2)), "o")
-       << ";\n";
-  OS << "    " << Out << "[f] = " << storeExpr(Dt, "acc") << ";\n"
-     << "  }\n"
-     << "}\n";
-  return gridStrideKernel(Fn, OS.str(), Params, Block, Total);
-}
-
-/// An implicit-GEMM kernel Fn of Source over P's values: a grid of TilesM
-/// x TilesN tiles per group, Block threads each.
-KernelSource gridKernel(std::string Fn, std::string Source, const ParamList &P,
-                        int Block, int64_t TilesM, int64_t TilesN,
-                        int64_t Groups) {
-  KernelSource KS;
-  KS.Name = std::move(Fn);
-  KS.Source = std::move(Source);
-  KS.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
-  KS.Outputs = P.Outputs;
-  KS.BlockX = unsigned(Block);
-  KS.GridX = unsigned(TilesM);
-  KS.GridY = unsigned(TilesN);
-  KS.GridZ = unsigned(Groups);
-  return KS;
-}
-
-/// The lines of an implicit-GEMM kernel that place im2col element (m, k)
-/// in the input: its output pixel (n, oh, ow), window tap (c, r, q) and
-/// input position (ih, iw), then the test that it lies inside the image,
-/// in index type IT with literals written by Lit.
-std::string im2colWindow(const ConvShape &S, const char *IT,
-                         llvm::function_ref<std::string(int64_t)> Lit) {
-  std::string Out;
-  llvm::raw_string_ostream OS(Out);
-  OS << "        const " << IT << " ow = m % " << Lit(S.WO) << ", oh = m / "
-     << Lit(S.WO) << " % " << Lit(S.HO) << ", n = m / " << Lit(S.HO * S.WO)
-     << ";\n"
-     << "        const " << IT << " q = k % " << Lit(S.KW) << ", r = k / "
-     << Lit(S.KW) << " % " << Lit(S.KH) << ", c = k / " << Lit(S.KH * S.KW)
-     << ";\n"
-     << "        const " << IT << " ih = oh * " << Lit(S.SH) << " - "
-     << Lit(S.PH) << " + r * " << Lit(S.DH) << ";\n"
-     << "        const " << IT << " iw = ow * " << Lit(S.SW) << " - "
-     << Lit(S.PW) << " + q * " << Lit(S.DW) << ";\n"
-     << "        if (ih >= 0 && ih < " << Lit(S.H) << " && iw >= 0 && iw < "
-     << Lit(S.W) << ")\n";
-  return Out;
-}
-
-/// What both implicit-GEMM kernels (CUDA-core and tensor-core tiles) start
-/// from: the GEMM's sizes and grid, the index type, the parameters.
-struct IgemmSetup {
-  int64_t M = 0, K = 0, Og = 0, TilesM = 0, TilesN = 0;
-  /// 32-bit index arithmetic where every index fits (the divisions that
-  /// unravel output pixels and window positions are several times cheaper
-  /// than 64-bit ones), 64-bit otherwise.
-  bool Narrow = true;
-  const char *IT = "int";
-  std::string Fn, Xp, Wp, Out;
-  ParamList Params;
-
-  /// V as a literal of the index type.
-  std::string lit(int64_t V) const {
-    return std::to_string(V) + (Narrow ? "" : "LL");
-  }
-};
-
-/// The set-up of N's implicit GEMM in tiles of BM x BN, BK deep; an error
-/// where the grid does not fit one launch.
-llvm::Expected<IgemmSetup> igemmSetup(llvm::StringRef Name, const Node &N,
-                                      const ConvShape &S, int BM, int BK,
-                                      int BN) {
-  IgemmSetup U;
-  U.M = S.gemmM();
-  U.K = S.gemmK();
-  U.Og = S.og();
-  U.TilesM = (U.M + BM - 1) / BM;
-  U.TilesN = (U.Og + BN - 1) / BN;
-  if (U.TilesM > (int64_t(1) << 31) - 1 || U.TilesN > 65535 || S.Groups > 65535)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "'%" + N.getName() +
-                                       "': conv2d too large for one launch");
-  int64_t Largest = std::max({N.getOperand(0)->getType().numElements(),
-                              N.getOperand(1)->getType().numElements(),
-                              N.getType().numElements(), U.M + BM, U.K + BK});
-  U.Narrow = Largest < (int64_t(1) << 31);
-  U.IT = U.Narrow ? "int" : "long long";
-  U.Fn = sanitizeIdentifier(Name);
-  for (const Operand &Op : N.getOperands())
-    U.Params.Inputs.insert(Op.V);
-  U.Params.Outputs.push_back(N.getResult());
-  U.Xp = U.Params.name(N.getOperand(0));
-  U.Wp = U.Params.name(N.getOperand(1));
-  U.Out = U.Params.name(N.getResult()) + "_out";
-  return U;
-}
-
-/// The implicit-GEMM kernel of N with tile T.
-llvm::Expected<KernelSource> gemmKernel(llvm::StringRef Name, const Node &N,
-                                        const ConvShape &S, const ConvTile &T) {
-  llvm::Expected<IgemmSetup> U = igemmSetup(Name, N, S, T.BM, T.BK, T.BN);
-  if (!U)
-    return U.takeError();
-  int64_t M = U->M, K = U->K, Og = U->Og;
-  const char *IT = U->IT;
-  auto Lit = [&](int64_t V) { return U->lit(V); };
-  const std::string &Fn = U->Fn, &Xp = U->Xp, &Wp = U->Wp, &Out = U->Out;
-  ParamList &Params = U->Params;
-  DType Dt = N.getType().Dtype;
-  int RowsPer = T.BM / T.TM, ColsPer = T.BN / T.TN;
-
-  std::string Src;
-  llvm::raw_string_ostream OS(Src);
-  OS << kernelPrelude() << "\n// conv2d %" << N.getName()
-     << ": implicit GEMM, tile " << T.BM << "x" << T.BN << "x" << T.BK
-     << " (output pixels x channels x window), " << T.TM << "x" << T.TN
-     << " per thread, fp32 accumulation\n"
-     << "extern \"C\" __global__ void __launch_bounds__(" << T.threads() << ") "
-     << Fn << "(" << Params.signature() << ") {\n"
-     << "  __shared__ float As[" << T.BK << "][" << T.BM << "];\n"
-     << "  __shared__ float Bs[" << T.BK << "][" << T.BN + 1 << "];\n"
-     << "  const int tid = threadIdx.x;\n"
-     << "  const " << IT << " m0 = (" << IT << ")blockIdx.x * " << T.BM << ";\n"
-     << "  const " << IT << " n0 = (" << IT << ")blockIdx.y * " << T.BN << ";\n"
-     << "  const " << IT << " g = blockIdx.z;\n"
-     << "  const int tm = tid % " << RowsPer << ", tn = tid / " << RowsPer
-     << ";\n"
-     << "  float acc[" << T.TM << "][" << T.TN << "];\n"
-     << "  for (int i = 0; i < " << T.TM << "; ++i)\n"
-     << "    for (int j = 0; j < " << T.TN << "; ++j)\n"
-     << "      acc[i][j] = 0.f;\n"
-     << "  for (" << IT << " k0 = 0; k0 < " << Lit(K) << "; k0 += " << T.BK
-     << ") {\n"
-     // The im2col tile, gathered from x: consecutive threads take
-     // consecutive output pixels, so their loads are neighbours in a row.
-     << "    for (int e = tid; e < " << T.BM * T.BK << "; e += " << T.threads()
-     << ") {\n"
-     << "      const int mm = e % " << T.BM << ", kk = e / " << T.BM << ";\n"
-     << "      const " << IT << " m = m0 + mm, k = k0 + kk;\n"
-     << "      float v = 0.f;\n"
-     << "      if (m < " << Lit(M) << " && k < " << Lit(K) << ") {\n"
-     << im2colWindow(S, IT, Lit) << "          v = "
-     << loadExpr(Dt, Xp,
-                 "((n * " + Lit(S.C) + " + g * " + Lit(S.cg()) + " + c) * " +
-                     Lit(S.H) + " + ih) * " + Lit(S.W) + " + iw")
-     << ";\n"
-     << "      }\n"
-     << "      As[kk][mm] = v;\n"
-     << "    }\n"
-     // The weight tile: consecutive threads take consecutive window
-     // elements of one output channel, contiguous in [O, C/g, KH, KW].
-     << "    for (int e = tid; e < " << T.BN * T.BK << "; e += " << T.threads()
-     << ") {\n"
-     << "      const int kk = e % " << T.BK << ", nn = e / " << T.BK << ";\n"
-     << "      const " << IT << " k = k0 + kk, o = n0 + nn;\n"
-     << "      Bs[kk][nn] = (k < " << Lit(K) << " && o < " << Lit(Og) << ") ? "
-     << loadExpr(Dt, Wp, "(g * " + Lit(Og) + " + o) * " + Lit(K) + " + k")
-     << " : 0.f;\n"
-     << "    }\n"
-     << "    __syncthreads();\n"
-     << "#pragma unroll\n"
-     << "    for (int kk = 0; kk < " << T.BK << "; ++kk) {\n"
-     << "      float a[" << T.TM << "], b[" << T.TN << "];\n"
-     << "#pragma unroll\n"
-     << "      for (int i = 0; i < " << T.TM << "; ++i)\n"
-     << "        a[i] = As[kk][tm + i * " << RowsPer << "];\n"
-     << "#pragma unroll\n"
-     << "      for (int j = 0; j < " << T.TN << "; ++j)\n"
-     << "        b[j] = Bs[kk][tn + j * " << ColsPer << "];\n"
-     << "#pragma unroll\n"
-     << "      for (int i = 0; i < " << T.TM << "; ++i)\n"
-     << "#pragma unroll\n"
-     << "        for (int j = 0; j < " << T.TN << "; ++j)\n"
-     << "          acc[i][j] += a[i] * b[j];\n"
-     << "    }\n"
-     << "    __syncthreads();\n"
-     << "  }\n"
-     << "  for (int i = 0; i < " << T.TM << "; ++i) {\n"
-     << "    const " << IT << " m = m0 + tm + i * " << RowsPer << ";\n"
-     << "    if (m >= " << Lit(M) << ")\n"
-     << "      continue;\n"
-     << "    const " << IT << " pix = m % " << Lit(S.HO * S.WO) << ", n = m / "
-     << Lit(S.HO * S.WO) << ";\n"
-     << "    for (int j = 0; j < " << T.TN << "; ++j) {\n"
-     << "      const " << IT << " o = g * " << Lit(Og) << " + n0 + tn + j * "
-     << ColsPer << ";\n"
-     << "      if (n0 + tn + j * " << ColsPer << " >= " << Lit(Og) << ")\n"
-     << "        continue;\n"
-     << "      float v = acc[i][j];\n";
-  if (S.Bias)
-    OS << "      v += " << loadExpr(Dt, Params.name(N.getOperand(2)), "o")
-       << ";\n";
-  OS << "      " << Out << "[(n * " << Lit(S.O) << " + o) * "
-     << Lit(S.HO * S.WO) << " + pix] = " << storeExpr(Dt, "v") << ";\n"
-     << "    }\n"
-     << "  }\n"
-     << "}\n";
-
-  return gridKernel(Fn, std::move(Src), Params, T.threads(), U->TilesM,
-                    U->TilesN, S.Groups);
-}
-
-/// The tensor-core implicit-GEMM kernel of N (bf16 or f16) with tile T:
-/// the im2col and weight tiles staged in shared memory as the operands'
-/// 16-bit values (zeros outside the image and past the edges), each row of
-/// the window padded by 8 elements so that a warp's fragment loads hit 32
-/// distinct banks; each warp runs mma.sync m16n8k16 over its sub-tile into
-/// fp32 accumulators; the bias is added before the one rounding.
-llvm::Expected<KernelSource> mmaKernel(llvm::StringRef Name, const Node &N,
-                                       const ConvShape &S, const MmaTile &T) {
-  auto Err = [&](const llvm::Twine &Msg) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "'%" + N.getName() + "': " + Msg);
-  };
-  DType Dt = N.getType().Dtype;
-  if (Dt != DType::BF16 && Dt != DType::F16)
-    return Err("conv2d's tensor-core tiles need bf16 or f16, not " +
-               dtypeName(Dt));
-  llvm::Expected<IgemmSetup> U = igemmSetup(Name, N, S, T.BM, T.BK, T.BN);
-  if (!U)
-    return U.takeError();
-  int64_t M = U->M, K = U->K, Og = U->Og;
-  const char *IT = U->IT;
-  auto Lit = [&](int64_t V) { return U->lit(V); };
-  const std::string &Fn = U->Fn, &Xp = U->Xp, &Wp = U->Wp, &Out = U->Out;
-  ParamList &Params = U->Params;
-  int Threads = 32 * T.Warps, Pad = T.BK + 8;
-  int RowsPerWarp = T.BM / T.warpsM(), ColsPerWarp = T.BN / T.warpsN();
-  const char *Mma = Dt == DType::BF16
-                        ? "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-                        : "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
-
-  std::string Src;
-  llvm::raw_string_ostream OS(Src);
-  OS << kernelPrelude() << "\n// conv2d %" << N.getName()
-     << ": implicit GEMM on the tensor cores (mma.sync m16n8k16), tile " << T.BM
-     << "x" << T.BN << "x" << T.BK << " (output pixels x channels x window), "
-     << T.Warps << " warps, fp32 accumulation\n"
-     << "extern \"C\" __global__ void __launch_bounds__(" << Threads << ") "
-     << Fn << "(" << Params.signature() << ") {\n"
-     << "  __shared__ __align__(16) unsigned short As[" << T.BM << "][" << Pad
-     << "];\n"
-     << "  __shared__ __align__(16) unsigned short Bs[" << T.BN << "][" << Pad
-     << "];\n"
-     << "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
-     << "  const int wm = warp % " << T.warpsM() << ", wn = warp / "
-     << T.warpsM() << ";\n"
-     << "  const int gq = lane >> 2, tq = lane & 3;\n"
-     << "  const " << IT << " m0 = (" << IT << ")blockIdx.x * " << T.BM << ";\n"
-     << "  const " << IT << " n0 = (" << IT << ")blockIdx.y * " << T.BN << ";\n"
-     << "  const " << IT << " g = blockIdx.z;\n"
-     << "  float acc[" << T.fragsM() << "][" << T.fragsN() << "][4];\n"
-     << "  for (int i = 0; i < " << T.fragsM() << "; ++i)\n"
-     << "    for (int j = 0; j < " << T.fragsN() << "; ++j)\n"
-     << "      for (int r = 0; r < 4; ++r)\n"
-     << "        acc[i][j][r] = 0.f;\n"
-     << "  for (" << IT << " k0 = 0; k0 < " << Lit(K) << "; k0 += " << T.BK
-     << ") {\n"
-     << "    for (int e = tid; e < " << T.BM * T.BK << "; e += " << Threads
-     << ") {\n"
-     << "      const int mm = e % " << T.BM << ", kk = e / " << T.BM << ";\n"
-     << "      const " << IT << " m = m0 + mm, k = k0 + kk;\n"
-     << "      unsigned short v = 0;\n"
-     << "      if (m < " << Lit(M) << " && k < " << Lit(K) << ") {\n"
-     << im2colWindow(S, IT, Lit) << "          v = " << Xp << "[((n * "
-     << Lit(S.C) << " + g * " << Lit(S.cg()) << " + c) * " << Lit(S.H)
-     << " + ih) * " << Lit(S.W) << " + iw];\n"
-     << "      }\n"
-     << "      As[mm][kk] = v;\n"
-     << "    }\n"
-     << "    for (int e = tid; e < " << T.BN * T.BK << "; e += " << Threads
-     << ") {\n"
-     << "      const int kk = e % " << T.BK << ", nn = e / " << T.BK << ";\n"
-     << "      const " << IT << " k = k0 + kk, o = n0 + nn;\n"
-     << "      Bs[nn][kk] = (k < " << Lit(K) << " && o < " << Lit(Og) << ") ? "
-     << Wp << "[(g * " << Lit(Og) << " + o) * " << Lit(K)
-     << " + k] : (unsigned short)0;\n"
-     << "    }\n"
-     << "    __syncthreads();\n"
-     << "#pragma unroll\n"
-     << "    for (int ks = 0; ks < " << T.BK << "; ks += 16) {\n"
-     << "      unsigned a[" << T.fragsM() << "][4], b[" << T.fragsN()
-     << "][2];\n"
-     << "#pragma unroll\n"
-     << "      for (int i = 0; i < " << T.fragsM() << "; ++i) {\n"
-     << "        const int r = wm * " << RowsPerWarp << " + i * 16 + gq;\n"
-     << "        a[i][0] = *(const unsigned *)&As[r][ks + 2 * tq];\n"
-     << "        a[i][1] = *(const unsigned *)&As[r + 8][ks + 2 * tq];\n"
-     << "        a[i][2] = *(const unsigned *)&As[r][ks + 2 * tq + 8];\n"
-     << "        a[i][3] = *(const unsigned *)&As[r + 8][ks + 2 * tq + 8];\n"
-     << "      }\n"
-     << "#pragma unroll\n"
-     << "      for (int j = 0; j < " << T.fragsN() << "; ++j) {\n"
-     << "        const int c = wn * " << ColsPerWarp << " + j * 8 + gq;\n"
-     << "        b[j][0] = *(const unsigned *)&Bs[c][ks + 2 * tq];\n"
-     << "        b[j][1] = *(const unsigned *)&Bs[c][ks + 2 * tq + 8];\n"
-     << "      }\n"
-     << "#pragma unroll\n"
-     << "      for (int i = 0; i < " << T.fragsM() << "; ++i)\n"
-     << "#pragma unroll\n"
-     << "        for (int j = 0; j < " << T.fragsN() << "; ++j)\n"
-     << "          asm volatile(\"" << Mma
-     << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, "
-        "%3};\\n\"\n"
-     << "                       : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), "
-        "\"+f\"(acc[i][j][2]), \"+f\"(acc[i][j][3])\n"
-     << "                       : \"r\"(a[i][0]), \"r\"(a[i][1]), "
-        "\"r\"(a[i][2]), \"r\"(a[i][3]), \"r\"(b[j][0]), \"r\"(b[j][1]));\n"
-     << "    }\n"
-     << "    __syncthreads();\n"
-     << "  }\n"
-     // Accumulator r of fragment (i, j): row gq (+ 8 for r >= 2), column
-     // 2 * tq (+ 1 for odd r) of the fragment.
-     << "  for (int i = 0; i < " << T.fragsM() << "; ++i)\n"
-     << "    for (int h = 0; h < 2; ++h) {\n"
-     << "      const " << IT << " m = m0 + wm * " << RowsPerWarp
-     << " + i * 16 + gq + h * 8;\n"
-     << "      if (m >= " << Lit(M) << ")\n"
-     << "        continue;\n"
-     << "      const " << IT << " pix = m % " << Lit(S.HO * S.WO)
-     << ", n = m / " << Lit(S.HO * S.WO) << ";\n"
-     << "      for (int j = 0; j < " << T.fragsN() << "; ++j)\n"
-     << "        for (int l = 0; l < 2; ++l) {\n"
-     << "          const " << IT << " ol = n0 + wn * " << ColsPerWarp
-     << " + j * 8 + 2 * tq + l;\n"
-     << "          if (ol >= " << Lit(Og) << ")\n"
-     << "            continue;\n"
-     << "          const " << IT << " o = g * " << Lit(Og) << " + ol;\n"
-     << "          float v = acc[i][j][h * 2 + l];\n";
-  if (S.Bias)
-    OS << "          v += " << loadExpr(Dt, Params.name(N.getOperand(2)), "o")
-       << ";\n";
-  OS << "          " << Out << "[(n * " << Lit(S.O) << " + o) * "
-     << Lit(S.HO * S.WO) << " + pix] = " << storeExpr(Dt, "v") << ";\n"
-     << "        }\n"
-     << "    }\n"
-     << "}\n";
-
-  return gridKernel(Fn, std::move(Src), Params, Threads, U->TilesM, U->TilesN,
-                    S.Groups);
-}
-
 /// The kernel of a `buffer conv2d`, no choice made: the direct kernel for
 /// one output channel per group, else the implicit GEMM's default tile.
 llvm::Expected<KernelSource> kernel(llvm::StringRef Name, const Node &N) {
@@ -988,168 +542,6 @@ llvm::Expected<KernelSource> choiceKernel(llvm::StringRef Name, const Node &N,
                                      "': conv2d has no kernel "
                                      "for choice '" +
                                      Choice + "'");
-}
-
-/// The cuDNN descriptors of one conv2d call. They live as long as the call
-/// (the benchmarker's and the executor's copies share them) and go with it.
-struct CudnnState {
-  const cudnn::Api *A = nullptr;
-  cudnn::TensorDesc X = nullptr, Y = nullptr, B = nullptr;
-  cudnn::FilterDesc W = nullptr;
-  cudnn::ConvDesc Conv = nullptr;
-  int Algo = 0;
-  size_t WorkBytes = 0;
-  ~CudnnState() {
-    for (cudnn::TensorDesc D : {X, Y, B})
-      if (D)
-        A->DestroyTensorDescriptor(D);
-    if (W)
-      A->DestroyFilterDescriptor(W);
-    if (Conv)
-      A->DestroyConvolutionDescriptor(Conv);
-  }
-};
-
-/// cuDNN's convolution of N: its descriptors made now, its handle (per
-/// stream) and algorithm (cuDNN's heuristic, the first that runs within a
-/// GiB of workspace) when planned on a stream. Bias by cudnnAddTensor
-/// after the convolution: one more rounding to the result's type than the
-/// implicit GEMM, within the tolerances (docs/CUDA.md).
-llvm::Expected<OpUnitExternCall> cudnnCall(const Node &N,
-                                           llvm::StringRef Choice) {
-  auto Err = [&](const llvm::Twine &Msg) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
-  };
-  if (Choice != CudnnChoice)
-    return Err("conv2d has no library choice '" + Choice + "'");
-  llvm::Expected<ConvShape> SOr = shapeOf(N);
-  if (!SOr)
-    return SOr.takeError();
-  const ConvShape S = *SOr;
-  for (int64_t V : {S.N, S.C, S.H, S.W, S.O, S.HO, S.WO, S.PH, S.PW, S.SH, S.SW,
-                    S.DH, S.DW})
-    if (V > std::numeric_limits<int>::max())
-      return Err("a size of '%" + N.getName() + "' does not fit cuDNN's int");
-  llvm::Expected<const cudnn::Api &> AOr = cudnn::load();
-  if (!AOr)
-    return AOr.takeError();
-  const cudnn::Api &A = *AOr;
-  DType Dt = N.getType().Dtype;
-  int Type = Dt == DType::BF16  ? cudnn::DataBfloat16
-             : Dt == DType::F16 ? cudnn::DataHalf
-                                : cudnn::DataFloat;
-  auto St = std::make_shared<CudnnState>();
-  St->A = &A;
-  auto Check = [&](cudnn::Status Status, const char *What) -> llvm::Error {
-    if (Status == cudnn::StatusSuccess)
-      return llvm::Error::success();
-    return Err(llvm::Twine(What) + " failed: " + cudnn::statusText(A, Status));
-  };
-  if (llvm::Error E = Check(A.CreateTensorDescriptor(&St->X),
-                            "cudnnCreateTensorDescriptor"))
-    return std::move(E);
-  if (llvm::Error E = Check(A.CreateTensorDescriptor(&St->Y),
-                            "cudnnCreateTensorDescriptor"))
-    return std::move(E);
-  if (llvm::Error E = Check(A.CreateFilterDescriptor(&St->W),
-                            "cudnnCreateFilterDescriptor"))
-    return std::move(E);
-  if (llvm::Error E = Check(A.CreateConvolutionDescriptor(&St->Conv),
-                            "cudnnCreateConvolutionDescriptor"))
-    return std::move(E);
-  if (llvm::Error E =
-          Check(A.SetTensor4dDescriptor(St->X, cudnn::TensorNchw, Type,
-                                        int(S.N), int(S.C), int(S.H), int(S.W)),
-                "cudnnSetTensor4dDescriptor (input)"))
-    return std::move(E);
-  if (llvm::Error E = Check(A.SetTensor4dDescriptor(St->Y, cudnn::TensorNchw,
-                                                    Type, int(S.N), int(S.O),
-                                                    int(S.HO), int(S.WO)),
-                            "cudnnSetTensor4dDescriptor (result)"))
-    return std::move(E);
-  if (llvm::Error E = Check(
-          A.SetFilter4dDescriptor(St->W, Type, cudnn::TensorNchw, int(S.O),
-                                  int(S.cg()), int(S.KH), int(S.KW)),
-          "cudnnSetFilter4dDescriptor"))
-    return std::move(E);
-  // torch's conv2d is a cross-correlation; the products summed in fp32.
-  if (llvm::Error E = Check(A.SetConvolution2dDescriptor(
-                                St->Conv, int(S.PH), int(S.PW), int(S.SH),
-                                int(S.SW), int(S.DH), int(S.DW),
-                                cudnn::CrossCorrelation, cudnn::DataFloat),
-                            "cudnnSetConvolution2dDescriptor"))
-    return std::move(E);
-  if (llvm::Error E = Check(A.SetConvolutionGroupCount(St->Conv, int(S.Groups)),
-                            "cudnnSetConvolutionGroupCount"))
-    return std::move(E);
-  // fp32 on the CUDA cores (no TF32, whose 10-bit mantissa would miss the
-  // fp32 tolerance); 16-bit types on the tensor cores.
-  if (llvm::Error E =
-          Check(A.SetConvolutionMathType(St->Conv, Dt == DType::F32
-                                                       ? cudnn::FmaMath
-                                                       : cudnn::TensorOpMath),
-                "cudnnSetConvolutionMathType"))
-    return std::move(E);
-  if (S.Bias) {
-    if (llvm::Error E = Check(A.CreateTensorDescriptor(&St->B),
-                              "cudnnCreateTensorDescriptor"))
-      return std::move(E);
-    if (llvm::Error E = Check(A.SetTensor4dDescriptor(St->B, cudnn::TensorNchw,
-                                                      Type, 1, int(S.O), 1, 1),
-                              "cudnnSetTensor4dDescriptor (bias)"))
-      return std::move(E);
-  }
-  OpUnitExternCall Call;
-  const cudnn::Api *Ap = &A;
-  std::string Name = N.getName();
-  Call.Plan = [Ap, St, Name](void *Stream) -> llvm::Expected<size_t> {
-    const cudnn::Api &A = *Ap;
-    llvm::Expected<cudnn::Handle> H = cudnn::handleFor(A, Stream);
-    if (!H)
-      return H.takeError();
-    cudnn::FwdAlgoPerf Perf[8];
-    int Returned = 0;
-    if (cudnn::Status Status = A.GetConvolutionForwardAlgorithm_v7(
-            *H, St->X, St->W, St->Conv, St->Y, 8, &Returned, Perf))
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "cudnnGetConvolutionForwardAlgorithm_v7 failed: " +
-              cudnn::statusText(A, Status));
-    for (int I = 0; I < Returned; ++I) {
-      if (Perf[I].St != cudnn::StatusSuccess)
-        continue;
-      size_t Bytes = 0;
-      if (A.GetConvolutionForwardWorkspaceSize(*H, St->X, St->W, St->Conv,
-                                               St->Y, Perf[I].Algo, &Bytes) ||
-          Bytes > (size_t(1) << 30))
-        continue;
-      St->Algo = Perf[I].Algo;
-      St->WorkBytes = Bytes;
-      return Bytes;
-    }
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cuDNN has no forward algorithm for '%" +
-                                       Name + "' within 1 GiB of workspace");
-  };
-  Call.Run = [Ap, St, Bias = S.Bias](void *Stream,
-                                     llvm::ArrayRef<void *> Operands,
-                                     void *Result, void *Work) -> int {
-    const cudnn::Api &A = *Ap;
-    llvm::Expected<cudnn::Handle> H = cudnn::handleFor(A, Stream);
-    if (!H) {
-      llvm::consumeError(H.takeError());
-      return -1;
-    }
-    float One = 1, Zero = 0;
-    if (cudnn::Status Status = A.ConvolutionForward(
-            *H, &One, St->X, Operands[0], St->W, Operands[1], St->Conv,
-            St->Algo, Work, St->WorkBytes, &Zero, St->Y, Result))
-      return Status;
-    if (Bias)
-      return A.AddTensor(*H, &One, St->B, Operands[2], &One, St->Y, Result);
-    return 0;
-  };
-  return Call;
 }
 
 } // namespace
