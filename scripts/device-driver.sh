@@ -38,3 +38,19 @@ config.python = "python3"
 lit_config.load_config(config, os.path.join(config.mtsched_src_root, "test/lit/lit.cfg.py"))
 SITE
 }
+
+# device_script_setup ROOT NAME: what a bench/device script starts with:
+# NVLink multicast off, the working directory ROOT, BIN (find_mtsched_opt),
+# PY (a python3 with torch where there is one, else python3) and OUT (the
+# caller's, else ROOT/gpu-results/NAME), created.
+device_script_setup() {
+  local ROOT=$1 NAME=$2
+  export NCCL_NVLS_ENABLE=0
+  cd "$ROOT" || exit 2
+  find_mtsched_opt "$ROOT"
+  # shellcheck source=scripts/torch-python.sh
+  source "$ROOT/scripts/torch-python.sh"
+  PY="$(find_torch_python)" || PY=python3
+  OUT=${OUT:-$ROOT/gpu-results/$NAME}
+  mkdir -p "$OUT"
+}

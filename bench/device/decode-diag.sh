@@ -13,17 +13,10 @@
 # Results in $OUT: decode-diag.log, <layer>.summary.txt, kernel-profile.md.
 # Budget about 4 minutes ($DEADLINE, default 220 s, skips what is late).
 set -u
-export NCCL_NVLS_ENABLE=0
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT" || exit 2
 # shellcheck source=scripts/device-driver.sh
 source "$ROOT/scripts/device-driver.sh"
-find_mtsched_opt "$ROOT"
-# shellcheck source=scripts/torch-python.sh
-source "$ROOT/scripts/torch-python.sh"
-PY="$(find_torch_python)" || PY=python3
-OUT=${OUT:-$ROOT/gpu-results/decode-diag}
-mkdir -p "$OUT"
+device_script_setup "$ROOT" decode-diag
 LOG=$OUT/decode-diag.log
 DEADLINE=${DEADLINE:-220}
 LAYERS=${LAYERS:-llama3_70b_mlp deepseek_moe mixtral_8x7b_moe}

@@ -9,14 +9,10 @@
 # `bash scripts/gpu-test.sh --pack`. Results in $OUT: sweep.log,
 # decided.mir (every timing), best.txt. About 2-3 minutes.
 set -u
-export NCCL_NVLS_ENABLE=0
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT" || exit 2
 # shellcheck source=scripts/device-driver.sh
 source "$ROOT/scripts/device-driver.sh"
-find_mtsched_opt "$ROOT"
-OUT=${OUT:-$ROOT/gpu-results/decode-sweep}
-mkdir -p "$OUT"
+device_script_setup "$ROOT" decode-sweep
 D=$ROOT/bench/decode-sweep
 { date -u +%FT%TZ; nvidia-smi -L; } > "$OUT/sweep.log" 2>&1
 timeout 400 "$BIN" "$D/graphs.mir" --split-input-file --pipeline=default \
