@@ -24,7 +24,8 @@ class PassRegistry;
 /// driver, the lab and calibration run.
 inline constexpr const char *DefaultPipeline[] = {
     "lower",    "fuse-swiglu",   "fuse-horizontal",  "fuse",
-    "autotune", "select-swiglu", "select-horizontal"};
+    "autotune", "select-swiglu", "select-horizontal",
+    "select-prologue"};
 
 /// The default pipeline's passes before the first one that needs an
 /// autotuner ("autotune"): what lowers and fuses a graph without deciding.

@@ -1,6 +1,7 @@
 //===- GraphKernels.cpp - Every kernel of a graph, and writing them -------===//
 #include "GemmCodegen.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
+#include "mtsched/Autotune/PrologueSelect.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
@@ -52,8 +53,9 @@ mtsched::generateGraphKernels(const Graph &G,
           InEpilogue.insert(E.V->getDef());
   for (auto &KV : Groups) {
     std::vector<const Node *> Nodes;
+    // A norm its readers run in their prologues has no kernel.
     for (const Node *N : KV.second)
-      if (!InEpilogue.count(N))
+      if (!InEpilogue.count(N) && !N->getAttrs().contains(PrologueIntoAttr))
         Nodes.push_back(N);
     if (Nodes.empty())
       continue;
@@ -125,6 +127,11 @@ mtsched::generateGraphKernels(const Graph &G,
     if (M->isDecided() && M->getAttrs().contains(HorizontalAttr)) {
       Take(generateHorizontalGroupKernel(G, *M),
            "'%" + M->getName() + "' horizontal group");
+      continue;
+    }
+    // A GEMM with the norm of its A in its prologue (select-prologue).
+    if (M->isDecided() && M->getAttrs().contains(PrologueAttr)) {
+      Take(generatePrologueKernel(G, *M), "'%" + M->getName() + "' prologue");
       continue;
     }
     for (const Choice &C : M->getChoices()) {

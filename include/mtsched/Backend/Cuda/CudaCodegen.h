@@ -120,6 +120,20 @@ llvm::Expected<KernelSource>
 generateHorizontalGroupKernel(const Graph &G,
                               const MultiTemplateBufferNode &Leader);
 
+/// The GEMM C = rmsnorm(x, w) * B of matmul Gemm whose A operand is
+/// rmsnorm node Norm's result, the norm run in its prologue
+/// (select-prologue): each CTA computes its rows' 1 / rms(x) first, scales
+/// the A tiles by w in shared memory and the accumulator rows by 1 / rms.
+/// bf16/f16, an mma.sync tile T (split-K or not), no fused epilogue.
+llvm::Expected<KernelSource>
+generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
+                           const MultiTemplateBufferNode &Gemm,
+                           const GemmTileConfig &T);
+/// The prologue GEMM of decided matmul Gemm of G (its `prologue` attribute
+/// names the norm that defines its A), with its decided tile.
+llvm::Expected<KernelSource>
+generatePrologueKernel(const Graph &G, const MultiTemplateBufferNode &Gemm);
+
 /// One kernel computing Nodes (buffers of one fused group, in program
 /// order). Outputs are the nodes whose value is used outside the group or
 /// returned (see OutputsOf); Rows overrides the rows of the iteration space.
