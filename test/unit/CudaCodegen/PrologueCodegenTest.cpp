@@ -1,0 +1,177 @@
+//===- PrologueCodegenTest.cpp - A GEMM with an RMSNorm prologue compiles -===//
+//
+// generatePrologueGemmKernel over rmsnorm -> matmul at decode (M = 1, 16,
+// 64) and ragged shapes, for every default mma.sync tile (split-K too),
+// bf16 and f16, compiled with NVRTC for sm_90 wherever libnvrtc can be
+// opened (skips and says why elsewhere); its launch shape; what it refuses.
+//
+//===----------------------------------------------------------------------===//
+#include "CompileAll.h"
+#include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CudaCodegen.h"
+#include "mtsched/Backend/Cuda/CudaCompiler.h"
+#include "mtsched/IR/Parser.h"
+#include "mtsched/IR/Verifier.h"
+#include "mtsched/Lowering/Lowering.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "gtest/gtest.h"
+
+using namespace mtsched;
+
+namespace {
+
+struct Parsed {
+  llvm::SourceMgr SM;
+  std::unique_ptr<Module> M;
+  const Node *Norm = nullptr;
+  const MultiTemplateBufferNode *Gemm = nullptr;
+};
+
+/// `%n = rmsnorm(%x, %w); %y = matmul(%n, %b)` over [M, K] x [K, N],
+/// lowered; WType overrides the weight's dtype.
+std::unique_ptr<Parsed> normGemm(const std::string &T, int64_t M, int64_t K,
+                                 int64_t N, const char *WType = nullptr) {
+  auto Sh = [&](int64_t A, int64_t B) {
+    return T + "[" + std::to_string(A) + "," + std::to_string(B) + "]";
+  };
+  std::string W = WType ? WType : T;
+  std::string Src = "graph @g(%x: " + Sh(M, K) + ", %w: " + W + "[" +
+                    std::to_string(K) + "], %b: " + Sh(K, N) +
+                    ") {\n  %n = rmsnorm(%x, %w) {eps = 1e-05} : " + Sh(M, K) +
+                    "\n  %y = matmul(%n, %b) : " + Sh(M, N) +
+                    "\n  return %y\n}\n";
+  auto P = std::make_unique<Parsed>();
+  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "g.mir"),
+                           llvm::SMLoc());
+  P->M = parseModule(P->SM);
+  if (!P->M)
+    return nullptr;
+  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  Graph &G = *P->M->getGraphs()[0];
+  if (llvm::Error E = createLowerPass(LoweringOptions())->run(G)) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  P->Norm = G.getNodes()[0].get();
+  P->Gemm = llvm::dyn_cast<MultiTemplateBufferNode>(G.getNodes()[1].get());
+  if (!P->Gemm)
+    return nullptr;
+  return P;
+}
+
+std::vector<GemmTileConfig> mmaTiles() {
+  std::vector<GemmTileConfig> Out;
+  for (const GemmTileConfig &T : ChoiceConfig::getDefault().GemmTiles)
+    if (T.Template == GemmTemplate::MmaSync && !T.Persistent)
+      Out.push_back(T);
+  return Out;
+}
+
+std::string msg(llvm::Expected<KernelSource> K) {
+  return K ? std::string() : llvm::toString(K.takeError());
+}
+
+} // namespace
+
+TEST(PrologueCodegen, KernelShape) {
+  auto P = normGemm("bf16", 16, 4096, 14336);
+  ASSERT_TRUE(P);
+  GemmTileConfig T{16, 64, 64, 4, 8};
+  T.SplitK = 2;
+  llvm::Expected<KernelSource> K =
+      generatePrologueGemmKernel("g", *P->Norm, *P->Gemm, T);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  // Reads x, the norm's weight and B; never the norm's result.
+  ASSERT_EQ(K->Inputs.size(), 3u);
+  EXPECT_EQ(K->Inputs[0]->getName(), "x");
+  EXPECT_EQ(K->Inputs[1]->getName(), "w");
+  EXPECT_EQ(K->Inputs[2]->getName(), "b");
+  ASSERT_EQ(K->Outputs.size(), 1u);
+  EXPECT_EQ(K->Outputs[0]->getName(), "y");
+  EXPECT_EQ(K->GridX, 14336u / 64);
+  EXPECT_EQ(K->GridY, 1u);
+  EXPECT_EQ(K->GridZ, 2u);
+  EXPECT_EQ(K->BlockX, 128u);
+  EXPECT_EQ(K->WorkspaceBytes, 224u * 2 * 16 * 64 * 4 + 224u * 4);
+  EXPECT_NE(K->Source.find("#define PL_EPS 1.000000000e-05f"),
+            std::string::npos);
+  EXPECT_NE(K->Source.find("pl_inv[BM]"), std::string::npos);
+  EXPECT_NE(K->Source.find("#define ALIGNED8 1"), std::string::npos);
+  // Ragged: element-wise copies, no workspace without split-K.
+  auto R = normGemm("f16", 33, 130, 200);
+  ASSERT_TRUE(R);
+  llvm::Expected<KernelSource> K2 = generatePrologueGemmKernel(
+      "g", *R->Norm, *R->Gemm, GemmTileConfig{32, 64, 32, 4, 2});
+  ASSERT_TRUE(bool(K2)) << llvm::toString(K2.takeError());
+  EXPECT_NE(K2->Source.find("#define ALIGNED8 0"), std::string::npos);
+  EXPECT_EQ(K2->GridX, 4u);
+  EXPECT_EQ(K2->GridY, 2u);
+  EXPECT_EQ(K2->WorkspaceBytes, 0u);
+}
+
+TEST(PrologueCodegen, Refuses) {
+  auto P = normGemm("bf16", 16, 256, 128);
+  ASSERT_TRUE(P);
+  GemmTileConfig T{16, 64, 32, 4, 2};
+  // The GEMM is not the norm's reader the other way round.
+  EXPECT_NE(msg(generatePrologueGemmKernel("g", *P->Gemm, *P->Gemm, T))
+                .find("is not an rmsnorm"),
+            std::string::npos);
+  EXPECT_NE(msg(generatePrologueGemmKernel("g", *P->Norm, *P->Gemm,
+                                           GemmTileConfig{16, 16, 16, 8, 2}))
+                .find("warp tiles"),
+            std::string::npos);
+  EXPECT_NE(msg(generatePrologueGemmKernel("g", *P->Norm, *P->Gemm,
+                                           wgmmaTile(64, 128, 64, 4)))
+                .find("mma.sync template only"),
+            std::string::npos);
+  // A norm another GEMM does not read.
+  auto Q = normGemm("bf16", 16, 256, 128);
+  ASSERT_TRUE(Q);
+  EXPECT_NE(msg(generatePrologueGemmKernel("g", *Q->Norm, *P->Gemm, T))
+                .find("does not read"),
+            std::string::npos);
+  auto F = normGemm("f32", 16, 64, 64);
+  ASSERT_TRUE(F);
+  EXPECT_NE(msg(generatePrologueGemmKernel("g", *F->Norm, *F->Gemm, T))
+                .find("bf16 or f16"),
+            std::string::npos);
+}
+
+TEST(PrologueCodegen, EveryTileCompilesWithNvrtc) {
+  llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
+  if (!Nv)
+    GTEST_SKIP() << "NVRTC not available, prologue kernels not compiled: "
+                 << llvm::toString(Nv.takeError());
+  struct Shape {
+    const char *Ty;
+    int64_t M, K, N;
+  };
+  // Llama-3-8B's norm -> Q and norm -> gate/up (one rank) at decode, and
+  // ragged shapes (element-wise copies, rows past M).
+  const Shape Shapes[] = {{"bf16", 1, 4096, 4096},
+                          {"bf16", 16, 4096, 14336},
+                          {"bf16", 64, 4096, 4096},
+                          {"f16", 33, 130, 200},
+                          {"bf16", 100, 200, 72}};
+  std::vector<std::unique_ptr<Parsed>> Keep;
+  std::vector<KernelSource> Work;
+  for (const Shape &S : Shapes) {
+    auto P = normGemm(S.Ty, S.M, S.K, S.N);
+    ASSERT_TRUE(P);
+    for (const GemmTileConfig &T : mmaTiles()) {
+      llvm::Expected<KernelSource> K =
+          generatePrologueGemmKernel("g", *P->Norm, *P->Gemm, T);
+      ASSERT_TRUE(bool(K)) << gemmChoiceName(T) << ": "
+                           << llvm::toString(K.takeError());
+      Work.push_back(std::move(*K));
+    }
+    Keep.push_back(std::move(P));
+  }
+  ASSERT_FALSE(Work.empty());
+  expectEveryKernelCompiles(Work, 2);
+}
