@@ -32,6 +32,12 @@ static bool isPrologueNorm(const BufferNode &N) {
          W.Shape[0] == X.innerDim() && N.getType() == X;
 }
 
+/// Whether choice C is a tile of the template that runs a prologue.
+static bool isPrologueTile(const Choice &C) {
+  std::optional<GemmTileConfig> T = gemmTileOf(C);
+  return T && T->Template == GemmTemplate::MmaSync && !T->Persistent;
+}
+
 bool mtsched::canTakePrologue(const BufferNode &Norm,
                               const MultiTemplateBufferNode &M) {
   if (!M.isDecided() || M.getOp() != OpCode::MatMul ||
@@ -45,9 +51,7 @@ bool mtsched::canTakePrologue(const BufferNode &Norm,
   DType Dt = Norm.getType().Dtype;
   if (B.rank() != 2 || B.Dtype != Dt || M.getType().Dtype != Dt)
     return false;
-  const Choice *C = M.findChoice(M.getDecision());
-  std::optional<GemmTileConfig> T = C ? gemmTileOf(*C) : std::nullopt;
-  return T && T->Template == GemmTemplate::MmaSync && !T->Persistent;
+  return llvm::any_of(M.getChoices(), isPrologueTile);
 }
 
 std::vector<PrologueGroup> mtsched::findPrologueGroups(Graph &G) {
@@ -125,24 +129,45 @@ llvm::Error SelectProloguePass::run(Graph &G) {
     NormKernel.FlopsPerElement = 4;
     NormKernel.RowReduction = true;
     NormKernel.NumOps = 1;
-    double Gemms = 0, Prologues = 0;
+    // Split: each GEMM as decided. Fused: each GEMM's fastest tile with
+    // the prologue, which need not be its decided one (cuBLAS, or a wgmma
+    // tile, runs no prologue): the prologue choices are template choices
+    // of their own.
+    double Gemms = 0, Fused = 0;
+    std::vector<std::string> Tiles;
     for (MultiTemplateBufferNode *M : PG.Readers) {
       const Choice *C = M->findChoice(M->getDecision());
       Workload W = describeNode(*Ctx.M, G, *M);
       Gemms += C ? Model.choiceUs(W, *C, /*Fused=*/false) : Inf;
-      Prologues += C ? Model.prologueUs(W, *C) : Inf;
+      double Best = Inf;
+      std::string Tile;
+      for (const Choice &T : M->getChoices()) {
+        if (!isPrologueTile(T))
+          continue;
+        double Us = Model.choiceUs(W, T, /*Fused=*/false) +
+                    Model.prologueUs(W, T);
+        // Strictly faster: the first listed of equal tiles stays.
+        if (Us < Best) {
+          Best = Us;
+          Tile = T.Name;
+        }
+      }
+      Fused += Best;
+      Tiles.push_back(Tile);
     }
     PrologueQuery Q;
     Q.Readers = unsigned(PG.Readers.size());
     Q.TieTolerance = Session->getTieTolerance();
     Q.SplitUs = roundUs(Gemms + Model.chainUs(NormKernel));
-    Q.FusedUs = roundUs(Gemms + Prologues);
+    Q.FusedUs = roundUs(Fused);
     if (Session->getHeuristic().fusePrologue(Q)) {
       std::vector<Attribute> Names;
-      for (MultiTemplateBufferNode *M : PG.Readers) {
+      for (size_t I = 0; I < PG.Readers.size(); ++I) {
+        MultiTemplateBufferNode *M = PG.Readers[I];
         Names.push_back(Attribute::getString(M->getName()));
         M->getAttrs().set(PrologueAttr,
                           Attribute::getString(PG.Norm->getName()));
+        M->setDecision(Tiles[I]);
       }
       PG.Norm->getAttrs().set(PrologueIntoAttr,
                               Attribute::getList(std::move(Names)));
