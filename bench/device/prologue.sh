@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Prologue fusion on one H200 (branch prologue): rmsnorm -> matmul at decode
+# (M = 1, 16, 64; K = 4096; N = 4096 and 14336), and the gallery's
+# Llama-3-8B MLP decode at world size 1, each tuned once on the GPU (the
+# default pipeline up to select-horizontal), then run with --run from the
+# same decisions three ways:
+#   split   select-prologue with --prologue-fusion=false (the norm's kernel,
+#           then the GEMM as decided);
+#   model   select-prologue as the default pipeline runs it (the cost
+#           model's choice, recorded as prologue_fused_us / _split_us);
+#   fused   select-prologue with `always` (the prologue GEMM wherever it can
+#           run), so the fused kernel is checked and timed even where the
+#           model keeps the split form.
+# Each run checks every output against the fp64 interpreter and prints the
+# graph time (CUDA graph and eager) and the launches per run. In the MLP
+# the norm feeds SwiGLU's merged gate+up GEMM, which runs no prologue: the
+# norm stays a kernel there unless select-swiglu split it (then both GEMMs
+# take it).
+# Run from the repository root after `bash scripts/gpu-test.sh --pack`
+# (binaries in .device/); results under $OUT (a log per run, the decided
+# fused IR, prologue.md; the tuning log only if tuning failed).
+# At most 3 minutes: every step has a limit (45 + 3 x 20 s for the six
+# GEMMs, 30 + 3 x 15 s for the MLP).
+set -u
+export NCCL_NVLS_ENABLE=0
+ROOT=$PWD; D=$ROOT/.device; OUT=${OUT:-$ROOT/out}; mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
+OPT=$D/bin/mtsched-opt
+W=$(mktemp -d)
+nvidia-smi -L 2>/dev/null | head -1
+{
+  for M in 1 16 64; do
+    for N in 4096 14336; do
+      echo "graph @norm_mm_m${M}_n${N}(%x: bf16[$M,4096], %w: bf16[4096], %b: bf16[4096,$N]) {"
+      echo "  %n = rmsnorm(%x, %w) {eps = 1e-05} : bf16[$M,4096]"
+      echo "  %y = matmul(%n, %b) : bf16[$M,$N]"
+      echo "  return %y"
+      echo "}"
+    done
+  done
+} > "$W/gemms.mir"
+python3 - "$ROOT/examples/gallery/llama3_8b_mlp.mir" "$W/mlp.mir" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read().replace("group @tp = [0, 1]", "group @tp = [0]")
+text = text.replace("world_size = 2", "world_size = 1")
+out, keep, head = [], False, True
+for line in text.splitlines(True):
+    m = re.match(r"graph @(\w+)\(", line)
+    if m:
+        head = False
+        keep = m.group(1) == "llama3_8b_mlp_decode"
+    if head and not line.startswith("//"):
+        out.append(line)
+    elif keep:
+        out.append(line)
+        if line.startswith("}"):
+            keep = False
+open(sys.argv[2], "w").write("".join(out))
+PY
+COMMON=(--backend=cuda --kernel-cache-dir="$W/kc" --no-cache)
+echo "| graph | form | graph us (CUDA graph) | eager us | launches | fp64 check |" > "$OUT/prologue.md"
+echo "|---|---|---|---|---|---|" >> "$OUT/prologue.md"
+rc=0
+for G in gemms mlp; do
+  TUNE_S=45; RUN_S=20
+  [ $G = mlp ] && { TUNE_S=30; RUN_S=15; }
+  timeout $TUNE_S "$OPT" "$W/$G.mir" "${COMMON[@]}" --quiet \
+    --pipeline=lower,fuse-swiglu,fuse-horizontal,fuse,autotune,select-swiglu,select-horizontal \
+    -o "$W/$G.tuned.mir" > "$W/$G.tune.log" 2>&1
+  trc=$?; echo "== $G: tuned rc=$trc"
+  [ $trc = 0 ] || { rc=1; cp "$W/$G.tune.log" "$OUT/"; tail -3 "$W/$G.tune.log"; continue; }
+  for F in split model fused; do
+    EXTRA=(--pipeline=select-prologue --prologue-fusion=false)
+    [ $F = model ] && EXTRA=(--pipeline=select-prologue)
+    [ $F = fused ] && EXTRA=(--pipeline=select-prologue --fusion-heuristic=always)
+    timeout $RUN_S "$OPT" "$W/$G.tuned.mir" "${COMMON[@]}" "${EXTRA[@]}" --run \
+      -o "$W/$G.$F.mir" > "$OUT/$G.$F.log" 2>&1
+    frc=$?
+    echo "   $F (rc $frc): $(grep -o 'prologue_[a-z_]* = [^,}]*' "$W/$G.$F.mir" 2>/dev/null | tr '\n' ' ' | cut -c1-300)"
+    grep -E "error" "$OUT/$G.$F.log" | cut -c1-200
+    # One row per graph of the file.
+    grep "decided graph" "$OUT/$G.$F.log" | while read -r LINE; do
+      NAME=$(echo "$LINE" | sed -n 's/^run @\([A-Za-z0-9_]*\).*/\1/p')
+      GRAPH=$(echo "$LINE" | sed -n 's/.*decided graph \([0-9.]*\) us as a CUDA graph.*/\1/p')
+      EAGER=$(echo "$LINE" | sed -n 's/.* \([0-9.]*\) us eager.*/\1/p')
+      LAUNCH=$(echo "$LINE" | sed -n 's/.*runs, \([0-9]*\) launches a run.*/\1/p')
+      echo "| ${NAME:-$G} | $F | ${GRAPH:--} | ${EAGER:--} | ${LAUNCH:--} | (see below) |" >> "$OUT/prologue.md"
+    done
+    NOK=$(grep -c "matches the fp64" "$OUT/$G.$F.log")
+    NBAD=$(grep -c "DIFFERS FROM" "$OUT/$G.$F.log")
+    echo "| $G (all graphs) | $F | | | | $NOK match, $NBAD differ (rc $frc) |" >> "$OUT/prologue.md"
+    [ $frc = 0 ] && [ "$NBAD" = 0 ] || rc=1
+  done
+  cp "$W/$G.fused.mir" "$OUT/$G.fused.mir" 2>/dev/null
+done
+cat "$OUT/prologue.md"
+rm -rf "$W"
+exit $rc
