@@ -28,8 +28,8 @@ static bool isPrologueNorm(const BufferNode &N) {
   const TensorType &X = N.getOperand(0)->getType();
   const TensorType &W = N.getOperand(1)->getType();
   return (X.Dtype == DType::BF16 || X.Dtype == DType::F16) && X.rank() >= 2 &&
-         W.rank() == 1 && W.Dtype == X.Dtype &&
-         W.Shape[0] == X.innerDim() && N.getType() == X;
+         W.rank() == 1 && W.Dtype == X.Dtype && W.Shape[0] == X.innerDim() &&
+         N.getType() == X;
 }
 
 /// Whether choice C is a tile of the template that runs a prologue.
@@ -144,8 +144,8 @@ llvm::Error SelectProloguePass::run(Graph &G) {
       for (const Choice &T : M->getChoices()) {
         if (!isPrologueTile(T))
           continue;
-        double Us = Model.choiceUs(W, T, /*Fused=*/false) +
-                    Model.prologueUs(W, T);
+        double Us =
+            Model.choiceUs(W, T, /*Fused=*/false) + Model.prologueUs(W, T);
         // Strictly faster: the first listed of equal tiles stays.
         if (Us < Best) {
           Best = Us;
@@ -173,8 +173,10 @@ llvm::Error SelectProloguePass::run(Graph &G) {
                               Attribute::getList(std::move(Names)));
     }
     // Both times either way, as select-horizontal records them.
-    PG.Norm->getAttrs().set(PrologueFusedUsAttr, Attribute::getFloat(Q.FusedUs));
-    PG.Norm->getAttrs().set(PrologueSplitUsAttr, Attribute::getFloat(Q.SplitUs));
+    PG.Norm->getAttrs().set(PrologueFusedUsAttr,
+                            Attribute::getFloat(Q.FusedUs));
+    PG.Norm->getAttrs().set(PrologueSplitUsAttr,
+                            Attribute::getFloat(Q.SplitUs));
   }
   return llvm::Error::success();
 }

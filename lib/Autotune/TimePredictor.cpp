@@ -37,8 +37,7 @@ double TimePredictor::prologueUs(const Workload &, const Choice &) const {
 /// and H200 read L2 at about 3x their HBM rate (docs/SIMULATOR.md).
 static constexpr double L2OverHbm = 3.0;
 
-double RooflinePredictor::prologueUs(const Workload &W,
-                                     const Choice &C) const {
+double RooflinePredictor::prologueUs(const Workload &W, const Choice &C) const {
   std::optional<GemmTileConfig> T = gemmTileOf(C);
   const GemmProblem &P = W.Gemm;
   if (W.K != Workload::Kind::Gemm || !T ||

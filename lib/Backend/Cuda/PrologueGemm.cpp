@@ -215,13 +215,13 @@ mtsched::generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
   llvm::raw_string_ostream OS(S);
   OS << Prelude << "\n// Prologue GEMM: %" << Gemm.getName() << " = rmsnorm(%"
      << X->getName() << ", %" << Wt->getName() << ") [" << M << " x " << Kd
-     << "] * %" << BV->getName() << " [" << N << "], tile "
-     << gemmChoiceName(T) << "\n#define M_ " << M << "LL\n#define N_ " << N
-     << "LL\n#define K_ " << Kd << "LL\n#define ROWS M_\n#define BM " << T.BM
-     << "\n#define BN " << T.BN << "\n#define BK " << T.BK
-     << "\n#define WARPS_M " << WarpsM << "\n#define WARPS_N " << WarpsN
-     << "\n#define STAGES " << Stages << "\n#define ALIGNED8 "
-     << (Aligned ? 1 : 0) << " // K and N multiples of 8: 16-byte copies\n"
+     << "] * %" << BV->getName() << " [" << N << "], tile " << gemmChoiceName(T)
+     << "\n#define M_ " << M << "LL\n#define N_ " << N << "LL\n#define K_ "
+     << Kd << "LL\n#define ROWS M_\n#define BM " << T.BM << "\n#define BN "
+     << T.BN << "\n#define BK " << T.BK << "\n#define WARPS_M " << WarpsM
+     << "\n#define WARPS_N " << WarpsN << "\n#define STAGES " << Stages
+     << "\n#define ALIGNED8 " << (Aligned ? 1 : 0)
+     << " // K and N multiples of 8: 16-byte copies\n"
      << "#define MMA_TYPE \"" << (Bf ? "bf16" : "f16") << "\"\n#define SPLITK "
      << Split << "\n#define PL_EPS " << flt(epsOf(Norm))
      << "\n#define PL_TO_F32(h) " << (Bf ? "mt_bf16_to_f32" : "mt_f16_to_f32")
@@ -234,8 +234,7 @@ mtsched::generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
      << P.name(BV) << "\n#define PL_C " << P.name(Gemm.getResult()) << "_out\n"
      << TileAccMacro;
   emitTensorCoreMainLoop(OS);
-  OS << RowScales << MmaSyncAccumulators << Loop << MmaSyncKStep
-     << RowScaleAcc;
+  OS << RowScales << MmaSyncAccumulators << Loop << MmaSyncKStep << RowScaleAcc;
   emitSplitKReduce(OS, EpilogueThreads());
   OS << Store;
   K.Source = OS.str();
@@ -269,7 +268,6 @@ mtsched::generatePrologueKernel(const Graph &G,
   if (!T)
     return err("'%" + Gemm.getName() + "': decision '" + Gemm.getDecision() +
                "' is not a GEMM tile");
-  return generatePrologueGemmKernel(G.getName() + "_" + Gemm.getName() +
-                                        "_prologue",
-                                    *Norm, Gemm, *T);
+  return generatePrologueGemmKernel(
+      G.getName() + "_" + Gemm.getName() + "_prologue", *Norm, Gemm, *T);
 }
