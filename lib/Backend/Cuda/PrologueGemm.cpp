@@ -30,33 +30,24 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
-/// The kernel's body before the shared accumulators: inv[r] of the CTA's
-/// rows (0 outside x, whose accumulators are never stored).
-static const char *RowScales = R"(
+/// The prologue's device functions (after the main loop's #defines; need
+/// PL_TO_F32, PL_EPS and PL_FROM_F32): 1/rms of the CTA's BM rows of x
+/// into inv (a warp per row, 16-byte loads when ALIGNED8; 0 outside x,
+/// whose accumulators are never stored), and x * w of a landed A tile in
+/// place (the copies in flight go to other stages; columns past K were
+/// zero-filled and stay zero).
+const char *const codegen::PrologueHelpers = R"(
 __device__ __forceinline__ float pl_load(const unsigned short *p, long long i) {
   return PL_TO_F32(p[i]);
 }
-
-extern "C" __global__ void __launch_bounds__(THREADS) PL_NAME(PL_SIGNATURE) {
-  extern __shared__ __align__(16) unsigned char mt_smem[];
-  __shared__ float pl_inv[BM];
-  const long long m0 = (long long)blockIdx.y * BM;
-  const long long n0 = (long long)blockIdx.x * BN;
-  const int split = blockIdx.z; // the slice of K (split-K)
-  (void)split;
-  unsigned short *sA = (unsigned short *)mt_smem;
-  unsigned short *sB = sA + STAGES * BM * AS;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-  const unsigned short *A = (const unsigned short *)PL_X;
-  const unsigned short *B = (const unsigned short *)PL_B;
-  const unsigned short *W = (const unsigned short *)PL_W;
-  // 1. inv[r] = 1 / sqrt(mean(x[r]^2) + eps), a warp per row.
+__device__ __forceinline__ void pl_row_scales(const unsigned short *X,
+                                              long long m0, float *inv) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int rl = warp; rl < BM; rl += THREADS / 32) {
     const long long r = m0 + rl;
     float s = 0.f;
     if (r < M_) {
-      const unsigned short *row = A + r * K_;
+      const unsigned short *row = X + r * K_;
 #if ALIGNED8
       #pragma unroll 4
       for (long long k = (long long)lane * 8; k < K_; k += 32 * 8) {
@@ -80,8 +71,58 @@ extern "C" __global__ void __launch_bounds__(THREADS) PL_NAME(PL_SIGNATURE) {
     for (int o = 16; o > 0; o >>= 1)
       s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == 0)
-      pl_inv[rl] = r < M_ ? rsqrtf(s / (float)K_ + PL_EPS) : 0.f;
+      inv[rl] = r < M_ ? rsqrtf(s / (float)K_ + PL_EPS) : 0.f;
   }
+}
+__device__ __forceinline__ void pl_scale_tile(unsigned short *a, int kt,
+                                              const unsigned short *W) {
+  const long long k0 = (long long)kt * BK;
+  for (int e = threadIdx.x; e < BM * BK; e += THREADS) {
+    const int rr = e / BK, kk = e % BK;
+    if (k0 + kk < K_)
+      a[rr * AS + kk] = PL_FROM_F32(PL_TO_F32(a[rr * AS + kk]) * pl_load(W, k0 + kk));
+  }
+}
+)";
+
+/// 3. Each accumulator row times its 1/rms (pl_inv), before the split-K
+/// reduction (linear, so the partial tiles may be scaled) and the store.
+const char *const codegen::PrologueScaleAcc = R"(  #pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i)
+        acc[mt][nt][i] *=
+            pl_inv[wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)];
+)";
+
+void codegen::emitPrologueDefines(llvm::raw_ostream &OS, const Node &Norm) {
+  bool Bf = Norm.getType().Dtype == DType::BF16;
+  OS << "#define PL_EPS " << flt(epsOf(Norm)) << "\n#define PL_TO_F32(h) "
+     << (Bf ? "mt_bf16_to_f32" : "mt_f16_to_f32")
+     << "(h)\n#define PL_FROM_F32(f) "
+     << (Bf ? "mt_f32_to_bf16" : "mt_f32_to_f16") << "(f)\n";
+}
+
+/// The kernel's head: 1. 1/rms of the CTA's rows.
+static const char *RowScales = R"(
+extern "C" __global__ void __launch_bounds__(THREADS) PL_NAME(PL_SIGNATURE) {
+  extern __shared__ __align__(16) unsigned char mt_smem[];
+  __shared__ float pl_inv[BM];
+  const long long m0 = (long long)blockIdx.y * BM;
+  const long long n0 = (long long)blockIdx.x * BN;
+  const int split = blockIdx.z; // the slice of K (split-K)
+  (void)split;
+  unsigned short *sA = (unsigned short *)mt_smem;
+  unsigned short *sB = sA + STAGES * BM * AS;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  (void)tid;
+  const unsigned short *A = (const unsigned short *)PL_X;
+  const unsigned short *B = (const unsigned short *)PL_B;
+  const unsigned short *W = (const unsigned short *)PL_W;
+  pl_row_scales(A, m0, pl_inv);
   __syncthreads();
 )";
 
@@ -100,34 +141,13 @@ static const char *Loop = R"(  #pragma unroll
       mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, kt0 + next);
     mt_cp_async_commit();
     unsigned short *a_w = sA + (kt % STAGES) * (BM * AS);
-    {
-      // x * w in place (the copies in flight go to other stages); columns
-      // past K were zero-filled and stay zero.
-      const long long k0 = (long long)(kt0 + kt) * BK;
-      for (int e = tid; e < BM * BK; e += THREADS) {
-        const int rr = e / BK, kk = e % BK;
-        if (k0 + kk < K_)
-          a_w[rr * AS + kk] =
-              PL_FROM_F32(PL_TO_F32(a_w[rr * AS + kk]) * pl_load(W, k0 + kk));
-      }
-    }
+    pl_scale_tile(a_w, kt0 + kt, W);
     __syncthreads();
     const unsigned short *a = a_w;
     const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
 )";
 
-/// 3. Row scales on the accumulators, then (after the split-K reduction)
-/// the store.
-static const char *RowScaleAcc = R"(  #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-    #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        acc[mt][nt][i] *=
-            pl_inv[wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)];
-)";
-
+/// After the split-K reduction: the store.
 static const char *Store = R"(  #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
     #pragma unroll
@@ -223,18 +243,17 @@ mtsched::generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
      << "\n#define ALIGNED8 " << (Aligned ? 1 : 0)
      << " // K and N multiples of 8: 16-byte copies\n"
      << "#define MMA_TYPE \"" << (Bf ? "bf16" : "f16") << "\"\n#define SPLITK "
-     << Split << "\n#define PL_EPS " << flt(epsOf(Norm))
-     << "\n#define PL_TO_F32(h) " << (Bf ? "mt_bf16_to_f32" : "mt_f16_to_f32")
-     << "(h)\n#define PL_FROM_F32(f) "
-     << (Bf ? "mt_f32_to_bf16" : "mt_f32_to_f16") << "(f)\n#define PL_STORE(v) "
-     << storeExpr(Dt, "(v)") << "\n#define PL_NAME " << K.Name
-     << "\n#define PL_SIGNATURE " << P.signature()
-     << (Split > 1 ? ", float *__restrict__ mt_ws" : "") << "\n#define PL_X "
-     << P.name(X) << "\n#define PL_W " << P.name(Wt) << "\n#define PL_B "
-     << P.name(BV) << "\n#define PL_C " << P.name(Gemm.getResult()) << "_out\n"
+     << Split << "\n#define PL_STORE(v) " << storeExpr(Dt, "(v)")
+     << "\n#define PL_NAME " << K.Name << "\n#define PL_SIGNATURE "
+     << P.signature() << (Split > 1 ? ", float *__restrict__ mt_ws" : "")
+     << "\n#define PL_X " << P.name(X) << "\n#define PL_W " << P.name(Wt)
+     << "\n#define PL_B " << P.name(BV) << "\n#define PL_C "
+     << P.name(Gemm.getResult()) << "_out\n"
      << TileAccMacro;
+  emitPrologueDefines(OS, Norm);
   emitTensorCoreMainLoop(OS);
-  OS << RowScales << MmaSyncAccumulators << Loop << MmaSyncKStep << RowScaleAcc;
+  OS << PrologueHelpers << RowScales << MmaSyncAccumulators << Loop
+     << MmaSyncKStep << PrologueScaleAcc;
   emitSplitKReduce(OS, EpilogueThreads());
   OS << Store;
   K.Source = OS.str();
