@@ -175,3 +175,107 @@ TEST(PrologueCodegen, EveryTileCompilesWithNvrtc) {
   ASSERT_FALSE(Work.empty());
   expectEveryKernelCompiles(Work, 2);
 }
+
+namespace {
+
+/// `%n = rmsnorm(%x, %w); %y<i> = matmul(%n, %b<i>)`, lowered: a norm
+/// before a horizontal group (Q/K/V).
+struct ParsedGroup {
+  llvm::SourceMgr SM;
+  std::unique_ptr<Module> M;
+  const Node *Norm = nullptr;
+  std::vector<const MultiTemplateBufferNode *> Members;
+};
+
+std::unique_ptr<ParsedGroup> normGroup(const std::string &T, int64_t M,
+                                       int64_t K, std::vector<int64_t> Ns) {
+  auto Sh = [&](int64_t A, int64_t B) {
+    return T + "[" + std::to_string(A) + "," + std::to_string(B) + "]";
+  };
+  std::string Args = "%x: " + Sh(M, K) + ", %w: " + T + "[" +
+                     std::to_string(K) + "]",
+              Body =
+                  "  %n = rmsnorm(%x, %w) {eps = 1e-05} : " + Sh(M, K) + "\n",
+              Ret;
+  for (size_t I = 0; I < Ns.size(); ++I) {
+    std::string B = "%b" + std::to_string(I), Y = "%y" + std::to_string(I);
+    Args += ", " + B + ": " + Sh(K, Ns[I]);
+    Body += "  " + Y + " = matmul(%n, " + B + ") : " + Sh(M, Ns[I]) + "\n";
+    Ret += (Ret.empty() ? "" : ", ") + Y;
+  }
+  std::string Src =
+      "graph @g(" + Args + ") {\n" + Body + "  return " + Ret + "\n}\n";
+  auto P = std::make_unique<ParsedGroup>();
+  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "g.mir"),
+                           llvm::SMLoc());
+  P->M = parseModule(P->SM);
+  if (!P->M)
+    return nullptr;
+  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  Graph &G = *P->M->getGraphs()[0];
+  if (llvm::Error E = createLowerPass(LoweringOptions())->run(G)) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  P->Norm = G.getNodes()[0].get();
+  for (size_t I = 1; I < G.getNodes().size(); ++I)
+    P->Members.push_back(
+        llvm::cast<MultiTemplateBufferNode>(G.getNodes()[I].get()));
+  return P;
+}
+
+} // namespace
+
+TEST(PrologueCodegen, HorizontalGroupReadsXAndW) {
+  auto P = normGroup("bf16", 16, 4096, {2048, 512, 512});
+  ASSERT_TRUE(P);
+  GemmTileConfig T{16, 64, 64, 4, 8};
+  T.SplitK = 2;
+  llvm::Expected<KernelSource> K =
+      generateHorizontalGemmKernel("qkv", P->Members, T, P->Norm);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  ASSERT_EQ(K->Inputs.size(), 5u);
+  EXPECT_EQ(K->Inputs[0]->getName(), "x");
+  EXPECT_EQ(K->Inputs[1]->getName(), "w");
+  EXPECT_EQ(K->Inputs[2]->getName(), "b0");
+  EXPECT_EQ(K->Outputs.size(), 3u);
+  EXPECT_NE(K->Source.find("#define PROLOGUE 1"), std::string::npos);
+  EXPECT_NE(K->Source.find("hz0::pl_row_scales(A, m0, pl_inv);"),
+            std::string::npos);
+  // Without the norm: the plain merged GEMM over %n.
+  llvm::Expected<KernelSource> Plain =
+      generateHorizontalGemmKernel("qkv", P->Members, T);
+  ASSERT_TRUE(bool(Plain)) << llvm::toString(Plain.takeError());
+  EXPECT_EQ(Plain->Inputs[0]->getName(), "n");
+  EXPECT_NE(Plain->Source.find("#define PROLOGUE 0"), std::string::npos);
+  // A norm that does not define the group's A.
+  auto Q = normGroup("bf16", 16, 4096, {2048, 512});
+  ASSERT_TRUE(Q);
+  EXPECT_NE(msg(generateHorizontalGemmKernel("qkv", P->Members, T, Q->Norm))
+                .find("defining the group's A"),
+            std::string::npos);
+}
+
+TEST(PrologueCodegen, EveryHorizontalTileCompilesWithNvrtc) {
+  llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
+  if (!Nv)
+    GTEST_SKIP() << "NVRTC not available, prologue kernels not compiled: "
+                 << llvm::toString(Nv.takeError());
+  // Llama-3-8B's norm -> Q/K/V at one rank, decode; ragged.
+  auto P = normGroup("bf16", 16, 4096, {4096, 1024, 1024});
+  auto R = normGroup("f16", 33, 130, {200, 72});
+  ASSERT_TRUE(P && R);
+  std::vector<KernelSource> Work;
+  for (ParsedGroup *G : {P.get(), R.get()})
+    for (const GemmTileConfig &T : mmaTiles()) {
+      llvm::Expected<KernelSource> K =
+          generateHorizontalGemmKernel("g", G->Members, T, G->Norm);
+      ASSERT_TRUE(bool(K)) << gemmChoiceName(T) << ": "
+                           << llvm::toString(K.takeError());
+      Work.push_back(std::move(*K));
+    }
+  expectEveryKernelCompiles(Work, 2);
+}

@@ -109,11 +109,14 @@ generateSwiGluKernel(const MultiTemplateBufferNode &N, const GemmTileConfig &T,
 /// fused epilogue, as one mma.sync launch with tile T (no split-K). The
 /// grid's tile columns are the members' in order; each CTA runs its
 /// member's GEMM on that member's weight and writes that member's output,
-/// so nothing is sliced and no weight is concatenated.
+/// so nothing is sliced and no weight is concatenated. With Norm (the
+/// rmsnorm defining A, select-prologue), the kernel reads the norm's x and
+/// w instead of A and runs the norm in its prologue, as
+/// generatePrologueGemmKernel does.
 llvm::Expected<KernelSource> generateHorizontalGemmKernel(
     llvm::StringRef Name,
     llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
-    const GemmTileConfig &T);
+    const GemmTileConfig &T, const Node *Norm = nullptr);
 /// The merged GEMM of the group Leader leads in decided graph G (its
 /// `horizontal` members, its `horizontal_tile`), named after Leader.
 llvm::Expected<KernelSource>
