@@ -71,17 +71,41 @@ std::vector<PrologueGroup> mtsched::findPrologueGroups(Graph &G) {
       continue;
     PrologueGroup PG;
     PG.Norm = Norm;
-    bool All = true;
+    bool All = true, Horizontal = false;
     for (Node *U : G.getUsers(Norm->getResult())) {
       auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(U);
       // A reader that reads the norm twice (or as B) is not a prologue.
-      if (!M || !canTakePrologue(*Norm, *M) ||
+      if (!M || M->getNumOperands() != 2 ||
+          M->getOperand(0) != Norm->getResult() ||
           M->getOperand(1) == Norm->getResult()) {
         All = false;
         break;
       }
+      if (M->getAttrs().contains(HorizontalAttr))
+        PG.Leader = M;
+      if (M->getAttrs().contains(HorizontalAttr) ||
+          M->getAttrs().contains(HorizontalOfAttr))
+        Horizontal = true;
+      else if (!canTakePrologue(*Norm, *M))
+        All = false;
       if (!llvm::is_contained(PG.Readers, M))
         PG.Readers.push_back(M);
+    }
+    if (All && Horizontal) {
+      // Every reader a member of one merged group, and every member a
+      // reader: the merged GEMM runs the prologue for all of them.
+      std::vector<const MultiTemplateBufferNode *> Members =
+          PG.Leader ? horizontalMembers(G, *PG.Leader)
+                    : std::vector<const MultiTemplateBufferNode *>();
+      All = !Members.empty() && Members.size() == PG.Readers.size() &&
+            llvm::all_of(Members, [&](const MultiTemplateBufferNode *X) {
+              return llvm::is_contained(PG.Readers, X);
+            });
+      if (All) {
+        PG.Readers.clear();
+        for (const MultiTemplateBufferNode *X : Members)
+          PG.Readers.push_back(const_cast<MultiTemplateBufferNode *>(X));
+      }
     }
     if (All && !PG.Readers.empty())
       Groups.push_back(std::move(PG));
@@ -135,7 +159,23 @@ llvm::Error SelectProloguePass::run(Graph &G) {
     // of their own.
     double Gemms = 0, Fused = 0;
     std::vector<std::string> Tiles;
-    for (MultiTemplateBufferNode *M : PG.Readers) {
+    if (PG.Leader) {
+      // A merged horizontal group: its one GEMM over every member's
+      // columns with the group's tile, plus the prologue when fused.
+      std::optional<llvm::StringRef> Tile =
+          PG.Leader->getAttrs().getString(HorizontalTileAttr);
+      Workload Merged = describeNode(*Ctx.M, G, *PG.Leader);
+      Merged.Gemm.N = 0;
+      for (MultiTemplateBufferNode *X : PG.Readers)
+        Merged.Gemm.N += X->getType().innerDim();
+      Merged.Epilogue = EpilogueDesc{};
+      Choice C{Tile ? Tile->str() : std::string(), {}, {}};
+      Gemms = Tile ? Model.choiceUs(Merged, C, /*Fused=*/false) : Inf;
+      Fused = Gemms + (Tile ? Model.prologueUs(Merged, C) : Inf);
+    }
+    for (MultiTemplateBufferNode *M :
+         PG.Leader ? llvm::ArrayRef<MultiTemplateBufferNode *>()
+                   : llvm::ArrayRef(PG.Readers)) {
       const Choice *C = M->findChoice(M->getDecision());
       Workload W = describeNode(*Ctx.M, G, *M);
       Gemms += C ? Model.choiceUs(W, *C, /*Fused=*/false) : Inf;
@@ -167,7 +207,8 @@ llvm::Error SelectProloguePass::run(Graph &G) {
         Names.push_back(Attribute::getString(M->getName()));
         M->getAttrs().set(PrologueAttr,
                           Attribute::getString(PG.Norm->getName()));
-        M->setDecision(Tiles[I]);
+        if (!PG.Leader)
+          M->setDecision(Tiles[I]);
       }
       PG.Norm->getAttrs().set(PrologueIntoAttr,
                               Attribute::getList(std::move(Names)));
@@ -177,6 +218,8 @@ llvm::Error SelectProloguePass::run(Graph &G) {
                             Attribute::getFloat(Q.FusedUs));
     PG.Norm->getAttrs().set(PrologueSplitUsAttr,
                             Attribute::getFloat(Q.SplitUs));
+    PG.Norm->getAttrs().set(PrologueGemmsUsAttr,
+                            Attribute::getFloat(roundUs(Gemms)));
   }
   return llvm::Error::success();
 }

@@ -113,12 +113,8 @@ void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
       // when split, the GEMMs' prologues when fused.
       if (const Attribute *Split = NP->getAttrs().get(PrologueSplitUsAttr)) {
         const Attribute *Fused = NP->getAttrs().get(PrologueFusedUsAttr);
-        double Gemms = 0;
-        for (const Node *U : G->getUsers(NP->getResult()))
-          if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(U))
-            if (const Choice *C = M->findChoice(M->getDecision()))
-              Gemms += predictChoiceUs(D, describeNode(*Run.M, *G, *M), *C,
-                                       /*Fused=*/false);
+        const Attribute *GemmsUs = NP->getAttrs().get(PrologueGemmsUsAttr);
+        double Gemms = GemmsUs ? GemmsUs->getNumber() : 0;
         double Chosen = NP->getAttrs().contains(PrologueIntoAttr) && Fused
                             ? Fused->getNumber()
                             : Split->getNumber();

@@ -154,7 +154,18 @@ llvm::Expected<std::vector<Event>> placeGraph(const Module &M, const Graph &G,
         double Extra = C ? createRooflinePredictor(D)->prologueUs(
                                describeNode(M, G, *T), *C)
                          : NAN;
-        E.Name += " + prologue %" + Norm->str();
+        // A merged horizontal group's one launch: what select-prologue
+        // priced the group's prologue at; its other members launch nothing.
+        const Node *NormNode = T->getOperand(0)->getDef();
+        if (Of) {
+          Extra = 0;
+        } else if (Tile && NormNode) {
+          const Attribute *F = NormNode->getAttrs().get(PrologueFusedUsAttr);
+          const Attribute *Gm = NormNode->getAttrs().get(PrologueGemmsUsAttr);
+          Extra = F && Gm ? F->getNumber() - Gm->getNumber() : NAN;
+        }
+        if (!Of)
+          E.Name += " + prologue %" + Norm->str();
         E.DurUs += std::isfinite(Extra) ? Extra : 0;
         E.Source = "modelled";
       }

@@ -41,11 +41,17 @@ inline constexpr llvm::StringLiteral PrologueAttr = "prologue";
 /// split, the norm's own kernel), microseconds.
 inline constexpr llvm::StringLiteral PrologueFusedUsAttr = "prologue_fused_us";
 inline constexpr llvm::StringLiteral PrologueSplitUsAttr = "prologue_split_us";
+/// On the norm: the part of both that is the GEMMs' own (for the lab).
+inline constexpr llvm::StringLiteral PrologueGemmsUsAttr = "prologue_gemms_us";
 
 /// A norm whose every reader could run it as a prologue.
 struct PrologueGroup {
   BufferNode *Norm = nullptr;
   std::vector<MultiTemplateBufferNode *> Readers;
+  /// When the readers are exactly the members of one merged horizontal
+  /// group (Q/K/V): its first member. The merged GEMM runs the prologue,
+  /// with the group's tile.
+  MultiTemplateBufferNode *Leader = nullptr;
 };
 
 /// Whether GEMM M can run norm Norm as its prologue: a decided plain
@@ -59,8 +65,9 @@ bool canTakePrologue(const BufferNode &Norm, const MultiTemplateBufferNode &M);
 /// The prologue groups of decided graph G, in graph order: an `rmsnorm`
 /// buffer (x, w; x rank >= 2, w rank 1, one dtype) in a kernel of its own,
 /// whose result the graph does not return and every reader of which
-/// canTakePrologue. A norm read by anything else stays a kernel (its result
-/// must exist) and is not listed.
+/// canTakePrologue, or whose readers are exactly the members of one merged
+/// horizontal group (select-horizontal ran first). A norm read by anything
+/// else stays a kernel (its result must exist) and is not listed.
 std::vector<PrologueGroup> findPrologueGroups(Graph &G);
 
 /// `select-prologue`: fuses each group the heuristic prefers fused
