@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Prologue fusion on one H200 (branch prologue): rmsnorm -> matmul at decode
 # (M = 1, 16, 64; K = 4096; N = 4096 and 14336), and the gallery's
-# Llama-3-8B MLP decode at world size 1, each tuned once on the GPU (the
+# Llama-3-8B MLP and layer decode at world size 1 (the layer's attention
+# norm feeds the merged Q/K/V GEMM), each tuned once on the GPU (the
 # default pipeline up to select-horizontal), then run with --run from the
-# same decisions three ways:
+# same decisions (the six GEMMs three ways, the gallery graphs split and
+# fused):
 #   split   select-prologue with --prologue-fusion=false (the norm's kernel,
 #           then the GEMM as decided);
 #   model   select-prologue as the default pipeline runs it (the cost
@@ -15,12 +17,12 @@
 # graph time (CUDA graph and eager) and the launches per run. In the MLP
 # the norm feeds SwiGLU's merged gate+up GEMM, which runs no prologue: the
 # norm stays a kernel there unless select-swiglu split it (then both GEMMs
-# take it).
+# take it, if their epilogues did not fuse).
 # Run from the repository root after `bash scripts/gpu-test.sh --pack`
 # (binaries in .device/); results under $OUT (a log per run, the decided
 # fused IR, prologue.md; the tuning log only if tuning failed).
-# At most 3 minutes: every step has a limit (45 + 3 x 20 s for the six
-# GEMMs, 30 + 3 x 15 s for the MLP).
+# At most 3 minutes: every step has a limit (35 + 3 x 12 s for the six
+# GEMMs, 25 + 2 x 12 s for the MLP, 30 + 2 x 12 s for the layer).
 set -u
 export NCCL_NVLS_ENABLE=0
 ROOT=$PWD; D=$ROOT/.device; OUT=${OUT:-$ROOT/out}; mkdir -p "$OUT"
@@ -39,7 +41,9 @@ nvidia-smi -L 2>/dev/null | head -1
     done
   done
 } > "$W/gemms.mir"
-python3 - "$ROOT/examples/gallery/llama3_8b_mlp.mir" "$W/mlp.mir" <<'PY'
+# One decode graph of a gallery file at world size 1.
+decode_only() {
+python3 - "$1" "$2" "$3" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read().replace("group @tp = [0, 1]", "group @tp = [0]")
 text = text.replace("world_size = 2", "world_size = 1")
@@ -48,7 +52,7 @@ for line in text.splitlines(True):
     m = re.match(r"graph @(\w+)\(", line)
     if m:
         head = False
-        keep = m.group(1) == "llama3_8b_mlp_decode"
+        keep = m.group(1) == sys.argv[3]
     if head and not line.startswith("//"):
         out.append(line)
     elif keep:
@@ -57,19 +61,23 @@ for line in text.splitlines(True):
             keep = False
 open(sys.argv[2], "w").write("".join(out))
 PY
+}
+decode_only "$ROOT/examples/gallery/llama3_8b_mlp.mir" "$W/mlp.mir" llama3_8b_mlp_decode
+decode_only "$ROOT/examples/gallery/llama3_8b_layer.mir" "$W/layer.mir" llama3_8b_layer_decode
 COMMON=(--backend=cuda --kernel-cache-dir="$W/kc" --no-cache)
 echo "| graph | form | graph us (CUDA graph) | eager us | launches | fp64 check |" > "$OUT/prologue.md"
 echo "|---|---|---|---|---|---|" >> "$OUT/prologue.md"
 rc=0
-for G in gemms mlp; do
-  TUNE_S=45; RUN_S=20
-  [ $G = mlp ] && { TUNE_S=30; RUN_S=15; }
+for G in gemms mlp layer; do
+  TUNE_S=35; RUN_S=12; FORMS="split model fused"
+  [ $G = mlp ] && { TUNE_S=25; FORMS="split fused"; }
+  [ $G = layer ] && { TUNE_S=30; FORMS="split fused"; }
   timeout $TUNE_S "$OPT" "$W/$G.mir" "${COMMON[@]}" --quiet \
     --pipeline=lower,fuse-swiglu,fuse-horizontal,fuse,autotune,select-swiglu,select-horizontal \
     -o "$W/$G.tuned.mir" > "$W/$G.tune.log" 2>&1
   trc=$?; echo "== $G: tuned rc=$trc"
   [ $trc = 0 ] || { rc=1; cp "$W/$G.tune.log" "$OUT/"; tail -3 "$W/$G.tune.log"; continue; }
-  for F in split model fused; do
+  for F in $FORMS; do
     EXTRA=(--pipeline=select-prologue --prologue-fusion=false)
     [ $F = model ] && EXTRA=(--pipeline=select-prologue)
     [ $F = fused ] && EXTRA=(--pipeline=select-prologue --fusion-heuristic=always)
