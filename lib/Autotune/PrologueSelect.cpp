@@ -32,26 +32,36 @@ static bool isPrologueNorm(const BufferNode &N) {
          N.getType() == X;
 }
 
-/// Whether choice C is a tile of the template that runs a prologue.
-static bool isPrologueTile(const Choice &C) {
-  std::optional<GemmTileConfig> T = gemmTileOf(C);
+/// Whether choice C of an Op node is a tile of a template that runs a
+/// prologue: the mma.sync GEMM's, or SwiGLU's merged gate+up GEMM's.
+static bool isPrologueTile(OpCode Op, const Choice &C) {
+  std::optional<GemmTileConfig> T =
+      Op == OpCode::SwiGlu ? swigluTileOf(C) : gemmTileOf(C);
   return T && T->Template == GemmTemplate::MmaSync && !T->Persistent;
 }
 
 bool mtsched::canTakePrologue(const BufferNode &Norm,
                               const MultiTemplateBufferNode &M) {
-  if (!M.isDecided() || M.getOp() != OpCode::MatMul ||
-      M.getNumOperands() != 2 ||
+  // SwiGLU's merged gate+up GEMM (select-swiglu kept it): %h, %wg, %wu.
+  bool SwiGlu = M.getOp() == OpCode::SwiGlu && M.getNumOperands() == 3;
+  if (!M.isDecided() ||
+      (!SwiGlu && (M.getOp() != OpCode::MatMul || M.getNumOperands() != 2)) ||
       llvm::isa<CollectiveMultiTemplateBufferNode>(M) ||
       M.getOperand(0) != Norm.getResult() || M.isEpilogueFused() ||
       M.getAttrs().contains(HorizontalAttr) ||
       M.getAttrs().contains(HorizontalOfAttr))
     return false;
-  const TensorType &B = M.getOperand(1)->getType();
   DType Dt = Norm.getType().Dtype;
-  if (B.rank() != 2 || B.Dtype != Dt || M.getType().Dtype != Dt)
+  for (unsigned I = 1; I < M.getNumOperands(); ++I) {
+    const TensorType &B = M.getOperand(I)->getType();
+    if (B.rank() != 2 || B.Dtype != Dt || M.getOperand(I) == Norm.getResult())
+      return false;
+  }
+  if (M.getType().Dtype != Dt)
     return false;
-  return llvm::any_of(M.getChoices(), isPrologueTile);
+  return llvm::any_of(M.getChoices(), [&](const Choice &C) {
+    return isPrologueTile(M.getOp(), C);
+  });
 }
 
 std::vector<PrologueGroup> mtsched::findPrologueGroups(Graph &G) {
@@ -75,7 +85,7 @@ std::vector<PrologueGroup> mtsched::findPrologueGroups(Graph &G) {
     for (Node *U : G.getUsers(Norm->getResult())) {
       auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(U);
       // A reader that reads the norm twice (or as B) is not a prologue.
-      if (!M || M->getNumOperands() != 2 ||
+      if (!M || M->getNumOperands() < 2 ||
           M->getOperand(0) != Norm->getResult() ||
           M->getOperand(1) == Norm->getResult()) {
         All = false;
@@ -182,7 +192,7 @@ llvm::Error SelectProloguePass::run(Graph &G) {
       double Best = Inf;
       std::string Tile;
       for (const Choice &T : M->getChoices()) {
-        if (!isPrologueTile(T))
+        if (!isPrologueTile(M->getOp(), T))
           continue;
         double Us =
             Model.choiceUs(W, T, /*Fused=*/false) + Model.prologueUs(W, T);

@@ -38,9 +38,12 @@ double TimePredictor::prologueUs(const Workload &, const Choice &) const {
 static constexpr double L2OverHbm = 3.0;
 
 double RooflinePredictor::prologueUs(const Workload &W, const Choice &C) const {
-  std::optional<GemmTileConfig> T = gemmTileOf(C);
+  // SwiGLU's merged gate+up GEMM: a CTA per BM x BN tile of its output
+  // (W.Gemm.N counts output columns), both weights' tiles in one loop.
+  bool SwiGlu = W.K == Workload::Kind::SwiGlu;
+  std::optional<GemmTileConfig> T = SwiGlu ? swigluTileOf(C) : gemmTileOf(C);
   const GemmProblem &P = W.Gemm;
-  if (W.K != Workload::Kind::Gemm || !T ||
+  if ((W.K != Workload::Kind::Gemm && !SwiGlu) || !T ||
       T->Template != GemmTemplate::MmaSync || T->Persistent || T->BM <= 0 ||
       T->BN <= 0 || P.M <= 0 || P.N <= 0 || P.K <= 0 || D.HbmGBps <= 0)
     return std::numeric_limits<double>::infinity();

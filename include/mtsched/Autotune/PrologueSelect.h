@@ -55,8 +55,9 @@ struct PrologueGroup {
 };
 
 /// Whether GEMM M can run norm Norm as its prologue: a decided plain
-/// (two-operand, bf16 or f16) matmul reading Norm's result as A, whose
-/// weight is rank 2, with an mma.sync tile (split-K or not) among its
+/// (two-operand, bf16 or f16) matmul, or SwiGLU's merged gate+up GEMM
+/// (`swiglu(%h, %wg, %wu)`), reading Norm's result as A, whose weights are
+/// rank 2, with an mma.sync tile (split-K or not) among its
 /// choices, no fused epilogue and in no horizontal group. A fused GEMM runs
 /// its fastest such tile with the prologue (select-prologue sets its
 /// decision to it), whatever it decided alone.

@@ -28,7 +28,8 @@ public:
   virtual double epilogueUs(const Workload &W) const = 0;
   /// Microseconds of a pointwise / row-reduction chain run as one kernel.
   virtual double chainUs(const EpilogueDesc &E) const = 0;
-  /// Microseconds GEMM choice C on W (W.Gemm; A is an RMSNorm's result)
+  /// Microseconds GEMM (or merged SwiGLU) choice C on W (W.Gemm; A is an
+  /// RMSNorm's result)
   /// takes beyond its plain time when it runs the norm in its prologue
   /// (select-prologue); +inf when it cannot or the model cannot tell (the
   /// default).

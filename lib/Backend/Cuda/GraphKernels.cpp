@@ -88,6 +88,11 @@ mtsched::generateGraphKernels(const Graph &G,
   for (const auto &N : G.getNodes()) {
     const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
     if (M && M->getOp() == OpCode::SwiGlu) {
+      // The norm of its input in its prologue (select-prologue).
+      if (M->isDecided() && M->getAttrs().contains(PrologueAttr)) {
+        Take(generatePrologueKernel(G, *M), "'%" + M->getName() + "' prologue");
+        continue;
+      }
       for (const Choice &C : M->getChoices())
         if (std::optional<GemmTileConfig> T = swigluTileOf(C))
           if (!M->isDecided() || M->getDecision() == C.Name)

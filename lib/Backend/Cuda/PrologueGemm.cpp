@@ -283,6 +283,14 @@ mtsched::generatePrologueKernel(const Graph &G,
     return err("'%" + Gemm.getName() + "' names prologue '%" + *NormName +
                "', which is not its A operand's node");
   const Choice *C = Gemm.findChoice(Gemm.getDecision());
+  if (Gemm.getOp() == OpCode::SwiGlu) {
+    // SwiGLU's merged gate+up GEMM runs the same prologue.
+    std::optional<GemmTileConfig> T = C ? swigluTileOf(*C) : std::nullopt;
+    if (!T)
+      return err("'%" + Gemm.getName() + "': decision '" + Gemm.getDecision() +
+                 "' is not a swiglu tile");
+    return generateSwiGluKernel(Gemm, *T, 0, Norm);
+  }
   std::optional<GemmTileConfig> T = C ? gemmTileOf(*C) : std::nullopt;
   if (!T)
     return err("'%" + Gemm.getName() + "': decision '" + Gemm.getDecision() +

@@ -48,14 +48,21 @@ TEST(PrologueCost, RowsRereadFromL2PerCta) {
   EXPECT_GT(P->prologueUs(gemm(2048, 4096, 4096), tile(Big)), 30.0);
 }
 
-TEST(PrologueCost, OnlyMmaSyncTilesRunAPrologue) {
+TEST(PrologueCost, OnlyMmaSyncAndSwiGluTilesRunAPrologue) {
   DeviceDesc D;
   std::unique_ptr<TimePredictor> P = createRooflinePredictor(D);
   Workload W = gemm(16, 4096, 4096);
   EXPECT_TRUE(std::isinf(P->prologueUs(W, tile(wgmmaTile(64, 128, 64, 4)))));
   EXPECT_TRUE(std::isinf(P->prologueUs(W, Choice{"extern.cublas", {}, {}})));
   Workload A = W;
-  A.K = Workload::Kind::SwiGlu;
+  A.K = Workload::Kind::Attention;
   EXPECT_TRUE(
       std::isinf(P->prologueUs(A, tile(GemmTileConfig{16, 64, 64, 4, 8}))));
+  // SwiGLU's merged GEMM: a swiglu tile, a CTA per output tile.
+  Workload S = gemm(16, 7168, 4096);
+  S.K = Workload::Kind::SwiGlu;
+  GemmTileConfig U{16, 64, 64, 4, 4};
+  EXPECT_NEAR(P->prologueUs(S, Choice{swigluChoiceName(U), {}, {}}),
+              112.0 * 16 * 4096 * 2 / (3 * 4800e3), 1e-9);
+  EXPECT_TRUE(std::isinf(P->prologueUs(S, tile(U))));
 }

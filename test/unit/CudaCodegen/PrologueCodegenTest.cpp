@@ -279,3 +279,91 @@ TEST(PrologueCodegen, EveryHorizontalTileCompilesWithNvrtc) {
     }
   expectEveryKernelCompiles(Work, 2);
 }
+
+namespace {
+
+/// `%n = rmsnorm(%x, %w); %gu = swiglu(%n, %wg, %wu)`, lowered.
+struct ParsedSwiGlu {
+  llvm::SourceMgr SM;
+  std::unique_ptr<Module> M;
+  const Node *Norm = nullptr;
+  const MultiTemplateBufferNode *Gu = nullptr;
+};
+
+std::unique_ptr<ParsedSwiGlu> normSwiGlu(const std::string &T, int64_t M,
+                                         int64_t K, int64_t N) {
+  auto Sh = [&](int64_t A, int64_t B) {
+    return T + "[" + std::to_string(A) + "," + std::to_string(B) + "]";
+  };
+  std::string Src =
+      "graph @g(%x: " + Sh(M, K) + ", %w: " + T + "[" + std::to_string(K) +
+      "], %wg: " + Sh(K, N) + ", %wu: " + Sh(K, N) +
+      ") {\n  %n = rmsnorm(%x, %w) {eps = 1e-05} : " + Sh(M, K) +
+      "\n  %gu = swiglu(%n, %wg, %wu) : " + Sh(M, N) + "\n  return %gu\n}\n";
+  auto P = std::make_unique<ParsedSwiGlu>();
+  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "g.mir"),
+                           llvm::SMLoc());
+  P->M = parseModule(P->SM);
+  if (!P->M)
+    return nullptr;
+  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  Graph &G = *P->M->getGraphs()[0];
+  if (llvm::Error E = createLowerPass(LoweringOptions())->run(G)) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  P->Norm = G.getNodes()[0].get();
+  P->Gu = llvm::dyn_cast<MultiTemplateBufferNode>(G.getNodes()[1].get());
+  if (!P->Gu)
+    return nullptr;
+  return P;
+}
+
+} // namespace
+
+TEST(PrologueCodegen, SwiGluReadsXAndW) {
+  auto P = normSwiGlu("bf16", 16, 4096, 7168);
+  ASSERT_TRUE(P);
+  GemmTileConfig T{16, 64, 128, 4, 3};
+  llvm::Expected<KernelSource> K = generateSwiGluKernel(*P->Gu, T, 0, P->Norm);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  ASSERT_EQ(K->Inputs.size(), 4u);
+  EXPECT_EQ(K->Inputs[0]->getName(), "x");
+  EXPECT_EQ(K->Inputs[1]->getName(), "w");
+  EXPECT_EQ(K->Inputs[2]->getName(), "wg");
+  EXPECT_NE(K->Source.find("#define PROLOGUE 1"), std::string::npos);
+  EXPECT_NE(K->Source.find("pl_row_scales(A, m0, pl_inv);"), std::string::npos);
+  llvm::Expected<KernelSource> Plain = generateSwiGluKernel(*P->Gu, T);
+  ASSERT_TRUE(bool(Plain)) << llvm::toString(Plain.takeError());
+  EXPECT_EQ(Plain->Inputs[0]->getName(), "n");
+  EXPECT_NE(Plain->Source.find("#define PROLOGUE 0"), std::string::npos);
+  auto Q = normSwiGlu("bf16", 16, 4096, 7168);
+  ASSERT_TRUE(Q);
+  EXPECT_NE(msg(generateSwiGluKernel(*P->Gu, T, 0, Q->Norm))
+                .find("defining '%gu''s input"),
+            std::string::npos);
+}
+
+TEST(PrologueCodegen, EverySwiGluTileCompilesWithNvrtc) {
+  llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
+  if (!Nv)
+    GTEST_SKIP() << "NVRTC not available, prologue kernels not compiled: "
+                 << llvm::toString(Nv.takeError());
+  // Llama-3-8B's MLP norm -> gate/up at TP=2 decode; ragged.
+  auto P = normSwiGlu("bf16", 16, 4096, 7168);
+  auto R = normSwiGlu("f16", 33, 130, 76);
+  ASSERT_TRUE(P && R);
+  std::vector<KernelSource> Work;
+  for (ParsedSwiGlu *G : {P.get(), R.get()})
+    for (const GemmTileConfig &T : ChoiceConfig::getDefault().SwiGluTiles) {
+      llvm::Expected<KernelSource> K =
+          generateSwiGluKernel(*G->Gu, T, 0, G->Norm);
+      ASSERT_TRUE(bool(K)) << swigluChoiceName(T) << ": "
+                           << llvm::toString(K.takeError());
+      Work.push_back(std::move(*K));
+    }
+  expectEveryKernelCompiles(Work, 2);
+}

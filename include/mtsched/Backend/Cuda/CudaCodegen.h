@@ -99,10 +99,13 @@ generateGemmKernel(const MultiTemplateBufferNode &N, const GemmTileConfig &T,
 /// mma.sync tile T: each CTA computes the BM x BN tiles of h * wg and h * wu
 /// for the same columns, reading both weights (their concatenation is
 /// logical, never materialised), and writes silu(g) * u once. bf16/f16
-/// only. M overrides the rows of %h (a size hint; 0: N's own).
+/// only. M overrides the rows of %h (a size hint; 0: N's own). With Norm
+/// (the rmsnorm defining %h, select-prologue), the kernel reads the norm's
+/// x and w and runs the norm in its prologue (both accumulators scaled by
+/// 1/rms before silu).
 llvm::Expected<KernelSource>
 generateSwiGluKernel(const MultiTemplateBufferNode &N, const GemmTileConfig &T,
-                     int64_t M = 0);
+                     int64_t M = 0, const Node *Norm = nullptr);
 
 /// The merged GEMM of a horizontal group (select-horizontal): Members, two
 /// or more bf16/f16 matmuls reading one A, each with a rank-2 weight and no
@@ -132,8 +135,8 @@ llvm::Expected<KernelSource>
 generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
                            const MultiTemplateBufferNode &Gemm,
                            const GemmTileConfig &T);
-/// The prologue GEMM of decided matmul Gemm of G (its `prologue` attribute
-/// names the norm that defines its A), with its decided tile.
+/// The prologue GEMM of decided matmul or swiglu Gemm of G (its `prologue`
+/// attribute names the norm that defines its A), with its decided tile.
 llvm::Expected<KernelSource>
 generatePrologueKernel(const Graph &G, const MultiTemplateBufferNode &Gemm);
 
