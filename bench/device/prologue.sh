@@ -15,9 +15,9 @@
 #           model keeps the split form.
 # Each run checks every output against the fp64 interpreter and prints the
 # graph time (CUDA graph and eager) and the launches per run. In the MLP
-# the norm feeds SwiGLU's merged gate+up GEMM, which runs no prologue: the
-# norm stays a kernel there unless select-swiglu split it (then both GEMMs
-# take it, if their epilogues did not fuse).
+# the norm feeds SwiGLU's merged gate+up GEMM (as select-swiglu decides on
+# the GPU), which runs it in its prologue; in the layer also the merged
+# Q/K/V GEMM.
 # Run from the repository root after `bash scripts/gpu-test.sh --pack`
 # (binaries in .device/); results under $OUT (a log per run, the decided
 # fused IR, prologue.md; the tuning log only if tuning failed).
