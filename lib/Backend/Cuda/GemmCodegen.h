@@ -198,6 +198,10 @@ void emitSplitKReduce(llvm::raw_ostream &OS, const EpilogueThreads &T);
 /// multiplies each accumulator row by its `pl_inv` before the split-K
 /// reduction.
 void emitPrologueDefines(llvm::raw_ostream &OS, const Node &Norm);
+/// An error unless Norm is an rmsnorm(x, w) of bf16/f16 x whose result is
+/// A (What names A in the message) and w a vector over x's last dimension.
+llvm::Error checkPrologueNorm(const Node &Norm, const Value *A,
+                              const llvm::Twine &What);
 extern const char *const PrologueHelpers;
 extern const char *const PrologueScaleAcc;
 

@@ -111,19 +111,10 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
     return err("a horizontal group needs two GEMMs or more");
   const Value *AV = Members.front()->getOperand(0);
   const TensorType &A = AV->getType();
-  if (Norm) {
-    // The members read the norm's result; the kernel reads x and w.
-    if (Norm->getOp() != OpCode::RmsNorm || Norm->getNumOperands() != 2 ||
-        Norm->getResult() != AV)
-      return err("'%" + Norm->getName() +
-                 "' is not an rmsnorm with a weight defining the group's A");
-    const TensorType &WT = Norm->getOperand(1)->getType();
-    if (Norm->getOperand(0)->getType() != A || WT.rank() != 1 ||
-        WT.Dtype != A.Dtype || WT.Shape[0] != A.innerDim())
-      return err("the weight of '%" + Norm->getName() + "' is not a " +
-                 dtypeName(A.Dtype) + "[" + llvm::Twine(A.innerDim()) +
-                 "] vector");
-  }
+  // The members read the norm's result; the kernel reads x and w.
+  if (Norm)
+    if (llvm::Error E = checkPrologueNorm(*Norm, AV, "the group's A"))
+      return std::move(E);
   DType Dt = A.Dtype;
   if (!(Dt == DType::BF16 || Dt == DType::F16))
     return err("the merged GEMM needs bf16 or f16 operands, got " +

@@ -97,6 +97,25 @@ const char *const codegen::PrologueScaleAcc = R"(  #pragma unroll
             pl_inv[wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)];
 )";
 
+llvm::Error codegen::checkPrologueNorm(const Node &Norm, const Value *A,
+                                       const llvm::Twine &What) {
+  if (Norm.getOp() != OpCode::RmsNorm || Norm.getNumOperands() != 2 ||
+      Norm.getResult() != A)
+    return err("'%" + Norm.getName() +
+               "' is not an rmsnorm with a weight defining " + What);
+  const TensorType &X = Norm.getOperand(0)->getType();
+  const TensorType &WT = Norm.getOperand(1)->getType();
+  if (!(X.Dtype == DType::BF16 || X.Dtype == DType::F16))
+    return err("the prologue GEMM needs bf16 or f16 operands, got " +
+               dtypeName(X.Dtype));
+  if (X != A->getType() || WT.rank() != 1 || WT.Dtype != X.Dtype ||
+      WT.Shape[0] != X.innerDim())
+    return err("the weight of '%" + Norm.getName() + "' is not a " +
+               dtypeName(X.Dtype) + "[" + llvm::Twine(X.innerDim()) +
+               "] vector");
+  return llvm::Error::success();
+}
+
 void codegen::emitPrologueDefines(llvm::raw_ostream &OS, const Node &Norm) {
   bool Bf = Norm.getType().Dtype == DType::BF16;
   OS << "#define PL_EPS " << flt(epsOf(Norm)) << "\n#define PL_TO_F32(h) "

@@ -171,19 +171,11 @@ mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
               *UV = N.getOperand(2);
   const TensorType &H = HV->getType(), &Wg = GV->getType();
   DType Dt = H.Dtype;
-  if (Norm) {
-    // The GEMM reads the norm's x and w instead of its result.
-    if (Norm->getOp() != OpCode::RmsNorm || Norm->getNumOperands() != 2 ||
-        Norm->getResult() != HV)
-      return err("'%" + Norm->getName() +
-                 "' is not an rmsnorm with a weight defining '%" + N.getName() +
-                 "''s input");
-    const TensorType &WT = Norm->getOperand(1)->getType();
-    if (Norm->getOperand(0)->getType() != H || WT.rank() != 1 ||
-        WT.Dtype != Dt || WT.Shape[0] != H.innerDim())
-      return err("the weight of '%" + Norm->getName() + "' is not a " +
-                 dtypeName(Dt) + "[" + llvm::Twine(H.innerDim()) + "] vector");
-  }
+  // The GEMM reads the norm's x and w instead of its result.
+  if (Norm)
+    if (llvm::Error E =
+            checkPrologueNorm(*Norm, HV, "'%" + N.getName() + "''s input"))
+      return std::move(E);
   if (!(Dt == DType::BF16 || Dt == DType::F16) || Wg.Dtype != Dt ||
       UV->getType().Dtype != Dt)
     return err("the merged gate+up GEMM needs bf16 or f16 operands, got " +
