@@ -812,8 +812,9 @@ llvm::Error GraphRun::launchAll() {
     const auto *B = llvm::dyn_cast<BufferNode>(N);
     if (!B)
       return err("'%" + N->getName() + "' is not lowered; run --lower");
-    // A norm every reader of which runs it in its prologue.
-    if (B->getAttrs().contains(PrologueIntoAttr))
+    // A norm every reader of which runs it in its prologue (a kernel of its
+    // own, as select-prologue and verify-schedule require).
+    if (SK.Nodes.size() == 1 && B->getAttrs().contains(PrologueIntoAttr))
       continue;
     if (llvm::Error E = runBuffer(*B))
       return E;

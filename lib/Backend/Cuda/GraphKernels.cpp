@@ -53,10 +53,13 @@ mtsched::generateGraphKernels(const Graph &G,
           InEpilogue.insert(E.V->getDef());
   for (auto &KV : Groups) {
     std::vector<const Node *> Nodes;
-    // A norm its readers run in their prologues has no kernel.
     for (const Node *N : KV.second)
-      if (!InEpilogue.count(N) && !N->getAttrs().contains(PrologueIntoAttr))
+      if (!InEpilogue.count(N))
         Nodes.push_back(N);
+    // A norm its readers run in their prologues has no kernel.
+    if (Nodes.size() == 1 &&
+        Nodes.front()->getAttrs().contains(PrologueIntoAttr))
+      continue;
     if (Nodes.empty())
       continue;
     llvm::DenseSet<const Node *> Members(Nodes.begin(), Nodes.end());
