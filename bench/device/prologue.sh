@@ -19,10 +19,12 @@
 # the GPU), which runs it in its prologue; in the layer also the merged
 # Q/K/V GEMM.
 # Run from the repository root after `bash scripts/gpu-test.sh --pack`
-# (binaries in .device/); results under $OUT (a log per run, the decided
-# fused IR, prologue.md; the tuning log only if tuning failed).
-# At most 3 minutes: every step has a limit (35 + 3 x 12 s for the six
-# GEMMs, 25 + 2 x 12 s for the MLP, 30 + 2 x 12 s for the layer).
+# (binaries in .device/: mtsched-opt and CudaTests); results under $OUT, at
+# most 7 files: unit.log, runs.log (every run's output), the decided fused
+# IR of each file, prologue.md, and tune-failed.log only if tuning failed.
+# At most 3 minutes: every step has a limit (20 s for the GPU unit tests
+# PrologueGpu* of CudaTests, 30 + 3 x 10 s for the six GEMMs, 20 + 2 x 10 s
+# for the MLP, 25 + 2 x 10 s for the layer).
 set -u
 export NCCL_NVLS_ENABLE=0
 ROOT=$PWD; D=$ROOT/.device; OUT=${OUT:-$ROOT/out}; mkdir -p "$OUT"
@@ -30,6 +32,11 @@ export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
 OPT=$D/bin/mtsched-opt
 W=$(mktemp -d)
 nvidia-smi -L 2>/dev/null | head -1
+rc=0
+# The kernels first, on hand-decided graphs (plain GEMM split-K or not,
+# ragged, f16; merged Q/K/V; SwiGLU), against the fp64 interpreter.
+timeout 20 "$D/bin/CudaTests" --gtest_filter='PrologueGpu*' > "$OUT/unit.log" 2>&1 || rc=1
+tail -4 "$OUT/unit.log"
 {
   for M in 1 16 64; do
     for N in 4096 14336; do
@@ -67,35 +74,35 @@ decode_only "$ROOT/examples/gallery/llama3_8b_layer.mir" "$W/layer.mir" llama3_8
 COMMON=(--backend=cuda --kernel-cache-dir="$W/kc" --no-cache)
 echo "| graph | form | graph us (CUDA graph) | eager us | launches | fp64 check |" > "$OUT/prologue.md"
 echo "|---|---|---|---|---|---|" >> "$OUT/prologue.md"
-rc=0
 for G in gemms mlp layer; do
-  TUNE_S=35; RUN_S=12; FORMS="split model fused"
-  [ $G = mlp ] && { TUNE_S=25; FORMS="split fused"; }
-  [ $G = layer ] && { TUNE_S=30; FORMS="split fused"; }
+  TUNE_S=30; RUN_S=10; FORMS="split model fused"
+  [ $G = mlp ] && { TUNE_S=20; FORMS="split fused"; }
+  [ $G = layer ] && { TUNE_S=25; FORMS="split fused"; }
   timeout $TUNE_S "$OPT" "$W/$G.mir" "${COMMON[@]}" --quiet \
     --pipeline=lower,fuse-swiglu,fuse-horizontal,fuse,autotune,select-swiglu,select-horizontal \
     -o "$W/$G.tuned.mir" > "$W/$G.tune.log" 2>&1
   trc=$?; echo "== $G: tuned rc=$trc"
-  [ $trc = 0 ] || { rc=1; cp "$W/$G.tune.log" "$OUT/"; tail -3 "$W/$G.tune.log"; continue; }
+  [ $trc = 0 ] || { rc=1; { echo "== $G"; tail -40 "$W/$G.tune.log"; } >> "$OUT/tune-failed.log"; tail -3 "$W/$G.tune.log"; continue; }
   for F in $FORMS; do
     EXTRA=(--pipeline=select-prologue --prologue-fusion=false)
     [ $F = model ] && EXTRA=(--pipeline=select-prologue)
     [ $F = fused ] && EXTRA=(--pipeline=select-prologue --fusion-heuristic=always)
     timeout $RUN_S "$OPT" "$W/$G.tuned.mir" "${COMMON[@]}" "${EXTRA[@]}" --run \
-      -o "$W/$G.$F.mir" > "$OUT/$G.$F.log" 2>&1
+      -o "$W/$G.$F.mir" > "$W/$G.$F.log" 2>&1
     frc=$?
+    { echo "== $G $F (rc $frc)"; cat "$W/$G.$F.log"; } >> "$OUT/runs.log"
     echo "   $F (rc $frc): $(grep -o 'prologue_[a-z_]* = [^,}]*' "$W/$G.$F.mir" 2>/dev/null | tr '\n' ' ' | cut -c1-300)"
-    grep -E "error" "$OUT/$G.$F.log" | cut -c1-200
+    grep -E "error" "$W/$G.$F.log" | cut -c1-200
     # One row per graph of the file.
-    grep "decided graph" "$OUT/$G.$F.log" | while read -r LINE; do
+    grep "decided graph" "$W/$G.$F.log" | while read -r LINE; do
       NAME=$(echo "$LINE" | sed -n 's/^run @\([A-Za-z0-9_]*\).*/\1/p')
       GRAPH=$(echo "$LINE" | sed -n 's/.*decided graph \([0-9.]*\) us as a CUDA graph.*/\1/p')
       EAGER=$(echo "$LINE" | sed -n 's/.* \([0-9.]*\) us eager.*/\1/p')
       LAUNCH=$(echo "$LINE" | sed -n 's/.*runs, \([0-9]*\) launches a run.*/\1/p')
       echo "| ${NAME:-$G} | $F | ${GRAPH:--} | ${EAGER:--} | ${LAUNCH:--} | (see below) |" >> "$OUT/prologue.md"
     done
-    NOK=$(grep -c "matches the fp64" "$OUT/$G.$F.log")
-    NBAD=$(grep -c "DIFFERS FROM" "$OUT/$G.$F.log")
+    NOK=$(grep -c "matches the fp64" "$W/$G.$F.log")
+    NBAD=$(grep -c "DIFFERS FROM" "$W/$G.$F.log")
     echo "| $G (all graphs) | $F | | | | $NOK match, $NBAD differ (rc $frc) |" >> "$OUT/prologue.md"
     [ $frc = 0 ] && [ "$NBAD" = 0 ] && [ "$NOK" -gt 0 ] || rc=1
   done
