@@ -75,7 +75,10 @@ std::vector<PrologueGroup> mtsched::findPrologueGroups(Graph &G) {
   std::vector<PrologueGroup> Groups;
   for (const auto &N : G.getNodes()) {
     auto *Norm = llvm::dyn_cast<BufferNode>(N.get());
+    // A norm select-prologue priced already keeps its decision (running
+    // the pass again changes nothing).
     if (!Norm || !isPrologueNorm(*Norm) || G.isOutput(Norm->getResult()) ||
+        Norm->getAttrs().contains(PrologueSplitUsAttr) ||
         (Norm->getKernel() != BufferNode::NoKernel &&
          KernelSize.lookup(Norm->getKernel()) > 1))
       continue;

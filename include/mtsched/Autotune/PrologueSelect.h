@@ -65,7 +65,8 @@ bool canTakePrologue(const BufferNode &Norm, const MultiTemplateBufferNode &M);
 
 /// The prologue groups of decided graph G, in graph order: an `rmsnorm`
 /// buffer (x, w; x rank >= 2, w rank 1, one dtype) in a kernel of its own,
-/// whose result the graph does not return and every reader of which
+/// not priced yet (no `prologue_split_us`), whose result the graph does not
+/// return and every reader of which
 /// canTakePrologue, or whose readers are exactly the members of one merged
 /// horizontal group (select-horizontal ran first). A norm read by anything
 /// else stays a kernel (its result must exist) and is not listed.
