@@ -168,6 +168,7 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
      << " max-epilogue-length=" << Fusion.MaxEpilogueLength
      << " max-extra-writes=" << Fusion.MaxExtraWrites
      << (Fusion.Horizontal ? "" : " horizontal-fusion=false")
+     << (Fusion.Prologue ? "" : " prologue-fusion=false")
      << (Fusion.Reductions ? "" : " reduction-fusion=false")
      << " backend=" << Opts.Backend << " device=" << DeviceName << "("
      << llvm::utohexstr(hashDevice(Opts.Device)) << ")"

@@ -237,7 +237,7 @@ std::optional<size_t> sharedModuleSplit(const OptMainConfig &Config, int N) {
     return std::nullopt;
   for (const std::string &Name : P.drop_front(Split + 1))
     if (Name != "select-swiglu" && Name != "select-horizontal" &&
-        Name != "verify-schedule")
+        Name != "select-prologue" && Name != "verify-schedule")
       return std::nullopt;
   return Split;
 }

@@ -98,6 +98,10 @@ public:
   bool mergeHorizontal(const HorizontalQuery &Q) const override {
     return Q.Members >= 2 && std::isfinite(Q.MergedUs);
   }
+  /// Fuses every norm whose readers can all run it, whatever it costs.
+  bool fusePrologue(const PrologueQuery &Q) const override {
+    return Q.Readers >= 1 && std::isfinite(Q.FusedUs);
+  }
 };
 
 class Never : public FusionHeuristic {
@@ -131,6 +135,12 @@ bool FusionHeuristic::mergeHorizontal(const HorizontalQuery &Q) const {
   if (!considersFusion() || Q.Members < 2)
     return false;
   return firstWithinTolerance({Q.MergedUs, Q.SplitUs}, Q.TieTolerance) == 0;
+}
+
+bool FusionHeuristic::fusePrologue(const PrologueQuery &Q) const {
+  if (!considersFusion() || Q.Readers < 1)
+    return false;
+  return firstWithinTolerance({Q.FusedUs, Q.SplitUs}, Q.TieTolerance) == 0;
 }
 
 int mtsched::firstWithinTolerance(llvm::ArrayRef<double> Us, double Tolerance) {

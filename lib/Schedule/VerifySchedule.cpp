@@ -19,6 +19,29 @@ static llvm::Error fail(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
+/// Prologue fusion's marks (select-prologue, mtsched/Autotune/PrologueSelect.h,
+/// a layer above): a norm with `prologue_into` runs in its readers'
+/// prologues and writes nothing; a GEMM with `prologue = "n"` reads the
+/// norm's operands, not its result.
+static constexpr llvm::StringLiteral PrologueIntoAttr = "prologue_into";
+static constexpr llvm::StringLiteral PrologueAttr = "prologue";
+
+/// The node whose prologue N runs in place of reading its A operand, or
+/// null when N runs none; an error when N names one that is not its A
+/// operand's norm or that norm does not run in its readers' prologues.
+static llvm::Expected<const Node *> prologueOf(const Node &N) {
+  std::optional<llvm::StringRef> Name = N.getAttrs().getString(PrologueAttr);
+  if (!Name)
+    return nullptr;
+  const Node *Norm = N.getNumOperands() ? N.getOperand(0)->getDef() : nullptr;
+  if (!Norm || Norm->getName() != *Name ||
+      !Norm->getAttrs().contains(PrologueIntoAttr))
+    return fail("'%" + N.getName() + "' runs prologue '%" + *Name +
+                "', which is not a norm of its A operand run in its "
+                "readers' prologues");
+  return Norm;
+}
+
 /// Whether the nodes of kernel SK may be one kernel, by the rules the
 /// fusion pass groups with (Fusion.h): a fused template absorbs epilogues
 /// and its members may join one; every member of a group of buffers may
@@ -105,11 +128,25 @@ llvm::Error mtsched::verifySchedule(const Graph &G) {
     };
     if (llvm::Error E = checkFusion(SK, ReadOutside))
       return fail(What() + " " + toString(std::move(E)));
+    // A norm run in its readers' prologues writes nothing and reads
+    // nothing here: its readers read its operands.
+    if (SK.Nodes.size() == 1 && Leader->getAttrs().contains(PrologueIntoAttr))
+      continue;
     llvm::DenseSet<const Value *> Computed;
     for (const Node *N : SK.Nodes) {
+      llvm::Expected<const Node *> Norm = prologueOf(*N);
+      if (!Norm)
+        return fail(What() + ": " + toString(Norm.takeError()));
+      llvm::SmallVector<const Value *, 4> Reads;
       for (const Operand &O : N->getOperands())
-        if (!Computed.count(O.V) && !WrittenBy.count(O.V))
-          return fail(What() + " reads '%" + O.V->getName() +
+        if (!*Norm || O.V != (*Norm)->getResult())
+          Reads.push_back(O.V);
+      if (*Norm)
+        for (const Operand &O : (*Norm)->getOperands())
+          Reads.push_back(O.V);
+      for (const Value *V : Reads)
+        if (!Computed.count(V) && !WrittenBy.count(V))
+          return fail(What() + " reads '%" + V->getName() +
                       "', which no earlier kernel writes");
       for (unsigned R = 0; R < N->getNumResults(); ++R)
         Computed.insert(N->getResult(R));

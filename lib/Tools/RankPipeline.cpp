@@ -2,6 +2,7 @@
 #include "mtsched/Tools/RankPipeline.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
+#include "mtsched/Autotune/PrologueSelect.h"
 #include "mtsched/Autotune/SwiGluSelect.h"
 #include "mtsched/Backend/Backends.h"
 #include "mtsched/Lowering/SwiGlu.h"
@@ -48,6 +49,7 @@ void mtsched::registerPipelinePasses(PassRegistry &Registry,
   add(Registry, [=] { return createAutotunePass(Session); });
   add(Registry, [=] { return createSelectSwiGluPass(Session); });
   add(Registry, [=] { return createSelectHorizontalPass(Session, Fusion); });
+  add(Registry, [=] { return createSelectProloguePass(Session, Fusion); });
   add(
       Registry, [=] { return createTestPrintFusionCandidatesPass(Fusion); },
       /*IsTestPass=*/true);

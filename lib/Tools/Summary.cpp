@@ -2,6 +2,7 @@
 #include "mtsched/Tools/Summary.h"
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
+#include "mtsched/Autotune/PrologueSelect.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "llvm/ADT/StringMap.h"
@@ -111,6 +112,33 @@ void printHorizontalDecisions(const Module &M, llvm::raw_ostream &OS) {
         OS << "  <- merged, " << *Tile << '\n';
       else
         OS << "  <- split\n";
+    }
+}
+
+/// select-prologue's decisions: each norm's two forms, priced by the cost
+/// model, and which one runs.
+void printPrologueDecisions(const Module &M, llvm::raw_ostream &OS) {
+  for (const auto &G : M.getGraphs())
+    for (const auto &N : G->getNodes()) {
+      const Attribute *Fused = N->getAttrs().get(PrologueFusedUsAttr);
+      const Attribute *Split = N->getAttrs().get(PrologueSplitUsAttr);
+      if (!Fused || !Split)
+        continue;
+      OS << "PROLOGUE @" << G->getName() << " %" << N->getName() << " "
+         << N->getOpName()
+         << llvm::format(": fused %.4f ms, split %.4f ms (predicted)",
+                         Fused->getNumber() / 1000.0,
+                         Split->getNumber() / 1000.0);
+      const Attribute *Into = N->getAttrs().get(PrologueIntoAttr);
+      if (Into && Into->isList()) {
+        OS << "  <- fused into ";
+        llvm::interleaveComma(Into->getList(), OS, [&](const Attribute &E) {
+          OS << "%" << E.getString();
+        });
+        OS << '\n';
+      } else {
+        OS << "  <- split\n";
+      }
     }
 }
 
@@ -269,6 +297,7 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
     OS << "AUTOTUNE: ... " << R.Nodes.size() - MaxNodes
        << " more nodes (--report=FILE has every one)\n";
   printHorizontalDecisions(M, OS);
+  printPrologueDecisions(M, OS);
   OS << "AUTOTUNE: " << R.Nodes.size() << " node"
      << (R.Nodes.size() == 1 ? "" : "s") << " decided, " << R.BenchmarksRun
      << " benchmarks run, " << Cached << " from the cache, " << Fallbacks

@@ -1,6 +1,8 @@
 //===- Timeline.cpp - The decided schedule as a trace ---------------------===//
 #include "mtsched/Tools/Timeline.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
+#include "mtsched/Autotune/PrologueSelect.h"
+#include "mtsched/Autotune/TimePredictor.h"
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/OpUnit.h"
@@ -144,6 +146,36 @@ llvm::Expected<std::vector<Event>> placeGraph(const Module &M, const Graph &G,
         E.DurUs = std::isfinite(Model) ? Model : 0;
         E.Source = "modelled";
       }
+      if (std::optional<llvm::StringRef> Norm =
+              T->getAttrs().getString(PrologueAttr)) {
+        // The norm of its A runs in its prologue (select-prologue): the
+        // model's price of that on top of the GEMM.
+        const Choice *C = T->findChoice(T->getDecision());
+        double Extra = C ? createRooflinePredictor(D)->prologueUs(
+                               describeNode(M, G, *T), *C)
+                         : NAN;
+        // A merged horizontal group's one launch: what select-prologue
+        // priced the group's prologue at; its other members launch nothing.
+        const Node *NormNode = T->getOperand(0)->getDef();
+        if (Of) {
+          Extra = 0;
+        } else if (Tile && NormNode) {
+          const Attribute *F = NormNode->getAttrs().get(PrologueFusedUsAttr);
+          const Attribute *Gm = NormNode->getAttrs().get(PrologueGemmsUsAttr);
+          Extra = F && Gm ? F->getNumber() - Gm->getNumber() : NAN;
+        }
+        if (!Of)
+          E.Name += " + prologue %" + Norm->str();
+        E.DurUs += std::isfinite(Extra) ? Extra : 0;
+        E.Source = "modelled";
+      }
+    } else if (K.Nodes.size() == 1 &&
+               K.getLeader()->getAttrs().contains(PrologueIntoAttr)) {
+      // Run in the prologues of the GEMMs that read it: no launch.
+      E.Name = E.Members.front() + " " + K.getLeader()->getOpName().str() +
+               " in its readers' prologues";
+      E.DurUs = 0;
+      E.Source = "modelled";
     } else {
       E.Name = E.Members.size() == 1
                    ? E.Members.front() + " " + K.getLeader()->getOpName().str()

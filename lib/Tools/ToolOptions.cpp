@@ -68,6 +68,12 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
           cl::desc("Let select-horizontal merge GEMMs that read one input "
                    "(Q/K/V) into one GEMM when faster (default true)"),
           cl::init(true), cl::cat(Cat)),
+      PrologueFusion(
+          "prologue-fusion",
+          cl::desc("Let select-prologue run an RMSNorm read only by GEMMs "
+                   "inside those GEMMs, while they load A, when faster "
+                   "(default true)"),
+          cl::init(true), cl::cat(Cat)),
       ReductionFusion(
           "reduction-fusion",
           cl::desc("Let float sum/max join the kernel of their producer "
@@ -98,6 +104,7 @@ llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
     return fail("--max-epilogue-length must be at least 1");
   Fusion.MaxEpilogueLength = MaxEpilogueLength;
   Fusion.Horizontal = HorizontalFusion;
+  Fusion.Prologue = PrologueFusion;
   Fusion.Reductions = ReductionFusion;
   return llvm::Error::success();
 }

@@ -28,6 +28,12 @@ public:
   virtual double epilogueUs(const Workload &W) const = 0;
   /// Microseconds of a pointwise / row-reduction chain run as one kernel.
   virtual double chainUs(const EpilogueDesc &E) const = 0;
+  /// Microseconds GEMM (or merged SwiGLU) choice C on W (W.Gemm; A is an
+  /// RMSNorm's result)
+  /// takes beyond its plain time when it runs the norm in its prologue
+  /// (select-prologue); +inf when it cannot or the model cannot tell (the
+  /// default).
+  virtual double prologueUs(const Workload &W, const Choice &C) const;
 };
 
 /// The roofline model (docs/SIMULATOR.md) of device D.

@@ -59,6 +59,9 @@ struct FusionOptions {
   /// Offer horizontal merges of GEMMs that read one input
   /// (select-horizontal; --horizontal-fusion).
   bool Horizontal = true;
+  /// Offer running an RMSNorm in the prologues of the GEMMs that read it
+  /// (select-prologue; --prologue-fusion).
+  bool Prologue = true;
   /// Let float sum/max join the kernel of their producer chain
   /// (--reduction-fusion); false keeps each one a kernel of its own, as
   /// before they fused.

@@ -57,6 +57,19 @@ struct HorizontalQuery {
   double TieTolerance = 0;
 };
 
+/// A prologue group (select-prologue, lib/Autotune/PrologueSelect.cpp): an
+/// RMSNorm read only by Readers >= 1 GEMMs, run as its own kernel before
+/// them (split) or inside each GEMM while it loads A (fused).
+struct PrologueQuery {
+  unsigned Readers = 0;
+  /// The norm's kernel and the GEMMs as decided.
+  double SplitUs = 0;
+  /// The GEMMs with the norm in their prologues; +inf if one cannot.
+  double FusedUs = 0;
+  /// As FusionQuery::TieTolerance.
+  double TieTolerance = 0;
+};
+
 struct FusionDecision {
   std::string Choice;
   bool Fused = false;
@@ -84,6 +97,12 @@ public:
   /// instead of Members, as select-swiglu keeps its merged form); a
   /// heuristic that does not consider fusion never merges.
   virtual bool mergeHorizontal(const HorizontalQuery &Q) const;
+  /// Whether to run a norm in the prologues of the GEMMs that read it. The
+  /// default, as mergeHorizontal's: fused unless the split form is faster
+  /// by more than Q.TieTolerance (one launch and one write of the
+  /// normalised rows fewer); never for a heuristic that does not consider
+  /// fusion.
+  virtual bool fusePrologue(const PrologueQuery &Q) const;
 };
 
 /// The index of the first of Us within Tolerance (a fraction) of the

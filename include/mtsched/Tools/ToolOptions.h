@@ -56,6 +56,7 @@ private:
   llvm::cl::list<std::string> DisableChoices;
   llvm::cl::opt<unsigned> MaxEpilogueLength;
   llvm::cl::opt<bool> HorizontalFusion;
+  llvm::cl::opt<bool> PrologueFusion;
   llvm::cl::opt<bool> ReductionFusion;
   llvm::cl::opt<std::string> TopologyFile;
 };

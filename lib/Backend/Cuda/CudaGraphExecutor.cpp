@@ -8,6 +8,7 @@
 #include "CublasGemm.h"
 #include "CudaGraphRun.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
+#include "mtsched/Autotune/PrologueSelect.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CollectiveCodegen.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
@@ -689,6 +690,10 @@ llvm::Error GraphRun::runTemplate(const MultiTemplateBufferNode &M) {
   if (M.getAttrs().contains(HorizontalAttr) ||
       M.getAttrs().contains(HorizontalOfAttr))
     return runHorizontal(M);
+  // The norm that defines A runs in this GEMM's prologue (select-prologue);
+  // the norm itself launches nothing.
+  if (M.getAttrs().contains(PrologueAttr))
+    return runKernel(generatePrologueKernel(G, M));
   auto CannotRun = [&] {
     return err("'%" + M.getName() + "': cannot run decision '" +
                M.getDecision() + "' on the GPU");
@@ -800,6 +805,10 @@ llvm::Error GraphRun::launchAll() {
     const auto *B = llvm::dyn_cast<BufferNode>(N);
     if (!B)
       return err("'%" + N->getName() + "' is not lowered; run --lower");
+    // A norm every reader of which runs it in its prologue (a kernel of its
+    // own, as select-prologue and verify-schedule require).
+    if (SK.Nodes.size() == 1 && B->getAttrs().contains(PrologueIntoAttr))
+      continue;
     if (llvm::Error E = runBuffer(*B))
       return E;
   }

@@ -189,6 +189,22 @@ extern const char *const Fp8TileCopy;
 /// accumulator.
 void emitSplitKReduce(llvm::raw_ostream &OS, const EpilogueThreads &T);
 
+/// The RMSNorm prologue of the mma.sync GEMM templates (PrologueGemm.cpp,
+/// select-prologue): emitPrologueDefines (PL_EPS and the conversions of
+/// Norm's dtype), then after emitTensorCoreMainLoop PrologueHelpers:
+/// pl_row_scales(x, m0, inv) (1/rms of the CTA's BM rows into shared inv;
+/// every thread calls it, a barrier after) and pl_scale_tile(a, kt, w) (a
+/// landed A tile times w in place; a barrier after); PrologueScaleAcc
+/// multiplies each accumulator row by its `pl_inv` before the split-K
+/// reduction.
+void emitPrologueDefines(llvm::raw_ostream &OS, const Node &Norm);
+/// An error unless Norm is an rmsnorm(x, w) of bf16/f16 x whose result is
+/// A (What names A in the message) and w a vector over x's last dimension.
+llvm::Error checkPrologueNorm(const Node &Norm, const Value *A,
+                              const llvm::Twine &What);
+extern const char *const PrologueHelpers;
+extern const char *const PrologueScaleAcc;
+
 /// Registers per thread the wgmma template's consumer warpgroups take with
 /// setmaxnreg when there are Consumers of them (more than one) beside the
 /// producer: what the producer gives back from the CTA's launch allocation.

@@ -1,6 +1,7 @@
 //===- GraphKernels.cpp - Every kernel of a graph, and writing them -------===//
 #include "GemmCodegen.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
+#include "mtsched/Autotune/PrologueSelect.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
@@ -55,6 +56,10 @@ mtsched::generateGraphKernels(const Graph &G,
     for (const Node *N : KV.second)
       if (!InEpilogue.count(N))
         Nodes.push_back(N);
+    // A norm its readers run in their prologues has no kernel.
+    if (Nodes.size() == 1 &&
+        Nodes.front()->getAttrs().contains(PrologueIntoAttr))
+      continue;
     if (Nodes.empty())
       continue;
     llvm::DenseSet<const Node *> Members(Nodes.begin(), Nodes.end());
@@ -86,6 +91,11 @@ mtsched::generateGraphKernels(const Graph &G,
   for (const auto &N : G.getNodes()) {
     const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
     if (M && M->getOp() == OpCode::SwiGlu) {
+      // The norm of its input in its prologue (select-prologue).
+      if (M->isDecided() && M->getAttrs().contains(PrologueAttr)) {
+        Take(generatePrologueKernel(G, *M), "'%" + M->getName() + "' prologue");
+        continue;
+      }
       for (const Choice &C : M->getChoices())
         if (std::optional<GemmTileConfig> T = swigluTileOf(C))
           if (!M->isDecided() || M->getDecision() == C.Name)
@@ -125,6 +135,11 @@ mtsched::generateGraphKernels(const Graph &G,
     if (M->isDecided() && M->getAttrs().contains(HorizontalAttr)) {
       Take(generateHorizontalGroupKernel(G, *M),
            "'%" + M->getName() + "' horizontal group");
+      continue;
+    }
+    // A GEMM with the norm of its A in its prologue (select-prologue).
+    if (M->isDecided() && M->getAttrs().contains(PrologueAttr)) {
+      Take(generatePrologueKernel(G, *M), "'%" + M->getName() + "' prologue");
       continue;
     }
     for (const Choice &C : M->getChoices()) {

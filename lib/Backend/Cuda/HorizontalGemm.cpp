@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
+#include "mtsched/Autotune/PrologueSelect.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -31,8 +32,12 @@ static const char *TileHead = R"(
 __device__ __forceinline__ void hz_tile(const unsigned short *A,
                                         const unsigned short *B, STORE_T *C,
                                         long long m0, long long n0,
-                                        unsigned char *mt_smem, float *mt_ws) {
+                                        unsigned char *mt_smem, float *mt_ws,
+                                        const unsigned short *W,
+                                        const float *pl_inv) {
   (void)mt_ws;
+  (void)W;
+  (void)pl_inv;
   const int split = blockIdx.z; // the slice of K (split-K)
   (void)split;
   unsigned short *sA = (unsigned short *)mt_smem;
@@ -57,6 +62,11 @@ static const char *TileLoop = R"(  #pragma unroll
     if (next < KT)
       mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, kt0 + next);
     mt_cp_async_commit();
+#if PROLOGUE
+    // The norm's weight on the landed A tile (A is x), before the MMA.
+    pl_scale_tile(sA + (kt % STAGES) * (BM * AS), kt0 + kt, W);
+    __syncthreads();
+#endif
     const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
     const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
 )";
@@ -96,11 +106,15 @@ static const char *TileAccMacro = R"(
 llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
     llvm::StringRef Name,
     llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
-    const GemmTileConfig &T) {
+    const GemmTileConfig &T, const Node *Norm) {
   if (Members.size() < 2)
     return err("a horizontal group needs two GEMMs or more");
   const Value *AV = Members.front()->getOperand(0);
   const TensorType &A = AV->getType();
+  // The members read the norm's result; the kernel reads x and w.
+  if (Norm)
+    if (llvm::Error E = checkPrologueNorm(*Norm, AV, "the group's A"))
+      return std::move(E);
   DType Dt = A.Dtype;
   if (!(Dt == DType::BF16 || Dt == DType::F16))
     return err("the merged GEMM needs bf16 or f16 operands, got " +
@@ -140,7 +154,10 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
                  (int64_t(T.BM) * (T.BK + 8) + int64_t(T.BK) * (T.BN + 8)) * 2;
 
   ParamList P;
-  P.Inputs.insert(AV);
+  const Value *XV = Norm ? Norm->getOperand(0) : AV;
+  P.Inputs.insert(XV);
+  if (Norm)
+    P.Inputs.insert(Norm->getOperand(1));
   for (const MultiTemplateBufferNode *X : Members)
     P.Inputs.insert(X->getOperand(1));
   for (const MultiTemplateBufferNode *X : Members)
@@ -163,14 +180,22 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
      << " // K and every N multiples of 8: 16-byte copies\n"
      << "#define MMA_TYPE \"" << (Dt == DType::BF16 ? "bf16" : "f16")
      << "\"\n#define STORE_T " << storageType(Dt) << "\n#define HZ_STORE(v) "
-     << storeExpr(Dt, "(v)") << "\n#define SPLITK " << Split << "\n"
+     << storeExpr(Dt, "(v)") << "\n#define SPLITK " << Split
+     << "\n#define PROLOGUE " << (Norm ? 1 : 0) << "\n"
      << TileAccMacro;
+  if (Norm)
+    emitPrologueDefines(OS, *Norm);
   // One instantiation of the template per member, N_ its columns.
   for (size_t I = 0; I < Members.size(); ++I) {
     OS << "#undef N_\n#define N_ " << Members[I]->getType().innerDim()
        << "LL\nnamespace hz" << I << " {\n";
     emitTensorCoreMainLoop(OS);
+    if (Norm)
+      OS << PrologueHelpers;
     OS << TileHead << MmaSyncAccumulators << TileLoop << MmaSyncKStep;
+    if (Norm)
+      // 1/rms per accumulator row, before the split-K partials.
+      OS << PrologueScaleAcc;
     // Split-K: each slice's partial tile to the workspace, the last of a
     // tile's slices adds them (the tile index is the CTA's grid position,
     // unique across members) and stores.
@@ -183,9 +208,15 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
      << ") {\n"
      << "  extern __shared__ __align__(16) unsigned char mt_smem[];\n"
      << "  const long long m0 = (long long)blockIdx.y * BM;\n"
-     << "  const unsigned short *A = (const unsigned short *)" << P.name(AV)
+     << "  const unsigned short *A = (const unsigned short *)" << P.name(XV)
      << ";\n"
      << "  int bx = blockIdx.x;\n";
+  if (Norm)
+    // 1/rms of the CTA's rows of x, shared by whichever member it runs.
+    OS << "  __shared__ float pl_inv[BM];\n"
+       << "  const unsigned short *W = (const unsigned short *)"
+       << P.name(Norm->getOperand(1)) << ";\n"
+       << "  hz0::pl_row_scales(A, m0, pl_inv);\n  __syncthreads();\n";
   unsigned GridX = 0;
   for (size_t I = 0; I < Members.size(); ++I) {
     const MultiTemplateBufferNode *X = Members[I];
@@ -195,7 +226,8 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
        << "    hz" << I << "::hz_tile(A, (const unsigned short *)"
        << P.name(X->getOperand(1)) << ", " << P.name(X->getResult())
        << "_out, m0, (long long)bx * BN, mt_smem, "
-       << (Split > 1 ? "mt_ws" : "nullptr") << ");\n"
+       << (Split > 1 ? "mt_ws" : "nullptr")
+       << (Norm ? ", W, pl_inv" : ", nullptr, nullptr") << ");\n"
        << "    return;\n  }\n  bx -= " << Tiles << ";\n";
   }
   OS << "}\n";
@@ -247,6 +279,20 @@ mtsched::generateHorizontalGroupKernel(const Graph &G,
   if (!T)
     return err("'%" + Leader.getName() +
                "': the merged GEMM's tile is not a GEMM tile");
+  // The norm of the group's A in its prologue (select-prologue): every
+  // member names it.
+  const Node *Norm = nullptr;
+  if (std::optional<llvm::StringRef> PN =
+          Leader.getAttrs().getString(PrologueAttr)) {
+    Norm = Leader.getOperand(0)->getDef();
+    if (!Norm || Norm->getName() != *PN)
+      return err("'%" + Leader.getName() + "' names prologue '%" + *PN +
+                 "', which is not its A operand's node");
+    for (const MultiTemplateBufferNode *X : Members)
+      if (X->getAttrs().getString(PrologueAttr) != PN)
+        return err("'%" + X->getName() + "' does not run the prologue '%" +
+                   *PN + "' of its horizontal group");
+  }
   return generateHorizontalGemmKernel(Leader.getName() + "_horizontal", Members,
-                                      *T);
+                                      *T, Norm);
 }

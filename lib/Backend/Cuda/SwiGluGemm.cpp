@@ -95,6 +95,11 @@ static const char *SwiGluBody = R"(  float acc[MT][NT][4], up[MT][NT][4];
       sw_load_up(sU, Bu, n0, next % STAGES, next);
     }
     mt_cp_async_commit();
+#if PROLOGUE
+    // The norm's weight on the landed A tile (A is x), before the MMA.
+    pl_scale_tile(sA + (kt % STAGES) * (BM * AS), kt, W);
+    __syncthreads();
+#endif
     const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
     const unsigned short *bg = sG + (kt % STAGES) * (BK * BS);
     const unsigned short *bu = sU + (kt % STAGES) * (BK * BS);
@@ -131,6 +136,19 @@ static const char *SwiGluBody = R"(  float acc[MT][NT][4], up[MT][NT][4];
     }
   }
   MT_CP_ASYNC_WAIT(0);
+#if PROLOGUE
+  // 1/rms per row on both accumulators, before silu (not linear).
+  #pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float s = pl_inv[wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)];
+        acc[mt][nt][i] *= s;
+        up[mt][nt][i] *= s;
+      }
+#endif
   // silu(g) * u, in registers: the only columns written are the N outputs.
   #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -145,13 +163,19 @@ static const char *SwiGluBody = R"(  float acc[MT][NT][4], up[MT][NT][4];
 
 llvm::Expected<KernelSource>
 mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
-                              const GemmTileConfig &T, int64_t MArg) {
+                              const GemmTileConfig &T, int64_t MArg,
+                              const Node *Norm) {
   if (N.getOp() != OpCode::SwiGlu || N.getNumOperands() != 3)
     return err("'%" + N.getName() + "' is not a swiglu");
   const Value *HV = N.getOperand(0), *GV = N.getOperand(1),
               *UV = N.getOperand(2);
   const TensorType &H = HV->getType(), &Wg = GV->getType();
   DType Dt = H.Dtype;
+  // The GEMM reads the norm's x and w instead of its result.
+  if (Norm)
+    if (llvm::Error E =
+            checkPrologueNorm(*Norm, HV, "'%" + N.getName() + "''s input"))
+      return std::move(E);
   if (!(Dt == DType::BF16 || Dt == DType::F16) || Wg.Dtype != Dt ||
       UV->getType().Dtype != Dt)
     return err("the merged gate+up GEMM needs bf16 or f16 operands, got " +
@@ -177,7 +201,10 @@ mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
                  2;
 
   ParamList P;
-  P.Inputs.insert(HV);
+  const Value *XV = Norm ? Norm->getOperand(0) : HV;
+  P.Inputs.insert(XV);
+  if (Norm)
+    P.Inputs.insert(Norm->getOperand(1));
   P.Inputs.insert(GV);
   P.Inputs.insert(UV);
   P.Outputs.push_back(N.getResult());
@@ -199,8 +226,13 @@ mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
      << "\n#define WARPS_N " << WarpsN << "\n#define STAGES " << Stages
      << "\n#define ALIGNED8 " << (Aligned ? 1 : 0)
      << " // K and N multiples of 8: 16-byte copies\n"
-     << "#define MMA_TYPE \"" << (Dt == DType::BF16 ? "bf16" : "f16") << "\"\n";
+     << "#define MMA_TYPE \"" << (Dt == DType::BF16 ? "bf16" : "f16")
+     << "\"\n#define PROLOGUE " << (Norm ? 1 : 0) << "\n";
+  if (Norm)
+    emitPrologueDefines(OS, *Norm);
   emitTensorCoreMainLoop(OS);
+  if (Norm)
+    OS << PrologueHelpers;
   OS << UpTileLoad;
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << K.Name
      << "(" << P.signature() << ") {\n"
@@ -212,13 +244,19 @@ mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
      << "  const int wm = warp / WARPS_N, wn = warp % WARPS_N;\n"
      << "  (void)tid;\n";
   emitGroupedRaster(OS);
-  OS << "  const unsigned short *A = (const unsigned short *)" << P.name(HV)
+  OS << "  const unsigned short *A = (const unsigned short *)" << P.name(XV)
      << ";\n"
      << "  const unsigned short *Bg = (const unsigned short *)" << P.name(GV)
      << ";\n"
      << "  const unsigned short *Bu = (const unsigned short *)" << P.name(UV)
-     << ";\n"
-     << SwiGluBody;
+     << ";\n";
+  if (Norm)
+    // The norm (select-prologue): 1/rms of the CTA's rows of x first.
+    OS << "  __shared__ float pl_inv[BM];\n"
+       << "  const unsigned short *W = (const unsigned short *)"
+       << P.name(Norm->getOperand(1)) << ";\n"
+       << "  pl_row_scales(A, m0, pl_inv);\n  __syncthreads();\n";
+  OS << SwiGluBody;
   EpilogueThreads Threads;
   Threads.QuadRowSums = true;
   emitEpilogueTail(OS, E, P.name(N.getResult()) + "_out", N.getType().Dtype,

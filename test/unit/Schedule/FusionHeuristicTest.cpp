@@ -149,3 +149,31 @@ TEST(FusionHeuristicTest, MergeHorizontal) {
   EXPECT_FALSE(Merge("always", INFINITY, 10));
   EXPECT_FALSE(Merge("never", 1, 10));
 }
+
+// A norm (select-prologue) runs in its readers' prologues unless the split
+// form is faster by more than the tolerance; `always` fuses whatever it
+// costs when the GEMMs can run the prologue; `never` never fuses.
+TEST(FusionHeuristicTest, FusePrologue) {
+  auto Fuse = [](llvm::StringRef Name, double Fused, double Split,
+                 unsigned Readers = 1) {
+    auto H = createFusionHeuristic(Name);
+    EXPECT_TRUE(bool(H));
+    PrologueQuery Q;
+    Q.Readers = Readers;
+    Q.FusedUs = Fused;
+    Q.SplitUs = Split;
+    Q.TieTolerance = 0.01;
+    return (*H)->fusePrologue(Q);
+  };
+  for (const char *Name : {"benchmark", "cost-model"}) {
+    EXPECT_TRUE(Fuse(Name, 10, 12)) << Name;
+    EXPECT_TRUE(Fuse(Name, 10.05, 10)) << Name; // within 1%
+    EXPECT_FALSE(Fuse(Name, 10.2, 10)) << Name;
+    EXPECT_FALSE(Fuse(Name, INFINITY, 10)) << Name;
+    EXPECT_TRUE(Fuse(Name, 10, 12, 3)) << Name; // Q/K/V split
+    EXPECT_FALSE(Fuse(Name, 1, 10, 0)) << Name; // no reader
+  }
+  EXPECT_TRUE(Fuse("always", 20, 10));
+  EXPECT_FALSE(Fuse("always", INFINITY, 10));
+  EXPECT_FALSE(Fuse("never", 1, 10));
+}

@@ -99,26 +99,46 @@ generateGemmKernel(const MultiTemplateBufferNode &N, const GemmTileConfig &T,
 /// mma.sync tile T: each CTA computes the BM x BN tiles of h * wg and h * wu
 /// for the same columns, reading both weights (their concatenation is
 /// logical, never materialised), and writes silu(g) * u once. bf16/f16
-/// only. M overrides the rows of %h (a size hint; 0: N's own).
+/// only. M overrides the rows of %h (a size hint; 0: N's own). With Norm
+/// (the rmsnorm defining %h, select-prologue), the kernel reads the norm's
+/// x and w and runs the norm in its prologue (both accumulators scaled by
+/// 1/rms before silu).
 llvm::Expected<KernelSource>
 generateSwiGluKernel(const MultiTemplateBufferNode &N, const GemmTileConfig &T,
-                     int64_t M = 0);
+                     int64_t M = 0, const Node *Norm = nullptr);
 
 /// The merged GEMM of a horizontal group (select-horizontal): Members, two
 /// or more bf16/f16 matmuls reading one A, each with a rank-2 weight and no
 /// fused epilogue, as one mma.sync launch with tile T (no split-K). The
 /// grid's tile columns are the members' in order; each CTA runs its
 /// member's GEMM on that member's weight and writes that member's output,
-/// so nothing is sliced and no weight is concatenated.
+/// so nothing is sliced and no weight is concatenated. With Norm (the
+/// rmsnorm defining A, select-prologue), the kernel reads the norm's x and
+/// w instead of A and runs the norm in its prologue, as
+/// generatePrologueGemmKernel does.
 llvm::Expected<KernelSource> generateHorizontalGemmKernel(
     llvm::StringRef Name,
     llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
-    const GemmTileConfig &T);
+    const GemmTileConfig &T, const Node *Norm = nullptr);
 /// The merged GEMM of the group Leader leads in decided graph G (its
 /// `horizontal` members, its `horizontal_tile`), named after Leader.
 llvm::Expected<KernelSource>
 generateHorizontalGroupKernel(const Graph &G,
                               const MultiTemplateBufferNode &Leader);
+
+/// The GEMM C = rmsnorm(x, w) * B of matmul Gemm whose A operand is
+/// rmsnorm node Norm's result, the norm run in its prologue
+/// (select-prologue): each CTA computes its rows' 1 / rms(x) first, scales
+/// the A tiles by w in shared memory and the accumulator rows by 1 / rms.
+/// bf16/f16, an mma.sync tile T (split-K or not), no fused epilogue.
+llvm::Expected<KernelSource>
+generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
+                           const MultiTemplateBufferNode &Gemm,
+                           const GemmTileConfig &T);
+/// The prologue GEMM of decided matmul or swiglu Gemm of G (its `prologue`
+/// attribute names the norm that defines its A), with its decided tile.
+llvm::Expected<KernelSource>
+generatePrologueKernel(const Graph &G, const MultiTemplateBufferNode &Gemm);
 
 /// One kernel computing Nodes (buffers of one fused group, in program
 /// order). Outputs are the nodes whose value is used outside the group or
