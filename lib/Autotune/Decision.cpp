@@ -133,3 +133,11 @@ NodeResult mtsched::startRecord(const Module &M, const Graph &G,
   R.ChoiceDefs = N.getChoiceList();
   return R;
 }
+
+double mtsched::measuredUs(const MultiTemplateBufferNode &N,
+                           llvm::StringRef Name) {
+  for (const ChoiceTiming &T : N.getTimings())
+    if (T.Choice == Name && !T.Skipped)
+      return T.Us;
+  return std::numeric_limits<double>::infinity();
+}

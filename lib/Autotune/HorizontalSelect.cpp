@@ -1,6 +1,7 @@
 //===- HorizontalSelect.cpp - The `select-horizontal` pass ----------------===//
 #include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/Decision.h"
 #include "mtsched/Autotune/Workload.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/Lowering/Lowering.h"
@@ -222,15 +223,6 @@ private:
 };
 
 } // namespace
-
-/// N's measured unfused time with choice Name, or +inf if it has none.
-static double measuredUs(const MultiTemplateBufferNode &N,
-                         llvm::StringRef Name) {
-  for (const ChoiceTiming &T : N.getTimings())
-    if (T.Choice == Name && !T.Skipped)
-      return T.Us;
-  return Inf;
-}
 
 /// The time N's decision was made with, unfused, or +inf if it has none.
 static double decidedUs(const MultiTemplateBufferNode &N) {

@@ -1,6 +1,7 @@
 //===- PrologueSelect.cpp - The `select-prologue` pass --------------------===//
 #include "mtsched/Autotune/PrologueSelect.h"
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/Decision.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/TimePredictor.h"
 #include "mtsched/Autotune/Workload.h"
@@ -154,9 +155,16 @@ llvm::Error SelectProloguePass::run(Graph &G) {
     return Ctx.Diags->error(G.getLoc(), "the select-prologue pass needs an "
                                         "autotuner session");
   for (PrologueGroup &PG : Groups) {
-    // Both forms priced by the cost model (nothing fused was timed): the
-    // GEMMs as decided, plus the norm's own kernel when split, plus each
-    // GEMM's prologue when fused.
+    // Nothing fused was timed, so the cost model prices the prologue. The
+    // GEMMs are the measured ones wherever every reader's decided time
+    // was measured (as select-horizontal's merged time, when measured or
+    // scaled): the split side is the measured GEMMs, and each prologue
+    // tile is its measured time plus the model's prologue scaled by the
+    // tile's measured over predicted time, so that a measured cuBLAS
+    // decision is never traded for a tile the model merely prices lower
+    // (at 16 x 8192 x 28672 on an H200 the model priced the 16x128x128
+    // tile 19% under its measured time). Otherwise both sides are the
+    // model's. The norm's own kernel is the model's either way.
     const TimePredictor &Model = Session->getTimePredictor();
     const TensorType &X = PG.Norm->getOperand(0)->getType();
     EpilogueDesc NormKernel;
@@ -166,6 +174,12 @@ llvm::Error SelectProloguePass::run(Graph &G) {
     NormKernel.FlopsPerElement = 4;
     NormKernel.RowReduction = true;
     NormKernel.NumOps = 1;
+    bool Calibrated =
+        PG.Leader ? (PG.Leader->getAttrs().contains(HorizontalMeasuredAttr) ||
+                     PG.Leader->getAttrs().contains(HorizontalCalibratedAttr))
+                  : llvm::all_of(PG.Readers, [](MultiTemplateBufferNode *M) {
+                      return std::isfinite(measuredUs(*M, M->getDecision()));
+                    });
     // Split: each GEMM as decided. Fused: each GEMM's fastest tile with
     // the prologue, which need not be its decided one (cuBLAS, or a wgmma
     // tile, runs no prologue): the prologue choices are template choices
@@ -183,22 +197,37 @@ llvm::Error SelectProloguePass::run(Graph &G) {
         Merged.Gemm.N += X->getType().innerDim();
       Merged.Epilogue = EpilogueDesc{};
       Choice C{Tile ? Tile->str() : std::string(), {}, {}};
-      Gemms = Tile ? Model.choiceUs(Merged, C, /*Fused=*/false) : Inf;
-      Fused = Gemms + (Tile ? Model.prologueUs(Merged, C) : Inf);
+      double Priced = Tile ? Model.choiceUs(Merged, C, /*Fused=*/false) : Inf;
+      std::optional<double> Kept;
+      if (const Attribute *A =
+              PG.Leader->getAttrs().get(HorizontalMergedUsAttr))
+        if (A->isFloat())
+          Kept = A->getFloat();
+      Gemms = Calibrated && Kept ? *Kept : Priced;
+      double Scale = Calibrated && Kept && Priced > 0 ? *Kept / Priced : 1;
+      Fused = Gemms + (Tile ? Model.prologueUs(Merged, C) * Scale : Inf);
     }
     for (MultiTemplateBufferNode *M :
          PG.Leader ? llvm::ArrayRef<MultiTemplateBufferNode *>()
                    : llvm::ArrayRef(PG.Readers)) {
       const Choice *C = M->findChoice(M->getDecision());
       Workload W = describeNode(*Ctx.M, G, *M);
-      Gemms += C ? Model.choiceUs(W, *C, /*Fused=*/false) : Inf;
+      Gemms += Calibrated ? measuredUs(*M, M->getDecision())
+               : C        ? Model.choiceUs(W, *C, /*Fused=*/false)
+                          : Inf;
       double Best = Inf;
       std::string Tile;
       for (const Choice &T : M->getChoices()) {
         if (!isPrologueTile(M->getOp(), T))
           continue;
-        double Us =
-            Model.choiceUs(W, T, /*Fused=*/false) + Model.prologueUs(W, T);
+        double Priced = Model.choiceUs(W, T, /*Fused=*/false);
+        double Us = Priced + Model.prologueUs(W, T);
+        if (Calibrated) {
+          double Own = measuredUs(*M, T.Name);
+          if (!std::isfinite(Own) || !(Priced > 0))
+            continue;
+          Us = Own + Model.prologueUs(W, T) * Own / Priced;
+        }
         // Strictly faster: the first listed of equal tiles stays.
         if (Us < Best) {
           Best = Us;
@@ -208,6 +237,8 @@ llvm::Error SelectProloguePass::run(Graph &G) {
       Fused += Best;
       Tiles.push_back(Tile);
     }
+    if (Calibrated)
+      PG.Norm->getAttrs().set(PrologueCalibratedAttr, Attribute::getBool(true));
     PrologueQuery Q;
     Q.Readers = unsigned(PG.Readers.size());
     Q.TieTolerance = Session->getTieTolerance();

@@ -126,9 +126,12 @@ void printPrologueDecisions(const Module &M, llvm::raw_ostream &OS) {
         continue;
       OS << "PROLOGUE @" << G->getName() << " %" << N->getName() << " "
          << N->getOpName()
-         << llvm::format(": fused %.4f ms, split %.4f ms (predicted)",
+         << llvm::format(": fused %.4f ms, split %.4f ms",
                          Fused->getNumber() / 1000.0,
-                         Split->getNumber() / 1000.0);
+                         Split->getNumber() / 1000.0)
+         << (N->getAttrs().contains(PrologueCalibratedAttr)
+                 ? " (measured GEMMs, predicted norm and prologue)"
+                 : " (predicted)");
       const Attribute *Into = N->getAttrs().get(PrologueIntoAttr);
       if (Into && Into->isList()) {
         OS << "  <- fused into ";

@@ -62,6 +62,12 @@ std::string fastestChoice(const MultiTemplateBufferNode &N,
                           const std::vector<AgreedMeasurement> &Times,
                           double TieTolerance, std::string Default);
 
+/// N's measured unfused time with choice Name as applyDecision wrote it
+/// into the IR; +inf where there is none (not measured, skipped, failed).
+/// The passes after the autotuner that price a form nothing timed
+/// (select-horizontal, select-prologue) scale the cost model by it.
+double measuredUs(const MultiTemplateBufferNode &N, llvm::StringRef Name);
+
 /// The start of N's result record: its names, kind, group, epilogue,
 /// workload and choice parameters.
 NodeResult startRecord(const Module &M, const Graph &G,

@@ -43,6 +43,11 @@ inline constexpr llvm::StringLiteral PrologueFusedUsAttr = "prologue_fused_us";
 inline constexpr llvm::StringLiteral PrologueSplitUsAttr = "prologue_split_us";
 /// On the norm: the part of both that is the GEMMs' own (for the lab).
 inline constexpr llvm::StringLiteral PrologueGemmsUsAttr = "prologue_gemms_us";
+/// Set where the GEMMs' times are the measured ones and each prologue
+/// tile's is its measured time plus the model's prologue scaled by it;
+/// absent where the cost model priced both forms.
+inline constexpr llvm::StringLiteral PrologueCalibratedAttr =
+    "prologue_calibrated";
 
 /// A norm whose every reader could run it as a prologue.
 struct PrologueGroup {
