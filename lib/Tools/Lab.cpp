@@ -208,7 +208,10 @@ llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
     Tune.CacheOnly = false;
     Tune.Progress = false;
     // The exhaustive run first: its agreed timings measure every setting.
+    // Prologue fusion is off by default in mtsched-opt (its kernels are not
+    // timed yet); the lab scores its decisions all the same.
     FusionOptions Fusion;
+    Fusion.Prologue = true;
     Tune.PruneTopK = 0;
     llvm::Expected<LabRun> Ref = runOnce(*M, SM, Tune, Fusion, **Exhaustive);
     if (!Ref)

@@ -71,9 +71,10 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
       PrologueFusion(
           "prologue-fusion",
           cl::desc("Let select-prologue run an RMSNorm read only by GEMMs "
-                   "inside those GEMMs, while they load A, when faster "
-                   "(default true)"),
-          cl::init(true), cl::cat(Cat)),
+                   "inside those GEMMs, while they load A, when the cost "
+                   "model prices it faster (default false: not timed, and "
+                   "slower on an H200)"),
+          cl::init(false), cl::cat(Cat)),
       ReductionFusion(
           "reduction-fusion",
           cl::desc("Let float sum/max join the kernel of their producer "

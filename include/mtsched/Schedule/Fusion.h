@@ -60,8 +60,10 @@ struct FusionOptions {
   /// (select-horizontal; --horizontal-fusion).
   bool Horizontal = true;
   /// Offer running an RMSNorm in the prologues of the GEMMs that read it
-  /// (select-prologue; --prologue-fusion).
-  bool Prologue = true;
+  /// (select-prologue; --prologue-fusion). Off by default: the fused
+  /// kernels are priced by the cost model, not timed, and on an H200 they
+  /// ran 3-8x slower than the norm and GEMM apart (docs/BENCHMARKS.md).
+  bool Prologue = false;
   /// Let float sum/max join the kernel of their producer chain
   /// (--reduction-fusion); false keeps each one a kernel of its own, as
   /// before they fused.
