@@ -175,6 +175,13 @@ extern const char *const MmaHelpers;
 /// tiles share them, between their own prologue and loop head.
 extern const char *const MmaSyncAccumulators;
 extern const char *const MmaSyncKStep;
+/// FOR_EACH_TILE_ACC(STMT): every accumulator of the mma.sync tile, in
+/// range or not, with e its element of the BM x BN tile (what the split-K
+/// reduction, emitSplitKReduce, walks).
+extern const char *const MmaSyncTileAccMacro;
+/// The end of a mma.sync tile kernel: each accumulator in range stored to
+/// Out[r * N_ + c] through the macro Store, and the kernel's closing brace.
+std::string mmaSyncTileStore(llvm::StringRef Out, llvm::StringRef Store);
 /// After emitTensorCoreMainLoop in the GEMM template: with FP8 defined 1, the
 /// raw fp8 tile copy (needs ALIGNED16, MT_WIDEN_A, MT_WIDEN_B) and widening
 /// to f16 (Fp8Tiles.cpp); MT_LOAD(stage, kt) and mt_operand either way.

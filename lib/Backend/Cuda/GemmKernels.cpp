@@ -180,6 +180,39 @@ const char *const codegen::MmaSyncAccumulators = R"(  float acc[MT][NT][4];
   const int KT = max(0, min(KT_ALL - kt0, KT_SPLIT));
 )";
 
+const char *const codegen::MmaSyncTileAccMacro = R"(
+#define FOR_EACH_TILE_ACC(STMT)                                                \
+  _Pragma("unroll") for (int mt = 0; mt < MT; ++mt)                            \
+  _Pragma("unroll") for (int nt = 0; nt < NT; ++nt)                            \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int e = (wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN + \
+                  wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);                 \
+    float &v = acc[mt][nt][i];                                                 \
+    STMT                                                                       \
+  }
+)";
+
+std::string codegen::mmaSyncTileStore(llvm::StringRef Out,
+                                      llvm::StringRef Store) {
+  return (R"(  // Accumulator (mt, nt, i) sits at row wm*WM + mt*16 + lane/4 + 8*(i/2),
+  // column wn*WN + nt*8 + 2*(lane%4) + i%2 of the tile.
+  #pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const long long r = m0 + wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);
+        const long long c = n0 + wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);
+        if (r < M_ && c < N_)
+          )" +
+          Out + "[r * N_ + c] = " + Store + R"((acc[mt][nt][i]);
+      }
+}
+)")
+      .str();
+}
+
 const char *const codegen::MmaSyncKStep = R"(    #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
       unsigned af[MT][4], bf[NT][2];

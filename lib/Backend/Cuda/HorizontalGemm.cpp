@@ -72,37 +72,6 @@ static const char *TileLoop = R"(  #pragma unroll
 )";
 
 /// After the split-K reduction (if any): the store.
-static const char *TileStore =
-    R"(  // Accumulator (mt, nt, i) sits at row wm*WM + mt*16 + lane/4 + 8*(i/2),
-  // column wn*WN + nt*8 + 2*(lane%4) + i%2 of the tile.
-  #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-    #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const long long r = m0 + wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);
-        const long long c = n0 + wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);
-        if (r < M_ && c < N_)
-          C[r * N_ + c] = HZ_STORE(acc[mt][nt][i]);
-      }
-}
-)";
-
-/// Every accumulator, in range or not, with e its element of the BM x BN
-/// tile: what the split-K reduction (emitSplitKReduce) walks.
-static const char *TileAccMacro = R"(
-#define FOR_EACH_TILE_ACC(STMT)                                                \
-  _Pragma("unroll") for (int mt = 0; mt < MT; ++mt)                            \
-  _Pragma("unroll") for (int nt = 0; nt < NT; ++nt)                            \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
-    const int e = (wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN + \
-                  wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);                 \
-    float &v = acc[mt][nt][i];                                                 \
-    STMT                                                                       \
-  }
-)";
-
 llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
     llvm::StringRef Name,
     llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
@@ -182,7 +151,7 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
      << "\"\n#define STORE_T " << storageType(Dt) << "\n#define HZ_STORE(v) "
      << storeExpr(Dt, "(v)") << "\n#define SPLITK " << Split
      << "\n#define PROLOGUE " << (Norm ? 1 : 0) << "\n"
-     << TileAccMacro;
+     << MmaSyncTileAccMacro;
   if (Norm)
     emitPrologueDefines(OS, *Norm);
   // One instantiation of the template per member, N_ its columns.
@@ -200,7 +169,7 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
     // tile's slices adds them (the tile index is the CTA's grid position,
     // unique across members) and stores.
     emitSplitKReduce(OS, EpilogueThreads());
-    OS << TileStore << "} // namespace hz" << I << "\n";
+    OS << mmaSyncTileStore("C", "HZ_STORE") << "} // namespace hz" << I << "\n";
   }
   OS << "#undef N_\n";
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << K.Name

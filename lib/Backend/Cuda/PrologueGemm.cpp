@@ -166,33 +166,6 @@ static const char *Loop = R"(  #pragma unroll
     const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
 )";
 
-/// After the split-K reduction: the store.
-static const char *Store = R"(  #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-    #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const long long r = m0 + wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);
-        const long long c = n0 + wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);
-        if (r < M_ && c < N_)
-          PL_C[r * N_ + c] = PL_STORE(acc[mt][nt][i]);
-      }
-}
-)";
-
-static const char *TileAccMacro = R"(
-#define FOR_EACH_TILE_ACC(STMT)                                                \
-  _Pragma("unroll") for (int mt = 0; mt < MT; ++mt)                            \
-  _Pragma("unroll") for (int nt = 0; nt < NT; ++nt)                            \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
-    const int e = (wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN + \
-                  wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);                 \
-    float &v = acc[mt][nt][i];                                                 \
-    STMT                                                                       \
-  }
-)";
-
 llvm::Expected<KernelSource>
 mtsched::generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
                                     const MultiTemplateBufferNode &Gemm,
@@ -268,13 +241,14 @@ mtsched::generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
      << "\n#define PL_X " << P.name(X) << "\n#define PL_W " << P.name(Wt)
      << "\n#define PL_B " << P.name(BV) << "\n#define PL_C "
      << P.name(Gemm.getResult()) << "_out\n"
-     << TileAccMacro;
+     << MmaSyncTileAccMacro;
   emitPrologueDefines(OS, Norm);
   emitTensorCoreMainLoop(OS);
   OS << PrologueHelpers << RowScales << MmaSyncAccumulators << Loop
      << MmaSyncKStep << PrologueScaleAcc;
   emitSplitKReduce(OS, EpilogueThreads());
-  OS << Store;
+  // After the split-K reduction: the store.
+  OS << mmaSyncTileStore("PL_C", "PL_STORE");
   K.Source = OS.str();
   K.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
   K.Outputs = P.Outputs;
