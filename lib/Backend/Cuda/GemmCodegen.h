@@ -179,6 +179,11 @@ extern const char *const MmaSyncKStep;
 /// range or not, with e its element of the BM x BN tile (what the split-K
 /// reduction, emitSplitKReduce, walks).
 extern const char *const MmaSyncTileAccMacro;
+/// Between MmaSyncAccumulators and MmaSyncKStep in the tile kernels that
+/// load through mt_load_tile (the horizontal group's and the prologue
+/// GEMM's): the pipeline's prologue and the k-loop's head; with PROLOGUE
+/// defined 1, each landed A tile scaled by the norm's weight W first.
+extern const char *const MmaSyncTileLoop;
 /// The end of a mma.sync tile kernel: each accumulator in range stored to
 /// Out[r * N_ + c] through the macro Store, and the kernel's closing brace.
 std::string mmaSyncTileStore(llvm::StringRef Out, llvm::StringRef Store);

@@ -180,6 +180,28 @@ const char *const codegen::MmaSyncAccumulators = R"(  float acc[MT][NT][4];
   const int KT = max(0, min(KT_ALL - kt0, KT_SPLIT));
 )";
 
+const char *const codegen::MmaSyncTileLoop = R"(  #pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT)
+      mt_load_tile(sA, sB, A, B, m0, n0, s, kt0 + s);
+    mt_cp_async_commit();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    MT_CP_ASYNC_WAIT(STAGES - 2); // tile kt has landed
+    __syncthreads();              // and everyone is done with tile kt-1
+    const int next = kt + STAGES - 1;
+    if (next < KT)
+      mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, kt0 + next);
+    mt_cp_async_commit();
+#if PROLOGUE
+    // The norm's weight on the landed A tile (A is x), before the MMA.
+    pl_scale_tile(sA + (kt % STAGES) * (BM * AS), kt0 + kt, W);
+    __syncthreads();
+#endif
+    const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
+    const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
+)";
+
 const char *const codegen::MmaSyncTileAccMacro = R"(
 #define FOR_EACH_TILE_ACC(STMT)                                                \
   _Pragma("unroll") for (int mt = 0; mt < MT; ++mt)                            \

@@ -26,7 +26,7 @@ static llvm::Error err(const llvm::Twine &Msg) {
 
 /// One member's CTA tile, in the member's namespace (N_ is its column
 /// count): this head, the mma.sync template's main loop (its shared
-/// accumulators and k-step around TileLoop, with one B, as the SwiGLU
+/// accumulators and k-step around MmaSyncTileLoop, with one B, as the SwiGLU
 /// kernel runs it) and a bounds-checked store of the accumulators.
 static const char *TileHead = R"(
 __device__ __forceinline__ void hz_tile(const unsigned short *A,
@@ -47,31 +47,6 @@ __device__ __forceinline__ void hz_tile(const unsigned short *A,
   (void)tid;
 )";
 
-/// Between the shared accumulators and the shared k-step: the prologue
-/// and the k-loop's head, loading through mt_load_tile.
-static const char *TileLoop = R"(  #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT)
-      mt_load_tile(sA, sB, A, B, m0, n0, s, kt0 + s);
-    mt_cp_async_commit();
-  }
-  for (int kt = 0; kt < KT; ++kt) {
-    MT_CP_ASYNC_WAIT(STAGES - 2); // tile kt has landed
-    __syncthreads();              // and everyone is done with tile kt-1
-    const int next = kt + STAGES - 1;
-    if (next < KT)
-      mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, kt0 + next);
-    mt_cp_async_commit();
-#if PROLOGUE
-    // The norm's weight on the landed A tile (A is x), before the MMA.
-    pl_scale_tile(sA + (kt % STAGES) * (BM * AS), kt0 + kt, W);
-    __syncthreads();
-#endif
-    const unsigned short *a = sA + (kt % STAGES) * (BM * AS);
-    const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
-)";
-
-/// After the split-K reduction (if any): the store.
 llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
     llvm::StringRef Name,
     llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
@@ -161,7 +136,7 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
     emitTensorCoreMainLoop(OS);
     if (Norm)
       OS << PrologueHelpers;
-    OS << TileHead << MmaSyncAccumulators << TileLoop << MmaSyncKStep;
+    OS << TileHead << MmaSyncAccumulators << MmaSyncTileLoop << MmaSyncKStep;
     if (Norm)
       // 1/rms per accumulator row, before the split-K partials.
       OS << PrologueScaleAcc;

@@ -85,8 +85,9 @@ __device__ __forceinline__ void pl_scale_tile(unsigned short *a, int kt,
 }
 )";
 
-/// 3. Each accumulator row times its 1/rms (pl_inv), before the split-K
-/// reduction (linear, so the partial tiles may be scaled) and the store.
+/// 3. (After MmaSyncTileLoop, 2., and the k-step:) each accumulator row times
+/// its 1/rms (pl_inv), before the split-K reduction (linear, so the partial
+/// tiles may be scaled) and the store.
 const char *const codegen::PrologueScaleAcc = R"(  #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
     #pragma unroll
@@ -143,27 +144,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) PL_NAME(PL_SIGNATURE) {
   const unsigned short *W = (const unsigned short *)PL_W;
   pl_row_scales(A, m0, pl_inv);
   __syncthreads();
-)";
-
-/// 2. The main loop: the template's, with each landed A tile scaled by w.
-static const char *Loop = R"(  #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT)
-      mt_load_tile(sA, sB, A, B, m0, n0, s, kt0 + s);
-    mt_cp_async_commit();
-  }
-  for (int kt = 0; kt < KT; ++kt) {
-    MT_CP_ASYNC_WAIT(STAGES - 2); // tile kt has landed
-    __syncthreads();              // and everyone is done with tile kt-1
-    const int next = kt + STAGES - 1;
-    if (next < KT)
-      mt_load_tile(sA, sB, A, B, m0, n0, next % STAGES, kt0 + next);
-    mt_cp_async_commit();
-    unsigned short *a_w = sA + (kt % STAGES) * (BM * AS);
-    pl_scale_tile(a_w, kt0 + kt, W);
-    __syncthreads();
-    const unsigned short *a = a_w;
-    const unsigned short *b = sB + (kt % STAGES) * (BK * BS);
 )";
 
 llvm::Expected<KernelSource>
@@ -240,11 +220,11 @@ mtsched::generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
      << P.signature() << (Split > 1 ? ", float *__restrict__ mt_ws" : "")
      << "\n#define PL_X " << P.name(X) << "\n#define PL_W " << P.name(Wt)
      << "\n#define PL_B " << P.name(BV) << "\n#define PL_C "
-     << P.name(Gemm.getResult()) << "_out\n"
+     << P.name(Gemm.getResult()) << "_out\n#define PROLOGUE 1\n"
      << MmaSyncTileAccMacro;
   emitPrologueDefines(OS, Norm);
   emitTensorCoreMainLoop(OS);
-  OS << PrologueHelpers << RowScales << MmaSyncAccumulators << Loop
+  OS << PrologueHelpers << RowScales << MmaSyncAccumulators << MmaSyncTileLoop
      << MmaSyncKStep << PrologueScaleAcc;
   emitSplitKReduce(OS, EpilogueThreads());
   // After the split-K reduction: the store.
