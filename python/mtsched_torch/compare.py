@@ -151,12 +151,16 @@ def errors(ours, ref):
                 np.linalg.norm(a - b)))
 
 
-def cuda_time_us(fn, samples=10):
+def cuda_time_us(fn, samples=10, busy_start=True):
     """Median time of fn() in microseconds, CUDA events: samples of at
-    least 10 back-to-back calls and about 5 ms, so that the CPU time of
-    the call that starts a sample (Python, Dynamo's guards, the launch)
-    is spread over the sample as it is in a steady stream of calls, and
-    a call is timed as --run times its CUDA graph (back-to-back
+    least 10 back-to-back calls and about 5 ms, each started behind one
+    untimed call still running on the GPU. In a steady stream of calls
+    the CPU time of a call (Python, Dynamo's guards, the launch) is
+    hidden behind the GPU work of the one before, unless it is longer;
+    a sample started on an idle GPU would pay its first call's CPU time
+    once per sample (2-7 us a call on 100-330 us decode layers through
+    torch.compile, docs/BENCHMARKS.md; busy_start=False times that way).
+    A call is then timed as --run times its CUDA graph (back-to-back
     replays)."""
     for _ in range(3):
         fn()
@@ -171,6 +175,8 @@ def cuda_time_us(fn, samples=10):
     reps = int(min(2000, max(10, 5000.0 / once)))
     times = []
     for _ in range(samples):
+        if busy_start:
+            fn()
         e0.record()
         for _ in range(reps):
             fn()

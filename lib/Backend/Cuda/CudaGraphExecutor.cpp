@@ -71,7 +71,10 @@ static std::pair<double, const Value *> outputTolerance(const Value &V) {
 
 /// The median of Samples samples of Run(Times), each timed between two
 /// events on the session's stream and divided by Times, where Times makes a
-/// sample about 1 ms long (from one timed run after three warm-ups).
+/// sample about 1 ms long (from one timed run after three warm-ups). Each
+/// sample starts behind one untimed run still on the GPU, as a run in a
+/// steady stream does: on an idle GPU a sample would also time the host's
+/// first launch (mtsched_torch.compare.cuda_time_us times the same way).
 static CUresult timeSamples(Gpu &Gp, unsigned Samples,
                             llvm::function_ref<CUresult(unsigned)> Run,
                             double &MedianUs, unsigned &Times) {
@@ -98,6 +101,8 @@ static CUresult timeSamples(Gpu &Gp, unsigned Samples,
   std::vector<double> Us;
   for (unsigned S = 0; S < std::max(1u, Samples); ++S) {
     double X = 0;
+    if (CUresult R = Run(1))
+      return R;
     if (CUresult R = Timed(Times, X))
       return R;
     Us.push_back(X);
