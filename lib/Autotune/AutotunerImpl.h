@@ -2,8 +2,9 @@
 //
 // Private to lib/Autotune: the layers one Autotuner holds, and the walk
 // that takes each node through them (Autotuner.cpp for the world,
-// SubgroupTuning.cpp for collectives on smaller process groups, and
-// SplitByNode.cpp for what --split-tuning=nodes measures before the walk).
+// SubgroupTuning.cpp for collectives on smaller process groups,
+// SplitByNode.cpp for what --split-tuning=nodes measures before the walk,
+// and DecideFromTable.cpp for what --decisions-from decides before it).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_LIB_AUTOTUNE_AUTOTUNERIMPL_H

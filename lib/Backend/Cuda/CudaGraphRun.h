@@ -3,7 +3,9 @@
 // Private to the CUDA backend: GraphRun, the decided graph's buffers, kernels
 // and launches on the GPU, which `--run` (CudaGraphExecutor.cpp) and the
 // runtime library's prepared graph (CudaPreparedGraph.cpp) both drive, and
-// captureGraph, which records its launches as one CUDA graph.
+// captureGraph, which records its launches as one CUDA graph. Its
+// collectives and library calls (NCCL, cuBLAS, extern.cudnn) are in
+// GraphRunLaunches.cpp.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_LIB_BACKEND_CUDA_CUDAGRAPHRUN_H

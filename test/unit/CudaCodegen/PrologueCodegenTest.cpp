@@ -21,10 +21,45 @@ using namespace mtsched;
 
 namespace {
 
-struct Parsed {
+/// "T[A,B]", a matrix type in the IR's text.
+std::string matrix(const std::string &T, int64_t A, int64_t B) {
+  return T + "[" + std::to_string(A) + "," + std::to_string(B) + "]";
+}
+
+/// A module of one graph, parsed from text, verified and lowered: what
+/// every test below starts from (each names the nodes it reads besides the
+/// norm).
+struct LoweredModule {
   llvm::SourceMgr SM;
   std::unique_ptr<Module> M;
+  /// The graph's first node: every graph here starts with its rmsnorm.
   const Node *Norm = nullptr;
+  Graph &graph() const { return *M->getGraphs()[0]; }
+};
+
+/// Src parsed, verified and lowered into a new ParsedT (a LoweredModule);
+/// null if any step fails.
+template <typename ParsedT>
+std::unique_ptr<ParsedT> parseAndLower(const std::string &Src) {
+  auto R = std::make_unique<ParsedT>();
+  R->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "g.mir"),
+                           llvm::SMLoc());
+  R->M = parseModule(R->SM);
+  if (!R->M)
+    return nullptr;
+  if (llvm::Error E = verifyModule(*R->M, R->SM)) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  if (llvm::Error E = createLowerPass(LoweringOptions())->run(R->graph())) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  R->Norm = R->graph().getNodes()[0].get();
+  return R;
+}
+
+struct Parsed : LoweredModule {
   const MultiTemplateBufferNode *Gemm = nullptr;
 };
 
@@ -32,31 +67,16 @@ struct Parsed {
 /// lowered; WType overrides the weight's dtype.
 std::unique_ptr<Parsed> normGemm(const std::string &T, int64_t M, int64_t K,
                                  int64_t N, const char *WType = nullptr) {
-  auto Sh = [&](int64_t A, int64_t B) {
-    return T + "[" + std::to_string(A) + "," + std::to_string(B) + "]";
-  };
   std::string W = WType ? WType : T;
-  std::string Src = "graph @g(%x: " + Sh(M, K) + ", %w: " + W + "[" +
-                    std::to_string(K) + "], %b: " + Sh(K, N) +
-                    ") {\n  %n = rmsnorm(%x, %w) {eps = 1e-05} : " + Sh(M, K) +
-                    "\n  %y = matmul(%n, %b) : " + Sh(M, N) +
-                    "\n  return %y\n}\n";
-  auto P = std::make_unique<Parsed>();
-  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "g.mir"),
-                           llvm::SMLoc());
-  P->M = parseModule(P->SM);
-  if (!P->M)
+  std::string Src =
+      "graph @g(%x: " + matrix(T, M, K) + ", %w: " + W + "[" +
+      std::to_string(K) + "], %b: " + matrix(T, K, N) +
+      ") {\n  %n = rmsnorm(%x, %w) {eps = 1e-05} : " + matrix(T, M, K) +
+      "\n  %y = matmul(%n, %b) : " + matrix(T, M, N) + "\n  return %y\n}\n";
+  auto P = parseAndLower<Parsed>(Src);
+  if (!P)
     return nullptr;
-  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
-  Graph &G = *P->M->getGraphs()[0];
-  if (llvm::Error E = createLowerPass(LoweringOptions())->run(G)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
-  P->Norm = G.getNodes()[0].get();
+  Graph &G = P->graph();
   P->Gemm = llvm::dyn_cast<MultiTemplateBufferNode>(G.getNodes()[1].get());
   if (!P->Gemm)
     return nullptr;
@@ -180,47 +200,31 @@ namespace {
 
 /// `%n = rmsnorm(%x, %w); %y<i> = matmul(%n, %b<i>)`, lowered: a norm
 /// before a horizontal group (Q/K/V).
-struct ParsedGroup {
-  llvm::SourceMgr SM;
-  std::unique_ptr<Module> M;
-  const Node *Norm = nullptr;
+struct ParsedGroup : LoweredModule {
   std::vector<const MultiTemplateBufferNode *> Members;
 };
 
 std::unique_ptr<ParsedGroup> normGroup(const std::string &T, int64_t M,
                                        int64_t K, std::vector<int64_t> Ns) {
-  auto Sh = [&](int64_t A, int64_t B) {
-    return T + "[" + std::to_string(A) + "," + std::to_string(B) + "]";
-  };
-  std::string Args = "%x: " + Sh(M, K) + ", %w: " + T + "[" +
+  std::string Args = "%x: " + matrix(T, M, K) + ", %w: " + T + "[" +
                      std::to_string(K) + "]",
               Body =
-                  "  %n = rmsnorm(%x, %w) {eps = 1e-05} : " + Sh(M, K) + "\n",
+                  "  %n = rmsnorm(%x, %w) {eps = 1e-05} : " + matrix(T, M, K) +
+                  "\n",
               Ret;
   for (size_t I = 0; I < Ns.size(); ++I) {
     std::string B = "%b" + std::to_string(I), Y = "%y" + std::to_string(I);
-    Args += ", " + B + ": " + Sh(K, Ns[I]);
-    Body += "  " + Y + " = matmul(%n, " + B + ") : " + Sh(M, Ns[I]) + "\n";
+    Args += ", " + B + ": " + matrix(T, K, Ns[I]);
+    Body +=
+        "  " + Y + " = matmul(%n, " + B + ") : " + matrix(T, M, Ns[I]) + "\n";
     Ret += (Ret.empty() ? "" : ", ") + Y;
   }
   std::string Src =
       "graph @g(" + Args + ") {\n" + Body + "  return " + Ret + "\n}\n";
-  auto P = std::make_unique<ParsedGroup>();
-  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "g.mir"),
-                           llvm::SMLoc());
-  P->M = parseModule(P->SM);
-  if (!P->M)
+  auto P = parseAndLower<ParsedGroup>(Src);
+  if (!P)
     return nullptr;
-  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
-  Graph &G = *P->M->getGraphs()[0];
-  if (llvm::Error E = createLowerPass(LoweringOptions())->run(G)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
-  P->Norm = G.getNodes()[0].get();
+  Graph &G = P->graph();
   for (size_t I = 1; I < G.getNodes().size(); ++I)
     P->Members.push_back(
         llvm::cast<MultiTemplateBufferNode>(G.getNodes()[I].get()));
@@ -283,39 +287,23 @@ TEST(PrologueCodegen, EveryHorizontalTileCompilesWithNvrtc) {
 namespace {
 
 /// `%n = rmsnorm(%x, %w); %gu = swiglu(%n, %wg, %wu)`, lowered.
-struct ParsedSwiGlu {
-  llvm::SourceMgr SM;
-  std::unique_ptr<Module> M;
-  const Node *Norm = nullptr;
+struct ParsedSwiGlu : LoweredModule {
   const MultiTemplateBufferNode *Gu = nullptr;
 };
 
 std::unique_ptr<ParsedSwiGlu> normSwiGlu(const std::string &T, int64_t M,
                                          int64_t K, int64_t N) {
-  auto Sh = [&](int64_t A, int64_t B) {
-    return T + "[" + std::to_string(A) + "," + std::to_string(B) + "]";
-  };
   std::string Src =
-      "graph @g(%x: " + Sh(M, K) + ", %w: " + T + "[" + std::to_string(K) +
-      "], %wg: " + Sh(K, N) + ", %wu: " + Sh(K, N) +
-      ") {\n  %n = rmsnorm(%x, %w) {eps = 1e-05} : " + Sh(M, K) +
-      "\n  %gu = swiglu(%n, %wg, %wu) : " + Sh(M, N) + "\n  return %gu\n}\n";
-  auto P = std::make_unique<ParsedSwiGlu>();
-  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "g.mir"),
-                           llvm::SMLoc());
-  P->M = parseModule(P->SM);
-  if (!P->M)
+      "graph @g(%x: " + matrix(T, M, K) + ", %w: " + T + "[" +
+      std::to_string(K) + "], %wg: " + matrix(T, K, N) +
+      ", %wu: " + matrix(T, K, N) +
+      ") {\n  %n = rmsnorm(%x, %w) {eps = 1e-05} : " + matrix(T, M, K) +
+      "\n  %gu = swiglu(%n, %wg, %wu) : " + matrix(T, M, N) +
+      "\n  return %gu\n}\n";
+  auto P = parseAndLower<ParsedSwiGlu>(Src);
+  if (!P)
     return nullptr;
-  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
-  Graph &G = *P->M->getGraphs()[0];
-  if (llvm::Error E = createLowerPass(LoweringOptions())->run(G)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
-  P->Norm = G.getNodes()[0].get();
+  Graph &G = P->graph();
   P->Gu = llvm::dyn_cast<MultiTemplateBufferNode>(G.getNodes()[1].get());
   if (!P->Gu)
     return nullptr;
