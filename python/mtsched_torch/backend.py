@@ -41,13 +41,11 @@ what is unfinished.
 """
 
 import collections
-import glob
 import hashlib
 import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 import warnings
 import weakref
@@ -74,13 +72,14 @@ if UNAVAILABLE:
 from torch._dynamo import register_backend  # noqa: E402
 
 from . import import_module, runtime  # noqa: E402
-from .ranks import (DISABLED_CHOICES, Disagree, Ranks, agree,  # noqa: E402
-                    broadcast, gather, sha)
+from .backend_base import (MAX_GRAPHS, Fallback, _cache_dir,  # noqa: E402
+                           _decided_path, _importer_version, _log,
+                           _report_path, _several, find_mtsched_opt)
+from .ranks import (DISABLED_CHOICES, Ranks, broadcast, gather,  # noqa: E402
+                    sha)
 
 ROOT = runtime.ROOT
-# Decided graphs kept per process (Dynamo's own cache_size_limit bounds
-# recompilation per frame; this bounds what one process holds).
-MAX_GRAPHS = 16
+# Decided graphs kept per process (at most MAX_GRAPHS).
 _GRAPHS = collections.OrderedDict()
 _COUNTER = [0]
 # What this process compiled: graphs run by mtsched, and the reasons of
@@ -111,38 +110,6 @@ def live_stats(name):
     captures, staged copies, ... Empty once the graph is gone."""
     g = _LIVE.get(name)
     return g.stats() if g is not None else {}
-
-
-def _log(msg):
-    """A line on stderr when MTSCHED_TORCH_VERBOSE is set."""
-    if os.environ.get("MTSCHED_TORCH_VERBOSE"):
-        print("mtsched: " + msg, file=sys.stderr)
-
-
-class Fallback(Exception):
-    """Why a graph runs eagerly."""
-
-
-def _cache_dir():
-    d = os.environ.get("MTSCHED_TORCH_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "mtsched", "torch")
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-def find_mtsched_opt():
-    env = os.environ.get("MTSCHED_OPT")
-    cands = [env] if env else []
-    for b in [os.environ.get("MTSCHED_BUILD_DIR"), os.path.join(ROOT, "build")]:
-        if b:
-            cands += [os.path.join(b, "tools", "mtsched-opt", "mtsched-opt"),
-                      os.path.join(b, "bin", "mtsched-opt"),
-                      os.path.join(b, "mtsched-opt")]
-    for c in cands:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    raise Fallback("mtsched-opt not found (set MTSCHED_BUILD_DIR or "
-                   "MTSCHED_OPT); looked in: " + ", ".join(cands))
 
 
 def opt_env():
@@ -189,14 +156,6 @@ def _decide_key(text, device, world=1, hints=None, source=None):
     return opt, flags, key
 
 
-def _decided_path(key):
-    return os.path.join(_cache_dir(), key + ".decided.mir")
-
-
-def _report_path(key):
-    return os.path.join(_cache_dir(), key + ".report.json")
-
-
 def _decide(text, device, world=1, hints=None, source=None):
     """The decided IR for imported IR `text`: from the cache, else by
     mtsched-opt (written to the cache)."""
@@ -229,23 +188,6 @@ def _decide(text, device, world=1, hints=None, source=None):
     os.replace(decided + ".tmp", decided)
     with open(decided) as f:
         return f.read(), key, False
-
-
-_IMPORTER = []
-
-
-def _importer_version():
-    """A hash of the importer's sources (this package's .py files) and
-    torch's version: an imported IR cached under another importer is not
-    reused."""
-    if not _IMPORTER:
-        h = hashlib.sha256(torch.__version__.encode())
-        here = os.path.dirname(os.path.abspath(__file__))
-        for f in sorted(glob.glob(os.path.join(here, "*.py"))):
-            with open(f, "rb") as fh:
-                h.update(fh.read())
-        _IMPORTER.append(h.hexdigest())
-    return _IMPORTER[0]
 
 
 def _graph_key(gm, example_inputs, lifted, world=1):
@@ -503,30 +445,6 @@ def _group_size(name):
         if n == name:
             return dist.get_world_size(pg)
     return None
-
-
-def _several(ranks, what, fn):
-    """fn() on every rank, agreed: its value where every rank succeeded
-    (and, with several ranks, the values' hashes agree), else Fallback on
-    every rank naming the first failure."""
-    if not ranks.several:
-        return fn()
-    value, why = None, None
-    try:
-        value = fn()
-    except Fallback as e:
-        why = str(e)
-    except Exception as e:  # noqa: BLE001 - a rank that raised must still
-        # take part in the agreement, or the others wait for it.
-        why = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300]
-                          if str(e) else "")
-    try:
-        agree(ranks, what, why is None,
-              sha(value[0]) if isinstance(value, tuple) and
-              isinstance(value[0], str) else None, why)
-    except Disagree as e:
-        raise Fallback(str(e))
-    return value
 
 
 def _decide_ranks(text, device, ranks, rec, hints=None):
