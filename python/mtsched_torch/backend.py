@@ -71,7 +71,8 @@ from torch._dynamo import register_backend  # noqa: E402
 from . import import_module, runtime  # noqa: E402
 from .backend_base import (MAX_GRAPHS, Fallback, _cache_dir,  # noqa: E402
                            _decided_path, _importer_version, _log,
-                           _report_path, _several, find_mtsched_opt)
+                           _report_path, _several, decided_nodes,
+                           find_mtsched_opt)
 # untrusted_decisions and check_enabled: mtsched_torch.backend's names too.
 from .backend_check import (  # noqa: E402,F401
     _check_choices, _check_graph, check_enabled, untrusted_decisions)
@@ -490,18 +491,10 @@ def _decide_ranks(text, device, ranks, rec, hints=None):
     return got[1], key, got[2] and ranks.rank == 0
 
 
-_DECISION_RE = None
-
-
 def decisions_of(text):
-    """{node: decided choice} of a decided module's text, in order."""
-    global _DECISION_RE
-    if _DECISION_RE is None:
-        import re
-        _DECISION_RE = re.compile(
-            r"^\s*%([\w.]+) = (?:collective_)?multi_template_buffer .*? "
-            r"decided (\S+)", re.M)
-    return dict(_DECISION_RE.findall(text))
+    """{node: decided choice} of a decided module's text, in order
+    (decided_nodes)."""
+    return {n.name: n.choice for n in decided_nodes(text)}
 
 
 def _presyncs(key):

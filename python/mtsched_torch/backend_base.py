@@ -5,9 +5,11 @@ mtsched-opt's path, the importer's version, and the agreement of several
 ranks on one step (``_several``). Needs no Dynamo: backend.py is the module
 that refuses PyTorch 1.x."""
 
+import collections
 import glob
 import hashlib
 import os
+import re
 import sys
 
 import torch
@@ -100,3 +102,48 @@ def _several(ranks, what, fn):
     except Disagree as e:
         raise Fallback(str(e))
     return value
+
+
+# A decided node of a decided module (decided_nodes).
+DecidedNode = collections.namedtuple(
+    "DecidedNode", "graph name choice flags timings fused_timings")
+
+_DECIDED_RE = re.compile(
+    r"^\s*%([\w.]+) = (?:collective_)?multi_template_buffer .*? "
+    r"decided (\S+)((?: fused| fallback)*)")
+
+
+def _timings(line, word):
+    """{choice: "3.1us" | "inf" | "skipped"} of a decided node's `timings`
+    or `fused_timings` clause; None where the line has none."""
+    m = re.search(r"(?<![\w])%s \{([^}]*)\}" % word, line)
+    if m is None:
+        return None
+    out = {}
+    for item in m.group(1).split(","):
+        name, _, value = item.strip().rpartition(" = ")
+        if name:
+            out[name] = value.strip()
+    return out
+
+
+def decided_nodes(text):
+    """[DecidedNode] of a decided module's text, in order: for each
+    multi_template_buffer (a collective one too) with its `decided` clause,
+    its graph ("@g"), its name (without the %), the decided choice, its
+    flags (["fused"], ["fallback"], ...), and its timings and fused_timings
+    (_timings; None where the line has none). The one reader of the decided
+    lines: decisions_of and untrusted_decisions both take them from here."""
+    graph, out = "", []
+    for line in text.splitlines():
+        g = re.match(r"\s*graph @([\w.]+)", line)
+        if g:
+            graph = "@" + g.group(1)
+            continue
+        m = _DECIDED_RE.match(line)
+        if m is None:
+            continue
+        out.append(DecidedNode(graph, m.group(1), m.group(2),
+                               m.group(3).split(), _timings(line, "timings"),
+                               _timings(line, "fused_timings")))
+    return out

@@ -21,26 +21,8 @@ import torch
 
 from . import runtime
 from .backend_base import (Fallback, _cache_dir, _log, _report_path,
-                           _several)
+                           _several, decided_nodes)
 from .ranks import gather, sha
-
-
-_NODE_RE = None
-
-
-def _timings(line, word):
-    """{choice: "3.1us" | "inf" | "skipped"} of a decided node's `timings`
-    or `fused_timings` clause; None where the line has none."""
-    import re
-    m = re.search(r"(?<![\w])%s \{([^}]*)\}" % word, line)
-    if m is None:
-        return None
-    out = {}
-    for item in m.group(1).split(","):
-        name, _, value = item.strip().rpartition(" = ")
-        if name:
-            out[name] = value.strip()
-    return out
 
 
 def _report_nodes(key):
@@ -65,26 +47,12 @@ def untrusted_decisions(text, report=None):
     such a node (with a warning: "every choice of '%n' failed ...; using
     'X'", exit status 0), so the decided IR runs a choice nobody checked.
     `report`: {(graph, %node): node} of its --report, for the reasons."""
-    global _NODE_RE
-    import re
-    if _NODE_RE is None:
-        _NODE_RE = re.compile(
-            r"^\s*%([\w.]+) = (?:collective_)?multi_template_buffer .*? "
-            r"decided (\S+)((?: fused| fallback)*)")
     report = report or {}
-    graph, out = "", []
-    for line in text.splitlines():
-        g = re.match(r"\s*graph @([\w.]+)", line)
-        if g:
-            graph = "@" + g.group(1)
-            continue
-        m = _NODE_RE.match(line)
-        if m is None:
-            continue
-        node, choice, flags = "%" + m.group(1), m.group(2), m.group(3).split()
-        unfused = _timings(line, "timings")
-        times = _timings(line, "fused_timings") if "fused" in flags \
-            else unfused
+    out = []
+    for n in decided_nodes(text):
+        graph, node, choice, flags = n.graph, "%" + n.name, n.choice, n.flags
+        unfused = n.timings
+        times = n.fused_timings if "fused" in flags else unfused
         rn = report.get((graph, node), {})
         why = None
         if "fallback" in flags:
