@@ -5,23 +5,21 @@ mtsched and run by its runtime library (PyTorch 2.x only).
     fast = torch.compile(model, backend="mtsched", dynamic=False)
 
 Per graph Dynamo hands over: the graph is imported to the IR
-(``import_module``: torch.export, else make_fx), decided by ``mtsched-opt
---pipeline=default --backend=cuda`` in a subprocess (its autotune cache and
-``--kernel-cache-dir`` as the command line has them, so a second process
-starts warm; the decided IR itself is cached too, keyed by the imported
-IR's hash), loaded with ``mtsched_torch.runtime`` and returned as a callable
-on the caller's tensors. Inputs on the CPU run on the fp64 interpreter
+(``import_module``: torch.export, else make_fx; backend_import.py, with its
+cache), decided by ``mtsched-opt --pipeline=default --backend=cuda`` in a
+subprocess (its autotune cache and ``--kernel-cache-dir`` as the command
+line has them, so a second process starts warm; the decided IR itself is
+cached too, keyed by the imported IR's hash), loaded with
+``mtsched_torch.runtime`` and returned as a callable on the caller's
+tensors. Inputs on the CPU run on the fp64 interpreter
 (``device="cpu"``: a reference, not fast).
 
-Before a decided graph is trusted it is checked, twice: no node may run a
-choice that failed mtsched-opt's check against its reference or was never
-measured (``untrusted_decisions``: the decided IR's timings, the reasons
-from mtsched-opt's ``--report``); and, the first time, the decided graph
-runs once on Dynamo's example inputs and each output is compared with
-eager's within its dtype's tolerance (``compare.tolerance``). The verdict
-is cached beside the decided IR (``<key>.check.json``), so a warm process
-runs neither the graph nor eager. With several ranks the ranks agree on
-both verdicts, and a graph that runs collectives is not run by the check.
+Before a decided graph is trusted it is checked, twice (backend_check.py):
+no node may run a choice that failed mtsched-opt's check against its
+reference or was never measured (``untrusted_decisions``); and, the first
+time, the decided graph runs once on Dynamo's example inputs and each
+output is compared with eager's, the verdict cached beside the decided IR
+(``<key>.check.json``).
 
 What cannot run goes back to PyTorch, with one warning naming why: an op
 outside the IR, a symbolic (dynamic) shape, a graph the runtime cannot
@@ -36,18 +34,16 @@ not run; a verdict already cached still holds), MTSCHED_TORCH_SIZE_HINTS
 options={"size_hints_m": ...} too): the first size of a graph is tuned with
 them, and the same graph at another number of rows (Dynamo recompiles on a
 new shape) is decided from that decision's dispatch tables (mtsched-opt
---decisions-from, no benchmark of what they cover). docs/RUNTIME.md says
-what is unfinished.
+--decisions-from, no benchmark of what they cover; backend_hints.py).
+docs/RUNTIME.md says what is unfinished.
 """
 
 import collections
-import glob
 import hashlib
 import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 import warnings
 import weakref
@@ -73,14 +69,22 @@ if UNAVAILABLE:
 
 from torch._dynamo import register_backend  # noqa: E402
 
-from . import import_module, runtime  # noqa: E402
-from .ranks import (DISABLED_CHOICES, Disagree, Ranks, agree,  # noqa: E402
-                    broadcast, gather, sha)
+from . import runtime  # noqa: E402
+from .backend_base import (MAX_GRAPHS, Fallback, _cache_dir,  # noqa: E402
+                           _decided_path, _log, _report_path, _several,
+                           decided_nodes, find_mtsched_opt)
+# untrusted_decisions and check_enabled: mtsched_torch.backend's names too.
+from .backend_check import (  # noqa: E402,F401
+    _check_choices, _check_graph, check_enabled, untrusted_decisions)
+# size_hints: mtsched_torch.backend's name too.
+from .backend_hints import (  # noqa: E402
+    _decide_from_family, _remember_family, _shape_free_key, size_hints)
+from .backend_import import (_Lifted, _graph_key, _import,  # noqa: E402
+                             _load_imported, _store_imported)
+from .ranks import DISABLED_CHOICES, Ranks, broadcast, gather  # noqa: E402
 
 ROOT = runtime.ROOT
-# Decided graphs kept per process (Dynamo's own cache_size_limit bounds
-# recompilation per frame; this bounds what one process holds).
-MAX_GRAPHS = 16
+# Decided graphs kept per process (at most MAX_GRAPHS).
 _GRAPHS = collections.OrderedDict()
 _COUNTER = [0]
 # What this process compiled: graphs run by mtsched, and the reasons of
@@ -98,10 +102,6 @@ OPT_RUNS = [0]
 # same graph decided at another size (--decisions-from: no benchmark of
 # what the tables cover).
 DISPATCH_RUNS = [0]
-# Size hints: a shape-free key of a Dynamo graph (_shape_free_key) -> the
-# decided IR of its first size, decided with --size-hints-m (its dispatch
-# tables decide the graph's other sizes). Bounded like _GRAPHS.
-_FAMILIES = collections.OrderedDict()
 # GRAPHS' names to their runtime graphs, while the process holds them.
 _LIVE = weakref.WeakValueDictionary()
 
@@ -111,38 +111,6 @@ def live_stats(name):
     captures, staged copies, ... Empty once the graph is gone."""
     g = _LIVE.get(name)
     return g.stats() if g is not None else {}
-
-
-def _log(msg):
-    """A line on stderr when MTSCHED_TORCH_VERBOSE is set."""
-    if os.environ.get("MTSCHED_TORCH_VERBOSE"):
-        print("mtsched: " + msg, file=sys.stderr)
-
-
-class Fallback(Exception):
-    """Why a graph runs eagerly."""
-
-
-def _cache_dir():
-    d = os.environ.get("MTSCHED_TORCH_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "mtsched", "torch")
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-def find_mtsched_opt():
-    env = os.environ.get("MTSCHED_OPT")
-    cands = [env] if env else []
-    for b in [os.environ.get("MTSCHED_BUILD_DIR"), os.path.join(ROOT, "build")]:
-        if b:
-            cands += [os.path.join(b, "tools", "mtsched-opt", "mtsched-opt"),
-                      os.path.join(b, "bin", "mtsched-opt"),
-                      os.path.join(b, "mtsched-opt")]
-    for c in cands:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    raise Fallback("mtsched-opt not found (set MTSCHED_BUILD_DIR or "
-                   "MTSCHED_OPT); looked in: " + ", ".join(cands))
 
 
 def opt_env():
@@ -189,14 +157,6 @@ def _decide_key(text, device, world=1, hints=None, source=None):
     return opt, flags, key
 
 
-def _decided_path(key):
-    return os.path.join(_cache_dir(), key + ".decided.mir")
-
-
-def _report_path(key):
-    return os.path.join(_cache_dir(), key + ".report.json")
-
-
 def _decide(text, device, world=1, hints=None, source=None):
     """The decided IR for imported IR `text`: from the cache, else by
     mtsched-opt (written to the cache)."""
@@ -229,145 +189,6 @@ def _decide(text, device, world=1, hints=None, source=None):
     os.replace(decided + ".tmp", decided)
     with open(decided) as f:
         return f.read(), key, False
-
-
-_IMPORTER = []
-
-
-def _importer_version():
-    """A hash of the importer's sources (this package's .py files) and
-    torch's version: an imported IR cached under another importer is not
-    reused."""
-    if not _IMPORTER:
-        h = hashlib.sha256(torch.__version__.encode())
-        here = os.path.dirname(os.path.abspath(__file__))
-        for f in sorted(glob.glob(os.path.join(here, "*.py"))):
-            with open(f, "rb") as fh:
-                h.update(fh.read())
-        _IMPORTER.append(h.hexdigest())
-    return _IMPORTER[0]
-
-
-def _graph_key(gm, example_inputs, lifted, world=1):
-    """The key of the imported IR for Dynamo's graph: its code, its
-    inputs' and parameters' types, the values of the tensors it holds as
-    attributes (the importer folds those into constants), the importer."""
-    h = hashlib.sha256(_importer_version().encode())
-    h.update(gm.code.encode())
-    if world > 1:
-        # Each rank its own entry (ranks may share a cache directory): a
-        # rank never finds another's import while that one is writing it.
-        import torch.distributed as dist
-        h.update(b"world %d rank %d" % (world, dist.get_rank()))
-    for i, x in enumerate(example_inputs):
-        h.update(repr((i, tuple(x.shape), tuple(x.stride()), str(x.dtype),
-                       x.device.type, i in lifted)).encode())
-    params = {id(p) for p in gm.parameters()}
-    for n, t in list(gm.named_parameters()) + list(gm.named_buffers()):
-        h.update(repr((n, tuple(t.shape), str(t.dtype),
-                       t.device.type)).encode())
-    for node in gm.graph.nodes:
-        if node.op != "get_attr":
-            continue
-        t = gm
-        for part in str(node.target).split("."):
-            t = getattr(t, part, None)
-        if isinstance(t, torch.Tensor) and id(t) not in params:
-            c = t.detach().cpu().contiguous()
-            h.update(repr((str(node.target), tuple(c.shape),
-                           str(c.dtype))).encode())
-            # Flattened first: a 0-d tensor has no byte view.
-            h.update(c.reshape(-1).view(torch.uint8).numpy().tobytes()
-                     if c.numel() else b"")
-    return h.hexdigest()[:24]
-
-
-class _Imported:
-    """What _compile needs of an import (mtsched_torch.Result), as the
-    import cache stores it: the IR text, its inputs, its constants, the
-    number of outputs and whether the graph returns one tensor."""
-
-    def __init__(self, text, inputs, constants, n_outputs, single,
-                 eager=None):
-        self.text = text
-        self.inputs = inputs
-        self.constants = constants
-        self.n_outputs = n_outputs
-        self.single = single
-        # Eager's outputs on Dynamo's example inputs where the import ran
-        # the graph (one rank, not from the cache): the accuracy check's
-        # reference, so the graph is not run eagerly twice. Not cached.
-        self.eager = eager
-
-
-def _load_imported(key):
-    """The import cache's entry for key: an _Imported, the reason the graph
-    ran eagerly (a str), or None."""
-    base = os.path.join(_cache_dir(), key + ".import")
-    try:
-        with open(base + ".json") as f:
-            d = json.load(f)
-        if "fallback" in d:
-            return d["fallback"]
-        consts = {}
-        if d.get("constants"):
-            consts = torch.load(base + ".pt")
-        return _Imported(d["text"], d["inputs"], consts, d["n_outputs"],
-                         d["single"])
-    except (OSError, ValueError, KeyError, RuntimeError):
-        return None
-
-
-def _store_imported(key, imp, fallback=None):
-    """Writes the import cache's entry: imp, or why the graph runs
-    eagerly. Best effort: a cache that cannot be written costs the next
-    process the import, nothing else."""
-    try:
-        _write_imported(key, imp, fallback)
-    except (OSError, RuntimeError, TypeError) as e:
-        _log("the import cache was not written: %s" % e)
-
-
-def _write_imported(key, imp, fallback):
-    base = os.path.join(_cache_dir(), key + ".import")
-    if imp is None:
-        with open(base + ".json.tmp", "w") as f:
-            json.dump({"fallback": fallback}, f)
-        os.replace(base + ".json.tmp", base + ".json")
-        return
-    if imp.constants:
-        torch.save({k: v.detach().cpu() for k, v in imp.constants.items()},
-                   base + ".pt.tmp")
-        os.replace(base + ".pt.tmp", base + ".pt")
-    with open(base + ".json.tmp", "w") as f:
-        json.dump({"text": imp.text, "inputs": imp.inputs,
-                   "constants": sorted(imp.constants),
-                   "n_outputs": imp.n_outputs, "single": imp.single}, f)
-    os.replace(base + ".json.tmp", base + ".json")
-
-
-class _Lifted(torch.nn.Module):
-    """Dynamo's graph with the parameters it takes as inputs (it lifts a
-    module's parameters to graph inputs) held as parameters again: the
-    importer then treats them as weights, transposed once where the IR
-    holds the transpose, rather than as inputs read through a transpose
-    kernel on every call."""
-
-    PREFIX = "lifted_"
-
-    def __init__(self, gm, example_inputs, lifted):
-        super().__init__()
-        self.gm = gm
-        self.n = len(example_inputs)
-        self.lifted = list(lifted)
-        for i in self.lifted:
-            self.register_parameter(self.PREFIX + str(i), example_inputs[i])
-
-    def forward(self, *user):
-        rest = iter(user)
-        args = [getattr(self, self.PREFIX + str(i)) if i in self.lifted
-                else next(rest) for i in range(self.n)]
-        return self.gm(*args)
 
 
 class _Binder:
@@ -457,78 +278,6 @@ def _check_inputs(gm, example_inputs):
     return "cpu"
 
 
-def _group_names(gm, world):
-    """{PyTorch group name: "world"} for the functional collectives of
-    Dynamo's graph, each over a real process group of `world` ranks;
-    Fallback for a group smaller than the world (the runtime opens one
-    communicator, over every rank)."""
-    names = {}
-    for node in gm.graph.nodes:
-        if node.op != "call_function":
-            continue
-        target = str(getattr(node.target, "__name__", node.target))
-        op = str(node.target)
-        if "c10d_functional" not in op or "wait_tensor" in op:
-            continue
-        group = node.kwargs.get("group_name")
-        if group is None:
-            strs = [a for a in node.args if isinstance(a, str)
-                    and a.lower() not in ("sum", "avg", "max", "min",
-                                          "product")]
-            group = strs[-1] if strs else None
-        if group is None:
-            raise Fallback("%s names no process group" % target)
-        size = _group_size(group)
-        if size is None:
-            raise Fallback("%s: process group %r is unknown to "
-                           "torch.distributed" % (target, group))
-        if size != world:
-            raise Fallback("%s over process group %r of %d ranks; the "
-                           "runtime runs collectives over all %d ranks only"
-                           % (target, group, size, world))
-        names[group] = "world"
-    return names
-
-
-def _group_size(name):
-    """The size of torch.distributed's process group called `name`."""
-    import torch.distributed as dist
-    from torch.distributed import distributed_c10d as c10d
-    try:
-        return c10d._resolve_process_group(name).size()
-    except Exception:  # noqa: BLE001 - older torch: look the name up
-        pass
-    for pg, n in getattr(getattr(c10d, "_world", None), "pg_names",
-                         {}).items():
-        if n == name:
-            return dist.get_world_size(pg)
-    return None
-
-
-def _several(ranks, what, fn):
-    """fn() on every rank, agreed: its value where every rank succeeded
-    (and, with several ranks, the values' hashes agree), else Fallback on
-    every rank naming the first failure."""
-    if not ranks.several:
-        return fn()
-    value, why = None, None
-    try:
-        value = fn()
-    except Fallback as e:
-        why = str(e)
-    except Exception as e:  # noqa: BLE001 - a rank that raised must still
-        # take part in the agreement, or the others wait for it.
-        why = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300]
-                          if str(e) else "")
-    try:
-        agree(ranks, what, why is None,
-              sha(value[0]) if isinstance(value, tuple) and
-              isinstance(value[0], str) else None, why)
-    except Disagree as e:
-        raise Fallback(str(e))
-    return value
-
-
 def _decide_ranks(text, device, ranks, rec, hints=None):
     """The decided IR of imported IR `text` on every rank, the same:
     (text, key, from the cache). With several ranks, decided once, by rank
@@ -574,251 +323,10 @@ def _decide_ranks(text, device, ranks, rec, hints=None):
     return got[1], key, got[2] and ranks.rank == 0
 
 
-def size_hints(options=None):
-    """The rows (M) to tune each matmul at, sorted: torch.compile's
-    options={"size_hints_m": [...]} (a list of ints or "1,16,128"), else
-    MTSCHED_TORCH_SIZE_HINTS; None for none. Fallback for a bad value."""
-    options = dict(options or {})
-    raw = options.pop("size_hints_m", None)
-    if options:
-        raise Fallback("unknown option%s %s (the mtsched backend takes "
-                       "size_hints_m)" % ("s" if len(options) > 1 else "",
-                                          ", ".join(sorted(map(str,
-                                                                options)))))
-    where = "options['size_hints_m']"
-    if raw is None:
-        raw = os.environ.get("MTSCHED_TORCH_SIZE_HINTS", "")
-        where = "MTSCHED_TORCH_SIZE_HINTS"
-    if isinstance(raw, str):
-        raw = [t for t in raw.replace(" ", "").split(",") if t]
-    try:
-        hints = sorted({int(h) for h in raw})
-    except (TypeError, ValueError):
-        raise Fallback("%s must be positive integers (rows), not %r"
-                       % (where, raw))
-    if any(h <= 0 for h in hints):
-        raise Fallback("%s must be positive integers (rows), not %r"
-                       % (where, raw))
-    return tuple(hints) or None
-
-
-def _shape_free_key(gm, example_inputs, lifted, device, hints):
-    """A key of Dynamo's graph with its rows abstracted: the same for the
-    graph at another number of rows (tokens). What counts as rows: every
-    dimension but the last of each input that is not a parameter, and in
-    the graph's code any integer literal equal to one of them or to the
-    product of one input's (a view to [rows, hidden]). Parameters, buffers,
-    dtypes, the code otherwise, the device, the hints, the mtsched-opt
-    binary and MTSCHED_TORCH_OPT_ARGS are kept exactly.
-    A key shared by graphs that are not one is harmless:
-    mtsched-opt --decisions-from takes a node's decision only from a node
-    of the same name, op and shape but for its rows, with a choice the
-    node offers, and tunes the rest."""
-    import re
-    rows = set()
-    shapes = []
-    for i, x in enumerate(example_inputs):
-        if i in lifted or x.dim() == 0:
-            shapes.append((i, tuple(x.shape), str(x.dtype), i in lifted))
-            continue
-        lead = tuple(x.shape[:-1])
-        rows.update(int(d) for d in lead)
-        p = 1
-        for d in lead:
-            p *= int(d)
-        rows.add(p)
-        shapes.append((i, ("M",) * len(lead) + (int(x.shape[-1]),),
-                       str(x.dtype), False))
-    rows.discard(1)  # a literal 1 is everywhere; a row count of 1 is kept
-    code = re.sub(r"(?<![\w.])(\d+)(?![\w.])",
-                  lambda m: "<M>" if int(m.group(1)) in rows else m.group(1),
-                  gm.code)
-    h = hashlib.sha256(_importer_version().encode())
-    h.update(code.encode())
-    # Like the decided IR's key: another mtsched-opt or other flags decide
-    # afresh rather than from an older binary's tables.
-    st = os.stat(find_mtsched_opt())
-    h.update(repr((shapes, device, hints, st.st_size, int(st.st_mtime),
-                   os.environ.get("MTSCHED_TORCH_OPT_ARGS", ""))).encode())
-    for n, t in list(gm.named_parameters()) + list(gm.named_buffers()):
-        h.update(repr((n, tuple(t.shape), str(t.dtype))).encode())
-    return h.hexdigest()[:24]
-
-
-def _family_path(skey):
-    return os.path.join(_cache_dir(), "family-%s.txt" % skey)
-
-
-def _family_source(skey):
-    """The decided IR (a path) the graphs of shape-free key skey are
-    decided from: its first size's, decided with the size hints, in this
-    process or (the cache directory remembers it) an earlier one."""
-    path = _FAMILIES.get(skey)
-    if path is None:
-        try:
-            with open(_family_path(skey)) as f:
-                path = f.read().strip()
-        except OSError:
-            return None
-    return path if path and os.path.exists(path) else None
-
-
-def _remember_family(skey, path):
-    if _family_source(skey):
-        return  # the first size stays the one decided from
-    _FAMILIES[skey] = path
-    while len(_FAMILIES) > MAX_GRAPHS:
-        _FAMILIES.popitem(last=False)
-    try:
-        with open(_family_path(skey) + ".tmp", "w") as f:
-            f.write(path)
-        os.replace(_family_path(skey) + ".tmp", _family_path(skey))
-    except OSError as e:
-        _log("the size-hint family was not cached: %s" % e)
-
-
-def _dispatch_record(key, rec):
-    """What mtsched-opt --decisions-from reported for decision `key`:
-    the hint each node was decided at (rec["hints"]), why the others were
-    tuned (rec["tuned"]), the benchmarks run; rec["hint"] is the one hint
-    when every node took the same."""
-    try:
-        with open(os.path.join(_cache_dir(), key + ".report.json")) as f:
-            r = json.load(f)
-    except (OSError, ValueError):
-        return
-    hints, tuned = {}, {}
-    for n in r.get("nodes", []):
-        if n.get("dispatch_hint"):
-            hints[n["name"]] = n["dispatch_hint"]
-        elif n.get("dispatch_miss"):
-            tuned[n["name"]] = n["dispatch_miss"]
-    rec["hints"], rec["tuned"] = hints, tuned
-    rec["benchmarks_run"] = r.get("benchmarks_run")
-    one = set(hints.values())
-    rec["hint"] = one.pop() if len(one) == 1 else None
-
-
-_DECISION_RE = None
-
-
 def decisions_of(text):
-    """{node: decided choice} of a decided module's text, in order."""
-    global _DECISION_RE
-    if _DECISION_RE is None:
-        import re
-        _DECISION_RE = re.compile(
-            r"^\s*%([\w.]+) = (?:collective_)?multi_template_buffer .*? "
-            r"decided (\S+)", re.M)
-    return dict(_DECISION_RE.findall(text))
-
-
-_NODE_RE = None
-
-
-def _timings(line, word):
-    """{choice: "3.1us" | "inf" | "skipped"} of a decided node's `timings`
-    or `fused_timings` clause; None where the line has none."""
-    import re
-    m = re.search(r"(?<![\w])%s \{([^}]*)\}" % word, line)
-    if m is None:
-        return None
-    out = {}
-    for item in m.group(1).split(","):
-        name, _, value = item.strip().rpartition(" = ")
-        if name:
-            out[name] = value.strip()
-    return out
-
-
-def _report_nodes(key):
-    """{(graph, %node): the report's node} of decision `key`; empty where
-    no report is kept (a decided IR cached before reports were)."""
-    try:
-        with open(_report_path(key)) as f:
-            nodes = json.load(f)["nodes"]
-        return {(n["graph"], n["name"]): n for n in nodes}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-
-
-def untrusted_decisions(text, report=None):
-    """[(graph, %node, choice, why)] for each node of a decided module whose
-    decided choice did not pass its check: it failed (a timing of ``inf``:
-    it failed to build or run, timed out, or returned a wrong result against
-    the reference; the report's status and message say which), or it was
-    never measured (``decided ... fallback`` after a failed pre-sync, a
-    node without timings that no dispatch table decided, a timing
-    ``skipped``). mtsched-opt still decides
-    such a node (with a warning: "every choice of '%n' failed ...; using
-    'X'", exit status 0), so the decided IR runs a choice nobody checked.
-    `report`: {(graph, %node): node} of its --report, for the reasons."""
-    global _NODE_RE
-    import re
-    if _NODE_RE is None:
-        _NODE_RE = re.compile(
-            r"^\s*%([\w.]+) = (?:collective_)?multi_template_buffer .*? "
-            r"decided (\S+)((?: fused| fallback)*)")
-    report = report or {}
-    graph, out = "", []
-    for line in text.splitlines():
-        g = re.match(r"\s*graph @([\w.]+)", line)
-        if g:
-            graph = "@" + g.group(1)
-            continue
-        m = _NODE_RE.match(line)
-        if m is None:
-            continue
-        node, choice, flags = "%" + m.group(1), m.group(2), m.group(3).split()
-        unfused = _timings(line, "timings")
-        times = _timings(line, "fused_timings") if "fused" in flags \
-            else unfused
-        rn = report.get((graph, node), {})
-        why = None
-        if "fallback" in flags:
-            why = ("was decided by the fallback rule (the pre-sync "
-                   "failed): never measured, so never checked")
-        elif (times is None or choice not in times) and \
-                rn.get("dispatch_hint"):
-            # Decided from a dispatch table (--decisions-from): the
-            # table's winner at that hint was measured and passed its
-            # check there; this size is checked by the graph-level check.
-            pass
-        elif times is None or choice not in times:
-            why = "was never measured (decided without a benchmark)"
-        elif times[choice] == "skipped":
-            why = "was never measured (skipped)"
-        elif times[choice] == "inf":
-            rc = [c for c in rn.get("choices", []) if c.get("name") == choice]
-            rc = rc[0] if rc else {}
-            if "fused" in flags and rc.get("fused_message"):
-                why = "failed its check fused (%s)" % rc["fused_message"]
-            elif rc.get("status") not in (None, "ok"):
-                why = "failed its check: %s" % rc["status"]
-                if rc.get("message"):
-                    why += " (%s)" % rc["message"]
-            else:
-                why = ("failed its check (its timing is inf: it failed to "
-                       "build or run, timed out, or returned a wrong result)")
-            if all(t in ("inf", "skipped") for t in (unfused or {}).values()):
-                why += "; no choice of the node passed"
-        if why:
-            out.append((graph, node, choice, why))
-    return out
-
-
-def _check_choices(decided, key):
-    """Fallback where a node of the decided module runs a choice that did
-    not pass its check (untrusted_decisions): the first such node, its
-    choice and why, and how many more."""
-    bad = untrusted_decisions(decided, _report_nodes(key))
-    if bad:
-        graph, node, choice, why = bad[0]
-        raise Fallback("%s of %s: its decided choice '%s' %s%s" % (
-            node, graph, choice, why,
-            " (and %d more node%s)" % (len(bad) - 1,
-                                       "s" if len(bad) > 2 else "")
-            if len(bad) > 1 else ""))
+    """{node: decided choice} of a decided module's text, in order
+    (decided_nodes)."""
+    return {n.name: n.choice for n in decided_nodes(text)}
 
 
 def _presyncs(key):
@@ -864,173 +372,6 @@ def _prepare(decided, device, ranks):
                            % str(e).splitlines()[0][:300])
         return mod, graph
     return _several(ranks, "prepare", prepare)
-
-
-def check_enabled():
-    """Whether the graph-level accuracy check runs (MTSCHED_TORCH_CHECK,
-    default on; 0, off, false or no turn it off)."""
-    return os.environ.get("MTSCHED_TORCH_CHECK", "1").strip().lower() not in (
-        "0", "off", "false", "no")
-
-
-_COLLECTIVE_RE = None
-
-
-def _runs_collectives(decided):
-    """Whether the decided module calls a collective."""
-    global _COLLECTIVE_RE
-    if _COLLECTIVE_RE is None:
-        import re
-        _COLLECTIVE_RE = re.compile(
-            r"= (?:collective_multi_template_buffer|buffer) "
-            r"(?:all_reduce|all_gather|reduce_scatter|all_to_all)\(")
-    return _COLLECTIVE_RE.search(decided) is not None
-
-
-def _check_path(key):
-    return os.path.join(_cache_dir(), key + ".check.json")
-
-
-def _verdict_sig(decided, device):
-    """What a verdict holds for: the decided text itself (an edited or
-    re-decided IR is checked again), the runtime library that ran it and
-    the kind of device."""
-    try:
-        lib = runtime.find_library()
-        st = os.stat(lib)
-        lib = "%s %d %d" % (lib, st.st_size, int(st.st_mtime))
-    except OSError:
-        lib = None
-    return {"decided": sha(decided), "runtime": lib,
-            "device": device.split(":")[0]}
-
-
-def _load_verdict(key, sig):
-    """The cached verdict of decision `key` if it holds for `sig`, else
-    None."""
-    try:
-        with open(_check_path(key)) as f:
-            v = json.load(f)
-        if v.get("sig") == sig and isinstance(v.get("ok"), bool):
-            return v
-    except (OSError, ValueError, AttributeError):
-        pass
-    return None
-
-
-def _store_verdict(key, sig, ok, why, error, rank=0):
-    """Writes a verdict to the cache (best effort: a verdict not kept costs
-    the next process the check, nothing else)."""
-    path = _check_path(key)
-    tmp = "%s.tmp%d" % (path, rank)
-    try:
-        with open(tmp, "w") as f:
-            json.dump({"ok": ok, "why": why, "error": error, "sig": sig}, f)
-        os.replace(tmp, path)
-    except OSError as e:
-        _log("the accuracy verdict was not cached: %s" % e)
-
-
-def _compare(outs, refs):
-    """(worst norm-wise relative error, why or None): each output against
-    eager's within its dtype's tolerance (mtsched_torch.compare's);
-    `why` names the first output beyond it. Elements equal in both
-    (infinities, NaNs where both have one) count as no error."""
-    from .compare import errors, tolerance
-    if len(outs) != len(refs):
-        return float("inf"), ("the decided graph returns %d outputs, eager "
-                              "%d" % (len(outs), len(refs)))
-    worst = 0.0
-    for i, (o, r) in enumerate(zip(outs, refs)):
-        tol = tolerance(r.dtype)
-        if tuple(o.shape) != tuple(r.shape):
-            return float("inf"), (
-                "output %d has shape %s, eager's %s" % (
-                    i, list(o.shape), list(r.shape)))
-        a = o.detach().double().cpu()
-        b = r.detach().double().cpu()
-        same = (a == b) | (torch.isnan(a) & torch.isnan(b))
-        a = torch.where(same, torch.zeros_like(a), a)
-        b = torch.where(same, torch.zeros_like(b), b)
-        _, nrm = errors(a.numpy(), b.numpy())
-        if not nrm <= tol:
-            return float("inf") if nrm != nrm else nrm, (
-                "output %d differs from eager's on Dynamo's example inputs:"
-                " norm-wise relative error %.2e > %.0e (the %s tolerance)"
-                % (i, nrm, tol, str(r.dtype).replace("torch.", "")))
-        worst = max(worst, nrm)
-    return worst, None
-
-
-def _check_graph(ranks, key, decided, device, graph, binder, imp, gm,
-                 example_inputs, rec):
-    """The graph-level accuracy check, before the decided graph is trusted
-    the first time: it runs once on Dynamo's example inputs and each
-    output is compared with eager's (_compare). The verdict is kept
-    beside the decided IR (<key>.check.json) for the next process. Sets
-    rec["checked"] (True: ran here; "cached": an earlier verdict; False:
-    not checked, rec["check_skipped"] says why) and rec["check_error"];
-    Fallback on a mismatch. Several ranks: the ranks agree on the verdict
-    (a mismatch on one sends every rank to eager)."""
-    sig = _verdict_sig(decided, device)
-
-    def mine():
-        v = _load_verdict(key, sig)
-        if v is not None:
-            return {"checked": "cached", "ok": v["ok"], "why": v["why"],
-                    "error": v.get("error")}
-        if not check_enabled():
-            return {"checked": False, "ok": True, "why": None, "error": None,
-                    "skipped": "MTSCHED_TORCH_CHECK=%s"
-                    % os.environ.get("MTSCHED_TORCH_CHECK")}
-        if ranks.several and _runs_collectives(decided):
-            # Running it would wait in its collectives for ranks that may
-            # be elsewhere; the choice-level check still held.
-            return {"checked": False, "ok": True, "why": None, "error": None,
-                    "skipped": "several ranks: the graph runs collectives"}
-        with torch.no_grad():
-            refs = imp.eager
-            if refs is None:
-                ref = gm(*example_inputs)
-                refs = list(ref) if isinstance(ref, (list, tuple)) else [ref]
-            try:
-                outs = graph.run_torch(binder(example_inputs))
-            except (runtime.RuntimeError_, ValueError) as e:
-                raise Fallback("accuracy check: the decided graph failed on "
-                               "Dynamo's example inputs: %s"
-                               % str(e).splitlines()[0][:300])
-        error, why = _compare(outs, refs)
-        return {"checked": True, "ok": why is None, "why": why,
-                "error": error}
-
-    try:
-        v = _several(ranks, "accuracy check", mine)
-    finally:
-        if imp is not None:
-            imp.eager = None  # eager's outputs are not held past the check
-
-    rec["checked"] = v["checked"]
-    rec["check_error"] = v["error"]
-    if "skipped" in v:
-        rec["check_skipped"] = v["skipped"]
-    # The verdict, agreed among the ranks: the first failing rank's.
-    why, cached = (None if v["ok"] else v["why"]), v["checked"] == "cached"
-    if ranks.several:
-        got = gather(ranks, (v["ok"], v["why"], cached))
-        bad = [(r, w, c) for r, (o, w, c) in enumerate(got) if not o]
-        why, cached = None, False
-        if bad:
-            r, why, cached = bad[0]
-            if not cached:
-                why = "rank %d of %d: %s" % (r, ranks.world, why)
-    if v["checked"] is True or (why and v["ok"]):
-        # Kept for the next process: what this rank found, or the failure
-        # another rank found (every rank writes the same one then).
-        _store_verdict(key, sig, why is None, why, v["error"], ranks.rank)
-    if why:
-        raise Fallback("accuracy check: %s%s" % (
-            why, " [the verdict of an earlier process, %s]"
-            % os.path.basename(_check_path(key)) if cached else ""))
 
 
 def _check_outputs(imp, graph):
@@ -1089,28 +430,14 @@ def _compile(gm, example_inputs, options=None):
         # its family was tuned at is decided from that one's dispatch
         # tables (no benchmark where they cover its rows); a size tuned
         # itself before keeps its own decisions.
-        source = _family_source(skey) if skey and not ranks.several \
-            else None
-        if source and os.path.exists(_decided_path(
-                _decide_key(imp.text, device, 1, hints)[2])):
-            source = None
-        decided = None
-        if source:
-            try:
-                decided, key, hit = _decide(imp.text, device, 1, hints,
-                                            source)
-            except Fallback as e:
-                # The graph is still tuned as usual below: a table that
-                # cannot be used costs the benchmark it would have saved.
-                _log("%s: not decided from %s: %s" % (name, source, e))
-        if decided is not None:
-            rec["decided_from"] = source
-            _dispatch_record(key, rec)
-            # "dispatch" where a table decided a node (rec["tuned"]
-            # names the nodes mtsched-opt tuned as usual, and why).
-            rec["decided"] = "cache" if hit else (
-                "dispatch" if rec.get("hints") else "mtsched-opt")
-        else:
+        decided, key, hit = None, None, False
+        if skey and not ranks.several:
+            decided, key, hit = _decide_from_family(
+                skey, rec, name,
+                lambda: _decided_path(_decide_key(imp.text, device, 1,
+                                                  hints)[2]),
+                lambda source: _decide(imp.text, device, 1, hints, source))
+        if decided is None:
             decided, key, hit = _decide_ranks(imp.text, device, ranks, rec,
                                               hints)
             rec["decided"] = "cache" if hit else (
@@ -1202,65 +529,6 @@ def _compile(gm, example_inputs, options=None):
         outs = run_torch(binder(args))
         return outs[0] if single else tuple(outs)
     return run
-
-
-def _import(traced, example_inputs, lifted, name, gm, world=1):
-    """Dynamo's graph imported (torch.export, else make_fx), as _Imported;
-    Fallback where it is not all in the IR. Several ranks: the graph's
-    functional collectives become the IR's, over the world."""
-    res, why = None, []
-    user = [x for i, x in enumerate(example_inputs) if i not in lifted]
-    names = _group_names(gm, world) if world > 1 else {}
-    # torch.export first (2.x), then make_fx, as mtsched_torch.compare does.
-    for tracer in ["auto", "make_fx"]:
-        try:
-            res = import_module(traced, user, name, world, tracer, quiet=True,
-                                groups={}, group_names=names)
-            break
-        except Exception as e:  # noqa: BLE001 - any import failure falls back
-            why.append("%s: %s: %s" % (tracer, type(e).__name__,
-                                       str(e).splitlines()[0][:200]
-                                       if str(e) else ""))
-    if res is None:
-        raise Fallback("import failed (%s)" % "; ".join(why))
-    if res.unmapped:
-        raise Fallback("ops outside the IR: " + ", ".join(
-            "%s x%d" % kv for kv in sorted(res.unmapped.items())))
-    if world > 1:
-        # Not run: its collectives would wait for ranks that took another
-        # path (one rank's import cached, another's not); Dynamo's output
-        # node knows the values it returns.
-        ref = _example_outputs(gm)
-    else:
-        with torch.no_grad():
-            ref = gm(*example_inputs)
-    single = not isinstance(ref, (list, tuple))
-    refs = [ref] if single else list(ref)
-    if len(refs) != len(res.outputs) or not all(
-            isinstance(r, torch.Tensor) for r in refs):
-        raise Fallback("the graph returns %d values, the IR %d tensors"
-                       % (len(refs), len(res.outputs)))
-    return _Imported(res.text(), res.inputs, res.constants, len(res.outputs),
-                     single, None if world > 1 else refs)
-
-
-def _example_outputs(gm):
-    """What Dynamo's graph returns, from its output node's example values
-    (fake tensors), without running it."""
-    out = [n for n in gm.graph.nodes if n.op == "output"]
-    if not out:
-        raise Fallback("the graph has no output node")
-
-    def val(a):
-        if isinstance(a, torch.fx.Node):
-            v = a.meta.get("example_value", a.meta.get("val"))
-            if v is None:
-                raise Fallback("output %s has no example value" % a.name)
-            return v
-        if isinstance(a, (list, tuple)):
-            return type(a)(val(x) for x in a)
-        return a
-    return val(out[0].args[0])
 
 
 @register_backend(name="mtsched")

@@ -1,6 +1,8 @@
 """mtsched_torch.backend.untrusted_decisions on a decided module written
 by hand: which nodes the backend's choice-level check refuses, and why
-(the decided IR's timings, the report's reasons where it has them)."""
+(the decided IR's timings, the report's reasons where it has them). Then
+decisions_of on the same text: it reads the decided lines with the same
+parser (backend_base.decided_nodes), every decided node, in order."""
 
 import os
 import sys
@@ -9,7 +11,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dynamo_stub import install  # noqa: E402
 
 install()
-from mtsched_torch.backend import untrusted_decisions  # noqa: E402
+from mtsched_torch.backend import (decisions_of,  # noqa: E402
+                                   untrusted_decisions)
 
 TEXT = """group @tp = [0]
 
@@ -33,3 +36,5 @@ for report in [None, REPORT]:
     print("report: %s" % ("yes" if report else "no"))
     for graph, node, choice, why in untrusted_decisions(TEXT, report):
         print("%s %s '%s' %s" % (graph, node, choice, why))
+
+print("decisions: %s" % list(decisions_of(TEXT).items()))
