@@ -423,6 +423,19 @@ std::string FusionAnalysis::whyNotJoin(const MultiTemplateBufferNode &M,
     return "row reduction '%" + U->getName() +
            "' follows a layout op in the epilogue; the GEMM's tile holds "
            "whole rows of its own output only";
+  if (Layout) {
+    // A layout op read outside the chain would be written as a copy of
+    // what is a view or a gather today; the chain ends before it.
+    auto UIt = Users.find(U->getResult());
+    size_t NumUsers = UIt == Users.end() ? 0 : UIt->second.size();
+    if (Outputs.count(U->getResult()) || NumUsers != 1)
+      return "layout op '%" + U->getName() + "' is " +
+             (Outputs.count(U->getResult())
+                  ? std::string("a graph output")
+                  : "read by " + std::to_string(NumUsers) + " consumers") +
+             "; an epilogue continues through a layout op read by its next "
+             "member only";
+  }
   if (Layout)
     // The kernel writes what is read outside it at the index of its own
     // store; a value before a layout op would need a store of its own.
