@@ -2,10 +2,10 @@
 //
 // A matmul's epilogue that continues through a reshape and a transpose
 // (Schedule/Fusion.h, index substitution): every GEMM template that takes
-// an epilogue (mma.sync, fp32, wgmma, persistent wgmma) reads the values
-// after the layout ops and stores the result at the mapped index, never
-// through pair or TMA tile stores; the epilogue run apart is a read-through
-// group. Each kernel is compiled with NVRTC for sm_90 wherever libnvrtc
+// an epilogue (mma.sync with and without split-K, fp32, wgmma, persistent
+// wgmma) reads the values after the layout ops and stores the result at the
+// mapped index, never through pair or TMA tile stores; the epilogue run
+// apart is a read-through group. Each kernel is compiled with NVRTC for sm_90 wherever libnvrtc
 // can be opened. The element map itself is checked against the
 // interpreter's layout plan: it is the plan's inverse.
 //
@@ -135,6 +135,10 @@ TEST(EpilogueLayoutCodegen, EveryTemplateStoresAtTheMappedIndex) {
       Tiles = {{16, 64, 16, 4, 1}};
     } else {
       Tiles = {{16, 64, 64, 4, 4}, wgmmaTile(64, 128, 64, 4)};
+      // Split-K: the last CTA of a tile runs the epilogue.
+      GemmTileConfig Split{16, 64, 64, 4, 8};
+      Split.SplitK = 2;
+      Tiles.push_back(Split);
       GemmTileConfig Pers = wgmmaTile(64, 128, 64, 4);
       Pers.Persistent = true;
       Tiles.push_back(Pers);
