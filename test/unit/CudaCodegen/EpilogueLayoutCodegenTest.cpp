@@ -5,9 +5,9 @@
 // an epilogue (mma.sync with and without split-K, fp32, wgmma, persistent
 // wgmma) reads the values after the layout ops and stores the result at the
 // mapped index, never through pair or TMA tile stores; the epilogue run
-// apart is a read-through group. Each kernel is compiled with NVRTC for sm_90 wherever libnvrtc
-// can be opened. The element map itself is checked against the
-// interpreter's layout plan: it is the plan's inverse.
+// apart is a read-through group. Each kernel is compiled with NVRTC for sm_90
+// wherever libnvrtc can be opened. The element map itself is checked against
+// the interpreter's layout plan: it is the plan's inverse.
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Backend/Cuda/CudaApi.h"
@@ -23,6 +23,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
 #include <iostream>
+#include <optional>
+#include <set>
 
 using namespace mtsched;
 
@@ -97,7 +99,125 @@ graph @v(%x: bf16[64,256], %w: bf16[256,256], %g: bf16[4,64]) {
 }
 )";
 
+/// The value of a generated index expression (integers with an optional
+/// LL suffix, r, c, + - * / % and parentheses, C's precedence) at (R, C);
+/// nullopt if it is not one.
+class IndexEval {
+public:
+  IndexEval(llvm::StringRef E, int64_t R, int64_t C) : E(E), R(R), C(C) {}
+  std::optional<int64_t> eval() {
+    std::optional<int64_t> V = sum();
+    skip();
+    return E.empty() ? V : std::nullopt;
+  }
+
+private:
+  void skip() { E = E.ltrim(); }
+  std::optional<int64_t> sum() {
+    std::optional<int64_t> V = product();
+    for (skip(); V && (E.starts_with("+") || E.starts_with("-")); skip()) {
+      char Op = E.front();
+      E = E.drop_front();
+      std::optional<int64_t> W = product();
+      if (!W)
+        return std::nullopt;
+      V = Op == '+' ? *V + *W : *V - *W;
+    }
+    return V;
+  }
+  std::optional<int64_t> product() {
+    std::optional<int64_t> V = atom();
+    for (skip(); V && !E.empty() && llvm::StringRef("*/%").contains(E[0]);
+         skip()) {
+      char Op = E.front();
+      E = E.drop_front();
+      std::optional<int64_t> W = atom();
+      if (!W || (Op != '*' && *W == 0))
+        return std::nullopt;
+      V = Op == '*' ? *V * *W : Op == '/' ? *V / *W : *V % *W;
+    }
+    return V;
+  }
+  std::optional<int64_t> atom() {
+    skip();
+    if (E.consume_front("(")) {
+      std::optional<int64_t> V = sum();
+      skip();
+      return E.consume_front(")") ? V : std::nullopt;
+    }
+    if (E.consume_front("r"))
+      return R;
+    if (E.consume_front("c"))
+      return C;
+    size_t Digits = E.find_first_not_of("0123456789");
+    if (Digits == 0)
+      return std::nullopt;
+    int64_t V = 0;
+    if (E.take_front(Digits).getAsInteger(10, V))
+      return std::nullopt;
+    E = E.drop_front(Digits);
+    E.consume_front("LL");
+    return V;
+  }
+  llvm::StringRef E;
+  int64_t R, C;
+};
+
+/// The index expression between `Array[` and its matching `]` after Pos.
+std::string indexAfter(const std::string &Src, const std::string &Array,
+                       size_t Pos = 0) {
+  size_t At = Src.find(Array + "[", Pos);
+  if (At == std::string::npos)
+    return "";
+  size_t Begin = At + Array.size() + 1;
+  int Depth = 1;
+  for (size_t I = Begin; I < Src.size(); ++I) {
+    Depth += Src[I] == '[' ? 1 : Src[I] == ']' ? -1 : 0;
+    if (Depth == 0)
+      return Src.substr(Begin, I - Begin);
+  }
+  return "";
+}
+
 } // namespace
+
+TEST(EpilogueLayoutCodegen, GeneratedIndicesAreTheElementMaps) {
+  // The Q projection's chain: the store's and cos's index expressions of
+  // the mma.sync kernel, evaluated at every (r, c) of the GEMM, are where
+  // the element maps put the element and where its cos value broadcasts
+  // from (cos [16,128] over [2,4,16,128]).
+  auto P = lowerAndFuse(QRope);
+  ASSERT_TRUE(P);
+  const Graph &G = *P->M->getGraphs()[0];
+  const auto *M = llvm::cast<MultiTemplateBufferNode>(G.getNodes()[0].get());
+  std::vector<ElementMap> Maps;
+  for (const Operand &E : M->getEpilogue())
+    if (std::optional<ElementMap> Map = elementMapOf(*E.V->getDef()))
+      Maps.push_back(*Map);
+  ASSERT_EQ(Maps.size(), 2u);
+  auto K = generateGemmKernel(*M, GemmTileConfig{16, 64, 64, 4, 4}, true);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  size_t Tail = K->Source.find("// Each element at its index in the result");
+  ASSERT_NE(Tail, std::string::npos);
+  std::string Store = indexAfter(K->Source, "p_r_out", Tail);
+  std::string Cos = indexAfter(K->Source, "p_cos");
+  std::string Res = indexAfter(K->Source, "p_res");
+  ASSERT_FALSE(Store.empty() || Cos.empty() || Res.empty());
+  std::set<int64_t> Stored;
+  for (int64_t R = 0; R < 32; ++R)
+    for (int64_t C = 0; C < 512; ++C) {
+      int64_t To = R * 512 + C;
+      for (const ElementMap &Map : Maps)
+        To = Map.apply(To);
+      EXPECT_EQ(IndexEval(Store, R, C).eval(), To) << R << ", " << C;
+      EXPECT_EQ(IndexEval(Res, R, C).eval(), To) << R << ", " << C;
+      EXPECT_EQ(IndexEval(Cos, R, C).eval(), To % 2048) << R << ", " << C;
+      Stored.insert(To);
+    }
+  // Every element of the result is stored once.
+  EXPECT_EQ(Stored.size(), size_t(32 * 512));
+  EXPECT_EQ(*Stored.rbegin(), 32 * 512 - 1);
+}
 
 TEST(EpilogueLayoutCodegen, ElementMapInvertsTheLayoutPlan) {
   auto P = lowerAndFuse(QRope);
