@@ -183,8 +183,8 @@ std::string indexAfter(const std::string &Src, const std::string &Array,
 
 TEST(EpilogueLayoutCodegen, GeneratedIndicesAreTheElementMaps) {
   // The Q projection's chain: the store's and cos's index expressions of
-  // the mma.sync kernel, evaluated at every (r, c) of the GEMM, are where
-  // the element maps put the element and where its cos value broadcasts
+  // the mma.sync and wgmma kernels, evaluated at every (r, c) of the GEMM, are
+  // where the element maps put the element and where its cos value broadcasts
   // from (cos [16,128] over [2,4,16,128]).
   auto P = lowerAndFuse(QRope);
   ASSERT_TRUE(P);
@@ -195,28 +195,31 @@ TEST(EpilogueLayoutCodegen, GeneratedIndicesAreTheElementMaps) {
     if (std::optional<ElementMap> Map = elementMapOf(*E.V->getDef()))
       Maps.push_back(*Map);
   ASSERT_EQ(Maps.size(), 2u);
-  auto K = generateGemmKernel(*M, GemmTileConfig{16, 64, 64, 4, 4}, true);
-  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
-  size_t Tail = K->Source.find("// Each element at its index in the result");
-  ASSERT_NE(Tail, std::string::npos);
-  std::string Store = indexAfter(K->Source, "p_r_out", Tail);
-  std::string Cos = indexAfter(K->Source, "p_cos");
-  std::string Res = indexAfter(K->Source, "p_res");
-  ASSERT_FALSE(Store.empty() || Cos.empty() || Res.empty());
-  std::set<int64_t> Stored;
-  for (int64_t R = 0; R < 32; ++R)
-    for (int64_t C = 0; C < 512; ++C) {
-      int64_t To = R * 512 + C;
-      for (const ElementMap &Map : Maps)
-        To = Map.apply(To);
-      EXPECT_EQ(IndexEval(Store, R, C).eval(), To) << R << ", " << C;
-      EXPECT_EQ(IndexEval(Res, R, C).eval(), To) << R << ", " << C;
-      EXPECT_EQ(IndexEval(Cos, R, C).eval(), To % 2048) << R << ", " << C;
-      Stored.insert(To);
-    }
-  // Every element of the result is stored once.
-  EXPECT_EQ(Stored.size(), size_t(32 * 512));
-  EXPECT_EQ(*Stored.rbegin(), 32 * 512 - 1);
+  for (const GemmTileConfig &T :
+       {GemmTileConfig{16, 64, 64, 4, 4}, wgmmaTile(64, 128, 64, 4)}) {
+    auto K = generateGemmKernel(*M, T, true);
+    ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+    size_t Tail = K->Source.find("// Each element at its index in the result");
+    ASSERT_NE(Tail, std::string::npos) << K->Name;
+    std::string Store = indexAfter(K->Source, "p_r_out", Tail);
+    std::string Cos = indexAfter(K->Source, "p_cos");
+    std::string Res = indexAfter(K->Source, "p_res");
+    ASSERT_FALSE(Store.empty() || Cos.empty() || Res.empty()) << K->Name;
+    std::set<int64_t> Stored;
+    for (int64_t R = 0; R < 32; ++R)
+      for (int64_t C = 0; C < 512; ++C) {
+        int64_t To = R * 512 + C;
+        for (const ElementMap &Map : Maps)
+          To = Map.apply(To);
+        ASSERT_EQ(IndexEval(Store, R, C).eval(), To) << K->Name;
+        ASSERT_EQ(IndexEval(Res, R, C).eval(), To) << K->Name;
+        ASSERT_EQ(IndexEval(Cos, R, C).eval(), To % 2048) << K->Name;
+        Stored.insert(To);
+      }
+    // Every element of the result is stored once.
+    EXPECT_EQ(Stored.size(), size_t(32 * 512));
+    EXPECT_EQ(*Stored.rbegin(), 32 * 512 - 1);
+  }
 }
 
 TEST(EpilogueLayoutCodegen, ElementMapInvertsTheLayoutPlan) {
