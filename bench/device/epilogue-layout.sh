@@ -71,6 +71,11 @@ for T in epilogue-layout epilogue-layout-interpret; do
   late "$T" && continue
   run "$T on" 60 "$F" --split-input-file --pipeline=default \
     --fusion-heuristic=always -o "$OUT/$T.decided.mir"
+  # Which epilogues ran fused (a fused choice the benchmark's check failed
+  # would have fallen back to unfused: see WrongResult in the log).
+  grep -o 'epilogue \[[^]]*\] decided [^ ]*\( fused\)\?' "$OUT/$T.decided.mir" 2>/dev/null |
+    sed "s/^/$T on: /" >> "$SUM"
+  grep -c 'WrongResult\|differs from the fp64 reference' "$LOG" | sed "s/^/$T: benchmark check failures so far: /" >> "$SUM"
   late "$T off" ||
     run "$T off" 60 "$F" --split-input-file --pipeline=default \
       --fusion-heuristic=always --epilogue-through-layout=false -o /dev/null
