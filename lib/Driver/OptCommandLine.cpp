@@ -423,6 +423,7 @@ static constexpr PassOptionFlag PassOptionFlags[] = {
     {"fuse", "tie-tolerance", "tie-tolerance"},
     {"fuse", "max-epilogue-length", "max-epilogue-length"},
     {"fuse", "reduction-fusion", "reduction-fusion"},
+    {"fuse", "epilogue-through-layout", "epilogue-through-layout"},
     {"autotune", "prune-top-k", "prune-top-k"},
     {"autotune", "bench-runs", "bench-runs"},
     {"autotune", "warmup-runs", "warmup-runs"},

@@ -182,3 +182,41 @@ std::optional<LayoutPlan> mtsched::layoutPlanOf(const Node &N) {
   P.Sources.push_back(std::move(S));
   return P;
 }
+
+int64_t ElementMap::apply(int64_t I) const {
+  if (Identity)
+    return I;
+  int64_t Out = 0;
+  for (size_t D = 0; D < Div.size(); ++D)
+    Out += (I / Div[D]) % Mod[D] * Stride[D];
+  return Out;
+}
+
+std::optional<ElementMap> mtsched::elementMapOf(const Node &N) {
+  if (N.getOp() != OpCode::Reshape && N.getOp() != OpCode::Transpose)
+    return std::nullopt;
+  std::optional<LayoutPlan> P = layoutPlanOf(N);
+  if (!P)
+    return std::nullopt;
+  ElementMap M;
+  if (P->Identity) {
+    M.Identity = true;
+    return M;
+  }
+  // A transpose: every operand dimension read by exactly one result
+  // dimension, so that no element is dropped or repeated.
+  const Attribute *A = N.getAttrs().get("perm");
+  std::vector<bool> Seen(P->OutShape.size(), false);
+  for (const Attribute &X : A->getList()) {
+    int64_t From = X.getInt();
+    if (Seen[From])
+      return std::nullopt;
+    Seen[From] = true;
+  }
+  // Result dimension d is the operand's dimension of stride Coef[d]: the
+  // operand's element I has index (I / Coef[d]) % size along it.
+  M.Div = P->Sources.front().Coef;
+  M.Mod = P->OutShape;
+  M.Stride = stridesOf(P->OutShape);
+  return M;
+}

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/IR/Verifier.h"
 #include "VerifierImpl.h"
+#include "mtsched/IR/Layout.h"
 #include "mtsched/IR/OpUnit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
@@ -87,6 +88,7 @@ void Verifier::verifyEpilogues(const Graph &G) {
     llvm::DenseSet<const Value *> InKernel{M->getResult()};
     const Value *Prev = M->getResult();
     bool Chain = true;
+    bool Moved = false; // a layout op is in the chain before this member
     const auto &Epi = M->getEpilogue();
     for (const Operand &E : Epi)
       if (!E.V->getDef() || E.V->getDef()->getIndex() <= M->getIndex()) {
@@ -116,15 +118,26 @@ void Verifier::verifyEpilogues(const Graph &G) {
         error(E.Loc, name(E.V) + " is already in the epilogue of '%" +
                          It->second->getName() +
                          "'; a node belongs to at most one kernel");
+      bool Row = isRowReduction(D->getOp());
+      // A matmul's epilogue continues through reshape and transpose: later
+      // members are read and written at the mapped index.
+      bool Moves = llvm::isa<BufferNode>(D) && M->getOp() == OpCode::MatMul &&
+                   isFloatDType(D->getType().Dtype) && elementMapOf(*D);
       bool Fusable = llvm::isa<BufferNode>(D) &&
                      (isPointwise(D->getOp()) || isRowReduction(D->getOp()));
-      if (!Fusable) {
+      if (!Fusable && !Moves) {
         error(E.Loc, "epilogue member " + name(E.V) +
-                         " is not a pointwise op or a row reduction");
+                         " is not a pointwise op or a row reduction" +
+                         (M->getOp() == OpCode::MatMul
+                              ? " (nor a float reshape or transpose)"
+                              : ""));
         Chain = false;
         break;
       }
-      bool Row = isRowReduction(D->getOp());
+      if (Row && Moved)
+        error(E.Loc, "row reduction " + name(E.V) +
+                         " follows a layout op in the epilogue of " + MName);
+
       bool Consumes =
           Row ? D->getOperand(0) == Prev
               : llvm::any_of(D->getOperands(),
@@ -139,10 +152,19 @@ void Verifier::verifyEpilogues(const Graph &G) {
       if (Row && I + 1 != Epi.size())
         error(E.Loc, "row reduction " + name(E.V) +
                          " must end the epilogue of " + MName);
-      if (D->getType().Shape != M->getType().Shape)
+      // Members iterate over the shape of the value before them (the
+      // template's, or the last layout op's).
+      if (!Moves && D->getType().Shape != Prev->getType().Shape)
         error(E.Loc, "epilogue member " + name(E.V) + " iterates over " +
                          shapeStr(D->getType().Shape) + ", not " +
-                         shapeStr(M->getType().Shape) + " like " + MName);
+                         shapeStr(Prev->getType().Shape) + " like " +
+                         (Moved ? name(Prev) : MName));
+      for (const Operand &O : D->getOperands())
+        if (Moved && O.V != Prev && InKernel.count(O.V))
+          error(O.Loc, "epilogue member " + name(E.V) + " reads " + name(O.V) +
+                           ", which its kernel computes at another index "
+                           "across a layout op");
+      Moved |= Moves;
       for (const Operand &O : D->getOperands()) {
         const Node *Src = O.V->getDef();
         if (InKernel.count(O.V) || !Src)

@@ -682,10 +682,23 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
                                        const RowOperands &Data) {
   int64_t L = Row.size();
   const Value *Prev = Start;
+  // Past a reshape or transpose (a GEMM's epilogue through layout ops):
+  // Row keeps the start's order, and element C of it is at index
+  // Moved(R * L + C) of the shape Iter that later values have.
+  std::vector<ElementMap> Maps;
+  llvm::ArrayRef<int64_t> Iter;
+  auto Moved = [&](int64_t I) {
+    for (const ElementMap &M : Maps)
+      I = M.apply(I);
+    return I;
+  };
   auto At = [&](const Value *V, int64_t C) -> double {
     int64_t Num = Data.size(V);
     if (Num == 1)
       return Data.at(V, 0);
+    if (!Maps.empty())
+      return Data.at(
+          V, broadcastIndex(V->getType().Shape, Iter, Moved(R * L + C)));
     if (Num == L && V->getType().innerDim() == L)
       return Data.at(V, C);
     if (Num == Rows * L)
@@ -700,6 +713,19 @@ llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
       if (O.V != Prev && Data.size(O.V) < 0)
         return err("no value for '%" + O.V->getName() + "'");
     OpCode Op = N->getOp();
+    if (isLayout(Op)) {
+      std::optional<ElementMap> M = elementMapOf(*N);
+      if (!M || N->getOperand(0) != Prev)
+        return err("'%" + N->getName() +
+                   "' is a layout op that moves no element chain through");
+      Maps.push_back(std::move(*M));
+      Iter = N->getType().Shape;
+      Prev = N->getResult();
+      continue;
+    }
+    if (isRowReduction(Op) && !Maps.empty())
+      return err("row reduction '%" + N->getName() +
+                 "' follows a layout op in a row chain");
     if (Op == OpCode::RmsNorm) {
       double SS = 0;
       for (double V : Row)

@@ -1,5 +1,6 @@
 //===- Fusion.cpp - Vertical fusion and epilogue candidates ---------------===//
 #include "mtsched/Schedule/Fusion.h"
+#include "mtsched/IR/Layout.h"
 #include "mtsched/IR/Printer.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -254,8 +255,26 @@ std::string mtsched::whyNoEpilogue(const MultiTemplateBufferNode &M) {
   return "";
 }
 
+/// Why layout node U cannot continue M's epilogue; empty if it can.
+static std::string whyNotEpilogueLayout(const MultiTemplateBufferNode &M,
+                                        const Node &U) {
+  std::string What =
+      "layout op '%" + U.getName() + "' (" + U.getOpName().str() + ")";
+  if (!elementMapOf(U))
+    return What + " does not move each element to exactly one place; an "
+                  "epilogue continues through reshape and transpose only";
+  if (M.getOp() != OpCode::MatMul)
+    return What + " follows " + M.getOpName().str() + " '%" + M.getName() +
+           "', whose kernel does not map its epilogue through layout ops";
+  if (!isFloatDType(U.getType().Dtype))
+    return What + " moves integers, which an epilogue does not";
+  return "";
+}
+
 std::string mtsched::whyNotEpilogueMember(const MultiTemplateBufferNode &M,
                                           const Node &U) {
+  if (llvm::isa<BufferNode>(U) && isLayout(U.getOp()))
+    return whyNotEpilogueLayout(M, U);
   if (!llvm::isa<BufferNode>(U) || !isFusableOp(U.getOp()))
     return "consumer '%" + U.getName() +
            "' is not a pointwise op or a row reduction";
@@ -378,16 +397,70 @@ std::string FusionAnalysis::whyNotJoin(const MultiTemplateBufferNode &M,
                                        const KernelSet &Members) {
   // The op's category first; a custom template's pointwise-only rule
   // speaks after the shape rules below (the same function decides both).
-  if (!isFusableOp(U->getOp()) || !llvm::isa<BufferNode>(U))
+  bool Layout = llvm::isa<BufferNode>(U) && isLayout(U->getOp());
+  if (Layout && !Opts.EpilogueThroughLayout)
+    return "layout op '%" + U->getName() +
+           "' ends the epilogue (--epilogue-through-layout=false)";
+  if (Layout) {
+    if (std::string Why = whyNotEpilogueLayout(M, *U); !Why.empty())
+      return Why;
+  } else if (!isFusableOp(U->getOp()) || !llvm::isa<BufferNode>(U)) {
     return whyNotEpilogueMember(M, *U);
+  }
   auto Owner = EpilogueOwner.find(U);
   if (Owner != EpilogueOwner.end())
     return "consumer '%" + U->getName() + "' is in the epilogue of '%" +
            Owner->second->getName() + "'";
-  if (U->getType().Shape != M.getType().Shape)
+  // Members iterate over the shape of the value before them: the
+  // template's, or the last layout op's.
+  const auto &Iter = Cur->getType().Shape;
+  if (!Layout && U->getType().Shape != Iter)
     return "consumer '%" + U->getName() + "' iterates over " +
-           shapeStr(U->getType().Shape) + ", not " +
-           shapeStr(M.getType().Shape);
+           shapeStr(U->getType().Shape) + ", not " + shapeStr(Iter);
+  bool AfterLayout =
+      llvm::any_of(Members, [](const Node *N) { return isLayout(N->getOp()); });
+  if (AfterLayout && isRowReduction(U->getOp()))
+    return "row reduction '%" + U->getName() +
+           "' follows a layout op in the epilogue; the GEMM's tile holds "
+           "whole rows of its own output only";
+  if (Layout) {
+    // A layout op read outside the chain would be written as a copy of
+    // what is a view or a gather today; the chain ends before it.
+    auto UIt = Users.find(U->getResult());
+    size_t NumUsers = UIt == Users.end() ? 0 : UIt->second.size();
+    if (Outputs.count(U->getResult()) || NumUsers != 1)
+      return "layout op '%" + U->getName() + "' is " +
+             (Outputs.count(U->getResult())
+                  ? std::string("a graph output")
+                  : "read by " + std::to_string(NumUsers) + " consumers") +
+             "; an epilogue continues through a layout op read by its next "
+             "member only";
+  }
+  if (Layout)
+    // The kernel writes what is read outside it at the index of its own
+    // store; a value before a layout op would need a store of its own.
+    for (const Node *N : Members) {
+      if (N == &M)
+        continue;
+      auto It = Users.find(N->getResult());
+      bool Escapes = Outputs.count(N->getResult());
+      if (It != Users.end())
+        for (const Node *R : It->second)
+          Escapes |= R != U && !Members.count(R);
+      if (Escapes)
+        return "layout op '%" + U->getName() + "' follows '%" + N->getName() +
+               "', which is read outside the epilogue; an epilogue writes "
+               "values only after its last layout op";
+    }
+  if (AfterLayout || Layout)
+    // Index substitution maps only the chain's latest value: a value
+    // computed before a layout op is at another index.
+    for (const Operand &O : U->getOperands())
+      if (O.V != Cur->getResult() && O.V->getDef() &&
+          Members.count(O.V->getDef()))
+        return "'%" + U->getName() + "' reads '%" + O.V->getName() +
+               "', which the epilogue computes at another index across a "
+               "layout op";
   if (isRowReduction(U->getOp()) && U->getOperand(0) != Cur->getResult())
     return "'%" + Cur->getName() + "' is not the normalised input of '%" +
            U->getName() + "'";
@@ -481,12 +554,27 @@ void FusionAnalysis::findEpilogue(const MultiTemplateBufferNode &M,
       break;
     }
   }
+  // A layout op at the end moves nothing into the kernel (a reshape is a
+  // view, a transpose its own gather kernel either way): the chain ends at
+  // the member before it.
+  auto TrimLayout = [&] {
+    while (!Chain.empty() && isLayout(Chain.back()->getOp())) {
+      // What ended the chain after it says most; else the layout op.
+      if (Why.empty())
+        Why = "layout op '%" + Chain.back()->getName() +
+              "' would end the epilogue; an epilogue continues through "
+              "layout ops only to a pointwise member";
+      Chain.pop_back();
+    }
+  };
+  TrimLayout();
   // Cut the chain where it would write too many values: the member at the
   // cut is then the last one, which is always written.
   std::vector<const Node *> Writes = readOutside(Chain);
   while (Writes.size() > Opts.MaxExtraWrites) {
     const Node *Last = Writes[Opts.MaxExtraWrites];
     Chain.resize(llvm::find(Chain, Last) - Chain.begin() + 1);
+    TrimLayout();
     Writes = readOutside(Chain);
   }
   if (Chain.empty()) {

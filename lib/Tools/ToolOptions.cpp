@@ -81,6 +81,12 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
                    "chain (the MoE combine, a softmax or mean written by "
                    "hand; default true)"),
           cl::init(true), cl::cat(Cat)),
+      EpilogueThroughLayout(
+          "epilogue-through-layout",
+          cl::desc("Let a matmul's epilogue continue through reshape and "
+                   "transpose by index substitution (the Q projection's "
+                   "reshape, permute and RoPE in its kernel; default true)"),
+          cl::init(true), cl::cat(Cat)),
       TopologyFile("topology",
                    cl::desc("JSON file saying which host and NVLink domain "
                             "each rank is on (default: discovered, MPI's "
@@ -107,5 +113,6 @@ llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
   Fusion.Horizontal = HorizontalFusion;
   Fusion.Prologue = PrologueFusion;
   Fusion.Reductions = ReductionFusion;
+  Fusion.EpilogueThroughLayout = EpilogueThroughLayout;
   return llvm::Error::success();
 }

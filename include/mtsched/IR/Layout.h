@@ -69,6 +69,23 @@ struct LayoutPlan {
 /// not a well-formed layout op.
 std::optional<LayoutPlan> layoutPlanOf(const Node &N);
 
+/// Where a layout op that is a bijection of the elements (reshape of a
+/// dense value, transpose) puts each element of its operand: operand
+/// element I is result element sum_d ((I / Div[d]) % Mod[d]) * Stride[d],
+/// or I itself when Identity (reshape). A GEMM's epilogue continues
+/// through such an op by index substitution: it keeps computing at the
+/// GEMM's element and reads and writes later values at the mapped index.
+struct ElementMap {
+  bool Identity = false;
+  std::vector<int64_t> Div, Mod, Stride;
+  int64_t apply(int64_t I) const;
+};
+
+/// N's element map; nullopt unless N is a reshape or a transpose whose
+/// perm is a permutation (slice, expand, concat, index_select and gather
+/// drop or repeat elements).
+std::optional<ElementMap> elementMapOf(const Node &N);
+
 } // namespace mtsched
 
 #endif // MTSCHED_IR_LAYOUT_H

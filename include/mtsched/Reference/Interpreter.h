@@ -135,7 +135,10 @@ private:
 
 /// Applies the pointwise/row-reduction chain to one row `Row` (index R in
 /// an iteration space of Rows rows of length Row.size()); external operands
-/// are read from Data with the codegen's broadcasting rules.
+/// are read from Data with the codegen's broadcasting rules. A reshape or
+/// transpose in the chain (a matmul's epilogue through layout ops) moves no
+/// value of Row: later operands are read at the mapped index, broadcast
+/// over the layout op's shape.
 llvm::Error interpretRowChain(llvm::ArrayRef<const Node *> Chain,
                               const Value *Start, int64_t R, int64_t Rows,
                               std::vector<double> &Row,

@@ -16,7 +16,13 @@
 //  - The epilogue of a multi-template buffer is a chain of same-shape
 //    fusable buffers, each consuming the one before it (the first consumes
 //    the template, which must have no other reader). It ends after a row
-//    reduction or at MaxEpilogueLength. A member that is read outside the
+//    reduction or at MaxEpilogueLength. A matmul's epilogue continues
+//    through layout ops that are bijections of the elements (reshape,
+//    transpose; EpilogueThroughLayout): the kernel computes at the GEMM's
+//    element, later members iterate over the layout op's shape and are read
+//    and written at the mapped index (index substitution). Slice, expand,
+//    concat and gathers end it, and so does a trailing layout op with no
+//    member after it. A member that is read outside the
 //    chain (or returned) may continue it once: the fused kernel then writes
 //    two values, e.g. the residual sum and its RMSNorm (`writes [...]`).
 //  - Legal by construction: a node joins at most one epilogue, and a member
@@ -68,6 +74,10 @@ struct FusionOptions {
   /// (--reduction-fusion); false keeps each one a kernel of its own, as
   /// before they fused.
   bool Reductions = true;
+  /// Let a matmul's epilogue continue through reshape and transpose by
+  /// index substitution (--epilogue-through-layout); false ends it at any
+  /// layout op, as before.
+  bool EpilogueThroughLayout = true;
 };
 
 struct FusionRejection {
@@ -198,7 +208,9 @@ membersThatCannotStay(llvm::ArrayRef<const Node *> Kernel,
 std::string whyNoEpilogue(const MultiTemplateBufferNode &M);
 /// Why U cannot be a member of M's epilogue by its op; empty if it can: a
 /// buffer of a pointwise op or a row reduction, pointwise only for a
-/// custom template. (Shapes, order and reads are the caller's.)
+/// custom template; or a float layout op that is a bijection of the
+/// elements (elementMapOf) in a matmul's epilogue. (Shapes, order and reads
+/// are the caller's.)
 std::string whyNotEpilogueMember(const MultiTemplateBufferNode &M,
                                  const Node &U);
 /// Whether layout node N (reshape, expand, transpose, slice or concat, of

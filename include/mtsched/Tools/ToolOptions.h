@@ -44,7 +44,8 @@ private:
 };
 
 /// --choices-file, --disable-choices, --max-epilogue-length,
-/// --horizontal-fusion, --reduction-fusion: what lowering
+/// --horizontal-fusion, --reduction-fusion, --epilogue-through-layout: what
+/// lowering
 /// offers and how far fusion looks.
 class ChoiceToolOptions {
 public:
@@ -58,6 +59,7 @@ private:
   llvm::cl::opt<bool> HorizontalFusion;
   llvm::cl::opt<bool> PrologueFusion;
   llvm::cl::opt<bool> ReductionFusion;
+  llvm::cl::opt<bool> EpilogueThroughLayout;
   llvm::cl::opt<std::string> TopologyFile;
 };
 

@@ -574,6 +574,10 @@ Prepared &CudaSession::prepare(const MultiTemplateBufferNode &N,
 
   Phase.emplace("cuda.prepare.reference");
   P.CheckRows = checkRowsOf(Rows, Rng);
+  for (const Node *C : Chain)
+    if (std::optional<ElementMap> Map =
+            isLayout(C->getOp()) ? elementMapOf(*C) : std::nullopt)
+      P.OutMaps.push_back(std::move(*Map));
   if (!allocWriteBuffers(N, P))
     return P;
   // One row per task: a check row of a 4096-wide GEMM is 16M multiply-adds

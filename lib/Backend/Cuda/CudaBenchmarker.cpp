@@ -198,17 +198,43 @@ std::optional<Measurement> CudaSession::checkRun(
   if (CUresult R = syncStream(D, G->Stream, Running))
     return Fail("kernel failed", R);
   // Only the checked rows come back: the whole of a 4096x4096 output took
-  // a tenth of a second to copy and convert, for 16 rows.
-  size_t RowBytes = size_t(P.N) * dtypeBytes(OutType);
-  std::string Bytes(P.CheckRows.size() * RowBytes, '\0');
+  // a tenth of a second to copy and convert, for 16 rows. An epilogue
+  // through a transpose scattered each row (P.OutMaps): the whole output
+  // comes back, and each row's elements are gathered from where they went.
+  bool Mapped = !P.OutMaps.empty() && &Ref != &P.RefMain;
+  auto ReadRows = [&](const DevBuf &B, size_t ElemBytes, size_t RowLen,
+                      std::string &To) -> CUresult {
+    size_t RowBytes = RowLen * ElemBytes;
+    To.assign(P.CheckRows.size() * RowBytes, '\0');
+    if (!Mapped) {
+      for (size_t I = 0; I < P.CheckRows.size(); ++I)
+        if (CUresult R = D.cuMemcpyDtoH(
+                &To[I * RowBytes], B.P + CUdeviceptr(P.CheckRows[I]) * RowBytes,
+                RowBytes))
+          return R;
+      return CUDA_SUCCESS;
+    }
+    std::string All(size_t(P.Rows) * RowBytes, '\0');
+    if (All.size() > B.Bytes)
+      return 1; // CUDA_ERROR_INVALID_VALUE: the output is smaller than its rows
+    if (CUresult R = D.cuMemcpyDtoH(All.data(), B.P, All.size()))
+      return R;
+    for (size_t I = 0; I < P.CheckRows.size(); ++I)
+      for (size_t C = 0; C < RowLen; ++C) {
+        int64_t At = P.CheckRows[I] * int64_t(RowLen) + int64_t(C);
+        for (const ElementMap &M : P.OutMaps)
+          At = M.apply(At);
+        std::memcpy(&To[I * RowBytes + C * ElemBytes],
+                    &All[size_t(At) * ElemBytes], ElemBytes);
+      }
+    return CUDA_SUCCESS;
+  };
+  std::string Bytes;
+  if (CUresult R = ReadRows(Out[0], dtypeBytes(OutType), size_t(P.N), Bytes))
+    return Fail("cannot read the output", R);
   std::vector<int64_t> Packed;
-  for (int64_t Row : P.CheckRows) {
-    if (CUresult R =
-            D.cuMemcpyDtoH(&Bytes[Packed.size() * RowBytes],
-                           Out[0].P + CUdeviceptr(Row) * RowBytes, RowBytes))
-      return Fail("cannot read the output", R);
-    Packed.push_back(int64_t(Packed.size()));
-  }
+  for (size_t I = 0; I < P.CheckRows.size(); ++I)
+    Packed.push_back(int64_t(I));
   double Rel = relError(toHostValues(Bytes, OutType), P.N, Packed, Ref);
   if (!(Rel <= tolerance(OutType)))
     return failed(ChoiceStatus::WrongResult,
@@ -217,15 +243,12 @@ std::optional<Measurement> CudaSession::checkRun(
                       llvm::formatv("{0:e0}", tolerance(OutType)).str());
   for (const auto &[V, B, Rows] : Others) {
     DType T = V->getType().Dtype;
-    size_t WBytes = size_t(V->getType().innerDim()) * dtypeBytes(T);
-    std::string Other(P.CheckRows.size() * WBytes, '\0');
-    for (size_t I = 0; I < P.CheckRows.size(); ++I)
-      if (CUresult R = D.cuMemcpyDtoH(
-              &Other[I * WBytes], B->P + CUdeviceptr(P.CheckRows[I]) * WBytes,
-              WBytes))
-        return Fail("cannot read an output", R);
-    double RelW = relError(toHostValues(Other, T), V->getType().innerDim(),
-                           Packed, *Rows);
+    // Mapped, a write comes after the layout ops: rows of the template's.
+    int64_t RowLen = Mapped ? P.N : V->getType().innerDim();
+    std::string Other;
+    if (CUresult R = ReadRows(*B, dtypeBytes(T), size_t(RowLen), Other))
+      return Fail("cannot read an output", R);
+    double RelW = relError(toHostValues(Other, T), RowLen, Packed, *Rows);
     if (!(RelW <= tolerance(T)))
       return failed(ChoiceStatus::WrongResult,
                     "output '%" + V->getName() +

@@ -13,6 +13,7 @@
 #include "CudaDevice.h"
 #include "mtsched/Autotune/Builder.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
+#include "mtsched/IR/Layout.h"
 #include "mtsched/Reference/DrawnValues.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/ThreadPool.h"
@@ -73,6 +74,11 @@ struct Prepared {
   DevBuf Workspace;
   std::vector<int64_t> CheckRows;
   std::vector<std::vector<double>> RefMain, RefFused, RefEpi;
+  /// The element maps of the epilogue's layout ops (a matmul's epilogue
+  /// through a reshape or transpose), in order: the fused and the epilogue
+  /// kernel store the template's element I at the maps' image of I, so
+  /// their check reads each sampled row's elements there.
+  std::vector<ElementMap> OutMaps;
   /// The sampled rows of each `writes` value as the fused kernel (from the
   /// GEMM's rows) and the epilogue kernel (from its random input) compute
   /// them: checked like the last output.

@@ -108,6 +108,13 @@ struct EpilogueCode {
   /// Pre stores members read after the kernel (the `writes` list), so it
   /// must run only on accumulators inside the output.
   bool PreStores = false;
+  /// The epilogue continues through layout ops (reshape, transpose): the
+  /// flat index, in r and c, where the element at (r, c) lands in the
+  /// result; empty when it is r * N_ + c.
+  std::string StoreIndex;
+  /// StoreIndex is not r * N_ + c (a transpose is in the chain): the tile
+  /// is not a box of the result, so no pair or TMA tile stores.
+  bool Permuted = false;
 };
 
 /// How the threads that hold the accumulators cooperate in the epilogue.

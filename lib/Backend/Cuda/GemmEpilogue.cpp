@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
+#include "mtsched/IR/Layout.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -14,6 +15,38 @@ using namespace mtsched::codegen;
 
 static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+/// The index of a value of type Op broadcast over iteration shape Iter at
+/// flat index Flat (an expression): right-aligned broadcasting.
+static llvm::Expected<std::string> indexAt(const TensorType &Op,
+                                           llvm::ArrayRef<int64_t> Iter,
+                                           const std::string &Flat) {
+  if (Op.numElements() == 1)
+    return std::string("0");
+  if (llvm::ArrayRef<int64_t>(Op.Shape) == Iter)
+    return Flat;
+  if (Op.rank() > Iter.size())
+    return err("operand of shape " + shapeStr(Op.Shape) +
+               " has more dimensions than " + shapeStr(Iter));
+  std::string E;
+  int64_t IterStride = 1, OpStride = 1;
+  for (int D = int(Iter.size()) - 1, OD = int(Op.rank()) - 1; D >= 0;
+       --D, --OD) {
+    int64_t OpDim = OD >= 0 ? Op.Shape[OD] : 1;
+    if (OpDim != 1) {
+      if (OpDim != Iter[D])
+        return err("operand of shape " + shapeStr(Op.Shape) +
+                   " does not broadcast to " + shapeStr(Iter));
+      if (!E.empty())
+        E += " + ";
+      E += "(" + Flat + " / " + std::to_string(IterStride) + "LL % " +
+           std::to_string(Iter[D]) + "LL) * " + std::to_string(OpStride) + "LL";
+    }
+    IterStride *= Iter[D];
+    OpStride *= OpDim;
+  }
+  return "(" + (E.empty() ? std::string("0") : E) + ")";
 }
 
 llvm::Expected<EpilogueCode>
@@ -37,6 +70,10 @@ codegen::buildEpilogue(const MultiTemplateBufferNode &N, bool Fused,
   }
   const Value *Prev = N.getResult();
   const TensorType &Iter = N.getType();
+  // Past a layout op (index substitution): the shape later members iterate
+  // over, and the flat index in it of the element at (r, c).
+  llvm::SmallVector<int64_t, 4> Moved;
+  std::string Flat = "(r * " + std::to_string(Inner) + "LL + c)";
   llvm::raw_string_ostream OS(E.Pre);
   for (size_t I = 0; I < Chain.size(); ++I) {
     const Node *C = Chain[I];
@@ -45,11 +82,56 @@ codegen::buildEpilogue(const MultiTemplateBufferNode &N, bool Fused,
         return std::string("v");
       P.Inputs.insert(V);
       llvm::Expected<std::string> Idx =
-          indexFor(V->getType(), Rows, Inner, Resized ? nullptr : &Iter);
+          !Moved.empty()
+              ? indexAt(V->getType(), Moved, Flat)
+              : indexFor(V->getType(), Rows, Inner, Resized ? nullptr : &Iter);
       if (!Idx)
         return Idx.takeError();
       return loadExpr(V->getType().Dtype, P.name(V), *Idx);
     };
+    if (isLayout(C->getOp())) {
+      std::optional<ElementMap> Map = elementMapOf(*C);
+      if (!Map || C->getOperand(0) != Prev)
+        return err("layout op '%" + C->getName() +
+                   "' cannot continue the epilogue of '%" + N.getName() +
+                   "': only a reshape or transpose of the value before it");
+      if (Resized)
+        return err("the epilogue of '%" + N.getName() +
+                   "' continues through layout op '%" + C->getName() +
+                   "', so its rows cannot be resized by a size hint");
+      if (!Map->Identity) {
+        // Where the element lands: each result dimension's index read off
+        // the operand's flat index.
+        std::string To;
+        for (size_t D = 0; D < Map->Div.size(); ++D) {
+          if (Map->Mod[D] == 1)
+            continue;
+          if (!To.empty())
+            To += " + ";
+          To += "(" + Flat + " / " + std::to_string(Map->Div[D]) + "LL % " +
+                std::to_string(Map->Mod[D]) + "LL) * " +
+                std::to_string(Map->Stride[D]) + "LL";
+        }
+        Flat = "(" + (To.empty() ? std::string("0") : To) + ")";
+        E.Permuted = true;
+      }
+      Moved.assign(C->getType().Shape.begin(), C->getType().Shape.end());
+      E.StoreIndex = Flat;
+      OS << "        // %" << C->getName() << " = " << C->getOpName()
+         << ": later values at index " << Flat << "\n";
+      if (Written.erase(C->getResult())) {
+        E.PreStores = true;
+        OS << "        " << P.name(C->getResult()) << "_out[" << Flat
+           << "] = " << storeExpr(C->getType().Dtype, "v") << "; // %"
+           << C->getName() << " is read after the kernel\n";
+      }
+      Prev = C->getResult();
+      continue;
+    }
+    if (isRowReduction(C->getOp()) && !Moved.empty())
+      return err("row reduction '%" + C->getName() +
+                 "' follows a layout op in the epilogue of '%" + N.getName() +
+                 "'");
     if (isRowReduction(C->getOp())) {
       if (I + 1 != Chain.size())
         return err("row reduction '%" + C->getName() +
@@ -87,9 +169,10 @@ codegen::buildEpilogue(const MultiTemplateBufferNode &N, bool Fused,
        << C->getOpName() << "\n";
     if (Written.erase(C->getResult())) {
       E.PreStores = true;
-      OS << "        " << P.name(C->getResult())
-         << "_out[r * N_ + c] = " << storeExpr(C->getType().Dtype, "v")
-         << "; // %" << C->getName() << " is read after the kernel\n";
+      OS << "        " << P.name(C->getResult()) << "_out["
+         << (Moved.empty() ? std::string("r * N_ + c") : Flat)
+         << "] = " << storeExpr(C->getType().Dtype, "v") << "; // %"
+         << C->getName() << " is read after the kernel\n";
     }
     Prev = C->getResult();
   }
@@ -182,6 +265,14 @@ void codegen::emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
         OS << Sync << "  FOR_EACH_ACC({ if (" << In << ") " << Scale
            << " });\n";
     }
+  }
+  if (E.Permuted) {
+    OS << "  // Each element at its index in the result, through the "
+          "epilogue's "
+          "layout ops.\n"
+       << "  FOR_EACH_ACC({ if (" << In << ") " << OutName << "["
+       << E.StoreIndex << "] = " << storeExpr(OutType, "v") << "; });\n";
+    return;
   }
   if (T.TileStore && dtypeBytes(OutType) == 2) {
     OS << "  // The tile through shared memory and a TMA store.\n"

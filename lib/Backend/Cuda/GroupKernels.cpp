@@ -536,7 +536,8 @@ mtsched::generateEpilogueKernel(const MultiTemplateBufferNode &N,
   if (Chain.empty())
     return err("'%" + N.getName() + "' has no epilogue");
   // Run apart, the chain writes what a fused kernel would: the 'writes'
-  // list and its last value.
+  // list and its last value (read through its layout ops, if any, as every
+  // group with layout members is).
   return generateGroupKernel("epilogue_" + N.getName(), Chain,
                              N.getFusedOutputs(), Rows);
 }

@@ -342,7 +342,9 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
       1024 + int64_t(T.Stages) * (T.BM + T.BN) * T.BK * 2 + 16 * T.Stages;
   if (T.Persistent)
     Smem += 2 * int64_t(T.BM) * 4; // the row reduction's scratch
-  bool Store = T.Persistent && dtypeBytes(S.OutType) == 2 &&
+  // (An epilogue through a transpose stores each element at its mapped
+  // index instead: the tile is not a box of the output.)
+  bool Store = T.Persistent && dtypeBytes(S.OutType) == 2 && !S.Epi->Permuted &&
                Smem + StagingBytes <= MaxSharedBytes;
   if (Store)
     Smem += StagingBytes;

@@ -1,5 +1,6 @@
 //===- DrawnValuesTest.cpp - Seeded inputs drawn on demand ----------------===//
 #include "mtsched/Reference/DrawnValues.h"
+#include "mtsched/IR/Layout.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/RandomInputs.h"
@@ -115,4 +116,58 @@ TEST(DrawnValues, RowChainReadsDrawnAsStoredValues) {
   ASSERT_TRUE(bool(E));
   EXPECT_NE(llvm::toString(std::move(E)).find("no value for '%col'"),
             std::string::npos);
+}
+
+TEST(DrawnValues, RowChainMapsThroughLayoutOps) {
+  // A matmul's epilogue through a reshape and a transpose (index
+  // substitution): the row chain keeps the template's order, reads later
+  // operands at the mapped index, and its element C of row R is the
+  // interpreter's result at the maps' image of R * 16 + C, drawn operands
+  // or stored alike.
+  const char *Text =
+      R"(graph @l(%x: f32[8,16], %cos: f32[4,8], %res: f32[2,2,4,8]) {
+  %r = reshape(%x) : f32[2,4,2,8]
+  %t = transpose(%r) {perm = [0, 2, 1, 3]} : f32[2,2,4,8]
+  %m = mul(%t, %cos) : f32[2,2,4,8]
+  %a = add(%res, %m) : f32[2,2,4,8]
+  return %a
+}
+)";
+  llvm::SourceMgr SM;
+  SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Text, "l.mir"),
+                        llvm::SMLoc());
+  std::unique_ptr<Module> M = parseModule(SM);
+  ASSERT_TRUE(M);
+  const Graph &G = *M->getGraphs().front();
+  DrawnValues D;
+  ValueData Stored;
+  for (auto [I, V] : llvm::enumerate(G.getInputs())) {
+    int64_t N = V->getType().numElements();
+    D.add(V.get(), N, 5, I, DType::F32);
+    Stored[V.get()] = HostValues(randomValues(N, 5, I, DType::F32));
+  }
+  ValueData Whole = Stored;
+  ASSERT_FALSE(bool(interpretGraph(G, Whole)));
+  std::vector<const Node *> Chain;
+  std::vector<ElementMap> Maps;
+  for (const auto &N : G.getNodes()) {
+    Chain.push_back(N.get());
+    if (std::optional<ElementMap> Map = elementMapOf(*N))
+      Maps.push_back(*Map);
+  }
+  ASSERT_EQ(Maps.size(), 2u);
+  const Value *X = G.getInputs()[0].get();
+  const HostValues &Out = Whole[G.getOutputs()[0].V];
+  for (int64_t R = 0; R < 8; ++R) {
+    std::vector<double> RowD = D.slice(X, R * 16, 16), RowS = RowD;
+    ASSERT_FALSE(bool(interpretRowChain(Chain, X, R, 8, RowD, D)));
+    ASSERT_FALSE(bool(interpretRowChain(Chain, X, R, 8, RowS, Stored)));
+    EXPECT_EQ(RowD, RowS) << R;
+    for (int64_t C = 0; C < 16; ++C) {
+      int64_t At = R * 16 + C;
+      for (const ElementMap &Map : Maps)
+        At = Map.apply(At);
+      EXPECT_EQ(RowS[C], Out.getDouble(size_t(At))) << R << ", " << C;
+    }
+  }
 }
