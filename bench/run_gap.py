@@ -11,6 +11,8 @@
   B  the lean runner alone on the same tensors (no Dynamo);
   C  the lean runner on --run's kind of inputs (uniform in [-1, 1), what
      --run fills its inputs with) instead of the model's;
+  P  with --placements N: the lean runner on N clones of the model's
+     inputs (the same values in new allocations);
   D  --run's CUDA-graph time, twice, on its own random inputs;
   E  --run's CUDA-graph time on the model's inputs (--run-inputs:
      the same values as A and B);
@@ -121,6 +123,14 @@ def layer_row(a, backend, name):
                else x for x in real]
         row["C"] = cuda_time_us(lambda: run(uni))
         uni = None
+        # The same values in new allocations: what the placement of the
+        # caller's tensors in GPU memory costs (the runtime binds them in
+        # place; a new binding is a new CUDA graph of the same kernels).
+        row["P"] = []
+        for _ in range(a.placements):
+            clones = [x.clone() for x in real]
+            row["P"].append(cuda_time_us(lambda: run(clones)))
+            clones = None
         opt = os.environ["MTSCHED_OPT"]
         decided = recs[0]["decided_path"]
         d = tempfile.mkdtemp(prefix="run-gap-")
@@ -150,6 +160,9 @@ def main(argv=None):
     p.add_argument("--eager-first", action="store_true",
                    help="time eager before compiling, as "
                    "torch_backend_bench.py does")
+    p.add_argument("--placements", type=int, default=0,
+                   help="also time the runner on this many clones of the "
+                   "inputs (same values, new allocations)")
     p.add_argument("--repeat", type=int, default=1,
                    help="rows per layer")
     p.add_argument("layers", nargs="*")
@@ -162,8 +175,8 @@ def main(argv=None):
     lines = ["# backend call against --run, same decided graph (%s, %s)"
              % (a.size, torch.cuda.get_device_name()), "",
              "| layer | A cm() us | A0 idle start us | CPU per call A / B us | B runner us | C runner, uniform inputs "
-             "us | D --run us (x2) | E --run, model's inputs us | A2 us "
-             "| A / D | B / E |", "|---|" + "---|" * 10]
+             "us | P runner on clones us | D --run us (x2) | E --run, model's inputs us | A2 us "
+             "| A / D | B / E |", "|---|" + "---|" * 11]
     for name in [n for n in a.layers or DEFAULT for _ in range(a.repeat)]:
         row = layer_row(a, backend, name)
         if "why" in row:
@@ -173,10 +186,10 @@ def main(argv=None):
                 ys = [y for y in ys if isinstance(y, float)]
                 return "%.3fx" % (x / min(ys)) if ys else "-"
             lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
-                         "| %s |" % (
+                         "| %s | %s |" % (
                 row["layer"], fmt(row["A"]), fmt(row["A0"]),
                 fmt([row["cpuA"], row["cpuB"]]), fmt(row["B"]), fmt(row["C"]),
-                fmt(row["D"]), fmt(row["E"]), fmt(row["A2"]),
+                fmt(row["P"] or "-"), fmt(row["D"]), fmt(row["E"]), fmt(row["A2"]),
                 ratio(row["A"], row["D"]), ratio(row["B"], row["E"])))
         print(lines[-1], flush=True)
         with open(os.path.join(a.out, "run-gap.md"), "w") as f:
