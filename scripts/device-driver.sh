@@ -54,3 +54,27 @@ device_script_setup() {
   OUT=${OUT:-$ROOT/gpu-results/$NAME}
   mkdir -p "$OUT"
 }
+
+# device_log_start LOG SUM DEADLINE: starts a bench/device script's log
+# (the date, the GPUs, mtsched-opt's version), copies it to the summary
+# SUM, and starts the budget that `late` reads (START, DEADLINE seconds).
+device_log_start() {
+  LOG=$1 SUM=$2 DEADLINE=$3
+  START=$SECONDS
+  {
+    date -u +%FT%TZ
+    nvidia-smi -L
+    "$BIN" --version | head -1
+  } > "$LOG" 2>&1
+  cp "$LOG" "$SUM"
+}
+
+# late WHAT: true (and says so in the summary and the log) once the
+# budget device_log_start started is spent.
+late() {
+  if (( SECONDS - START > DEADLINE )); then
+    echo "skipped (past ${DEADLINE} s): $1" | tee -a "$SUM" >> "$LOG"
+    return 0
+  fi
+  return 1
+}

@@ -20,34 +20,14 @@
 # Budget: under 3 minutes; steps past $DEADLINE (130 s) are skipped and
 # say so (no step runs longer than 60 s).
 set -u
-export NCCL_NVLS_ENABLE=0
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT" || exit 2
 # shellcheck source=scripts/device-driver.sh
 source "$ROOT/scripts/device-driver.sh"
-find_mtsched_opt "$ROOT"
-OUT=${OUT:-$ROOT/gpu-results/epilogue-layout}
-mkdir -p "$OUT"
-LOG=$OUT/epilogue-layout.log
-SUM=$OUT/summary.txt
-DEADLINE=${DEADLINE:-130}
-START=$SECONDS
+device_script_setup "$ROOT" epilogue-layout
 W=$(mktemp -d)
 KC="$W/kc"
-{
-  date -u +%FT%TZ
-  nvidia-smi -L
-  "$BIN" --version | head -1
-} > "$LOG" 2>&1
-cp "$LOG" "$SUM"
+device_log_start "$OUT/epilogue-layout.log" "$OUT/summary.txt" "${DEADLINE:-130}"
 rc=0
-late() { # WHAT: true (and says so) when the budget is spent
-  if (( SECONDS - START > DEADLINE )); then
-    echo "skipped (past ${DEADLINE} s): $1" | tee -a "$SUM" >> "$LOG"
-    return 0
-  fi
-  return 1
-}
 run() { # TAG LIMIT FILE [ARGS]: --run's report into the log, times into the summary
   local TAG=$1 LIMIT=$2 F=$3
   shift 3
@@ -70,7 +50,8 @@ for T in epilogue-layout epilogue-layout-interpret; do
   F=$ROOT/test/lit/Schedule/$T.mir
   late "$T" && continue
   run "$T on" 60 "$F" --split-input-file --pipeline=default \
-    --fusion-heuristic=always -o "$OUT/$T.decided.mir"
+    --epilogue-through-layout --fusion-heuristic=always \
+    -o "$OUT/$T.decided.mir"
   # Which epilogues ran fused (a fused choice the benchmark's check failed
   # would have fallen back to unfused: see WrongResult in the log).
   grep -o 'epilogue \[[^]]*\] decided [^ ]*\( fused\)\?' "$OUT/$T.decided.mir" 2>/dev/null |

@@ -27,36 +27,13 @@
 # step 2. Budget: about 2.5 minutes; steps past $DEADLINE (150 s) are
 # skipped and say so.
 set -u
-export NCCL_NVLS_ENABLE=0
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT" || exit 2
 # shellcheck source=scripts/device-driver.sh
 source "$ROOT/scripts/device-driver.sh"
-find_mtsched_opt "$ROOT"
-# shellcheck source=scripts/torch-python.sh
-source "$ROOT/scripts/torch-python.sh"
-PY="$(find_torch_python)" || PY=python3
-OUT=${OUT:-$ROOT/gpu-results/reduce-fuse}
-mkdir -p "$OUT"
-LOG=$OUT/reduce-fuse.log
-SUM=$OUT/summary.txt
-DEADLINE=${DEADLINE:-150}
-START=$SECONDS
+device_script_setup "$ROOT" reduce-fuse
 W=$(mktemp -d)
 KC="$W/kc"
-{
-  date -u +%FT%TZ
-  nvidia-smi -L
-  "$BIN" --version | head -1
-} > "$LOG" 2>&1
-cp "$LOG" "$SUM"
-late() { # WHAT: true (and says so) when the budget is spent
-  if (( SECONDS - START > DEADLINE )); then
-    echo "skipped (past ${DEADLINE} s): $1" | tee -a "$SUM" >> "$LOG"
-    return 0
-  fi
-  return 1
-}
+device_log_start "$OUT/reduce-fuse.log" "$OUT/summary.txt" "${DEADLINE:-150}"
 run() { # TAG FILE [ARGS]: --run's report lines into the log, times into the summary
   local TAG=$1 F=$2
   shift 2

@@ -170,7 +170,7 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
      << (Fusion.Horizontal ? "" : " horizontal-fusion=false")
      << (Fusion.Prologue ? "" : " prologue-fusion=false")
      << (Fusion.Reductions ? "" : " reduction-fusion=false")
-     << (Fusion.EpilogueThroughLayout ? "" : " epilogue-through-layout=false")
+     << (Fusion.EpilogueThroughLayout ? " epilogue-through-layout=true" : "")
      << " backend=" << Opts.Backend << " device=" << DeviceName << "("
      << llvm::utohexstr(hashDevice(Opts.Device)) << ")"
      << " bench-runs=" << Opts.BenchRuns << " warmup-runs=" << Opts.WarmupRuns

@@ -177,51 +177,60 @@ void Verifier::verifyEpilogues(const Graph &G) {
       InKernel.insert(E.V);
       Prev = E.V;
     }
-    if (!Chain)
-      continue;
+    if (Chain)
+      verifyEpilogueWrites(*M, InKernel, Users, Returned);
+  }
+}
 
-    // The fused kernel writes the last member and the 'writes' list, not
-    // the template's own result.
-    auto ReaderOutside = [&](const Value *V) -> std::string {
-      if (Returned.count(V))
-        return "the graph's return";
-      auto U = Users.find(V);
-      if (U != Users.end())
-        for (const Node *N : U->second)
-          if (!InKernel.count(N->getResult()))
-            return "'%" + N->getName() + "'";
-      return "";
-    };
-    std::string R = ReaderOutside(M->getResult());
-    if (!Epi.empty() && !R.empty())
-      error(M->getLoc(), MName +
-                             " has an epilogue, but its result is also read "
-                             "by " +
-                             R + ", and a fused kernel does not write it");
-    llvm::DenseSet<const Value *> Listed;
-    for (const Operand &W : M->getEpilogueWrites()) {
-      bool Member =
-          llvm::any_of(Epi, [&](const Operand &E) { return E.V == W.V; });
-      if (!Member || W.V == Epi.back().V)
-        error(W.Loc, name(W.V) + " in the 'writes' list of " + MName +
-                         (Member ? " is the last epilogue member, which is "
-                                   "always written"
-                                 : " is not a member of its epilogue"));
-      else if (!Listed.insert(W.V).second)
-        error(W.Loc,
-              name(W.V) + " appears twice in the 'writes' list of " + MName);
-      else if (ReaderOutside(W.V).empty())
-        error(W.Loc, name(W.V) + " is in the 'writes' list of " + MName +
-                         ", but nothing outside the fused kernel reads it");
-    }
-    for (size_t I = 0; I + 1 < Epi.size(); ++I) {
-      std::string Reader = ReaderOutside(Epi[I].V);
-      if (!Reader.empty() && !Listed.count(Epi[I].V))
-        error(Epi[I].Loc, name(Epi[I].V) + " is read by " + Reader +
-                              " outside the fused kernel of " + MName +
-                              ", so it must be in the epilogue's 'writes' "
-                              "list");
-    }
+void Verifier::verifyEpilogueWrites(
+    const MultiTemplateBufferNode &M,
+    const llvm::DenseSet<const Value *> &InKernel,
+    const llvm::DenseMap<const Value *, llvm::SmallVector<const Node *, 2>>
+        &Users,
+    const llvm::DenseSet<const Value *> &Returned) {
+  const std::string MName = "'%" + M.getName() + "'";
+  const auto &Epi = M.getEpilogue();
+  // The fused kernel writes the last member and the 'writes' list, not
+  // the template's own result.
+  auto ReaderOutside = [&](const Value *V) -> std::string {
+    if (Returned.count(V))
+      return "the graph's return";
+    auto U = Users.find(V);
+    if (U != Users.end())
+      for (const Node *N : U->second)
+        if (!InKernel.count(N->getResult()))
+          return "'%" + N->getName() + "'";
+    return "";
+  };
+  std::string R = ReaderOutside(M.getResult());
+  if (!Epi.empty() && !R.empty())
+    error(M.getLoc(), MName +
+                          " has an epilogue, but its result is also read "
+                          "by " +
+                          R + ", and a fused kernel does not write it");
+  llvm::DenseSet<const Value *> Listed;
+  for (const Operand &W : M.getEpilogueWrites()) {
+    bool Member =
+        llvm::any_of(Epi, [&](const Operand &E) { return E.V == W.V; });
+    if (!Member || W.V == Epi.back().V)
+      error(W.Loc, name(W.V) + " in the 'writes' list of " + MName +
+                       (Member ? " is the last epilogue member, which is "
+                                 "always written"
+                               : " is not a member of its epilogue"));
+    else if (!Listed.insert(W.V).second)
+      error(W.Loc,
+            name(W.V) + " appears twice in the 'writes' list of " + MName);
+    else if (ReaderOutside(W.V).empty())
+      error(W.Loc, name(W.V) + " is in the 'writes' list of " + MName +
+                       ", but nothing outside the fused kernel reads it");
+  }
+  for (size_t I = 0; I + 1 < Epi.size(); ++I) {
+    std::string Reader = ReaderOutside(Epi[I].V);
+    if (!Reader.empty() && !Listed.count(Epi[I].V))
+      error(Epi[I].Loc, name(Epi[I].V) + " is read by " + Reader +
+                            " outside the fused kernel of " + MName +
+                            ", so it must be in the epilogue's 'writes' "
+                            "list");
   }
 }
 

@@ -11,6 +11,7 @@
 #include "mtsched/IR/Graph.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/SourceMgr.h"
@@ -88,6 +89,16 @@ private:
   /// template runs, belongs to one epilogue only, and every value read
   /// outside the fused kernel is written by it (docs/IR.md, "Epilogues").
   void verifyEpilogues(const Graph &G);
+  /// The part of verifyEpilogues about what M's fused kernel writes: the
+  /// last member and the 'writes' list, exactly the members read outside
+  /// it (InKernel: the template's result and its members; Users: each
+  /// value's readers; Returned: the graph's outputs).
+  void verifyEpilogueWrites(
+      const MultiTemplateBufferNode &M,
+      const llvm::DenseSet<const Value *> &InKernel,
+      const llvm::DenseMap<const Value *, llvm::SmallVector<const Node *, 2>>
+          &Users,
+      const llvm::DenseSet<const Value *> &Returned);
   void verifyChoiceParams(const Choice &C, SMLoc Loc, llvm::StringRef What);
   void verifyChoices(const Node &N, llvm::ArrayRef<Choice> Choices,
                      llvm::StringRef What);

@@ -85,8 +85,9 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
           "epilogue-through-layout",
           cl::desc("Let a matmul's epilogue continue through reshape and "
                    "transpose by index substitution (the Q projection's "
-                   "reshape, permute and RoPE in its kernel; default true)"),
-          cl::init(true), cl::cat(Cat)),
+                   "reshape, permute and RoPE in its kernel; default false: "
+                   "slower at decode on an H200 as decided today)"),
+          cl::init(false), cl::cat(Cat)),
       TopologyFile("topology",
                    cl::desc("JSON file saying which host and NVLink domain "
                             "each rank is on (default: discovered, MPI's "

@@ -464,6 +464,22 @@ static std::string missingRowReference(const MultiTemplateBufferNode &N) {
          "' has kernel choices but no row reference to check them by";
 }
 
+/// Sizes P's reference rows before they are filled in parallel, each task
+/// its own slot: the node's, and with an epilogue the fused and unfused
+/// forms' and those of each value the fused kernel also writes.
+static void sizeReferenceRows(const MultiTemplateBufferNode &N, Prepared &P,
+                              size_t NumRows) {
+  P.RefMain.assign(NumRows, {});
+  if (N.getEpilogue().empty())
+    return;
+  P.RefFused.assign(NumRows, {});
+  P.RefEpi.assign(NumRows, {});
+  for (const Operand &Wr : N.getEpilogueWrites()) {
+    P.RefWritesFused[Wr.V].assign(NumRows, {});
+    P.RefWritesEpi[Wr.V].assign(NumRows, {});
+  }
+}
+
 Prepared &CudaSession::prepare(const MultiTemplateBufferNode &N,
                                const Workload &W) {
   int64_t OwnRows = rowsOf(N.getType());
@@ -583,16 +599,7 @@ Prepared &CudaSession::prepare(const MultiTemplateBufferNode &N,
   // One row per task: a check row of a 4096-wide GEMM is 16M multiply-adds
   // in fp64, and a decode GEMM checks every one of its rows.
   size_t NumRows = P.CheckRows.size();
-  P.RefMain.assign(NumRows, {});
-  if (!Chain.empty()) {
-    P.RefFused.assign(NumRows, {});
-    P.RefEpi.assign(NumRows, {});
-    // Sized here: the rows fill their own slots in parallel.
-    for (const Operand &Wr : N.getEpilogueWrites()) {
-      P.RefWritesFused[Wr.V].assign(NumRows, {});
-      P.RefWritesEpi[Wr.V].assign(NumRows, {});
-    }
-  }
+  sizeReferenceRows(N, P, NumRows);
   if (Support && !gpuReferenceRows(N, P, *Support))
     return P;
   std::vector<std::string> RowErrors(NumRows);

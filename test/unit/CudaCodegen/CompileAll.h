@@ -3,7 +3,8 @@
 // The code generator's tests of each template (GEMM tiles, attention,
 // SwiGLU, horizontal groups, conv2d) end the same way: every kernel they
 // generated is compiled by NVRTC for sm_90, on a few threads, and each one
-// that does not compile is a failure naming it.
+// that does not compile is a failure naming it. Tests of one kernel at a
+// time use expectKernelCompiles.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_TEST_UNIT_CUDACODEGEN_COMPILEALL_H
@@ -15,6 +16,7 @@
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
 #include "gtest/gtest.h"
+#include <iostream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -40,6 +42,24 @@ inline void expectEveryKernelCompiles(llvm::ArrayRef<KernelSource> Work,
   Pool.wait();
   for (const std::string &F : Failures)
     ADD_FAILURE() << F;
+}
+
+/// Compiles one kernel with NVRTC for sm_90 (sm_90a where it needs it); a
+/// gtest failure with its source if it does not compile, a note on stdout
+/// where NVRTC cannot be loaded.
+inline void expectKernelCompiles(const KernelSource &K) {
+  llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
+  if (!Nv) {
+    std::cout << "[ skipped ] NVRTC not available, " << K.Name
+              << " not compiled: " << llvm::toString(Nv.takeError()) << "\n";
+    return;
+  }
+  llvm::Expected<std::string> Cubin =
+      cuda::compileToCubin(K.Source, K.Name, 90, K.NeedsSm90a);
+  EXPECT_TRUE(bool(Cubin)) << K.Name << ": "
+                           << (Cubin ? "" : llvm::toString(Cubin.takeError()))
+                           << "\n"
+                           << K.Source;
 }
 
 } // namespace mtsched

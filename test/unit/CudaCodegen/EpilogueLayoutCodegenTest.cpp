@@ -10,6 +10,7 @@
 // the interpreter's layout plan: it is the plan's inverse.
 //
 //===----------------------------------------------------------------------===//
+#include "CompileAll.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
@@ -46,31 +47,19 @@ std::unique_ptr<Parsed> lowerAndFuse(llvm::StringRef Text) {
     ADD_FAILURE() << llvm::toString(std::move(E));
     return nullptr;
   }
+  // The feature is opt-in (--epilogue-through-layout).
+  FusionOptions FO;
+  FO.EpilogueThroughLayout = true;
   for (auto &G : P->M->getGraphs()) {
     llvm::Error E = createLowerPass(LoweringOptions())->run(*G);
     if (!E)
-      E = createFusePass(FusionOptions())->run(*G);
+      E = createFusePass(FO)->run(*G);
     if (E) {
       ADD_FAILURE() << llvm::toString(std::move(E));
       return nullptr;
     }
   }
   return P;
-}
-
-void expectCompiles(const KernelSource &K) {
-  llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
-  if (!Nv) {
-    std::cout << "[ skipped ] NVRTC not available, " << K.Name
-              << " not compiled: " << llvm::toString(Nv.takeError()) << "\n";
-    return;
-  }
-  llvm::Expected<std::string> Cubin =
-      cuda::compileToCubin(K.Source, K.Name, 90, K.NeedsSm90a);
-  EXPECT_TRUE(bool(Cubin)) << K.Name << ": "
-                           << (Cubin ? "" : llvm::toString(Cubin.takeError()))
-                           << "\n"
-                           << K.Source;
 }
 
 const char *const QRope = R"(
@@ -281,11 +270,11 @@ TEST(EpilogueLayoutCodegen, EveryTemplateStoresAtTheMappedIndex) {
       } else {
         EXPECT_NE(K->Source.find(Out), std::string::npos) << K->Name;
       }
-      expectCompiles(*K);
+      expectKernelCompiles(*K);
     }
     // The unfused choice runs the chain apart, read through.
     auto E = generateEpilogueKernel(*M);
     ASSERT_TRUE(bool(E)) << llvm::toString(E.takeError());
-    expectCompiles(*E);
+    expectKernelCompiles(*E);
   }
 }

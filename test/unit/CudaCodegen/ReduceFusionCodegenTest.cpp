@@ -9,6 +9,7 @@
 // opened (elsewhere the compile step says why it skipped).
 //
 //===----------------------------------------------------------------------===//
+#include "CompileAll.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
@@ -64,21 +65,6 @@ std::unique_ptr<Parsed> fused(llvm::StringRef Text, bool Reductions = true) {
   return P;
 }
 
-void expectCompiles(const KernelSource &K) {
-  llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
-  if (!Nv) {
-    std::cout << "[ skipped ] NVRTC not available, " << K.Name
-              << " not compiled: " << llvm::toString(Nv.takeError()) << "\n";
-    return;
-  }
-  llvm::Expected<std::string> Cubin =
-      cuda::compileToCubin(K.Source, K.Name, 90, K.NeedsSm90a);
-  EXPECT_TRUE(bool(Cubin)) << K.Name << ": "
-                           << (Cubin ? "" : llvm::toString(Cubin.takeError()))
-                           << "\n"
-                           << K.Source;
-}
-
 std::vector<std::string> names(llvm::ArrayRef<const Value *> Vs) {
   std::vector<std::string> Out;
   for (const Value *V : Vs)
@@ -115,7 +101,7 @@ graph @g(%e: bf16[8,16,4096], %w: f32[16,8], %x: bf16[16,4096]) {
   EXPECT_NE(K.Source.find("< 8LL; ++d"), std::string::npos) << K.Source;
   // A thread per output element: 16 x 4096 of them.
   EXPECT_NE(K.Source.find("i < 65536LL"), std::string::npos);
-  expectCompiles(K);
+  expectKernelCompiles(K);
   // Unfused, the product is written by one kernel and summed by another.
   auto U = fused(Src, /*Reductions=*/false);
   ASSERT_TRUE(U);
@@ -140,7 +126,7 @@ graph @g(%x: bf16[64,4096]) {
   EXPECT_NE(K.Source.find("mt_block_max(v_m, red)"), std::string::npos);
   EXPECT_NE(K.Source.find("mt_block_sum(v_s, red)"), std::string::npos);
   EXPECT_EQ(names(K.Outputs), (std::vector<std::string>{"p"}));
-  expectCompiles(K);
+  expectKernelCompiles(K);
 }
 
 TEST(ReduceFusionCodegen, MeanWritesOneValuePerRow) {
@@ -159,7 +145,7 @@ graph @g(%x: f32[100,1000]) {
   EXPECT_EQ(K.GridX, 100u);
   EXPECT_NE(K.Source.find("p_q_out[r] ="), std::string::npos) << K.Source;
   EXPECT_EQ(names(K.Inputs), (std::vector<std::string>{"x"}));
-  expectCompiles(K);
+  expectKernelCompiles(K);
 }
 
 TEST(ReduceFusionCodegen, NestedAndKeptDimensionReductions) {
@@ -180,7 +166,7 @@ graph @g(%x: f16[6,5,40], %b: f16[40]) {
   EXPECT_NE(K.Source.find("// %m = max over dim 1"), std::string::npos);
   EXPECT_NE(K.Source.find("// %s = sum over dim 0"), std::string::npos);
   EXPECT_NE(K.Source.find("fmaxf("), std::string::npos);
-  expectCompiles(K);
+  expectKernelCompiles(K);
 }
 
 TEST(ReduceFusionCodegen, RowReductionReadsLayoutOpsThrough) {
@@ -214,6 +200,6 @@ graph @g(%x: f32[3,100,7], %y: f32[7,100]) {
     EXPECT_NE(K.Source.find("= transpose, read through"), std::string::npos)
         << K.Source;
     EXPECT_EQ(names(K.Outputs), (std::vector<std::string>{"o"}));
-    expectCompiles(K);
+    expectKernelCompiles(K);
   }
 }
