@@ -184,7 +184,8 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
           Epi);
     return Inf;
   case Workload::Kind::Attention:
-    // Neither template absorbs an epilogue (Schedule/Fusion.cpp).
+    // Neither template absorbs an epilogue (whyNoEpilogue in
+    // Schedule/FusionEpilogue.cpp).
     if (Fused)
       return Inf;
     if (std::optional<AttentionTile> T = attentionTileOf(C))
