@@ -1,17 +1,15 @@
 //===- Interpreter.cpp - fp64 reference semantics of the IR ops -----------===//
 #include "mtsched/Reference/Interpreter.h"
+#include "InterpreterImpl.h"
 #include "mtsched/IR/Layout.h"
 #include "mtsched/Reference/OpUnitReference.h"
 #include "mtsched/Reference/RandomInputs.h"
 #include "llvm/ADT/SmallVector.h"
-#include "llvm/Support/MathExtras.h"
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <list>
 #include <optional>
-#include <unistd.h>
 
 using namespace mtsched;
 
@@ -19,142 +17,10 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
-uint16_t mtsched::floatToBF16(float F) {
-  uint32_t U;
-  std::memcpy(&U, &F, 4);
-  if ((U & 0x7fffffffu) > 0x7f800000u)
-    return 0x7fc0;
-  U += 0x7fffu + ((U >> 16) & 1u);
-  return uint16_t(U >> 16);
-}
-
-float mtsched::bf16ToFloat(uint16_t H) {
-  uint32_t U = uint32_t(H) << 16;
-  float F;
-  std::memcpy(&F, &U, 4);
-  return F;
-}
-
-uint16_t mtsched::floatToF16(float F) {
-  uint32_t U;
-  std::memcpy(&U, &F, 4);
-  uint32_t Sign = (U >> 16) & 0x8000u;
-  int32_t Exp = int32_t((U >> 23) & 0xff) - 127 + 15;
-  uint32_t Man = U & 0x7fffffu;
-  if (((U >> 23) & 0xff) == 0xff)
-    return uint16_t(Sign | 0x7c00u | (Man ? 0x200u : 0));
-  if (Exp >= 31)
-    return uint16_t(Sign | 0x7c00u);
-  if (Exp <= 0) {
-    if (Exp < -10)
-      return uint16_t(Sign);
-    Man |= 0x800000u;
-    uint32_t Shift = uint32_t(14 - Exp);
-    uint32_t H = Man >> Shift;
-    uint32_t Rem = Man & ((1u << Shift) - 1), Half = 1u << (Shift - 1);
-    if (Rem > Half || (Rem == Half && (H & 1)))
-      ++H;
-    return uint16_t(Sign | H);
-  }
-  uint32_t H = Sign | (uint32_t(Exp) << 10) | (Man >> 13);
-  uint32_t Rem = Man & 0x1fffu;
-  if (Rem > 0x1000u || (Rem == 0x1000u && (H & 1)))
-    ++H;
-  return uint16_t(H);
-}
-
-float mtsched::f16ToFloat(uint16_t H) {
-  uint32_t Sign = uint32_t(H & 0x8000u) << 16;
-  uint32_t Exp = (H >> 10) & 0x1f, Man = H & 0x3ffu;
-  float F;
-  if (Exp == 0) {
-    F = std::ldexp(float(Man), -24);
-    return Sign ? -F : F;
-  }
-  uint32_t U = Exp == 31 ? (Sign | 0x7f800000u | (Man << 13))
-                         : (Sign | ((Exp - 15 + 127) << 23) | (Man << 13));
-  std::memcpy(&F, &U, 4);
-  return F;
-}
-
-namespace {
-/// The layout of an fp8 format: mantissa bits, exponent bias, the code of
-/// the largest finite value and a NaN code (sign bit clear).
-struct F8Format {
-  int ManBits, Bias;
-  uint8_t MaxCode, NanCode;
-  double MaxValue;
-};
-} // namespace
-
-static F8Format f8Format(DType T) {
-  if (T == DType::F8E5M2)
-    return {2, 15, 0x7b, 0x7e, 57344.0};
-  return {3, 7, 0x7e, 0x7f, 448.0};
-}
-
-// The generated kernels' mt_f32_to_f8 (CudaCodegen.cpp's prelude) is this
-// same computation in float, so both sides round alike.
-uint8_t mtsched::floatToF8(float F, DType T) {
-  F8Format Fmt = f8Format(T);
-  uint8_t Sign = std::signbit(F) ? 0x80 : 0;
-  double A = std::fabs(double(F));
-  if (std::isnan(A))
-    return Sign | Fmt.NanCode;
-  if (A >= Fmt.MaxValue)
-    return Sign | Fmt.MaxCode;
-  unsigned Code;
-  if (A < std::ldexp(1.0, 1 - Fmt.Bias)) {
-    // Subnormal quanta; rounding up to 2^ManBits is the smallest normal.
-    Code = unsigned(std::nearbyint(std::ldexp(A, Fmt.Bias - 1 + Fmt.ManBits)));
-  } else {
-    int E;
-    std::frexp(A, &E);
-    E -= 1; // A in [2^E, 2^(E+1))
-    unsigned M = unsigned(std::nearbyint(std::ldexp(A, Fmt.ManBits - E)));
-    // M == 2^(ManBits+1) carries into the exponent by itself.
-    Code = (unsigned(E + Fmt.Bias) << Fmt.ManBits) + M - (1u << Fmt.ManBits);
-  }
-  return Sign | uint8_t(std::min<unsigned>(Code, Fmt.MaxCode));
-}
-
-float mtsched::f8ToFloat(uint8_t B, DType T) {
-  F8Format Fmt = f8Format(T);
-  unsigned Em = B & 0x7fu, E = Em >> Fmt.ManBits,
-           M = Em & ((1u << Fmt.ManBits) - 1);
-  double V;
-  if (T == DType::F8E4M3 ? Em == 0x7fu : E == 31u)
-    V = T == DType::F8E5M2 && M == 0 ? HUGE_VAL : NAN;
-  else if (E == 0)
-    V = std::ldexp(double(M), 1 - Fmt.Bias - Fmt.ManBits);
-  else
-    V = std::ldexp(double(M | (1u << Fmt.ManBits)),
-                   int(E) - Fmt.Bias - Fmt.ManBits);
-  return float((B & 0x80) ? -V : V);
-}
-
-double mtsched::roundTo(double D, DType T) {
-  switch (T) {
-  case DType::F32:
-    return double(float(D));
-  case DType::BF16:
-    return bf16ToFloat(floatToBF16(float(D)));
-  case DType::F16:
-    return f16ToFloat(floatToF16(float(D)));
-  case DType::F8E4M3:
-  case DType::F8E5M2:
-    return f8ToFloat(floatToF8(float(D), T), T);
-  case DType::Bool:
-    return D != 0; // NaN is true, as in PyTorch
-  default:
-    return std::nearbyint(D);
-  }
-}
-
 /// Index into a tensor of shape Op for the flat index I of shape Out
 /// (right-aligned broadcasting).
-static int64_t broadcastIndex(llvm::ArrayRef<int64_t> Op,
-                              llvm::ArrayRef<int64_t> Out, int64_t I) {
+int64_t mtsched::broadcastIndex(llvm::ArrayRef<int64_t> Op,
+                                llvm::ArrayRef<int64_t> Out, int64_t I) {
   int64_t Idx = 0, OpStride = 1;
   for (int D = int(Out.size()) - 1, OD = int(Op.size()) - 1; D >= 0;
        --D, --OD) {
@@ -166,13 +32,6 @@ static int64_t broadcastIndex(llvm::ArrayRef<int64_t> Op,
     OpStride *= OpDim;
   }
   return Idx;
-}
-
-static double epsOf(const Node &N) {
-  if (const Attribute *A = N.getAttrs().get("eps"))
-    return A->getNumber();
-  // PyTorch's defaults: LayerNorm's 1e-5; rmsnorm's is the IR's 1e-6.
-  return N.getOp() == OpCode::LayerNorm ? 1e-5 : 1e-6;
 }
 
 void mtsched::attentionReferenceRow(const AttentionShape &S, const double *Q,
@@ -209,54 +68,6 @@ void mtsched::attentionReferenceHeadRow(const AttentionShape &S,
       Out[X] += P[J] / Sum * Vh[J * S.D + X];
 }
 
-HostValues HostValues::zeros(DType T, size_t N) {
-  if (isFloatDType(T))
-    return HostValues(std::vector<double>(N));
-  return HostValues(std::vector<int64_t>(N));
-}
-
-std::vector<double> HostValues::toDoubles() const {
-  if (!IsInt)
-    return F;
-  return std::vector<double>(I.begin(), I.end());
-}
-
-int64_t mtsched::wrapInt(int64_t V, DType T) {
-  // A bool is held as the integer 0 or 1.
-  if (T == DType::Bool)
-    return V != 0;
-  if (T == DType::I32)
-    return int64_t(int32_t(uint32_t(uint64_t(V))));
-  return V;
-}
-
-int64_t mtsched::doubleToInt(double D, DType T) {
-  // Any non-zero value is true, NaN too, as in PyTorch.
-  if (T == DType::Bool)
-    return D != 0;
-  if (!std::isfinite(D))
-    return 0;
-  // Truncated, every finite double is an integer; fmod reduces its
-  // magnitude exactly below 2^64, and the sign is applied modulo 2^64.
-  double M = std::fmod(std::fabs(std::trunc(D)), 18446744073709551616.0);
-  uint64_t U = uint64_t(M);
-  if (D < 0)
-    U = 0 - U;
-  return wrapInt(int64_t(U), T);
-}
-
-/// Two's-complement arithmetic on int64_t without signed overflow (which
-/// C++ leaves undefined): through uint64_t, then wrapped to T's width.
-int64_t mtsched::addWrap(int64_t A, int64_t B, DType T) {
-  return wrapInt(int64_t(uint64_t(A) + uint64_t(B)), T);
-}
-static int64_t subWrap(int64_t A, int64_t B, DType T) {
-  return wrapInt(int64_t(uint64_t(A) - uint64_t(B)), T);
-}
-static int64_t mulWrap(int64_t A, int64_t B, DType T) {
-  return wrapInt(int64_t(uint64_t(A) * uint64_t(B)), T);
-}
-
 /// The exact integer semantics of pointwise op C on integer operands X, as
 /// PyTorch computes it on integer tensors of the result's type T; nullopt
 /// for ops that have none (div, exp, ...), which are evaluated in fp64 and
@@ -287,28 +98,6 @@ evaluateIntPointwise(OpCode C, llvm::ArrayRef<int64_t> X, DType T) {
   default:
     return std::nullopt;
   }
-}
-
-HostValues mtsched::fromDoubles(std::vector<double> F, DType T) {
-  if (isFloatDType(T))
-    return HostValues(std::move(F));
-  std::vector<int64_t> I(F.size());
-  for (size_t K = 0; K < F.size(); ++K)
-    I[K] = doubleToInt(F[K], T);
-  return HostValues(std::move(I));
-}
-
-void mtsched::copyElement(HostValues &To, size_t I, const HostValues &From,
-                          size_t J, DType T) {
-  if (To.isInt())
-    To.ints()[I] = From.isInt() ? wrapInt(From.ints()[J], T)
-                                : doubleToInt(From.floats()[J], T);
-  else
-    To.floats()[I] = From.getDouble(J);
-}
-
-int64_t mtsched::intAt(const HostValues &V, size_t I) {
-  return V.isInt() ? V.ints()[I] : doubleToInt(V.floats()[I], DType::I64);
 }
 
 namespace {
@@ -656,214 +445,6 @@ llvm::Error mtsched::interpretNode(const Node &N, ValueData &Data) {
       X = roundTo(X, T.Dtype);
   Data[N.getResult()] = std::move(Result);
   return llvm::Error::success();
-}
-
-RowOperands::~RowOperands() = default;
-
-int64_t StoredRowOperands::size(const Value *V) const {
-  auto It = Data.find(V);
-  return It == Data.end() ? -1 : int64_t(It->second.size());
-}
-
-double StoredRowOperands::at(const Value *V, int64_t I) const {
-  return Data.find(V)->second.getDouble(size_t(I));
-}
-
-llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
-                                       const Value *Start, int64_t R,
-                                       int64_t Rows, std::vector<double> &Row,
-                                       const ValueData &Data) {
-  return interpretRowChain(Chain, Start, R, Rows, Row, StoredRowOperands(Data));
-}
-
-llvm::Error mtsched::interpretRowChain(llvm::ArrayRef<const Node *> Chain,
-                                       const Value *Start, int64_t R,
-                                       int64_t Rows, std::vector<double> &Row,
-                                       const RowOperands &Data) {
-  int64_t L = Row.size();
-  const Value *Prev = Start;
-  // Past a reshape or transpose (a GEMM's epilogue through layout ops):
-  // Row keeps the start's order, and element C of it is at index
-  // Moved(R * L + C) of the shape Iter that later values have.
-  std::vector<ElementMap> Maps;
-  llvm::ArrayRef<int64_t> Iter;
-  auto Moved = [&](int64_t I) {
-    for (const ElementMap &M : Maps)
-      I = M.apply(I);
-    return I;
-  };
-  auto At = [&](const Value *V, int64_t C) -> double {
-    int64_t Num = Data.size(V);
-    if (Num == 1)
-      return Data.at(V, 0);
-    if (!Maps.empty())
-      return Data.at(
-          V, broadcastIndex(V->getType().Shape, Iter, Moved(R * L + C)));
-    if (Num == L && V->getType().innerDim() == L)
-      return Data.at(V, C);
-    if (Num == Rows * L)
-      return Data.at(V, R * L + C);
-    if (Num == Rows)
-      return Data.at(V, R);
-    return Data.at(V, broadcastIndex(V->getType().Shape, Start->getType().Shape,
-                                     R * L + C));
-  };
-  for (const Node *N : Chain) {
-    for (const Operand &O : N->getOperands())
-      if (O.V != Prev && Data.size(O.V) < 0)
-        return err("no value for '%" + O.V->getName() + "'");
-    OpCode Op = N->getOp();
-    if (isLayout(Op)) {
-      std::optional<ElementMap> M = elementMapOf(*N);
-      if (!M || N->getOperand(0) != Prev)
-        return err("'%" + N->getName() +
-                   "' is a layout op that moves no element chain through");
-      Maps.push_back(std::move(*M));
-      Iter = N->getType().Shape;
-      Prev = N->getResult();
-      continue;
-    }
-    if (isRowReduction(Op) && !Maps.empty())
-      return err("row reduction '%" + N->getName() +
-                 "' follows a layout op in a row chain");
-    if (Op == OpCode::RmsNorm) {
-      double SS = 0;
-      for (double V : Row)
-        SS += V * V;
-      double Scale = 1 / std::sqrt(SS / L + epsOf(*N));
-      for (int64_t C = 0; C < L; ++C)
-        Row[C] = Row[C] * Scale * At(N->getOperand(1), C);
-    } else if (Op == OpCode::LayerNorm) {
-      // Two passes, as torch's reference: the mean, then the biased
-      // variance of the deviations.
-      double Mean = 0, Var = 0;
-      for (double V : Row)
-        Mean += V;
-      Mean /= L;
-      for (double V : Row)
-        Var += (V - Mean) * (V - Mean);
-      double Scale = 1 / std::sqrt(Var / L + epsOf(*N));
-      for (int64_t C = 0; C < L; ++C) {
-        Row[C] = (Row[C] - Mean) * Scale;
-        if (N->getNumOperands() > 1)
-          Row[C] *= At(N->getOperand(1), C);
-        if (N->getNumOperands() > 2)
-          Row[C] += At(N->getOperand(2), C);
-      }
-    } else if (Op == OpCode::Softmax) {
-      double Mx = -std::numeric_limits<double>::infinity(), Sum = 0;
-      for (double V : Row)
-        Mx = std::max(Mx, V);
-      for (double &V : Row)
-        Sum += (V = std::exp(V - Mx));
-      for (double &V : Row)
-        V /= Sum;
-    } else if (isPointwise(Op)) {
-      std::optional<double> Scalar = pointwiseScalar(*N);
-      llvm::SmallVector<double, 3> X(N->getNumOperands() + (Scalar ? 1 : 0));
-      if (Scalar)
-        X.back() = *Scalar;
-      for (int64_t C = 0; C < L; ++C) {
-        for (unsigned I = 0; I < N->getNumOperands(); ++I)
-          X[I] = N->getOperand(I) == Prev ? Row[C] : At(N->getOperand(I), C);
-        Row[C] = evaluatePointwise(Op, X);
-      }
-      if (isFp8DType(N->getType().Dtype) || N->getType().Dtype == DType::Bool)
-        for (double &V : Row)
-          V = roundTo(V, N->getType().Dtype);
-    } else {
-      return err("'%" + N->getName() + "' cannot be in an epilogue");
-    }
-    Prev = N->getResult();
-  }
-  return llvm::Error::success();
-}
-
-static_assert(sizeof(double) == 8 && sizeof(int64_t) == 8,
-              "interpretBytes counts 8 bytes an element");
-
-/// The bytes HostValues of V hold.
-static uint64_t hostBytes(const Value &V) {
-  // numElements fits: the parser bounds a type's bytes by 2^63-1.
-  return llvm::SaturatingMultiply<uint64_t>(uint64_t(V.getType().numElements()),
-                                            8);
-}
-
-/// interpretBytes up to node Upto (null: all of G), also saying which node
-/// (null: the inputs) first needs more than MaxBytes, if one does.
-static uint64_t bytesNeeded(const Graph &G, const Node *Upto, uint64_t MaxBytes,
-                            const Node *&Crossing, bool &Crossed) {
-  uint64_t Kept = 0, Largest = 0;
-  Crossing = nullptr;
-  auto Add = [&](const Value &V) {
-    Kept = llvm::SaturatingAdd(Kept, hostBytes(V));
-    Largest = std::max(Largest, hostBytes(V));
-  };
-  auto Total = [&] { return llvm::SaturatingAdd(Kept, Largest); };
-  for (const auto &In : G.getInputs())
-    Add(*In);
-  Crossed = Total() > MaxBytes;
-  for (const auto &N : G.getNodes()) {
-    if (Crossed)
-      break;
-    for (unsigned R = 0; R < N->getNumResults(); ++R)
-      Add(*N->getResult(R));
-    if (Total() > MaxBytes) {
-      Crossing = N.get();
-      Crossed = true;
-    }
-    if (N.get() == Upto)
-      break;
-  }
-  return Total();
-}
-
-uint64_t mtsched::interpretBytes(const Graph &G, const Node *Upto) {
-  const Node *Crossing;
-  bool Crossed;
-  return bytesNeeded(G, Upto, UINT64_MAX, Crossing, Crossed);
-}
-
-uint64_t mtsched::defaultInterpretMaxBytes() {
-  long Pages = sysconf(_SC_PHYS_PAGES), PageSize = sysconf(_SC_PAGESIZE);
-  if (Pages <= 0 || PageSize <= 0)
-    return uint64_t(4) << 30;
-  return llvm::SaturatingMultiply(uint64_t(Pages), uint64_t(PageSize)) / 4;
-}
-
-std::optional<InterpretRefusal> mtsched::checkInterpretable(const Graph &G,
-                                                            uint64_t MaxBytes) {
-  for (const auto &N : G.getNodes()) {
-    // interpretNode runs a collective as one rank's identity; with more
-    // ranks that would be a wrong answer, not a reference.
-    if (G.getWorldSize() > 1 &&
-        collectiveKindOf(N->getOp()) != CollectiveKind::None)
-      return InterpretRefusal{
-          N->getLoc(), "'%" + N->getName() +
-                           "': the interpreter runs one rank, and this " +
-                           N->getOpName().str() + " needs the values of " +
-                           std::to_string(G.getWorldSize()) +
-                           " ranks (world_size); interpret a one-rank graph"};
-    if (N->getOp() == OpCode::Custom)
-      return InterpretRefusal{N->getLoc(),
-                              "'%" + N->getName() +
-                                  "': the interpreter has no semantics for '" +
-                                  N->getOpName().str() + "'"};
-  }
-  const Node *Crossing;
-  bool Crossed;
-  uint64_t Need = bytesNeeded(G, nullptr, MaxBytes, Crossing, Crossed);
-  if (!Crossed)
-    return std::nullopt;
-  return InterpretRefusal{
-      Crossing ? Crossing->getLoc() : G.getLoc(),
-      "interpreting '@" + G.getName() + "' needs " + std::to_string(Need) +
-          " bytes " +
-          (Crossing ? "up to '%" + Crossing->getName() + "'"
-                    : std::string("for its inputs")) +
-          " (8 an element of every value, plus the largest value once "
-          "more), more than --interpret-max-bytes=" +
-          std::to_string(MaxBytes)};
 }
 
 llvm::Error mtsched::interpretGraph(const Graph &G, ValueData &Data) {
