@@ -5,7 +5,8 @@
 // REPORT (a --report of a run, which carries every node's workload) and
 // writes a device file for --device=OUT. A report of an older mtsched has
 // no workloads: then give the run's IR file after each report. The logic is
-// in lib/Tools/Calibrate.cpp.
+// in lib/Tools: Calibrate.cpp (the fit), CalibrateSamples.cpp (a report's
+// times as samples) and CalibrateLoad.cpp (reading the report and its IR).
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Support/FileIO.h"
