@@ -2,7 +2,8 @@
 //-*-===//
 //
 // Private to lib/IR: Verifier.cpp checks structure, epilogues, choices and
-// decisions; OpTypes.cpp applies each op's type rule from the op table.
+// decisions; OpTypes.cpp applies each op's type rule from the op table
+// (with LayoutTypes.cpp, OpTypesMatMul.cpp and OpTypesCollective.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_LIB_IR_VERIFIERIMPL_H
