@@ -491,17 +491,6 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
     (void)rl; (void)r; (void)c; (void)v;                                       \
     if (m0 + rl < M_) STMT                                                     \
   }
-// Every accumulator, in range or not, with e its element of the BM x BN
-// tile (split-K partials).
-#define FOR_EACH_TILE_ACC(STMT)                                                \
-  _Pragma("unroll") for (int mt = 0; mt < MT; ++mt)                            \
-  _Pragma("unroll") for (int nt = 0; nt < NT; ++nt)                            \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
-    const int e = (wm * WM + mt * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) * BN + \
-                  wn * WN + nt * 8 + (lane & 3) * 2 + (i & 1);                 \
-    float &v = acc[mt][nt][i];                                                 \
-    STMT                                                                       \
-  }
 // Row slot h = mt*2 + (i/2) of this thread is row rl below.
 #define ROW_SLOTS (MT * 2)
 #define ROW_SLOT (mt * 2 + (i >> 1))
@@ -512,6 +501,10 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
   }
 
 )";
+    // FOR_EACH_TILE_ACC: every accumulator, in range or not, with e its
+    // element of the BM x BN tile (split-K partials), as the horizontal
+    // and prologue tiles have it.
+    OS << MmaSyncTileAccMacro << "\n";
     OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << K.Name
        << "(" << P.signature()
        << (Split > 1 ? ", float *__restrict__ mt_ws" : "") << ") {\n"
