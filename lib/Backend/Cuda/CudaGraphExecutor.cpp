@@ -221,10 +221,10 @@ static size_t bufferBytes(const Value *V) {
 }
 
 size_t GraphRun::plannedBytes() const {
-  // What launchAll allocates (alloc): each result a kernel
-  // writes to memory. Not a reshape (a view), not an epilogue fused into its
-  // template, not a member of a fused group that only the group reads
-  // (runGroup's outputs are those returned or read outside the group).
+  // What launchAll allocates (alloc): each result a kernel writes to memory.
+  // Not a reshape or a one-rank collective (views), not an epilogue fused
+  // into its template, not a member of a fused group that only the group
+  // reads (runGroup's outputs are those returned or read outside the group).
   llvm::DenseSet<const Node *> Epilogue;
   for (const auto &N : G.getNodes())
     if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
@@ -240,6 +240,10 @@ size_t GraphRun::plannedBytes() const {
     const auto *B = llvm::dyn_cast<BufferNode>(N.get());
     if (B && B->getOp() == OpCode::Reshape)
       continue;
+    if (const auto *C =
+            llvm::dyn_cast<CollectiveMultiTemplateBufferNode>(N.get()))
+      if (isOneRankView(*C))
+        continue;
     if (B && !llvm::isa<MultiTemplateBufferNode>(B) &&
         B->getKernel() != BufferNode::NoKernel && !G.isOutput(B->getResult())) {
       bool Internal = true;

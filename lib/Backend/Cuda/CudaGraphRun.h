@@ -90,7 +90,11 @@ public:
       V = A->second;
     return devicePtr(V);
   }
-  /// Whether V is a view of another value's buffer (a reshape).
+  /// Whether collective C of a one-rank graph runs as a view of its
+  /// operand: not ragged, no fused epilogue, as many bytes in as out.
+  bool isOneRankView(const CollectiveMultiTemplateBufferNode &C) const;
+  /// Whether V is a view of another value's buffer (a reshape, or a
+  /// one-rank collective: isOneRankView).
   bool isAlias(const Value *V) const { return Alias.count(V); }
   /// Puts V in buffer P from the next rebind() on (the runtime library
   /// binds the caller's pointers).

@@ -17,6 +17,12 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
+bool GraphRun::isOneRankView(const CollectiveMultiTemplateBufferNode &C) const {
+  return G.getWorldSize() <= 1 && C.getNumOperands() == 1 &&
+         !C.isEpilogueFused() &&
+         C.getType().numBytes() == C.getOperand(0)->getType().numBytes();
+}
+
 llvm::Error
 GraphRun::runCollective(const CollectiveMultiTemplateBufferNode &C) {
   if (G.getWorldSize() > 1) {
@@ -29,8 +35,16 @@ GraphRun::runCollective(const CollectiveMultiTemplateBufferNode &C) {
       return runKernel(generateEpilogueKernel(C));
     return llvm::Error::success();
   }
-  // On one rank a collective is a copy (a ragged all_to_all a copy of the
-  // counted rows).
+  // On one rank a collective is the identity (a ragged all_to_all a copy of
+  // the counted rows). Without an epilogue, which would write the result in
+  // place, its result is a view of its operand, as a reshape's is: PyTorch
+  // and Inductor skip a one-rank collective too, and the copy cost the
+  // gallery's MoE layers 2 x 512 MB at prefill.
+  if (isOneRankView(C)) {
+    Dev[C.getResult()] = Dev[C.getOperand(0)];
+    Alias[C.getResult()] = C.getOperand(0);
+    return llvm::Error::success();
+  }
   if (C.getNumOperands() == 3) {
     if (llvm::Error E =
             runKernel(generateRaggedCopyKernel("ragged_" + C.getName(), C)))
