@@ -11,6 +11,12 @@ export NCCL_NVLS_ENABLE=0
 ROOT=$PWD; D=$ROOT/.device; OUT=${OUT:-$ROOT/out}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
 OPT=$D/bin/mtsched-opt
+# The one-rank collective views (test/lit/Cuda/one-rank-collective-run.mir).
+source "$ROOT/scripts/device-driver.sh"
+device_lit_tree "$ROOT" "$D"
+timeout 120 python3 "$D/lit/lit.py" -v "$W/test/lit/Cuda/one-rank-collective-run.mir" \
+  > "$OUT/lit.log" 2>&1
+echo "lit one-rank-collective-run: rc $?" | tee "$OUT/summary.txt"
 W=$(mktemp -d)
 for L in deepseek_moe mixtral_8x7b_moe; do
   python3 - "$ROOT/examples/gallery/$L.mir" "$W/$L.mir" "${L}_prefill" <<'PY'
