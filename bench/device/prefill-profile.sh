@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Where the gallery MoE layers lose at prefill (issue 35: DeepSeek 1.18x of
-# max-autotune; Mixtral went eager on its accuracy check). Each layer at
+# Where gallery layers lose at prefill (issue 35: DeepSeek MoE 1.18x of
+# max-autotune, the Llama layers 1.37x and 1.20x; Mixtral went eager on its
+# accuracy check). Each layer of $LAYERS (default the two MoE layers) at
 # prefill, at one rank as bench/torch_backend_bench.py runs it: through
 # torch.compile(backend="mtsched") (its decided IR kept, --emit=timeline of
 # it for the per-kernel times, --run's CUDA-graph time), and the kernels of
