@@ -49,6 +49,35 @@ static const char *const MaskHelper =
 }
 #define MASK_AT(b, h, i, j)                                                    \
   mt_mask_log2(MLOAD(mask[(b) * MASK_SB + (h) * MASK_SH + (i) * MASK_SQ + (j)]))
+#define MASK_ROW(b, h, i) (mask + (b) * MASK_SB + (h) * MASK_SH + (i) * MASK_SQ)
+// Keys j and j + 1 (j even) of a mask row, log2 units, or 0 past the row's
+// last key `last` (the caller masks those). With MASK_VEC (an even row
+// length) and `vec` (the mask's address aligned to two elements) one
+// 8- or 4-byte load reads both: a warp's loads then fill whole sectors.
+__device__ __forceinline__ void mt_mask_pair(const MASK_T *row, long long j,
+                                             long long last, bool vec,
+                                             float &x, float &y) {
+  x = y = 0.f;
+  if (j > last)
+    return;
+#if MASK_VEC
+  if (vec) {
+#if MASK_F32
+    const unsigned long long p = *(const unsigned long long *)(row + j);
+    x = mt_mask_log2(__uint_as_float((unsigned)p));
+    y = mt_mask_log2(__uint_as_float((unsigned)(p >> 32)));
+#else
+    const unsigned p = *(const unsigned *)(row + j);
+    x = mt_mask_log2(MLOAD((MASK_T)(p & 0xffffu)));
+    y = mt_mask_log2(MLOAD((MASK_T)(p >> 16)));
+#endif
+    return;
+  }
+#endif
+  x = mt_mask_log2(MLOAD(row[j]));
+  if (j + 1 <= last)
+    y = mt_mask_log2(MLOAD(row[j + 1]));
+}
 )";
 
 /// The end of a split-KV CTA (`#if SPLITS > 1`), after it has written its
@@ -455,7 +484,10 @@ llvm::Expected<AttentionShape> codegen::emitAttentionHeader(
     OS << "// mask [" << S->MaskB << ", " << S->MaskH << ", " << S->MaskSq
        << ", " << S->Skv << "] " << dtypeName(S->MaskDtype) << "\n"
        << "#define MASK_SB " << SB << "LL\n#define MASK_SH " << SH
-       << "LL\n#define MASK_SQ " << SQ << "LL\n"
+       << "LL\n#define MASK_SQ " << SQ << "LL\n#define MASK_T "
+       << storageType(S->MaskDtype) << "\n#define MASK_F32 "
+       << (S->MaskDtype == DType::F32 ? 1 : 0) << "\n#define MASK_VEC "
+       << (S->Skv % 2 == 0 ? 1 : 0) << "\n"
        << loadMacro(S->MaskDtype, "MLOAD") << MaskHelper;
   }
   OS << Helpers;

@@ -98,6 +98,19 @@ static const char *const MmaBody[] = {R"(
     warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, o));
     warpMax = max(warpMax, __shfl_xor_sync(0xffffffffu, warpMax, o));
   }
+#if HAS_MASK
+  // This thread's mask rows, found once: a key tile reads them at its keys
+  // (rows past ROWS read none). Two adjacent keys per load where aligned.
+  const MASK_T *mrA[MR], *mrB[MR];
+  const bool mvec =
+      ((unsigned long long)mask & (2 * sizeof(MASK_T) - 1)) == 0;
+#pragma unroll
+  for (int m = 0; m < MR; ++m) {
+    const long long ra = r0 + wr + m * 16 + g, rb = ra + 8;
+    mrA[m] = ra < ROWS ? MASK_ROW(b, hk * GROUP + ra / SQ, ra % SQ) : nullptr;
+    mrB[m] = rb < ROWS ? MASK_ROW(b, hk * GROUP + rb / SQ, rb % SQ) : nullptr;
+  }
+#endif
   auto loadKV = [&](int stage, long long j0) {
     for (int c = tid; c < KT * CH; c += THREADS) {
       const int j = c / CH, col = (c % CH) * 8;
@@ -155,6 +168,33 @@ static const char *const MmaBody[] = {R"(
     if (j0 <= warpMax && j0 < kvEnd) {
       const unsigned short *kt = sK + (st * KT + kg * BKV) * DP;
       const unsigned short *vt = sV + (st * KT + kg * BKV) * DP;
+#if HAS_MASK
+      // The tile's mask values, loaded before q kᵀ so that their latency
+      // hides behind the MMAs. A tile the mask hides from every row of the
+      // warp (-inf everywhere, as a causal or padding mask hides whole
+      // tiles) adds nothing to any row: the warp skips it.
+      float mk[MR][NS][4];
+      bool live = false;
+#pragma unroll
+      for (int m = 0; m < MR; ++m)
+#pragma unroll
+        for (int n = 0; n < NS; ++n) {
+          mk[m][n][0] = mk[m][n][1] = mk[m][n][2] = mk[m][n][3] = 0.f;
+          if (mrA[m])
+            mt_mask_pair(mrA[m], j0 + n * 8 + 2 * t4, lastA[m], mvec,
+                         mk[m][n][0], mk[m][n][1]);
+          if (mrB[m])
+            mt_mask_pair(mrB[m], j0 + n * 8 + 2 * t4, lastB[m], mvec,
+                         mk[m][n][2], mk[m][n][3]);
+          const long long jj = j0 + n * 8 + 2 * t4;
+          live |= (mrA[m] && jj <= lastA[m] && mk[m][n][0] != MT_NEG_INF) ||
+                  (mrA[m] && jj + 1 <= lastA[m] && mk[m][n][1] != MT_NEG_INF) ||
+                  (mrB[m] && jj <= lastB[m] && mk[m][n][2] != MT_NEG_INF) ||
+                  (mrB[m] && jj + 1 <= lastB[m] && mk[m][n][3] != MT_NEG_INF);
+        }
+      if (!__any_sync(0xffffffffu, live))
+        continue;
+#endif
       float s[MR][NS][4];
 #pragma unroll
       for (int m = 0; m < MR; ++m)
@@ -198,13 +238,8 @@ static const char *const MmaBody[] = {R"(
             const long long jj = j0 + n * 8 + 2 * t4 + c;
             float x = s[m][n][c] * SCALE_LOG2, y = s[m][n][2 + c] * SCALE_LOG2;
 #if HAS_MASK
-            {
-              const long long ra = r0 + wr + m * 16 + g, rb = ra + 8;
-              if (ra < ROWS && jj <= lastA[m])
-                x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, jj);
-              if (rb < ROWS && jj <= lastB[m])
-                y += MASK_AT(b, hk * GROUP + rb / SQ, rb % SQ, jj);
-            }
+            x += mk[m][n][c];
+            y += mk[m][n][2 + c];
 #endif
             if (edge) {
               x = jj > lastA[m] ? MT_NEG_INF : x;

@@ -238,7 +238,34 @@ TEST(AttentionCodegen, MaskedKernelShape) {
               std::string::npos)
         << Name;
     EXPECT_NE(K->Source.find("MASK_AT("), std::string::npos) << Name;
+    // An even row length: a tensor-core tile reads two keys per load.
+    EXPECT_NE(K->Source.find("#define MASK_T float\n#define MASK_F32 1\n"
+                             "#define MASK_VEC 1\n"),
+              std::string::npos)
+        << Name;
   }
+  // The tensor-core tile finds each thread's mask rows once, before the
+  // key loop, and reads them in pairs.
+  {
+    llvm::Expected<KernelSource> K = generateAttentionKernel(
+        node(*P), Choice{"attn_mma_16x32_w4_kv8", {}, {}});
+    ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+    size_t Rows = K->Source.find("mrA[m] = ra < ROWS ? MASK_ROW(");
+    size_t Loop = K->Source.find("for (int it = 0; it < nTiles; ++it)");
+    ASSERT_NE(Rows, std::string::npos);
+    EXPECT_LT(Rows, Loop);
+    EXPECT_NE(K->Source.find("mt_mask_pair(mrA[m], "), std::string::npos);
+  }
+  // An odd row length reads the keys one at a time.
+  auto O =
+      attention({"bf16", 1, 8, 2, 33, 101, 128, false, "bf16[1,1,33,101]"});
+  ASSERT_TRUE(O);
+  llvm::Expected<KernelSource> KO =
+      generateAttentionKernel(node(*O), Choice{"attn_mma_64x32_w4", {}, {}});
+  ASSERT_TRUE(bool(KO)) << llvm::toString(KO.takeError());
+  EXPECT_NE(KO->Source.find("#define MASK_T mt_bf16\n#define MASK_F32 "
+                            "0\n#define MASK_VEC 0\n"),
+            std::string::npos);
   // Without a mask the kernels take three inputs and no mask parameter.
   auto U = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
   ASSERT_TRUE(U);
@@ -326,10 +353,13 @@ static const Shape NvrtcShapes[] = {
     {"f32", 1, 4, 4, 70, 70, 64, true},
     // Additive masks: an f32 padding mask
     // at a decode step, a full f16 mask of
-    // the op's type, an f32 one per query.
+    // the op's type, an f32 one per query,
+    // and a bf16 one with an odd row length
+    // (no paired mask loads).
     {"bf16", 4, 32, 8, 1, 4096, 128, true, "f32[4,1,1,4096]"},
     {"f16", 2, 6, 3, 5, 100, 64, false, "f16[2,6,5,100]"},
-    {"f32", 1, 4, 4, 70, 70, 40, false, "f32[1,1,70,70]"}};
+    {"f32", 1, 4, 4, 70, 70, 40, false, "f32[1,1,70,70]"},
+    {"bf16", 1, 8, 2, 33, 101, 128, false, "bf16[1,1,33,101]"}};
 
 class EveryChoiceCompilesWithNvrtc : public ::testing::TestWithParam<size_t> {};
 
