@@ -41,6 +41,19 @@ static bool isPrologueTile(OpCode Op, const Choice &C) {
   return T && T->Template == GemmTemplate::MmaSync && !T->Persistent;
 }
 
+double mtsched::predictNormKernelUs(const TimePredictor &Model,
+                                    const BufferNode &Norm) {
+  const TensorType &X = Norm.getOperand(0)->getType();
+  EpilogueDesc NormKernel;
+  NormKernel.Elements = X.numElements();
+  NormKernel.ExtraInputBytes = Norm.getOperand(1)->getType().numBytes();
+  NormKernel.Dtype = X.Dtype;
+  NormKernel.FlopsPerElement = 4;
+  NormKernel.RowReduction = true;
+  NormKernel.NumOps = 1;
+  return Model.chainUs(NormKernel);
+}
+
 bool mtsched::canTakePrologue(const BufferNode &Norm,
                               const MultiTemplateBufferNode &M) {
   // SwiGLU's merged gate+up GEMM (select-swiglu kept it): %h, %wg, %wu.
@@ -166,14 +179,6 @@ llvm::Error SelectProloguePass::run(Graph &G) {
     // tile 19% under its measured time). Otherwise both sides are the
     // model's. The norm's own kernel is the model's either way.
     const TimePredictor &Model = Session->getTimePredictor();
-    const TensorType &X = PG.Norm->getOperand(0)->getType();
-    EpilogueDesc NormKernel;
-    NormKernel.Elements = X.numElements();
-    NormKernel.ExtraInputBytes = PG.Norm->getOperand(1)->getType().numBytes();
-    NormKernel.Dtype = X.Dtype;
-    NormKernel.FlopsPerElement = 4;
-    NormKernel.RowReduction = true;
-    NormKernel.NumOps = 1;
     bool Calibrated =
         PG.Leader ? (PG.Leader->getAttrs().contains(HorizontalMeasuredAttr) ||
                      PG.Leader->getAttrs().contains(HorizontalCalibratedAttr))
@@ -242,7 +247,7 @@ llvm::Error SelectProloguePass::run(Graph &G) {
     PrologueQuery Q;
     Q.Readers = unsigned(PG.Readers.size());
     Q.TieTolerance = Session->getTieTolerance();
-    Q.SplitUs = roundUs(Gemms + Model.chainUs(NormKernel));
+    Q.SplitUs = roundUs(Gemms + predictNormKernelUs(Model, *PG.Norm));
     Q.FusedUs = roundUs(Fused);
     if (Session->getHeuristic().fusePrologue(Q)) {
       std::vector<Attribute> Names;
