@@ -188,6 +188,10 @@ llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
       Heuristics.push_back(std::move(*H));
     else
       return H.takeError();
+  for (const std::string &Search : Opts.Searches)
+    if (Search != "greedy" && Search != "recursive" && Search != "exhaustive")
+      return bad("unknown fusion search '" + Search +
+                 "' (known: greedy, recursive, exhaustive)");
   std::vector<LabRow> Rows;
   for (const std::string &File : Opts.Files) {
     auto Buf = readBoundedFile(File, MaxIRFileBytes, "an IR input");
@@ -229,21 +233,28 @@ llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
     double Best = RefMeasured;
     size_t FirstRow = Rows.size();
     for (const std::unique_ptr<FusionHeuristic> &H : Heuristics)
-      for (unsigned K : Opts.PruneTopK) {
-        Tune.PruneTopK = K;
-        llvm::Expected<LabRun> Run = runOnce(*M, SM, Tune, Fusion, *H);
-        if (!Run)
-          return bad(File + ": " + llvm::toString(Run.takeError()));
-        LabRow Row;
-        Row.File = llvm::sys::path::stem(File).str();
-        Row.Heuristic = H->getName().str();
-        Row.PruneTopK = K;
-        evaluate(*Run, Tune.Device, Table, Row.PredictedUs, Row.MeasuredUs);
-        Row.AutotuneMs = Run->AutotuneMs;
-        Row.Benchmarks = Run->Result.BenchmarksRun;
-        Best = std::min(Best, Row.MeasuredUs);
-        Rows.push_back(Row);
-      }
+      for (const std::string &Search : Opts.Searches)
+        for (unsigned K : Opts.PruneTopK) {
+          Tune.PruneTopK = K;
+          FusionOptions Searched = Fusion;
+          Searched.Search = Search == "greedy" ? FusionSearch::Greedy
+                                               : FusionSearch::Recursive;
+          Searched.MaxFusionDepth =
+              Search == "recursive" ? Opts.MaxFusionDepth : 0;
+          llvm::Expected<LabRun> Run = runOnce(*M, SM, Tune, Searched, *H);
+          if (!Run)
+            return bad(File + ": " + llvm::toString(Run.takeError()));
+          LabRow Row;
+          Row.File = llvm::sys::path::stem(File).str();
+          Row.Heuristic =
+              H->getName().str() + (Search == "greedy" ? "" : "+" + Search);
+          Row.PruneTopK = K;
+          evaluate(*Run, Tune.Device, Table, Row.PredictedUs, Row.MeasuredUs);
+          Row.AutotuneMs = Run->AutotuneMs;
+          Row.Benchmarks = Run->Result.BenchmarksRun;
+          Best = std::min(Best, Row.MeasuredUs);
+          Rows.push_back(Row);
+        }
     // A decided graph without a measured time (a variant the backend could
     // not run) has no regret to speak of: inf, as its time.
     for (size_t I = FirstRow; I < Rows.size(); ++I) {
