@@ -3,6 +3,7 @@
 #include "mtsched/Autotune/Autotuner.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/PrologueSelect.h"
+#include "mtsched/Autotune/TimePredictor.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
@@ -102,11 +103,41 @@ llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
 using TimingTable = std::map<std::string, const NodeResult *>;
 
 /// Predicted and measured time of the decided graph.
+/// Whether N is an rmsnorm in a kernel of its own that GEMMs read and
+/// select-prologue did not price (a reader could not take the prologue:
+/// its epilogue fused): its kernel runs, and the lab charges it, so that a
+/// setting whose norm runs in a prologue is not compared with one whose
+/// norm kernel is left out.
+bool isUnpricedNormKernel(const Graph &G, const Node &N,
+                          const llvm::DenseMap<int, unsigned> &KernelSize) {
+  const auto *B = llvm::dyn_cast<BufferNode>(&N);
+  if (!B || B->getOp() != OpCode::RmsNorm || B->getNumOperands() != 2 ||
+      B->getAttrs().contains(PrologueSplitUsAttr) ||
+      (B->getKernel() != BufferNode::NoKernel &&
+       KernelSize.lookup(B->getKernel()) > 1))
+    return false;
+  return llvm::any_of(G.getUsers(B->getResult()), [](const Node *U) {
+    return llvm::isa<MultiTemplateBufferNode>(U);
+  });
+}
+
 void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
               double &PredictedUs, double &MeasuredUs) {
   PredictedUs = MeasuredUs = 0;
-  for (const auto &G : Run.M->getGraphs())
+  std::unique_ptr<TimePredictor> Model = createRooflinePredictor(D);
+  for (const auto &G : Run.M->getGraphs()) {
+    llvm::DenseMap<int, unsigned> KernelSize;
+    for (const auto &N : G->getNodes())
+      if (const auto *B = llvm::dyn_cast<BufferNode>(N.get()))
+        if (B->getKernel() != BufferNode::NoKernel)
+          ++KernelSize[B->getKernel()];
     for (const auto &NP : G->getNodes()) {
+      if (isUnpricedNormKernel(*G, *NP, KernelSize)) {
+        double Us = predictNormKernelUs(*Model, llvm::cast<BufferNode>(*NP));
+        PredictedUs += Us;
+        MeasuredUs += Us;
+        continue;
+      }
       // A norm select-prologue decided: its readers' GEMMs are counted
       // below as they were measured; the norm adds what its decided form
       // costs beyond them (select-prologue's predictions): its own kernel
@@ -170,6 +201,7 @@ void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
           MeasuredUs +=
               Fused ? CR.FusedUs : CR.Us + (Epi ? It->second->EpilogueUs : 0);
     }
+  }
 }
 
 } // namespace
