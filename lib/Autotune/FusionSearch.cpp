@@ -7,6 +7,7 @@
 #include "mtsched/Schedule/FusionHeuristic.h"
 #include "mtsched/Support/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include <cmath>
 #include <limits>
@@ -81,8 +82,15 @@ static std::vector<Cluster> findClusters(const Graph &G) {
   for (unsigned I = 0; I < G.size(); ++I)
     Position[G.getNodes()[I].get()] = I;
   llvm::MapVector<const Value *, Cluster> ByInput;
+  // Values a fused epilogue computes inside its template's kernel: a norm
+  // there is no kernel of its own (the all_reduce's add -> rmsnorm).
+  llvm::DenseSet<const Value *> InFused;
   for (unsigned I = 0; I < G.size(); ++I) {
     const Node &N = *G.getNodes()[I];
+    if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(&N))
+      if (M->isEpilogueFused())
+        for (const Operand &E : M->getEpilogue())
+          InFused.insert(E.V);
     if (!isSearchedGemm(N))
       continue;
     const auto &M = llvm::cast<MultiTemplateBufferNode>(N);
@@ -94,7 +102,8 @@ static std::vector<Cluster> findClusters(const Graph &G) {
   std::vector<Cluster> Out;
   for (auto &KV : ByInput) {
     const Node *Def = KV.first->getDef();
-    if (Def && Def->getOp() == OpCode::RmsNorm && llvm::isa<BufferNode>(Def))
+    if (Def && Def->getOp() == OpCode::RmsNorm && llvm::isa<BufferNode>(Def) &&
+        !InFused.count(KV.first))
       KV.second.Norm = int(Position.lookup(Def));
     if (KV.second.Fused.empty() ||
         (KV.second.Readers.size() < 2 && KV.second.Norm < 0))

@@ -8,6 +8,7 @@
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
 #include "mtsched/Support/Diagnostics.h"
+#include "llvm/ADT/DenseSet.h"
 #include <cmath>
 #include <limits>
 
@@ -82,10 +83,18 @@ std::vector<PrologueGroup> mtsched::findPrologueGroups(Graph &G) {
   // Nodes per fusion kernel: the norm must be a kernel of its own, or
   // skipping it would skip what it was fused with.
   llvm::DenseMap<int, unsigned> KernelSize;
-  for (const auto &N : G.getNodes())
+  // Nor may it run in a template's fused epilogue (an all_gather's, say):
+  // it is then computed in that kernel, not one of its own.
+  llvm::DenseSet<const Value *> InFusedEpilogue;
+  for (const auto &N : G.getNodes()) {
     if (const auto *B = llvm::dyn_cast<BufferNode>(N.get()))
       if (B->getKernel() != BufferNode::NoKernel)
         ++KernelSize[B->getKernel()];
+    if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
+      if (M->isEpilogueFused())
+        for (const Operand &E : M->getEpilogue())
+          InFusedEpilogue.insert(E.V);
+  }
   std::vector<PrologueGroup> Groups;
   for (const auto &N : G.getNodes()) {
     auto *Norm = llvm::dyn_cast<BufferNode>(N.get());
@@ -93,6 +102,7 @@ std::vector<PrologueGroup> mtsched::findPrologueGroups(Graph &G) {
     // the pass again changes nothing).
     if (!Norm || !isPrologueNorm(*Norm) || G.isOutput(Norm->getResult()) ||
         Norm->getAttrs().contains(PrologueSplitUsAttr) ||
+        InFusedEpilogue.count(Norm->getResult()) ||
         (Norm->getKernel() != BufferNode::NoKernel &&
          KernelSize.lookup(Norm->getKernel()) > 1))
       continue;
