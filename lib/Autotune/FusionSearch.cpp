@@ -57,7 +57,8 @@ private:
 
   Autotuner *Session;
   FusionOptions Fusion;
-  /// Each reader's epilogue as its own kernel, by graph position.
+  /// Each reader's epilogue as its own kernel, by position in the graph
+  /// being searched.
   llvm::DenseMap<unsigned, double> EpilogueUs;
 };
 
@@ -228,6 +229,8 @@ static bool nextSet(std::vector<unsigned> &Set, unsigned N) {
 llvm::Error SearchFusionPass::run(Graph &G) {
   if (Fusion.Search != FusionSearch::Recursive)
     return llvm::Error::success();
+  // Positions are this graph's: the pass object runs on every graph.
+  EpilogueUs.clear();
   std::vector<Cluster> Clusters = findClusters(G);
   if (Clusters.empty())
     return llvm::Error::success();
