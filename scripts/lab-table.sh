@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates the heuristics lab's table in docs/HEURISTICS.md ("Latest
-# table"): reruns the command written there and replaces the rows between
-# the <!-- lab-table:begin --> and <!-- lab-table:end --> markers.
+# Regenerates the heuristics lab's tables in docs/HEURISTICS.md ("Latest
+# table" and "The recursive fusion search"): reruns the command written
+# above each and replaces the rows between its <!-- TAG:begin --> and
+# <!-- TAG:end --> markers (TAG: lab-table, lab-search-table).
 #
 #   bash scripts/lab-table.sh [BUILD_DIR]           # rewrite the table
 #   bash scripts/lab-table.sh --check [BUILD_DIR]   # exit 1 if it differs
@@ -25,27 +26,35 @@ DOC="$ROOT/docs/HEURISTICS.md"
 LAB="$BUILD/tools/mtsched-lab/mtsched-lab"
 [ -x "$LAB" ] || { echo "lab-table: error: no $LAB (build mtsched-lab first)" >&2; exit 1; }
 
-# The documented command: the line after the begin marker's code fence.
-CMD=$(awk '/<!-- lab-table:command -->/{getline; getline; print; exit}' "$DOC")
-case "$CMD" in
-  build/tools/mtsched-lab/mtsched-lab\ *) ;;
-  *) echo "lab-table: error: no lab command after <!-- lab-table:command --> in $DOC" >&2; exit 1 ;;
-esac
-ARGS=${CMD#build/tools/mtsched-lab/mtsched-lab }
-
+# Each table's documented command is the line after its command marker's
+# code fence: the heuristics and pruning table (lab-table) and the fusion
+# search table (lab-search-table).
+CUR=$(mktemp)
 TABLE=$(mktemp)
 NEW=$(mktemp)
-trap 'rm -f "$TABLE" "$NEW"' EXIT
-# Word splitting of ARGS is wanted (flags and the corpus glob), from ROOT.
-# shellcheck disable=SC2086
-(cd "$ROOT" && "$LAB" $ARGS) > "$TABLE"
-
-awk -v table="$TABLE" '
-  /<!-- lab-table:begin -->/ { print; while ((getline l < table) > 0) print l; skip = 1; next }
-  /<!-- lab-table:end -->/ { skip = 0 }
-  !skip { print }
-' "$DOC" > "$NEW"
-grep -q '<!-- lab-table:end -->' "$NEW" || { echo "lab-table: error: markers missing in $DOC" >&2; exit 1; }
+trap 'rm -f "$CUR" "$TABLE" "$NEW"' EXIT
+cp "$DOC" "$CUR"
+ROWS=""
+for TAG in lab-table lab-search-table; do
+  CMD=$(awk -v m="<!-- $TAG:command -->" 'index($0, m){getline; getline; print; exit}' "$CUR")
+  case "$CMD" in
+    build/tools/mtsched-lab/mtsched-lab\ *) ;;
+    *) echo "lab-table: error: no lab command after <!-- $TAG:command --> in $DOC" >&2; exit 1 ;;
+  esac
+  ARGS=${CMD#build/tools/mtsched-lab/mtsched-lab }
+  # Word splitting of ARGS is wanted (flags and the corpus glob), from ROOT.
+  # shellcheck disable=SC2086
+  (cd "$ROOT" && "$LAB" $ARGS) > "$TABLE"
+  awk -v table="$TABLE" -v b="<!-- $TAG:begin -->" -v e="<!-- $TAG:end -->" '
+    index($0, b) { print; while ((getline l < table) > 0) print l; skip = 1; next }
+    index($0, e) { skip = 0 }
+    !skip { print }
+  ' "$CUR" > "$NEW"
+  grep -q "<!-- $TAG:end -->" "$NEW" || { echo "lab-table: error: $TAG markers missing in $DOC" >&2; exit 1; }
+  cp "$NEW" "$CUR"
+  ROWS="$ROWS $TAG: $(($(wc -l < "$TABLE") - 2)) rows"
+done
+CMD="the documented commands"
 
 if [ "$CHECK" = 1 ]; then
   if ! diff -u "$DOC" "$NEW"; then
@@ -55,5 +64,5 @@ if [ "$CHECK" = 1 ]; then
   echo "lab-table: docs/HEURISTICS.md's table is current"
 else
   cp "$NEW" "$DOC"
-  echo "lab-table: rewrote the table in docs/HEURISTICS.md ($(($(wc -l < "$TABLE") - 2)) rows)"
+  echo "lab-table: rewrote the tables in docs/HEURISTICS.md ($ROWS )"
 fi

@@ -14,6 +14,11 @@ tokens) and a prefill size (M = 2048..8192 tokens):
                mul: merged or split, as fuse-swiglu/select-swiglu decide)
                and the residual sum written by the first all_reduce's
                fused add -> rmsnorm beside the norm (a two-output epilogue)
+  llama_qkv    llama_layer with Q, K and V projections (multi-head), on at
+               most 2 ranks, and a pointwise stand-in for RoPE on Q and K (a scale by
+               the position's cos): the epilogue, horizontal and prologue
+               decisions around the attention norm interact (the
+               recursive fusion search, --fusion-search=recursive)
 
 The attention core (QK^T, softmax, PV) is a softmax over the query
 projection: the IR has no batched attention op, and the scheduler only
@@ -83,6 +88,43 @@ graph @llama_layer_m{m}(%x: bf16[{m},{H}], %g1: bf16[{H}], %wq: bf16[{H},{HQ}], 
 """
 
 
+# llama_qkv runs on at most 2 ranks, as the gallery's layers: at 4 the
+# per-rank projections (1024 wide) run cuBLAS with their epilogues apart in
+# pass order already, and no decision interacts.
+QKV_TP = min(TP, 2)
+QKV_HEAD = "group @tp = [" + ", ".join(map(str, range(QKV_TP))) + "]\n"
+
+
+def llama_qkv(m):
+    HQ, HKV, FF = H // QKV_TP, H // QKV_TP, F // QKV_TP  # multi-head
+    return f"""// Llama tensor-parallel layer with Q/K/V projections (multi-head), a
+// RoPE stand-in on Q and K, a SwiGLU MLP, M = {m} tokens, {QKV_TP} ranks.
+// K and V are returned (the KV cache write).
+{QKV_HEAD}
+graph @llama_qkv_m{m}(%x: bf16[{m},{H}], %g1: bf16[{H}], %wq: bf16[{H},{HQ}], %wk: bf16[{H},{HKV}], %wv: bf16[{H},{HKV}], %cq: bf16[{m},{HQ}], %ck: bf16[{m},{HKV}], %wo: bf16[{HQ},{H}], %g2: bf16[{H}], %wg: bf16[{H},{FF}], %wu: bf16[{H},{FF}], %wd: bf16[{FF},{H}]) attributes {{world_size = {QKV_TP}}} {{
+  %n1 = rmsnorm(%x, %g1) {{eps = 1.0e-05}} : bf16[{m},{H}]
+  %q = matmul(%n1, %wq) : bf16[{m},{HQ}]
+  %qr = mul(%q, %cq) : bf16[{m},{HQ}]
+  %k = matmul(%n1, %wk) : bf16[{m},{HKV}]
+  %kr = mul(%k, %ck) : bf16[{m},{HKV}]
+  %v = matmul(%n1, %wv) : bf16[{m},{HKV}]
+  %s = softmax(%qr) : bf16[{m},{HQ}]
+  %o = matmul(%s, %wo) : bf16[{m},{H}]
+  %or = all_reduce(%o) {{reduce = "sum", group = "tp"}} : bf16[{m},{H}]
+  %h1 = add(%or, %x) : bf16[{m},{H}]
+  %n2 = rmsnorm(%h1, %g2) {{eps = 1.0e-05}} : bf16[{m},{H}]
+  %gt = matmul(%n2, %wg) : bf16[{m},{FF}]
+  %up = matmul(%n2, %wu) : bf16[{m},{FF}]
+  %gs = silu(%gt) : bf16[{m},{FF}]
+  %gu = mul(%gs, %up) : bf16[{m},{FF}]
+  %d = matmul(%gu, %wd) : bf16[{m},{H}]
+  %dr = all_reduce(%d) {{reduce = "sum", group = "tp"}} : bf16[{m},{H}]
+  %out = add(%dr, %h1) : bf16[{m},{H}]
+  return %out, %kr, %v
+}}
+"""
+
+
 def sp_layer(m):
     s = m // TP
     return f"""// Sequence-parallel MLP layer, M = {m} tokens ({s} per rank), {TP} ranks.
@@ -141,7 +183,8 @@ graph @coll_chain_m{m}(%x: bf16[{m},{H}], %b: bf16[{H}]) attributes {{world_size
 
 GRAPHS = [("tp_layer", tp_layer, 4, 4096), ("sp_layer", sp_layer, 16, 8192),
           ("moe_layer", moe_layer, 8, 2048), ("coll_chain", coll_chain, 4, 4096),
-          ("llama_layer", llama_layer, 4, 4096)]
+          ("llama_layer", llama_layer, 4, 4096),
+          ("llama_qkv", llama_qkv, 16, 4096)]
 
 os.makedirs(args.out, exist_ok=True)
 for name, fn, dec, pre in GRAPHS:

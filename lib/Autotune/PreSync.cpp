@@ -170,6 +170,10 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
      << (Fusion.Horizontal ? "" : " horizontal-fusion=false")
      << (Fusion.Prologue ? "" : " prologue-fusion=false")
      << (Fusion.Reductions ? "" : " reduction-fusion=false")
+     << (Fusion.Search == FusionSearch::Recursive
+             ? " fusion-search=recursive max-fusion-depth=" +
+                   std::to_string(Fusion.MaxFusionDepth)
+             : std::string())
      << (Fusion.EpilogueThroughLayout ? " epilogue-through-layout=true" : "")
      << " backend=" << Opts.Backend << " device=" << DeviceName << "("
      << llvm::utohexstr(hashDevice(Opts.Device)) << ")"

@@ -8,6 +8,7 @@
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/Schedule/FusionHeuristic.h"
 #include "mtsched/Support/Diagnostics.h"
+#include "llvm/ADT/DenseSet.h"
 #include <cmath>
 #include <limits>
 
@@ -41,6 +42,19 @@ static bool isPrologueTile(OpCode Op, const Choice &C) {
   return T && T->Template == GemmTemplate::MmaSync && !T->Persistent;
 }
 
+double mtsched::predictNormKernelUs(const TimePredictor &Model,
+                                    const BufferNode &Norm) {
+  const TensorType &X = Norm.getOperand(0)->getType();
+  EpilogueDesc NormKernel;
+  NormKernel.Elements = X.numElements();
+  NormKernel.ExtraInputBytes = Norm.getOperand(1)->getType().numBytes();
+  NormKernel.Dtype = X.Dtype;
+  NormKernel.FlopsPerElement = 4;
+  NormKernel.RowReduction = true;
+  NormKernel.NumOps = 1;
+  return Model.chainUs(NormKernel);
+}
+
 bool mtsched::canTakePrologue(const BufferNode &Norm,
                               const MultiTemplateBufferNode &M) {
   // SwiGLU's merged gate+up GEMM (select-swiglu kept it): %h, %wg, %wu.
@@ -69,10 +83,18 @@ std::vector<PrologueGroup> mtsched::findPrologueGroups(Graph &G) {
   // Nodes per fusion kernel: the norm must be a kernel of its own, or
   // skipping it would skip what it was fused with.
   llvm::DenseMap<int, unsigned> KernelSize;
-  for (const auto &N : G.getNodes())
+  // Nor may it run in a template's fused epilogue (an all_gather's, say):
+  // it is then computed in that kernel, not one of its own.
+  llvm::DenseSet<const Value *> InFusedEpilogue;
+  for (const auto &N : G.getNodes()) {
     if (const auto *B = llvm::dyn_cast<BufferNode>(N.get()))
       if (B->getKernel() != BufferNode::NoKernel)
         ++KernelSize[B->getKernel()];
+    if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
+      if (M->isEpilogueFused())
+        for (const Operand &E : M->getEpilogue())
+          InFusedEpilogue.insert(E.V);
+  }
   std::vector<PrologueGroup> Groups;
   for (const auto &N : G.getNodes()) {
     auto *Norm = llvm::dyn_cast<BufferNode>(N.get());
@@ -80,6 +102,7 @@ std::vector<PrologueGroup> mtsched::findPrologueGroups(Graph &G) {
     // the pass again changes nothing).
     if (!Norm || !isPrologueNorm(*Norm) || G.isOutput(Norm->getResult()) ||
         Norm->getAttrs().contains(PrologueSplitUsAttr) ||
+        InFusedEpilogue.count(Norm->getResult()) ||
         (Norm->getKernel() != BufferNode::NoKernel &&
          KernelSize.lookup(Norm->getKernel()) > 1))
       continue;
@@ -166,14 +189,6 @@ llvm::Error SelectProloguePass::run(Graph &G) {
     // tile 19% under its measured time). Otherwise both sides are the
     // model's. The norm's own kernel is the model's either way.
     const TimePredictor &Model = Session->getTimePredictor();
-    const TensorType &X = PG.Norm->getOperand(0)->getType();
-    EpilogueDesc NormKernel;
-    NormKernel.Elements = X.numElements();
-    NormKernel.ExtraInputBytes = PG.Norm->getOperand(1)->getType().numBytes();
-    NormKernel.Dtype = X.Dtype;
-    NormKernel.FlopsPerElement = 4;
-    NormKernel.RowReduction = true;
-    NormKernel.NumOps = 1;
     bool Calibrated =
         PG.Leader ? (PG.Leader->getAttrs().contains(HorizontalMeasuredAttr) ||
                      PG.Leader->getAttrs().contains(HorizontalCalibratedAttr))
@@ -242,7 +257,7 @@ llvm::Error SelectProloguePass::run(Graph &G) {
     PrologueQuery Q;
     Q.Readers = unsigned(PG.Readers.size());
     Q.TieTolerance = Session->getTieTolerance();
-    Q.SplitUs = roundUs(Gemms + Model.chainUs(NormKernel));
+    Q.SplitUs = roundUs(Gemms + predictNormKernelUs(Model, *PG.Norm));
     Q.FusedUs = roundUs(Fused);
     if (Session->getHeuristic().fusePrologue(Q)) {
       std::vector<Attribute> Names;

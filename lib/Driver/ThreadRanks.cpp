@@ -235,9 +235,13 @@ std::optional<size_t> sharedModuleSplit(const OptMainConfig &Config, int N) {
   size_t Split = It - P.begin();
   if (!llvm::all_of(P.take_front(Split), isRankIndependentPass))
     return std::nullopt;
+  // search-fusion does nothing in pass order; searching, it measures
+  // epilogue kernels across ranks, so each rank needs its decided copy.
+  bool Greedy = Config.Pipe.Fusion.Search == FusionSearch::Greedy;
   for (const std::string &Name : P.drop_front(Split + 1))
     if (Name != "select-swiglu" && Name != "select-horizontal" &&
-        Name != "select-prologue" && Name != "verify-schedule")
+        Name != "select-prologue" && Name != "verify-schedule" &&
+        !(Name == "search-fusion" && Greedy))
       return std::nullopt;
   return Split;
 }

@@ -143,6 +143,17 @@ bool FusionHeuristic::fusePrologue(const PrologueQuery &Q) const {
   return firstWithinTolerance({Q.FusedUs, Q.SplitUs}, Q.TieTolerance) == 0;
 }
 
+bool FusionHeuristic::reopenFusion(const FusionSearchQuery &Q) const {
+  if (!considersFusion() || Q.Opened == 0 || !std::isfinite(Q.SearchedUs) ||
+      !(Q.SearchedUs > 0))
+    return false;
+  // Listed first, the pass order's combination keeps ties: a reopened
+  // epilogue must win by more than the noise.
+  return firstWithinTolerance({Q.GreedyUs, Q.SearchedUs}, Q.TieTolerance) ==
+             1 &&
+         Q.GreedyUs / Q.SearchedUs >= Q.SpeedupThreshold;
+}
+
 int mtsched::firstWithinTolerance(llvm::ArrayRef<double> Us, double Tolerance) {
   double Min = std::numeric_limits<double>::infinity();
   for (double U : Us)

@@ -1,8 +1,10 @@
 //===- Lab.cpp - Compare fusion heuristics and pruning over a corpus ------===//
 #include "mtsched/Tools/Lab.h"
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/Decision.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/PrologueSelect.h"
+#include "mtsched/Autotune/TimePredictor.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Parser.h"
 #include "mtsched/IR/Verifier.h"
@@ -12,6 +14,7 @@
 #include "mtsched/Support/Diagnostics.h"
 #include "mtsched/Support/FileIO.h"
 #include "mtsched/Tools/RankPipeline.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -102,22 +105,88 @@ llvm::Expected<LabRun> runOnce(const Module &Source, llvm::SourceMgr &SM,
 using TimingTable = std::map<std::string, const NodeResult *>;
 
 /// Predicted and measured time of the decided graph.
+/// Whether N is an rmsnorm in a kernel of its own (in no template's
+/// epilogue, which is charged with it, nor with other buffers) that GEMMs
+/// read and
+/// select-prologue did not price (a reader could not take the prologue:
+/// its epilogue fused): its kernel runs, and the lab charges it, so that a
+/// setting whose norm runs in a prologue is not compared with one whose
+/// norm kernel is left out.
+bool isUnpricedNormKernel(const Graph &G, const Node &N,
+                          const llvm::DenseMap<int, unsigned> &KernelSize,
+                          const llvm::DenseSet<const Value *> &InEpilogue) {
+  const auto *B = llvm::dyn_cast<BufferNode>(&N);
+  if (!B || B->getOp() != OpCode::RmsNorm || B->getNumOperands() != 2 ||
+      B->getAttrs().contains(PrologueSplitUsAttr) ||
+      InEpilogue.count(B->getResult()) ||
+      (B->getKernel() != BufferNode::NoKernel &&
+       KernelSize.lookup(B->getKernel()) > 1))
+    return false;
+  return llvm::any_of(G.getUsers(B->getResult()), [](const Node *U) {
+    return llvm::isa<MultiTemplateBufferNode>(U);
+  });
+}
+
+/// The measured decided times of the GEMMs a fused norm names (Into),
+/// each with the prologue tile it was given; Gemms when they are a merged
+/// horizontal group (counted once, at the merged time the fused price
+/// holds) or a name does not resolve.
+double retiledReadersUs(const Graph &G, const Attribute &Into, double Gemms) {
+  if (!Into.isList())
+    return Gemms;
+  double Us = 0;
+  for (const Attribute &E : Into.getList()) {
+    const MultiTemplateBufferNode *M = nullptr;
+    for (const auto &N : G.getNodes())
+      if (E.isString() && N->getName() == E.getString())
+        M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get());
+    if (!M || M->getAttrs().contains(HorizontalAttr) ||
+        M->getAttrs().contains(HorizontalOfAttr))
+      return Gemms;
+    Us += measuredUs(*M, M->getDecision());
+  }
+  return std::isfinite(Us) ? Us : Gemms;
+}
+
 void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
               double &PredictedUs, double &MeasuredUs) {
   PredictedUs = MeasuredUs = 0;
-  for (const auto &G : Run.M->getGraphs())
+  std::unique_ptr<TimePredictor> Model = createRooflinePredictor(D);
+  for (const auto &G : Run.M->getGraphs()) {
+    llvm::DenseMap<int, unsigned> KernelSize;
+    // Epilogue members: in their template's kernel when fused, else
+    // charged below as its epilogue kernel.
+    llvm::DenseSet<const Value *> InEpilogue;
+    for (const auto &N : G->getNodes()) {
+      if (const auto *B = llvm::dyn_cast<BufferNode>(N.get()))
+        if (B->getKernel() != BufferNode::NoKernel)
+          ++KernelSize[B->getKernel()];
+      if (const auto *M = llvm::dyn_cast<MultiTemplateBufferNode>(N.get()))
+        for (const Operand &E : M->getEpilogue())
+          InEpilogue.insert(E.V);
+    }
     for (const auto &NP : G->getNodes()) {
+      if (isUnpricedNormKernel(*G, *NP, KernelSize, InEpilogue)) {
+        double Us = predictNormKernelUs(*Model, llvm::cast<BufferNode>(*NP));
+        PredictedUs += Us;
+        MeasuredUs += Us;
+        continue;
+      }
       // A norm select-prologue decided: its readers' GEMMs are counted
       // below as they were measured; the norm adds what its decided form
       // costs beyond them (select-prologue's predictions): its own kernel
-      // when split, the GEMMs' prologues when fused.
+      // when split, the GEMMs' prologues when fused. Fused GEMMs outside a
+      // merged group run the prologue tile select-prologue set as their
+      // decision, counted below at its measured time, which the fused price
+      // holds: that is what is taken off, not the GEMMs as decided before.
       if (const Attribute *Split = NP->getAttrs().get(PrologueSplitUsAttr)) {
         const Attribute *Fused = NP->getAttrs().get(PrologueFusedUsAttr);
         const Attribute *GemmsUs = NP->getAttrs().get(PrologueGemmsUsAttr);
+        const Attribute *Into = NP->getAttrs().get(PrologueIntoAttr);
         double Gemms = GemmsUs ? GemmsUs->getNumber() : 0;
-        double Chosen = NP->getAttrs().contains(PrologueIntoAttr) && Fused
-                            ? Fused->getNumber()
-                            : Split->getNumber();
+        double Chosen = Into && Fused ? Fused->getNumber() : Split->getNumber();
+        if (Into && Fused && NP->getAttrs().contains(PrologueCalibratedAttr))
+          Gemms = retiledReadersUs(*G, *Into, Gemms);
         // Both are rounded to the nanosecond; never below nothing.
         double Extra = std::max(0.0, Chosen - Gemms);
         PredictedUs += Extra;
@@ -170,6 +239,7 @@ void evaluate(const LabRun &Run, const DeviceDesc &D, const TimingTable &Ref,
           MeasuredUs +=
               Fused ? CR.FusedUs : CR.Us + (Epi ? It->second->EpilogueUs : 0);
     }
+  }
 }
 
 } // namespace
@@ -188,6 +258,10 @@ llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
       Heuristics.push_back(std::move(*H));
     else
       return H.takeError();
+  for (const std::string &Search : Opts.Searches)
+    if (Search != "greedy" && Search != "recursive" && Search != "exhaustive")
+      return bad("unknown fusion search '" + Search +
+                 "' (known: greedy, recursive, exhaustive)");
   std::vector<LabRow> Rows;
   for (const std::string &File : Opts.Files) {
     auto Buf = readBoundedFile(File, MaxIRFileBytes, "an IR input");
@@ -229,21 +303,28 @@ llvm::Expected<std::vector<LabRow>> mtsched::runLab(const LabOptions &Opts) {
     double Best = RefMeasured;
     size_t FirstRow = Rows.size();
     for (const std::unique_ptr<FusionHeuristic> &H : Heuristics)
-      for (unsigned K : Opts.PruneTopK) {
-        Tune.PruneTopK = K;
-        llvm::Expected<LabRun> Run = runOnce(*M, SM, Tune, Fusion, *H);
-        if (!Run)
-          return bad(File + ": " + llvm::toString(Run.takeError()));
-        LabRow Row;
-        Row.File = llvm::sys::path::stem(File).str();
-        Row.Heuristic = H->getName().str();
-        Row.PruneTopK = K;
-        evaluate(*Run, Tune.Device, Table, Row.PredictedUs, Row.MeasuredUs);
-        Row.AutotuneMs = Run->AutotuneMs;
-        Row.Benchmarks = Run->Result.BenchmarksRun;
-        Best = std::min(Best, Row.MeasuredUs);
-        Rows.push_back(Row);
-      }
+      for (const std::string &Search : Opts.Searches)
+        for (unsigned K : Opts.PruneTopK) {
+          Tune.PruneTopK = K;
+          FusionOptions Searched = Fusion;
+          Searched.Search = Search == "greedy" ? FusionSearch::Greedy
+                                               : FusionSearch::Recursive;
+          Searched.MaxFusionDepth =
+              Search == "recursive" ? Opts.MaxFusionDepth : 0;
+          llvm::Expected<LabRun> Run = runOnce(*M, SM, Tune, Searched, *H);
+          if (!Run)
+            return bad(File + ": " + llvm::toString(Run.takeError()));
+          LabRow Row;
+          Row.File = llvm::sys::path::stem(File).str();
+          Row.Heuristic =
+              H->getName().str() + (Search == "greedy" ? "" : "+" + Search);
+          Row.PruneTopK = K;
+          evaluate(*Run, Tune.Device, Table, Row.PredictedUs, Row.MeasuredUs);
+          Row.AutotuneMs = Run->AutotuneMs;
+          Row.Benchmarks = Run->Result.BenchmarksRun;
+          Best = std::min(Best, Row.MeasuredUs);
+          Rows.push_back(Row);
+        }
     // A decided graph without a measured time (a variant the backend could
     // not run) has no regret to speak of: inf, as its time.
     for (size_t I = FirstRow; I < Rows.size(); ++I) {

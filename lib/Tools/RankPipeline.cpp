@@ -1,5 +1,6 @@
 //===- RankPipeline.cpp - What one rank runs ------------------------------===//
 #include "mtsched/Tools/RankPipeline.h"
+#include "mtsched/Autotune/FusionSearch.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/LazyBenchmarker.h"
 #include "mtsched/Autotune/PrologueSelect.h"
@@ -48,6 +49,7 @@ void mtsched::registerPipelinePasses(PassRegistry &Registry,
   add(Registry, [=] { return createFusePass(Fusion); });
   add(Registry, [=] { return createAutotunePass(Session); });
   add(Registry, [=] { return createSelectSwiGluPass(Session); });
+  add(Registry, [=] { return createSearchFusionPass(Session, Fusion); });
   add(Registry, [=] { return createSelectHorizontalPass(Session, Fusion); });
   add(Registry, [=] { return createSelectProloguePass(Session, Fusion); });
   add(

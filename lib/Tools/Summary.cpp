@@ -1,6 +1,7 @@
 //===- Summary.cpp - The autotune summary for people ----------------------===//
 #include "mtsched/Tools/Summary.h"
 #include "mtsched/Autotune/Autotuner.h"
+#include "mtsched/Autotune/FusionSearch.h"
 #include "mtsched/Autotune/HorizontalSelect.h"
 #include "mtsched/Autotune/PrologueSelect.h"
 #include "mtsched/IR/Graph.h"
@@ -142,6 +143,24 @@ void printPrologueDecisions(const Module &M, llvm::raw_ostream &OS) {
       } else {
         OS << "  <- split\n";
       }
+    }
+}
+
+/// search-fusion's decisions: each GEMM whose fused epilogue it reopened,
+/// and its cluster's time in pass order and as searched.
+void printFusionSearchDecisions(const Module &M, llvm::raw_ostream &OS) {
+  for (const auto &G : M.getGraphs())
+    for (const auto &N : G->getNodes()) {
+      const Attribute *Greedy = N->getAttrs().get(FusionGreedyUsAttr);
+      const Attribute *Searched = N->getAttrs().get(FusionSearchedUsAttr);
+      if (!N->getAttrs().contains(FusionReopenedAttr) || !Greedy || !Searched)
+        continue;
+      OS << "FUSION-SEARCH @" << G->getName() << " %" << N->getName()
+         << " over %" << N->getOperand(0)->getName()
+         << llvm::format(": epilogue reopened, its input's GEMMs and norm "
+                         "%.4f ms in pass order, %.4f ms searched\n",
+                         Greedy->getNumber() / 1000.0,
+                         Searched->getNumber() / 1000.0);
     }
 }
 
@@ -299,6 +318,7 @@ void mtsched::printAutotuneSummary(const RunResult &R, const Module &M,
   if (R.Nodes.size() > MaxNodes)
     OS << "AUTOTUNE: ... " << R.Nodes.size() - MaxNodes
        << " more nodes (--report=FILE has every one)\n";
+  printFusionSearchDecisions(M, OS);
   printHorizontalDecisions(M, OS);
   printPrologueDecisions(M, OS);
   OS << "AUTOTUNE: " << R.Nodes.size() << " node"

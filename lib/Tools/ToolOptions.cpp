@@ -75,6 +75,19 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
                    "model prices it faster (default false: not timed, and "
                    "slower on an H200)"),
           cl::init(false), cl::cat(Cat)),
+      FusionSearchMode(
+          "fusion-search",
+          cl::desc("How fusion decisions are taken: 'greedy' (each alone, "
+                   "in pass order; default) or 'recursive' (also reopen "
+                   "fused epilogues where horizontal and prologue fusion "
+                   "then win more; search-fusion)"),
+          cl::value_desc("greedy|recursive"), cl::init("greedy"), cl::cat(Cat)),
+      MaxFusionDepth(
+          "max-fusion-depth",
+          cl::desc("With --fusion-search=recursive: how many fused "
+                   "epilogues one candidate may reopen (default 2; 0: no "
+                   "bound but the search's cap of 256 sets per input)"),
+          cl::init(2), cl::cat(Cat)),
       ReductionFusion(
           "reduction-fusion",
           cl::desc("Let float sum/max join the kernel of their producer "
@@ -113,6 +126,14 @@ llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
   Fusion.MaxEpilogueLength = MaxEpilogueLength;
   Fusion.Horizontal = HorizontalFusion;
   Fusion.Prologue = PrologueFusion;
+  if (FusionSearchMode == "greedy")
+    Fusion.Search = FusionSearch::Greedy;
+  else if (FusionSearchMode == "recursive")
+    Fusion.Search = FusionSearch::Recursive;
+  else
+    return fail("--fusion-search must be 'greedy' or 'recursive', not '" +
+                FusionSearchMode + "'");
+  Fusion.MaxFusionDepth = MaxFusionDepth;
   Fusion.Reductions = ReductionFusion;
   Fusion.EpilogueThroughLayout = EpilogueThroughLayout;
   return llvm::Error::success();

@@ -30,6 +30,17 @@ static cl::list<std::string>
 static cl::list<unsigned>
     Prune("prune", cl::desc("--prune-top-k settings, 0 = none (default 0,1,3)"),
           cl::CommaSeparated, cl::cat(Cat));
+static cl::list<std::string> Searches(
+    "fusion-search",
+    cl::desc("Fusion searches to compare: greedy (pass order), recursive "
+             "(search-fusion to --max-fusion-depth), exhaustive (no depth "
+             "bound); rows of the last two are named heuristic+search "
+             "(default greedy)"),
+    cl::CommaSeparated, cl::cat(Cat));
+static cl::opt<unsigned> MaxFusionDepth(
+    "max-fusion-depth",
+    cl::desc("--max-fusion-depth of the recursive rows (default 2)"),
+    cl::init(2), cl::cat(Cat));
 
 static cl::opt<bool> WallTimes(
     "wall-times",
@@ -62,6 +73,9 @@ int main(int argc, char **argv) {
     Opts.Heuristics.assign(Heuristics.begin(), Heuristics.end());
   if (!Prune.empty())
     Opts.PruneTopK.assign(Prune.begin(), Prune.end());
+  if (!Searches.empty())
+    Opts.Searches.assign(Searches.begin(), Searches.end());
+  Opts.MaxFusionDepth = MaxFusionDepth;
   Expected<std::vector<LabRow>> Rows = runLab(Opts);
   if (!Rows)
     fail(toString(Rows.takeError()));

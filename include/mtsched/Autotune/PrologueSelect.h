@@ -33,6 +33,7 @@
 namespace mtsched {
 
 class Autotuner;
+class TimePredictor;
 
 /// On a fused norm: the GEMMs it runs in; on each of them: the norm.
 inline constexpr llvm::StringLiteral PrologueIntoAttr = "prologue_into";
@@ -76,6 +77,11 @@ bool canTakePrologue(const BufferNode &Norm, const MultiTemplateBufferNode &M);
 /// horizontal group (select-horizontal ran first). A norm read by anything
 /// else stays a kernel (its result must exist) and is not listed.
 std::vector<PrologueGroup> findPrologueGroups(Graph &G);
+
+/// The cost model's time of rmsnorm Norm (x, w) as a kernel of its own:
+/// the split form's norm, and what the fusion search charges for a norm
+/// that stays a kernel.
+double predictNormKernelUs(const TimePredictor &Model, const BufferNode &Norm);
 
 /// `select-prologue`: fuses each group the heuristic prefers fused
 /// (nothing when Fusion.Prologue is off).

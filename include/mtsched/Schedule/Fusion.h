@@ -50,6 +50,16 @@
 
 namespace mtsched {
 
+/// How the fusion decisions after `autotune` are taken (--fusion-search).
+enum class FusionSearch {
+  /// One at a time in pass order: each epilogue by `autotune`, then SwiGLU,
+  /// horizontal and prologue merges on what is left.
+  Greedy,
+  /// `search-fusion` (FusionSearch.h) also weighs reopening fused
+  /// epilogues so that horizontal and prologue fusion can take their GEMMs.
+  Recursive,
+};
+
 struct FusionOptions {
   /// Name of the heuristic deciding epilogue fusion (see FusionHeuristic.h).
   std::string Heuristic = "benchmark";
@@ -80,6 +90,11 @@ struct FusionOptions {
   /// H200, but the Llama-3-8B Q projection + RoPE at decode ran 14.2 us
   /// fused against 11.6 us as decided without it (docs/BENCHMARKS.md).
   bool EpilogueThroughLayout = false;
+  /// --fusion-search; Greedy is today's pass order.
+  FusionSearch Search = FusionSearch::Greedy;
+  /// --max-fusion-depth: how many fused epilogues one candidate may reopen
+  /// (0: no bound but the search's own cap, the lab's exhaustive search).
+  unsigned MaxFusionDepth = 2;
 };
 
 struct FusionRejection {

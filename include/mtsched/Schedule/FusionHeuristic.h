@@ -70,6 +70,24 @@ struct PrologueQuery {
   double TieTolerance = 0;
 };
 
+/// A combination `search-fusion` found (lib/Autotune/FusionSearch.cpp):
+/// around one input read by several GEMMs (or made by an RMSNorm), Opened
+/// of the GEMMs that `autotune` fused with their epilogues run unfused
+/// instead, so that the horizontal merge and the norm's prologue can take
+/// them. Both times are of the same nodes (the GEMMs over the input, their
+/// epilogue kernels and the norm) with the later selects' decisions.
+struct FusionSearchQuery {
+  unsigned Opened = 0;
+  /// As the pass order decides them.
+  double GreedyUs = 0;
+  /// With the Opened epilogues run as their own kernels.
+  double SearchedUs = 0;
+  /// As FusionQuery's: reopen only if GreedyUs / SearchedUs >= this.
+  double SpeedupThreshold = 1.0;
+  /// As FusionQuery::TieTolerance.
+  double TieTolerance = 0;
+};
+
 struct FusionDecision {
   std::string Choice;
   bool Fused = false;
@@ -103,6 +121,13 @@ public:
   /// normalised rows fewer); never for a heuristic that does not consider
   /// fusion.
   virtual bool fusePrologue(const PrologueQuery &Q) const;
+  /// Whether to take the combination the recursive fusion search found
+  /// over the pass order's. The default, for every built-in heuristic that
+  /// considers fusion: only if it is faster by more than Q.TieTolerance
+  /// and by at least Q.SpeedupThreshold (times within noise keep the pass
+  /// order's decisions); never for a heuristic that does not consider
+  /// fusion.
+  virtual bool reopenFusion(const FusionSearchQuery &Q) const;
 };
 
 /// The index of the first of Us within Tolerance (a fraction) of the

@@ -32,6 +32,14 @@ struct LabOptions {
                                          "never"};
   /// 0 means no pruning.
   std::vector<unsigned> PruneTopK = {0, 1, 3};
+  /// How fusion decisions are taken: "greedy" (pass order), "recursive"
+  /// (search-fusion to MaxFusionDepth) or "exhaustive" (search-fusion with
+  /// no depth bound: every set of reopened epilogues, to the search's cap).
+  /// A row of a search other than greedy names it after the heuristic
+  /// ("benchmark+recursive").
+  std::vector<std::string> Searches = {"greedy"};
+  /// --max-fusion-depth of the "recursive" rows.
+  unsigned MaxFusionDepth = 2;
 };
 
 struct LabTableOptions {
@@ -42,6 +50,8 @@ struct LabTableOptions {
 
 struct LabRow {
   std::string File;
+  /// The heuristic's name, and "+recursive" or "+exhaustive" when the
+  /// fusion search was not greedy.
   std::string Heuristic;
   unsigned PruneTopK = 0;
   /// Sum over decided nodes of the cost model's time of the decision (fused

@@ -58,6 +58,8 @@ private:
   llvm::cl::opt<unsigned> MaxEpilogueLength;
   llvm::cl::opt<bool> HorizontalFusion;
   llvm::cl::opt<bool> PrologueFusion;
+  llvm::cl::opt<std::string> FusionSearchMode;
+  llvm::cl::opt<unsigned> MaxFusionDepth;
   llvm::cl::opt<bool> ReductionFusion;
   llvm::cl::opt<bool> EpilogueThroughLayout;
   llvm::cl::opt<std::string> TopologyFile;

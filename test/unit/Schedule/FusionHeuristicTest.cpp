@@ -177,3 +177,33 @@ TEST(FusionHeuristicTest, FusePrologue) {
   EXPECT_FALSE(Fuse("always", INFINITY, 10));
   EXPECT_FALSE(Fuse("never", 1, 10));
 }
+
+// The recursive fusion search's combination is taken over pass order's only
+// when faster by more than the tolerance and by at least the threshold;
+// pass order keeps ties; nothing reopened, or an unusable combination, is
+// never taken; a heuristic that does not consider fusion never reopens.
+TEST(FusionHeuristicTest, ReopenFusion) {
+  auto Reopen = [](llvm::StringRef Name, double Greedy, double Searched,
+                   double Threshold = 1.0, unsigned Opened = 1) {
+    auto H = createFusionHeuristic(Name);
+    EXPECT_TRUE(bool(H));
+    FusionSearchQuery Q;
+    Q.Opened = Opened;
+    Q.GreedyUs = Greedy;
+    Q.SearchedUs = Searched;
+    Q.SpeedupThreshold = Threshold;
+    Q.TieTolerance = 0.01;
+    return (*H)->reopenFusion(Q);
+  };
+  for (const char *Name : {"benchmark", "cost-model", "always"}) {
+    EXPECT_TRUE(Reopen(Name, 24.3, 20.2)) << Name;
+    EXPECT_FALSE(Reopen(Name, 10.05, 10)) << Name; // within 1%: pass order
+    EXPECT_FALSE(Reopen(Name, 10, 12)) << Name;
+    EXPECT_TRUE(Reopen(Name, 24.3, 20.2, 1.2)) << Name;
+    EXPECT_FALSE(Reopen(Name, 24.3, 20.2, 1.21)) << Name;
+    EXPECT_FALSE(Reopen(Name, 24.3, INFINITY)) << Name;
+    EXPECT_TRUE(Reopen(Name, INFINITY, 20.2)) << Name;
+    EXPECT_FALSE(Reopen(Name, 24.3, 20.2, 1.0, 0)) << Name;
+  }
+  EXPECT_FALSE(Reopen("never", 24.3, 20.2));
+}
