@@ -14,6 +14,14 @@
 // group are loaded at the index; each (value, index) is computed once per
 // branch. No layout member moves memory, and the rotary embedding of a
 // projection becomes one kernel instead of six.
+// Where every load of the chains moves along the last dimension with the
+// outputs (coefficient 1 from a multiple of Vec, or 0: one element for all
+// lanes), a thread computes Vec adjacent outputs with 16-byte loads and
+// stores (the vector form; else a thread per element), and indices are
+// int where no value reaches 2^31 elements (docs/CUDA.md). Both are
+// decided from the LayoutPlans as the kernel is generated: the vector form
+// is tried first and given up (NotVector) at the first read it cannot
+// move as a word.
 //
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
