@@ -13,8 +13,9 @@
 #     256 us): --run --run-check=false, the CUDA-graph time of each.
 #  3. The DeepSeek MoE layer's decided IR at prefill
 #     (bench/results/device-2026-11-29b/moe-prefill/deepseek_moe.decided.mir,
-#     4996 us through the torch backend before): --run --run-check=false,
-#     its CUDA-graph time.
+#     copied to bench/device/layout-vec/ so that the script needs nothing
+#     else; 4996 us through the torch backend before, --run's timeline
+#     model 4192 us): --run --run-check=false, its CUDA-graph time.
 # Run from the repository root after `bash scripts/gpu-test.sh --pack`
 # (binaries in .device/). Results in $OUT: summary.txt (the times and
 # verdicts), layout-vec.log (every --run line), lit.log. Budget: about 2.5
@@ -62,7 +63,7 @@ done
 # 3. The whole layer as decided.
 late "deepseek_moe prefill" ||
   run "deepseek_moe prefill, decided IR" \
-    "$ROOT/bench/results/device-2026-11-29b/moe-prefill/deepseek_moe.decided.mir" \
+    "$ROOT/bench/device/layout-vec/deepseek_moe.decided.mir" \
     --pipeline=
 echo "total $((SECONDS - START)) s" >> "$SUM"
 rm -rf "$WK"
