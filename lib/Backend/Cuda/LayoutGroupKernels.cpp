@@ -389,13 +389,24 @@ llvm::Expected<std::string> LayoutGroupEmitter::valueAt(const Value *V,
   return Result;
 }
 
+static bool fitsInt32(llvm::ArrayRef<const Node *> Nodes,
+                      llvm::ArrayRef<const Value *> Outputs);
+
 llvm::Expected<std::string>
 codegen::readThroughAt(llvm::ArrayRef<const Node *> Layout, const Value *V,
                        const std::string &Flat, ParamList &P,
                        const std::string &Indent, std::string &Var) {
   LayoutGroupEmitter E(Layout, P);
   E.Indent = Indent;
-  llvm::Expected<std::string> X = E.valueAt(V, Flat);
+  // The rows kernel's Flat is a long long; the coordinates taken from it
+  // are int where every value read through has fewer than 2^31 elements.
+  E.Int32 = fitsInt32(Layout, {V});
+  std::string At = Flat;
+  if (E.Int32) {
+    At = "rt_i";
+    E.Body += Indent + "const int rt_i = (int)" + Flat + ";\n";
+  }
+  llvm::Expected<std::string> X = E.valueAt(V, At);
   if (!X)
     return X.takeError();
   Var = *X;

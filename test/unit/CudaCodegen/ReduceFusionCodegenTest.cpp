@@ -199,6 +199,9 @@ graph @g(%x: f32[3,100,7], %y: f32[7,100]) {
     EXPECT_NE(K.Source.find("One block per row"), std::string::npos);
     EXPECT_NE(K.Source.find("= transpose, read through"), std::string::npos)
         << K.Source;
+    // Every value has fewer than 2^31 elements: the coordinates are taken
+    // from the element's index in 32 bits.
+    EXPECT_NE(K.Source.find("const int rt_i = (int)(r * "), std::string::npos);
     EXPECT_EQ(names(K.Outputs), (std::vector<std::string>{"o"}));
     expectKernelCompiles(K);
   }
