@@ -247,6 +247,10 @@ class _Binder:
                 t = hit[1]
             elif not t.is_contiguous():
                 t = t.detach().contiguous()
+            elif t.data_ptr() % 16:
+                # The kernels move 16-byte words (docs/CUDA.md): a view
+                # starting inside one (rows sliced off) is copied.
+                t = t.detach().clone()
             out.append(t)
         return out
 

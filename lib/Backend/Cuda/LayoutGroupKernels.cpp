@@ -14,6 +14,14 @@
 // group are loaded at the index; each (value, index) is computed once per
 // branch. No layout member moves memory, and the rotary embedding of a
 // projection becomes one kernel instead of six.
+// Where every load of the chains moves along the last dimension with the
+// outputs (coefficient 1 from a multiple of Vec, or 0: one element for all
+// lanes), a thread computes Vec adjacent outputs with 16-byte loads and
+// stores (the vector form; else a thread per element), and indices are
+// int where no value reaches 2^31 elements (docs/CUDA.md). Both are
+// decided from the LayoutPlans as the kernel is generated: the vector form
+// is tried first and given up (NotVector) at the first read it cannot
+// move as a word.
 //
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
@@ -21,29 +29,50 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Error.h"
 #include <map>
+#include <set>
 
 using namespace mtsched;
 using namespace mtsched::codegen;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
 
 namespace {
 
 class LayoutGroupEmitter {
 public:
-  LayoutGroupEmitter(llvm::ArrayRef<const Node *> Nodes,
-                     llvm::ArrayRef<const Value *> Outputs, ParamList &P)
-      : P(P) {
+  LayoutGroupEmitter(llvm::ArrayRef<const Node *> Nodes, ParamList &P) : P(P) {
     for (const Node *N : Nodes)
       InGroup.insert(N->getResult());
-    (void)Outputs;
     Memo.emplace_back();
   }
 
   /// Emits the statements computing V at flat index Flat (an expression)
-  /// and returns the float variable holding it.
-  llvm::Expected<std::string> valueAt(const Value *V, const std::string &Flat);
+  /// and returns the float variable holding it. With Lanes (the vector
+  /// form), Flat is the first of Vec adjacent indices, a multiple of Vec,
+  /// and the variable is an array of Vec floats unless every lane reads
+  /// the same element (lane() reads either).
+  llvm::Expected<std::string> valueAt(const Value *V, const std::string &Flat,
+                                      bool Lanes = false);
+  /// Lane k of a value valueAt returned.
+  std::string lane(const std::string &X) const {
+    return Arrays.count(X) ? X + "[k]" : X;
+  }
 
   std::string Body;
   std::string Indent = "    ";
+  /// Adjacent elements per thread (1: the scalar form).
+  int64_t Vec = 1;
+  /// Index arithmetic in int rather than long long.
+  bool Int32 = false;
+  /// The vector form does not apply (set where valueAt gave up on it).
+  bool NotVector = false;
+
+  std::string idxType() const { return Int32 ? "int" : "long long"; }
+  std::string lit(int64_t X) const {
+    return std::to_string(X) + (Int32 ? "" : "LL");
+  }
 
 private:
   std::string temp(const char *Prefix) {
@@ -52,27 +81,46 @@ private:
   /// An index variable holding Expr.
   std::string index(const std::string &Expr) {
     std::string T = temp("i");
-    Body += Indent + "const long long " + T + " = " + Expr + ";\n";
+    Body += Indent + "const " + idxType() + " " + T + " = " + Expr + ";\n";
     return T;
+  }
+  /// Coordinate Flat / Stride % Dim (no division or modulo where one is 1).
+  std::string coord(const std::string &Flat, int64_t Stride, int64_t Dim) {
+    std::string E = Stride == 1 ? Flat : "(" + Flat + " / " + lit(Stride) + ")";
+    return E + " % " + lit(Dim);
   }
   /// The flat index of an operand of shape Op read at flat index Flat of
   /// shape Out, broadcast as numpy does (right-aligned).
   std::string broadcast(const std::string &Flat, llvm::ArrayRef<int64_t> Out,
                         llvm::ArrayRef<int64_t> Op);
+  llvm::Error noVector() {
+    NotVector = true;
+    return err("the vector form does not apply");
+  }
+  /// A new array of Vec floats.
+  std::string array(const std::string &Comment) {
+    std::string T = temp("t");
+    Arrays.insert(T);
+    Body += Indent + "float " + T + "[" + std::to_string(Vec) + "];" + Comment +
+            "\n";
+    return T;
+  }
+  std::string forLanes() const {
+    return Indent + "#pragma unroll\n" + Indent + "for (int k = 0; k < " +
+           std::to_string(Vec) + "; ++k)\n";
+  }
 
   ParamList &P;
   llvm::DenseSet<const Value *> InGroup;
   /// Values computed so far, per branch scope (innermost last).
   std::vector<std::map<std::pair<const Value *, std::string>, std::string>>
       Memo;
+  /// The variables that are arrays of Vec lanes.
+  std::set<std::string> Arrays;
   unsigned NextTemp = 0;
 };
 
 } // namespace
-
-static llvm::Error err(const llvm::Twine &Msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
-}
 
 static std::vector<int64_t> stridesOf(llvm::ArrayRef<int64_t> Shape) {
   std::vector<int64_t> S(Shape.size(), 1);
@@ -90,7 +138,7 @@ std::string LayoutGroupEmitter::broadcast(const std::string &Flat,
   for (int64_t D : Op)
     Num *= D;
   if (Num == 1)
-    return "0LL";
+    return lit(0);
   std::vector<int64_t> OutStride = stridesOf(Out), OpStride = stridesOf(Op);
   std::string E;
   size_t Shift = Out.size() - Op.size();
@@ -98,16 +146,16 @@ std::string LayoutGroupEmitter::broadcast(const std::string &Flat,
     if (Op[D] == 1)
       continue;
     E += (E.empty() ? "" : " + ") +
-         ("(" + Flat + " / " + std::to_string(OutStride[D + Shift]) + "LL) % " +
-          std::to_string(Out[D + Shift]) + "LL * " +
-          std::to_string(OpStride[D]) + "LL");
+         coord(Flat, OutStride[D + Shift], Out[D + Shift]) + " * " +
+         lit(OpStride[D]);
   }
-  return index(E.empty() ? "0LL" : E);
+  return index(E.empty() ? lit(0) : E);
 }
 
-llvm::Expected<std::string>
-LayoutGroupEmitter::valueAt(const Value *V, const std::string &Flat) {
-  auto Key = std::make_pair(V, Flat);
+llvm::Expected<std::string> LayoutGroupEmitter::valueAt(const Value *V,
+                                                        const std::string &Flat,
+                                                        bool Lanes) {
+  auto Key = std::make_pair(V, Lanes ? Flat + "#lanes" : Flat);
   for (auto It = Memo.rbegin(); It != Memo.rend(); ++It) {
     auto Found = It->find(Key);
     if (Found != It->end())
@@ -115,88 +163,176 @@ LayoutGroupEmitter::valueAt(const Value *V, const std::string &Flat) {
   }
   std::string Result;
   const Node *N = V->getDef();
+  llvm::ArrayRef<int64_t> Shape = V->getType().Shape;
+  // Lanes computed in the group lie in one row of it (the vector form's
+  // invariant: Flat a multiple of Vec, rows a multiple of Vec long), so
+  // that each layout op and broadcast moves them together.
+  if (Lanes && InGroup.count(V) && (Shape.empty() || Shape.back() % Vec))
+    return noVector();
   if (!InGroup.count(V)) {
     P.Inputs.insert(V);
-    Result = temp("t");
-    Body += Indent + "const float " + Result + " = " +
-            loadExpr(V->getType().Dtype, P.name(V), Flat) + ";\n";
+    DType T = V->getType().Dtype;
+    if (Lanes) {
+      // Vec adjacent elements from a multiple of Vec: whole 16-byte words.
+      int64_t Words = dtypeBytes(T) * Vec / 16;
+      if (Words < 1 || dtypeBytes(T) * Vec % 16)
+        return noVector();
+      Result = array(" // %" + V->getName() + ", " + std::to_string(Words) +
+                     " x 16 bytes");
+      std::string L = temp("ld");
+      Body += Indent + "{\n" + Indent + "  union { mt_u4 u[" +
+              std::to_string(Words) + "]; " + storageType(T) + " h[" +
+              std::to_string(Vec) + "]; } " + L + ";\n" + Indent +
+              "  #pragma unroll\n" + Indent + "  for (int q = 0; q < " +
+              std::to_string(Words) + "; ++q)\n" + Indent + "    " + L +
+              ".u[q] = ((const mt_u4 *)(" + P.name(V) + " + " + Flat +
+              "))[q];\n" + Indent + "  #pragma unroll\n" + Indent +
+              "  for (int k = 0; k < " + std::to_string(Vec) + "; ++k)\n" +
+              Indent + "    " + Result + "[k] = " + loadExpr(T, L + ".h", "k") +
+              ";\n" + Indent + "}\n";
+    } else {
+      Result = temp("t");
+      Body += Indent + "const float " + Result + " = " +
+              loadExpr(T, P.name(V), Flat) + ";\n";
+    }
   } else if (isPointwise(N->getOp())) {
     std::vector<std::string> Ops;
+    bool AnyArray = false;
     for (const Operand &O : N->getOperands()) {
-      llvm::Expected<std::string> X = valueAt(
-          O.V, broadcast(Flat, V->getType().Shape, O.V->getType().Shape));
+      llvm::ArrayRef<int64_t> OpShape = O.V->getType().Shape;
+      // Right-aligned: the operand's last dimension is the value's (the
+      // lanes move along it) or 1 (every lane reads one element).
+      bool OpLanes = Lanes && !OpShape.empty() && OpShape.back() != 1;
+      llvm::Expected<std::string> X =
+          valueAt(O.V, broadcast(Flat, Shape, OpShape), OpLanes);
       if (!X)
         return X.takeError();
+      AnyArray |= Arrays.count(*X) > 0;
       Ops.push_back(*X);
     }
-    llvm::Expected<std::string> E = pointwiseExpr(*N, Ops);
-    if (!E)
-      return E.takeError();
-    Result = temp("t");
-    Body += Indent + "const float " + Result + " = " + *E + "; // %" +
-            N->getName() + " = " + N->getOpName().str() + "\n";
+    std::string Comment = " // %" + N->getName() + " = " + N->getOpName().str();
+    if (AnyArray) {
+      std::vector<std::string> LaneOps;
+      for (const std::string &X : Ops)
+        LaneOps.push_back(lane(X));
+      llvm::Expected<std::string> E = pointwiseExpr(*N, LaneOps);
+      if (!E)
+        return E.takeError();
+      Result = array(Comment);
+      Body += forLanes() + Indent + "  " + Result + "[k] = " + *E + ";\n";
+    } else {
+      llvm::Expected<std::string> E = pointwiseExpr(*N, Ops);
+      if (!E)
+        return E.takeError();
+      Result = temp("t");
+      Body +=
+          Indent + "const float " + Result + " = " + *E + ";" + Comment + "\n";
+    }
   } else if (isLayout(N->getOp()) && N->getOp() != OpCode::IndexSelect &&
              N->getOp() != OpCode::Gather) {
     std::optional<LayoutPlan> Plan = layoutPlanOf(*N);
     if (!Plan)
       return err("'%" + N->getName() + "' is not a well-formed layout op");
     if (Plan->Identity) {
-      llvm::Expected<std::string> X = valueAt(N->getOperand(0), Flat);
+      llvm::Expected<std::string> X = valueAt(N->getOperand(0), Flat, Lanes);
       if (!X)
         return X.takeError();
       Result = *X;
     } else {
+      size_t Last = Plan->OutShape.size() - 1;
+      // Whether source S's lanes are adjacent elements (coefficient 1 along
+      // the last dimension) or one element (0); with Lanes, the vector form
+      // needs one of the two, and adjacent lanes starting on a multiple of
+      // Vec.
+      auto SourceLanes =
+          [&](const LayoutPlan::Source &S) -> llvm::Expected<bool> {
+        if (!Lanes)
+          return false;
+        if (S.Coef[Last] == 0)
+          return false;
+        if (S.Coef[Last] != 1 || S.Base % Vec)
+          return noVector();
+        for (size_t D = 0; D < Last; ++D)
+          if (Plan->OutShape[D] > 1 && S.Coef[D] % Vec)
+            return noVector();
+        return true;
+      };
+      if (Lanes && Plan->Sources.size() > 1 && Plan->ConcatDim == Last)
+        for (const LayoutPlan::Source &S : Plan->Sources)
+          if (S.Lo % Vec)
+            return noVector();
       Body += Indent + "// %" + N->getName() + " = " + N->getOpName().str() +
               ", read through\n";
       std::vector<int64_t> Stride = stridesOf(Plan->OutShape);
       std::vector<std::string> Coord(Plan->OutShape.size());
       auto CoordAt = [&](size_t D) {
         if (Coord[D].empty())
-          Coord[D] = index("(" + Flat + " / " + std::to_string(Stride[D]) +
-                           "LL) % " + std::to_string(Plan->OutShape[D]) + "LL");
+          Coord[D] = index(coord(Flat, Stride[D], Plan->OutShape[D]));
         return Coord[D];
       };
       auto SourceIndex = [&](const LayoutPlan::Source &S) {
-        std::string E = std::to_string(S.Base) + "LL";
+        std::string E = lit(S.Base);
         for (size_t D = 0; D < S.Coef.size(); ++D)
-          if (S.Coef[D])
-            E += " + " + CoordAt(D) + " * " + std::to_string(S.Coef[D]) + "LL";
+          // A dimension of 1 has coordinate 0.
+          if (S.Coef[D] && Plan->OutShape[D] != 1)
+            E += " + " + CoordAt(D) + " * " + lit(S.Coef[D]);
         return index(E);
       };
       if (Plan->Sources.size() == 1) {
         const LayoutPlan::Source &S = Plan->Sources[0];
+        llvm::Expected<bool> SL = SourceLanes(S);
+        if (!SL)
+          return SL.takeError();
         llvm::Expected<std::string> X =
-            valueAt(N->getOperand(S.Operand), SourceIndex(S));
+            valueAt(N->getOperand(S.Operand), SourceIndex(S), *SL);
         if (!X)
           return X.takeError();
         Result = *X;
       } else {
         // concat: the operand whose range holds the coordinate, in a
-        // branch of its own (the others' indices lie outside them).
+        // branch of its own (the others' indices lie outside them). In the
+        // vector form every lane takes the first lane's branch (a concat
+        // along the last dimension joins at multiples of Vec).
+        std::vector<bool> SrcLanes;
+        bool AnyLanes = false;
+        for (const LayoutPlan::Source &S : Plan->Sources) {
+          llvm::Expected<bool> SL = SourceLanes(S);
+          if (!SL)
+            return SL.takeError();
+          SrcLanes.push_back(*SL);
+          AnyLanes |= *SL;
+        }
         std::string C = CoordAt(Plan->ConcatDim);
         // Coordinates before the branches: every branch reads them.
         for (const LayoutPlan::Source &S : Plan->Sources)
           for (size_t D = 0; D < S.Coef.size(); ++D)
-            if (S.Coef[D])
+            if (S.Coef[D] && Plan->OutShape[D] != 1)
               CoordAt(D);
-        Result = temp("t");
-        Body += Indent + "float " + Result + ";\n";
+        if (AnyLanes) {
+          Result = array("");
+        } else {
+          Result = temp("t");
+          Body += Indent + "float " + Result + ";\n";
+        }
         std::string Outer = Indent;
         for (size_t I = 0; I < Plan->Sources.size(); ++I) {
           const LayoutPlan::Source &S = Plan->Sources[I];
-          bool Last = I + 1 == Plan->Sources.size();
-          Body +=
-              Outer + (I ? "} else " : "") +
-              (Last ? std::string("{\n")
-                    : "if (" + C + " < " + std::to_string(S.Hi) + "LL) {\n");
+          bool LastSource = I + 1 == Plan->Sources.size();
+          Body += Outer + (I ? "} else " : "") +
+                  (LastSource ? std::string("{\n")
+                              : "if (" + C + " < " + lit(S.Hi) + ") {\n");
           Indent = Outer + "  ";
           Memo.emplace_back();
           llvm::Expected<std::string> X =
-              valueAt(N->getOperand(S.Operand), SourceIndex(S));
+              valueAt(N->getOperand(S.Operand), SourceIndex(S), SrcLanes[I]);
           Memo.pop_back();
           if (!X)
             return X.takeError();
-          Body += Indent + Result + " = " + *X + ";\n";
+          if (AnyLanes)
+            Body += forLanes() + Indent + "  " + Result + "[k] = " + lane(*X) +
+                    ";\n";
+          else
+            Body += Indent + Result + " = " + *X + ";\n";
           Indent = Outer;
         }
         Body += Outer + "}\n";
@@ -204,31 +340,45 @@ LayoutGroupEmitter::valueAt(const Value *V, const std::string &Flat) {
     }
   } else if (N->getOp() == OpCode::Sum || N->getOp() == OpCode::Max) {
     // A loop over the reduced dimension, its operand's chain computed at
-    // each index of it: the operand is never written.
+    // each index of it: the operand is never written. Each element adds
+    // its terms in order of the reduced index in either form; the loop is
+    // unrolled so that several iterations' loads are in flight.
     auto [Dim, After, Len] = reducedDimOf(*N);
+    // The lanes stay adjacent in the operand only below the reduced
+    // dimension.
+    if (Lanes && After % Vec)
+      return noVector();
     bool IsSum = N->getOp() == OpCode::Sum;
-    Result = temp("t");
+    std::string Init = IsSum ? "0.f" : "-__int_as_float(0x7f800000)";
+    std::string Comment = " // %" + N->getName() + " = " +
+                          N->getOpName().str() + " over dim " +
+                          std::to_string(Dim);
+    if (Lanes) {
+      Result = array(Comment);
+      Body += forLanes() + Indent + "  " + Result + "[k] = " + Init + ";\n";
+    } else {
+      Result = temp("t");
+      Body += Indent + "float " + Result + " = " + Init + ";" + Comment + "\n";
+    }
     std::string D = temp("d");
-    Body += Indent + "float " + Result + " = " +
-            (IsSum ? "0.f" : "-__int_as_float(0x7f800000)") + "; // %" +
-            N->getName() + " = " + N->getOpName().str() + " over dim " +
-            std::to_string(Dim) + "\n" + Indent + "for (long long " + D +
-            " = 0; " + D + " < " + std::to_string(Len) + "LL; ++" + D + ") {\n";
+    Body += Indent + "#pragma unroll 4\n" + Indent + "for (" + idxType() + " " +
+            D + " = 0; " + D + " < " + lit(Len) + "; ++" + D + ") {\n";
     std::string Outer = Indent;
     Indent = Outer + "  ";
     Memo.emplace_back();
-    std::string At = index("(" + Flat + " / " + std::to_string(After) +
-                           "LL) * " + std::to_string(Len * After) + "LL + " +
-                           D + " * " + std::to_string(After) + "LL + " + Flat +
-                           " % " + std::to_string(After) + "LL");
-    llvm::Expected<std::string> X = valueAt(N->getOperand(0), At);
+    std::string At = index("(" + Flat + " / " + lit(After) + ") * " +
+                           lit(Len * After) + " + " + D + " * " + lit(After) +
+                           " + " + Flat + " % " + lit(After));
+    llvm::Expected<std::string> X = valueAt(N->getOperand(0), At, Lanes);
     Memo.pop_back();
     if (!X)
       return X.takeError();
-    Body +=
-        Indent + Result + " = " +
-        (IsSum ? Result + " + " + *X : "fmaxf(" + Result + ", " + *X + ")") +
-        ";\n";
+    std::string Acc = Lanes ? Result + "[k]" : Result;
+    std::string Stmt = Acc + " = " +
+                       (IsSum ? Acc + " + " + lane(*X)
+                              : "fmaxf(" + Acc + ", " + lane(*X) + ")") +
+                       ";\n";
+    Body += (Lanes ? forLanes() + Indent + "  " : Indent) + Stmt;
     Indent = Outer;
     Body += Indent + "}\n";
   } else {
@@ -239,17 +389,68 @@ LayoutGroupEmitter::valueAt(const Value *V, const std::string &Flat) {
   return Result;
 }
 
+static bool fitsInt32(llvm::ArrayRef<const Node *> Nodes,
+                      llvm::ArrayRef<const Value *> Outputs);
+
 llvm::Expected<std::string>
 codegen::readThroughAt(llvm::ArrayRef<const Node *> Layout, const Value *V,
                        const std::string &Flat, ParamList &P,
                        const std::string &Indent, std::string &Var) {
-  LayoutGroupEmitter E(Layout, {}, P);
+  LayoutGroupEmitter E(Layout, P);
   E.Indent = Indent;
-  llvm::Expected<std::string> X = E.valueAt(V, Flat);
+  // The rows kernel's Flat is a long long; the coordinates taken from it
+  // are int where every value read through has fewer than 2^31 elements.
+  E.Int32 = fitsInt32(Layout, {V});
+  std::string At = Flat;
+  if (E.Int32) {
+    At = "rt_i";
+    E.Body += Indent + "const int rt_i = (int)" + Flat + ";\n";
+  }
+  llvm::Expected<std::string> X = E.valueAt(V, At);
   if (!X)
     return X.takeError();
   Var = *X;
   return E.Body;
+}
+
+/// The largest value an index expression of the group's kernel holds is
+/// below 2^31 (the largest int): every value it touches has fewer
+/// elements, and so does every partial sum of a layout member's source
+/// index (Base + sum of coordinate times coefficient, coefficients of
+/// either sign).
+static bool fitsInt32(llvm::ArrayRef<const Node *> Nodes,
+                      llvm::ArrayRef<const Value *> Outputs) {
+  const int64_t Limit = int64_t(1) << 31;
+  auto Small = [&](const Value *V) {
+    return V->getType().numElements() < Limit;
+  };
+  if (!llvm::all_of(Outputs, Small))
+    return false;
+  for (const Node *N : Nodes) {
+    if (!Small(N->getResult()))
+      return false;
+    for (const Operand &O : N->getOperands())
+      if (!Small(O.V))
+        return false;
+    if (!isLayout(N->getOp()))
+      continue;
+    std::optional<LayoutPlan> Plan = layoutPlanOf(*N);
+    if (!Plan)
+      continue; // valueAt reports it
+    for (const LayoutPlan::Source &S : Plan->Sources) {
+      int64_t Bound = S.Base < 0 ? -S.Base : S.Base;
+      for (size_t D = 0; D < S.Coef.size() && D < Plan->OutShape.size(); ++D) {
+        int64_t C = S.Coef[D] < 0 ? -S.Coef[D] : S.Coef[D];
+        if (Plan->OutShape[D] > 1 &&
+            C > (Limit - 1 - Bound) / (Plan->OutShape[D] - 1))
+          return false;
+        Bound += C * (Plan->OutShape[D] - 1);
+      }
+      if (Bound >= Limit)
+        return false;
+    }
+  }
+  return true;
 }
 
 llvm::Expected<KernelSource>
@@ -267,34 +468,94 @@ codegen::generateLayoutGroupKernel(llvm::StringRef Name,
   for (const Node *N : Nodes)
     if (!isFloatDType(N->getType().Dtype))
       return err("'%" + N->getName() + "' is not floating point");
-  ParamList P;
-  P.Outputs.assign(Outputs.begin(), Outputs.end());
-  LayoutGroupEmitter E(Nodes, Outputs, P);
-  std::string Stores;
-  for (const Value *O : Outputs) {
-    llvm::Expected<std::string> X = E.valueAt(O, "i");
-    if (!X)
-      return X.takeError();
-    Stores += "    " + P.name(O) +
-              "_out[i] = " + storeExpr(O->getType().Dtype, *X) + ";\n";
-  }
   const unsigned Block = 256;
   int64_t Total = Iter.numElements();
-  std::string Fn = sanitizeIdentifier(Name), Desc;
-  for (const Node *N : Nodes)
-    Desc += " %" + N->getName() + "=" + N->getOpName().str();
-  std::string S;
-  llvm::raw_string_ostream OS(S);
-  bool HasLayout =
-      llvm::any_of(Nodes, [](const Node *N) { return isLayout(N->getOp()); });
-  OS << Prelude
-     << (HasLayout ? "\n// Fused group, read through its layout ops:"
-                   : "\n// Fused group, reduced by index substitution:")
-     << Desc << "\nextern \"C\" __global__ void __launch_bounds__(" << Block
-     << ") " << Fn << "(" << P.signature() << ") {\n"
-     << "  for (long long i = (long long)blockIdx.x * " << Block
-     << " + threadIdx.x; i < " << Total << "LL;\n"
-     << "       i += (long long)gridDim.x * " << Block << ") {\n"
-     << E.Body << Stores << "  }\n}\n";
-  return gridStrideKernel(Fn, OS.str(), P, Block, Total);
+  // The vector form: Vec adjacent outputs per thread, Vec elements of the
+  // narrowest type the kernel loads or stores filling a 16-byte word.
+  unsigned MinBytes = 16;
+  for (const Value *O : Outputs)
+    MinBytes = std::min(MinBytes, dtypeBytes(O->getType().Dtype));
+  {
+    llvm::DenseSet<const Value *> InGroup;
+    for (const Node *N : Nodes)
+      InGroup.insert(N->getResult());
+    for (const Node *N : Nodes)
+      for (const Operand &O : N->getOperands())
+        if (!InGroup.count(O.V))
+          MinBytes = std::min(MinBytes, dtypeBytes(O.V->getType().Dtype));
+  }
+  int64_t Vec = MinBytes ? 16 / MinBytes : 1;
+  if (Iter.Shape.empty() || Vec < 2 || Iter.Shape.back() % Vec)
+    Vec = 1;
+  bool Int32 = fitsInt32(Nodes, Outputs);
+  for (;;) {
+    ParamList P;
+    P.Outputs.assign(Outputs.begin(), Outputs.end());
+    LayoutGroupEmitter E(Nodes, P);
+    E.Vec = Vec;
+    E.Int32 = Int32;
+    int64_t Work = (Total + Vec - 1) / Vec;
+    // The grid-stride loop's index stays below 2^31 too.
+    int64_t Grid = std::max<int64_t>(
+        1, std::min<int64_t>((Work + Block - 1) / Block, int64_t(1) << 20));
+    if (Total + Grid * Block * Vec >= (int64_t(1) << 31))
+      E.Int32 = false;
+    std::string Stores;
+    llvm::Error Failed = llvm::Error::success();
+    for (const Value *O : Outputs) {
+      llvm::Expected<std::string> X = E.valueAt(O, "i", Vec > 1);
+      if (!X) {
+        Failed = X.takeError();
+        break;
+      }
+      DType T = O->getType().Dtype;
+      if (Vec == 1) {
+        Stores += "    " + P.name(O) + "_out[i] = " + storeExpr(T, *X) + ";\n";
+        continue;
+      }
+      int64_t Words = dtypeBytes(T) * Vec / 16;
+      std::string Pk = "pk_" + P.name(O);
+      Stores += "    {\n      union { mt_u4 u[" + std::to_string(Words) +
+                "]; " + storageType(T) + " h[" + std::to_string(Vec) + "]; } " +
+                Pk + ";\n      #pragma unroll\n      for (int k = 0; k < " +
+                std::to_string(Vec) + "; ++k)\n        " + Pk +
+                ".h[k] = " + storeExpr(T, E.lane(*X)) +
+                ";\n      #pragma unroll\n      for (int q = 0; q < " +
+                std::to_string(Words) + "; ++q)\n        ((mt_u4 *)(" +
+                P.name(O) + "_out + i))[q] = " + Pk + ".u[q];\n    }\n";
+    }
+    if (Failed) {
+      if (!E.NotVector || Vec == 1)
+        return std::move(Failed);
+      // Some read is not adjacent along the last dimension: the scalar
+      // form.
+      llvm::consumeError(std::move(Failed));
+      Vec = 1;
+      continue;
+    }
+    std::string Fn = sanitizeIdentifier(Name), Desc;
+    for (const Node *N : Nodes)
+      Desc += " %" + N->getName() + "=" + N->getOpName().str();
+    std::string S;
+    llvm::raw_string_ostream OS(S);
+    bool HasLayout =
+        llvm::any_of(Nodes, [](const Node *N) { return isLayout(N->getOp()); });
+    std::string IT = E.idxType();
+    OS << Prelude
+       << (HasLayout ? "\n// Fused group, read through its layout ops:"
+                     : "\n// Fused group, reduced by index substitution:")
+       << Desc << "\n// "
+       << (Vec > 1 ? std::to_string(Vec) + " adjacent elements per thread "
+                                           "(16-byte loads and stores)"
+                   : std::string("one element per thread"))
+       << ", " << (E.Int32 ? "32" : "64") << "-bit indices\n"
+       << "extern \"C\" __global__ void __launch_bounds__(" << Block << ") "
+       << Fn << "(" << P.signature() << ") {\n"
+       << "  for (" << IT << " i = ((" << IT << ")blockIdx.x * " << Block
+       << " + threadIdx.x)" << (Vec > 1 ? " * " + std::to_string(Vec) : "")
+       << "; i < " << E.lit(Total) << ";\n"
+       << "       i += (" << IT << ")gridDim.x * " << Block * Vec << ") {\n"
+       << E.Body << Stores << "  }\n}\n";
+    return gridStrideKernel(Fn, OS.str(), P, Block, Work);
+  }
 }

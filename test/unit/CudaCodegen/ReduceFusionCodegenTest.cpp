@@ -98,9 +98,9 @@ graph @g(%e: bf16[8,16,4096], %w: f32[16,8], %x: bf16[16,4096]) {
   EXPECT_EQ(names(K.Inputs), (std::vector<std::string>{"x", "e", "w"}));
   EXPECT_EQ(names(K.Outputs), (std::vector<std::string>{"y"}));
   EXPECT_NE(K.Source.find("// %s = sum over dim 0"), std::string::npos);
-  EXPECT_NE(K.Source.find("< 8LL; ++d"), std::string::npos) << K.Source;
-  // A thread per output element: 16 x 4096 of them.
-  EXPECT_NE(K.Source.find("i < 65536LL"), std::string::npos);
+  EXPECT_NE(K.Source.find("< 8; ++d"), std::string::npos) << K.Source;
+  // The loop runs over the 16 x 4096 outputs (8 adjacent ones a thread).
+  EXPECT_NE(K.Source.find("i < 65536;"), std::string::npos);
   expectKernelCompiles(K);
   // Unfused, the product is written by one kernel and summed by another.
   auto U = fused(Src, /*Reductions=*/false);
@@ -199,6 +199,9 @@ graph @g(%x: f32[3,100,7], %y: f32[7,100]) {
     EXPECT_NE(K.Source.find("One block per row"), std::string::npos);
     EXPECT_NE(K.Source.find("= transpose, read through"), std::string::npos)
         << K.Source;
+    // Every value has fewer than 2^31 elements: the coordinates are taken
+    // from the element's index in 32 bits.
+    EXPECT_NE(K.Source.find("const int rt_i = (int)(r * "), std::string::npos);
     EXPECT_EQ(names(K.Outputs), (std::vector<std::string>{"o"}));
     expectKernelCompiles(K);
   }
