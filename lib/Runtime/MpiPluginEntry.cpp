@@ -1,7 +1,7 @@
 //===- MpiPluginEntry.cpp - libmtsched_mpi.so's entry point ---------------===//
 //
 // The plugin half of MpiPlugin.h: built into libmtsched_mpi.so with
-// MpiCommunicator.cpp, linked against MPI. Everything else it calls (LLVM's
+// MpiCommunicator's files, linked against MPI. Everything else it calls (LLVM's
 // Support, Communicator's base parts) is resolved from the executable that
 // loads it.
 //

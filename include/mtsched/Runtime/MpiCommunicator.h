@@ -94,7 +94,7 @@ public:
   /// rank; blocking and collective, so every process calls it with the same
   /// lists at start, as it ran MPI_Comm_split_type in create().
   /// createSubgroup then returns these without waiting; their operations
-  /// fail on their own (see MpiCommHandle in MpiCommunicator.cpp).
+  /// fail on their own (see MpiCommHandle in MpiCommunicatorImpl.h).
   llvm::Error prepareSubgroups(llvm::ArrayRef<std::vector<int>> Lists) override;
 
   /// This rank leaves: every peer is told (small messages on a control

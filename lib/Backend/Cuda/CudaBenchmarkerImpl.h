@@ -2,8 +2,10 @@
 //
 // Internal to lib/Backend/Cuda: one rank's cuda session, which the cuda
 // backend's Builder (it compiles) and Runner (it times) share, and the
-// state it keeps per node; CudaBenchmarker.cpp measures, and
-// CudaBenchPrepare.cpp builds (kernels) and prepares (inputs, references).
+// state it keeps per node. CudaBenchPrepare.cpp builds (kernels) and
+// prepares (inputs, references), CudaBenchMeasure.cpp measures each kind of
+// choice, CudaBenchRun.cpp checks and times a launch, and
+// CudaBenchmarker.cpp opens the session and registers the backend.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_LIB_BACKEND_CUDA_CUDABENCHMARKERIMPL_H

@@ -7,10 +7,10 @@
 // skips, saying why, without a GPU.
 //
 //===----------------------------------------------------------------------===//
+#include "IRTestUtils.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchmarker.h"
 #include "mtsched/IR/Parser.h"
-#include "mtsched/IR/Verifier.h"
 #include "mtsched/Schedule/Schedule.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -33,12 +33,8 @@ namespace {
 void runDecided(const std::string &Text,
                 std::initializer_list<const char *> Outputs) {
   llvm::SourceMgr SM;
-  SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Text, "t.mir"),
-                        llvm::SMLoc());
-  std::unique_ptr<Module> M = parseModule(SM);
+  std::unique_ptr<Module> M = test::parseAndVerify(SM, Text);
   ASSERT_TRUE(M) << Text;
-  if (llvm::Error E = verifyModule(*M, SM))
-    FAIL() << llvm::toString(std::move(E));
   Graph &G = *M->getGraphs()[0];
   if (llvm::Error E = verifySchedule(G))
     FAIL() << llvm::toString(std::move(E));

@@ -8,13 +8,11 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "CompileAll.h"
+#include "IRTestUtils.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/IR/Attention.h"
-#include "mtsched/IR/Parser.h"
-#include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
@@ -56,15 +54,9 @@ std::unique_ptr<Parsed> attention(const Shape &S) {
                     ") {causal = " + (S.Causal ? "true" : "false") +
                     "} : " + T(S.Hq, S.Sq) + "\n  return %o\n}\n";
   auto P = std::make_unique<Parsed>();
-  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "a.mir"),
-                           llvm::SMLoc());
-  P->M = parseModule(P->SM);
+  P->M = test::parseAndVerify(P->SM, Src, "a.mir");
   if (!P->M)
     return nullptr;
-  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
   if (llvm::Error E =
           createLowerPass(LoweringOptions())->run(*P->M->getGraphs()[0])) {
     llvm::consumeError(std::move(E));

@@ -6,14 +6,13 @@
 // without a GPU. Without NVRTC the compile tests skip and say why.
 //
 //===----------------------------------------------------------------------===//
+#include "IRTestUtils.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "mtsched/IR/OpUnit.h"
 #include "mtsched/IR/Ops.h"
-#include "mtsched/IR/Parser.h"
-#include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Reference/OpUnitReference.h"
 #include "mtsched/Schedule/Fusion.h"
@@ -51,15 +50,9 @@ std::unique_ptr<Parsed> lowerAndFuse(llvm::StringRef Text,
                                      llvm::StringRef Name) {
   auto P = std::make_unique<Parsed>();
   P->SM.setDiagHandler([](const llvm::SMDiagnostic &, void *) {});
-  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Text, Name),
-                           llvm::SMLoc());
-  P->M = parseModule(P->SM);
+  P->M = test::parseAndVerify(P->SM, Text, Name);
   if (!P->M)
     return nullptr;
-  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
   LoweringOptions LO;
   FusionOptions FO;
   for (auto &G : P->M->getGraphs()) {

@@ -10,14 +10,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
+#include "IRTestUtils.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "mtsched/IR/OpUnit.h"
-#include "mtsched/IR/Parser.h"
-#include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
@@ -38,15 +36,9 @@ struct Parsed {
 std::unique_ptr<Parsed> lowered(const std::string &Src,
                                 const LoweringOptions &Opts = {}) {
   auto P = std::make_unique<Parsed>();
-  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "c.mir"),
-                           llvm::SMLoc());
-  P->M = parseModule(P->SM);
+  P->M = test::parseAndVerify(P->SM, Src, "c.mir");
   if (!P->M)
     return nullptr;
-  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
   if (llvm::Error E = createLowerPass(Opts)->run(*P->M->getGraphs()[0])) {
     llvm::consumeError(std::move(E));
     return nullptr;

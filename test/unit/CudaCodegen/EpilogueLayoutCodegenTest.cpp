@@ -11,16 +11,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
+#include "IRTestUtils.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/IR/Layout.h"
-#include "mtsched/IR/Parser.h"
-#include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "mtsched/Schedule/Schedule.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
 #include <iostream>
@@ -38,13 +36,10 @@ struct Parsed {
 
 std::unique_ptr<Parsed> lowerAndFuse(llvm::StringRef Text) {
   auto P = std::make_unique<Parsed>();
-  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Text, "g.mir"),
-                           llvm::SMLoc());
-  P->M = parseModule(P->SM);
-  if (!P->M)
-    return nullptr;
-  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
-    ADD_FAILURE() << llvm::toString(std::move(E));
+  P->M = test::parseAndVerify(P->SM, Text, "g.mir");
+  if (!P->M) {
+    // The diagnostics went to stderr; the test stops at its ASSERT_TRUE.
+    ADD_FAILURE() << "the graph does not parse and verify";
     return nullptr;
   }
   // The feature is opt-in (--epilogue-through-layout).

@@ -7,13 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
+#include "IRTestUtils.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
-#include "mtsched/IR/Parser.h"
-#include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
 
@@ -42,15 +40,9 @@ struct LoweredModule {
 template <typename ParsedT>
 std::unique_ptr<ParsedT> parseAndLower(const std::string &Src) {
   auto R = std::make_unique<ParsedT>();
-  R->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "g.mir"),
-                           llvm::SMLoc());
-  R->M = parseModule(R->SM);
+  R->M = test::parseAndVerify(R->SM, Src, "g.mir");
   if (!R->M)
     return nullptr;
-  if (llvm::Error E = verifyModule(*R->M, R->SM)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
   if (llvm::Error E = createLowerPass(LoweringOptions())->run(R->graph())) {
     llvm::consumeError(std::move(E));
     return nullptr;

@@ -10,15 +10,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
+#include "IRTestUtils.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
-#include "mtsched/IR/Parser.h"
-#include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "mtsched/Schedule/Fusion.h"
 #include "mtsched/Schedule/Schedule.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
 #include <iostream>
@@ -37,13 +35,10 @@ struct Parsed {
 /// schedule, with the kernels of its one graph.
 std::unique_ptr<Parsed> fused(llvm::StringRef Text, bool Reductions = true) {
   auto P = std::make_unique<Parsed>();
-  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Text, "g.mir"),
-                           llvm::SMLoc());
-  P->M = parseModule(P->SM);
-  if (!P->M)
-    return nullptr;
-  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
-    ADD_FAILURE() << llvm::toString(std::move(E));
+  P->M = test::parseAndVerify(P->SM, Text, "g.mir");
+  if (!P->M) {
+    // The diagnostics went to stderr; the test stops at its ASSERT_TRUE.
+    ADD_FAILURE() << "the graph does not parse and verify";
     return nullptr;
   }
   Graph &G = *P->M->getGraphs()[0];

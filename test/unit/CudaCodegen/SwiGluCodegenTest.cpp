@@ -6,13 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
+#include "IRTestUtils.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
-#include "mtsched/IR/Parser.h"
-#include "mtsched/IR/Verifier.h"
 #include "mtsched/Lowering/Lowering.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
@@ -40,15 +38,9 @@ std::unique_ptr<Parsed> swiglu(const char *Ty, int64_t M, int64_t K,
                     ") {\n  %gu = swiglu(%h, %wg, %wu) : " + Shape(M, N) +
                     "\n  return %gu\n}\n";
   auto P = std::make_unique<Parsed>();
-  P->SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Src, "s.mir"),
-                           llvm::SMLoc());
-  P->M = parseModule(P->SM);
+  P->M = test::parseAndVerify(P->SM, Src, "s.mir");
   if (!P->M)
     return nullptr;
-  if (llvm::Error E = verifyModule(*P->M, P->SM)) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
   if (llvm::Error E =
           createLowerPass(LoweringOptions())->run(*P->M->getGraphs()[0])) {
     llvm::consumeError(std::move(E));

@@ -3,8 +3,6 @@
 #include "IRTestUtils.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/IR/Printer.h"
-#include "mtsched/IR/Verifier.h"
-#include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
 #include <cmath>
 #include <cstring>
@@ -19,24 +17,10 @@ struct Parsed {
 };
 
 Parsed parse(llvm::StringRef Text) {
+  test::CapturedSource Src(Text);
   Parsed P;
-  llvm::SourceMgr SM;
-  SM.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(Text, "t.mir"),
-                        llvm::SMLoc());
-  llvm::raw_string_ostream OS(P.Diags);
-  SM.setDiagHandler(
-      [](const llvm::SMDiagnostic &D, void *Ctx) {
-        D.print(nullptr, *static_cast<llvm::raw_string_ostream *>(Ctx),
-                /*ShowColors=*/false);
-      },
-      &OS);
-  P.M = parseModule(SM);
-  if (P.M)
-    if (llvm::Error E = verifyModule(*P.M, SM)) {
-      llvm::consumeError(std::move(E));
-      P.M.reset();
-    }
-  OS.flush();
+  P.M = test::parseAndVerify(Src);
+  P.Diags = Src.Diags;
   return P;
 }
 
