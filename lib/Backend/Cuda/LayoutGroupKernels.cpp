@@ -75,6 +75,15 @@ public:
   }
 
 private:
+  /// valueAt's steps, one per kind of value.
+  llvm::Expected<std::string> loadAt(const Value &V, const std::string &Flat,
+                                     bool Lanes);
+  llvm::Expected<std::string> pointwiseAt(const Node &N,
+                                          const std::string &Flat, bool Lanes);
+  llvm::Expected<std::string> layoutAt(const Node &N, const std::string &Flat,
+                                       bool Lanes);
+  llvm::Expected<std::string> reduceAt(const Node &N, const std::string &Flat,
+                                       bool Lanes);
   std::string temp(const char *Prefix) {
     return Prefix + std::to_string(NextTemp++);
   }
@@ -170,222 +179,275 @@ llvm::Expected<std::string> LayoutGroupEmitter::valueAt(const Value *V,
   if (Lanes && InGroup.count(V) && (Shape.empty() || Shape.back() % Vec))
     return noVector();
   if (!InGroup.count(V)) {
-    P.Inputs.insert(V);
-    DType T = V->getType().Dtype;
-    if (Lanes) {
-      // Vec adjacent elements from a multiple of Vec: whole 16-byte words.
-      int64_t Words = dtypeBytes(T) * Vec / 16;
-      if (Words < 1 || dtypeBytes(T) * Vec % 16)
-        return noVector();
-      Result = array(" // %" + V->getName() + ", " + std::to_string(Words) +
-                     " x 16 bytes");
-      std::string L = temp("ld");
-      Body += Indent + "{\n" + Indent + "  union { mt_u4 u[" +
-              std::to_string(Words) + "]; " + storageType(T) + " h[" +
-              std::to_string(Vec) + "]; } " + L + ";\n" + Indent +
-              "  #pragma unroll\n" + Indent + "  for (int q = 0; q < " +
-              std::to_string(Words) + "; ++q)\n" + Indent + "    " + L +
-              ".u[q] = ((const mt_u4 *)(" + P.name(V) + " + " + Flat +
-              "))[q];\n" + Indent + "  #pragma unroll\n" + Indent +
-              "  for (int k = 0; k < " + std::to_string(Vec) + "; ++k)\n" +
-              Indent + "    " + Result + "[k] = " + loadExpr(T, L + ".h", "k") +
-              ";\n" + Indent + "}\n";
-    } else {
-      Result = temp("t");
-      Body += Indent + "const float " + Result + " = " +
-              loadExpr(T, P.name(V), Flat) + ";\n";
-    }
-  } else if (isPointwise(N->getOp())) {
-    std::vector<std::string> Ops;
-    bool AnyArray = false;
-    for (const Operand &O : N->getOperands()) {
-      llvm::ArrayRef<int64_t> OpShape = O.V->getType().Shape;
-      // Right-aligned: the operand's last dimension is the value's (the
-      // lanes move along it) or 1 (every lane reads one element).
-      bool OpLanes = Lanes && !OpShape.empty() && OpShape.back() != 1;
-      llvm::Expected<std::string> X =
-          valueAt(O.V, broadcast(Flat, Shape, OpShape), OpLanes);
-      if (!X)
-        return X.takeError();
-      AnyArray |= Arrays.count(*X) > 0;
-      Ops.push_back(*X);
-    }
-    std::string Comment = " // %" + N->getName() + " = " + N->getOpName().str();
-    if (AnyArray) {
-      std::vector<std::string> LaneOps;
-      for (const std::string &X : Ops)
-        LaneOps.push_back(lane(X));
-      llvm::Expected<std::string> E = pointwiseExpr(*N, LaneOps);
-      if (!E)
-        return E.takeError();
-      Result = array(Comment);
-      Body += forLanes() + Indent + "  " + Result + "[k] = " + *E + ";\n";
-    } else {
-      llvm::Expected<std::string> E = pointwiseExpr(*N, Ops);
-      if (!E)
-        return E.takeError();
-      Result = temp("t");
-      Body +=
-          Indent + "const float " + Result + " = " + *E + ";" + Comment + "\n";
-    }
-  } else if (isLayout(N->getOp()) && N->getOp() != OpCode::IndexSelect &&
-             N->getOp() != OpCode::Gather) {
-    std::optional<LayoutPlan> Plan = layoutPlanOf(*N);
-    if (!Plan)
-      return err("'%" + N->getName() + "' is not a well-formed layout op");
-    if (Plan->Identity) {
-      llvm::Expected<std::string> X = valueAt(N->getOperand(0), Flat, Lanes);
-      if (!X)
-        return X.takeError();
-      Result = *X;
-    } else {
-      size_t Last = Plan->OutShape.size() - 1;
-      // Whether source S's lanes are adjacent elements (coefficient 1 along
-      // the last dimension) or one element (0); with Lanes, the vector form
-      // needs one of the two, and adjacent lanes starting on a multiple of
-      // Vec.
-      auto SourceLanes =
-          [&](const LayoutPlan::Source &S) -> llvm::Expected<bool> {
-        if (!Lanes)
-          return false;
-        if (S.Coef[Last] == 0)
-          return false;
-        if (S.Coef[Last] != 1 || S.Base % Vec)
-          return noVector();
-        for (size_t D = 0; D < Last; ++D)
-          if (Plan->OutShape[D] > 1 && S.Coef[D] % Vec)
-            return noVector();
-        return true;
-      };
-      if (Lanes && Plan->Sources.size() > 1 && Plan->ConcatDim == Last)
-        for (const LayoutPlan::Source &S : Plan->Sources)
-          if (S.Lo % Vec)
-            return noVector();
-      Body += Indent + "// %" + N->getName() + " = " + N->getOpName().str() +
-              ", read through\n";
-      std::vector<int64_t> Stride = stridesOf(Plan->OutShape);
-      std::vector<std::string> Coord(Plan->OutShape.size());
-      auto CoordAt = [&](size_t D) {
-        if (Coord[D].empty())
-          Coord[D] = index(coord(Flat, Stride[D], Plan->OutShape[D]));
-        return Coord[D];
-      };
-      auto SourceIndex = [&](const LayoutPlan::Source &S) {
-        std::string E = lit(S.Base);
-        for (size_t D = 0; D < S.Coef.size(); ++D)
-          // A dimension of 1 has coordinate 0.
-          if (S.Coef[D] && Plan->OutShape[D] != 1)
-            E += " + " + CoordAt(D) + " * " + lit(S.Coef[D]);
-        return index(E);
-      };
-      if (Plan->Sources.size() == 1) {
-        const LayoutPlan::Source &S = Plan->Sources[0];
-        llvm::Expected<bool> SL = SourceLanes(S);
-        if (!SL)
-          return SL.takeError();
-        llvm::Expected<std::string> X =
-            valueAt(N->getOperand(S.Operand), SourceIndex(S), *SL);
-        if (!X)
-          return X.takeError();
-        Result = *X;
-      } else {
-        // concat: the operand whose range holds the coordinate, in a
-        // branch of its own (the others' indices lie outside them). In the
-        // vector form every lane takes the first lane's branch (a concat
-        // along the last dimension joins at multiples of Vec).
-        std::vector<bool> SrcLanes;
-        bool AnyLanes = false;
-        for (const LayoutPlan::Source &S : Plan->Sources) {
-          llvm::Expected<bool> SL = SourceLanes(S);
-          if (!SL)
-            return SL.takeError();
-          SrcLanes.push_back(*SL);
-          AnyLanes |= *SL;
-        }
-        std::string C = CoordAt(Plan->ConcatDim);
-        // Coordinates before the branches: every branch reads them.
-        for (const LayoutPlan::Source &S : Plan->Sources)
-          for (size_t D = 0; D < S.Coef.size(); ++D)
-            if (S.Coef[D] && Plan->OutShape[D] != 1)
-              CoordAt(D);
-        if (AnyLanes) {
-          Result = array("");
-        } else {
-          Result = temp("t");
-          Body += Indent + "float " + Result + ";\n";
-        }
-        std::string Outer = Indent;
-        for (size_t I = 0; I < Plan->Sources.size(); ++I) {
-          const LayoutPlan::Source &S = Plan->Sources[I];
-          bool LastSource = I + 1 == Plan->Sources.size();
-          Body += Outer + (I ? "} else " : "") +
-                  (LastSource ? std::string("{\n")
-                              : "if (" + C + " < " + lit(S.Hi) + ") {\n");
-          Indent = Outer + "  ";
-          Memo.emplace_back();
-          llvm::Expected<std::string> X =
-              valueAt(N->getOperand(S.Operand), SourceIndex(S), SrcLanes[I]);
-          Memo.pop_back();
-          if (!X)
-            return X.takeError();
-          if (AnyLanes)
-            Body += forLanes() + Indent + "  " + Result + "[k] = " + lane(*X) +
-                    ";\n";
-          else
-            Body += Indent + Result + " = " + *X + ";\n";
-          Indent = Outer;
-        }
-        Body += Outer + "}\n";
-      }
-    }
-  } else if (N->getOp() == OpCode::Sum || N->getOp() == OpCode::Max) {
-    // A loop over the reduced dimension, its operand's chain computed at
-    // each index of it: the operand is never written. Each element adds
-    // its terms in order of the reduced index in either form; the loop is
-    // unrolled so that several iterations' loads are in flight.
-    auto [Dim, After, Len] = reducedDimOf(*N);
-    // The lanes stay adjacent in the operand only below the reduced
-    // dimension.
-    if (Lanes && After % Vec)
-      return noVector();
-    bool IsSum = N->getOp() == OpCode::Sum;
-    std::string Init = IsSum ? "0.f" : "-__int_as_float(0x7f800000)";
-    std::string Comment = " // %" + N->getName() + " = " +
-                          N->getOpName().str() + " over dim " +
-                          std::to_string(Dim);
-    if (Lanes) {
-      Result = array(Comment);
-      Body += forLanes() + Indent + "  " + Result + "[k] = " + Init + ";\n";
-    } else {
-      Result = temp("t");
-      Body += Indent + "float " + Result + " = " + Init + ";" + Comment + "\n";
-    }
-    std::string D = temp("d");
-    Body += Indent + "#pragma unroll 4\n" + Indent + "for (" + idxType() + " " +
-            D + " = 0; " + D + " < " + lit(Len) + "; ++" + D + ") {\n";
-    std::string Outer = Indent;
-    Indent = Outer + "  ";
-    Memo.emplace_back();
-    std::string At = index("(" + Flat + " / " + lit(After) + ") * " +
-                           lit(Len * After) + " + " + D + " * " + lit(After) +
-                           " + " + Flat + " % " + lit(After));
-    llvm::Expected<std::string> X = valueAt(N->getOperand(0), At, Lanes);
-    Memo.pop_back();
+    llvm::Expected<std::string> X = loadAt(*V, Flat, Lanes);
     if (!X)
       return X.takeError();
-    std::string Acc = Lanes ? Result + "[k]" : Result;
-    std::string Stmt = Acc + " = " +
-                       (IsSum ? Acc + " + " + lane(*X)
-                              : "fmaxf(" + Acc + ", " + lane(*X) + ")") +
-                       ";\n";
-    Body += (Lanes ? forLanes() + Indent + "  " : Indent) + Stmt;
-    Indent = Outer;
-    Body += Indent + "}\n";
+    Result = *X;
+  } else if (isPointwise(N->getOp())) {
+    llvm::Expected<std::string> X = pointwiseAt(*N, Flat, Lanes);
+    if (!X)
+      return X.takeError();
+    Result = *X;
+  } else if (isLayout(N->getOp()) && N->getOp() != OpCode::IndexSelect &&
+             N->getOp() != OpCode::Gather) {
+    llvm::Expected<std::string> X = layoutAt(*N, Flat, Lanes);
+    if (!X)
+      return X.takeError();
+    Result = *X;
+  } else if (N->getOp() == OpCode::Sum || N->getOp() == OpCode::Max) {
+    llvm::Expected<std::string> X = reduceAt(*N, Flat, Lanes);
+    if (!X)
+      return X.takeError();
+    Result = *X;
   } else {
     return err("'%" + N->getName() + "' (" + N->getOpName() +
                ") cannot be read through in a fused kernel");
   }
   Memo.back()[Key] = Result;
+  return Result;
+}
+
+/// V, a value from outside the group, loaded at Flat.
+llvm::Expected<std::string> LayoutGroupEmitter::loadAt(const Value &Val,
+                                                       const std::string &Flat,
+                                                       bool Lanes) {
+  std::string Result;
+  const Value *V = &Val;
+  P.Inputs.insert(V);
+  DType T = V->getType().Dtype;
+  if (Lanes) {
+    // Vec adjacent elements from a multiple of Vec: whole 16-byte words.
+    int64_t Words = dtypeBytes(T) * Vec / 16;
+    if (Words < 1 || dtypeBytes(T) * Vec % 16)
+      return noVector();
+    Result = array(" // %" + V->getName() + ", " + std::to_string(Words) +
+                   " x 16 bytes");
+    std::string L = temp("ld");
+    Body += Indent + "{\n" + Indent + "  union { mt_u4 u[" +
+            std::to_string(Words) + "]; " + storageType(T) + " h[" +
+            std::to_string(Vec) + "]; } " + L + ";\n" + Indent +
+            "  #pragma unroll\n" + Indent + "  for (int q = 0; q < " +
+            std::to_string(Words) + "; ++q)\n" + Indent + "    " + L +
+            ".u[q] = ((const mt_u4 *)(" + P.name(V) + " + " + Flat +
+            "))[q];\n" + Indent + "  #pragma unroll\n" + Indent +
+            "  for (int k = 0; k < " + std::to_string(Vec) + "; ++k)\n" +
+            Indent + "    " + Result + "[k] = " + loadExpr(T, L + ".h", "k") +
+            ";\n" + Indent + "}\n";
+  } else {
+    Result = temp("t");
+    Body += Indent + "const float " + Result + " = " +
+            loadExpr(T, P.name(V), Flat) + ";\n";
+  }
+  return Result;
+}
+
+/// Pointwise member N at Flat, its operands broadcast to its shape.
+llvm::Expected<std::string>
+LayoutGroupEmitter::pointwiseAt(const Node &Nd, const std::string &Flat,
+                                bool Lanes) {
+  std::string Result;
+  const Node *N = &Nd;
+  llvm::ArrayRef<int64_t> Shape = N->getResult()->getType().Shape;
+  std::vector<std::string> Ops;
+  bool AnyArray = false;
+  for (const Operand &O : N->getOperands()) {
+    llvm::ArrayRef<int64_t> OpShape = O.V->getType().Shape;
+    // Right-aligned: the operand's last dimension is the value's (the
+    // lanes move along it) or 1 (every lane reads one element).
+    bool OpLanes = Lanes && !OpShape.empty() && OpShape.back() != 1;
+    llvm::Expected<std::string> X =
+        valueAt(O.V, broadcast(Flat, Shape, OpShape), OpLanes);
+    if (!X)
+      return X.takeError();
+    AnyArray |= Arrays.count(*X) > 0;
+    Ops.push_back(*X);
+  }
+  std::string Comment = " // %" + N->getName() + " = " + N->getOpName().str();
+  if (AnyArray) {
+    std::vector<std::string> LaneOps;
+    for (const std::string &X : Ops)
+      LaneOps.push_back(lane(X));
+    llvm::Expected<std::string> E = pointwiseExpr(*N, LaneOps);
+    if (!E)
+      return E.takeError();
+    Result = array(Comment);
+    Body += forLanes() + Indent + "  " + Result + "[k] = " + *E + ";\n";
+  } else {
+    llvm::Expected<std::string> E = pointwiseExpr(*N, Ops);
+    if (!E)
+      return E.takeError();
+    Result = temp("t");
+    Body +=
+        Indent + "const float " + Result + " = " + *E + ";" + Comment + "\n";
+  }
+  return Result;
+}
+
+/// Layout member N at Flat: its operand read at the index its plan maps
+/// Flat to (a concat: the operand whose range holds it).
+llvm::Expected<std::string>
+LayoutGroupEmitter::layoutAt(const Node &Nd, const std::string &Flat,
+                             bool Lanes) {
+  std::string Result;
+  const Node *N = &Nd;
+  std::optional<LayoutPlan> Plan = layoutPlanOf(*N);
+  if (!Plan)
+    return err("'%" + N->getName() + "' is not a well-formed layout op");
+  if (Plan->Identity) {
+    llvm::Expected<std::string> X = valueAt(N->getOperand(0), Flat, Lanes);
+    if (!X)
+      return X.takeError();
+    Result = *X;
+  } else {
+    size_t Last = Plan->OutShape.size() - 1;
+    // Whether source S's lanes are adjacent elements (coefficient 1 along
+    // the last dimension) or one element (0); with Lanes, the vector form
+    // needs one of the two, and adjacent lanes starting on a multiple of
+    // Vec.
+    auto SourceLanes =
+        [&](const LayoutPlan::Source &S) -> llvm::Expected<bool> {
+      if (!Lanes)
+        return false;
+      if (S.Coef[Last] == 0)
+        return false;
+      if (S.Coef[Last] != 1 || S.Base % Vec)
+        return noVector();
+      for (size_t D = 0; D < Last; ++D)
+        if (Plan->OutShape[D] > 1 && S.Coef[D] % Vec)
+          return noVector();
+      return true;
+    };
+    if (Lanes && Plan->Sources.size() > 1 && Plan->ConcatDim == Last)
+      for (const LayoutPlan::Source &S : Plan->Sources)
+        if (S.Lo % Vec)
+          return noVector();
+    Body += Indent + "// %" + N->getName() + " = " + N->getOpName().str() +
+            ", read through\n";
+    std::vector<int64_t> Stride = stridesOf(Plan->OutShape);
+    std::vector<std::string> Coord(Plan->OutShape.size());
+    auto CoordAt = [&](size_t D) {
+      if (Coord[D].empty())
+        Coord[D] = index(coord(Flat, Stride[D], Plan->OutShape[D]));
+      return Coord[D];
+    };
+    auto SourceIndex = [&](const LayoutPlan::Source &S) {
+      std::string E = lit(S.Base);
+      for (size_t D = 0; D < S.Coef.size(); ++D)
+        // A dimension of 1 has coordinate 0.
+        if (S.Coef[D] && Plan->OutShape[D] != 1)
+          E += " + " + CoordAt(D) + " * " + lit(S.Coef[D]);
+      return index(E);
+    };
+    if (Plan->Sources.size() == 1) {
+      const LayoutPlan::Source &S = Plan->Sources[0];
+      llvm::Expected<bool> SL = SourceLanes(S);
+      if (!SL)
+        return SL.takeError();
+      llvm::Expected<std::string> X =
+          valueAt(N->getOperand(S.Operand), SourceIndex(S), *SL);
+      if (!X)
+        return X.takeError();
+      Result = *X;
+    } else {
+      // concat: the operand whose range holds the coordinate, in a
+      // branch of its own (the others' indices lie outside them). In the
+      // vector form every lane takes the first lane's branch (a concat
+      // along the last dimension joins at multiples of Vec).
+      std::vector<bool> SrcLanes;
+      bool AnyLanes = false;
+      for (const LayoutPlan::Source &S : Plan->Sources) {
+        llvm::Expected<bool> SL = SourceLanes(S);
+        if (!SL)
+          return SL.takeError();
+        SrcLanes.push_back(*SL);
+        AnyLanes |= *SL;
+      }
+      std::string C = CoordAt(Plan->ConcatDim);
+      // Coordinates before the branches: every branch reads them.
+      for (const LayoutPlan::Source &S : Plan->Sources)
+        for (size_t D = 0; D < S.Coef.size(); ++D)
+          if (S.Coef[D] && Plan->OutShape[D] != 1)
+            CoordAt(D);
+      if (AnyLanes) {
+        Result = array("");
+      } else {
+        Result = temp("t");
+        Body += Indent + "float " + Result + ";\n";
+      }
+      std::string Outer = Indent;
+      for (size_t I = 0; I < Plan->Sources.size(); ++I) {
+        const LayoutPlan::Source &S = Plan->Sources[I];
+        bool LastSource = I + 1 == Plan->Sources.size();
+        Body += Outer + (I ? "} else " : "") +
+                (LastSource ? std::string("{\n")
+                            : "if (" + C + " < " + lit(S.Hi) + ") {\n");
+        Indent = Outer + "  ";
+        Memo.emplace_back();
+        llvm::Expected<std::string> X =
+            valueAt(N->getOperand(S.Operand), SourceIndex(S), SrcLanes[I]);
+        Memo.pop_back();
+        if (!X)
+          return X.takeError();
+        if (AnyLanes)
+          Body +=
+              forLanes() + Indent + "  " + Result + "[k] = " + lane(*X) + ";\n";
+        else
+          Body += Indent + Result + " = " + *X + ";\n";
+        Indent = Outer;
+      }
+      Body += Outer + "}\n";
+    }
+  }
+  return Result;
+}
+
+/// sum/max member N at Flat: a loop over the reduced dimension.
+llvm::Expected<std::string>
+LayoutGroupEmitter::reduceAt(const Node &Nd, const std::string &Flat,
+                             bool Lanes) {
+  std::string Result;
+  const Node *N = &Nd;
+  // A loop over the reduced dimension, its operand's chain computed at
+  // each index of it: the operand is never written. Each element adds
+  // its terms in order of the reduced index in either form; the loop is
+  // unrolled so that several iterations' loads are in flight.
+  auto [Dim, After, Len] = reducedDimOf(*N);
+  // The lanes stay adjacent in the operand only below the reduced
+  // dimension.
+  if (Lanes && After % Vec)
+    return noVector();
+  bool IsSum = N->getOp() == OpCode::Sum;
+  std::string Init = IsSum ? "0.f" : "-__int_as_float(0x7f800000)";
+  std::string Comment = " // %" + N->getName() + " = " + N->getOpName().str() +
+                        " over dim " + std::to_string(Dim);
+  if (Lanes) {
+    Result = array(Comment);
+    Body += forLanes() + Indent + "  " + Result + "[k] = " + Init + ";\n";
+  } else {
+    Result = temp("t");
+    Body += Indent + "float " + Result + " = " + Init + ";" + Comment + "\n";
+  }
+  std::string D = temp("d");
+  Body += Indent + "#pragma unroll 4\n" + Indent + "for (" + idxType() + " " +
+          D + " = 0; " + D + " < " + lit(Len) + "; ++" + D + ") {\n";
+  std::string Outer = Indent;
+  Indent = Outer + "  ";
+  Memo.emplace_back();
+  std::string At =
+      index("(" + Flat + " / " + lit(After) + ") * " + lit(Len * After) +
+            " + " + D + " * " + lit(After) + " + " + Flat + " % " + lit(After));
+  llvm::Expected<std::string> X = valueAt(N->getOperand(0), At, Lanes);
+  Memo.pop_back();
+  if (!X)
+    return X.takeError();
+  std::string Acc = Lanes ? Result + "[k]" : Result;
+  std::string Stmt = Acc + " = " +
+                     (IsSum ? Acc + " + " + lane(*X)
+                            : "fmaxf(" + Acc + ", " + lane(*X) + ")") +
+                     ";\n";
+  Body += (Lanes ? forLanes() + Indent + "  " : Indent) + Stmt;
+  Indent = Outer;
+  Body += Indent + "}\n";
   return Result;
 }
 
