@@ -94,6 +94,19 @@ bool mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps,
                           int Stages = 2);
 /// The part of mmaAttentionSupports that does not depend on the shape.
 bool mmaAttentionTileValid(int BQ, int BKV, int Warps, int Stages);
+/// Bytes of shared memory the wgmma (Hopper) attention template needs: a
+/// 1024-byte-aligned q tile of BQ rows and Stages stages of BKV-key k and v
+/// tiles, all 16-bit and 128-byte swizzled, and the stages' mbarriers.
+int64_t wgAttentionSharedBytes(int BQ, int BKV, int64_t D, int Stages);
+/// The shape-independent limits of a wgmma attention tile: BQ = 128 (two
+/// consumer warpgroups of 64 rows), BKV a multiple of 16 from 16 to 192
+/// (the scores' wgmma N, and registers for the scores, p and the output),
+/// 2 to 4 stages.
+bool wgAttentionTileValid(int BQ, int BKV, int Stages);
+/// Whether the wgmma template handles shape S with the tile: bf16 or f16,
+/// head dimension 64 or 128 (whole 128-byte swizzled boxes), and the
+/// stages fit in shared memory. It runs on sm_90 GPUs only.
+bool wgAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Stages);
 /// Shared memory one CTA may use on sm_90 (the opt-in limit).
 inline constexpr int64_t FlashAttentionMaxSharedBytes = 227 * 1024;
 

@@ -39,6 +39,11 @@ generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
 llvm::Expected<KernelSource>
 generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
                            const AttentionTile &T);
+/// The Hopper (sm_90a) kernel of attention node N with wgmma tile T (also
+/// reached through generateFlashAttentionKernel).
+llvm::Expected<KernelSource>
+generateWgAttentionKernel(const MultiTemplateBufferNode &N,
+                          const AttentionTile &T);
 /// The attn_math kernel of attention node N.
 llvm::Expected<KernelSource>
 generateMathAttentionKernel(const MultiTemplateBufferNode &N);
