@@ -36,7 +36,7 @@ S=$OUT/summary.txt
 cat "$S"
 K=$(mktemp -d)
 
-TILES="128x128_s2 128x64_s3 128x176_s2"
+TILES="128x128_s2 128x64_s3 128x176_s2 128x128_s2_o"
 OTHERS="attn_flash_64x64_w4,attn_flash_32x64_w4,attn_flash_16x64_w4,attn_flash_16x32_w4,attn_flash_16x64_w4_kv8,attn_flash_16x64_w4_kv16,attn_flash_16x64_w4_kv32,attn_mma_128x64_w8,attn_mma_128x32_w4,attn_mma_256x32_w8,attn_mma_64x64_w4,attn_mma_16x32_w4,attn_mma_16x32_w4_kv4,attn_mma_16x32_w4_kv8,attn_mma_16x32_w4_kv16,attn_math"
 
 echo "== 1. element-wise check of each attn_wg kernel" | tee -a "$S"
@@ -59,7 +59,7 @@ while read -r name B HQ HKV SQ SKV DD C T M; do
     timeout 20 "$OPT" "$K/$name.mir" --pipeline=lower,fuse,autotune --disable-choices="$dis" \
       --dump-kernels="$K/$name-$t" --quiet > /dev/null 2>> "$K/dump.log"
     f=$(ls "$K/$name-$t"/*.cu 2>/dev/null | head -1)
-    bkv=${t#128x}; bkv=${bkv%_s*}; st=${t##*_s}
+    bkv=${t#128x}; bkv=${bkv%%_s*}; st=${t#*_s}; st=${st%_o}
     [ -n "$f" ] && echo "$f $B $HQ $HKV $SQ $SKV $DD $C $T $bkv $st $M" >> "$K/cases.txt"
   done
 done <<< "$CASES"
@@ -71,7 +71,7 @@ echo "check rc=$CHECK_RC" >> "$OUT/check.log"
 # out of them then.
 NOWG=()
 if [ "$CHECK_RC" = 124 ]; then
-  NOWG=("--disable-choices=attn_wg_128x128_s2,attn_wg_128x64_s3,attn_wg_128x176_s2")
+  NOWG=("--disable-choices=attn_wg_128x128_s2,attn_wg_128x64_s3,attn_wg_128x176_s2,attn_wg_128x128_s2_o")
   echo "check timed out (a hang?): the wg tiles are left out below" | tee -a "$S"
 fi
 grep -v "^  " "$OUT/check.log" | tee -a "$S"

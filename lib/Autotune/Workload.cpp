@@ -190,7 +190,8 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
       return Inf;
     if (std::optional<AttentionTile> T = attentionTileOf(C)) {
       if (T->Wg)
-        return wgAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Stages);
+        return wgAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Stages,
+                                 T->Overlap);
       return flashAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Warps, T->Splits,
                                   T->Mma, T->Stages);
     }

@@ -85,7 +85,8 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       // Hopper (sm_90a) prefill tiles: wgmma + TMA.
                       wgAttentionTile(128, 128, 2),
                       wgAttentionTile(128, 64, 3),
-                      wgAttentionTile(128, 176, 2)};
+                      wgAttentionTile(128, 176, 2),
+                      wgAttentionTile(128, 128, 2, /*Overlap=*/true)};
   C.GemmExterns = {"extern.cublas"};
   // `hier` is offered only to groups that span hosts.
   C.AllReduce = {"nccl", "one_shot", "two_shot", "hier"};
@@ -95,10 +96,12 @@ ChoiceConfig ChoiceConfig::getDefault() {
   return C;
 }
 
-AttentionTile mtsched::wgAttentionTile(int BQ, int BKV, int Stages) {
+AttentionTile mtsched::wgAttentionTile(int BQ, int BKV, int Stages,
+                                       bool Overlap) {
   AttentionTile T{BQ, BKV, 12};
   T.Stages = Stages;
   T.Wg = true;
+  T.Overlap = Overlap;
   return T;
 }
 
@@ -281,7 +284,7 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
 std::string mtsched::attentionChoiceName(const AttentionTile &T) {
   if (T.Wg)
     return "attn_wg_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
-           "_s" + std::to_string(T.Stages);
+           "_s" + std::to_string(T.Stages) + (T.Overlap ? "_o" : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
          (T.Stages != 2 ? "_s" + std::to_string(T.Stages) : "") +
@@ -294,7 +297,7 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   if (S.consume_front("attn_wg_")) {
     auto [BQ, Rest] = S.split('x');
     auto [BKV, Stages] = Rest.split("_s");
-    T = wgAttentionTile(0, 0, 0);
+    T = wgAttentionTile(0, 0, 0, Stages.consume_back("_o"));
     if (BQ.getAsInteger(10, T.BQ) || BKV.getAsInteger(10, T.BKV) ||
         Stages.getAsInteger(10, T.Stages) || T.BQ <= 0 || T.BKV <= 0 ||
         T.Stages <= 0 || attentionChoiceName(T) != C.Name)
@@ -594,6 +597,16 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
     if (T.Wg && T.Mma)
       return fileError(Path, "attention tile fields 'wgmma' and 'mma' "
                              "exclude each other");
+  }
+  // "overlap" is optional: false; true (wgmma tiles only) overlaps a
+  // tile's softmax with the previous tile's p v.
+  if (const llvm::json::Value *Ov = O->get("overlap")) {
+    std::optional<bool> B = Ov->getAsBoolean();
+    if (!B || (*B && !T.Wg))
+      return fileError(Path, "attention tile field 'overlap' must be true "
+                             "or false, and true only with \"wgmma\": "
+                             "true");
+    T.Overlap = *B;
   }
   // "stages" is optional: 2 (a double buffer), tensor-core tiles only.
   if (const llvm::json::Value *St = O->get("stages")) {

@@ -136,7 +136,7 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
 
 double mtsched::wgAttentionTimeUs(const DeviceDesc &Dev,
                                   const AttentionShape &S, int BQ, int BKV,
-                                  int Stages) {
+                                  int Stages, bool Overlap) {
   if (!validShape(S) || !wgAttentionSupports(S, BQ, BKV, Stages))
     return Inf;
   if (S.B * S.Hq * S.Sq == 0)
@@ -153,12 +153,15 @@ double mtsched::wgAttentionTimeUs(const DeviceDesc &Dev,
                                   (S.Causal && S.Sq > 1 ? BKV : 0));
   double CTAs = double(S.B) * S.Hkv * QTiles;
   double CtaFlops = 4.0 * BQ * KeysPerTile * S.D;
-  // wgmma from shared memory reaches most of the peak, less the softmax
-  // that runs between the two products of each tile (no overlap yet).
+  // wgmma from shared memory reaches most of the peak; the softmax runs
+  // between the two products of each tile (the other consumer warpgroup's
+  // products hide half of it), or with Overlap while the previous tile's
+  // p v is in flight (hidden but for a quarter).
   double PerSMTensor = Dev.PeakBf16Tflops * 1e6 * WgTensorEff / Dev.NumSMs;
   double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * FlashSimtEff / Dev.NumSMs;
-  double CtaUs = CtaFlops / PerSMTensor +
-                 MmaSoftmaxOpsPerScore * BQ * KeysPerTile / PerSMFlops / 2;
+  double CtaUs = CtaFlops / PerSMTensor + MmaSoftmaxOpsPerScore * BQ *
+                                              KeysPerTile / PerSMFlops /
+                                              (Overlap ? 4 : 2);
   // Heavy (causal) tiles start first, so the waves even out: the CTAs'
   // work spread over the SMs, plus one tile's time of tail.
   double ComputeUs =

@@ -60,17 +60,21 @@ GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 /// the CUDA cores. Wgmma tiles (`attn_wg_BQxBKV_sS`, sm_90a) are the
 /// Hopper template: a producer warpgroup streams q, k and v with TMA
 /// through Stages stages, two consumer warpgroups of 64 rows each multiply
-/// with wgmma (Warps is 12, BQ 128, Splits 1).
+/// with wgmma (Warps is 12, BQ 128, Splits 1); with Overlap (`_o` in the
+/// name) a consumer's softmax of one tile runs while the previous tile's
+/// p v is in flight (FlashAttention-3's intra-warpgroup pipelining).
 struct AttentionTile {
   int BQ, BKV, Warps;
   int Splits = 1;
   bool Mma = false;
   int Stages = 2;
   bool Wg = false;
+  bool Overlap = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.
-AttentionTile wgAttentionTile(int BQ, int BKV, int Stages);
+AttentionTile wgAttentionTile(int BQ, int BKV, int Stages,
+                              bool Overlap = false);
 
 struct ChoiceConfig {
   std::vector<GemmTileConfig> GemmTiles;

@@ -145,113 +145,186 @@ static const char *const WgBody = R"(
     // of rows ra and rb.
     float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
     const unsigned qa = sQ + cw * 64 * 128;
+    float s[BKV / 2];      // scores, then probabilities
+    unsigned pf[NS / 2][4]; // the probabilities as p v's A fragments
+    float aA, aB;          // this tile's rescale of rows ra and rb
+// s = q kᵀ of stage ST issued (not waited for). k16 step kk: box kk / 4 of
+// the row, 32 bytes per step inside it; 8-row groups 1024 bytes apart in
+// both operands.
+#define MT_QK(ST)                                                              \
+  {                                                                            \
+    _Pragma("unroll") for (int i = 0; i < BKV / 2; ++i) s[i] = 0.f;            \
+    mt_wgmma_fence();                                                          \
+    _Pragma("unroll") for (int kk = 0; kk < D_ / 16; ++kk) mt_wgmma_qk(        \
+        s, mt_desc(qa + (kk / 4) * Q_BOX + (kk % 4) * 32, 16, 1024),           \
+        mt_desc(sK + (ST) * KV_TILE + (kk / 4) * KV_BOX + (kk % 4) * 32, 16,   \
+                1024));                                                        \
+    mt_wgmma_commit();                                                         \
+  }
+// o += p v of stage ST issued, once its v has landed (phase PH). v: k16
+// step kk is 16 rows (2048 bytes) into each box; the boxes (64 output
+// columns each) KV_BOX apart.
+#define MT_PV(ST, PH)                                                          \
+  {                                                                            \
+    mt_mbar_wait(fullV + 8 * (ST), (PH));                                      \
+    mt_wgmma_fence();                                                          \
+    _Pragma("unroll") for (int kk = 0; kk < BKV / 16; ++kk) mt_wgmma_pv(       \
+        o, pf[kk], mt_desc(sV + (ST) * KV_TILE + kk * 2048, KV_BOX, 1024));    \
+    mt_wgmma_commit();                                                         \
+  }
+    // The online softmax of the scores of keys [j0, j0 + BKV) in s (done):
+    // score j * 4 + i is row (i & 2 ? rb : ra), key j0 + 8 j + 2 t4 +
+    // (i & 1), the m16n8 accumulator layout repeated. Leaves the
+    // probabilities in s and the rescale of what came before in aA, aB.
+    auto softmax = [&](long long j0) {
+#pragma unroll
+      for (int i = 0; i < BKV / 2; ++i)
+        mt_fence_acc(s[i]);
+      const bool edge = j0 + BKV - 1 > warpMin;
+      float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
+#pragma unroll
+      for (int n = 0; n < NS; ++n) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const long long jj = j0 + n * 8 + 2 * t4 + c;
+          float x = s[n * 4 + c] * SCALE_LOG2;
+          float y = s[n * 4 + 2 + c] * SCALE_LOG2;
+#if HAS_MASK
+          if (ra < ROWS && jj <= lastA)
+            x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, jj);
+          if (rb < ROWS && jj <= lastB)
+            y += MASK_AT(b, hk * GROUP + rb / SQ, rb % SQ, jj);
+#endif
+          if (edge) {
+            x = jj > lastA ? MT_NEG_INF : x;
+            y = jj > lastB ? MT_NEG_INF : y;
+          }
+          s[n * 4 + c] = x;
+          s[n * 4 + 2 + c] = y;
+          mxA = fmaxf(mxA, x);
+          mxB = fmaxf(mxB, y);
+        }
+      }
+#pragma unroll
+      for (int w = 1; w < 4; w <<= 1) {
+        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
+        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, w));
+      }
+      const float nA = fmaxf(mA, mxA), nB = fmaxf(mB, mxB);
+      // A row that has seen no key yet subtracts 0: exp2(-inf) is 0, and
+      // -inf - -inf would be NaN.
+      const float uA = nA == MT_NEG_INF ? 0.f : nA;
+      const float uB = nB == MT_NEG_INF ? 0.f : nB;
+      aA = exp2f(mA - uA);
+      aB = exp2f(mB - uB);
+      mA = nA;
+      mB = nB;
+      lA *= aA;
+      lB *= aB;
+#pragma unroll
+      for (int n = 0; n < NS; ++n) {
+        s[n * 4 + 0] = exp2f(s[n * 4 + 0] - uA);
+        s[n * 4 + 1] = exp2f(s[n * 4 + 1] - uA);
+        s[n * 4 + 2] = exp2f(s[n * 4 + 2] - uB);
+        s[n * 4 + 3] = exp2f(s[n * 4 + 3] - uB);
+        lA += s[n * 4 + 0] + s[n * 4 + 1];
+        lB += s[n * 4 + 2] + s[n * 4 + 3];
+      }
+    };
+    // The output rescaled (its p v products done) and p packed as wgmma's
+    // register A operand: k16 step kk is score tiles 2 kk and 2 kk + 1
+    // (rows ra, rb; then the next 8 keys).
+    auto rescaleAndPack = [&]() {
+#pragma unroll
+      for (int i = 0; i < D_ / 2; ++i)
+        mt_fence_acc(o[i]);
+#pragma unroll
+      for (int n = 0; n < NO; ++n) {
+        o[n * 4 + 0] *= aA;
+        o[n * 4 + 1] *= aA;
+        o[n * 4 + 2] *= aB;
+        o[n * 4 + 3] *= aB;
+      }
+#pragma unroll
+      for (int n = 0; n < NS; ++n) {
+        pf[n / 2][(n & 1) * 2] = mt_pack2(s[n * 4 + 0], s[n * 4 + 1]);
+        pf[n / 2][(n & 1) * 2 + 1] = mt_pack2(s[n * 4 + 2], s[n * 4 + 3]);
+      }
+    };
+    // The tiles with keys these rows see come first: [0, nWg).
+    const int nWg =
+        min(nTiles, wgEnd > 0 ? (int)((wgEnd + BKV - 1) / BKV) : 0);
     mt_mbar_wait(qbar, 0);
-    for (int it = 0; it < nTiles; ++it) {
+#if OVERLAP
+    // FlashAttention-3's intra-warpgroup overlap: tile it's q kᵀ and tile
+    // it - 1's p v are in flight together, and the softmax of tile it runs
+    // while p v still does.
+    if (nWg > 0) {
+      mt_mbar_wait(fullK, 0);
+      MT_QK(0);
+      MT_WGMMA_WAIT(0);
+      softmax(0);
+      rescaleAndPack();
+    }
+    for (int it = 1; it < nWg; ++it) {
+      const int st = it % STAGES, pst = (it - 1) % STAGES;
+      mt_mbar_wait(fullK + 8 * st, (it / STAGES) & 1);
+      MT_QK(st);
+      MT_PV(pst, ((it - 1) / STAGES) & 1);
+      // The groups complete in order: q kᵀ first.
+      MT_WGMMA_WAIT(1);
+      softmax((long long)it * BKV);
+      MT_WGMMA_WAIT(0);
+      // p v read pf until here: keep its registers alive.
+#pragma unroll
+      for (int kk = 0; kk < NS / 2; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          asm volatile("" : "+r"(pf[kk][r])::"memory");
+      if (tid % 128 == 0)
+        mt_mbar_arrive(empty + 8 * pst);
+      rescaleAndPack();
+    }
+    if (nWg > 0) {
+      const int lst = (nWg - 1) % STAGES;
+      MT_PV(lst, ((nWg - 1) / STAGES) & 1);
+      MT_WGMMA_WAIT(0);
+#pragma unroll
+      for (int kk = 0; kk < NS / 2; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          asm volatile("" : "+r"(pf[kk][r])::"memory");
+#pragma unroll
+      for (int i = 0; i < D_ / 2; ++i)
+        mt_fence_acc(o[i]);
+      if (tid % 128 == 0)
+        mt_mbar_arrive(empty + 8 * lst);
+    }
+#else
+    for (int it = 0; it < nWg; ++it) {
       const int st = it % STAGES;
       const unsigned ph = (it / STAGES) & 1;
-      const long long j0 = (long long)it * BKV;
       mt_mbar_wait(fullK + 8 * st, ph);
-      if (j0 < wgEnd) {
-        float s[BKV / 2];
+      MT_QK(st);
+      MT_WGMMA_WAIT(0);
+      softmax((long long)it * BKV);
+      rescaleAndPack();
+      MT_PV(st, ph);
+      MT_WGMMA_WAIT(0);
 #pragma unroll
-        for (int i = 0; i < BKV / 2; ++i)
-          s[i] = 0.f;
-        mt_wgmma_fence();
-        // k16 step kk: box kk / 4 of the row, 32 bytes per step inside it;
-        // 8-row groups 1024 bytes apart in both operands.
-#pragma unroll
-        for (int kk = 0; kk < D_ / 16; ++kk)
-          mt_wgmma_qk(s, mt_desc(qa + (kk / 4) * Q_BOX + (kk % 4) * 32, 16,
-                                 1024),
-                      mt_desc(sK + st * KV_TILE + (kk / 4) * KV_BOX +
-                                  (kk % 4) * 32,
-                              16, 1024));
-        mt_wgmma_commit();
-        MT_WGMMA_WAIT(0);
-#pragma unroll
-        for (int i = 0; i < BKV / 2; ++i)
-          mt_fence_acc(s[i]);
-        // Score j * 4 + i is row (i & 2 ? rb : ra), key j0 + 8 j + 2 t4 +
-        // (i & 1): the m16n8 accumulator layout, repeated.
-        const bool edge = j0 + BKV - 1 > warpMin;
-        float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
-#pragma unroll
-        for (int n = 0; n < NS; ++n) {
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const long long jj = j0 + n * 8 + 2 * t4 + c;
-            float x = s[n * 4 + c] * SCALE_LOG2;
-            float y = s[n * 4 + 2 + c] * SCALE_LOG2;
-#if HAS_MASK
-            if (ra < ROWS && jj <= lastA)
-              x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, jj);
-            if (rb < ROWS && jj <= lastB)
-              y += MASK_AT(b, hk * GROUP + rb / SQ, rb % SQ, jj);
+      for (int i = 0; i < D_ / 2; ++i)
+        mt_fence_acc(o[i]);
+      if (tid % 128 == 0)
+        mt_mbar_arrive(empty + 8 * st);
+    }
 #endif
-            if (edge) {
-              x = jj > lastA ? MT_NEG_INF : x;
-              y = jj > lastB ? MT_NEG_INF : y;
-            }
-            s[n * 4 + c] = x;
-            s[n * 4 + 2 + c] = y;
-            mxA = fmaxf(mxA, x);
-            mxB = fmaxf(mxB, y);
-          }
-        }
-#pragma unroll
-        for (int w = 1; w < 4; w <<= 1) {
-          mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
-          mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, w));
-        }
-        const float nA = fmaxf(mA, mxA), nB = fmaxf(mB, mxB);
-        // A row that has seen no key yet subtracts 0: exp2(-inf) is 0, and
-        // -inf - -inf would be NaN.
-        const float uA = nA == MT_NEG_INF ? 0.f : nA;
-        const float uB = nB == MT_NEG_INF ? 0.f : nB;
-        const float aA = exp2f(mA - uA), aB = exp2f(mB - uB);
-        mA = nA;
-        mB = nB;
-        lA *= aA;
-        lB *= aB;
-#pragma unroll
-        for (int n = 0; n < NO; ++n) {
-          o[n * 4 + 0] *= aA;
-          o[n * 4 + 1] *= aA;
-          o[n * 4 + 2] *= aB;
-          o[n * 4 + 3] *= aB;
-        }
-        // p as wgmma's register A operand: k16 step kk is score tiles 2 kk
-        // and 2 kk + 1 (rows ra, rb; then the next 8 keys).
-        unsigned pf[NS / 2][4];
-#pragma unroll
-        for (int n = 0; n < NS; ++n) {
-          const float p0 = exp2f(s[n * 4 + 0] - uA);
-          const float p1 = exp2f(s[n * 4 + 1] - uA);
-          const float p2 = exp2f(s[n * 4 + 2] - uB);
-          const float p3 = exp2f(s[n * 4 + 3] - uB);
-          lA += p0 + p1;
-          lB += p2 + p3;
-          pf[n / 2][(n & 1) * 2] = mt_pack2(p0, p1);
-          pf[n / 2][(n & 1) * 2 + 1] = mt_pack2(p2, p3);
-        }
-        mt_mbar_wait(fullV + 8 * st, ph);
-        mt_wgmma_fence();
-        // v: k16 step kk is 16 rows (2048 bytes) into each box; the boxes
-        // (64 output columns each) KV_BOX apart.
-#pragma unroll
-        for (int kk = 0; kk < BKV / 16; ++kk)
-          mt_wgmma_pv(o, pf[kk],
-                      mt_desc(sV + st * KV_TILE + kk * 2048, KV_BOX, 1024));
-        mt_wgmma_commit();
-        MT_WGMMA_WAIT(0);
-#pragma unroll
-        for (int i = 0; i < D_ / 2; ++i)
-          mt_fence_acc(o[i]);
-      } else {
-        // Nothing of this tile for these rows; its v must still have
-        // landed before the stage is refilled.
-        mt_mbar_wait(fullV + 8 * st, ph);
-      }
+    // Tiles none of these rows see: their k and v must still have landed
+    // before the stage is freed for the next refill.
+    for (int it = nWg; it < nTiles; ++it) {
+      const int st = it % STAGES;
+      const unsigned ph = (it / STAGES) & 1;
+      mt_mbar_wait(fullK + 8 * st, ph);
+      mt_mbar_wait(fullV + 8 * st, ph);
       if (tid % 128 == 0)
         mt_mbar_arrive(empty + 8 * st);
     }
@@ -326,7 +399,8 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
   if (!Header)
     return Header.takeError();
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
-     << "\n#define STAGES " << T.Stages << "\n#define NBH " << NBH
+     << "\n#define STAGES " << T.Stages << "\n#define OVERLAP "
+     << (T.Overlap ? 1 : 0) << "\n#define NBH " << NBH
      << "LL // batch x kv heads\n#define PRODUCER_REGS \"" << WgmmaProducerRegs
      << "\"\n#define CONSUMER_REGS \"" << ConsumerRegs << "\"\n"
      << WgBody;

@@ -92,7 +92,15 @@ TEST(AttentionCodegen, ChoiceNames) {
     EXPECT_EQ(Back->Mma, T.Mma);
     EXPECT_EQ(Back->Stages, T.Stages);
     EXPECT_EQ(Back->Wg, T.Wg);
+    EXPECT_EQ(Back->Overlap, T.Overlap);
   }
+  EXPECT_EQ(attentionChoiceName(wgAttentionTile(128, 64, 3, true)),
+            "attn_wg_128x64_s3_o");
+  std::optional<AttentionTile> Ov =
+      attentionTileOf(Choice{"attn_wg_128x64_s3_o", {}, {}});
+  ASSERT_TRUE(Ov);
+  EXPECT_TRUE(Ov->Overlap);
+  EXPECT_EQ(Ov->Stages, 3);
   EXPECT_EQ(attentionChoiceName(wgAttentionTile(128, 128, 2)),
             "attn_wg_128x128_s2");
   std::optional<AttentionTile> Wg =
@@ -127,7 +135,9 @@ TEST(AttentionCodegen, ChoiceNames) {
         "attn_mma_16x64_w1_kv8_s3",
         // A wgmma tile always names its stages, and nothing else.
         "attn_wg_128x128", "attn_wg_128x128_s", "attn_wg_128x128_w12_s2",
-        "attn_wg_128x128_s2_kv2", "attn_wg_0128x128_s2", "attn_wg_x128_s2"})
+        "attn_wg_128x128_s2_kv2", "attn_wg_0128x128_s2", "attn_wg_x128_s2",
+        "attn_wg_128x128_o", "attn_wg_128x128_s2_o_o", "attn_wg_128x128_s_o",
+        "attn_mma_16x64_w1_o"})
     EXPECT_FALSE(attentionTileOf(Choice{Bad, {}, {}})) << Bad;
 }
 
@@ -159,13 +169,14 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   // Prefill: every tile without splits, then attn_math.
   auto Pre = attention({"bf16", 1, 32, 8, 512, 512, 128, true});
   ASSERT_TRUE(Pre);
-  ASSERT_EQ(node(*Pre).getChoices().size(), 13u);
+  ASSERT_EQ(node(*Pre).getChoices().size(), 14u);
   for (const Choice &C : node(*Pre).getChoices())
     EXPECT_EQ(C.Name.find("_kv"), std::string::npos) << C.Name;
   // ... the Hopper tiles among them; a decode step's 4 packed rows get none.
   EXPECT_EQ(node(*Pre).getChoices()[9].Name, "attn_wg_128x128_s2");
   EXPECT_EQ(node(*Pre).getChoices()[10].Name, "attn_wg_128x64_s3");
   EXPECT_EQ(node(*Pre).getChoices()[11].Name, "attn_wg_128x176_s2");
+  EXPECT_EQ(node(*Pre).getChoices()[12].Name, "attn_wg_128x128_s2_o");
   for (const Choice &C : N.getChoices())
     EXPECT_EQ(C.Name.find("attn_wg"), std::string::npos) << C.Name;
   // f32 and a head dimension other than 64 or 128 get none either.
@@ -375,6 +386,12 @@ TEST(AttentionCodegen, WgKernelShape) {
             std::string::npos);
   EXPECT_NE(K->Source.find("setmaxnreg.inc"), std::string::npos);
   EXPECT_NE(K->Source.find("__launch_bounds__(THREADS, 1)"), std::string::npos);
+  EXPECT_NE(K->Source.find("#define OVERLAP 0"), std::string::npos);
+  llvm::Expected<KernelSource> Ov = generateAttentionKernel(
+      node(*Pre), Choice{"attn_wg_128x128_s2_o", {}, {}});
+  ASSERT_TRUE(bool(Ov)) << llvm::toString(Ov.takeError());
+  EXPECT_NE(Ov->Source.find("#define OVERLAP 1"), std::string::npos);
+  EXPECT_EQ(Ov->SharedBytes, K->SharedBytes);
   // D = 64 f16 with a mask: one box per row; the mask is the fourth
   // pointer, after the maps.
   auto Masked =

@@ -126,3 +126,33 @@ TEST(AttentionCost, AnAdditiveMaskIsReadToo) {
   }
   EXPECT_GT(mathAttentionTimeUs(D, Heads), mathAttentionTimeUs(D, Plain));
 }
+
+TEST(AttentionCost, WgmmaTiles) {
+  DeviceDesc D;
+  // Causal 4096 prefill: wgmma from shared memory beats the mma.sync tiles,
+  // and stays above the time its useful flops take at the bf16 peak.
+  AttentionShape Prefill = llama(1, 4096, 4096, true);
+  double Wg = wgAttentionTimeUs(D, Prefill, 128, 128, 2);
+  EXPECT_TRUE(std::isfinite(Wg));
+  EXPECT_LT(Wg, flashAttentionTimeUs(D, Prefill, 128, 64, 8, 1, true));
+  EXPECT_GT(Wg, attentionFlops(Prefill) / (D.PeakBf16Tflops * 1e6));
+  // Overlapping the softmax with the previous p v hides more of it.
+  EXPECT_LT(wgAttentionTimeUs(D, Prefill, 128, 128, 2, true), Wg);
+  // Twice the keys cost more.
+  AttentionShape Longer = llama(1, 4096, 8192, true);
+  EXPECT_GT(wgAttentionTimeUs(D, Longer, 128, 128, 2), Wg);
+  // What the template does not take: f32, D = 96, BQ = 64, 5 stages, and
+  // stages over 227 KB of shared memory.
+  AttentionShape F32 = Prefill;
+  F32.Dtype = DType::F32;
+  EXPECT_TRUE(std::isinf(wgAttentionTimeUs(D, F32, 128, 128, 2)));
+  AttentionShape Odd = Prefill;
+  Odd.D = 96;
+  EXPECT_TRUE(std::isinf(wgAttentionTimeUs(D, Odd, 128, 128, 2)));
+  EXPECT_TRUE(std::isinf(wgAttentionTimeUs(D, Prefill, 64, 128, 2)));
+  EXPECT_TRUE(std::isinf(wgAttentionTimeUs(D, Prefill, 128, 64, 5)));
+  EXPECT_TRUE(std::isinf(wgAttentionTimeUs(D, Prefill, 128, 128, 4)));
+  // An empty batch is a launch.
+  AttentionShape E = llama(0, 4096, 4096, true);
+  EXPECT_DOUBLE_EQ(wgAttentionTimeUs(D, E, 128, 128, 2), D.LaunchUs);
+}
