@@ -36,8 +36,20 @@ S=$OUT/summary.txt
 cat "$S"
 K=$(mktemp -d)
 
-TILES="128x128_s2 128x64_s3 128x176_s2 128x128_s2_o"
-OTHERS="attn_flash_64x64_w4,attn_flash_32x64_w4,attn_flash_16x64_w4,attn_flash_16x32_w4,attn_flash_16x64_w4_kv8,attn_flash_16x64_w4_kv16,attn_flash_16x64_w4_kv32,attn_mma_128x64_w8,attn_mma_128x32_w4,attn_mma_256x32_w8,attn_mma_64x64_w4,attn_mma_16x32_w4,attn_mma_16x32_w4_kv4,attn_mma_16x32_w4_kv8,attn_mma_16x32_w4_kv16,attn_math"
+# The default wg tiles, then tiles only this script tries (longer key
+# tiles with the overlap).
+TILES="128x128_s2 128x64_s3 128x176_s2 128x128_s2_o 128x64_s2_o 128x160_s2_o 128x176_s2_o"
+OTHERS="attn_math"
+python3 - "$K/wg.json" $TILES <<'PY'
+import json, sys
+tiles = []
+for t in sys.argv[2:]:
+    bq, rest = t.split("x")
+    bkv, st = rest.split("_s")
+    tiles.append({"bq": int(bq), "bkv": int(bkv), "wgmma": True,
+                  "stages": int(st.split("_")[0]), "overlap": st.endswith("_o")})
+json.dump({"attention_tiles": tiles}, open(sys.argv[1], "w"))
+PY
 
 echo "== 1. element-wise check of each attn_wg kernel" | tee -a "$S"
 # name  B HQ HKV SQ SKV D causal dtype mask
@@ -56,7 +68,7 @@ while read -r name B HQ HKV SQ SKV DD C T M; do
   for t in $TILES; do
     dis=$OTHERS
     for o in $TILES; do [ "$o" != "$t" ] && dis="$dis,attn_wg_$o"; done
-    timeout 20 "$OPT" "$K/$name.mir" --pipeline=lower,fuse,autotune --disable-choices="$dis" \
+    timeout 20 "$OPT" "$K/$name.mir" --pipeline=lower,fuse,autotune --choices-file="$K/wg.json" --disable-choices="$dis" \
       --dump-kernels="$K/$name-$t" --quiet > /dev/null 2>> "$K/dump.log"
     f=$(ls "$K/$name-$t"/*.cu 2>/dev/null | head -1)
     bkv=${t#128x}; bkv=${bkv%%_s*}; st=${t#*_s}; st=${st%_o}
@@ -64,14 +76,15 @@ while read -r name B HQ HKV SQ SKV DD C T M; do
   done
 done <<< "$CASES"
 grep -v "wrote 1 kernels" "$K/dump.log" >> "$OUT/check.log" 2>/dev/null
-timeout 60 "$PY" "$ROOT/bench/device/attn-wg-check.py" "$K/cases.txt" >> "$OUT/check.log" 2>&1
+echo "$(wc -l < "$K/cases.txt") kernels dumped" >> "$OUT/check.log"
+timeout 75 "$PY" "$ROOT/bench/device/attn-wg-check.py" "$K/cases.txt" >> "$OUT/check.log" 2>&1
 CHECK_RC=$?
 echo "check rc=$CHECK_RC" >> "$OUT/check.log"
 # A kernel that hangs would hang every later step too: leave the wg tiles
 # out of them then.
 NOWG=()
 if [ "$CHECK_RC" = 124 ]; then
-  NOWG=("--disable-choices=attn_wg_128x128_s2,attn_wg_128x64_s3,attn_wg_128x176_s2,attn_wg_128x128_s2_o")
+  NOWG=("--disable-choices=attn_wg_128x128_s2,attn_wg_128x64_s3,attn_wg_128x176_s2,attn_wg_128x128_s2_o,attn_wg_128x64_s2_o")
   echo "check timed out (a hang?): the wg tiles are left out below" | tee -a "$S"
 fi
 grep -v "^  " "$OUT/check.log" | tee -a "$S"

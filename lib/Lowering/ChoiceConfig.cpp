@@ -86,7 +86,10 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       wgAttentionTile(128, 128, 2),
                       wgAttentionTile(128, 64, 3),
                       wgAttentionTile(128, 176, 2),
-                      wgAttentionTile(128, 128, 2, /*Overlap=*/true)};
+                      wgAttentionTile(128, 128, 2, /*Overlap=*/true),
+                      // Its 64-key stages leave room for the additive
+                      // mask's tiles (wgAttentionStagesMask).
+                      wgAttentionTile(128, 64, 2, /*Overlap=*/true)};
   C.GemmExterns = {"extern.cublas"};
   // `hier` is offered only to groups that span hosts.
   C.AllReduce = {"nccl", "one_shot", "two_shot", "hier"};

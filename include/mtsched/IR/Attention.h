@@ -96,8 +96,17 @@ bool mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps,
 bool mmaAttentionTileValid(int BQ, int BKV, int Warps, int Stages);
 /// Bytes of shared memory the wgmma (Hopper) attention template needs: a
 /// 1024-byte-aligned q tile of BQ rows and Stages stages of BKV-key k and v
-/// tiles, all 16-bit and 128-byte swizzled, and the stages' mbarriers.
-int64_t wgAttentionSharedBytes(int BQ, int BKV, int64_t D, int Stages);
+/// tiles, all 16-bit and 128-byte swizzled, and the stages' mbarriers; with
+/// MaskStages also each stage's tile of the additive mask (BQ rows of BKV +
+/// 8 floats, in log2 units) and its barrier.
+int64_t wgAttentionSharedBytes(int BQ, int BKV, int64_t D, int Stages,
+                               bool MaskStages = false);
+/// Whether the wgmma template stages the additive mask of S through shared
+/// memory (its producer warps load it, coalesced): where S has a mask and
+/// the stages still fit; else each score's mask element is read from
+/// global memory.
+bool wgAttentionStagesMask(const AttentionShape &S, int BQ, int BKV,
+                           int Stages);
 /// The shape-independent limits of a wgmma attention tile: BQ = 128 (two
 /// consumer warpgroups of 64 rows), BKV a multiple of 16 from 16 to 192
 /// (the scores' wgmma N, and registers for the scores, p and the output),

@@ -56,10 +56,18 @@ static const char *const WgBody = R"(
   const unsigned sQ = (mt_smem_addr(mt_smem) + 1023) & ~1023u;
   const unsigned sK = sQ + DB * Q_BOX;
   const unsigned sV = sK + STAGES * KV_TILE;
+#if MASK_STAGED
+  // The additive mask's tile per stage, [BQ][MS] floats in log2 units.
+  const unsigned sM = sV + STAGES * KV_TILE;
+  const unsigned fullK = sM + STAGES * M_STAGE; // 8-byte mbarriers
+#else
   const unsigned fullK = sV + STAGES * KV_TILE; // 8-byte mbarriers
+#endif
   const unsigned fullV = fullK + 8 * STAGES;
   const unsigned empty = fullV + 8 * STAGES;
   const unsigned qbar = empty + 8 * STAGES;
+  const unsigned fullM = qbar + 8; // MASK_STAGED: a tile's mask landed
+  (void)fullM;
   const int tid = threadIdx.x;
   if (ROWS == 0 || NBH == 0)
     return;
@@ -83,6 +91,9 @@ static const char *const WgBody = R"(
       mt_mbar_init(fullK + 8 * s, 1);
       mt_mbar_init(fullV + 8 * s, 1);
       mt_mbar_init(empty + 8 * s, 2);
+#if MASK_STAGED
+      mt_mbar_init(fullM + 8 * s, MASK_LOADERS);
+#endif
     }
     mt_mbar_init(qbar, 1);
     // Make the initialised barriers visible to the TMA unit.
@@ -116,6 +127,49 @@ static const char *const WgBody = R"(
                       c * 64, it * BKV, (int)bh);
       }
     }
+#if MASK_STAGED
+    // Warps 1-3 of the producer stage the mask: per tile, its BQ rows of
+    // BKV keys read row-wise from global memory (coalesced, 4 keys a
+    // thread), converted to log2 units once and stored to the stage; the
+    // consumers read it from shared memory.
+    if (tid >= 32) {
+      const int lt = tid - 32;
+      for (int it = 0; it < nTiles; ++it) {
+        const int s = it % STAGES;
+        mt_mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+        const long long j0 = (long long)it * BKV;
+        float *dst = (float *)(mt_smem + (sM - mt_smem_addr(mt_smem))) +
+                     s * (M_STAGE / 4);
+#pragma unroll 4
+        for (int e = lt; e < BQ * (BKV / 4); e += MASK_LOADERS) {
+          const int row = e / (BKV / 4), c4 = (e % (BKV / 4)) * 4;
+          const long long r = r0 + row, j = j0 + c4;
+          float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (r < ROWS) {
+            const long long off = b * MASK_SB +
+                                  (hk * GROUP + r / SQ) * MASK_SH +
+                                  (r % SQ) * MASK_SQ + j;
+#if MASK_VEC
+            if (j + 3 < SKV) {
+              x = __ldg((const float4 *)(mask + off));
+            } else
+#endif
+            {
+              if (j < SKV) x.x = MLOAD(mask[off]);
+              if (j + 1 < SKV) x.y = MLOAD(mask[off + 1]);
+              if (j + 2 < SKV) x.z = MLOAD(mask[off + 2]);
+              if (j + 3 < SKV) x.w = MLOAD(mask[off + 3]);
+            }
+            x = make_float4(mt_mask_log2(x.x), mt_mask_log2(x.y),
+                            mt_mask_log2(x.z), mt_mask_log2(x.w));
+          }
+          *(float4 *)(dst + row * MS + c4) = x;
+        }
+        // Release: the stores above are seen by whoever waits on it.
+        mt_mbar_arrive(fullM + 8 * s);
+      }
+    }
+#endif
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 " CONSUMER_REGS ";");
     const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
@@ -176,10 +230,19 @@ static const char *const WgBody = R"(
     // score j * 4 + i is row (i & 2 ? rb : ra), key j0 + 8 j + 2 t4 +
     // (i & 1), the m16n8 accumulator layout repeated. Leaves the
     // probabilities in s and the rescale of what came before in aA, aB.
-    auto softmax = [&](long long j0) {
+    auto softmax = [&](long long j0, int st) {
 #pragma unroll
       for (int i = 0; i < BKV / 2; ++i)
         mt_fence_acc(s[i]);
+#if MASK_STAGED
+      // This tile's mask, rows ra (and rb 8 rows on).
+      mt_mbar_wait(fullM + 8 * st, (j0 / BKV / STAGES) & 1);
+      const float *mrow =
+          (const float *)(mt_smem + (sM - mt_smem_addr(mt_smem))) +
+          st * (M_STAGE / 4) + (cw * 64 + warp * 16 + g) * MS;
+#else
+      (void)st;
+#endif
       const bool edge = j0 + BKV - 1 > warpMin;
       float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
 #pragma unroll
@@ -189,7 +252,12 @@ static const char *const WgBody = R"(
           const long long jj = j0 + n * 8 + 2 * t4 + c;
           float x = s[n * 4 + c] * SCALE_LOG2;
           float y = s[n * 4 + 2 + c] * SCALE_LOG2;
-#if HAS_MASK
+#if MASK_STAGED
+          if (ra < ROWS && jj <= lastA)
+            x += mrow[n * 8 + 2 * t4 + c];
+          if (rb < ROWS && jj <= lastB)
+            y += mrow[8 * MS + n * 8 + 2 * t4 + c];
+#elif HAS_MASK
           if (ra < ROWS && jj <= lastA)
             x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, jj);
           if (rb < ROWS && jj <= lastB)
@@ -263,7 +331,7 @@ static const char *const WgBody = R"(
       mt_mbar_wait(fullK, 0);
       MT_QK(0);
       MT_WGMMA_WAIT(0);
-      softmax(0);
+      softmax(0, 0);
       rescaleAndPack();
     }
     for (int it = 1; it < nWg; ++it) {
@@ -273,7 +341,7 @@ static const char *const WgBody = R"(
       MT_PV(pst, ((it - 1) / STAGES) & 1);
       // The groups complete in order: q kᵀ first.
       MT_WGMMA_WAIT(1);
-      softmax((long long)it * BKV);
+      softmax((long long)it * BKV, st);
       MT_WGMMA_WAIT(0);
       // p v read pf until here: keep its registers alive.
 #pragma unroll
@@ -307,7 +375,7 @@ static const char *const WgBody = R"(
       mt_mbar_wait(fullK + 8 * st, ph);
       MT_QK(st);
       MT_WGMMA_WAIT(0);
-      softmax((long long)it * BKV);
+      softmax((long long)it * BKV, st);
       rescaleAndPack();
       MT_PV(st, ph);
       MT_WGMMA_WAIT(0);
@@ -325,6 +393,10 @@ static const char *const WgBody = R"(
       const unsigned ph = (it / STAGES) & 1;
       mt_mbar_wait(fullK + 8 * st, ph);
       mt_mbar_wait(fullV + 8 * st, ph);
+#if MASK_STAGED
+      // (A parity wait only tells the phases apart in order.)
+      mt_mbar_wait(fullM + 8 * st, ph);
+#endif
       if (tid % 128 == 0)
         mt_mbar_arrive(empty + 8 * st);
     }
@@ -402,8 +474,18 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
      << "\n#define STAGES " << T.Stages << "\n#define OVERLAP "
      << (T.Overlap ? 1 : 0) << "\n#define NBH " << NBH
      << "LL // batch x kv heads\n#define PRODUCER_REGS \"" << WgmmaProducerRegs
-     << "\"\n#define CONSUMER_REGS \"" << ConsumerRegs << "\"\n"
-     << WgBody;
+     << "\"\n#define CONSUMER_REGS \"" << ConsumerRegs << "\"\n";
+  // The mask's tiles through shared memory where they fit beside the
+  // stages; float4 loads of an f32 mask whose rows are 16-byte aligned.
+  bool MaskStaged = wgAttentionStagesMask(*S, T.BQ, T.BKV, T.Stages);
+  OS << "#define MASK_STAGED " << (MaskStaged ? 1 : 0) << "\n";
+  if (MaskStaged)
+    OS << "#define MASK_LOADERS 96 // producer threads that stage the mask\n"
+       << "#define MS (BKV + 8) // floats of a staged mask row (padded: the "
+          "8 rows a warp reads fall in different banks)\n"
+       << "#define M_STAGE (BQ * MS * 4)\n#define MASK_VEC "
+       << (S->MaskDtype == DType::F32 && S->Skv % 4 == 0 ? 1 : 0) << "\n";
+  OS << WgBody;
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
   if (S->HasMask)
@@ -411,7 +493,8 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
   K.Outputs = {N.getResult()};
   K.GridX = unsigned(std::max<int64_t>(1, NBH * Tiles));
   K.BlockX = 3 * 128;
-  K.SharedBytes = unsigned(wgAttentionSharedBytes(T.BQ, T.BKV, S->D, T.Stages));
+  K.SharedBytes = unsigned(
+      wgAttentionSharedBytes(T.BQ, T.BKV, S->D, T.Stages, MaskStaged));
   K.NeedsSm90a = true;
   // q as [B * Hkv][G * Sq][D] (a kv head's packed rows are consecutive),
   // k and v as [B * Hkv][Skv][D], in boxes of 64 columns.

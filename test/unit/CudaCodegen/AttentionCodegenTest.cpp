@@ -169,7 +169,7 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   // Prefill: every tile without splits, then attn_math.
   auto Pre = attention({"bf16", 1, 32, 8, 512, 512, 128, true});
   ASSERT_TRUE(Pre);
-  ASSERT_EQ(node(*Pre).getChoices().size(), 14u);
+  ASSERT_EQ(node(*Pre).getChoices().size(), 15u);
   for (const Choice &C : node(*Pre).getChoices())
     EXPECT_EQ(C.Name.find("_kv"), std::string::npos) << C.Name;
   // ... the Hopper tiles among them; a decode step's 4 packed rows get none.
@@ -177,6 +177,7 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   EXPECT_EQ(node(*Pre).getChoices()[10].Name, "attn_wg_128x64_s3");
   EXPECT_EQ(node(*Pre).getChoices()[11].Name, "attn_wg_128x176_s2");
   EXPECT_EQ(node(*Pre).getChoices()[12].Name, "attn_wg_128x128_s2_o");
+  EXPECT_EQ(node(*Pre).getChoices()[13].Name, "attn_wg_128x64_s2_o");
   for (const Choice &C : N.getChoices())
     EXPECT_EQ(C.Name.find("attn_wg"), std::string::npos) << C.Name;
   // f32 and a head dimension other than 64 or 128 get none either.
@@ -404,6 +405,27 @@ TEST(AttentionCodegen, WgKernelShape) {
   EXPECT_EQ(M->GridX, 2u * 3 * 5); // 600 packed rows: 5 tiles
   EXPECT_EQ(M->TensorMaps[0].Dims[1], 600u);
   EXPECT_NE(M->Source.find("m64n64k16.f32.f16.f16"), std::string::npos);
+  // Its mask's tiles fit beside the stages: staged through shared memory
+  // (16-bit, no float4 loads), one more barrier and tile per stage.
+  EXPECT_NE(M->Source.find("#define MASK_STAGED 1"), std::string::npos);
+  EXPECT_NE(M->Source.find("#define MASK_VEC 0"), std::string::npos);
+  EXPECT_EQ(M->SharedBytes,
+            unsigned(wgAttentionSharedBytes(128, 64, 64, 3) +
+                     3 * (128 * (64 + 8) * 4 + 8)));
+  // At D = 128 two stages of 128 keys leave no room: each score's mask
+  // element is read from global memory.
+  auto Big = attention(
+      {"bf16", 1, 16, 4, 2048, 4096, 128, false, "f32[1,1,2048,4096]"});
+  ASSERT_TRUE(Big);
+  llvm::Expected<KernelSource> NoStage = generateAttentionKernel(
+      node(*Big), Choice{"attn_wg_128x128_s2", {}, {}});
+  ASSERT_TRUE(bool(NoStage)) << llvm::toString(NoStage.takeError());
+  EXPECT_NE(NoStage->Source.find("#define MASK_STAGED 0"), std::string::npos);
+  llvm::Expected<KernelSource> Stage = generateAttentionKernel(
+      node(*Big), Choice{"attn_wg_128x64_s2_o", {}, {}});
+  ASSERT_TRUE(bool(Stage)) << llvm::toString(Stage.takeError());
+  EXPECT_NE(Stage->Source.find("#define MASK_STAGED 1"), std::string::npos);
+  EXPECT_NE(Stage->Source.find("#define MASK_VEC 1"), std::string::npos);
   EXPECT_NE(M->Source.find("tm_v,\n    const mt_f16 *__restrict__ q"),
             std::string::npos);
   // What the template cannot take says why: f32, D = 96, BQ = 64, a
