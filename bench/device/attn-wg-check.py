@@ -92,27 +92,35 @@ def check(argv):
     ck(cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
     ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), "cuModuleGetFunction")
     smem = 1024 + 2 * (BQ + 2 * STAGES * BKV) * D + 8 * (3 * STAGES + 1)
-    if MASK:  # the mask's stages, where they fit (wgAttentionStagesMask)
-        staged = smem + STAGES * (BQ * (BKV + 8) * 4 + 8)
-        smem = staged if staged <= 227 * 1024 else smem
+    # The mask's stages, as the generator chose (AttentionWgKernels.cpp).
+    mask_tma = "#define MASK_TMA 1" in src
+    if mask_tma:
+        smem += STAGES * (BQ * BKV * 4 + 8)
+    elif "#define MASK_STAGED 1" in src:
+        smem += STAGES * (BQ * (BKV + 8) * 4 + 8)
     ck(cu.cuFuncSetAttribute(fn, 8, smem), "cuFuncSetAttribute")
 
     keep = []
 
-    def tmap(t, rows, box_rows):
+    def tmap(t, rows, box_rows, inner=None, batch=None, ebytes=2, box_inner=64):
         # A CUtensorMap: 128 bytes, 64-byte aligned.
+        inner = D if inner is None else inner
+        batch = NBH if batch is None else batch
         buf = ctypes.create_string_buffer(192)
         keep.append(buf)
         addr = (ctypes.addressof(buf) + 63) & ~63
-        dims = (ctypes.c_uint64 * 3)(D, rows, NBH)
-        strides = (ctypes.c_uint64 * 2)(D * 2, rows * D * 2)
-        box = (ctypes.c_uint32 * 3)(64, box_rows, 1)
+        dims = (ctypes.c_uint64 * 3)(inner, rows, batch)
+        strides = (ctypes.c_uint64 * 2)(inner * ebytes, rows * inner * ebytes)
+        box = (ctypes.c_uint32 * 3)(box_inner, box_rows, 1)
         es = (ctypes.c_uint32 * 3)(1, 1, 1)
-        ck(cu.cuTensorMapEncodeTiled(ctypes.c_void_p(addr), 1, 3, ctypes.c_void_p(t.data_ptr()),
-                                     dims, strides, box, es, 0, 3, 3, 0), "cuTensorMapEncodeTiled")
+        ck(cu.cuTensorMapEncodeTiled(ctypes.c_void_p(addr), 1 if ebytes == 2 else 2, 3,
+                                     ctypes.c_void_p(t.data_ptr()), dims, strides, box, es,
+                                     0, 3, 3, 0), "cuTensorMapEncodeTiled")
         return addr
 
     maps = [tmap(q, ROWS, BQ), tmap(k, SKV, BKV), tmap(v, SKV, BKV)]
+    if mask_tma:  # the [1, 1, SQ, SKV] mask as [SQ][SKV] words, 32 x BQ boxes
+        maps.append(tmap(mask, SQ, BQ, inner=SKV, batch=1, ebytes=4, box_inner=32))
     ptrs = [ctypes.c_void_p(t.data_ptr()) for t in ([q, k, v] + ([mask] if MASK else []) + [out])]
     args = (ctypes.c_void_p * (len(maps) + len(ptrs)))(
         *maps,

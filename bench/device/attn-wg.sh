@@ -9,7 +9,8 @@
 #      PyTorch: max error, the first bad elements and rows, its time; at a
 #      prefill ending mid-tile (GQA 4:1), the Llama-3-8B causal 4096
 #      prefill, the masked gallery prefill (2048 queries over 4096 keys, an
-#      f32 mask), f16 at head dimension 64.
+#      f32 mask) and the same shape without the mask (causal and not), f16
+#      at head dimension 64.
 #   2. lit.log: lit Cuda/attention-wg-run.mir (every attn_wg tile timed
 #      after the benchmarker's fp64 check, the decided graph --run against
 #      the fp64 interpreter).
@@ -56,6 +57,8 @@ echo "== 1. element-wise check of each attn_wg kernel" | tee -a "$S"
 CASES="ragged 1 8 2 300 300 128 1 bf16 -
 d64 2 6 3 300 300 64 1 f16 -
 masked 1 16 4 2048 4096 128 0 bf16 q
+unmasked 1 16 4 2048 4096 128 0 bf16 -
+causal2048x4096 1 16 4 2048 4096 128 1 bf16 -
 prefill4096 1 32 8 4096 4096 128 1 bf16 -"
 : > "$K/cases.txt"
 while read -r name B HQ HKV SQ SKV DD C T M; do
@@ -77,7 +80,7 @@ while read -r name B HQ HKV SQ SKV DD C T M; do
 done <<< "$CASES"
 grep -v "wrote 1 kernels" "$K/dump.log" >> "$OUT/check.log" 2>/dev/null
 echo "$(wc -l < "$K/cases.txt") kernels dumped" >> "$OUT/check.log"
-timeout 75 "$PY" "$ROOT/bench/device/attn-wg-check.py" "$K/cases.txt" >> "$OUT/check.log" 2>&1
+timeout 100 "$PY" "$ROOT/bench/device/attn-wg-check.py" "$K/cases.txt" >> "$OUT/check.log" 2>&1
 CHECK_RC=$?
 echo "check rc=$CHECK_RC" >> "$OUT/check.log"
 # A kernel that hangs would hang every later step too: leave the wg tiles

@@ -91,7 +91,9 @@ static const char *const WgBody = R"(
       mt_mbar_init(fullK + 8 * s, 1);
       mt_mbar_init(fullV + 8 * s, 1);
       mt_mbar_init(empty + 8 * s, 2);
-#if MASK_STAGED
+#if MASK_TMA
+      mt_mbar_init(fullM + 8 * s, 1);
+#elif MASK_STAGED
       mt_mbar_init(fullM + 8 * s, MASK_LOADERS);
 #endif
     }
@@ -106,6 +108,14 @@ static const char *const WgBody = R"(
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_q) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_k) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_v) : "memory");
+#if MASK_TMA
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_m) : "memory");
+      // The tile's 128 rows are consecutive queries of one head: rows
+      // [mrow0, mrow0 + BQ) of the mask viewed as [rows][SKV].
+      const int mrow0 = (int)((b * MASK_SB + (hk * GROUP + r0 / SQ) * MASK_SH) /
+                                  SKV +
+                              r0 % SQ);
+#endif
       // Rows past the packed rows are zero-filled (and never stored).
       mt_mbar_expect(qbar, DB * Q_BOX);
 #pragma unroll
@@ -125,9 +135,17 @@ static const char *const WgBody = R"(
         for (int c = 0; c < DB; ++c)
           mt_tma_load(sV + s * KV_TILE + c * KV_BOX, tm_v, fullV + 8 * s,
                       c * 64, it * BKV, (int)bh);
+#if MASK_TMA
+        // The mask tile as BKV / 32 boxes of 32 floats (128 bytes, swizzled).
+        mt_mbar_expect(fullM + 8 * s, M_STAGE);
+#pragma unroll
+        for (int c = 0; c < BKV / 32; ++c)
+          mt_tma_load(sM + s * M_STAGE + c * (BQ * 128), tm_m, fullM + 8 * s,
+                      it * BKV + c * 32, mrow0, 0);
+#endif
       }
     }
-#if MASK_STAGED
+#if MASK_STAGED && !MASK_TMA
     // Warps 1-3 of the producer stage the mask: per tile, its BQ rows of
     // BKV keys read row-wise from global memory (coalesced, 4 keys a
     // thread), converted to log2 units once and stored to the stage; the
@@ -237,9 +255,15 @@ static const char *const WgBody = R"(
 #if MASK_STAGED
       // This tile's mask, rows ra (and rb 8 rows on).
       mt_mbar_wait(fullM + 8 * st, (j0 / BKV / STAGES) & 1);
+#if MASK_TMA
+      const unsigned char *mtile = mt_smem + (sM - mt_smem_addr(mt_smem)) +
+                                   st * M_STAGE +
+                                   (cw * 64 + warp * 16 + g) * 128;
+#else
       const float *mrow =
           (const float *)(mt_smem + (sM - mt_smem_addr(mt_smem))) +
           st * (M_STAGE / 4) + (cw * 64 + warp * 16 + g) * MS;
+#endif
 #else
       (void)st;
 #endif
@@ -252,7 +276,20 @@ static const char *const WgBody = R"(
           const long long jj = j0 + n * 8 + 2 * t4 + c;
           float x = s[n * 4 + c] * SCALE_LOG2;
           float y = s[n * 4 + 2 + c] * SCALE_LOG2;
-#if MASK_STAGED
+#if MASK_TMA
+          {
+            // Key n * 8 + 2 t4 + c of the tile: box n / 4, 16-byte chunk
+            // (n % 4) * 2 + t4 / 2 swizzled with the row (its low 3 bits
+            // are g), word 2 (t4 & 1) + c.
+            const int off = (n / 4) * (BQ * 128) +
+                            ((((n % 4) * 2 + (t4 >> 1)) ^ g) << 4) +
+                            (2 * (t4 & 1) + c) * 4;
+            if (ra < ROWS && jj <= lastA)
+              x += mt_mask_log2(*(const float *)(mtile + off));
+            if (rb < ROWS && jj <= lastB)
+              y += mt_mask_log2(*(const float *)(mtile + 8 * 128 + off));
+          }
+#elif MASK_STAGED
           if (ra < ROWS && jj <= lastA)
             x += mrow[n * 8 + 2 * t4 + c];
           if (rb < ROWS && jj <= lastB)
@@ -453,6 +490,18 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
                llvm::Twine(ConsumerRegs) + " registers at head dimension " +
                llvm::Twine(S->D));
   const char *Type = S->Dtype == DType::BF16 ? "bf16" : "f16";
+  // The additive mask's tiles through shared memory where they fit beside
+  // the stages: by TMA where each tile's rows are consecutive rows of an
+  // f32 mask (a mask per query, whole query tiles of one head, 16-byte row
+  // strides), else loaded by producer warps (float4 loads of an f32 mask
+  // whose rows are 16-byte aligned).
+  int64_t TmaSmem = wgAttentionSharedBytes(T.BQ, T.BKV, S->D, T.Stages) +
+                    int64_t(T.Stages) * (int64_t(T.BQ) * T.BKV * 4 + 8);
+  bool MaskTma = S->HasMask && S->MaskDtype == DType::F32 &&
+                 S->MaskSq == S->Sq && S->Sq % T.BQ == 0 && S->Skv % 4 == 0 &&
+                 T.BKV % 32 == 0 && TmaSmem <= FlashAttentionMaxSharedBytes &&
+                 S->MaskB * S->MaskH * S->MaskSq <= 0x7fffffff;
+  bool MaskStaged = MaskTma || wgAttentionStagesMask(*S, T.BQ, T.BKV, T.Stages);
   KernelSource K;
   K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
   std::string Src;
@@ -467,7 +516,10 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
       OS, N, K.Name, ChoiceName, 3 * 128, /*Workspace=*/false, Helpers,
       "const __grid_constant__ mt_tensor_map tm_q,\n    const "
       "__grid_constant__ mt_tensor_map tm_k,\n    const __grid_constant__ "
-      "mt_tensor_map tm_v,\n    ");
+      "mt_tensor_map tm_v,\n    " +
+          std::string(MaskTma ? "const __grid_constant__ mt_tensor_map tm_m,\n"
+                                "    "
+                              : ""));
   if (!Header)
     return Header.takeError();
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
@@ -475,11 +527,11 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
      << (T.Overlap ? 1 : 0) << "\n#define NBH " << NBH
      << "LL // batch x kv heads\n#define PRODUCER_REGS \"" << WgmmaProducerRegs
      << "\"\n#define CONSUMER_REGS \"" << ConsumerRegs << "\"\n";
-  // The mask's tiles through shared memory where they fit beside the
-  // stages; float4 loads of an f32 mask whose rows are 16-byte aligned.
-  bool MaskStaged = wgAttentionStagesMask(*S, T.BQ, T.BKV, T.Stages);
-  OS << "#define MASK_STAGED " << (MaskStaged ? 1 : 0) << "\n";
-  if (MaskStaged)
+  OS << "#define MASK_STAGED " << (MaskStaged ? 1 : 0) << "\n#define MASK_TMA "
+     << (MaskTma ? 1 : 0) << "\n";
+  if (MaskTma)
+    OS << "#define M_STAGE (BQ * BKV * 4) // one stage's mask tile\n";
+  else if (MaskStaged)
     OS << "#define MASK_LOADERS 96 // producer threads that stage the mask\n"
        << "#define MS (BKV + 8) // floats of a staged mask row (padded: the "
           "8 rows a warp reads fall in different banks)\n"
@@ -493,13 +545,29 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
   K.Outputs = {N.getResult()};
   K.GridX = unsigned(std::max<int64_t>(1, NBH * Tiles));
   K.BlockX = 3 * 128;
-  K.SharedBytes = unsigned(
-      wgAttentionSharedBytes(T.BQ, T.BKV, S->D, T.Stages, MaskStaged));
+  K.SharedBytes =
+      unsigned(MaskTma ? TmaSmem
+                       : wgAttentionSharedBytes(T.BQ, T.BKV, S->D, T.Stages,
+                                                MaskStaged));
   K.NeedsSm90a = true;
   // q as [B * Hkv][G * Sq][D] (a kv head's packed rows are consecutive),
   // k and v as [B * Hkv][Skv][D], in boxes of 64 columns.
   K.TensorMaps = {wgmmaTensorMap(0, S->D, Rows, NBH, 64, uint32_t(T.BQ)),
                   wgmmaTensorMap(1, S->D, S->Skv, NBH, 64, uint32_t(T.BKV)),
                   wgmmaTensorMap(2, S->D, S->Skv, NBH, 64, uint32_t(T.BKV))};
+  if (MaskTma) {
+    // The mask as [rows][Skv] 32-bit words, boxes of 32 keys x BQ rows.
+    TensorMapParam M;
+    M.Input = 3;
+    M.ElementBytes = 4;
+    int64_t MaskRows = S->MaskB * S->MaskH * S->MaskSq;
+    M.Dims[0] = uint64_t(S->Skv);
+    M.Dims[1] = uint64_t(MaskRows);
+    M.Strides[0] = uint64_t(S->Skv) * 4;
+    M.Strides[1] = uint64_t(MaskRows) * S->Skv * 4;
+    M.Box[0] = 32;
+    M.Box[1] = uint32_t(T.BQ);
+    K.TensorMaps.push_back(M);
+  }
   return K;
 }

@@ -409,23 +409,49 @@ TEST(AttentionCodegen, WgKernelShape) {
   // (16-bit, no float4 loads), one more barrier and tile per stage.
   EXPECT_NE(M->Source.find("#define MASK_STAGED 1"), std::string::npos);
   EXPECT_NE(M->Source.find("#define MASK_VEC 0"), std::string::npos);
-  EXPECT_EQ(M->SharedBytes,
-            unsigned(wgAttentionSharedBytes(128, 64, 64, 3) +
-                     3 * (128 * (64 + 8) * 4 + 8)));
+  EXPECT_EQ(M->SharedBytes, unsigned(wgAttentionSharedBytes(128, 64, 64, 3) +
+                                     3 * (128 * (64 + 8) * 4 + 8)));
   // At D = 128 two stages of 128 keys leave no room: each score's mask
   // element is read from global memory.
   auto Big = attention(
       {"bf16", 1, 16, 4, 2048, 4096, 128, false, "f32[1,1,2048,4096]"});
   ASSERT_TRUE(Big);
-  llvm::Expected<KernelSource> NoStage = generateAttentionKernel(
-      node(*Big), Choice{"attn_wg_128x128_s2", {}, {}});
+  llvm::Expected<KernelSource> NoStage =
+      generateAttentionKernel(node(*Big), Choice{"attn_wg_128x128_s2", {}, {}});
   ASSERT_TRUE(bool(NoStage)) << llvm::toString(NoStage.takeError());
   EXPECT_NE(NoStage->Source.find("#define MASK_STAGED 0"), std::string::npos);
   llvm::Expected<KernelSource> Stage = generateAttentionKernel(
       node(*Big), Choice{"attn_wg_128x64_s2_o", {}, {}});
   ASSERT_TRUE(bool(Stage)) << llvm::toString(Stage.takeError());
+  // 64-key stages leave room, and each query tile's mask rows are
+  // consecutive rows of the f32 mask: TMA copies them, a fourth map of
+  // 32-bit words in 32 x 128 boxes.
   EXPECT_NE(Stage->Source.find("#define MASK_STAGED 1"), std::string::npos);
-  EXPECT_NE(Stage->Source.find("#define MASK_VEC 1"), std::string::npos);
+  EXPECT_NE(Stage->Source.find("#define MASK_TMA 1"), std::string::npos);
+  ASSERT_EQ(Stage->TensorMaps.size(), 4u);
+  const TensorMapParam &MM = Stage->TensorMaps[3];
+  EXPECT_EQ(MM.Input, 3u);
+  EXPECT_EQ(MM.ElementBytes, 4u);
+  EXPECT_EQ(MM.Dims[0], 4096u);
+  EXPECT_EQ(MM.Dims[1], 2048u);
+  EXPECT_EQ(MM.Strides[0], 4096u * 4);
+  EXPECT_EQ(MM.Box[0], 32u);
+  EXPECT_EQ(MM.Box[1], 128u);
+  EXPECT_EQ(Stage->SharedBytes,
+            unsigned(wgAttentionSharedBytes(128, 64, 128, 2) +
+                     2 * (128 * 64 * 4 + 8)));
+  EXPECT_NE(Stage->Source.find("mt_tensor_map tm_m"), std::string::npos);
+  // A mask broadcast over the queries is not a box of rows: producer warps
+  // stage it.
+  auto Pad =
+      attention({"bf16", 1, 16, 4, 2048, 4096, 128, false, "f32[1,1,1,4096]"});
+  ASSERT_TRUE(Pad);
+  llvm::Expected<KernelSource> Warps = generateAttentionKernel(
+      node(*Pad), Choice{"attn_wg_128x64_s2_o", {}, {}});
+  ASSERT_TRUE(bool(Warps)) << llvm::toString(Warps.takeError());
+  EXPECT_NE(Warps->Source.find("#define MASK_TMA 0"), std::string::npos);
+  EXPECT_NE(Warps->Source.find("#define MASK_VEC 1"), std::string::npos);
+  EXPECT_EQ(Warps->TensorMaps.size(), 3u);
   EXPECT_NE(M->Source.find("tm_v,\n    const mt_f16 *__restrict__ q"),
             std::string::npos);
   // What the template cannot take says why: f32, D = 96, BQ = 64, a
@@ -465,7 +491,9 @@ static const Shape NvrtcShapes[] = {
     // the op's type, an f32 one per query.
     {"bf16", 4, 32, 8, 1, 4096, 128, true, "f32[4,1,1,4096]"},
     {"f16", 2, 6, 3, 5, 100, 64, false, "f16[2,6,5,100]"},
-    {"f32", 1, 4, 4, 70, 70, 40, false, "f32[1,1,70,70]"}};
+    {"f32", 1, 4, 4, 70, 70, 40, false, "f32[1,1,70,70]"},
+    // A per-query f32 mask at prefill: the wgmma tiles copy it with TMA.
+    {"bf16", 1, 16, 4, 256, 512, 128, false, "f32[1,1,256,512]"}};
 
 class EveryChoiceCompilesWithNvrtc : public ::testing::TestWithParam<size_t> {};
 
