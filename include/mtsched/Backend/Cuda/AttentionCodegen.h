@@ -24,7 +24,10 @@
 //     on the score fragments in registers, and p v with wgmma taking p
 //     from registers and v from shared memory. bf16 and f16, head
 //     dimension 64 or 128, BQ = 128, no split-KV; causal CTAs stop at
-//     their last key and the heaviest start first.
+//     their last key and the heaviest start first. `_o` tiles overlap a
+//     tile's softmax with the previous tile's p v; where the stages leave
+//     room the additive mask's tiles are staged too (by TMA for an f32
+//     mask per query, else by the producer's other warps).
 //   * attn_math: the decomposition, one CTA per query row: the scaled
 //     scores q kᵀ are written to a global fp32 workspace, normalised there
 //     (max, exp, sum), then multiplied by v.
