@@ -54,6 +54,21 @@ int64_t mtsched::wgAttentionSharedBytes(int BQ, int BKV, int64_t D, int Stages,
          (MaskStages ? int64_t(Stages) * (BQ * (BKV + 8) * 4 + 8) : 0);
 }
 
+int64_t mtsched::wgAttentionTmaMaskSharedBytes(int BQ, int BKV, int64_t D,
+                                               int Stages) {
+  return wgAttentionSharedBytes(BQ, BKV, D, Stages) +
+         int64_t(Stages) * (int64_t(BQ) * BKV * 4 + 8);
+}
+
+bool mtsched::wgAttentionMaskByTma(const AttentionShape &S, int BQ, int BKV,
+                                   int Stages) {
+  return S.HasMask && S.MaskDtype == DType::F32 && S.MaskSq == S.Sq && BQ > 0 &&
+         S.Sq % BQ == 0 && S.Skv % 4 == 0 && BKV % 32 == 0 &&
+         S.MaskB * S.MaskH * S.MaskSq <= 0x7fffffff &&
+         wgAttentionTmaMaskSharedBytes(BQ, BKV, S.D, Stages) <=
+             FlashAttentionMaxSharedBytes;
+}
+
 bool mtsched::wgAttentionStagesMask(const AttentionShape &S, int BQ, int BKV,
                                     int Stages) {
   return S.HasMask && wgAttentionSharedBytes(BQ, BKV, S.D, Stages, true) <=

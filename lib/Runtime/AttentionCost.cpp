@@ -24,9 +24,19 @@ constexpr double FlashSimtEff = 0.3;
 /// shared memory, and the softmax between them on the CUDA cores.
 constexpr double MmaTensorEff = 0.35;
 /// Share of the dense bf16 tensor-core peak the wgmma template's products
-/// reach (FlashAttention-3 reports about 0.6-0.75 on an H100 with its
-/// overlaps; this template has none of them yet).
-constexpr double WgTensorEff = 0.55;
+/// reach, and what each key tile costs besides (barriers, the output's
+/// rescale, the wgmma waits). Fitted to an H200 (docs/BENCHMARKS.md,
+/// 2026-11-29: causal 4096 prefill, 128x128 355 us, 128x64 (3 stages)
+/// 426, 128x176 345, 128x128 overlapped 341, 128x64 overlapped 375).
+constexpr double WgTensorEff = 0.65;
+constexpr double WgTileUs = 0.4;
+/// What reading the additive mask adds per score: each element from global
+/// memory by the consumers (on the critical path: the gallery's masked
+/// prefill ran 987 us where its flops take about 170), or staged by the
+/// producer's warps (1545 us with 64-key tiles); a TMA copy costs only
+/// its bytes (the stream terms below).
+constexpr double WgMaskGlobalUsPerScore = 8e-4;
+constexpr double WgMaskWarpsUsPerScore = 1.4e-3;
 /// CUDA-core operations per score of the mma template's online softmax
 /// (scale, mask, max, exp2, sum, conversion to 16 bits), at FlashSimtEff.
 constexpr double MmaSoftmaxOpsPerScore = 8;
@@ -159,9 +169,15 @@ double mtsched::wgAttentionTimeUs(const DeviceDesc &Dev,
   // p v is in flight (hidden but for a quarter).
   double PerSMTensor = Dev.PeakBf16Tflops * 1e6 * WgTensorEff / Dev.NumSMs;
   double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * FlashSimtEff / Dev.NumSMs;
-  double CtaUs = CtaFlops / PerSMTensor + MmaSoftmaxOpsPerScore * BQ *
-                                              KeysPerTile / PerSMFlops /
-                                              (Overlap ? 4 : 2);
+  double CtaUs = CtaFlops / PerSMTensor +
+                 MmaSoftmaxOpsPerScore * BQ * KeysPerTile / PerSMFlops /
+                     (Overlap ? 4 : 2) +
+                 WgTileUs * std::ceil(KeysPerTile / BKV);
+  if (S.HasMask && !wgAttentionMaskByTma(S, BQ, BKV, Stages))
+    CtaUs +=
+        BQ * KeysPerTile *
+        (wgAttentionStagesMask(S, BQ, BKV, Stages) ? WgMaskWarpsUsPerScore
+                                                   : WgMaskGlobalUsPerScore);
   // Heavy (causal) tiles start first, so the waves even out: the CTAs'
   // work spread over the SMs, plus one tile's time of tail.
   double ComputeUs =

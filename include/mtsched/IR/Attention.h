@@ -107,6 +107,12 @@ int64_t wgAttentionSharedBytes(int BQ, int BKV, int64_t D, int Stages,
 /// global memory.
 bool wgAttentionStagesMask(const AttentionShape &S, int BQ, int BKV,
                            int Stages);
+/// Whether it copies them by TMA instead (the mask's rows of a query tile
+/// are consecutive rows of an f32 mask: one per query, Sq a multiple of
+/// BQ, Skv of 4 for 16-byte row strides, BKV of 32 for its 128-byte boxes),
+/// and the shared memory that takes.
+bool wgAttentionMaskByTma(const AttentionShape &S, int BQ, int BKV, int Stages);
+int64_t wgAttentionTmaMaskSharedBytes(int BQ, int BKV, int64_t D, int Stages);
 /// The shape-independent limits of a wgmma attention tile: BQ = 128 (two
 /// consumer warpgroups of 64 rows), BKV a multiple of 16 from 16 to 192
 /// (the scores' wgmma N, and registers for the scores, p and the output),

@@ -495,12 +495,8 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
   // f32 mask (a mask per query, whole query tiles of one head, 16-byte row
   // strides), else loaded by producer warps (float4 loads of an f32 mask
   // whose rows are 16-byte aligned).
-  int64_t TmaSmem = wgAttentionSharedBytes(T.BQ, T.BKV, S->D, T.Stages) +
-                    int64_t(T.Stages) * (int64_t(T.BQ) * T.BKV * 4 + 8);
-  bool MaskTma = S->HasMask && S->MaskDtype == DType::F32 &&
-                 S->MaskSq == S->Sq && S->Sq % T.BQ == 0 && S->Skv % 4 == 0 &&
-                 T.BKV % 32 == 0 && TmaSmem <= FlashAttentionMaxSharedBytes &&
-                 S->MaskB * S->MaskH * S->MaskSq <= 0x7fffffff;
+  int64_t TmaSmem = wgAttentionTmaMaskSharedBytes(T.BQ, T.BKV, S->D, T.Stages);
+  bool MaskTma = wgAttentionMaskByTma(*S, T.BQ, T.BKV, T.Stages);
   bool MaskStaged = MaskTma || wgAttentionStagesMask(*S, T.BQ, T.BKV, T.Stages);
   KernelSource K;
   K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);

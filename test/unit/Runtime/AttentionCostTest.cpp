@@ -155,4 +155,24 @@ TEST(AttentionCost, WgmmaTiles) {
   // An empty batch is a launch.
   AttentionShape E = llama(0, 4096, 4096, true);
   EXPECT_DOUBLE_EQ(wgAttentionTimeUs(D, E, 128, 128, 2), D.LaunchUs);
+  // The gallery's masked prefill: an f32 mask per query. The 64-key tiles
+  // copy it by TMA and beat the 128-key ones, which read each score's mask
+  // element from global memory; a mask broadcast over the queries is
+  // staged by the producer's warps instead, slower still.
+  AttentionShape M = llama(1, 2048, 4096, false);
+  M.Hq = 16;
+  M.Hkv = 4;
+  M.HasMask = true;
+  M.MaskDtype = DType::F32;
+  M.MaskB = M.MaskH = 1;
+  M.MaskSq = 2048;
+  EXPECT_TRUE(wgAttentionMaskByTma(M, 128, 64, 2));
+  EXPECT_FALSE(wgAttentionMaskByTma(M, 128, 128, 2));
+  double Tma = wgAttentionTimeUs(D, M, 128, 64, 2, true);
+  EXPECT_LT(Tma, wgAttentionTimeUs(D, M, 128, 128, 2, true) / 2);
+  AttentionShape Pad = M;
+  Pad.MaskSq = 1;
+  EXPECT_FALSE(wgAttentionMaskByTma(Pad, 128, 64, 2));
+  EXPECT_TRUE(wgAttentionStagesMask(Pad, 128, 64, 2));
+  EXPECT_GT(wgAttentionTimeUs(D, Pad, 128, 64, 2, true), 2 * Tma);
 }
