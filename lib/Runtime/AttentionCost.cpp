@@ -33,10 +33,11 @@ constexpr double WgTileUs = 0.4;
 /// What reading the additive mask adds per score: each element from global
 /// memory by the consumers (on the critical path: the gallery's masked
 /// prefill ran 987 us where its flops take about 170), or staged by the
-/// producer's warps (1545 us with 64-key tiles); a TMA copy costs only
-/// its bytes (the stream terms below).
+/// producer's warps (1545 us with 64-key tiles), or copied by TMA (407 us
+/// where the same shape without a mask took 154).
 constexpr double WgMaskGlobalUsPerScore = 8e-4;
 constexpr double WgMaskWarpsUsPerScore = 1.4e-3;
+constexpr double WgMaskTmaUsPerScore = 2.4e-4;
 /// CUDA-core operations per score of the mma template's online softmax
 /// (scale, mask, max, exp2, sum, conversion to 16 bits), at FlashSimtEff.
 constexpr double MmaSoftmaxOpsPerScore = 8;
@@ -173,11 +174,12 @@ double mtsched::wgAttentionTimeUs(const DeviceDesc &Dev,
                  MmaSoftmaxOpsPerScore * BQ * KeysPerTile / PerSMFlops /
                      (Overlap ? 4 : 2) +
                  WgTileUs * std::ceil(KeysPerTile / BKV);
-  if (S.HasMask && !wgAttentionMaskByTma(S, BQ, BKV, Stages))
+  if (S.HasMask)
     CtaUs +=
         BQ * KeysPerTile *
-        (wgAttentionStagesMask(S, BQ, BKV, Stages) ? WgMaskWarpsUsPerScore
-                                                   : WgMaskGlobalUsPerScore);
+        (wgAttentionMaskByTma(S, BQ, BKV, Stages)    ? WgMaskTmaUsPerScore
+         : wgAttentionStagesMask(S, BQ, BKV, Stages) ? WgMaskWarpsUsPerScore
+                                                     : WgMaskGlobalUsPerScore);
   // Heavy (causal) tiles start first, so the waves even out: the CTAs'
   // work spread over the SMs, plus one tile's time of tail.
   double ComputeUs =
