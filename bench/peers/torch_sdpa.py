@@ -7,7 +7,11 @@
 # PyTorch's is_causal aligns the mask to the top left, mtsched's to the end
 # of the keys (docs/IR.md): they agree when Sq == Skv, and a one-query
 # decode step sees every key, so decode is timed with is_causal=False.
-#   python3 bench/peers/torch_sdpa.py OUT.json
+# With --masked also the gallery Llama-3-8B layer's prefill attention at
+# one rank: 2048 queries over 4096 keys, 16 query and 4 kv heads, an
+# additive [1, 1, 2048, 4096] mask (bf16 here: SDPA wants a float mask of
+# q's type; mtsched's graph takes it in f32).
+#   python3 bench/peers/torch_sdpa.py OUT.json [--masked]
 import json, math, statistics, sys
 import torch
 import torch.nn.functional as F
@@ -18,6 +22,9 @@ SHAPES = {  # name: (B, Hq, Hkv, Sq, Skv, D, causal as mtsched means it)
     "decode_b16": (16, 32, 8, 1, 4096, 128, True),
     "prefill_4096": (1, 32, 8, 4096, 4096, 128, True),
 }
+
+
+MASKED = {"prefill_masked_2048x4096": (1, 16, 4, 2048, 4096, 128, False)}
 
 
 def gtime(fn, copies, iters=20, loop=10):
@@ -63,7 +70,10 @@ def main():
     gqa = "enable_gqa" in F.scaled_dot_product_attention.__doc__
     res = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0),
            "enable_gqa": gqa}
-    for name, (B, Hq, Hkv, Sq, Skv, D, causal) in SHAPES.items():
+    shapes = dict(SHAPES)
+    if "--masked" in sys.argv[2:]:
+        shapes.update(MASKED)
+    for name, (B, Hq, Hkv, Sq, Skv, D, causal) in shapes.items():
         bf = dict(dtype=torch.bfloat16, device="cuda")
         per_set = 2 * (2 * B * Hq * Sq * D + 2 * B * Hkv * Skv * D)
         C = max(1, min(8, math.ceil(3 * l2 / per_set)))
@@ -75,6 +85,9 @@ def main():
             v = [x.repeat_interleave(Hq // Hkv, dim=1) for x in v]
         tc = causal and Sq > 1
         kw = {"enable_gqa": True} if gqa else {}
+        if name in MASKED:
+            m = torch.randn(1, 1, Sq, Skv, **bf)
+            kw["attn_mask"] = m
         call = lambda i: F.scaled_dot_product_attention(q[i], k[i], v[i], is_causal=tc, **kw)
         r = {"copies": C}
         flops = 4 * B * Hq * D * (Sq * (Skv - Sq) + Sq * (Sq + 1) // 2 if causal else Sq * Skv)

@@ -188,9 +188,13 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     // Schedule/FusionEpilogue.cpp).
     if (Fused)
       return Inf;
-    if (std::optional<AttentionTile> T = attentionTileOf(C))
+    if (std::optional<AttentionTile> T = attentionTileOf(C)) {
+      if (T->Wg)
+        return wgAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Stages,
+                                 T->Overlap);
       return flashAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Warps, T->Splits,
                                   T->Mma, T->Stages);
+    }
     if (C.Name == AttentionMathChoice)
       return mathAttentionTimeUs(D, W.Attn);
     return Inf;

@@ -45,6 +45,49 @@ bool mtsched::mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV,
          mmaAttentionTileValid(BQ, BKV, Warps, Stages);
 }
 
+int64_t mtsched::wgAttentionSharedBytes(int BQ, int BKV, int64_t D, int Stages,
+                                        bool MaskStages) {
+  // 1024 bytes of alignment slack, q, the k and v stages, then three
+  // mbarriers per stage and q's; the mask's stages and barriers.
+  return 1024 + 2 * (int64_t(BQ) + 2 * int64_t(Stages) * BKV) * D +
+         8 * (3 * int64_t(Stages) + 1) +
+         (MaskStages ? int64_t(Stages) * (BQ * (BKV + 8) * 4 + 8) : 0);
+}
+
+int64_t mtsched::wgAttentionTmaMaskSharedBytes(int BQ, int BKV, int64_t D,
+                                               int Stages) {
+  return wgAttentionSharedBytes(BQ, BKV, D, Stages) +
+         int64_t(Stages) * (int64_t(BQ) * BKV * 4 + 8);
+}
+
+bool mtsched::wgAttentionMaskByTma(const AttentionShape &S, int BQ, int BKV,
+                                   int Stages) {
+  return S.HasMask && S.MaskDtype == DType::F32 && S.MaskSq == S.Sq && BQ > 0 &&
+         S.Sq % BQ == 0 && S.Skv % 4 == 0 && BKV % 32 == 0 &&
+         S.MaskB * S.MaskH * S.MaskSq <= 0x7fffffff &&
+         wgAttentionTmaMaskSharedBytes(BQ, BKV, S.D, Stages) <=
+             FlashAttentionMaxSharedBytes;
+}
+
+bool mtsched::wgAttentionStagesMask(const AttentionShape &S, int BQ, int BKV,
+                                    int Stages) {
+  return S.HasMask && wgAttentionSharedBytes(BQ, BKV, S.D, Stages, true) <=
+                          FlashAttentionMaxSharedBytes;
+}
+
+bool mtsched::wgAttentionTileValid(int BQ, int BKV, int Stages) {
+  return BQ == 128 && BKV >= 16 && BKV <= 192 && BKV % 16 == 0 && Stages >= 2 &&
+         Stages <= 4;
+}
+
+bool mtsched::wgAttentionSupports(const AttentionShape &S, int BQ, int BKV,
+                                  int Stages) {
+  return (S.Dtype == DType::BF16 || S.Dtype == DType::F16) &&
+         (S.D == 64 || S.D == 128) && wgAttentionTileValid(BQ, BKV, Stages) &&
+         wgAttentionSharedBytes(BQ, BKV, S.D, Stages) <=
+             FlashAttentionMaxSharedBytes;
+}
+
 std::optional<AttentionShape> mtsched::attentionShapeOf(const Node &N) {
   if (N.getOp() != OpCode::Attention ||
       (N.getNumOperands() != 3 && N.getNumOperands() != 4))

@@ -67,11 +67,29 @@ ChoiceConfig ChoiceConfig::getDefault() {
   auto Mma = [](int BQ, int BKV, int Warps, int Splits = 1) {
     return AttentionTile{BQ, BKV, Warps, Splits, /*Mma=*/true};
   };
-  C.AttentionTiles = {{64, 64, 4},       {32, 64, 4},       {16, 64, 4},
-                      {16, 32, 4},       {16, 64, 4, 8},    {16, 64, 4, 16},
-                      {16, 64, 4, 32},   Mma(128, 64, 8),   Mma(128, 32, 4),
-                      Mma(256, 32, 8),   Mma(64, 64, 4),    Mma(16, 32, 4),
-                      Mma(16, 32, 4, 4), Mma(16, 32, 4, 8), Mma(16, 32, 4, 16)};
+  C.AttentionTiles = {{64, 64, 4},
+                      {32, 64, 4},
+                      {16, 64, 4},
+                      {16, 32, 4},
+                      {16, 64, 4, 8},
+                      {16, 64, 4, 16},
+                      {16, 64, 4, 32},
+                      Mma(128, 64, 8),
+                      Mma(128, 32, 4),
+                      Mma(256, 32, 8),
+                      Mma(64, 64, 4),
+                      Mma(16, 32, 4),
+                      Mma(16, 32, 4, 4),
+                      Mma(16, 32, 4, 8),
+                      Mma(16, 32, 4, 16),
+                      // Hopper (sm_90a) prefill tiles: wgmma + TMA.
+                      wgAttentionTile(128, 128, 2),
+                      wgAttentionTile(128, 64, 3),
+                      wgAttentionTile(128, 176, 2),
+                      wgAttentionTile(128, 128, 2, /*Overlap=*/true),
+                      // Its 64-key stages leave room for the additive
+                      // mask's tiles (wgAttentionStagesMask).
+                      wgAttentionTile(128, 64, 2, /*Overlap=*/true)};
   C.GemmExterns = {"extern.cublas"};
   // `hier` is offered only to groups that span hosts.
   C.AllReduce = {"nccl", "one_shot", "two_shot", "hier"};
@@ -79,6 +97,15 @@ ChoiceConfig ChoiceConfig::getDefault() {
   C.ReduceScatter = {"nccl", "p2p", "hier"};
   C.AllToAll = {"nccl", "p2p"};
   return C;
+}
+
+AttentionTile mtsched::wgAttentionTile(int BQ, int BKV, int Stages,
+                                       bool Overlap) {
+  AttentionTile T{BQ, BKV, 12};
+  T.Stages = Stages;
+  T.Wg = true;
+  T.Overlap = Overlap;
+  return T;
 }
 
 GemmTileConfig mtsched::wgmmaTile(int BM, int BN, int BK, int Stages) {
@@ -258,6 +285,9 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
 }
 
 std::string mtsched::attentionChoiceName(const AttentionTile &T) {
+  if (T.Wg)
+    return "attn_wg_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
+           "_s" + std::to_string(T.Stages) + (T.Overlap ? "_o" : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
          (T.Stages != 2 ? "_s" + std::to_string(T.Stages) : "") +
@@ -267,6 +297,16 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
 std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   llvm::StringRef S(C.Name);
   AttentionTile T;
+  if (S.consume_front("attn_wg_")) {
+    auto [BQ, Rest] = S.split('x');
+    auto [BKV, Stages] = Rest.split("_s");
+    T = wgAttentionTile(0, 0, 0, Stages.consume_back("_o"));
+    if (BQ.getAsInteger(10, T.BQ) || BKV.getAsInteger(10, T.BKV) ||
+        Stages.getAsInteger(10, T.Stages) || T.BQ <= 0 || T.BKV <= 0 ||
+        T.Stages <= 0 || attentionChoiceName(T) != C.Name)
+      return std::nullopt;
+    return T;
+  }
   T.Mma = S.consume_front("attn_mma_");
   if (!T.Mma && !S.consume_front("attn_flash_"))
     return std::nullopt;
@@ -300,6 +340,8 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
     Out.push_back(Choice{Name, {}, {}});
   };
   auto Fits = [&](const AttentionTile &T) {
+    if (T.Wg)
+      return wgAttentionSupports(S, T.BQ, T.BKV, T.Stages);
     if (T.Mma)
       return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
              mmaAttentionSharedBytes(T.BQ, T.BKV, T.Warps, D, T.Stages) <=
@@ -321,7 +363,7 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
     const AttentionTile *Smallest = nullptr;
     for (const AttentionTile &T : AttentionTiles)
       if (!Disabled.count(attentionChoiceName(T)) && Fits(T) && T.Splits == 1 &&
-          (!Smallest || T.BQ * T.BKV < Smallest->BQ * Smallest->BKV))
+          !T.Wg && (!Smallest || T.BQ * T.BKV < Smallest->BQ * Smallest->BKV))
         Smallest = &T;
     if (Smallest)
       Add(attentionChoiceName(*Smallest));
@@ -547,13 +589,35 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                              "false");
     T.Mma = *B;
   }
+  // "wgmma" is optional: true, the Hopper template (bq 128, no warps or
+  // splits: they follow from it).
+  if (const llvm::json::Value *Wg = O->get("wgmma")) {
+    std::optional<bool> B = Wg->getAsBoolean();
+    if (!B)
+      return fileError(Path, "attention tile field 'wgmma' must be true or "
+                             "false");
+    T.Wg = *B;
+    if (T.Wg && T.Mma)
+      return fileError(Path, "attention tile fields 'wgmma' and 'mma' "
+                             "exclude each other");
+  }
+  // "overlap" is optional: false; true (wgmma tiles only) overlaps a
+  // tile's softmax with the previous tile's p v.
+  if (const llvm::json::Value *Ov = O->get("overlap")) {
+    std::optional<bool> B = Ov->getAsBoolean();
+    if (!B || (*B && !T.Wg))
+      return fileError(Path, "attention tile field 'overlap' must be true "
+                             "or false, and true only with \"wgmma\": "
+                             "true");
+    T.Overlap = *B;
+  }
   // "stages" is optional: 2 (a double buffer), tensor-core tiles only.
   if (const llvm::json::Value *St = O->get("stages")) {
     std::optional<int64_t> V = St->getAsInteger();
     if (!V || *V < 2 || *V > 8)
       return fileError(Path, "attention tile field 'stages' must be an "
                              "integer in [2, 8]");
-    if (!T.Mma)
+    if (!T.Mma && !T.Wg)
       return fileError(Path, "attention tile field 'stages' needs "
                              "\"mma\": true (only the tensor-core tiles "
                              "pipeline their keys)");
@@ -567,12 +631,22 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
   for (auto &F : Fields) {
     if (llvm::StringRef(F.first) == "splits" && !O->get("splits"))
       continue;
+    if (T.Wg && llvm::StringRef(F.first) == "warps" && !O->get("warps")) {
+      T.Warps = 12;
+      continue;
+    }
     std::optional<int64_t> V = O->getInteger(F.first);
     if (!V || *V <= 0 || *V > 1024)
       return fileError(Path, "attention tile field '" + llvm::Twine(F.first) +
                                  "' must be an integer in [1, 1024]");
     *F.second = int(*V);
   }
+  if (T.Wg && (T.Warps != 12 || T.Splits != 1 ||
+               !wgAttentionTileValid(T.BQ, T.BKV, T.Stages)))
+    return fileError(Path, "attention tile '" + attentionChoiceName(T) +
+                               "' cannot run on the wgmma template: bq "
+                               "128, bkv a multiple of 16 from 16 to 192, "
+                               "2 to 4 stages, 12 warps and no splits");
   if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the tensor cores: BQ "

@@ -23,6 +23,21 @@ constexpr double FlashSimtEff = 0.3;
 /// products reach: one warp's 16 rows per k or v fragment loaded from
 /// shared memory, and the softmax between them on the CUDA cores.
 constexpr double MmaTensorEff = 0.35;
+/// Share of the dense bf16 tensor-core peak the wgmma template's products
+/// reach, and what each key tile costs besides (barriers, the output's
+/// rescale, the wgmma waits). Fitted to an H200 (docs/BENCHMARKS.md,
+/// 2026-11-29: causal 4096 prefill, 128x128 355 us, 128x64 (3 stages)
+/// 426, 128x176 345, 128x128 overlapped 341, 128x64 overlapped 375).
+constexpr double WgTensorEff = 0.65;
+constexpr double WgTileUs = 0.4;
+/// What reading the additive mask adds per score: each element from global
+/// memory by the consumers (on the critical path: the gallery's masked
+/// prefill ran 987 us where its flops take about 170), or staged by the
+/// producer's warps (1545 us with 64-key tiles), or copied by TMA (407 us
+/// where the same shape without a mask took 154).
+constexpr double WgMaskGlobalUsPerScore = 8e-4;
+constexpr double WgMaskWarpsUsPerScore = 1.4e-3;
+constexpr double WgMaskTmaUsPerScore = 2.4e-4;
 /// CUDA-core operations per score of the mma template's online softmax
 /// (scale, mask, max, exp2, sum, conversion to 16 bits), at FlashSimtEff.
 constexpr double MmaSoftmaxOpsPerScore = 8;
@@ -128,6 +143,58 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
   double L2Us = CTAs * (2.0 * KeysPerTile * S.D * E + CtaMaskBytes) /
                 (Dev.HbmGBps * 1e3 * L2BandwidthFactor);
   return Dev.LaunchUs + std::max({ComputeUs, MemUs, StreamUs, L2Us});
+}
+
+double mtsched::wgAttentionTimeUs(const DeviceDesc &Dev,
+                                  const AttentionShape &S, int BQ, int BKV,
+                                  int Stages, bool Overlap) {
+  if (!validShape(S) || !wgAttentionSupports(S, BQ, BKV, Stages))
+    return Inf;
+  if (S.B * S.Hq * S.Sq == 0)
+    return Dev.LaunchUs;
+  double E = dtypeBytes(S.Dtype);
+  // One CTA per SM (its stages take most of shared memory); rows padded to
+  // whole tiles, keys to whole BKV tiles, a causal tile stopping at the
+  // last key its last row sees.
+  double Rows = double(S.group()) * S.Sq;
+  double QTiles = std::ceil(Rows / BQ);
+  double Visible = double(S.visiblePairs()) / std::max<int64_t>(1, S.Sq);
+  double KeysPerTile =
+      std::min(double(S.Skv), std::ceil(Visible / BKV) * BKV +
+                                  (S.Causal && S.Sq > 1 ? BKV : 0));
+  double CTAs = double(S.B) * S.Hkv * QTiles;
+  double CtaFlops = 4.0 * BQ * KeysPerTile * S.D;
+  // wgmma from shared memory reaches most of the peak; the softmax runs
+  // between the two products of each tile (the other consumer warpgroup's
+  // products hide half of it), or with Overlap while the previous tile's
+  // p v is in flight (hidden but for a quarter).
+  double PerSMTensor = Dev.PeakBf16Tflops * 1e6 * WgTensorEff / Dev.NumSMs;
+  double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * FlashSimtEff / Dev.NumSMs;
+  double CtaUs = CtaFlops / PerSMTensor +
+                 MmaSoftmaxOpsPerScore * BQ * KeysPerTile / PerSMFlops /
+                     (Overlap ? 4 : 2) +
+                 WgTileUs * std::ceil(KeysPerTile / BKV);
+  if (S.HasMask)
+    CtaUs +=
+        BQ * KeysPerTile *
+        (wgAttentionMaskByTma(S, BQ, BKV, Stages)    ? WgMaskTmaUsPerScore
+         : wgAttentionStagesMask(S, BQ, BKV, Stages) ? WgMaskWarpsUsPerScore
+                                                     : WgMaskGlobalUsPerScore);
+  // Heavy (causal) tiles start first, so the waves even out: the CTAs'
+  // work spread over the SMs, plus one tile's time of tail.
+  double ComputeUs =
+      CTAs * CtaUs / Dev.NumSMs + (CTAs > Dev.NumSMs ? CtaUs / 2 : CtaUs);
+  double QOBytes = 2.0 * S.B * S.Hq * S.Sq * S.D * E;
+  double KVBytes = 2.0 * S.B * S.Hkv * S.Skv * S.D * E;
+  double L2Bytes = Dev.L2MB * 1024 * 1024 * L2UsableFraction;
+  double KVReads = KVBytes <= L2Bytes ? 1 : QTiles;
+  double MaskE = S.HasMask ? dtypeBytes(S.MaskDtype) : 0;
+  double MaskBytes = double(S.maskElements()) * MaskE;
+  double CtaMaskBytes = double(BQ) * KeysPerTile * MaskE;
+  double MemUs = hbmUs(Dev, QOBytes + KVBytes * KVReads + MaskBytes);
+  double L2Us = CTAs * (2.0 * KeysPerTile * S.D * E + CtaMaskBytes) /
+                (Dev.HbmGBps * 1e3 * L2BandwidthFactor);
+  return Dev.LaunchUs + std::max({ComputeUs, MemUs, L2Us});
 }
 
 double mtsched::mathAttentionTimeUs(const DeviceDesc &Dev,

@@ -94,6 +94,34 @@ bool mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps,
                           int Stages = 2);
 /// The part of mmaAttentionSupports that does not depend on the shape.
 bool mmaAttentionTileValid(int BQ, int BKV, int Warps, int Stages);
+/// Bytes of shared memory the wgmma (Hopper) attention template needs: a
+/// 1024-byte-aligned q tile of BQ rows and Stages stages of BKV-key k and v
+/// tiles, all 16-bit and 128-byte swizzled, and the stages' mbarriers; with
+/// MaskStages also each stage's tile of the additive mask (BQ rows of BKV +
+/// 8 floats, in log2 units) and its barrier.
+int64_t wgAttentionSharedBytes(int BQ, int BKV, int64_t D, int Stages,
+                               bool MaskStages = false);
+/// Whether the wgmma template stages the additive mask of S through shared
+/// memory (its producer warps load it, coalesced): where S has a mask and
+/// the stages still fit; else each score's mask element is read from
+/// global memory.
+bool wgAttentionStagesMask(const AttentionShape &S, int BQ, int BKV,
+                           int Stages);
+/// Whether it copies them by TMA instead (the mask's rows of a query tile
+/// are consecutive rows of an f32 mask: one per query, Sq a multiple of
+/// BQ, Skv of 4 for 16-byte row strides, BKV of 32 for its 128-byte boxes),
+/// and the shared memory that takes.
+bool wgAttentionMaskByTma(const AttentionShape &S, int BQ, int BKV, int Stages);
+int64_t wgAttentionTmaMaskSharedBytes(int BQ, int BKV, int64_t D, int Stages);
+/// The shape-independent limits of a wgmma attention tile: BQ = 128 (two
+/// consumer warpgroups of 64 rows), BKV a multiple of 16 from 16 to 192
+/// (the scores' wgmma N, and registers for the scores, p and the output),
+/// 2 to 4 stages.
+bool wgAttentionTileValid(int BQ, int BKV, int Stages);
+/// Whether the wgmma template handles shape S with the tile: bf16 or f16,
+/// head dimension 64 or 128 (whole 128-byte swizzled boxes), and the
+/// stages fit in shared memory. It runs on sm_90 GPUs only.
+bool wgAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Stages);
 /// Shared memory one CTA may use on sm_90 (the opt-in limit).
 inline constexpr int64_t FlashAttentionMaxSharedBytes = 227 * 1024;
 

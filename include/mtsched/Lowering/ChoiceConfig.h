@@ -57,13 +57,24 @@ GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 /// on the tensor cores (mma.sync), a warp per 16 or 32 rows, so BQ = 16 *
 /// Warps or 32 * Warps, and stream k and v through Stages shared-memory
 /// stages (`_sN` in the name when not 2); the others (`attn_flash_...`) on
-/// the CUDA cores.
+/// the CUDA cores. Wgmma tiles (`attn_wg_BQxBKV_sS`, sm_90a) are the
+/// Hopper template: a producer warpgroup streams q, k and v with TMA
+/// through Stages stages, two consumer warpgroups of 64 rows each multiply
+/// with wgmma (Warps is 12, BQ 128, Splits 1); with Overlap (`_o` in the
+/// name) a consumer's softmax of one tile runs while the previous tile's
+/// p v is in flight (FlashAttention-3's intra-warpgroup pipelining).
 struct AttentionTile {
   int BQ, BKV, Warps;
   int Splits = 1;
   bool Mma = false;
   int Stages = 2;
+  bool Wg = false;
+  bool Overlap = false;
 };
+
+/// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.
+AttentionTile wgAttentionTile(int BQ, int BKV, int Stages,
+                              bool Overlap = false);
 
 struct ChoiceConfig {
   std::vector<GemmTileConfig> GemmTiles;
@@ -153,7 +164,8 @@ bool isPeerMemoryChoice(llvm::StringRef Name);
 /// The decomposed attention: scores, softmax and the product with v.
 inline constexpr llvm::StringLiteral AttentionMathChoice = "attn_math";
 /// `attn_flash_64x64_w4`, or `attn_flash_16x64_w4_kv8` with 8 key splits:
-/// a flash attention tile.
+/// a flash attention tile (`attn_mma_...`, `attn_wg_128x128_s2` for the
+/// other templates).
 std::string attentionChoiceName(const AttentionTile &T);
 /// The tile a flash attention choice's name describes, if it is one.
 std::optional<AttentionTile> attentionTileOf(const Choice &C);

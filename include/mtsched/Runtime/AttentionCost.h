@@ -28,6 +28,11 @@ double attentionFlops(const AttentionShape &S);
 double flashAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S,
                             int BQ, int BKV, int Warps, int Splits = 1,
                             bool Mma = false, int Stages = 2);
+/// The wgmma (Hopper) template's tile: BQ query rows over two consumer
+/// warpgroups, BKV-key stages streamed by TMA, the softmax overlapping
+/// the previous tile's p v with Overlap; Inf where it cannot run.
+double wgAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S, int BQ,
+                         int BKV, int Stages, bool Overlap = false);
 double mathAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S);
 
 } // namespace mtsched

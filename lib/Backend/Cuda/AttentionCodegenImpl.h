@@ -27,13 +27,24 @@ extern const char *const SplitCombine;
 void emitWithCombine(llvm::raw_ostream &OS,
                      llvm::ArrayRef<const char *> Pieces);
 
+/// mt_key_range(r0, bq, step, splits, z, kvBegin, kvEnd): the keys a flash
+/// CTA of query rows [r0, r0 + bq) sees (a causal tile stops at its last
+/// row's last key), split z's share of them (AttentionKernels.cpp).
+extern const char *const KeyRange;
+
+/// mt_pack2(lo, hi): two floats as the 16-bit (MMA_TYPE) pair of an MMA
+/// operand register, lo in the low half (AttentionMmaKernels.cpp).
+extern const char *const PackHelper;
+
 /// The shape, type and signature every attention kernel starts with:
 /// Threads threads, a float workspace `ws` if Workspace, Helpers (device
-/// functions) before the signature.
+/// functions) before the signature, LeadingParams (each ending in ", ")
+/// before q; a kernel with leading parameters is bounded to one CTA per SM.
 llvm::Expected<AttentionShape>
 emitAttentionHeader(llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
                     llvm::StringRef Name, llvm::StringRef Choice, int Threads,
-                    bool Workspace, llvm::StringRef Helpers = "");
+                    bool Workspace, llvm::StringRef Helpers = "",
+                    llvm::StringRef LeadingParams = "");
 
 /// The kernel of flash tile T of attention node N (shape S) in either
 /// template: Threads threads, Smem bytes of shared memory (checked against

@@ -168,7 +168,7 @@ const char *const codegen::SplitCombine =
 /// query tile rows [r0, r0 + bq): up to the last key its last row sees (a
 /// causal tile stops there), then split z's share of whole steps of `step`
 /// keys. Both flash templates call it; the shape's #defines come first.
-static const char *const KeyRange =
+const char *const codegen::KeyRange =
     R"(__device__ __forceinline__ void mt_key_range(long long r0, int bq,
                                              int step, int splits, int z,
                                              long long &kvBegin,
@@ -446,7 +446,7 @@ static const char *MathBody = R"(
 llvm::Expected<AttentionShape> codegen::emitAttentionHeader(
     llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
     llvm::StringRef Name, llvm::StringRef Choice, int Threads, bool Workspace,
-    llvm::StringRef Helpers) {
+    llvm::StringRef Helpers, llvm::StringRef LeadingParams) {
   std::optional<AttentionShape> S = attentionShapeOf(N);
   if (!S)
     return err("'%" + N.getName() + "' is not a well-formed attention");
@@ -491,8 +491,10 @@ llvm::Expected<AttentionShape> codegen::emitAttentionHeader(
        << loadMacro(S->MaskDtype, "MLOAD") << MaskHelper;
   }
   OS << Helpers;
-  OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << Name
-     << "(const " << T << " *__restrict__ q, const " << T
+  // A kernel with leading (tensor map) parameters runs one CTA per SM.
+  OS << "extern \"C\" __global__ void __launch_bounds__(THREADS"
+     << (LeadingParams.empty() ? "" : ", 1") << ") " << Name << "("
+     << LeadingParams << "const " << T << " *__restrict__ q, const " << T
      << " *__restrict__ k, const " << T << " *__restrict__ v, ";
   if (S->HasMask)
     OS << "const " << storageType(S->MaskDtype) << " *__restrict__ mask, ";
@@ -549,6 +551,8 @@ llvm::Expected<KernelSource> codegen::buildFlashKernel(
 llvm::Expected<KernelSource>
 mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
                                       const AttentionTile &T) {
+  if (T.Wg)
+    return generateWgAttentionKernel(N, T);
   if (T.Mma)
     return generateMmaAttentionKernel(N, T);
   int Threads = 32 * T.Warps;

@@ -414,7 +414,7 @@ static const char *const MmaBody[] = {R"(
 
 /// Packs two floats as the 16-bit pair of an mma operand, the first in the
 /// low half (the lower column).
-static const char *PackHelper =
+const char *const codegen::PackHelper =
     R"(__device__ __forceinline__ unsigned mt_pack2(float lo, float hi) {
   unsigned r;
   asm("cvt.rn." MMA_TYPE "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));

@@ -198,9 +198,11 @@ CUresult encodeTensorMaps(const DriverApi &D, const KernelSource &K,
   for (size_t I = 0; I < K.TensorMaps.size(); ++I) {
     const TensorMapParam &T = K.TensorMaps[I];
     if (CUresult R = D.cuTensorMapEncodeTiled(
-            &Out[I], CU_TENSOR_MAP_DATA_TYPE_UINT16, 3,
-            reinterpret_cast<void *>(Ptrs[T.Input]), T.Dims, T.Strides, T.Box,
-            ElementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            &Out[I],
+            T.ElementBytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+                                : CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            3, reinterpret_cast<void *>(Ptrs[T.Input]), T.Dims, T.Strides,
+            T.Box, ElementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
       return R;

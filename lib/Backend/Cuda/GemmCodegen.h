@@ -228,6 +228,26 @@ extern const char *const PrologueScaleAcc;
 /// setmaxnreg when there are Consumers of them (more than one) beside the
 /// producer: what the producer gives back from the CTA's launch allocation.
 int wgmmaConsumerRegs(int Consumers);
+/// Registers the wgmma template's producer warpgroup keeps (setmaxnreg).
+inline constexpr int WgmmaProducerRegs = 40;
+/// The wgmma kernels' device helpers (WgmmaGemm.cpp): mt_tensor_map (a
+/// CUtensorMap parameter), mbarriers, TMA loads, 128-byte-swizzle
+/// descriptors (mt_desc), wgmma fence/commit/wait and mt_fence_acc.
+extern const char *const WgmmaHelpers;
+/// Name(d, a, b): d (N / 2 fp32 accumulators) += A (64 x 16) * B (16 x N)
+/// with `wgmma.mma_async.m64nNk16` on Type ("bf16"/"f16") operands. A is
+/// a K-major shared-memory descriptor, or with RegisterA four 32-bit
+/// registers in the m16n8k16 A-fragment layout per warp; B is a descriptor,
+/// MN-major ("transposed", a row-major [K][N] tile) if TransB, else
+/// K-major (a row-major [N][K] tile).
+std::string wgmmaFunction(int N, const char *Type,
+                          llvm::StringRef Name = "mt_wgmma", bool TransB = true,
+                          bool RegisterA = false);
+/// The TMA map of pointer parameter Param, a [Batch][Rows][Inner] tensor of
+/// 2-byte elements, copied in boxes of BoxInner x BoxRows.
+TensorMapParam wgmmaTensorMap(unsigned Param, int64_t Inner, int64_t Rows,
+                              int64_t Batch, uint32_t BoxInner,
+                              uint32_t BoxRows);
 
 /// Picks WARPS_M x WARPS_N for an mma.sync tile: warp tiles of at least
 /// 16x16, as square as possible; false if none exists.

@@ -42,18 +42,22 @@ static constexpr int RegsPerSM = 65536;
 /// Dynamic shared memory one CTA may opt into on sm_90 (227 KB).
 static constexpr int64_t MaxSharedBytes = 227 * 1024;
 /// What the producer keeps: it only computes coordinates.
-static constexpr int ProducerRegs = 40;
+static constexpr int ProducerRegs = WgmmaProducerRegs;
 /// Registers a consumer needs besides its accumulators (descriptors, loop
 /// state, epilogue addresses).
 static constexpr int ConsumerOverheadRegs = 40;
 
-/// Barriers, TMA, descriptors and wgmma fences; the per-tile #defines come
-/// first.
-static const char *WgmmaHelpers = R"(
+/// The GEMM tile's #defines, before WgmmaHelpers.
+static const char *WgmmaTileDefines = R"(
 #define THREADS ((CONSUMERS + 1) * 128)
 #define A_STAGE (BM * BK * 2)     // bytes of one A stage: BM rows of 128 bytes
 #define B_BOX (BK * 128)          // bytes of one 64-column box of B
 #define B_STAGE (BN / 64 * B_BOX) // bytes of one B stage
+)";
+
+/// Barriers, TMA, descriptors and wgmma fences (also the attention
+/// template's, AttentionWgKernels.cpp).
+const char *const codegen::WgmmaHelpers = R"(
 
 // A CUtensorMap, filled in by the launcher (cuTensorMapEncodeTiled).
 struct __align__(64) mt_tensor_map {
@@ -231,38 +235,47 @@ __device__ __forceinline__ void mt_tma_store(const mt_tensor_map &map,
   }
 )";
 
-/// `mt_wgmma(acc, descA, descB)`: acc += A (64 x 16) * B (16 x BN), A
-/// K-major, B MN-major.
-static std::string wgmmaFunction(int BN, const char *Type) {
-  int Regs = BN / 2;
+std::string codegen::wgmmaFunction(int N, const char *Type,
+                                   llvm::StringRef Name, bool TransB,
+                                   bool RegisterA) {
+  int Regs = N / 2;
   std::string S;
   llvm::raw_string_ostream OS(S);
-  OS << "__device__ __forceinline__ void mt_wgmma(float *d, unsigned long "
-        "long a,\n"
-     << "                                         unsigned long long b) {\n"
-     << "  asm volatile(\"wgmma.mma_async.sync.aligned.m64n" << BN << "k16.f32."
+  OS << "__device__ __forceinline__ void " << Name << "(float *d, "
+     << (RegisterA ? "const unsigned *a" : "unsigned long long a") << ",\n"
+     << "    unsigned long long b) {\n"
+     << "  asm volatile(\"wgmma.mma_async.sync.aligned.m64n" << N << "k16.f32."
      << Type << "." << Type << " {\"\n";
   for (int I = 0; I < Regs; I += 8) {
     OS << "               \"";
-    for (int J = I; J < I + 8; ++J)
+    for (int J = I; J < I + 8 && J < Regs; ++J)
       OS << "%" << J << (J + 1 < Regs ? ", " : "");
     OS << "\"\n";
   }
-  // scale-d 1 (accumulate), A and B scales 1, A K-major, B MN-major.
-  OS << "               \"}, %" << Regs << ", %" << Regs + 1
-     << ", 1, 1, 1, 0, 1;\"\n               : ";
+  // scale-d 1 (accumulate), A and B scales 1, then (A from shared memory
+  // only) A K-major, and B MN-major ("transposed") or K-major.
+  int B = Regs + (RegisterA ? 4 : 1);
+  if (RegisterA)
+    OS << "               \"}, {%" << Regs << ", %" << Regs + 1 << ", %"
+       << Regs + 2 << ", %" << Regs + 3 << "}, %" << B << ", 1, 1, 1, "
+       << (TransB ? 1 : 0) << ";\"\n               : ";
+  else
+    OS << "               \"}, %" << Regs << ", %" << B << ", 1, 1, 1, 0, "
+       << (TransB ? 1 : 0) << ";\"\n               : ";
   for (int I = 0; I < Regs; ++I)
     OS << "\"+f\"(d[" << I << "])" << (I + 1 < Regs ? ", " : "")
        << ((I + 1) % 6 == 0 && I + 1 < Regs ? "\n                 " : "");
-  OS << "\n               : \"l\"(a), \"l\"(b));\n}\n";
+  if (RegisterA)
+    OS << "\n               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), "
+          "\"r\"(a[3]), \"l\"(b));\n}\n";
+  else
+    OS << "\n               : \"l\"(a), \"l\"(b));\n}\n";
   return OS.str();
 }
 
-/// The tensor map of pointer parameter Param, a [Batch][Rows][Inner] tensor
-/// of 2-byte elements, copied in boxes of BoxInner x BoxRows.
-static TensorMapParam tensorMap(unsigned Param, int64_t Inner, int64_t Rows,
-                                int64_t Batch, uint32_t BoxInner,
-                                uint32_t BoxRows) {
+TensorMapParam codegen::wgmmaTensorMap(unsigned Param, int64_t Inner,
+                                       int64_t Rows, int64_t Batch,
+                                       uint32_t BoxInner, uint32_t BoxRows) {
   TensorMapParam M;
   M.Input = Param;
   M.Dims[0] = uint64_t(Inner);
@@ -357,7 +370,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   OS << "#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
      << " // consumer warpgroups, 64 rows each\n#define SPLITK " << Split
      << " // CTAs per output tile, each over a slice of K\n"
-     << WgmmaHelpers << wgmmaFunction(T.BN, Type);
+     << WgmmaTileDefines << WgmmaHelpers << wgmmaFunction(T.BN, Type);
   if (Cluster > 1)
     OS << ClusterHelpers;
   else
@@ -641,14 +654,14 @@ $BLOADS      }
   // A as [batch][M][K], B as [batch][K][N] (without a batched B, batch is
   // 1 and M counts all of A's rows).
   int64_t ARows = S.M, Batch = S.Batch;
-  K.TensorMaps = {tensorMap(0, S.K, ARows, Batch, 64, T.BM),
-                  tensorMap(1, S.N, S.K, Batch, 64, T.BK)};
+  K.TensorMaps = {wgmmaTensorMap(0, S.K, ARows, Batch, 64, T.BM),
+                  wgmmaTensorMap(1, S.N, S.K, Batch, 64, T.BK)};
   if (Store)
     // The result, [batch][M][N], in 64 x 64 boxes: the last pointer
     // parameter (ParamList puts the result after any `writes`).
     K.TensorMaps.push_back(
-        tensorMap(unsigned(S.P->Inputs.size() + S.P->Outputs.size() - 1), S.N,
-                  ARows, Batch, 64, 64));
+        wgmmaTensorMap(unsigned(S.P->Inputs.size() + S.P->Outputs.size() - 1),
+                       S.N, ARows, Batch, 64, 64));
   K.ClusterX = unsigned(Cluster);
   return llvm::Error::success();
 }

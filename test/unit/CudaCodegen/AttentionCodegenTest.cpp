@@ -83,7 +83,28 @@ TEST(AttentionCodegen, ChoiceNames) {
     EXPECT_EQ(Back->Splits, T.Splits);
     EXPECT_EQ(Back->Mma, T.Mma);
     EXPECT_EQ(Back->Stages, T.Stages);
+    EXPECT_EQ(Back->Wg, T.Wg);
+    EXPECT_EQ(Back->Overlap, T.Overlap);
   }
+  EXPECT_EQ(attentionChoiceName(wgAttentionTile(128, 64, 3, true)),
+            "attn_wg_128x64_s3_o");
+  std::optional<AttentionTile> Ov =
+      attentionTileOf(Choice{"attn_wg_128x64_s3_o", {}, {}});
+  ASSERT_TRUE(Ov);
+  EXPECT_TRUE(Ov->Overlap);
+  EXPECT_EQ(Ov->Stages, 3);
+  EXPECT_EQ(attentionChoiceName(wgAttentionTile(128, 128, 2)),
+            "attn_wg_128x128_s2");
+  std::optional<AttentionTile> Wg =
+      attentionTileOf(Choice{"attn_wg_128x176_s3", {}, {}});
+  ASSERT_TRUE(Wg);
+  EXPECT_TRUE(Wg->Wg);
+  EXPECT_FALSE(Wg->Mma);
+  EXPECT_EQ(Wg->BQ, 128);
+  EXPECT_EQ(Wg->BKV, 176);
+  EXPECT_EQ(Wg->Stages, 3);
+  EXPECT_EQ(Wg->Warps, 12);
+  EXPECT_EQ(Wg->Splits, 1);
   EXPECT_EQ(attentionChoiceName({64, 32, 4}), "attn_flash_64x32_w4");
   EXPECT_EQ(attentionChoiceName({16, 64, 4, 8}), "attn_flash_16x64_w4_kv8");
   EXPECT_EQ(attentionChoiceName({64, 64, 4, 1, true}), "attn_mma_64x64_w4");
@@ -103,7 +124,12 @@ TEST(AttentionCodegen, ChoiceNames) {
         "attn_mma_16x64_w1_kv1", "attn_mmaflash_16x64_w1",
         // Stages: only tensor-core tiles, and 2 is never spelled out.
         "attn_flash_16x64_w4_s3", "attn_mma_16x64_w1_s2", "attn_mma_16x64_w1_s",
-        "attn_mma_16x64_w1_kv8_s3"})
+        "attn_mma_16x64_w1_kv8_s3",
+        // A wgmma tile always names its stages, and nothing else.
+        "attn_wg_128x128", "attn_wg_128x128_s", "attn_wg_128x128_w12_s2",
+        "attn_wg_128x128_s2_kv2", "attn_wg_0128x128_s2", "attn_wg_x128_s2",
+        "attn_wg_128x128_o", "attn_wg_128x128_s2_o_o", "attn_wg_128x128_s_o",
+        "attn_mma_16x64_w1_o"})
     EXPECT_FALSE(attentionTileOf(Choice{Bad, {}, {}})) << Bad;
 }
 
@@ -135,9 +161,24 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   // Prefill: every tile without splits, then attn_math.
   auto Pre = attention({"bf16", 1, 32, 8, 512, 512, 128, true});
   ASSERT_TRUE(Pre);
-  ASSERT_EQ(node(*Pre).getChoices().size(), 10u);
+  ASSERT_EQ(node(*Pre).getChoices().size(), 15u);
   for (const Choice &C : node(*Pre).getChoices())
     EXPECT_EQ(C.Name.find("_kv"), std::string::npos) << C.Name;
+  // ... the Hopper tiles among them; a decode step's 4 packed rows get none.
+  EXPECT_EQ(node(*Pre).getChoices()[9].Name, "attn_wg_128x128_s2");
+  EXPECT_EQ(node(*Pre).getChoices()[10].Name, "attn_wg_128x64_s3");
+  EXPECT_EQ(node(*Pre).getChoices()[11].Name, "attn_wg_128x176_s2");
+  EXPECT_EQ(node(*Pre).getChoices()[12].Name, "attn_wg_128x128_s2_o");
+  EXPECT_EQ(node(*Pre).getChoices()[13].Name, "attn_wg_128x64_s2_o");
+  for (const Choice &C : N.getChoices())
+    EXPECT_EQ(C.Name.find("attn_wg"), std::string::npos) << C.Name;
+  // f32 and a head dimension other than 64 or 128 get none either.
+  for (auto [Ty, D] : {std::pair{"f32", 128}, std::pair{"bf16", 96}}) {
+    auto Other = attention({Ty, 1, 32, 8, 512, 512, D, true});
+    ASSERT_TRUE(Other);
+    for (const Choice &C : node(*Other).getChoices())
+      EXPECT_EQ(C.Name.find("attn_wg"), std::string::npos) << C.Name;
+  }
   // Disabled names are never offered; attn_math alone is a valid list.
   ChoiceConfig C = ChoiceConfig::getDefault();
   for (const AttentionTile &T : C.AttentionTiles)
@@ -332,6 +373,127 @@ TEST(AttentionCodegen, MmaKernelShape) {
   }
 }
 
+TEST(AttentionCodegen, WgKernelShape) {
+  // Llama-3-8B prefill: 4 query heads x 4096 queries packed per kv head, a
+  // CTA per 128 of them, the producer and two consumer warpgroups.
+  auto Pre = attention({"bf16", 1, 32, 8, 4096, 4096, 128, true});
+  ASSERT_TRUE(Pre);
+  llvm::Expected<KernelSource> K =
+      generateAttentionKernel(node(*Pre), Choice{"attn_wg_128x128_s2", {}, {}});
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_EQ(K->GridX, 8u * 128);
+  EXPECT_EQ(K->GridY, 1u);
+  EXPECT_EQ(K->BlockX, 384u);
+  EXPECT_TRUE(K->NeedsSm90a);
+  EXPECT_EQ(K->WorkspaceBytes, 0u);
+  EXPECT_EQ(K->SharedBytes,
+            unsigned(1024 + 2 * (128 + 2 * 2 * 128) * 128 + 8 * 7));
+  EXPECT_EQ(K->SharedBytes, unsigned(wgAttentionSharedBytes(128, 128, 128, 2)));
+  // q as [B * Hkv][G * Sq][D], k and v as [B * Hkv][Skv][D], 64-column
+  // boxes of 128 query rows and 128 keys.
+  ASSERT_EQ(K->TensorMaps.size(), 3u);
+  for (unsigned I = 0; I < 3; ++I) {
+    const TensorMapParam &M = K->TensorMaps[I];
+    EXPECT_EQ(M.Input, I);
+    EXPECT_EQ(M.Dims[0], 128u);
+    EXPECT_EQ(M.Dims[1], I == 0 ? 4u * 4096 : 4096u);
+    EXPECT_EQ(M.Dims[2], 8u);
+    EXPECT_EQ(M.Strides[0], 256u);
+    EXPECT_EQ(M.Box[0], 64u);
+    EXPECT_EQ(M.Box[1], 128u);
+  }
+  EXPECT_NE(K->Source.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16"),
+            std::string::npos);
+  EXPECT_NE(K->Source.find("setmaxnreg.inc"), std::string::npos);
+  EXPECT_NE(K->Source.find("__launch_bounds__(THREADS, 1)"), std::string::npos);
+  EXPECT_NE(K->Source.find("#define OVERLAP 0"), std::string::npos);
+  llvm::Expected<KernelSource> Ov = generateAttentionKernel(
+      node(*Pre), Choice{"attn_wg_128x128_s2_o", {}, {}});
+  ASSERT_TRUE(bool(Ov)) << llvm::toString(Ov.takeError());
+  EXPECT_NE(Ov->Source.find("#define OVERLAP 1"), std::string::npos);
+  EXPECT_EQ(Ov->SharedBytes, K->SharedBytes);
+  // D = 64 f16 with a mask: one box per row; the mask is the fourth
+  // pointer, after the maps.
+  auto Masked =
+      attention({"f16", 2, 6, 3, 300, 300, 64, false, "f16[2,6,300,300]"});
+  ASSERT_TRUE(Masked);
+  llvm::Expected<KernelSource> M = generateAttentionKernel(
+      node(*Masked), Choice{"attn_wg_128x64_s3", {}, {}});
+  ASSERT_TRUE(bool(M)) << llvm::toString(M.takeError());
+  EXPECT_EQ(M->Inputs.size(), 4u);
+  EXPECT_EQ(M->GridX, 2u * 3 * 5); // 600 packed rows: 5 tiles
+  EXPECT_EQ(M->TensorMaps[0].Dims[1], 600u);
+  EXPECT_NE(M->Source.find("m64n64k16.f32.f16.f16"), std::string::npos);
+  // Its mask's tiles fit beside the stages: staged through shared memory
+  // (16-bit, no float4 loads), one more barrier and tile per stage.
+  EXPECT_NE(M->Source.find("#define MASK_STAGED 1"), std::string::npos);
+  EXPECT_NE(M->Source.find("#define MASK_VEC 0"), std::string::npos);
+  EXPECT_EQ(M->SharedBytes, unsigned(wgAttentionSharedBytes(128, 64, 64, 3) +
+                                     3 * (128 * (64 + 8) * 4 + 8)));
+  // At D = 128 two stages of 128 keys leave no room: each score's mask
+  // element is read from global memory.
+  auto Big = attention(
+      {"bf16", 1, 16, 4, 2048, 4096, 128, false, "f32[1,1,2048,4096]"});
+  ASSERT_TRUE(Big);
+  llvm::Expected<KernelSource> NoStage =
+      generateAttentionKernel(node(*Big), Choice{"attn_wg_128x128_s2", {}, {}});
+  ASSERT_TRUE(bool(NoStage)) << llvm::toString(NoStage.takeError());
+  EXPECT_NE(NoStage->Source.find("#define MASK_STAGED 0"), std::string::npos);
+  llvm::Expected<KernelSource> Stage = generateAttentionKernel(
+      node(*Big), Choice{"attn_wg_128x64_s2_o", {}, {}});
+  ASSERT_TRUE(bool(Stage)) << llvm::toString(Stage.takeError());
+  // 64-key stages leave room, and each query tile's mask rows are
+  // consecutive rows of the f32 mask: TMA copies them, a fourth map of
+  // 32-bit words in 32 x 128 boxes.
+  EXPECT_NE(Stage->Source.find("#define MASK_STAGED 1"), std::string::npos);
+  EXPECT_NE(Stage->Source.find("#define MASK_TMA 1"), std::string::npos);
+  ASSERT_EQ(Stage->TensorMaps.size(), 4u);
+  const TensorMapParam &MM = Stage->TensorMaps[3];
+  EXPECT_EQ(MM.Input, 3u);
+  EXPECT_EQ(MM.ElementBytes, 4u);
+  EXPECT_EQ(MM.Dims[0], 4096u);
+  EXPECT_EQ(MM.Dims[1], 2048u);
+  EXPECT_EQ(MM.Strides[0], 4096u * 4);
+  EXPECT_EQ(MM.Box[0], 32u);
+  EXPECT_EQ(MM.Box[1], 128u);
+  EXPECT_EQ(Stage->SharedBytes,
+            unsigned(wgAttentionSharedBytes(128, 64, 128, 2) +
+                     2 * (128 * 64 * 4 + 8)));
+  EXPECT_NE(Stage->Source.find("mt_tensor_map tm_m"), std::string::npos);
+  // A mask broadcast over the queries is not a box of rows: producer warps
+  // stage it.
+  auto Pad =
+      attention({"bf16", 1, 16, 4, 2048, 4096, 128, false, "f32[1,1,1,4096]"});
+  ASSERT_TRUE(Pad);
+  llvm::Expected<KernelSource> Warps = generateAttentionKernel(
+      node(*Pad), Choice{"attn_wg_128x64_s2_o", {}, {}});
+  ASSERT_TRUE(bool(Warps)) << llvm::toString(Warps.takeError());
+  EXPECT_NE(Warps->Source.find("#define MASK_TMA 0"), std::string::npos);
+  EXPECT_NE(Warps->Source.find("#define MASK_VEC 1"), std::string::npos);
+  EXPECT_EQ(Warps->TensorMaps.size(), 3u);
+  EXPECT_NE(M->Source.find("tm_v,\n    const mt_f16 *__restrict__ q"),
+            std::string::npos);
+  // What the template cannot take says why: f32, D = 96, BQ = 64, a
+  // 208-key tile, 5 stages, and 4 stages of 128 keys at D = 128 (shared
+  // memory).
+  for (auto [Ty, D, Name] : {std::tuple{"f32", 128, "attn_wg_128x128_s2"},
+                             std::tuple{"bf16", 96, "attn_wg_128x128_s2"},
+                             std::tuple{"bf16", 128, "attn_wg_64x128_s2"},
+                             std::tuple{"bf16", 128, "attn_wg_128x208_s2"},
+                             std::tuple{"bf16", 128, "attn_wg_128x64_s5"},
+                             std::tuple{"bf16", 128, "attn_wg_128x128_s4"}}) {
+    auto Q = attention({Ty, 1, 8, 2, 256, 256, D, false});
+    ASSERT_TRUE(Q);
+    llvm::Expected<KernelSource> Bad =
+        generateAttentionKernel(node(*Q), Choice{Name, {}, {}});
+    ASSERT_FALSE(bool(Bad)) << Ty << " " << D << " " << Name;
+    EXPECT_NE(llvm::toString(Bad.takeError())
+                  .find("the wgmma template needs bf16 or f16"),
+              std::string::npos)
+        << Ty << " " << D << " " << Name;
+  }
+}
+
 // Decode and prefill of Llama-3-8B, a speculative step with an odd head
 // dimension (the flash kernel's general path) and with D = 64 (the
 // tensor-core tiles'), multi-head f32, and masked attention. One test per
@@ -351,7 +513,9 @@ static const Shape NvrtcShapes[] = {
     {"bf16", 4, 32, 8, 1, 4096, 128, true, "f32[4,1,1,4096]"},
     {"f16", 2, 6, 3, 5, 100, 64, false, "f16[2,6,5,100]"},
     {"f32", 1, 4, 4, 70, 70, 40, false, "f32[1,1,70,70]"},
-    {"bf16", 1, 8, 2, 33, 101, 128, false, "bf16[1,1,33,101]"}};
+    {"bf16", 1, 8, 2, 33, 101, 128, false, "bf16[1,1,33,101]"},
+    // A per-query f32 mask at prefill: the wgmma tiles copy it with TMA.
+    {"bf16", 1, 16, 4, 256, 512, 128, false, "f32[1,1,256,512]"}};
 
 class EveryChoiceCompilesWithNvrtc : public ::testing::TestWithParam<size_t> {};
 
@@ -371,7 +535,9 @@ TEST_P(EveryChoiceCompilesWithNvrtc, Shape) {
     std::optional<AttentionShape> AS = attentionShapeOf(node(*P));
     ASSERT_TRUE(AS);
     for (const AttentionTile &T : ChoiceConfig::getDefault().AttentionTiles)
-      if (!T.Mma || mmaAttentionSupports(*AS, T.BQ, T.BKV, T.Warps, T.Stages))
+      if (T.Wg ? wgAttentionSupports(*AS, T.BQ, T.BKV, T.Stages)
+               : !T.Mma ||
+                     mmaAttentionSupports(*AS, T.BQ, T.BKV, T.Warps, T.Stages))
         All.push_back(Choice{attentionChoiceName(T), {}, {}});
     All.push_back(Choice{AttentionMathChoice.str(), {}, {}});
     for (const Choice &C : All) {

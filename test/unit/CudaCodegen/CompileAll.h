@@ -23,8 +23,9 @@
 
 namespace mtsched {
 
-/// Compiles every kernel of Work with NVRTC on at most Threads threads; a
-/// gtest failure for each that does not compile.
+/// Compiles every kernel of Work with NVRTC (for sm_90a where it needs it)
+/// on at most Threads threads; a gtest failure for each that does not
+/// compile.
 inline void expectEveryKernelCompiles(llvm::ArrayRef<KernelSource> Work,
                                       unsigned Threads) {
   std::mutex Mu;
@@ -33,7 +34,7 @@ inline void expectEveryKernelCompiles(llvm::ArrayRef<KernelSource> Work,
   for (const KernelSource &K : Work)
     Pool.async([&K, &Mu, &Failures] {
       llvm::Expected<std::string> Cubin =
-          cuda::compileToCubin(K.Source, K.Name, 90, false);
+          cuda::compileToCubin(K.Source, K.Name, 90, K.NeedsSm90a);
       if (!Cubin) {
         std::lock_guard<std::mutex> L(Mu);
         Failures.push_back(K.Name + ": " + llvm::toString(Cubin.takeError()));

@@ -126,3 +126,53 @@ TEST(AttentionCost, AnAdditiveMaskIsReadToo) {
   }
   EXPECT_GT(mathAttentionTimeUs(D, Heads), mathAttentionTimeUs(D, Plain));
 }
+
+TEST(AttentionCost, WgmmaTiles) {
+  DeviceDesc D;
+  // Causal 4096 prefill: wgmma from shared memory beats the mma.sync tiles,
+  // and stays above the time its useful flops take at the bf16 peak.
+  AttentionShape Prefill = llama(1, 4096, 4096, true);
+  double Wg = wgAttentionTimeUs(D, Prefill, 128, 128, 2);
+  EXPECT_TRUE(std::isfinite(Wg));
+  EXPECT_LT(Wg, flashAttentionTimeUs(D, Prefill, 128, 64, 8, 1, true));
+  EXPECT_GT(Wg, attentionFlops(Prefill) / (D.PeakBf16Tflops * 1e6));
+  // Overlapping the softmax with the previous p v hides more of it.
+  EXPECT_LT(wgAttentionTimeUs(D, Prefill, 128, 128, 2, true), Wg);
+  // Twice the keys cost more.
+  AttentionShape Longer = llama(1, 4096, 8192, true);
+  EXPECT_GT(wgAttentionTimeUs(D, Longer, 128, 128, 2), Wg);
+  // What the template does not take: f32, D = 96, BQ = 64, 5 stages, and
+  // stages over 227 KB of shared memory.
+  AttentionShape F32 = Prefill;
+  F32.Dtype = DType::F32;
+  EXPECT_TRUE(std::isinf(wgAttentionTimeUs(D, F32, 128, 128, 2)));
+  AttentionShape Odd = Prefill;
+  Odd.D = 96;
+  EXPECT_TRUE(std::isinf(wgAttentionTimeUs(D, Odd, 128, 128, 2)));
+  EXPECT_TRUE(std::isinf(wgAttentionTimeUs(D, Prefill, 64, 128, 2)));
+  EXPECT_TRUE(std::isinf(wgAttentionTimeUs(D, Prefill, 128, 64, 5)));
+  EXPECT_TRUE(std::isinf(wgAttentionTimeUs(D, Prefill, 128, 128, 4)));
+  // An empty batch is a launch.
+  AttentionShape E = llama(0, 4096, 4096, true);
+  EXPECT_DOUBLE_EQ(wgAttentionTimeUs(D, E, 128, 128, 2), D.LaunchUs);
+  // The gallery's masked prefill: an f32 mask per query. The 64-key tiles
+  // copy it by TMA and beat the 128-key ones, which read each score's mask
+  // element from global memory; a mask broadcast over the queries is
+  // staged by the producer's warps instead, slower still.
+  AttentionShape M = llama(1, 2048, 4096, false);
+  M.Hq = 16;
+  M.Hkv = 4;
+  M.HasMask = true;
+  M.MaskDtype = DType::F32;
+  M.MaskB = M.MaskH = 1;
+  M.MaskSq = 2048;
+  EXPECT_TRUE(wgAttentionMaskByTma(M, 128, 64, 2));
+  EXPECT_FALSE(wgAttentionMaskByTma(M, 128, 128, 2));
+  double Tma = wgAttentionTimeUs(D, M, 128, 64, 2, true);
+  EXPECT_LT(Tma, wgAttentionTimeUs(D, M, 128, 128, 2, true) / 2);
+  AttentionShape Pad = M;
+  Pad.MaskSq = 1;
+  EXPECT_FALSE(wgAttentionMaskByTma(Pad, 128, 64, 2));
+  EXPECT_TRUE(wgAttentionStagesMask(Pad, 128, 64, 2));
+  EXPECT_GT(wgAttentionTimeUs(D, Pad, 128, 64, 2, true), 2 * Tma);
+}

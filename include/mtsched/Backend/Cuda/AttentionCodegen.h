@@ -1,6 +1,6 @@
 //===- AttentionCodegen.h - CUDA kernels of the attention op ----*- C++ -*-===//
 //
-// The two templates of an `attention` multi-template buffer (docs/CUDA.md,
+// The templates of an `attention` multi-template buffer (docs/CUDA.md,
 // "Attention"), self-contained CUDA C++ specialised to the node's shape:
 //   * attn_flash_BQxBKV_wW: one CTA of W warps per BQ packed query rows of
 //     one (batch, kv head): the rows are the query heads that share the kv
@@ -16,6 +16,18 @@
 //     registers, k and v streamed through 2 to 8 shared-memory stages by
 //     cp.async (`_sN` in the name when not 2).
 //     bf16 and f16, head dimensions that are multiples of 16 up to 128.
+//   * attn_wg_BQxBKV_sS (sm_90a): the Hopper template, FlashAttention-3's
+//     structure: a producer warpgroup streams q once and k and v tiles of
+//     BKV keys through S stages with TMA (tensor maps the launcher fills,
+//     KernelSource::TensorMaps), two consumer warpgroups of 64 packed rows
+//     each compute q kᵀ with wgmma from shared memory, the online softmax
+//     on the score fragments in registers, and p v with wgmma taking p
+//     from registers and v from shared memory. bf16 and f16, head
+//     dimension 64 or 128, BQ = 128, no split-KV; causal CTAs stop at
+//     their last key and the heaviest start first. `_o` tiles overlap a
+//     tile's softmax with the previous tile's p v; where the stages leave
+//     room the additive mask's tiles are staged too (by TMA for an f32
+//     mask per query, else by the producer's other warps).
 //   * attn_math: the decomposition, one CTA per query row: the scaled
 //     scores q kᵀ are written to a global fp32 workspace, normalised there
 //     (max, exp, sum), then multiplied by v.
@@ -39,6 +51,11 @@ generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
 llvm::Expected<KernelSource>
 generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
                            const AttentionTile &T);
+/// The Hopper (sm_90a) kernel of attention node N with wgmma tile T (also
+/// reached through generateFlashAttentionKernel).
+llvm::Expected<KernelSource>
+generateWgAttentionKernel(const MultiTemplateBufferNode &N,
+                          const AttentionTile &T);
 /// The attn_math kernel of attention node N.
 llvm::Expected<KernelSource>
 generateMathAttentionKernel(const MultiTemplateBufferNode &N);

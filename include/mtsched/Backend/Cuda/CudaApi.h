@@ -56,6 +56,7 @@ constexpr int CUBLAS_COMPUTE_32F = 68;
 constexpr int CUBLAS_OP_N = 0;
 constexpr int CUBLAS_GEMM_DEFAULT = -1;
 constexpr int CU_TENSOR_MAP_DATA_TYPE_UINT16 = 1;
+constexpr int CU_TENSOR_MAP_DATA_TYPE_UINT32 = 2;
 constexpr int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
 constexpr int CU_TENSOR_MAP_SWIZZLE_128B = 3;
 constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3;

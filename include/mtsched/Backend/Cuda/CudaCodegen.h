@@ -27,10 +27,10 @@
 
 namespace mtsched {
 
-/// A TMA tensor map (CUtensorMap) over one pointer parameter of 2-byte
-/// elements, 128-byte swizzle, zeros out of bounds (an output's map stores
-/// tiles, clipped to its bounds). The launcher encodes it with the
-/// parameter's device address and passes it by value.
+/// A TMA tensor map (CUtensorMap) over one pointer parameter of 2-byte (or
+/// ElementBytes = 4) elements, 128-byte swizzle, zeros out of bounds (an
+/// output's map stores tiles, clipped to its bounds). The launcher encodes
+/// it with the parameter's device address and passes it by value.
 struct TensorMapParam {
   /// Index into the kernel's pointer parameters: KernelSource::Inputs, then
   /// KernelSource::Outputs.
@@ -41,6 +41,8 @@ struct TensorMapParam {
   uint64_t Strides[2] = {0, 0};
   /// Elements copied per request, innermost first.
   uint32_t Box[3] = {1, 1, 1};
+  /// Bytes of one element: 2 (16-bit data) or 4 (copied as 32-bit words).
+  unsigned ElementBytes = 2;
 };
 
 struct KernelSource {

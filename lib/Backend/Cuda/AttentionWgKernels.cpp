@@ -1,0 +1,569 @@
+//===- AttentionWgKernels.cpp - Hopper attention tiles (wgmma + TMA) ------===//
+//
+// `attn_wg_BQxBKV_sS`, bf16/f16, head dimension 64 or 128, sm_90a only:
+// the FlashAttention-3 structure on the GEMM template's pieces
+// (WgmmaGemm.cpp: TMA tensor maps, mbarrier stage rings, setmaxnreg,
+// 128-byte-swizzle wgmma descriptors). A CTA is one producer warpgroup and
+// two consumer warpgroups of 64 packed query rows each (BQ = 128) of one
+// (batch, kv head): the rows are the query heads sharing the kv head, then
+// their queries, which in q's [B, Hq, Sq, D] layout are G * Sq consecutive
+// rows, so q is one 3-d tensor map [B * Hkv][G * Sq][D].
+//
+//   * The producer's first thread loads the q tile once, then streams the
+//     key and value tiles of BKV keys through STAGES stages with TMA, each
+//     row as D / 64 boxes of 64 columns (128 bytes, swizzled); k and v of a
+//     stage have their own `full` barriers, so q kᵀ starts before v lands,
+//     and one `empty` barrier that both consumers free.
+//   * A consumer computes s = q kᵀ with `wgmma m64nBKVk16` (q and k both
+//     K-major from shared memory), scales it by scale * log2(e), adds the
+//     additive mask, masks keys past each row's last (a causal diagonal
+//     tile or the end of the keys) and runs the online softmax on the
+//     accumulator fragments in registers (row max and sum over the four
+//     lanes of a row). The probabilities, rounded to 16 bits, are already
+//     the A fragments of p v: `wgmma m64nDk16` takes them from registers,
+//     with v ([BKV][D] row-major, MN-major) from shared memory.
+//   * A causal CTA stops at the last key its last row sees, and the CTAs
+//     that see the most keys start first; a consumer whose rows see none of
+//     a tile skips its products (but still frees the stage).
+//   * A row that sees no key (masked everywhere) is NaN with a mask and 0
+//     without, as in the other tiles.
+//
+//===----------------------------------------------------------------------===//
+#include "AttentionCodegenImpl.h"
+#include "GemmCodegen.h"
+#include "mtsched/Backend/Cuda/AttentionCodegen.h"
+#include "mtsched/IR/Attention.h"
+
+using namespace mtsched;
+using namespace mtsched::codegen;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+/// The kernel body after the signature; the shape, tile (BQ, BKV, STAGES,
+/// NBH = B * Hkv) and CONSUMER_REGS are #defines.
+static const char *const WgBody = R"(
+#define DB (D_ / 64)           // 64-column (128-byte) boxes of a row
+#define Q_BOX (BQ * 128)       // bytes of one box of the q tile
+#define KV_BOX (BKV * 128)     // bytes of one box of a k or v tile
+#define KV_TILE (DB * KV_BOX)  // bytes of one k (or v) tile
+#define NS (BKV / 8)           // n8 score tiles of a key tile
+#define NO (D_ / 8)            // n8 output tiles
+#define MT_NEG_INF (-__int_as_float(0x7f800000))
+  extern __shared__ __align__(1024) unsigned char mt_smem[];
+  // 128-byte swizzled tiles start at 1024-byte boundaries.
+  const unsigned sQ = (mt_smem_addr(mt_smem) + 1023) & ~1023u;
+  const unsigned sK = sQ + DB * Q_BOX;
+  const unsigned sV = sK + STAGES * KV_TILE;
+#if MASK_STAGED
+  // The additive mask's tile per stage, [BQ][MS] floats in log2 units.
+  const unsigned sM = sV + STAGES * KV_TILE;
+  const unsigned fullK = sM + STAGES * M_STAGE; // 8-byte mbarriers
+#else
+  const unsigned fullK = sV + STAGES * KV_TILE; // 8-byte mbarriers
+#endif
+  const unsigned fullV = fullK + 8 * STAGES;
+  const unsigned empty = fullV + 8 * STAGES;
+  const unsigned qbar = empty + 8 * STAGES;
+  const unsigned fullM = qbar + 8; // MASK_STAGED: a tile's mask landed
+  (void)fullM;
+  const int tid = threadIdx.x;
+  if (ROWS == 0 || NBH == 0)
+    return;
+  // The CTAs that see the most keys first: the last query tiles of every
+  // (batch, kv head) and query head, then the ones before.
+  const long long L = blockIdx.x;
+#if SQ % BQ == 0
+  const long long lvl = L / (NBH * GROUP), rem = L % (NBH * GROUP);
+  const long long bh = rem / GROUP;
+  const long long r0 = (rem % GROUP) * SQ + (SQ / BQ - 1 - lvl) * BQ;
+#else
+  const long long bh = L % NBH;
+  const long long r0 = ((ROWS + BQ - 1) / BQ - 1 - L / NBH) * BQ;
+#endif
+  const long long b = bh / HKV, hk = bh % HKV;
+  long long kvBegin, kvEnd;
+  mt_key_range(r0, BQ, BKV, 1, 0, kvBegin, kvEnd);
+  const int nTiles = kvEnd > 0 ? (int)((kvEnd + BKV - 1) / BKV) : 0;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mt_mbar_init(fullK + 8 * s, 1);
+      mt_mbar_init(fullV + 8 * s, 1);
+      mt_mbar_init(empty + 8 * s, 2);
+#if MASK_TMA
+      mt_mbar_init(fullM + 8 * s, 1);
+#elif MASK_STAGED
+      mt_mbar_init(fullM + 8 * s, MASK_LOADERS);
+#endif
+    }
+    mt_mbar_init(qbar, 1);
+    // Make the initialised barriers visible to the TMA unit.
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (tid < 128) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 " PRODUCER_REGS ";");
+    if (tid == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_q) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_k) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_v) : "memory");
+#if MASK_TMA
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_m) : "memory");
+      // The tile's 128 rows are consecutive queries of one head: rows
+      // [mrow0, mrow0 + BQ) of the mask viewed as [rows][SKV].
+      const int mrow0 = (int)((b * MASK_SB + (hk * GROUP + r0 / SQ) * MASK_SH) /
+                                  SKV +
+                              r0 % SQ);
+#endif
+      // Rows past the packed rows are zero-filled (and never stored).
+      mt_mbar_expect(qbar, DB * Q_BOX);
+#pragma unroll
+      for (int c = 0; c < DB; ++c)
+        mt_tma_load(sQ + c * Q_BOX, tm_q, qbar, c * 64, (int)r0, (int)bh);
+      for (int it = 0; it < nTiles; ++it) {
+        const int s = it % STAGES;
+        // Both consumers have freed the stage (the first lap passes).
+        mt_mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+        mt_mbar_expect(fullK + 8 * s, KV_TILE);
+#pragma unroll
+        for (int c = 0; c < DB; ++c)
+          mt_tma_load(sK + s * KV_TILE + c * KV_BOX, tm_k, fullK + 8 * s,
+                      c * 64, it * BKV, (int)bh);
+        mt_mbar_expect(fullV + 8 * s, KV_TILE);
+#pragma unroll
+        for (int c = 0; c < DB; ++c)
+          mt_tma_load(sV + s * KV_TILE + c * KV_BOX, tm_v, fullV + 8 * s,
+                      c * 64, it * BKV, (int)bh);
+#if MASK_TMA
+        // The mask tile as BKV / 32 boxes of 32 floats (128 bytes, swizzled).
+        mt_mbar_expect(fullM + 8 * s, M_STAGE);
+#pragma unroll
+        for (int c = 0; c < BKV / 32; ++c)
+          mt_tma_load(sM + s * M_STAGE + c * (BQ * 128), tm_m, fullM + 8 * s,
+                      it * BKV + c * 32, mrow0, 0);
+#endif
+      }
+    }
+#if MASK_STAGED && !MASK_TMA
+    // Warps 1-3 of the producer stage the mask: per tile, its BQ rows of
+    // BKV keys read row-wise from global memory (coalesced, 4 keys a
+    // thread), converted to log2 units once and stored to the stage; the
+    // consumers read it from shared memory.
+    if (tid >= 32) {
+      const int lt = tid - 32;
+      for (int it = 0; it < nTiles; ++it) {
+        const int s = it % STAGES;
+        mt_mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+        const long long j0 = (long long)it * BKV;
+        float *dst = (float *)(mt_smem + (sM - mt_smem_addr(mt_smem))) +
+                     s * (M_STAGE / 4);
+#pragma unroll 4
+        for (int e = lt; e < BQ * (BKV / 4); e += MASK_LOADERS) {
+          const int row = e / (BKV / 4), c4 = (e % (BKV / 4)) * 4;
+          const long long r = r0 + row, j = j0 + c4;
+          float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (r < ROWS) {
+            const long long off = b * MASK_SB +
+                                  (hk * GROUP + r / SQ) * MASK_SH +
+                                  (r % SQ) * MASK_SQ + j;
+#if MASK_VEC
+            if (j + 3 < SKV) {
+              x = __ldg((const float4 *)(mask + off));
+            } else
+#endif
+            {
+              if (j < SKV) x.x = MLOAD(mask[off]);
+              if (j + 1 < SKV) x.y = MLOAD(mask[off + 1]);
+              if (j + 2 < SKV) x.z = MLOAD(mask[off + 2]);
+              if (j + 3 < SKV) x.w = MLOAD(mask[off + 3]);
+            }
+            x = make_float4(mt_mask_log2(x.x), mt_mask_log2(x.y),
+                            mt_mask_log2(x.z), mt_mask_log2(x.w));
+          }
+          *(float4 *)(dst + row * MS + c4) = x;
+        }
+        // Release: the stores above are seen by whoever waits on it.
+        mt_mbar_arrive(fullM + 8 * s);
+      }
+    }
+#endif
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 " CONSUMER_REGS ";");
+    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
+    const int g = lane >> 2, t4 = lane & 3;
+    // This thread's rows ra and rb = ra + 8 and the last key each sees
+    // (rows past ROWS see all: their zero queries are never stored); over
+    // the warp, the fewest (a tile past it needs the mask).
+    const long long ra = r0 + cw * 64 + warp * 16 + g, rb = ra + 8;
+#if CAUSAL
+    const long long lastA = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
+    const long long lastB = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
+#else
+    const long long lastA = SKV - 1, lastB = SKV - 1;
+#endif
+    long long warpMin = min(lastA, lastB);
+    for (int o = 16; o > 0; o >>= 1)
+      warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, o));
+    // The keys this warpgroup's rows see: tiles past them are skipped.
+    long long wgBegin, wgEnd;
+    mt_key_range(r0 + cw * 64, 64, BKV, 1, 0, wgBegin, wgEnd);
+    (void)wgBegin;
+    float o[D_ / 2];
+#pragma unroll
+    for (int i = 0; i < D_ / 2; ++i)
+      o[i] = 0.f;
+    // Running max (log2 units) and this thread's share of the running sum
+    // of rows ra and rb.
+    float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
+    const unsigned qa = sQ + cw * 64 * 128;
+    float s[BKV / 2];      // scores, then probabilities
+    unsigned pf[NS / 2][4]; // the probabilities as p v's A fragments
+    float aA, aB;          // this tile's rescale of rows ra and rb
+// s = q kᵀ of stage ST issued (not waited for). k16 step kk: box kk / 4 of
+// the row, 32 bytes per step inside it; 8-row groups 1024 bytes apart in
+// both operands.
+#define MT_QK(ST)                                                              \
+  {                                                                            \
+    _Pragma("unroll") for (int i = 0; i < BKV / 2; ++i) s[i] = 0.f;            \
+    mt_wgmma_fence();                                                          \
+    _Pragma("unroll") for (int kk = 0; kk < D_ / 16; ++kk) mt_wgmma_qk(        \
+        s, mt_desc(qa + (kk / 4) * Q_BOX + (kk % 4) * 32, 16, 1024),           \
+        mt_desc(sK + (ST) * KV_TILE + (kk / 4) * KV_BOX + (kk % 4) * 32, 16,   \
+                1024));                                                        \
+    mt_wgmma_commit();                                                         \
+  }
+// o += p v of stage ST issued, once its v has landed (phase PH). v: k16
+// step kk is 16 rows (2048 bytes) into each box; the boxes (64 output
+// columns each) KV_BOX apart.
+#define MT_PV(ST, PH)                                                          \
+  {                                                                            \
+    mt_mbar_wait(fullV + 8 * (ST), (PH));                                      \
+    mt_wgmma_fence();                                                          \
+    _Pragma("unroll") for (int kk = 0; kk < BKV / 16; ++kk) mt_wgmma_pv(       \
+        o, pf[kk], mt_desc(sV + (ST) * KV_TILE + kk * 2048, KV_BOX, 1024));    \
+    mt_wgmma_commit();                                                         \
+  }
+    // The online softmax of the scores of keys [j0, j0 + BKV) in s (done):
+    // score j * 4 + i is row (i & 2 ? rb : ra), key j0 + 8 j + 2 t4 +
+    // (i & 1), the m16n8 accumulator layout repeated. Leaves the
+    // probabilities in s and the rescale of what came before in aA, aB.
+    auto softmax = [&](long long j0, int st) {
+#pragma unroll
+      for (int i = 0; i < BKV / 2; ++i)
+        mt_fence_acc(s[i]);
+#if MASK_STAGED
+      // This tile's mask, rows ra (and rb 8 rows on).
+      mt_mbar_wait(fullM + 8 * st, (j0 / BKV / STAGES) & 1);
+#if MASK_TMA
+      const unsigned char *mtile = mt_smem + (sM - mt_smem_addr(mt_smem)) +
+                                   st * M_STAGE +
+                                   (cw * 64 + warp * 16 + g) * 128;
+#else
+      const float *mrow =
+          (const float *)(mt_smem + (sM - mt_smem_addr(mt_smem))) +
+          st * (M_STAGE / 4) + (cw * 64 + warp * 16 + g) * MS;
+#endif
+#else
+      (void)st;
+#endif
+      const bool edge = j0 + BKV - 1 > warpMin;
+      float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
+#pragma unroll
+      for (int n = 0; n < NS; ++n) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const long long jj = j0 + n * 8 + 2 * t4 + c;
+          float x = s[n * 4 + c] * SCALE_LOG2;
+          float y = s[n * 4 + 2 + c] * SCALE_LOG2;
+#if MASK_TMA
+          {
+            // Key n * 8 + 2 t4 + c of the tile: box n / 4, 16-byte chunk
+            // (n % 4) * 2 + t4 / 2 swizzled with the row (its low 3 bits
+            // are g), word 2 (t4 & 1) + c.
+            const int off = (n / 4) * (BQ * 128) +
+                            ((((n % 4) * 2 + (t4 >> 1)) ^ g) << 4) +
+                            (2 * (t4 & 1) + c) * 4;
+            if (ra < ROWS && jj <= lastA)
+              x += mt_mask_log2(*(const float *)(mtile + off));
+            if (rb < ROWS && jj <= lastB)
+              y += mt_mask_log2(*(const float *)(mtile + 8 * 128 + off));
+          }
+#elif MASK_STAGED
+          if (ra < ROWS && jj <= lastA)
+            x += mrow[n * 8 + 2 * t4 + c];
+          if (rb < ROWS && jj <= lastB)
+            y += mrow[8 * MS + n * 8 + 2 * t4 + c];
+#elif HAS_MASK
+          if (ra < ROWS && jj <= lastA)
+            x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, jj);
+          if (rb < ROWS && jj <= lastB)
+            y += MASK_AT(b, hk * GROUP + rb / SQ, rb % SQ, jj);
+#endif
+          if (edge) {
+            x = jj > lastA ? MT_NEG_INF : x;
+            y = jj > lastB ? MT_NEG_INF : y;
+          }
+          s[n * 4 + c] = x;
+          s[n * 4 + 2 + c] = y;
+          mxA = fmaxf(mxA, x);
+          mxB = fmaxf(mxB, y);
+        }
+      }
+#pragma unroll
+      for (int w = 1; w < 4; w <<= 1) {
+        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
+        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, w));
+      }
+      const float nA = fmaxf(mA, mxA), nB = fmaxf(mB, mxB);
+      // A row that has seen no key yet subtracts 0: exp2(-inf) is 0, and
+      // -inf - -inf would be NaN.
+      const float uA = nA == MT_NEG_INF ? 0.f : nA;
+      const float uB = nB == MT_NEG_INF ? 0.f : nB;
+      aA = exp2f(mA - uA);
+      aB = exp2f(mB - uB);
+      mA = nA;
+      mB = nB;
+      lA *= aA;
+      lB *= aB;
+#pragma unroll
+      for (int n = 0; n < NS; ++n) {
+        s[n * 4 + 0] = exp2f(s[n * 4 + 0] - uA);
+        s[n * 4 + 1] = exp2f(s[n * 4 + 1] - uA);
+        s[n * 4 + 2] = exp2f(s[n * 4 + 2] - uB);
+        s[n * 4 + 3] = exp2f(s[n * 4 + 3] - uB);
+        lA += s[n * 4 + 0] + s[n * 4 + 1];
+        lB += s[n * 4 + 2] + s[n * 4 + 3];
+      }
+    };
+    // The output rescaled (its p v products done) and p packed as wgmma's
+    // register A operand: k16 step kk is score tiles 2 kk and 2 kk + 1
+    // (rows ra, rb; then the next 8 keys).
+    auto rescaleAndPack = [&]() {
+#pragma unroll
+      for (int i = 0; i < D_ / 2; ++i)
+        mt_fence_acc(o[i]);
+#pragma unroll
+      for (int n = 0; n < NO; ++n) {
+        o[n * 4 + 0] *= aA;
+        o[n * 4 + 1] *= aA;
+        o[n * 4 + 2] *= aB;
+        o[n * 4 + 3] *= aB;
+      }
+#pragma unroll
+      for (int n = 0; n < NS; ++n) {
+        pf[n / 2][(n & 1) * 2] = mt_pack2(s[n * 4 + 0], s[n * 4 + 1]);
+        pf[n / 2][(n & 1) * 2 + 1] = mt_pack2(s[n * 4 + 2], s[n * 4 + 3]);
+      }
+    };
+    // The tiles with keys these rows see come first: [0, nWg).
+    const int nWg =
+        min(nTiles, wgEnd > 0 ? (int)((wgEnd + BKV - 1) / BKV) : 0);
+    mt_mbar_wait(qbar, 0);
+#if OVERLAP
+    // FlashAttention-3's intra-warpgroup overlap: tile it's q kᵀ and tile
+    // it - 1's p v are in flight together, and the softmax of tile it runs
+    // while p v still does.
+    if (nWg > 0) {
+      mt_mbar_wait(fullK, 0);
+      MT_QK(0);
+      MT_WGMMA_WAIT(0);
+      softmax(0, 0);
+      rescaleAndPack();
+    }
+    for (int it = 1; it < nWg; ++it) {
+      const int st = it % STAGES, pst = (it - 1) % STAGES;
+      mt_mbar_wait(fullK + 8 * st, (it / STAGES) & 1);
+      MT_QK(st);
+      MT_PV(pst, ((it - 1) / STAGES) & 1);
+      // The groups complete in order: q kᵀ first.
+      MT_WGMMA_WAIT(1);
+      softmax((long long)it * BKV, st);
+      MT_WGMMA_WAIT(0);
+      // p v read pf until here: keep its registers alive.
+#pragma unroll
+      for (int kk = 0; kk < NS / 2; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          asm volatile("" : "+r"(pf[kk][r])::"memory");
+      if (tid % 128 == 0)
+        mt_mbar_arrive(empty + 8 * pst);
+      rescaleAndPack();
+    }
+    if (nWg > 0) {
+      const int lst = (nWg - 1) % STAGES;
+      MT_PV(lst, ((nWg - 1) / STAGES) & 1);
+      MT_WGMMA_WAIT(0);
+#pragma unroll
+      for (int kk = 0; kk < NS / 2; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          asm volatile("" : "+r"(pf[kk][r])::"memory");
+#pragma unroll
+      for (int i = 0; i < D_ / 2; ++i)
+        mt_fence_acc(o[i]);
+      if (tid % 128 == 0)
+        mt_mbar_arrive(empty + 8 * lst);
+    }
+#else
+    for (int it = 0; it < nWg; ++it) {
+      const int st = it % STAGES;
+      const unsigned ph = (it / STAGES) & 1;
+      mt_mbar_wait(fullK + 8 * st, ph);
+      MT_QK(st);
+      MT_WGMMA_WAIT(0);
+      softmax((long long)it * BKV, st);
+      rescaleAndPack();
+      MT_PV(st, ph);
+      MT_WGMMA_WAIT(0);
+#pragma unroll
+      for (int i = 0; i < D_ / 2; ++i)
+        mt_fence_acc(o[i]);
+      if (tid % 128 == 0)
+        mt_mbar_arrive(empty + 8 * st);
+    }
+#endif
+    // Tiles none of these rows see: their k and v must still have landed
+    // before the stage is freed for the next refill.
+    for (int it = nWg; it < nTiles; ++it) {
+      const int st = it % STAGES;
+      const unsigned ph = (it / STAGES) & 1;
+      mt_mbar_wait(fullK + 8 * st, ph);
+      mt_mbar_wait(fullV + 8 * st, ph);
+#if MASK_STAGED
+      // (A parity wait only tells the phases apart in order.)
+      mt_mbar_wait(fullM + 8 * st, ph);
+#endif
+      if (tid % 128 == 0)
+        mt_mbar_arrive(empty + 8 * st);
+    }
+#pragma unroll
+    for (int w = 1; w < 4; w <<= 1) {
+      lA += __shfl_xor_sync(0xffffffffu, lA, w);
+      lB += __shfl_xor_sync(0xffffffffu, lB, w);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const long long r = half ? rb : ra;
+      if (r >= ROWS)
+        continue;
+      const float l = half ? lB : lA;
+      const float inv = l > 0.f ? 1.f / l : MT_EMPTY_ROW;
+      const long long h = hk * GROUP + r / SQ;
+      unsigned short *dst = out + ((b * HQ + h) * SQ + r % SQ) * D_ + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < NO; ++n)
+        *(unsigned *)(dst + n * 8) =
+            mt_pack2(o[n * 4 + 2 * half] * inv, o[n * 4 + 2 * half + 1] * inv);
+    }
+  }
+}
+)";
+
+llvm::Expected<KernelSource>
+mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
+                                   const AttentionTile &T) {
+  std::optional<AttentionShape> S = attentionShapeOf(N);
+  if (!S)
+    return err("'%" + N.getName() + "' is not a well-formed attention");
+  std::string ChoiceName = attentionChoiceName(T);
+  if (!T.Wg || T.Warps != 12 || T.Splits != 1 ||
+      !wgAttentionSupports(*S, T.BQ, T.BKV, T.Stages))
+    return err("tile " + ChoiceName +
+               " cannot run: the wgmma template needs bf16 or f16, head "
+               "dimension 64 or 128, BQ = 128, BKV a multiple of 16 up to "
+               "192, 2 to 4 stages that fit in shared memory (got " +
+               dtypeName(S->Dtype) + ", D = " + llvm::Twine(S->D) + ")");
+  int64_t NBH = S->B * S->Hkv;
+  int64_t Rows = S->group() * S->Sq;
+  int64_t Tiles = (Rows + T.BQ - 1) / T.BQ;
+  if (NBH * Tiles > 0x7fffffff || Rows > 0x7fffffff || NBH > 0x7fffffff)
+    return err("the wgmma attention grid exceeds CUDA's limits");
+  // The consumers' registers: the scores, p and the output accumulators
+  // (BKV / 2 + BKV / 4 + D / 2) and their addresses must fit in what the
+  // producer gives back.
+  int ConsumerRegs = wgmmaConsumerRegs(2);
+  if (T.BKV / 2 + T.BKV / 4 + S->D / 2 + 24 > ConsumerRegs)
+    return err("tile " + ChoiceName +
+               ": the scores and accumulators do not "
+               "fit in the consumers' " +
+               llvm::Twine(ConsumerRegs) + " registers at head dimension " +
+               llvm::Twine(S->D));
+  const char *Type = S->Dtype == DType::BF16 ? "bf16" : "f16";
+  // The additive mask's tiles through shared memory where they fit beside
+  // the stages: by TMA where each tile's rows are consecutive rows of an
+  // f32 mask (a mask per query, whole query tiles of one head, 16-byte row
+  // strides), else loaded by producer warps (float4 loads of an f32 mask
+  // whose rows are 16-byte aligned).
+  int64_t TmaSmem = wgAttentionTmaMaskSharedBytes(T.BQ, T.BKV, S->D, T.Stages);
+  bool MaskTma = wgAttentionMaskByTma(*S, T.BQ, T.BKV, T.Stages);
+  bool MaskStaged = MaskTma || wgAttentionStagesMask(*S, T.BQ, T.BKV, T.Stages);
+  KernelSource K;
+  K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
+  std::string Src;
+  llvm::raw_string_ostream OS(Src);
+  std::string Helpers = std::string("#define MMA_TYPE \"") + Type + "\"\n" +
+                        KeyRange + PackHelper + WgmmaHelpers +
+                        wgmmaFunction(T.BKV, Type, "mt_wgmma_qk",
+                                      /*TransB=*/false) +
+                        wgmmaFunction(int(S->D), Type, "mt_wgmma_pv",
+                                      /*TransB=*/true, /*RegisterA=*/true);
+  llvm::Expected<AttentionShape> Header = emitAttentionHeader(
+      OS, N, K.Name, ChoiceName, 3 * 128, /*Workspace=*/false, Helpers,
+      "const __grid_constant__ mt_tensor_map tm_q,\n    const "
+      "__grid_constant__ mt_tensor_map tm_k,\n    const __grid_constant__ "
+      "mt_tensor_map tm_v,\n    " +
+          std::string(MaskTma ? "const __grid_constant__ mt_tensor_map tm_m,\n"
+                                "    "
+                              : ""));
+  if (!Header)
+    return Header.takeError();
+  OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
+     << "\n#define STAGES " << T.Stages << "\n#define OVERLAP "
+     << (T.Overlap ? 1 : 0) << "\n#define NBH " << NBH
+     << "LL // batch x kv heads\n#define PRODUCER_REGS \"" << WgmmaProducerRegs
+     << "\"\n#define CONSUMER_REGS \"" << ConsumerRegs << "\"\n";
+  OS << "#define MASK_STAGED " << (MaskStaged ? 1 : 0) << "\n#define MASK_TMA "
+     << (MaskTma ? 1 : 0) << "\n";
+  if (MaskTma)
+    OS << "#define M_STAGE (BQ * BKV * 4) // one stage's mask tile\n";
+  else if (MaskStaged)
+    OS << "#define MASK_LOADERS 96 // producer threads that stage the mask\n"
+       << "#define MS (BKV + 8) // floats of a staged mask row (padded: the "
+          "8 rows a warp reads fall in different banks)\n"
+       << "#define M_STAGE (BQ * MS * 4)\n#define MASK_VEC "
+       << (S->MaskDtype == DType::F32 && S->Skv % 4 == 0 ? 1 : 0) << "\n";
+  OS << WgBody;
+  K.Source = OS.str();
+  K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
+  if (S->HasMask)
+    K.Inputs.push_back(N.getOperand(3));
+  K.Outputs = {N.getResult()};
+  K.GridX = unsigned(std::max<int64_t>(1, NBH * Tiles));
+  K.BlockX = 3 * 128;
+  K.SharedBytes =
+      unsigned(MaskTma ? TmaSmem
+                       : wgAttentionSharedBytes(T.BQ, T.BKV, S->D, T.Stages,
+                                                MaskStaged));
+  K.NeedsSm90a = true;
+  // q as [B * Hkv][G * Sq][D] (a kv head's packed rows are consecutive),
+  // k and v as [B * Hkv][Skv][D], in boxes of 64 columns.
+  K.TensorMaps = {wgmmaTensorMap(0, S->D, Rows, NBH, 64, uint32_t(T.BQ)),
+                  wgmmaTensorMap(1, S->D, S->Skv, NBH, 64, uint32_t(T.BKV)),
+                  wgmmaTensorMap(2, S->D, S->Skv, NBH, 64, uint32_t(T.BKV))};
+  if (MaskTma) {
+    // The mask as [rows][Skv] 32-bit words, boxes of 32 keys x BQ rows.
+    TensorMapParam M;
+    M.Input = 3;
+    M.ElementBytes = 4;
+    int64_t MaskRows = S->MaskB * S->MaskH * S->MaskSq;
+    M.Dims[0] = uint64_t(S->Skv);
+    M.Dims[1] = uint64_t(MaskRows);
+    M.Strides[0] = uint64_t(S->Skv) * 4;
+    M.Strides[1] = uint64_t(MaskRows) * S->Skv * 4;
+    M.Box[0] = 32;
+    M.Box[1] = uint32_t(T.BQ);
+    K.TensorMaps.push_back(M);
+  }
+  return K;
+}
