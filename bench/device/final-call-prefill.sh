@@ -14,8 +14,8 @@ mkdir -p "$OUT/backend"
 S=$OUT/final.txt
 { date -u +%FT%TZ; nvidia-smi -L; } > "$S" 2>&1
 T0=$SECONDS
-OUT=$OUT/backend timeout 555 python3 bench/torch_backend_bench.py \
-  --build-dir .device --size prefill --gallery-only --budget-s 470 --run-timeout-s 60 \
+OUT=$OUT/backend timeout 530 python3 bench/torch_backend_bench.py \
+  --build-dir .device --size prefill --gallery-only --budget-s 450 --run-timeout-s 60 \
   > "$OUT/backend/log.txt" 2>&1
 echo "backend: rc $? in $((SECONDS - T0)) s" >> "$S"
 grep -h "^|" "$OUT/backend/torch-backend.md" >> "$S" 2>/dev/null
