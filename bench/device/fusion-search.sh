@@ -28,27 +28,7 @@ W=$(mktemp -d)
 nvidia-smi -L 2>/dev/null | head -1
 rc=0
 # One decode graph of a gallery file at world size 1.
-decode_only() {
-python3 - "$1" "$2" "$3" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-text = re.sub(r"group @(\w+) = \[[0-9, ]*\]", r"group @\1 = [0]", text)
-text = re.sub(r"world_size = \d+", "world_size = 1", text)
-out, keep, head = [], False, True
-for line in text.splitlines(True):
-    m = re.match(r"graph @(\w+)\(", line)
-    if m:
-        head = False
-        keep = m.group(1) == sys.argv[3]
-    if head and not line.startswith("//"):
-        out.append(line)
-    elif keep:
-        out.append(line)
-        if line.startswith("}"):
-            keep = False
-open(sys.argv[2], "w").write("".join(out))
-PY
-}
+decode_only() { python3 "$ROOT/scripts/one_rank_graph.py" "$1" "$2" "$3"; }
 decode_only "$ROOT/examples/gallery/llama3_8b_layer.mir" "$W/l8b.mir" llama3_8b_layer_decode
 decode_only "$ROOT/examples/gallery/llama3_70b_layer.mir" "$W/l70b.mir" llama3_70b_layer_decode
 cp "$ROOT/test/lit/Autotune/Inputs/norm-qkv-rope-mha-decode.mir" "$W/qkv.mir"

@@ -49,26 +49,7 @@ tail -4 "$OUT/unit.log"
   done
 } > "$W/gemms.mir"
 # One decode graph of a gallery file at world size 1.
-decode_only() {
-python3 - "$1" "$2" "$3" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read().replace("group @tp = [0, 1]", "group @tp = [0]")
-text = text.replace("world_size = 2", "world_size = 1")
-out, keep, head = [], False, True
-for line in text.splitlines(True):
-    m = re.match(r"graph @(\w+)\(", line)
-    if m:
-        head = False
-        keep = m.group(1) == sys.argv[3]
-    if head and not line.startswith("//"):
-        out.append(line)
-    elif keep:
-        out.append(line)
-        if line.startswith("}"):
-            keep = False
-open(sys.argv[2], "w").write("".join(out))
-PY
-}
+decode_only() { python3 "$ROOT/scripts/one_rank_graph.py" "$1" "$2" "$3"; }
 decode_only "$ROOT/examples/gallery/llama3_8b_mlp.mir" "$W/mlp.mir" llama3_8b_mlp_decode
 decode_only "$ROOT/examples/gallery/llama3_8b_layer.mir" "$W/layer.mir" llama3_8b_layer_decode
 COMMON=(--backend=cuda --kernel-cache-dir="$W/kc" --no-cache)
