@@ -91,7 +91,7 @@ def check(argv):
             raise RuntimeError(f"{what}: CUresult {r}")
     ck(cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
     ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), "cuModuleGetFunction")
-    smem = 1024 + 2 * (BQ + 2 * STAGES * BKV) * D + 8 * (3 * STAGES + 1)
+    smem = 1024 + 2 * (BQ + 2 * STAGES * BKV) * D + 8 * (3 * STAGES + 2)
     # The mask's stages, as the generator chose (AttentionWgKernels.cpp).
     mask_tma = "#define MASK_TMA 1" in src
     if mask_tma:
@@ -126,6 +126,10 @@ def check(argv):
         *maps,
         *[ctypes.cast(ctypes.byref(p), ctypes.c_void_p) for p in ptrs])
     grid = max(1, NBH * ((ROWS + BQ - 1) // BQ))
+    # A persistent tile (`_p`) walks its query tiles with one CTA per SM at
+    # most, as the launcher starts it (launchGridX).
+    if "#define PERSISTENT 1" in src:
+        grid = min(grid, torch.cuda.get_device_properties(0).multi_processor_count)
     stream = torch.cuda.current_stream().cuda_stream
 
     def launch():
