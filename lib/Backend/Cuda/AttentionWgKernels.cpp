@@ -25,6 +25,20 @@
 //   * A causal CTA stops at the last key its last row sees, and the CTAs
 //     that see the most keys start first; a consumer whose rows see none of
 //     a tile skips its products (but still frees the stage).
+//   * `_o`: a consumer's softmax of tile j runs while tile j-1's p v is in
+//     flight (FA3's intra-warpgroup overlap). `_pp` (with `_o`): the two
+//     consumers take turns to issue their products at named barriers 1
+//     and 2, so one's softmax runs under the other's products (FA3's
+//     pingpong); each takes nTiles + 1 turns per query tile, empty ones
+//     where it has no products, so the turns stay paired.
+//   * `_p`: persistent. At most one CTA per SM; CTA c takes unit c + k G
+//     (G = gridDim.x) of round k in even rounds and the mirrored one in odd
+//     rounds (snake order over the heaviest-first units, so the SMs' key
+//     tiles even out). The stage ring's index and phase count key tiles
+//     over all of the CTA's units; q's `qfree` barrier (both consumers,
+//     each once its last q kᵀ of the unit is done) lets the producer load
+//     the next unit's q and first k/v tiles under the current unit's last
+//     p v and output stores.
 //   * A row that sees no key (masked everywhere) is NaN with a mask and 0
 //     without, as in the other tiles.
 //
