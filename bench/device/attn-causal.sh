@@ -13,12 +13,13 @@
 #      without the mask (not causal) and the Llama-3-8B causal 4096 prefill.
 #   2. decided.mir / decided.log: every attn_wg choice (and the best
 #      mma.sync tile) timed by the benchmarker at bench/attention-llama3.mir's
-#      causal prefill 4096.
+#      causal prefill 4096 (and its decode steps) and the masked gallery
+#      prefill.
 #   3. sdpa.json / sdpa.log: PyTorch SDPA (default, flash, cuDNN, ...) at
 #      the same shape and the masked gallery prefill.
-#   4. lit.log: lit Cuda/attention-wg-run.mir (every default attn_wg tile
-#      timed after the benchmarker's fp64 check, --run against the fp64
-#      interpreter), in the time left.
+#   4. lit.log: lit Cuda/attention-*.mir (attention-wg-run.mir: every
+#      default attn_wg tile timed after the benchmarker's fp64 check, --run
+#      against the fp64 interpreter), in the time left.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ROOT=$PWD; D=$ROOT/.device
@@ -29,16 +30,16 @@ OUT=${OUT:-$ROOT/gpu-results/attn-causal}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
 OPT=$D/bin/mtsched-opt
 START=$SECONDS
-left() { echo $((150 - (SECONDS - START))); }
+left() { echo $((170 - (SECONDS - START))); }
 S=$OUT/summary.txt
 { date -u +%FT%TZ; nvidia-smi -L; git -C "$ROOT" log --oneline -1 2>/dev/null; } > "$S" 2>&1
 cat "$S"
 K=$(mktemp -d)
 
 # The tiles checked: the old best, the new defaults, and tiles only this
-# script tries (3 stages, 176 keys, a persistent 64-key tile for the TMA
-# mask, a persistent tile without the overlap).
-TILES="128x128_s2_o 128x128_s2_o_p 128x128_s2_o_pp 128x128_s2_o_pp_p 128x128_s3_o_pp_p 128x176_s2_o_pp_p 128x64_s2_o_p 128x64_s3_p"
+# script tries (other key tiles and stage counts that fit, a 64-key tile
+# with 3 stages for the TMA mask).
+TILES="128x128_s2_o 128x128_s2_o_pp_p 128x128_s3_o_p 128x128_s3_o_pp 128x128_s3_o_pp_p 128x96_s4_o_pp_p 128x112_s3_o_pp_p 128x64_s2_o 128x64_s2_o_pp_p 128x64_s3_o_pp_p"
 python3 - "$K/wg.json" $TILES <<'PY'
 import json, sys
 tiles = []
@@ -54,11 +55,11 @@ PY
 
 echo "== 1. element-wise check of each tile's kernel, then its time alone" | tee -a "$S"
 # name  B HQ HKV SQ SKV D causal dtype mask tiles
-CASES="ragged 1 8 2 300 300 128 1 bf16 - 128x128_s2_o_p,128x128_s2_o_pp,128x128_s2_o_pp_p,128x64_s3_p
-d64 2 6 3 300 300 64 1 f16 - 128x128_s2_o_pp_p
-masked 1 16 4 2048 4096 128 0 bf16 q 128x128_s2_o_pp_p,128x64_s2_o_p
-unmasked 1 16 4 2048 4096 128 0 bf16 - 128x128_s2_o,128x128_s2_o_pp_p
-prefill4096 1 32 8 4096 4096 128 1 bf16 - $(echo $TILES | tr ' ' ,)"
+CASES="ragged 1 8 2 300 300 128 1 bf16 - 128x128_s3_o_p,128x128_s3_o_pp,128x128_s3_o_pp_p,128x96_s4_o_pp_p,128x112_s3_o_pp_p,128x64_s3_o_pp_p
+d64 2 6 3 300 300 64 1 f16 - 128x128_s3_o_pp_p,128x64_s3_o_pp_p
+masked 1 16 4 2048 4096 128 0 bf16 q 128x64_s2_o,128x64_s2_o_pp_p,128x64_s3_o_pp_p
+unmasked 1 16 4 2048 4096 128 0 bf16 - 128x128_s2_o,128x128_s3_o_pp_p,128x96_s4_o_pp_p
+prefill4096 1 32 8 4096 4096 128 1 bf16 - 128x128_s2_o,128x128_s2_o_pp_p,128x128_s3_o_p,128x128_s3_o_pp,128x128_s3_o_pp_p,128x96_s4_o_pp_p,128x112_s3_o_pp_p,128x64_s3_o_pp_p"
 : > "$K/cases.txt"
 while read -r name B HQ HKV SQ SKV DD C T M LIST; do
   ty="$T[$B,$HQ,$SQ,$DD]"; kv="$T[$B,$HKV,$SKV,$DD]"
@@ -84,7 +85,7 @@ CHECK_RC=$?
 echo "check rc=$CHECK_RC" >> "$OUT/check.log"
 # A kernel that hangs would hang every later step too: leave the new tiles
 # out of them then.
-NEW="attn_wg_128x128_s2_o_p,attn_wg_128x128_s2_o_pp,attn_wg_128x128_s2_o_pp_p"
+NEW="attn_wg_128x128_s2_o_p,attn_wg_128x128_s2_o_pp,attn_wg_128x128_s2_o_pp_p,attn_wg_128x128_s3_o_pp,attn_wg_128x128_s3_o_pp_p"
 NOWG=()
 if [ "$CHECK_RC" = 124 ]; then
   NOWG=("--disable-choices=$NEW")
@@ -92,14 +93,21 @@ if [ "$CHECK_RC" = 124 ]; then
 fi
 grep -v "^  " "$OUT/check.log" | tee -a "$S"
 
-echo "== 2. every attn_wg choice at the causal prefill 4096" | tee -a "$S"
-sed -n '/^graph @prefill_4096/,/^}/p' "$ROOT/bench/attention-llama3.mir" > "$K/prefill.mir"
+echo "== 2. every attn_wg choice: causal prefill 4096, the masked gallery prefill, decode" | tee -a "$S"
+cp "$ROOT/bench/attention-llama3.mir" "$K/prefill.mir"
+cat >> "$K/prefill.mir" <<'MIR'
+
+graph @prefill_masked_2048x4096(%q: bf16[1,16,2048,128], %k: bf16[1,4,4096,128], %v: bf16[1,4,4096,128], %m: f32[1,1,2048,4096]) {
+  %o = attention(%q, %k, %v, %m) {scale = 0.08838834764831845} : bf16[1,16,2048,128]
+  return %o
+}
+MIR
 # The flash and mma.sync tiles are slower by far (docs/BENCHMARKS.md): only
 # attn_mma_128x64_w8 stays as the reference beside the wg tiles.
 OFF="attn_math,attn_flash_64x64_w4,attn_flash_32x64_w4,attn_flash_16x64_w4,attn_flash_16x32_w4,attn_mma_128x32_w4,attn_mma_256x32_w8,attn_mma_64x64_w4,attn_mma_16x32_w4"
 [ ${#NOWG[@]} -gt 0 ] && OFF="$OFF,$NEW"
 : > "$OUT/decided.mir"
-T=$(left); [ "$T" -gt 35 ] && T=35
+T=$(left); [ "$T" -gt 60 ] && T=60
 if [ "$T" -ge 15 ]; then
   timeout "$T" "$OPT" "$K/prefill.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
     --no-cache --kernel-cache-dir="$K/kc" --quiet --choice-timeout-ms=20000 --disable-choices="$OFF" \
@@ -122,17 +130,17 @@ else
   echo "sdpa skipped: out of time" | tee -a "$S"
 fi
 
-echo "== 4. lit: Cuda/attention-wg-run.mir" | tee -a "$S"
+echo "== 4. lit: Cuda/attention-*.mir" | tee -a "$S"
 device_lit_tree "$ROOT" "$D"
-T=$(left); [ "$T" -gt 50 ] && T=50
+T=$(left); [ "$T" -gt 70 ] && T=70
 if [ ${#NOWG[@]} -gt 0 ] || [ "$T" -lt 10 ]; then
   echo "lit skipped" > "$OUT/lit.log"
 else
-  timeout "$T" python3 "$D/lit/lit.py" -sv --filter 'attention-wg-run' "$W/test/lit/Cuda" > "$OUT/lit.log" 2>&1
+  timeout "$T" python3 "$D/lit/lit.py" -sv --filter 'attention-' "$W/test/lit/Cuda" > "$OUT/lit.log" 2>&1
 fi
 echo "lit rc=$?" | tee -a "$S"
 grep -E "^(PASS|FAIL|UNSUPPORTED):" "$OUT/lit.log" | tee -a "$S"
-for f in "$W"/test/lit/Cuda/Output/attention-wg-run.mir.tmp*.log; do
+for f in "$W"/test/lit/Cuda/Output/attention-*.mir.tmp*.log; do
   [ -f "$f" ] && grep -h "run @\|error\|wrong\|differs" "$f" | head -20
 done | tee -a "$S" >> "$OUT/lit.log"
 

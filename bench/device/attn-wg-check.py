@@ -91,7 +91,7 @@ def check(argv):
             raise RuntimeError(f"{what}: CUresult {r}")
     ck(cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
     ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), "cuModuleGetFunction")
-    smem = 1024 + 2 * (BQ + 2 * STAGES * BKV) * D + 8 * (3 * STAGES + 2)
+    smem = 1024 + 2 * (BQ + 2 * STAGES * BKV) * D + 8 * (4 * STAGES + 2)
     # The mask's stages, as the generator chose (AttentionWgKernels.cpp).
     mask_tma = "#define MASK_TMA 1" in src
     if mask_tma:

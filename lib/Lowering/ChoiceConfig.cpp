@@ -101,6 +101,12 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       wgAttentionTile(128, 128, 2, /*Overlap=*/true,
                                       /*PingPong=*/true),
                       wgAttentionTile(128, 128, 2, /*Overlap=*/true,
+                                      /*PingPong=*/true, /*Persistent=*/true),
+                      // Three stages of 128 keys: the most that fits at
+                      // D = 128 (225 KB).
+                      wgAttentionTile(128, 128, 3, /*Overlap=*/true,
+                                      /*PingPong=*/true),
+                      wgAttentionTile(128, 128, 3, /*Overlap=*/true,
                                       /*PingPong=*/true, /*Persistent=*/true)};
   C.GemmExterns = {"extern.cublas"};
   // `hier` is offered only to groups that span hosts.

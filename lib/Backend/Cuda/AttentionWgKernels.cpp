@@ -13,7 +13,10 @@
 //     key and value tiles of BKV keys through STAGES stages with TMA, each
 //     row as D / 64 boxes of 64 columns (128 bytes, swizzled); k and v of a
 //     stage have their own `full` barriers, so q kᵀ starts before v lands,
-//     and one `empty` barrier that both consumers free.
+//     and their own `empty` barriers: a stage's k is free once both
+//     consumers' q kᵀ (and softmax, which reads a staged mask tile) is
+//     done, its v once their p v is, so the next k tile loads a p v
+//     earlier.
 //   * A consumer computes s = q kᵀ with `wgmma m64nBKVk16` (q and k both
 //     K-major from shared memory), scales it by scale * log2(e), adds the
 //     additive mask, masks keys past each row's last (a causal diagonal
@@ -82,8 +85,11 @@ static const char *const WgBody = R"(
   const unsigned fullK = sV + STAGES * KV_TILE; // 8-byte mbarriers
 #endif
   const unsigned fullV = fullK + 8 * STAGES;
-  const unsigned empty = fullV + 8 * STAGES;
-  const unsigned qbar = empty + 8 * STAGES;
+  // k (and a staged mask tile) freed by each consumer warp, v by each
+  // consumer.
+  const unsigned emptyK = fullV + 8 * STAGES;
+  const unsigned emptyV = emptyK + 8 * STAGES;
+  const unsigned qbar = emptyV + 8 * STAGES;
   const unsigned qfree = qbar + 8; // both consumers are done with q
   const unsigned fullM = qfree + 8; // MASK_STAGED: a tile's mask landed
   (void)fullM;
@@ -128,7 +134,8 @@ static const char *const WgBody = R"(
     for (int s = 0; s < STAGES; ++s) {
       mt_mbar_init(fullK + 8 * s, 1);
       mt_mbar_init(fullV + 8 * s, 1);
-      mt_mbar_init(empty + 8 * s, 2);
+      mt_mbar_init(emptyK + 8 * s, 8);
+      mt_mbar_init(emptyV + 8 * s, 2);
 #if MASK_TMA
       mt_mbar_init(fullM + 8 * s, 1);
 #elif MASK_STAGED
@@ -178,20 +185,16 @@ static const char *const WgBody = R"(
           mt_tma_load(sQ + c * Q_BOX, tm_q, qbar, c * 64, (int)r0, (int)bh);
         for (int it = 0; it < nTiles; ++it) {
           const int s = MT_ST(it);
-          // Both consumers have freed the stage (the first lap passes).
-          mt_mbar_wait(empty + 8 * s, MT_PH(it) ^ 1);
+          // Both consumers have freed the stage's k (the first lap
+          // passes), then its v.
+          mt_mbar_wait(emptyK + 8 * s, MT_PH(it) ^ 1);
           mt_mbar_expect(fullK + 8 * s, KV_TILE);
 #pragma unroll
           for (int c = 0; c < DB; ++c)
             mt_tma_load(sK + s * KV_TILE + c * KV_BOX, tm_k, fullK + 8 * s,
                         c * 64, it * BKV, (int)bh);
-          mt_mbar_expect(fullV + 8 * s, KV_TILE);
-#pragma unroll
-          for (int c = 0; c < DB; ++c)
-            mt_tma_load(sV + s * KV_TILE + c * KV_BOX, tm_v, fullV + 8 * s,
-                        c * 64, it * BKV, (int)bh);
 #if MASK_TMA
-          // The mask tile as BKV / 32 boxes of 32 floats (128 bytes,
+          // The mask tile (freed with k) as BKV / 32 boxes of 32 floats (128 bytes,
           // swizzled).
           mt_mbar_expect(fullM + 8 * s, M_STAGE);
 #pragma unroll
@@ -199,6 +202,12 @@ static const char *const WgBody = R"(
             mt_tma_load(sM + s * M_STAGE + c * (BQ * 128), tm_m,
                         fullM + 8 * s, it * BKV + c * 32, mrow0, 0);
 #endif
+          mt_mbar_wait(emptyV + 8 * s, MT_PH(it) ^ 1);
+          mt_mbar_expect(fullV + 8 * s, KV_TILE);
+#pragma unroll
+          for (int c = 0; c < DB; ++c)
+            mt_tma_load(sV + s * KV_TILE + c * KV_BOX, tm_v, fullV + 8 * s,
+                        c * 64, it * BKV, (int)bh);
         }
         gt += nTiles;
         ++uc;
@@ -224,7 +233,7 @@ static const char *const WgBody = R"(
         const long long b = bh / HKV, hk = bh % HKV;
         for (int it = 0; it < nTiles; ++it) {
           const int s = MT_ST(it);
-          mt_mbar_wait(empty + 8 * s, MT_PH(it) ^ 1);
+          mt_mbar_wait(emptyK + 8 * s, MT_PH(it) ^ 1);
           const long long j0 = (long long)it * BKV;
           float *dst = (float *)(mt_smem + (sM - mt_smem_addr(mt_smem))) +
                        s * (M_STAGE / 4);
@@ -311,6 +320,19 @@ static const char *const WgBody = R"(
     mt_wgmma_commit();                                                         \
   }
 // p v read pf until here: keep its registers alive.
+// A consumer warp frees a stage's k once its q kᵀ is done, or with a
+// staged mask once its softmax (which reads the mask tile) is.
+#if MASK_STAGED
+#define MT_FREE_K_QK(ST)
+#define MT_FREE_K_SOFTMAX(ST)                                                  \
+  if (lane == 0)                                                               \
+  mt_mbar_arrive(emptyK + 8 * (ST))
+#else
+#define MT_FREE_K_QK(ST)                                                       \
+  if (lane == 0)                                                               \
+  mt_mbar_arrive(emptyK + 8 * (ST))
+#define MT_FREE_K_SOFTMAX(ST)
+#endif
 #define MT_KEEP_PF()                                                           \
   _Pragma("unroll") for (int kk = 0; kk < NS / 2; ++kk)                        \
       _Pragma("unroll") for (int r = 0; r < 4; ++r)                            \
@@ -483,7 +505,9 @@ static const char *const WgBody = R"(
         MT_WGMMA_WAIT(0);
         if (nWg == 1 && tid % 128 == 0)
           mt_mbar_arrive(qfree);
+        MT_FREE_K_QK(MT_ST(0));
         softmax(0, MT_ST(0), MT_PH(0));
+        MT_FREE_K_SOFTMAX(MT_ST(0));
         rescaleAndPack();
       }
       for (int it = 1; it < nWg; ++it) {
@@ -497,11 +521,13 @@ static const char *const WgBody = R"(
         MT_WGMMA_WAIT(1);
         if (it == nWg - 1 && tid % 128 == 0)
           mt_mbar_arrive(qfree);
+        MT_FREE_K_QK(st);
         softmax((long long)it * BKV, st, MT_PH(it));
+        MT_FREE_K_SOFTMAX(st);
         MT_WGMMA_WAIT(0);
         MT_KEEP_PF();
         if (tid % 128 == 0)
-          mt_mbar_arrive(empty + 8 * pst);
+          mt_mbar_arrive(emptyV + 8 * pst);
         rescaleAndPack();
       }
       // The last p v (one more turn; a consumer without products takes it
@@ -517,7 +543,7 @@ static const char *const WgBody = R"(
         for (int i = 0; i < D_ / 2; ++i)
           mt_fence_acc(o[i]);
         if (tid % 128 == 0)
-          mt_mbar_arrive(empty + 8 * lst);
+          mt_mbar_arrive(emptyV + 8 * lst);
       } else {
         MT_TURN_PASS();
       }
@@ -530,7 +556,9 @@ static const char *const WgBody = R"(
         MT_WGMMA_WAIT(0);
         if (it == nWg - 1 && tid % 128 == 0)
           mt_mbar_arrive(qfree);
+        MT_FREE_K_QK(st);
         softmax((long long)it * BKV, st, ph);
+        MT_FREE_K_SOFTMAX(st);
         rescaleAndPack();
         MT_PV(st, ph);
         MT_WGMMA_WAIT(0);
@@ -538,7 +566,7 @@ static const char *const WgBody = R"(
         for (int i = 0; i < D_ / 2; ++i)
           mt_fence_acc(o[i]);
         if (tid % 128 == 0)
-          mt_mbar_arrive(empty + 8 * st);
+          mt_mbar_arrive(emptyV + 8 * st);
       }
 #endif
       // Tiles none of these rows see: their k and v must still have landed
@@ -554,8 +582,10 @@ static const char *const WgBody = R"(
         // (A parity wait only tells the phases apart in order.)
         mt_mbar_wait(fullM + 8 * st, ph);
 #endif
+        if (lane == 0)
+          mt_mbar_arrive(emptyK + 8 * st);
         if (tid % 128 == 0)
-          mt_mbar_arrive(empty + 8 * st);
+          mt_mbar_arrive(emptyV + 8 * st);
       }
       gt += nTiles;
       ++uc;

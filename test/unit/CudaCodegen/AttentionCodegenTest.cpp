@@ -181,7 +181,7 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   // Prefill: every tile without splits, then attn_math.
   auto Pre = attention({"bf16", 1, 32, 8, 512, 512, 128, true});
   ASSERT_TRUE(Pre);
-  ASSERT_EQ(node(*Pre).getChoices().size(), 18u);
+  ASSERT_EQ(node(*Pre).getChoices().size(), 20u);
   for (const Choice &C : node(*Pre).getChoices())
     EXPECT_EQ(C.Name.find("_kv"), std::string::npos) << C.Name;
   // ... the Hopper tiles among them; a decode step's 4 packed rows get none.
@@ -193,6 +193,8 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   EXPECT_EQ(node(*Pre).getChoices()[14].Name, "attn_wg_128x128_s2_o_p");
   EXPECT_EQ(node(*Pre).getChoices()[15].Name, "attn_wg_128x128_s2_o_pp");
   EXPECT_EQ(node(*Pre).getChoices()[16].Name, "attn_wg_128x128_s2_o_pp_p");
+  EXPECT_EQ(node(*Pre).getChoices()[17].Name, "attn_wg_128x128_s3_o_pp");
+  EXPECT_EQ(node(*Pre).getChoices()[18].Name, "attn_wg_128x128_s3_o_pp_p");
   for (const Choice &C : N.getChoices())
     EXPECT_EQ(C.Name.find("attn_wg"), std::string::npos) << C.Name;
   // f32 and a head dimension other than 64 or 128 get none either.
@@ -410,7 +412,7 @@ TEST(AttentionCodegen, WgKernelShape) {
   EXPECT_TRUE(K->NeedsSm90a);
   EXPECT_EQ(K->WorkspaceBytes, 0u);
   EXPECT_EQ(K->SharedBytes,
-            unsigned(1024 + 2 * (128 + 2 * 2 * 128) * 128 + 8 * 8));
+            unsigned(1024 + 2 * (128 + 2 * 2 * 128) * 128 + 8 * 10));
   EXPECT_EQ(K->SharedBytes, unsigned(wgAttentionSharedBytes(128, 128, 128, 2)));
   // q as [B * Hkv][G * Sq][D], k and v as [B * Hkv][Skv][D], 64-column
   // boxes of 128 query rows and 128 keys.
