@@ -30,6 +30,18 @@ constexpr double MmaTensorEff = 0.35;
 /// 426, 128x176 345, 128x128 overlapped 341, 128x64 overlapped 375).
 constexpr double WgTensorEff = 0.65;
 constexpr double WgTileUs = 0.4;
+/// What the persistent and pingpong tiles change (the same H200, causal
+/// 4096 prefill, 2026-11-29, each kernel timed alone: 128x128 overlapped
+/// 368 us, persistent 359, pingpong 333, both 326, both with 3 stages
+/// 270): a CTA's fill and drain (q and the first tiles loading, the last
+/// p v and the output stores), which a persistent CTA hides under the
+/// previous query tile; the softmax and the per-tile cost that pingpong
+/// hides under the other consumer's products; and what each key tile waits
+/// for its k and v with two stages once pingpong keeps the tensor cores
+/// busy.
+constexpr double WgCtaUs = 1.0;
+constexpr double WgPingPongTileUs = 0.05;
+constexpr double WgTwoStageUs = 0.35;
 /// What reading the additive mask adds per score: each element from global
 /// memory by the consumers (on the critical path: the gallery's masked
 /// prefill ran 987 us where its flops take about 170), or staged by the
@@ -147,7 +159,8 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
 
 double mtsched::wgAttentionTimeUs(const DeviceDesc &Dev,
                                   const AttentionShape &S, int BQ, int BKV,
-                                  int Stages, bool Overlap) {
+                                  int Stages, bool Overlap, bool PingPong,
+                                  bool Persistent) {
   if (!validShape(S) || !wgAttentionSupports(S, BQ, BKV, Stages))
     return Inf;
   if (S.B * S.Hq * S.Sq == 0)
@@ -170,10 +183,15 @@ double mtsched::wgAttentionTimeUs(const DeviceDesc &Dev,
   // p v is in flight (hidden but for a quarter).
   double PerSMTensor = Dev.PeakBf16Tflops * 1e6 * WgTensorEff / Dev.NumSMs;
   double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * FlashSimtEff / Dev.NumSMs;
+  double KeyTiles = std::ceil(KeysPerTile / BKV);
   double CtaUs = CtaFlops / PerSMTensor +
                  MmaSoftmaxOpsPerScore * BQ * KeysPerTile / PerSMFlops /
-                     (Overlap ? 4 : 2) +
-                 WgTileUs * std::ceil(KeysPerTile / BKV);
+                     (PingPong  ? 16
+                      : Overlap ? 4
+                                : 2) +
+                 (PingPong ? WgPingPongTileUs : WgTileUs) * KeyTiles +
+                 (PingPong && Stages < 3 ? WgTwoStageUs * KeyTiles : 0) +
+                 (Persistent ? 0 : WgCtaUs);
   if (S.HasMask)
     CtaUs +=
         BQ * KeysPerTile *

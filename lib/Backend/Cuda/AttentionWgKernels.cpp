@@ -69,6 +69,16 @@ static const char *const WgBody = R"(
 #define NS (BKV / 8)           // n8 score tiles of a key tile
 #define NO (D_ / 8)            // n8 output tiles
 #define MT_NEG_INF (-__int_as_float(0x7f800000))
+// FUSED_SCALE (no additive mask, a positive scale): the row maxima are
+// taken over the raw scores and the scale folds into exp2's argument (one
+// FFMA a score instead of a multiply and a subtraction).
+#if FUSED_SCALE
+#define MT_SCALED(x) (x)
+#define MT_EXP_ARG(x, u) fmaf((x), SCALE_LOG2, -(u))
+#else
+#define MT_SCALED(x) ((x) * SCALE_LOG2)
+#define MT_EXP_ARG(x, u) ((x) - (u))
+#endif
 // The stage and phase of the CTA's key tile i, counted over its units.
 #define MT_ST(i) ((gt + (i)) % STAGES)
 #define MT_PH(i) ((unsigned)((gt + (i)) / STAGES) & 1u)
@@ -403,8 +413,8 @@ static const char *const WgBody = R"(
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const long long jj = j0 + n * 8 + 2 * t4 + c;
-            float x = s[n * 4 + c] * SCALE_LOG2;
-            float y = s[n * 4 + 2 + c] * SCALE_LOG2;
+            float x = MT_SCALED(s[n * 4 + c]);
+            float y = MT_SCALED(s[n * 4 + 2 + c]);
 #if MASK_TMA
             {
               // Key n * 8 + 2 t4 + c of the tile: box n / 4, 16-byte chunk
@@ -444,6 +454,10 @@ static const char *const WgBody = R"(
           mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
           mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, w));
         }
+#if FUSED_SCALE
+        mxA *= SCALE_LOG2;
+        mxB *= SCALE_LOG2;
+#endif
         const float nA = fmaxf(mA, mxA), nB = fmaxf(mB, mxB);
         // A row that has seen no key yet subtracts 0: exp2(-inf) is 0, and
         // -inf - -inf would be NaN.
@@ -457,10 +471,10 @@ static const char *const WgBody = R"(
         lB *= aB;
 #pragma unroll
         for (int n = 0; n < NS; ++n) {
-          s[n * 4 + 0] = exp2f(s[n * 4 + 0] - uA);
-          s[n * 4 + 1] = exp2f(s[n * 4 + 1] - uA);
-          s[n * 4 + 2] = exp2f(s[n * 4 + 2] - uB);
-          s[n * 4 + 3] = exp2f(s[n * 4 + 3] - uB);
+          s[n * 4 + 0] = exp2f(MT_EXP_ARG(s[n * 4 + 0], uA));
+          s[n * 4 + 1] = exp2f(MT_EXP_ARG(s[n * 4 + 1], uA));
+          s[n * 4 + 2] = exp2f(MT_EXP_ARG(s[n * 4 + 2], uB));
+          s[n * 4 + 3] = exp2f(MT_EXP_ARG(s[n * 4 + 3], uB));
           lA += s[n * 4 + 0] + s[n * 4 + 1];
           lB += s[n * 4 + 2] + s[n * 4 + 3];
         }
@@ -472,12 +486,19 @@ static const char *const WgBody = R"(
 #pragma unroll
         for (int i = 0; i < D_ / 2; ++i)
           mt_fence_acc(o[i]);
+#if LAZY_RESCALE
+        // Once the running maxima settle, most tiles change no row's max
+        // in a warp: skip its D / 2 multiplications by 1.
+        if (__any_sync(0xffffffffu, aA != 1.f || aB != 1.f))
+#endif
+        {
 #pragma unroll
-        for (int n = 0; n < NO; ++n) {
-          o[n * 4 + 0] *= aA;
-          o[n * 4 + 1] *= aA;
-          o[n * 4 + 2] *= aB;
-          o[n * 4 + 3] *= aB;
+          for (int n = 0; n < NO; ++n) {
+            o[n * 4 + 0] *= aA;
+            o[n * 4 + 1] *= aA;
+            o[n * 4 + 2] *= aB;
+            o[n * 4 + 3] *= aB;
+          }
         }
 #pragma unroll
         for (int n = 0; n < NS; ++n) {
@@ -678,11 +699,13 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
      << "\n#define STAGES " << T.Stages << "\n#define OVERLAP "
      << (T.Overlap ? 1 : 0) << "\n#define PERSISTENT " << (T.Persistent ? 1 : 0)
-     << "\n#define PINGPONG " << (T.PingPong ? 1 : 0) << "\n#define UNITS "
-     << NBH * Tiles << "LL // query tiles x (batch, kv head)\n#define NBH "
-     << NBH << "LL // batch x kv heads\n#define PRODUCER_REGS \""
-     << WgmmaProducerRegs << "\"\n#define CONSUMER_REGS \"" << ConsumerRegs
-     << "\"\n";
+     << "\n#define PINGPONG " << (T.PingPong ? 1 : 0)
+     << "\n#define FUSED_SCALE " << (!S->HasMask && S->Scale > 0 ? 1 : 0)
+     << "\n#define LAZY_RESCALE 1"
+     << "\n#define UNITS " << NBH * Tiles
+     << "LL // query tiles x (batch, kv head)\n#define NBH " << NBH
+     << "LL // batch x kv heads\n#define PRODUCER_REGS \"" << WgmmaProducerRegs
+     << "\"\n#define CONSUMER_REGS \"" << ConsumerRegs << "\"\n";
   OS << "#define MASK_STAGED " << (MaskStaged ? 1 : 0) << "\n#define MASK_TMA "
      << (MaskTma ? 1 : 0) << "\n";
   if (MaskTma)
