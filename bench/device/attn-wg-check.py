@@ -161,7 +161,10 @@ def check(argv):
     tol = 2e-2 * ref.abs().clamp(min=1.0)
     bad = err > tol
     flops = 4 * B * HQ * D * (SQ * (SKV - SQ) + SQ * (SQ + 1) // 2 if CAUSAL else SQ * SKV)
-    print(f"{name}: shape B={B} HQ={HQ} HKV={HKV} SQ={SQ} SKV={SKV} D={D} causal={CAUSAL} "
+    # A variant of a kernel (the same name, edited) sits in a folder ab-TAG.
+    parent = src_path.rsplit("/", 2)[-2] if src_path.count("/") >= 1 else ""
+    tag = " [" + parent[3:] + "]" if parent.startswith("ab-") else ""
+    print(f"{name}{tag}: shape B={B} HQ={HQ} HKV={HKV} SQ={SQ} SKV={SKV} D={D} causal={CAUSAL} "
           f"mask={MASK}: max abs error {err.max().item():.3e}, bad {int(bad.sum())} of "
           f"{bad.numel()}, {us:.1f} us ({flops / us / 1e6:.1f} TFLOP/s)")
     if bad.any():

@@ -51,11 +51,26 @@
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/IR/Attention.h"
 
+#include <cassert>
+
 using namespace mtsched;
 using namespace mtsched::codegen;
 
 static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+/// Wgmma function F (wgmmaFunction, A from shared memory) made to
+/// overwrite its accumulators: scale-d 0, and the registers outputs only,
+/// so that nothing zeroes them first.
+static std::string overwritingWgmma(std::string F) {
+  size_t Scale = F.find("1, 1, 1, 0, ");
+  assert(Scale != std::string::npos && "wgmma without scale-d 1");
+  F[Scale] = '0';
+  for (size_t P = F.find("\"+f\""); P != std::string::npos;
+       P = F.find("\"+f\"", P))
+    F[P + 1] = '=';
+  return F;
 }
 
 /// The kernel body after the signature; the shape, tile (BQ, BKV, STAGES,
@@ -308,16 +323,31 @@ static const char *const WgBody = R"(
 // s = q kᵀ of stage ST issued (not waited for). k16 step kk: box kk / 4 of
 // the row, 32 bytes per step inside it; 8-row groups 1024 bytes apart in
 // both operands.
+// With QK_ZERO_INIT the first step overwrites s (scale-d 0) instead of
+// adding to zeroed registers.
+#define MT_QK_STEP(F, ST, kk)                                                  \
+  F(s, mt_desc(qa + ((kk) / 4) * Q_BOX + ((kk) % 4) * 32, 16, 1024),           \
+    mt_desc(sK + (ST) * KV_TILE + ((kk) / 4) * KV_BOX + ((kk) % 4) * 32, 16,   \
+            1024))
+#if QK_ZERO_INIT
+#define MT_QK(ST)                                                              \
+  {                                                                            \
+    mt_wgmma_fence();                                                          \
+    MT_QK_STEP(mt_wgmma_qk0, ST, 0);                                           \
+    _Pragma("unroll") for (int kk = 1; kk < D_ / 16; ++kk)                     \
+        MT_QK_STEP(mt_wgmma_qk, ST, kk);                                       \
+    mt_wgmma_commit();                                                         \
+  }
+#else
 #define MT_QK(ST)                                                              \
   {                                                                            \
     _Pragma("unroll") for (int i = 0; i < BKV / 2; ++i) s[i] = 0.f;            \
     mt_wgmma_fence();                                                          \
-    _Pragma("unroll") for (int kk = 0; kk < D_ / 16; ++kk) mt_wgmma_qk(        \
-        s, mt_desc(qa + (kk / 4) * Q_BOX + (kk % 4) * 32, 16, 1024),           \
-        mt_desc(sK + (ST) * KV_TILE + (kk / 4) * KV_BOX + (kk % 4) * 32, 16,   \
-                1024));                                                        \
+    _Pragma("unroll") for (int kk = 0; kk < D_ / 16; ++kk)                     \
+        MT_QK_STEP(mt_wgmma_qk, ST, kk);                                       \
     mt_wgmma_commit();                                                         \
   }
+#endif
 // o += p v of stage ST issued, once its v has landed (phase PH). v: k16
 // step kk is 16 rows (2048 bytes) into each box; the boxes (64 output
 // columns each) KV_BOX apart.
@@ -680,12 +710,15 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
   K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
   std::string Src;
   llvm::raw_string_ostream OS(Src);
-  std::string Helpers = std::string("#define MMA_TYPE \"") + Type + "\"\n" +
-                        KeyRange + PackHelper + WgmmaHelpers +
-                        wgmmaFunction(T.BKV, Type, "mt_wgmma_qk",
-                                      /*TransB=*/false) +
-                        wgmmaFunction(int(S->D), Type, "mt_wgmma_pv",
-                                      /*TransB=*/true, /*RegisterA=*/true);
+  std::string Helpers =
+      std::string("#define MMA_TYPE \"") + Type + "\"\n" + KeyRange +
+      PackHelper + WgmmaHelpers +
+      wgmmaFunction(T.BKV, Type, "mt_wgmma_qk",
+                    /*TransB=*/false) +
+      overwritingWgmma(wgmmaFunction(T.BKV, Type, "mt_wgmma_qk0",
+                                     /*TransB=*/false)) +
+      wgmmaFunction(int(S->D), Type, "mt_wgmma_pv",
+                    /*TransB=*/true, /*RegisterA=*/true);
   llvm::Expected<AttentionShape> Header = emitAttentionHeader(
       OS, N, K.Name, ChoiceName, 3 * 128, /*Workspace=*/false, Helpers,
       "const __grid_constant__ mt_tensor_map tm_q,\n    const "
@@ -701,7 +734,7 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
      << (T.Overlap ? 1 : 0) << "\n#define PERSISTENT " << (T.Persistent ? 1 : 0)
      << "\n#define PINGPONG " << (T.PingPong ? 1 : 0)
      << "\n#define FUSED_SCALE " << (!S->HasMask && S->Scale > 0 ? 1 : 0)
-     << "\n#define LAZY_RESCALE 1"
+     << "\n#define LAZY_RESCALE 1\n#define QK_ZERO_INIT 1"
      << "\n#define UNITS " << NBH * Tiles
      << "LL // query tiles x (batch, kv head)\n#define NBH " << NBH
      << "LL // batch x kv heads\n#define PRODUCER_REGS \"" << WgmmaProducerRegs
