@@ -191,7 +191,7 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     if (std::optional<AttentionTile> T = attentionTileOf(C)) {
       if (T->Wg)
         return wgAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Stages,
-                                 T->Overlap);
+                                 T->Overlap, T->PingPong, T->Persistent);
       return flashAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Warps, T->Splits,
                                   T->Mma, T->Stages);
     }

@@ -92,7 +92,22 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       wgAttentionTile(128, 128, 2, /*Overlap=*/true),
                       // Its 64-key stages leave room for the additive
                       // mask's tiles (wgAttentionStagesMask).
-                      wgAttentionTile(128, 64, 2, /*Overlap=*/true)};
+                      wgAttentionTile(128, 64, 2, /*Overlap=*/true),
+                      // Causal prefill: the CTAs persist across query tiles
+                      // (the next tile's loads under this one's end), and
+                      // the consumers take turns at the tensor cores.
+                      wgAttentionTile(128, 128, 2, /*Overlap=*/true,
+                                      /*PingPong=*/false, /*Persistent=*/true),
+                      wgAttentionTile(128, 128, 2, /*Overlap=*/true,
+                                      /*PingPong=*/true),
+                      wgAttentionTile(128, 128, 2, /*Overlap=*/true,
+                                      /*PingPong=*/true, /*Persistent=*/true),
+                      // Three stages of 128 keys: the most that fits at
+                      // D = 128 (225 KB).
+                      wgAttentionTile(128, 128, 3, /*Overlap=*/true,
+                                      /*PingPong=*/true),
+                      wgAttentionTile(128, 128, 3, /*Overlap=*/true,
+                                      /*PingPong=*/true, /*Persistent=*/true)};
   C.GemmExterns = {"extern.cublas"};
   // `hier` is offered only to groups that span hosts.
   C.AllReduce = {"nccl", "one_shot", "two_shot", "hier"};
@@ -103,11 +118,14 @@ ChoiceConfig ChoiceConfig::getDefault() {
 }
 
 AttentionTile mtsched::wgAttentionTile(int BQ, int BKV, int Stages,
-                                       bool Overlap) {
+                                       bool Overlap, bool PingPong,
+                                       bool Persistent) {
   AttentionTile T{BQ, BKV, 12};
   T.Stages = Stages;
   T.Wg = true;
   T.Overlap = Overlap;
+  T.PingPong = PingPong;
+  T.Persistent = Persistent;
   return T;
 }
 
@@ -290,7 +308,8 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
 std::string mtsched::attentionChoiceName(const AttentionTile &T) {
   if (T.Wg)
     return "attn_wg_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
-           "_s" + std::to_string(T.Stages) + (T.Overlap ? "_o" : "");
+           "_s" + std::to_string(T.Stages) + (T.Overlap ? "_o" : "") +
+           (T.PingPong ? "_pp" : "") + (T.Persistent ? "_p" : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
          (T.Stages != 2 ? "_s" + std::to_string(T.Stages) : "") +
@@ -302,8 +321,24 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   AttentionTile T;
   if (S.consume_front("attn_wg_")) {
     auto [BQ, Rest] = S.split('x');
-    auto [BKV, Stages] = Rest.split("_s");
-    T = wgAttentionTile(0, 0, 0, Stages.consume_back("_o"));
+    auto [BKV, StagesAndFlags] = Rest.split("_s");
+    // The stages, then the flags `_o`, `_pp`, `_p` (the round trip below
+    // takes each once, in that order).
+    auto [Stages, Flags] = StagesAndFlags.split('_');
+    T = wgAttentionTile(0, 0, 0);
+    llvm::SmallVector<llvm::StringRef, 3> Fl;
+    if (!Flags.empty())
+      Flags.split(Fl, '_');
+    for (llvm::StringRef F : Fl) {
+      if (F == "o")
+        T.Overlap = true;
+      else if (F == "pp")
+        T.PingPong = true;
+      else if (F == "p")
+        T.Persistent = true;
+      else
+        return std::nullopt;
+    }
     if (BQ.getAsInteger(10, T.BQ) || BKV.getAsInteger(10, T.BKV) ||
         Stages.getAsInteger(10, T.Stages) || T.BQ <= 0 || T.BKV <= 0 ||
         T.Stages <= 0 || attentionChoiceName(T) != C.Name)

@@ -62,7 +62,13 @@ GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 /// through Stages stages, two consumer warpgroups of 64 rows each multiply
 /// with wgmma (Warps is 12, BQ 128, Splits 1); with Overlap (`_o` in the
 /// name) a consumer's softmax of one tile runs while the previous tile's
-/// p v is in flight (FlashAttention-3's intra-warpgroup pipelining).
+/// p v is in flight (FlashAttention-3's intra-warpgroup pipelining); with
+/// PingPong (`_pp`, overlap tiles only) the two consumer warpgroups take
+/// turns to issue their products, so one's softmax runs under the other's
+/// (FlashAttention-3's pingpong); Persistent (`_p`) launches at most one
+/// CTA per SM, each walking query tiles heaviest first in snake order, so
+/// its producer loads the next tile's q, k and v while the consumers
+/// finish the current one.
 struct AttentionTile {
   int BQ, BKV, Warps;
   int Splits = 1;
@@ -70,11 +76,13 @@ struct AttentionTile {
   int Stages = 2;
   bool Wg = false;
   bool Overlap = false;
+  bool PingPong = false;
+  bool Persistent = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.
-AttentionTile wgAttentionTile(int BQ, int BKV, int Stages,
-                              bool Overlap = false);
+AttentionTile wgAttentionTile(int BQ, int BKV, int Stages, bool Overlap = false,
+                              bool PingPong = false, bool Persistent = false);
 
 struct ChoiceConfig {
   std::vector<GemmTileConfig> GemmTiles;
