@@ -70,6 +70,9 @@ struct AttentionTile {
   int Stages = 2;
   bool Wg = false;
   bool Overlap = false;
+  /// The Hopper decode template (`attn_dec_...`, AttentionDecodeKernels.cpp):
+  /// a TMA producer warp feeding Warps consumer warps of mma.sync.
+  bool Dec = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.

@@ -553,6 +553,8 @@ mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
                                       const AttentionTile &T) {
   if (T.Wg)
     return generateWgAttentionKernel(N, T);
+  if (T.Dec)
+    return generateDecAttentionKernel(N, T);
   if (T.Mma)
     return generateMmaAttentionKernel(N, T);
   int Threads = 32 * T.Warps;
