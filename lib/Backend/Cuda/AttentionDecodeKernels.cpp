@@ -239,8 +239,11 @@ static const char *const DecBody[] = {R"(
     }
   }
   // Every copy has landed (each was waited for) and every stage is read:
-  // the consumers' partial results are combined in the stages' memory.
+  // the consumers' partial results are combined in the stages' memory,
+  // only for the tile's VR rows that are query rows (a decode step of
+  // Llama-3-8B has 4 of 16).
   __syncthreads();
+  const int VR = ROWS - r0 < 16 ? (int)(ROWS - r0) : 16;
   float *cO = (float *)region;   // [NC][16][D_] unnormalised accumulators
   float *cM = cO + NC * 16 * D_; // [NC][16] running max (log2 units)
   float *cL = cM + NC * 16;      // [NC][16] running sum
@@ -251,10 +254,14 @@ static const char *const DecBody[] = {R"(
 #pragma unroll
     for (int n = 0; n < NO; ++n) {
       const int d = n * 8 + 2 * t4;
-      cO[(warp * 16 + g) * D_ + d] = o[n][0];
-      cO[(warp * 16 + g) * D_ + d + 1] = o[n][1];
-      cO[(warp * 16 + g + 8) * D_ + d] = o[n][2];
-      cO[(warp * 16 + g + 8) * D_ + d + 1] = o[n][3];
+      if (g < VR) {
+        cO[(warp * 16 + g) * D_ + d] = o[n][0];
+        cO[(warp * 16 + g) * D_ + d + 1] = o[n][1];
+      }
+      if (g + 8 < VR) {
+        cO[(warp * 16 + g + 8) * D_ + d] = o[n][2];
+        cO[(warp * 16 + g + 8) * D_ + d + 1] = o[n][3];
+      }
     }
     if (t4 == 0) {
       cM[warp * 16 + g] = mA;
@@ -279,7 +286,7 @@ static const char *const DecBody[] = {R"(
     fL[i] = L;
   }
   __syncthreads();
-  for (int e = tid; e < 16 * D_; e += THREADS) {
+  for (int e = tid; e < VR * D_; e += THREADS) {
     const int i = e / D_;
     float x = 0.f;
     for (int w = 0; w < NC; ++w)
@@ -291,7 +298,7 @@ static const char *const DecBody[] = {R"(
   {
     const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
     float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
-    for (int e = tid; e < 16 * D_; e += THREADS)
+    for (int e = tid; e < VR * D_; e += THREADS)
       part[e] = fO[e];
     for (int i = tid; i < 16; i += THREADS) {
       part[BQ * D_ + i] = fM[i];
@@ -299,11 +306,9 @@ static const char *const DecBody[] = {R"(
     }
 )",
                                       R"(#else
-  for (int e = tid; e < 16 * D_; e += THREADS) {
+  for (int e = tid; e < VR * D_; e += THREADS) {
     const int i = e / D_;
     const long long r = r0 + i;
-    if (r >= ROWS)
-      continue;
     const long long h = hk * GROUP + r / SQ;
     out[((b * HQ + h) * SQ + r % SQ) * D_ + e % D_] =
         STORE(fL[i] > 0.f ? fO[e] / fL[i] : MT_EMPTY_ROW);
