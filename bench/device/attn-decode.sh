@@ -11,12 +11,11 @@
 #   2. lit.log: lit Cuda/attention-dec-run.mir (every attn_dec tile of its
 #      choices file checked against fp64 by the benchmarker before it is
 #      timed, the decided graph --run against the fp64 interpreter).
-#   3. decided.mir / decided.log: every choice of
-#      bench/device/attn-decode-tiles.json (today's mma.sync decode tiles,
-#      their variants and the attn_dec tiles) timed at bench/
-#      attention-llama3.mir's decode graphs (B = 1, 4, 16 over 4096 keys),
-#      each checked against fp64 first; twice, as long as the budget lasts
-#      (the second pass from the same kernel cache).
+#   3. decided.mir / decided.log: per decode graph of bench/
+#      attention-llama3.mir (B = 16, 4, 1 over 4096 keys, the bandwidth
+#      case first) its choices below (today's mma.sync decode tiles, their
+#      deeper-stage variants and the attn_dec tiles), each checked against
+#      fp64 by the benchmarker before it is timed; one process a graph.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ROOT=$PWD; D=$ROOT/.device
@@ -47,34 +46,40 @@ grep -E "^(PASS|FAIL|UNSUPPORTED):" "$OUT/lit.log" | tee -a "$S"
 for f in "$W"/test/lit/Cuda/Output/attention-dec-run.mir.tmp*; do
   [ -f "$f" ] && grep -h "run @\|error\|wrong\|differs\|timings" "$f" | head -20
 done | tee -a "$S" >> "$OUT/lit.log"
-if [ "$LIT_RC" = 124 ]; then
-  :
-  python3 - "$ROOT/bench/device/attn-decode-tiles.json" "$K/tiles.json" <<'PY'
-import json, sys
-t = json.load(open(sys.argv[1]))
-t["attention_tiles"] = [x for x in t["attention_tiles"] if not x.get("decode")]
-json.dump(t, open(sys.argv[2], "w"))
-PY
-  echo "lit timed out (a hang?): the attn_dec tiles are left out below" | tee -a "$S"
-else
-  cp "$ROOT/bench/device/attn-decode-tiles.json" "$K/tiles.json"
-fi
+# graph: its choices (mBKV.W.S.N = attn_mma_16xBKV_wW[_sS][_kvN], dBKV.W.S.N
+# = attn_dec_16xBKV_wW_sS[_kvN]); a hang in step 2 leaves the dec tiles out.
+CHOICES="decode_b16 m32.4.2.1 m32.4.3.1 d64.4.4.1 d64.4.6.1 d128.2.3.1 d64.2.3.2 d32.4.4.2 d32.4.8.1 d64.2.2.2 d32.2.4.2
+decode_b4 m32.4.2.4 m32.4.3.4 d64.4.4.4 d32.4.8.4 d64.4.6.4 d32.4.4.8 d64.2.3.8 d64.2.2.8 d32.2.4.8 d32.4.4.4
+decode_b1 m32.4.2.16 m32.4.3.16 d32.4.8.8 d32.4.8.16 d32.4.4.16 d32.4.4.32 d64.2.2.32 d32.2.2.64 d32.2.4.32 d64.4.4.16 d64.2.3.16"
+[ "$LIT_RC" = 124 ] && echo "lit timed out (a hang?): the attn_dec tiles are left out below" | tee -a "$S"
 
-echo "== 3. every decode choice at B = 1, 4, 16 over 4096 keys" | tee -a "$S"
-sed '/^graph @prefill_4096/,/^}/d' "$ROOT/bench/attention-llama3.mir" > "$K/decode.mir"
+echo "== 3. decode choices at B = 16, 4, 1 over 4096 keys" | tee -a "$S"
 : > "$OUT/decided.mir"
-for pass in 1 2; do
-  T=$(left); [ "$T" -gt 60 ] && T=60
-  if [ "$T" -lt 15 ]; then echo "pass $pass skipped: out of time" | tee -a "$S"; continue; fi
-  timeout "$T" "$OPT" "$K/decode.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
+while read -r g tiles; do
+  python3 - "$K/$g.json" "$LIT_RC" $tiles <<'PY'
+import json, sys
+out = []
+for t in sys.argv[3:]:
+    kind, rest = t[0], t[1:]
+    bkv, w, st, kv = map(int, rest.split("."))
+    if kind == "d" and sys.argv[2] == "124":
+        continue
+    x = {"bq": 16, "bkv": bkv, "warps": w, "stages": st, "splits": kv}
+    x["decode" if kind == "d" else "mma"] = True
+    out.append(x)
+json.dump({"attention_tiles": out}, open(sys.argv[1], "w"))
+PY
+  sed -n "/^graph @$g(/,/^}/p" "$ROOT/bench/attention-llama3.mir" > "$K/$g.mir"
+  T=$(left); [ "$T" -gt 35 ] && T=35
+  if [ "$T" -lt 10 ]; then echo "$g skipped: out of time" | tee -a "$S"; continue; fi
+  timeout "$T" "$OPT" "$K/$g.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
     --no-cache --kernel-cache-dir="$K/kc" --quiet --choice-timeout-ms=20000 \
-    --choices-file="$K/tiles.json" --disable-choices=attn_math \
+    --choices-file="$K/$g.json" --disable-choices=attn_math \
     > "$K/decided.part" 2>> "$OUT/decided.log"
-  echo "pass $pass rc=$?" | tee -a "$S"
-  echo "// pass $pass" >> "$OUT/decided.mir"
+  echo "$g rc=$? at $((SECONDS - START)) s" | tee -a "$S"
   cat "$K/decided.part" >> "$OUT/decided.mir"
-  grep -o "^graph @[a-z0-9_]*\|decided [a-z0-9_]* timings {[^}]*}" "$K/decided.part" | tee -a "$S"
-done
+  grep -o "decided [a-z0-9_]* timings {[^}]*}" "$K/decided.part" | tee -a "$S"
+done <<< "$CHOICES"
 grep -i "error\|differs\|wrong" "$OUT/decided.log" | head -10 | tee -a "$S"
 
 echo "total $((SECONDS - START)) s" | tee -a "$S"

@@ -82,28 +82,51 @@ static const char *const DecBody[] = {R"(
 #else
   const long long r0 = (long long)blockIdx.x * BQ;
 #endif
-  // Packed row r is query r % SQ of query head hk * GROUP + r / SQ.
-  for (int c = tid; c < BQ * CH; c += THREADS) {
-    const int i = c / CH, col = (c % CH) * 8;
-    const long long r = r0 + i;
-    uint4 x = make_uint4(0u, 0u, 0u, 0u);
-    if (r < ROWS)
-      x = *(const uint4 *)(q + ((b * HQ + hk * GROUP + r / SQ) * SQ + r % SQ) *
-                                   D_ + col);
-    *(uint4 *)(sQ + i * DP + col) = x;
-  }
   long long kvBegin, kvEnd;
   mt_key_range(r0, BQ, BKV, SPLITS, blockIdx.z, kvBegin, kvEnd);
   const int nTiles =
       kvBegin < kvEnd ? (int)((kvEnd - kvBegin + BKV - 1) / BKV) : 0;
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mt_mbar_init(full + 8 * s, 1);
-      mt_mbar_init(empty + 8 * s, 1);
+  // Tile it into stage it % STAGES: k and v, D_ / 64 boxes each.
+  auto issue = [&](int it) {
+    const int s = it % STAGES;
+    mt_mbar_expect(full + 8 * s, 2 * KV_TILE);
+    const int y = (int)(kvBegin + (long long)it * BKV);
+#pragma unroll
+    for (int h = 0; h < D_ / 64; ++h) {
+      mt_tma_load(sK + s * KV_TILE + h * KV_BOX, tm_k, full + 8 * s, h * 64,
+                  y, (int)bh);
+      mt_tma_load(sV + s * KV_TILE + h * KV_BOX, tm_v, full + 8 * s, h * 64,
+                  y, (int)bh);
     }
-    // Make the initialised barriers visible to the TMA unit.
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  };
+  // The producer starts the first stages' copies at once; the consumers
+  // load q meanwhile.
+  if (warp == NC) {
+    if (lane == 0) {
+      for (int s = 0; s < STAGES; ++s) {
+        mt_mbar_init(full + 8 * s, 1);
+        mt_mbar_init(empty + 8 * s, 1);
+      }
+      // Make the initialised barriers visible to the TMA unit.
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      for (int it = 0; it < STAGES && it < nTiles; ++it)
+        issue(it);
+    }
+  } else {
+    // Packed row r is query r % SQ of query head hk * GROUP + r / SQ.
+    for (int c = tid; c < BQ * CH; c += NC * 32) {
+      const int i = c / CH, col = (c % CH) * 8;
+      const long long r = r0 + i;
+      uint4 x = make_uint4(0u, 0u, 0u, 0u);
+      if (r < ROWS)
+        x = *(const uint4 *)(q +
+                             ((b * HQ + hk * GROUP + r / SQ) * SQ + r % SQ) *
+                                 D_ +
+                             col);
+      *(uint4 *)(sQ + i * DP + col) = x;
+    }
   }
+  // The barriers are initialised and q is in shared memory.
   __syncthreads();
   float o[NO][4];
 #pragma unroll
@@ -114,19 +137,10 @@ static const char *const DecBody[] = {R"(
   float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
   if (warp == NC) {
     if (lane == 0)
-      for (int it = 0; it < nTiles; ++it) {
-        const int s = it % STAGES;
+      for (int it = STAGES; it < nTiles; ++it) {
         // The stage's previous tile (it - STAGES) has been consumed.
-        mt_mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
-        mt_mbar_expect(full + 8 * s, 2 * KV_TILE);
-        const int y = (int)(kvBegin + (long long)it * BKV);
-#pragma unroll
-        for (int h = 0; h < D_ / 64; ++h) {
-          mt_tma_load(sK + s * KV_TILE + h * KV_BOX, tm_k, full + 8 * s,
-                      h * 64, y, (int)bh);
-          mt_tma_load(sV + s * KV_TILE + h * KV_BOX, tm_v, full + 8 * s,
-                      h * 64, y, (int)bh);
-        }
+        mt_mbar_wait(empty + 8 * (it % STAGES), ((it / STAGES) & 1) ^ 1);
+        issue(it);
       }
     __syncwarp();
   } else {
@@ -352,10 +366,18 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
                         std::to_string(KvTile) +
                         " // bytes of a stage's k (or v)\n" + KeyRange +
                         PackHelper + WgmmaHelpers + DecHelpers;
+  // Two CTAs an SM where their shared memory fits and 65536 registers
+  // leave each thread 200 (a decode step's split CTAs are short: more of
+  // them at once hides each one's start and end); the kernel uses about
+  // 210 unbounded and does not spill at 200.
+  int64_t Smem = decAttentionSharedBytes(T.BKV, T.Warps, S->D, T.Stages);
+  int MinBlocks =
+      2 * (Smem + 1024) <= 228 * 1024 && Threads * 2 * 200 <= 65536 ? 2 : 1;
   llvm::Expected<AttentionShape> Header = emitAttentionHeader(
       OS, N, K.Name, ChoiceName, Threads, T.Splits > 1, Helpers,
       "const __grid_constant__ mt_tensor_map tm_k,\n    const "
-      "__grid_constant__ mt_tensor_map tm_v,\n    ");
+      "__grid_constant__ mt_tensor_map tm_v,\n    ",
+      MinBlocks);
   if (!Header)
     return Header.takeError();
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
