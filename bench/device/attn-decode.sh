@@ -47,7 +47,8 @@ for f in "$W"/test/lit/Cuda/Output/attention-dec-run.mir.tmp*; do
   [ -f "$f" ] && grep -h "run @\|error\|wrong\|differs\|timings" "$f" | head -20
 done | tee -a "$S" >> "$OUT/lit.log"
 # graph: its choices (mBKV.W.S.N = attn_mma_16xBKV_wW[_sS][_kvN], dBKV.W.S.N
-# = attn_dec_16xBKV_wW_sS[_kvN]); a hang in step 2 leaves the dec tiles out.
+# = attn_dec_16xBKV_wW_sS[_kvN], a trailing c its clustered form _c); a hang
+# in step 2 leaves the dec tiles out.
 CHOICES="decode_b16 m32.4.2.1 m32.4.3.1 d64.4.4.1 d64.4.6.1 d128.2.3.1 d64.2.3.2 d32.4.4.2 d32.4.8.1 d64.2.2.2 d32.2.4.2
 decode_b4 m32.4.2.4 m32.4.3.4 d64.4.4.4 d32.4.8.4 d64.4.6.4 d32.4.4.8 d64.2.3.8 d64.2.2.8 d32.2.4.8 d32.4.4.4
 decode_b1 m32.4.2.16 m32.4.3.16 d32.4.8.8 d32.4.8.16 d32.4.4.16 d32.4.4.32 d64.2.2.32 d32.2.2.64 d32.2.4.32 d64.4.4.16 d64.2.3.16"
@@ -61,11 +62,14 @@ import json, sys
 out = []
 for t in sys.argv[3:]:
     kind, rest = t[0], t[1:]
-    bkv, w, st, kv = map(int, rest.split("."))
+    cluster = rest.endswith("c")
+    bkv, w, st, kv = map(int, rest.rstrip("c").split("."))
     if kind == "d" and sys.argv[2] == "124":
         continue
     x = {"bq": 16, "bkv": bkv, "warps": w, "stages": st, "splits": kv}
     x["decode" if kind == "d" else "mma"] = True
+    if cluster:
+        x["cluster"] = True
     out.append(x)
 json.dump({"attention_tiles": out}, open(sys.argv[1], "w"))
 PY

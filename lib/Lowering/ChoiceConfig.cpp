@@ -294,7 +294,8 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
   if (T.Dec)
     return "attn_dec_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
            "_w" + std::to_string(T.Warps) + "_s" + std::to_string(T.Stages) +
-           (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "");
+           (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "") +
+           (T.Cluster ? "_c" : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
          (T.Stages != 2 ? "_s" + std::to_string(T.Stages) : "") +
@@ -318,6 +319,7 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   T.Mma = !T.Dec && S.consume_front("attn_mma_");
   if (!T.Dec && !T.Mma && !S.consume_front("attn_flash_"))
     return std::nullopt;
+  T.Cluster = T.Dec && S.consume_back("_c");
   auto [BQ, Rest] = S.split('x');
   auto [BKV, WS] = Rest.split("_w");
   auto [WSt, Splits] = WS.split("_kv");
@@ -351,7 +353,8 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
     if (T.Wg)
       return wgAttentionSupports(S, T.BQ, T.BKV, T.Stages);
     if (T.Dec)
-      return decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages);
+      return decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
+             (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8));
     if (T.Mma)
       return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
              mmaAttentionSharedBytes(T.BQ, T.BKV, T.Warps, D, T.Stages) <=

@@ -47,6 +47,19 @@ __device__ __forceinline__ void mt_mma(float *d, const unsigned *a,
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+// A float at the same shared-memory address in the cluster's CTA `rank`.
+__device__ __forceinline__ float mt_ld_cluster(const float *p, unsigned rank) {
+  unsigned a;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(a) : "r"(mt_smem_addr(p)), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ void mt_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
 // The byte offset of 16-byte chunk `chunk` (of D_ / 8) of row `row` in a
 // tile of D_ / 64 boxes of BKV rows x 128 bytes in the TMA's 128-byte
 // swizzle: within each 1024-byte block chunk c of row r sits at c ^ (r % 8).
@@ -77,13 +90,21 @@ static const char *const DecBody[] = {R"(
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const long long bh = blockIdx.y, b = bh / HKV, hk = bh % HKV;
-#if CAUSAL
-  const long long r0 = (long long)(gridDim.x - 1 - blockIdx.x) * BQ;
+#if CLUSTER_SPLITS
+  // A tile's splits are the consecutive CTAs of a cluster along x.
+  const int zs = blockIdx.x % SPLITS, xt = blockIdx.x / SPLITS,
+            nt = gridDim.x / SPLITS;
 #else
-  const long long r0 = (long long)blockIdx.x * BQ;
+  const int zs = blockIdx.z, xt = blockIdx.x, nt = gridDim.x;
 #endif
+#if CAUSAL
+  const long long r0 = (long long)(nt - 1 - xt) * BQ;
+#else
+  const long long r0 = (long long)xt * BQ;
+#endif
+  (void)nt;
   long long kvBegin, kvEnd;
-  mt_key_range(r0, BQ, BKV, SPLITS, blockIdx.z, kvBegin, kvEnd);
+  mt_key_range(r0, BQ, BKV, SPLITS, zs, kvBegin, kvEnd);
   const int nTiles =
       kvBegin < kvEnd ? (int)((kvEnd - kvBegin + BKV - 1) / BKV) : 0;
   // Tile it into stage it % STAGES: k and v, D_ / 64 boxes each.
@@ -308,7 +329,44 @@ static const char *const DecBody[] = {R"(
     fO[e] = x;
   }
   __syncthreads();
-#if SPLITS > 1
+#if CLUSTER_SPLITS
+  // The splits' combine (as SplitCombine's) by the cluster's first CTA,
+  // reading the others' fO, fM and fL in their shared memory.
+  mt_cluster_sync();
+  if (zs == 0) {
+    __shared__ float mt_cw[16 * SPLITS];
+    for (int i = tid; i < VR; i += THREADS) {
+      float M = MT_NEG_INF, L = 0.f;
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z)
+        M = fmaxf(M, mt_ld_cluster(fM + i, z));
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z) {
+        const float m = mt_ld_cluster(fM + i, z);
+        // A split that saw no key of this row adds nothing.
+        const float w = m == MT_NEG_INF ? 0.f : exp2f(m - M);
+        mt_cw[i * SPLITS + z] = w;
+        L += mt_ld_cluster(fL + i, z) * w;
+      }
+      const float inv = L > 0.f ? 1.f / L : MT_EMPTY_ROW;
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z)
+        mt_cw[i * SPLITS + z] *= inv;
+    }
+    __syncthreads();
+    for (int e = tid; e < VR * D_; e += THREADS) {
+      const int i = e / D_;
+      float x = 0.f;
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z)
+        x += mt_ld_cluster(fO + e, z) * mt_cw[i * SPLITS + z];
+      const long long r = r0 + i, h = hk * GROUP + r / SQ;
+      out[((b * HQ + h) * SQ + r % SQ) * D_ + e % D_] = STORE(x);
+    }
+  }
+  // The others' shared memory stays until the first CTA has read it.
+  mt_cluster_sync();
+#elif SPLITS > 1
   {
     const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
     float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
@@ -339,16 +397,18 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     return err("'%" + N.getName() + "' is not a well-formed attention");
   std::string ChoiceName = attentionChoiceName(T);
   if (!T.Dec || T.Splits <= 0 || T.Splits > 1024 ||
+      (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
       !decAttentionSupports(*S, T.BQ, T.BKV, T.Warps, T.Stages))
     return err("tile " + ChoiceName +
                " cannot run: the decode template needs bf16 or f16, head "
                "dimension 64 or 128, no mask, BQ = 16, BKV a multiple of 16 "
                "up to 128, 1 to 8 warps and 2 to 8 stages (no fewer than the "
-               "warps) that fit in shared memory (got " +
+               "warps) that fit in shared memory, 2 to 8 splits in a cluster "
+               "(got " +
                dtypeName(S->Dtype) + ", D = " + llvm::Twine(S->D) + ")");
   int64_t NBH = S->B * S->Hkv;
   int64_t Tiles = (S->group() * S->Sq + T.BQ - 1) / T.BQ;
-  if (Tiles > 0x7fffffff || NBH > 65535 || S->Skv > 0x7fffffff)
+  if (Tiles * T.Splits > 0x7fffffff || NBH > 65535 || S->Skv > 0x7fffffff)
     return err("the decode attention grid exceeds CUDA's limits");
   KernelSource K;
   K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
@@ -374,7 +434,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
   int MinBlocks =
       2 * (Smem + 1024) <= 228 * 1024 && Threads * 2 * 200 <= 65536 ? 2 : 1;
   llvm::Expected<AttentionShape> Header = emitAttentionHeader(
-      OS, N, K.Name, ChoiceName, Threads, T.Splits > 1, Helpers,
+      OS, N, K.Name, ChoiceName, Threads, T.Splits > 1 && !T.Cluster, Helpers,
       "const __grid_constant__ mt_tensor_map tm_k,\n    const "
       "__grid_constant__ mt_tensor_map tm_v,\n    ",
       MinBlocks);
@@ -382,6 +442,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     return Header.takeError();
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
      << "\n#define SPLITS " << T.Splits << "\n#define STAGES " << T.Stages
+     << "\n#define CLUSTER_SPLITS " << (T.Cluster ? 1 : 0)
      << "\n#define REGION " << Region
      << " // bytes of the stages (or the combine)\n";
   emitWithCombine(OS, DecBody);
@@ -391,7 +452,11 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
   K.GridX = unsigned(std::max<int64_t>(1, Tiles));
   K.GridY = unsigned(std::max<int64_t>(1, NBH));
   K.GridZ = unsigned(T.Splits);
-  if (T.Splits > 1) {
+  if (T.Cluster) {
+    K.GridX *= unsigned(T.Splits);
+    K.GridZ = 1;
+    K.ClusterX = unsigned(T.Splits);
+  } else if (T.Splits > 1) {
     // Per CTA its accumulators, running max and sum; per tile a counter.
     uint64_t TilesXY = uint64_t(K.GridX) * K.GridY;
     K.WorkspaceBytes =

@@ -407,6 +407,24 @@ TEST(AttentionCodegen, DecKernelShape) {
             unsigned(1024 + 4 * 2 * 64 * 128 * 2 + 16 * 136 * 2 + 4 * 16));
   EXPECT_EQ(K->WorkspaceBytes, 16u * 16 * (16 * 128 + 2 * 16) * 4 + 16u * 4);
   EXPECT_NE(K->Source.find("cp.async.bulk.tensor.3d"), std::string::npos);
+  // Clustered splits: a cluster of 8 CTAs along x per tile, no workspace.
+  llvm::Expected<KernelSource> C =
+      generateAttentionKernel(node(*P), Choice{"attn_dec_16x32_w4_s4_kv8_c",
+                                               {}, {}});
+  ASSERT_TRUE(bool(C)) << llvm::toString(C.takeError());
+  EXPECT_EQ(C->GridX, 8u);
+  EXPECT_EQ(C->GridZ, 1u);
+  EXPECT_EQ(C->ClusterX, 8u);
+  EXPECT_EQ(C->WorkspaceBytes, 0u);
+  EXPECT_NE(C->Source.find("#define CLUSTER_SPLITS 1"), std::string::npos);
+  std::optional<AttentionTile> Cl =
+      attentionTileOf(Choice{"attn_dec_16x32_w4_s4_kv8_c", {}, {}});
+  ASSERT_TRUE(Cl);
+  EXPECT_TRUE(Cl->Cluster);
+  EXPECT_EQ(Cl->Splits, 8);
+  EXPECT_FALSE(attentionTileOf(Choice{"attn_mma_16x32_w4_kv8_c", {}, {}}));
+  EXPECT_FALSE(bool(generateAttentionKernel(
+      node(*P), Choice{"attn_dec_16x32_w4_s4_kv16_c", {}, {}})));
   // Few stages of few keys: the combine needs more than the stages.
   EXPECT_EQ(decAttentionSharedBytes(16, 8, 64, 2),
             1024 + 4 * (9 * 16 * 64 + 3 * 16 * 8 + 32) + 16 * 72 * 2 + 2 * 16);
@@ -449,7 +467,8 @@ TEST(AttentionCodegen, DecTilesCompileWithNvrtc) {
                           {"f16", 2, 6, 3, 5, 100, 64, true}};
   const char *Names[] = {"attn_dec_16x64_w4_s4", "attn_dec_16x64_w4_s4_kv8",
                          "attn_dec_16x32_w8_s8_kv16", "attn_dec_16x128_w2_s3",
-                         "attn_dec_16x16_w1_s2_kv2"};
+                         "attn_dec_16x16_w1_s2_kv2",
+                         "attn_dec_16x32_w4_s4_kv8_c"};
   for (const Shape &S : Shapes) {
     auto P = attention(S);
     ASSERT_TRUE(P);
