@@ -453,7 +453,9 @@ static std::string choiceFamily(const Choice &C) {
     return std::string(T->Template == GemmTemplate::Wgmma ? "wgmma" : "mma") +
            (T->SplitK > 1 ? "-split-k" : "");
   if (std::optional<AttentionTile> T = attentionTileOf(C))
-    return std::string(T->Mma ? "attn-mma" : "flash") +
+    return std::string(T->Dec   ? "attn-dec"
+                       : T->Mma ? "attn-mma"
+                                : "flash") +
            (T->Splits > 1 ? "-split-kv" : "");
   return C.Name == AttentionMathChoice ? "attn-math" : "other";
 }

@@ -192,6 +192,14 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
       if (T->Wg)
         return wgAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Stages,
                                  T->Overlap, T->PingPong, T->Persistent);
+      // The decode template is priced as the one-warp mma.sync tile of
+      // its stages (each consumer warp takes whole stages of BKV keys; only
+      // how the keys arrive differs).
+      if (T->Dec)
+        return decAttentionSupports(W.Attn, T->BQ, T->BKV, T->Warps, T->Stages)
+                   ? flashAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, 1,
+                                          T->Splits, true, T->Stages)
+                   : Inf;
       return flashAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Warps, T->Splits,
                                   T->Mma, T->Stages);
     }

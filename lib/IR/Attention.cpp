@@ -1,6 +1,7 @@
 //===- Attention.cpp - The shape and attributes of an attention op --------===//
 #include "mtsched/IR/Attention.h"
 #include "mtsched/IR/Graph.h"
+#include <algorithm>
 #include <cmath>
 
 using namespace mtsched;
@@ -86,6 +87,34 @@ bool mtsched::wgAttentionSupports(const AttentionShape &S, int BQ, int BKV,
   return (S.Dtype == DType::BF16 || S.Dtype == DType::F16) &&
          (S.D == 64 || S.D == 128) && wgAttentionTileValid(BQ, BKV, Stages) &&
          wgAttentionSharedBytes(BQ, BKV, S.D, Stages) <=
+             FlashAttentionMaxSharedBytes;
+}
+
+int64_t mtsched::decAttentionSharedBytes(int BKV, int Warps, int64_t D,
+                                         int Stages) {
+  int64_t StageBytes = 2 * int64_t(Stages) * BKV * D * 2;
+  // After the keys: each consumer warp's 16 x D accumulators, max, sum and
+  // weight, then the combined tile's (AttentionDecodeKernels.cpp).
+  int64_t CombineBytes =
+      4 * ((int64_t(Warps) + 1) * 16 * D + 3 * 16 * Warps + 2 * 16);
+  return 1024 + std::max(StageBytes, CombineBytes) + 16 * (D + 8) * 2 +
+         16 * int64_t(Stages);
+}
+
+bool mtsched::decAttentionTileValid(int BQ, int BKV, int Warps, int Stages) {
+  // At most a stage per consumer warp: a warp waits for tile t's stage
+  // only once tile t - Stages there has landed (its previous tile is
+  // t - Warps), so the barrier's phase parity cannot alias.
+  return BQ == 16 && BKV >= 16 && BKV <= 128 && BKV % 16 == 0 && Warps >= 1 &&
+         Warps <= 8 && Stages >= 2 && Stages <= 8 && Warps <= Stages;
+}
+
+bool mtsched::decAttentionSupports(const AttentionShape &S, int BQ, int BKV,
+                                   int Warps, int Stages) {
+  return (S.Dtype == DType::BF16 || S.Dtype == DType::F16) &&
+         (S.D == 64 || S.D == 128) && !S.HasMask &&
+         decAttentionTileValid(BQ, BKV, Warps, Stages) &&
+         decAttentionSharedBytes(BKV, Warps, S.D, Stages) <=
              FlashAttentionMaxSharedBytes;
 }
 

@@ -310,6 +310,11 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
     return "attn_wg_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
            "_s" + std::to_string(T.Stages) + (T.Overlap ? "_o" : "") +
            (T.PingPong ? "_pp" : "") + (T.Persistent ? "_p" : "");
+  if (T.Dec)
+    return "attn_dec_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
+           "_w" + std::to_string(T.Warps) + "_s" + std::to_string(T.Stages) +
+           (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "") +
+           (T.Cluster ? "_c" : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
          (T.Stages != 2 ? "_s" + std::to_string(T.Stages) : "") +
@@ -345,9 +350,11 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
       return std::nullopt;
     return T;
   }
-  T.Mma = S.consume_front("attn_mma_");
-  if (!T.Mma && !S.consume_front("attn_flash_"))
+  T.Dec = S.consume_front("attn_dec_");
+  T.Mma = !T.Dec && S.consume_front("attn_mma_");
+  if (!T.Dec && !T.Mma && !S.consume_front("attn_flash_"))
     return std::nullopt;
+  T.Cluster = T.Dec && S.consume_back("_c");
   auto [BQ, Rest] = S.split('x');
   auto [BKV, WS] = Rest.split("_w");
   auto [WSt, Splits] = WS.split("_kv");
@@ -359,7 +366,7 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
       T.BKV <= 0 || T.Warps <= 0 || T.Splits <= 0 || T.Stages <= 0)
     return std::nullopt;
   // Only the tensor-core template pipelines its k and v tiles.
-  if (!T.Mma && T.Stages != 2)
+  if (!T.Mma && !T.Dec && T.Stages != 2)
     return std::nullopt;
   // Only what the name round-trips to, so `attn_flash_064x64_w4` is no tile.
   if (attentionChoiceName(T) != C.Name)
@@ -380,6 +387,9 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
   auto Fits = [&](const AttentionTile &T) {
     if (T.Wg)
       return wgAttentionSupports(S, T.BQ, T.BKV, T.Stages);
+    if (T.Dec)
+      return decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
+             (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8));
     if (T.Mma)
       return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
              mmaAttentionSharedBytes(T.BQ, T.BKV, T.Warps, D, T.Stages) <=
@@ -391,6 +401,10 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
     // Every split gets at least two stages of keys.
     int64_t StageKeys =
         int64_t(T.BKV) * (T.Mma ? mmaAttentionKeyWarps(T.BQ, T.Warps) : 1);
+    // The decode template's warps take whole stages each (a split of few
+    // stages leaves some idle: still the fastest at batch 1 if it is).
+    if (T.Dec)
+      StageKeys = T.BKV;
     bool SplitFits = T.Splits == 1 ||
                      (PackedRows <= T.BQ && S.Skv >= 2 * StageKeys * T.Splits);
     if (T.BQ <= roundUpPow2(PackedRows) && Fits(T) && SplitFits)

@@ -136,6 +136,28 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
       return fileError(Path, "attention tile fields 'wgmma' and 'mma' "
                              "exclude each other");
   }
+  // "decode" is optional: true, the Hopper decode template (a TMA
+  // producer warp, "warps" consumer warps, bq 16).
+  if (const llvm::json::Value *Dec = O->get("decode")) {
+    std::optional<bool> B = Dec->getAsBoolean();
+    if (!B)
+      return fileError(Path, "attention tile field 'decode' must be true or "
+                             "false");
+    T.Dec = *B;
+    if (T.Dec && (T.Mma || T.Wg))
+      return fileError(Path, "attention tile field 'decode' excludes 'mma' "
+                             "and 'wgmma'");
+  }
+  // "cluster" is optional: true (decode tiles of 2 to 8 splits only) makes
+  // a tile's splits a thread block cluster.
+  if (const llvm::json::Value *Cl = O->get("cluster")) {
+    std::optional<bool> B = Cl->getAsBoolean();
+    if (!B || (*B && !T.Dec))
+      return fileError(Path, "attention tile field 'cluster' must be true "
+                             "or false, and true only with \"decode\": "
+                             "true");
+    T.Cluster = *B;
+  }
   // "overlap" is optional: false; true (wgmma tiles only) overlaps a
   // tile's softmax with the previous tile's p v.
   if (const llvm::json::Value *Ov = O->get("overlap")) {
@@ -169,7 +191,7 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
     if (!V || *V < 2 || *V > 8)
       return fileError(Path, "attention tile field 'stages' must be an "
                              "integer in [2, 8]");
-    if (!T.Mma && !T.Wg)
+    if (!T.Mma && !T.Wg && !T.Dec)
       return fileError(Path, "attention tile field 'stages' needs "
                              "\"mma\": true (only the tensor-core tiles "
                              "pipeline their keys)");
@@ -199,6 +221,13 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                                "' cannot run on the wgmma template: bq "
                                "128, bkv a multiple of 16 from 16 to 192, "
                                "2 to 4 stages, 12 warps and no splits");
+  if (T.Dec && (!decAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages) ||
+                (T.Cluster && (T.Splits < 2 || T.Splits > 8))))
+    return fileError(Path, "attention tile '" + attentionChoiceName(T) +
+                               "' cannot run on the decode template: bq 16, "
+                               "bkv a multiple of 16 up to 128, 1 to 8 "
+                               "warps, 2 to 8 stages, no more warps than "
+                               "stages, 2 to 8 splits in a cluster");
   if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the tensor cores: BQ "

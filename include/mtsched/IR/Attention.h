@@ -122,6 +122,21 @@ bool wgAttentionTileValid(int BQ, int BKV, int Stages);
 /// head dimension 64 or 128 (whole 128-byte swizzled boxes), and the
 /// stages fit in shared memory. It runs on sm_90 GPUs only.
 bool wgAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Stages);
+/// Bytes of shared memory the Hopper decode template (`attn_dec`) needs:
+/// 1024 for aligning its 128-byte swizzled TMA boxes, Stages stages of BKV
+/// keys of k and v (or, after the keys, the Warps consumer warps' partial
+/// results, whichever is larger), the 16-row q tile (rows padded by 8
+/// elements) and two mbarriers a stage.
+int64_t decAttentionSharedBytes(int BKV, int Warps, int64_t D, int Stages);
+/// The shape-independent limits of a decode tile: BQ = 16 (a decode step's
+/// packed query heads), BKV a multiple of 16 up to 128, 1 to 8 consumer
+/// warps, 2 to 8 stages and no more warps than stages.
+bool decAttentionTileValid(int BQ, int BKV, int Warps, int Stages);
+/// Whether the decode template handles S with the tile: bf16 or f16, head
+/// dimension 64 or 128 (whole 128-byte boxes), no additive mask, and the
+/// stages fit. It runs on sm_90 GPUs only (TMA).
+bool decAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps,
+                          int Stages);
 /// Shared memory one CTA may use on sm_90 (the opt-in limit).
 inline constexpr int64_t FlashAttentionMaxSharedBytes = 227 * 1024;
 

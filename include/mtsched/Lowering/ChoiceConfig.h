@@ -78,6 +78,12 @@ struct AttentionTile {
   bool Overlap = false;
   bool PingPong = false;
   bool Persistent = false;
+  /// The Hopper decode template (`attn_dec_...`, AttentionDecodeKernels.cpp):
+  /// a TMA producer warp feeding Warps consumer warps of mma.sync.
+  bool Dec = false;
+  /// A decode tile's splits (2 to 8) form a thread block cluster and
+  /// combine through distributed shared memory (`_c`).
+  bool Cluster = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.

@@ -39,12 +39,13 @@ extern const char *const PackHelper;
 /// The shape, type and signature every attention kernel starts with:
 /// Threads threads, a float workspace `ws` if Workspace, Helpers (device
 /// functions) before the signature, LeadingParams (each ending in ", ")
-/// before q; a kernel with leading parameters is bounded to one CTA per SM.
+/// before q; a kernel with leading parameters is bounded to MinBlocks CTAs
+/// per SM (its registers to what that many leave each thread).
 llvm::Expected<AttentionShape>
 emitAttentionHeader(llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
                     llvm::StringRef Name, llvm::StringRef Choice, int Threads,
                     bool Workspace, llvm::StringRef Helpers = "",
-                    llvm::StringRef LeadingParams = "");
+                    llvm::StringRef LeadingParams = "", int MinBlocks = 1);
 
 /// The kernel of flash tile T of attention node N (shape S) in either
 /// template: Threads threads, Smem bytes of shared memory (checked against

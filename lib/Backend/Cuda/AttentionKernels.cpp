@@ -446,7 +446,7 @@ static const char *MathBody = R"(
 llvm::Expected<AttentionShape> codegen::emitAttentionHeader(
     llvm::raw_ostream &OS, const MultiTemplateBufferNode &N,
     llvm::StringRef Name, llvm::StringRef Choice, int Threads, bool Workspace,
-    llvm::StringRef Helpers, llvm::StringRef LeadingParams) {
+    llvm::StringRef Helpers, llvm::StringRef LeadingParams, int MinBlocks) {
   std::optional<AttentionShape> S = attentionShapeOf(N);
   if (!S)
     return err("'%" + N.getName() + "' is not a well-formed attention");
@@ -491,11 +491,14 @@ llvm::Expected<AttentionShape> codegen::emitAttentionHeader(
        << loadMacro(S->MaskDtype, "MLOAD") << MaskHelper;
   }
   OS << Helpers;
-  // A kernel with leading (tensor map) parameters runs one CTA per SM.
+  // A kernel with leading (tensor map) parameters runs MinBlocks CTAs per
+  // SM.
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS"
-     << (LeadingParams.empty() ? "" : ", 1") << ") " << Name << "("
-     << LeadingParams << "const " << T << " *__restrict__ q, const " << T
-     << " *__restrict__ k, const " << T << " *__restrict__ v, ";
+     << (LeadingParams.empty() ? ""
+                               : ", " + std::to_string(std::max(1, MinBlocks)))
+     << ") " << Name << "(" << LeadingParams << "const " << T
+     << " *__restrict__ q, const " << T << " *__restrict__ k, const " << T
+     << " *__restrict__ v, ";
   if (S->HasMask)
     OS << "const " << storageType(S->MaskDtype) << " *__restrict__ mask, ";
   OS << T << " *__restrict__ out"
@@ -553,6 +556,8 @@ mtsched::generateFlashAttentionKernel(const MultiTemplateBufferNode &N,
                                       const AttentionTile &T) {
   if (T.Wg)
     return generateWgAttentionKernel(N, T);
+  if (T.Dec)
+    return generateDecAttentionKernel(N, T);
   if (T.Mma)
     return generateMmaAttentionKernel(N, T);
   int Threads = 32 * T.Warps;

@@ -398,6 +398,116 @@ TEST(AttentionCodegen, MmaKernelShape) {
   }
 }
 
+TEST(AttentionCodegen, DecKernelShape) {
+  // The decode template's name round-trips; stages are always named.
+  AttentionTile T{16, 64, 4, 16};
+  T.Dec = true;
+  T.Stages = 4;
+  EXPECT_EQ(attentionChoiceName(T), "attn_dec_16x64_w4_s4_kv16");
+  std::optional<AttentionTile> Back =
+      attentionTileOf(Choice{"attn_dec_16x64_w4_s4_kv16", {}, {}});
+  ASSERT_TRUE(Back);
+  EXPECT_TRUE(Back->Dec);
+  EXPECT_FALSE(Back->Mma);
+  EXPECT_EQ(Back->Warps, 4);
+  EXPECT_EQ(Back->Stages, 4);
+  EXPECT_EQ(Back->Splits, 16);
+  EXPECT_FALSE(attentionTileOf(Choice{"attn_dec_16x64_w4", {}, {}}));
+  auto P = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
+  ASSERT_TRUE(P);
+  llvm::Expected<KernelSource> K = generateAttentionKernel(
+      node(*P), Choice{"attn_dec_16x64_w4_s4_kv16", {}, {}});
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  // Four consumer warps and the producer; a CTA per (batch, kv head, split).
+  EXPECT_EQ(K->BlockX, 160u);
+  EXPECT_EQ(K->GridX, 1u);
+  EXPECT_EQ(K->GridY, 16u);
+  EXPECT_EQ(K->GridZ, 16u);
+  EXPECT_TRUE(K->NeedsSm90a);
+  ASSERT_EQ(K->TensorMaps.size(), 2u);
+  EXPECT_EQ(K->TensorMaps[0].Input, 1u);
+  EXPECT_EQ(K->TensorMaps[0].Box[1], 64u);
+  EXPECT_EQ(K->TensorMaps[1].Dims[2], 16u);
+  EXPECT_EQ(K->SharedBytes,
+            unsigned(1024 + 4 * 2 * 64 * 128 * 2 + 16 * 136 * 2 + 4 * 16));
+  EXPECT_EQ(K->WorkspaceBytes, 16u * 16 * (16 * 128 + 2 * 16) * 4 + 16u * 4);
+  EXPECT_NE(K->Source.find("cp.async.bulk.tensor.3d"), std::string::npos);
+  // Clustered splits: a cluster of 8 CTAs along x per tile, no workspace.
+  llvm::Expected<KernelSource> C =
+      generateAttentionKernel(node(*P), Choice{"attn_dec_16x32_w4_s4_kv8_c",
+                                               {}, {}});
+  ASSERT_TRUE(bool(C)) << llvm::toString(C.takeError());
+  EXPECT_EQ(C->GridX, 8u);
+  EXPECT_EQ(C->GridZ, 1u);
+  EXPECT_EQ(C->ClusterX, 8u);
+  EXPECT_EQ(C->WorkspaceBytes, 0u);
+  EXPECT_NE(C->Source.find("#define CLUSTER_SPLITS 1"), std::string::npos);
+  std::optional<AttentionTile> Cl =
+      attentionTileOf(Choice{"attn_dec_16x32_w4_s4_kv8_c", {}, {}});
+  ASSERT_TRUE(Cl);
+  EXPECT_TRUE(Cl->Cluster);
+  EXPECT_EQ(Cl->Splits, 8);
+  EXPECT_FALSE(attentionTileOf(Choice{"attn_mma_16x32_w4_kv8_c", {}, {}}));
+  EXPECT_FALSE(bool(generateAttentionKernel(
+      node(*P), Choice{"attn_dec_16x32_w4_s4_kv16_c", {}, {}})));
+  // Few stages of few keys: the combine needs more than the stages.
+  EXPECT_EQ(decAttentionSharedBytes(16, 8, 64, 2),
+            1024 + 4 * (9 * 16 * 64 + 3 * 16 * 8 + 32) + 16 * 72 * 2 + 2 * 16);
+  // What the template cannot take: a mask, f32, D = 96, 9 warps, 9 stages,
+  // more warps than stages, 32 rows.
+  auto Masked =
+      attention({"bf16", 4, 32, 8, 1, 4096, 128, true, "f32[4,1,1,4096]"});
+  ASSERT_TRUE(Masked);
+  EXPECT_FALSE(bool(generateAttentionKernel(
+      node(*Masked), Choice{"attn_dec_16x64_w4_s4", {}, {}})));
+  for (auto [Ty, D, Name] : {std::tuple{"f32", 128, "attn_dec_16x64_w4_s4"},
+                             std::tuple{"bf16", 96, "attn_dec_16x64_w4_s4"},
+                             std::tuple{"bf16", 128, "attn_dec_16x64_w9_s4"},
+                             std::tuple{"bf16", 128, "attn_dec_16x64_w4_s9"},
+                             std::tuple{"bf16", 128, "attn_dec_16x64_w4_s3"},
+                             std::tuple{"bf16", 128, "attn_dec_32x64_w4_s4"}}) {
+    auto Q = attention({Ty, 1, 8, 2, 1, 256, D, true});
+    ASSERT_TRUE(Q);
+    llvm::Expected<KernelSource> Bad =
+        generateAttentionKernel(node(*Q), Choice{Name, {}, {}});
+    ASSERT_FALSE(bool(Bad)) << Ty << " " << D << " " << Name;
+    EXPECT_NE(llvm::toString(Bad.takeError())
+                  .find("the decode template needs bf16 or f16"),
+              std::string::npos);
+  }
+}
+
+/// The decode tiles bench/device/attn-decode.sh times (not defaults),
+/// compiled with NVRTC at the Llama-3-8B decode shape, a ragged one, f16 at
+/// D = 64 with queries ending mid-tile, and a causal multi-query step.
+TEST(AttentionCodegen, DecTilesCompileWithNvrtc) {
+  llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
+  if (!Nv)
+    GTEST_SKIP() << "NVRTC not available, attention kernels not compiled: "
+                 << llvm::toString(Nv.takeError());
+  std::vector<std::unique_ptr<Parsed>> Keep;
+  std::vector<KernelSource> Work;
+  const Shape Shapes[] = {{"bf16", 4, 32, 8, 1, 4096, 128, true},
+                          {"bf16", 1, 32, 8, 1, 4100, 128, true},
+                          {"f16", 2, 6, 3, 5, 100, 64, true}};
+  const char *Names[] = {"attn_dec_16x64_w4_s4", "attn_dec_16x64_w4_s4_kv8",
+                         "attn_dec_16x32_w8_s8_kv16", "attn_dec_16x128_w2_s3",
+                         "attn_dec_16x16_w1_s2_kv2",
+                         "attn_dec_16x32_w4_s4_kv8_c"};
+  for (const Shape &S : Shapes) {
+    auto P = attention(S);
+    ASSERT_TRUE(P);
+    for (const char *Name : Names) {
+      llvm::Expected<KernelSource> K =
+          generateAttentionKernel(node(*P), Choice{Name, {}, {}});
+      ASSERT_TRUE(bool(K)) << Name << ": " << llvm::toString(K.takeError());
+      Work.push_back(std::move(*K));
+    }
+    Keep.push_back(std::move(P));
+  }
+  expectEveryKernelCompiles(Work, 2);
+}
+
 TEST(AttentionCodegen, WgKernelShape) {
   // Llama-3-8B prefill: 4 query heads x 4096 queries packed per kv head, a
   // CTA per 128 of them, the producer and two consumer warpgroups.

@@ -59,6 +59,11 @@ generateMmaAttentionKernel(const MultiTemplateBufferNode &N,
 llvm::Expected<KernelSource>
 generateWgAttentionKernel(const MultiTemplateBufferNode &N,
                           const AttentionTile &T);
+/// The Hopper (sm_90) decode kernel of attention node N with tile T
+/// (`attn_dec_...`; also reached through generateFlashAttentionKernel).
+llvm::Expected<KernelSource>
+generateDecAttentionKernel(const MultiTemplateBufferNode &N,
+                           const AttentionTile &T);
 /// The attn_math kernel of attention node N.
 llvm::Expected<KernelSource>
 generateMathAttentionKernel(const MultiTemplateBufferNode &N);

@@ -1,0 +1,474 @@
+//===- AttentionDecodeKernels.cpp - Hopper decode attention (TMA) ---------===//
+//
+// `attn_dec_16xBKV_wW_sS[_kvN]`, bf16/f16, head dimension 64 or 128, no
+// additive mask, sm_90 only: decode steps are memory-bound (every key and
+// value is read once), and the mma.sync tiles' cp.async copies from the
+// computing warps keep too few bytes in flight per SM. Here one producer
+// warp streams the keys of a CTA's split through a ring of STAGES stages of
+// BKV keys with TMA (k and v as D / 64 boxes of 64 columns, 128-byte
+// swizzled; keys past the end are zero-filled by the copy), and W consumer
+// warps take whole stages in turn (warp c the stages c, c + W, ...), each
+// with the 16 packed query rows (the query heads of the kv head, then their
+// queries, as in AttentionMmaKernels.cpp) and an online softmax of its own
+// on the mma.sync fragments. At the end the consumers' partial results are
+// combined in the freed stages; with SPLITS > 1 each CTA then writes its
+// partials and the last split of a tile combines them (SplitCombine).
+//
+//===----------------------------------------------------------------------===//
+#include "AttentionCodegenImpl.h"
+#include "GemmCodegen.h"
+#include "mtsched/Backend/Cuda/AttentionCodegen.h"
+#include "mtsched/IR/Attention.h"
+
+using namespace mtsched;
+using namespace mtsched::codegen;
+
+static llvm::Error err(const llvm::Twine &Msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
+}
+
+/// ldmatrix from a shared-memory address, and the m16n8k16 MMA (the
+/// GEMM's MmaHelpers would define mt_smem_addr a second time beside
+/// WgmmaHelpers).
+static const char *const DecHelpers = R"(
+__device__ __forceinline__ void mt_ldsm_x4(unsigned *r, unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void mt_ldsm_x4_trans(unsigned *r, unsigned a) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void mt_mma(float *d, const unsigned *a,
+                                       const unsigned *b) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE
+      ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// A float at the same shared-memory address in the cluster's CTA `rank`.
+__device__ __forceinline__ float mt_ld_cluster(const float *p, unsigned rank) {
+  unsigned a;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(a) : "r"(mt_smem_addr(p)), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ void mt_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The byte offset of 16-byte chunk `chunk` (of D_ / 8) of row `row` in a
+// tile of D_ / 64 boxes of BKV rows x 128 bytes in the TMA's 128-byte
+// swizzle: within each 1024-byte block chunk c of row r sits at c ^ (r % 8).
+__device__ __forceinline__ unsigned mt_swz(int row, int chunk) {
+  return (chunk >> 3) * KV_BOX + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+}
+)";
+
+/// The kernel body (after the shape's #defines): pieces around the split
+/// combine, as the other flash templates' (emitWithCombine).
+static const char *const DecBody[] = {R"(
+#define NC (THREADS / 32 - 1) // consumer warps; warp NC is the producer
+#define CH (D_ / 8)           // 16-byte chunks of a row
+#define DP (D_ + 8)           // padded q row
+#define NKD (D_ / 16)         // k16 steps of q kᵀ
+#define NS (BKV / 8)          // n8 score tiles of a stage
+#define NO (D_ / 8)           // n8 output tiles
+#define MT_NEG_INF (-__int_as_float(0x7f800000))
+  extern __shared__ __align__(1024) unsigned char mt_smem[];
+  // 128-byte swizzled boxes start at 1024-byte boundaries.
+  const unsigned raw = mt_smem_addr(mt_smem);
+  const unsigned sK = (raw + 1023) & ~1023u;
+  const unsigned sV = sK + STAGES * KV_TILE;
+  unsigned char *region = mt_smem + (sK - raw); // stages, then the combine
+  unsigned short *sQ = (unsigned short *)(region + REGION); // [16][DP]
+  const unsigned full = sK + REGION + 16 * DP * 2; // 8-byte mbarriers
+  const unsigned empty = full + 8 * STAGES;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const long long bh = blockIdx.y, b = bh / HKV, hk = bh % HKV;
+#if CLUSTER_SPLITS
+  // A tile's splits are the consecutive CTAs of a cluster along x.
+  const int zs = blockIdx.x % SPLITS, xt = blockIdx.x / SPLITS,
+            nt = gridDim.x / SPLITS;
+#else
+  const int zs = blockIdx.z, xt = blockIdx.x, nt = gridDim.x;
+#endif
+#if CAUSAL
+  const long long r0 = (long long)(nt - 1 - xt) * BQ;
+#else
+  const long long r0 = (long long)xt * BQ;
+#endif
+  (void)nt;
+  long long kvBegin, kvEnd;
+  mt_key_range(r0, BQ, BKV, SPLITS, zs, kvBegin, kvEnd);
+  const int nTiles =
+      kvBegin < kvEnd ? (int)((kvEnd - kvBegin + BKV - 1) / BKV) : 0;
+  // Tile it into stage it % STAGES: k and v, D_ / 64 boxes each.
+  auto issue = [&](int it) {
+    const int s = it % STAGES;
+    mt_mbar_expect(full + 8 * s, 2 * KV_TILE);
+    const int y = (int)(kvBegin + (long long)it * BKV);
+#pragma unroll
+    for (int h = 0; h < D_ / 64; ++h) {
+      mt_tma_load(sK + s * KV_TILE + h * KV_BOX, tm_k, full + 8 * s, h * 64,
+                  y, (int)bh);
+      mt_tma_load(sV + s * KV_TILE + h * KV_BOX, tm_v, full + 8 * s, h * 64,
+                  y, (int)bh);
+    }
+  };
+  // The producer starts the first stages' copies at once; the consumers
+  // load q meanwhile.
+  if (warp == NC) {
+    if (lane == 0) {
+      for (int s = 0; s < STAGES; ++s) {
+        mt_mbar_init(full + 8 * s, 1);
+        mt_mbar_init(empty + 8 * s, 1);
+      }
+      // Make the initialised barriers visible to the TMA unit.
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      for (int it = 0; it < STAGES && it < nTiles; ++it)
+        issue(it);
+    }
+  } else {
+    // Packed row r is query r % SQ of query head hk * GROUP + r / SQ.
+    for (int c = tid; c < BQ * CH; c += NC * 32) {
+      const int i = c / CH, col = (c % CH) * 8;
+      const long long r = r0 + i;
+      uint4 x = make_uint4(0u, 0u, 0u, 0u);
+      if (r < ROWS)
+        x = *(const uint4 *)(q +
+                             ((b * HQ + hk * GROUP + r / SQ) * SQ + r % SQ) *
+                                 D_ +
+                             col);
+      *(uint4 *)(sQ + i * DP + col) = x;
+    }
+  }
+  // The barriers are initialised and q is in shared memory.
+  __syncthreads();
+  float o[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; ++n)
+    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  // Running max (log2 units) and this thread's share of the running sum of
+  // rows ra and rb; the four lanes of a row agree on the max.
+  float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
+  if (warp == NC) {
+    if (lane == 0)
+      for (int it = STAGES; it < nTiles; ++it) {
+        // The stage's previous tile (it - STAGES) has been consumed.
+        mt_mbar_wait(empty + 8 * (it % STAGES), ((it / STAGES) & 1) ^ 1);
+        issue(it);
+      }
+    __syncwarp();
+  } else {
+    const long long ra = r0 + g, rb = ra + 8;
+#if CAUSAL
+    const long long lastA = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
+    const long long lastB = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
+#else
+    const long long lastA = SKV - 1, lastB = SKV - 1;
+#endif
+    const long long rowMin = min(lastA, lastB);
+    long long warpMin = rowMin;
+    for (int w = 16; w > 0; w >>= 1)
+      warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, w));
+    unsigned qf[NKD][4];
+#pragma unroll
+    for (int kd = 0; kd < NKD; ++kd)
+      mt_ldsm_x4(qf[kd], mt_smem_addr(sQ + (lane & 15) * DP + kd * 16 +
+                                       (lane >> 4) * 8));
+    for (int it = warp; it < nTiles; it += NC) {
+      const int s = it % STAGES;
+      const long long j0 = kvBegin + (long long)it * BKV;
+      mt_mbar_wait(full + 8 * s, (it / STAGES) & 1);
+      const unsigned kt = sK + s * KV_TILE, vt = sV + s * KV_TILE;
+      float sc[NS][4];
+#pragma unroll
+      for (int n = 0; n < NS; ++n)
+        sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+      for (int kd = 0; kd < NKD; ++kd)
+#pragma unroll
+        for (int n = 0; n < NS; n += 2) {
+          unsigned bk[4];
+          mt_ldsm_x4(bk, kt + mt_swz(n * 8 + (lane >> 4) * 8 + (lane & 7),
+                                     kd * 2 + ((lane >> 3) & 1)));
+          mt_mma(sc[n], qf[kd], bk);
+          mt_mma(sc[n + 1], qf[kd], bk + 2);
+        }
+      // Keys past a row's last (a causal diagonal, the end of the split or
+      // of the keys: the zero-filled rows) score -inf.
+      const bool edge = j0 + BKV - 1 > warpMin || j0 + BKV > kvEnd;
+      float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
+#pragma unroll
+      for (int n = 0; n < NS; ++n)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const long long jj = j0 + n * 8 + 2 * t4 + c;
+          float x = sc[n][c] * SCALE_LOG2, y = sc[n][2 + c] * SCALE_LOG2;
+          if (edge) {
+            x = jj > lastA || jj >= kvEnd ? MT_NEG_INF : x;
+            y = jj > lastB || jj >= kvEnd ? MT_NEG_INF : y;
+          }
+          sc[n][c] = x;
+          sc[n][2 + c] = y;
+          mxA = fmaxf(mxA, x);
+          mxB = fmaxf(mxB, y);
+        }
+#pragma unroll
+      for (int w = 1; w < 4; w <<= 1) {
+        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
+        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, w));
+      }
+      const float nA = fmaxf(mA, mxA), nB = fmaxf(mB, mxB);
+      // A row that has seen no key yet subtracts 0: exp2(-inf) is 0, and
+      // -inf - -inf would be NaN.
+      const float uA = nA == MT_NEG_INF ? 0.f : nA;
+      const float uB = nB == MT_NEG_INF ? 0.f : nB;
+      const float aA = exp2f(mA - uA), aB = exp2f(mB - uB);
+      mA = nA;
+      mB = nB;
+      lA *= aA;
+      lB *= aB;
+#pragma unroll
+      for (int n = 0; n < NO; ++n) {
+        o[n][0] *= aA;
+        o[n][1] *= aA;
+        o[n][2] *= aB;
+        o[n][3] *= aB;
+      }
+      unsigned pf[NS / 2][4];
+#pragma unroll
+      for (int n = 0; n < NS; ++n) {
+        const float p0 = exp2f(sc[n][0] - uA), p1 = exp2f(sc[n][1] - uA);
+        const float p2 = exp2f(sc[n][2] - uB), p3 = exp2f(sc[n][3] - uB);
+        lA += p0 + p1;
+        lB += p2 + p3;
+        pf[n / 2][(n & 1) * 2] = mt_pack2(p0, p1);
+        pf[n / 2][(n & 1) * 2 + 1] = mt_pack2(p2, p3);
+      }
+#pragma unroll
+      for (int kk = 0; kk < NS / 2; ++kk)
+#pragma unroll
+        for (int n = 0; n < NO; n += 2) {
+          unsigned bv[4];
+          mt_ldsm_x4_trans(bv, vt + mt_swz(kk * 16 + ((lane >> 3) & 1) * 8 +
+                                               (lane & 7),
+                                           n + (lane >> 4)));
+          mt_mma(o[n], pf[kk], bv);
+          mt_mma(o[n + 1], pf[kk], bv + 2);
+        }
+      // Every lane's reads of the stage are done: the producer may refill.
+      __syncwarp();
+      if (lane == 0)
+        mt_mbar_arrive(empty + 8 * s);
+    }
+#pragma unroll
+    for (int w = 1; w < 4; w <<= 1) {
+      lA += __shfl_xor_sync(0xffffffffu, lA, w);
+      lB += __shfl_xor_sync(0xffffffffu, lB, w);
+    }
+  }
+  // Every copy has landed (each was waited for) and every stage is read:
+  // the consumers' partial results are combined in the stages' memory,
+  // only for the tile's VR rows that are query rows (a decode step of
+  // Llama-3-8B has 4 of 16).
+  __syncthreads();
+  const int VR = ROWS - r0 < 16 ? (int)(ROWS - r0) : 16;
+  float *cO = (float *)region;   // [NC][16][D_] unnormalised accumulators
+  float *cM = cO + NC * 16 * D_; // [NC][16] running max (log2 units)
+  float *cL = cM + NC * 16;      // [NC][16] running sum
+  float *cW = cL + NC * 16;      // [NC][16] each warp's weight
+  float *fO = cW + NC * 16;      // [16][D_] the tile's combined accumulators
+  float *fM = fO + 16 * D_, *fL = fM + 16;
+  if (warp < NC) {
+#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      const int d = n * 8 + 2 * t4;
+      if (g < VR) {
+        cO[(warp * 16 + g) * D_ + d] = o[n][0];
+        cO[(warp * 16 + g) * D_ + d + 1] = o[n][1];
+      }
+      if (g + 8 < VR) {
+        cO[(warp * 16 + g + 8) * D_ + d] = o[n][2];
+        cO[(warp * 16 + g + 8) * D_ + d + 1] = o[n][3];
+      }
+    }
+    if (t4 == 0) {
+      cM[warp * 16 + g] = mA;
+      cM[warp * 16 + g + 8] = mB;
+      cL[warp * 16 + g] = lA;
+      cL[warp * 16 + g + 8] = lB;
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < 16; i += THREADS) {
+    float M = MT_NEG_INF, L = 0.f;
+    for (int w = 0; w < NC; ++w)
+      M = fmaxf(M, cM[w * 16 + i]);
+    for (int w = 0; w < NC; ++w) {
+      // A warp that saw no key of this row adds nothing.
+      const float x =
+          cM[w * 16 + i] == MT_NEG_INF ? 0.f : exp2f(cM[w * 16 + i] - M);
+      cW[w * 16 + i] = x;
+      L += cL[w * 16 + i] * x;
+    }
+    fM[i] = M;
+    fL[i] = L;
+  }
+  __syncthreads();
+  for (int e = tid; e < VR * D_; e += THREADS) {
+    const int i = e / D_;
+    float x = 0.f;
+    for (int w = 0; w < NC; ++w)
+      x += cO[w * 16 * D_ + e] * cW[w * 16 + i];
+    fO[e] = x;
+  }
+  __syncthreads();
+#if CLUSTER_SPLITS
+  // The splits' combine (as SplitCombine's) by the cluster's first CTA,
+  // reading the others' fO, fM and fL in their shared memory.
+  mt_cluster_sync();
+  if (zs == 0) {
+    __shared__ float mt_cw[16 * SPLITS];
+    for (int i = tid; i < VR; i += THREADS) {
+      float M = MT_NEG_INF, L = 0.f;
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z)
+        M = fmaxf(M, mt_ld_cluster(fM + i, z));
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z) {
+        const float m = mt_ld_cluster(fM + i, z);
+        // A split that saw no key of this row adds nothing.
+        const float w = m == MT_NEG_INF ? 0.f : exp2f(m - M);
+        mt_cw[i * SPLITS + z] = w;
+        L += mt_ld_cluster(fL + i, z) * w;
+      }
+      const float inv = L > 0.f ? 1.f / L : MT_EMPTY_ROW;
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z)
+        mt_cw[i * SPLITS + z] *= inv;
+    }
+    __syncthreads();
+    for (int e = tid; e < VR * D_; e += THREADS) {
+      const int i = e / D_;
+      float x = 0.f;
+#pragma unroll
+      for (int z = 0; z < SPLITS; ++z)
+        x += mt_ld_cluster(fO + e, z) * mt_cw[i * SPLITS + z];
+      const long long r = r0 + i, h = hk * GROUP + r / SQ;
+      out[((b * HQ + h) * SQ + r % SQ) * D_ + e % D_] = STORE(x);
+    }
+  }
+  // The others' shared memory stays until the first CTA has read it.
+  mt_cluster_sync();
+#elif SPLITS > 1
+  {
+    const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+    float *part = ws + (tile * SPLITS + blockIdx.z) * (BQ * D_ + 2 * BQ);
+    for (int e = tid; e < VR * D_; e += THREADS)
+      part[e] = fO[e];
+    for (int i = tid; i < 16; i += THREADS) {
+      part[BQ * D_ + i] = fM[i];
+      part[BQ * D_ + BQ + i] = fL[i];
+    }
+)",
+                                      R"(#else
+  for (int e = tid; e < VR * D_; e += THREADS) {
+    const int i = e / D_;
+    const long long r = r0 + i;
+    const long long h = hk * GROUP + r / SQ;
+    out[((b * HQ + h) * SQ + r % SQ) * D_ + e % D_] =
+        STORE(fL[i] > 0.f ? fO[e] / fL[i] : MT_EMPTY_ROW);
+  }
+#endif
+}
+)"};
+
+llvm::Expected<KernelSource>
+mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
+                                    const AttentionTile &T) {
+  std::optional<AttentionShape> S = attentionShapeOf(N);
+  if (!S)
+    return err("'%" + N.getName() + "' is not a well-formed attention");
+  std::string ChoiceName = attentionChoiceName(T);
+  if (!T.Dec || T.Splits <= 0 || T.Splits > 1024 ||
+      (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
+      !decAttentionSupports(*S, T.BQ, T.BKV, T.Warps, T.Stages))
+    return err("tile " + ChoiceName +
+               " cannot run: the decode template needs bf16 or f16, head "
+               "dimension 64 or 128, no mask, BQ = 16, BKV a multiple of 16 "
+               "up to 128, 1 to 8 warps and 2 to 8 stages (no fewer than the "
+               "warps) that fit in shared memory, 2 to 8 splits in a cluster "
+               "(got " +
+               dtypeName(S->Dtype) + ", D = " + llvm::Twine(S->D) + ")");
+  int64_t NBH = S->B * S->Hkv;
+  int64_t Tiles = (S->group() * S->Sq + T.BQ - 1) / T.BQ;
+  if (Tiles * T.Splits > 0x7fffffff || NBH > 65535 || S->Skv > 0x7fffffff)
+    return err("the decode attention grid exceeds CUDA's limits");
+  KernelSource K;
+  K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
+  std::string Src;
+  llvm::raw_string_ostream OS(Src);
+  int Threads = 32 * (T.Warps + 1);
+  int64_t KvTile = int64_t(T.BKV) * S->D * 2;
+  int64_t Region = decAttentionSharedBytes(T.BKV, T.Warps, S->D, T.Stages) -
+                   1024 - 16 * (S->D + 8) * 2 - 16 * int64_t(T.Stages);
+  // KV_BOX and KV_TILE first: the helpers' swizzle reads them.
+  std::string Helpers = std::string("#define MMA_TYPE \"") +
+                        (S->Dtype == DType::BF16 ? "bf16" : "f16") +
+                        "\"\n#define KV_BOX " + std::to_string(T.BKV * 128) +
+                        " // bytes of a k or v box\n" + "#define KV_TILE " +
+                        std::to_string(KvTile) +
+                        " // bytes of a stage's k (or v)\n" + KeyRange +
+                        PackHelper + WgmmaHelpers + DecHelpers;
+  // Two CTAs an SM where their shared memory fits and 65536 registers
+  // leave each thread 200 (a decode step's split CTAs are short: more of
+  // them at once hides each one's start and end); the kernel uses about
+  // 210 unbounded and does not spill at 200.
+  int64_t Smem = decAttentionSharedBytes(T.BKV, T.Warps, S->D, T.Stages);
+  int MinBlocks =
+      2 * (Smem + 1024) <= 228 * 1024 && Threads * 2 * 200 <= 65536 ? 2 : 1;
+  llvm::Expected<AttentionShape> Header = emitAttentionHeader(
+      OS, N, K.Name, ChoiceName, Threads, T.Splits > 1 && !T.Cluster, Helpers,
+      "const __grid_constant__ mt_tensor_map tm_k,\n    const "
+      "__grid_constant__ mt_tensor_map tm_v,\n    ",
+      MinBlocks);
+  if (!Header)
+    return Header.takeError();
+  OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
+     << "\n#define SPLITS " << T.Splits << "\n#define STAGES " << T.Stages
+     << "\n#define CLUSTER_SPLITS " << (T.Cluster ? 1 : 0)
+     << "\n#define REGION " << Region
+     << " // bytes of the stages (or the combine)\n";
+  emitWithCombine(OS, DecBody);
+  K.Source = OS.str();
+  K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
+  K.Outputs = {N.getResult()};
+  K.GridX = unsigned(std::max<int64_t>(1, Tiles));
+  K.GridY = unsigned(std::max<int64_t>(1, NBH));
+  K.GridZ = unsigned(T.Splits);
+  if (T.Cluster) {
+    K.GridX *= unsigned(T.Splits);
+    K.GridZ = 1;
+    K.ClusterX = unsigned(T.Splits);
+  } else if (T.Splits > 1) {
+    // Per CTA its accumulators, running max and sum; per tile a counter.
+    uint64_t TilesXY = uint64_t(K.GridX) * K.GridY;
+    K.WorkspaceBytes =
+        TilesXY * T.Splits * (uint64_t(T.BQ) * S->D + 2 * T.BQ) * 4 +
+        TilesXY * 4;
+  }
+  K.BlockX = Threads;
+  K.SharedBytes =
+      unsigned(decAttentionSharedBytes(T.BKV, T.Warps, S->D, T.Stages));
+  K.NeedsSm90a = true;
+  // k and v as [B * Hkv][Skv][D] in boxes of 64 columns x BKV keys.
+  K.TensorMaps = {wgmmaTensorMap(1, S->D, S->Skv, NBH, 64, uint32_t(T.BKV)),
+                  wgmmaTensorMap(2, S->D, S->Skv, NBH, 64, uint32_t(T.BKV))};
+  return K;
+}
