@@ -161,6 +161,240 @@ static const char *SwiGluBody = R"(  float acc[MT][NT][4], up[MT][NT][4];
       }
 )";
 
+/// Registers of one SM, all of them one CTA's, and the dynamic shared memory
+/// one CTA may opt into on sm_90 (227 KB), as in WgmmaGemm.cpp.
+static constexpr int RegsPerSM = 65536;
+static constexpr int64_t MaxSharedBytes = 227 * 1024;
+/// Registers a consumer needs besides its two accumulator sets.
+static constexpr int ConsumerOverheadRegs = 40;
+
+/// The wgmma tile's main loop: the producer warpgroup's first thread streams
+/// k-tiles of A and of both weights into the stages, one full barrier
+/// counting all three; each consumer warpgroup issues the gate's and the
+/// up's wgmma per k16 step on the same A descriptor into two accumulator
+/// sets, keeps one k-tile in flight and frees the stage of the one before.
+/// $PRODUCER and $CONSUMER are the setmaxnreg lines (empty with one
+/// consumer warpgroup).
+static const char *SwiGluWgLoop = R"(  if (tid < 128) {
+$PRODUCER    if (tid == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_a) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_g) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_u) : "memory");
+      for (int kt = 0; kt < KT; ++kt) {
+        const int s = kt % STAGES;
+        // Wait until every consumer has freed the stage (the first lap
+        // passes at once).
+        mt_mbar_wait(empty + 8 * s, ((kt / STAGES) & 1) ^ 1);
+        // Out-of-bounds parts of a box are zero-filled and still counted.
+        mt_mbar_expect(full + 8 * s, A_STAGE + 2 * B_STAGE);
+        mt_tma_load(sA + s * A_STAGE, tm_a, full + 8 * s, kt * BK, (int)m0,
+                    (int)bz);
+        #pragma unroll
+        for (int j = 0; j < BN / 64; ++j) {
+          mt_tma_load(sG + s * B_STAGE + j * B_BOX, tm_g, full + 8 * s,
+                      (int)n0 + j * 64, kt * BK, (int)bz);
+          mt_tma_load(sU + s * B_STAGE + j * B_BOX, tm_u, full + 8 * s,
+                      (int)n0 + j * 64, kt * BK, (int)bz);
+        }
+      }
+    }
+  } else {
+$CONSUMER    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
+    float acc[BN / 2], up[BN / 2];
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i)
+      acc[i] = up[i] = 0.f;
+    for (int kt = 0; kt < KT; ++kt) {
+      const int s = kt % STAGES;
+      mt_mbar_wait(full + 8 * s, (kt / STAGES) & 1);
+      const unsigned a = sA + s * A_STAGE + cw * 64 * 128;
+      const unsigned g = sG + s * B_STAGE, u = sU + s * B_STAGE;
+      mt_wgmma_fence();
+      #pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        // The GEMM template's descriptors (WgmmaGemm.cpp): one A for both.
+        const unsigned long long ad = mt_desc(a + kk * 32, 16, 1024);
+        mt_wgmma(acc, ad, mt_desc(g + kk * 2048, B_BOX, 1024));
+        mt_wgmma(up, ad, mt_desc(u + kk * 2048, B_BOX, 1024));
+      }
+      mt_wgmma_commit();
+      MT_WGMMA_WAIT(1);
+      if (kt > 0 && tid % 128 == 0)
+        mt_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
+    }
+    MT_WGMMA_WAIT(0);
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+      mt_fence_acc(acc[i]);
+      mt_fence_acc(up[i]);
+    }
+    // silu(g) * u in f32: the store rounds once.
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+      const float gv = acc[i];
+      acc[i] = gv / (1.f + expf(-gv)) * up[i];
+    }
+)";
+
+/// `swiglu_wg_BMxBNxBK_sS`: the Hopper GEMM template (WgmmaGemm.cpp) with a
+/// second B operand, sm_90a. BM / 64 consumer warpgroups of 64 rows each
+/// hold BN fp32 accumulators per thread (gate and up), so BN is half the
+/// GEMM tile's for the same registers; the epilogue is the GEMM's store.
+static llvm::Expected<KernelSource>
+generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
+                       const GemmTileConfig &T, int64_t M) {
+  const Value *HV = N.getOperand(0), *GV = N.getOperand(1),
+              *UV = N.getOperand(2);
+  const TensorType &H = HV->getType(), &Wg = GV->getType();
+  DType Dt = H.Dtype;
+  std::string Name = swigluChoiceName(T);
+  if (T.BK != 64)
+    return err("tile " + Name +
+               ": the wgmma template needs BK = 64 (one 128-byte swizzled "
+               "row of 16-bit elements)");
+  if (T.BM % 64 || T.BM > 256 || T.BN % 64 || T.BN > 256)
+    return err("tile " + Name +
+               ": the wgmma template needs BM and BN multiples of 64 up to "
+               "256");
+  if (T.Stages < 2)
+    return err("tile " + Name + ": the wgmma template needs at least 2 stages");
+  if (T.Persistent || T.SplitK > 1 || T.Cluster > 1)
+    return err("tile " + Name +
+               ": the merged gate+up wgmma tile is neither persistent, "
+               "split-K nor clustered");
+  int64_t Kd = H.innerDim(), Nn = Wg.Shape[1];
+  if (Kd % 8 || Nn % 8)
+    return err("the wgmma template needs K and N multiples of 8 (TMA row "
+               "strides are multiples of 16 bytes), got K = " +
+               llvm::Twine(Kd) + ", N = " + llvm::Twine(Nn));
+  int Consumers = T.BM / 64;
+  int Threads = (Consumers + 1) * 128;
+  // Two accumulator sets: BN fp32 registers per consumer thread.
+  int ConsumerRegs = Consumers > 1 ? wgmmaConsumerRegs(Consumers)
+                                   : std::min(255, RegsPerSM / Threads);
+  if (T.BN + ConsumerOverheadRegs > ConsumerRegs)
+    return err("tile " + Name + ": " + llvm::Twine(T.BN) +
+               " accumulators per thread (gate and up) do not fit in the " +
+               llvm::Twine(ConsumerRegs) + " registers of " +
+               llvm::Twine(Consumers) + " consumer warpgroups");
+  int64_t Smem =
+      1024 + int64_t(T.Stages) * (T.BM + 2 * T.BN) * T.BK * 2 + 16 * T.Stages;
+  if (Smem > MaxSharedBytes)
+    return err("tile " + Name + ": " + llvm::Twine(T.Stages) + " stages take " +
+               llvm::Twine(Smem) +
+               " bytes of shared memory, more than the 227 KB of an sm_90 "
+               "CTA");
+
+  ParamList P;
+  P.Inputs.insert(HV);
+  P.Inputs.insert(GV);
+  P.Inputs.insert(UV);
+  P.Outputs.push_back(N.getResult());
+  EpilogueCode E;
+  E.P = &P;
+  E.Result = N.getResult();
+  auto Index = [&](const Value *V) {
+    return unsigned(llvm::find(P.Inputs, V) - P.Inputs.begin());
+  };
+
+  KernelSource K;
+  K.Name = sanitizeIdentifier(N.getName() + "_" + Name);
+  const char *Type = Dt == DType::BF16 ? "bf16" : "f16";
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << Prelude << "\n// SwiGLU %" << N.getName() << ": silu([" << M << " x "
+     << Kd << "] * [" << Kd << " x " << Nn << "]) * ([" << M << " x " << Kd
+     << "] * [" << Kd << " x " << Nn << "]), tile " << Name << "\n";
+  OS << "#define M_ " << M << "LL\n#define N_ " << Nn << "LL\n#define K_ " << Kd
+     << "LL\n#define ROWS M_\n#define BM " << T.BM << "\n#define BN " << T.BN
+     << "\n#define BK " << T.BK << "\n#define STAGES " << T.Stages
+     << "\n#define CONSUMERS " << Consumers
+     << " // consumer warpgroups, 64 rows each\n"
+     << "#define THREADS ((CONSUMERS + 1) * 128)\n"
+     << "#define A_STAGE (BM * BK * 2)     // bytes of one A stage\n"
+     << "#define B_BOX (BK * 128)          // bytes of one 64-column box\n"
+     << "#define B_STAGE (BN / 64 * B_BOX) // bytes of one weight's stage\n"
+     << WgmmaHelpers << wgmmaFunction(T.BN, Type) << WgmmaAccMacros;
+  OS << "extern \"C\" __global__ void __launch_bounds__(THREADS, 1) " << K.Name
+     << "(\n    const __grid_constant__ mt_tensor_map tm_a,\n"
+     << "    const __grid_constant__ mt_tensor_map tm_g,\n"
+     << "    const __grid_constant__ mt_tensor_map tm_u, " << P.signature()
+     << ") {\n"
+     << "  extern __shared__ __align__(1024) unsigned char mt_smem[];\n"
+     << "  // 128-byte swizzled stages start at 1024-byte boundaries.\n"
+     << "  const unsigned sA = (mt_smem_addr(mt_smem) + 1023) & ~1023u;\n"
+     << "  const unsigned sG = sA + STAGES * A_STAGE; // gate weights\n"
+     << "  const unsigned sU = sG + STAGES * B_STAGE; // up weights\n"
+     << "  const unsigned full = sU + STAGES * B_STAGE; // 8-byte mbarriers\n"
+     << "  const unsigned empty = full + 8 * STAGES;\n"
+     << "  const int tid = threadIdx.x;\n"
+     << "  const long long bz = 0;\n";
+  emitGroupedRaster(OS);
+  OS << R"(  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mt_mbar_init(full + 8 * s, 1);
+      mt_mbar_init(empty + 8 * s, CONSUMERS);
+    }
+    // Make the initialised barriers visible to the TMA unit.
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int KT = (int)((K_ + BK - 1) / BK);
+)";
+  std::string Loop = SwiGluWgLoop;
+  auto Replace = [&](llvm::StringRef From, const std::string &To) {
+    size_t At = Loop.find(From.str());
+    Loop.replace(At, From.size(), To);
+  };
+  Replace("$PRODUCER",
+          Consumers > 1
+              ? "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " +
+                    std::to_string(WgmmaProducerRegs) + ";\");\n"
+              : std::string());
+  Replace("$CONSUMER",
+          Consumers > 1
+              ? "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " +
+                    std::to_string(ConsumerRegs) + ";\");\n"
+              : std::string());
+  OS << Loop;
+  EpilogueThreads Th;
+  Th.Sync = "asm volatile(\"bar.sync 1, " + std::to_string(Consumers * 128) +
+            ";\" ::: \"memory\")";
+  Th.Tid = "(tid - 128)";
+  Th.Count = "(CONSUMERS * 128)";
+  Th.InBounds = "INTERIOR || (r < ROWS && c < N_)";
+  Th.PairStores = true;
+  Th.QuadRowSums = true;
+  Th.ClampedAcc = true;
+  std::string Tail;
+  llvm::raw_string_ostream TOS(Tail);
+  emitEpilogueTail(TOS, E, P.name(N.getResult()) + "_out", N.getType().Dtype,
+                   Th);
+  std::string Indented;
+  for (llvm::StringRef Rest(TOS.str()); !Rest.empty();) {
+    auto [Line, Next] = Rest.split('\n');
+    Indented += (Line.empty() ? "" : "    ") + Line.str() + "\n";
+    Rest = Next;
+  }
+  // Interior tiles store without bounds checks, as the GEMM's do.
+  OS << "    if (m0 + BM <= M_ && n0 + BN <= N_) {\n#define INTERIOR 1\n"
+     << Indented << "#undef INTERIOR\n    } else {\n#define INTERIOR 0\n"
+     << Indented << "#undef INTERIOR\n    }\n  }\n}\n";
+  K.Source = OS.str();
+  K.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
+  K.Outputs = P.Outputs;
+  K.GridX = unsigned((Nn + T.BN - 1) / T.BN);
+  K.GridY = unsigned((M + T.BM - 1) / T.BM);
+  K.BlockX = unsigned(Threads);
+  K.SharedBytes = unsigned(Smem);
+  K.NeedsSm90a = true;
+  // A as [M][K] (all of h's rows), the weights as [K][N] in 64 x 64 boxes.
+  K.TensorMaps = {wgmmaTensorMap(Index(HV), Kd, M, 1, 64, uint32_t(T.BM)),
+                  wgmmaTensorMap(Index(GV), Nn, Kd, 1, 64, uint32_t(T.BK)),
+                  wgmmaTensorMap(Index(UV), Nn, Kd, 1, 64, uint32_t(T.BK))};
+  return K;
+}
+
 llvm::Expected<KernelSource>
 mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
                               const GemmTileConfig &T, int64_t MArg,
@@ -183,8 +417,12 @@ mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
   if (Wg.rank() != 2 || UV->getType() != Wg)
     return err("the merged gate+up GEMM needs two equally shaped rank-2 "
                "weights");
-  if (T.Template != GemmTemplate::MmaSync)
-    return err("the merged gate+up GEMM has an mma.sync template only");
+  if (T.Template == GemmTemplate::Wgmma) {
+    if (Norm)
+      return err("tile " + swigluChoiceName(T) +
+                 ": the wgmma template takes no norm prologue");
+    return generateSwiGluWgKernel(N, T, MArg > 0 ? MArg : rowsOf(H));
+  }
   if (T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.Warps <= 0 || T.Stages <= 0)
     return err("tile sizes must be positive");
   int WarpsM = 0, WarpsN = 0;
