@@ -275,7 +275,8 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
 }
 
 std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
-                                                DType Dtype) const {
+                                                DType Dtype,
+                                                bool BatchedWeights) const {
   std::vector<Choice> Out;
   if (Dtype != DType::BF16 && Dtype != DType::F16)
     return Out;
@@ -285,7 +286,8 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
     Choice C{swigluChoiceName(T), {}, {}};
     if (Disabled.count(C.Name) || T.BM > roundUpPow2(M) ||
         T.BN > roundUpPow2(N) || T.BK > roundUpPow2(K) ||
-        (T.Template == GemmTemplate::Wgmma && !WgmmaFits))
+        (T.Template == GemmTemplate::Wgmma && !WgmmaFits) ||
+        (T.Template != GemmTemplate::Wgmma && BatchedWeights))
       continue;
     if (llvm::none_of(Out, [&](const Choice &P) { return P.Name == C.Name; }))
       Out.push_back(std::move(C));
@@ -299,7 +301,7 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
         (!Smallest || int64_t(T.BM) * T.BN * T.BK <
                           int64_t(Smallest->BM) * Smallest->BN * Smallest->BK))
       Smallest = &T;
-  if (Out.empty() && Smallest)
+  if (Out.empty() && Smallest && !BatchedWeights)
     Out.push_back(Choice{swigluChoiceName(*Smallest), {}, {}});
   return Out;
 }

@@ -168,11 +168,22 @@ static constexpr int64_t MaxSharedBytes = 227 * 1024;
 /// Registers a consumer needs besides its two accumulator sets.
 static constexpr int ConsumerOverheadRegs = 40;
 
+/// Four 8x8 matrices of 16-bit elements from shared memory (a 32-bit
+/// shared address per lane), as the m16n8k16 A fragment.
+static const char *LdsmHelper = R"(
+__device__ __forceinline__ void mt_ldsm_x4(unsigned *r, unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr) : "memory");
+}
+)";
+
 /// The wgmma tile's main loop: the producer warpgroup's first thread streams
 /// k-tiles of A and of both weights into the stages, one full barrier
-/// counting all three; each consumer warpgroup issues the gate's and the
-/// up's wgmma per k16 step on the same A descriptor into two accumulator
-/// sets, keeps one k-tile in flight and frees the stage of the one before.
+/// counting all three; each consumer warpgroup loads its rows of the A
+/// tile into registers once and issues the gate's and the up's wgmma per
+/// k16 step on them into two accumulator sets, keeps one k-tile in flight
+/// and frees the stage of the one before.
 /// $PRODUCER and $CONSUMER are the setmaxnreg lines (empty with one
 /// consumer warpgroup).
 static const char *SwiGluWgLoop = R"(  if (tid < 128) {
@@ -209,13 +220,22 @@ $CONSUMER    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 3
       mt_mbar_wait(full + 8 * s, (kt / STAGES) & 1);
       const unsigned a = sA + s * A_STAGE + cw * 64 * 128;
       const unsigned g = sG + s * B_STAGE, u = sU + s * B_STAGE;
+      // A's fragments in registers, read from shared memory once for both
+      // MMAs (two shared-memory A operands read it twice, and shared
+      // memory's bandwidth is what the TMA copies and wgmma share): the
+      // m16n8k16 layout per warp, from the 128-byte swizzled rows.
+      unsigned af[BK / 16][4];
+      #pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const int row = warp * 16 + (lane & 15), chunk = kk * 2 + (lane >> 4);
+        mt_ldsm_x4(af[kk], a + row * 128 + ((chunk ^ (row & 7)) << 4));
+      }
       mt_wgmma_fence();
       #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
-        // The GEMM template's descriptors (WgmmaGemm.cpp): one A for both.
-        const unsigned long long ad = mt_desc(a + kk * 32, 16, 1024);
-        mt_wgmma(acc, ad, mt_desc(g + kk * 2048, B_BOX, 1024));
-        mt_wgmma(up, ad, mt_desc(u + kk * 2048, B_BOX, 1024));
+        // B: the GEMM template's descriptors (WgmmaGemm.cpp).
+        mt_wgmma_ra(acc, af[kk], mt_desc(g + kk * 2048, B_BOX, 1024));
+        mt_wgmma_ra(up, af[kk], mt_desc(u + kk * 2048, B_BOX, 1024));
       }
       mt_wgmma_commit();
       MT_WGMMA_WAIT(1);
@@ -240,9 +260,11 @@ $CONSUMER    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 3
 /// second B operand, sm_90a. BM / 64 consumer warpgroups of 64 rows each
 /// hold BN fp32 accumulators per thread (gate and up), so BN is half the
 /// GEMM tile's for the same registers; the epilogue is the GEMM's store.
+/// With Batch > 1 the weights are one [K, N] per batch of M rows of h
+/// (MoE experts): blockIdx.z is the batch, the third TMA coordinate.
 static llvm::Expected<KernelSource>
 generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
-                       const GemmTileConfig &T, int64_t M) {
+                       const GemmTileConfig &T, int64_t M, int64_t Batch) {
   const Value *HV = N.getOperand(0), *GV = N.getOperand(1),
               *UV = N.getOperand(2);
   const TensorType &H = HV->getType(), &Wg = GV->getType();
@@ -262,7 +284,7 @@ generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
     return err("tile " + Name +
                ": the merged gate+up wgmma tile is neither persistent, "
                "split-K nor clustered");
-  int64_t Kd = H.innerDim(), Nn = Wg.Shape[1];
+  int64_t Kd = H.innerDim(), Nn = Wg.innerDim();
   if (Kd % 8 || Nn % 8)
     return err("the wgmma template needs K and N multiples of 8 (TMA row "
                "strides are multiples of 16 bytes), got K = " +
@@ -304,17 +326,22 @@ generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
   llvm::raw_string_ostream OS(S);
   OS << Prelude << "\n// SwiGLU %" << N.getName() << ": silu([" << M << " x "
      << Kd << "] * [" << Kd << " x " << Nn << "]) * ([" << M << " x " << Kd
-     << "] * [" << Kd << " x " << Nn << "]), tile " << Name << "\n";
+     << "] * [" << Kd << " x " << Nn << "])"
+     << (Batch > 1 ? " batch " + std::to_string(Batch) : std::string())
+     << ", tile " << Name << "\n";
   OS << "#define M_ " << M << "LL\n#define N_ " << Nn << "LL\n#define K_ " << Kd
-     << "LL\n#define ROWS M_\n#define BM " << T.BM << "\n#define BN " << T.BN
-     << "\n#define BK " << T.BK << "\n#define STAGES " << T.Stages
-     << "\n#define CONSUMERS " << Consumers
+     << "LL\n#define ROWS " << M * Batch << "LL // M_ * batch\n#define BM "
+     << T.BM << "\n#define BN " << T.BN << "\n#define BK " << T.BK
+     << "\n#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
      << " // consumer warpgroups, 64 rows each\n"
      << "#define THREADS ((CONSUMERS + 1) * 128)\n"
      << "#define A_STAGE (BM * BK * 2)     // bytes of one A stage\n"
      << "#define B_BOX (BK * 128)          // bytes of one 64-column box\n"
      << "#define B_STAGE (BN / 64 * B_BOX) // bytes of one weight's stage\n"
-     << WgmmaHelpers << wgmmaFunction(T.BN, Type) << WgmmaAccMacros;
+     << WgmmaHelpers
+     << wgmmaFunction(T.BN, Type, "mt_wgmma_ra", /*TransB=*/true,
+                      /*RegisterA=*/true)
+     << LdsmHelper << WgmmaAccMacros;
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS, 1) " << K.Name
      << "(\n    const __grid_constant__ mt_tensor_map tm_a,\n"
      << "    const __grid_constant__ mt_tensor_map tm_g,\n"
@@ -328,7 +355,7 @@ generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
      << "  const unsigned full = sU + STAGES * B_STAGE; // 8-byte mbarriers\n"
      << "  const unsigned empty = full + 8 * STAGES;\n"
      << "  const int tid = threadIdx.x;\n"
-     << "  const long long bz = 0;\n";
+     << "  const long long bz = blockIdx.z; // the batch\n";
   emitGroupedRaster(OS);
   OS << R"(  if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -385,13 +412,15 @@ generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
   K.Outputs = P.Outputs;
   K.GridX = unsigned((Nn + T.BN - 1) / T.BN);
   K.GridY = unsigned((M + T.BM - 1) / T.BM);
+  K.GridZ = unsigned(Batch);
   K.BlockX = unsigned(Threads);
   K.SharedBytes = unsigned(Smem);
   K.NeedsSm90a = true;
-  // A as [M][K] (all of h's rows), the weights as [K][N] in 64 x 64 boxes.
-  K.TensorMaps = {wgmmaTensorMap(Index(HV), Kd, M, 1, 64, uint32_t(T.BM)),
-                  wgmmaTensorMap(Index(GV), Nn, Kd, 1, 64, uint32_t(T.BK)),
-                  wgmmaTensorMap(Index(UV), Nn, Kd, 1, 64, uint32_t(T.BK))};
+  // A as [batch][M][K], the weights as [batch][K][N] in 64 x 64 boxes
+  // (batch 1: all of h's rows, the one [K, N]).
+  K.TensorMaps = {wgmmaTensorMap(Index(HV), Kd, M, Batch, 64, uint32_t(T.BM)),
+                  wgmmaTensorMap(Index(GV), Nn, Kd, Batch, 64, uint32_t(T.BK)),
+                  wgmmaTensorMap(Index(UV), Nn, Kd, Batch, 64, uint32_t(T.BK))};
   return K;
 }
 
@@ -414,15 +443,25 @@ mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
       UV->getType().Dtype != Dt)
     return err("the merged gate+up GEMM needs bf16 or f16 operands, got " +
                dtypeName(Dt));
-  if (Wg.rank() != 2 || UV->getType() != Wg)
-    return err("the merged gate+up GEMM needs two equally shaped rank-2 "
-               "weights");
+  bool Batched = Wg.rank() > 2;
+  if (UV->getType() != Wg || (Batched && Wg.rank() != H.rank()))
+    return err("the merged gate+up GEMM needs two equally shaped weights, "
+               "[K, N] or one per batch of its input");
   if (T.Template == GemmTemplate::Wgmma) {
     if (Norm)
       return err("tile " + swigluChoiceName(T) +
                  ": the wgmma template takes no norm prologue");
-    return generateSwiGluWgKernel(N, T, MArg > 0 ? MArg : rowsOf(H));
+    if (!Batched)
+      return generateSwiGluWgKernel(N, T, MArg > 0 ? MArg : rowsOf(H), 1);
+    int64_t M = H.Shape[H.rank() - 2];
+    if (MArg > 0 && MArg != rowsOf(H))
+      return err("size hints are not supported for batched weights");
+    return generateSwiGluWgKernel(N, T, M, rowsOf(H) / std::max<int64_t>(1, M));
   }
+  if (Batched)
+    return err("tile " + swigluChoiceName(T) +
+               ": batched weights take a swiglu_wg tile (the mma.sync merged "
+               "template reads one [K, N])");
   if (T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.Warps <= 0 || T.Stages <= 0)
     return err("tile sizes must be positive");
   int WarpsM = 0, WarpsN = 0;

@@ -189,6 +189,43 @@ TEST(SwiGluCodegen, WgmmaKernelShape) {
   }
 }
 
+TEST(SwiGluCodegen, BatchedWeightsTakeWgmmaTiles) {
+  // MoE experts: h [E, M, K], one [K, N] gate and up weight per expert.
+  std::string Src = "graph @e(%h: bf16[4,200,136], %wg: bf16[4,136,320], "
+                    "%wu: bf16[4,136,320]) {\n  %gu = swiglu(%h, %wg, %wu) : "
+                    "bf16[4,200,320]\n  return %gu\n}\n";
+  Parsed P;
+  P.M = test::parseAndVerify(P.SM, Src, "e.mir");
+  ASSERT_TRUE(P.M);
+  ASSERT_FALSE(bool(
+      createLowerPass(LoweringOptions())->run(*P.M->getGraphs()[0])));
+  const MultiTemplateBufferNode &N = node(P);
+  // Only wgmma tiles, sized to one expert's 200 rows.
+  ASSERT_FALSE(N.getChoices().empty());
+  for (const Choice &C : N.getChoices())
+    EXPECT_EQ(C.Name.rfind("swiglu_wg_", 0), 0u) << C.Name;
+  llvm::Expected<KernelSource> K =
+      generateSwiGluKernel(N, wgmmaTile(128, 128, 64, 4));
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_EQ(K->GridX, 3u);
+  EXPECT_EQ(K->GridY, 2u); // 200 rows of one expert
+  EXPECT_EQ(K->GridZ, 4u); // the experts
+  // [E][M][K] and [E][K][N] maps: the batch is the third dimension.
+  ASSERT_EQ(K->TensorMaps.size(), 3u);
+  EXPECT_EQ(K->TensorMaps[0].Dims[1], 200u);
+  EXPECT_EQ(K->TensorMaps[0].Dims[2], 4u);
+  EXPECT_EQ(K->TensorMaps[1].Dims[2], 4u);
+  EXPECT_EQ(K->TensorMaps[2].Dims[1], 136u);
+  EXPECT_NE(K->Source.find("#define ROWS 800LL"), std::string::npos);
+  expectKernelCompiles(*K);
+  // The mma.sync merged template reads one [K, N]: refused with a reason.
+  llvm::Expected<KernelSource> Mma =
+      generateSwiGluKernel(N, GemmTileConfig{64, 64, 64, 4, 4});
+  ASSERT_FALSE(bool(Mma));
+  EXPECT_NE(llvm::toString(Mma.takeError()).find("batched weights"),
+            std::string::npos);
+}
+
 TEST(SwiGluCodegen, EveryTileCompilesWithNvrtc) {
   llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
   if (!Nv)
