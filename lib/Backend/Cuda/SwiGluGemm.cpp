@@ -178,12 +178,41 @@ __device__ __forceinline__ void mt_ldsm_x4(unsigned *r, unsigned addr) {
 }
 )";
 
+/// One k-tile of a consumer warpgroup, its A fragments in AF: the
+/// fragments read from shared memory once for both MMAs (two shared-memory
+/// A operands read A twice, and shared memory's bandwidth, which the TMA
+/// copies and wgmma share, limited the tile: 8% to 21% over two GEMMs on
+/// an H200), in the m16n8k16 layout per warp from the 128-byte swizzled
+/// rows; then the gate's and the up's wgmma per k16 step; one k-tile stays
+/// in flight and the stage of the one before is freed.
+static const char *SwiGluWgKStep = R"(
+#define MT_SW_KSTEP(KT_, AF)                                                   \
+  {                                                                            \
+    const int s = (KT_) % STAGES;                                              \
+    mt_mbar_wait(full + 8 * s, ((KT_) / STAGES) & 1);                          \
+    const unsigned a = sA + s * A_STAGE + cw * 64 * 128;                       \
+    const unsigned g = sG + s * B_STAGE, u = sU + s * B_STAGE;                 \
+    _Pragma("unroll") for (int kk = 0; kk < BK / 16; ++kk) {                   \
+      const int row = warp * 16 + (lane & 15), chunk = kk * 2 + (lane >> 4);   \
+      mt_ldsm_x4(AF[kk], a + row * 128 + ((chunk ^ (row & 7)) << 4));          \
+    }                                                                          \
+    mt_wgmma_fence();                                                          \
+    /* B: the GEMM template's descriptors (WgmmaGemm.cpp). */                  \
+    _Pragma("unroll") for (int kk = 0; kk < BK / 16; ++kk) {                   \
+      mt_wgmma_ra(acc, AF[kk], mt_desc(g + kk * 2048, B_BOX, 1024));           \
+      mt_wgmma_ra(up, AF[kk], mt_desc(u + kk * 2048, B_BOX, 1024));            \
+    }                                                                          \
+    mt_wgmma_commit();                                                         \
+    MT_WGMMA_WAIT(1);                                                          \
+    if ((KT_) > 0 && tid % 128 == 0)                                           \
+      mt_mbar_arrive(empty + 8 * (((KT_) - 1) % STAGES));                      \
+  }
+)";
+
 /// The wgmma tile's main loop: the producer warpgroup's first thread streams
 /// k-tiles of A and of both weights into the stages, one full barrier
-/// counting all three; each consumer warpgroup loads its rows of the A
-/// tile into registers once and issues the gate's and the up's wgmma per
-/// k16 step on them into two accumulator sets, keeps one k-tile in flight
-/// and frees the stage of the one before.
+/// counting all three; each consumer warpgroup runs MT_SW_KSTEP per k-tile
+/// into its two accumulator sets (gate and up).
 /// $PRODUCER and $CONSUMER are the setmaxnreg lines (empty with one
 /// consumer warpgroup).
 static const char *SwiGluWgLoop = R"(  if (tid < 128) {
@@ -215,32 +244,14 @@ $CONSUMER    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 3
     #pragma unroll
     for (int i = 0; i < BN / 2; ++i)
       acc[i] = up[i] = 0.f;
-    for (int kt = 0; kt < KT; ++kt) {
-      const int s = kt % STAGES;
-      mt_mbar_wait(full + 8 * s, (kt / STAGES) & 1);
-      const unsigned a = sA + s * A_STAGE + cw * 64 * 128;
-      const unsigned g = sG + s * B_STAGE, u = sU + s * B_STAGE;
-      // A's fragments in registers, read from shared memory once for both
-      // MMAs (two shared-memory A operands read it twice, and shared
-      // memory's bandwidth is what the TMA copies and wgmma share): the
-      // m16n8k16 layout per warp, from the 128-byte swizzled rows.
-      unsigned af[BK / 16][4];
-      #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const int row = warp * 16 + (lane & 15), chunk = kk * 2 + (lane >> 4);
-        mt_ldsm_x4(af[kk], a + row * 128 + ((chunk ^ (row & 7)) << 4));
-      }
-      mt_wgmma_fence();
-      #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        // B: the GEMM template's descriptors (WgmmaGemm.cpp).
-        mt_wgmma_ra(acc, af[kk], mt_desc(g + kk * 2048, B_BOX, 1024));
-        mt_wgmma_ra(up, af[kk], mt_desc(u + kk * 2048, B_BOX, 1024));
-      }
-      mt_wgmma_commit();
-      MT_WGMMA_WAIT(1);
-      if (kt > 0 && tid % 128 == 0)
-        mt_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
+    // Two sets of A fragments, alternate k-tiles: a k-tile's MMAs are still
+    // in flight while the next one's fragments are loaded, and a wgmma's
+    // A registers may not be written before it completes.
+    unsigned afa[BK / 16][4], afb[BK / 16][4];
+    for (int kt = 0; kt < KT; kt += 2) {
+      MT_SW_KSTEP(kt, afa)
+      if (kt + 1 < KT)
+        MT_SW_KSTEP(kt + 1, afb)
     }
     MT_WGMMA_WAIT(0);
     #pragma unroll
@@ -341,7 +352,7 @@ generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
      << WgmmaHelpers
      << wgmmaFunction(T.BN, Type, "mt_wgmma_ra", /*TransB=*/true,
                       /*RegisterA=*/true)
-     << LdsmHelper << WgmmaAccMacros;
+     << LdsmHelper << SwiGluWgKStep << WgmmaAccMacros;
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS, 1) " << K.Name
      << "(\n    const __grid_constant__ mt_tensor_map tm_a,\n"
      << "    const __grid_constant__ mt_tensor_map tm_g,\n"
