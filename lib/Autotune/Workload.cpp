@@ -179,9 +179,10 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     return Inf;
   case Workload::Kind::SwiGlu:
     if (std::optional<GemmTileConfig> T = swigluTileOf(C))
-      return swigluTimeUs(
-          D, W.Gemm, GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages, false},
-          Epi);
+      return swigluTimeUs(D, W.Gemm,
+                          GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages,
+                                   T->Template == GemmTemplate::Wgmma},
+                          Epi);
     return Inf;
   case Workload::Kind::Attention:
     // Neither template absorbs an epilogue (whyNoEpilogue in

@@ -60,6 +60,13 @@ ChoiceConfig ChoiceConfig::getDefault() {
       {64, 64, 64, 4, 4},   {32, 64, 64, 4, 4},  {16, 128, 64, 4, 3},
       {16, 64, 128, 4, 3},
   };
+  // And the Hopper (sm_90a) tiles of the wgmma GEMM template with both
+  // weights in each stage: BN = 128 gives each consumer thread 128 fp32
+  // accumulators (gate and up), what the GEMM's 256-wide tile holds.
+  for (GemmTileConfig T :
+       {wgmmaTile(128, 128, 64, 4), wgmmaTile(128, 64, 64, 6),
+        wgmmaTile(64, 128, 64, 5)})
+    C.SwiGluTiles.push_back(T);
   // Tall tiles for prefill; 16 rows still cover a decode step's packed
   // query heads (4 per kv head for Llama-3-8B), and split-KV spreads a
   // decode step's few (batch, kv head) tiles over more CTAs.
@@ -199,20 +206,25 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
 }
 
 std::string mtsched::swigluChoiceName(const GemmTileConfig &T) {
+  if (T.Template == GemmTemplate::Wgmma)
+    return "swiglu_wg_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) +
+           "x" + std::to_string(T.BK) + "_s" + std::to_string(T.Stages);
   return "swiglu_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
          std::to_string(T.BK) + "_w" + std::to_string(T.Warps) + "_s" +
          std::to_string(T.Stages);
 }
 
 std::optional<GemmTileConfig> mtsched::swigluTileOf(const Choice &C) {
-  // swiglu_<BM>x<BN>x<BK>_w<warps>_s<stages>: the GEMM spelling after its
-  // prefix.
+  // swiglu_<BM>x<BN>x<BK>_w<warps>_s<stages> or swiglu_wg_<BM>x<BN>x<BK>_s<
+  // stages>: the GEMM spelling after its prefix. The wgmma tile is neither
+  // persistent, split-K nor clustered.
   llvm::StringRef S(C.Name);
   if (!S.consume_front("swiglu_"))
     return std::nullopt;
   Choice AsGemm{("gemm_" + S).str(), {}, {}};
   std::optional<GemmTileConfig> T = gemmTileOf(AsGemm);
-  if (!T || T->Template != GemmTemplate::MmaSync)
+  if (!T || (T->Template == GemmTemplate::Wgmma &&
+             (T->Persistent || T->SplitK > 1 || T->Cluster > 1)))
     return std::nullopt;
   return T;
 }
@@ -281,26 +293,33 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
 }
 
 std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
-                                                DType Dtype) const {
+                                                DType Dtype,
+                                                bool BatchedWeights) const {
   std::vector<Choice> Out;
   if (Dtype != DType::BF16 && Dtype != DType::F16)
     return Out;
+  // The wgmma tiles' TMA rows are multiples of 16 bytes.
+  bool WgmmaFits = K % 8 == 0 && N % 8 == 0;
   for (const GemmTileConfig &T : SwiGluTiles) {
     Choice C{swigluChoiceName(T), {}, {}};
     if (Disabled.count(C.Name) || T.BM > roundUpPow2(M) ||
-        T.BN > roundUpPow2(N) || T.BK > roundUpPow2(K))
+        T.BN > roundUpPow2(N) || T.BK > roundUpPow2(K) ||
+        (T.Template == GemmTemplate::Wgmma && !WgmmaFits) ||
+        (T.Template != GemmTemplate::Wgmma && BatchedWeights))
       continue;
     if (llvm::none_of(Out, [&](const Choice &P) { return P.Name == C.Name; }))
       Out.push_back(std::move(C));
   }
-  // A tiny problem keeps the smallest tile, as GEMMs do.
+  // A tiny problem keeps the smallest mma.sync tile (one that runs
+  // anywhere), as GEMMs do.
   const GemmTileConfig *Smallest = nullptr;
   for (const GemmTileConfig &T : SwiGluTiles)
     if (!Disabled.count(swigluChoiceName(T)) &&
+        T.Template == GemmTemplate::MmaSync &&
         (!Smallest || int64_t(T.BM) * T.BN * T.BK <
                           int64_t(Smallest->BM) * Smallest->BN * Smallest->BK))
       Smallest = &T;
-  if (Out.empty() && Smallest)
+  if (Out.empty() && Smallest && !BatchedWeights)
     Out.push_back(Choice{swigluChoiceName(*Smallest), {}, {}});
   return Out;
 }

@@ -130,8 +130,11 @@ struct ChoiceConfig {
                                   DType Dtype) const;
   /// Candidates for a merged gate+up GEMM with N output columns: the
   /// SwiGluTiles that fit the shape (bf16/f16 only, like the template).
+  /// With BatchedWeights (one [K, N] per batch of M rows, MoE experts)
+  /// only the wgmma tiles, which take a batch index in their TMA maps.
   std::vector<Choice> swigluChoices(int64_t M, int64_t N, int64_t K,
-                                    DType Dtype) const;
+                                    DType Dtype,
+                                    bool BatchedWeights = false) const;
   /// Candidates for attention S: the flash tiles whose BQ fits the packed
   /// query rows of a kv head (query heads per kv head times queries) and
   /// whose tiles fit in shared memory; split-KV tiles only where one tile
