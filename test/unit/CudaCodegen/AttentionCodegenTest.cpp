@@ -542,6 +542,11 @@ TEST(AttentionCodegen, WgKernelShape) {
   EXPECT_NE(K->Source.find("setmaxnreg.inc"), std::string::npos);
   EXPECT_NE(K->Source.find("__launch_bounds__(THREADS, 1)"), std::string::npos);
   EXPECT_NE(K->Source.find("#define OVERLAP 0"), std::string::npos);
+  // Without a staged mask the producer keeps 24 registers, the consumers
+  // take 240; the scale folds into exp2's argument.
+  EXPECT_NE(K->Source.find("#define PRODUCER_REGS \"24\""), std::string::npos);
+  EXPECT_NE(K->Source.find("#define CONSUMER_REGS \"240\""), std::string::npos);
+  EXPECT_NE(K->Source.find("#define FUSED_SCALE 1"), std::string::npos);
   llvm::Expected<KernelSource> Ov = generateAttentionKernel(
       node(*Pre), Choice{"attn_wg_128x128_s2_o", {}, {}});
   ASSERT_TRUE(bool(Ov)) << llvm::toString(Ov.takeError());
@@ -585,6 +590,11 @@ TEST(AttentionCodegen, WgKernelShape) {
   // (16-bit, no float4 loads), one more barrier and tile per stage.
   EXPECT_NE(M->Source.find("#define MASK_STAGED 1"), std::string::npos);
   EXPECT_NE(M->Source.find("#define MASK_VEC 0"), std::string::npos);
+  // Its producer warps stage the mask: 40 registers, 232 for the
+  // consumers; the mask adds to the scaled scores.
+  EXPECT_NE(M->Source.find("#define PRODUCER_REGS \"40\""), std::string::npos);
+  EXPECT_NE(M->Source.find("#define CONSUMER_REGS \"232\""), std::string::npos);
+  EXPECT_NE(M->Source.find("#define FUSED_SCALE 0"), std::string::npos);
   EXPECT_EQ(M->SharedBytes, unsigned(wgAttentionSharedBytes(128, 64, 64, 3) +
                                      3 * (128 * (64 + 8) * 4 + 8)));
   // At D = 128 two stages of 128 keys leave no room: each score's mask
