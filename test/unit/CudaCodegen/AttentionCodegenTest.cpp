@@ -429,7 +429,7 @@ TEST(AttentionCodegen, DecKernelShape) {
   EXPECT_EQ(decAttentionSharedBytes(16, 8, 64, 2),
             1024 + 4 * (9 * 16 * 64 + 3 * 16 * 8 + 32) + 16 * 72 * 2 + 2 * 16);
   // What the template cannot take: a mask, f32, D = 96, 9 warps, 9 stages,
-  // more warps than stages, 32 rows.
+  // more warps than stages, stages not a multiple of the warps, 32 rows.
   auto Masked =
       attention({"bf16", 4, 32, 8, 1, 4096, 128, true, "f32[4,1,1,4096]"});
   ASSERT_TRUE(Masked);
@@ -440,6 +440,7 @@ TEST(AttentionCodegen, DecKernelShape) {
                              std::tuple{"bf16", 128, "attn_dec_16x64_w9_s4"},
                              std::tuple{"bf16", 128, "attn_dec_16x64_w4_s9"},
                              std::tuple{"bf16", 128, "attn_dec_16x64_w4_s3"},
+                             std::tuple{"bf16", 128, "attn_dec_16x64_w4_s6"},
                              std::tuple{"bf16", 128, "attn_dec_32x64_w4_s4"}}) {
     auto Q = attention({Ty, 1, 8, 2, 1, 256, D, true});
     ASSERT_TRUE(Q);
@@ -466,7 +467,7 @@ TEST(AttentionCodegen, DecTilesCompileWithNvrtc) {
                           {"bf16", 1, 32, 8, 1, 4100, 128, true},
                           {"f16", 2, 6, 3, 5, 100, 64, true}};
   const char *Names[] = {"attn_dec_16x64_w4_s4", "attn_dec_16x64_w4_s4_kv8",
-                         "attn_dec_16x32_w8_s8_kv16", "attn_dec_16x128_w2_s3",
+                         "attn_dec_16x32_w8_s8_kv16", "attn_dec_16x128_w1_s3",
                          "attn_dec_16x16_w1_s2_kv2",
                          "attn_dec_16x32_w4_s4_kv8_c"};
   for (const Shape &S : Shapes) {
