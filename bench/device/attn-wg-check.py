@@ -91,7 +91,7 @@ def check(argv):
             raise RuntimeError(f"{what}: CUresult {r}")
     ck(cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
     ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), "cuModuleGetFunction")
-    smem = 1024 + 2 * (BQ + 2 * STAGES * BKV) * D + 8 * (3 * STAGES + 1)
+    smem = 1024 + 2 * (BQ + 2 * STAGES * BKV) * D + 8 * (4 * STAGES + 2)
     # The mask's stages, as the generator chose (AttentionWgKernels.cpp).
     mask_tma = "#define MASK_TMA 1" in src
     if mask_tma:
@@ -126,6 +126,10 @@ def check(argv):
         *maps,
         *[ctypes.cast(ctypes.byref(p), ctypes.c_void_p) for p in ptrs])
     grid = max(1, NBH * ((ROWS + BQ - 1) // BQ))
+    # A persistent tile (`_p`) walks its query tiles with one CTA per SM at
+    # most, as the launcher starts it (launchGridX).
+    if "#define PERSISTENT 1" in src:
+        grid = min(grid, torch.cuda.get_device_properties(0).multi_processor_count)
     stream = torch.cuda.current_stream().cuda_stream
 
     def launch():
@@ -157,7 +161,10 @@ def check(argv):
     tol = 2e-2 * ref.abs().clamp(min=1.0)
     bad = err > tol
     flops = 4 * B * HQ * D * (SQ * (SKV - SQ) + SQ * (SQ + 1) // 2 if CAUSAL else SQ * SKV)
-    print(f"{name}: shape B={B} HQ={HQ} HKV={HKV} SQ={SQ} SKV={SKV} D={D} causal={CAUSAL} "
+    # A variant of a kernel (the same name, edited) sits in a folder ab-TAG.
+    parent = src_path.rsplit("/", 2)[-2] if src_path.count("/") >= 1 else ""
+    tag = " [" + parent[3:] + "]" if parent.startswith("ab-") else ""
+    print(f"{name}{tag}: shape B={B} HQ={HQ} HKV={HKV} SQ={SQ} SKV={SKV} D={D} causal={CAUSAL} "
           f"mask={MASK}: max abs error {err.max().item():.3e}, bad {int(bad.sum())} of "
           f"{bad.numel()}, {us:.1f} us ({flops / us / 1e6:.1f} TFLOP/s)")
     if bad.any():

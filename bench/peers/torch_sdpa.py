@@ -11,7 +11,7 @@
 # one rank: 2048 queries over 4096 keys, 16 query and 4 kv heads, an
 # additive [1, 1, 2048, 4096] mask (bf16 here: SDPA wants a float mask of
 # q's type; mtsched's graph takes it in f32).
-#   python3 bench/peers/torch_sdpa.py OUT.json [--masked]
+#   python3 bench/peers/torch_sdpa.py OUT.json [--masked] [--only=NAME,...]
 import json, math, statistics, sys
 import torch
 import torch.nn.functional as F
@@ -73,6 +73,11 @@ def main():
     shapes = dict(SHAPES)
     if "--masked" in sys.argv[2:]:
         shapes.update(MASKED)
+    # --only=NAME,...: just those shapes (a short device call).
+    for a in sys.argv[2:]:
+        if a.startswith("--only="):
+            keep = a[len("--only="):].split(",")
+            shapes = {n: s for n, s in shapes.items() if n in keep}
     for name, (B, Hq, Hkv, Sq, Skv, D, causal) in shapes.items():
         bf = dict(dtype=torch.bfloat16, device="cuda")
         per_set = 2 * (2 * B * Hq * Sq * D + 2 * B * Hkv * Skv * D)

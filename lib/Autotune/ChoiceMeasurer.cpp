@@ -452,6 +452,8 @@ static std::string choiceFamily(const Choice &C) {
   if (std::optional<GemmTileConfig> T = gemmTileOf(C))
     return std::string(T->Template == GemmTemplate::Wgmma ? "wgmma" : "mma") +
            (T->SplitK > 1 ? "-split-k" : "");
+  if (std::optional<GemmTileConfig> T = swigluTileOf(C))
+    return T->Template == GemmTemplate::Wgmma ? "swiglu-wgmma" : "swiglu-mma";
   if (std::optional<AttentionTile> T = attentionTileOf(C))
     return std::string(T->Dec   ? "attn-dec"
                        : T->Mma ? "attn-mma"

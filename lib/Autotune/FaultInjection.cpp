@@ -110,8 +110,11 @@ static bool candidatesOf(const Module &M, const Graph &G, const Node &N,
       Out = S ? Choices.attentionChoices(*S) : std::vector<Choice>();
       return true;
     }
+    bool Batched =
+        N.getOp() == OpCode::SwiGlu && N.getOperand(1)->getType().rank() > 2;
     Out = N.getOp() == OpCode::SwiGlu
-              ? Choices.swigluChoices(M, Out0.innerDim(), K, Dt)
+              ? Choices.swigluChoices(Batched ? Out0.Shape[Out0.rank() - 2] : M,
+                                      Out0.innerDim(), K, Dt, Batched)
               : Choices.gemmChoices(M, Out0.innerDim(), K, Dt);
     return true;
   }

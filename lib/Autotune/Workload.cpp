@@ -179,9 +179,10 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     return Inf;
   case Workload::Kind::SwiGlu:
     if (std::optional<GemmTileConfig> T = swigluTileOf(C))
-      return swigluTimeUs(
-          D, W.Gemm, GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages, false},
-          Epi);
+      return swigluTimeUs(D, W.Gemm,
+                          GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages,
+                                   T->Template == GemmTemplate::Wgmma},
+                          Epi);
     return Inf;
   case Workload::Kind::Attention:
     // Neither template absorbs an epilogue (whyNoEpilogue in
@@ -191,7 +192,7 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
     if (std::optional<AttentionTile> T = attentionTileOf(C)) {
       if (T->Wg)
         return wgAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, T->Stages,
-                                 T->Overlap);
+                                 T->Overlap, T->PingPong, T->Persistent);
       // The decode template is priced as the one-warp mma.sync tile of
       // its stages (each consumer warp takes whole stages of BKV keys; only
       // how the keys arrive differs).

@@ -48,10 +48,11 @@ bool mtsched::mmaAttentionSupports(const AttentionShape &S, int BQ, int BKV,
 
 int64_t mtsched::wgAttentionSharedBytes(int BQ, int BKV, int64_t D, int Stages,
                                         bool MaskStages) {
-  // 1024 bytes of alignment slack, q, the k and v stages, then three
-  // mbarriers per stage and q's; the mask's stages and barriers.
+  // 1024 bytes of alignment slack, q, the k and v stages, then four
+  // mbarriers per stage (k and v loaded, k and v freed) and q's two
+  // (loaded, freed); the mask's stages and barriers.
   return 1024 + 2 * (int64_t(BQ) + 2 * int64_t(Stages) * BKV) * D +
-         8 * (3 * int64_t(Stages) + 1) +
+         8 * (4 * int64_t(Stages) + 2) +
          (MaskStages ? int64_t(Stages) * (BQ * (BKV + 8) * 4 + 8) : 0);
 }
 

@@ -229,12 +229,20 @@ bool Verifier::inferSwiGlu(const Graph &G, const Node &N, TensorType &Result) {
   }
   for (unsigned I = 1; I < 3; ++I) {
     const TensorType &W = N.getOperand(I)->getType();
-    if (W.rank() != 2 || W.Shape[0] != A.innerDim()) {
+    // [K, N], or one [K, N] per batch of h ([..., K, N] with h's batch
+    // dimensions, as a bmm's right operand: MoE experts).
+    bool Batched =
+        W.rank() > 2 && W.rank() == A.rank() &&
+        std::equal(W.Shape.begin(), W.Shape.end() - 2, A.Shape.begin());
+    if ((W.rank() != 2 && !Batched) || W.Shape[W.rank() - 2] != A.innerDim()) {
+      std::string Batch;
+      for (unsigned D = 0; D + 2 < A.rank() && W.rank() > 2; ++D)
+        Batch += std::to_string(A.Shape[D]) + ", ";
       error(N.getOperands()[I].Loc,
             "weight " + name(N.getOperand(I)) + " of 'swiglu' has shape " +
-                shapeStr(W.Shape) + ", expected [" + Twine(A.innerDim()) +
-                ", N] (K = the last dimension of " + name(N.getOperand(0)) +
-                ")");
+                shapeStr(W.Shape) + ", expected [" + Batch +
+                Twine(A.innerDim()) + ", N] (K = the last dimension of " +
+                name(N.getOperand(0)) + ")");
       return false;
     }
   }
@@ -245,7 +253,7 @@ bool Verifier::inferSwiGlu(const Graph &G, const Node &N, TensorType &Result) {
     return false;
   }
   Result = A;
-  Result.Shape.back() = Wg.Shape[1];
+  Result.Shape.back() = Wg.Shape.back();
   return true;
 }
 /// matmul's result: A [..., M, K] x B [K, N] or [..., K, N] (the same

@@ -60,6 +60,13 @@ ChoiceConfig ChoiceConfig::getDefault() {
       {64, 64, 64, 4, 4},   {32, 64, 64, 4, 4},  {16, 128, 64, 4, 3},
       {16, 64, 128, 4, 3},
   };
+  // And the Hopper (sm_90a) tiles of the wgmma GEMM template with both
+  // weights in each stage: BN = 128 gives each consumer thread 128 fp32
+  // accumulators (gate and up), what the GEMM's 256-wide tile holds.
+  for (GemmTileConfig T :
+       {wgmmaTile(128, 128, 64, 4), wgmmaTile(128, 64, 64, 6),
+        wgmmaTile(64, 128, 64, 5)})
+    C.SwiGluTiles.push_back(T);
   // Tall tiles for prefill; 16 rows still cover a decode step's packed
   // query heads (4 per kv head for Llama-3-8B), and split-KV spreads a
   // decode step's few (batch, kv head) tiles over more CTAs.
@@ -99,6 +106,21 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       // Its 64-key stages leave room for the additive
                       // mask's tiles (wgAttentionStagesMask).
                       wgAttentionTile(128, 64, 2, /*Overlap=*/true),
+                      // Causal prefill: the CTAs persist across query tiles
+                      // (the next tile's loads under this one's end), and
+                      // the consumers take turns at the tensor cores.
+                      wgAttentionTile(128, 128, 2, /*Overlap=*/true,
+                                      /*PingPong=*/false, /*Persistent=*/true),
+                      wgAttentionTile(128, 128, 2, /*Overlap=*/true,
+                                      /*PingPong=*/true),
+                      wgAttentionTile(128, 128, 2, /*Overlap=*/true,
+                                      /*PingPong=*/true, /*Persistent=*/true),
+                      // Three stages of 128 keys: the most that fits at
+                      // D = 128 (225 KB).
+                      wgAttentionTile(128, 128, 3, /*Overlap=*/true,
+                                      /*PingPong=*/true),
+                      wgAttentionTile(128, 128, 3, /*Overlap=*/true,
+                                      /*PingPong=*/true, /*Persistent=*/true),
                       // Hopper (sm_90) decode tiles: TMA-fed mma.sync,
                       // the fastest at Llama-3-8B's decode on an H200
                       // (batch 16, 4 and 1 over 4096 keys; docs/
@@ -117,11 +139,14 @@ ChoiceConfig ChoiceConfig::getDefault() {
 }
 
 AttentionTile mtsched::wgAttentionTile(int BQ, int BKV, int Stages,
-                                       bool Overlap) {
+                                       bool Overlap, bool PingPong,
+                                       bool Persistent) {
   AttentionTile T{BQ, BKV, 12};
   T.Stages = Stages;
   T.Wg = true;
   T.Overlap = Overlap;
+  T.PingPong = PingPong;
+  T.Persistent = Persistent;
   return T;
 }
 
@@ -195,20 +220,25 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
 }
 
 std::string mtsched::swigluChoiceName(const GemmTileConfig &T) {
+  if (T.Template == GemmTemplate::Wgmma)
+    return "swiglu_wg_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) +
+           "x" + std::to_string(T.BK) + "_s" + std::to_string(T.Stages);
   return "swiglu_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
          std::to_string(T.BK) + "_w" + std::to_string(T.Warps) + "_s" +
          std::to_string(T.Stages);
 }
 
 std::optional<GemmTileConfig> mtsched::swigluTileOf(const Choice &C) {
-  // swiglu_<BM>x<BN>x<BK>_w<warps>_s<stages>: the GEMM spelling after its
-  // prefix.
+  // swiglu_<BM>x<BN>x<BK>_w<warps>_s<stages> or swiglu_wg_<BM>x<BN>x<BK>_s<
+  // stages>: the GEMM spelling after its prefix. The wgmma tile is neither
+  // persistent, split-K nor clustered.
   llvm::StringRef S(C.Name);
   if (!S.consume_front("swiglu_"))
     return std::nullopt;
   Choice AsGemm{("gemm_" + S).str(), {}, {}};
   std::optional<GemmTileConfig> T = gemmTileOf(AsGemm);
-  if (!T || T->Template != GemmTemplate::MmaSync)
+  if (!T || (T->Template == GemmTemplate::Wgmma &&
+             (T->Persistent || T->SplitK > 1 || T->Cluster > 1)))
     return std::nullopt;
   return T;
 }
@@ -277,26 +307,33 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
 }
 
 std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
-                                                DType Dtype) const {
+                                                DType Dtype,
+                                                bool BatchedWeights) const {
   std::vector<Choice> Out;
   if (Dtype != DType::BF16 && Dtype != DType::F16)
     return Out;
+  // The wgmma tiles' TMA rows are multiples of 16 bytes.
+  bool WgmmaFits = K % 8 == 0 && N % 8 == 0;
   for (const GemmTileConfig &T : SwiGluTiles) {
     Choice C{swigluChoiceName(T), {}, {}};
     if (Disabled.count(C.Name) || T.BM > roundUpPow2(M) ||
-        T.BN > roundUpPow2(N) || T.BK > roundUpPow2(K))
+        T.BN > roundUpPow2(N) || T.BK > roundUpPow2(K) ||
+        (T.Template == GemmTemplate::Wgmma && !WgmmaFits) ||
+        (T.Template != GemmTemplate::Wgmma && BatchedWeights))
       continue;
     if (llvm::none_of(Out, [&](const Choice &P) { return P.Name == C.Name; }))
       Out.push_back(std::move(C));
   }
-  // A tiny problem keeps the smallest tile, as GEMMs do.
+  // A tiny problem keeps the smallest mma.sync tile (one that runs
+  // anywhere), as GEMMs do.
   const GemmTileConfig *Smallest = nullptr;
   for (const GemmTileConfig &T : SwiGluTiles)
     if (!Disabled.count(swigluChoiceName(T)) &&
+        T.Template == GemmTemplate::MmaSync &&
         (!Smallest || int64_t(T.BM) * T.BN * T.BK <
                           int64_t(Smallest->BM) * Smallest->BN * Smallest->BK))
       Smallest = &T;
-  if (Out.empty() && Smallest)
+  if (Out.empty() && Smallest && !BatchedWeights)
     Out.push_back(Choice{swigluChoiceName(*Smallest), {}, {}});
   return Out;
 }
@@ -304,7 +341,8 @@ std::vector<Choice> ChoiceConfig::swigluChoices(int64_t M, int64_t N, int64_t K,
 std::string mtsched::attentionChoiceName(const AttentionTile &T) {
   if (T.Wg)
     return "attn_wg_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
-           "_s" + std::to_string(T.Stages) + (T.Overlap ? "_o" : "");
+           "_s" + std::to_string(T.Stages) + (T.Overlap ? "_o" : "") +
+           (T.PingPong ? "_pp" : "") + (T.Persistent ? "_p" : "");
   if (T.Dec)
     return "attn_dec_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
            "_w" + std::to_string(T.Warps) + "_s" + std::to_string(T.Stages) +
@@ -321,8 +359,24 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   AttentionTile T;
   if (S.consume_front("attn_wg_")) {
     auto [BQ, Rest] = S.split('x');
-    auto [BKV, Stages] = Rest.split("_s");
-    T = wgAttentionTile(0, 0, 0, Stages.consume_back("_o"));
+    auto [BKV, StagesAndFlags] = Rest.split("_s");
+    // The stages, then the flags `_o`, `_pp`, `_p` (the round trip below
+    // takes each once, in that order).
+    auto [Stages, Flags] = StagesAndFlags.split('_');
+    T = wgAttentionTile(0, 0, 0);
+    llvm::SmallVector<llvm::StringRef, 3> Fl;
+    if (!Flags.empty())
+      Flags.split(Fl, '_');
+    for (llvm::StringRef F : Fl) {
+      if (F == "o")
+        T.Overlap = true;
+      else if (F == "pp")
+        T.PingPong = true;
+      else if (F == "p")
+        T.Persistent = true;
+      else
+        return std::nullopt;
+    }
     if (BQ.getAsInteger(10, T.BQ) || BKV.getAsInteger(10, T.BKV) ||
         Stages.getAsInteger(10, T.Stages) || T.BQ <= 0 || T.BKV <= 0 ||
         T.Stages <= 0 || attentionChoiceName(T) != C.Name)

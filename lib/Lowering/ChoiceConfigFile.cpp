@@ -168,6 +168,23 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                              "true");
     T.Overlap = *B;
   }
+  // "pingpong" (overlap tiles only) and "persistent" (wgmma tiles only) are
+  // optional: false.
+  for (auto [Key, Flag] : {std::pair{"pingpong", &T.PingPong},
+                           std::pair{"persistent", &T.Persistent}}) {
+    const llvm::json::Value *V = O->get(Key);
+    if (!V)
+      continue;
+    std::optional<bool> B = V->getAsBoolean();
+    bool Needs = llvm::StringRef(Key) == "pingpong" ? T.Overlap : T.Wg;
+    if (!B || (*B && !Needs))
+      return fileError(Path, "attention tile field '" + llvm::Twine(Key) +
+                                 "' must be true or false, and true only " +
+                                 (llvm::StringRef(Key) == "pingpong"
+                                      ? "with \"overlap\": true"
+                                      : "with \"wgmma\": true"));
+    *Flag = *B;
+  }
   // "stages" is optional: 2 (a double buffer), tensor-core tiles only.
   if (const llvm::json::Value *St = O->get("stages")) {
     std::optional<int64_t> V = St->getAsInteger();

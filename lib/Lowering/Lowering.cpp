@@ -110,7 +110,11 @@ std::unique_ptr<Node> LowerPass::lower(const OpNode &N, llvm::Error &Err) {
     int64_t K = N.getOperand(0)->getType().innerDim();
     DType Dt = N.getOperand(0)->getType().Dtype;
     if (N.getOp() == OpCode::SwiGlu) {
-      MTB->setChoices(Opts.Choices.swigluChoices(M, Out.innerDim(), K, Dt));
+      // Batched weights: a tile covers the rows of one batch.
+      bool Batched = N.getOperand(1)->getType().rank() > 2;
+      MTB->setChoices(
+          Opts.Choices.swigluChoices(Batched ? Out.Shape[Out.rank() - 2] : M,
+                                     Out.innerDim(), K, Dt, Batched));
       return MTB;
     }
     if (N.getOp() == OpCode::Attention) {

@@ -56,7 +56,10 @@ mtsched::matchSwiGlu(Node &Mul, const UseCounts &Uses, bool Decided) {
     Value *H = Gate->getOperand(0);
     Value *Wg = Gate->getOperand(1), *Wu = Up->getOperand(1);
     const TensorType &WgT = Wg->getType(), &WuT = Wu->getType();
-    if (Up->getOperand(0) != H || WgT.rank() != 2 || WgT != WuT ||
+    // Weights [K, N], or per batch (bmm: the matmul verified that their
+    // batch dimensions are h's).
+    if (Up->getOperand(0) != H ||
+        (WgT.rank() != 2 && WgT.rank() != H->getType().rank()) || WgT != WuT ||
         H->getType().Dtype != WgT.Dtype)
       continue;
     // Every value of the pattern has the result's shape and type.
@@ -104,7 +107,8 @@ llvm::Error FuseSwiGluPass::run(Graph &G) {
   }
   UseCounts Uses = countUses(G);
   // Lists shared by every match of one shape, as lowering shares them.
-  std::map<std::tuple<int64_t, int64_t, int64_t, DType>, ChoiceList> Lists;
+  std::map<std::tuple<int64_t, int64_t, int64_t, DType, bool>, ChoiceList>
+      Lists;
   for (size_t I = 0; I < G.size(); ++I) {
     Node &Mul = *G.getNodes()[I];
     // An alternative already added (the pass ran twice) is not added again.
@@ -114,12 +118,16 @@ llvm::Error FuseSwiGluPass::run(Graph &G) {
     if (!S)
       continue;
     const TensorType &Out = Mul.getType();
-    int64_t M = Out.numElements() / Out.innerDim();
+    // Batched weights: the rows of one batch are what a tile covers.
+    bool Batched = S->Wg->getType().rank() > 2;
+    int64_t M = Batched ? Out.Shape[Out.rank() - 2]
+                        : Out.numElements() / Out.innerDim();
     int64_t K = S->H->getType().innerDim();
-    auto [It, New] = Lists.try_emplace({M, Out.innerDim(), K, Out.Dtype});
+    auto [It, New] =
+        Lists.try_emplace({M, Out.innerDim(), K, Out.Dtype, Batched});
     if (New)
       It->second = makeChoiceList(
-          Opts.Choices.swigluChoices(M, Out.innerDim(), K, Out.Dtype));
+          Opts.Choices.swigluChoices(M, Out.innerDim(), K, Out.Dtype, Batched));
     if (It->second->empty())
       continue;
     std::string Name = Mul.getName() + ".swiglu";

@@ -196,6 +196,10 @@ static llvm::Error interpretSwiGlu(const Node &N, NodeOperands &Ops,
   int64_t Rows = NumOut / Nn;
   const std::vector<double> &A = Ops.floats(0), &Wg = Ops.floats(1),
                             &Wu = Ops.floats(2);
+  // Batched weights ([..., K, N]): row I reads its batch's [K, N].
+  const TensorType &AT = N.getOperand(0)->getType();
+  bool Batched = N.getOperand(1)->getType().rank() > 2;
+  int64_t M1 = Batched ? AT.Shape[AT.rank() - 2] : Rows;
   parallelChunks(
       Rows,
       [&](int64_t Begin, int64_t End) {
@@ -204,8 +208,9 @@ static llvm::Error interpretSwiGlu(const Node &N, NodeOperands &Ops,
           std::fill(G.begin(), G.end(), 0.0);
           std::fill(U.begin(), U.end(), 0.0);
           const double *Ar = &A[I * K];
+          int64_t W0 = Batched ? I / M1 * K * Nn : 0;
           for (int64_t Kk = 0; Kk < K; ++Kk) {
-            const double *Gr = &Wg[Kk * Nn], *Ur = &Wu[Kk * Nn];
+            const double *Gr = &Wg[W0 + Kk * Nn], *Ur = &Wu[W0 + Kk * Nn];
             for (int64_t J = 0; J < Nn; ++J) {
               G[J] += Ar[Kk] * Gr[J];
               U[J] += Ar[Kk] * Ur[J];

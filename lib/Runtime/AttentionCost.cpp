@@ -26,10 +26,19 @@ constexpr double MmaTensorEff = 0.35;
 /// Share of the dense bf16 tensor-core peak the wgmma template's products
 /// reach, and what each key tile costs besides (barriers, the output's
 /// rescale, the wgmma waits). Fitted to an H200 (docs/BENCHMARKS.md,
-/// 2026-11-29: causal 4096 prefill, 128x128 355 us, 128x64 (3 stages)
-/// 426, 128x176 345, 128x128 overlapped 341, 128x64 overlapped 375).
+/// 2026-11-29, causal 4096 prefill after k and v got their own `empty`
+/// barriers: 128x128 366 us, overlapped 289, persistent 319, pingpong
+/// 276, both 273, 128x64 overlapped 333, 128x176 360). With the overlap
+/// the softmax hides under the products but for a sixteenth, with pingpong
+/// but for a thirty-second; a CTA's fill and drain (q and the first tiles
+/// loading, the last p v and the output stores) is hidden by a persistent
+/// CTA only with pingpong: without it, the two consumers meet at every
+/// query tile's end and a persistent CTA loses more than it hides.
 constexpr double WgTensorEff = 0.65;
-constexpr double WgTileUs = 0.4;
+constexpr double WgTileUs = 0.2;
+constexpr double WgPingPongTileUs = 0.05;
+constexpr double WgCtaUs = 1.0;
+constexpr double WgPersistentNoPingPongUs = 3.5;
 /// What reading the additive mask adds per score: each element from global
 /// memory by the consumers (on the critical path: the gallery's masked
 /// prefill ran 987 us where its flops take about 170), or staged by the
@@ -147,7 +156,8 @@ double mtsched::flashAttentionTimeUs(const DeviceDesc &Dev,
 
 double mtsched::wgAttentionTimeUs(const DeviceDesc &Dev,
                                   const AttentionShape &S, int BQ, int BKV,
-                                  int Stages, bool Overlap) {
+                                  int Stages, bool Overlap, bool PingPong,
+                                  bool Persistent) {
   if (!validShape(S) || !wgAttentionSupports(S, BQ, BKV, Stages))
     return Inf;
   if (S.B * S.Hq * S.Sq == 0)
@@ -167,13 +177,19 @@ double mtsched::wgAttentionTimeUs(const DeviceDesc &Dev,
   // wgmma from shared memory reaches most of the peak; the softmax runs
   // between the two products of each tile (the other consumer warpgroup's
   // products hide half of it), or with Overlap while the previous tile's
-  // p v is in flight (hidden but for a quarter).
+  // p v is in flight.
   double PerSMTensor = Dev.PeakBf16Tflops * 1e6 * WgTensorEff / Dev.NumSMs;
   double PerSMFlops = Dev.PeakFp32Tflops * 1e6 * FlashSimtEff / Dev.NumSMs;
+  double KeyTiles = std::ceil(KeysPerTile / BKV);
   double CtaUs = CtaFlops / PerSMTensor +
                  MmaSoftmaxOpsPerScore * BQ * KeysPerTile / PerSMFlops /
-                     (Overlap ? 4 : 2) +
-                 WgTileUs * std::ceil(KeysPerTile / BKV);
+                     (PingPong  ? 32
+                      : Overlap ? 16
+                                : 2) +
+                 (PingPong ? WgPingPongTileUs : WgTileUs) * KeyTiles +
+                 (!Persistent ? WgCtaUs
+                  : PingPong  ? 0
+                              : WgPersistentNoPingPongUs);
   if (S.HasMask)
     CtaUs +=
         BQ * KeysPerTile *

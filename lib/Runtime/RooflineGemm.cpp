@@ -164,18 +164,32 @@ double mtsched::gemmTimeUs(const DeviceDesc &D, const GemmProblem &P,
 double mtsched::swigluTimeUs(const DeviceDesc &D, const GemmProblem &P,
                              const GemmTile &T, const EpilogueDesc &Fused) {
   if (!validProblem(P) || T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.Warps <= 0 ||
-      T.Stages <= 0 || T.Wgmma)
+      T.Stages <= 0)
     return Inf;
   if (Fused.NumOps > 0 && Fused.RowReduction && P.N > T.BN)
     return Inf;
   if (emptyProblem(P))
     return D.LaunchUs;
-  // The mma.sync template's kernel over the concatenated weights.
+  // The template's kernel over the concatenated weights.
   GemmProblem Merged = P;
   Merged.N = 2 * P.N;
   GemmTile Wide = T;
   Wide.BN = 2 * T.BN;
   double StageFactor = 1 - StageLoss / (double(T.Stages) * T.Stages);
+  // silu(g) * u per output element, in registers: its arithmetic only.
+  EpilogueDesc Epi = Fused;
+  Epi.Dtype = P.Dtype;
+  Epi.Elements = P.Batch * P.M * P.N;
+  Epi.FlopsPerElement += SwiGluFlopsPerElement;
+  Epi.NumOps += 1;
+  if (T.Wgmma) {
+    // The wgmma GEMM's efficiency (gemmTimeUs) for the BM x 2BN tile.
+    double Eff = ExternEff * WgmmaShareOfExtern * StageFactor *
+                 intensityFactor(D, T.BM, Wide.BN, P.operandDtype()) /
+                 intensityFactor(D, 256, 128, P.operandDtype());
+    GemmKernel K{T.BM, Wide.BN, T.BK, T.Warps, T.Stages, 1, Eff, 0.5};
+    return gemmKernelUs(D, Merged, K, Epi);
+  }
   double BkFactor = T.BK / (T.BK + BkHalf);
   double WarpFactor =
       std::min(1.0, T.Warps / WarpsForFullSM) *
@@ -183,12 +197,6 @@ double mtsched::swigluTimeUs(const DeviceDesc &D, const GemmProblem &P,
   double Eff = TemplateMaxEff * intensityFactor(D, T.BM, Wide.BN, P.Dtype) *
                BkFactor * StageFactor * WarpFactor;
   GemmKernel K{T.BM, Wide.BN, T.BK, T.Warps, T.Stages, 1, Eff, 0.5};
-  // silu(g) * u per output element, in registers: its arithmetic only.
-  EpilogueDesc Epi = Fused;
-  Epi.Dtype = P.Dtype;
-  Epi.Elements = P.Batch * P.M * P.N;
-  Epi.FlopsPerElement += SwiGluFlopsPerElement;
-  Epi.NumOps += 1;
   return gemmKernelUs(D, Merged, K, Epi);
 }
 

@@ -62,7 +62,13 @@ GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 /// through Stages stages, two consumer warpgroups of 64 rows each multiply
 /// with wgmma (Warps is 12, BQ 128, Splits 1); with Overlap (`_o` in the
 /// name) a consumer's softmax of one tile runs while the previous tile's
-/// p v is in flight (FlashAttention-3's intra-warpgroup pipelining).
+/// p v is in flight (FlashAttention-3's intra-warpgroup pipelining); with
+/// PingPong (`_pp`, overlap tiles only) the two consumer warpgroups take
+/// turns to issue their products, so one's softmax runs under the other's
+/// (FlashAttention-3's pingpong); Persistent (`_p`) launches at most one
+/// CTA per SM, each walking query tiles heaviest first in snake order, so
+/// its producer loads the next tile's q, k and v while the consumers
+/// finish the current one.
 struct AttentionTile {
   int BQ, BKV, Warps;
   int Splits = 1;
@@ -70,6 +76,8 @@ struct AttentionTile {
   int Stages = 2;
   bool Wg = false;
   bool Overlap = false;
+  bool PingPong = false;
+  bool Persistent = false;
   /// The Hopper decode template (`attn_dec_...`, AttentionDecodeKernels.cpp):
   /// a TMA producer warp feeding Warps consumer warps of mma.sync.
   bool Dec = false;
@@ -79,8 +87,8 @@ struct AttentionTile {
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.
-AttentionTile wgAttentionTile(int BQ, int BKV, int Stages,
-                              bool Overlap = false);
+AttentionTile wgAttentionTile(int BQ, int BKV, int Stages, bool Overlap = false,
+                              bool PingPong = false, bool Persistent = false);
 
 struct ChoiceConfig {
   std::vector<GemmTileConfig> GemmTiles;
@@ -122,8 +130,11 @@ struct ChoiceConfig {
                                   DType Dtype) const;
   /// Candidates for a merged gate+up GEMM with N output columns: the
   /// SwiGluTiles that fit the shape (bf16/f16 only, like the template).
+  /// With BatchedWeights (one [K, N] per batch of M rows, MoE experts)
+  /// only the wgmma tiles, which take a batch index in their TMA maps.
   std::vector<Choice> swigluChoices(int64_t M, int64_t N, int64_t K,
-                                    DType Dtype) const;
+                                    DType Dtype,
+                                    bool BatchedWeights = false) const;
   /// Candidates for attention S: the flash tiles whose BQ fits the packed
   /// query rows of a kv head (query heads per kv head times queries) and
   /// whose tiles fit in shared memory; split-KV tiles only where one tile

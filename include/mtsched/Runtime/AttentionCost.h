@@ -30,9 +30,12 @@ double flashAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S,
                             bool Mma = false, int Stages = 2);
 /// The wgmma (Hopper) template's tile: BQ query rows over two consumer
 /// warpgroups, BKV-key stages streamed by TMA, the softmax overlapping
-/// the previous tile's p v with Overlap; Inf where it cannot run.
+/// the previous tile's p v with Overlap, the consumers taking turns at the
+/// tensor cores with PingPong, CTAs walking several query tiles with
+/// Persistent; Inf where it cannot run.
 double wgAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S, int BQ,
-                         int BKV, int Stages, bool Overlap = false);
+                         int BKV, int Stages, bool Overlap = false,
+                         bool PingPong = false, bool Persistent = false);
 double mathAttentionTimeUs(const DeviceDesc &Dev, const AttentionShape &S);
 
 } // namespace mtsched

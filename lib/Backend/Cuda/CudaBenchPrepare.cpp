@@ -306,8 +306,13 @@ static std::string referenceRow(const MultiTemplateBufferNode &N, Prepared &P,
     }
   } else if (N.getOp() == OpCode::SwiGlu) {
     std::vector<double> A = Host.slice(N.getOperand(0), R * P.K, P.K);
-    const double *Wg = Host.data(N.getOperand(1));
-    const double *Wu = Host.data(N.getOperand(2));
+    // Batched weights: row R's batch's [K, N].
+    const TensorType &AT = N.getOperand(0)->getType();
+    int64_t W0 = N.getOperand(1)->getType().rank() > 2
+                     ? (R / AT.Shape[AT.rank() - 2]) * P.K * P.N
+                     : 0;
+    const double *Wg = Host.data(N.getOperand(1)) + W0;
+    const double *Wu = Host.data(N.getOperand(2)) + W0;
     std::vector<double> U(P.N, 0.0);
     for (int64_t Kk = 0; Kk < P.K; ++Kk)
       for (int64_t C = 0; C < P.N; ++C) {

@@ -161,6 +161,280 @@ static const char *SwiGluBody = R"(  float acc[MT][NT][4], up[MT][NT][4];
       }
 )";
 
+/// Registers of one SM, all of them one CTA's, and the dynamic shared memory
+/// one CTA may opt into on sm_90 (227 KB), as in WgmmaGemm.cpp.
+static constexpr int RegsPerSM = 65536;
+static constexpr int64_t MaxSharedBytes = 227 * 1024;
+/// Registers a consumer needs besides its two accumulator sets.
+static constexpr int ConsumerOverheadRegs = 40;
+
+/// Four 8x8 matrices of 16-bit elements from shared memory (a 32-bit
+/// shared address per lane), as the m16n8k16 A fragment.
+static const char *LdsmHelper = R"(
+__device__ __forceinline__ void mt_ldsm_x4(unsigned *r, unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr) : "memory");
+}
+)";
+
+/// One k-tile of a consumer warpgroup, its A fragments in AF: the
+/// fragments read from shared memory once for both MMAs (two shared-memory
+/// A operands read A twice, and shared memory's bandwidth, which the TMA
+/// copies and wgmma share, limited the tile: 8% to 21% over two GEMMs on
+/// an H200), in the m16n8k16 layout per warp from the 128-byte swizzled
+/// rows; then the gate's and the up's wgmma per k16 step; one k-tile stays
+/// in flight and the stage of the one before is freed.
+static const char *SwiGluWgKStep = R"(
+#define MT_SW_KSTEP(KT_, AF)                                                   \
+  {                                                                            \
+    const int s = (KT_) % STAGES;                                              \
+    mt_mbar_wait(full + 8 * s, ((KT_) / STAGES) & 1);                          \
+    const unsigned a = sA + s * A_STAGE + cw * 64 * 128;                       \
+    const unsigned g = sG + s * B_STAGE, u = sU + s * B_STAGE;                 \
+    _Pragma("unroll") for (int kk = 0; kk < BK / 16; ++kk) {                   \
+      const int row = warp * 16 + (lane & 15), chunk = kk * 2 + (lane >> 4);   \
+      mt_ldsm_x4(AF[kk], a + row * 128 + ((chunk ^ (row & 7)) << 4));          \
+    }                                                                          \
+    mt_wgmma_fence();                                                          \
+    /* B: the GEMM template's descriptors (WgmmaGemm.cpp). */                  \
+    _Pragma("unroll") for (int kk = 0; kk < BK / 16; ++kk) {                   \
+      mt_wgmma_ra(acc, AF[kk], mt_desc(g + kk * 2048, B_BOX, 1024));           \
+      mt_wgmma_ra(up, AF[kk], mt_desc(u + kk * 2048, B_BOX, 1024));            \
+    }                                                                          \
+    mt_wgmma_commit();                                                         \
+    MT_WGMMA_WAIT(1);                                                          \
+    if ((KT_) > 0 && tid % 128 == 0)                                           \
+      mt_mbar_arrive(empty + 8 * (((KT_) - 1) % STAGES));                      \
+  }
+)";
+
+/// The wgmma tile's main loop: the producer warpgroup's first thread streams
+/// k-tiles of A and of both weights into the stages, one full barrier
+/// counting all three; each consumer warpgroup runs MT_SW_KSTEP per k-tile
+/// into its two accumulator sets (gate and up).
+/// $PRODUCER and $CONSUMER are the setmaxnreg lines (empty with one
+/// consumer warpgroup).
+static const char *SwiGluWgLoop = R"(  if (tid < 128) {
+$PRODUCER    if (tid == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_a) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_g) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_u) : "memory");
+      for (int kt = 0; kt < KT; ++kt) {
+        const int s = kt % STAGES;
+        // Wait until every consumer has freed the stage (the first lap
+        // passes at once).
+        mt_mbar_wait(empty + 8 * s, ((kt / STAGES) & 1) ^ 1);
+        // Out-of-bounds parts of a box are zero-filled and still counted.
+        mt_mbar_expect(full + 8 * s, A_STAGE + 2 * B_STAGE);
+        mt_tma_load(sA + s * A_STAGE, tm_a, full + 8 * s, kt * BK, (int)m0,
+                    (int)bz);
+        #pragma unroll
+        for (int j = 0; j < BN / 64; ++j) {
+          mt_tma_load(sG + s * B_STAGE + j * B_BOX, tm_g, full + 8 * s,
+                      (int)n0 + j * 64, kt * BK, (int)bz);
+          mt_tma_load(sU + s * B_STAGE + j * B_BOX, tm_u, full + 8 * s,
+                      (int)n0 + j * 64, kt * BK, (int)bz);
+        }
+      }
+    }
+  } else {
+$CONSUMER    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
+    float acc[BN / 2], up[BN / 2];
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i)
+      acc[i] = up[i] = 0.f;
+    // Two sets of A fragments, alternate k-tiles: a k-tile's MMAs are still
+    // in flight while the next one's fragments are loaded, and a wgmma's
+    // A registers may not be written before it completes.
+    unsigned afa[BK / 16][4], afb[BK / 16][4];
+    for (int kt = 0; kt < KT; kt += 2) {
+      MT_SW_KSTEP(kt, afa)
+      if (kt + 1 < KT)
+        MT_SW_KSTEP(kt + 1, afb)
+    }
+    MT_WGMMA_WAIT(0);
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+      mt_fence_acc(acc[i]);
+      mt_fence_acc(up[i]);
+    }
+    // silu(g) * u in f32: the store rounds once.
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+      const float gv = acc[i];
+      acc[i] = gv / (1.f + expf(-gv)) * up[i];
+    }
+)";
+
+/// `swiglu_wg_BMxBNxBK_sS`: the Hopper GEMM template (WgmmaGemm.cpp) with a
+/// second B operand, sm_90a. BM / 64 consumer warpgroups of 64 rows each
+/// hold BN fp32 accumulators per thread (gate and up), so BN is half the
+/// GEMM tile's for the same registers; the epilogue is the GEMM's store.
+/// With Batch > 1 the weights are one [K, N] per batch of M rows of h
+/// (MoE experts): blockIdx.z is the batch, the third TMA coordinate.
+static llvm::Expected<KernelSource>
+generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
+                       const GemmTileConfig &T, int64_t M, int64_t Batch) {
+  const Value *HV = N.getOperand(0), *GV = N.getOperand(1),
+              *UV = N.getOperand(2);
+  const TensorType &H = HV->getType(), &Wg = GV->getType();
+  DType Dt = H.Dtype;
+  std::string Name = swigluChoiceName(T);
+  if (T.BK != 64)
+    return err("tile " + Name +
+               ": the wgmma template needs BK = 64 (one 128-byte swizzled "
+               "row of 16-bit elements)");
+  if (T.BM % 64 || T.BM > 256 || T.BN % 64 || T.BN > 256)
+    return err("tile " + Name +
+               ": the wgmma template needs BM and BN multiples of 64 up to "
+               "256");
+  if (T.Stages < 2)
+    return err("tile " + Name + ": the wgmma template needs at least 2 stages");
+  if (T.Persistent || T.SplitK > 1 || T.Cluster > 1)
+    return err("tile " + Name +
+               ": the merged gate+up wgmma tile is neither persistent, "
+               "split-K nor clustered");
+  int64_t Kd = H.innerDim(), Nn = Wg.innerDim();
+  if (Kd % 8 || Nn % 8)
+    return err("the wgmma template needs K and N multiples of 8 (TMA row "
+               "strides are multiples of 16 bytes), got K = " +
+               llvm::Twine(Kd) + ", N = " + llvm::Twine(Nn));
+  int Consumers = T.BM / 64;
+  int Threads = (Consumers + 1) * 128;
+  // Two accumulator sets: BN fp32 registers per consumer thread.
+  int ConsumerRegs = Consumers > 1 ? wgmmaConsumerRegs(Consumers)
+                                   : std::min(255, RegsPerSM / Threads);
+  if (T.BN + ConsumerOverheadRegs > ConsumerRegs)
+    return err("tile " + Name + ": " + llvm::Twine(T.BN) +
+               " accumulators per thread (gate and up) do not fit in the " +
+               llvm::Twine(ConsumerRegs) + " registers of " +
+               llvm::Twine(Consumers) + " consumer warpgroups");
+  int64_t Smem =
+      1024 + int64_t(T.Stages) * (T.BM + 2 * T.BN) * T.BK * 2 + 16 * T.Stages;
+  if (Smem > MaxSharedBytes)
+    return err("tile " + Name + ": " + llvm::Twine(T.Stages) + " stages take " +
+               llvm::Twine(Smem) +
+               " bytes of shared memory, more than the 227 KB of an sm_90 "
+               "CTA");
+
+  ParamList P;
+  P.Inputs.insert(HV);
+  P.Inputs.insert(GV);
+  P.Inputs.insert(UV);
+  P.Outputs.push_back(N.getResult());
+  EpilogueCode E;
+  E.P = &P;
+  E.Result = N.getResult();
+  auto Index = [&](const Value *V) {
+    return unsigned(llvm::find(P.Inputs, V) - P.Inputs.begin());
+  };
+
+  KernelSource K;
+  K.Name = sanitizeIdentifier(N.getName() + "_" + Name);
+  const char *Type = Dt == DType::BF16 ? "bf16" : "f16";
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << Prelude << "\n// SwiGLU %" << N.getName() << ": silu([" << M << " x "
+     << Kd << "] * [" << Kd << " x " << Nn << "]) * ([" << M << " x " << Kd
+     << "] * [" << Kd << " x " << Nn << "])"
+     << (Batch > 1 ? " batch " + std::to_string(Batch) : std::string())
+     << ", tile " << Name << "\n";
+  OS << "#define M_ " << M << "LL\n#define N_ " << Nn << "LL\n#define K_ " << Kd
+     << "LL\n#define ROWS " << M * Batch << "LL // M_ * batch\n#define BM "
+     << T.BM << "\n#define BN " << T.BN << "\n#define BK " << T.BK
+     << "\n#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
+     << " // consumer warpgroups, 64 rows each\n"
+     << "#define THREADS ((CONSUMERS + 1) * 128)\n"
+     << "#define A_STAGE (BM * BK * 2)     // bytes of one A stage\n"
+     << "#define B_BOX (BK * 128)          // bytes of one 64-column box\n"
+     << "#define B_STAGE (BN / 64 * B_BOX) // bytes of one weight's stage\n"
+     << WgmmaHelpers
+     << wgmmaFunction(T.BN, Type, "mt_wgmma_ra", /*TransB=*/true,
+                      /*RegisterA=*/true)
+     << LdsmHelper << SwiGluWgKStep << WgmmaAccMacros;
+  OS << "extern \"C\" __global__ void __launch_bounds__(THREADS, 1) " << K.Name
+     << "(\n    const __grid_constant__ mt_tensor_map tm_a,\n"
+     << "    const __grid_constant__ mt_tensor_map tm_g,\n"
+     << "    const __grid_constant__ mt_tensor_map tm_u, " << P.signature()
+     << ") {\n"
+     << "  extern __shared__ __align__(1024) unsigned char mt_smem[];\n"
+     << "  // 128-byte swizzled stages start at 1024-byte boundaries.\n"
+     << "  const unsigned sA = (mt_smem_addr(mt_smem) + 1023) & ~1023u;\n"
+     << "  const unsigned sG = sA + STAGES * A_STAGE; // gate weights\n"
+     << "  const unsigned sU = sG + STAGES * B_STAGE; // up weights\n"
+     << "  const unsigned full = sU + STAGES * B_STAGE; // 8-byte mbarriers\n"
+     << "  const unsigned empty = full + 8 * STAGES;\n"
+     << "  const int tid = threadIdx.x;\n"
+     << "  const long long bz = blockIdx.z; // the batch\n";
+  emitGroupedRaster(OS);
+  OS << R"(  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mt_mbar_init(full + 8 * s, 1);
+      mt_mbar_init(empty + 8 * s, CONSUMERS);
+    }
+    // Make the initialised barriers visible to the TMA unit.
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int KT = (int)((K_ + BK - 1) / BK);
+)";
+  std::string Loop = SwiGluWgLoop;
+  auto Replace = [&](llvm::StringRef From, const std::string &To) {
+    size_t At = Loop.find(From.str());
+    Loop.replace(At, From.size(), To);
+  };
+  Replace("$PRODUCER",
+          Consumers > 1
+              ? "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " +
+                    std::to_string(WgmmaProducerRegs) + ";\");\n"
+              : std::string());
+  Replace("$CONSUMER",
+          Consumers > 1
+              ? "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " +
+                    std::to_string(ConsumerRegs) + ";\");\n"
+              : std::string());
+  OS << Loop;
+  EpilogueThreads Th;
+  Th.Sync = "asm volatile(\"bar.sync 1, " + std::to_string(Consumers * 128) +
+            ";\" ::: \"memory\")";
+  Th.Tid = "(tid - 128)";
+  Th.Count = "(CONSUMERS * 128)";
+  Th.InBounds = "INTERIOR || (r < ROWS && c < N_)";
+  Th.PairStores = true;
+  Th.QuadRowSums = true;
+  Th.ClampedAcc = true;
+  std::string Tail;
+  llvm::raw_string_ostream TOS(Tail);
+  emitEpilogueTail(TOS, E, P.name(N.getResult()) + "_out", N.getType().Dtype,
+                   Th);
+  std::string Indented;
+  for (llvm::StringRef Rest(TOS.str()); !Rest.empty();) {
+    auto [Line, Next] = Rest.split('\n');
+    Indented += (Line.empty() ? "" : "    ") + Line.str() + "\n";
+    Rest = Next;
+  }
+  // Interior tiles store without bounds checks, as the GEMM's do.
+  OS << "    if (m0 + BM <= M_ && n0 + BN <= N_) {\n#define INTERIOR 1\n"
+     << Indented << "#undef INTERIOR\n    } else {\n#define INTERIOR 0\n"
+     << Indented << "#undef INTERIOR\n    }\n  }\n}\n";
+  K.Source = OS.str();
+  K.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
+  K.Outputs = P.Outputs;
+  K.GridX = unsigned((Nn + T.BN - 1) / T.BN);
+  K.GridY = unsigned((M + T.BM - 1) / T.BM);
+  K.GridZ = unsigned(Batch);
+  K.BlockX = unsigned(Threads);
+  K.SharedBytes = unsigned(Smem);
+  K.NeedsSm90a = true;
+  // A as [batch][M][K], the weights as [batch][K][N] in 64 x 64 boxes
+  // (batch 1: all of h's rows, the one [K, N]).
+  K.TensorMaps = {wgmmaTensorMap(Index(HV), Kd, M, Batch, 64, uint32_t(T.BM)),
+                  wgmmaTensorMap(Index(GV), Nn, Kd, Batch, 64, uint32_t(T.BK)),
+                  wgmmaTensorMap(Index(UV), Nn, Kd, Batch, 64, uint32_t(T.BK))};
+  return K;
+}
+
 llvm::Expected<KernelSource>
 mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
                               const GemmTileConfig &T, int64_t MArg,
@@ -180,11 +454,25 @@ mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
       UV->getType().Dtype != Dt)
     return err("the merged gate+up GEMM needs bf16 or f16 operands, got " +
                dtypeName(Dt));
-  if (Wg.rank() != 2 || UV->getType() != Wg)
-    return err("the merged gate+up GEMM needs two equally shaped rank-2 "
-               "weights");
-  if (T.Template != GemmTemplate::MmaSync)
-    return err("the merged gate+up GEMM has an mma.sync template only");
+  bool Batched = Wg.rank() > 2;
+  if (UV->getType() != Wg || (Batched && Wg.rank() != H.rank()))
+    return err("the merged gate+up GEMM needs two equally shaped weights, "
+               "[K, N] or one per batch of its input");
+  if (T.Template == GemmTemplate::Wgmma) {
+    if (Norm)
+      return err("tile " + swigluChoiceName(T) +
+                 ": the wgmma template takes no norm prologue");
+    if (!Batched)
+      return generateSwiGluWgKernel(N, T, MArg > 0 ? MArg : rowsOf(H), 1);
+    int64_t M = H.Shape[H.rank() - 2];
+    if (MArg > 0 && MArg != rowsOf(H))
+      return err("size hints are not supported for batched weights");
+    return generateSwiGluWgKernel(N, T, M, rowsOf(H) / std::max<int64_t>(1, M));
+  }
+  if (Batched)
+    return err("tile " + swigluChoiceName(T) +
+               ": batched weights take a swiglu_wg tile (the mma.sync merged "
+               "template reads one [K, N])");
   if (T.BM <= 0 || T.BN <= 0 || T.BK <= 0 || T.Warps <= 0 || T.Stages <= 0)
     return err("tile sizes must be positive");
   int WarpsM = 0, WarpsN = 0;

@@ -235,6 +235,67 @@ __device__ __forceinline__ void mt_tma_store(const mt_tensor_map &map,
   }
 )";
 
+/// The accumulator walks of a wgmma tile (FOR_EACH_ACC and its kin, the
+/// row slots) over `acc` (BN / 2 per thread), `cw`, `warp`, `lane`, `bz`,
+/// `m0`, `n0` and INTERIOR: the GEMM template's and the merged SwiGLU's.
+const char *const codegen::WgmmaAccMacros = R"(
+// Accumulator j*4 + i of this thread sits at row rl (below), column
+// n0 + j*8 + 2*(lane%4) + i%2: the m16n8 fragment layout, repeated.
+#define FOR_EACH_ACC(STMT)                                                     \
+  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
+    const long long r = bz * M_ + m0 + rl;                                     \
+    const long long c = n0 + j * 8 + (lane & 3) * 2 + (i & 1);                 \
+    float &v = acc[j * 4 + i];                                                 \
+    (void)rl; (void)r; (void)c; (void)v;                                       \
+    if (INTERIOR || m0 + rl < M_) STMT                                         \
+  }
+#define FOR_EACH_ACC_PAIR(STMT)                                                \
+  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
+  _Pragma("unroll") for (int i = 0; i < 4; i += 2) {                           \
+    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
+    const long long r = bz * M_ + m0 + rl;                                     \
+    const long long c = n0 + j * 8 + (lane & 3) * 2;                           \
+    const float v0 = acc[j * 4 + i], v1 = acc[j * 4 + i + 1];                  \
+    if (INTERIOR || m0 + rl < M_) STMT                                         \
+  }
+// Every accumulator, with (r, c) clamped into the output outside it (the
+// epilogue's loads then need no branch; INTERIOR tiles need no clamp).
+#define FOR_EACH_ACC_CLAMPED(STMT)                                             \
+  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
+    const long long r =                                                        \
+        bz * M_ + (INTERIOR ? m0 + rl : min(m0 + rl, M_ - 1));                 \
+    const long long c0 = n0 + j * 8 + (lane & 3) * 2 + (i & 1);                \
+    const long long c = INTERIOR ? c0 : min(c0, N_ - 1);                       \
+    float &v = acc[j * 4 + i];                                                 \
+    (void)rl; (void)r; (void)c; (void)v;                                       \
+    STMT                                                                       \
+  }
+// Every accumulator, in range or not, with e its element of the BM x BN
+// tile (split-K partials).
+#define FOR_EACH_TILE_ACC(STMT)                                                \
+  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
+  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
+    const int e = (cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) *    \
+                      BN +                                                     \
+                  j * 8 + (lane & 3) * 2 + (i & 1);                            \
+    float &v = acc[j * 4 + i];                                                 \
+    STMT                                                                       \
+  }
+// Rows rl and rl + 8 of this thread are its row slots 0 and 1.
+#define ROW_SLOTS 2
+#define ROW_SLOT (i >> 1)
+#define FOR_EACH_ROW_SLOT(STMT)                                                \
+  _Pragma("unroll") for (int h = 0; h < 2; ++h) {                              \
+    const int rl = cw * 64 + warp * 16 + (lane >> 2) + h * 8;                  \
+    STMT                                                                       \
+  }
+
+)";
+
 std::string codegen::wgmmaFunction(int N, const char *Type,
                                    llvm::StringRef Name, bool TransB,
                                    bool RegisterA) {
@@ -383,63 +444,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
        << "#define C_STAGE (64 * C_COLS * 2) // bytes of one warpgroup's "
           "staging\n"
        << TileStore;
-  OS << R"(
-// Accumulator j*4 + i of this thread sits at row rl (below), column
-// n0 + j*8 + 2*(lane%4) + i%2: the m16n8 fragment layout, repeated.
-#define FOR_EACH_ACC(STMT)                                                     \
-  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
-    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
-    const long long r = bz * M_ + m0 + rl;                                     \
-    const long long c = n0 + j * 8 + (lane & 3) * 2 + (i & 1);                 \
-    float &v = acc[j * 4 + i];                                                 \
-    (void)rl; (void)r; (void)c; (void)v;                                       \
-    if (INTERIOR || m0 + rl < M_) STMT                                         \
-  }
-#define FOR_EACH_ACC_PAIR(STMT)                                                \
-  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
-  _Pragma("unroll") for (int i = 0; i < 4; i += 2) {                           \
-    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
-    const long long r = bz * M_ + m0 + rl;                                     \
-    const long long c = n0 + j * 8 + (lane & 3) * 2;                           \
-    const float v0 = acc[j * 4 + i], v1 = acc[j * 4 + i + 1];                  \
-    if (INTERIOR || m0 + rl < M_) STMT                                         \
-  }
-// Every accumulator, with (r, c) clamped into the output outside it (the
-// epilogue's loads then need no branch; INTERIOR tiles need no clamp).
-#define FOR_EACH_ACC_CLAMPED(STMT)                                             \
-  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
-    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
-    const long long r =                                                        \
-        bz * M_ + (INTERIOR ? m0 + rl : min(m0 + rl, M_ - 1));                 \
-    const long long c0 = n0 + j * 8 + (lane & 3) * 2 + (i & 1);                \
-    const long long c = INTERIOR ? c0 : min(c0, N_ - 1);                       \
-    float &v = acc[j * 4 + i];                                                 \
-    (void)rl; (void)r; (void)c; (void)v;                                       \
-    STMT                                                                       \
-  }
-// Every accumulator, in range or not, with e its element of the BM x BN
-// tile (split-K partials).
-#define FOR_EACH_TILE_ACC(STMT)                                                \
-  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
-    const int e = (cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) *    \
-                      BN +                                                     \
-                  j * 8 + (lane & 3) * 2 + (i & 1);                            \
-    float &v = acc[j * 4 + i];                                                 \
-    STMT                                                                       \
-  }
-// Rows rl and rl + 8 of this thread are its row slots 0 and 1.
-#define ROW_SLOTS 2
-#define ROW_SLOT (i >> 1)
-#define FOR_EACH_ROW_SLOT(STMT)                                                \
-  _Pragma("unroll") for (int h = 0; h < 2; ++h) {                              \
-    const int rl = cw * 64 + warp * 16 + (lane >> 2) + h * 8;                  \
-    STMT                                                                       \
-  }
-
-)";
+  OS << WgmmaAccMacros;
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS, 1) " << K.Name
      << "(\n    const __grid_constant__ mt_tensor_map tm_a,\n"
      << "    const __grid_constant__ mt_tensor_map tm_b, "

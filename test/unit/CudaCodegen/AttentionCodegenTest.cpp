@@ -85,7 +85,25 @@ TEST(AttentionCodegen, ChoiceNames) {
     EXPECT_EQ(Back->Stages, T.Stages);
     EXPECT_EQ(Back->Wg, T.Wg);
     EXPECT_EQ(Back->Overlap, T.Overlap);
+    EXPECT_EQ(Back->PingPong, T.PingPong);
+    EXPECT_EQ(Back->Persistent, T.Persistent);
   }
+  // The flags follow the stages in the order _o, _pp, _p.
+  EXPECT_EQ(attentionChoiceName(wgAttentionTile(128, 128, 2, true, true, true)),
+            "attn_wg_128x128_s2_o_pp_p");
+  std::optional<AttentionTile> PP =
+      attentionTileOf(Choice{"attn_wg_128x128_s2_o_pp", {}, {}});
+  ASSERT_TRUE(PP);
+  EXPECT_TRUE(PP->Overlap);
+  EXPECT_TRUE(PP->PingPong);
+  EXPECT_FALSE(PP->Persistent);
+  std::optional<AttentionTile> P =
+      attentionTileOf(Choice{"attn_wg_128x64_s3_p", {}, {}});
+  ASSERT_TRUE(P);
+  EXPECT_FALSE(P->Overlap);
+  EXPECT_FALSE(P->PingPong);
+  EXPECT_TRUE(P->Persistent);
+  EXPECT_EQ(P->Stages, 3);
   EXPECT_EQ(attentionChoiceName(wgAttentionTile(128, 64, 3, true)),
             "attn_wg_128x64_s3_o");
   std::optional<AttentionTile> Ov =
@@ -129,7 +147,9 @@ TEST(AttentionCodegen, ChoiceNames) {
         "attn_wg_128x128", "attn_wg_128x128_s", "attn_wg_128x128_w12_s2",
         "attn_wg_128x128_s2_kv2", "attn_wg_0128x128_s2", "attn_wg_x128_s2",
         "attn_wg_128x128_o", "attn_wg_128x128_s2_o_o", "attn_wg_128x128_s_o",
-        "attn_mma_16x64_w1_o"})
+        "attn_wg_128x128_s2_p_o", "attn_wg_128x128_s2_pp_o",
+        "attn_wg_128x128_s2_o_p_p", "attn_wg_128x128_s2_x",
+        "attn_wg_128x128_s2_", "attn_wg_128x128_s2__p", "attn_mma_16x64_w1_o"})
     EXPECT_FALSE(attentionTileOf(Choice{Bad, {}, {}})) << Bad;
 }
 
@@ -164,7 +184,7 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   // Prefill: every tile without splits, then attn_math.
   auto Pre = attention({"bf16", 1, 32, 8, 512, 512, 128, true});
   ASSERT_TRUE(Pre);
-  ASSERT_EQ(node(*Pre).getChoices().size(), 15u);
+  ASSERT_EQ(node(*Pre).getChoices().size(), 20u);
   for (const Choice &C : node(*Pre).getChoices()) {
     EXPECT_EQ(C.Name.find("_kv"), std::string::npos) << C.Name;
     EXPECT_EQ(C.Name.find("attn_dec"), std::string::npos) << C.Name;
@@ -175,6 +195,11 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   EXPECT_EQ(node(*Pre).getChoices()[11].Name, "attn_wg_128x176_s2");
   EXPECT_EQ(node(*Pre).getChoices()[12].Name, "attn_wg_128x128_s2_o");
   EXPECT_EQ(node(*Pre).getChoices()[13].Name, "attn_wg_128x64_s2_o");
+  EXPECT_EQ(node(*Pre).getChoices()[14].Name, "attn_wg_128x128_s2_o_p");
+  EXPECT_EQ(node(*Pre).getChoices()[15].Name, "attn_wg_128x128_s2_o_pp");
+  EXPECT_EQ(node(*Pre).getChoices()[16].Name, "attn_wg_128x128_s2_o_pp_p");
+  EXPECT_EQ(node(*Pre).getChoices()[17].Name, "attn_wg_128x128_s3_o_pp");
+  EXPECT_EQ(node(*Pre).getChoices()[18].Name, "attn_wg_128x128_s3_o_pp_p");
   for (const Choice &C : N.getChoices())
     EXPECT_EQ(C.Name.find("attn_wg"), std::string::npos) << C.Name;
   // f32 and a head dimension other than 64 or 128 get none either.
@@ -502,7 +527,7 @@ TEST(AttentionCodegen, WgKernelShape) {
   EXPECT_TRUE(K->NeedsSm90a);
   EXPECT_EQ(K->WorkspaceBytes, 0u);
   EXPECT_EQ(K->SharedBytes,
-            unsigned(1024 + 2 * (128 + 2 * 2 * 128) * 128 + 8 * 7));
+            unsigned(1024 + 2 * (128 + 2 * 2 * 128) * 128 + 8 * 10));
   EXPECT_EQ(K->SharedBytes, unsigned(wgAttentionSharedBytes(128, 128, 128, 2)));
   // q as [B * Hkv][G * Sq][D], k and v as [B * Hkv][Skv][D], 64-column
   // boxes of 128 query rows and 128 keys.
@@ -527,6 +552,28 @@ TEST(AttentionCodegen, WgKernelShape) {
   ASSERT_TRUE(bool(Ov)) << llvm::toString(Ov.takeError());
   EXPECT_NE(Ov->Source.find("#define OVERLAP 1"), std::string::npos);
   EXPECT_EQ(Ov->SharedBytes, K->SharedBytes);
+  EXPECT_FALSE(Ov->Persistent);
+  EXPECT_NE(Ov->Source.find("#define PERSISTENT 0"), std::string::npos);
+  EXPECT_NE(Ov->Source.find("#define PINGPONG 0"), std::string::npos);
+  // Persistent: the grid counts the 1024 query tiles, the launcher starts
+  // at most one CTA per SM; pingpong takes turns at named barriers.
+  llvm::Expected<KernelSource> PP = generateAttentionKernel(
+      node(*Pre), Choice{"attn_wg_128x128_s2_o_pp_p", {}, {}});
+  ASSERT_TRUE(bool(PP)) << llvm::toString(PP.takeError());
+  EXPECT_TRUE(PP->Persistent);
+  EXPECT_EQ(PP->GridX, 8u * 128);
+  EXPECT_EQ(launchGridX(*PP, 132), 132u);
+  EXPECT_EQ(PP->SharedBytes, K->SharedBytes);
+  EXPECT_NE(PP->Source.find("#define PERSISTENT 1"), std::string::npos);
+  EXPECT_NE(PP->Source.find("#define PINGPONG 1"), std::string::npos);
+  EXPECT_NE(PP->Source.find("#define UNITS 1024LL"), std::string::npos);
+  EXPECT_NE(PP->Source.find("bar.sync"), std::string::npos);
+  // Pingpong pairs the turns of the overlapped loop only.
+  llvm::Expected<KernelSource> NoOv = generateAttentionKernel(
+      node(*Pre), Choice{"attn_wg_128x128_s2_pp", {}, {}});
+  ASSERT_FALSE(bool(NoOv));
+  EXPECT_NE(llvm::toString(NoOv.takeError()).find("needs the overlapped"),
+            std::string::npos);
   // D = 64 f16 with a mask: one box per row; the mask is the fourth
   // pointer, after the maps.
   auto Masked =

@@ -14,8 +14,10 @@
 #include "mtsched/IR/OpUnit.h"
 #include "mtsched/IR/Ops.h"
 #include "mtsched/Lowering/Lowering.h"
+#include "mtsched/Passes/Pass.h"
 #include "mtsched/Reference/OpUnitReference.h"
 #include "mtsched/Schedule/Fusion.h"
+#include "mtsched/Support/Diagnostics.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -55,9 +57,18 @@ std::unique_ptr<Parsed> lowerAndFuse(llvm::StringRef Text,
     return nullptr;
   LoweringOptions LO;
   FusionOptions FO;
+  // A case lowering refuses (a batched swiglu has no template on the
+  // default target) reports through these, silenced by the handler above,
+  // and is left out of the corpus.
+  Diagnostics Diags(P->SM);
+  PassContext Ctx;
+  Ctx.M = P->M.get();
+  Ctx.Diags = &Diags;
   for (auto &G : P->M->getGraphs()) {
     auto Lower = createLowerPass(LO);
     auto Fuse = createFusePass(FO);
+    Lower->setContext(Ctx);
+    Fuse->setContext(Ctx);
     if (llvm::Error E = Lower->run(*G)) {
       llvm::consumeError(std::move(E));
       return nullptr;

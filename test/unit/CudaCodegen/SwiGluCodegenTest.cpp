@@ -11,6 +11,7 @@
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Lowering/Lowering.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
@@ -101,6 +102,130 @@ TEST(SwiGluCodegen, KernelShape) {
             std::string::npos);
 }
 
+TEST(SwiGluCodegen, WgmmaTileNamesRoundTrip) {
+  // swiglu_wg_BMxBNxBK_sS: the wgmma GEMM's spelling after the prefix.
+  for (const char *Name : {"swiglu_wg_128x128x64_s4", "swiglu_wg_64x128x64_s5",
+                           "swiglu_wg_128x64x64_s6"}) {
+    std::optional<GemmTileConfig> T = swigluTileOf(Choice{Name, {}, {}});
+    ASSERT_TRUE(T) << Name;
+    EXPECT_EQ(T->Template, GemmTemplate::Wgmma) << Name;
+    EXPECT_EQ(swigluChoiceName(*T), Name);
+  }
+  std::optional<GemmTileConfig> T =
+      swigluTileOf(Choice{"swiglu_wg_128x128x64_s4", {}, {}});
+  EXPECT_EQ(T->BM, 128);
+  EXPECT_EQ(T->BN, 128);
+  EXPECT_EQ(T->Stages, 4);
+  EXPECT_EQ(T->Warps, 12); // a producer and two consumer warpgroups
+  // The GEMM's persistent, clustered and split-K spellings are not tiles
+  // of the merged template; nor is a GEMM's name.
+  for (const char *Name :
+       {"swiglu_wg_128x128x64_s4_p", "swiglu_wg_128x128x64_s4_p_c2",
+        "swiglu_wg_128x128x64_s4_k2", "gemm_wg_128x128x64_s4",
+        "swiglu_wg_128x128x64"})
+    EXPECT_FALSE(swigluTileOf(Choice{Name, {}, {}})) << Name;
+}
+
+TEST(SwiGluCodegen, WgmmaTilesAtPrefillOnly) {
+  ChoiceConfig C = ChoiceConfig::getDefault();
+  auto Names = [](const std::vector<Choice> &Cs) {
+    std::vector<std::string> Out;
+    for (const Choice &Ch : Cs)
+      Out.push_back(Ch.Name);
+    return Out;
+  };
+  std::vector<std::string> Prefill =
+      Names(C.swigluChoices(2048, 14336, 4096, DType::BF16));
+  for (const char *Name : {"swiglu_wg_128x128x64_s4", "swiglu_wg_128x64x64_s6",
+                           "swiglu_wg_64x128x64_s5"})
+    EXPECT_TRUE(llvm::is_contained(Prefill, Name)) << Name;
+  // Not at decode (taller than the rows) nor where TMA cannot copy rows.
+  for (const std::string &N :
+       Names(C.swigluChoices(16, 14336, 4096, DType::BF16)))
+    EXPECT_EQ(N.find("swiglu_wg_"), std::string::npos) << N;
+  for (const std::string &N :
+       Names(C.swigluChoices(2048, 14340, 4096, DType::BF16)))
+    EXPECT_EQ(N.find("swiglu_wg_"), std::string::npos) << N;
+  // The fallback of a tiny problem is an mma.sync tile (runs anywhere).
+  std::vector<std::string> Tiny = Names(C.swigluChoices(4, 4, 4, DType::BF16));
+  ASSERT_EQ(Tiny.size(), 1u);
+  EXPECT_EQ(Tiny[0].find("swiglu_wg_"), std::string::npos);
+}
+
+TEST(SwiGluCodegen, WgmmaKernelShape) {
+  auto P = swiglu("bf16", 300, 256, 320);
+  ASSERT_TRUE(P);
+  GemmTileConfig T = wgmmaTile(128, 128, 64, 4);
+  llvm::Expected<KernelSource> K = generateSwiGluKernel(node(*P), T);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_TRUE(K->NeedsSm90a);
+  EXPECT_EQ(K->GridX, 3u);
+  EXPECT_EQ(K->GridY, 3u);
+  EXPECT_EQ(K->BlockX, 384u); // a producer and two consumer warpgroups
+  // 1024 bytes of alignment slack, 4 stages of A and both weights, the
+  // stages' two mbarriers.
+  EXPECT_EQ(K->SharedBytes, 1024u + 4 * (128 + 2 * 128) * 64 * 2 + 16 * 4);
+  // TMA maps of h (K x M in 64 x BM boxes) and both weights (N x K, 64 x 64).
+  ASSERT_EQ(K->TensorMaps.size(), 3u);
+  EXPECT_EQ(K->TensorMaps[0].Input, 0u);
+  EXPECT_EQ(K->TensorMaps[0].Dims[0], 256u);
+  EXPECT_EQ(K->TensorMaps[0].Dims[1], 300u);
+  EXPECT_EQ(K->TensorMaps[0].Box[1], 128u);
+  EXPECT_EQ(K->TensorMaps[1].Input, 1u);
+  EXPECT_EQ(K->TensorMaps[2].Input, 2u);
+  EXPECT_EQ(K->TensorMaps[2].Dims[0], 320u);
+  EXPECT_EQ(K->TensorMaps[2].Dims[1], 256u);
+  // One full barrier counts all three copies.
+  EXPECT_NE(K->Source.find("A_STAGE + 2 * B_STAGE"), std::string::npos);
+  // Refused with a reason: 256 accumulators per thread, too much shared
+  // memory, a BK other than 64.
+  for (GemmTileConfig Bad :
+       {wgmmaTile(128, 256, 64, 2), wgmmaTile(64, 128, 64, 8),
+        wgmmaTile(128, 128, 32, 4)}) {
+    llvm::Expected<KernelSource> E = generateSwiGluKernel(node(*P), Bad);
+    ASSERT_FALSE(bool(E)) << swigluChoiceName(Bad);
+    EXPECT_NE(llvm::toString(E.takeError()).find("tile swiglu_wg_"),
+              std::string::npos);
+  }
+}
+
+TEST(SwiGluCodegen, BatchedWeightsTakeWgmmaTiles) {
+  // MoE experts: h [E, M, K], one [K, N] gate and up weight per expert.
+  std::string Src = "graph @e(%h: bf16[4,200,136], %wg: bf16[4,136,320], "
+                    "%wu: bf16[4,136,320]) {\n  %gu = swiglu(%h, %wg, %wu) : "
+                    "bf16[4,200,320]\n  return %gu\n}\n";
+  Parsed P;
+  P.M = test::parseAndVerify(P.SM, Src, "e.mir");
+  ASSERT_TRUE(P.M);
+  ASSERT_FALSE(bool(
+      createLowerPass(LoweringOptions())->run(*P.M->getGraphs()[0])));
+  const MultiTemplateBufferNode &N = node(P);
+  // Only wgmma tiles, sized to one expert's 200 rows.
+  ASSERT_FALSE(N.getChoices().empty());
+  for (const Choice &C : N.getChoices())
+    EXPECT_EQ(C.Name.rfind("swiglu_wg_", 0), 0u) << C.Name;
+  llvm::Expected<KernelSource> K =
+      generateSwiGluKernel(N, wgmmaTile(128, 128, 64, 4));
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_EQ(K->GridX, 3u);
+  EXPECT_EQ(K->GridY, 2u); // 200 rows of one expert
+  EXPECT_EQ(K->GridZ, 4u); // the experts
+  // [E][M][K] and [E][K][N] maps: the batch is the third dimension.
+  ASSERT_EQ(K->TensorMaps.size(), 3u);
+  EXPECT_EQ(K->TensorMaps[0].Dims[1], 200u);
+  EXPECT_EQ(K->TensorMaps[0].Dims[2], 4u);
+  EXPECT_EQ(K->TensorMaps[1].Dims[2], 4u);
+  EXPECT_EQ(K->TensorMaps[2].Dims[1], 136u);
+  EXPECT_NE(K->Source.find("#define ROWS 800LL"), std::string::npos);
+  expectKernelCompiles(*K);
+  // The mma.sync merged template reads one [K, N]: refused with a reason.
+  llvm::Expected<KernelSource> Mma =
+      generateSwiGluKernel(N, GemmTileConfig{64, 64, 64, 4, 4});
+  ASSERT_FALSE(bool(Mma));
+  EXPECT_NE(llvm::toString(Mma.takeError()).find("batched weights"),
+            std::string::npos);
+}
+
 TEST(SwiGluCodegen, EveryTileCompilesWithNvrtc) {
   llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
   if (!Nv)
@@ -122,6 +247,13 @@ TEST(SwiGluCodegen, EveryTileCompilesWithNvrtc) {
     ASSERT_TRUE(P);
     for (const GemmTileConfig &T : ChoiceConfig::getDefault().SwiGluTiles) {
       llvm::Expected<KernelSource> K = generateSwiGluKernel(node(*P), T);
+      // The wgmma tiles' TMA rows need K and N multiples of 8.
+      if (T.Template == GemmTemplate::Wgmma && (S.K % 8 || S.N % 8)) {
+        ASSERT_FALSE(bool(K)) << swigluChoiceName(T);
+        EXPECT_NE(llvm::toString(K.takeError()).find("multiples of 8"),
+                  std::string::npos);
+        continue;
+      }
       ASSERT_TRUE(bool(K)) << swigluChoiceName(T) << ": "
                            << llvm::toString(K.takeError());
       Work.push_back(std::move(*K));

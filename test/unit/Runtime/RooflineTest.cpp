@@ -411,10 +411,20 @@ TEST(RooflineTest, SwiGluIsOneGemmOfTwiceTheColumnsWritingHalf) {
     double Split = 2 * gemmTimeUs(D, P, T, None) + epilogueTimeUs(D, SiluMul);
     EXPECT_LT(Merged, Split) << M;
   }
-  // No wgmma merged template; a row reduction needs the whole row.
+  // The wgmma merged tile (swiglu_wg_*): the wgmma GEMM over [wg | wu]
+  // with a BM x 2BN tile, cheaper than the two wgmma GEMMs at prefill.
+  GemmProblem Pre{1, 2048, 14336, 4096, DType::BF16, {}};
+  GemmProblem Pre2 = Pre;
+  Pre2.N = 2 * Pre.N;
+  GemmTile Wg{128, 128, 64, 12, 4, true};
+  double MergedWg = swigluTimeUs(D, Pre, Wg, None);
+  ASSERT_TRUE(std::isfinite(MergedWg));
+  EXPECT_LT(MergedWg,
+            gemmTimeUs(D, Pre2, GemmTile{128, 256, 64, 12, 4, true}, None) *
+                1.05);
+  EXPECT_LT(MergedWg, 2 * gemmTimeUs(D, Pre, Wg, None));
+  // A row reduction needs the whole row.
   GemmProblem P{1, 16, 7168, 4096, DType::BF16, {}};
-  EXPECT_TRUE(
-      std::isinf(swigluTimeUs(D, P, GemmTile{64, 64, 64, 8, 4, true}, None)));
   EpilogueDesc Norm;
   Norm.NumOps = 1;
   Norm.RowReduction = true;

@@ -25,7 +25,10 @@
 //     from registers and v from shared memory. bf16 and f16, head
 //     dimension 64 or 128, BQ = 128, no split-KV; causal CTAs stop at
 //     their last key and the heaviest start first. `_o` tiles overlap a
-//     tile's softmax with the previous tile's p v; where the stages leave
+//     tile's softmax with the previous tile's p v, `_pp` tiles also take
+//     turns between the two consumers at the tensor cores (pingpong), `_p`
+//     tiles are persistent (a CTA per SM walks the query tiles, loading
+//     the next one's while it finishes the current); where the stages leave
 //     room the additive mask's tiles are staged too (by TMA for an f32
 //     mask per query, else by the producer's other warps).
 //   * attn_math: the decomposition, one CTA per query row: the scaled

@@ -24,6 +24,8 @@ def fam(name):
     if name.startswith("gemm_"):
         kind = "wgmma" if name.startswith("gemm_wg_") else "mma"
         return kind + ("-split-k" if "_k" in name else "")
+    if name.startswith("swiglu_"):
+        return "swiglu-wgmma" if name.startswith("swiglu_wg_") else "swiglu-mma"
     return "other"
 
 
