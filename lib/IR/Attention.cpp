@@ -102,11 +102,15 @@ int64_t mtsched::decAttentionSharedBytes(int BKV, int Warps, int64_t D,
 }
 
 bool mtsched::decAttentionTileValid(int BQ, int BKV, int Warps, int Stages) {
-  // At most a stage per consumer warp: a warp waits for tile t's stage
-  // only once tile t - Stages there has landed (its previous tile is
-  // t - Warps), so the barrier's phase parity cannot alias.
+  // Stages a multiple of the warps: consumer warp c then always takes the
+  // same stages (c, c + Warps, ...), so the tile before its tile t in a
+  // stage is its own t - Stages, whose copy it has waited for; a wait
+  // for a parity cannot then be met by the phase before. (With 6 stages
+  // and 4 warps that tile was another warp's, its copy could still be in
+  // flight, and the wait passed early: H200 calls 1 and 2 faulted at batch
+  // 4 and 16, docs/BENCHMARKS.md.)
   return BQ == 16 && BKV >= 16 && BKV <= 128 && BKV % 16 == 0 && Warps >= 1 &&
-         Warps <= 8 && Stages >= 2 && Stages <= 8 && Warps <= Stages;
+         Warps <= 8 && Stages >= 2 && Stages <= 8 && Stages % Warps == 0;
 }
 
 bool mtsched::decAttentionSupports(const AttentionShape &S, int BQ, int BKV,

@@ -77,6 +77,12 @@ ChoiceConfig ChoiceConfig::getDefault() {
   auto Mma = [](int BQ, int BKV, int Warps, int Splits = 1) {
     return AttentionTile{BQ, BKV, Warps, Splits, /*Mma=*/true};
   };
+  auto Dec = [](int BKV, int Stages, int Splits) {
+    AttentionTile T{16, BKV, 4, Splits};
+    T.Stages = Stages;
+    T.Dec = true;
+    return T;
+  };
   C.AttentionTiles = {{64, 64, 4},
                       {32, 64, 4},
                       {16, 64, 4},
@@ -114,7 +120,15 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       wgAttentionTile(128, 128, 3, /*Overlap=*/true,
                                       /*PingPong=*/true),
                       wgAttentionTile(128, 128, 3, /*Overlap=*/true,
-                                      /*PingPong=*/true, /*Persistent=*/true)};
+                                      /*PingPong=*/true, /*Persistent=*/true),
+                      // Hopper (sm_90) decode tiles: TMA-fed mma.sync,
+                      // the fastest at Llama-3-8B's decode on an H200
+                      // (batch 16, 4 and 1 over 4096 keys; docs/
+                      // BENCHMARKS.md).
+                      Dec(64, 4, 1),
+                      Dec(32, 8, 4),
+                      Dec(32, 8, 8),
+                      Dec(32, 8, 16)};
   C.GemmExterns = {"extern.cublas"};
   // `hier` is offered only to groups that span hosts.
   C.AllReduce = {"nccl", "one_shot", "two_shot", "hier"};
@@ -406,8 +420,11 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
   auto Fits = [&](const AttentionTile &T) {
     if (T.Wg)
       return wgAttentionSupports(S, T.BQ, T.BKV, T.Stages);
+    // The decode template keeps its 16 rows per kv head: decode steps
+    // only (a few queries of the query heads sharing a kv head).
     if (T.Dec)
-      return decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
+      return PackedRows <= T.BQ &&
+             decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
              (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8));
     if (T.Mma)
       return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
@@ -434,7 +451,8 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
     const AttentionTile *Smallest = nullptr;
     for (const AttentionTile &T : AttentionTiles)
       if (!Disabled.count(attentionChoiceName(T)) && Fits(T) && T.Splits == 1 &&
-          !T.Wg && (!Smallest || T.BQ * T.BKV < Smallest->BQ * Smallest->BKV))
+          !T.Wg && !T.Dec &&
+          (!Smallest || T.BQ * T.BKV < Smallest->BQ * Smallest->BKV))
         Smallest = &T;
     if (Smallest)
       Add(attentionChoiceName(*Smallest));

@@ -226,8 +226,8 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the decode template: bq 16, "
                                "bkv a multiple of 16 up to 128, 1 to 8 "
-                               "warps, 2 to 8 stages, no more warps than "
-                               "stages, 2 to 8 splits in a cluster");
+                               "warps, 2 to 8 stages (a multiple of the "
+                               "warps), 2 to 8 splits in a cluster");
   if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the tensor cores: BQ "

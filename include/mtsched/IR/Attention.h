@@ -130,7 +130,7 @@ bool wgAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Stages);
 int64_t decAttentionSharedBytes(int BKV, int Warps, int64_t D, int Stages);
 /// The shape-independent limits of a decode tile: BQ = 16 (a decode step's
 /// packed query heads), BKV a multiple of 16 up to 128, 1 to 8 consumer
-/// warps, 2 to 8 stages and no more warps than stages.
+/// warps, 2 to 8 stages, a multiple of the warps.
 bool decAttentionTileValid(int BQ, int BKV, int Warps, int Stages);
 /// Whether the decode template handles S with the tile: bf16 or f16, head
 /// dimension 64 or 128 (whole 128-byte boxes), no additive mask, and the

@@ -402,7 +402,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     return err("tile " + ChoiceName +
                " cannot run: the decode template needs bf16 or f16, head "
                "dimension 64 or 128, no mask, BQ = 16, BKV a multiple of 16 "
-               "up to 128, 1 to 8 warps and 2 to 8 stages (no fewer than the "
+               "up to 128, 1 to 8 warps and 2 to 8 stages (a multiple of the "
                "warps) that fit in shared memory, 2 to 8 splits in a cluster "
                "(got " +
                dtypeName(S->Dtype) + ", D = " + llvm::Twine(S->D) + ")");

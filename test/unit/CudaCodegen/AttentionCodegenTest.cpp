@@ -158,7 +158,7 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   auto P = attention({"bf16", 2, 32, 8, 1, 4096, 128, true});
   ASSERT_TRUE(P);
   const MultiTemplateBufferNode &N = node(*P);
-  ASSERT_EQ(N.getChoices().size(), 10u);
+  ASSERT_EQ(N.getChoices().size(), 14u);
   EXPECT_EQ(N.getChoices()[0].Name, "attn_flash_16x64_w4");
   EXPECT_EQ(N.getChoices()[1].Name, "attn_flash_16x32_w4");
   EXPECT_EQ(N.getChoices()[2].Name, "attn_flash_16x64_w4_kv8");
@@ -168,11 +168,14 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   EXPECT_EQ(N.getChoices()[5].Name, "attn_mma_16x32_w4");
   EXPECT_EQ(N.getChoices()[6].Name, "attn_mma_16x32_w4_kv4");
   EXPECT_EQ(N.getChoices()[8].Name, "attn_mma_16x32_w4_kv16");
-  EXPECT_EQ(N.getChoices()[9].Name, AttentionMathChoice);
+  // The Hopper decode tiles (TMA-fed, 16 rows: decode steps only).
+  EXPECT_EQ(N.getChoices()[9].Name, "attn_dec_16x64_w4_s4");
+  EXPECT_EQ(N.getChoices()[12].Name, "attn_dec_16x32_w4_s8_kv16");
+  EXPECT_EQ(N.getChoices()[13].Name, AttentionMathChoice);
   // A shorter context gets fewer splits: each needs two key tiles.
   auto Short = attention({"bf16", 2, 32, 8, 1, 2048, 128, true});
   ASSERT_TRUE(Short);
-  EXPECT_EQ(node(*Short).getChoices().size(), 8u);
+  EXPECT_EQ(node(*Short).getChoices().size(), 12u);
   // f32 has no tensor-core tile.
   auto F32 = attention({"f32", 2, 32, 8, 1, 4096, 128, true});
   ASSERT_TRUE(F32);
@@ -182,8 +185,10 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   auto Pre = attention({"bf16", 1, 32, 8, 512, 512, 128, true});
   ASSERT_TRUE(Pre);
   ASSERT_EQ(node(*Pre).getChoices().size(), 20u);
-  for (const Choice &C : node(*Pre).getChoices())
+  for (const Choice &C : node(*Pre).getChoices()) {
     EXPECT_EQ(C.Name.find("_kv"), std::string::npos) << C.Name;
+    EXPECT_EQ(C.Name.find("attn_dec"), std::string::npos) << C.Name;
+  }
   // ... the Hopper tiles among them; a decode step's 4 packed rows get none.
   EXPECT_EQ(node(*Pre).getChoices()[9].Name, "attn_wg_128x128_s2");
   EXPECT_EQ(node(*Pre).getChoices()[10].Name, "attn_wg_128x64_s3");
@@ -433,9 +438,8 @@ TEST(AttentionCodegen, DecKernelShape) {
   EXPECT_EQ(K->WorkspaceBytes, 16u * 16 * (16 * 128 + 2 * 16) * 4 + 16u * 4);
   EXPECT_NE(K->Source.find("cp.async.bulk.tensor.3d"), std::string::npos);
   // Clustered splits: a cluster of 8 CTAs along x per tile, no workspace.
-  llvm::Expected<KernelSource> C =
-      generateAttentionKernel(node(*P), Choice{"attn_dec_16x32_w4_s4_kv8_c",
-                                               {}, {}});
+  llvm::Expected<KernelSource> C = generateAttentionKernel(
+      node(*P), Choice{"attn_dec_16x32_w4_s4_kv8_c", {}, {}});
   ASSERT_TRUE(bool(C)) << llvm::toString(C.takeError());
   EXPECT_EQ(C->GridX, 8u);
   EXPECT_EQ(C->GridZ, 1u);
@@ -454,7 +458,7 @@ TEST(AttentionCodegen, DecKernelShape) {
   EXPECT_EQ(decAttentionSharedBytes(16, 8, 64, 2),
             1024 + 4 * (9 * 16 * 64 + 3 * 16 * 8 + 32) + 16 * 72 * 2 + 2 * 16);
   // What the template cannot take: a mask, f32, D = 96, 9 warps, 9 stages,
-  // more warps than stages, 32 rows.
+  // more warps than stages, stages not a multiple of the warps, 32 rows.
   auto Masked =
       attention({"bf16", 4, 32, 8, 1, 4096, 128, true, "f32[4,1,1,4096]"});
   ASSERT_TRUE(Masked);
@@ -465,6 +469,7 @@ TEST(AttentionCodegen, DecKernelShape) {
                              std::tuple{"bf16", 128, "attn_dec_16x64_w9_s4"},
                              std::tuple{"bf16", 128, "attn_dec_16x64_w4_s9"},
                              std::tuple{"bf16", 128, "attn_dec_16x64_w4_s3"},
+                             std::tuple{"bf16", 128, "attn_dec_16x64_w4_s6"},
                              std::tuple{"bf16", 128, "attn_dec_32x64_w4_s4"}}) {
     auto Q = attention({Ty, 1, 8, 2, 1, 256, D, true});
     ASSERT_TRUE(Q);
@@ -490,10 +495,10 @@ TEST(AttentionCodegen, DecTilesCompileWithNvrtc) {
   const Shape Shapes[] = {{"bf16", 4, 32, 8, 1, 4096, 128, true},
                           {"bf16", 1, 32, 8, 1, 4100, 128, true},
                           {"f16", 2, 6, 3, 5, 100, 64, true}};
-  const char *Names[] = {"attn_dec_16x64_w4_s4", "attn_dec_16x64_w4_s4_kv8",
-                         "attn_dec_16x32_w8_s8_kv16", "attn_dec_16x128_w2_s3",
-                         "attn_dec_16x16_w1_s2_kv2",
-                         "attn_dec_16x32_w4_s4_kv8_c"};
+  const char *Names[] = {
+      "attn_dec_16x64_w4_s4",      "attn_dec_16x64_w4_s4_kv8",
+      "attn_dec_16x32_w8_s8_kv16", "attn_dec_16x128_w1_s3",
+      "attn_dec_16x16_w1_s2_kv2",  "attn_dec_16x32_w4_s4_kv8_c"};
   for (const Shape &S : Shapes) {
     auto P = attention(S);
     ASSERT_TRUE(P);
@@ -702,9 +707,10 @@ TEST_P(EveryChoiceCompilesWithNvrtc, Shape) {
     std::optional<AttentionShape> AS = attentionShapeOf(node(*P));
     ASSERT_TRUE(AS);
     for (const AttentionTile &T : ChoiceConfig::getDefault().AttentionTiles)
-      if (T.Wg ? wgAttentionSupports(*AS, T.BQ, T.BKV, T.Stages)
-               : !T.Mma ||
-                     mmaAttentionSupports(*AS, T.BQ, T.BKV, T.Warps, T.Stages))
+      if (T.Wg    ? wgAttentionSupports(*AS, T.BQ, T.BKV, T.Stages)
+          : T.Dec ? decAttentionSupports(*AS, T.BQ, T.BKV, T.Warps, T.Stages)
+                  : !T.Mma || mmaAttentionSupports(*AS, T.BQ, T.BKV, T.Warps,
+                                                   T.Stages))
         All.push_back(Choice{attentionChoiceName(T), {}, {}});
     All.push_back(Choice{AttentionMathChoice.str(), {}, {}});
     for (const Choice &C : All) {
