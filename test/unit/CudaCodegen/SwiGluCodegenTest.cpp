@@ -197,8 +197,8 @@ TEST(SwiGluCodegen, BatchedWeightsTakeWgmmaTiles) {
   Parsed P;
   P.M = test::parseAndVerify(P.SM, Src, "e.mir");
   ASSERT_TRUE(P.M);
-  ASSERT_FALSE(bool(
-      createLowerPass(LoweringOptions())->run(*P.M->getGraphs()[0])));
+  ASSERT_FALSE(
+      bool(createLowerPass(LoweringOptions())->run(*P.M->getGraphs()[0])));
   const MultiTemplateBufferNode &N = node(P);
   // Only wgmma tiles, sized to one expert's 200 rows.
   ASSERT_FALSE(N.getChoices().empty());
