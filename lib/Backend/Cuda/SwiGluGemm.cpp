@@ -274,13 +274,17 @@ $CONSUMER    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 3
 /// GEMM tile's for the same registers; the epilogue is the GEMM's store.
 /// With Batch > 1 the weights are one [K, N] per batch of M rows of h
 /// (MoE experts): blockIdx.z is the batch, the third TMA coordinate.
-static llvm::Expected<KernelSource>
-generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
-                       const GemmTileConfig &T, int64_t M, int64_t Batch) {
-  const Value *HV = N.getOperand(0), *GV = N.getOperand(1),
-              *UV = N.getOperand(2);
-  const TensorType &H = HV->getType(), &Wg = GV->getType();
-  DType Dt = H.Dtype;
+/// What a swiglu_wg tile needs of the node (K, N) and the device: its
+/// consumer warpgroups, their registers and the CTA's shared memory, or why
+/// the tile cannot run.
+struct SwiGluWgLayout {
+  int Consumers = 0, ConsumerRegs = 0;
+  int64_t Smem = 0;
+};
+
+static llvm::Expected<SwiGluWgLayout> swigluWgLayout(const GemmTileConfig &T,
+                                                     int64_t Kd, int64_t Nn) {
+  SwiGluWgLayout L;
   std::string Name = swigluChoiceName(T);
   if (T.BK != 64)
     return err("tile " + Name +
@@ -296,28 +300,47 @@ generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
     return err("tile " + Name +
                ": the merged gate+up wgmma tile is neither persistent, "
                "split-K nor clustered");
-  int64_t Kd = H.innerDim(), Nn = Wg.innerDim();
   if (Kd % 8 || Nn % 8)
     return err("the wgmma template needs K and N multiples of 8 (TMA row "
                "strides are multiples of 16 bytes), got K = " +
                llvm::Twine(Kd) + ", N = " + llvm::Twine(Nn));
-  int Consumers = T.BM / 64;
-  int Threads = (Consumers + 1) * 128;
+  const int Consumers = L.Consumers = T.BM / 64;
+  const int Threads = (Consumers + 1) * 128;
   // Two accumulator sets: BN fp32 registers per consumer thread.
-  int ConsumerRegs = Consumers > 1 ? wgmmaConsumerRegs(Consumers)
-                                   : std::min(255, RegsPerSM / Threads);
+  const int ConsumerRegs = L.ConsumerRegs =
+      Consumers > 1 ? wgmmaConsumerRegs(Consumers)
+                    : std::min(255, RegsPerSM / Threads);
   if (T.BN + ConsumerOverheadRegs > ConsumerRegs)
     return err("tile " + Name + ": " + llvm::Twine(T.BN) +
                " accumulators per thread (gate and up) do not fit in the " +
                llvm::Twine(ConsumerRegs) + " registers of " +
                llvm::Twine(Consumers) + " consumer warpgroups");
-  int64_t Smem =
+  const int64_t Smem = L.Smem =
       1024 + int64_t(T.Stages) * (T.BM + 2 * T.BN) * T.BK * 2 + 16 * T.Stages;
   if (Smem > MaxSharedBytes)
     return err("tile " + Name + ": " + llvm::Twine(T.Stages) + " stages take " +
                llvm::Twine(Smem) +
                " bytes of shared memory, more than the 227 KB of an sm_90 "
                "CTA");
+
+  return L;
+}
+
+static llvm::Expected<KernelSource>
+generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
+                       const GemmTileConfig &T, int64_t M, int64_t Batch) {
+  const Value *HV = N.getOperand(0), *GV = N.getOperand(1),
+              *UV = N.getOperand(2);
+  const TensorType &H = HV->getType(), &Wg = GV->getType();
+  DType Dt = H.Dtype;
+  std::string Name = swigluChoiceName(T);
+  int64_t Kd = H.innerDim(), Nn = Wg.innerDim();
+  llvm::Expected<SwiGluWgLayout> L = swigluWgLayout(T, Kd, Nn);
+  if (!L)
+    return L.takeError();
+  const int Consumers = L->Consumers, ConsumerRegs = L->ConsumerRegs;
+  const int Threads = (Consumers + 1) * 128;
+  const int64_t Smem = L->Smem;
 
   ParamList P;
   P.Inputs.insert(HV);
