@@ -22,6 +22,11 @@ namespace codegen {
 /// partials every split wrote (AttentionKernels.cpp says how).
 extern const char *const SplitCombine;
 
+/// The body of an `attn_wg` kernel after its signature; the shape, tile
+/// (BQ, BKV, STAGES, NBH = B * Hkv, UNITS), PERSISTENT, PINGPONG and the
+/// register budgets are #defines (AttentionWgBody.cpp).
+extern const char *const AttentionWgBody;
+
 /// Emits Pieces with SplitCombine between consecutive ones (each piece but
 /// the last ends where a `#if SPLITS > 1` branch has written its partials).
 void emitWithCombine(llvm::raw_ostream &OS,
