@@ -167,6 +167,15 @@ void emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
                       const std::string &OutName, DType OutType,
                       const EpilogueThreads &T = EpilogueThreads());
 
+/// emitEpilogueTail twice, indented into the branches of
+/// `if (m0 + BM <= M_ && n0 + BN <= N_) {...} else {...}`: a tile inside the
+/// output stores without bounds checks (INTERIOR 1), so that the epilogue's
+/// loads are not each behind a branch; an edge tile checks them. The wgmma
+/// templates (WgmmaGemm.cpp, SwiGluGemm.cpp) write their tails this way.
+void emitInteriorAndEdgeTails(llvm::raw_ostream &OS, const EpilogueCode &E,
+                              const std::string &OutName, DType OutType,
+                              const EpilogueThreads &T);
+
 /// The mma.sync template's main-loop pieces: the tile #defines it derives
 /// (THREADS, WM, WN, MT, NT, AS, BS), cp.async / ldmatrix / mma helpers and
 /// mt_load_tile. Needs M_, N_, K_, BM, BN, BK, WARPS_M, WARPS_N, STAGES,

@@ -290,3 +290,23 @@ void codegen::emitEpilogueTail(llvm::raw_ostream &OS, const EpilogueCode &E,
   OS << "  FOR_EACH_ACC({ if (" << In << ") " << OutName
      << "[r * N_ + c] = " << storeExpr(OutType, "v") << "; });\n";
 }
+
+void codegen::emitInteriorAndEdgeTails(llvm::raw_ostream &OS,
+                                       const EpilogueCode &E,
+                                       const std::string &OutName,
+                                       DType OutType,
+                                       const EpilogueThreads &T) {
+  std::string Tail;
+  llvm::raw_string_ostream TOS(Tail);
+  emitEpilogueTail(TOS, E, OutName, OutType, T);
+  // The tail is written for function scope; indent it into the branches.
+  std::string Indented;
+  for (llvm::StringRef Rest(TOS.str()); !Rest.empty();) {
+    auto [Line, Next] = Rest.split('\n');
+    Indented += (Line.empty() ? "" : "    ") + Line.str() + "\n";
+    Rest = Next;
+  }
+  OS << "    if (m0 + BM <= M_ && n0 + BN <= N_) {\n#define INTERIOR 1\n"
+     << Indented << "#undef INTERIOR\n    } else {\n#define INTERIOR 0\n"
+     << Indented << "#undef INTERIOR\n    }\n";
+}

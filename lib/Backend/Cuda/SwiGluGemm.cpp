@@ -428,20 +428,9 @@ generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
   Th.PairStores = true;
   Th.QuadRowSums = true;
   Th.ClampedAcc = true;
-  std::string Tail;
-  llvm::raw_string_ostream TOS(Tail);
-  emitEpilogueTail(TOS, E, P.name(N.getResult()) + "_out", N.getType().Dtype,
-                   Th);
-  std::string Indented;
-  for (llvm::StringRef Rest(TOS.str()); !Rest.empty();) {
-    auto [Line, Next] = Rest.split('\n');
-    Indented += (Line.empty() ? "" : "    ") + Line.str() + "\n";
-    Rest = Next;
-  }
-  // Interior tiles store without bounds checks, as the GEMM's do.
-  OS << "    if (m0 + BM <= M_ && n0 + BN <= N_) {\n#define INTERIOR 1\n"
-     << Indented << "#undef INTERIOR\n    } else {\n#define INTERIOR 0\n"
-     << Indented << "#undef INTERIOR\n    }\n  }\n}\n";
+  emitInteriorAndEdgeTails(OS, E, P.name(N.getResult()) + "_out",
+                           N.getType().Dtype, Th);
+  OS << "  }\n}\n";
   K.Source = OS.str();
   K.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
   K.Outputs = P.Outputs;

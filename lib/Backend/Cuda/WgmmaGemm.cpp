@@ -626,22 +626,9 @@ $BLOADS      }
   Threads.TileStore = Store;
   // Consumers only: the producer warpgroup takes no part in the reduction.
   emitSplitKReduce(OS, Threads);
-  std::string Tail;
-  llvm::raw_string_ostream TOS(Tail);
-  emitEpilogueTail(TOS, *S.Epi, S.OutName, S.OutType, Threads);
-  // The tail is written for function scope; indent it into the branches.
-  std::string Indented;
-  for (llvm::StringRef Rest(TOS.str()); !Rest.empty();) {
-    auto [Line, Next] = Rest.split('\n');
-    Indented += (Line.empty() ? "" : "    ") + Line.str() + "\n";
-    Rest = Next;
-  }
-  // Twice: without bounds checks for a tile inside the output, so that
-  // the epilogue's loads are not each behind a branch, and with them.
-  OS << "    if (m0 + BM <= M_ && n0 + BN <= N_) {\n#define INTERIOR 1\n"
-     << Indented << "#undef INTERIOR\n    } else {\n#define INTERIOR 0\n"
-     << Indented << "#undef INTERIOR\n    }\n"
-     << (T.Persistent ? "    }\n" : "");
+  emitInteriorAndEdgeTails(OS, *S.Epi, S.OutName, S.OutType, Threads);
+  if (T.Persistent)
+    OS << "    }\n";
   if (Store)
     OS << "    // The last tile's stores must finish reading shared memory.\n"
        << "    if (tid % 128 == 0)\n"
