@@ -8,7 +8,7 @@ mtsched-opt's ``--report``). Graph level (``_check_graph``), the first
 time: the decided graph runs once on Dynamo's example inputs and each
 output is compared with eager's within its dtype's tolerance
 (``compare.tolerance``); an output beyond it passes if it is as close
-to a float64 run of the graph as eager's is (``_compare_fp64``, Dynamo's
+to a float64 run of the graph as eager's is (``compare_fp64``, Dynamo's
 rule). The verdict is cached beside the decided IR
 (``<key>.check.json``), so a warm process runs neither the graph nor
 eager. With several ranks the ranks agree on both verdicts, and a graph
@@ -170,12 +170,25 @@ def _store_verdict(key, sig, ok, why, error, rank=0, fp64=None):
         _log("the accuracy verdict was not cached: %s" % e)
 
 
+def _norm_error(out, ref):
+    """Norm-wise relative error of `out` against `ref` in float64 on the
+    host; elements equal in both (infinities, NaNs where both have one)
+    count as no error."""
+    from .compare import errors
+    a = out.detach().double().cpu()
+    b = ref.detach().double().cpu()
+    same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    a = torch.where(same, torch.zeros_like(a), a)
+    b = torch.where(same, torch.zeros_like(b), b)
+    return errors(a.numpy(), b.numpy())[1]
+
+
 def _compare(outs, refs):
     """(worst norm-wise relative error, why or None): each output against
     eager's within its dtype's tolerance (mtsched_torch.compare's);
     `why` names the first output beyond it. Elements equal in both
     (infinities, NaNs where both have one) count as no error."""
-    from .compare import errors, tolerance
+    from .compare import tolerance
     if len(outs) != len(refs):
         return float("inf"), ("the decided graph returns %d outputs, eager "
                               "%d" % (len(outs), len(refs)))
@@ -186,12 +199,7 @@ def _compare(outs, refs):
             return float("inf"), (
                 "output %d has shape %s, eager's %s" % (
                     i, list(o.shape), list(r.shape)))
-        a = o.detach().double().cpu()
-        b = r.detach().double().cpu()
-        same = (a == b) | (torch.isnan(a) & torch.isnan(b))
-        a = torch.where(same, torch.zeros_like(a), a)
-        b = torch.where(same, torch.zeros_like(b), b)
-        _, nrm = errors(a.numpy(), b.numpy())
+        nrm = _norm_error(o, r)
         if not nrm <= tol:
             return float("inf") if nrm != nrm else nrm, (
                 "output %d differs from eager's on Dynamo's example inputs:"
@@ -231,7 +239,7 @@ def _fp64_outputs(gm, example_inputs):
     return (list(out) if isinstance(out, (list, tuple)) else [out]), None
 
 
-def _compare_fp64(outs, refs, gm, example_inputs):
+def compare_fp64(outs, refs, gm, example_inputs):
     """After _compare found an output beyond eager's tolerance: (ok, note).
     A fused kernel rounds less often than eager (a chain kept in
     registers), and top-k routing picks another expert where two scores
@@ -240,27 +248,19 @@ def _compare_fp64(outs, refs, gm, example_inputs):
     passes if its norm-wise relative error to float64 is at most
     FP64_MULTIPLIER times eager's, plus a tenth of the tolerance. `note`
     says the errors (or why no float64 run was possible)."""
-    from .compare import errors, tolerance
+    from .compare import tolerance
     ref64, why = _fp64_outputs(gm, example_inputs)
     if ref64 is None:
         return False, "no float64 reference: %s" % why
     if len(ref64) != len(outs):
         return False, "the float64 run returns %d outputs" % len(ref64)
 
-    def err(a, b):
-        a = a.detach().double().cpu()
-        b = b.detach().double().cpu()
-        same = (a == b) | (torch.isnan(a) & torch.isnan(b))
-        a = torch.where(same, torch.zeros_like(a), a)
-        b = torch.where(same, torch.zeros_like(b), b)
-        return errors(a.numpy(), b.numpy())[1]
-
     notes = []
     for i, (o, r, f) in enumerate(zip(outs, refs, ref64)):
         if tuple(f.shape) != tuple(r.shape):
             return False, "the float64 run's output %d has shape %s" % (
                 i, list(f.shape))
-        ours, eager = err(o, f), err(r, f)
+        ours, eager = _norm_error(o, f), _norm_error(r, f)
         bound = FP64_MULTIPLIER * eager + tolerance(r.dtype) / 10
         notes.append("output %d: %.2e, eager %.2e" % (i, ours, eager))
         if not ours <= bound:
@@ -311,7 +311,7 @@ def _check_graph(ranks, key, decided, device, graph, binder, imp, gm,
         error, why = _compare(outs, refs)
         fp64 = None
         if why is not None and error != float("inf"):
-            ok, note = _compare_fp64(outs, refs, gm, example_inputs)
+            ok, note = compare_fp64(outs, refs, gm, example_inputs)
             if ok:
                 fp64, why = "%s, but %s" % (why, note), None
             else:
