@@ -31,13 +31,30 @@ const char *const codegen::AttentionWgBody = R"(
 #define MT_SCALED(x) ((x) * SCALE_LOG2)
 #define MT_EXP_ARG(x, u) ((x) - (u))
 #endif
+// CROSS_UNIT (persistent pingpong tiles): a consumer issues its next query
+// tile's first q kᵀ in the same turn as the last p v of the one before, so
+// the products do not drain between a CTA's units; q is double-buffered
+// (unit u in buffer u % 2) so that the next unit's lands early.
+#if CROSS_UNIT
+#define Q_BUFS 2
+#define MT_QBUF(u) (((u) & 1) * DB * Q_BOX)
+#define MT_QBAR(u) ((u) & 1 ? qbar1 : qbar)
+#define MT_QFREE(u) ((u) & 1 ? qfree1 : qfree)
+#define MT_QPH(u) ((unsigned)((u) >> 1) & 1u)
+#else
+#define Q_BUFS 1
+#define MT_QBUF(u) 0
+#define MT_QBAR(u) qbar
+#define MT_QFREE(u) qfree
+#define MT_QPH(u) ((unsigned)(u) & 1u)
+#endif
 // The stage and phase of the CTA's key tile i, counted over its units.
 #define MT_ST(i) ((gt + (i)) % STAGES)
 #define MT_PH(i) ((unsigned)((gt + (i)) / STAGES) & 1u)
   extern __shared__ __align__(1024) unsigned char mt_smem[];
   // 128-byte swizzled tiles start at 1024-byte boundaries.
   const unsigned sQ = (mt_smem_addr(mt_smem) + 1023) & ~1023u;
-  const unsigned sK = sQ + DB * Q_BOX;
+  const unsigned sK = sQ + Q_BUFS * DB * Q_BOX;
   const unsigned sV = sK + STAGES * KV_TILE;
 #if MASK_STAGED
   // The additive mask's tile per stage, [BQ][MS] floats in log2 units.
@@ -56,6 +73,11 @@ const char *const codegen::AttentionWgBody = R"(
   const unsigned fullM = qfree + 8; // MASK_STAGED: a tile's mask landed
   (void)fullM;
   (void)qfree;
+#if CROSS_UNIT
+  // The second q buffer's barriers, after the mask's.
+  const unsigned qbar1 = fullM + (MASK_STAGED ? 8 * STAGES : 0);
+  const unsigned qfree1 = qbar1 + 8;
+#endif
   const int tid = threadIdx.x;
   if (ROWS == 0 || NBH == 0)
     return;
@@ -140,11 +162,12 @@ const char *const codegen::AttentionWgBody = R"(
         // The consumers are done with the previous unit's q (the first
         // unit passes). Rows past the packed rows are zero-filled (and
         // never stored).
-        mt_mbar_wait(qfree, (uc & 1) ^ 1);
-        mt_mbar_expect(qbar, DB * Q_BOX);
+        mt_mbar_wait(MT_QFREE(uc), MT_QPH(uc) ^ 1);
+        mt_mbar_expect(MT_QBAR(uc), DB * Q_BOX);
 #pragma unroll
         for (int c = 0; c < DB; ++c)
-          mt_tma_load(sQ + c * Q_BOX, tm_q, qbar, c * 64, (int)r0, (int)bh);
+          mt_tma_load(sQ + MT_QBUF(uc) + c * Q_BOX, tm_q, MT_QBAR(uc), c * 64,
+                      (int)r0, (int)bh);
         for (int it = 0; it < nTiles; ++it) {
           const int s = MT_ST(it);
           // Both consumers have freed the stage's k (the first lap
@@ -235,7 +258,11 @@ const char *const codegen::AttentionWgBody = R"(
     asm volatile("setmaxnreg.inc.sync.aligned.u32 " CONSUMER_REGS ";");
     const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
     const int g = lane >> 2, t4 = lane & 3;
+#if CROSS_UNIT
+    unsigned qa = sQ + cw * 64 * 128; // this unit's q buffer
+#else
     const unsigned qa = sQ + cw * 64 * 128;
+#endif
     float o[D_ / 2];
     float s[BKV / 2];       // scores, then probabilities
     unsigned pf[NS / 2][4]; // the probabilities as p v's A fragments
@@ -314,7 +341,119 @@ const char *const codegen::AttentionWgBody = R"(
   _Pragma("unroll") for (int kk = 0; kk < NS / 2; ++kk)                        \
       _Pragma("unroll") for (int r = 0; r < 4; ++r)                            \
           asm volatile("" : "+r"(pf[kk][r])::"memory")
+// The additive mask of scores x (row ra) and y (row rb) at key jj, n8
+// tile n, column c, if there is one.
+#if MASK_TMA
+// Key n * 8 + 2 t4 + c of the tile: box n / 4, 16-byte chunk (n % 4) * 2 +
+// t4 / 2 swizzled with the row (its low 3 bits are g), word 2 (t4 & 1) + c.
+#define MT_ADD_MASK(x, y, n, c, jj)                                            \
+  {                                                                            \
+    const int off = ((n) / 4) * (BQ * 128) +                                   \
+                    (((((n) % 4) * 2 + (t4 >> 1)) ^ g) << 4) +                 \
+                    (2 * (t4 & 1) + (c)) * 4;                                  \
+    if (ra < ROWS && (jj) <= lastA)                                            \
+      x += mt_mask_log2(*(const float *)(mtile + off));                        \
+    if (rb < ROWS && (jj) <= lastB)                                            \
+      y += mt_mask_log2(*(const float *)(mtile + 8 * 128 + off));              \
+  }
+#elif MASK_STAGED
+#define MT_ADD_MASK(x, y, n, c, jj)                                            \
+  {                                                                            \
+    if (ra < ROWS && (jj) <= lastA)                                            \
+      x += mrow[(n) * 8 + 2 * t4 + (c)];                                       \
+    if (rb < ROWS && (jj) <= lastB)                                            \
+      y += mrow[8 * MS + (n) * 8 + 2 * t4 + (c)];                              \
+  }
+#elif HAS_MASK
+#define MT_ADD_MASK(x, y, n, c, jj)                                            \
+  {                                                                            \
+    if (ra < ROWS && (jj) <= lastA)                                            \
+      x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, (jj));                    \
+    if (rb < ROWS && (jj) <= lastB)                                            \
+      y += MASK_AT(b, hk * GROUP + rb / SQ, rb % SQ, (jj));                    \
+  }
+#else
+#define MT_ADD_MASK(x, y, n, c, jj)
+#endif
+#if TREE_MAX
+#define MT_MAX_STEP(x, y)
+// One level of the row maxima's tree: tA[n] takes tA[n + H] in.
+#define MT_MAX_LEVEL(H)                                                        \
+  _Pragma("unroll") for (int n = 0; n + (H) < NS; n += 2 * (H)) {              \
+    tA[n] = fmaxf(tA[n], tA[n + (H)]);                                         \
+    tB[n] = fmaxf(tB[n], tB[n + (H)]);                                         \
+  }
+#else
+#define MT_MAX_STEP(x, y)                                                      \
+  mxA = fmaxf(mxA, x);                                                         \
+  mxB = fmaxf(mxB, y)
+#endif
+// The scores of the tile scaled, masked (keys past a row's last when EDGE)
+// and stored back, score j * 4 + i being row (i & 2 ? rb : ra), key j0 +
+// 8 j + 2 t4 + (i & 1).
+#define MT_SCORES(EDGE)                                                        \
+  _Pragma("unroll") for (int n = 0; n < NS; ++n) {                             \
+    _Pragma("unroll") for (int c = 0; c < 2; ++c) {                            \
+      const long long jj = j0 + n * 8 + 2 * t4 + c;                            \
+      float x = MT_SCALED(s[n * 4 + c]);                                       \
+      float y = MT_SCALED(s[n * 4 + 2 + c]);                                   \
+      MT_ADD_MASK(x, y, n, c, jj);                                             \
+      if (EDGE) {                                                              \
+        x = jj > lastA ? MT_NEG_INF : x;                                       \
+        y = jj > lastB ? MT_NEG_INF : y;                                       \
+      }                                                                        \
+      s[n * 4 + c] = x;                                                        \
+      s[n * 4 + 2 + c] = y;                                                    \
+      MT_MAX_STEP(x, y);                                                       \
+    }                                                                          \
+  }
     int gt = 0, uc = 0; // key tiles and units consumed so far
+#if CROSS_UNIT
+    // Rows ra and rb of (batch b, kv head hk) stored from o, normalised by
+    // this thread's shares lA, lB of their sums.
+    auto store = [&](long long b, long long hk, long long ra, long long rb,
+                     float lA, float lB) {
+#pragma unroll
+      for (int w = 1; w < 4; w <<= 1) {
+        lA += __shfl_xor_sync(0xffffffffu, lA, w);
+        lB += __shfl_xor_sync(0xffffffffu, lB, w);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const long long r = half ? rb : ra;
+        if (r >= ROWS)
+          continue;
+        const float l = half ? lB : lA;
+        const float inv = l > 0.f ? 1.f / l : MT_EMPTY_ROW;
+        const long long h = hk * GROUP + r / SQ;
+        unsigned short *dst =
+            out + ((b * HQ + h) * SQ + r % SQ) * D_ + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < NO; ++n)
+          *(unsigned *)(dst + n * 8) = mt_pack2(o[n * 4 + 2 * half] * inv,
+                                                o[n * 4 + 2 * half + 1] * inv);
+      }
+    };
+    // The previous unit's last p v, not issued yet (pend): its stage and
+    // phase, and where its rows go.
+    bool pend = false;
+    int pst = 0;
+    unsigned pph = 0;
+    long long pb = 0, phk = 0, pra = 0, prb = 0;
+    float plA = 0.f, plB = 0.f;
+    // Its p v done: v freed, the rows stored, o zeroed for the next unit.
+    auto finishPending = [&]() {
+      MT_WGMMA_WAIT(0);
+      MT_KEEP_PF();
+#pragma unroll
+      for (int i = 0; i < D_ / 2; ++i)
+        mt_fence_acc(o[i]);
+      if (tid % 128 == 0)
+        mt_mbar_arrive(emptyV + 8 * pst);
+      store(pb, phk, pra, prb, plA, plB);
+      pend = false;
+    };
+#endif
     for (int k = 0;; ++k) {
       const long long L = unitOf(k);
       if (L == -2)
@@ -342,9 +481,11 @@ const char *const codegen::AttentionWgBody = R"(
       long long wgBegin, wgEnd;
       mt_key_range(r0 + cw * 64, 64, BKV, 1, 0, wgBegin, wgEnd);
       (void)wgBegin;
+#if !CROSS_UNIT
 #pragma unroll
       for (int i = 0; i < D_ / 2; ++i)
         o[i] = 0.f;
+#endif
       // Running max (log2 units) and this thread's share of the running
       // sum of rows ra and rb.
       float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
@@ -375,47 +516,34 @@ const char *const codegen::AttentionWgBody = R"(
 #endif
         const bool edge = j0 + BKV - 1 > warpMin;
         float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
+#if EDGE_SPLIT
+        // Only a tile past some row's last key (the causal diagonal, the
+        // keys' end) compares keys: the others run a copy without.
+        if (edge) {
+          MT_SCORES(true);
+        } else {
+          MT_SCORES(false);
+        }
+#else
+        MT_SCORES(edge);
+#endif
+#if TREE_MAX
+        // The row maxima as a tree (depth log2(2 NS)) rather than a chain
+        // of 2 NS dependent maxima between q kᵀ and the first exp2.
+        float tA[NS], tB[NS];
 #pragma unroll
         for (int n = 0; n < NS; ++n) {
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const long long jj = j0 + n * 8 + 2 * t4 + c;
-            float x = MT_SCALED(s[n * 4 + c]);
-            float y = MT_SCALED(s[n * 4 + 2 + c]);
-#if MASK_TMA
-            {
-              // Key n * 8 + 2 t4 + c of the tile: box n / 4, 16-byte chunk
-              // (n % 4) * 2 + t4 / 2 swizzled with the row (its low 3 bits
-              // are g), word 2 (t4 & 1) + c.
-              const int off = (n / 4) * (BQ * 128) +
-                              ((((n % 4) * 2 + (t4 >> 1)) ^ g) << 4) +
-                              (2 * (t4 & 1) + c) * 4;
-              if (ra < ROWS && jj <= lastA)
-                x += mt_mask_log2(*(const float *)(mtile + off));
-              if (rb < ROWS && jj <= lastB)
-                y += mt_mask_log2(*(const float *)(mtile + 8 * 128 + off));
-            }
-#elif MASK_STAGED
-            if (ra < ROWS && jj <= lastA)
-              x += mrow[n * 8 + 2 * t4 + c];
-            if (rb < ROWS && jj <= lastB)
-              y += mrow[8 * MS + n * 8 + 2 * t4 + c];
-#elif HAS_MASK
-            if (ra < ROWS && jj <= lastA)
-              x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, jj);
-            if (rb < ROWS && jj <= lastB)
-              y += MASK_AT(b, hk * GROUP + rb / SQ, rb % SQ, jj);
-#endif
-            if (edge) {
-              x = jj > lastA ? MT_NEG_INF : x;
-              y = jj > lastB ? MT_NEG_INF : y;
-            }
-            s[n * 4 + c] = x;
-            s[n * 4 + 2 + c] = y;
-            mxA = fmaxf(mxA, x);
-            mxB = fmaxf(mxB, y);
-          }
+          tA[n] = fmaxf(s[n * 4 + 0], s[n * 4 + 1]);
+          tB[n] = fmaxf(s[n * 4 + 2], s[n * 4 + 3]);
         }
+        MT_MAX_LEVEL(1);
+        MT_MAX_LEVEL(2);
+        MT_MAX_LEVEL(4);
+        MT_MAX_LEVEL(8);
+        MT_MAX_LEVEL(16);
+        mxA = tA[0];
+        mxB = tB[0];
+#endif
 #pragma unroll
         for (int w = 1; w < 4; w <<= 1) {
           mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
@@ -476,15 +604,48 @@ const char *const codegen::AttentionWgBody = R"(
       // The tiles with keys these rows see come first: [0, nWg).
       const int nWg =
           min(nTiles, wgEnd > 0 ? (int)((wgEnd + BKV - 1) / BKV) : 0);
-      mt_mbar_wait(qbar, uc & 1);
+      mt_mbar_wait(MT_QBAR(uc), MT_QPH(uc));
+#if CROSS_UNIT
+      qa = sQ + MT_QBUF(uc) + cw * 64 * 128;
+#endif
       // q is free for the next unit's once this consumer's last q kᵀ is
       // done (at once without one).
       if (nWg == 0 && tid % 128 == 0)
-        mt_mbar_arrive(qfree);
+        mt_mbar_arrive(MT_QFREE(uc));
 #if OVERLAP
       // FlashAttention-3's intra-warpgroup overlap: tile it's q kᵀ and tile
       // it - 1's p v are in flight together, and the softmax of tile it
       // runs while p v still does.
+#if CROSS_UNIT
+      // Turn 0 (every unit takes it): this unit's first q kᵀ and the
+      // previous unit's last p v; the softmax runs under that p v.
+      MT_TURN_WAIT();
+      if (nWg > 0) {
+        mt_mbar_wait(fullK + 8 * MT_ST(0), MT_PH(0));
+        MT_QK(MT_ST(0));
+      }
+      if (pend)
+        MT_PV(pst, pph);
+      MT_TURN_PASS();
+      if (nWg > 0) {
+        if (pend)
+          MT_WGMMA_WAIT(1);
+        else
+          MT_WGMMA_WAIT(0);
+        if (nWg == 1 && tid % 128 == 0)
+          mt_mbar_arrive(MT_QFREE(uc));
+        MT_FREE_K_QK(MT_ST(0));
+        softmax(0, MT_ST(0), MT_PH(0));
+        MT_FREE_K_SOFTMAX(MT_ST(0));
+      }
+      if (pend)
+        finishPending();
+#pragma unroll
+      for (int i = 0; i < D_ / 2; ++i)
+        o[i] = 0.f;
+      if (nWg > 0)
+        rescaleAndPack();
+#else
       if (nWg > 0) {
         MT_TURN_WAIT();
         mt_mbar_wait(fullK + 8 * MT_ST(0), MT_PH(0));
@@ -492,12 +653,13 @@ const char *const codegen::AttentionWgBody = R"(
         MT_TURN_PASS();
         MT_WGMMA_WAIT(0);
         if (nWg == 1 && tid % 128 == 0)
-          mt_mbar_arrive(qfree);
+          mt_mbar_arrive(MT_QFREE(uc));
         MT_FREE_K_QK(MT_ST(0));
         softmax(0, MT_ST(0), MT_PH(0));
         MT_FREE_K_SOFTMAX(MT_ST(0));
         rescaleAndPack();
       }
+#endif
       for (int it = 1; it < nWg; ++it) {
         const int st = MT_ST(it), pst = MT_ST(it - 1);
         MT_TURN_WAIT();
@@ -508,7 +670,7 @@ const char *const codegen::AttentionWgBody = R"(
         // The groups complete in order: q kᵀ first.
         MT_WGMMA_WAIT(1);
         if (it == nWg - 1 && tid % 128 == 0)
-          mt_mbar_arrive(qfree);
+          mt_mbar_arrive(MT_QFREE(uc));
         MT_FREE_K_QK(st);
         softmax((long long)it * BKV, st, MT_PH(it));
         MT_FREE_K_SOFTMAX(st);
@@ -518,8 +680,9 @@ const char *const codegen::AttentionWgBody = R"(
           mt_mbar_arrive(emptyV + 8 * pst);
         rescaleAndPack();
       }
+#if !CROSS_UNIT
       // The last p v (one more turn; a consumer without products takes it
-      // empty).
+      // empty). CROSS_UNIT leaves it pending for the next unit's turn 0.
       MT_TURN_WAIT();
       if (nWg > 0) {
         const int lst = MT_ST(nWg - 1);
@@ -535,6 +698,7 @@ const char *const codegen::AttentionWgBody = R"(
       } else {
         MT_TURN_PASS();
       }
+#endif
 #else
       for (int it = 0; it < nWg; ++it) {
         const int st = MT_ST(it);
@@ -543,7 +707,7 @@ const char *const codegen::AttentionWgBody = R"(
         MT_QK(st);
         MT_WGMMA_WAIT(0);
         if (it == nWg - 1 && tid % 128 == 0)
-          mt_mbar_arrive(qfree);
+          mt_mbar_arrive(MT_QFREE(uc));
         MT_FREE_K_QK(st);
         softmax((long long)it * BKV, st, ph);
         MT_FREE_K_SOFTMAX(st);
@@ -562,8 +726,11 @@ const char *const codegen::AttentionWgBody = R"(
       for (int it = nWg; it < nTiles; ++it) {
         const int st = MT_ST(it);
         const unsigned ph = MT_PH(it);
-        MT_TURN_WAIT();
-        MT_TURN_PASS();
+        // (CROSS_UNIT: tile 0's turn was turn 0.)
+        if (!CROSS_UNIT || it > 0) {
+          MT_TURN_WAIT();
+          MT_TURN_PASS();
+        }
         mt_mbar_wait(fullK + 8 * st, ph);
         mt_mbar_wait(fullV + 8 * st, ph);
 #if MASK_STAGED
@@ -575,6 +742,33 @@ const char *const codegen::AttentionWgBody = R"(
         if (tid % 128 == 0)
           mt_mbar_arrive(emptyV + 8 * st);
       }
+#if CROSS_UNIT
+      // The last p v waits for the next unit's turn 0 (or the final turn);
+      // rows without keys are stored now.
+      if (nWg > 0) {
+        pend = true;
+        pst = MT_ST(nWg - 1);
+        pph = MT_PH(nWg - 1);
+        pb = b;
+        phk = hk;
+        pra = ra;
+        prb = rb;
+        plA = lA;
+        plB = lB;
+      } else {
+        store(b, hk, ra, rb, lA, lB);
+      }
+      gt += nTiles;
+      ++uc;
+    }
+    // The final turn: the last unit's p v.
+    MT_TURN_WAIT();
+    if (pend)
+      MT_PV(pst, pph);
+    MT_TURN_PASS();
+    if (pend)
+      finishPending();
+#else
       gt += nTiles;
       ++uc;
 #pragma unroll
@@ -598,6 +792,7 @@ const char *const codegen::AttentionWgBody = R"(
                                                 o[n * 4 + 2 * half + 1] * inv);
       }
     }
+#endif
   }
 }
 )";
