@@ -128,6 +128,10 @@ const char *const codegen::AttentionWgBody = R"(
     }
     mt_mbar_init(qbar, 1);
     mt_mbar_init(qfree, 2);
+#if CROSS_UNIT
+    mt_mbar_init(qbar1, 1);
+    mt_mbar_init(qfree1, 2);
+#endif
     // Make the initialised barriers visible to the TMA unit.
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -680,9 +684,23 @@ const char *const codegen::AttentionWgBody = R"(
           mt_mbar_arrive(emptyV + 8 * pst);
         rescaleAndPack();
       }
-#if !CROSS_UNIT
+#if CROSS_UNIT
+      // The last p v is left pending for the next unit's turn 0 (or the
+      // first skipped tile's turn, or the final turn).
+      if (nWg > 0) {
+        pend = true;
+        pst = MT_ST(nWg - 1);
+        pph = MT_PH(nWg - 1);
+        pb = b;
+        phk = hk;
+        pra = ra;
+        prb = rb;
+        plA = lA;
+        plB = lB;
+      }
+#else
       // The last p v (one more turn; a consumer without products takes it
-      // empty). CROSS_UNIT leaves it pending for the next unit's turn 0.
+      // empty).
       MT_TURN_WAIT();
       if (nWg > 0) {
         const int lst = MT_ST(nWg - 1);
@@ -726,10 +744,21 @@ const char *const codegen::AttentionWgBody = R"(
       for (int it = nWg; it < nTiles; ++it) {
         const int st = MT_ST(it);
         const unsigned ph = MT_PH(it);
-        // (CROSS_UNIT: tile 0's turn was turn 0.)
+        // (CROSS_UNIT: tile 0's turn was turn 0, and the first skipped
+        // tile's turn issues the pending p v: its stage must be freed for
+        // the tiles after.)
         if (!CROSS_UNIT || it > 0) {
           MT_TURN_WAIT();
+#if CROSS_UNIT
+          const bool flush = pend;
+          if (flush)
+            MT_PV(pst, pph);
+#endif
           MT_TURN_PASS();
+#if CROSS_UNIT
+          if (flush)
+            finishPending();
+#endif
         }
         mt_mbar_wait(fullK + 8 * st, ph);
         mt_mbar_wait(fullV + 8 * st, ph);
@@ -743,21 +772,9 @@ const char *const codegen::AttentionWgBody = R"(
           mt_mbar_arrive(emptyV + 8 * st);
       }
 #if CROSS_UNIT
-      // The last p v waits for the next unit's turn 0 (or the final turn);
-      // rows without keys are stored now.
-      if (nWg > 0) {
-        pend = true;
-        pst = MT_ST(nWg - 1);
-        pph = MT_PH(nWg - 1);
-        pb = b;
-        phk = hk;
-        pra = ra;
-        prb = rb;
-        plA = lA;
-        plB = lB;
-      } else {
+      // Rows without keys are stored now (o is zero).
+      if (nWg == 0)
         store(b, hk, ra, rb, lA, lB);
-      }
       gt += nTiles;
       ++uc;
     }
