@@ -53,6 +53,7 @@ variants() { # case tile kernel -> "tag sed-args" lines
   # (d64 and the masked tile were timed before: their variants only.)
   [ "$1" = d64 ] || [ "$1" = masked ] || echo "base -e s/^//"
   [ "$1" = d64 ] || echo "st $ST"
+  [ "$1" = ragged ] && [ "$2" = 128x128_s2_o_pp_p ] && echo "ste4 $ST $(set_def EXP_EMU 4)"
   if [ "$2" = 128x128_s2_o_pp_p ]; then
     # CROSS_UNIT double-buffers q: the launch gets one more q tile and
     # two barriers (the checker reads the dump's first line).
@@ -62,6 +63,9 @@ variants() { # case tile kernel -> "tag sed-args" lines
     echo "stx $ST $XS"
   fi
   if [ "$1" = prefill4096 ] && [ "$2" = 128x128_s2_o_pp_p ]; then
+    # EXP_EMU N: every N-th score tile's exp2 on the FMA units.
+    echo "ste4 $ST $(set_def EXP_EMU 4)"
+    echo "ste2 $ST $(set_def EXP_EMU 2)"
     echo "split $(set_def EDGE_SPLIT 1)"
     echo "tree $(set_def TREE_MAX 1)"
     # Timing only: exp2 left out of the softmax (the scores' own values

@@ -412,6 +412,21 @@ const char *const codegen::AttentionWgBody = R"(
     }                                                                          \
   }
     int gt = 0, uc = 0; // key tiles and units consumed so far
+#if EXP_EMU
+    // 2^x for x <= 0 without the multi-function unit (FlashAttention-4's
+    // trick): x = j + f with j = round(x) (added to 1.5 * 2^23, j lands in
+    // the low mantissa bits), 2^f for |f| <= 1/2 by its degree-3 Taylor
+    // polynomial (relative error under 1e-3, below p's 16-bit rounding),
+    // j added to the exponent; under -126 (and -inf) 0.
+    auto mt_exp2_fma = [](float x) {
+      const float t = x + 12582912.f;
+      const float f = x - (t - 12582912.f);
+      const float p =
+          fmaf(fmaf(fmaf(0.05550411f, f, 0.2402265f), f, 0.6931472f), f, 1.f);
+      const float r = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+      return x < -126.f ? 0.f : r;
+    };
+#endif
 #if CROSS_UNIT
     // Rows ra and rb of (batch b, kv head hk) stored from o, normalised by
     // this thread's shares lA, lB of their sums.
@@ -570,10 +585,22 @@ const char *const codegen::AttentionWgBody = R"(
         lB *= aB;
 #pragma unroll
         for (int n = 0; n < NS; ++n) {
+#if EXP_EMU
+          // Every EXP_EMU-th score tile's exp2 on the FMA units instead of
+          // the multi-function unit.
+          if (n % EXP_EMU == EXP_EMU - 1) {
+            s[n * 4 + 0] = mt_exp2_fma(MT_EXP_ARG(s[n * 4 + 0], uA));
+            s[n * 4 + 1] = mt_exp2_fma(MT_EXP_ARG(s[n * 4 + 1], uA));
+            s[n * 4 + 2] = mt_exp2_fma(MT_EXP_ARG(s[n * 4 + 2], uB));
+            s[n * 4 + 3] = mt_exp2_fma(MT_EXP_ARG(s[n * 4 + 3], uB));
+          } else
+#endif
+          {
           s[n * 4 + 0] = exp2f(MT_EXP_ARG(s[n * 4 + 0], uA));
           s[n * 4 + 1] = exp2f(MT_EXP_ARG(s[n * 4 + 1], uA));
           s[n * 4 + 2] = exp2f(MT_EXP_ARG(s[n * 4 + 2], uB));
           s[n * 4 + 3] = exp2f(MT_EXP_ARG(s[n * 4 + 3], uB));
+          }
           lA += s[n * 4 + 0] + s[n * 4 + 1];
           lB += s[n * 4 + 2] + s[n * 4 + 3];
         }
