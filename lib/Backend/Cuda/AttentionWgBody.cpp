@@ -31,30 +31,13 @@ const char *const codegen::AttentionWgBody = R"(
 #define MT_SCALED(x) ((x) * SCALE_LOG2)
 #define MT_EXP_ARG(x, u) ((x) - (u))
 #endif
-// CROSS_UNIT (persistent pingpong tiles): a consumer issues its next query
-// tile's first q kᵀ in the same turn as the last p v of the one before, so
-// the products do not drain between a CTA's units; q is double-buffered
-// (unit u in buffer u % 2) so that the next unit's lands early.
-#if CROSS_UNIT
-#define Q_BUFS 2
-#define MT_QBUF(u) (((u) & 1) * DB * Q_BOX)
-#define MT_QBAR(u) ((u) & 1 ? qbar1 : qbar)
-#define MT_QFREE(u) ((u) & 1 ? qfree1 : qfree)
-#define MT_QPH(u) ((unsigned)((u) >> 1) & 1u)
-#else
-#define Q_BUFS 1
-#define MT_QBUF(u) 0
-#define MT_QBAR(u) qbar
-#define MT_QFREE(u) qfree
-#define MT_QPH(u) ((unsigned)(u) & 1u)
-#endif
 // The stage and phase of the CTA's key tile i, counted over its units.
 #define MT_ST(i) ((gt + (i)) % STAGES)
 #define MT_PH(i) ((unsigned)((gt + (i)) / STAGES) & 1u)
   extern __shared__ __align__(1024) unsigned char mt_smem[];
   // 128-byte swizzled tiles start at 1024-byte boundaries.
   const unsigned sQ = (mt_smem_addr(mt_smem) + 1023) & ~1023u;
-  const unsigned sK = sQ + Q_BUFS * DB * Q_BOX;
+  const unsigned sK = sQ + DB * Q_BOX;
   const unsigned sV = sK + STAGES * KV_TILE;
 #if MASK_STAGED
   // The additive mask's tile per stage, [BQ][MS] floats in log2 units.
@@ -73,11 +56,6 @@ const char *const codegen::AttentionWgBody = R"(
   const unsigned fullM = qfree + 8; // MASK_STAGED: a tile's mask landed
   (void)fullM;
   (void)qfree;
-#if CROSS_UNIT
-  // The second q buffer's barriers, after the mask's.
-  const unsigned qbar1 = fullM + (MASK_STAGED ? 8 * STAGES : 0);
-  const unsigned qfree1 = qbar1 + 8;
-#endif
   const int tid = threadIdx.x;
   if (ROWS == 0 || NBH == 0)
     return;
@@ -128,10 +106,6 @@ const char *const codegen::AttentionWgBody = R"(
     }
     mt_mbar_init(qbar, 1);
     mt_mbar_init(qfree, 2);
-#if CROSS_UNIT
-    mt_mbar_init(qbar1, 1);
-    mt_mbar_init(qfree1, 2);
-#endif
     // Make the initialised barriers visible to the TMA unit.
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -166,12 +140,11 @@ const char *const codegen::AttentionWgBody = R"(
         // The consumers are done with the previous unit's q (the first
         // unit passes). Rows past the packed rows are zero-filled (and
         // never stored).
-        mt_mbar_wait(MT_QFREE(uc), MT_QPH(uc) ^ 1);
-        mt_mbar_expect(MT_QBAR(uc), DB * Q_BOX);
+        mt_mbar_wait(qfree, (uc & 1) ^ 1);
+        mt_mbar_expect(qbar, DB * Q_BOX);
 #pragma unroll
         for (int c = 0; c < DB; ++c)
-          mt_tma_load(sQ + MT_QBUF(uc) + c * Q_BOX, tm_q, MT_QBAR(uc), c * 64,
-                      (int)r0, (int)bh);
+          mt_tma_load(sQ + c * Q_BOX, tm_q, qbar, c * 64, (int)r0, (int)bh);
         for (int it = 0; it < nTiles; ++it) {
           const int s = MT_ST(it);
           // Both consumers have freed the stage's k (the first lap
@@ -262,11 +235,7 @@ const char *const codegen::AttentionWgBody = R"(
     asm volatile("setmaxnreg.inc.sync.aligned.u32 " CONSUMER_REGS ";");
     const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % 32;
     const int g = lane >> 2, t4 = lane & 3;
-#if CROSS_UNIT
-    unsigned qa = sQ + cw * 64 * 128; // this unit's q buffer
-#else
     const unsigned qa = sQ + cw * 64 * 128;
-#endif
     float o[D_ / 2];
     float s[BKV / 2];       // scores, then probabilities
     unsigned pf[NS / 2][4]; // the probabilities as p v's A fragments
@@ -346,38 +315,39 @@ const char *const codegen::AttentionWgBody = R"(
       _Pragma("unroll") for (int r = 0; r < 4; ++r)                            \
           asm volatile("" : "+r"(pf[kk][r])::"memory")
 // The additive mask of scores x (row ra) and y (row rb) at key jj, n8
-// tile n, column c, if there is one.
+// tile n, column c, if there is one (keys past a row's last only looked at
+// in an EDGE tile: the others have none).
 #if MASK_TMA
 // Key n * 8 + 2 t4 + c of the tile: box n / 4, 16-byte chunk (n % 4) * 2 +
 // t4 / 2 swizzled with the row (its low 3 bits are g), word 2 (t4 & 1) + c.
-#define MT_ADD_MASK(x, y, n, c, jj)                                            \
+#define MT_ADD_MASK(x, y, n, c, jj, EDGE)                                      \
   {                                                                            \
     const int off = ((n) / 4) * (BQ * 128) +                                   \
                     (((((n) % 4) * 2 + (t4 >> 1)) ^ g) << 4) +                 \
                     (2 * (t4 & 1) + (c)) * 4;                                  \
-    if (ra < ROWS && (jj) <= lastA)                                            \
+    if (ra < ROWS && (!(EDGE) || (jj) <= lastA))                               \
       x += mt_mask_log2(*(const float *)(mtile + off));                        \
-    if (rb < ROWS && (jj) <= lastB)                                            \
+    if (rb < ROWS && (!(EDGE) || (jj) <= lastB))                               \
       y += mt_mask_log2(*(const float *)(mtile + 8 * 128 + off));              \
   }
 #elif MASK_STAGED
-#define MT_ADD_MASK(x, y, n, c, jj)                                            \
+#define MT_ADD_MASK(x, y, n, c, jj, EDGE)                                      \
   {                                                                            \
-    if (ra < ROWS && (jj) <= lastA)                                            \
+    if (ra < ROWS && (!(EDGE) || (jj) <= lastA))                               \
       x += mrow[(n) * 8 + 2 * t4 + (c)];                                       \
-    if (rb < ROWS && (jj) <= lastB)                                            \
+    if (rb < ROWS && (!(EDGE) || (jj) <= lastB))                               \
       y += mrow[8 * MS + (n) * 8 + 2 * t4 + (c)];                              \
   }
 #elif HAS_MASK
-#define MT_ADD_MASK(x, y, n, c, jj)                                            \
+#define MT_ADD_MASK(x, y, n, c, jj, EDGE)                                      \
   {                                                                            \
-    if (ra < ROWS && (jj) <= lastA)                                            \
+    if (ra < ROWS && (!(EDGE) || (jj) <= lastA))                               \
       x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, (jj));                    \
-    if (rb < ROWS && (jj) <= lastB)                                            \
+    if (rb < ROWS && (!(EDGE) || (jj) <= lastB))                               \
       y += MASK_AT(b, hk * GROUP + rb / SQ, rb % SQ, (jj));                    \
   }
 #else
-#define MT_ADD_MASK(x, y, n, c, jj)
+#define MT_ADD_MASK(x, y, n, c, jj, EDGE)
 #endif
 #if TREE_MAX
 #define MT_MAX_STEP(x, y)
@@ -401,7 +371,7 @@ const char *const codegen::AttentionWgBody = R"(
       const long long jj = j0 + n * 8 + 2 * t4 + c;                            \
       float x = MT_SCALED(s[n * 4 + c]);                                       \
       float y = MT_SCALED(s[n * 4 + 2 + c]);                                   \
-      MT_ADD_MASK(x, y, n, c, jj);                                             \
+      MT_ADD_MASK(x, y, n, c, jj, EDGE);                                       \
       if (EDGE) {                                                              \
         x = jj > lastA ? MT_NEG_INF : x;                                       \
         y = jj > lastB ? MT_NEG_INF : y;                                       \
@@ -412,67 +382,6 @@ const char *const codegen::AttentionWgBody = R"(
     }                                                                          \
   }
     int gt = 0, uc = 0; // key tiles and units consumed so far
-#if EXP_EMU
-    // 2^x for x <= 0 without the multi-function unit (FlashAttention-4's
-    // trick): x = j + f with j = round(x) (added to 1.5 * 2^23, j lands in
-    // the low mantissa bits), 2^f for |f| <= 1/2 by its degree-3 Taylor
-    // polynomial (relative error under 1e-3, below p's 16-bit rounding),
-    // j added to the exponent; under -126 (and -inf) 0.
-    auto mt_exp2_fma = [](float x) {
-      const float t = x + 12582912.f;
-      const float f = x - (t - 12582912.f);
-      const float p =
-          fmaf(fmaf(fmaf(0.05550411f, f, 0.2402265f), f, 0.6931472f), f, 1.f);
-      const float r = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-      return x < -126.f ? 0.f : r;
-    };
-#endif
-#if CROSS_UNIT
-    // Rows ra and rb of (batch b, kv head hk) stored from o, normalised by
-    // this thread's shares lA, lB of their sums.
-    auto store = [&](long long b, long long hk, long long ra, long long rb,
-                     float lA, float lB) {
-#pragma unroll
-      for (int w = 1; w < 4; w <<= 1) {
-        lA += __shfl_xor_sync(0xffffffffu, lA, w);
-        lB += __shfl_xor_sync(0xffffffffu, lB, w);
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const long long r = half ? rb : ra;
-        if (r >= ROWS)
-          continue;
-        const float l = half ? lB : lA;
-        const float inv = l > 0.f ? 1.f / l : MT_EMPTY_ROW;
-        const long long h = hk * GROUP + r / SQ;
-        unsigned short *dst =
-            out + ((b * HQ + h) * SQ + r % SQ) * D_ + 2 * t4;
-#pragma unroll
-        for (int n = 0; n < NO; ++n)
-          *(unsigned *)(dst + n * 8) = mt_pack2(o[n * 4 + 2 * half] * inv,
-                                                o[n * 4 + 2 * half + 1] * inv);
-      }
-    };
-    // The previous unit's last p v, not issued yet (pend): its stage and
-    // phase, and where its rows go.
-    bool pend = false;
-    int pst = 0;
-    unsigned pph = 0;
-    long long pb = 0, phk = 0, pra = 0, prb = 0;
-    float plA = 0.f, plB = 0.f;
-    // Its p v done: v freed, the rows stored, o zeroed for the next unit.
-    auto finishPending = [&]() {
-      MT_WGMMA_WAIT(0);
-      MT_KEEP_PF();
-#pragma unroll
-      for (int i = 0; i < D_ / 2; ++i)
-        mt_fence_acc(o[i]);
-      if (tid % 128 == 0)
-        mt_mbar_arrive(emptyV + 8 * pst);
-      store(pb, phk, pra, prb, plA, plB);
-      pend = false;
-    };
-#endif
     for (int k = 0;; ++k) {
       const long long L = unitOf(k);
       if (L == -2)
@@ -500,11 +409,9 @@ const char *const codegen::AttentionWgBody = R"(
       long long wgBegin, wgEnd;
       mt_key_range(r0 + cw * 64, 64, BKV, 1, 0, wgBegin, wgEnd);
       (void)wgBegin;
-#if !CROSS_UNIT
 #pragma unroll
       for (int i = 0; i < D_ / 2; ++i)
         o[i] = 0.f;
-#endif
       // Running max (log2 units) and this thread's share of the running
       // sum of rows ra and rb.
       float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
@@ -585,22 +492,10 @@ const char *const codegen::AttentionWgBody = R"(
         lB *= aB;
 #pragma unroll
         for (int n = 0; n < NS; ++n) {
-#if EXP_EMU
-          // Every EXP_EMU-th score tile's exp2 on the FMA units instead of
-          // the multi-function unit.
-          if (n % EXP_EMU == EXP_EMU - 1) {
-            s[n * 4 + 0] = mt_exp2_fma(MT_EXP_ARG(s[n * 4 + 0], uA));
-            s[n * 4 + 1] = mt_exp2_fma(MT_EXP_ARG(s[n * 4 + 1], uA));
-            s[n * 4 + 2] = mt_exp2_fma(MT_EXP_ARG(s[n * 4 + 2], uB));
-            s[n * 4 + 3] = mt_exp2_fma(MT_EXP_ARG(s[n * 4 + 3], uB));
-          } else
-#endif
-          {
           s[n * 4 + 0] = exp2f(MT_EXP_ARG(s[n * 4 + 0], uA));
           s[n * 4 + 1] = exp2f(MT_EXP_ARG(s[n * 4 + 1], uA));
           s[n * 4 + 2] = exp2f(MT_EXP_ARG(s[n * 4 + 2], uB));
           s[n * 4 + 3] = exp2f(MT_EXP_ARG(s[n * 4 + 3], uB));
-          }
           lA += s[n * 4 + 0] + s[n * 4 + 1];
           lB += s[n * 4 + 2] + s[n * 4 + 3];
         }
@@ -635,48 +530,15 @@ const char *const codegen::AttentionWgBody = R"(
       // The tiles with keys these rows see come first: [0, nWg).
       const int nWg =
           min(nTiles, wgEnd > 0 ? (int)((wgEnd + BKV - 1) / BKV) : 0);
-      mt_mbar_wait(MT_QBAR(uc), MT_QPH(uc));
-#if CROSS_UNIT
-      qa = sQ + MT_QBUF(uc) + cw * 64 * 128;
-#endif
+      mt_mbar_wait(qbar, uc & 1);
       // q is free for the next unit's once this consumer's last q kᵀ is
       // done (at once without one).
       if (nWg == 0 && tid % 128 == 0)
-        mt_mbar_arrive(MT_QFREE(uc));
+        mt_mbar_arrive(qfree);
 #if OVERLAP
       // FlashAttention-3's intra-warpgroup overlap: tile it's q kᵀ and tile
       // it - 1's p v are in flight together, and the softmax of tile it
       // runs while p v still does.
-#if CROSS_UNIT
-      // Turn 0 (every unit takes it): this unit's first q kᵀ and the
-      // previous unit's last p v; the softmax runs under that p v.
-      MT_TURN_WAIT();
-      if (nWg > 0) {
-        mt_mbar_wait(fullK + 8 * MT_ST(0), MT_PH(0));
-        MT_QK(MT_ST(0));
-      }
-      if (pend)
-        MT_PV(pst, pph);
-      MT_TURN_PASS();
-      if (nWg > 0) {
-        if (pend)
-          MT_WGMMA_WAIT(1);
-        else
-          MT_WGMMA_WAIT(0);
-        if (nWg == 1 && tid % 128 == 0)
-          mt_mbar_arrive(MT_QFREE(uc));
-        MT_FREE_K_QK(MT_ST(0));
-        softmax(0, MT_ST(0), MT_PH(0));
-        MT_FREE_K_SOFTMAX(MT_ST(0));
-      }
-      if (pend)
-        finishPending();
-#pragma unroll
-      for (int i = 0; i < D_ / 2; ++i)
-        o[i] = 0.f;
-      if (nWg > 0)
-        rescaleAndPack();
-#else
       if (nWg > 0) {
         MT_TURN_WAIT();
         mt_mbar_wait(fullK + 8 * MT_ST(0), MT_PH(0));
@@ -684,13 +546,12 @@ const char *const codegen::AttentionWgBody = R"(
         MT_TURN_PASS();
         MT_WGMMA_WAIT(0);
         if (nWg == 1 && tid % 128 == 0)
-          mt_mbar_arrive(MT_QFREE(uc));
+          mt_mbar_arrive(qfree);
         MT_FREE_K_QK(MT_ST(0));
         softmax(0, MT_ST(0), MT_PH(0));
         MT_FREE_K_SOFTMAX(MT_ST(0));
         rescaleAndPack();
       }
-#endif
       for (int it = 1; it < nWg; ++it) {
         const int st = MT_ST(it), pst = MT_ST(it - 1);
         MT_TURN_WAIT();
@@ -701,7 +562,7 @@ const char *const codegen::AttentionWgBody = R"(
         // The groups complete in order: q kᵀ first.
         MT_WGMMA_WAIT(1);
         if (it == nWg - 1 && tid % 128 == 0)
-          mt_mbar_arrive(MT_QFREE(uc));
+          mt_mbar_arrive(qfree);
         MT_FREE_K_QK(st);
         softmax((long long)it * BKV, st, MT_PH(it));
         MT_FREE_K_SOFTMAX(st);
@@ -711,21 +572,6 @@ const char *const codegen::AttentionWgBody = R"(
           mt_mbar_arrive(emptyV + 8 * pst);
         rescaleAndPack();
       }
-#if CROSS_UNIT
-      // The last p v is left pending for the next unit's turn 0 (or the
-      // first skipped tile's turn, or the final turn).
-      if (nWg > 0) {
-        pend = true;
-        pst = MT_ST(nWg - 1);
-        pph = MT_PH(nWg - 1);
-        pb = b;
-        phk = hk;
-        pra = ra;
-        prb = rb;
-        plA = lA;
-        plB = lB;
-      }
-#else
       // The last p v (one more turn; a consumer without products takes it
       // empty).
       MT_TURN_WAIT();
@@ -743,7 +589,6 @@ const char *const codegen::AttentionWgBody = R"(
       } else {
         MT_TURN_PASS();
       }
-#endif
 #else
       for (int it = 0; it < nWg; ++it) {
         const int st = MT_ST(it);
@@ -752,7 +597,7 @@ const char *const codegen::AttentionWgBody = R"(
         MT_QK(st);
         MT_WGMMA_WAIT(0);
         if (it == nWg - 1 && tid % 128 == 0)
-          mt_mbar_arrive(MT_QFREE(uc));
+          mt_mbar_arrive(qfree);
         MT_FREE_K_QK(st);
         softmax((long long)it * BKV, st, ph);
         MT_FREE_K_SOFTMAX(st);
@@ -771,22 +616,8 @@ const char *const codegen::AttentionWgBody = R"(
       for (int it = nWg; it < nTiles; ++it) {
         const int st = MT_ST(it);
         const unsigned ph = MT_PH(it);
-        // (CROSS_UNIT: tile 0's turn was turn 0, and the first skipped
-        // tile's turn issues the pending p v: its stage must be freed for
-        // the tiles after.)
-        if (!CROSS_UNIT || it > 0) {
-          MT_TURN_WAIT();
-#if CROSS_UNIT
-          const bool flush = pend;
-          if (flush)
-            MT_PV(pst, pph);
-#endif
-          MT_TURN_PASS();
-#if CROSS_UNIT
-          if (flush)
-            finishPending();
-#endif
-        }
+        MT_TURN_WAIT();
+        MT_TURN_PASS();
         mt_mbar_wait(fullK + 8 * st, ph);
         mt_mbar_wait(fullV + 8 * st, ph);
 #if MASK_STAGED
@@ -798,21 +629,6 @@ const char *const codegen::AttentionWgBody = R"(
         if (tid % 128 == 0)
           mt_mbar_arrive(emptyV + 8 * st);
       }
-#if CROSS_UNIT
-      // Rows without keys are stored now (o is zero).
-      if (nWg == 0)
-        store(b, hk, ra, rb, lA, lB);
-      gt += nTiles;
-      ++uc;
-    }
-    // The final turn: the last unit's p v.
-    MT_TURN_WAIT();
-    if (pend)
-      MT_PV(pst, pph);
-    MT_TURN_PASS();
-    if (pend)
-      finishPending();
-#else
       gt += nTiles;
       ++uc;
 #pragma unroll
@@ -836,7 +652,6 @@ const char *const codegen::AttentionWgBody = R"(
                                                 o[n * 4 + 2 * half + 1] * inv);
       }
     }
-#endif
   }
 }
 )";

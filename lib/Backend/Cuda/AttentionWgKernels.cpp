@@ -156,7 +156,7 @@ mtsched::generateWgAttentionKernel(const MultiTemplateBufferNode &N,
      << "\n#define PINGPONG " << (T.PingPong ? 1 : 0)
      << "\n#define FUSED_SCALE " << (!S->HasMask && S->Scale > 0 ? 1 : 0)
      << "\n#define LAZY_RESCALE 1\n#define QK_ZERO_INIT 1"
-     << "\n#define EDGE_SPLIT 0\n#define TREE_MAX 0\n#define CROSS_UNIT 0\n#define EXP_EMU 0"
+     << "\n#define EDGE_SPLIT 1\n#define TREE_MAX 1"
      << "\n#define UNITS " << NBH * Tiles
      << "LL // query tiles x (batch, kv head)\n#define NBH " << NBH
      << "LL // batch x kv heads\n#define PRODUCER_REGS \"" << ProducerRegs
