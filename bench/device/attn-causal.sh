@@ -106,7 +106,7 @@ CHECK_RC=$?
 echo "check rc=$CHECK_RC" >> "$OUT/check.log"
 # A kernel that hangs would hang every later step too: leave the new tiles
 # out of them then.
-NEW="attn_wg_128x128_s2,attn_wg_128x64_s3,attn_wg_128x176_s2,attn_wg_128x128_s2_o,attn_wg_128x64_s2_o,attn_wg_128x128_s2_o_p,attn_wg_128x128_s2_o_pp,attn_wg_128x128_s2_o_pp_p,attn_wg_128x128_s3_o_pp,attn_wg_128x128_s3_o_pp_p,attn_wg_128x176_s2_o_pp_p"
+NEW="attn_wg_128x128_s2,attn_wg_128x64_s3,attn_wg_128x176_s2,attn_wg_128x128_s2_o,attn_wg_128x64_s2_o,attn_wg_128x128_s2_o_p,attn_wg_128x128_s2_o_pp,attn_wg_128x128_s2_o_pp_p,attn_wg_128x128_s3_o_pp,attn_wg_128x128_s3_o_pp_p"
 NOWG=()
 if [ "$CHECK_RC" = 124 ]; then
   NOWG=("--disable-choices=$NEW")

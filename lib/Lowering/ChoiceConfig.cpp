@@ -121,11 +121,6 @@ ChoiceConfig ChoiceConfig::getDefault() {
                                       /*PingPong=*/true),
                       wgAttentionTile(128, 128, 3, /*Overlap=*/true,
                                       /*PingPong=*/true, /*Persistent=*/true),
-                      // Without a causal mask 176-key tiles (as
-                      // FlashAttention-3's at D = 128): 2 % under 128-key
-                      // ones at 2048 queries over 4096 keys on an H200.
-                      wgAttentionTile(128, 176, 2, /*Overlap=*/true,
-                                      /*PingPong=*/true, /*Persistent=*/true),
                       // Hopper (sm_90) decode tiles: TMA-fed mma.sync,
                       // the fastest at Llama-3-8B's decode on an H200
                       // (batch 16, 4 and 1 over 4096 keys; docs/
