@@ -106,8 +106,21 @@ else
 fi
 
 echo "== 3. the benchmarker (fp64 check, then timing): the fastest attn_wg choices" | tee -a "$S"
-# Every choice off but those named per graph.
-ALL="attn_math,attn_flash_64x64_w4,attn_flash_32x64_w4,attn_flash_16x64_w4,attn_flash_16x32_w4,attn_mma_128x64_w8,attn_mma_128x32_w4,attn_mma_256x32_w8,attn_mma_64x64_w4,attn_mma_16x32_w4,attn_wg_128x128_s2,attn_wg_128x64_s3,attn_wg_128x176_s2,attn_wg_128x128_s2_o,attn_wg_128x64_s2_o,attn_wg_128x128_s2_o_p,attn_wg_128x128_s2_o_pp,attn_wg_128x128_s2_o_pp_p,attn_wg_128x128_s3_o_pp,attn_wg_128x128_s3_o_pp_p,attn_wg_128x176_s2_o_pp_p"
+# The tiles timed per graph come from a choices file (tile names as in
+# TILES; 128x176_s2_o_pp_p is no default, the others are).
+tiles_json() { python3 - "$@" <<'PY'
+import json, sys
+tiles = []
+for t in sys.argv[2:]:
+    bq, rest = t.split("x")
+    bkv, st = rest.split("_s")
+    flags = st.split("_")[1:]
+    tiles.append({"bq": int(bq), "bkv": int(bkv), "wgmma": True,
+                  "stages": int(st.split("_")[0]), "overlap": "o" in flags,
+                  "pingpong": "pp" in flags, "persistent": "p" in flags})
+json.dump({"attention_tiles": tiles}, open(sys.argv[1], "w"))
+PY
+}
 sed -n '/^graph @prefill_4096/,/^}/p' "$ROOT/bench/attention-llama3.mir" > "$K/g-prefill_4096.mir"
 cat > "$K/g-unmasked.mir" <<'MIR'
 graph @unmasked_2048x4096(%q: bf16[1,16,2048,128], %k: bf16[1,4,4096,128], %v: bf16[1,4,4096,128]) {
@@ -125,15 +138,17 @@ MIR
 while read -r g keep; do
   T=$((73 - (SECONDS - START))); [ "$T" -gt 20 ] && T=20
   [ "$T" -ge 6 ] || { echo "$g skipped: out of time" | tee -a "$S"; continue; }
-  off=$(echo "$ALL" | tr , '\n' | grep -vxF -f <(echo "$keep" | tr , '\n') | paste -sd,)
+  # shellcheck disable=SC2086
+  tiles_json "$K/c-$g.json" ${keep//,/ }
   timeout "$T" "$BIN" "$K/g-$g.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
     --no-cache --kernel-cache-dir="$K/kc" --quiet --choice-timeout-ms=20000 \
-    --disable-choices="$off" >> "$OUT/decided.mir" 2>> "$OUT/decided.log"
+    --choices-file="$K/c-$g.json" --disable-choices=attn_math \
+    >> "$OUT/decided.mir" 2>> "$OUT/decided.log"
   echo "$g rc=$?" | tee -a "$S"
 done <<'LIST'
-prefill_4096 attn_wg_128x128_s2_o_pp_p,attn_wg_128x128_s3_o_pp_p,attn_wg_128x128_s2_o_pp,attn_wg_128x176_s2_o_pp_p
-unmasked attn_wg_128x128_s2_o_pp_p,attn_wg_128x128_s3_o_pp_p,attn_wg_128x176_s2_o_pp_p
-masked attn_wg_128x64_s2_o,attn_wg_128x64_s3
+prefill_4096 128x128_s2_o_pp,128x128_s2_o_pp_p,128x128_s3_o_pp_p,128x176_s2_o_pp_p
+unmasked 128x128_s2_o_pp_p,128x128_s3_o_pp_p,128x176_s2_o_pp_p
+masked 128x64_s3,128x64_s2_o
 LIST
 grep -o "^graph @[a-z0-9_]*\|decided [a-z0-9_]* timings {[^}]*}" "$OUT/decided.mir" | tee -a "$S"
 grep -i "error\|differs\|wrong" "$OUT/decided.log" | head -10 | tee -a "$S"
