@@ -314,6 +314,73 @@ const char *const codegen::AttentionWgBody = R"(
   _Pragma("unroll") for (int kk = 0; kk < NS / 2; ++kk)                        \
       _Pragma("unroll") for (int r = 0; r < 4; ++r)                            \
           asm volatile("" : "+r"(pf[kk][r])::"memory")
+// The additive mask of scores x (row ra) and y (row rb) at key jj, n8
+// tile n, column c, if there is one (keys past a row's last only looked at
+// in an EDGE tile: the others have none).
+#if MASK_TMA
+// Key n * 8 + 2 t4 + c of the tile: box n / 4, 16-byte chunk (n % 4) * 2 +
+// t4 / 2 swizzled with the row (its low 3 bits are g), word 2 (t4 & 1) + c.
+#define MT_ADD_MASK(x, y, n, c, jj, EDGE)                                      \
+  {                                                                            \
+    const int off = ((n) / 4) * (BQ * 128) +                                   \
+                    (((((n) % 4) * 2 + (t4 >> 1)) ^ g) << 4) +                 \
+                    (2 * (t4 & 1) + (c)) * 4;                                  \
+    if (ra < ROWS && (!(EDGE) || (jj) <= lastA))                               \
+      x += mt_mask_log2(*(const float *)(mtile + off));                        \
+    if (rb < ROWS && (!(EDGE) || (jj) <= lastB))                               \
+      y += mt_mask_log2(*(const float *)(mtile + 8 * 128 + off));              \
+  }
+#elif MASK_STAGED
+#define MT_ADD_MASK(x, y, n, c, jj, EDGE)                                      \
+  {                                                                            \
+    if (ra < ROWS && (!(EDGE) || (jj) <= lastA))                               \
+      x += mrow[(n) * 8 + 2 * t4 + (c)];                                       \
+    if (rb < ROWS && (!(EDGE) || (jj) <= lastB))                               \
+      y += mrow[8 * MS + (n) * 8 + 2 * t4 + (c)];                              \
+  }
+#elif HAS_MASK
+#define MT_ADD_MASK(x, y, n, c, jj, EDGE)                                      \
+  {                                                                            \
+    if (ra < ROWS && (!(EDGE) || (jj) <= lastA))                               \
+      x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, (jj));                    \
+    if (rb < ROWS && (!(EDGE) || (jj) <= lastB))                               \
+      y += MASK_AT(b, hk * GROUP + rb / SQ, rb % SQ, (jj));                    \
+  }
+#else
+#define MT_ADD_MASK(x, y, n, c, jj, EDGE)
+#endif
+#if TREE_MAX
+#define MT_MAX_STEP(x, y)
+// One level of the row maxima's tree: tA[n] takes tA[n + H] in.
+#define MT_MAX_LEVEL(H)                                                        \
+  _Pragma("unroll") for (int n = 0; n + (H) < NS; n += 2 * (H)) {              \
+    tA[n] = fmaxf(tA[n], tA[n + (H)]);                                         \
+    tB[n] = fmaxf(tB[n], tB[n + (H)]);                                         \
+  }
+#else
+#define MT_MAX_STEP(x, y)                                                      \
+  mxA = fmaxf(mxA, x);                                                         \
+  mxB = fmaxf(mxB, y)
+#endif
+// The scores of the tile scaled, masked (keys past a row's last when EDGE)
+// and stored back, score j * 4 + i being row (i & 2 ? rb : ra), key j0 +
+// 8 j + 2 t4 + (i & 1).
+#define MT_SCORES(EDGE)                                                        \
+  _Pragma("unroll") for (int n = 0; n < NS; ++n) {                             \
+    _Pragma("unroll") for (int c = 0; c < 2; ++c) {                            \
+      const long long jj = j0 + n * 8 + 2 * t4 + c;                            \
+      float x = MT_SCALED(s[n * 4 + c]);                                       \
+      float y = MT_SCALED(s[n * 4 + 2 + c]);                                   \
+      MT_ADD_MASK(x, y, n, c, jj, EDGE);                                       \
+      if (EDGE) {                                                              \
+        x = jj > lastA ? MT_NEG_INF : x;                                       \
+        y = jj > lastB ? MT_NEG_INF : y;                                       \
+      }                                                                        \
+      s[n * 4 + c] = x;                                                        \
+      s[n * 4 + 2 + c] = y;                                                    \
+      MT_MAX_STEP(x, y);                                                       \
+    }                                                                          \
+  }
     int gt = 0, uc = 0; // key tiles and units consumed so far
     for (int k = 0;; ++k) {
       const long long L = unitOf(k);
@@ -375,47 +442,34 @@ const char *const codegen::AttentionWgBody = R"(
 #endif
         const bool edge = j0 + BKV - 1 > warpMin;
         float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
+#if EDGE_SPLIT
+        // Only a tile past some row's last key (the causal diagonal, the
+        // keys' end) compares keys: the others run a copy without.
+        if (edge) {
+          MT_SCORES(true);
+        } else {
+          MT_SCORES(false);
+        }
+#else
+        MT_SCORES(edge);
+#endif
+#if TREE_MAX
+        // The row maxima as a tree (depth log2(2 NS)) rather than a chain
+        // of 2 NS dependent maxima between q kᵀ and the first exp2.
+        float tA[NS], tB[NS];
 #pragma unroll
         for (int n = 0; n < NS; ++n) {
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const long long jj = j0 + n * 8 + 2 * t4 + c;
-            float x = MT_SCALED(s[n * 4 + c]);
-            float y = MT_SCALED(s[n * 4 + 2 + c]);
-#if MASK_TMA
-            {
-              // Key n * 8 + 2 t4 + c of the tile: box n / 4, 16-byte chunk
-              // (n % 4) * 2 + t4 / 2 swizzled with the row (its low 3 bits
-              // are g), word 2 (t4 & 1) + c.
-              const int off = (n / 4) * (BQ * 128) +
-                              ((((n % 4) * 2 + (t4 >> 1)) ^ g) << 4) +
-                              (2 * (t4 & 1) + c) * 4;
-              if (ra < ROWS && jj <= lastA)
-                x += mt_mask_log2(*(const float *)(mtile + off));
-              if (rb < ROWS && jj <= lastB)
-                y += mt_mask_log2(*(const float *)(mtile + 8 * 128 + off));
-            }
-#elif MASK_STAGED
-            if (ra < ROWS && jj <= lastA)
-              x += mrow[n * 8 + 2 * t4 + c];
-            if (rb < ROWS && jj <= lastB)
-              y += mrow[8 * MS + n * 8 + 2 * t4 + c];
-#elif HAS_MASK
-            if (ra < ROWS && jj <= lastA)
-              x += MASK_AT(b, hk * GROUP + ra / SQ, ra % SQ, jj);
-            if (rb < ROWS && jj <= lastB)
-              y += MASK_AT(b, hk * GROUP + rb / SQ, rb % SQ, jj);
-#endif
-            if (edge) {
-              x = jj > lastA ? MT_NEG_INF : x;
-              y = jj > lastB ? MT_NEG_INF : y;
-            }
-            s[n * 4 + c] = x;
-            s[n * 4 + 2 + c] = y;
-            mxA = fmaxf(mxA, x);
-            mxB = fmaxf(mxB, y);
-          }
+          tA[n] = fmaxf(s[n * 4 + 0], s[n * 4 + 1]);
+          tB[n] = fmaxf(s[n * 4 + 2], s[n * 4 + 3]);
         }
+        MT_MAX_LEVEL(1);
+        MT_MAX_LEVEL(2);
+        MT_MAX_LEVEL(4);
+        MT_MAX_LEVEL(8);
+        MT_MAX_LEVEL(16);
+        mxA = tA[0];
+        mxB = tB[0];
+#endif
 #pragma unroll
         for (int w = 1; w < 4; w <<= 1) {
           mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
