@@ -285,12 +285,23 @@ struct GemmSetup {
   const EpilogueCode *Epi;
   std::string OutName;
   DType OutType;
+  /// SwiGLU's merged gate+up GEMM (SwiGluGemm.cpp, persistent tiles only):
+  /// pointer parameters 0, 1 and 2 are %h, %wg and %wu; each stage holds
+  /// both weights' BN columns, one wgmma 2 * BN wide accumulates gate then
+  /// up, and the epilogue starts from silu(g) * u. BN counts output columns.
+  bool SwiGlu = false;
 };
 
 /// The wgmma + TMA template (sm_90a): appends the kernel to OS, after the
 /// shape #defines, and fills K's launch fields, tensor maps and target.
 llvm::Error emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
                           const GemmSetup &S);
+
+/// K's grid for tile T over Batch products of M x N, Split CTAs per output
+/// tile: one CTA per tile, or for a persistent tile every tile (in whole
+/// clusters down M) along x, walked by at most one CTA per SM.
+void setGemmGrid(KernelSource &K, const GemmTileConfig &T, int64_t M, int64_t N,
+                 int64_t Batch, int Split = 1);
 
 } // namespace codegen
 } // namespace mtsched

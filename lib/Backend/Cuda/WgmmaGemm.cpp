@@ -55,6 +55,18 @@ static const char *WgmmaTileDefines = R"(
 #define B_STAGE (BN / 64 * B_BOX) // bytes of one B stage
 )";
 
+/// WgmmaTileDefines; for the merged SwiGLU a B stage holds the gate's BN
+/// columns, then the up's.
+static std::string tileDefines(bool SwiGlu) {
+  std::string S = WgmmaTileDefines;
+  if (SwiGlu) {
+    llvm::StringRef From = "(BN / 64 * B_BOX) // bytes of one B stage";
+    S.replace(S.find(From.str()), From.size(),
+              "(2 * BN / 64 * B_BOX) // bytes of one B stage: gate, then up");
+  }
+  return S;
+}
+
 /// Barriers, TMA, descriptors and wgmma fences (also the attention
 /// template's, AttentionWgKernels.cpp).
 const char *const codegen::WgmmaHelpers = R"(
@@ -185,6 +197,32 @@ __device__ __forceinline__ void mt_tma_load_multicast(
       "h"(mask) : "memory");
 }
 )";
+
+/// The producer's B loads of the merged SwiGLU ($BLOADS of emitWgmmaGemm's
+/// k-loop): the gate's BN / 64 boxes then the up's, one stage tile that a
+/// single wgmma 2 * BN wide reads; in a cluster each CTA loads every other
+/// box into both CTAs.
+static const char *swigluBLoads(int Cluster) {
+  if (Cluster > 1)
+    return R"(        // Each CTA loads its half of the boxes of both weights (the
+        // gate's, then the up's) into both.
+        #pragma unroll
+        for (int j = MT_RANK; j < 2 * BN / 64; j += CLUSTER)
+          mt_tma_load_multicast(sB + s * B_STAGE + j * B_BOX,
+                                j < BN / 64 ? tm_b : tm_u, full + 8 * s,
+                                (int)n0 + j % (BN / 64) * 64, $K * BK,
+                                (int)bz, (1 << CLUSTER) - 1);
+)";
+  return R"(        // The gate's boxes, then the up's: one wgmma reads both.
+        #pragma unroll
+        for (int j = 0; j < BN / 64; ++j) {
+          mt_tma_load(sB + s * B_STAGE + j * B_BOX, tm_b, full + 8 * s,
+                      (int)n0 + j * 64, $K * BK, (int)bz);
+          mt_tma_load(sB + s * B_STAGE + (BN / 64 + j) * B_BOX, tm_u,
+                      full + 8 * s, (int)n0 + j * 64, $K * BK, (int)bz);
+        }
+)";
+}
 
 /// The epilogue's store through shared memory and TMA: MT_TILE_STORE(PACK)
 /// stores the tile's 16-bit results, PACK being the 32-bit word of the
@@ -362,66 +400,103 @@ int codegen::wgmmaConsumerRegs(int Consumers) {
   return std::min(256, Pool / (128 * Consumers) / 8 * 8);
 }
 
-llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
-                                   const GemmSetup &S) {
+/// What a wgmma tile needs of the problem and the device, worked out before
+/// any text is written: its consumer warpgroups and their registers, the
+/// CTA's shared memory and whether the result is stored with TMA.
+struct WgmmaLayout {
+  int Consumers = 0, ConsumerRegs = 0, Cluster = 1, CCols = 0;
+  int64_t Smem = 0, StagingBytes = 0;
+  bool Store = false;
+};
+
+static llvm::Expected<WgmmaLayout> wgmmaLayout(const GemmSetup &S) {
   const GemmTileConfig &T = S.T;
+  const std::string Name = S.SwiGlu ? swigluChoiceName(T) : gemmChoiceName(T);
+  WgmmaLayout L;
   if (S.Dt != DType::BF16 && S.Dt != DType::F16)
     return err("the wgmma template needs bf16 or f16 operands, got " +
                dtypeName(S.Dt));
   if (T.BK != 64)
-    return err("tile " + gemmChoiceName(T) +
+    return err("tile " + Name +
                ": the wgmma template needs BK = 64 (one 128-byte swizzled "
                "row of 16-bit elements)");
   if (T.BM % 64 || T.BM > 256 || T.BN % 64 || T.BN > 256)
     return err(
-        "tile " + gemmChoiceName(T) +
+        "tile " + Name +
         ": the wgmma template needs BM and BN multiples of 64 up to 256");
   if (T.Stages < 2)
-    return err("tile " + gemmChoiceName(T) +
-               ": the wgmma template needs at least 2 stages");
+    return err("tile " + Name + ": the wgmma template needs at least 2 stages");
   if (T.Persistent && T.SplitK > 1)
-    return err("tile " + gemmChoiceName(T) +
+    return err("tile " + Name +
                ": a persistent wgmma tile cannot also split K");
-  int Cluster = std::max(1, T.Cluster);
+  // The merged SwiGLU's one wgmma is 2 * BN wide, and wgmma's N is at most
+  // 256; its plain tiles are SwiGluGemm.cpp's own kernel.
+  if (S.SwiGlu && (!T.Persistent || T.SplitK > 1 || T.BN > 128))
+    return err("tile " + Name +
+               ": a merged gate+up tile on the GEMM template is persistent, "
+               "does not split K and has BN up to 128 (one wgmma 2 * BN "
+               "wide)");
+  // The boxes of 64 columns of each stage's B tile (both weights' for the
+  // merged SwiGLU).
+  const int Boxes = (S.SwiGlu ? 2 : 1) * T.BN / 64;
+  const int Cluster = L.Cluster = std::max(1, T.Cluster);
   if (Cluster > 1 && !T.Persistent)
-    return err("tile " + gemmChoiceName(T) +
+    return err("tile " + Name +
                ": only a persistent wgmma tile can run in clusters");
-  if (Cluster > 2 || (T.BN / 64) % Cluster)
-    return err("tile " + gemmChoiceName(T) +
+  if (Cluster > 2 || Boxes % Cluster)
+    return err("tile " + Name +
                ": a cluster is 2 CTAs, which split the B tile's " +
-               llvm::Twine(T.BN / 64) + " 64-column boxes between them");
+               llvm::Twine(Boxes) + " 64-column boxes between them");
   if (S.K % 8 || S.N % 8)
     return err("the wgmma template needs K and N multiples of 8 (TMA row "
                "strides are multiples of 16 bytes), got K = " +
                llvm::Twine(S.K) + ", N = " + llvm::Twine(S.N));
-  int Consumers = T.BM / 64;
+  const int Consumers = L.Consumers = T.BM / 64;
   // One CTA per SM: the producer gives its registers to the consumers.
-  int ConsumerRegs = 0;
+  const int Accs = Boxes * 32; // fp32 accumulators per consumer thread
   if (Consumers > 1) {
-    ConsumerRegs = wgmmaConsumerRegs(Consumers);
-    if (T.BN / 2 + ConsumerOverheadRegs > ConsumerRegs)
-      return err("tile " + gemmChoiceName(T) + ": " + llvm::Twine(T.BN / 2) +
+    L.ConsumerRegs = wgmmaConsumerRegs(Consumers);
+    if (Accs + ConsumerOverheadRegs > L.ConsumerRegs)
+      return err("tile " + Name + ": " + llvm::Twine(Accs) +
                  " accumulators per thread do not fit in the " +
-                 llvm::Twine(ConsumerRegs) + " registers of " +
+                 llvm::Twine(L.ConsumerRegs) + " registers of " +
                  llvm::Twine(Consumers) + " consumer warpgroups");
   }
-  const char *Type = S.Dt == DType::BF16 ? "bf16" : "f16";
-  int Split = std::max(1, T.SplitK);
   // A persistent tile stores a 16-bit result with TMA (TileStore) when the
   // staging fits beside the stages: 64 rows by 128 columns (64 where BN is
   // not a multiple of 128) per consumer warpgroup.
-  int CCols = T.BN % 128 == 0 ? 128 : 64;
-  int64_t StagingBytes = int64_t(Consumers) * 64 * CCols * 2;
-  int64_t Smem =
-      1024 + int64_t(T.Stages) * (T.BM + T.BN) * T.BK * 2 + 16 * T.Stages;
+  L.CCols = T.BN % 128 == 0 ? 128 : 64;
+  L.StagingBytes = int64_t(Consumers) * 64 * L.CCols * 2;
+  L.Smem =
+      1024 + int64_t(T.Stages) * (T.BM + Boxes * 64) * T.BK * 2 + 16 * T.Stages;
   if (T.Persistent)
-    Smem += 2 * int64_t(T.BM) * 4; // the row reduction's scratch
+    L.Smem += 2 * int64_t(T.BM) * 4; // the row reduction's scratch
   // (An epilogue through a transpose stores each element at its mapped
   // index instead: the tile is not a box of the output.)
-  bool Store = T.Persistent && dtypeBytes(S.OutType) == 2 && !S.Epi->Permuted &&
-               Smem + StagingBytes <= MaxSharedBytes;
-  if (Store)
-    Smem += StagingBytes;
+  L.Store = T.Persistent && dtypeBytes(S.OutType) == 2 && !S.Epi->Permuted &&
+            L.Smem + L.StagingBytes <= MaxSharedBytes;
+  if (L.Store)
+    L.Smem += L.StagingBytes;
+  if (L.Smem > MaxSharedBytes)
+    return err("tile " + Name + ": " + llvm::Twine(T.Stages) + " stages take " +
+               llvm::Twine(L.Smem) +
+               " bytes of shared memory, more than the 227 KB of an sm_90 "
+               "CTA");
+  return L;
+}
+
+llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
+                                   const GemmSetup &S) {
+  const GemmTileConfig &T = S.T;
+  llvm::Expected<WgmmaLayout> L = wgmmaLayout(S);
+  if (!L)
+    return L.takeError();
+  const int Consumers = L->Consumers, ConsumerRegs = L->ConsumerRegs,
+            Cluster = L->Cluster, CCols = L->CCols;
+  const int64_t Smem = L->Smem;
+  const bool Store = L->Store, SwiGlu = S.SwiGlu;
+  const char *Type = S.Dt == DType::BF16 ? "bf16" : "f16";
+  int Split = std::max(1, T.SplitK);
   if (T.Persistent)
     OS << "#define BATCH " << S.Batch << "\n#define GROUP_M "
        << GroupedRasterRows << "\n#define CLUSTER " << Cluster
@@ -431,7 +506,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   OS << "#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
      << " // consumer warpgroups, 64 rows each\n#define SPLITK " << Split
      << " // CTAs per output tile, each over a slice of K\n"
-     << WgmmaTileDefines << WgmmaHelpers << wgmmaFunction(T.BN, Type);
+     << tileDefines(SwiGlu) << WgmmaHelpers
+     << wgmmaFunction(SwiGlu ? 2 * T.BN : T.BN, Type);
   if (Cluster > 1)
     OS << ClusterHelpers;
   else
@@ -448,6 +524,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS, 1) " << K.Name
      << "(\n    const __grid_constant__ mt_tensor_map tm_a,\n"
      << "    const __grid_constant__ mt_tensor_map tm_b, "
+     << (SwiGlu ? "const __grid_constant__ mt_tensor_map tm_u,\n    " : "")
      << (Store ? "const __grid_constant__ mt_tensor_map tm_c,\n    " : "")
      << S.P->signature() << (Split > 1 ? ", float *__restrict__ mt_ws" : "")
      << ") {\n"
@@ -521,7 +598,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
     };
     Replace(
         "$BLOADS",
-        Cluster > 1
+        SwiGlu ? swigluBLoads(Cluster)
+        : Cluster > 1
             ? R"(        // Each CTA loads its half of the boxes of B into both.
         #pragma unroll
         for (int j = MT_RANK; j < BN / 64; j += CLUSTER)
@@ -535,6 +613,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
                       (int)n0 + j * 64, $K * BK, (int)bz);
 )");
     Replace("$STEP", T.Persistent ? "++kt, ++it" : "++kt");
+    Replace("$ACCS", SwiGlu ? "BN" : "BN / 2");
     Replace("$RING", T.Persistent ? "it" : "kt");
     Replace("$K", T.Persistent ? "kt" : "(kt0 + kt)");
     return Out;
@@ -543,6 +622,9 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_a) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_b) : "memory");
 )";
+  if (SwiGlu)
+    OS << "      asm volatile(\"prefetch.tensormap [%0];\" ::\"l\"(&tm_u) : "
+          "\"memory\");\n";
   if (T.Persistent)
     OS << R"(      // The stages form one ring across this CTA's tiles: `it` counts its
       // k-tiles so far.
@@ -576,9 +658,9 @@ $BLOADS      }
          tile += gridDim.x / CLUSTER) {
     MT_TILE(tile);
 )";
-  OS << Loop(R"(    float acc[BN / 2];
+  OS << Loop(R"(    float acc[$ACCS];
     #pragma unroll
-    for (int i = 0; i < BN / 2; ++i)
+    for (int i = 0; i < $ACCS; ++i)
       acc[i] = 0.f;
     for (int kt = 0; kt < KT; $STEP) {
       const int s = $RING % STAGES;
@@ -608,7 +690,20 @@ $BLOADS      }
     if (KT > 0 && tid % 128 == 0)
       mt_release(empty + 8 * ((it - 1) % STAGES));
 )";
-  OS << R"(    #pragma unroll
+  if (SwiGlu)
+    OS << R"(    #pragma unroll
+    for (int i = 0; i < BN; ++i)
+      mt_fence_acc(acc[i]);
+    // silu(g) * u in f32 (the store rounds once): the gate's accumulators
+    // are the first BN / 2, the up's the next BN / 2, column for column.
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+      const float g = acc[i];
+      acc[i] = g / (1.f + expf(-g)) * acc[BN / 2 + i];
+    }
+)";
+  else
+    OS << R"(    #pragma unroll
     for (int i = 0; i < BN / 2; ++i)
       mt_fence_acc(acc[i]);
 )";
@@ -648,6 +743,9 @@ $BLOADS      }
   int64_t ARows = S.M, Batch = S.Batch;
   K.TensorMaps = {wgmmaTensorMap(0, S.K, ARows, Batch, 64, T.BM),
                   wgmmaTensorMap(1, S.N, S.K, Batch, 64, T.BK)};
+  if (SwiGlu)
+    // The up weights, the third pointer parameter (after %h and %wg).
+    K.TensorMaps.push_back(wgmmaTensorMap(2, S.N, S.K, Batch, 64, T.BK));
   if (Store)
     // The result, [batch][M][N], in 64 x 64 boxes: the last pointer
     // parameter (ParamList puts the result after any `writes`).
