@@ -1,39 +1,43 @@
 #!/usr/bin/env bash
 # swiglu-p branch (issue 35): the merged gate+up GEMM's persistent wgmma
 # tiles (swiglu_wg_..._p: the GEMM template's persistent kernel with both
-# weights' columns in each B stage, one wgmma 2 * BN wide; _p_c2 in
-# clusters of two) beside the plain swiglu_wg tiles and the split form, on
-# one H200. Run from the repository root with .device/bin/mtsched-opt;
-# results under $OUT (4 files); every step under `timeout`, under 100 s.
+# weights' columns in each B stage, one wgmma 2 * BN wide; _p_d claiming
+# its tiles from a counter) beside the plain swiglu_wg tile and the split
+# form, on one H200. Run from the repository root with
+# .device/bin/mtsched-opt; results under $OUT (4 files); every step under
+# `timeout`, under 75 s (round 2; round 1 also timed _p_c2 and
+# swiglu_wg_128x64x64_s6_p, which lost everywhere).
 #   1. lit.log: lit Cuda/swiglu-wg-run.mir (every wg tile forced, old and
-#      new, checked while tuning and --run against the fp64 interpreter)
-#      and Cuda/swiglu-run.mir (the MLP decided either way, --run).
+#      new, checked while tuning and --run against the fp64 interpreter),
+#      Cuda/swiglu-run.mir (the MLP decided either way, --run) and
+#      Cuda/persistent-wgmma-run.mir (the GEMM's _p and _p_d tiles).
 #   2. summary.txt, decided.mir, reports.tar.gz: the SwiGLU MLP's gate/up
 #      (silu * mul) at prefill, bf16, every choice timed (--prune-top-k=0)
 #      after the benchmarker's fp64 check, twice per shape: Llama-3-70B
 #      (2048 x 8192 -> 28672), Llama-3-8B (2048 x 4096 -> 14336), DeepSeek's
-#      experts (64 x [2048 x 2048] * [2048 x 1408], batched weights). The
-#      choices file offers the merged tiles old and new and, for the split
-#      form's GEMMs, the two best of the last call (gemm_wg_128x256x64_s4_p,
-#      gemm_wg_128x128x64_s6_p) and cuBLAS; select-swiglu writes
-#      swiglu_merged_us / swiglu_split_us on %gu.
+#      experts (64 x [2048 x 2048] * [2048 x 1408]) and Mixtral's (8 x
+#      [2048 x 4096] * [4096 x 14336]), both batched weights. The choices
+#      file offers the plain merged 128x128 tile, the _p and _p_d ones and,
+#      for the split form's GEMMs, the best two of round 1's three
+#      (gemm_wg_128x256x64_s4_p, cuBLAS) and gemm_wg_128x256x64_s4_p_d;
+#      select-swiglu writes swiglu_merged_us / swiglu_split_us on %gu.
 set -u
 ROOT=$PWD; D=$ROOT/.device
 source "$ROOT/scripts/device-driver.sh" # device_lit_tree, device_script_setup
 device_script_setup "$ROOT" swiglu-p    # NCCL_NVLS_ENABLE=0, BIN, PY, OUT
 export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 START=$SECONDS
-left() { echo $((92 - (SECONDS - START))); }
+left() { echo $((70 - (SECONDS - START))); }
 S=$OUT/summary.txt
 { date -u +%FT%TZ; nvidia-smi -L; git -C "$ROOT" log --oneline -1 2>/dev/null; } > "$S" 2>&1
 K=$(mktemp -d)
 
-echo "== 1. lit: Cuda/swiglu-wg-run.mir (A-C plain tiles, D-F persistent), Cuda/swiglu-run.mir" | tee -a "$S"
+echo "== 1. lit: Cuda/swiglu-wg-run.mir (A-C plain tiles, D-G persistent), swiglu-run.mir, persistent-wgmma-run.mir" | tee -a "$S"
 device_lit_tree "$ROOT" "$D"
-timeout 40 python3 "$D/lit/lit.py" -sv --filter 'swiglu-wg-run|swiglu-run' "$W/test/lit/Cuda" > "$OUT/lit.log" 2>&1
+timeout 30 python3 "$D/lit/lit.py" -sv --filter 'swiglu-wg-run|swiglu-run|persistent-wgmma-run' "$W/test/lit/Cuda" > "$OUT/lit.log" 2>&1
 echo "lit rc=$?" | tee -a "$S"
 grep -E "^(PASS|FAIL|UNSUPPORTED|TIMEOUT):" "$OUT/lit.log" | tee -a "$S"
-for f in "$W"/test/lit/Cuda/Output/swiglu*-run.mir.tmp*.log; do
+for f in "$W"/test/lit/Cuda/Output/{swiglu,persistent}*-run.mir.tmp*.log; do
   [ -f "$f" ] && { echo "-- $(basename "$f")"; grep -h "run @\|error\|wrong\|differs" "$f" | grep -v "decided graph" | head -8; }
 done | tee -a "$S" >> "$OUT/lit.log"
 
@@ -41,13 +45,11 @@ echo "== 2. SwiGLU at prefill: merged (swiglu_wg_*) against split (two GEMMs, si
 cat > "$K/choices.json" <<'JSON'
 {"swiglu_tiles": [
   {"template": "wgmma", "bm": 128, "bn": 128, "bk": 64, "stages": 4},
-  {"template": "wgmma", "bm": 128, "bn": 64, "bk": 64, "stages": 6},
   {"template": "wgmma", "bm": 128, "bn": 128, "bk": 64, "stages": 4, "persistent": true},
-  {"template": "wgmma", "bm": 128, "bn": 128, "bk": 64, "stages": 4, "persistent": true, "cluster": 2},
-  {"template": "wgmma", "bm": 128, "bn": 64, "bk": 64, "stages": 6, "persistent": true}],
+  {"template": "wgmma", "bm": 128, "bn": 128, "bk": 64, "stages": 4, "persistent": true, "dynamic": true}],
  "gemm_tiles": [
   {"template": "wgmma", "bm": 128, "bn": 256, "bk": 64, "stages": 4, "persistent": true},
-  {"template": "wgmma", "bm": 128, "bn": 128, "bk": 64, "stages": 6, "persistent": true}],
+  {"template": "wgmma", "bm": 128, "bn": 256, "bk": 64, "stages": 4, "persistent": true, "dynamic": true}],
  "gemm_externs": ["extern.cublas"]}
 JSON
 mlp() { # NAME M K N [E: experts, one weight each (bmm)]
@@ -62,10 +64,11 @@ mlp() { # NAME M K N [E: experts, one weight each (bmm)]
 mlp llama70b_prefill 2048 8192 28672
 mlp llama8b_prefill 2048 4096 14336
 mlp moe_experts 2048 2048 1408 64
+mlp mixtral_experts 2048 4096 14336 8
 : > "$OUT/decided.mir"
 for R in 1 2; do
-for G in llama70b_prefill llama8b_prefill moe_experts; do
-  T=$(left); [ "$T" -gt 20 ] && T=20
+for G in llama70b_prefill llama8b_prefill moe_experts mixtral_experts; do
+  T=$(left); [ "$T" -gt 15 ] && T=15
   if [ "$T" -lt 8 ]; then echo "$G run $R skipped: out of time" | tee -a "$S"; continue; fi
   timeout "$T" "$BIN" "$K/$G.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
     --choices-file="$K/choices.json" --no-cache --kernel-cache-dir="$K/kc" --quiet \

@@ -165,7 +165,7 @@ std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
       T.SplitK > 1 ? "_k" + std::to_string(T.SplitK) : std::string();
   if (T.Template == GemmTemplate::Wgmma)
     return "gemm_wg_" + Tile + "_s" + std::to_string(T.Stages) + Split +
-           (T.Persistent ? "_p" : "") +
+           (T.Persistent ? "_p" : "") + (T.Dynamic ? "_d" : "") +
            (T.Cluster > 1 ? "_c" + std::to_string(T.Cluster) : "");
   return "gemm_" + Tile + "_w" + std::to_string(T.Warps) + "_s" +
          std::to_string(T.Stages) + Split;
@@ -186,8 +186,11 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
       S = S.drop_back(Last.size() + 2);
     }
   }
+  bool Dynamic = S.starts_with("gemm_wg_") && S.consume_back("_d");
   bool Persistent = S.starts_with("gemm_wg_") && S.consume_back("_p");
-  if (Cluster > 1 && !Persistent)
+  if ((Cluster > 1 || Dynamic) && !Persistent)
+    return std::nullopt;
+  if (Dynamic && Cluster > 1)
     return std::nullopt;
   auto Int = [&](int &Out, char Sep) {
     size_t End = Sep ? S.find(Sep) : S.size();
@@ -217,6 +220,7 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
     T.SplitK = SplitK;
     T.Persistent = Persistent;
     T.Cluster = Cluster;
+    T.Dynamic = Dynamic;
   }
   return T;
 }
@@ -225,7 +229,7 @@ std::string mtsched::swigluChoiceName(const GemmTileConfig &T) {
   if (T.Template == GemmTemplate::Wgmma)
     return "swiglu_wg_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) +
            "x" + std::to_string(T.BK) + "_s" + std::to_string(T.Stages) +
-           (T.Persistent ? "_p" : "") +
+           (T.Persistent ? "_p" : "") + (T.Dynamic ? "_d" : "") +
            (T.Cluster > 1 ? "_c" + std::to_string(T.Cluster) : "");
   return "swiglu_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
          std::to_string(T.BK) + "_w" + std::to_string(T.Warps) + "_s" +

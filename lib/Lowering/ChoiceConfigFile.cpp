@@ -100,12 +100,22 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
                              "have a 'cluster' of 2");
     Cluster = int(*V);
   }
+  bool Dynamic = false;
+  if (const llvm::json::Value *D = O->get("dynamic")) {
+    std::optional<bool> V = D->getAsBoolean();
+    if (!V || (*V && (!Persistent || Cluster > 1)))
+      return fileError(Path, "gemm tile field 'dynamic' must be true or "
+                             "false, and true only for a 'persistent' tile "
+                             "without a 'cluster'");
+    Dynamic = *V;
+  }
   if (Wgmma) {
     int SplitK = T.SplitK;
     T = wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
     T.SplitK = SplitK;
     T.Persistent = Persistent;
     T.Cluster = Cluster;
+    T.Dynamic = Dynamic;
   }
   return T;
 }

@@ -224,6 +224,57 @@ static const char *swigluBLoads(int Cluster) {
 )";
 }
 
+/// A dynamic persistent tile (`_p_d`): the producer's first thread claims
+/// each next tile from the counter mt_sched[0] (its own first tile is
+/// blockIdx.x, the others gridDim.x + the count) and hands it to the
+/// consumers through a ring of two shared-memory slots, each with a `tfull`
+/// (the producer wrote it) and a `tempty` (every consumer thread read it)
+/// mbarrier; a tile past the last ends both loops. With a static stride,
+/// SMs that run ahead take their next tiles further and further from the
+/// others' in the grouped order, and the L2 reuse that order is for fades.
+static const char *DynamicRing =
+    R"(  // The tile ring after the scratch: two tfull and two tempty mbarriers,
+  // then two 4-byte slots.
+  const unsigned tfull = empty + 8 * STAGES + 2 * BM * 4;
+  const unsigned tempty = tfull + 16, tslot = tempty + 16;
+)";
+static const char *DynamicProducerHead =
+    R"(      // The stages form one ring across this CTA's tiles: `it` counts its
+      // k-tiles so far.
+      int it = 0;
+      for (int n = 0;; ++n) {
+      const int tile = n == 0 ? (int)blockIdx.x
+                              : (int)gridDim.x + (int)atomicAdd(mt_sched, 1u);
+      mt_mbar_wait(tempty + 8 * (n & 1), ((n >> 1) & 1) ^ 1);
+      asm volatile("st.shared.u32 [%0], %1;" ::"r"(tslot + 4 * (n & 1)),
+                   "r"(tile) : "memory");
+      mt_mbar_arrive(tfull + 8 * (n & 1));
+      if (tile >= TILES)
+        break;
+      MT_TILE(tile);
+)";
+/// After the producer's loop: the last CTA to finish claiming resets both
+/// counters for the next launch (every CTA claimed its last tile before it
+/// counts itself done).
+static const char *DynamicProducerTail =
+    R"(      __threadfence();
+      if (atomicAdd(mt_sched + 1, 1u) == gridDim.x - 1) {
+        mt_sched[0] = 0;
+        mt_sched[1] = 0;
+      }
+)";
+static const char *DynamicConsumerHead = R"(    int it = 0;
+    for (int n = 0;; ++n) {
+    mt_mbar_wait(tfull + 8 * (n & 1), (n >> 1) & 1);
+    int tile;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(tile)
+                 : "r"(tslot + 4 * (n & 1)) : "memory");
+    mt_mbar_arrive(tempty + 8 * (n & 1));
+    if (tile >= TILES)
+      break;
+    MT_TILE(tile);
+)";
+
 /// The epilogue's store through shared memory and TMA: MT_TILE_STORE(PACK)
 /// stores the tile's 16-bit results, PACK being the 32-bit word of the
 /// accumulator pair (v0, v1). Each consumer warpgroup stages its 64 rows
@@ -443,6 +494,10 @@ static llvm::Expected<WgmmaLayout> wgmmaLayout(const GemmSetup &S) {
   if (Cluster > 1 && !T.Persistent)
     return err("tile " + Name +
                ": only a persistent wgmma tile can run in clusters");
+  if (T.Dynamic && (!T.Persistent || Cluster > 1))
+    return err("tile " + Name +
+               ": only a persistent wgmma tile without a cluster claims its "
+               "tiles dynamically");
   if (Cluster > 2 || Boxes % Cluster)
     return err("tile " + Name +
                ": a cluster is 2 CTAs, which split the B tile's " +
@@ -471,6 +526,8 @@ static llvm::Expected<WgmmaLayout> wgmmaLayout(const GemmSetup &S) {
       1024 + int64_t(T.Stages) * (T.BM + Boxes * 64) * T.BK * 2 + 16 * T.Stages;
   if (T.Persistent)
     L.Smem += 2 * int64_t(T.BM) * 4; // the row reduction's scratch
+  if (T.Dynamic)
+    L.Smem += 40; // the tile ring: two pairs of mbarriers, two slots
   // (An epilogue through a transpose stores each element at its mapped
   // index instead: the tile is not a box of the output.)
   L.Store = T.Persistent && dtypeBytes(S.OutType) == 2 && !S.Epi->Permuted &&
@@ -527,7 +584,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
      << (SwiGlu ? "const __grid_constant__ mt_tensor_map tm_u,\n    " : "")
      << (Store ? "const __grid_constant__ mt_tensor_map tm_c,\n    " : "")
      << S.P->signature() << (Split > 1 ? ", float *__restrict__ mt_ws" : "")
-     << ") {\n"
+     << (T.Dynamic ? ", unsigned *__restrict__ mt_sched" : "") << ") {\n"
      << "  extern __shared__ __align__(1024) unsigned char mt_smem[];\n"
      << "  // 128-byte swizzled stages start at 1024-byte boundaries.\n"
      << "  const unsigned sA = (mt_smem_addr(mt_smem) + 1023) & ~1023u;\n"
@@ -548,7 +605,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
           "may hold\n  // the next tile's k-tiles while the epilogue runs.\n"
        << "  unsigned char *const mt_scratch =\n"
        << "      mt_smem + (empty + 8 * STAGES - mt_smem_addr(mt_smem));\n"
-       << "  (void)mt_scratch;\n";
+       << "  (void)mt_scratch;\n"
+       << (T.Dynamic ? DynamicRing : "");
   else {
     OS << "  // blockIdx.z: the batch, then the slice of K (SPLITK per "
           "batch).\n"
@@ -566,8 +624,13 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
                        "its B.\n      mt_mbar_init(empty + 8 * s, CONSUMERS "
                        "* CLUSTER);\n"
                      : "      mt_mbar_init(empty + 8 * s, CONSUMERS);\n")
-     << R"(    }
-    // Make the initialised barriers visible to the TMA unit.
+     << "    }\n"
+     << (T.Dynamic ? "    for (int n = 0; n < 2; ++n) {\n"
+                     "      mt_mbar_init(tfull + 8 * n, 1);\n"
+                     "      mt_mbar_init(tempty + 8 * n, CONSUMERS * 128);\n"
+                     "    }\n"
+                   : "")
+     << R"(    // Make the initialised barriers visible to the TMA unit.
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
 )"
@@ -625,7 +688,9 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   if (SwiGlu)
     OS << "      asm volatile(\"prefetch.tensormap [%0];\" ::\"l\"(&tm_u) : "
           "\"memory\");\n";
-  if (T.Persistent)
+  if (T.Dynamic)
+    OS << DynamicProducerHead;
+  else if (T.Persistent)
     OS << R"(      // The stages form one ring across this CTA's tiles: `it` counts its
       // k-tiles so far.
       int it = 0;
@@ -646,13 +711,17 @@ $BLOADS      }
 )");
   if (T.Persistent)
     OS << "      }\n";
+  if (T.Dynamic)
+    OS << DynamicProducerTail;
   OS << "    }\n  } else {\n";
   if (ConsumerRegs)
     OS << "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << ConsumerRegs
        << ";\");\n";
   OS << "    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % "
         "32;\n";
-  if (T.Persistent)
+  if (T.Dynamic)
+    OS << DynamicConsumerHead;
+  else if (T.Persistent)
     OS << R"(    int it = 0;
     for (int tile = blockIdx.x / CLUSTER; tile < TILES;
          tile += gridDim.x / CLUSTER) {
@@ -753,5 +822,7 @@ $BLOADS      }
         wgmmaTensorMap(unsigned(S.P->Inputs.size() + S.P->Outputs.size() - 1),
                        S.N, ARows, Batch, 64, 64));
   K.ClusterX = unsigned(Cluster);
+  if (T.Dynamic)
+    K.WorkspaceBytes = 8; // the tile counter and the CTAs that are done
   return llvm::Error::success();
 }

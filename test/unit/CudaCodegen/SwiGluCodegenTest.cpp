@@ -107,7 +107,7 @@ TEST(SwiGluCodegen, WgmmaTileNamesRoundTrip) {
   for (const char *Name :
        {"swiglu_wg_128x128x64_s4", "swiglu_wg_64x128x64_s5",
         "swiglu_wg_128x64x64_s6", "swiglu_wg_128x128x64_s4_p",
-        "swiglu_wg_128x128x64_s4_p_c2"}) {
+        "swiglu_wg_128x128x64_s4_p_c2", "swiglu_wg_128x128x64_s4_p_d"}) {
     std::optional<GemmTileConfig> T = swigluTileOf(Choice{Name, {}, {}});
     ASSERT_TRUE(T) << Name;
     EXPECT_EQ(T->Template, GemmTemplate::Wgmma) << Name;
@@ -248,6 +248,16 @@ TEST(SwiGluCodegen, PersistentWgmmaKernelShape) {
   EXPECT_EQ(C->ClusterX, 2u);
   EXPECT_EQ(C->GridX, 3u * 2 * 2);
   EXPECT_NE(C->Source.find("j < BN / 64 ? tm_b : tm_u"), std::string::npos);
+  // Claiming its tiles from a counter: the 8-byte workspace after the
+  // output, the tile ring after the row scratch.
+  GemmTileConfig Dyn = persistent(128, 128, 4);
+  Dyn.Dynamic = true;
+  llvm::Expected<KernelSource> D = generateSwiGluKernel(node(*P), Dyn);
+  ASSERT_TRUE(bool(D)) << llvm::toString(D.takeError());
+  EXPECT_EQ(D->Name, "gu_swiglu_wg_128x128x64_s4_p_d");
+  EXPECT_EQ(D->WorkspaceBytes, 8u);
+  EXPECT_EQ(D->SharedBytes, K->SharedBytes + 40);
+  EXPECT_NE(D->Source.find("atomicAdd(mt_sched, 1u)"), std::string::npos);
   // Refused with a reason: a wgmma wider than 256, too much shared memory,
   // a split K.
   GemmTileConfig Split = persistent(128, 128, 4);
@@ -326,8 +336,10 @@ TEST(SwiGluCodegen, EveryTileCompilesWithNvrtc) {
   // The defaults, and the persistent tiles not offered by default (timed
   // on the GPU beside them: bench/device/swiglu-p.sh).
   std::vector<GemmTileConfig> Tiles = ChoiceConfig::getDefault().SwiGluTiles;
+  GemmTileConfig Dynamic = persistent(128, 128, 4);
+  Dynamic.Dynamic = true;
   for (GemmTileConfig T : {persistent(128, 128, 4, 2), persistent(128, 64, 6),
-                           persistent(128, 64, 6, 2)})
+                           persistent(128, 64, 6, 2), Dynamic})
     if (llvm::none_of(Tiles, [&](const GemmTileConfig &D) {
           return swigluChoiceName(D) == swigluChoiceName(T);
         }))
