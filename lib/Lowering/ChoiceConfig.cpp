@@ -63,9 +63,15 @@ ChoiceConfig ChoiceConfig::getDefault() {
   // And the Hopper (sm_90a) tiles of the wgmma GEMM template with both
   // weights in each stage: BN = 128 gives each consumer thread 128 fp32
   // accumulators (gate and up), what the GEMM's 256-wide tile holds.
+  // The persistent one is the GEMM template's 128x256 tile itself, its
+  // B stage both weights' 128 columns (one wgmma 256 wide reads A once):
+  // on an H200 it ran Llama-3-8B's prefill SwiGLU in 606.6-627.9 us against
+  // the split form's 642.4-648.8 and the plain 128x128 tile's 643.5-649.5
+  // (it loses to the split at 70B, where select-swiglu keeps the split;
+  // docs/CUDA.md).
   for (GemmTileConfig T :
        {wgmmaTile(128, 128, 64, 4), wgmmaTile(128, 64, 64, 6),
-        wgmmaTile(64, 128, 64, 5)})
+        wgmmaTile(64, 128, 64, 5), Persistent(wgmmaTile(128, 128, 64, 4))})
     C.SwiGluTiles.push_back(T);
   // Tall tiles for prefill; 16 rows still cover a decode step's packed
   // query heads (4 per kv head for Llama-3-8B), and split-KV spreads a
@@ -163,7 +169,7 @@ std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
       T.SplitK > 1 ? "_k" + std::to_string(T.SplitK) : std::string();
   if (T.Template == GemmTemplate::Wgmma)
     return "gemm_wg_" + Tile + "_s" + std::to_string(T.Stages) + Split +
-           (T.Persistent ? "_p" : "") +
+           (T.Persistent ? "_p" : "") + (T.Dynamic ? "_d" : "") +
            (T.Cluster > 1 ? "_c" + std::to_string(T.Cluster) : "");
   return "gemm_" + Tile + "_w" + std::to_string(T.Warps) + "_s" +
          std::to_string(T.Stages) + Split;
@@ -184,8 +190,11 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
       S = S.drop_back(Last.size() + 2);
     }
   }
+  bool Dynamic = S.starts_with("gemm_wg_") && S.consume_back("_d");
   bool Persistent = S.starts_with("gemm_wg_") && S.consume_back("_p");
-  if (Cluster > 1 && !Persistent)
+  if ((Cluster > 1 || Dynamic) && !Persistent)
+    return std::nullopt;
+  if (Dynamic && Cluster > 1)
     return std::nullopt;
   auto Int = [&](int &Out, char Sep) {
     size_t End = Sep ? S.find(Sep) : S.size();
@@ -215,6 +224,7 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
     T.SplitK = SplitK;
     T.Persistent = Persistent;
     T.Cluster = Cluster;
+    T.Dynamic = Dynamic;
   }
   return T;
 }
@@ -222,7 +232,9 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
 std::string mtsched::swigluChoiceName(const GemmTileConfig &T) {
   if (T.Template == GemmTemplate::Wgmma)
     return "swiglu_wg_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) +
-           "x" + std::to_string(T.BK) + "_s" + std::to_string(T.Stages);
+           "x" + std::to_string(T.BK) + "_s" + std::to_string(T.Stages) +
+           (T.Persistent ? "_p" : "") + (T.Dynamic ? "_d" : "") +
+           (T.Cluster > 1 ? "_c" + std::to_string(T.Cluster) : "");
   return "swiglu_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
          std::to_string(T.BK) + "_w" + std::to_string(T.Warps) + "_s" +
          std::to_string(T.Stages);
@@ -230,15 +242,14 @@ std::string mtsched::swigluChoiceName(const GemmTileConfig &T) {
 
 std::optional<GemmTileConfig> mtsched::swigluTileOf(const Choice &C) {
   // swiglu_<BM>x<BN>x<BK>_w<warps>_s<stages> or swiglu_wg_<BM>x<BN>x<BK>_s<
-  // stages>: the GEMM spelling after its prefix. The wgmma tile is neither
-  // persistent, split-K nor clustered.
+  // stages>, then _p when persistent and _c2 when clustered: the GEMM
+  // spelling after its prefix. No merged tile splits K.
   llvm::StringRef S(C.Name);
   if (!S.consume_front("swiglu_"))
     return std::nullopt;
   Choice AsGemm{("gemm_" + S).str(), {}, {}};
   std::optional<GemmTileConfig> T = gemmTileOf(AsGemm);
-  if (!T || (T->Template == GemmTemplate::Wgmma &&
-             (T->Persistent || T->SplitK > 1 || T->Cluster > 1)))
+  if (!T || (T->Template == GemmTemplate::Wgmma && T->SplitK > 1))
     return std::nullopt;
   return T;
 }

@@ -100,12 +100,22 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
                              "have a 'cluster' of 2");
     Cluster = int(*V);
   }
+  bool Dynamic = false;
+  if (const llvm::json::Value *D = O->get("dynamic")) {
+    std::optional<bool> V = D->getAsBoolean();
+    if (!V || (*V && (!Persistent || Cluster > 1)))
+      return fileError(Path, "gemm tile field 'dynamic' must be true or "
+                             "false, and true only for a 'persistent' tile "
+                             "without a 'cluster'");
+    Dynamic = *V;
+  }
   if (Wgmma) {
     int SplitK = T.SplitK;
     T = wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
     T.SplitK = SplitK;
     T.Persistent = Persistent;
     T.Cluster = Cluster;
+    T.Dynamic = Dynamic;
   }
   return T;
 }
@@ -250,9 +260,9 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
   if (!Root)
     return fileError(Path, "expected a JSON object at the top level");
   static const llvm::StringRef Known[] = {
-      "gemm_tiles", "gemm_externs", "attention_tiles",
-      "all_reduce", "all_gather",   "reduce_scatter",
-      "all_to_all", "disabled",     "split_k_below_tiles"};
+      "gemm_tiles", "gemm_externs",       "attention_tiles", "swiglu_tiles",
+      "all_reduce", "all_gather",         "reduce_scatter",  "all_to_all",
+      "disabled",   "split_k_below_tiles"};
   for (const auto &KV : *Root)
     if (!llvm::is_contained(Known, KV.first.str()))
       return fileError(Path, "unknown key '" + KV.first.str() + "'");
@@ -274,6 +284,24 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
       if (!T)
         return T.takeError();
       GemmTiles.push_back(*T);
+    }
+  }
+  // The merged gate+up GEMM's tiles (swiglu_*), spelt as GEMM tiles; none
+  // splits K.
+  if (const llvm::json::Value *Tiles = Root->get("swiglu_tiles")) {
+    const llvm::json::Array *A = Tiles->getAsArray();
+    if (!A)
+      return fileError(Path, "'swiglu_tiles' must be a list of objects");
+    SwiGluTiles.clear();
+    for (const llvm::json::Value &E : *A) {
+      if (!E.getAsObject())
+        return fileError(Path, "'swiglu_tiles' must be a list of objects");
+      llvm::Expected<GemmTileConfig> T = parseGemmTile(E.getAsObject(), Path);
+      if (!T)
+        return T.takeError();
+      if (T->SplitK > 1)
+        return fileError(Path, "a swiglu tile cannot split K ('split_k')");
+      SwiGluTiles.push_back(*T);
     }
   }
   if (const llvm::json::Value *Tiles = Root->get("attention_tiles")) {

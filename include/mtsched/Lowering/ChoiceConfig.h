@@ -42,6 +42,11 @@ struct GemmTileConfig {
   /// tile they share and multicasting it to both, so each SM reads a third
   /// less from L2 for a 128x256 tile.
   int Cluster = 1;
+  /// Dynamic (persistent wgmma without clusters, `_p_d` in the name): each
+  /// CTA claims its next output tile from a global counter instead of
+  /// striding by the grid, so the tiles in flight stay a window of the
+  /// grouped order however far some SMs run ahead of others.
+  bool Dynamic = false;
 };
 
 /// A wgmma tile: one consumer warpgroup per 64 rows of BM plus the producer

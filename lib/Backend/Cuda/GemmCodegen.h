@@ -239,14 +239,14 @@ extern const char *const PrologueScaleAcc;
 int wgmmaConsumerRegs(int Consumers);
 /// Registers the wgmma template's producer warpgroup keeps (setmaxnreg).
 inline constexpr int WgmmaProducerRegs = 40;
-/// The wgmma kernels' device helpers (WgmmaGemm.cpp): mt_tensor_map (a
+/// The wgmma kernels' device helpers (WgmmaHelpers.cpp): mt_tensor_map (a
 /// CUtensorMap parameter), mbarriers, TMA loads, 128-byte-swizzle
 /// descriptors (mt_desc), wgmma fence/commit/wait and mt_fence_acc.
 extern const char *const WgmmaHelpers;
 /// The wgmma tile's accumulator walks (FOR_EACH_ACC, FOR_EACH_ACC_PAIR,
 /// FOR_EACH_ACC_CLAMPED, FOR_EACH_TILE_ACC, the row slots) over `acc`, BN /
 /// 2 fp32 per consumer thread; they need `cw`, `warp`, `lane`, `bz`, `m0`,
-/// `n0` and INTERIOR (WgmmaGemm.cpp; the merged SwiGLU's wgmma tile too).
+/// `n0` and INTERIOR (WgmmaHelpers.cpp; the GEMM's and the merged SwiGLU's).
 extern const char *const WgmmaAccMacros;
 /// Name(d, a, b): d (N / 2 fp32 accumulators) += A (64 x 16) * B (16 x N)
 /// with `wgmma.mma_async.m64nNk16` on Type ("bf16"/"f16") operands. A is
@@ -285,12 +285,23 @@ struct GemmSetup {
   const EpilogueCode *Epi;
   std::string OutName;
   DType OutType;
+  /// SwiGLU's merged gate+up GEMM (SwiGluGemm.cpp, persistent tiles only):
+  /// pointer parameters 0, 1 and 2 are %h, %wg and %wu; each stage holds
+  /// both weights' BN columns, one wgmma 2 * BN wide accumulates gate then
+  /// up, and the epilogue starts from silu(g) * u. BN counts output columns.
+  bool SwiGlu = false;
 };
 
 /// The wgmma + TMA template (sm_90a): appends the kernel to OS, after the
 /// shape #defines, and fills K's launch fields, tensor maps and target.
 llvm::Error emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
                           const GemmSetup &S);
+
+/// K's grid for tile T over Batch products of M x N, Split CTAs per output
+/// tile: one CTA per tile, or for a persistent tile every tile (in whole
+/// clusters down M) along x, walked by at most one CTA per SM.
+void setGemmGrid(KernelSource &K, const GemmTileConfig &T, int64_t M, int64_t N,
+                 int64_t Batch, int Split = 1);
 
 } // namespace codegen
 } // namespace mtsched

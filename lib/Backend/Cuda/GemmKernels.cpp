@@ -266,6 +266,21 @@ void codegen::emitTensorCoreMainLoop(llvm::raw_ostream &OS) {
   OS << TensorCoreDefines << MmaHelpers << TensorCoreLoadTile;
 }
 
+void codegen::setGemmGrid(KernelSource &K, const GemmTileConfig &T, int64_t M,
+                          int64_t N, int64_t Batch, int Split) {
+  K.GridX = unsigned((N + T.BN - 1) / T.BN);
+  K.GridY = unsigned((M + T.BM - 1) / T.BM);
+  K.GridZ = unsigned(Batch * Split);
+  if (T.Persistent) {
+    // Every tile along x (a cluster's CTAs take the tiles side by side down
+    // M): the launcher starts at most one CTA per SM.
+    unsigned C = std::max(1, T.Cluster);
+    K.GridX = K.GridX * ((K.GridY + C - 1) / C) * K.GridZ * C;
+    K.GridY = K.GridZ = 1;
+    K.Persistent = true;
+  }
+}
+
 void codegen::emitGroupedRaster(llvm::raw_ostream &OS) {
   OS << "  // Grouped raster: GROUP_M consecutive CTAs walk down a column of\n"
      << "  // tiles, so the B tiles they share stay in L2.\n"
@@ -647,17 +662,7 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
   K.Source = OS.str();
   K.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
   K.Outputs = P.Outputs;
-  K.GridX = unsigned((Nn + T.BN - 1) / T.BN);
-  K.GridY = unsigned((M + T.BM - 1) / T.BM);
-  K.GridZ = unsigned(Batch * Split);
-  if (T.Persistent) {
-    // Every tile along x (a cluster's CTAs take the tiles side by side down
-    // M): the launcher starts at most one CTA per SM.
-    unsigned C = std::max(1, T.Cluster);
-    K.GridX = K.GridX * ((K.GridY + C - 1) / C) * K.GridZ * C;
-    K.GridY = K.GridZ = 1;
-    K.Persistent = true;
-  }
+  setGemmGrid(K, T, M, Nn, Batch, Split);
   if (Split > 1)
     // Per CTA its fp32 partial tile, per output tile a counter.
     K.WorkspaceBytes = uint64_t(K.GridX) * K.GridY * K.GridZ * T.BM * T.BN * 4 +

@@ -298,7 +298,7 @@ static llvm::Expected<SwiGluWgLayout> swigluWgLayout(const GemmTileConfig &T,
     return err("tile " + Name + ": the wgmma template needs at least 2 stages");
   if (T.Persistent || T.SplitK > 1 || T.Cluster > 1)
     return err("tile " + Name +
-               ": the merged gate+up wgmma tile is neither persistent, "
+               ": the plain merged gate+up wgmma tile is neither persistent, "
                "split-K nor clustered");
   if (Kd % 8 || Nn % 8)
     return err("the wgmma template needs K and N multiples of 8 (TMA row "
@@ -326,9 +326,78 @@ static llvm::Expected<SwiGluWgLayout> swigluWgLayout(const GemmTileConfig &T,
   return L;
 }
 
+/// The prelude, the kernel's comment line and the shape #defines (M_ to BK)
+/// of a wgmma SwiGLU kernel over Batch products of M rows.
+static void emitSwiGluWgHead(llvm::raw_ostream &OS,
+                             const MultiTemplateBufferNode &N,
+                             const GemmTileConfig &T, int64_t M,
+                             int64_t Batch) {
+  int64_t Kd = N.getOperand(0)->getType().innerDim(),
+          Nn = N.getOperand(1)->getType().innerDim();
+  OS << Prelude << "\n// SwiGLU %" << N.getName() << ": silu([" << M << " x "
+     << Kd << "] * [" << Kd << " x " << Nn << "]) * ([" << M << " x " << Kd
+     << "] * [" << Kd << " x " << Nn << "])"
+     << (Batch > 1 ? " batch " + std::to_string(Batch) : std::string())
+     << ", tile " << swigluChoiceName(T) << "\n";
+  OS << "#define M_ " << M << "LL\n#define N_ " << Nn << "LL\n#define K_ " << Kd
+     << "LL\n#define ROWS " << M * Batch << "LL // M_ * batch\n#define BM "
+     << T.BM << "\n#define BN " << T.BN << "\n#define BK " << T.BK << "\n";
+}
+
+/// `swiglu_wg_BMxBNxBK_sS_p` (and `_p_c2`): the persistent wgmma GEMM
+/// template itself (emitWgmmaGemm, WgmmaGemm.cpp) with a B stage of both
+/// weights' BN columns, gate then up. One wgmma 2 * BN wide per k16 step
+/// reads the A tile once for both, from shared memory (the plain tile
+/// below issues two, and reads A into registers to spare shared memory's
+/// bandwidth); the CTAs walk the output tiles in the grouped raster, the
+/// producer fills the next tile's stages while the consumers' epilogue
+/// (silu(g) * u, then the TMA store) runs; in clusters of two, each CTA
+/// multicasts half of the shared weight boxes.
+static llvm::Expected<KernelSource>
+generateSwiGluWgPersistent(const MultiTemplateBufferNode &N,
+                           const GemmTileConfig &T, int64_t M, int64_t Batch) {
+  const Value *HV = N.getOperand(0), *GV = N.getOperand(1),
+              *UV = N.getOperand(2);
+  ParamList P;
+  P.Inputs.insert(HV);
+  P.Inputs.insert(GV);
+  P.Inputs.insert(UV);
+  P.Outputs.push_back(N.getResult());
+  EpilogueCode E;
+  E.P = &P;
+  E.Result = N.getResult();
+  int64_t Kd = HV->getType().innerDim(), Nn = GV->getType().innerDim();
+  KernelSource K;
+  K.Name = sanitizeIdentifier(N.getName() + "_" + swigluChoiceName(T));
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  emitSwiGluWgHead(OS, N, T, M, Batch);
+  GemmSetup Setup{T,
+                  M,
+                  Nn,
+                  Kd,
+                  Batch,
+                  /*BatchedB=*/Batch > 1,
+                  HV->getType().Dtype,
+                  &P,
+                  &E,
+                  P.name(N.getResult()) + "_out",
+                  N.getType().Dtype};
+  Setup.SwiGlu = true;
+  if (llvm::Error Err = emitWgmmaGemm(OS, K, Setup))
+    return std::move(Err);
+  K.Source = OS.str();
+  K.Inputs.assign(P.Inputs.begin(), P.Inputs.end());
+  K.Outputs = P.Outputs;
+  setGemmGrid(K, T, M, Nn, Batch);
+  return K;
+}
+
 static llvm::Expected<KernelSource>
 generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
                        const GemmTileConfig &T, int64_t M, int64_t Batch) {
+  if (T.Persistent)
+    return generateSwiGluWgPersistent(N, T, M, Batch);
   const Value *HV = N.getOperand(0), *GV = N.getOperand(1),
               *UV = N.getOperand(2);
   const TensorType &H = HV->getType(), &Wg = GV->getType();
@@ -359,15 +428,8 @@ generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
   const char *Type = Dt == DType::BF16 ? "bf16" : "f16";
   std::string S;
   llvm::raw_string_ostream OS(S);
-  OS << Prelude << "\n// SwiGLU %" << N.getName() << ": silu([" << M << " x "
-     << Kd << "] * [" << Kd << " x " << Nn << "]) * ([" << M << " x " << Kd
-     << "] * [" << Kd << " x " << Nn << "])"
-     << (Batch > 1 ? " batch " + std::to_string(Batch) : std::string())
-     << ", tile " << Name << "\n";
-  OS << "#define M_ " << M << "LL\n#define N_ " << Nn << "LL\n#define K_ " << Kd
-     << "LL\n#define ROWS " << M * Batch << "LL // M_ * batch\n#define BM "
-     << T.BM << "\n#define BN " << T.BN << "\n#define BK " << T.BK
-     << "\n#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
+  emitSwiGluWgHead(OS, N, T, M, Batch);
+  OS << "#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
      << " // consumer warpgroups, 64 rows each\n"
      << "#define THREADS ((CONSUMERS + 1) * 128)\n"
      << "#define A_STAGE (BM * BK * 2)     // bytes of one A stage\n"

@@ -24,7 +24,13 @@
 // with TMA, which drains while the next tile's main loop runs; at 4096^3
 // on an H100 that took the 128x256 tile from 192.5 to 172.6 us, cuBLAS's
 // time (docs/BENCHMARKS.md). In clusters of two (`_p_c2`) the CTAs take
-// tiles side by side down M and multicast half of the shared B tile each.
+// tiles side by side down M and multicast half of the shared B tile each;
+// `_p_d` tiles claim their tiles from a counter instead of striding.
+//
+// The merged SwiGLU's persistent tiles are this template with both
+// weights' columns in each B stage (GemmSetup::SwiGlu, SwiGluGemm.cpp).
+// The device helpers and accumulator walks the wgmma templates share are
+// in WgmmaHelpers.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "GemmCodegen.h"
@@ -37,8 +43,6 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
-/// Registers of one SM, all of them one CTA's.
-static constexpr int RegsPerSM = 65536;
 /// Dynamic shared memory one CTA may opt into on sm_90 (227 KB).
 static constexpr int64_t MaxSharedBytes = 227 * 1024;
 /// What the producer keeps: it only computes coordinates.
@@ -55,76 +59,17 @@ static const char *WgmmaTileDefines = R"(
 #define B_STAGE (BN / 64 * B_BOX) // bytes of one B stage
 )";
 
-/// Barriers, TMA, descriptors and wgmma fences (also the attention
-/// template's, AttentionWgKernels.cpp).
-const char *const codegen::WgmmaHelpers = R"(
-
-// A CUtensorMap, filled in by the launcher (cuTensorMapEncodeTiled).
-struct __align__(64) mt_tensor_map {
-  unsigned long long opaque[16];
-};
-
-__device__ __forceinline__ unsigned mt_smem_addr(const void *p) {
-  unsigned a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
-      : "=r"(a) : "l"(p));
-  return a;
+/// WgmmaTileDefines; for the merged SwiGLU a B stage holds the gate's BN
+/// columns, then the up's.
+static std::string tileDefines(bool SwiGlu) {
+  std::string S = WgmmaTileDefines;
+  if (SwiGlu) {
+    llvm::StringRef From = "(BN / 64 * B_BOX) // bytes of one B stage";
+    S.replace(S.find(From.str()), From.size(),
+              "(2 * BN / 64 * B_BOX) // bytes of one B stage: gate, then up");
+  }
+  return S;
 }
-__device__ __forceinline__ void mt_mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar),
-               "r"(count));
-}
-// Arrives and makes the current phase also wait for `bytes` of copies.
-__device__ __forceinline__ void mt_mbar_expect(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                   bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mt_mbar_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar)
-               : "memory");
-}
-// Returns once the phase of parity `parity` has completed; the phase before
-// the first counts as completed with parity 1.
-__device__ __forceinline__ void mt_mbar_wait(unsigned bar, unsigned parity) {
-  asm volatile("{\n"
-               ".reg .pred done;\n"
-               "MT_WAIT:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               "@!done bra MT_WAIT;\n"
-               "}\n" ::"r"(bar), "r"(parity) : "memory");
-}
-// One box of a 3-d tensor map into shared memory; completes on `bar`.
-__device__ __forceinline__ void mt_tma_load(unsigned dst,
-                                            const mt_tensor_map &map,
-                                            unsigned bar, int x, int y,
-                                            int z) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::"
-      "complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(dst),
-      "l"(&map), "r"(bar), "r"(x), "r"(y), "r"(z) : "memory");
-}
-// wgmma shared-memory matrix descriptor with 128-byte swizzle: start
-// address, leading and stride byte offsets, each in 16-byte units.
-__device__ __forceinline__ unsigned long long mt_desc(unsigned addr,
-                                                      unsigned lbo,
-                                                      unsigned sbo) {
-  return (unsigned long long)((addr & 0x3FFFF) >> 4) |
-         ((unsigned long long)(lbo >> 4) << 16) |
-         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void mt_wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void mt_wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-#define MT_WGMMA_WAIT(n) \
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(n) : "memory")
-// Keeps the compiler from touching an accumulator across a wgmma wait.
-__device__ __forceinline__ void mt_fence_acc(float &x) {
-  asm volatile("" : "+f"(x)::"memory");
-}
-)";
 
 /// A persistent kernel's tiles: MT_TILE(t) binds tile t's batch `bz` and
 /// corner (m0, n0) in the grouped raster of the other templates (GROUP_M
@@ -186,6 +131,84 @@ __device__ __forceinline__ void mt_tma_load_multicast(
 }
 )";
 
+/// The producer's B loads of the merged SwiGLU ($BLOADS of emitWgmmaGemm's
+/// k-loop): the gate's BN / 64 boxes then the up's, one stage tile that a
+/// single wgmma 2 * BN wide reads; in a cluster each CTA loads every other
+/// box into both CTAs.
+static const char *swigluBLoads(int Cluster) {
+  if (Cluster > 1)
+    return R"(        // Each CTA loads its half of the boxes of both weights (the
+        // gate's, then the up's) into both.
+        #pragma unroll
+        for (int j = MT_RANK; j < 2 * BN / 64; j += CLUSTER)
+          mt_tma_load_multicast(sB + s * B_STAGE + j * B_BOX,
+                                j < BN / 64 ? tm_b : tm_u, full + 8 * s,
+                                (int)n0 + j % (BN / 64) * 64, $K * BK,
+                                (int)bz, (1 << CLUSTER) - 1);
+)";
+  return R"(        // The gate's boxes, then the up's: one wgmma reads both.
+        #pragma unroll
+        for (int j = 0; j < BN / 64; ++j) {
+          mt_tma_load(sB + s * B_STAGE + j * B_BOX, tm_b, full + 8 * s,
+                      (int)n0 + j * 64, $K * BK, (int)bz);
+          mt_tma_load(sB + s * B_STAGE + (BN / 64 + j) * B_BOX, tm_u,
+                      full + 8 * s, (int)n0 + j * 64, $K * BK, (int)bz);
+        }
+)";
+}
+
+/// A dynamic persistent tile (`_p_d`): the producer's first thread claims
+/// each next tile from the counter mt_sched[0] (its own first tile is
+/// blockIdx.x, the others gridDim.x + the count) and hands it to the
+/// consumers through a ring of two shared-memory slots, each with a `tfull`
+/// (the producer wrote it) and a `tempty` (every consumer thread read it)
+/// mbarrier; a tile past the last ends both loops. The tiles in flight then
+/// stay a window of the grouped order however far some SMs run ahead, but
+/// they start staggered where a static stride starts the CTAs sharing a
+/// weight tile together: measured, not a default (docs/CUDA.md).
+static const char *DynamicRing =
+    R"(  // The tile ring after the scratch: two tfull and two tempty mbarriers,
+  // then two 4-byte slots.
+  const unsigned tfull = empty + 8 * STAGES + 2 * BM * 4;
+  const unsigned tempty = tfull + 16, tslot = tempty + 16;
+)";
+static const char *DynamicProducerHead =
+    R"(      // The stages form one ring across this CTA's tiles: `it` counts its
+      // k-tiles so far.
+      int it = 0;
+      for (int n = 0;; ++n) {
+      const int tile = n == 0 ? (int)blockIdx.x
+                              : (int)gridDim.x + (int)atomicAdd(mt_sched, 1u);
+      mt_mbar_wait(tempty + 8 * (n & 1), ((n >> 1) & 1) ^ 1);
+      asm volatile("st.shared.u32 [%0], %1;" ::"r"(tslot + 4 * (n & 1)),
+                   "r"(tile) : "memory");
+      mt_mbar_arrive(tfull + 8 * (n & 1));
+      if (tile >= TILES)
+        break;
+      MT_TILE(tile);
+)";
+/// After the producer's loop: the last CTA to finish claiming resets both
+/// counters for the next launch (every CTA claimed its last tile before it
+/// counts itself done).
+static const char *DynamicProducerTail =
+    R"(      __threadfence();
+      if (atomicAdd(mt_sched + 1, 1u) == gridDim.x - 1) {
+        mt_sched[0] = 0;
+        mt_sched[1] = 0;
+      }
+)";
+static const char *DynamicConsumerHead = R"(    int it = 0;
+    for (int n = 0;; ++n) {
+    mt_mbar_wait(tfull + 8 * (n & 1), (n >> 1) & 1);
+    int tile;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(tile)
+                 : "r"(tslot + 4 * (n & 1)) : "memory");
+    mt_mbar_arrive(tempty + 8 * (n & 1));
+    if (tile >= TILES)
+      break;
+    MT_TILE(tile);
+)";
+
 /// The epilogue's store through shared memory and TMA: MT_TILE_STORE(PACK)
 /// stores the tile's 16-bit results, PACK being the 32-bit word of the
 /// accumulator pair (v0, v1). Each consumer warpgroup stages its 64 rows
@@ -235,193 +258,109 @@ __device__ __forceinline__ void mt_tma_store(const mt_tensor_map &map,
   }
 )";
 
-/// The accumulator walks of a wgmma tile (FOR_EACH_ACC and its kin, the
-/// row slots) over `acc` (BN / 2 per thread), `cw`, `warp`, `lane`, `bz`,
-/// `m0`, `n0` and INTERIOR: the GEMM template's and the merged SwiGLU's.
-const char *const codegen::WgmmaAccMacros = R"(
-// Accumulator j*4 + i of this thread sits at row rl (below), column
-// n0 + j*8 + 2*(lane%4) + i%2: the m16n8 fragment layout, repeated.
-#define FOR_EACH_ACC(STMT)                                                     \
-  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
-    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
-    const long long r = bz * M_ + m0 + rl;                                     \
-    const long long c = n0 + j * 8 + (lane & 3) * 2 + (i & 1);                 \
-    float &v = acc[j * 4 + i];                                                 \
-    (void)rl; (void)r; (void)c; (void)v;                                       \
-    if (INTERIOR || m0 + rl < M_) STMT                                         \
-  }
-#define FOR_EACH_ACC_PAIR(STMT)                                                \
-  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
-  _Pragma("unroll") for (int i = 0; i < 4; i += 2) {                           \
-    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
-    const long long r = bz * M_ + m0 + rl;                                     \
-    const long long c = n0 + j * 8 + (lane & 3) * 2;                           \
-    const float v0 = acc[j * 4 + i], v1 = acc[j * 4 + i + 1];                  \
-    if (INTERIOR || m0 + rl < M_) STMT                                         \
-  }
-// Every accumulator, with (r, c) clamped into the output outside it (the
-// epilogue's loads then need no branch; INTERIOR tiles need no clamp).
-#define FOR_EACH_ACC_CLAMPED(STMT)                                             \
-  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
-    const int rl = cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0);      \
-    const long long r =                                                        \
-        bz * M_ + (INTERIOR ? m0 + rl : min(m0 + rl, M_ - 1));                 \
-    const long long c0 = n0 + j * 8 + (lane & 3) * 2 + (i & 1);                \
-    const long long c = INTERIOR ? c0 : min(c0, N_ - 1);                       \
-    float &v = acc[j * 4 + i];                                                 \
-    (void)rl; (void)r; (void)c; (void)v;                                       \
-    STMT                                                                       \
-  }
-// Every accumulator, in range or not, with e its element of the BM x BN
-// tile (split-K partials).
-#define FOR_EACH_TILE_ACC(STMT)                                                \
-  _Pragma("unroll") for (int j = 0; j < BN / 8; ++j)                           \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) {                              \
-    const int e = (cw * 64 + warp * 16 + (lane >> 2) + ((i & 2) ? 8 : 0)) *    \
-                      BN +                                                     \
-                  j * 8 + (lane & 3) * 2 + (i & 1);                            \
-    float &v = acc[j * 4 + i];                                                 \
-    STMT                                                                       \
-  }
-// Rows rl and rl + 8 of this thread are its row slots 0 and 1.
-#define ROW_SLOTS 2
-#define ROW_SLOT (i >> 1)
-#define FOR_EACH_ROW_SLOT(STMT)                                                \
-  _Pragma("unroll") for (int h = 0; h < 2; ++h) {                              \
-    const int rl = cw * 64 + warp * 16 + (lane >> 2) + h * 8;                  \
-    STMT                                                                       \
-  }
+/// What a wgmma tile needs of the problem and the device, worked out before
+/// any text is written: its consumer warpgroups and their registers, the
+/// CTA's shared memory and whether the result is stored with TMA.
+struct WgmmaLayout {
+  int Consumers = 0, ConsumerRegs = 0, Cluster = 1, CCols = 0;
+  int64_t Smem = 0, StagingBytes = 0;
+  bool Store = false;
+};
 
-)";
-
-std::string codegen::wgmmaFunction(int N, const char *Type,
-                                   llvm::StringRef Name, bool TransB,
-                                   bool RegisterA) {
-  int Regs = N / 2;
-  std::string S;
-  llvm::raw_string_ostream OS(S);
-  OS << "__device__ __forceinline__ void " << Name << "(float *d, "
-     << (RegisterA ? "const unsigned *a" : "unsigned long long a") << ",\n"
-     << "    unsigned long long b) {\n"
-     << "  asm volatile(\"wgmma.mma_async.sync.aligned.m64n" << N << "k16.f32."
-     << Type << "." << Type << " {\"\n";
-  for (int I = 0; I < Regs; I += 8) {
-    OS << "               \"";
-    for (int J = I; J < I + 8 && J < Regs; ++J)
-      OS << "%" << J << (J + 1 < Regs ? ", " : "");
-    OS << "\"\n";
+static llvm::Expected<WgmmaLayout> wgmmaLayout(const GemmSetup &S) {
+  const GemmTileConfig &T = S.T;
+  const std::string Name = S.SwiGlu ? swigluChoiceName(T) : gemmChoiceName(T);
+  WgmmaLayout L;
+  if (S.Dt != DType::BF16 && S.Dt != DType::F16)
+    return err("the wgmma template needs bf16 or f16 operands, got " +
+               dtypeName(S.Dt));
+  if (T.BK != 64)
+    return err("tile " + Name +
+               ": the wgmma template needs BK = 64 (one 128-byte swizzled "
+               "row of 16-bit elements)");
+  if (T.BM % 64 || T.BM > 256 || T.BN % 64 || T.BN > 256)
+    return err(
+        "tile " + Name +
+        ": the wgmma template needs BM and BN multiples of 64 up to 256");
+  if (T.Stages < 2)
+    return err("tile " + Name + ": the wgmma template needs at least 2 stages");
+  if (T.Persistent && T.SplitK > 1)
+    return err("tile " + Name +
+               ": a persistent wgmma tile cannot also split K");
+  // The merged SwiGLU's one wgmma is 2 * BN wide, and wgmma's N is at most
+  // 256; its plain tiles are SwiGluGemm.cpp's own kernel.
+  if (S.SwiGlu && (!T.Persistent || T.SplitK > 1 || T.BN > 128))
+    return err("tile " + Name +
+               ": a merged gate+up tile on the GEMM template is persistent, "
+               "does not split K and has BN up to 128 (one wgmma 2 * BN "
+               "wide)");
+  // The boxes of 64 columns of each stage's B tile (both weights' for the
+  // merged SwiGLU).
+  const int Boxes = (S.SwiGlu ? 2 : 1) * T.BN / 64;
+  const int Cluster = L.Cluster = std::max(1, T.Cluster);
+  if (Cluster > 1 && !T.Persistent)
+    return err("tile " + Name +
+               ": only a persistent wgmma tile can run in clusters");
+  if (T.Dynamic && (!T.Persistent || Cluster > 1))
+    return err("tile " + Name +
+               ": only a persistent wgmma tile without a cluster claims its "
+               "tiles dynamically");
+  if (Cluster > 2 || Boxes % Cluster)
+    return err("tile " + Name +
+               ": a cluster is 2 CTAs, which split the B tile's " +
+               llvm::Twine(Boxes) + " 64-column boxes between them");
+  if (S.K % 8 || S.N % 8)
+    return err("the wgmma template needs K and N multiples of 8 (TMA row "
+               "strides are multiples of 16 bytes), got K = " +
+               llvm::Twine(S.K) + ", N = " + llvm::Twine(S.N));
+  const int Consumers = L.Consumers = T.BM / 64;
+  // One CTA per SM: the producer gives its registers to the consumers.
+  const int Accs = Boxes * 32; // fp32 accumulators per consumer thread
+  if (Consumers > 1) {
+    L.ConsumerRegs = wgmmaConsumerRegs(Consumers);
+    if (Accs + ConsumerOverheadRegs > L.ConsumerRegs)
+      return err("tile " + Name + ": " + llvm::Twine(Accs) +
+                 " accumulators per thread do not fit in the " +
+                 llvm::Twine(L.ConsumerRegs) + " registers of " +
+                 llvm::Twine(Consumers) + " consumer warpgroups");
   }
-  // scale-d 1 (accumulate), A and B scales 1, then (A from shared memory
-  // only) A K-major, and B MN-major ("transposed") or K-major.
-  int B = Regs + (RegisterA ? 4 : 1);
-  if (RegisterA)
-    OS << "               \"}, {%" << Regs << ", %" << Regs + 1 << ", %"
-       << Regs + 2 << ", %" << Regs + 3 << "}, %" << B << ", 1, 1, 1, "
-       << (TransB ? 1 : 0) << ";\"\n               : ";
-  else
-    OS << "               \"}, %" << Regs << ", %" << B << ", 1, 1, 1, 0, "
-       << (TransB ? 1 : 0) << ";\"\n               : ";
-  for (int I = 0; I < Regs; ++I)
-    OS << "\"+f\"(d[" << I << "])" << (I + 1 < Regs ? ", " : "")
-       << ((I + 1) % 6 == 0 && I + 1 < Regs ? "\n                 " : "");
-  if (RegisterA)
-    OS << "\n               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), "
-          "\"r\"(a[3]), \"l\"(b));\n}\n";
-  else
-    OS << "\n               : \"l\"(a), \"l\"(b));\n}\n";
-  return OS.str();
-}
-
-TensorMapParam codegen::wgmmaTensorMap(unsigned Param, int64_t Inner,
-                                       int64_t Rows, int64_t Batch,
-                                       uint32_t BoxInner, uint32_t BoxRows) {
-  TensorMapParam M;
-  M.Input = Param;
-  M.Dims[0] = uint64_t(Inner);
-  M.Dims[1] = uint64_t(Rows);
-  M.Dims[2] = uint64_t(Batch);
-  M.Strides[0] = uint64_t(Inner) * 2;
-  M.Strides[1] = uint64_t(Rows) * Inner * 2;
-  M.Box[0] = BoxInner;
-  M.Box[1] = BoxRows;
-  return M;
-}
-
-int codegen::wgmmaConsumerRegs(int Consumers) {
-  // setmaxnreg only moves registers within the CTA's launch allocation:
-  // every thread starts with RegsPerSM / THREADS, rounded down to the
-  // allocation unit of 8 (the kernel is bounded to one CTA per SM), the
-  // producer gives back what it does not keep, and the consumers can take
-  // only that. A consumer asking for more waits forever: 256-row tiles
-  // (640 threads, 96 registers each at launch) asked for 112 and hung.
-  int Threads = (Consumers + 1) * 128;
-  int LaunchRegs = std::min(255, RegsPerSM / Threads) / 8 * 8;
-  int Pool = Threads * LaunchRegs - 128 * ProducerRegs;
-  return std::min(256, Pool / (128 * Consumers) / 8 * 8);
+  // A persistent tile stores a 16-bit result with TMA (TileStore) when the
+  // staging fits beside the stages: 64 rows by 128 columns (64 where BN is
+  // not a multiple of 128) per consumer warpgroup.
+  L.CCols = T.BN % 128 == 0 ? 128 : 64;
+  L.StagingBytes = int64_t(Consumers) * 64 * L.CCols * 2;
+  L.Smem =
+      1024 + int64_t(T.Stages) * (T.BM + Boxes * 64) * T.BK * 2 + 16 * T.Stages;
+  if (T.Persistent)
+    L.Smem += 2 * int64_t(T.BM) * 4; // the row reduction's scratch
+  if (T.Dynamic)
+    L.Smem += 40; // the tile ring: two pairs of mbarriers, two slots
+  // (An epilogue through a transpose stores each element at its mapped
+  // index instead: the tile is not a box of the output.)
+  L.Store = T.Persistent && dtypeBytes(S.OutType) == 2 && !S.Epi->Permuted &&
+            L.Smem + L.StagingBytes <= MaxSharedBytes;
+  if (L.Store)
+    L.Smem += L.StagingBytes;
+  if (L.Smem > MaxSharedBytes)
+    return err("tile " + Name + ": " + llvm::Twine(T.Stages) + " stages take " +
+               llvm::Twine(L.Smem) +
+               " bytes of shared memory, more than the 227 KB of an sm_90 "
+               "CTA");
+  return L;
 }
 
 llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
                                    const GemmSetup &S) {
   const GemmTileConfig &T = S.T;
-  if (S.Dt != DType::BF16 && S.Dt != DType::F16)
-    return err("the wgmma template needs bf16 or f16 operands, got " +
-               dtypeName(S.Dt));
-  if (T.BK != 64)
-    return err("tile " + gemmChoiceName(T) +
-               ": the wgmma template needs BK = 64 (one 128-byte swizzled "
-               "row of 16-bit elements)");
-  if (T.BM % 64 || T.BM > 256 || T.BN % 64 || T.BN > 256)
-    return err(
-        "tile " + gemmChoiceName(T) +
-        ": the wgmma template needs BM and BN multiples of 64 up to 256");
-  if (T.Stages < 2)
-    return err("tile " + gemmChoiceName(T) +
-               ": the wgmma template needs at least 2 stages");
-  if (T.Persistent && T.SplitK > 1)
-    return err("tile " + gemmChoiceName(T) +
-               ": a persistent wgmma tile cannot also split K");
-  int Cluster = std::max(1, T.Cluster);
-  if (Cluster > 1 && !T.Persistent)
-    return err("tile " + gemmChoiceName(T) +
-               ": only a persistent wgmma tile can run in clusters");
-  if (Cluster > 2 || (T.BN / 64) % Cluster)
-    return err("tile " + gemmChoiceName(T) +
-               ": a cluster is 2 CTAs, which split the B tile's " +
-               llvm::Twine(T.BN / 64) + " 64-column boxes between them");
-  if (S.K % 8 || S.N % 8)
-    return err("the wgmma template needs K and N multiples of 8 (TMA row "
-               "strides are multiples of 16 bytes), got K = " +
-               llvm::Twine(S.K) + ", N = " + llvm::Twine(S.N));
-  int Consumers = T.BM / 64;
-  // One CTA per SM: the producer gives its registers to the consumers.
-  int ConsumerRegs = 0;
-  if (Consumers > 1) {
-    ConsumerRegs = wgmmaConsumerRegs(Consumers);
-    if (T.BN / 2 + ConsumerOverheadRegs > ConsumerRegs)
-      return err("tile " + gemmChoiceName(T) + ": " + llvm::Twine(T.BN / 2) +
-                 " accumulators per thread do not fit in the " +
-                 llvm::Twine(ConsumerRegs) + " registers of " +
-                 llvm::Twine(Consumers) + " consumer warpgroups");
-  }
+  llvm::Expected<WgmmaLayout> L = wgmmaLayout(S);
+  if (!L)
+    return L.takeError();
+  const int Consumers = L->Consumers, ConsumerRegs = L->ConsumerRegs,
+            Cluster = L->Cluster, CCols = L->CCols;
+  const int64_t Smem = L->Smem;
+  const bool Store = L->Store, SwiGlu = S.SwiGlu;
   const char *Type = S.Dt == DType::BF16 ? "bf16" : "f16";
   int Split = std::max(1, T.SplitK);
-  // A persistent tile stores a 16-bit result with TMA (TileStore) when the
-  // staging fits beside the stages: 64 rows by 128 columns (64 where BN is
-  // not a multiple of 128) per consumer warpgroup.
-  int CCols = T.BN % 128 == 0 ? 128 : 64;
-  int64_t StagingBytes = int64_t(Consumers) * 64 * CCols * 2;
-  int64_t Smem =
-      1024 + int64_t(T.Stages) * (T.BM + T.BN) * T.BK * 2 + 16 * T.Stages;
-  if (T.Persistent)
-    Smem += 2 * int64_t(T.BM) * 4; // the row reduction's scratch
-  // (An epilogue through a transpose stores each element at its mapped
-  // index instead: the tile is not a box of the output.)
-  bool Store = T.Persistent && dtypeBytes(S.OutType) == 2 && !S.Epi->Permuted &&
-               Smem + StagingBytes <= MaxSharedBytes;
-  if (Store)
-    Smem += StagingBytes;
   if (T.Persistent)
     OS << "#define BATCH " << S.Batch << "\n#define GROUP_M "
        << GroupedRasterRows << "\n#define CLUSTER " << Cluster
@@ -431,7 +370,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   OS << "#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers
      << " // consumer warpgroups, 64 rows each\n#define SPLITK " << Split
      << " // CTAs per output tile, each over a slice of K\n"
-     << WgmmaTileDefines << WgmmaHelpers << wgmmaFunction(T.BN, Type);
+     << tileDefines(SwiGlu) << WgmmaHelpers
+     << wgmmaFunction(SwiGlu ? 2 * T.BN : T.BN, Type);
   if (Cluster > 1)
     OS << ClusterHelpers;
   else
@@ -448,9 +388,10 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS, 1) " << K.Name
      << "(\n    const __grid_constant__ mt_tensor_map tm_a,\n"
      << "    const __grid_constant__ mt_tensor_map tm_b, "
+     << (SwiGlu ? "const __grid_constant__ mt_tensor_map tm_u,\n    " : "")
      << (Store ? "const __grid_constant__ mt_tensor_map tm_c,\n    " : "")
      << S.P->signature() << (Split > 1 ? ", float *__restrict__ mt_ws" : "")
-     << ") {\n"
+     << (T.Dynamic ? ", unsigned *__restrict__ mt_sched" : "") << ") {\n"
      << "  extern __shared__ __align__(1024) unsigned char mt_smem[];\n"
      << "  // 128-byte swizzled stages start at 1024-byte boundaries.\n"
      << "  const unsigned sA = (mt_smem_addr(mt_smem) + 1023) & ~1023u;\n"
@@ -471,7 +412,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
           "may hold\n  // the next tile's k-tiles while the epilogue runs.\n"
        << "  unsigned char *const mt_scratch =\n"
        << "      mt_smem + (empty + 8 * STAGES - mt_smem_addr(mt_smem));\n"
-       << "  (void)mt_scratch;\n";
+       << "  (void)mt_scratch;\n"
+       << (T.Dynamic ? DynamicRing : "");
   else {
     OS << "  // blockIdx.z: the batch, then the slice of K (SPLITK per "
           "batch).\n"
@@ -489,8 +431,13 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
                        "its B.\n      mt_mbar_init(empty + 8 * s, CONSUMERS "
                        "* CLUSTER);\n"
                      : "      mt_mbar_init(empty + 8 * s, CONSUMERS);\n")
-     << R"(    }
-    // Make the initialised barriers visible to the TMA unit.
+     << "    }\n"
+     << (T.Dynamic ? "    for (int n = 0; n < 2; ++n) {\n"
+                     "      mt_mbar_init(tfull + 8 * n, 1);\n"
+                     "      mt_mbar_init(tempty + 8 * n, CONSUMERS * 128);\n"
+                     "    }\n"
+                   : "")
+     << R"(    // Make the initialised barriers visible to the TMA unit.
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
 )"
@@ -521,7 +468,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
     };
     Replace(
         "$BLOADS",
-        Cluster > 1
+        SwiGlu ? swigluBLoads(Cluster)
+        : Cluster > 1
             ? R"(        // Each CTA loads its half of the boxes of B into both.
         #pragma unroll
         for (int j = MT_RANK; j < BN / 64; j += CLUSTER)
@@ -535,6 +483,7 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
                       (int)n0 + j * 64, $K * BK, (int)bz);
 )");
     Replace("$STEP", T.Persistent ? "++kt, ++it" : "++kt");
+    Replace("$ACCS", SwiGlu ? "BN" : "BN / 2");
     Replace("$RING", T.Persistent ? "it" : "kt");
     Replace("$K", T.Persistent ? "kt" : "(kt0 + kt)");
     return Out;
@@ -543,7 +492,12 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_a) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_b) : "memory");
 )";
-  if (T.Persistent)
+  if (SwiGlu)
+    OS << "      asm volatile(\"prefetch.tensormap [%0];\" ::\"l\"(&tm_u) : "
+          "\"memory\");\n";
+  if (T.Dynamic)
+    OS << DynamicProducerHead;
+  else if (T.Persistent)
     OS << R"(      // The stages form one ring across this CTA's tiles: `it` counts its
       // k-tiles so far.
       int it = 0;
@@ -564,21 +518,25 @@ $BLOADS      }
 )");
   if (T.Persistent)
     OS << "      }\n";
+  if (T.Dynamic)
+    OS << DynamicProducerTail;
   OS << "    }\n  } else {\n";
   if (ConsumerRegs)
     OS << "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << ConsumerRegs
        << ";\");\n";
   OS << "    const int cw = tid / 128 - 1, warp = (tid / 32) % 4, lane = tid % "
         "32;\n";
-  if (T.Persistent)
+  if (T.Dynamic)
+    OS << DynamicConsumerHead;
+  else if (T.Persistent)
     OS << R"(    int it = 0;
     for (int tile = blockIdx.x / CLUSTER; tile < TILES;
          tile += gridDim.x / CLUSTER) {
     MT_TILE(tile);
 )";
-  OS << Loop(R"(    float acc[BN / 2];
+  OS << Loop(R"(    float acc[$ACCS];
     #pragma unroll
-    for (int i = 0; i < BN / 2; ++i)
+    for (int i = 0; i < $ACCS; ++i)
       acc[i] = 0.f;
     for (int kt = 0; kt < KT; $STEP) {
       const int s = $RING % STAGES;
@@ -608,7 +566,20 @@ $BLOADS      }
     if (KT > 0 && tid % 128 == 0)
       mt_release(empty + 8 * ((it - 1) % STAGES));
 )";
-  OS << R"(    #pragma unroll
+  if (SwiGlu)
+    OS << R"(    #pragma unroll
+    for (int i = 0; i < BN; ++i)
+      mt_fence_acc(acc[i]);
+    // silu(g) * u in f32 (the store rounds once): the gate's accumulators
+    // are the first BN / 2, the up's the next BN / 2, column for column.
+    #pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+      const float g = acc[i];
+      acc[i] = g / (1.f + expf(-g)) * acc[BN / 2 + i];
+    }
+)";
+  else
+    OS << R"(    #pragma unroll
     for (int i = 0; i < BN / 2; ++i)
       mt_fence_acc(acc[i]);
 )";
@@ -648,6 +619,9 @@ $BLOADS      }
   int64_t ARows = S.M, Batch = S.Batch;
   K.TensorMaps = {wgmmaTensorMap(0, S.K, ARows, Batch, 64, T.BM),
                   wgmmaTensorMap(1, S.N, S.K, Batch, 64, T.BK)};
+  if (SwiGlu)
+    // The up weights, the third pointer parameter (after %h and %wg).
+    K.TensorMaps.push_back(wgmmaTensorMap(2, S.N, S.K, Batch, 64, T.BK));
   if (Store)
     // The result, [batch][M][N], in 64 x 64 boxes: the last pointer
     // parameter (ParamList puts the result after any `writes`).
@@ -655,5 +629,7 @@ $BLOADS      }
         wgmmaTensorMap(unsigned(S.P->Inputs.size() + S.P->Outputs.size() - 1),
                        S.N, ARows, Batch, 64, 64));
   K.ClusterX = unsigned(Cluster);
+  if (T.Dynamic)
+    K.WorkspaceBytes = 8; // the tile counter and the CTAs that are done
   return llvm::Error::success();
 }

@@ -6,6 +6,7 @@
 // without a GPU. Without NVRTC the compile tests skip and say why.
 //
 //===----------------------------------------------------------------------===//
+#include "CompileAll.h"
 #include "IRTestUtils.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
@@ -470,6 +471,52 @@ graph @g(%x: bf16[3,600,512], %w: bf16[3,512,1000]) {
   auto E2 = generateGemmKernel(*Mtb, Narrow, false);
   ASSERT_FALSE(bool(E2));
   EXPECT_NE(llvm::toString(E2.takeError()).find("64-column boxes"),
+            std::string::npos);
+}
+
+TEST(CudaCodegen, DynamicWgmmaTilesClaimTiles) {
+  // gemm_wg_..._p_d: each CTA claims its next tile from a global counter
+  // (the kernel's 8-byte workspace) and hands it to its consumers through
+  // a two-slot ring; the last CTA done resets the counters.
+  auto P = lowerAndFuse(R"(
+graph @g(%x: bf16[3,600,512], %w: bf16[3,512,1000]) {
+  %y = matmul(%x, %w) : bf16[3,600,1000]
+  return %y
+}
+)",
+                        "dynamic.mir");
+  ASSERT_TRUE(P);
+  GemmTileConfig T = wgmmaTile(128, 256, 64, 4);
+  T.Persistent = T.Dynamic = true;
+  EXPECT_EQ(gemmChoiceName(T), "gemm_wg_128x256x64_s4_p_d");
+  std::optional<GemmTileConfig> Back =
+      gemmTileOf(named("gemm_wg_128x256x64_s4_p_d"));
+  ASSERT_TRUE(Back.has_value());
+  EXPECT_TRUE(Back->Persistent && Back->Dynamic);
+  EXPECT_FALSE(gemmTileOf(named("gemm_wg_128x256x64_s4_p"))->Dynamic);
+  // Only a persistent tile without a cluster claims its tiles.
+  for (const char *Bad :
+       {"gemm_wg_128x256x64_s4_d", "gemm_wg_128x256x64_s4_p_d_c2",
+        "gemm_128x128x64_w4_s4_p_d"})
+    EXPECT_FALSE(gemmTileOf(named(Bad)).has_value()) << Bad;
+  const auto *Mtb = llvm::cast<MultiTemplateBufferNode>(
+      P->M->getGraphs()[0]->getNodes()[0].get());
+  auto K = generateGemmKernel(*Mtb, T, /*Fused=*/false);
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_TRUE(K->Persistent);
+  EXPECT_EQ(K->GridX, 5u * 4 * 3);
+  EXPECT_EQ(K->WorkspaceBytes, 8u);
+  for (const char *S :
+       {"unsigned *__restrict__ mt_sched)", "atomicAdd(mt_sched, 1u)",
+        "mt_mbar_init(tempty + 8 * n, CONSUMERS * 128);",
+        "atomicAdd(mt_sched + 1, 1u) == gridDim.x - 1", "MT_TILE_STORE("})
+    EXPECT_NE(K->Source.find(S), std::string::npos) << S;
+  expectKernelCompiles(*K);
+  GemmTileConfig Clustered = T;
+  Clustered.Cluster = 2;
+  auto E = generateGemmKernel(*Mtb, Clustered, false);
+  ASSERT_FALSE(bool(E));
+  EXPECT_NE(llvm::toString(E.takeError()).find("dynamically"),
             std::string::npos);
 }
 

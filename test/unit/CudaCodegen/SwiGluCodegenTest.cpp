@@ -104,8 +104,10 @@ TEST(SwiGluCodegen, KernelShape) {
 
 TEST(SwiGluCodegen, WgmmaTileNamesRoundTrip) {
   // swiglu_wg_BMxBNxBK_sS: the wgmma GEMM's spelling after the prefix.
-  for (const char *Name : {"swiglu_wg_128x128x64_s4", "swiglu_wg_64x128x64_s5",
-                           "swiglu_wg_128x64x64_s6"}) {
+  for (const char *Name :
+       {"swiglu_wg_128x128x64_s4", "swiglu_wg_64x128x64_s5",
+        "swiglu_wg_128x64x64_s6", "swiglu_wg_128x128x64_s4_p",
+        "swiglu_wg_128x128x64_s4_p_c2", "swiglu_wg_128x128x64_s4_p_d"}) {
     std::optional<GemmTileConfig> T = swigluTileOf(Choice{Name, {}, {}});
     ASSERT_TRUE(T) << Name;
     EXPECT_EQ(T->Template, GemmTemplate::Wgmma) << Name;
@@ -117,12 +119,17 @@ TEST(SwiGluCodegen, WgmmaTileNamesRoundTrip) {
   EXPECT_EQ(T->BN, 128);
   EXPECT_EQ(T->Stages, 4);
   EXPECT_EQ(T->Warps, 12); // a producer and two consumer warpgroups
-  // The GEMM's persistent, clustered and split-K spellings are not tiles
-  // of the merged template; nor is a GEMM's name.
+  EXPECT_FALSE(T->Persistent);
+  std::optional<GemmTileConfig> P =
+      swigluTileOf(Choice{"swiglu_wg_128x128x64_s4_p_c2", {}, {}});
+  ASSERT_TRUE(P);
+  EXPECT_TRUE(P->Persistent);
+  EXPECT_EQ(P->Cluster, 2);
+  // No merged tile splits K; a clustered tile is persistent; a GEMM's name
+  // is not a merged tile.
   for (const char *Name :
-       {"swiglu_wg_128x128x64_s4_p", "swiglu_wg_128x128x64_s4_p_c2",
-        "swiglu_wg_128x128x64_s4_k2", "gemm_wg_128x128x64_s4",
-        "swiglu_wg_128x128x64"})
+       {"swiglu_wg_128x128x64_s4_k2", "swiglu_wg_128x128x64_s4_c2",
+        "gemm_wg_128x128x64_s4", "swiglu_wg_128x128x64"})
     EXPECT_FALSE(swigluTileOf(Choice{Name, {}, {}})) << Name;
 }
 
@@ -136,8 +143,9 @@ TEST(SwiGluCodegen, WgmmaTilesAtPrefillOnly) {
   };
   std::vector<std::string> Prefill =
       Names(C.swigluChoices(2048, 14336, 4096, DType::BF16));
-  for (const char *Name : {"swiglu_wg_128x128x64_s4", "swiglu_wg_128x64x64_s6",
-                           "swiglu_wg_64x128x64_s5"})
+  for (const char *Name :
+       {"swiglu_wg_128x128x64_s4", "swiglu_wg_128x64x64_s6",
+        "swiglu_wg_64x128x64_s5", "swiglu_wg_128x128x64_s4_p"})
     EXPECT_TRUE(llvm::is_contained(Prefill, Name)) << Name;
   // Not at decode (taller than the rows) nor where TMA cannot copy rows.
   for (const std::string &N :
@@ -189,6 +197,80 @@ TEST(SwiGluCodegen, WgmmaKernelShape) {
   }
 }
 
+/// A persistent tile (`_p`, optionally in clusters of two).
+static GemmTileConfig persistent(int BM, int BN, int Stages, int Cluster = 1) {
+  GemmTileConfig T = wgmmaTile(BM, BN, 64, Stages);
+  T.Persistent = true;
+  T.Cluster = Cluster;
+  return T;
+}
+
+TEST(SwiGluCodegen, PersistentWgmmaKernelShape) {
+  auto P = swiglu("bf16", 300, 256, 320);
+  ASSERT_TRUE(P);
+  llvm::Expected<KernelSource> K =
+      generateSwiGluKernel(node(*P), persistent(128, 128, 4));
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_EQ(K->Name, "gu_swiglu_wg_128x128x64_s4_p");
+  EXPECT_TRUE(K->NeedsSm90a);
+  // Every output tile along x (3 x 3), walked by at most one CTA per SM.
+  EXPECT_TRUE(K->Persistent);
+  EXPECT_EQ(K->GridX, 9u);
+  EXPECT_EQ(K->GridY, 1u);
+  EXPECT_EQ(K->BlockX, 384u);
+  // The GEMM template's 128x256 tile: 4 stages of A and both weights' 128
+  // columns, the mbarriers, the row scratch, then the TMA store's staging
+  // (64 x 128 bf16 per consumer warpgroup).
+  EXPECT_EQ(K->SharedBytes, 1024u + 4 * (128 + 256) * 64 * 2 + 16 * 4 +
+                                2 * 128 * 4 + 2 * 64 * 128 * 2);
+  // Maps of h, both weights, then the result (64 x 64 boxes).
+  ASSERT_EQ(K->TensorMaps.size(), 4u);
+  EXPECT_EQ(K->TensorMaps[1].Input, 1u);
+  EXPECT_EQ(K->TensorMaps[2].Input, 2u);
+  EXPECT_EQ(K->TensorMaps[2].Dims[0], 320u);
+  EXPECT_EQ(K->TensorMaps[2].Dims[1], 256u);
+  EXPECT_EQ(K->TensorMaps[3].Input, 3u);
+  EXPECT_EQ(K->TensorMaps[3].Dims[0], 320u);
+  EXPECT_EQ(K->TensorMaps[3].Dims[1], 300u);
+  // One wgmma 256 wide reads A once for gate and up; silu(g) * u pairs
+  // accumulator i with i + BN / 2.
+  EXPECT_NE(K->Source.find("wgmma.mma_async.sync.aligned.m64n256k16"),
+            std::string::npos);
+  EXPECT_NE(K->Source.find("#define B_STAGE (2 * BN / 64 * B_BOX)"),
+            std::string::npos);
+  EXPECT_NE(K->Source.find("acc[BN / 2 + i]"), std::string::npos);
+  EXPECT_NE(K->Source.find("MT_TILE_STORE("), std::string::npos);
+  // In clusters of two: the tile rows in pairs, each CTA multicasting
+  // every other weight box.
+  llvm::Expected<KernelSource> C =
+      generateSwiGluKernel(node(*P), persistent(128, 128, 4, 2));
+  ASSERT_TRUE(bool(C)) << llvm::toString(C.takeError());
+  EXPECT_EQ(C->ClusterX, 2u);
+  EXPECT_EQ(C->GridX, 3u * 2 * 2);
+  EXPECT_NE(C->Source.find("j < BN / 64 ? tm_b : tm_u"), std::string::npos);
+  // Claiming its tiles from a counter: the 8-byte workspace after the
+  // output, the tile ring after the row scratch.
+  GemmTileConfig Dyn = persistent(128, 128, 4);
+  Dyn.Dynamic = true;
+  llvm::Expected<KernelSource> D = generateSwiGluKernel(node(*P), Dyn);
+  ASSERT_TRUE(bool(D)) << llvm::toString(D.takeError());
+  EXPECT_EQ(D->Name, "gu_swiglu_wg_128x128x64_s4_p_d");
+  EXPECT_EQ(D->WorkspaceBytes, 8u);
+  EXPECT_EQ(D->SharedBytes, K->SharedBytes + 40);
+  EXPECT_NE(D->Source.find("atomicAdd(mt_sched, 1u)"), std::string::npos);
+  // Refused with a reason: a wgmma wider than 256, too much shared memory,
+  // a split K.
+  GemmTileConfig Split = persistent(128, 128, 4);
+  Split.SplitK = 2;
+  for (GemmTileConfig Bad :
+       {persistent(128, 256, 2), persistent(128, 128, 5), Split}) {
+    llvm::Expected<KernelSource> E = generateSwiGluKernel(node(*P), Bad);
+    ASSERT_FALSE(bool(E)) << swigluChoiceName(Bad);
+    EXPECT_NE(llvm::toString(E.takeError()).find("tile swiglu_wg_"),
+              std::string::npos);
+  }
+}
+
 TEST(SwiGluCodegen, BatchedWeightsTakeWgmmaTiles) {
   // MoE experts: h [E, M, K], one [K, N] gate and up weight per expert.
   std::string Src = "graph @e(%h: bf16[4,200,136], %wg: bf16[4,136,320], "
@@ -218,6 +300,17 @@ TEST(SwiGluCodegen, BatchedWeightsTakeWgmmaTiles) {
   EXPECT_EQ(K->TensorMaps[2].Dims[1], 136u);
   EXPECT_NE(K->Source.find("#define ROWS 800LL"), std::string::npos);
   expectKernelCompiles(*K);
+  // Persistent: the experts' tiles one sequence, the batch the maps' third
+  // dimension (the result's too).
+  llvm::Expected<KernelSource> Pk =
+      generateSwiGluKernel(N, persistent(128, 128, 4));
+  ASSERT_TRUE(bool(Pk)) << llvm::toString(Pk.takeError());
+  EXPECT_EQ(Pk->GridX, 3u * 2 * 4);
+  ASSERT_EQ(Pk->TensorMaps.size(), 4u);
+  EXPECT_EQ(Pk->TensorMaps[3].Dims[1], 200u);
+  EXPECT_EQ(Pk->TensorMaps[3].Dims[2], 4u);
+  EXPECT_NE(Pk->Source.find("#define BATCH 4"), std::string::npos);
+  expectKernelCompiles(*Pk);
   // The mma.sync merged template reads one [K, N]: refused with a reason.
   llvm::Expected<KernelSource> Mma =
       generateSwiGluKernel(N, GemmTileConfig{64, 64, 64, 4, 4});
@@ -240,12 +333,23 @@ TEST(SwiGluCodegen, EveryTileCompilesWithNvrtc) {
                           {"f16", 33, 136, 200},
                           {"bf16", 16, 4096, 7168},
                           {"bf16", 4096, 4096, 7168}};
+  // The defaults, and the persistent tiles not offered by default (timed
+  // on the GPU beside them: bench/device/swiglu-p.sh).
+  std::vector<GemmTileConfig> Tiles = ChoiceConfig::getDefault().SwiGluTiles;
+  GemmTileConfig Dynamic = persistent(128, 128, 4);
+  Dynamic.Dynamic = true;
+  for (GemmTileConfig T : {persistent(128, 128, 4, 2), persistent(128, 64, 6),
+                           persistent(128, 64, 6, 2), Dynamic})
+    if (llvm::none_of(Tiles, [&](const GemmTileConfig &D) {
+          return swigluChoiceName(D) == swigluChoiceName(T);
+        }))
+      Tiles.push_back(T);
   std::vector<std::unique_ptr<Parsed>> Keep;
   std::vector<KernelSource> Work;
   for (const Shape &S : Shapes) {
     auto P = swiglu(S.Ty, S.M, S.K, S.N);
     ASSERT_TRUE(P);
-    for (const GemmTileConfig &T : ChoiceConfig::getDefault().SwiGluTiles) {
+    for (const GemmTileConfig &T : Tiles) {
       llvm::Expected<KernelSource> K = generateSwiGluKernel(node(*P), T);
       // The wgmma tiles' TMA rows need K and N multiples of 8.
       if (T.Template == GemmTemplate::Wgmma && (S.K % 8 || S.N % 8)) {
