@@ -110,6 +110,13 @@ void emitFibreKernelHead(llvm::raw_ostream &OS, llvm::StringRef What,
                          llvm::StringRef Fn, const ParamList &P, unsigned Block,
                          int64_t Fibres, int64_t Inner);
 
+/// The kernel of `grouped_mm` node N (lib/OpUnits/GroupedMm.cpp), in
+/// GroupedGemm.cpp beside the mma.sync GEMM pieces it reuses: one launch
+/// over every expert's rows, the per-expert row counts, offsets and row
+/// lists computed on the device from the ids.
+llvm::Expected<KernelSource> generateGroupedMmKernel(llvm::StringRef Name,
+                                                     const Node &N);
+
 } // namespace codegen
 } // namespace mtsched
 
