@@ -408,11 +408,14 @@ static void rewrite(Graph &G, const GroupedMatch &M, llvm::StringSet<> &Names) {
   llvm::sort(SortedLabels);
   for (int L : SortedLabels)
     Sorted.push_back(Sizes[L]);
-  Y = B.reshape(Y, Sorted, "rows");
   llvm::SmallVector<int64_t, 6> Perm;
   for (int L : M.OutLabels)
     Perm.push_back(llvm::find(SortedLabels, L) - SortedLabels.begin());
-  Y = B.transpose(Y, Perm, "perm");
+  // In label order already: one reshape into the matmul's shape.
+  if (!llvm::is_sorted(Perm)) {
+    Y = B.reshape(Y, Sorted, "rows");
+    Y = B.transpose(Y, Perm, "perm");
+  }
   // The last step defines the matmul's own value.
   Value *Src = Y;
   std::unique_ptr<Node> Last = B.make(OpCode::Reshape, {Src});
