@@ -133,12 +133,130 @@ static llvm::Error interpret(const Node &N,
   return llvm::Error::success();
 }
 
+/// Row Row (= t * A + a) of the result, for the benchmarker's sampled
+/// check of each choice.
+static llvm::Error interpretRow(const Node &N,
+                                llvm::ArrayRef<const double *> In, int64_t Row,
+                                llvm::MutableArrayRef<double> Out) {
+  const TensorType &XT = N.getOperand(0)->getType();
+  const TensorType &WT = N.getOperand(1)->getType();
+  int64_t A = N.getType().Shape[1], NN = WT.Shape[1], K = WT.Shape[2];
+  int64_t Id = int64_t(In[2][Row]);
+  if (Id < 0 || Id >= WT.Shape[0])
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "'%" + N.getName() + "': id " + std::to_string(Id) + " of row " +
+            std::to_string(Row) + " is outside the experts");
+  const double *XRow = In[0] + (XT.rank() == 3 ? Row : Row / A) * K;
+  const double *WE = In[1] + Id * NN * K;
+  for (int64_t C = 0; C < NN; ++C) {
+    double Acc = 0;
+    for (int64_t I = 0; I < K; ++I)
+      Acc += XRow[I] * WE[C * K + I];
+    Out[C] = Acc;
+  }
+  return llvm::Error::success();
+}
+
+namespace {
+/// N's routed rows, the experts they can reach, and their average rows.
+struct Routing {
+  int64_t Rows, Experts;
+  double PerExpert() const { return double(Rows) / double(Experts); }
+};
+} // namespace
+
+static Routing routingOf(const Node &N) {
+  int64_t Rows = N.getType().Shape[0] * N.getType().Shape[1];
+  return {Rows, std::max<int64_t>(
+                    1, std::min(Rows, N.getOperand(1)->getType().Shape[0]))};
+}
+
+/// The tiles offered: the SIMT loop where the tensor cores cannot run;
+/// else 16- and 32-row tiles for a few rows per expert (decode), 32 to
+/// 128 rows for many (prefill).
+static std::vector<std::string> choices(const Node &N) {
+  DType Dt = N.getType().Dtype;
+  int64_t K = N.getOperand(1)->getType().Shape[2];
+  if ((Dt != DType::BF16 && Dt != DType::F16) || K % 8)
+    return {"gmm_simt"};
+  double R = routingOf(N).PerExpert();
+  std::vector<std::string> Out;
+  if (R <= 64) {
+    Out.push_back("gmm_16x64x64_w2_s4");
+    Out.push_back("gmm_16x128x64_w4_s4");
+    Out.push_back("gmm_16x64x128_w4_s3");
+  }
+  Out.push_back("gmm_32x128x64_w4_s3");
+  if (R > 16) {
+    Out.push_back("gmm_64x128x32_w4_s4");
+    Out.push_back("gmm_128x128x32_w8_s4");
+  }
+  return Out;
+}
+
+static bool offersChoice(llvm::StringRef Name) {
+  return codegen::groupedMmTileOf(Name).has_value();
+}
+
+/// The roofline's terms: each row tile streams its expert's weights (the
+/// tiles of one expert share them in L2 only by luck), its rows of x and
+/// of the result; the MMA rows past an expert's group are arithmetic done
+/// for nothing.
+static std::optional<OpUnitChoiceCost> choiceCost(const Node &N,
+                                                  llvm::StringRef Name) {
+  std::optional<codegen::GroupedMmTile> T = codegen::groupedMmTileOf(Name);
+  if (!T)
+    return std::nullopt;
+  Routing R = routingOf(N);
+  const TensorType &WT = N.getOperand(1)->getType();
+  int64_t NN = WT.Shape[1], K = WT.Shape[2];
+  double Elt = double(dtypeBytes(WT.Dtype));
+  int64_t BM = T->TensorCores ? T->BM : 16, BN = T->TensorCores ? T->BN : 64;
+  int64_t PerExpert = (R.Rows + R.Experts - 1) / R.Experts;
+  int64_t RowTiles = R.Experts * ((PerExpert + BM - 1) / BM);
+  OpUnitChoiceCost C;
+  C.Flops = 2.0 * double(RowTiles * BM) * double(NN) * double(K);
+  C.Bytes = double(RowTiles) * double(NN) * double(K) * Elt +
+            double(R.Rows) * double(K + NN) * Elt;
+  C.TensorCores = T->TensorCores;
+  C.Efficiency = T->TensorCores ? 0.5 : 0.3;
+  C.Ctas = RowTiles * ((NN + BN - 1) / BN);
+  int64_t Smem = codegen::groupedMmSharedBytes(*T);
+  C.CtasPerSm =
+      int(std::max<int64_t>(1, std::min<int64_t>(Smem ? 227 * 1024 / Smem : 16,
+                                                 2048 / (32 * T->Warps))));
+  return C;
+}
+
+static llvm::Expected<KernelSource> kernel(llvm::StringRef Name,
+                                           const Node &N) {
+  return codegen::generateGroupedMmKernel(Name, N);
+}
+
+static llvm::Expected<KernelSource>
+choiceKernel(llvm::StringRef Name, const Node &N, llvm::StringRef Choice) {
+  std::optional<codegen::GroupedMmTile> T = codegen::groupedMmTileOf(Choice);
+  if (!T)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'%" + N.getName() +
+                                       "': grouped_mm has no kernel for "
+                                       "choice '" +
+                                       Choice + "'");
+  return codegen::generateGroupedMmKernel(Name, N, *T);
+}
+
 void mtsched::opunits::registerGroupedMm() {
   OpUnitInfo Info;
   Info.InferType = inferType;
   Info.Flops = flops;
   Info.IndexBound = indexBound;
+  Info.Choices = choices;
+  Info.OffersChoice = offersChoice;
+  Info.ChoiceCost = choiceCost;
   registerOpUnitInfo(OpCode::GroupedMm, Info);
   registerOpUnitReference(OpCode::GroupedMm, interpret);
-  registerOpUnitKernel(OpCode::GroupedMm, codegen::generateGroupedMmKernel);
+  registerOpUnitRowReference(OpCode::GroupedMm, interpretRow);
+  registerOpUnitKernel(OpCode::GroupedMm, kernel);
+  registerOpUnitChoiceKernel(OpCode::GroupedMm, choiceKernel);
 }

@@ -40,25 +40,71 @@
 using namespace mtsched;
 using namespace mtsched::codegen;
 
-namespace {
-/// The tile of one grouped_mm kernel.
-struct GroupedTile {
-  int BM, BN, BK, WarpsM, WarpsN, Stages;
-  bool TensorCores;
-};
-} // namespace
+std::string codegen::groupedMmChoiceName(const GroupedMmTile &T) {
+  if (!T.TensorCores)
+    return "gmm_simt";
+  return "gmm_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
+         std::to_string(T.BK) + "_w" + std::to_string(T.Warps) + "_s" +
+         std::to_string(T.Stages);
+}
+
+bool codegen::groupedMmWarps(const GroupedMmTile &T, int &WarpsM, int &WarpsN) {
+  int Best = -1;
+  for (int M = 1; M <= T.Warps; ++M) {
+    if (T.Warps % M || T.BM % (16 * M) || T.BN % (16 * (T.Warps / M)))
+      continue;
+    int Skew = std::abs(T.BM / M - T.BN / (T.Warps / M));
+    if (Best < 0 || Skew < Best) {
+      Best = Skew;
+      WarpsM = M;
+      WarpsN = T.Warps / M;
+    }
+  }
+  return Best >= 0;
+}
+
+std::optional<GroupedMmTile> codegen::groupedMmTileOf(llvm::StringRef Name) {
+  GroupedMmTile T;
+  if (Name == "gmm_simt") {
+    T.TensorCores = false;
+    return T;
+  }
+  int WM = 0, WN = 0;
+  unsigned BM, BN, BK, W, S;
+  llvm::StringRef Rest = Name;
+  if (!Rest.consume_front("gmm_") || Rest.consumeInteger(10, BM) ||
+      !Rest.consume_front("x") || Rest.consumeInteger(10, BN) ||
+      !Rest.consume_front("x") || Rest.consumeInteger(10, BK) ||
+      !Rest.consume_front("_w") || Rest.consumeInteger(10, W) ||
+      !Rest.consume_front("_s") || Rest.consumeInteger(10, S) ||
+      !Rest.empty() || BM == 0 || BM > 256 || BN > 256 || BK % 16 || BK == 0 ||
+      BK > 128 || W == 0 || W > 16 || S < 2 || S > 8)
+    return std::nullopt;
+  T = {int(BM), int(BN), int(BK), int(W), int(S), true};
+  if (!groupedMmWarps(T, WM, WN))
+    return std::nullopt;
+  return T;
+}
+
+int64_t codegen::groupedMmSharedBytes(const GroupedMmTile &T) {
+  if (!T.TensorCores)
+    return 0;
+  return int64_t(T.Stages) * (T.BM + T.BN) * (T.BK + 8) * 2;
+}
 
 /// Rows per expert decide the tile: at decode (a few rows per expert) a
 /// 16-row tile streams the weights with the fewest wasted MMA rows; with
 /// more rows a 64 x 128 tile reuses each weight tile across them.
-static GroupedTile pickTile(int64_t Rows, int64_t Experts, int64_t K,
-                            DType Dt) {
-  bool Tc = (Dt == DType::BF16 || Dt == DType::F16) && K % 8 == 0;
-  if (!Tc)
-    return {16, 64, 0, 1, 4, 1, false};
+GroupedMmTile codegen::defaultGroupedMmTile(int64_t Rows, int64_t Experts,
+                                            int64_t K, DType Dt) {
+  GroupedMmTile T;
+  if ((Dt != DType::BF16 && Dt != DType::F16) || K % 8) {
+    T.TensorCores = false;
+    return T;
+  }
   if (Rows <= 16 * Experts)
-    return {16, 64, 64, 1, 2, 4, true};
-  return {64, 128, 32, 2, 2, 4, true};
+    return T;
+  return {64, 128, 32, 4, 4, true};
 }
 
 /// The device-side routing: rows per expert, this CTA's expert and its BM
@@ -249,7 +295,8 @@ static llvm::Error err(const llvm::Twine &Msg) {
 }
 
 llvm::Expected<KernelSource>
-codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N) {
+codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N,
+                                 std::optional<GroupedMmTile> Tile) {
   if (N.getNumOperands() != 3 || N.getType().rank() != 3 ||
       N.getOperand(1)->getType().rank() != 3)
     return err("'%" + N.getName() + "' is not a well-formed 'grouped_mm'");
@@ -265,7 +312,15 @@ codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N) {
     return err("'%" + N.getName() +
                "': more than 4096 experts (the kernel keeps a shared-memory "
                "count per expert)");
-  GroupedTile Tl = pickTile(T * A, E, K, Dt);
+  GroupedMmTile Tl = Tile ? *Tile : defaultGroupedMmTile(T * A, E, K, Dt);
+  int WarpsM = 1, WarpsN = 4;
+  if (Tl.TensorCores && ((Dt != DType::BF16 && Dt != DType::F16) || K % 8 ||
+                         !groupedMmWarps(Tl, WarpsM, WarpsN)))
+    return err("'%" + N.getName() + "': tile " + groupedMmChoiceName(Tl) +
+               " needs bf16/f16 operands, K a multiple of 8 and 16 x 16 warp "
+               "tiles");
+  if (!Tl.TensorCores)
+    Tl = {16, 64, 16, 4, 1, false};
 
   KernelSource Ks;
   Ks.Name = sanitizeIdentifier(Name);
@@ -279,17 +334,16 @@ codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N) {
      << "LL\n#define K_ " << K << "LL\n#define M_ TA_\n#define XA "
      << (X->getType().rank() == 3 ? 1 : 0)
      << " // x has a row per (t, a), else per t\n#define BM " << Tl.BM
-     << "\n#define BN " << Tl.BN << "\n#define BK " << std::max(Tl.BK, 16)
-     << "\n#define WARPS_M " << Tl.WarpsM << "\n#define WARPS_N " << Tl.WarpsN
+     << "\n#define BN " << Tl.BN << "\n#define BK " << Tl.BK
+     << "\n#define WARPS_M " << WarpsM << "\n#define WARPS_N " << WarpsN
      << "\n#define STAGES " << Tl.Stages << "\n#define SPLITK 1\n"
      << "#define MT_STORE(v) " << storeExpr(Dt, "(v)") << "\n";
-  int64_t Smem = 0;
+  int64_t Smem = groupedMmSharedBytes(Tl);
   if (Tl.TensorCores) {
     OS << "#define ALIGNED8 1\n#define MMA_TYPE \""
        << (Dt == DType::BF16 ? "bf16" : "f16") << "\"\n";
     emitTensorCoreMainLoop(OS);
     OS << "typedef unsigned short mt_operand;\n" << MmaLoad;
-    Smem = int64_t(Tl.Stages) * (Tl.BM + Tl.BN) * (Tl.BK + 8) * 2;
   } else {
     OS << "#define THREADS (WARPS_M * WARPS_N * 32)\n"
        << "typedef " << storageType(Dt) << " mt_operand;\n"
@@ -315,7 +369,7 @@ codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N) {
   Ks.Source = OS.str();
   Ks.Inputs = {X, W, Ids};
   Ks.Outputs = {N.getResult()};
-  Ks.BlockX = Tl.WarpsM * Tl.WarpsN * 32;
+  Ks.BlockX = WarpsM * WarpsN * 32;
   Ks.GridX = unsigned((Nn + Tl.BN - 1) / Tl.BN);
   Ks.GridY = unsigned((T * A + Tl.BM - 1) / Tl.BM + std::min(E, T * A));
   Ks.SharedBytes = unsigned(Smem);

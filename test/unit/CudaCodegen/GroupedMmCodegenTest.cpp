@@ -11,6 +11,7 @@
 #include "IRTestUtils.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
+#include "mtsched/IR/OpUnit.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
 #include <iostream>
@@ -79,6 +80,52 @@ TEST(GroupedMmCodegen, EveryShapeCompiles) {
     EXPECT_NE(K->Source.find("__ballot_sync"), std::string::npos);
     Work.push_back(std::move(*K));
   }
+  llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
+  if (!Nv) {
+    std::cout << "[ skipped ] NVRTC not available: "
+              << llvm::toString(Nv.takeError()) << "\n";
+    return;
+  }
+  expectEveryKernelCompiles(Work, 2);
+}
+
+TEST(GroupedMmCodegen, EveryChoiceCompiles) {
+  // Decode offers the 16- and 32-row tiles, prefill the 32- to 128-row
+  // ones, f32 the SIMT loop; each choice's kernel compiles.
+  const char *const Src[] = {Cases[0].Src, Cases[2].Src, Cases[4].Src};
+  const std::vector<std::string> Want[] = {
+      {"gmm_16x64x64_w2_s4", "gmm_16x128x64_w4_s4", "gmm_16x64x128_w4_s3",
+       "gmm_32x128x64_w4_s3"},
+      {"gmm_32x128x64_w4_s3", "gmm_64x128x32_w4_s4", "gmm_128x128x32_w8_s4"},
+      {"gmm_simt"}};
+  std::vector<KernelSource> Work;
+  for (int I = 0; I < 3; ++I) {
+    llvm::SourceMgr SM;
+    std::unique_ptr<Module> M = test::parseAndVerify(SM, Src[I], "g.mir");
+    ASSERT_TRUE(M);
+    const Node &N = *M->getGraphs()[0]->getNodes().back();
+    const OpUnitInfo *Info = lookupOpUnitInfo(OpCode::GroupedMm);
+    ASSERT_TRUE(Info && Info->Choices && Info->ChoiceCost);
+    EXPECT_EQ(Info->Choices(N), Want[I]);
+    for (const std::string &C : Want[I]) {
+      EXPECT_TRUE(opUnitOffersChoice(C)) << C;
+      std::optional<OpUnitChoiceCost> Cost = Info->ChoiceCost(N, C);
+      ASSERT_TRUE(Cost) << C;
+      EXPECT_GT(Cost->Bytes, 0) << C;
+      llvm::Expected<KernelSource> K = generateOpUnitChoiceKernel("k", N, C);
+      ASSERT_TRUE(bool(K)) << C << ": " << llvm::toString(K.takeError());
+      std::optional<codegen::GroupedMmTile> T = codegen::groupedMmTileOf(C);
+      ASSERT_TRUE(T);
+      EXPECT_EQ(codegen::groupedMmChoiceName(*T), C);
+      EXPECT_EQ(int64_t(K->SharedBytes), codegen::groupedMmSharedBytes(*T));
+      Work.push_back(std::move(*K));
+    }
+  }
+  // Names that are no tile.
+  for (const char *Bad :
+       {"gmm_16x64x64_w2", "gmm_15x64x64_w2_s4", "gmm_16x64x8_w2_s4",
+        "gmm_16x64x64_w3_s4", "gemm_16x64x64_w2_s4"})
+    EXPECT_FALSE(opUnitOffersChoice(Bad)) << Bad;
   llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
   if (!Nv) {
     std::cout << "[ skipped ] NVRTC not available: "
