@@ -59,11 +59,11 @@ for n in r.get("nodes", []):
 PY
 }
 echo "== 1. Mixtral MoE (gpt-fast form), grouped_mm choices, --run vs fp64" | tee -a "$S"
-run_t 16 38 true
+run_t 16 36 true
 
 echo "== 2. PyTorch eager, same module" | tee -a "$S"
 SIZES=16; [ "${T128:-0}" = 1 ] && SIZES="16 128"
-timeout 8 "$PY" bench/moe/eager_mixtral.py $SIZES > "$OUT/eager.log" 2>&1
+timeout 10 "$PY" bench/moe/eager_mixtral.py $SIZES > "$OUT/eager.log" 2>&1
 echo "eager rc=$?" | tee -a "$S"
 grep -h "eager\|Error" "$OUT/eager.log" | tail -4 | tee -a "$S"
 
