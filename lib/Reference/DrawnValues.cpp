@@ -3,11 +3,18 @@
 #include "mtsched/Reference/RandomInputs.h"
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 using namespace mtsched;
 
+/// Uniform U in [-1, 1) as an index in [0, Bound).
+static double toIndex(double U, int64_t Bound) {
+  return std::min<double>(double(Bound - 1),
+                          std::floor((U + 1) / 2 * double(Bound)));
+}
+
 void DrawnValues::add(const Value *V, int64_t Count, uint64_t Seed,
-                      uint64_t Stream, DType T) {
+                      uint64_t Stream, DType T, int64_t Bound) {
   Entry &E = Entries[V];
   E = Entry();
   E.Seed = Seed;
@@ -15,6 +22,7 @@ void DrawnValues::add(const Value *V, int64_t Count, uint64_t Seed,
   E.Key = randomKey(Seed, Stream);
   E.Count = std::max<int64_t>(0, Count);
   E.T = T;
+  E.Bound = std::max<int64_t>(0, Bound);
 }
 
 const DrawnValues::Entry &DrawnValues::entry(const Value *V) const {
@@ -26,7 +34,11 @@ const DrawnValues::Entry &DrawnValues::entry(const Value *V) const {
 const std::vector<double> &DrawnValues::store(const Value *V) {
   Entry &E = Entries.find(V)->second;
   if (!E.Stored) {
-    E.Elems = randomValues(E.Count, E.Seed, E.Stream, E.T);
+    E.Elems =
+        randomValues(E.Count, E.Seed, E.Stream, E.Bound ? DType::F32 : E.T);
+    if (E.Bound)
+      for (double &X : E.Elems)
+        X = toIndex(X, E.Bound);
     E.Stored = true;
   }
   return E.Elems;
@@ -47,7 +59,9 @@ std::vector<double> DrawnValues::slice(const Value *V, int64_t Begin,
                                E.Elems.begin() + Begin + Len);
   std::vector<double> Out(static_cast<size_t>(Len));
   for (int64_t I = 0; I < Len; ++I)
-    Out[size_t(I)] = randomValueAt(E.Key, Begin + I, E.T);
+    Out[size_t(I)] =
+        E.Bound ? toIndex(randomValueAt(E.Key, Begin + I, DType::F32), E.Bound)
+                : randomValueAt(E.Key, Begin + I, E.T);
   return Out;
 }
 
@@ -58,5 +72,8 @@ int64_t DrawnValues::size(const Value *V) const {
 
 double DrawnValues::at(const Value *V, int64_t I) const {
   const Entry &E = entry(V);
-  return E.Stored ? E.Elems[size_t(I)] : randomValueAt(E.Key, I, E.T);
+  if (E.Stored)
+    return E.Elems[size_t(I)];
+  return E.Bound ? toIndex(randomValueAt(E.Key, I, DType::F32), E.Bound)
+                 : randomValueAt(E.Key, I, E.T);
 }

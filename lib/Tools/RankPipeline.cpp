@@ -6,6 +6,7 @@
 #include "mtsched/Autotune/PrologueSelect.h"
 #include "mtsched/Autotune/SwiGluSelect.h"
 #include "mtsched/Backend/Backends.h"
+#include "mtsched/Lowering/GroupedMm.h"
 #include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Schedule/Schedule.h"
@@ -38,6 +39,7 @@ void mtsched::registerPipelinePasses(PassRegistry &Registry,
   // Each factory keeps its own copy of the options it reads.
   LoweringOptions Lowering = Options;
   FusionOptions Fusion = FusionOpts;
+  add(Registry, [] { return createFuseGroupedMmPass(); });
   // Immediate mode (V1): `lower` also decides each node it created, before
   // fusion; lowering itself never calls the autotuner.
   if (Lowering.Mode == CollectiveMode::Immediate)

@@ -23,8 +23,12 @@ namespace mtsched {
 class DrawnValues : public RowOperands {
 public:
   /// V holds Count elements, those of randomValues(Count, Seed, Stream, T).
+  /// With Bound > 0 (an op's index operand, OpUnitInfo::IndexBound) the
+  /// elements are indices in [0, Bound) instead: the same stream drawn as
+  /// f32 and mapped from [-1, 1) onto 0..Bound-1, as makeGraphInputs draws
+  /// a graph input that indexes.
   void add(const Value *V, int64_t Count, uint64_t Seed, uint64_t Stream,
-           DType T);
+           DType T, int64_t Bound = 0);
   /// Draws V's elements once (in parallel) and keeps them; a reference
   /// that reads V whole reads them through data().
   const std::vector<double> &store(const Value *V);
@@ -39,7 +43,7 @@ public:
 private:
   struct Entry {
     uint64_t Seed = 0, Stream = 0, Key = 0;
-    int64_t Count = 0;
+    int64_t Count = 0, Bound = 0;
     DType T = DType::F32;
     bool Stored = false;
     std::vector<double> Elems;

@@ -23,9 +23,10 @@ class PassRegistry;
 /// The passes `--pipeline=default` stands for, in order: the one list the
 /// driver, the lab and calibration run.
 inline constexpr const char *DefaultPipeline[] = {
-    "lower",         "fuse-swiglu",       "fuse-horizontal",
-    "fuse",          "autotune",          "select-swiglu",
-    "search-fusion", "select-horizontal", "select-prologue"};
+    "fuse-grouped-mm", "lower",         "fuse-swiglu",
+    "fuse-horizontal", "fuse",          "autotune",
+    "select-swiglu",   "search-fusion", "select-horizontal",
+    "select-prologue"};
 
 /// The default pipeline's passes before the first one that needs an
 /// autotuner ("autotune"): what lowers and fuses a graph without deciding.

@@ -460,6 +460,18 @@ bool CudaSession::gpuReferenceRows(const MultiTemplateBufferNode &N,
   return true;
 }
 
+/// The bound V's elements must stay below as an index operand of op unit
+/// N (OpUnitInfo::IndexBound; the smallest if it is several), else 0.
+static int64_t indexBoundOf(const Node &N, const Value *V) {
+  int64_t Bound = 0;
+  if (const OpUnitInfo *U = lookupOpUnitInfo(N.getOp()); U && U->IndexBound)
+    for (unsigned I = 0; I < N.getNumOperands(); ++I)
+      if (N.getOperand(I) == V)
+        if (std::optional<int64_t> B = U->IndexBound(N, I))
+          Bound = Bound ? std::min(Bound, *B) : *B;
+  return Bound;
+}
+
 /// Why N's choices cannot be checked: an op unit with kernel choices but no
 /// row reference would be checked against nothing. Empty if they can.
 static std::string missingRowReference(const MultiTemplateBufferNode &N) {
@@ -557,8 +569,11 @@ Prepared &CudaSession::prepare(const MultiTemplateBufferNode &N,
     DType T = V->getType().Dtype;
     int64_t Count = NumAt(V);
     size_t Bytes = size_t(Count) * dtypeBytes(T);
-    bool Device = Fills && BenchSupport::canFill(T);
-    P.Host.add(V, Count, Opts.Seed, Stream, T);
+    // An op unit's index operand (grouped_mm's expert ids) draws valid
+    // indices, on the host.
+    int64_t Bound = indexBoundOf(N, V);
+    bool Device = Fills && BenchSupport::canFill(T) && !Bound;
+    P.Host.add(V, Count, Opts.Seed, Stream, T, Bound);
     if (ReadWhole(V))
       P.Host.store(V);
     std::string HostBytes;

@@ -6,6 +6,7 @@
 #include "mtsched/Reference/RandomInputs.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
+#include <cmath>
 
 using namespace mtsched;
 
@@ -170,4 +171,32 @@ TEST(DrawnValues, RowChainMapsThroughLayoutOps) {
       EXPECT_EQ(RowS[C], Out.getDouble(size_t(At))) << R << ", " << C;
     }
   }
+}
+
+TEST(DrawnValues, BoundedDrawsAreIndicesInRange) {
+  // grouped_mm's expert ids as the benchmarker draws them: every element in
+  // [0, Bound), each of them drawn, and the same whether read one by one,
+  // as a slice or stored.
+  auto P = parse();
+  ASSERT_TRUE(P);
+  const Value *V = P->graph().getInputs()[0].get();
+  DrawnValues D;
+  const int64_t Bound = 8;
+  D.add(V, Big, 3, 1, DType::I64, Bound);
+  std::vector<double> Slice = D.slice(V, 1000, 64);
+  std::vector<int64_t> Seen(Bound, 0);
+  for (int64_t I = 0; I < 4096; ++I) {
+    double X = D.at(V, I);
+    ASSERT_EQ(X, std::floor(X));
+    ASSERT_GE(X, 0);
+    ASSERT_LT(X, Bound);
+    ++Seen[int64_t(X)];
+  }
+  for (int64_t C : Seen)
+    EXPECT_GT(C, 0);
+  const std::vector<double> &All = D.store(V);
+  ASSERT_EQ(int64_t(All.size()), Big);
+  for (int64_t I = 0; I < 64; ++I)
+    EXPECT_EQ(All[1000 + I], Slice[I]);
+  EXPECT_EQ(All[Big - 1], D.at(V, Big - 1));
 }

@@ -13,6 +13,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/raw_ostream.h"
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,38 @@ KernelSource gridStrideKernel(std::string Fn, std::string Source,
 void emitFibreKernelHead(llvm::raw_ostream &OS, llvm::StringRef What,
                          llvm::StringRef Fn, const ParamList &P, unsigned Block,
                          int64_t Fibres, int64_t Inner);
+
+/// A tile of the grouped_mm kernel (GroupedGemm.cpp): BM routed rows of one
+/// expert by BN columns, BK of K a stage, Warps warps, Stages stages in
+/// flight; TensorCores false is the SIMT loop (f32, K not a multiple of 8).
+/// Choice names: `gmm_<BM>x<BN>x<BK>_w<Warps>_s<Stages>` and `gmm_simt`.
+struct GroupedMmTile {
+  int BM = 16, BN = 64, BK = 64, Warps = 2, Stages = 4;
+  bool TensorCores = true;
+};
+std::string groupedMmChoiceName(const GroupedMmTile &T);
+/// The tile choice Name names; nullopt for another name or a tile that
+/// does not split into 16 x 16 warp tiles.
+std::optional<GroupedMmTile> groupedMmTileOf(llvm::StringRef Name);
+/// Warps along M and N of tile T: warp tiles of at least 16 x 16 with an
+/// even number of n8 fragments, as square as possible; false if none.
+bool groupedMmWarps(const GroupedMmTile &T, int &WarpsM, int &WarpsN);
+/// Bytes of dynamic shared memory tile T's kernel takes.
+int64_t groupedMmSharedBytes(const GroupedMmTile &T);
+/// The tile a `buffer grouped_mm` (no choice) runs: 16 rows where the
+/// experts average at most 16 rows, else 64 x 128; the SIMT loop where the
+/// tensor cores cannot run (Dt not bf16/f16, K not a multiple of 8).
+GroupedMmTile defaultGroupedMmTile(int64_t Rows, int64_t Experts, int64_t K,
+                                   DType Dt);
+
+/// The kernel of `grouped_mm` node N (lib/OpUnits/GroupedMm.cpp) with tile
+/// T (the default tile without one), in GroupedGemm.cpp beside the
+/// mma.sync GEMM pieces it reuses: one launch over every expert's rows, the
+/// per-expert row counts, offsets and row lists computed on the device from
+/// the ids.
+llvm::Expected<KernelSource>
+generateGroupedMmKernel(llvm::StringRef Name, const Node &N,
+                        std::optional<GroupedMmTile> T = std::nullopt);
 
 } // namespace codegen
 } // namespace mtsched
