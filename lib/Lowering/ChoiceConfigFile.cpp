@@ -204,6 +204,16 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                                         "true"));
     *Flag = *B;
   }
+  // "ctas_per_sm" is optional: 1; 2 only with "persistent" on a decode
+  // tile.
+  if (const llvm::json::Value *Per = O->get("ctas_per_sm")) {
+    std::optional<int64_t> V = Per->getAsInteger();
+    if (!V || *V < 1 || *V > 2 || (*V == 2 && !(T.Dec && T.Persistent)))
+      return fileError(Path, "attention tile field 'ctas_per_sm' must be 1 "
+                             "or 2, and 2 only with \"decode\" and "
+                             "\"persistent\": true");
+    T.PerSM = int(*V);
+  }
   // "stages" is optional: 2 (a double buffer), tensor-core tiles only.
   if (const llvm::json::Value *St = O->get("stages")) {
     std::optional<int64_t> V = St->getAsInteger();
