@@ -110,6 +110,41 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
   return T;
 }
 
+/// An attention tile's decode-only options ("decode" and "persistent"
+/// already read).
+static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
+                                      llvm::StringRef Path, AttentionTile &T) {
+  // "prefetch" (tiles ahead) and "evict_first" are optional (0, false),
+  // decode tiles only.
+  if (const llvm::json::Value *Pf = O->get("prefetch")) {
+    std::optional<int64_t> V = Pf->getAsInteger();
+    if (!V || *V < 0 || *V > 64 || (*V && !T.Dec))
+      return fileError(Path, "attention tile field 'prefetch' must be an "
+                             "integer in [0, 64], and not 0 only with "
+                             "\"decode\": true");
+    T.Prefetch = int(*V);
+  }
+  if (const llvm::json::Value *Ef = O->get("evict_first")) {
+    std::optional<bool> B = Ef->getAsBoolean();
+    if (!B || (*B && !T.Dec))
+      return fileError(Path, "attention tile field 'evict_first' must be "
+                             "true or false, and true only with "
+                             "\"decode\": true");
+    T.EvictFirst = *B;
+  }
+  // "ctas_per_sm" is optional: 1; 2 only with "persistent" on a decode
+  // tile.
+  if (const llvm::json::Value *Per = O->get("ctas_per_sm")) {
+    std::optional<int64_t> V = Per->getAsInteger();
+    if (!V || *V < 1 || *V > 2 || (*V == 2 && !(T.Dec && T.Persistent)))
+      return fileError(Path, "attention tile field 'ctas_per_sm' must be 1 "
+                             "or 2, and 2 only with \"decode\" and "
+                             "\"persistent\": true");
+    T.PerSM = int(*V);
+  }
+  return llvm::Error::success();
+}
+
 /// One entry of "attention_tiles".
 static llvm::Expected<AttentionTile>
 parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
@@ -168,24 +203,6 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                              "true");
     T.Overlap = *B;
   }
-  // "prefetch" (tiles ahead) and "evict_first" are optional (0, false),
-  // decode tiles only.
-  if (const llvm::json::Value *Pf = O->get("prefetch")) {
-    std::optional<int64_t> V = Pf->getAsInteger();
-    if (!V || *V < 0 || *V > 64 || (*V && !T.Dec))
-      return fileError(Path, "attention tile field 'prefetch' must be an "
-                             "integer in [0, 64], and not 0 only with "
-                             "\"decode\": true");
-    T.Prefetch = int(*V);
-  }
-  if (const llvm::json::Value *Ef = O->get("evict_first")) {
-    std::optional<bool> B = Ef->getAsBoolean();
-    if (!B || (*B && !T.Dec))
-      return fileError(Path, "attention tile field 'evict_first' must be "
-                             "true or false, and true only with "
-                             "\"decode\": true");
-    T.EvictFirst = *B;
-  }
   // "pingpong" (overlap tiles only) and "persistent" (wgmma and decode
   // tiles only) are optional: false.
   for (auto [Key, Flag] : {std::pair{"pingpong", &T.PingPong},
@@ -204,16 +221,8 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                                         "true"));
     *Flag = *B;
   }
-  // "ctas_per_sm" is optional: 1; 2 only with "persistent" on a decode
-  // tile.
-  if (const llvm::json::Value *Per = O->get("ctas_per_sm")) {
-    std::optional<int64_t> V = Per->getAsInteger();
-    if (!V || *V < 1 || *V > 2 || (*V == 2 && !(T.Dec && T.Persistent)))
-      return fileError(Path, "attention tile field 'ctas_per_sm' must be 1 "
-                             "or 2, and 2 only with \"decode\" and "
-                             "\"persistent\": true");
-    T.PerSM = int(*V);
-  }
+  if (llvm::Error E = parseDecodeOptions(O, Path, T))
+    return std::move(E);
   // "stages" is optional: 2 (a double buffer), tensor-core tiles only.
   if (const llvm::json::Value *St = O->get("stages")) {
     std::optional<int64_t> V = St->getAsInteger();
