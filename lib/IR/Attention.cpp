@@ -104,14 +104,6 @@ int64_t mtsched::decAttentionSharedBytes(int BKV, int Warps, int64_t D,
   return 1024 + Region + 16 * (D + 8) * 2 + 16 * int64_t(Stages);
 }
 
-bool mtsched::decAttentionFitsPerSM(int BKV, int Warps, int64_t D, int Stages,
-                                    bool Persistent, int PerSM) {
-  return PerSM >= 1 &&
-         PerSM * (decAttentionSharedBytes(BKV, Warps, D, Stages, Persistent) +
-                  2048) <=
-             228 * 1024;
-}
-
 bool mtsched::decAttentionTileValid(int BQ, int BKV, int Warps, int Stages) {
   // Stages a multiple of the warps: consumer warp c then always takes the
   // same stages (c, c + Warps, ...), so the tile before its tile t in a

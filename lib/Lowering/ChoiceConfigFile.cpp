@@ -110,8 +110,7 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
   return T;
 }
 
-/// An attention tile's decode-only options ("decode" and "persistent"
-/// already read).
+/// An attention tile's decode-only options ("decode" already read).
 static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                                       llvm::StringRef Path, AttentionTile &T) {
   // "prefetch" (tiles ahead) and "evict_first" are optional (0, false),
@@ -131,16 +130,6 @@ static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                              "true or false, and true only with "
                              "\"decode\": true");
     T.EvictFirst = *B;
-  }
-  // "ctas_per_sm" is optional: 1; 2 only with "persistent" on a decode
-  // tile.
-  if (const llvm::json::Value *Per = O->get("ctas_per_sm")) {
-    std::optional<int64_t> V = Per->getAsInteger();
-    if (!V || *V < 1 || *V > 2 || (*V == 2 && !(T.Dec && T.Persistent)))
-      return fileError(Path, "attention tile field 'ctas_per_sm' must be 1 "
-                             "or 2, and 2 only with \"decode\" and "
-                             "\"persistent\": true");
-    T.PerSM = int(*V);
   }
   return llvm::Error::success();
 }

@@ -130,11 +130,6 @@ bool wgAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Stages);
 /// results get their own region after the stages.
 int64_t decAttentionSharedBytes(int BKV, int Warps, int64_t D, int Stages,
                                 bool Persistent = false);
-/// Whether PerSM CTAs of the decode tile fit in an sm_90 SM's 228 KB of
-/// shared memory (each CTA also takes 1 KB reserved and up to 1 KB of
-/// static shared memory before its 1024-byte-aligned dynamic part).
-bool decAttentionFitsPerSM(int BKV, int Warps, int64_t D, int Stages,
-                           bool Persistent, int PerSM);
 /// The shape-independent limits of a decode tile: BQ = 16 (a decode step's
 /// packed query heads), BKV a multiple of 16 up to 128, 1 to 8 consumer
 /// warps, 2 to 8 stages, a multiple of the warps.

@@ -93,9 +93,6 @@ struct AttentionTile {
   /// A decode tile's k and v copies are marked evict-first in L2 (`_ef`):
   /// each is read once.
   bool EvictFirst = false;
-  /// A persistent decode tile's CTAs per SM (`_p2`: two, each with half an
-  /// SM's shared memory; 1: `_p`).
-  int PerSM = 1;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.

@@ -455,19 +455,15 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                                 const std::string &ChoiceName) {
   if (!T.Dec || T.Splits <= 0 || T.Splits > 1024 ||
       (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
-      (T.Persistent && (T.Splits != 1 || T.Cluster)) ||
-      (T.PerSM != 1 &&
-       (!T.Persistent || !decAttentionFitsPerSM(T.BKV, T.Warps, S.D, T.Stages,
-                                                true, T.PerSM))) ||
-      T.Prefetch < 0 || T.Prefetch > 64 ||
+      (T.Persistent && (T.Splits != 1 || T.Cluster)) || T.Prefetch < 0 ||
+      T.Prefetch > 64 ||
       !decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages, T.Persistent))
     return err("tile " + ChoiceName +
                " cannot run: the decode template needs bf16 or f16, head "
                "dimension 64 or 128, no mask, BQ = 16, BKV a multiple of 16 "
                "up to 128, 1 to 8 warps and 2 to 8 stages (a multiple of the "
                "warps) that fit in shared memory, 2 to 8 splits in a cluster, "
-               "none when persistent, two CTAs an SM only persistent and "
-               "where they fit (got " +
+               "none when persistent (got " +
                dtypeName(S.Dtype) + ", D = " + llvm::Twine(S.D) + ")");
   int64_t Tiles = (S.group() * S.Sq + T.BQ - 1) / T.BQ;
   if (T.Persistent && Tiles != 1)
@@ -514,12 +510,11 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
   // Two CTAs an SM where their shared memory fits and 65536 registers
   // leave each thread 200 (a decode step's split CTAs are short: more of
   // them at once hides each one's start and end); the kernel uses about
-  // 210 unbounded and does not spill at 200. A persistent kernel runs
-  // PerSM.
-  int MinBlocks =
-      T.Persistent                                                    ? T.PerSM
-      : 2 * (Smem + 1024) <= 228 * 1024 && Threads * 2 * 200 <= 65536 ? 2
-                                                                      : 1;
+  // 210 unbounded and does not spill at 200. A persistent kernel runs one.
+  int MinBlocks = !T.Persistent && 2 * (Smem + 1024) <= 228 * 1024 &&
+                          Threads * 2 * 200 <= 65536
+                      ? 2
+                      : 1;
   int64_t Units = NBH * ((S->Skv + T.BKV - 1) / T.BKV);
   int64_t MaxCtas = std::min(Units, DecPersistentMaxCtas);
   bool Workspace = (T.Splits > 1 && !T.Cluster) || T.Persistent;
@@ -554,12 +549,11 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
   K.GridY = unsigned(std::max<int64_t>(1, NBH));
   K.GridZ = unsigned(T.Splits);
   if (T.Persistent) {
-    // Equal shares of the flat key tiles, PerSM CTAs per SM (launchGridX); a
+    // Equal shares of the flat key tiles, a CTA per SM (launchGridX); a
     // partial result per CTA and kv head boundary, a counter per kv head.
     K.GridX = unsigned(MaxCtas);
     K.GridY = 1;
     K.Persistent = true;
-    K.PersistentPerSM = unsigned(T.PerSM);
     K.WorkspaceBytes =
         (uint64_t(MaxCtas + NBH) * (16 * S->D + 32) + uint64_t(NBH)) * 4;
   } else if (T.Cluster) {

@@ -36,8 +36,12 @@ const char *const codegen::DecPersistentStart = R"(
 // The consumer warps only: the producer runs ahead (or has returned).
 #define MT_CONSUMERS_SYNC()                                                    \
   asm volatile("bar.sync 1, %0;" ::"n"(NC * 32) : "memory")
+  // No static shared memory: a launch whose static and dynamic shared
+  // memory exceed 48 KB fails (CUDA_ERROR_INVALID_VALUE) unless its dynamic
+  // size was opted into, which the launchers do above 48 KB of dynamic
+  // memory only (16x32_w2_s4_p at D = 64, 47.8 KB dynamic and a 4-byte
+  // flag padded to 1 KB, failed so on an H200).
   extern __shared__ __align__(1024) unsigned char mt_smem[];
-  __shared__ int mt_last;
   const unsigned raw = mt_smem_addr(mt_smem);
   const unsigned sK = (raw + 1023) & ~1023u;
   const unsigned sV = sK + STAGES * KV_TILE;
@@ -253,10 +257,14 @@ const char *const codegen::DecPersistentEnd =
       MT_CONSUMERS_SYNC();
       unsigned *count =
           (unsigned *)(ws + (long long)(GMAX + NBH) * PSTRIDE) + bh;
+      // The flag is cW's first word: the weights were read before the sync
+      // above, and the next kv head writes them after the sync that ends
+      // this one.
+      volatile int *last = (volatile int *)cW;
       if (tid == 0)
-        mt_last = atomicAdd(count, 1u) == (unsigned)(cl - cf);
+        *last = atomicAdd(count, 1u) == (unsigned)(cl - cf);
       MT_CONSUMERS_SYNC();
-      if (mt_last) {
+      if (*last) {
         // The last CTA of the kv head combines (as SplitCombine):
         //   out = sum_z o_z 2^(m_z - M) / sum_z l_z 2^(m_z - M),
         // in one pass with a running max (as the online softmax), so the
@@ -289,7 +297,7 @@ const char *const codegen::DecPersistentEnd =
     }
     if (more)
       storeQ(xq);
-    // The region and q are free again (and mt_last read).
+    // The region and q are free again (and the flag read).
     MT_CONSUMERS_SYNC();
   }
 }

@@ -62,9 +62,8 @@ struct KernelSource {
   /// Compiled for sm_90a (wgmma, setmaxnreg, TMA): runs on sm_90 GPUs only.
   bool NeedsSm90a = false;
   /// GridX counts work items that the kernel walks in strides of gridDim.x:
-  /// the launcher starts at most PersistentPerSM CTAs per SM (launchGridX).
+  /// the launcher starts at most one CTA per SM (launchGridX).
   bool Persistent = false;
-  unsigned PersistentPerSM = 1;
   /// CTAs per thread block cluster along x (sm_90): launched with
   /// cuLaunchKernelEx; GridX is then a multiple of it.
   unsigned ClusterX = 1;
@@ -77,13 +76,12 @@ struct KernelSource {
 
 /// The CTAs K is launched with along x on a GPU of SMs multiprocessors:
 /// GridX, or for a persistent kernel (which walks its GridX work items in
-/// strides of gridDim.x) PersistentPerSM per SM at most, in whole clusters.
+/// strides of gridDim.x) one per SM at most, in whole clusters.
 inline unsigned launchGridX(const KernelSource &K, int SMs) {
   if (!K.Persistent || SMs <= 0)
     return K.GridX;
   unsigned Cluster = std::max(1u, K.ClusterX);
-  unsigned Ctas = unsigned(SMs) * std::max(1u, K.PersistentPerSM);
-  return std::min(K.GridX, std::max(1u, Ctas / Cluster) * Cluster);
+  return std::min(K.GridX, std::max(1u, unsigned(SMs) / Cluster) * Cluster);
 }
 
 /// Rows of a tensor seen as [rows, inner dim].
