@@ -17,14 +17,11 @@
 #      deeper-stage variants and the attn_dec tiles), each checked against
 #      fp64 by the benchmarker before it is timed; one process a graph.
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ROOT=$PWD; D=$ROOT/.device
-source "$ROOT/scripts/device-driver.sh"  # device_lit_tree
-source "$ROOT/scripts/torch-python.sh"
-PY="$(find_torch_python)" || PY=python3
-OUT=${OUT:-$ROOT/gpu-results/attn-decode}; mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
-OPT=$D/bin/mtsched-opt
+source "$ROOT/scripts/device-driver.sh" # device_lit_tree, device_script_setup
+device_script_setup "$ROOT" attn-decode # NCCL_NVLS_ENABLE=0, BIN, PY, OUT
+export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OPT=$BIN
 START=$SECONDS
 left() { echo $((90 - (SECONDS - START))); }
 S=$OUT/summary.txt

@@ -458,7 +458,8 @@ static std::string choiceFamily(const Choice &C) {
     return std::string(T->Dec   ? "attn-dec"
                        : T->Mma ? "attn-mma"
                                 : "flash") +
-           (T->Splits > 1 ? "-split-kv" : "");
+           (T->Splits > 1 ? "-split-kv" : "") +
+           (T->Persistent && T->Dec ? "-persistent" : "");
   return C.Name == AttentionMathChoice ? "attn-math" : "other";
 }
 

@@ -195,9 +195,11 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
                                  T->Overlap, T->PingPong, T->Persistent);
       // The decode template is priced as the one-warp mma.sync tile of
       // its stages (each consumer warp takes whole stages of BKV keys; only
-      // how the keys arrive differs).
+      // how the keys arrive differs; the persistent form as the unsplit
+      // one: its balance over the SMs is not modelled).
       if (T->Dec)
-        return decAttentionSupports(W.Attn, T->BQ, T->BKV, T->Warps, T->Stages)
+        return decAttentionSupports(W.Attn, T->BQ, T->BKV, T->Warps, T->Stages,
+                                    T->Persistent)
                    ? flashAttentionTimeUs(D, W.Attn, T->BQ, T->BKV, 1,
                                           T->Splits, true, T->Stages)
                    : Inf;

@@ -91,14 +91,17 @@ bool mtsched::wgAttentionSupports(const AttentionShape &S, int BQ, int BKV,
 }
 
 int64_t mtsched::decAttentionSharedBytes(int BKV, int Warps, int64_t D,
-                                         int Stages) {
+                                         int Stages, bool Persistent) {
   int64_t StageBytes = 2 * int64_t(Stages) * BKV * D * 2;
   // After the keys: each consumer warp's 16 x D accumulators, max, sum and
-  // weight, then the combined tile's (AttentionDecodeKernels.cpp).
+  // weight, then the combined tile's (AttentionDecodeKernels.cpp). A
+  // persistent CTA combines while its producer streams the next kv head:
+  // beside the stages.
   int64_t CombineBytes =
       4 * ((int64_t(Warps) + 1) * 16 * D + 3 * 16 * Warps + 2 * 16);
-  return 1024 + std::max(StageBytes, CombineBytes) + 16 * (D + 8) * 2 +
-         16 * int64_t(Stages);
+  int64_t Region = Persistent ? StageBytes + CombineBytes
+                              : std::max(StageBytes, CombineBytes);
+  return 1024 + Region + 16 * (D + 8) * 2 + 16 * int64_t(Stages);
 }
 
 bool mtsched::decAttentionTileValid(int BQ, int BKV, int Warps, int Stages) {
@@ -114,11 +117,11 @@ bool mtsched::decAttentionTileValid(int BQ, int BKV, int Warps, int Stages) {
 }
 
 bool mtsched::decAttentionSupports(const AttentionShape &S, int BQ, int BKV,
-                                   int Warps, int Stages) {
+                                   int Warps, int Stages, bool Persistent) {
   return (S.Dtype == DType::BF16 || S.Dtype == DType::F16) &&
          (S.D == 64 || S.D == 128) && !S.HasMask &&
          decAttentionTileValid(BQ, BKV, Warps, Stages) &&
-         decAttentionSharedBytes(BKV, Warps, S.D, Stages) <=
+         decAttentionSharedBytes(BKV, Warps, S.D, Stages, Persistent) <=
              FlashAttentionMaxSharedBytes;
 }
 

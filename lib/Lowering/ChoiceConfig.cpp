@@ -130,8 +130,10 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       // Hopper (sm_90) decode tiles: TMA-fed mma.sync,
                       // the fastest at Llama-3-8B's decode on an H200
                       // (batch 16, 4 and 1 over 4096 keys; docs/
-                      // BENCHMARKS.md).
-                      Dec(64, 4, 1),
+                      // BENCHMARKS.md). Unsplit, 64 KB of stages in flight
+                      // (4 x 32 keys) beat 128 KB at batch 16 (65.5 against
+                      // 68.0 us, 2026-11-29).
+                      Dec(32, 4, 1),
                       Dec(32, 8, 4),
                       Dec(32, 8, 8),
                       Dec(32, 8, 16)};
@@ -358,7 +360,9 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
     return "attn_dec_" + std::to_string(T.BQ) + "x" + std::to_string(T.BKV) +
            "_w" + std::to_string(T.Warps) + "_s" + std::to_string(T.Stages) +
            (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "") +
-           (T.Cluster ? "_c" : "");
+           (T.Cluster ? "_c" : "") +
+           (T.Prefetch > 0 ? "_pf" + std::to_string(T.Prefetch) : "") +
+           (T.EvictFirst ? "_ef" : "") + (T.Persistent ? "_p" : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
          (T.Stages != 2 ? "_s" + std::to_string(T.Stages) : "") +
@@ -398,6 +402,14 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   T.Mma = !T.Dec && S.consume_front("attn_mma_");
   if (!T.Dec && !T.Mma && !S.consume_front("attn_flash_"))
     return std::nullopt;
+  // The decode flags, last first (the round trip below keeps their order).
+  T.Persistent = T.Dec && S.consume_back("_p");
+  T.EvictFirst = T.Dec && S.consume_back("_ef");
+  if (size_t Pf = S.rfind("_pf"); T.Dec && Pf != llvm::StringRef::npos) {
+    if (S.substr(Pf + 3).getAsInteger(10, T.Prefetch) || T.Prefetch <= 0)
+      return std::nullopt;
+    S = S.take_front(Pf);
+  }
   T.Cluster = T.Dec && S.consume_back("_c");
   auto [BQ, Rest] = S.split('x');
   auto [BKV, WS] = Rest.split("_w");
@@ -435,8 +447,10 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
     // only (a few queries of the query heads sharing a kv head).
     if (T.Dec)
       return PackedRows <= T.BQ &&
-             decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
-             (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8));
+             decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages,
+                                  T.Persistent) &&
+             (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8)) &&
+             (!T.Persistent || (T.Splits == 1 && !T.Cluster));
     if (T.Mma)
       return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
              mmaAttentionSharedBytes(T.BQ, T.BKV, T.Warps, D, T.Stages) <=

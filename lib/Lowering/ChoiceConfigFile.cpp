@@ -120,6 +120,30 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
   return T;
 }
 
+/// An attention tile's decode-only options ("decode" already read).
+static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
+                                      llvm::StringRef Path, AttentionTile &T) {
+  // "prefetch" (tiles ahead) and "evict_first" are optional (0, false),
+  // decode tiles only.
+  if (const llvm::json::Value *Pf = O->get("prefetch")) {
+    std::optional<int64_t> V = Pf->getAsInteger();
+    if (!V || *V < 0 || *V > 64 || (*V && !T.Dec))
+      return fileError(Path, "attention tile field 'prefetch' must be an "
+                             "integer in [0, 64], and not 0 only with "
+                             "\"decode\": true");
+    T.Prefetch = int(*V);
+  }
+  if (const llvm::json::Value *Ef = O->get("evict_first")) {
+    std::optional<bool> B = Ef->getAsBoolean();
+    if (!B || (*B && !T.Dec))
+      return fileError(Path, "attention tile field 'evict_first' must be "
+                             "true or false, and true only with "
+                             "\"decode\": true");
+    T.EvictFirst = *B;
+  }
+  return llvm::Error::success();
+}
+
 /// One entry of "attention_tiles".
 static llvm::Expected<AttentionTile>
 parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
@@ -178,23 +202,26 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                              "true");
     T.Overlap = *B;
   }
-  // "pingpong" (overlap tiles only) and "persistent" (wgmma tiles only) are
-  // optional: false.
+  // "pingpong" (overlap tiles only) and "persistent" (wgmma and decode
+  // tiles only) are optional: false.
   for (auto [Key, Flag] : {std::pair{"pingpong", &T.PingPong},
                            std::pair{"persistent", &T.Persistent}}) {
     const llvm::json::Value *V = O->get(Key);
     if (!V)
       continue;
     std::optional<bool> B = V->getAsBoolean();
-    bool Needs = llvm::StringRef(Key) == "pingpong" ? T.Overlap : T.Wg;
+    bool Needs = llvm::StringRef(Key) == "pingpong" ? T.Overlap : T.Wg || T.Dec;
     if (!B || (*B && !Needs))
       return fileError(Path, "attention tile field '" + llvm::Twine(Key) +
                                  "' must be true or false, and true only " +
                                  (llvm::StringRef(Key) == "pingpong"
                                       ? "with \"overlap\": true"
-                                      : "with \"wgmma\": true"));
+                                      : "with \"wgmma\" or \"decode\": "
+                                        "true"));
     *Flag = *B;
   }
+  if (llvm::Error E = parseDecodeOptions(O, Path, T))
+    return std::move(E);
   // "stages" is optional: 2 (a double buffer), tensor-core tiles only.
   if (const llvm::json::Value *St = O->get("stages")) {
     std::optional<int64_t> V = St->getAsInteger();
@@ -232,12 +259,14 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                                "128, bkv a multiple of 16 from 16 to 192, "
                                "2 to 4 stages, 12 warps and no splits");
   if (T.Dec && (!decAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages) ||
-                (T.Cluster && (T.Splits < 2 || T.Splits > 8))))
+                (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
+                (T.Persistent && (T.Splits != 1 || T.Cluster))))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the decode template: bq 16, "
                                "bkv a multiple of 16 up to 128, 1 to 8 "
                                "warps, 2 to 8 stages (a multiple of the "
-                               "warps), 2 to 8 splits in a cluster");
+                               "warps), 2 to 8 splits in a cluster, no "
+                               "splits when persistent");
   if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the tensor cores: BQ "

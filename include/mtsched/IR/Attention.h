@@ -126,8 +126,10 @@ bool wgAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Stages);
 /// 1024 for aligning its 128-byte swizzled TMA boxes, Stages stages of BKV
 /// keys of k and v (or, after the keys, the Warps consumer warps' partial
 /// results, whichever is larger), the 16-row q tile (rows padded by 8
-/// elements) and two mbarriers a stage.
-int64_t decAttentionSharedBytes(int BKV, int Warps, int64_t D, int Stages);
+/// elements) and two mbarriers a stage. Persistent (`_p`): the partial
+/// results get their own region after the stages.
+int64_t decAttentionSharedBytes(int BKV, int Warps, int64_t D, int Stages,
+                                bool Persistent = false);
 /// The shape-independent limits of a decode tile: BQ = 16 (a decode step's
 /// packed query heads), BKV a multiple of 16 up to 128, 1 to 8 consumer
 /// warps, 2 to 8 stages, a multiple of the warps.
@@ -136,7 +138,7 @@ bool decAttentionTileValid(int BQ, int BKV, int Warps, int Stages);
 /// dimension 64 or 128 (whole 128-byte boxes), no additive mask, and the
 /// stages fit. It runs on sm_90 GPUs only (TMA).
 bool decAttentionSupports(const AttentionShape &S, int BQ, int BKV, int Warps,
-                          int Stages);
+                          int Stages, bool Persistent = false);
 /// Shared memory one CTA may use on sm_90 (the opt-in limit).
 inline constexpr int64_t FlashAttentionMaxSharedBytes = 227 * 1024;
 

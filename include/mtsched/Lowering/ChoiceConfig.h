@@ -73,7 +73,10 @@ GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 /// (FlashAttention-3's pingpong); Persistent (`_p`) launches at most one
 /// CTA per SM, each walking query tiles heaviest first in snake order, so
 /// its producer loads the next tile's q, k and v while the consumers
-/// finish the current one.
+/// finish the current one. Persistent on a decode tile (`attn_dec_..._p`):
+/// a CTA per SM, each taking an equal share of the flat (batch, kv head,
+/// key tile) sequence; the last CTA of a kv head combines its partial
+/// results.
 struct AttentionTile {
   int BQ, BKV, Warps;
   int Splits = 1;
@@ -89,6 +92,12 @@ struct AttentionTile {
   /// A decode tile's splits (2 to 8) form a thread block cluster and
   /// combine through distributed shared memory (`_c`).
   bool Cluster = false;
+  /// A decode tile's producer also prefetches the tile this many stage
+  /// tiles after each one it loads into L2 (`_pfN`, 0: none).
+  int Prefetch = 0;
+  /// A decode tile's k and v copies are marked evict-first in L2 (`_ef`):
+  /// each is read once.
+  bool EvictFirst = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.

@@ -27,6 +27,12 @@ extern const char *const SplitCombine;
 /// register budgets are #defines (AttentionWgBody.cpp).
 extern const char *const AttentionWgBody;
 
+/// The persistent decode kernel (`attn_dec_..._p`) around the shared stage
+/// math of the decode template: its start up to a stage's first key, and
+/// its end after the stage (AttentionDecodePersistent.cpp).
+extern const char *const DecPersistentStart;
+extern const char *const DecPersistentEnd;
+
 /// Emits Pieces with SplitCombine between consecutive ones (each piece but
 /// the last ends where a `#if SPLITS > 1` branch has written its partials).
 void emitWithCombine(llvm::raw_ostream &OS,

@@ -68,9 +68,11 @@ __device__ __forceinline__ unsigned mt_swz(int row, int chunk) {
 }
 )";
 
-/// The kernel body (after the shape's #defines): pieces around the split
-/// combine, as the other flash templates' (emitWithCombine).
-static const char *const DecBody[] = {R"(
+/// The kernel body (after the shape's #defines), in pieces: its start up
+/// to the end of a stage's copies (a prefetch may follow), the consumers'
+/// loop up to a stage's math (DecTileMath, shared with the persistent
+/// form), the end up to the split combine, then the unsplit output.
+static const char *const DecStart = R"(
 #define NC (THREADS / 32 - 1) // consumer warps; warp NC is the producer
 #define CH (D_ / 8)           // 16-byte chunks of a row
 #define DP (D_ + 8)           // padded q row
@@ -119,7 +121,9 @@ static const char *const DecBody[] = {R"(
       mt_tma_load(sV + s * KV_TILE + h * KV_BOX, tm_v, full + 8 * s, h * 64,
                   y, (int)bh);
     }
-  };
+)";
+
+static const char *const DecLoop = R"(  };
   // The producer starts the first stages' copies at once; the consumers
   // load q meanwhile.
   if (warp == NC) {
@@ -186,7 +190,11 @@ static const char *const DecBody[] = {R"(
       const long long j0 = kvBegin + (long long)it * BKV;
       mt_mbar_wait(full + 8 * s, (it / STAGES) & 1);
       const unsigned kt = sK + s * KV_TILE, vt = sV + s * KV_TILE;
-      float sc[NS][4];
+)";
+
+/// One stage's scores, online softmax and p v of a consumer warp (stage s,
+/// its first key j0, k and v at kt and vt).
+static const char *const DecTileMath = R"(      float sc[NS][4];
 #pragma unroll
       for (int n = 0; n < NS; ++n)
         sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
@@ -262,7 +270,10 @@ static const char *const DecBody[] = {R"(
           mt_mma(o[n], pf[kk], bv);
           mt_mma(o[n + 1], pf[kk], bv + 2);
         }
-      // Every lane's reads of the stage are done: the producer may refill.
+)";
+
+static const char *const DecEnd =
+    R"(      // Every lane's reads of the stage are done: the producer may refill.
       __syncwarp();
       if (lane == 0)
         mt_mbar_arrive(empty + 8 * s);
@@ -376,8 +387,9 @@ static const char *const DecBody[] = {R"(
       part[BQ * D_ + i] = fM[i];
       part[BQ * D_ + BQ + i] = fL[i];
     }
-)",
-                                      R"(#else
+)";
+
+static const char *const DecOutput = R"(#else
   for (int e = tid; e < VR * D_; e += THREADS) {
     const int i = e / D_;
     const long long r = r0 + i;
@@ -387,7 +399,83 @@ static const char *const DecBody[] = {R"(
   }
 #endif
 }
-)"};
+)";
+
+/// The copies' options: an L2 prefetch of a 3-d tensor map's box (`_pfN`),
+/// and evict-first copies (`_ef`: the body's mt_tma_load calls become
+/// mt_tma_load_ef, keeping the other tiles' kernel text as it was).
+static const char *const PrefetchHelper = R"(
+// One box of a 3-d tensor map into L2 only (no shared memory, no barrier).
+__device__ __forceinline__ void mt_tma_prefetch(const mt_tensor_map &map,
+                                                int x, int y, int z) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile"
+               " [%0, {%1, %2, %3}];" ::"l"(&map), "r"(x), "r"(y), "r"(z)
+               : "memory");
+}
+)";
+static const char *const EvictFirstHelper = R"(
+// mt_tma_load with an L2 evict-first policy: each key and value is read
+// once, so its lines go first.
+__device__ __forceinline__ void mt_tma_load_ef(unsigned dst,
+                                               const mt_tensor_map &map,
+                                               unsigned bar, int x, int y,
+                                               int z) {
+  unsigned long long pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
+               : "=l"(pol));
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, %4, %5}], [%2], %6;"
+      ::"r"(dst), "l"(&map), "r"(bar), "r"(x), "r"(y), "r"(z), "l"(pol)
+      : "memory");
+}
+#define mt_tma_load mt_tma_load_ef
+)";
+
+/// What the unsplit and split forms insert after a stage's copies with
+/// `_pfN`: the tile PREFETCH tiles later into L2.
+static const char *const IssuePrefetch =
+    R"(    // And tile it + PREFETCH into L2: more bytes in flight than the stages
+    // hold.
+    if (it + PREFETCH < nTiles) {
+      const int yp = (int)(kvBegin + (long long)(it + PREFETCH) * BKV);
+#pragma unroll
+      for (int h = 0; h < D_ / 64; ++h) {
+        mt_tma_prefetch(tm_k, h * 64, yp, (int)bh);
+        mt_tma_prefetch(tm_v, h * 64, yp, (int)bh);
+      }
+    }
+)";
+
+/// A persistent tile's CTAs at most (work items of launchGridX): its
+/// workspace holds a partial result per CTA and kv head boundary.
+static constexpr int64_t DecPersistentMaxCtas = 512;
+
+static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
+                                const std::string &ChoiceName) {
+  if (!T.Dec || T.Splits <= 0 || T.Splits > 1024 ||
+      (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
+      (T.Persistent && (T.Splits != 1 || T.Cluster)) || T.Prefetch < 0 ||
+      T.Prefetch > 64 ||
+      !decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages, T.Persistent))
+    return err("tile " + ChoiceName +
+               " cannot run: the decode template needs bf16 or f16, head "
+               "dimension 64 or 128, no mask, BQ = 16, BKV a multiple of 16 "
+               "up to 128, 1 to 8 warps and 2 to 8 stages (a multiple of the "
+               "warps) that fit in shared memory, 2 to 8 splits in a cluster, "
+               "none when persistent (got " +
+               dtypeName(S.Dtype) + ", D = " + llvm::Twine(S.D) + ")");
+  int64_t Tiles = (S.group() * S.Sq + T.BQ - 1) / T.BQ;
+  if (T.Persistent && Tiles != 1)
+    return err("tile " + ChoiceName +
+               " needs the packed query rows of a kv "
+               "head in one tile of 16 (got " +
+               llvm::Twine(S.group() * S.Sq) + ")");
+  if (Tiles * T.Splits > 0x7fffffff || S.B * S.Hkv > 65535 ||
+      S.Skv > 0x7fffffff)
+    return err("the decode attention grid exceeds CUDA's limits");
+  return llvm::Error::success();
+}
 
 llvm::Expected<KernelSource>
 mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
@@ -396,63 +484,79 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
   if (!S)
     return err("'%" + N.getName() + "' is not a well-formed attention");
   std::string ChoiceName = attentionChoiceName(T);
-  if (!T.Dec || T.Splits <= 0 || T.Splits > 1024 ||
-      (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
-      !decAttentionSupports(*S, T.BQ, T.BKV, T.Warps, T.Stages))
-    return err("tile " + ChoiceName +
-               " cannot run: the decode template needs bf16 or f16, head "
-               "dimension 64 or 128, no mask, BQ = 16, BKV a multiple of 16 "
-               "up to 128, 1 to 8 warps and 2 to 8 stages (a multiple of the "
-               "warps) that fit in shared memory, 2 to 8 splits in a cluster "
-               "(got " +
-               dtypeName(S->Dtype) + ", D = " + llvm::Twine(S->D) + ")");
+  if (llvm::Error E = checkDecTile(*S, T, ChoiceName))
+    return std::move(E);
   int64_t NBH = S->B * S->Hkv;
   int64_t Tiles = (S->group() * S->Sq + T.BQ - 1) / T.BQ;
-  if (Tiles * T.Splits > 0x7fffffff || NBH > 65535 || S->Skv > 0x7fffffff)
-    return err("the decode attention grid exceeds CUDA's limits");
   KernelSource K;
   K.Name = sanitizeIdentifier(N.getName() + "_" + ChoiceName);
   std::string Src;
   llvm::raw_string_ostream OS(Src);
   int Threads = 32 * (T.Warps + 1);
   int64_t KvTile = int64_t(T.BKV) * S->D * 2;
-  int64_t Region = decAttentionSharedBytes(T.BKV, T.Warps, S->D, T.Stages) -
-                   1024 - 16 * (S->D + 8) * 2 - 16 * int64_t(T.Stages);
+  int64_t Smem =
+      decAttentionSharedBytes(T.BKV, T.Warps, S->D, T.Stages, T.Persistent);
+  // The stages and the combine: overlapping, or one after the other.
+  int64_t Region = Smem - 1024 - 16 * (S->D + 8) * 2 - 16 * int64_t(T.Stages);
   // KV_BOX and KV_TILE first: the helpers' swizzle reads them.
-  std::string Helpers = std::string("#define MMA_TYPE \"") +
-                        (S->Dtype == DType::BF16 ? "bf16" : "f16") +
-                        "\"\n#define KV_BOX " + std::to_string(T.BKV * 128) +
-                        " // bytes of a k or v box\n" + "#define KV_TILE " +
-                        std::to_string(KvTile) +
-                        " // bytes of a stage's k (or v)\n" + KeyRange +
-                        PackHelper + WgmmaHelpers + DecHelpers;
+  std::string Helpers =
+      std::string("#define MMA_TYPE \"") +
+      (S->Dtype == DType::BF16 ? "bf16" : "f16") + "\"\n#define KV_BOX " +
+      std::to_string(T.BKV * 128) + " // bytes of a k or v box\n" +
+      "#define KV_TILE " + std::to_string(KvTile) +
+      " // bytes of a stage's k (or v)\n" + KeyRange + PackHelper +
+      WgmmaHelpers + DecHelpers + (T.Prefetch ? PrefetchHelper : "") +
+      (T.EvictFirst ? EvictFirstHelper : "");
   // Two CTAs an SM where their shared memory fits and 65536 registers
   // leave each thread 200 (a decode step's split CTAs are short: more of
   // them at once hides each one's start and end); the kernel uses about
-  // 210 unbounded and does not spill at 200.
-  int64_t Smem = decAttentionSharedBytes(T.BKV, T.Warps, S->D, T.Stages);
-  int MinBlocks =
-      2 * (Smem + 1024) <= 228 * 1024 && Threads * 2 * 200 <= 65536 ? 2 : 1;
+  // 210 unbounded and does not spill at 200. A persistent kernel runs one.
+  int MinBlocks = !T.Persistent && 2 * (Smem + 1024) <= 228 * 1024 &&
+                          Threads * 2 * 200 <= 65536
+                      ? 2
+                      : 1;
+  int64_t Units = NBH * ((S->Skv + T.BKV - 1) / T.BKV);
+  int64_t MaxCtas = std::min(Units, DecPersistentMaxCtas);
+  bool Workspace = (T.Splits > 1 && !T.Cluster) || T.Persistent;
   llvm::Expected<AttentionShape> Header = emitAttentionHeader(
-      OS, N, K.Name, ChoiceName, Threads, T.Splits > 1 && !T.Cluster, Helpers,
+      OS, N, K.Name, ChoiceName, Threads, Workspace, Helpers,
       "const __grid_constant__ mt_tensor_map tm_k,\n    const "
       "__grid_constant__ mt_tensor_map tm_v,\n    ",
       MinBlocks);
   if (!Header)
     return Header.takeError();
   OS << "#define BQ " << T.BQ << "\n#define BKV " << T.BKV
-     << "\n#define SPLITS " << T.Splits << "\n#define STAGES " << T.Stages
-     << "\n#define CLUSTER_SPLITS " << (T.Cluster ? 1 : 0)
-     << "\n#define REGION " << Region
-     << " // bytes of the stages (or the combine)\n";
-  emitWithCombine(OS, DecBody);
+     << "\n#define SPLITS " << T.Splits << "\n#define STAGES " << T.Stages;
+  if (T.Persistent) {
+    OS << "\n#define NBH " << NBH << "LL // batch x kv heads\n#define GMAX "
+       << MaxCtas << " // CTAs at most\n#define PREFETCH " << T.Prefetch
+       << "\n#define COMBINE " << Region - 2 * int64_t(T.Stages) * KvTile
+       << " // bytes of the partial results\n";
+    OS << DecPersistentStart << DecTileMath << DecPersistentEnd;
+  } else {
+    OS << "\n#define CLUSTER_SPLITS " << (T.Cluster ? 1 : 0)
+       << "\n#define REGION " << Region
+       << " // bytes of the stages (or the combine)\n";
+    if (T.Prefetch)
+      OS << "#define PREFETCH " << T.Prefetch << "\n";
+    OS << DecStart << (T.Prefetch ? IssuePrefetch : "") << DecLoop
+       << DecTileMath << DecEnd << SplitCombine << DecOutput;
+  }
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
   K.Outputs = {N.getResult()};
   K.GridX = unsigned(std::max<int64_t>(1, Tiles));
   K.GridY = unsigned(std::max<int64_t>(1, NBH));
   K.GridZ = unsigned(T.Splits);
-  if (T.Cluster) {
+  if (T.Persistent) {
+    // Equal shares of the flat key tiles, a CTA per SM (launchGridX); a
+    // partial result per CTA and kv head boundary, a counter per kv head.
+    K.GridX = unsigned(MaxCtas);
+    K.GridY = 1;
+    K.Persistent = true;
+    K.WorkspaceBytes =
+        (uint64_t(MaxCtas + NBH) * (16 * S->D + 32) + uint64_t(NBH)) * 4;
+  } else if (T.Cluster) {
     K.GridX *= unsigned(T.Splits);
     K.GridZ = 1;
     K.ClusterX = unsigned(T.Splits);
@@ -464,8 +568,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
         TilesXY * 4;
   }
   K.BlockX = Threads;
-  K.SharedBytes =
-      unsigned(decAttentionSharedBytes(T.BKV, T.Warps, S->D, T.Stages));
+  K.SharedBytes = unsigned(Smem);
   K.NeedsSm90a = true;
   // k and v as [B * Hkv][Skv][D] in boxes of 64 columns x BKV keys.
   K.TensorMaps = {wgmmaTensorMap(1, S->D, S->Skv, NBH, 64, uint32_t(T.BKV)),

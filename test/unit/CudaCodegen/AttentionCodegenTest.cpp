@@ -169,7 +169,7 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   EXPECT_EQ(N.getChoices()[6].Name, "attn_mma_16x32_w4_kv4");
   EXPECT_EQ(N.getChoices()[8].Name, "attn_mma_16x32_w4_kv16");
   // The Hopper decode tiles (TMA-fed, 16 rows: decode steps only).
-  EXPECT_EQ(N.getChoices()[9].Name, "attn_dec_16x64_w4_s4");
+  EXPECT_EQ(N.getChoices()[9].Name, "attn_dec_16x32_w4_s4");
   EXPECT_EQ(N.getChoices()[12].Name, "attn_dec_16x32_w4_s8_kv16");
   EXPECT_EQ(N.getChoices()[13].Name, AttentionMathChoice);
   // A shorter context gets fewer splits: each needs two key tiles.
@@ -482,6 +482,81 @@ TEST(AttentionCodegen, DecKernelShape) {
   }
 }
 
+TEST(AttentionCodegen, DecPersistentKernelShape) {
+  // The flags round-trip in the order _c, _pfN, _ef, _p.
+  std::optional<AttentionTile> T =
+      attentionTileOf(Choice{"attn_dec_16x32_w4_s8_pf16_ef_p", {}, {}});
+  ASSERT_TRUE(T);
+  EXPECT_TRUE(T->Dec && T->Persistent && T->EvictFirst);
+  EXPECT_EQ(T->Prefetch, 16);
+  EXPECT_EQ(T->Splits, 1);
+  EXPECT_EQ(attentionChoiceName(*T), "attn_dec_16x32_w4_s8_pf16_ef_p");
+  for (const char *Bad :
+       {"attn_dec_16x32_w4_s8_p_ef", "attn_dec_16x32_w4_s8_pf0",
+        "attn_dec_16x32_w4_s8_pfx", "attn_mma_16x32_w4_s3_pf4",
+        "attn_dec_16x32_w4_s8_ef_pf4"})
+    EXPECT_FALSE(attentionTileOf(Choice{Bad, {}, {}})) << Bad;
+  // Llama-3-8B decode at batch 16: 128 kv heads of 64 tiles of 64 keys,
+  // at most 512 CTAs (the launcher starts one per SM).
+  auto P = attention({"bf16", 16, 32, 8, 1, 4096, 128, true});
+  ASSERT_TRUE(P);
+  llvm::Expected<KernelSource> K = generateAttentionKernel(
+      node(*P), Choice{"attn_dec_16x64_w4_s4_p", {}, {}});
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_TRUE(K->Persistent);
+  EXPECT_EQ(K->GridX, 512u);
+  EXPECT_EQ(K->GridY, 1u);
+  EXPECT_EQ(K->GridZ, 1u);
+  EXPECT_EQ(launchGridX(*K, 132), 132u);
+  // No static shared memory (a launch of more than 48 KB in all fails
+  // unless the dynamic size was opted into: the launchers do that above
+  // 48 KB of dynamic memory only).
+  EXPECT_EQ(K->Source.find("__shared__ int"), std::string::npos);
+  EXPECT_FALSE(attentionTileOf(Choice{"attn_dec_16x32_w2_s4_p2", {}, {}}));
+  // The partial results beside the stages, not over them.
+  int64_t Combine = 4 * (5 * 16 * 128 + 3 * 16 * 4 + 2 * 16);
+  EXPECT_EQ(K->SharedBytes, unsigned(1024 + 4 * 2 * 64 * 128 * 2 + Combine +
+                                     16 * 136 * 2 + 4 * 16));
+  EXPECT_EQ(decAttentionSharedBytes(64, 4, 128, 4, /*Persistent=*/true),
+            int64_t(K->SharedBytes));
+  // A partial result per CTA and kv head boundary, a counter per kv head.
+  EXPECT_EQ(K->WorkspaceBytes, ((512u + 128) * (16 * 128 + 32) + 128) * 4);
+  EXPECT_NE(K->Source.find("#define COMBINE " + std::to_string(Combine)),
+            std::string::npos);
+  EXPECT_NE(K->Source.find("#define PREFETCH 0\n"), std::string::npos);
+  EXPECT_EQ(K->Source.find("L2::evict_first"), std::string::npos);
+  // Few key tiles: the grid is the tiles (2 kv heads of 2 tiles here).
+  auto Small = attention({"f16", 1, 8, 2, 1, 100, 64, false});
+  ASSERT_TRUE(Small);
+  llvm::Expected<KernelSource> KS = generateAttentionKernel(
+      node(*Small), Choice{"attn_dec_16x64_w4_s4_pf8_ef_p", {}, {}});
+  ASSERT_TRUE(bool(KS)) << llvm::toString(KS.takeError());
+  EXPECT_EQ(KS->GridX, 4u);
+  EXPECT_NE(KS->Source.find("#define PREFETCH 8"), std::string::npos);
+  EXPECT_NE(KS->Source.find("L2::evict_first"), std::string::npos);
+  // Prefetch and evict-first on the unsplit and split forms.
+  llvm::Expected<KernelSource> KP = generateAttentionKernel(
+      node(*P), Choice{"attn_dec_16x32_w4_s8_kv4_pf16_ef", {}, {}});
+  ASSERT_TRUE(bool(KP)) << llvm::toString(KP.takeError());
+  EXPECT_FALSE(KP->Persistent);
+  EXPECT_NE(KP->Source.find("if (it + PREFETCH < nTiles)"), std::string::npos);
+  EXPECT_NE(KP->Source.find("#define mt_tma_load mt_tma_load_ef"),
+            std::string::npos);
+  // Not persistent with splits or a cluster, nor with more than 16 packed
+  // rows of a kv head.
+  EXPECT_FALSE(bool(generateAttentionKernel(
+      node(*P), Choice{"attn_dec_16x64_w4_s4_kv2_p", {}, {}})));
+  EXPECT_FALSE(bool(generateAttentionKernel(
+      node(*P), Choice{"attn_dec_16x64_w4_s4_kv2_c_p", {}, {}})));
+  auto Tall = attention({"bf16", 1, 32, 8, 5, 256, 128, true});
+  ASSERT_TRUE(Tall);
+  llvm::Expected<KernelSource> KT = generateAttentionKernel(
+      node(*Tall), Choice{"attn_dec_16x64_w4_s4_p", {}, {}});
+  ASSERT_FALSE(bool(KT));
+  EXPECT_NE(llvm::toString(KT.takeError()).find("in one tile of 16"),
+            std::string::npos);
+}
+
 /// The decode tiles bench/device/attn-decode.sh times (not defaults),
 /// compiled with NVRTC at the Llama-3-8B decode shape, a ragged one, f16 at
 /// D = 64 with queries ending mid-tile, and a causal multi-query step.
@@ -496,9 +571,14 @@ TEST(AttentionCodegen, DecTilesCompileWithNvrtc) {
                           {"bf16", 1, 32, 8, 1, 4100, 128, true},
                           {"f16", 2, 6, 3, 5, 100, 64, true}};
   const char *Names[] = {
-      "attn_dec_16x64_w4_s4",      "attn_dec_16x64_w4_s4_kv8",
-      "attn_dec_16x32_w8_s8_kv16", "attn_dec_16x128_w1_s3",
-      "attn_dec_16x16_w1_s2_kv2",  "attn_dec_16x32_w4_s4_kv8_c"};
+      "attn_dec_16x64_w4_s4",       "attn_dec_16x64_w4_s4_kv8",
+      "attn_dec_16x32_w8_s8_kv16",  "attn_dec_16x128_w1_s3",
+      "attn_dec_16x16_w1_s2_kv2",   "attn_dec_16x32_w4_s4_kv8_c",
+      "attn_dec_16x64_w4_s4_p",     "attn_dec_16x32_w4_s8_pf16_ef_p",
+      "attn_dec_16x16_w1_s2_p",     "attn_dec_16x32_w8_s8_p",
+      "attn_dec_16x128_w2_s2_ef_p", "attn_dec_16x32_w4_s8_kv4_pf16_ef",
+      "attn_dec_16x64_w4_s4_pf8",   "attn_dec_16x32_w2_s4_p",
+      "attn_dec_16x32_w4_s4_p"};
   for (const Shape &S : Shapes) {
     auto P = attention(S);
     ASSERT_TRUE(P);
