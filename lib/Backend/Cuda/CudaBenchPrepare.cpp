@@ -142,7 +142,11 @@ void CudaSession::loadCompiled(Prepared &P) {
         L.Error = "no entry point: " + G->D->errorString(R);
         continue;
       }
-      if (L.K.SharedBytes > 48 * 1024) {
+      // The opt-in is asked for every kernel with dynamic shared memory,
+      // not only above 48 KB: a kernel's static shared memory counts
+      // against the same 48 KB, so dynamic memory just under it plus a
+      // static flag fails to launch without it (an attn_dec tile did).
+      if (L.K.SharedBytes > 0) {
         if (int(L.K.SharedBytes) > G->Info.MaxSharedOptin) {
           L.Error = "needs " + std::to_string(L.K.SharedBytes) +
                     " bytes of shared memory; the device allows " +

@@ -388,7 +388,9 @@ llvm::Error GraphRun::runKernel(llvm::Expected<KernelSource> KOr) {
   Modules.push_back(Mod);
   if (CUresult R = D.cuModuleGetFunction(&Fn, Mod, K.Name.c_str()))
     return err("no entry point '" + K.Name + "': " + D.errorString(R));
-  if (K.SharedBytes > 48 * 1024)
+  // Asked for all dynamic shared memory, not only above 48 KB: static
+  // shared memory counts against the same 48 KB (CudaBenchPrepare.cpp).
+  if (K.SharedBytes > 0)
     D.cuFuncSetAttribute(Fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                          int(K.SharedBytes));
   std::vector<CUdeviceptr> Ptrs;
