@@ -720,7 +720,7 @@ const KernelCorpus &kernelCorpus() {
 /// I % NumNvrtcShards, so each shard gets a similar mix. If the corpus grows
 /// past MaxKernelsPerShard per shard, EveryGraphGeneratesKernels fails and
 /// says to raise NumNvrtcShards.
-constexpr unsigned NumNvrtcShards = 120;
+constexpr unsigned NumNvrtcShards = 128;
 constexpr size_t MaxKernelsPerShard = 32;
 
 } // namespace
