@@ -344,6 +344,17 @@ static void emitSwiGluWgHead(llvm::raw_ostream &OS,
      << T.BM << "\n#define BN " << T.BN << "\n#define BK " << T.BK << "\n";
 }
 
+/// The merged tiles' parameters, h, gate and up in that order then the
+/// result, and their epilogue writing that result.
+static void swigluWgParams(const MultiTemplateBufferNode &N, ParamList &P,
+                           EpilogueCode &E) {
+  for (unsigned I = 0; I < 3; ++I)
+    P.Inputs.insert(N.getOperand(I));
+  P.Outputs.push_back(N.getResult());
+  E.P = &P;
+  E.Result = N.getResult();
+}
+
 /// `swiglu_wg_BMxBNxBK_sS_p` (and `_p_c2`): the persistent wgmma GEMM
 /// template itself (emitWgmmaGemm, WgmmaGemm.cpp) with a B stage of both
 /// weights' BN columns, gate then up. One wgmma 2 * BN wide per k16 step
@@ -356,16 +367,10 @@ static void emitSwiGluWgHead(llvm::raw_ostream &OS,
 static llvm::Expected<KernelSource>
 generateSwiGluWgPersistent(const MultiTemplateBufferNode &N,
                            const GemmTileConfig &T, int64_t M, int64_t Batch) {
-  const Value *HV = N.getOperand(0), *GV = N.getOperand(1),
-              *UV = N.getOperand(2);
+  const Value *HV = N.getOperand(0), *GV = N.getOperand(1);
   ParamList P;
-  P.Inputs.insert(HV);
-  P.Inputs.insert(GV);
-  P.Inputs.insert(UV);
-  P.Outputs.push_back(N.getResult());
   EpilogueCode E;
-  E.P = &P;
-  E.Result = N.getResult();
+  swigluWgParams(N, P, E);
   int64_t Kd = HV->getType().innerDim(), Nn = GV->getType().innerDim();
   KernelSource K;
   K.Name = sanitizeIdentifier(N.getName() + "_" + swigluChoiceName(T));
@@ -412,13 +417,8 @@ generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
   const int64_t Smem = L->Smem;
 
   ParamList P;
-  P.Inputs.insert(HV);
-  P.Inputs.insert(GV);
-  P.Inputs.insert(UV);
-  P.Outputs.push_back(N.getResult());
   EpilogueCode E;
-  E.P = &P;
-  E.Result = N.getResult();
+  swigluWgParams(N, P, E);
   auto Index = [&](const Value *V) {
     return unsigned(llvm::find(P.Inputs, V) - P.Inputs.begin());
   };
