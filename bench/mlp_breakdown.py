@@ -89,26 +89,42 @@ def report_lines(backend, rec):
     return lines
 
 
+def own_frame(model):
+    """A function calling model with a code object of its own: Dynamo keeps
+    compiled code per code object, so each such function keeps its own
+    compilation (torch.compile of the module itself would share one entry
+    among the forms, or lose it to torch._dynamo.reset())."""
+    scope = {"model": model}
+    exec("def call(*args):\n    return model(*args)\n", scope)
+    return scope["call"]
+
+
 def compile_forms(backend, model, inputs, ref, forms):
     """{label: compiled callable} per --swiglu-form, and text about each."""
     out, lines = {}, []
     for form in forms:
         os.environ["MTSCHED_TORCH_OPT_ARGS"] = \
             "" if form == "measured" else "--swiglu-form=" + form
-        torch._dynamo.reset()
         # The backend keeps one runtime graph per imported IR text in the
         # process: another form of the same IR must be decided anew.
         backend._GRAPHS.clear()
         t0 = time.time()
-        cm = torch.compile(model, backend="mtsched", dynamic=False)
+        cm = torch.compile(own_frame(model), backend="mtsched",
+                           dynamic=False)
         y = cm(*inputs)
         torch.cuda.synchronize()
         rec = backend.GRAPHS[-1]
         label = "mtsched " + form
+        with open(rec["decided_path"]) as f:
+            kept = "merged" if " swiglu(" in f.read() else "split"
         lines += ["#### %s: first call %.1f s, error to eager %.1e, "
-                  "decided %s" % (label, time.time() - t0,
-                                  tbb.worst_error(y, ref), rec["decided"])]
-        lines += report_lines(backend, rec) + [""]
+                  "SwiGLU kept %s (%s)" % (label, time.time() - t0,
+                                           tbb.worst_error(y, ref), kept,
+                                           rec["decided_path"][-30:])]
+        # The nodes' measurements are the same for every form (the
+        # autotuning cache replays them): listed once.
+        lines += (report_lines(backend, rec) if form == forms[0] else []) + \
+            [""]
         out[label] = cm
     os.environ.pop("MTSCHED_TORCH_OPT_ARGS", None)
     return out, lines
@@ -121,12 +137,12 @@ def layer(a, backend, name):
         ref = model(*inputs)
         fns, text = compile_forms(backend, model, inputs, ref, a.forms)
         lines += text
-        torch._dynamo.reset()
         if a.aten_only:
             import torch._inductor.config as icfg
             icfg.max_autotune_gemm_backends = "ATEN"
         t0 = time.time()
-        ind = torch.compile(model, mode="max-autotune", dynamic=False)
+        ind = torch.compile(own_frame(model), mode="max-autotune",
+                            dynamic=False)
         y = ind(*inputs)
         torch.cuda.synchronize()
         lines += ["#### max-autotune%s: first call %.1f s, error to eager "

@@ -10,7 +10,10 @@
 # timed interleaved (one sample of each per round: the GPU's clock drifts
 # under sustained load), profiled kernel by kernel, and mtsched-opt's
 # report per GEMM and SwiGLU node (every choice checked against fp64 before
-# it is timed). This build measures the persistent merged tile
+# it is timed). Each variant is compiled from a function of its own, so
+# that Dynamo keeps all of them (round 2 compiled the module itself and
+# reset Dynamo between the forms: every mtsched variant then ran the last
+# form compiled). This build measures the persistent merged tile
 # (swiglu_wg_128x128x64_s4_p) as a kind of its own under the default
 # pruning: round 1 found the backend never measured it at 70B. Run from the
 # repository root with .device/bin/mtsched-opt; results under $OUT
