@@ -40,18 +40,7 @@ K=$(mktemp -d)
 # causal ones, the TMA-mask one, the warp-staged 3-stage one), after the
 # softmax changes (FUSED_SCALE, LAZY_RESCALE, QK_ZERO_INIT).
 TILES="128x128_s2_o 128x128_s2_o_pp_p 128x128_s3_o_pp 128x128_s3_o_pp_p 128x64_s2_o 128x64_s3"
-python3 - "$K/wg.json" $TILES <<'PY'
-import json, sys
-tiles = []
-for t in sys.argv[2:]:
-    bq, rest = t.split("x")
-    bkv, st = rest.split("_s")
-    flags = st.split("_")[1:]
-    tiles.append({"bq": int(bq), "bkv": int(bkv), "wgmma": True,
-                  "stages": int(st.split("_")[0]), "overlap": "o" in flags,
-                  "pingpong": "pp" in flags, "persistent": "p" in flags})
-json.dump({"attention_tiles": tiles}, open(sys.argv[1], "w"))
-PY
+python3 "$ROOT/bench/choices_file.py" attn "$K/wg.json" $TILES
 
 echo "== 1. element-wise check of each tile's kernel, then its time alone" | tee -a "$S"
 # name  B HQ HKV SQ SKV D causal dtype mask tiles

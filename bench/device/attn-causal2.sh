@@ -35,18 +35,7 @@ K=$(mktemp -d)
 # The tiles dumped (choices-file form) and the cases: name B HQ HKV SQ SKV
 # D causal dtype mask tiles.
 TILES="128x128_s2_o_pp_p 128x128_s3_o_pp_p 128x176_s2_o_pp_p 128x64_s2_o"
-python3 - "$K/wg.json" $TILES <<'PY'
-import json, sys
-tiles = []
-for t in sys.argv[2:]:
-    bq, rest = t.split("x")
-    bkv, st = rest.split("_s")
-    flags = st.split("_")[1:]
-    tiles.append({"bq": int(bq), "bkv": int(bkv), "wgmma": True,
-                  "stages": int(st.split("_")[0]), "overlap": "o" in flags,
-                  "pingpong": "pp" in flags, "persistent": "p" in flags})
-json.dump({"attention_tiles": tiles}, open(sys.argv[1], "w"))
-PY
+python3 "$ROOT/bench/choices_file.py" attn "$K/wg.json" $TILES
 CASES="prefill4096 1 32 8 4096 4096 128 1 bf16 - 128x128_s2_o_pp_p,128x128_s3_o_pp_p
 unmasked 1 16 4 2048 4096 128 0 bf16 - 128x128_s2_o_pp_p,128x176_s2_o_pp_p
 ragged 1 8 2 300 300 128 1 bf16 - 128x176_s2_o_pp_p
@@ -108,19 +97,7 @@ fi
 echo "== 3. the benchmarker (fp64 check, then timing): the fastest attn_wg choices" | tee -a "$S"
 # The tiles timed per graph come from a choices file (tile names as in
 # TILES; 128x176_s2_o_pp_p is no default, the others are).
-tiles_json() { python3 - "$@" <<'PY'
-import json, sys
-tiles = []
-for t in sys.argv[2:]:
-    bq, rest = t.split("x")
-    bkv, st = rest.split("_s")
-    flags = st.split("_")[1:]
-    tiles.append({"bq": int(bq), "bkv": int(bkv), "wgmma": True,
-                  "stages": int(st.split("_")[0]), "overlap": "o" in flags,
-                  "pingpong": "pp" in flags, "persistent": "p" in flags})
-json.dump({"attention_tiles": tiles}, open(sys.argv[1], "w"))
-PY
-}
+tiles_json() { python3 "$ROOT/bench/choices_file.py" attn "$@"; }
 sed -n '/^graph @prefill_4096/,/^}/p' "$ROOT/bench/attention-llama3.mir" > "$K/g-prefill_4096.mir"
 cat > "$K/g-unmasked.mir" <<'MIR'
 graph @unmasked_2048x4096(%q: bf16[1,16,2048,128], %k: bf16[1,4,4096,128], %v: bf16[1,4,4096,128]) {

@@ -64,25 +64,7 @@ if [ "$LIT_RC" = 124 ]; then echo "lit timed out (a hang?)" | tee -a "$S"; fi
 echo "== 3. decode choices at B = 16, 4, 1 over 4096 keys" | tee -a "$S"
 : > "$OUT/decided.mir"
 while read -r g tiles; do
-  python3 - "$K/$g.json" $tiles <<'PY'
-import json, re, sys
-out = []
-for t in sys.argv[2:]:
-    m = re.fullmatch(r"d(\d+)\.(\d+)\.(\d+)\.(\d+)(c?)(?:f(\d+))?(e?)(p?)", t)
-    bkv, w, st, kv = map(int, m.group(1, 2, 3, 4))
-    x = {"bq": 16, "bkv": bkv, "warps": w, "stages": st, "splits": kv,
-         "decode": True}
-    if m.group(5):
-        x["cluster"] = True
-    if m.group(6):
-        x["prefetch"] = int(m.group(6))
-    if m.group(7):
-        x["evict_first"] = True
-    if m.group(8):
-        x["persistent"] = True
-    out.append(x)
-json.dump({"attention_tiles": out}, open(sys.argv[1], "w"))
-PY
+  python3 "$ROOT/bench/choices_file.py" attn "$K/$g.json" $tiles
   sed -n "/^graph @$g(/,/^}/p" "$ROOT/bench/attention-llama3.mir" > "$K/$g.mir"
   [ "$g" = spec_probe ] && printf '%s\n' 'graph @spec_probe(%q: f16[2,6,5,64], %k: f16[2,3,100,64], %v: f16[2,3,100,64]) {' '  %o = attention(%q, %k, %v) {scale = 0.2} : f16[2,6,5,64]' '  return %o' '}' > "$K/$g.mir"
   T=$(left); [ "$T" -gt 12 ] && T=12
@@ -98,19 +80,7 @@ done <<< "$CHOICES"
 grep -i "error\|differs\|wrong" "$OUT/decided.log" | head -10 | tee -a "$S"
 # Each choice that did not time: its status and message from the report.
 for r in "$K"/report-*.json; do
-  [ -f "$r" ] && python3 - "$r" <<'PY' | tee -a "$S"
-import json, sys
-def walk(x):
-    if isinstance(x, dict):
-        if "status" in x and "name" in x and x["status"] != "ok":
-            print("not ok:", x["name"], x["status"], str(x.get("message", ""))[:300])
-        for v in x.values():
-            walk(v)
-    elif isinstance(x, list):
-        for v in x:
-            walk(v)
-walk(json.load(open(sys.argv[1])))
-PY
+  [ -f "$r" ] && python3 "$ROOT/bench/choices_file.py" not-ok "$r" | tee -a "$S"
 done
 
 # Why a choice timed as inf (its status and message per choice).

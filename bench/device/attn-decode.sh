@@ -55,22 +55,8 @@ decode_b1 m32.4.3.16 d32.4.8.8 d32.4.8.16 d32.4.4.16 d64.4.4.16 d32.8.8.8 d64.2.
 echo "== 3. decode choices at B = 16, 4, 1 over 4096 keys" | tee -a "$S"
 : > "$OUT/decided.mir"
 while read -r g tiles; do
-  python3 - "$K/$g.json" "$LIT_RC" $tiles <<'PY'
-import json, sys
-out = []
-for t in sys.argv[3:]:
-    kind, rest = t[0], t[1:]
-    cluster = rest.endswith("c")
-    bkv, w, st, kv = map(int, rest.rstrip("c").split("."))
-    if kind == "d" and sys.argv[2] == "124":
-        continue
-    x = {"bq": 16, "bkv": bkv, "warps": w, "stages": st, "splits": kv}
-    x["decode" if kind == "d" else "mma"] = True
-    if cluster:
-        x["cluster"] = True
-    out.append(x)
-json.dump({"attention_tiles": out}, open(sys.argv[1], "w"))
-PY
+  SKIP=; [ "$LIT_RC" = 124 ] && SKIP=--skip-decode
+  python3 "$ROOT/bench/choices_file.py" attn "$K/$g.json" $SKIP $tiles
   sed -n "/^graph @$g(/,/^}/p" "$ROOT/bench/attention-llama3.mir" > "$K/$g.mir"
   T=$(left); [ "$T" -gt 35 ] && T=35
   if [ "$T" -lt 10 ]; then echo "$g skipped: out of time" | tee -a "$S"; continue; fi

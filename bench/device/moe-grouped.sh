@@ -42,21 +42,7 @@ run_t() { # T SECONDS CHECK
     --report="$K/r$T.json" -o "$K/t$T.mir" > "$OUT/t$T.log" 2>&1
   echo "T=$T rc=$? ($((SECONDS - START)) s)" | tee -a "$S"
   grep -h "run @\|error\|warning" "$OUT/t$T.log" | head -8 | tee -a "$S"
-  [ -f "$K/r$T.json" ] && python3 - "$K/r$T.json" <<'PY' | tee -a "$S"
-import json, sys
-r = json.load(open(sys.argv[1]))
-for n in r.get("nodes", []):
-    if n.get("op") != "grouped_mm":
-        continue
-    cs = sorted(n.get("choices", []), key=lambda c: c["ms"]
-                if isinstance(c.get("ms"), (int, float)) else 1e9)
-    print("  %s chosen %s: %s" % (n["name"], n.get("chosen"), ", ".join(
-        "%s %s%s" % (c["name"], "%.1f us" % (c["ms"] * 1e3)
-                     if isinstance(c.get("ms"), (int, float)) else c.get("ms"),
-                     "" if c.get("status") in (None, "ok", "measured")
-                     else " " + str(c["status"]))
-        for c in cs)))
-PY
+  [ -f "$K/r$T.json" ] && python3 "$ROOT/bench/choices_file.py" report "$K/r$T.json" grouped_mm | tee -a "$S"
 }
 echo "== 1. Mixtral MoE (gpt-fast form), grouped_mm choices, --run vs fp64" | tee -a "$S"
 run_t 16 36 true

@@ -57,21 +57,7 @@ for G in llama8b_prefill moe_experts llama70b_prefill; do
   echo "$G rc=$? ($((SECONDS - START)) s)" | tee -a "$S"
   cat "$K/$G.out" >> "$OUT/decided.mir"
   grep -o "%gu = .*swiglu_split_us = [0-9.inf]*}\|decided [a-z0-9_.]*" "$K/$G.out" | tee -a "$S"
-  [ -f "$K/report-$G.json" ] && python3 - "$K/report-$G.json" <<'PY' | tee -a "$S"
-import json, sys
-r = json.load(open(sys.argv[1]))
-for n in r.get("nodes", []):
-    if n.get("op") not in ("swiglu", "matmul") or n.get("name") in ("u", "%u"):
-        continue
-    cs = sorted(n.get("choices", []),
-                key=lambda c: c["ms"] if isinstance(c.get("ms"), (int, float)) else 1e9)
-    print("  %s (%s) chosen %s:" % (n["name"], n["op"], n.get("chosen")))
-    for c in cs:
-        ms = c.get("ms")
-        print("    %-28s %10s us  %s%s" % (c["name"],
-              "%.1f" % (ms * 1e3) if isinstance(ms, (int, float)) else ms,
-              c.get("status"), (" " + c["message"][:100]) if c.get("message") else ""))
-PY
+  [ -f "$K/report-$G.json" ] && python3 "$ROOT/bench/choices_file.py" report "$K/report-$G.json" swiglu,matmul --skip u,%u | tee -a "$S"
 done
 grep -i "error\|differs\|wrong\|hang" "$OUT/decided.log" | head -10 | tee -a "$S"
 echo "== 3. lit Cuda/swiglu-wg-run.mir again, while the budget lasts (races)" | tee -a "$S"
