@@ -89,6 +89,11 @@ def report_lines(backend, rec):
     return lines
 
 
+# The backend's decided graphs taken out of its per-process table, still
+# referenced by compiled code: kept alive until the process ends.
+KEPT = []
+
+
 def own_frame(model):
     """A function calling model with a code object of its own: Dynamo keeps
     compiled code per code object, so each such function keeps its own
@@ -106,7 +111,11 @@ def compile_forms(backend, model, inputs, ref, forms):
         os.environ["MTSCHED_TORCH_OPT_ARGS"] = \
             "" if form == "measured" else "--swiglu-form=" + form
         # The backend keeps one runtime graph per imported IR text in the
-        # process: another form of the same IR must be decided anew.
+        # process: another form of the same IR must be decided anew. The
+        # entries stay referenced (KEPT): a compiled form's graph lives in
+        # its entry's module, and freeing it under the compiled code
+        # crashed round 3.
+        KEPT.extend(backend._GRAPHS.values())
         backend._GRAPHS.clear()
         t0 = time.time()
         cm = torch.compile(own_frame(model), backend="mtsched",
@@ -189,6 +198,7 @@ def main(argv=None):
         with open(os.path.join(a.out, "breakdown.md"), "w") as f:
             f.write("\n".join(lines) + "\n")
         torch._dynamo.reset()
+        KEPT.extend(backend._GRAPHS.values())
         backend._GRAPHS.clear()
         torch.cuda.empty_cache()
     print("\n".join(lines))
