@@ -98,6 +98,14 @@ struct AttentionTile {
   /// A decode tile's k and v copies are marked evict-first in L2 (`_ef`):
   /// each is read once.
   bool EvictFirst = false;
+  /// A decode tile's CTAs start at different key tiles of their range and
+  /// wrap around (`_r`, not persistent): at any moment the (batch, kv head)
+  /// CTAs read at different offsets of their caches instead of in step.
+  bool Stagger = false;
+  /// A persistent decode tile's consumer warps each write a partial result
+  /// per kv head and go on, the last writer of a head combining (`_pw`
+  /// instead of `_p`): no CTA-wide step at a kv head's end.
+  bool WarpPartials = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.

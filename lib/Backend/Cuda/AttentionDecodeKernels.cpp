@@ -109,11 +109,19 @@ static const char *const DecStart = R"(
   mt_key_range(r0, BQ, BKV, SPLITS, zs, kvBegin, kvEnd);
   const int nTiles =
       kvBegin < kvEnd ? (int)((kvEnd - kvBegin + BKV - 1) / BKV) : 0;
+#if STAGGER
+  // Loop step it reads key tile (it + rot) % nTiles: the CTAs of
+  // consecutive (batch, kv head) pairs start spread over their ranges.
+  const int rot = nTiles ? (int)((long long)bh * nTiles / gridDim.y) : 0;
+#define MT_TILE(it) (((it) + rot) % nTiles)
+#else
+#define MT_TILE(it) (it)
+#endif
   // Tile it into stage it % STAGES: k and v, D_ / 64 boxes each.
   auto issue = [&](int it) {
     const int s = it % STAGES;
     mt_mbar_expect(full + 8 * s, 2 * KV_TILE);
-    const int y = (int)(kvBegin + (long long)it * BKV);
+    const int y = (int)(kvBegin + (long long)MT_TILE(it) * BKV);
 #pragma unroll
     for (int h = 0; h < D_ / 64; ++h) {
       mt_tma_load(sK + s * KV_TILE + h * KV_BOX, tm_k, full + 8 * s, h * 64,
@@ -187,7 +195,7 @@ static const char *const DecLoop = R"(  };
                                        (lane >> 4) * 8));
     for (int it = warp; it < nTiles; it += NC) {
       const int s = it % STAGES;
-      const long long j0 = kvBegin + (long long)it * BKV;
+      const long long j0 = kvBegin + (long long)MT_TILE(it) * BKV;
       mt_mbar_wait(full + 8 * s, (it / STAGES) & 1);
       const unsigned kt = sK + s * KV_TILE, vt = sV + s * KV_TILE;
 )";
@@ -438,7 +446,8 @@ static const char *const IssuePrefetch =
     R"(    // And tile it + PREFETCH into L2: more bytes in flight than the stages
     // hold.
     if (it + PREFETCH < nTiles) {
-      const int yp = (int)(kvBegin + (long long)(it + PREFETCH) * BKV);
+      const int yp =
+          (int)(kvBegin + (long long)MT_TILE(it + PREFETCH) * BKV);
 #pragma unroll
       for (int h = 0; h < D_ / 64; ++h) {
         mt_tma_prefetch(tm_k, h * 64, yp, (int)bh);
@@ -455,7 +464,8 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                                 const std::string &ChoiceName) {
   if (!T.Dec || T.Splits <= 0 || T.Splits > 1024 ||
       (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
-      (T.Persistent && (T.Splits != 1 || T.Cluster)) || T.Prefetch < 0 ||
+      (T.Persistent && (T.Splits != 1 || T.Cluster || T.Stagger)) ||
+      (T.WarpPartials && (!T.Persistent || T.Prefetch)) || T.Prefetch < 0 ||
       T.Prefetch > 64 ||
       !decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages, T.Persistent))
     return err("tile " + ChoiceName +
@@ -463,7 +473,8 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                "dimension 64 or 128, no mask, BQ = 16, BKV a multiple of 16 "
                "up to 128, 1 to 8 warps and 2 to 8 stages (a multiple of the "
                "warps) that fit in shared memory, 2 to 8 splits in a cluster, "
-               "none when persistent (got " +
+               "none and no stagger when persistent, no prefetch with warp "
+               "partials (got " +
                dtypeName(S.Dtype) + ", D = " + llvm::Twine(S.D) + ")");
   int64_t Tiles = (S.group() * S.Sq + T.BQ - 1) / T.BQ;
   if (T.Persistent && Tiles != 1)
@@ -532,11 +543,14 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
        << MaxCtas << " // CTAs at most\n#define PREFETCH " << T.Prefetch
        << "\n#define COMBINE " << Region - 2 * int64_t(T.Stages) * KvTile
        << " // bytes of the partial results\n";
-    OS << DecPersistentStart << DecTileMath << DecPersistentEnd;
+    if (T.WarpPartials)
+      OS << DecWarpPartialsStart << DecTileMath << DecWarpPartialsEnd;
+    else
+      OS << DecPersistentStart << DecTileMath << DecPersistentEnd;
   } else {
     OS << "\n#define CLUSTER_SPLITS " << (T.Cluster ? 1 : 0)
-       << "\n#define REGION " << Region
-       << " // bytes of the stages (or the combine)\n";
+       << "\n#define STAGGER " << (T.Stagger ? 1 : 0) << "\n#define REGION "
+       << Region << " // bytes of the stages (or the combine)\n";
     if (T.Prefetch)
       OS << "#define PREFETCH " << T.Prefetch << "\n";
     OS << DecStart << (T.Prefetch ? IssuePrefetch : "") << DecLoop
@@ -554,8 +568,9 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     K.GridX = unsigned(MaxCtas);
     K.GridY = 1;
     K.Persistent = true;
-    K.WorkspaceBytes =
-        (uint64_t(MaxCtas + NBH) * (16 * S->D + 32) + uint64_t(NBH)) * 4;
+    // (_pw: a partial result per consumer warp.)
+    uint64_t Slots = uint64_t(MaxCtas + NBH) * (T.WarpPartials ? T.Warps : 1);
+    K.WorkspaceBytes = (Slots * (16 * S->D + 32) + uint64_t(NBH)) * 4;
   } else if (T.Cluster) {
     K.GridX *= unsigned(T.Splits);
     K.GridZ = 1;
