@@ -116,7 +116,6 @@ const char *const codegen::DecWarpPartialsStart = R"(
   int it = warp;
   for (long long bh = hFirst; bh <= hLast; ++bh) {
     const long long segEnd = min(u1, (bh + 1) * KT) - u0;
-    const bool seen = it < segEnd; // this warp has tiles of the head
     float o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; ++n)
@@ -148,14 +147,16 @@ const char *const codegen::DecWarpPartialsEnd =
     const long long cf = ((bh * KT + 1) * nCta - 1) / UNITS;
     const long long cl = ((bh + 1) * KT * nCta - 1) / UNITS;
     // Slot (cta + bh) NC + warp: unique, as cta and bh grow together along
-    // the sequence. A warp without tiles of the head writes max -inf only.
+    // the sequence. A warp without tiles of the head writes max -inf and
+    // zeros (the combine reads every partial's rows: the workspace may
+    // hold anything, -inf or NaN from other kernels, where none wrote).
     float *part = ws + ((cta + bh) * NC + warp) * PSTRIDE;
 #pragma unroll
     for (int n = 0; n < NO; ++n) {
       const int d = n * 8 + 2 * t4;
-      if (seen && g < VR)
+      if (g < VR)
         *(float2 *)(part + g * D_ + d) = make_float2(o[n][0], o[n][1]);
-      if (seen && g + 8 < VR)
+      if (g + 8 < VR)
         *(float2 *)(part + (g + 8) * D_ + d) = make_float2(o[n][2], o[n][3]);
     }
     if (t4 == 0) {
@@ -176,38 +177,73 @@ const char *const codegen::DecWarpPartialsEnd =
     if (bh < hLast)
       loadQ(bh + 1);
     if (prev == (unsigned)(NC * (cl - cf + 1) - 1)) {
-      // The last partial of the head: this warp combines them (as
-      // SplitCombine) in one pass with a running max, 4 columns a lane:
-      //   out = sum_p o_p 2^(m_p - M) / sum_p l_p 2^(m_p - M).
+      // The last partial of the head: this warp combines the NP partials
+      // (slots (cf + bh) NC + p, consecutive) as SplitCombine does,
+      //   out = sum_p o_p 2^(m_p - M) / sum_p l_p 2^(m_p - M),
+      // first each row's M and L (lanes over the partials, then across
+      // the lanes), then 4 columns a lane of every row, the loads of a
+      // partial's rows independent of each other: L2 latency, not
+      // bandwidth, bounds one warp's combine, and the CTAs' last heads'
+      // combines end the kernel.
       __threadfence();
+      const int NP = (int)(NC * (cl - cf + 1));
+      const float *p0 = ws + (cf + bh) * NC * PSTRIDE;
+      float M[ROWS], L[ROWS];
+#pragma unroll
+      for (int i = 0; i < ROWS; ++i) {
+        M[i] = MT_NEG_INF;
+        L[i] = 0.f;
+      }
+      // (M, L) merged with (m, l): a side that saw no key adds nothing.
+      auto merge = [](float &rm, float &rl, float m, float l) {
+        const float nM = fmaxf(rm, m);
+        if (nM != MT_NEG_INF) {
+          rl = rl * exp2f(rm - nM) + l * exp2f(m - nM);
+          rm = nM;
+        }
+      };
+      for (int p = lane; p < NP; p += 32) {
+        const float *pp = p0 + (long long)p * PSTRIDE + 16 * D_;
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i)
+          merge(M[i], L[i], __ldcg(pp + i), __ldcg(pp + 16 + i));
+      }
+#pragma unroll
+      for (int w = 16; w > 0; w >>= 1)
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+          const float m = __shfl_xor_sync(0xffffffffu, M[i], w);
+          const float l = __shfl_xor_sync(0xffffffffu, L[i], w);
+          merge(M[i], L[i], m, l);
+        }
       const long long b = bh / HKV, hk = bh % HKV;
-      for (int e = lane * 4; e < VR * D_; e += 128) {
-        const int i = e / D_;
-        float M = MT_NEG_INF, L = 0.f, x[4] = {0.f, 0.f, 0.f, 0.f};
-        for (long long z = cf; z <= cl; ++z)
+      for (int c0 = lane * 4; c0 < D_; c0 += 128) {
+        float x[ROWS][4];
 #pragma unroll
-          for (int w = 0; w < NC; ++w) {
-            const float *pz = ws + ((z + bh) * NC + w) * PSTRIDE;
-            const float m = __ldcg(pz + 16 * D_ + i);
-            // A warp that saw no key of this row adds nothing.
-            if (m != MT_NEG_INF) {
-              const float l = __ldcg(pz + 16 * D_ + 16 + i);
-              const float4 oz = __ldcg((const float4 *)(pz + e));
-              const float nM = fmaxf(M, m);
-              const float a = exp2f(M - nM), c = exp2f(m - nM);
-              L = L * a + l * c;
-              x[0] = x[0] * a + oz.x * c;
-              x[1] = x[1] * a + oz.y * c;
-              x[2] = x[2] * a + oz.z * c;
-              x[3] = x[3] * a + oz.w * c;
-              M = nM;
-            }
+        for (int i = 0; i < ROWS; ++i)
+          x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.f;
+#pragma unroll 2
+        for (int p = 0; p < NP; ++p) {
+          const float *pp = p0 + (long long)p * PSTRIDE;
+#pragma unroll
+          for (int i = 0; i < ROWS; ++i) {
+            const float m = __ldcg(pp + 16 * D_ + i);
+            const float4 oz = __ldcg((const float4 *)(pp + i * D_ + c0));
+            const float c = m == MT_NEG_INF ? 0.f : exp2f(m - M[i]);
+            x[i][0] += oz.x * c;
+            x[i][1] += oz.y * c;
+            x[i][2] += oz.z * c;
+            x[i][3] += oz.w * c;
           }
-        const long long at =
-            ((b * HQ + hk * GROUP + i / SQ) * SQ + i % SQ) * D_ + e % D_;
+        }
 #pragma unroll
-        for (int c = 0; c < 4; ++c)
-          out[at + c] = STORE(L > 0.f ? x[c] / L : MT_EMPTY_ROW);
+        for (int i = 0; i < ROWS; ++i) {
+          const long long at =
+              ((b * HQ + hk * GROUP + i / SQ) * SQ + i % SQ) * D_ + c0;
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            out[at + c] = STORE(L[i] > 0.f ? x[i][c] / L[i] : MT_EMPTY_ROW);
+        }
       }
       if (lane == 0)
         *count = 0u;
