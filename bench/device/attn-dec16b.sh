@@ -44,23 +44,26 @@ for f in "$W"/test/lit/Cuda/Output/attention-dec-run.mir.tmp*; do
   [ -f "$f" ] && grep -h "run @\|error\|wrong\|differs\|timings" "$f" | head -24
 done | tee -a "$S" >> "$OUT/lit.log"
 if [ "$LIT_RC" = 124 ]; then echo "lit timed out (a hang?)" | tee -a "$S"; fi
-# graph: its choices, dBKV.W.S.N[c][fP][e][r][p][w] = attn_dec_16xBKV_wW_sS
-# [_kvN][_c][_pfP][_ef][_r][_p|_pw] (r: staggered start, each (batch, kv
-# head) CTA begins at its own key tile and wraps around; pw: persistent,
-# a partial result per consumer warp and kv head, no CTA-wide step at a
-# head's end). A kernel that faults fails every choice after it in its
-# graph: the new forms come last. Round 1: does the staggered start or
-# the _pw form (all 132 SMs) move batch 16 (and 1, 4); does batch 8 (64
-# CTAs) run at batch 16's per-CTA rate (then an SM's own bytes in flight
-# bound it, and the 4 idle SMs matter) or faster (then the memory is the
-# bound); split
-# tiles with 32 KB of stages, two an SM over all 132 SMs; 132 CTAs of
-# batch 16's per-CTA work (decode_n132) in batch 16's time or more.
-CHOICES="decode_b16 d32.4.4.1 d32.2.4.1 d16.8.8.1 d16.4.4.2 d32.2.2.2 d32.4.4.1r d32.2.4.1r d32.4.8.1r d64.4.4.1r d16.4.4.2r d32.4.4.2r d32.4.4.1p d32.4.4.1pw d32.2.4.1pw d32.4.8.1pw d64.4.4.1pw
-decode_b8 d32.4.4.1 d32.4.8.1 d16.4.4.2 d32.4.4.2 d32.4.4.1r d32.4.4.1pw
-decode_n132 d32.4.4.1 d32.4.4.1r d32.4.4.1pw
-decode_b4 d32.4.8.4 d16.4.8.4 d32.4.8.4r d16.4.8.4r d32.4.4.1pw
-decode_b1 d32.4.8.8 d16.4.8.16 d32.4.8.8r d16.4.8.16r d32.4.4.1pw"
+# graph: its choices, dBKV.W.S.N[c][fP][e][r][t][p][w] = attn_dec_16xBKV_wW
+# _sS[_kvN][_c][_pfP][_ef][_r][_t][_p|_pw] (r: staggered start, each
+# (batch, kv head) CTA begins at its own key tile and wraps around; t: half
+# the stages in flight until a CTA of the grid has finished, then all; pw:
+# persistent, a partial result per consumer warp and kv head). A kernel
+# that faults fails every choice after it in its graph: the new forms come
+# after the defaults.
+# Round 1 (13:56 UTC, b9a9df9; SDPA 63.90 and 63.66 us at B = 16): the
+# staggered start changed nothing (16x32_w4_s4 65.56, _r 65.60; w2 65.50,
+# _r 65.43), _pw 72.5-77.4 (_p 71.7), kv2 with 32 KB stages two an SM
+# 69.1; B = 8 (64 CTAs) 49.3 with 64 KB of stages, 35.0 with 128 KB; 132
+# CTAs of B = 16's work each (B = 33, 4 kv heads) 67.48: the same 4.1 TB/s
+# as 128 CTAs. Batch 16 is bound by the memory (more SMs do not help), an
+# SM alone is not (B = 8 reads 60 GB/s an SM with 128 KB in flight): round
+# 2 tries more bytes in flight for the CTAs still streaming at the end
+# (_t), and _pw with the two-step combine.
+CHOICES="decode_b16 d32.4.4.1 d32.2.4.1 d32.4.8.1 d32.4.8.1t d32.2.8.1t d64.2.4.1t d32.4.8.1rt d32.4.4.1r d32.2.4.1pw d32.4.4.1pw
+decode_b8 d32.4.4.1 d32.4.8.1 d32.4.8.1t
+decode_b4 d32.4.8.4 d16.4.8.4 d32.4.4.4
+decode_b1 d32.4.8.8 d16.4.8.16 d32.4.4.16"
 
 echo "== 3. decode choices at B = 16, 8, 4, 1 over 4096 keys" | tee -a "$S"
 : > "$OUT/decided.mir"
@@ -69,12 +72,12 @@ while read -r g tiles; do
 import json, re, sys
 out = []
 for t in sys.argv[2:]:
-    m = re.fullmatch(r"d(\d+)\.(\d+)\.(\d+)\.(\d+)(c?)(?:f(\d+))?(e?)(r?)(p?)(w?)", t)
+    m = re.fullmatch(r"d(\d+)\.(\d+)\.(\d+)\.(\d+)(c?)(?:f(\d+))?(e?)(r?)(t?)(p?)(w?)", t)
     bkv, w, st, kv = map(int, m.group(1, 2, 3, 4))
     x = {"bq": 16, "bkv": bkv, "warps": w, "stages": st, "splits": kv,
          "decode": True}
     for i, k in ((5, "cluster"), (7, "evict_first"), (8, "stagger"),
-                 (9, "persistent"), (10, "warp_partials")):
+                 (9, "tail_depth"), (10, "persistent"), (11, "warp_partials")):
         if m.group(i):
             x[k] = True
     if m.group(6):

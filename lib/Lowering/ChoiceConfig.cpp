@@ -363,6 +363,7 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
            (T.Cluster ? "_c" : "") +
            (T.Prefetch > 0 ? "_pf" + std::to_string(T.Prefetch) : "") +
            (T.EvictFirst ? "_ef" : "") + (T.Stagger ? "_r" : "") +
+           (T.Tail ? "_t" : "") +
            (T.Persistent ? (T.WarpPartials ? "_pw" : "_p") : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
@@ -406,6 +407,7 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   // The decode flags, last first (the round trip below keeps their order).
   T.WarpPartials = T.Dec && S.consume_back("_pw");
   T.Persistent = T.WarpPartials || (T.Dec && S.consume_back("_p"));
+  T.Tail = T.Dec && S.consume_back("_t");
   T.Stagger = T.Dec && S.consume_back("_r");
   T.EvictFirst = T.Dec && S.consume_back("_ef");
   if (size_t Pf = S.rfind("_pf"); T.Dec && Pf != llvm::StringRef::npos) {
@@ -454,7 +456,9 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
                                   T.Persistent) &&
              (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8)) &&
              (!T.Persistent || (T.Splits == 1 && !T.Cluster && !T.Stagger)) &&
-             (!T.WarpPartials || (T.Persistent && !T.Prefetch));
+             (!T.WarpPartials || (T.Persistent && !T.Prefetch)) &&
+             (!T.Tail || (T.Splits == 1 && !T.Persistent && !T.Prefetch &&
+                          T.Stages % 2 == 0 && (T.Stages / 2) % T.Warps == 0));
     if (T.Mma)
       return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
              mmaAttentionSharedBytes(T.BQ, T.BKV, T.Warps, D, T.Stages) <=

@@ -123,8 +123,8 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
 /// An attention tile's decode-only options ("decode" already read).
 static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                                       llvm::StringRef Path, AttentionTile &T) {
-  // "prefetch" (tiles ahead), "evict_first", "stagger" and "warp_partials"
-  // are optional (0, false, false, false), decode tiles only.
+  // "prefetch" (tiles ahead), "evict_first", "stagger", "warp_partials" and
+  // "tail_depth" are optional (0 or false), decode tiles only.
   if (const llvm::json::Value *Pf = O->get("prefetch")) {
     std::optional<int64_t> V = Pf->getAsInteger();
     if (!V || *V < 0 || *V > 64 || (*V && !T.Dec))
@@ -155,6 +155,14 @@ static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                              "true or false, and true only with "
                              "\"decode\": true and \"persistent\": true");
     T.WarpPartials = *B;
+  }
+  if (const llvm::json::Value *Td = O->get("tail_depth")) {
+    std::optional<bool> B = Td->getAsBoolean();
+    if (!B || (*B && !T.Dec))
+      return fileError(Path, "attention tile field 'tail_depth' must be "
+                             "true or false, and true only with \"decode\": "
+                             "true");
+    T.Tail = *B;
   }
   return llvm::Error::success();
 }

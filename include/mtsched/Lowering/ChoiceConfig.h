@@ -106,6 +106,11 @@ struct AttentionTile {
   /// per kv head and go on, the last writer of a head combining (`_pw`
   /// instead of `_p`): no CTA-wide step at a kv head's end.
   bool WarpPartials = false;
+  /// An unsplit, not persistent decode tile keeps half its stages in
+  /// flight until some CTA of the grid has finished, then all (`_t`): the
+  /// bytes in flight that are fastest while every CTA streams, and more
+  /// for the last CTAs.
+  bool Tail = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.

@@ -142,7 +142,7 @@ static const char *const DecLoop = R"(  };
       }
       // Make the initialised barriers visible to the TMA unit.
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      for (int it = 0; it < STAGES && it < nTiles; ++it)
+      for (int it = 0; it < DEPTH && it < nTiles; ++it)
         issue(it);
     }
   } else {
@@ -169,10 +169,30 @@ static const char *const DecLoop = R"(  };
   // rows ra and rb; the four lanes of a row agree on the max.
   float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
   if (warp == NC) {
+#if TAIL
+    // DEPTH (half the stages) tiles in flight until some CTA of the grid
+    // has finished (a count in the workspace, read each tile and looked at
+    // two tiles later, so the load's latency hides behind two waits), then
+    // all STAGES: the last CTAs take the bandwidth the finished ones left.
+    const unsigned *doneCtas = (const unsigned *)ws;
+    bool deep = false;
+    unsigned d1 = 0u, d2 = 0u;
+#endif
     if (lane == 0)
-      for (int it = STAGES; it < nTiles; ++it) {
+      for (int it = DEPTH; it < nTiles; ++it) {
+#if TAIL
+        if (!deep) {
+          // Tile it - DEPTH has been consumed.
+          mt_mbar_wait(empty + 8 * ((it - DEPTH) % STAGES),
+                       ((it - DEPTH) / STAGES) & 1);
+          deep = d2 != 0u;
+          d2 = d1;
+          d1 = *(const volatile unsigned *)doneCtas;
+        }
+#endif
         // The stage's previous tile (it - STAGES) has been consumed.
-        mt_mbar_wait(empty + 8 * (it % STAGES), ((it / STAGES) & 1) ^ 1);
+        if (it >= STAGES)
+          mt_mbar_wait(empty + 8 * (it % STAGES), ((it / STAGES) & 1) ^ 1);
         issue(it);
       }
     __syncwarp();
@@ -297,6 +317,12 @@ static const char *const DecEnd =
   // only for the tile's VR rows that are query rows (a decode step of
   // Llama-3-8B has 4 of 16).
   __syncthreads();
+#if TAIL
+  // This CTA's copies are done; the last to count leaves the count at 0.
+  if (tid == 0 && atomicAdd((unsigned *)ws, 1u) ==
+                      gridDim.x * gridDim.y * gridDim.z - 1)
+    *(volatile unsigned *)ws = 0u;
+#endif
   const int VR = ROWS - r0 < 16 ? (int)(ROWS - r0) : 16;
   float *cO = (float *)region;   // [NC][16][D_] unnormalised accumulators
   float *cM = cO + NC * 16 * D_; // [NC][16] running max (log2 units)
@@ -465,8 +491,10 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
   if (!T.Dec || T.Splits <= 0 || T.Splits > 1024 ||
       (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
       (T.Persistent && (T.Splits != 1 || T.Cluster || T.Stagger)) ||
-      (T.WarpPartials && (!T.Persistent || T.Prefetch)) || T.Prefetch < 0 ||
-      T.Prefetch > 64 ||
+      (T.WarpPartials && (!T.Persistent || T.Prefetch)) ||
+      (T.Tail && (T.Splits != 1 || T.Persistent || T.Prefetch || T.Stages % 2 ||
+                  (T.Stages / 2) % T.Warps)) ||
+      T.Prefetch < 0 || T.Prefetch > 64 ||
       !decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages, T.Persistent))
     return err("tile " + ChoiceName +
                " cannot run: the decode template needs bf16 or f16, head "
@@ -474,7 +502,9 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                "up to 128, 1 to 8 warps and 2 to 8 stages (a multiple of the "
                "warps) that fit in shared memory, 2 to 8 splits in a cluster, "
                "none and no stagger when persistent, no prefetch with warp "
-               "partials (got " +
+               "partials, a tail depth only unsplit, not persistent, without "
+               "prefetch and with half the stages a multiple of the warps "
+               "(got " +
                dtypeName(S.Dtype) + ", D = " + llvm::Twine(S.D) + ")");
   int64_t Tiles = (S.group() * S.Sq + T.BQ - 1) / T.BQ;
   if (T.Persistent && Tiles != 1)
@@ -528,7 +558,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
                       : 1;
   int64_t Units = NBH * ((S->Skv + T.BKV - 1) / T.BKV);
   int64_t MaxCtas = std::min(Units, DecPersistentMaxCtas);
-  bool Workspace = (T.Splits > 1 && !T.Cluster) || T.Persistent;
+  bool Workspace = (T.Splits > 1 && !T.Cluster) || T.Persistent || T.Tail;
   llvm::Expected<AttentionShape> Header = emitAttentionHeader(
       OS, N, K.Name, ChoiceName, Threads, Workspace, Helpers,
       "const __grid_constant__ mt_tensor_map tm_k,\n    const "
@@ -551,6 +581,9 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     OS << "\n#define CLUSTER_SPLITS " << (T.Cluster ? 1 : 0)
        << "\n#define STAGGER " << (T.Stagger ? 1 : 0) << "\n#define REGION "
        << Region << " // bytes of the stages (or the combine)\n";
+    // Tiles in flight: every stage, or with _t half until a CTA finishes.
+    OS << "#define TAIL " << (T.Tail ? 1 : 0) << "\n#define DEPTH "
+       << (T.Tail ? T.Stages / 2 : T.Stages) << "\n";
     if (T.Prefetch)
       OS << "#define PREFETCH " << T.Prefetch << "\n";
     OS << DecStart << (T.Prefetch ? IssuePrefetch : "") << DecLoop
@@ -575,6 +608,9 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     K.GridX *= unsigned(T.Splits);
     K.GridZ = 1;
     K.ClusterX = unsigned(T.Splits);
+  } else if (T.Tail) {
+    // The count of finished CTAs.
+    K.WorkspaceBytes = 4;
   } else if (T.Splits > 1) {
     // Per CTA its accumulators, running max and sum; per tile a counter.
     uint64_t TilesXY = uint64_t(K.GridX) * K.GridY;

@@ -1,9 +1,10 @@
-//===- AttentionDecodeVariantsTest.cpp - attn_dec's _r and _pw forms ------===//
+//===- AttentionDecodeVariantsTest.cpp - attn_dec's _r, _pw, _t forms ----===//
 //
-// The decode template's staggered start (`_r`) and its persistent form with
-// a partial result per consumer warp (`_pw`): names, what a kernel of each
-// holds, the tiles they cannot run, and the kernels compiled with NVRTC for
-// sm_90 wherever libnvrtc can be opened (skips and says why elsewhere).
+// The decode template's staggered start (`_r`), its persistent form with a
+// partial result per consumer warp (`_pw`) and its tail depth (`_t`):
+// names, what a kernel of each holds, the tiles they cannot run, and the
+// kernels compiled with NVRTC for sm_90 wherever libnvrtc can be opened
+// (skips and says why elsewhere).
 //
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
@@ -147,6 +148,40 @@ TEST(AttentionDecodeVariants, WarpPartialsKernel) {
             std::string::npos);
 }
 
+TEST(AttentionDecodeVariants, TailDepthKernel) {
+  std::optional<AttentionTile> T =
+      attentionTileOf(Choice{"attn_dec_16x32_w4_s8_r_t", {}, {}});
+  ASSERT_TRUE(T);
+  EXPECT_TRUE(T->Tail && T->Stagger);
+  EXPECT_FALSE(attentionTileOf(Choice{"attn_dec_16x32_w4_s8_t_r", {}, {}}));
+  auto P = attention("bf16", 16, 32, 8, 1, 4096, 128);
+  ASSERT_TRUE(P);
+  llvm::Expected<KernelSource> K = generate(*P, "attn_dec_16x32_w4_s8_t");
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  // Four of the eight stages in flight until a CTA has finished; the count
+  // of finished CTAs in a 4-byte workspace.
+  EXPECT_NE(K->Source.find("#define TAIL 1\n#define DEPTH 4\n"),
+            std::string::npos);
+  EXPECT_EQ(K->WorkspaceBytes, 4u);
+  EXPECT_EQ(K->GridY, 128u);
+  llvm::Expected<KernelSource> Plain = generate(*P, "attn_dec_16x32_w4_s8");
+  ASSERT_TRUE(bool(Plain)) << llvm::toString(Plain.takeError());
+  EXPECT_NE(Plain->Source.find("#define TAIL 0\n#define DEPTH 8\n"),
+            std::string::npos);
+  EXPECT_EQ(Plain->WorkspaceBytes, 0u);
+  EXPECT_EQ(Plain->SharedBytes, K->SharedBytes);
+  // Unsplit, not persistent, half the stages a multiple of the warps.
+  for (const char *Bad :
+       {"attn_dec_16x32_w4_s8_kv4_t", "attn_dec_16x32_w4_s8_t_p",
+        "attn_dec_16x32_w4_s4_t", "attn_dec_16x32_w4_s8_pf8_t"}) {
+    llvm::Expected<KernelSource> B = generate(*P, Bad);
+    ASSERT_FALSE(bool(B)) << Bad;
+    EXPECT_NE(llvm::toString(B.takeError()).find("a tail depth only unsplit"),
+              std::string::npos)
+        << Bad;
+  }
+}
+
 /// The new forms bench/device/attn-dec16b.sh times, compiled with NVRTC at
 /// Llama-3-8B's decode at batch 16, a ragged one, f16 at D = 64 with
 /// queries ending mid-tile, and many short kv heads.
@@ -164,7 +199,9 @@ TEST(AttentionDecodeVariants, CompileWithNvrtc) {
       "attn_dec_16x32_w4_s4_r",       "attn_dec_16x32_w2_s4_r",
       "attn_dec_16x32_w4_s8_r",       "attn_dec_16x64_w2_s2_kv4_pf8_r",
       "attn_dec_16x32_w4_s4_kv8_c_r", "attn_dec_16x32_w4_s4_pw",
-      "attn_dec_16x16_w1_s2_pw",      "attn_dec_16x64_w4_s4_pw"};
+      "attn_dec_16x16_w1_s2_pw",      "attn_dec_16x64_w4_s4_pw",
+      "attn_dec_16x32_w4_s8_t",       "attn_dec_16x32_w2_s8_t",
+      "attn_dec_16x16_w1_s2_r_t"};
   std::vector<KernelSource> Work;
   for (const auto &P : Keep) {
     ASSERT_TRUE(P);
