@@ -371,6 +371,14 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
          (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "");
 }
 
+bool mtsched::decTileOptionsValid(const AttentionTile &T) {
+  return T.Dec && (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8)) &&
+         (!T.Persistent || (T.Splits == 1 && !T.Cluster && !T.Stagger)) &&
+         (!T.WarpPartials || (T.Persistent && !T.Prefetch)) &&
+         (!T.Tail || (T.Splits == 1 && !T.Persistent && !T.Prefetch &&
+                      T.Stages % 2 == 0 && (T.Stages / 2) % T.Warps == 0));
+}
+
 std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   llvm::StringRef S(C.Name);
   AttentionTile T;
@@ -454,11 +462,7 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
       return PackedRows <= T.BQ &&
              decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages,
                                   T.Persistent) &&
-             (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8)) &&
-             (!T.Persistent || (T.Splits == 1 && !T.Cluster && !T.Stagger)) &&
-             (!T.WarpPartials || (T.Persistent && !T.Prefetch)) &&
-             (!T.Tail || (T.Splits == 1 && !T.Persistent && !T.Prefetch &&
-                          T.Stages % 2 == 0 && (T.Stages / 2) % T.Warps == 0));
+             decTileOptionsValid(T);
     if (T.Mma)
       return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
              mmaAttentionSharedBytes(T.BQ, T.BKV, T.Warps, D, T.Stages) <=

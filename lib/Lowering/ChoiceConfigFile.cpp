@@ -282,16 +282,17 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                                "128, bkv a multiple of 16 from 16 to 192, "
                                "2 to 4 stages, 12 warps and no splits");
   if (T.Dec && (!decAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages) ||
-                (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
-                (T.Persistent && (T.Splits != 1 || T.Cluster || T.Stagger)) ||
-                (T.WarpPartials && T.Prefetch)))
+                !decTileOptionsValid(T)))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the decode template: bq 16, "
                                "bkv a multiple of 16 up to 128, 1 to 8 "
                                "warps, 2 to 8 stages (a multiple of the "
                                "warps), 2 to 8 splits in a cluster, no "
                                "splits when persistent, nor a stagger, no "
-                               "prefetch with warp partials");
+                               "prefetch with warp partials, a tail depth "
+                               "only unsplit, not persistent, without "
+                               "prefetch and with half the stages a "
+                               "multiple of the warps");
   if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the tensor cores: BQ "

@@ -213,6 +213,13 @@ inline constexpr llvm::StringLiteral AttentionMathChoice = "attn_math";
 std::string attentionChoiceName(const AttentionTile &T);
 /// The tile a flash attention choice's name describes, if it is one.
 std::optional<AttentionTile> attentionTileOf(const Choice &C);
+/// Whether a decode tile's options go together: a cluster of 2 to 8
+/// splits; persistent without splits, a cluster or a stagger; warp
+/// partials only persistent, without prefetch; a tail depth only unsplit,
+/// not persistent, without prefetch, with an even number of stages whose
+/// half is a multiple of the warps. (The shape's limits are
+/// decAttentionSupports'.)
+bool decTileOptionsValid(const AttentionTile &T);
 
 } // namespace mtsched
 

@@ -488,12 +488,7 @@ static constexpr int64_t DecPersistentMaxCtas = 512;
 
 static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                                 const std::string &ChoiceName) {
-  if (!T.Dec || T.Splits <= 0 || T.Splits > 1024 ||
-      (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
-      (T.Persistent && (T.Splits != 1 || T.Cluster || T.Stagger)) ||
-      (T.WarpPartials && (!T.Persistent || T.Prefetch)) ||
-      (T.Tail && (T.Splits != 1 || T.Persistent || T.Prefetch || T.Stages % 2 ||
-                  (T.Stages / 2) % T.Warps)) ||
+  if (!decTileOptionsValid(T) || T.Splits <= 0 || T.Splits > 1024 ||
       T.Prefetch < 0 || T.Prefetch > 64 ||
       !decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages, T.Persistent))
     return err("tile " + ChoiceName +
