@@ -60,7 +60,12 @@ if [ "$LIT_RC" = 124 ]; then echo "lit timed out (a hang?)" | tee -a "$S"; fi
 # SM alone is not (B = 8 reads 60 GB/s an SM with 128 KB in flight): round
 # 2 tries more bytes in flight for the CTAs still streaming at the end
 # (_t), and _pw with the two-step combine.
-CHOICES="decode_b16 d32.4.4.1 d32.2.4.1 d32.4.8.1 d32.4.8.1t d32.2.8.1t d64.2.4.1t d32.4.8.1rt d32.4.4.1r d32.2.4.1pw d32.4.4.1pw
+# Round 2 (14:04 UTC, d6a72be; SDPA 64.30 and 64.29): 16x32_w4_s4 65.95,
+# _t 74.8-78.8 (at B = 8 56.8 against 49.3 with 4 stages: its producer
+# waited each tile for a load of the count), _pw 71.9-73.8. Round 3: _t
+# with the count copied into shared memory by the bulk copy engine and
+# tested without a wait.
+CHOICES="decode_b16 d32.4.4.1 d32.2.4.1 d32.4.8.1 d32.4.8.1t d32.2.8.1t d64.2.4.1t d32.4.8.1rt
 decode_b8 d32.4.4.1 d32.4.8.1 d32.4.8.1t
 decode_b4 d32.4.8.4 d16.4.8.4 d32.4.4.4
 decode_b1 d32.4.8.8 d16.4.8.16 d32.4.4.16"

@@ -159,17 +159,20 @@ TEST(AttentionDecodeVariants, TailDepthKernel) {
   llvm::Expected<KernelSource> K = generate(*P, "attn_dec_16x32_w4_s8_t");
   ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
   // Four of the eight stages in flight until a CTA has finished; the count
-  // of finished CTAs in a 4-byte workspace.
+  // of finished CTAs in the workspace.
   EXPECT_NE(K->Source.find("#define TAIL 1\n#define DEPTH 4\n"),
             std::string::npos);
-  EXPECT_EQ(K->WorkspaceBytes, 4u);
+  EXPECT_EQ(K->WorkspaceBytes, 16u);
   EXPECT_EQ(K->GridY, 128u);
   llvm::Expected<KernelSource> Plain = generate(*P, "attn_dec_16x32_w4_s8");
   ASSERT_TRUE(bool(Plain)) << llvm::toString(Plain.takeError());
   EXPECT_NE(Plain->Source.find("#define TAIL 0\n#define DEPTH 8\n"),
             std::string::npos);
   EXPECT_EQ(Plain->WorkspaceBytes, 0u);
-  EXPECT_EQ(Plain->SharedBytes, K->SharedBytes);
+  // The count's barrier and copy after the stages' barriers.
+  EXPECT_EQ(Plain->SharedBytes + 32, K->SharedBytes);
+  EXPECT_NE(K->Source.find("cp.async.bulk.shared::cluster.global"),
+            std::string::npos);
   // Unsplit, not persistent, half the stages a multiple of the warps.
   for (const char *Bad :
        {"attn_dec_16x32_w4_s8_kv4_t", "attn_dec_16x32_w4_s8_t_p",
