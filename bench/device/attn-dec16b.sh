@@ -64,7 +64,9 @@ if [ "$LIT_RC" = 124 ]; then echo "lit timed out (a hang?)" | tee -a "$S"; fi
 # _t 74.8-78.8 (at B = 8 56.8 against 49.3 with 4 stages: its producer
 # waited each tile for a load of the count), _pw 71.9-73.8. Round 3: _t
 # with the count copied into shared memory by the bulk copy engine and
-# tested without a wait.
+# tested without a wait (14:18 UTC, b22cc7e; SDPA 63.68 and 63.95):
+# 16x32_w4_s8_t 66.18 against 16x32_w4_s4 66.50 and 16x32_w2_s4 66.21,
+# B = 8 53.2 against 49.3: no gain; B = 4 and 1 as before (21.25, 9.72).
 CHOICES="decode_b16 d32.4.4.1 d32.2.4.1 d32.4.8.1 d32.4.8.1t d32.2.8.1t d64.2.4.1t d32.4.8.1rt
 decode_b8 d32.4.4.1 d32.4.8.1 d32.4.8.1t
 decode_b4 d32.4.8.4 d16.4.8.4 d32.4.4.4
