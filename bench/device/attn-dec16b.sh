@@ -44,8 +44,9 @@ for f in "$W"/test/lit/Cuda/Output/attention-dec-run.mir.tmp*; do
   [ -f "$f" ] && grep -h "run @\|error\|wrong\|differs\|timings" "$f" | head -24
 done | tee -a "$S" >> "$OUT/lit.log"
 if [ "$LIT_RC" = 124 ]; then echo "lit timed out (a hang?)" | tee -a "$S"; fi
-# graph: its choices, dBKV.W.S.N[c][fP][e][r][t][p][w] = attn_dec_16xBKV_wW
-# _sS[_kvN][_c][_pfP][_ef][_r][_t][_p|_pw] (r: staggered start, each
+# graph: its choices as bench/choices_file.py's tokens,
+# dBKV.W.S.N[c][fP][e][r][t][p[w]] = attn_dec_16xBKV_wW_sS[_kvN][_c][_pfP]
+# [_ef][_r][_t][_p|_pw] (r: staggered start, each
 # (batch, kv head) CTA begins at its own key tile and wraps around; t: half
 # the stages in flight until a CTA of the grid has finished, then all; pw:
 # persistent, a partial result per consumer warp and kv head). A kernel
@@ -69,29 +70,14 @@ if [ "$LIT_RC" = 124 ]; then echo "lit timed out (a hang?)" | tee -a "$S"; fi
 # B = 8 53.2 against 49.3: no gain; B = 4 and 1 as before (21.25, 9.72).
 CHOICES="decode_b16 d32.4.4.1 d32.2.4.1 d32.4.8.1 d32.4.8.1t d32.2.8.1t d64.2.4.1t d32.4.8.1rt
 decode_b8 d32.4.4.1 d32.4.8.1 d32.4.8.1t
+decode_n132 d32.4.4.1 d32.4.8.1t
 decode_b4 d32.4.8.4 d16.4.8.4 d32.4.4.4
 decode_b1 d32.4.8.8 d16.4.8.16 d32.4.4.16"
 
 echo "== 3. decode choices at B = 16, 8, 4, 1 over 4096 keys" | tee -a "$S"
 : > "$OUT/decided.mir"
 while read -r g tiles; do
-  python3 - "$K/$g.json" $tiles <<'PY'
-import json, re, sys
-out = []
-for t in sys.argv[2:]:
-    m = re.fullmatch(r"d(\d+)\.(\d+)\.(\d+)\.(\d+)(c?)(?:f(\d+))?(e?)(r?)(t?)(p?)(w?)", t)
-    bkv, w, st, kv = map(int, m.group(1, 2, 3, 4))
-    x = {"bq": 16, "bkv": bkv, "warps": w, "stages": st, "splits": kv,
-         "decode": True}
-    for i, k in ((5, "cluster"), (7, "evict_first"), (8, "stagger"),
-                 (9, "tail_depth"), (10, "persistent"), (11, "warp_partials")):
-        if m.group(i):
-            x[k] = True
-    if m.group(6):
-        x["prefetch"] = int(m.group(6))
-    out.append(x)
-json.dump({"attention_tiles": out}, open(sys.argv[1], "w"))
-PY
+  python3 "$ROOT/bench/choices_file.py" attn "$K/$g.json" $tiles
   sed -n "/^graph @$g(/,/^}/p" "$ROOT/bench/attention-llama3.mir" > "$K/$g.mir"
   [ "$g" = decode_b8 ] && printf '%s\n' 'graph @decode_b8(%q: bf16[8,32,1,128], %k: bf16[8,8,4096,128], %v: bf16[8,8,4096,128]) {' '  %o = attention(%q, %k, %v) {causal = true} : bf16[8,32,1,128]' '  return %o' '}' > "$K/$g.mir"
   # 132 (batch, kv head) CTAs of 4096 keys each (B = 33, 16 query heads
@@ -110,19 +96,7 @@ done <<< "$CHOICES"
 grep -i "error\|differs\|wrong" "$OUT/decided.log" | head -10 | tee -a "$S"
 # Each choice that did not time: its status and message from the report.
 for r in "$K"/report-*.json; do
-  [ -f "$r" ] && python3 - "$r" <<'PY' | tee -a "$S"
-import json, sys
-def walk(x):
-    if isinstance(x, dict):
-        if "status" in x and "name" in x and x["status"] != "ok":
-            print("not ok:", x["name"], x["status"], str(x.get("message", ""))[:300])
-        for v in x.values():
-            walk(v)
-    elif isinstance(x, list):
-        for v in x:
-            walk(v)
-walk(json.load(open(sys.argv[1])))
-PY
+  [ -f "$r" ] && python3 "$ROOT/bench/choices_file.py" not-ok "$r" | tee -a "$S"
 done
 
 echo "== 4. PyTorch SDPA at batch 16 once more" | tee -a "$S"
