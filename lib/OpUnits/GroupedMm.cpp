@@ -3,13 +3,16 @@
 // `grouped_mm(%x, %w, %ids)`: each (token, pick) row times the weight of
 // the expert its id names,
 //   out[t, a, n] = sum_k x[t, (a,) k] * w[ids[t, a], n, k]
+// and `grouped_mm(%x, %w, %ids, %s)` that row scaled by s[t, a] (an MoE's
+// router weight, fuse-moe-combine) before it is rounded,
 // with x [T, K] (a token's row, shared by its A picks: the first GEMM of an
 // MoE FFN) or [T, A, K] (one row per pick: the second), w [E, N, K] (one
 // nn.Linear-layout [N, K] matrix per expert, as gpt-fast and Mixtral store
 // them) and ids [T, A]. It is what `matmul(x, w[ids])` computes without the
 // T * A gathered copies of an expert (fuse-grouped-mm, docs/PASSES.md).
 //
-// The reference sums in fp64 and reports an id outside [0, E). The kernel
+// The reference sums in fp64 and reports an id outside [0, E); the kernel
+// writes such a row NaN, as index_select's gather does. The kernel
 // (Backend/Cuda/GroupedGemm.cpp) is one launch over all experts' row
 // groups, with the row counts and offsets computed on the device.
 //
@@ -30,6 +33,12 @@ static std::string name(const Value *V) { return "'%" + V->getName() + "'"; }
 /// other; the result is [T, A, N] of x's element type.
 static bool inferType(const Node &N, llvm::MutableArrayRef<TensorType> Results,
                       OpErrorFn Error) {
+  if (N.getNumOperands() != 3 && N.getNumOperands() != 4) {
+    Error(N.getLoc(), "'grouped_mm' takes x, w, ids and an optional row "
+                      "scale, got " +
+                          std::to_string(N.getNumOperands()) + " operands");
+    return false;
+  }
   const TensorType &X = N.getOperand(0)->getType();
   const TensorType &W = N.getOperand(1)->getType();
   const TensorType &Ids = N.getOperand(2)->getType();
@@ -82,16 +91,29 @@ static bool inferType(const Node &N, llvm::MutableArrayRef<TensorType> Results,
                           (X.rank() == 3 ? " and picks)" : ")"));
     return false;
   }
+  if (N.getNumOperands() == 4) {
+    const TensorType &S = N.getOperand(3)->getType();
+    if (!isFloatDType(S.Dtype) || S.Shape != Ids.Shape) {
+      Error(Ops[3].Loc, "row scale " + name(Ops[3].V) + " " +
+                            dtypeName(S.Dtype).str() + shapeStr(S.Shape) +
+                            " of 'grouped_mm' must be floating-point of the "
+                            "ids' shape " +
+                            shapeStr(Ids.Shape));
+      return false;
+    }
+  }
   TensorType &Result = Results.front();
   Result.Dtype = X.Dtype;
   Result.Shape = {Ids.Shape[0], Ids.Shape[1], W.Shape[1]};
   return true;
 }
 
-/// A multiply and an add per weight element each row reads.
+/// A multiply and an add per weight element each row reads (and the row
+/// scale's multiply).
 static double flops(const Node &N) {
-  return 2.0 * double(N.getType().numElements()) *
-         double(N.getOperand(1)->getType().Shape[2]);
+  return (2.0 * double(N.getOperand(1)->getType().Shape[2]) +
+          (N.getNumOperands() == 4 ? 1.0 : 0.0)) *
+         double(N.getType().numElements());
 }
 
 /// The ids name experts: [0, E).
@@ -112,6 +134,7 @@ static llvm::Error interpret(const Node &N,
   int64_t E = WT.Shape[0], K = WT.Shape[2];
   bool PerPick = XT.rank() == 3;
   const HostValues &X = *In[0], &W = *In[1], &Ids = *In[2];
+  const HostValues *Scale = In.size() == 4 ? In[3] : nullptr;
   HostValues &Result = Results.front();
   Result = HostValues::zeros(Out.Dtype, Out.numElements());
   auto IdOf = [&](int64_t R) {
@@ -133,11 +156,12 @@ static llvm::Error interpret(const Node &N,
         for (int64_t R = Begin; R < End; ++R) {
           const double *XRow = X.floats().data() + (PerPick ? R : R / A) * K;
           const double *WE = W.floats().data() + IdOf(R) * NN * K;
+          double S = Scale ? Scale->getDouble(R) : 1.0;
           for (int64_t C = 0; C < NN; ++C) {
             double Acc = 0;
             for (int64_t I = 0; I < K; ++I)
               Acc += XRow[I] * WE[C * K + I];
-            Result.floats()[R * NN + C] = Acc;
+            Result.floats()[R * NN + C] = S * Acc;
           }
         }
       },
@@ -161,11 +185,12 @@ static llvm::Error interpretRow(const Node &N,
             std::to_string(Row) + " is outside the experts");
   const double *XRow = In[0] + (XT.rank() == 3 ? Row : Row / A) * K;
   const double *WE = In[1] + Id * NN * K;
+  double S = In.size() == 4 ? In[3][Row] : 1.0;
   for (int64_t C = 0; C < NN; ++C) {
     double Acc = 0;
     for (int64_t I = 0; I < K; ++I)
       Acc += XRow[I] * WE[C * K + I];
-    Out[C] = Acc;
+    Out[C] = S * Acc;
   }
   return llvm::Error::success();
 }

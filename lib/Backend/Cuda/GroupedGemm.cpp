@@ -111,15 +111,20 @@ GroupedMmTile codegen::defaultGroupedMmTile(int64_t Rows, int64_t Experts,
 /// rows (`rows`, -1 past the group), or a return when the CTA has no tile.
 static const char *const RouteRows = R"(  __shared__ int cnt[E_];
   __shared__ int rows[BM];
-  __shared__ int s_e, s_lo, s_n;
-  // (1) Rows per expert: a histogram of the ids.
+  __shared__ int s_e, s_lo, s_n, s_tiles, s_bad;
+  // (1) Rows per expert: a histogram of the ids, and the rows whose id
+  // names no expert.
   for (int e = tid; e < E_; e += THREADS)
     cnt[e] = 0;
+  if (tid == 0)
+    s_bad = 0;
   __syncthreads();
   for (long long r = tid; r < TA_; r += THREADS) {
     const long long e = ids[r];
     if (e >= 0 && e < E_)
       atomicAdd(&cnt[e], 1);
+    else
+      atomicAdd(&s_bad, 1);
   }
   __syncthreads();
   // (2) The exclusive scan of the experts' tile counts: tile blockIdx.y is
@@ -138,11 +143,24 @@ static const char *const RouteRows = R"(  __shared__ int cnt[E_];
     s_e = me;
     s_lo = lo;
     s_n = n;
+    s_tiles = tiles;
   }
   __syncthreads();
   const int ex = s_e;
-  if (ex < 0)
-    return; // past the real row tiles
+  const long long n0 = (long long)blockIdx.x * BN;
+  if (ex < 0) { // past the real row tiles
+    // A row whose id is outside [0, E) is in no tile: the first CTA past
+    // them writes it NaN (as index_select's gather does), so that --run's
+    // check reports it. With such a row the tiles are fewer than the grid's
+    // bound, so that CTA exists.
+    if (s_bad > 0 && (int)blockIdx.y == s_tiles)
+      for (long long i = tid; i < TA_ * BN; i += THREADS) {
+        const long long r = i / BN, c = n0 + i % BN, e = ids[r];
+        if (c < N_ && (e < 0 || e >= E_))
+          out[r * N_ + c] = MT_STORE(__int_as_float(0x7fc00000));
+      }
+    return;
+  }
   // (3) The tile's rows, in token order: a stable compaction by warp 0.
   if (warp == 0) {
     const int lo = s_lo;
@@ -160,7 +178,6 @@ static const char *const RouteRows = R"(  __shared__ int cnt[E_];
       rows[i] = -1;
   }
   __syncthreads();
-  const long long n0 = (long long)blockIdx.x * BN;
   const mt_operand *Wx = w + (long long)ex * N_ * K_;
 )";
 
@@ -253,10 +270,12 @@ static const char *const MmaPipeline = R"(  #pragma unroll
       const int r = rows[wm * WM + mt * 16 + (lane >> 2) + h * 8];
       if (r < 0)
         continue;
+      const float sc = MT_ROW_SCALE(r);
       #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const long long c = n0 + wn * WN + nt * 8 + (lane & 3) * 2;
-        const float v0 = acc[mt][nt][2 * h], v1 = acc[mt][nt][2 * h + 1];
+        const float v0 = acc[mt][nt][2 * h] * sc,
+                    v1 = acc[mt][nt][2 * h + 1] * sc;
         if (N_ % 2 == 0 && c + 1 < N_) {
           const unsigned pk = (unsigned)MT_STORE(v0) |
                               ((unsigned)MT_STORE(v1) << 16);
@@ -285,7 +304,7 @@ static const char *const SimtBody =
     float acc = 0.f;
     for (long long k = 0; k < K_; ++k)
       acc += MT_LOAD_X(xr * K_ + k) * MT_LOAD_W(c * K_ + k);
-    out[(long long)r * N_ + c] = MT_STORE(acc);
+    out[(long long)r * N_ + c] = MT_STORE(acc * MT_ROW_SCALE(r));
   }
 }
 )";
@@ -297,11 +316,12 @@ static llvm::Error err(const llvm::Twine &Msg) {
 llvm::Expected<KernelSource>
 codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N,
                                  std::optional<GroupedMmTile> Tile) {
-  if (N.getNumOperands() != 3 || N.getType().rank() != 3 ||
-      N.getOperand(1)->getType().rank() != 3)
+  if (N.getNumOperands() < 3 || N.getNumOperands() > 4 ||
+      N.getType().rank() != 3 || N.getOperand(1)->getType().rank() != 3)
     return err("'%" + N.getName() + "' is not a well-formed 'grouped_mm'");
   const Value *X = N.getOperand(0), *W = N.getOperand(1),
               *Ids = N.getOperand(2);
+  const Value *Scale = N.getNumOperands() == 4 ? N.getOperand(3) : nullptr;
   const TensorType &Out = N.getType();
   int64_t T = Out.Shape[0], A = Out.Shape[1], Nn = Out.Shape[2];
   int64_t E = W->getType().Shape[0], K = W->getType().Shape[2];
@@ -337,7 +357,11 @@ codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N,
      << "\n#define BN " << Tl.BN << "\n#define BK " << Tl.BK
      << "\n#define WARPS_M " << WarpsM << "\n#define WARPS_N " << WarpsN
      << "\n#define STAGES " << Tl.Stages << "\n#define SPLITK 1\n"
-     << "#define MT_STORE(v) " << storeExpr(Dt, "(v)") << "\n";
+     << "#define MT_STORE(v) " << storeExpr(Dt, "(v)") << "\n"
+     << "#define MT_ROW_SCALE(r) "
+     << (Scale ? loadExpr(Scale->getType().Dtype, "scale", "(r)")
+               : std::string("1.f"))
+     << " // each routed row's weight, applied before rounding\n";
   int64_t Smem = groupedMmSharedBytes(Tl);
   if (Tl.TensorCores) {
     OS << "#define ALIGNED8 1\n#define MMA_TYPE \""
@@ -353,6 +377,9 @@ codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N,
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << Ks.Name
      << "(const mt_operand *__restrict__ x, const mt_operand *__restrict__ w, "
      << "const " << storageType(Ids->getType().Dtype) << " *__restrict__ ids, "
+     << (Scale ? std::string("const ") + storageType(Scale->getType().Dtype) +
+                     " *__restrict__ scale, "
+               : std::string())
      << storageType(Dt) << " *__restrict__ out) {\n"
      << "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
      << "  (void)lane;\n"
@@ -368,6 +395,8 @@ codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N,
 
   Ks.Source = OS.str();
   Ks.Inputs = {X, W, Ids};
+  if (Scale)
+    Ks.Inputs.push_back(Scale);
   Ks.Outputs = {N.getResult()};
   Ks.BlockX = WarpsM * WarpsN * 32;
   Ks.GridX = unsigned((Nn + Tl.BN - 1) / Tl.BN);
