@@ -2,9 +2,10 @@
 //
 // The grouped_mm kernel (lib/Backend/Cuda/GroupedGemm.cpp) for Mixtral's
 // decode and prefill shapes (both forms: x a token's row, and a row per
-// pick), f16 with ragged N and K, i32 ids and an f32 graph (the SIMT
-// loop): the launch covers every row tile the ids can make, and every
-// kernel compiles with NVRTC for sm_90 wherever libnvrtc can be opened.
+// pick), f16 with ragged N and K, i32 ids, an f32 graph (the SIMT loop)
+// and the row-scaled form: the launch covers every row tile the ids can
+// make, a row with a bad id is written NaN, and every kernel compiles with
+// NVRTC for sm_90 wherever libnvrtc can be opened.
 //
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
@@ -50,6 +51,16 @@ const Case Cases[] = {
     {"graph @simt(%x: f32[24,37], %w: f32[4,20,37], %ids: i64[24,2]) {\n  %y "
      "= grouped_mm(%x, %w, %ids) : f32[24,2,20]\n  return %y\n}\n",
      16, 64, false},
+    // The row-scaled form (fuse-moe-combine): Mixtral's down projection
+    // weighted by the router, bf16 weights; f32 weights on the SIMT loop.
+    {"graph @down_scaled(%h: bf16[16,2,14336], %w: bf16[8,4096,14336], %ids: "
+     "i64[16,2], %s: bf16[16,2]) {\n  %y = grouped_mm(%h, %w, %ids, %s) : "
+     "bf16[16,2,4096]\n  return %y\n}\n",
+     16, 64, true},
+    {"graph @simt_scaled(%x: f32[24,37], %w: f32[4,20,37], %ids: i64[24,2], "
+     "%s: f32[24,2]) {\n  %y = grouped_mm(%x, %w, %ids, %s) : f32[24,2,20]\n "
+     " return %y\n}\n",
+     16, 64, false},
 };
 
 } // namespace
@@ -78,6 +89,20 @@ TEST(GroupedMmCodegen, EveryShapeCompiles) {
     // The routing is the kernel's own: a histogram, the scan and the rows.
     EXPECT_NE(K->Source.find("atomicAdd(&cnt[e], 1)"), std::string::npos);
     EXPECT_NE(K->Source.find("__ballot_sync"), std::string::npos);
+    // A row whose id names no expert is written NaN.
+    EXPECT_NE(K->Source.find("atomicAdd(&s_bad, 1)"), std::string::npos);
+    EXPECT_NE(K->Source.find("MT_STORE(__int_as_float(0x7fc00000))"),
+              std::string::npos);
+    // The row scale is the fourth input, read once a row.
+    bool Scaled = N.getNumOperands() == 4;
+    EXPECT_EQ(K->Inputs.size(), Scaled ? 4u : 3u) << C.Src;
+    EXPECT_EQ(K->Source.find("#define MT_ROW_SCALE(r) 1.f") ==
+                  std::string::npos,
+              Scaled)
+        << C.Src;
+    EXPECT_EQ(K->Source.find("*__restrict__ scale,") != std::string::npos,
+              Scaled)
+        << C.Src;
     Work.push_back(std::move(*K));
   }
   llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
@@ -92,14 +117,17 @@ TEST(GroupedMmCodegen, EveryShapeCompiles) {
 TEST(GroupedMmCodegen, EveryChoiceCompiles) {
   // Decode offers the 16- and 32-row tiles, prefill the 32- to 128-row
   // ones, f32 the SIMT loop; each choice's kernel compiles.
-  const char *const Src[] = {Cases[0].Src, Cases[2].Src, Cases[4].Src};
+  const char *const Src[] = {Cases[0].Src, Cases[2].Src, Cases[4].Src,
+                             Cases[5].Src};
   const std::vector<std::string> Want[] = {
       {"gmm_16x64x64_w2_s4", "gmm_16x128x64_w4_s4", "gmm_16x64x128_w4_s3",
        "gmm_32x128x64_w4_s3"},
       {"gmm_32x128x64_w4_s3", "gmm_64x128x32_w4_s4", "gmm_128x128x32_w8_s4"},
-      {"gmm_simt"}};
+      {"gmm_simt"},
+      {"gmm_16x64x64_w2_s4", "gmm_16x128x64_w4_s4", "gmm_16x64x128_w4_s3",
+       "gmm_32x128x64_w4_s3"}};
   std::vector<KernelSource> Work;
-  for (int I = 0; I < 3; ++I) {
+  for (int I = 0; I < 4; ++I) {
     llvm::SourceMgr SM;
     std::unique_ptr<Module> M = test::parseAndVerify(SM, Src[I], "g.mir");
     ASSERT_TRUE(M);
