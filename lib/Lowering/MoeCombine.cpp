@@ -186,6 +186,61 @@ llvm::Error FuseMoeCombinePass::run(Graph &G) {
   return llvm::Error::success();
 }
 
+namespace {
+class FuseMoeCombineSumPass : public Pass {
+public:
+  llvm::StringRef getArgument() const override {
+    return "fuse-moe-combine-sum";
+  }
+  llvm::StringRef getDescription() const override {
+    return "Fold the picks' sum after a row-scaled grouped_mm into its "
+           "kernel (combine = true: a deterministic last-arrival sum)";
+  }
+  llvm::Error run(Graph &G) override;
+};
+} // namespace
+
+/// `sum(grouped_mm(x, w, ids, s)) {dim = 1}` of rows nothing else reads.
+static Node *matchCombineSum(Node &Sum, const UseCounts &Uses, const Graph &G) {
+  if (!llvm::isa<OpNode>(Sum) || Sum.getOp() != OpCode::Sum ||
+      Sum.getNumOperands() != 1)
+    return nullptr;
+  Node *Gm = Sum.getOperand(0)->getDef();
+  if (!Gm || !llvm::isa<OpNode>(Gm) || Gm->getOp() != OpCode::GroupedMm ||
+      Gm->getNumOperands() != 4 || Gm->getAttrs().get("combine"))
+    return nullptr;
+  auto It = Uses.find(Gm->getResult());
+  if (It == Uses.end() || It->second != 1 || G.isOutput(Gm->getResult()))
+    return nullptr;
+  std::optional<int64_t> Dim = Sum.getAttrs().getInt("dim");
+  const Attribute *Keep = Sum.getAttrs().get("keepdim");
+  if (!Dim || (*Dim != 1 && *Dim != -2) || (Keep && Keep->getBool()))
+    return nullptr;
+  return Gm;
+}
+
+llvm::Error FuseMoeCombineSumPass::run(Graph &G) {
+  for (size_t I = 0; I < G.size(); ++I) {
+    UseCounts Uses = countUses(G);
+    Node &Sum = *G.getNodes()[I];
+    Node *Gm = matchCombineSum(Sum, Uses, G);
+    if (!Gm)
+      continue;
+    auto N = std::make_unique<OpNode>(OpCode::GroupedMm, Gm->getLoc());
+    for (const Operand &O : Gm->getOperands())
+      N->getOperands().push_back(O);
+    N->getAttrs().set("combine", Attribute::getBool(true));
+    G.replaceNode(&Sum, std::move(N));
+    G.eraseNode(Gm);
+    I = 0;
+  }
+  return llvm::Error::success();
+}
+
+std::unique_ptr<Pass> mtsched::createFuseMoeCombineSumPass() {
+  return std::make_unique<FuseMoeCombineSumPass>();
+}
+
 std::unique_ptr<Pass> mtsched::createFuseMoeCombinePass() {
   return std::make_unique<FuseMoeCombinePass>();
 }

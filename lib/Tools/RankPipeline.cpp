@@ -42,6 +42,7 @@ void mtsched::registerPipelinePasses(PassRegistry &Registry,
   FusionOptions Fusion = FusionOpts;
   add(Registry, [] { return createFuseGroupedMmPass(); });
   add(Registry, [] { return createFuseMoeCombinePass(); });
+  add(Registry, [] { return createFuseMoeCombineSumPass(); });
   // Immediate mode (V1): `lower` also decides each node it created, before
   // fusion; lowering itself never calls the autotuner.
   if (Lowering.Mode == CollectiveMode::Immediate)

@@ -3,7 +3,8 @@
 // An MoE combine, the routed rows' results weighted by the router and
 // summed over each token's picks (gpt-fast's einsum('tai,ta->ti')), with
 // the weighting moved into the grouped_mm that computes the rows
-// (docs/PASSES.md, "fuse-moe-combine").
+// and, optionally, the sum over the picks too (docs/PASSES.md,
+// "fuse-moe-combine").
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_LOWERING_MOECOMBINE_H
@@ -15,6 +16,9 @@
 namespace mtsched {
 
 std::unique_ptr<Pass> createFuseMoeCombinePass();
+/// `fuse-moe-combine-sum`: the picks' sum after it folded into the
+/// grouped_mm's kernel (`combine = true`).
+std::unique_ptr<Pass> createFuseMoeCombineSumPass();
 
 } // namespace mtsched
 

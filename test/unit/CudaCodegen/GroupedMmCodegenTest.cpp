@@ -3,9 +3,9 @@
 // The grouped_mm kernel (lib/Backend/Cuda/GroupedGemm.cpp) for Mixtral's
 // decode and prefill shapes (both forms: x a token's row, and a row per
 // pick), f16 with ragged N and K, i32 ids, an f32 graph (the SIMT loop)
-// and the row-scaled form: the launch covers every row tile the ids can
-// make, a row with a bad id is written NaN, and every kernel compiles with
-// NVRTC for sm_90 wherever libnvrtc can be opened.
+// and the row-scaled and combine forms: the launch covers every row tile the
+// ids can make, a row with a bad id is written NaN, and every kernel compiles
+// with NVRTC for sm_90 wherever libnvrtc can be opened.
 //
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
@@ -61,6 +61,16 @@ const Case Cases[] = {
      "%s: f32[24,2]) {\n  %y = grouped_mm(%x, %w, %ids, %s) : f32[24,2,20]\n "
      " return %y\n}\n",
      16, 64, false},
+    // The combine form (fuse-moe-combine-sum): the scaled rows summed over
+    // each token's picks in the kernel, [T, N].
+    {"graph @down_combine(%h: bf16[16,2,14336], %w: bf16[8,4096,14336], "
+     "%ids: i64[16,2], %s: bf16[16,2]) {\n  %y = grouped_mm(%h, %w, %ids, %s) "
+     "{combine = true} : bf16[16,4096]\n  return %y\n}\n",
+     16, 64, true},
+    {"graph @simt_combine(%x: f32[24,37], %w: f32[4,20,37], %ids: i64[24,3], "
+     "%s: f32[24,3]) {\n  %y = grouped_mm(%x, %w, %ids, %s) {combine = true} "
+     ": f32[24,20]\n  return %y\n}\n",
+     16, 64, false},
 };
 
 } // namespace
@@ -77,11 +87,12 @@ TEST(GroupedMmCodegen, EveryShapeCompiles) {
     llvm::Expected<KernelSource> K = generateOpUnitKernel("k", N);
     ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
     const TensorType &Out = N.getType();
-    int64_t Rows = Out.Shape[0] * Out.Shape[1];
+    int64_t Rows = N.getOperand(2)->getType().numElements();
+    int64_t Cols = N.getOperand(1)->getType().Shape[1];
     int64_t E = N.getOperand(1)->getType().Shape[0];
     // x over N's column tiles; y over every row tile the ids can make:
     // ceil(rows / BM), plus one partial tile per expert at most.
-    EXPECT_EQ(K->GridX, unsigned((Out.Shape[2] + C.BN - 1) / C.BN)) << C.Src;
+    EXPECT_EQ(K->GridX, unsigned((Cols + C.BN - 1) / C.BN)) << C.Src;
     EXPECT_EQ(K->GridY, unsigned((Rows + C.BM - 1) / C.BM + std::min(Rows, E)))
         << C.Src;
     EXPECT_EQ(K->SharedBytes > 0, C.TensorCores) << C.Src;
@@ -103,6 +114,15 @@ TEST(GroupedMmCodegen, EveryShapeCompiles) {
     EXPECT_EQ(K->Source.find("*__restrict__ scale,") != std::string::npos,
               Scaled)
         << C.Src;
+    // The combine form: [T, N], the rows' fp32 products and a counter per
+    // token and column tile in the workspace, the last arrival summing.
+    bool Combine = Out.rank() == 2;
+    EXPECT_EQ(K->WorkspaceBytes,
+              Combine ? uint64_t(Rows * Cols * 4 + Out.Shape[0] * K->GridX * 4)
+                      : 0u)
+        << C.Src;
+    EXPECT_EQ(K->Source.find("#define COMBINE 1") != std::string::npos,
+              Combine);
     Work.push_back(std::move(*K));
   }
   llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
