@@ -6,8 +6,8 @@
 # .device/lib; results under $OUT (summary.txt plus logs). Budget: at most
 # 75 s: every step under `timeout`, no step started past BUDGET (73 s) and
 # none allowed to run past it; the steps are chosen by STEPS (default
-# "diag128"; round 1 ran "t16 eager lit", round 2 "lit eager t128"), in
-# this order:
+# "f32r128"; round 1 ran "t16 eager lit", round 2 "lit eager t128"), in
+# this order (f32r128 and diag128 after the t steps, described there):
 #   lit:   GPU lit tests: Cuda/grouped-mm-bad-id-run.mir (ids outside the
 #          experts written NaN), Cuda/moe-combine-run.mir (both forms and
 #          the rewritten zoo MoE, --run vs fp64); eager runs beside it.
@@ -32,7 +32,7 @@ ROOT=$PWD; D=$ROOT/.device
 source "$ROOT/scripts/device-driver.sh" # device_lit_tree, device_script_setup
 device_script_setup "$ROOT" moe-combine  # NCCL_NVLS_ENABLE=0, BIN, PY, OUT
 export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STEPS=${STEPS:-diag128}
+STEPS=${STEPS:-f32r128}
 BUDGET=${BUDGET:-73}
 START=$SECONDS
 S=$OUT/summary.txt
@@ -100,6 +100,18 @@ fi
 
 SCALED=fuse-grouped-mm,fuse-moe-combine,default
 SUMMED=fuse-grouped-mm,fuse-moe-combine,fuse-moe-combine-sum,default
+
+# f32r128: T = 128 with the router in f32 (bench/moe/f32_router.sh; the
+# experts as imported), so that the GPU routes every token as fp64 does:
+# the scaled form checked against fp64 and timed, the others timed.
+if has f32r128; then
+  echo "== T=128, router in f32: scaled (checked), unfused, summed" | tee -a "$S"
+  R=$K/t128f32.mir
+  bash bench/moe/f32_router.sh bench/moe/mixtral_moe_t128.mir "$R"
+  run_form 128 f32r-scaled "$SCALED" 45 true "$R"
+  run_form 128 f32r-unfused default 25 false "$R"
+  run_form 128 f32r-summed "$SUMMED" 25 false "$R"
+fi
 
 # diag128: why T = 128's check failed in round 2 (relative error 2.53e-2
 # over a 2e-2 tolerance): the graph returning the expert ids too, the fp64
