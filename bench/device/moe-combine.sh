@@ -50,8 +50,8 @@ lim() {
 # run_form T FORM PIPELINE SECONDS CHECK [MIR [ARGS...]]
 run_form() {
   local T=$1 F=$2 P=$3 L C=$5 M=${6:-bench/moe/mixtral_moe_t$1.mir}
-  shift 6 2>/dev/null || shift $#
   L=$(lim "$4")
+  shift 6 2>/dev/null || shift $#
   if (( L == 0 )); then
     echo "T=$T $F skipped: past the budget" | tee -a "$S"
     return
