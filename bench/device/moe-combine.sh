@@ -62,19 +62,8 @@ run_form() {
     --report="$K/r$T$F.json" -o "$K/t$T-$F.mir" > "$OUT/t$T-$F.log" 2>&1
   echo "T=$T $F rc=$? ($((SECONDS - START)) s)" | tee -a "$S"
   grep -h "run @\|error\|warning" "$OUT/t$T-$F.log" | head -6 | tee -a "$S"
-  [ -f "$K/r$T$F.json" ] && python3 - "$K/r$T$F.json" <<'PY' | tee -a "$S"
-import json, sys
-r = json.load(open(sys.argv[1]))
-for n in r.get("nodes", []):
-    if n.get("op") != "grouped_mm":
-        continue
-    cs = sorted(n.get("choices", []), key=lambda c: c["ms"]
-                if isinstance(c.get("ms"), (int, float)) else 1e9)
-    print("  %s chosen %s: %s" % (n["name"], n.get("chosen"), ", ".join(
-        "%s %s" % (c["name"], "%.1f us" % (c["ms"] * 1e3)
-                   if isinstance(c.get("ms"), (int, float)) else c.get("status"))
-        for c in cs[:3])))
-PY
+  [ -f "$K/r$T$F.json" ] &&
+    python3 "$ROOT/bench/choices_file.py" report "$K/r$T$F.json" grouped_mm | tee -a "$S"
 }
 # Eager in the background while lit runs: lit's small graphs take a
 # moment of the GPU, and eager's tens of milliseconds do not see it.
