@@ -6,7 +6,7 @@
 # .device/lib; results under $OUT (summary.txt plus logs). Budget: at most
 # 75 s: every step under `timeout`, no step started past BUDGET (73 s) and
 # none allowed to run past it; the steps are chosen by STEPS (default
-# "f32r128"; round 1 ran "t16 eager lit", round 2 "lit eager t128"), in
+# "diag128"; round 1 ran "t16 eager lit", round 2 "lit eager t128"), in
 # this order (f32r128 and diag128 after the t steps, described there):
 #   lit:   GPU lit tests: Cuda/grouped-mm-bad-id-run.mir (ids outside the
 #          experts written NaN), Cuda/moe-combine-run.mir (both forms and
@@ -32,7 +32,7 @@ ROOT=$PWD; D=$ROOT/.device
 source "$ROOT/scripts/device-driver.sh" # device_lit_tree, device_script_setup
 device_script_setup "$ROOT" moe-combine  # NCCL_NVLS_ENABLE=0, BIN, PY, OUT
 export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STEPS=${STEPS:-f32r128}
+STEPS=${STEPS:-diag128}
 BUDGET=${BUDGET:-73}
 START=$SECONDS
 S=$OUT/summary.txt
