@@ -4,9 +4,10 @@
   choices_file.py attn OUT.json [--skip-decode] TOKEN...
       writes a choices file (--choices-file) with the attention tiles the
       tokens name. Two token forms:
-        dBKV.W.S.N[c][fP][e][p]  attn_dec_16xBKV_wW_sS[_kvN][_c][_pfP][_ef][_p]
-                                 (mBKV.W.S.N: the mma.sync tile
-                                 attn_mma_16xBKV_wW_sS[_kvN])
+        dBKV.W.S.N[c][fP][e][r][t][p[w]]
+                                 attn_dec_16xBKV_wW_sS[_kvN][_c][_pfP][_ef]
+                                 [_r][_t][_p|_pw] (mBKV.W.S.N: the mma.sync
+                                 tile attn_mma_16xBKV_wW_sS[_kvN])
         BQxBKV_sS[_o][_pp][_p]   attn_wg_BQxBKV_sS[_o][_pp][_p]
       --skip-decode leaves the d tokens out (a script whose decode lit test
       hung does not time the decode tiles).
@@ -23,15 +24,18 @@ import json
 import re
 import sys
 
-DEC = re.compile(r"([dm])(\d+)\.(\d+)\.(\d+)\.(\d+)(c?)(?:f(\d+))?(e?)(p?)")
+DEC = re.compile(
+    r"([dm])(\d+)\.(\d+)\.(\d+)\.(\d+)(c?)(?:f(\d+))?(e?)(r?)(t?)(p?)(w?)")
 WG = re.compile(r"(\d+)x(\d+)_s(\d+)((?:_o|_pp|_p)*)")
 
 
 def attention_tile(token):
     m = DEC.fullmatch(token)
     if m:
-        kind, bkv, warps, stages, splits, cluster, prefetch, ef, pers = \
-            m.groups()
+        (kind, bkv, warps, stages, splits, cluster, prefetch, ef, stagger,
+         tail, pers, warp_partials) = m.groups()
+        if warp_partials and not pers:
+            raise ValueError("'w' (warp partials) needs 'p': %r" % token)
         tile = {"bq": 16, "bkv": int(bkv), "warps": int(warps),
                 "stages": int(stages), "splits": int(splits)}
         tile["decode" if kind == "d" else "mma"] = True
@@ -41,8 +45,14 @@ def attention_tile(token):
             tile["prefetch"] = int(prefetch)
         if ef:
             tile["evict_first"] = True
+        if stagger:
+            tile["stagger"] = True
+        if tail:
+            tile["tail_depth"] = True
         if pers:
             tile["persistent"] = True
+        if warp_partials:
+            tile["warp_partials"] = True
         return tile
     m = WG.fullmatch(token)
     if m:

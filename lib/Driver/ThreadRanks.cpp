@@ -210,7 +210,8 @@ bool runPassesOnce(const OptMainConfig &Config, Module &M, Diagnostics &Diags,
 /// Passes a thread rank runs exactly as every other rank does, reading
 /// nothing of its own (no autotuner, no communicator): lowering and fusion.
 bool isRankIndependentPass(llvm::StringRef Name) {
-  return Name == "fuse-grouped-mm" || Name == "lower" ||
+  return Name == "fuse-grouped-mm" || Name == "fuse-moe-combine" ||
+         Name == "fuse-moe-combine-sum" || Name == "lower" ||
          Name == "fuse-swiglu" || Name == "fuse-horizontal" || Name == "fuse" ||
          Name == "verify-schedule";
 }

@@ -381,11 +381,21 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
            (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "") +
            (T.Cluster ? "_c" : "") +
            (T.Prefetch > 0 ? "_pf" + std::to_string(T.Prefetch) : "") +
-           (T.EvictFirst ? "_ef" : "") + (T.Persistent ? "_p" : "");
+           (T.EvictFirst ? "_ef" : "") + (T.Stagger ? "_r" : "") +
+           (T.Tail ? "_t" : "") +
+           (T.Persistent ? (T.WarpPartials ? "_pw" : "_p") : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
          (T.Stages != 2 ? "_s" + std::to_string(T.Stages) : "") +
          (T.Splits > 1 ? "_kv" + std::to_string(T.Splits) : "");
+}
+
+bool mtsched::decTileOptionsValid(const AttentionTile &T) {
+  return T.Dec && (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8)) &&
+         (!T.Persistent || (T.Splits == 1 && !T.Cluster && !T.Stagger)) &&
+         (!T.WarpPartials || (T.Persistent && !T.Prefetch)) &&
+         (!T.Tail || (T.Splits == 1 && !T.Persistent && !T.Prefetch &&
+                      T.Stages % 2 == 0 && (T.Stages / 2) % T.Warps == 0));
 }
 
 std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
@@ -422,7 +432,10 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   if (!T.Dec && !T.Mma && !S.consume_front("attn_flash_"))
     return std::nullopt;
   // The decode flags, last first (the round trip below keeps their order).
-  T.Persistent = T.Dec && S.consume_back("_p");
+  T.WarpPartials = T.Dec && S.consume_back("_pw");
+  T.Persistent = T.WarpPartials || (T.Dec && S.consume_back("_p"));
+  T.Tail = T.Dec && S.consume_back("_t");
+  T.Stagger = T.Dec && S.consume_back("_r");
   T.EvictFirst = T.Dec && S.consume_back("_ef");
   if (size_t Pf = S.rfind("_pf"); T.Dec && Pf != llvm::StringRef::npos) {
     if (S.substr(Pf + 3).getAsInteger(10, T.Prefetch) || T.Prefetch <= 0)
@@ -468,8 +481,7 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
       return PackedRows <= T.BQ &&
              decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages,
                                   T.Persistent) &&
-             (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8)) &&
-             (!T.Persistent || (T.Splits == 1 && !T.Cluster));
+             decTileOptionsValid(T);
     if (T.Mma)
       return mmaAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages) &&
              mmaAttentionSharedBytes(T.BQ, T.BKV, T.Warps, D, T.Stages) <=

@@ -132,8 +132,8 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
 /// An attention tile's decode-only options ("decode" already read).
 static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                                       llvm::StringRef Path, AttentionTile &T) {
-  // "prefetch" (tiles ahead) and "evict_first" are optional (0, false),
-  // decode tiles only.
+  // "prefetch" (tiles ahead), "evict_first", "stagger", "warp_partials" and
+  // "tail_depth" are optional (0 or false), decode tiles only.
   if (const llvm::json::Value *Pf = O->get("prefetch")) {
     std::optional<int64_t> V = Pf->getAsInteger();
     if (!V || *V < 0 || *V > 64 || (*V && !T.Dec))
@@ -149,6 +149,29 @@ static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                              "true or false, and true only with "
                              "\"decode\": true");
     T.EvictFirst = *B;
+  }
+  if (const llvm::json::Value *St = O->get("stagger")) {
+    std::optional<bool> B = St->getAsBoolean();
+    if (!B || (*B && !T.Dec))
+      return fileError(Path, "attention tile field 'stagger' must be true "
+                             "or false, and true only with \"decode\": true");
+    T.Stagger = *B;
+  }
+  if (const llvm::json::Value *Wp = O->get("warp_partials")) {
+    std::optional<bool> B = Wp->getAsBoolean();
+    if (!B || (*B && !(T.Dec && T.Persistent)))
+      return fileError(Path, "attention tile field 'warp_partials' must be "
+                             "true or false, and true only with "
+                             "\"decode\": true and \"persistent\": true");
+    T.WarpPartials = *B;
+  }
+  if (const llvm::json::Value *Td = O->get("tail_depth")) {
+    std::optional<bool> B = Td->getAsBoolean();
+    if (!B || (*B && !T.Dec))
+      return fileError(Path, "attention tile field 'tail_depth' must be "
+                             "true or false, and true only with \"decode\": "
+                             "true");
+    T.Tail = *B;
   }
   return llvm::Error::success();
 }
@@ -268,14 +291,17 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                                "128, bkv a multiple of 16 from 16 to 192, "
                                "2 to 4 stages, 12 warps and no splits");
   if (T.Dec && (!decAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages) ||
-                (T.Cluster && (T.Splits < 2 || T.Splits > 8)) ||
-                (T.Persistent && (T.Splits != 1 || T.Cluster))))
+                !decTileOptionsValid(T)))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the decode template: bq 16, "
                                "bkv a multiple of 16 up to 128, 1 to 8 "
                                "warps, 2 to 8 stages (a multiple of the "
                                "warps), 2 to 8 splits in a cluster, no "
-                               "splits when persistent");
+                               "splits when persistent, nor a stagger, no "
+                               "prefetch with warp partials, a tail depth "
+                               "only unsplit, not persistent, without "
+                               "prefetch and with half the stages a "
+                               "multiple of the warps");
   if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the tensor cores: BQ "

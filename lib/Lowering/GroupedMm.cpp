@@ -18,6 +18,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mtsched/Lowering/GroupedMm.h"
+#include "LayoutBuilder.h"
+#include "StridedView.h"
 #include "mtsched/IR/Graph.h"
 #include "mtsched/Lowering/SwiGlu.h"
 #include "llvm/ADT/STLExtras.h"
@@ -26,129 +28,7 @@
 #include <numeric>
 
 using namespace mtsched;
-
-namespace {
-
-/// One dimension of a strided view of a contiguous base tensor.
-struct Dim {
-  int64_t Size, Stride;
-};
-using View = llvm::SmallVector<Dim, 6>;
-
-/// Labels of the base dimensions a view dimension covers, outermost first.
-using Cover = llvm::SmallVector<int, 4>;
-
-/// The layout nodes between a base value and a matmul operand, base first.
-struct Chain {
-  Value *Base = nullptr;
-  llvm::SmallVector<Node *, 8> Nodes;
-};
-
-} // namespace
-
-static View contiguous(llvm::ArrayRef<int64_t> Shape) {
-  View V(Shape.size());
-  int64_t S = 1;
-  for (size_t I = Shape.size(); I-- > 0;) {
-    V[I] = {Shape[I], S};
-    S *= Shape[I];
-  }
-  return V;
-}
-
-/// V reshaped to Shape without a copy (PyTorch's computeStride), or
-/// nullopt where the reshape would have to copy.
-static std::optional<View> reshapeView(const View &V,
-                                       llvm::ArrayRef<int64_t> Shape) {
-  View Out(Shape.size());
-  if (V.empty() || Shape.empty())
-    return V.empty() && Shape.empty() ? std::optional<View>(Out) : std::nullopt;
-  int64_t ViewD = int64_t(Shape.size()) - 1;
-  int64_t ChunkStride = V.back().Stride, TensorNumel = 1, ViewNumel = 1;
-  for (int64_t D = int64_t(V.size()) - 1; D >= 0; --D) {
-    TensorNumel *= V[D].Size;
-    if (D == 0 ||
-        (V[D - 1].Size != 1 && V[D - 1].Stride != TensorNumel * ChunkStride)) {
-      while (ViewD >= 0 && (ViewNumel < TensorNumel || Shape[ViewD] == 1)) {
-        Out[ViewD] = {Shape[ViewD], ViewNumel * ChunkStride};
-        ViewNumel *= Shape[ViewD];
-        --ViewD;
-      }
-      if (ViewNumel != TensorNumel)
-        return std::nullopt;
-      if (D > 0) {
-        ChunkStride = V[D - 1].Stride;
-        TensorNumel = ViewNumel = 1;
-      }
-    }
-  }
-  if (ViewD != -1)
-    return std::nullopt;
-  return Out;
-}
-
-/// The layout ops (reshape, transpose) from the nearest other value to V.
-static Chain layoutChain(Value *V) {
-  Chain C;
-  while (Node *D = V->getDef()) {
-    if (!llvm::isa<OpNode>(D) ||
-        (D->getOp() != OpCode::Reshape && D->getOp() != OpCode::Transpose))
-      break;
-    C.Nodes.push_back(D);
-    V = D->getOperand(0);
-  }
-  std::reverse(C.Nodes.begin(), C.Nodes.end());
-  C.Base = V;
-  return C;
-}
-
-/// V seen through the layout nodes Nodes, in order.
-static std::optional<View> applyChain(View V, llvm::ArrayRef<Node *> Nodes) {
-  for (Node *N : Nodes) {
-    if (N->getOp() == OpCode::Reshape) {
-      std::optional<View> R = reshapeView(V, N->getType().Shape);
-      if (!R)
-        return std::nullopt;
-      V = *R;
-      continue;
-    }
-    const Attribute *P = N->getAttrs().get("perm");
-    if (!P || !P->isList() || P->getList().size() != V.size())
-      return std::nullopt;
-    View T;
-    for (const Attribute &I : P->getList())
-      T.push_back(V[I.getInt()]);
-    V = T;
-  }
-  return V;
-}
-
-/// The base dimensions (of size > 1) that view dimension D covers, as
-/// labels Labels[b], or nullopt if it covers part of one.
-static std::optional<Cover> coverOf(Dim D, llvm::ArrayRef<int64_t> Base,
-                                    llvm::ArrayRef<int> Labels) {
-  Cover C;
-  if (D.Size == 1)
-    return C;
-  View BV = contiguous(Base);
-  int J = -1;
-  for (int B = int(Base.size()) - 1; B >= 0; --B)
-    if (Base[B] > 1 && BV[B].Stride == D.Stride) {
-      J = B;
-      break;
-    }
-  if (J < 0)
-    return std::nullopt;
-  int64_t Prod = 1;
-  for (int B = J; B >= 0 && Prod < D.Size; --B)
-    if (Base[B] > 1) {
-      Prod *= Base[B];
-      C.insert(C.begin(), Labels[B]);
-    }
-  if (Prod != D.Size)
-    return std::nullopt;
-  return C;
-}
+using namespace mtsched::views;
 
 namespace {
 /// Labels of the gathered weights' base [T, A, N, K] (and of the result).
@@ -166,21 +46,6 @@ struct GroupedMatch {
   llvm::SmallVector<int, 6> OutLabels;
 };
 } // namespace
-
-/// The labels of the base dimensions the dimensions of V cover, in order;
-/// each base dimension of size > 1 exactly once, or nullopt.
-static std::optional<llvm::SmallVector<Cover, 6>>
-covers(const View &V, llvm::ArrayRef<int64_t> Base,
-       llvm::ArrayRef<int> Labels) {
-  llvm::SmallVector<Cover, 6> Out;
-  for (Dim D : V) {
-    std::optional<Cover> C = coverOf(D, Base, Labels);
-    if (!C)
-      return std::nullopt;
-    Out.push_back(*C);
-  }
-  return Out;
-}
 
 static std::optional<GroupedMatch> matchGroupedMm(Node &MM,
                                                   const UseCounts &Uses) {
@@ -299,82 +164,13 @@ public:
   llvm::Error run(Graph &G) override;
 };
 
-/// Appends layout nodes before the matmul, each a fresh value.
-class Builder {
-public:
-  Builder(Graph &G, Node &At, llvm::StringSet<> &Names)
-      : G(G), At(At), Names(Names) {}
-
-  /// A fresh value name Base.Suffix.
-  std::string fresh(const std::string &Suffix) {
-    std::string Name = At.getName() + "." + Suffix;
-    for (unsigned I = 1; Names.count(Name); ++I)
-      Name = At.getName() + "." + Suffix + std::to_string(I);
-    Names.insert(Name);
-    return Name;
-  }
-  /// A node of Op over Operands, of type Ty, inserted before the matmul
-  /// (or, Last, returned unplaced to take the matmul's place).
-  std::unique_ptr<Node> make(OpCode Op, llvm::ArrayRef<Value *> Operands) {
-    auto N = std::make_unique<OpNode>(Op, At.getLoc());
-    for (Value *V : Operands)
-      N->getOperands().push_back({V, At.getLoc()});
-    return N;
-  }
-  Value *insert(std::unique_ptr<Node> N, const std::string &Suffix,
-                TensorType Ty) {
-    Value *V = G.createValue(fresh(Suffix), std::move(Ty), At.getLoc());
-    G.insertNode(At.getIndex(), std::move(N), V);
-    return V;
-  }
-  Value *reshape(Value *X, llvm::ArrayRef<int64_t> Shape,
-                 const std::string &Suffix) {
-    if (llvm::ArrayRef<int64_t>(X->getType().Shape) == Shape)
-      return X;
-    TensorType Ty = X->getType();
-    Ty.Shape.assign(Shape.begin(), Shape.end());
-    return insert(make(OpCode::Reshape, {X}), Suffix, Ty);
-  }
-  Value *transpose(Value *X, llvm::ArrayRef<int64_t> Perm,
-                   const std::string &Suffix) {
-    bool Identity = true;
-    for (size_t I = 0; I < Perm.size(); ++I)
-      Identity &= Perm[I] == int64_t(I);
-    if (Identity)
-      return X;
-    TensorType Ty = X->getType();
-    std::vector<Attribute> P;
-    for (size_t I = 0; I < Perm.size(); ++I) {
-      Ty.Shape[I] = X->getType().Shape[Perm[I]];
-      P.push_back(Attribute::getInt(Perm[I]));
-    }
-    auto N = make(OpCode::Transpose, {X});
-    N->getAttrs().set("perm", Attribute::getList(std::move(P)));
-    return insert(std::move(N), Suffix, Ty);
-  }
-
-private:
-  Graph &G;
-  Node &At;
-  llvm::StringSet<> &Names;
-};
-
 } // namespace
-
-/// The permutation that orders Labels ascending, and the sorted sizes.
-static llvm::SmallVector<int64_t, 6> sortingPerm(llvm::ArrayRef<int> Labels) {
-  llvm::SmallVector<int64_t, 6> P(Labels.size());
-  std::iota(P.begin(), P.end(), 0);
-  // Labels are distinct, so an unstable sort is deterministic.
-  llvm::sort(P, [&](int64_t L, int64_t R) { return Labels[L] < Labels[R]; });
-  return P;
-}
 
 /// Rewrites match M: x into [T, (A,) K], the grouped_mm, its result into
 /// the matmul's shape, and the gather chain erased.
 static void rewrite(Graph &G, const GroupedMatch &M, llvm::StringSet<> &Names) {
   Node &MM = *M.MatMul;
-  Builder B(G, MM, Names);
+  LayoutBuilder B(G, MM, Names);
   const TensorType &WT = M.W->getType();
   int64_t K = WT.Shape[2], NN = WT.Shape[1];
   int64_t Sizes[4] = {M.T, M.A, NN, K};

@@ -7,6 +7,7 @@
 #include "mtsched/Autotune/SwiGluSelect.h"
 #include "mtsched/Backend/Backends.h"
 #include "mtsched/Lowering/GroupedMm.h"
+#include "mtsched/Lowering/MoeCombine.h"
 #include "mtsched/Lowering/SwiGlu.h"
 #include "mtsched/Passes/PassRegistry.h"
 #include "mtsched/Schedule/Schedule.h"
@@ -40,6 +41,8 @@ void mtsched::registerPipelinePasses(PassRegistry &Registry,
   LoweringOptions Lowering = Options;
   FusionOptions Fusion = FusionOpts;
   add(Registry, [] { return createFuseGroupedMmPass(); });
+  add(Registry, [] { return createFuseMoeCombinePass(); });
+  add(Registry, [] { return createFuseMoeCombineSumPass(); });
   // Immediate mode (V1): `lower` also decides each node it created, before
   // fusion; lowering itself never calls the autotuner.
   if (Lowering.Mode == CollectiveMode::Immediate)

@@ -103,6 +103,19 @@ struct AttentionTile {
   /// A decode tile's k and v copies are marked evict-first in L2 (`_ef`):
   /// each is read once.
   bool EvictFirst = false;
+  /// A decode tile's CTAs start at different key tiles of their range and
+  /// wrap around (`_r`, not persistent): at any moment the (batch, kv head)
+  /// CTAs read at different offsets of their caches instead of in step.
+  bool Stagger = false;
+  /// A persistent decode tile's consumer warps each write a partial result
+  /// per kv head and go on, the last writer of a head combining (`_pw`
+  /// instead of `_p`): no CTA-wide step at a kv head's end.
+  bool WarpPartials = false;
+  /// An unsplit, not persistent decode tile keeps half its stages in
+  /// flight until some CTA of the grid has finished, then all (`_t`): the
+  /// bytes in flight that are fastest while every CTA streams, and more
+  /// for the last CTAs.
+  bool Tail = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.
@@ -205,6 +218,13 @@ inline constexpr llvm::StringLiteral AttentionMathChoice = "attn_math";
 std::string attentionChoiceName(const AttentionTile &T);
 /// The tile a flash attention choice's name describes, if it is one.
 std::optional<AttentionTile> attentionTileOf(const Choice &C);
+/// Whether a decode tile's options go together: a cluster of 2 to 8
+/// splits; persistent without splits, a cluster or a stagger; warp
+/// partials only persistent, without prefetch; a tail depth only unsplit,
+/// not persistent, without prefetch, with an even number of stages whose
+/// half is a multiple of the warps. (The shape's limits are
+/// decAttentionSupports'.)
+bool decTileOptionsValid(const AttentionTile &T);
 
 } // namespace mtsched
 

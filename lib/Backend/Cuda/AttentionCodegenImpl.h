@@ -33,6 +33,12 @@ extern const char *const AttentionWgBody;
 extern const char *const DecPersistentStart;
 extern const char *const DecPersistentEnd;
 
+/// The persistent decode kernel whose consumer warps each write a partial
+/// result per kv head (`attn_dec_..._pw`): its start up to a stage's first
+/// key, and its end after the stage (AttentionDecodeWarpPartials.cpp).
+extern const char *const DecWarpPartialsStart;
+extern const char *const DecWarpPartialsEnd;
+
 /// Emits Pieces with SplitCombine between consecutive ones (each piece but
 /// the last ends where a `#if SPLITS > 1` branch has written its partials).
 void emitWithCombine(llvm::raw_ostream &OS,

@@ -111,15 +111,20 @@ GroupedMmTile codegen::defaultGroupedMmTile(int64_t Rows, int64_t Experts,
 /// rows (`rows`, -1 past the group), or a return when the CTA has no tile.
 static const char *const RouteRows = R"(  __shared__ int cnt[E_];
   __shared__ int rows[BM];
-  __shared__ int s_e, s_lo, s_n;
-  // (1) Rows per expert: a histogram of the ids.
+  __shared__ int s_e, s_lo, s_n, s_tiles, s_bad;
+  // (1) Rows per expert: a histogram of the ids, and the rows whose id
+  // names no expert.
   for (int e = tid; e < E_; e += THREADS)
     cnt[e] = 0;
+  if (tid == 0)
+    s_bad = 0;
   __syncthreads();
   for (long long r = tid; r < TA_; r += THREADS) {
     const long long e = ids[r];
     if (e >= 0 && e < E_)
       atomicAdd(&cnt[e], 1);
+    else
+      atomicAdd(&s_bad, 1);
   }
   __syncthreads();
   // (2) The exclusive scan of the experts' tile counts: tile blockIdx.y is
@@ -138,11 +143,42 @@ static const char *const RouteRows = R"(  __shared__ int cnt[E_];
     s_e = me;
     s_lo = lo;
     s_n = n;
+    s_tiles = tiles;
   }
   __syncthreads();
   const int ex = s_e;
-  if (ex < 0)
-    return; // past the real row tiles
+  const long long n0 = (long long)blockIdx.x * BN;
+  if (ex < 0) { // past the real row tiles
+    // A row whose id is outside [0, E) is in no tile: the first CTA past
+    // them writes it NaN (as index_select's gather does), so that --run's
+    // check reports it. With such a row the tiles are fewer than the grid's
+    // bound, so that CTA exists.
+    if (s_bad > 0 && (int)blockIdx.y == s_tiles) {
+      for (long long i = tid; i < TA_ * BN; i += THREADS) {
+        const long long r = i / BN, c = n0 + i % BN, e = ids[r];
+        if (c < N_ && (e < 0 || e >= E_))
+          MT_PUT_ROW(r, c, __int_as_float(0x7fc00000));
+      }
+#if COMBINE
+      // The bad rows arrive at their tokens' counters like any other; the
+      // token's sum is NaN, so its last arrival here writes NaN.
+      __threadfence();
+      __syncthreads();
+      for (long long r = tid; r < TA_; r += THREADS) {
+        const long long e = ids[r];
+        if (e >= 0 && e < E_)
+          continue;
+        unsigned *k = MT_COUNT + (r / A_) * gridDim.x + blockIdx.x;
+        if (atomicAdd(k, 1u) == A_ - 1) {
+          *k = 0;
+          for (long long c = n0; c < n0 + BN && c < N_; ++c)
+            out[(r / A_) * N_ + c] = MT_STORE(__int_as_float(0x7fc00000));
+        }
+      }
+#endif
+    }
+    return;
+  }
   // (3) The tile's rows, in token order: a stable compaction by warp 0.
   if (warp == 0) {
     const int lo = s_lo;
@@ -160,7 +196,6 @@ static const char *const RouteRows = R"(  __shared__ int cnt[E_];
       rows[i] = -1;
   }
   __syncthreads();
-  const long long n0 = (long long)blockIdx.x * BN;
   const mt_operand *Wx = w + (long long)ex * N_ * K_;
 )";
 
@@ -253,23 +288,29 @@ static const char *const MmaPipeline = R"(  #pragma unroll
       const int r = rows[wm * WM + mt * 16 + (lane >> 2) + h * 8];
       if (r < 0)
         continue;
+      const float sc = MT_ROW_SCALE(r);
       #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const long long c = n0 + wn * WN + nt * 8 + (lane & 3) * 2;
-        const float v0 = acc[mt][nt][2 * h], v1 = acc[mt][nt][2 * h + 1];
-        if (N_ % 2 == 0 && c + 1 < N_) {
+        const float v0 = acc[mt][nt][2 * h] * sc,
+                    v1 = acc[mt][nt][2 * h + 1] * sc;
+        if (COMBINE) {
+          if (c < N_)
+            MT_PUT_ROW(r, c, v0);
+          if (c + 1 < N_)
+            MT_PUT_ROW(r, c + 1, v1);
+        } else if (N_ % 2 == 0 && c + 1 < N_) {
           const unsigned pk = (unsigned)MT_STORE(v0) |
                               ((unsigned)MT_STORE(v1) << 16);
           *(unsigned *)(out + (long long)r * N_ + c) = pk;
         } else {
           if (c < N_)
-            out[(long long)r * N_ + c] = MT_STORE(v0);
+            MT_PUT_ROW(r, c, v0);
           if (c + 1 < N_)
-            out[(long long)r * N_ + c + 1] = MT_STORE(v1);
+            MT_PUT_ROW(r, c + 1, v1);
         }
       }
     }
-}
 )";
 
 /// The SIMT body: one output element per thread and step, a dot product
@@ -285,8 +326,46 @@ static const char *const SimtBody =
     float acc = 0.f;
     for (long long k = 0; k < K_; ++k)
       acc += MT_LOAD_X(xr * K_ + k) * MT_LOAD_W(c * K_ + k);
-    out[(long long)r * N_ + c] = MT_STORE(acc);
+    MT_PUT_ROW(r, c, acc * MT_ROW_SCALE(r));
   }
+)";
+
+/// The combine form's end: the token's rows summed over its picks, by the
+/// CTA whose row arrives last.
+static const char *const CombineTail = R"(#if COMBINE
+  // Each routed row's scaled fp32 product is in the workspace; the last of
+  // a token's A rows to arrive (a counter per token and column tile, left
+  // at zero again for the next launch) adds the token's rows in pick order,
+  // so the sum does not depend on which expert's tile finished last.
+  __shared__ int mt_tok[BM];
+  __threadfence();
+  __syncthreads();
+  for (int i = tid; i < BM; i += THREADS) {
+    const int r = rows[i];
+    int tok = -1;
+    if (r >= 0) {
+      unsigned *k = MT_COUNT + (r / A_) * gridDim.x + blockIdx.x;
+      if (atomicAdd(k, 1u) == A_ - 1) {
+        *k = 0;
+        tok = (int)(r / A_);
+      }
+    }
+    mt_tok[i] = tok;
+  }
+  __syncthreads();
+  __threadfence();
+  for (int e = tid; e < BM * BN; e += THREADS) {
+    const int t = mt_tok[e / BN];
+    const long long c = n0 + e % BN;
+    if (t < 0 || c >= N_)
+      continue;
+    const volatile float *p = mt_ws + (long long)t * A_ * N_ + c;
+    float sum = 0.f;
+    for (int a = 0; a < A_; ++a)
+      sum += p[a * N_];
+    out[(long long)t * N_ + c] = MT_STORE(sum);
+  }
+#endif
 }
 )";
 
@@ -294,16 +373,63 @@ static llvm::Error err(const llvm::Twine &Msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Msg);
 }
 
+/// The kernel's shape and form as defines: sizes, tile, element types,
+/// the row scale and where a row's product goes (out, or the combine's
+/// workspace).
+static void emitDefines(llvm::raw_ostream &OS, const Node &N,
+                        const GroupedMmTile &Tl, int WarpsM, int WarpsN,
+                        bool Combine) {
+  const Value *X = N.getOperand(0), *W = N.getOperand(1);
+  const Value *Scale = N.getNumOperands() == 4 ? N.getOperand(3) : nullptr;
+  const TensorType &IdsT = N.getOperand(2)->getType();
+  int64_t T = IdsT.Shape[0], A = IdsT.Shape[1], Nn = W->getType().Shape[1];
+  int64_t E = W->getType().Shape[0], K = W->getType().Shape[2];
+  DType Dt = X->getType().Dtype;
+  OS << "\n// grouped_mm %" << N.getName() << ": " << T << " x " << A
+     << " routed rows of K = " << K << " times one of " << E << " experts' ["
+     << Nn << ", " << K << "] weights"
+     << (Combine ? ", summed over the picks" : "") << "\n"
+     << "#define T_ " << T << "LL\n#define A_ " << A << "LL\n#define TA_ "
+     << T * A << "LL\n#define E_ " << E << "\n#define N_ " << Nn
+     << "LL\n#define K_ " << K << "LL\n#define M_ TA_\n#define XA "
+     << (X->getType().rank() == 3 ? 1 : 0)
+     << " // x has a row per (t, a), else per t\n#define BM " << Tl.BM
+     << "\n#define BN " << Tl.BN << "\n#define BK " << Tl.BK
+     << "\n#define WARPS_M " << WarpsM << "\n#define WARPS_N " << WarpsN
+     << "\n#define STAGES " << Tl.Stages << "\n#define SPLITK 1\n"
+     << "#define MT_STORE(v) " << storeExpr(Dt, "(v)") << "\n"
+     << "#define MT_ROW_SCALE(r) "
+     << (Scale ? loadExpr(Scale->getType().Dtype, "scale", "(r)")
+               : std::string("1.f"))
+     << " // each routed row's weight, applied before rounding\n"
+     << "#define COMBINE " << (Combine ? 1 : 0) << "\n";
+  if (Combine)
+    OS << "// A routed row's fp32 product, then the counters per token and "
+          "column tile.\n"
+       << "#define MT_PUT_ROW(r, c, v) mt_ws[(long long)(r) * N_ + (c)] = "
+          "(v)\n"
+       << "#define MT_COUNT ((unsigned *)(mt_ws + TA_ * N_))\n";
+  else
+    OS << "#define MT_PUT_ROW(r, c, v) out[(long long)(r) * N_ + (c)] = "
+          "MT_STORE(v)\n";
+}
+
 llvm::Expected<KernelSource>
 codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N,
                                  std::optional<GroupedMmTile> Tile) {
-  if (N.getNumOperands() != 3 || N.getType().rank() != 3 ||
-      N.getOperand(1)->getType().rank() != 3)
+  const Attribute *CombineAttr = N.getAttrs().get("combine");
+  bool Combine = CombineAttr && CombineAttr->getBool();
+  if (N.getNumOperands() < 3 || N.getNumOperands() > 4 ||
+      N.getType().rank() != (Combine ? 2u : 3u) ||
+      N.getOperand(1)->getType().rank() != 3 ||
+      N.getOperand(2)->getType().rank() != 2 ||
+      (Combine && N.getNumOperands() != 4))
     return err("'%" + N.getName() + "' is not a well-formed 'grouped_mm'");
   const Value *X = N.getOperand(0), *W = N.getOperand(1),
               *Ids = N.getOperand(2);
-  const TensorType &Out = N.getType();
-  int64_t T = Out.Shape[0], A = Out.Shape[1], Nn = Out.Shape[2];
+  const Value *Scale = N.getNumOperands() == 4 ? N.getOperand(3) : nullptr;
+  int64_t T = Ids->getType().Shape[0], A = Ids->getType().Shape[1];
+  int64_t Nn = W->getType().Shape[1];
   int64_t E = W->getType().Shape[0], K = W->getType().Shape[2];
   DType Dt = X->getType().Dtype;
   if (T * A == 0 || Nn == 0)
@@ -326,18 +452,8 @@ codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N,
   Ks.Name = sanitizeIdentifier(Name);
   std::string Src;
   llvm::raw_string_ostream OS(Src);
-  OS << kernelPrelude() << "\n// grouped_mm %" << N.getName() << ": " << T
-     << " x " << A << " routed rows of K = " << K << " times one of " << E
-     << " experts' [" << Nn << ", " << K << "] weights\n"
-     << "#define T_ " << T << "LL\n#define A_ " << A << "LL\n#define TA_ "
-     << T * A << "LL\n#define E_ " << E << "\n#define N_ " << Nn
-     << "LL\n#define K_ " << K << "LL\n#define M_ TA_\n#define XA "
-     << (X->getType().rank() == 3 ? 1 : 0)
-     << " // x has a row per (t, a), else per t\n#define BM " << Tl.BM
-     << "\n#define BN " << Tl.BN << "\n#define BK " << Tl.BK
-     << "\n#define WARPS_M " << WarpsM << "\n#define WARPS_N " << WarpsN
-     << "\n#define STAGES " << Tl.Stages << "\n#define SPLITK 1\n"
-     << "#define MT_STORE(v) " << storeExpr(Dt, "(v)") << "\n";
+  OS << kernelPrelude();
+  emitDefines(OS, N, Tl, WarpsM, WarpsN, Combine);
   int64_t Smem = groupedMmSharedBytes(Tl);
   if (Tl.TensorCores) {
     OS << "#define ALIGNED8 1\n#define MMA_TYPE \""
@@ -353,7 +469,11 @@ codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N,
   OS << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << Ks.Name
      << "(const mt_operand *__restrict__ x, const mt_operand *__restrict__ w, "
      << "const " << storageType(Ids->getType().Dtype) << " *__restrict__ ids, "
-     << storageType(Dt) << " *__restrict__ out) {\n"
+     << (Scale ? std::string("const ") + storageType(Scale->getType().Dtype) +
+                     " *__restrict__ scale, "
+               : std::string())
+     << storageType(Dt) << " *__restrict__ out"
+     << (Combine ? ", float *__restrict__ mt_ws" : "") << ") {\n"
      << "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
      << "  (void)lane;\n"
      << RouteRows;
@@ -365,13 +485,20 @@ codegen::generateGroupedMmKernel(llvm::StringRef Name, const Node &N,
        << MmaLoop << MmaSyncAccumulators << MmaPipeline;
   else
     OS << SimtBody;
+  OS << CombineTail;
 
   Ks.Source = OS.str();
   Ks.Inputs = {X, W, Ids};
+  if (Scale)
+    Ks.Inputs.push_back(Scale);
   Ks.Outputs = {N.getResult()};
   Ks.BlockX = WarpsM * WarpsN * 32;
   Ks.GridX = unsigned((Nn + Tl.BN - 1) / Tl.BN);
   Ks.GridY = unsigned((T * A + Tl.BM - 1) / Tl.BM + std::min(E, T * A));
   Ks.SharedBytes = unsigned(Smem);
+  // The combine's workspace: each routed row's fp32 product, then a
+  // counter per token and column tile (zeroed once, left at zero).
+  if (Combine)
+    Ks.WorkspaceBytes = uint64_t(T * A * Nn) * 4 + uint64_t(T) * Ks.GridX * 4;
   return Ks;
 }

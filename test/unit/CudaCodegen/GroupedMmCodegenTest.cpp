@@ -2,9 +2,10 @@
 //
 // The grouped_mm kernel (lib/Backend/Cuda/GroupedGemm.cpp) for Mixtral's
 // decode and prefill shapes (both forms: x a token's row, and a row per
-// pick), f16 with ragged N and K, i32 ids and an f32 graph (the SIMT
-// loop): the launch covers every row tile the ids can make, and every
-// kernel compiles with NVRTC for sm_90 wherever libnvrtc can be opened.
+// pick), f16 with ragged N and K, i32 ids, an f32 graph (the SIMT loop)
+// and the row-scaled and combine forms: the launch covers every row tile the
+// ids can make, a row with a bad id is written NaN, and every kernel compiles
+// with NVRTC for sm_90 wherever libnvrtc can be opened.
 //
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
@@ -50,6 +51,26 @@ const Case Cases[] = {
     {"graph @simt(%x: f32[24,37], %w: f32[4,20,37], %ids: i64[24,2]) {\n  %y "
      "= grouped_mm(%x, %w, %ids) : f32[24,2,20]\n  return %y\n}\n",
      16, 64, false},
+    // The row-scaled form (fuse-moe-combine): Mixtral's down projection
+    // weighted by the router, bf16 weights; f32 weights on the SIMT loop.
+    {"graph @down_scaled(%h: bf16[16,2,14336], %w: bf16[8,4096,14336], %ids: "
+     "i64[16,2], %s: bf16[16,2]) {\n  %y = grouped_mm(%h, %w, %ids, %s) : "
+     "bf16[16,2,4096]\n  return %y\n}\n",
+     16, 64, true},
+    {"graph @simt_scaled(%x: f32[24,37], %w: f32[4,20,37], %ids: i64[24,2], "
+     "%s: f32[24,2]) {\n  %y = grouped_mm(%x, %w, %ids, %s) : f32[24,2,20]\n "
+     " return %y\n}\n",
+     16, 64, false},
+    // The combine form (fuse-moe-combine-sum): the scaled rows summed over
+    // each token's picks in the kernel, [T, N].
+    {"graph @down_combine(%h: bf16[16,2,14336], %w: bf16[8,4096,14336], "
+     "%ids: i64[16,2], %s: bf16[16,2]) {\n  %y = grouped_mm(%h, %w, %ids, %s) "
+     "{combine = true} : bf16[16,4096]\n  return %y\n}\n",
+     16, 64, true},
+    {"graph @simt_combine(%x: f32[24,37], %w: f32[4,20,37], %ids: i64[24,3], "
+     "%s: f32[24,3]) {\n  %y = grouped_mm(%x, %w, %ids, %s) {combine = true} "
+     ": f32[24,20]\n  return %y\n}\n",
+     16, 64, false},
 };
 
 } // namespace
@@ -66,11 +87,12 @@ TEST(GroupedMmCodegen, EveryShapeCompiles) {
     llvm::Expected<KernelSource> K = generateOpUnitKernel("k", N);
     ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
     const TensorType &Out = N.getType();
-    int64_t Rows = Out.Shape[0] * Out.Shape[1];
+    int64_t Rows = N.getOperand(2)->getType().numElements();
+    int64_t Cols = N.getOperand(1)->getType().Shape[1];
     int64_t E = N.getOperand(1)->getType().Shape[0];
     // x over N's column tiles; y over every row tile the ids can make:
     // ceil(rows / BM), plus one partial tile per expert at most.
-    EXPECT_EQ(K->GridX, unsigned((Out.Shape[2] + C.BN - 1) / C.BN)) << C.Src;
+    EXPECT_EQ(K->GridX, unsigned((Cols + C.BN - 1) / C.BN)) << C.Src;
     EXPECT_EQ(K->GridY, unsigned((Rows + C.BM - 1) / C.BM + std::min(Rows, E)))
         << C.Src;
     EXPECT_EQ(K->SharedBytes > 0, C.TensorCores) << C.Src;
@@ -78,6 +100,29 @@ TEST(GroupedMmCodegen, EveryShapeCompiles) {
     // The routing is the kernel's own: a histogram, the scan and the rows.
     EXPECT_NE(K->Source.find("atomicAdd(&cnt[e], 1)"), std::string::npos);
     EXPECT_NE(K->Source.find("__ballot_sync"), std::string::npos);
+    // A row whose id names no expert is written NaN.
+    EXPECT_NE(K->Source.find("atomicAdd(&s_bad, 1)"), std::string::npos);
+    EXPECT_NE(K->Source.find("MT_STORE(__int_as_float(0x7fc00000))"),
+              std::string::npos);
+    // The row scale is the fourth input, read once a row.
+    bool Scaled = N.getNumOperands() == 4;
+    EXPECT_EQ(K->Inputs.size(), Scaled ? 4u : 3u) << C.Src;
+    EXPECT_EQ(K->Source.find("#define MT_ROW_SCALE(r) 1.f") ==
+                  std::string::npos,
+              Scaled)
+        << C.Src;
+    EXPECT_EQ(K->Source.find("*__restrict__ scale,") != std::string::npos,
+              Scaled)
+        << C.Src;
+    // The combine form: [T, N], the rows' fp32 products and a counter per
+    // token and column tile in the workspace, the last arrival summing.
+    bool Combine = Out.rank() == 2;
+    EXPECT_EQ(K->WorkspaceBytes,
+              Combine ? uint64_t(Rows * Cols * 4 + Out.Shape[0] * K->GridX * 4)
+                      : 0u)
+        << C.Src;
+    EXPECT_EQ(K->Source.find("#define COMBINE 1") != std::string::npos,
+              Combine);
     Work.push_back(std::move(*K));
   }
   llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
@@ -92,14 +137,17 @@ TEST(GroupedMmCodegen, EveryShapeCompiles) {
 TEST(GroupedMmCodegen, EveryChoiceCompiles) {
   // Decode offers the 16- and 32-row tiles, prefill the 32- to 128-row
   // ones, f32 the SIMT loop; each choice's kernel compiles.
-  const char *const Src[] = {Cases[0].Src, Cases[2].Src, Cases[4].Src};
+  const char *const Src[] = {Cases[0].Src, Cases[2].Src, Cases[4].Src,
+                             Cases[5].Src};
   const std::vector<std::string> Want[] = {
       {"gmm_16x64x64_w2_s4", "gmm_16x128x64_w4_s4", "gmm_16x64x128_w4_s3",
        "gmm_32x128x64_w4_s3"},
       {"gmm_32x128x64_w4_s3", "gmm_64x128x32_w4_s4", "gmm_128x128x32_w8_s4"},
-      {"gmm_simt"}};
+      {"gmm_simt"},
+      {"gmm_16x64x64_w2_s4", "gmm_16x128x64_w4_s4", "gmm_16x64x128_w4_s3",
+       "gmm_32x128x64_w4_s3"}};
   std::vector<KernelSource> Work;
-  for (int I = 0; I < 3; ++I) {
+  for (int I = 0; I < 4; ++I) {
     llvm::SourceMgr SM;
     std::unique_ptr<Module> M = test::parseAndVerify(SM, Src[I], "g.mir");
     ASSERT_TRUE(M);
