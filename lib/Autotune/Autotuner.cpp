@@ -693,3 +693,5 @@ const TimePredictor &Autotuner::getTimePredictor() const { return *Model; }
 const FusionHeuristic &Autotuner::getHeuristic() const { return P->Heuristic; }
 
 double Autotuner::getTieTolerance() const { return P->Fusion.TieTolerance; }
+
+SwiGluForm Autotuner::getSwiGluForm() const { return P->Fusion.SwiGlu; }

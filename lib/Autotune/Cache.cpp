@@ -126,6 +126,10 @@ std::string mtsched::cacheKeyOf(const Module &M, const Graph &G,
      << BackendVersion << "\ndevice " << Opts.Device.Name << ' '
      << llvm::utohexstr(hashDevice(Opts.Device)) << "\nworld " << WorldSize;
   OS << "\nmeasure runs=" << Opts.BenchRuns << " warmup=" << Opts.WarmupRuns;
+  // Times from longer samples are another measurement (the default keeps
+  // the entries written before the option).
+  if (Opts.SampleUs != 500)
+    OS << " sample-us=" << Opts.SampleUs;
   // Simulated times depend on the noise stream too.
   if (BackendName == "sim") {
     OS << " noise=";

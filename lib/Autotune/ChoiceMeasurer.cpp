@@ -452,8 +452,14 @@ static std::string choiceFamily(const Choice &C) {
   if (std::optional<GemmTileConfig> T = gemmTileOf(C))
     return std::string(T->Template == GemmTemplate::Wgmma ? "wgmma" : "mma") +
            (T->SplitK > 1 ? "-split-k" : "");
+  // The persistent merged tiles are a kind of their own: the model prices
+  // them as the plain wgmma tile, so at Llama-3-70B's prefill they ranked
+  // behind it and were never measured, though they ran 25% faster (H200,
+  // 2026-11-29, docs/BENCHMARKS.md).
   if (std::optional<GemmTileConfig> T = swigluTileOf(C))
-    return T->Template == GemmTemplate::Wgmma ? "swiglu-wgmma" : "swiglu-mma";
+    return T->Template != GemmTemplate::Wgmma ? "swiglu-mma"
+           : T->Persistent                    ? "swiglu-wgmma-persistent"
+                                              : "swiglu-wgmma";
   if (std::optional<AttentionTile> T = attentionTileOf(C))
     return std::string(T->Dec   ? "attn-dec"
                        : T->Mma ? "attn-mma"

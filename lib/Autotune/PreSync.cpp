@@ -175,9 +175,13 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
                    std::to_string(Fusion.MaxFusionDepth)
              : std::string())
      << (Fusion.EpilogueThroughLayout ? " epilogue-through-layout=true" : "")
+     << (Fusion.SwiGlu == SwiGluForm::Merged  ? " swiglu-form=merged"
+         : Fusion.SwiGlu == SwiGluForm::Split ? " swiglu-form=split"
+                                              : "")
      << " backend=" << Opts.Backend << " device=" << DeviceName << "("
      << llvm::utohexstr(hashDevice(Opts.Device)) << ")"
      << " bench-runs=" << Opts.BenchRuns << " warmup-runs=" << Opts.WarmupRuns
+     << " bench-sample-us=" << Opts.SampleUs
      << " sim-noise=" << shortest(Opts.SimNoisePct) << " seed=" << Opts.Seed
      << " pre-sync-timeout-ms=" << Opts.PreSyncTimeout.count()
      << " agreement-timeout-ms=" << Opts.AgreementTimeout.count()

@@ -61,7 +61,6 @@ private:
   /// in the split GEMMs' epilogues run as a kernel of their own once the
   /// merged GEMM (which has no epilogue) replaces them. Predicted.
   double mergedExtraUs(const SwiGluMatch &S);
-
   Autotuner *Session;
 };
 
@@ -149,7 +148,8 @@ llvm::Error SelectSwiGluPass::run(Graph &G) {
         Attrs.set(KV.first, KV.second);
     Attrs.set("swiglu_merged_us", Attribute::getFloat(Merged));
     Attrs.set("swiglu_split_us", Attribute::getFloat(Split));
-    if (keepMergedSwiGlu(Merged, Split, Session->getTieTolerance())) {
+    if (keepMergedSwiGlu(Merged, Split, Session->getTieTolerance(),
+                         Session->getSwiGluForm())) {
       std::unique_ptr<Node> New = Alt->clone();
       New->getAttrs() = std::move(Attrs);
       G.eraseNode(Alt);
@@ -170,7 +170,16 @@ llvm::Error SelectSwiGluPass::run(Graph &G) {
 }
 
 bool mtsched::keepMergedSwiGlu(double MergedUs, double SplitUs,
-                               double TieTolerance) {
+                               double TieTolerance, SwiGluForm Form) {
+  switch (Form) {
+  case SwiGluForm::Merged:
+    // Only a merged choice that ran can replace the split form.
+    return std::isfinite(MergedUs);
+  case SwiGluForm::Split:
+    return false;
+  case SwiGluForm::Measured:
+    break;
+  }
   return firstWithinTolerance({MergedUs, SplitUs}, TieTolerance) == 0;
 }
 

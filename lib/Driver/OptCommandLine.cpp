@@ -185,6 +185,12 @@ static cl::opt<unsigned> BenchRuns("bench-runs",
 static cl::opt<unsigned>
     WarmupRuns("warmup-runs", cl::desc("Untimed warm-up runs (default 2)"),
                cl::init(2), cl::cat(TuneCat));
+static cl::opt<unsigned> BenchSampleUs(
+    "bench-sample-us",
+    cl::desc("Device time one timed sample covers at least, in back-to-back "
+             "launches (default 500; a prefill layer's kernels at the clock "
+             "the GPU sustains under load need tens of ms)"),
+    cl::init(500), cl::cat(TuneCat));
 static cl::list<int64_t> SizeHintsM(
     "size-hints-m",
     cl::desc("Matmul rows (M) to tune for, each with its own winner"),
@@ -427,6 +433,7 @@ static constexpr PassOptionFlag PassOptionFlags[] = {
     {"autotune", "prune-top-k", "prune-top-k"},
     {"autotune", "bench-runs", "bench-runs"},
     {"autotune", "warmup-runs", "warmup-runs"},
+    {"autotune", "bench-sample-us", "bench-sample-us"},
     {"autotune", "split-tuning", "split-tuning"},
     {"autotune", "tie-tolerance", "tie-tolerance"},
     {"autotune", "size-hints-m", "size-hints-m"},
@@ -515,6 +522,9 @@ static void readTuningFlags(OptMainConfig &Config) {
     fail("--warmup-runs must be at most 100000");
   Tune.BenchRuns = BenchRuns;
   Tune.WarmupRuns = WarmupRuns;
+  if (BenchSampleUs == 0 || BenchSampleUs > 10000000)
+    fail("--bench-sample-us must be between 1 and 10000000");
+  Tune.SampleUs = BenchSampleUs;
   Tune.PreSyncTimeout = std::chrono::milliseconds(PreSyncTimeoutMs);
   if (PreSyncShape != "flat" && PreSyncShape != "hier" &&
       PreSyncShape != "auto")

@@ -164,6 +164,14 @@ GemmTileConfig mtsched::wgmmaTile(int BM, int BN, int BK, int Stages) {
   return T;
 }
 
+/// A wgmma tile's name after its stages and split: _p, _d, _c<CTAs>,
+/// _g<rows>.
+static std::string wgmmaSuffix(const GemmTileConfig &T) {
+  return std::string(T.Persistent ? "_p" : "") + (T.Dynamic ? "_d" : "") +
+         (T.Cluster > 1 ? "_c" + std::to_string(T.Cluster) : "") +
+         (T.GroupM ? "_g" + std::to_string(T.GroupM) : "");
+}
+
 std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
   std::string Tile = std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
                      std::to_string(T.BK);
@@ -171,8 +179,7 @@ std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
       T.SplitK > 1 ? "_k" + std::to_string(T.SplitK) : std::string();
   if (T.Template == GemmTemplate::Wgmma)
     return "gemm_wg_" + Tile + "_s" + std::to_string(T.Stages) + Split +
-           (T.Persistent ? "_p" : "") + (T.Dynamic ? "_d" : "") +
-           (T.Cluster > 1 ? "_c" + std::to_string(T.Cluster) : "");
+           wgmmaSuffix(T);
   return "gemm_" + Tile + "_w" + std::to_string(T.Warps) + "_s" +
          std::to_string(T.Stages) + Split;
 }
@@ -180,21 +187,33 @@ std::string mtsched::gemmChoiceName(const GemmTileConfig &T) {
 std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
   // gemm_<BM>x<BN>x<BK>_w<warps>_s<stages> or gemm_wg_<BM>x<BN>x<BK>_s<stages>,
   // either with an optional split-K suffix _k<splits>, 2 or more; a wgmma
-  // tile ends in _p when persistent, then _c<CTAs> when clustered.
+  // tile ends in _p when persistent, then _d when dynamic, _c<CTAs> when
+  // clustered and _g<rows> with its own raster group.
   llvm::StringRef S(C.Name);
   GemmTileConfig T;
-  int Cluster = 1;
-  if (S.starts_with("gemm_wg_")) {
+  int Cluster = 1, GroupM = 0;
+  // The number after a wgmma name's last `_<Tag>`, consumed, or 0.
+  auto TagNumber = [&](llvm::StringRef Tag, int Min) -> std::optional<int> {
+    if (!S.starts_with("gemm_wg_"))
+      return 0;
     llvm::StringRef Last = S.substr(S.rfind('_'));
-    if (Last.consume_front("_c")) {
-      if (Last.getAsInteger(10, Cluster) || Cluster < 2)
-        return std::nullopt;
-      S = S.drop_back(Last.size() + 2);
-    }
-  }
+    int V = 0;
+    if (!Last.consume_front(("_" + Tag).str()))
+      return 0;
+    if (Last.getAsInteger(10, V) || V < Min)
+      return std::nullopt;
+    S = S.drop_back(Last.size() + 1 + Tag.size());
+    return V;
+  };
+  std::optional<int> G = TagNumber("g", 1);
+  std::optional<int> Cl = G ? TagNumber("c", 2) : std::nullopt;
+  if (!G || !Cl)
+    return std::nullopt;
+  GroupM = *G;
+  Cluster = std::max(1, *Cl);
   bool Dynamic = S.starts_with("gemm_wg_") && S.consume_back("_d");
   bool Persistent = S.starts_with("gemm_wg_") && S.consume_back("_p");
-  if ((Cluster > 1 || Dynamic) && !Persistent)
+  if ((Cluster > 1 || Dynamic || GroupM) && !Persistent)
     return std::nullopt;
   if (Dynamic && Cluster > 1)
     return std::nullopt;
@@ -227,6 +246,7 @@ std::optional<GemmTileConfig> mtsched::gemmTileOf(const Choice &C) {
     T.Persistent = Persistent;
     T.Cluster = Cluster;
     T.Dynamic = Dynamic;
+    T.GroupM = GroupM;
   }
   return T;
 }
@@ -235,8 +255,7 @@ std::string mtsched::swigluChoiceName(const GemmTileConfig &T) {
   if (T.Template == GemmTemplate::Wgmma)
     return "swiglu_wg_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) +
            "x" + std::to_string(T.BK) + "_s" + std::to_string(T.Stages) +
-           (T.Persistent ? "_p" : "") + (T.Dynamic ? "_d" : "") +
-           (T.Cluster > 1 ? "_c" + std::to_string(T.Cluster) : "");
+           wgmmaSuffix(T);
   return "swiglu_" + std::to_string(T.BM) + "x" + std::to_string(T.BN) + "x" +
          std::to_string(T.BK) + "_w" + std::to_string(T.Warps) + "_s" +
          std::to_string(T.Stages);
@@ -244,8 +263,8 @@ std::string mtsched::swigluChoiceName(const GemmTileConfig &T) {
 
 std::optional<GemmTileConfig> mtsched::swigluTileOf(const Choice &C) {
   // swiglu_<BM>x<BN>x<BK>_w<warps>_s<stages> or swiglu_wg_<BM>x<BN>x<BK>_s<
-  // stages>, then _p when persistent and _c2 when clustered: the GEMM
-  // spelling after its prefix. No merged tile splits K.
+  // stages>, then _p when persistent, _d, _c2 and _g<rows> as a GEMM's:
+  // the GEMM spelling after its prefix. No merged tile splits K.
   llvm::StringRef S(C.Name);
   if (!S.consume_front("swiglu_"))
     return std::nullopt;

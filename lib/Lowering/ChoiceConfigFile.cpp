@@ -109,6 +109,14 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
                              "without a 'cluster'");
     Dynamic = *V;
   }
+  int GroupM = 0;
+  if (const llvm::json::Value *G = O->get("group_m")) {
+    std::optional<int64_t> V = G->getAsInteger();
+    if (!V || *V < 1 || *V > 64 || !Persistent)
+      return fileError(Path, "gemm tile field 'group_m' must be an integer "
+                             "in [1, 64], and only for a 'persistent' tile");
+    GroupM = int(*V);
+  }
   if (Wgmma) {
     int SplitK = T.SplitK;
     T = wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
@@ -116,6 +124,7 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
     T.Persistent = Persistent;
     T.Cluster = Cluster;
     T.Dynamic = Dynamic;
+    T.GroupM = GroupM;
   }
   return T;
 }

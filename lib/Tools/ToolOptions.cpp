@@ -101,6 +101,15 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
                    "reshape, permute and RoPE in its kernel; default false: "
                    "slower at decode on an H200 as decided today)"),
           cl::init(false), cl::cat(Cat)),
+      SwiGluFormMode(
+          "swiglu-form",
+          cl::desc("What select-swiglu keeps of each SwiGLU: 'measured' "
+                   "(the faster form; default), 'merged' (the merged "
+                   "gate+up GEMM wherever one of its choices ran) or "
+                   "'split' (the two GEMMs): to time a whole graph in "
+                   "either form"),
+          cl::value_desc("measured|merged|split"), cl::init("measured"),
+          cl::cat(Cat)),
       TopologyFile("topology",
                    cl::desc("JSON file saying which host and NVLink domain "
                             "each rank is on (default: discovered, MPI's "
@@ -136,5 +145,14 @@ llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
   Fusion.MaxFusionDepth = MaxFusionDepth;
   Fusion.Reductions = ReductionFusion;
   Fusion.EpilogueThroughLayout = EpilogueThroughLayout;
+  if (SwiGluFormMode == "measured")
+    Fusion.SwiGlu = SwiGluForm::Measured;
+  else if (SwiGluFormMode == "merged")
+    Fusion.SwiGlu = SwiGluForm::Merged;
+  else if (SwiGluFormMode == "split")
+    Fusion.SwiGlu = SwiGluForm::Split;
+  else
+    return fail("--swiglu-form must be 'measured', 'merged' or 'split', not '" +
+                SwiGluFormMode + "'");
   return llvm::Error::success();
 }

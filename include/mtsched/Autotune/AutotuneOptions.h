@@ -38,6 +38,11 @@ struct AutotuneOptions {
   /// Timed runs per measurement (median taken) and untimed warm-up runs.
   unsigned BenchRuns = 10;
   unsigned WarmupRuns = 2;
+  /// Device time one sample covers at least (back-to-back launches, two at
+  /// the least). Long samples time a kernel at the clock it sustains under
+  /// load, as a whole prefill layer runs it; the default times short
+  /// bursts.
+  unsigned SampleUs = 500;
   /// The pre-sync's arrival deadline: how long the first rank waits for the
   /// last one. Ranks reach the scheduler tens of ms to seconds apart (a
   /// loaded machine, a slower process start, a bigger graph to lower), so

@@ -84,6 +84,8 @@ public:
   const TimePredictor &getTimePredictor() const;
   /// --tie-tolerance: times within this fraction of the fastest are tied.
   double getTieTolerance() const;
+  /// --swiglu-form: what select-swiglu keeps.
+  SwiGluForm getSwiGluForm() const;
   /// The heuristic the session decides fusion with (select-horizontal asks
   /// it too).
   const FusionHeuristic &getHeuristic() const;

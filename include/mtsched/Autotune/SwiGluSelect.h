@@ -8,7 +8,8 @@
 // is charged for consumers of %gu the split form fused (they run as a kernel
 // of their own after it). The faster stays: merged, the alternative takes %gu's
 // place and the two GEMMs and the silu go; split, the alternative goes. Times
-// within --tie-tolerance keep the merged form. Either
+// within --tie-tolerance keep the merged form; --swiglu-form=merged or
+// split keeps that form instead, to time a whole graph in it. Either
 // way %gu records both times
 // (`swiglu_merged_us`, `swiglu_split_us`), and the result is an ordinary
 // decided graph (see docs/PASSES.md).
@@ -18,6 +19,7 @@
 #define MTSCHED_AUTOTUNE_SWIGLUSELECT_H
 
 #include "mtsched/Passes/Pass.h"
+#include "mtsched/Schedule/Fusion.h"
 #include <memory>
 
 namespace mtsched {
@@ -32,8 +34,11 @@ std::unique_ptr<Pass> createSelectSwiGluPass(Autotuner *Session);
 /// when the split form is faster by no more than TieTolerance (a fraction,
 /// --tie-tolerance), as every "fastest" is picked (firstWithinTolerance).
 /// On two H100s the forms of Llama-3-8B's decode MLP measured within 0.3%
-/// and the strictly faster one changed from run to run.
-bool keepMergedSwiGlu(double MergedUs, double SplitUs, double TieTolerance);
+/// and the strictly faster one changed from run to run. Form (--swiglu-form)
+/// can fix the answer instead: Merged keeps any merged form that ran (a
+/// finite time), Split never keeps it.
+bool keepMergedSwiGlu(double MergedUs, double SplitUs, double TieTolerance,
+                      SwiGluForm Form = SwiGluForm::Measured);
 
 } // namespace mtsched
 

@@ -47,6 +47,11 @@ struct GemmTileConfig {
   /// striding by the grid, so the tiles in flight stay a window of the
   /// grouped order however far some SMs run ahead of others.
   bool Dynamic = false;
+  /// Tile rows down each column of the grouped raster (persistent wgmma
+  /// only, `_gN` at the end of the name; 0: GroupedRasterRows, 8). The CTAs
+  /// in flight share each weight tile across this many row tiles: where it
+  /// covers every row tile, each weight is read from memory once.
+  int GroupM = 0;
 };
 
 /// A wgmma tile: one consumer warpgroup per 64 rows of BM plus the producer

@@ -60,6 +60,17 @@ enum class FusionSearch {
   Recursive,
 };
 
+/// Which form of a SwiGLU `select-swiglu` keeps (--swiglu-form).
+enum class SwiGluForm {
+  /// The faster as measured (within --tie-tolerance, the merged one).
+  Measured,
+  /// The merged gate+up GEMM wherever one of its choices ran, so that a
+  /// whole graph can be timed in that form against the measured choice.
+  Merged,
+  /// Always the two GEMMs.
+  Split,
+};
+
 struct FusionOptions {
   /// Name of the heuristic deciding epilogue fusion (see FusionHeuristic.h).
   std::string Heuristic = "benchmark";
@@ -95,6 +106,8 @@ struct FusionOptions {
   /// --max-fusion-depth: how many fused epilogues one candidate may reopen
   /// (0: no bound but the search's own cap, the lab's exhaustive search).
   unsigned MaxFusionDepth = 2;
+  /// --swiglu-form: what `select-swiglu` keeps.
+  SwiGluForm SwiGlu = SwiGluForm::Measured;
 };
 
 struct FusionRejection {

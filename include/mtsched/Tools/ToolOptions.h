@@ -62,6 +62,7 @@ private:
   llvm::cl::opt<unsigned> MaxFusionDepth;
   llvm::cl::opt<bool> ReductionFusion;
   llvm::cl::opt<bool> EpilogueThroughLayout;
+  llvm::cl::opt<std::string> SwiGluFormMode;
   llvm::cl::opt<std::string> TopologyFile;
 };
 

@@ -214,7 +214,8 @@ Measurement CudaSession::timeRun(const std::function<CUresult(int)> &Launch,
   float Ms = 0;
   D.cuEventElapsedTime(&Ms, G->E0, G->E1);
   double EstUs = std::max(1.0, double(Ms) * 1000);
-  int PerSample = int(std::min(1000.0, std::max(2.0, std::ceil(500 / EstUs))));
+  int PerSample =
+      int(std::min(1000.0, std::max(2.0, std::ceil(Opts.SampleUs / EstUs))));
   double Budget = EstUs * PerSample * Opts.BenchRuns / 1000;
   if (Budget > double(Opts.ChoiceTimeout.count()))
     return failed(

@@ -363,8 +363,8 @@ llvm::Error codegen::emitWgmmaGemm(llvm::raw_ostream &OS, KernelSource &K,
   int Split = std::max(1, T.SplitK);
   if (T.Persistent)
     OS << "#define BATCH " << S.Batch << "\n#define GROUP_M "
-       << GroupedRasterRows << "\n#define CLUSTER " << Cluster
-       << " // CTAs per cluster, side by side down M, sharing B\n"
+       << (T.GroupM ? T.GroupM : GroupedRasterRows) << "\n#define CLUSTER "
+       << Cluster << " // CTAs per cluster, side by side down M, sharing B\n"
        << "#define MT_RANK " << (Cluster > 1 ? "mt_rank" : "0") << "\n"
        << PersistentTiles;
   OS << "#define STAGES " << T.Stages << "\n#define CONSUMERS " << Consumers

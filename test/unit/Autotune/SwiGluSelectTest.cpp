@@ -26,4 +26,14 @@ TEST(SwiGluSelect, AFailedFormNeverStays) {
   EXPECT_FALSE(keepMergedSwiGlu(Inf, Inf, 0.01));
 }
 
+TEST(SwiGluSelect, TheFormFlagOverridesTheTimes) {
+  // The Llama-3-70B prefill times of 2026-11-29: the split form faster.
+  EXPECT_FALSE(keepMergedSwiGlu(2675.2, 2486.8, 0.01));
+  EXPECT_TRUE(keepMergedSwiGlu(2675.2, 2486.8, 0.01, SwiGluForm::Merged));
+  EXPECT_FALSE(keepMergedSwiGlu(606.6, 642.4, 0.01, SwiGluForm::Split));
+  // A merged form none of whose choices ran cannot be forced.
+  EXPECT_FALSE(keepMergedSwiGlu(Inf, 2486.8, 0.01, SwiGluForm::Merged));
+  EXPECT_TRUE(keepMergedSwiGlu(606.6, Inf, 0.01, SwiGluForm::Merged));
+}
+
 } // namespace

@@ -25,7 +25,9 @@ def fam(name):
         kind = "wgmma" if name.startswith("gemm_wg_") else "mma"
         return kind + ("-split-k" if "_k" in name else "")
     if name.startswith("swiglu_"):
-        return "swiglu-wgmma" if name.startswith("swiglu_wg_") else "swiglu-mma"
+        if not name.startswith("swiglu_wg_"):
+            return "swiglu-mma"
+        return "swiglu-wgmma" + ("-persistent" if "_p" in name else "")
     return "other"
 
 
