@@ -368,7 +368,7 @@ const KernelCorpus &kernelCorpus() {
 /// I % NumNvrtcShards, so each shard gets a similar mix. If the corpus grows
 /// past MaxKernelsPerShard per shard, EveryGraphGeneratesKernels fails and
 /// says to raise NumNvrtcShards.
-constexpr unsigned NumNvrtcShards = 128;
+constexpr unsigned NumNvrtcShards = 144;
 constexpr size_t MaxKernelsPerShard = 32;
 
 } // namespace
