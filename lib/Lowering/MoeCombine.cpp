@@ -139,7 +139,7 @@ static void rewrite(Graph &G, const CombineMatch &M, llvm::StringSet<> &Names) {
   Node &MM = *M.MatMul;
   LayoutBuilder B(G, MM, Names);
   Node &Gm = *M.Grouped;
-  TensorType YT = Gm.getType();
+  const TensorType &YT = Gm.getType();
   int64_t T = YT.Shape[0], N = YT.Shape[2];
   Value *Y =
       B.insert(B.make(OpCode::GroupedMm, {Gm.getOperand(0), Gm.getOperand(1),
