@@ -8,6 +8,7 @@
 #include "mtsched/Driver/OptCommandLine.h"
 #include "mtsched/Autotune/Cache.h"
 #include "mtsched/Driver/OptMain.h"
+#include "mtsched/Driver/PassOptionFlags.h"
 #include "mtsched/Driver/RankRunner.h"
 #include "mtsched/Driver/RegisterPasses.h"
 #include "mtsched/Passes/PassRegistry.h"
@@ -410,73 +411,6 @@ static std::string didYouMean(const PassRegistry &Registry, StringRef Name) {
   return Near.empty() ? "" : "; did you mean '" + Near + "'?";
 }
 
-/// mlir-opt's pass options (`fuse{heuristic=never}`) are the driver's flags
-/// of what the pass does: an option sets its flag for the whole run, as the
-/// flag itself would.
-struct PassOptionFlag {
-  const char *Pass;
-  const char *Option;
-  const char *Flag;
-};
-static constexpr PassOptionFlag PassOptionFlags[] = {
-    {"lower", "collective-mode", "collective-mode"},
-    {"lower", "disable-choices", "disable-choices"},
-    {"lower", "choices-file", "choices-file"},
-    {"fuse", "heuristic", "fusion-heuristic"},
-    {"fuse", "fusion-heuristic", "fusion-heuristic"},
-    {"fuse", "speedup-threshold", "fusion-speedup-threshold"},
-    {"fuse", "fusion-speedup-threshold", "fusion-speedup-threshold"},
-    {"fuse", "tie-tolerance", "tie-tolerance"},
-    {"fuse", "max-epilogue-length", "max-epilogue-length"},
-    {"fuse", "reduction-fusion", "reduction-fusion"},
-    {"fuse", "epilogue-through-layout", "epilogue-through-layout"},
-    {"autotune", "prune-top-k", "prune-top-k"},
-    {"autotune", "bench-runs", "bench-runs"},
-    {"autotune", "warmup-runs", "warmup-runs"},
-    {"autotune", "bench-sample-us", "bench-sample-us"},
-    {"autotune", "split-tuning", "split-tuning"},
-    {"autotune", "tie-tolerance", "tie-tolerance"},
-    {"autotune", "size-hints-m", "size-hints-m"},
-    {"autotune", "size-hints-bytes", "size-hints-bytes"},
-    {"autotune", "decisions-from", "decisions-from"},
-    {"autotune", "backend", "backend"},
-    {"autotune", "seed", "seed"},
-    {"autotune", "choice-timeout-ms", "choice-timeout-ms"},
-};
-
-/// Sets the flag behind option Key of pass Pass to Value, or fails.
-static void applyPassOption(StringRef Pass, StringRef Key, StringRef Value) {
-  std::vector<StringRef> Known;
-  const PassOptionFlag *Found = nullptr;
-  for (const PassOptionFlag &F : PassOptionFlags) {
-    if (Pass != F.Pass)
-      continue;
-    Known.push_back(F.Option);
-    if (Key == F.Option)
-      Found = &F;
-  }
-  if (!Found) {
-    std::string Near = nearestName(Key, Known);
-    fail("pass '" + Pass + "' has no option '" + Key + "'" +
-         (!Near.empty()   ? "; did you mean '" + Near + "'?"
-          : Known.empty() ? std::string("; it takes none")
-                          : "; its options: " + join(Known, ", ")));
-  }
-  cl::Option *Opt = cl::getRegisteredOptions().lookup(Found->Flag);
-  if (!Opt)
-    fail("pass '" + Pass + "' option '" + Key + "': no flag --" + Found->Flag +
-         " in this build");
-  SmallVector<StringRef, 4> Values;
-  if (Opt->getMiscFlags() & cl::CommaSeparated)
-    Value.split(Values, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
-  else
-    Values.push_back(Value);
-  for (StringRef V : Values)
-    if (Opt->addOccurrence(/*pos=*/0, Found->Flag, V))
-      fail("invalid value '" + V + "' for option '" + Key + "' of pass '" +
-           Pass + "' (--" + Found->Flag + ")");
-}
-
 /// The passes --pipeline (and its aliases) name, in order, each pass's
 /// options applied to their flags.
 static std::vector<std::string> readPipelines(const PassRegistry &Registry) {
@@ -490,7 +424,8 @@ static std::vector<std::string> readPipelines(const PassRegistry &Registry) {
       // options would only add noise.
       if (Registry.lookup(E.Name))
         for (const auto &[Key, Value] : E.Options)
-          applyPassOption(E.Name, Key, Value);
+          if (Error Err = applyPassOption(E.Name, Key, Value))
+            fail(toString(std::move(Err)));
       Requested.push_back(E.Name);
     }
   }
