@@ -9,6 +9,7 @@
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "CompileAll.h"
 #include "IRTestUtils.h"
+#include "LowerAndFuse.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/IR/Attention.h"
@@ -26,10 +27,7 @@ using namespace mtsched;
 
 namespace {
 
-struct Parsed {
-  llvm::SourceMgr SM;
-  std::unique_ptr<Module> M;
-};
+using test::Parsed;
 
 struct Shape {
   const char *Ty;
@@ -53,21 +51,11 @@ std::unique_ptr<Parsed> attention(const Shape &S) {
                     (S.Mask ? ", %m" : "") +
                     ") {causal = " + (S.Causal ? "true" : "false") +
                     "} : " + T(S.Hq, S.Sq) + "\n  return %o\n}\n";
-  auto P = std::make_unique<Parsed>();
-  P->M = test::parseAndVerify(P->SM, Src, "a.mir");
-  if (!P->M)
-    return nullptr;
-  if (llvm::Error E =
-          createLowerPass(LoweringOptions())->run(*P->M->getGraphs()[0])) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
-  return P;
+  return test::lowered(Src, "a.mir");
 }
 
 const MultiTemplateBufferNode &node(const Parsed &P) {
-  return *llvm::cast<MultiTemplateBufferNode>(
-      P.M->getGraphs()[0]->getNodes()[0].get());
+  return test::firstNode(P);
 }
 
 } // namespace

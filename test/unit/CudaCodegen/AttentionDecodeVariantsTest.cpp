@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
 #include "IRTestUtils.h"
+#include "LowerAndFuse.h"
 #include "mtsched/Backend/Cuda/AttentionCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/IR/Attention.h"
@@ -20,10 +21,7 @@ using namespace mtsched;
 
 namespace {
 
-struct Parsed {
-  llvm::SourceMgr SM;
-  std::unique_ptr<Module> M;
-};
+using test::Parsed;
 
 /// A causal bf16 (or Ty) decode-like attention of B batches, Hq query and
 /// Hkv kv heads, Sq queries over Skv keys, head dimension D, lowered.
@@ -39,21 +37,11 @@ std::unique_ptr<Parsed> attention(const char *Ty, int64_t B, int64_t Hq,
       ", %v: " + T(Hkv, Skv) +
       ") {\n  %o = attention(%q, %k, %v) {causal = true} : " + T(Hq, Sq) +
       "\n  return %o\n}\n";
-  auto P = std::make_unique<Parsed>();
-  P->M = test::parseAndVerify(P->SM, Src, "a.mir");
-  if (!P->M)
-    return nullptr;
-  if (llvm::Error E =
-          createLowerPass(LoweringOptions())->run(*P->M->getGraphs()[0])) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
-  return P;
+  return test::lowered(Src, "a.mir");
 }
 
 const MultiTemplateBufferNode &node(const Parsed &P) {
-  return *llvm::cast<MultiTemplateBufferNode>(
-      P.M->getGraphs()[0]->getNodes()[0].get());
+  return test::firstNode(P);
 }
 
 llvm::Expected<KernelSource> generate(const Parsed &P, const char *Name) {

@@ -1,9 +1,10 @@
-//===- LowerAndFuse.h - A graph lowered and fused for codegen tests -*- C++
-//-*-===//
+//===- LowerAndFuse.h - Graphs lowered for codegen tests --------*- C++ -*-===//
 //
-// What the GEMM code generator's tests (CodegenTest.cpp, WgmmaCodegenTest.cpp)
-// start from: IR text parsed, verified, lowered and fused as mtsched-opt's
-// default pipeline would, and choices known only by name.
+// What the code generator's tests start from: IR text parsed, verified and
+// lowered (the template tests: the node a kernel is generated for), or
+// lowered and fused as mtsched-opt's default pipeline would (the GEMM
+// tests, CodegenTest.cpp and WgmmaCodegenTest.cpp), and choices known only
+// by name.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_TEST_UNIT_CUDACODEGEN_LOWERANDFUSE_H
@@ -24,6 +25,29 @@ struct Parsed {
   llvm::SourceMgr SM;
   std::unique_ptr<Module> M;
 };
+
+/// Parses and verifies Text, then lowers its first graph; null (and the
+/// lowering's error dropped) if either fails.
+inline std::unique_ptr<Parsed> lowered(llvm::StringRef Text,
+                                       llvm::StringRef Name) {
+  auto P = std::make_unique<Parsed>();
+  P->M = test::parseAndVerify(P->SM, Text, Name);
+  if (!P->M)
+    return nullptr;
+  if (llvm::Error E =
+          createLowerPass(LoweringOptions())->run(*P->M->getGraphs()[0])) {
+    llvm::consumeError(std::move(E));
+    return nullptr;
+  }
+  return P;
+}
+
+/// The first node of P's first graph: the template node a one-op graph
+/// lowers to.
+inline const MultiTemplateBufferNode &firstNode(const Parsed &P) {
+  return *llvm::cast<MultiTemplateBufferNode>(
+      P.M->getGraphs()[0]->getNodes()[0].get());
+}
 
 /// Parses, verifies, lowers and fuses Text; null if it is not a valid graph
 /// (lit inputs include negative tests).

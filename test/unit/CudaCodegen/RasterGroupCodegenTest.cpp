@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
 #include "IRTestUtils.h"
+#include "LowerAndFuse.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Lowering/Lowering.h"
 #include "llvm/Support/SourceMgr.h"
@@ -17,29 +18,7 @@ using namespace mtsched;
 
 namespace {
 
-struct Parsed {
-  llvm::SourceMgr SM;
-  std::unique_ptr<Module> M;
-};
-
-/// Src (one graph, its first node the GEMM or SwiGLU), lowered.
-std::unique_ptr<Parsed> lowered(const std::string &Src) {
-  auto P = std::make_unique<Parsed>();
-  P->M = test::parseAndVerify(P->SM, Src, "g.mir");
-  if (!P->M)
-    return nullptr;
-  if (llvm::Error E =
-          createLowerPass(LoweringOptions())->run(*P->M->getGraphs()[0])) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
-  return P;
-}
-
-const MultiTemplateBufferNode &first(const Parsed &P) {
-  return *llvm::cast<MultiTemplateBufferNode>(
-      P.M->getGraphs()[0]->getNodes()[0].get());
-}
+using test::Parsed;
 
 GemmTileConfig grouped(int BM, int BN, int Stages, int GroupM) {
   GemmTileConfig T = wgmmaTile(BM, BN, 64, Stages);
@@ -47,8 +26,6 @@ GemmTileConfig grouped(int BM, int BN, int Stages, int GroupM) {
   T.GroupM = GroupM;
   return T;
 }
-
-Choice named(const char *Name) { return Choice{Name, {}, {}}; }
 
 } // namespace
 
@@ -60,52 +37,57 @@ TEST(RasterGroupCodegen, NamesRoundTrip) {
   for (const char *Name :
        {"gemm_wg_128x256x64_s4_p_g16", "gemm_wg_128x256x64_s4_p_d_g4",
         "gemm_wg_128x256x64_s4_p_c2_g16"}) {
-    std::optional<GemmTileConfig> T = gemmTileOf(named(Name));
+    std::optional<GemmTileConfig> T = gemmTileOf(test::named(Name));
     ASSERT_TRUE(T) << Name;
     EXPECT_EQ(gemmChoiceName(*T), Name);
   }
   std::optional<GemmTileConfig> G =
-      gemmTileOf(named("gemm_wg_128x256x64_s4_p_c2_g16"));
+      gemmTileOf(test::named("gemm_wg_128x256x64_s4_p_c2_g16"));
   EXPECT_EQ(G->GroupM, 16);
   EXPECT_EQ(G->Cluster, 2);
   std::optional<GemmTileConfig> S =
-      swigluTileOf(named("swiglu_wg_128x128x64_s4_p_g16"));
+      swigluTileOf(test::named("swiglu_wg_128x128x64_s4_p_g16"));
   ASSERT_TRUE(S);
   EXPECT_EQ(S->GroupM, 16);
   EXPECT_TRUE(S->Persistent);
-  EXPECT_EQ(gemmTileOf(named("gemm_wg_128x256x64_s4_p"))->GroupM, 0);
+  EXPECT_EQ(gemmTileOf(test::named("gemm_wg_128x256x64_s4_p"))->GroupM, 0);
   // Only a persistent wgmma tile has a raster group, of at least one row.
   for (const char *Bad :
        {"gemm_wg_128x256x64_s4_g16", "gemm_wg_128x256x64_s4_p_g0",
         "gemm_wg_128x256x64_s4_p_g", "gemm_128x128x64_w4_s4_p_g16",
         "gemm_wg_128x256x64_s4_p_g16_c2"})
-    EXPECT_FALSE(gemmTileOf(named(Bad))) << Bad;
+    EXPECT_FALSE(gemmTileOf(test::named(Bad))) << Bad;
 }
 
 TEST(RasterGroupCodegen, GemmKernelDefinesItsGroup) {
   // The Llama-3-70B MLP's down projection: 16 tile rows of 128.
-  auto P = lowered("graph @g(%x: bf16[2048,28672], %w: bf16[28672,8192]) {\n"
-                   "  %y = matmul(%x, %w) : bf16[2048,8192]\n"
-                   "  return %y\n}\n");
+  auto P =
+      test::lowered("graph @g(%x: bf16[2048,28672], %w: bf16[28672,8192]) {\n"
+                    "  %y = matmul(%x, %w) : bf16[2048,8192]\n"
+                    "  return %y\n}\n",
+                    "g.mir");
   ASSERT_TRUE(P);
-  auto K = generateGemmKernel(first(*P), grouped(128, 256, 4, 16),
+  auto K = generateGemmKernel(test::firstNode(*P), grouped(128, 256, 4, 16),
                               /*Fused=*/false);
   ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
   EXPECT_EQ(K->Name, "y_gemm_wg_128x256x64_s4_p_g16");
   EXPECT_TRUE(K->Persistent);
   EXPECT_NE(K->Source.find("#define GROUP_M 16\n"), std::string::npos);
-  auto D = generateGemmKernel(first(*P), grouped(128, 256, 4, 0), false);
+  auto D =
+      generateGemmKernel(test::firstNode(*P), grouped(128, 256, 4, 0), false);
   ASSERT_TRUE(bool(D)) << llvm::toString(D.takeError());
   EXPECT_NE(D->Source.find("#define GROUP_M 8\n"), std::string::npos);
   expectKernelCompiles(*K);
 }
 
 TEST(RasterGroupCodegen, SwiGluKernelDefinesItsGroup) {
-  auto P = lowered("graph @s(%h: bf16[2048,8192], %wg: bf16[8192,28672], "
-                   "%wu: bf16[8192,28672]) {\n  %gu = swiglu(%h, %wg, %wu) "
-                   ": bf16[2048,28672]\n  return %gu\n}\n");
+  auto P =
+      test::lowered("graph @s(%h: bf16[2048,8192], %wg: bf16[8192,28672], "
+                    "%wu: bf16[8192,28672]) {\n  %gu = swiglu(%h, %wg, %wu) "
+                    ": bf16[2048,28672]\n  return %gu\n}\n",
+                    "g.mir");
   ASSERT_TRUE(P);
-  auto K = generateSwiGluKernel(first(*P), grouped(128, 128, 4, 16));
+  auto K = generateSwiGluKernel(test::firstNode(*P), grouped(128, 128, 4, 16));
   ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
   EXPECT_EQ(K->Name, "gu_swiglu_wg_128x128x64_s4_p_g16");
   EXPECT_NE(K->Source.find("#define GROUP_M 16\n"), std::string::npos);

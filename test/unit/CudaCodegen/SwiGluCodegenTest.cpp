@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "CompileAll.h"
 #include "IRTestUtils.h"
+#include "LowerAndFuse.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
@@ -22,10 +23,7 @@ using namespace mtsched;
 
 namespace {
 
-struct Parsed {
-  llvm::SourceMgr SM;
-  std::unique_ptr<Module> M;
-};
+using test::Parsed;
 
 /// `%gu = swiglu(%h, %wg, %wu)` over [M, K] x [K, N], lowered.
 std::unique_ptr<Parsed> swiglu(const char *Ty, int64_t M, int64_t K,
@@ -38,21 +36,11 @@ std::unique_ptr<Parsed> swiglu(const char *Ty, int64_t M, int64_t K,
                     ", %wu: " + Shape(K, N) +
                     ") {\n  %gu = swiglu(%h, %wg, %wu) : " + Shape(M, N) +
                     "\n  return %gu\n}\n";
-  auto P = std::make_unique<Parsed>();
-  P->M = test::parseAndVerify(P->SM, Src, "s.mir");
-  if (!P->M)
-    return nullptr;
-  if (llvm::Error E =
-          createLowerPass(LoweringOptions())->run(*P->M->getGraphs()[0])) {
-    llvm::consumeError(std::move(E));
-    return nullptr;
-  }
-  return P;
+  return test::lowered(Src, "s.mir");
 }
 
 const MultiTemplateBufferNode &node(const Parsed &P) {
-  return *llvm::cast<MultiTemplateBufferNode>(
-      P.M->getGraphs()[0]->getNodes()[0].get());
+  return test::firstNode(P);
 }
 
 } // namespace
