@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# swiglu-sus branch (issue 35), round 1: does select-swiglu's choice at
-# prefill depend on how long its samples are? The gate/up SwiGLU of
-# Llama-3-70B's MLP (2048 x 8192 -> 28672) and of Mixtral-8x7B's experts
-# (8 x 2048 x 4096 -> 14336, bmm) decided by the existing binary with
-# --bench-sample-us=500 (the default: burst clocks) and 20000, twice at 70B
-# (samples long enough for the clock the GPU sustains), each choice
-# checked against fp64 before it is timed; the choices restricted to what
-# the gallery layers decided (the persistent merged tile, the persistent
-# GEMM tile, cuBLAS) to fit the call. select-swiglu writes
-# swiglu_merged_us / swiglu_split_us on %gu. Then, as time allows, the
-# Mixtral layer through bench/mlp_breakdown.py (merged and split forced,
-# max-autotune, interleaved). Run from the repository root with
+# swiglu-sus branch (issue 35): select-swiglu at prefill re-times long
+# forms (either over --swiglu-sustained-us=1000) interleaved at sustained
+# load: 5 rounds, each form 5 ms warm-up then a 20 ms sample, in turn
+# (docs/PASSES.md). The gate/up SwiGLU of Llama-3-70B's MLP (2048 x 8192 ->
+# 28672) and of Mixtral-8x7B's experts (8 x 2048 x 4096 -> 14336, bmm)
+# decided by this branch's binary (every kernel checked against fp64
+# before it is timed), choices restricted to what the gallery layers
+# decided (the persistent merged tile, the persistent GEMM tile, cuBLAS) to
+# fit the call: %gu shows the burst times (swiglu_burst_*_us, 0.5 ms
+# samples), the sustained ones (swiglu_merged_us / swiglu_split_us) and
+# the form kept; 70B twice (run-to-run spread) and once with 20 ms burst
+# samples (--bench-sample-us=20000). Then, as time allows, a gallery layer
+# through bench/mlp_breakdown.py: mtsched measured / merged / split forced
+# and max-autotune (GEMMs ATen-only), timed interleaved (LAYER, default
+# mixtral_8x7b_moe). Run from the repository root with
 # .device/bin/mtsched-opt; results under $OUT; every step under `timeout`,
 # under 75 s.
 set -u
@@ -44,8 +47,8 @@ cat > "$K/choices.json" <<'JSON'
  "gemm_externs": ["extern.cublas"]}
 JSON
 
-echo "== 1. select-swiglu's two times by sample length (us; merged / split)" | tee -a "$S"
-for GS in llama70b:500 llama70b:20000 mixtral:500 mixtral:20000 llama70b:500 llama70b:20000; do
+echo "== 1. select-swiglu: burst (autotuner) and sustained (interleaved) times, us" | tee -a "$S"
+for GS in llama70b:500 mixtral:500 llama70b:500 llama70b:20000; do
   G=${GS%:*} SU=${GS#*:}
   {
     T=$(left); [ "$T" -gt 15 ] && T=15
@@ -55,19 +58,20 @@ for GS in llama70b:500 llama70b:20000 mixtral:500 mixtral:20000 llama70b:500 lla
       --bench-sample-us="$SU" --autotune-summary > "$K/$G-$SU.out" 2> "$K/$G-$SU.log"
     RC=$?
     cat "$K/$G-$SU.log" >> "$OUT/tune.log"
-    M=$(grep -o "swiglu_merged_us = [0-9.inf]*" "$K/$G-$SU.out" | head -1 | cut -d' ' -f3)
-    SP=$(grep -o "swiglu_split_us = [0-9.inf]*" "$K/$G-$SU.out" | head -1 | cut -d' ' -f3)
+    A=$(grep -o "{swiglu_merged_us[^}]*}" "$K/$G-$SU.out" | head -1)
     KEPT=$(grep -q "= multi_template_buffer swiglu" "$K/$G-$SU.out" && echo merged || echo split)
-    echo "$G sample-us=$SU rc=$RC merged $M split $SP kept $KEPT ($((SECONDS - START)) s)" | tee -a "$S"
+    echo "$G sample-us=$SU rc=$RC kept $KEPT $A ($((SECONDS - START)) s)" | tee -a "$S"
+    grep -i "error\|warning" "$K/$G-$SU.log" | head -3 | cut -c1-300 | tee -a "$S"
     { echo "-- $G $SU"; grep -h "^  [a-z]" "$K/$G-$SU.log" | cut -c1-90; } >> "$OUT/choices.txt"
   }
 done
 
 T=$(left)
+LAYER=${LAYER:-mixtral_8x7b_moe}
 if [ "$T" -gt 30 ]; then
-  echo "== 2. Mixtral through mtsched (merged, split forced) and max-autotune, interleaved" | tee -a "$S"
+  echo "== 2. $LAYER through mtsched (measured, merged, split) and max-autotune, interleaved" | tee -a "$S"
   timeout "$T" "$PY" bench/mlp_breakdown.py --build-dir "$D" --out "$OUT" \
-    --layers mixtral_8x7b_moe --forms merged split --aten-only > "$OUT/breakdown.log" 2>&1
+    --layers "$LAYER" --forms measured merged split --aten-only > "$OUT/breakdown.log" 2>&1
   echo "rc=$? ($((SECONDS - START)) s)" | tee -a "$S"
   grep -v "^$" "$OUT/breakdown.md" 2>/dev/null | head -24 | cut -c1-300 | tee -a "$S"
   grep -i "Traceback\|Error\|fell back" "$OUT/breakdown.log" | head -5 | tee -a "$S"
