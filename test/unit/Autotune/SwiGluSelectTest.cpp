@@ -9,6 +9,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"
 #include <limits>
+#include <thread>
 
 using namespace mtsched;
 
@@ -103,21 +104,24 @@ const char *SwiGlu70B =
 )";
 
 /// The decided IR of SwiGlu70B through lower, fuse-swiglu, fuse, autotune
-/// and select-swiglu, timed as Setup says.
-std::string decide(FormsSetup &Setup, unsigned SustainedUs = 1000) {
+/// and select-swiglu, timed as Setup says, on Comm's rank (one rank of its
+/// own without).
+std::string decide(FormsSetup &Setup, unsigned SustainedUs = 1000,
+                   Communicator *Comm = nullptr) {
   llvm::SourceMgr SM;
   SM.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(SwiGlu70B, "t.mir"), llvm::SMLoc());
   std::unique_ptr<Module> M = parseModule(SM);
   EXPECT_TRUE(M);
   Diagnostics Diags(SM);
-  SingleCommunicator Comm;
+  SingleCommunicator One;
   AutotuneOptions Opts;
   FusionOptions Fusion;
   Fusion.SwiGluSustainedUs = SustainedUs;
   std::unique_ptr<FusionHeuristic> Heuristic =
       llvm::cantFail(createFusionHeuristic(Fusion.Heuristic));
-  Autotuner Session(Opts, Fusion, *Heuristic, CollectiveMode::Deferred, Comm,
+  Autotuner Session(Opts, Fusion, *Heuristic, CollectiveMode::Deferred,
+                    Comm ? *Comm : One,
                     std::make_unique<Benchmarker>(
                         "fake", "unversioned", createTrivialBuilder(),
                         std::make_unique<FormsRunner>(Setup)),
@@ -212,6 +216,34 @@ TEST(SwiGluSustained, ShortFormsAndTheFlagOffKeepTheBurstTimes) {
   EXPECT_TRUE(Off.Asked.empty());
   EXPECT_TRUE(has(IR, "matmul(%h, %wg)")) << IR;
   EXPECT_FALSE(has(IR, "swiglu_timing")) << IR;
+}
+
+TEST(SwiGluSustained, RanksDecideFromTheSlowestRanksSustainedTimes) {
+  // Rank 0 alone would keep the merged form; rank 1's slower merged time
+  // wins the max-reduction: both ranks keep the split form.
+  ThreadGroup Group(2);
+  std::vector<FormsSetup> Setups(2);
+  std::vector<std::string> IR(2);
+  std::vector<std::thread> Threads;
+  for (int R = 0; R < 2; ++R) {
+    FormsSetup &S = Setups[R];
+    S.MergedUs = 2754.6;
+    S.GemmUs = 1200;
+    S.EpilogueUs = 80;
+    S.Sustained = {Measurement{ChoiceStatus::Ok, R ? 2990.0 : 2600.0, ""},
+                   Measurement{ChoiceStatus::Ok, 2700, ""}};
+    Threads.emplace_back([&, R] {
+      std::unique_ptr<Communicator> Comm = Group.get(R);
+      IR[R] = decide(Setups[R], 1000, Comm.get());
+    });
+  }
+  for (std::thread &T : Threads)
+    T.join();
+  EXPECT_EQ(IR[0], IR[1]);
+  EXPECT_TRUE(has(IR[0], "matmul(%h, %wg)")) << IR[0];
+  EXPECT_TRUE(has(IR[0], "swiglu_merged_us = 2990")) << IR[0];
+  EXPECT_EQ(Setups[0].Asked.size(), 1u);
+  EXPECT_EQ(Setups[1].Asked.size(), 1u);
 }
 
 } // namespace
