@@ -22,6 +22,7 @@ torch_backend_bench.py.
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -125,11 +126,16 @@ def compile_forms(backend, model, inputs, ref, forms):
         rec = backend.GRAPHS[-1]
         label = "mtsched " + form
         with open(rec["decided_path"]) as f:
-            kept = "merged" if " swiglu(" in f.read() else "split"
+            text = f.read()
+        kept = "merged" if " swiglu(" in text else "split"
+        # select-swiglu's times and, where it re-timed them at sustained
+        # load, how (swiglu_timing) and the autotuner's burst times.
+        times = re.findall(r"\{(swiglu_merged_us[^}]*)\}", text)
         lines += ["#### %s: first call %.1f s, error to eager %.1e, "
-                  "SwiGLU kept %s (%s)" % (label, time.time() - t0,
-                                           tbb.worst_error(y, ref), kept,
-                                           rec["decided_path"][-30:])]
+                  "SwiGLU kept %s (%s)%s" % (
+                      label, time.time() - t0, tbb.worst_error(y, ref), kept,
+                      rec["decided_path"][-30:],
+                      "".join("; " + t for t in times))]
         # The nodes' measurements are the same for every form (the
         # autotuning cache replays them): listed once.
         lines += (report_lines(backend, rec) if form == forms[0] else []) + \

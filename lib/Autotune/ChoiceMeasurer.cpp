@@ -296,6 +296,59 @@ ChoiceMeasurer::measureEpilogue(const MultiTemplateBufferNode &N,
   return A;
 }
 
+std::vector<AgreedMeasurement>
+ChoiceMeasurer::measureForms(llvm::ArrayRef<std::vector<FormKernel>> Forms,
+                             const SustainedProtocol &P) {
+  if (Ranks.isDegraded() || Opts.CacheOnly)
+    return {};
+  // Remembered by what runs and how it is timed.
+  std::string Key = "<forms " + std::to_string(P.Rounds) + "x" +
+                    std::to_string(P.WarmUs) + "+" +
+                    std::to_string(P.SampleUs) + ">";
+  for (const std::vector<FormKernel> &F : Forms) {
+    Key += "[";
+    for (const FormKernel &K : F)
+      Key += (K.C ? choiceKey(workloadKey(K.W, K.Fused), *K.C)
+                  : epilogueMemoKey(K.W)) +
+             ";";
+    Key += "]";
+  }
+  Key += Ranks.nodeGroupKey();
+  std::vector<AgreedMeasurement> Out(Forms.size());
+  bool Known = !Ranks.isBroken();
+  for (size_t I = 0; Known && I < Forms.size(); ++I) {
+    const AgreedMeasurement *Hit =
+        Store.findMemo(Key + "#" + std::to_string(I));
+    if (Hit)
+      Out[I] = *Hit;
+    Known = Hit != nullptr;
+  }
+  if (Known) {
+    Counters.MemoHits += unsigned(Forms.size());
+    return Out;
+  }
+  std::vector<Measurement> Local = Run.measureForms(Forms, P);
+  Counters.BenchmarksRun += unsigned(Forms.size());
+  std::vector<double> V;
+  for (size_t I = 0; I < Forms.size(); ++I)
+    V.push_back(I < Local.size() && Local[I].Status == ChoiceStatus::Ok
+                    ? Local[I].Us
+                    : Inf);
+  if (!Ranks.agreeMax(V, Opts.ChoiceTimeout + Opts.AgreementTimeout,
+                      "a peer stopped answering during benchmarking"))
+    return {};
+  for (size_t I = 0; I < Forms.size(); ++I) {
+    AgreedMeasurement &A = Out[I];
+    A.Status = std::isfinite(V[I]) ? ChoiceStatus::Ok : ChoiceStatus::Failed;
+    A.Us = roundUs(V[I]);
+    A.LocalUs = I < Local.size() ? Local[I].Us : Inf;
+    if (I < Local.size())
+      A.Message = Local[I].Message;
+    Store.remember(Key + "#" + std::to_string(I), A);
+  }
+  return Out;
+}
+
 namespace {
 /// A time measureByNode plans: choice C of node Node at workload W (at size
 /// Hint, 0 for the node's own), fused or not, or the node's epilogue alone

@@ -64,6 +64,13 @@ public:
                               const Workload &W) override {
     return Inner->getRunner().measureEpilogue(N, W);
   }
+  /// The forms' kernels are decided choices: a choice with a fault was
+  /// never decided.
+  std::vector<Measurement>
+  measureForms(llvm::ArrayRef<std::vector<FormKernel>> Forms,
+               const SustainedProtocol &P) override {
+    return Inner->getRunner().measureForms(Forms, P);
+  }
 
 private:
   Measurement injected(const Fault &F) const {

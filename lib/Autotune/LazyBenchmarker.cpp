@@ -95,6 +95,14 @@ public:
     return B ? B->getRunner().measureEpilogue(N, W)
              : failed(Backend->getError());
   }
+  std::vector<Measurement>
+  measureForms(llvm::ArrayRef<std::vector<FormKernel>> Forms,
+               const SustainedProtocol &P) override {
+    Benchmarker *B = Backend->get();
+    return B ? B->getRunner().measureForms(Forms, P)
+             : std::vector<Measurement>(Forms.size(),
+                                        failed(Backend->getError()));
+  }
 
 private:
   std::shared_ptr<LazyBackend> Backend;

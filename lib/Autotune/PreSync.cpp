@@ -178,6 +178,10 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
      << (Fusion.SwiGlu == SwiGluForm::Merged  ? " swiglu-form=merged"
          : Fusion.SwiGlu == SwiGluForm::Split ? " swiglu-form=split"
                                               : "")
+     << (Fusion.SwiGluSustainedUs != 1000
+             ? " swiglu-sustained-us=" +
+                   std::to_string(Fusion.SwiGluSustainedUs)
+             : std::string())
      << " backend=" << Opts.Backend << " device=" << DeviceName << "("
      << llvm::utohexstr(hashDevice(Opts.Device)) << ")"
      << " bench-runs=" << Opts.BenchRuns << " warmup-runs=" << Opts.WarmupRuns

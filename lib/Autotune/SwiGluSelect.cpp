@@ -54,9 +54,22 @@ public:
   llvm::Error run(Graph &G) override;
 
 private:
-  /// The split form's time: both GEMMs as decided, their unfused epilogues
-  /// as kernels of their own, and what no epilogue covers on its own.
-  double splitUs(const Graph &G, const SwiGluMatch &S);
+  /// The split form: its kernels (both GEMMs as decided, their unfused
+  /// epilogues as kernels of their own) and its time, theirs as the
+  /// autotuner measured them plus Predicted, what no epilogue covers run
+  /// on its own.
+  struct SplitForm {
+    std::vector<Autotuner::FormPart> Parts;
+    double Us = 0;
+    double PredictedUs = 0;
+  };
+  SplitForm splitForm(const Graph &G, const SwiGluMatch &S);
+  /// Both forms re-timed interleaved at sustained load where either one's
+  /// autotuning time is long (--swiglu-sustained-us): Merged and Split are
+  /// replaced by those times, and Attrs say which protocol gave them.
+  void retimeSustained(const Graph &G, MultiTemplateBufferNode &Alt,
+                       const SplitForm &SF, double MergedExtraUs,
+                       double &Merged, double &Split, AttrDict &Attrs);
   /// What the merged form adds to its own GEMM: consumers of %gu that are
   /// in the split GEMMs' epilogues run as a kernel of their own once the
   /// merged GEMM (which has no epilogue) replaces them. Predicted.
@@ -66,14 +79,18 @@ private:
 
 } // namespace
 
-double SelectSwiGluPass::splitUs(const Graph &G, const SwiGluMatch &S) {
-  double Us = 0;
+SelectSwiGluPass::SplitForm SelectSwiGluPass::splitForm(const Graph &G,
+                                                        const SwiGluMatch &S) {
+  SplitForm SF;
   llvm::DenseSet<const Node *> Covered;
   for (const MultiTemplateBufferNode *X : {S.Gate, S.Up}) {
     bool Fused = X->isEpilogueFused();
-    Us += decidedUs(*X, Fused);
-    if (!Fused)
-      Us += Session->measureEpilogueUs(G, *X);
+    SF.Us += decidedUs(*X, Fused);
+    SF.Parts.push_back({X, Fused, /*Epilogue=*/false});
+    if (!Fused && !X->getEpilogue().empty()) {
+      SF.Us += Session->measureEpilogueUs(G, *X);
+      SF.Parts.push_back({X, false, /*Epilogue=*/true});
+    }
     for (const Operand &E : X->getEpilogue())
       Covered.insert(E.V->getDef());
   }
@@ -81,9 +98,44 @@ double SelectSwiGluPass::splitUs(const Graph &G, const SwiGluMatch &S) {
   // nothing times buffer kernels.
   for (const Node *N : {S.Silu, S.Mul})
     if (!Covered.count(N))
-      Us +=
+      SF.PredictedUs +=
           Session->getTimePredictor().chainUs(standalone(*N, N->getOperand(0)));
-  return roundUs(Us);
+  SF.Us += SF.PredictedUs;
+  return SF;
+}
+
+void SelectSwiGluPass::retimeSustained(const Graph &G,
+                                       MultiTemplateBufferNode &Alt,
+                                       const SplitForm &SF,
+                                       double MergedExtraUs, double &Merged,
+                                       double &Split, AttrDict &Attrs) {
+  unsigned From = Session->getSwiGluSustainedUs();
+  // Short forms (decode, small prefill) decide from the autotuner's times
+  // as they always did; a form that failed leaves nothing to compare.
+  if (!From || Session->getSwiGluForm() != SwiGluForm::Measured ||
+      !std::isfinite(Merged) || !std::isfinite(Split) ||
+      std::max(Merged, Split) < double(From))
+    return;
+  std::vector<std::vector<Autotuner::FormPart>> Forms = {
+      {{&Alt, Alt.isEpilogueFused(), false}}, SF.Parts};
+  std::vector<Measurement> T = Session->measureFormsUs(G, Forms);
+  std::string Why;
+  if (T.size() != 2)
+    Why = "not measured (the ranks cannot measure, or --cache-only)";
+  else if (T[0].Status != ChoiceStatus::Ok || T[1].Status != ChoiceStatus::Ok)
+    Why = (T[0].Status != ChoiceStatus::Ok ? "merged: " + T[0].Message
+                                           : "split: " + T[1].Message);
+  if (!Why.empty()) {
+    // Failures as data: the autotuner's times decide, and the IR says why.
+    Attrs.set("swiglu_timing", Attribute::getString("burst"));
+    Attrs.set("swiglu_sustained_failed", Attribute::getString(Why));
+    return;
+  }
+  Attrs.set("swiglu_timing", Attribute::getString("sustained"));
+  Attrs.set("swiglu_burst_merged_us", Attribute::getFloat(Merged));
+  Attrs.set("swiglu_burst_split_us", Attribute::getFloat(Split));
+  Merged = roundUs(T[0].Us + MergedExtraUs);
+  Split = roundUs(T[1].Us + SF.PredictedUs);
 }
 
 double SelectSwiGluPass::mergedExtraUs(const SwiGluMatch &S) {
@@ -138,16 +190,23 @@ llvm::Error SelectSwiGluPass::run(Graph &G) {
                                   "', which is no longer a decided "
                                   "mul(silu(matmul), matmul) over its "
                                   "operands");
-    double Merged =
-        roundUs(decidedUs(*Alt, Alt->isEpilogueFused()) + mergedExtraUs(*S));
-    double Split = splitUs(G, *S);
-    // Attributes but the link, then both times.
+    double Extra = mergedExtraUs(*S);
+    double Merged = roundUs(decidedUs(*Alt, Alt->isEpilogueFused()) + Extra);
+    SplitForm SF = splitForm(G, *S);
+    double Split = roundUs(SF.Us);
+    // Attributes but the link, then both times (and, re-timed, how).
     AttrDict Attrs;
     for (const auto &KV : Alt->getAttrs())
       if (KV.first != AlternativeOfAttr)
         Attrs.set(KV.first, KV.second);
-    Attrs.set("swiglu_merged_us", Attribute::getFloat(Merged));
-    Attrs.set("swiglu_split_us", Attribute::getFloat(Split));
+    AttrDict How, Times;
+    retimeSustained(G, *Alt, SF, Extra, Merged, Split, How);
+    Times.set("swiglu_merged_us", Attribute::getFloat(Merged));
+    Times.set("swiglu_split_us", Attribute::getFloat(Split));
+    for (const auto &KV : How)
+      Times.set(KV.first, KV.second);
+    for (const auto &KV : Times)
+      Attrs.set(KV.first, KV.second);
     if (keepMergedSwiGlu(Merged, Split, Session->getTieTolerance(),
                          Session->getSwiGluForm())) {
       std::unique_ptr<Node> New = Alt->clone();
@@ -160,9 +219,8 @@ llvm::Error SelectSwiGluPass::run(Graph &G) {
       G.eraseNode(S->Gate);
       G.eraseNode(S->Up);
     } else {
-      for (const auto &KV : Attrs)
-        if (KV.first == "swiglu_merged_us" || KV.first == "swiglu_split_us")
-          S->Mul->getAttrs().set(KV.first, KV.second);
+      for (const auto &KV : Times)
+        S->Mul->getAttrs().set(KV.first, KV.second);
       G.eraseNode(Alt);
     }
   }

@@ -110,6 +110,16 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
                    "either form"),
           cl::value_desc("measured|merged|split"), cl::init("measured"),
           cl::cat(Cat)),
+      SwiGluSustainedUs(
+          "swiglu-sustained-us",
+          cl::desc("select-swiglu re-times a SwiGLU's two forms "
+                   "interleaved, in samples of 20 ms after 5 ms of the "
+                   "same form (the clock the GPU sustains), when either "
+                   "form's autotuning time is at least this many us "
+                   "(default 1000; 0: never). Short bursts favour short "
+                   "kernels: at Llama-3-70B's prefill they kept the split "
+                   "form, which ran slower in the layer"),
+          cl::init(1000), cl::cat(Cat)),
       TopologyFile("topology",
                    cl::desc("JSON file saying which host and NVLink domain "
                             "each rank is on (default: discovered, MPI's "
@@ -154,5 +164,6 @@ llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
   else
     return fail("--swiglu-form must be 'measured', 'merged' or 'split', not '" +
                 SwiGluFormMode + "'");
+  Fusion.SwiGluSustainedUs = SwiGluSustainedUs;
   return llvm::Error::success();
 }

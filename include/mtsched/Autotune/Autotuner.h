@@ -80,6 +80,24 @@ public:
   /// across ranks, memoized), predicted by the noise-free cost model once
   /// ranks cannot agree; 0 without an epilogue, +inf if it failed.
   double measureEpilogueUs(const Graph &G, const MultiTemplateBufferNode &N);
+  /// One kernel of a form measureFormsUs times: node N as decided (fused
+  /// with its epilogue if Fused), or N's epilogue as its own kernel
+  /// (Epilogue).
+  struct FormPart {
+    const MultiTemplateBufferNode *N = nullptr;
+    bool Fused = false;
+    bool Epilogue = false;
+  };
+  /// Each form's time at sustained load, timed interleaved as Protocol says
+  /// (Runner::measureForms) and agreed across ranks, memoized; a failed
+  /// form's Status and Message say why. Empty where nothing may be measured
+  /// (the ranks degraded, --cache-only).
+  std::vector<Measurement>
+  measureFormsUs(const Graph &G, llvm::ArrayRef<std::vector<FormPart>> Forms,
+                 const SustainedProtocol &Protocol = {});
+  /// --swiglu-sustained-us: from what time select-swiglu re-times its forms
+  /// with measureFormsUs (0: never).
+  unsigned getSwiGluSustainedUs() const;
   /// What predicts times where nothing is measured.
   const TimePredictor &getTimePredictor() const;
   /// --tie-tolerance: times within this fraction of the fastest are tied.

@@ -58,6 +58,13 @@ public:
   /// N's epilogue run as its own kernel.
   AgreedMeasurement measureEpilogue(const MultiTemplateBufferNode &N,
                                     const Workload &W, NodeState &S);
+  /// Forms timed interleaved at sustained load (Runner::measureForms), each
+  /// form's time agreed across the node's ranks by max and remembered for
+  /// the run. Empty where nothing may be measured (the ranks degraded,
+  /// --cache-only): the caller keeps the times it had.
+  std::vector<AgreedMeasurement>
+  measureForms(llvm::ArrayRef<std::vector<FormKernel>> Forms,
+               const SustainedProtocol &P);
   /// What one node needs measured before it is decided (measureByNode).
   struct NodeWork {
     const MultiTemplateBufferNode *N = nullptr;

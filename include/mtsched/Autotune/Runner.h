@@ -14,12 +14,33 @@
 #include "mtsched/Autotune/Builder.h"
 #include "mtsched/Autotune/Measurement.h"
 #include "mtsched/Autotune/Workload.h"
+#include "llvm/ADT/ArrayRef.h"
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace mtsched {
+
+/// One kernel of a form that Runner::measureForms times: choice C of node N
+/// at W (fused with N's epilogue if Fused), or N's epilogue as its own
+/// kernel (C null). The choice was measured before (its kernel is built).
+struct FormKernel {
+  const MultiTemplateBufferNode *N = nullptr;
+  Workload W;
+  const Choice *C = nullptr;
+  bool Fused = false;
+};
+
+/// How Runner::measureForms times: Rounds rounds, each one sample of every
+/// form in turn (the order rotating), each sample at least SampleUs of the
+/// form run back to back right after WarmUs of it, so that every form is
+/// timed at the clock the GPU settles to under that form's load.
+struct SustainedProtocol {
+  unsigned Rounds = 5;
+  unsigned WarmUs = 5000;
+  unsigned SampleUs = 20000;
+};
 
 class Runner {
 public:
@@ -42,6 +63,13 @@ public:
   /// Times N's epilogue as its own kernel.
   virtual Measurement measureEpilogue(const MultiTemplateBufferNode &N,
                                       const Workload &W) = 0;
+  /// Times each form (its kernels in order, one after another) as P says,
+  /// interleaved: a form's time is the median of its samples, in us a run
+  /// of the form. One answer per form; a backend that cannot (the default)
+  /// fails every form, and its callers keep the times they had.
+  virtual std::vector<Measurement>
+  measureForms(llvm::ArrayRef<std::vector<FormKernel>> Forms,
+               const SustainedProtocol &P);
 };
 
 } // namespace mtsched

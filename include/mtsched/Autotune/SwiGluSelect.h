@@ -9,10 +9,13 @@
 // of their own after it). The faster stays: merged, the alternative takes %gu's
 // place and the two GEMMs and the silu go; split, the alternative goes. Times
 // within --tie-tolerance keep the merged form; --swiglu-form=merged or
-// split keeps that form instead, to time a whole graph in it. Either
-// way %gu records both times
-// (`swiglu_merged_us`, `swiglu_split_us`), and the result is an ordinary
-// decided graph (see docs/PASSES.md).
+// split keeps that form instead, to time a whole graph in it. Where either
+// form takes at least --swiglu-sustained-us, the two forms are timed again
+// against each other, interleaved at sustained load
+// (Autotuner::measureFormsUs), and those times decide: bursts favour short
+// kernels. Either way %gu records both times (`swiglu_merged_us`,
+// `swiglu_split_us`; re-timed, also `swiglu_timing` and the burst times),
+// and the result is an ordinary decided graph (see docs/PASSES.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTSCHED_AUTOTUNE_SWIGLUSELECT_H

@@ -108,6 +108,11 @@ struct FusionOptions {
   unsigned MaxFusionDepth = 2;
   /// --swiglu-form: what `select-swiglu` keeps.
   SwiGluForm SwiGlu = SwiGluForm::Measured;
+  /// --swiglu-sustained-us: `select-swiglu` re-times the two forms
+  /// interleaved at sustained load when either one's autotuning time is at
+  /// least this (0: never). On an H200 the Llama-3-8B prefill forms (~0.6
+  /// ms) were ordered alike either way; the 70B ones (~2.6 ms) were not.
+  unsigned SwiGluSustainedUs = 1000;
 };
 
 struct FusionRejection {

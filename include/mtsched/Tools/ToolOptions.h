@@ -63,6 +63,7 @@ private:
   llvm::cl::opt<bool> ReductionFusion;
   llvm::cl::opt<bool> EpilogueThroughLayout;
   llvm::cl::opt<std::string> SwiGluFormMode;
+  llvm::cl::opt<unsigned> SwiGluSustainedUs;
   llvm::cl::opt<std::string> TopologyFile;
 };
 

@@ -98,6 +98,11 @@ public:
                               const Workload &W) override {
     return S->measureEpilogue(N, W);
   }
+  std::vector<Measurement>
+  measureForms(llvm::ArrayRef<std::vector<FormKernel>> Forms,
+               const SustainedProtocol &P) override {
+    return S->measureForms(Forms, P);
+  }
 
 private:
   std::shared_ptr<CudaSession> S;

@@ -123,8 +123,17 @@ public:
                       const Choice &C, bool Fused);
   Measurement measureEpilogue(const MultiTemplateBufferNode &N,
                               const Workload &W);
+  /// Runner::measureForms: each kernel measured first (checked against
+  /// fp64), then the forms timed interleaved (CudaBenchForms.cpp).
+  std::vector<Measurement>
+  measureForms(llvm::ArrayRef<std::vector<FormKernel>> Forms,
+               const SustainedProtocol &P);
 
 private:
+  /// measureForms' timing of each form's launches (G's lock held).
+  std::vector<Measurement> timeForms(
+      const std::vector<std::vector<std::function<CUresult(int)>>> &Launches,
+      const SustainedProtocol &P);
   /// N's state at W's size, created empty on first use.
   Prepared &slot(const MultiTemplateBufferNode &N, const Workload &W);
   /// Prepares N at W's size once: inputs, references, kernels.

@@ -47,6 +47,28 @@ public:
     return sample(Model->epilogueUs(W), "");
   }
 
+  /// The simulator has no clock that slows under load: a form's time is
+  /// the sum of its kernels' predicted times, without noise (deterministic,
+  /// and the noise stream of later measurements is left as it was).
+  std::vector<Measurement>
+  measureForms(llvm::ArrayRef<std::vector<FormKernel>> Forms,
+               const SustainedProtocol &) override {
+    std::vector<Measurement> Out;
+    for (const std::vector<FormKernel> &F : Forms) {
+      Measurement M;
+      for (const FormKernel &K : F)
+        M.Us +=
+            K.C ? Model->choiceUs(K.W, *K.C, K.Fused) : Model->epilogueUs(K.W);
+      if (!std::isfinite(M.Us)) {
+        M.Status = ChoiceStatus::Failed;
+        M.Us = std::numeric_limits<double>::infinity();
+        M.Message = "the simulator has no model for a kernel of the form";
+      }
+      Out.push_back(std::move(M));
+    }
+    return Out;
+  }
+
 private:
   /// Median of BenchRuns noisy samples of a predicted time.
   Measurement sample(double PredictedUs, std::string WhyInfinite) {
