@@ -12,6 +12,9 @@ report).
         [--layers llama3_70b_mlp ...] [--forms measured merged split] \\
         [--aten-only]
 
+A form "args:FLAGS" compiles with those mtsched-opt flags instead of a
+--swiglu-form (e.g. "args:--bench-sample-us=20000").
+
 --aten-only restricts Inductor's GEMM autotuning to ATen (cuBLAS), which
 full max-autotune chose for every GEMM of the Llama-3 MLPs on an H200
 (2026-11-29), to fit a short device call. Writes DIR/breakdown.md and
@@ -109,8 +112,11 @@ def compile_forms(backend, model, inputs, ref, forms):
     """{label: compiled callable} per --swiglu-form, and text about each."""
     out, lines = {}, []
     for form in forms:
+        # "args:FLAGS" compiles with mtsched-opt FLAGS instead of a
+        # --swiglu-form (e.g. "args:--bench-sample-us=20000").
         os.environ["MTSCHED_TORCH_OPT_ARGS"] = \
-            "" if form == "measured" else "--swiglu-form=" + form
+            "" if form == "measured" else form[5:] \
+            if form.startswith("args:") else "--swiglu-form=" + form
         # The backend keeps one runtime graph per imported IR text in the
         # process: another form of the same IR must be decided anew. The
         # entries stay referenced (KEPT): a compiled form's graph lives in
