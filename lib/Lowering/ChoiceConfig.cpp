@@ -382,7 +382,7 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
            (T.Cluster ? "_c" : "") +
            (T.Prefetch > 0 ? "_pf" + std::to_string(T.Prefetch) : "") +
            (T.EvictFirst ? "_ef" : "") + (T.Stagger ? "_r" : "") +
-           (T.Tail ? "_t" : "") +
+           (T.Tail ? "_t" : "") + (T.OneBox ? "_ob" : "") +
            (T.Persistent ? (T.WarpPartials ? "_pw" : "_p") : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
@@ -395,7 +395,8 @@ bool mtsched::decTileOptionsValid(const AttentionTile &T) {
          (!T.Persistent || (T.Splits == 1 && !T.Cluster && !T.Stagger)) &&
          (!T.WarpPartials || (T.Persistent && !T.Prefetch)) &&
          (!T.Tail || (T.Splits == 1 && !T.Persistent && !T.Prefetch &&
-                      T.Stages % 2 == 0 && (T.Stages / 2) % T.Warps == 0));
+                      T.Stages % 2 == 0 && (T.Stages / 2) % T.Warps == 0)) &&
+         (!T.OneBox || (!T.Persistent && !T.Prefetch));
 }
 
 std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
@@ -434,6 +435,7 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   // The decode flags, last first (the round trip below keeps their order).
   T.WarpPartials = T.Dec && S.consume_back("_pw");
   T.Persistent = T.WarpPartials || (T.Dec && S.consume_back("_p"));
+  T.OneBox = T.Dec && S.consume_back("_ob");
   T.Tail = T.Dec && S.consume_back("_t");
   T.Stagger = T.Dec && S.consume_back("_r");
   T.EvictFirst = T.Dec && S.consume_back("_ef");

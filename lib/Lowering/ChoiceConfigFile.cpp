@@ -133,7 +133,8 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
 static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                                       llvm::StringRef Path, AttentionTile &T) {
   // "prefetch" (tiles ahead), "evict_first", "stagger", "warp_partials" and
-  // "tail_depth" are optional (0 or false), decode tiles only.
+  // "tail_depth" and "one_box" are optional (0 or false), decode tiles
+  // only.
   if (const llvm::json::Value *Pf = O->get("prefetch")) {
     std::optional<int64_t> V = Pf->getAsInteger();
     if (!V || *V < 0 || *V > 64 || (*V && !T.Dec))
@@ -172,6 +173,13 @@ static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                              "true or false, and true only with \"decode\": "
                              "true");
     T.Tail = *B;
+  }
+  if (const llvm::json::Value *Ob = O->get("one_box")) {
+    std::optional<bool> B = Ob->getAsBoolean();
+    if (!B || (*B && !T.Dec))
+      return fileError(Path, "attention tile field 'one_box' must be true "
+                             "or false, and true only with \"decode\": true");
+    T.OneBox = *B;
   }
   return llvm::Error::success();
 }
@@ -301,7 +309,8 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                                "prefetch with warp partials, a tail depth "
                                "only unsplit, not persistent, without "
                                "prefetch and with half the stages a "
-                               "multiple of the warps");
+                               "multiple of the warps, one box not "
+                               "persistent and without prefetch");
   if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the tensor cores: BQ "

@@ -116,6 +116,11 @@ struct AttentionTile {
   /// bytes in flight that are fastest while every CTA streams, and more
   /// for the last CTAs.
   bool Tail = false;
+  /// A decode tile's stage of k (and of v) comes by one TMA copy of its
+  /// keys' contiguous rows (`_ob`, not persistent, no prefetch): k and v
+  /// seen as rows of 64 elements, a key's D / 64 of them consecutive,
+  /// instead of D / 64 boxes each striding over every key's row.
+  bool OneBox = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.

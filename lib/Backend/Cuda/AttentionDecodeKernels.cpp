@@ -63,8 +63,16 @@ __device__ __forceinline__ void mt_cluster_sync() {
 // The byte offset of 16-byte chunk `chunk` (of D_ / 8) of row `row` in a
 // tile of D_ / 64 boxes of BKV rows x 128 bytes in the TMA's 128-byte
 // swizzle: within each 1024-byte block chunk c of row r sits at c ^ (r % 8).
+// With ONE_BOX the tile is one box of BKV * ROW_BOXES rows of 128 bytes,
+// a key's ROW_BOXES rows consecutive (as in global memory); for ldmatrix's
+// eight keys of one chunk that is a 2-way bank conflict at D = 128.
 __device__ __forceinline__ unsigned mt_swz(int row, int chunk) {
+#if ONE_BOX
+  const int br = row * ROW_BOXES + (chunk >> 3);
+  return br * 128 + (((chunk & 7) ^ (br & 7)) << 4);
+#else
   return (chunk >> 3) * KV_BOX + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+#endif
 }
 )";
 
@@ -122,6 +130,13 @@ static const char *const DecStart = R"(
     const int s = it % STAGES;
     mt_mbar_expect(full + 8 * s, 2 * KV_TILE);
     const int y = (int)(kvBegin + (long long)MT_TILE(it) * BKV);
+#if ONE_BOX
+    // The stage's keys are BKV * ROW_BOXES contiguous rows of 128 bytes.
+    mt_tma_load(sK + s * KV_TILE, tm_k, full + 8 * s, 0, y * ROW_BOXES,
+                (int)bh);
+    mt_tma_load(sV + s * KV_TILE, tm_v, full + 8 * s, 0, y * ROW_BOXES,
+                (int)bh);
+#else
 #pragma unroll
     for (int h = 0; h < D_ / 64; ++h) {
       mt_tma_load(sK + s * KV_TILE + h * KV_BOX, tm_k, full + 8 * s, h * 64,
@@ -129,6 +144,7 @@ static const char *const DecStart = R"(
       mt_tma_load(sV + s * KV_TILE + h * KV_BOX, tm_v, full + 8 * s, h * 64,
                   y, (int)bh);
     }
+#endif
 )";
 
 static const char *const DecLoop = R"(  };
@@ -545,8 +561,8 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                "warps) that fit in shared memory, 2 to 8 splits in a cluster, "
                "none and no stagger when persistent, no prefetch with warp "
                "partials, a tail depth only unsplit, not persistent, without "
-               "prefetch and with half the stages a multiple of the warps "
-               "(got " +
+               "prefetch and with half the stages a multiple of the warps, "
+               "one box not persistent and without prefetch (got " +
                dtypeName(S.Dtype) + ", D = " + llvm::Twine(S.D) + ")");
   int64_t Tiles = (S.group() * S.Sq + T.BQ - 1) / T.BQ;
   if (T.Persistent && Tiles != 1)
@@ -555,7 +571,7 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                "head in one tile of 16 (got " +
                llvm::Twine(S.group() * S.Sq) + ")");
   if (Tiles * T.Splits > 0x7fffffff || S.B * S.Hkv > 65535 ||
-      S.Skv > 0x7fffffff)
+      S.Skv * (T.OneBox ? S.D / 64 : 1) > 0x7fffffff)
     return err("the decode attention grid exceeds CUDA's limits");
   return llvm::Error::success();
 }
@@ -593,8 +609,11 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
       (S->Dtype == DType::BF16 ? "bf16" : "f16") + "\"\n#define KV_BOX " +
       std::to_string(T.BKV * 128) + " // bytes of a k or v box\n" +
       "#define KV_TILE " + std::to_string(KvTile) +
-      " // bytes of a stage's k (or v)\n" + KeyRange + PackHelper +
-      WgmmaHelpers + DecHelpers + (T.Prefetch ? PrefetchHelper : "") +
+      " // bytes of a stage's k (or v)\n#define ONE_BOX " +
+      (T.OneBox ? "1" : "0") + "\n#define ROW_BOXES " +
+      std::to_string(S->D / 64) + " // 128-byte rows of a key\n" + KeyRange +
+      PackHelper + WgmmaHelpers + DecHelpers +
+      (T.Prefetch ? PrefetchHelper : "") +
       (T.EvictFirst ? EvictFirstHelper : "") + (T.Tail ? TailHelper : "");
   // Two CTAs an SM where their shared memory fits and 65536 registers
   // leave each thread 200 (a decode step's split CTAs are short: more of
@@ -669,8 +688,16 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
   K.BlockX = Threads;
   K.SharedBytes = unsigned(Smem);
   K.NeedsSm90a = true;
-  // k and v as [B * Hkv][Skv][D] in boxes of 64 columns x BKV keys.
-  K.TensorMaps = {wgmmaTensorMap(1, S->D, S->Skv, NBH, 64, uint32_t(T.BKV)),
-                  wgmmaTensorMap(2, S->D, S->Skv, NBH, 64, uint32_t(T.BKV))};
+  // k and v as [B * Hkv][Skv][D] in boxes of 64 columns x BKV keys, or
+  // with _ob as [B * Hkv][Skv * D / 64][64] in boxes of a stage's rows.
+  if (T.OneBox) {
+    int64_t RowBoxes = S->D / 64;
+    uint32_t Box = uint32_t(T.BKV * RowBoxes);
+    K.TensorMaps = {wgmmaTensorMap(1, 64, S->Skv * RowBoxes, NBH, 64, Box),
+                    wgmmaTensorMap(2, 64, S->Skv * RowBoxes, NBH, 64, Box)};
+  } else {
+    K.TensorMaps = {wgmmaTensorMap(1, S->D, S->Skv, NBH, 64, uint32_t(T.BKV)),
+                    wgmmaTensorMap(2, S->D, S->Skv, NBH, 64, uint32_t(T.BKV))};
+  }
   return K;
 }

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# attn-dec16c branch (issue 35: decode attention at B = 16 <= 1.0x SDPA,
+# B = 1 and 4 no slower): a profile of mtsched's `attn_dec` kernel beside
+# SDPA's cuDNN kernel at B = 16, and the decode choices beside SDPA, on one
+# H200. Run from the repository root after `bash scripts/gpu-test.sh
+# --pack` (binaries in .device/); results under $OUT. Budget: 72 s, every
+# step under `timeout`.
+#   1. sdpa.log: PyTorch SDPA, each backend, at B = 16, 4, 1
+#      (bench/peers/torch_sdpa.py).
+#   2. decided.log / summary: per decode graph (bench/attention-llama3.mir)
+#      the choices of $CHOICES, each checked against fp64 by the
+#      benchmarker before it is timed.
+#   3. sdpa-kernels.txt: SDPA's kernels at B = 16 and 4 (name, grid, block,
+#      shared memory, registers: torch.profiler).
+#   4. ncu-ours.txt, ncu-cudnn.txt: Nsight Compute (where the machine has
+#      it and allows it) on our B = 16 kernel and on cuDNN's, same sections.
+#   5. sdpa2.log: SDPA at B = 16 once more.
+set -u
+ROOT=$PWD; D=$ROOT/.device
+source "$ROOT/scripts/device-driver.sh" # device_script_setup, device_log_start
+device_script_setup "$ROOT" attn-dec16c # NCCL_NVLS_ENABLE=0, BIN, PY, OUT
+device_log_start "$OUT/decided.log" "$OUT/summary.txt" 72 # START
+S=$OUT/summary.txt
+left() { echo $((72 - (SECONDS - START))); }
+cap() { local T; T=$(left); [ "$T" -gt "$1" ] && T=$1; echo "$T"; }
+K=$(mktemp -d)
+
+echo "== 1. PyTorch SDPA, each backend" | tee -a "$S"
+timeout 14 "$PY" bench/peers/torch_sdpa.py "$OUT/sdpa.json" \
+  --only=decode_b1,decode_b4,decode_b16 > "$OUT/sdpa.log" 2>&1
+echo "sdpa rc=$?" | tee -a "$S"
+grep decode "$OUT/sdpa.log" | tee -a "$S"
+
+# graph: its choices as bench/choices_file.py's tokens
+# (dBKV.W.S.N = attn_dec_16xBKV_wW_sS[_kvN]).
+# (o: `_ob`, one TMA copy a stage for k and one for v.)
+CHOICES=${CHOICES:-"decode_b16 d32.4.4.1 d32.4.4.1o d32.2.4.1 d32.2.4.1o d64.2.2.1o d32.4.8.1o
+decode_b4 d32.4.8.4 d32.4.8.4o d16.4.8.4
+decode_b1 d32.4.8.8 d32.4.8.8o d16.4.8.16"}
+echo "== 2. decode choices over 4096 keys" | tee -a "$S"
+while read -r g tiles; do
+  python3 bench/choices_file.py attn "$K/$g.json" $tiles
+  sed -n "/^graph @$g(/,/^}/p" bench/attention-llama3.mir > "$K/$g.mir"
+  T=$(cap 10)
+  if [ "$T" -lt 3 ]; then echo "$g skipped: out of time" | tee -a "$S"; continue; fi
+  timeout "$T" "$BIN" "$K/$g.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
+    --no-cache --kernel-cache-dir="$K/kc" --quiet --choice-timeout-ms=20000 \
+    --choices-file="$K/$g.json" --disable-choices=attn_math \
+    --report="$K/report-$g.json" > "$K/decided.part" 2>> "$OUT/decided.log"
+  echo "$g rc=$? at $((SECONDS - START)) s" | tee -a "$S"
+  grep -o "decided [a-z0-9_]* timings {[^}]*}" "$K/decided.part" | tee -a "$S"
+done <<< "$CHOICES"
+grep -i "error\|differs\|wrong" "$OUT/decided.log" | head -10 | tee -a "$S"
+for r in "$K"/report-*.json; do
+  [ -f "$r" ] && python3 bench/choices_file.py not-ok "$r" | tee -a "$S"
+done
+
+echo "== 3. SDPA's kernels (torch.profiler)" | tee -a "$S"
+timeout "$(cap 12)" "$PY" bench/peers/sdpa_decode_profile.py info 16 4 \
+  > "$OUT/sdpa-kernels.txt" 2>&1
+echo "sdpa-kernels rc=$?" | tee -a "$S"
+grep "^B=" "$OUT/sdpa-kernels.txt" | cut -c1-400 | tee -a "$S"
+
+echo "== 4. Nsight Compute" | tee -a "$S"
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+echo "ncu: ${NCU:-none}; $(ls -d /usr/local/cuda*/bin /opt/nvidia/* 2>/dev/null | tr '\n' ' ')" | tee -a "$S"
+SECTIONS="--section SpeedOfLight --section MemoryWorkloadAnalysis
+  --section MemoryWorkloadAnalysis_Tables --section WarpStateStats
+  --section LaunchStats --section Occupancy --section SchedulerStats
+  --metrics sm__cycles_active.min,sm__cycles_active.max,sm__cycles_active.avg,dram__bytes_read.sum,dram__bytes_read.sum.per_second"
+if [ -n "$NCU" ]; then
+  "$NCU" --version 2>&1 | tail -1 | tee -a "$S"
+  G=decode_b16
+  python3 bench/choices_file.py attn "$K/one.json" d32.4.4.1
+  timeout "$(cap 16)" "$NCU" --clock-control none $SECTIONS -k regex:attn_dec -c 1 \
+    "$BIN" "$K/$G.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
+    --no-cache --kernel-cache-dir="$K/kc" --quiet --choice-timeout-ms=60000 \
+    --choices-file="$K/one.json" --disable-choices=attn_math \
+    > "$OUT/ncu-ours.txt" 2>&1
+  echo "ncu ours rc=$?" | tee -a "$S"
+  grep -E "==PROF==|==ERROR==|==WARNING==|Context [0-9]|Duration|DRAM Through|Memory Through|Registers Per|Shared Memory Config|Dynamic Shared|Grid Size|Block Size|Achieved Occ|No Eligible|Issued Warp|sm__cycles_active|dram__bytes" \
+    "$OUT/ncu-ours.txt" | head -30 | tee -a "$S"
+  timeout "$(cap 24)" "$NCU" --clock-control none $SECTIONS --nvtx \
+    --nvtx-include "sdpa_prof/" -c 3 \
+    "$PY" bench/peers/sdpa_decode_profile.py run 16 1 > "$OUT/ncu-cudnn.txt" 2>&1
+  echo "ncu cudnn rc=$?" | tee -a "$S"
+  # Without a kernel in the NVTX range: by name, after the warm-up calls.
+  if ! grep -q "Context [0-9]" "$OUT/ncu-cudnn.txt" && [ "$(left)" -gt 14 ]; then
+    timeout "$(cap 18)" "$NCU" --clock-control none $SECTIONS --launch-skip 3 -c 2 \
+      -k 'regex:(?i)(sdpa|fmha|flash|attn|attention|cudnn|fprop|xmma|decode)' \
+      "$PY" bench/peers/sdpa_decode_profile.py run 16 2 > "$OUT/ncu-cudnn2.txt" 2>&1
+    echo "ncu cudnn by name rc=$?" | tee -a "$S"
+    grep -E "==PROF==|==ERROR==|Context [0-9]|Duration|DRAM Through" "$OUT/ncu-cudnn2.txt" | head -12 | tee -a "$S"
+  fi
+  grep -E "==PROF==|==ERROR==|==WARNING==|Context [0-9]|Duration|DRAM Through|Memory Through|Registers Per|Dynamic Shared|Static Shared|Grid Size|Block Size|Achieved Occ|No Eligible|Issued Warp|sm__cycles_active|dram__bytes" \
+    "$OUT/ncu-cudnn.txt" | head -40 | tee -a "$S"
+fi
+
+echo "== 5. PyTorch SDPA at batch 16 once more" | tee -a "$S"
+T=$(cap 8)
+if [ "$T" -ge 4 ]; then
+  timeout "$T" "$PY" bench/peers/torch_sdpa.py "$OUT/sdpa2.json" \
+    --only=decode_b16 > "$OUT/sdpa2.log" 2>&1
+  echo "sdpa2 rc=$?" | tee -a "$S"
+  grep decode "$OUT/sdpa2.log" | tee -a "$S"
+else
+  echo "sdpa2 skipped: out of time" | tee -a "$S"
+fi
+tar -C "$K" -cf "$OUT/reports.tar" $(cd "$K" && ls report-*.json 2>/dev/null)
+echo "total $((SECONDS - START)) s" | tee -a "$S"
+rm -rf "$K"
