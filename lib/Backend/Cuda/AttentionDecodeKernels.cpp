@@ -184,12 +184,17 @@ static const char *const DecLoop = R"(  };
   }
   // The barriers are initialised and q is in shared memory.
   __syncthreads();
-  float o[NO][4];
+#if SWAP_AB
+#define NOA (D_ / 16) // m16 output tiles (columns of D)
+#else
+#define NOA NO
+#endif
+  float o[NOA][4];
 #pragma unroll
-  for (int n = 0; n < NO; ++n)
+  for (int n = 0; n < NOA; ++n)
     o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   // Running max (log2 units) and this thread's share of the running sum of
-  // rows ra and rb; the four lanes of a row agree on the max.
+  // rows ra and rb; the lanes of a row agree on the max.
   float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
   if (warp == NC) {
 #if TAIL
@@ -235,7 +240,11 @@ static const char *const DecLoop = R"(  };
     }
     __syncwarp();
   } else {
+#if SWAP_AB
+    const long long ra = r0 + 2 * t4, rb = ra + 1;
+#else
     const long long ra = r0 + g, rb = ra + 8;
+#endif
 #if CAUSAL
     const long long lastA = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
     const long long lastB = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
@@ -246,11 +255,26 @@ static const char *const DecLoop = R"(  };
     long long warpMin = rowMin;
     for (int w = 16; w > 0; w >>= 1)
       warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, w));
+#if SWAP_AB
+    // q as the B operand (k16 = D, n8 = rows 0 to 7), two d-steps a load.
+    unsigned qf[NKD][2];
+#pragma unroll
+    for (int kd = 0; kd < NKD; kd += 2) {
+      unsigned r[4];
+      mt_ldsm_x4(r, mt_smem_addr(sQ + (lane & 7) * DP + kd * 16 +
+                                 (lane >> 3) * 8));
+      qf[kd][0] = r[0];
+      qf[kd][1] = r[1];
+      qf[kd + 1][0] = r[2];
+      qf[kd + 1][1] = r[3];
+    }
+#else
     unsigned qf[NKD][4];
 #pragma unroll
     for (int kd = 0; kd < NKD; ++kd)
       mt_ldsm_x4(qf[kd], mt_smem_addr(sQ + (lane & 15) * DP + kd * 16 +
                                        (lane >> 4) * 8));
+#endif
     for (int it = warp; it < nTiles; it += NC) {
       const int s = it % STAGES;
       const long long j0 = kvBegin + (long long)MT_TILE(it) * BKV;
@@ -344,8 +368,9 @@ static const char *const DecEnd =
       if (lane == 0)
         mt_mbar_arrive(empty + 8 * s);
     }
+    // A row's lanes: its t4's eight (SWAP_AB) or its g's four.
 #pragma unroll
-    for (int w = 1; w < 4; w <<= 1) {
+    for (int w = SWAP_AB ? 4 : 1; w < (SWAP_AB ? 32 : 4); w <<= 1) {
       lA += __shfl_xor_sync(0xffffffffu, lA, w);
       lB += __shfl_xor_sync(0xffffffffu, lB, w);
     }
@@ -368,6 +393,30 @@ static const char *const DecEnd =
   float *cW = cL + NC * 16;      // [NC][16] each warp's weight
   float *fO = cW + NC * 16;      // [16][D_] the tile's combined accumulators
   float *fM = fO + 16 * D_, *fL = fM + 16;
+#if SWAP_AB
+  if (warp < NC) {
+    // o[n]: columns n * 16 + g (+ 8) of rows ra, rb; rows 8 to 15 empty.
+    const int ra = 2 * t4, rb = ra + 1;
+#pragma unroll
+    for (int n = 0; n < NOA; ++n) {
+      const int d = n * 16 + g;
+      if (ra < VR) {
+        cO[(warp * 16 + ra) * D_ + d] = o[n][0];
+        cO[(warp * 16 + ra) * D_ + d + 8] = o[n][2];
+      }
+      if (rb < VR) {
+        cO[(warp * 16 + rb) * D_ + d] = o[n][1];
+        cO[(warp * 16 + rb) * D_ + d + 8] = o[n][3];
+      }
+    }
+    if (g < 2) {
+      cM[warp * 16 + g * 8 + ra] = g ? MT_NEG_INF : mA;
+      cM[warp * 16 + g * 8 + rb] = g ? MT_NEG_INF : mB;
+      cL[warp * 16 + g * 8 + ra] = g ? 0.f : lA;
+      cL[warp * 16 + g * 8 + rb] = g ? 0.f : lB;
+    }
+  }
+#else
   if (warp < NC) {
 #pragma unroll
     for (int n = 0; n < NO; ++n) {
@@ -388,6 +437,7 @@ static const char *const DecEnd =
       cL[warp * 16 + g + 8] = lB;
     }
   }
+#endif
   __syncthreads();
   for (int i = tid; i < 16; i += THREADS) {
     float M = MT_NEG_INF, L = 0.f;
@@ -562,9 +612,16 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                "none and no stagger when persistent, no prefetch with warp "
                "partials, a tail depth only unsplit, not persistent, without "
                "prefetch and with half the stages a multiple of the warps, "
-               "one box not persistent and without prefetch (got " +
+               "one box not persistent and without prefetch, swapped "
+               "operands not persistent (got " +
                dtypeName(S.Dtype) + ", D = " + llvm::Twine(S.D) + ")");
   int64_t Tiles = (S.group() * S.Sq + T.BQ - 1) / T.BQ;
+  // _sw: the packed rows are the MMA's 8 columns.
+  if (T.SwapAB && (Tiles != 1 || S.group() * S.Sq > 8))
+    return err("tile " + ChoiceName +
+               " needs the packed query rows of a kv head to be 8 or fewer "
+               "(got " +
+               llvm::Twine(S.group() * S.Sq) + ")");
   if (T.Persistent && Tiles != 1)
     return err("tile " + ChoiceName +
                " needs the packed query rows of a kv "
@@ -614,7 +671,8 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
       std::to_string(S->D / 64) + " // 128-byte rows of a key\n" + KeyRange +
       PackHelper + WgmmaHelpers + DecHelpers +
       (T.Prefetch ? PrefetchHelper : "") +
-      (T.EvictFirst ? EvictFirstHelper : "") + (T.Tail ? TailHelper : "");
+      (T.EvictFirst ? EvictFirstHelper : "") + (T.Tail ? TailHelper : "") +
+      (T.SwapAB ? DecSwapHelper : "");
   // Two CTAs an SM where their shared memory fits and 65536 registers
   // leave each thread 200 (a decode step's split CTAs are short: more of
   // them at once hides each one's start and end); the kernel uses about
@@ -650,11 +708,13 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
        << Region << " // bytes of the stages (or the combine)\n";
     // Tiles in flight: every stage, or with _t half until a CTA finishes.
     OS << "#define TAIL " << (T.Tail ? 1 : 0) << "\n#define DEPTH "
-       << (T.Tail ? T.Stages / 2 : T.Stages) << "\n";
+       << (T.Tail ? T.Stages / 2 : T.Stages) << "\n#define SWAP_AB "
+       << (T.SwapAB ? 1 : 0) << "\n";
     if (T.Prefetch)
       OS << "#define PREFETCH " << T.Prefetch << "\n";
     OS << DecStart << (T.Prefetch ? IssuePrefetch : "") << DecLoop
-       << DecTileMath << DecEnd << SplitCombine << DecOutput;
+       << (T.SwapAB ? DecTileMathSwap : DecTileMath) << DecEnd << SplitCombine
+       << DecOutput;
   }
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};

@@ -1,8 +1,8 @@
-//===- AttentionDecodeVariantsTest.cpp - attn_dec's _r, _pw, _t, _ob ----===//
+//===- AttentionDecodeVariantsTest.cpp - attn_dec's variant forms -------===//
 //
 // The decode template's staggered start (`_r`), its persistent form with a
-// partial result per consumer warp (`_pw`), its tail depth (`_t`) and its
-// one-box copies (`_ob`):
+// partial result per consumer warp (`_pw`), its tail depth (`_t`), its
+// one-box copies (`_ob`) and its swapped MMA operands (`_sw`):
 // names, what a kernel of each holds, the tiles they cannot run, and the
 // kernels compiled with NVRTC for sm_90 wherever libnvrtc can be opened
 // (skips and says why elsewhere).
@@ -225,6 +225,37 @@ TEST(AttentionDecodeVariants, OneBoxKernel) {
   }
 }
 
+TEST(AttentionDecodeVariants, SwappedOperandsKernel) {
+  std::optional<AttentionTile> T =
+      attentionTileOf(Choice{"attn_dec_16x32_w4_s4_kv2_ob_sw", {}, {}});
+  ASSERT_TRUE(T);
+  EXPECT_TRUE(T->SwapAB && T->OneBox && T->Splits == 2);
+  EXPECT_FALSE(attentionTileOf(Choice{"attn_dec_16x32_w4_s4_sw_ob", {}, {}}));
+  auto P = attention("bf16", 16, 32, 8, 1, 4096, 128);
+  ASSERT_TRUE(P);
+  llvm::Expected<KernelSource> K = generate(*P, "attn_dec_16x32_w4_s4_sw");
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_NE(K->Source.find("#define SWAP_AB 1\n"), std::string::npos);
+  EXPECT_NE(K->Source.find("movmatrix.sync.aligned.m8n8.trans.b16"),
+            std::string::npos);
+  llvm::Expected<KernelSource> Plain = generate(*P, "attn_dec_16x32_w4_s4");
+  ASSERT_TRUE(bool(Plain)) << llvm::toString(Plain.takeError());
+  EXPECT_NE(Plain->Source.find("#define SWAP_AB 0\n"), std::string::npos);
+  EXPECT_EQ(Plain->Source.find("movmatrix"), std::string::npos);
+  EXPECT_EQ(K->SharedBytes, Plain->SharedBytes);
+  // 16 packed rows (4 query heads of 4 queries) are more than 8 columns.
+  auto Wide = attention("bf16", 1, 32, 8, 4, 4096, 128);
+  ASSERT_TRUE(Wide);
+  llvm::Expected<KernelSource> W = generate(*Wide, "attn_dec_16x32_w4_s4_sw");
+  ASSERT_FALSE(bool(W));
+  EXPECT_NE(llvm::toString(W.takeError()).find("8 or fewer"),
+            std::string::npos);
+  llvm::Expected<KernelSource> Pers = generate(*P, "attn_dec_16x32_w4_s4_sw_p");
+  ASSERT_FALSE(bool(Pers));
+  EXPECT_NE(llvm::toString(Pers.takeError()).find("swapped operands not"),
+            std::string::npos);
+}
+
 /// The new forms bench/device/attn-dec16b.sh (and attn-dec16c.sh) times,
 /// compiled with NVRTC at Llama-3-8B's decode at batch 16, a ragged one, f16 at
 /// D = 64 with queries ending mid-tile, and many short kv heads.
@@ -258,5 +289,16 @@ TEST(AttentionDecodeVariants, CompileWithNvrtc) {
       Work.push_back(std::move(*K));
     }
   }
+  // _sw where the packed rows are 8 or fewer (f16 at D = 64: 6 rows).
+  Keep.push_back(attention("f16", 2, 6, 3, 3, 100, 64));
+  const char *Swapped[] = {"attn_dec_16x32_w4_s4_sw", "attn_dec_16x64_w2_s2_sw",
+                           "attn_dec_16x32_w4_s4_kv8_c_ob_sw",
+                           "attn_dec_16x16_w1_s2_kv2_r_ob_sw"};
+  for (size_t I : {size_t(0), size_t(1), size_t(3), size_t(4)})
+    for (const char *Name : Swapped) {
+      llvm::Expected<KernelSource> K = generate(*Keep[I], Name);
+      ASSERT_TRUE(bool(K)) << Name << ": " << llvm::toString(K.takeError());
+      Work.push_back(std::move(*K));
+    }
   expectEveryKernelCompiles(Work, 2);
 }
