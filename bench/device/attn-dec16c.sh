@@ -7,6 +7,9 @@
 # step under `timeout`.
 #   1. sdpa.log: PyTorch SDPA, each backend, at B = 16, 4, 1
 #      (bench/peers/torch_sdpa.py).
+#   1b. lit.log: lit Cuda/attention-dec-run.mir (every attn_dec tile of its
+#      choices file, the new ones included, checked against fp64 by the
+#      benchmarker; the decided graphs --run against the fp64 interpreter).
 #   2. decided.log / summary: per decode graph (bench/attention-llama3.mir)
 #      the choices of $CHOICES, each checked against fp64 by the
 #      benchmarker before it is timed.
@@ -17,7 +20,7 @@
 #   5. sdpa2.log: SDPA at B = 16 once more.
 set -u
 ROOT=$PWD; D=$ROOT/.device
-source "$ROOT/scripts/device-driver.sh" # device_script_setup, device_log_start
+source "$ROOT/scripts/device-driver.sh" # device_script_setup, device_lit_tree
 device_script_setup "$ROOT" attn-dec16c # NCCL_NVLS_ENABLE=0, BIN, PY, OUT
 device_log_start "$OUT/decided.log" "$OUT/summary.txt" 72 # START
 S=$OUT/summary.txt
@@ -30,6 +33,20 @@ timeout 14 "$PY" bench/peers/torch_sdpa.py "$OUT/sdpa.json" \
   --only=decode_b1,decode_b4,decode_b16 > "$OUT/sdpa.log" 2>&1
 echo "sdpa rc=$?" | tee -a "$S"
 grep decode "$OUT/sdpa.log" | tee -a "$S"
+
+if [ "${LIT:-1}" = 1 ]; then
+  echo "== 1b. lit: Cuda/attention-dec-run.mir" | tee -a "$S"
+  device_lit_tree "$ROOT" "$D" # W
+  timeout "$(cap 20)" python3 "$D/lit/lit.py" -sv --filter 'attention-dec-run' \
+    "$W/test/lit/Cuda" > "$OUT/lit.log" 2>&1
+  echo "lit rc=$?" | tee -a "$S"
+  grep -E "^(PASS|FAIL|UNSUPPORTED|TIMEOUT):" "$OUT/lit.log" | tee -a "$S"
+  for f in "$W"/test/lit/Cuda/Output/attention-dec-run.mir.tmp*; do
+    [ -f "$f" ] && grep -h "run @\|error\|wrong\|differs\|timings" "$f" | head -24
+  done >> "$OUT/lit.log"
+  grep -h "matches\|differs\|error" "$OUT/lit.log" | head -12 | tee -a "$S"
+  rm -rf "$W"
+fi
 
 # graph: its choices as bench/choices_file.py's tokens
 # (dBKV.W.S.N = attn_dec_16xBKV_wW_sS[_kvN]).
