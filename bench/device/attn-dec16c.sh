@@ -13,10 +13,11 @@
 #   2. decided.log / summary: per decode graph (bench/attention-llama3.mir)
 #      the choices of $CHOICES, each checked against fp64 by the
 #      benchmarker before it is timed.
-#   3. sdpa-kernels.txt: SDPA's kernels at B = 16 and 4 (name, grid, block,
-#      shared memory, registers: torch.profiler).
-#   4. ncu-ours.txt, ncu-cudnn.txt: Nsight Compute (where the machine has
-#      it and allows it) on our B = 16 kernel and on cuDNN's, same sections.
+#   3. sdpa-kernels.txt (SDPA_INFO=1): SDPA's kernels at B = 16 and 4
+#      (name, grid, block, shared memory, registers: torch.profiler).
+#   4. ncu-ours.txt, ncu-cudnn.txt (NCU_CUDNN=1): Nsight Compute (where the
+#      machine has it and allows it) on our B = 16 kernel ($NCU_TILE, a
+#      choices_file.py token) and on cuDNN's, same sections.
 #   5. sdpa2.log: SDPA at B = 16 once more.
 set -u
 ROOT=$PWD; D=$ROOT/.device
@@ -50,10 +51,24 @@ fi
 
 # graph: its choices as bench/choices_file.py's tokens
 # (dBKV.W.S.N = attn_dec_16xBKV_wW_sS[_kvN]).
-# (o: `_ob`, one TMA copy a stage for k and one for v.)
-CHOICES=${CHOICES:-"decode_b16 d32.4.4.1 d32.4.4.1o d32.2.4.1 d32.2.4.1o d64.2.2.1o d32.4.8.1o
-decode_b4 d32.4.8.4 d32.4.8.4o d16.4.8.4
-decode_b1 d32.4.8.8 d32.4.8.8o d16.4.8.16"}
+# (o: `_ob`, one TMA copy a stage for k and one for v; s: `_sw`, the keys
+# as the MMAs' rows; z: `_ts`, the diagnostic printing each CTA's start and
+# end at the kernel's 20th and 40th launch: ts.txt.)
+# Round 1 (17:48 UTC, 926e1bd; SDPA 64.39 / cuDNN 64.36, at the end 64.35):
+# 16x32_w4_s4 65.95, w2 65.89; _ob 66.52 (w2 66.52, 16x64_w2_s2_ob 78.67,
+# 16x32_w4_s8_ob 67.77); B = 4 21.38-21.47 (_ob 21.63), B = 1 9.66-9.77
+# (_ob 10.05): _ob loses. cuDNN's kernel (torch.profiler, ncu): sm80
+# flash_fprop_wmma 16x128x128, grid (1, 8, 16) = 128 CTAs of 128 threads,
+# 86 KB of shared memory, 183 registers: the same decomposition as ours.
+# ncu (no clock control): ours 67.04 us, elapsed 120,392 cycles, the
+# longest-active SM 112,540 (DRAM 4.01 TB/s over the duration); cuDNN 65.66
+# us, 117,655, 113,462: our CTAs stream faster (268.6 MB over the longest
+# SM's 62.9 us: 4.27 TB/s; cuDNN 4.22) and the time lost is outside the
+# longest SM's activity (4.4 us against 2.4): round 2 measures each CTA's
+# start and end (_ts) and tries the swapped MMA operands (_sw).
+CHOICES=${CHOICES:-"decode_b16 d32.4.4.1 d32.4.4.1s d32.2.4.1s d32.4.4.1os d64.2.2.1s d32.4.8.1s d32.4.4.1z
+decode_b4 d32.4.8.4 d32.4.8.4s d16.4.8.4s
+decode_b1 d32.4.8.8 d32.4.8.8s d16.4.8.16s"}
 echo "== 2. decode choices over 4096 keys" | tee -a "$S"
 while read -r g tiles; do
   python3 bench/choices_file.py attn "$K/$g.json" $tiles
@@ -66,17 +81,21 @@ while read -r g tiles; do
     --report="$K/report-$g.json" > "$K/decided.part" 2>> "$OUT/decided.log"
   echo "$g rc=$? at $((SECONDS - START)) s" | tee -a "$S"
   grep -o "decided [a-z0-9_]* timings {[^}]*}" "$K/decided.part" | tee -a "$S"
+  grep "^mt_ts" "$K/decided.part" | sed "s/^/$g /" >> "$OUT/ts.txt"
 done <<< "$CHOICES"
 grep -i "error\|differs\|wrong" "$OUT/decided.log" | head -10 | tee -a "$S"
 for r in "$K"/report-*.json; do
   [ -f "$r" ] && python3 bench/choices_file.py not-ok "$r" | tee -a "$S"
 done
+[ -f "$OUT/ts.txt" ] && grep "launch" "$OUT/ts.txt" | tee -a "$S"
 
-echo "== 3. SDPA's kernels (torch.profiler)" | tee -a "$S"
-timeout "$(cap 12)" "$PY" bench/peers/sdpa_decode_profile.py info 16 4 \
-  > "$OUT/sdpa-kernels.txt" 2>&1
-echo "sdpa-kernels rc=$?" | tee -a "$S"
-grep "^B=" "$OUT/sdpa-kernels.txt" | cut -c1-400 | tee -a "$S"
+if [ "${SDPA_INFO:-0}" = 1 ]; then
+  echo "== 3. SDPA's kernels (torch.profiler)" | tee -a "$S"
+  timeout "$(cap 12)" "$PY" bench/peers/sdpa_decode_profile.py info 16 4 \
+    > "$OUT/sdpa-kernels.txt" 2>&1
+  echo "sdpa-kernels rc=$?" | tee -a "$S"
+  grep "^B=" "$OUT/sdpa-kernels.txt" | cut -c1-400 | tee -a "$S"
+fi
 
 echo "== 4. Nsight Compute" | tee -a "$S"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
@@ -88,7 +107,7 @@ SECTIONS="--section SpeedOfLight --section MemoryWorkloadAnalysis
 if [ -n "$NCU" ]; then
   "$NCU" --version 2>&1 | tail -1 | tee -a "$S"
   G=decode_b16
-  python3 bench/choices_file.py attn "$K/one.json" d32.4.4.1
+  python3 bench/choices_file.py attn "$K/one.json" ${NCU_TILE:-d32.4.4.1s}
   timeout "$(cap 16)" "$NCU" --clock-control none $SECTIONS -k regex:attn_dec -c 1 \
     "$BIN" "$K/$G.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
     --no-cache --kernel-cache-dir="$K/kc" --quiet --choice-timeout-ms=60000 \
@@ -97,20 +116,22 @@ if [ -n "$NCU" ]; then
   echo "ncu ours rc=$?" | tee -a "$S"
   grep -E "==PROF==|==ERROR==|==WARNING==|Context [0-9]|Duration|DRAM Through|Memory Through|Registers Per|Shared Memory Config|Dynamic Shared|Grid Size|Block Size|Achieved Occ|No Eligible|Issued Warp|sm__cycles_active|dram__bytes" \
     "$OUT/ncu-ours.txt" | head -30 | tee -a "$S"
-  timeout "$(cap 24)" "$NCU" --clock-control none $SECTIONS --nvtx \
-    --nvtx-include "sdpa_prof/" -c 3 \
-    "$PY" bench/peers/sdpa_decode_profile.py run 16 1 > "$OUT/ncu-cudnn.txt" 2>&1
-  echo "ncu cudnn rc=$?" | tee -a "$S"
-  # Without a kernel in the NVTX range: by name, after the warm-up calls.
-  if ! grep -q "Context [0-9]" "$OUT/ncu-cudnn.txt" && [ "$(left)" -gt 14 ]; then
-    timeout "$(cap 18)" "$NCU" --clock-control none $SECTIONS --launch-skip 3 -c 2 \
-      -k 'regex:(?i)(sdpa|fmha|flash|attn|attention|cudnn|fprop|xmma|decode)' \
-      "$PY" bench/peers/sdpa_decode_profile.py run 16 2 > "$OUT/ncu-cudnn2.txt" 2>&1
-    echo "ncu cudnn by name rc=$?" | tee -a "$S"
-    grep -E "==PROF==|==ERROR==|Context [0-9]|Duration|DRAM Through" "$OUT/ncu-cudnn2.txt" | head -12 | tee -a "$S"
+  if [ "${NCU_CUDNN:-0}" = 1 ]; then
+    timeout "$(cap 24)" "$NCU" --clock-control none $SECTIONS --nvtx \
+      --nvtx-include "sdpa_prof/" -c 3 \
+      "$PY" bench/peers/sdpa_decode_profile.py run 16 1 > "$OUT/ncu-cudnn.txt" 2>&1
+    echo "ncu cudnn rc=$?" | tee -a "$S"
+    # Without a kernel in the NVTX range: by name, after the warm-up calls.
+    if ! grep -q "Context [0-9]" "$OUT/ncu-cudnn.txt" && [ "$(left)" -gt 14 ]; then
+      timeout "$(cap 18)" "$NCU" --clock-control none $SECTIONS --launch-skip 3 -c 2 \
+        -k 'regex:(?i)(sdpa|fmha|flash|attn|attention|cudnn|fprop|xmma|decode)' \
+        "$PY" bench/peers/sdpa_decode_profile.py run 16 2 > "$OUT/ncu-cudnn2.txt" 2>&1
+      echo "ncu cudnn by name rc=$?" | tee -a "$S"
+      grep -E "==PROF==|==ERROR==|Context [0-9]|Duration|DRAM Through" "$OUT/ncu-cudnn2.txt" | head -12 | tee -a "$S"
+    fi
+    grep -E "==PROF==|==ERROR==|==WARNING==|Context [0-9]|Duration|DRAM Through|Memory Through|Registers Per|Dynamic Shared|Static Shared|Grid Size|Block Size|Achieved Occ|No Eligible|Issued Warp|sm__cycles_active|dram__bytes" \
+      "$OUT/ncu-cudnn.txt" | head -40 | tee -a "$S"
   fi
-  grep -E "==PROF==|==ERROR==|==WARNING==|Context [0-9]|Duration|DRAM Through|Memory Through|Registers Per|Dynamic Shared|Static Shared|Grid Size|Block Size|Achieved Occ|No Eligible|Issued Warp|sm__cycles_active|dram__bytes" \
-    "$OUT/ncu-cudnn.txt" | head -40 | tee -a "$S"
 fi
 
 echo "== 5. PyTorch SDPA at batch 16 once more" | tee -a "$S"

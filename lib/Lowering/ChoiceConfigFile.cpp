@@ -133,8 +133,8 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
 static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                                       llvm::StringRef Path, AttentionTile &T) {
   // "prefetch" (tiles ahead), "evict_first", "stagger", "warp_partials" and
-  // "tail_depth", "one_box" and "swap_ab" are optional (0 or false), decode
-  // tiles only.
+  // "tail_depth", "one_box", "swap_ab" and "timestamps" are optional (0 or
+  // false), decode tiles only.
   if (const llvm::json::Value *Pf = O->get("prefetch")) {
     std::optional<int64_t> V = Pf->getAsInteger();
     if (!V || *V < 0 || *V > 64 || (*V && !T.Dec))
@@ -187,6 +187,14 @@ static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
       return fileError(Path, "attention tile field 'swap_ab' must be true "
                              "or false, and true only with \"decode\": true");
     T.SwapAB = *B;
+  }
+  if (const llvm::json::Value *Ts = O->get("timestamps")) {
+    std::optional<bool> B = Ts->getAsBoolean();
+    if (!B || (*B && !T.Dec))
+      return fileError(Path, "attention tile field 'timestamps' must be "
+                             "true or false, and true only with \"decode\": "
+                             "true");
+    T.Timestamps = *B;
   }
   return llvm::Error::success();
 }
@@ -318,7 +326,8 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                                "prefetch and with half the stages a "
                                "multiple of the warps, one box not "
                                "persistent and without prefetch, swapped "
-                               "operands not persistent");
+                               "operands not persistent, timestamps "
+                               "unsplit and not persistent");
   if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the tensor cores: BQ "
