@@ -52,21 +52,30 @@ fi
 # graph: its choices as bench/choices_file.py's tokens
 # (dBKV.W.S.N = attn_dec_16xBKV_wW_sS[_kvN]).
 # (o: `_ob`, one TMA copy a stage for k and one for v; s: `_sw`, the keys
-# as the MMAs' rows; z: `_ts`, the diagnostic printing each CTA's start and
-# end at the kernel's 20th and 40th launch: ts.txt.)
+# as the MMAs' rows, the packed query rows as their columns.)
 # Round 1 (17:48 UTC, 926e1bd; SDPA 64.39 / cuDNN 64.36, at the end 64.35):
 # 16x32_w4_s4 65.95, w2 65.89; _ob 66.52 (w2 66.52, 16x64_w2_s2_ob 78.67,
 # 16x32_w4_s8_ob 67.77); B = 4 21.38-21.47 (_ob 21.63), B = 1 9.66-9.77
 # (_ob 10.05): _ob loses. cuDNN's kernel (torch.profiler, ncu): sm80
 # flash_fprop_wmma 16x128x128, grid (1, 8, 16) = 128 CTAs of 128 threads,
-# 86 KB of shared memory, 183 registers: the same decomposition as ours.
+# 86 KB of shared memory, 183 registers: the same decomposition as ours
+# (at B = 4: 8 splits, 256 CTAs, and a reduction kernel of 2.1 us).
 # ncu (no clock control): ours 67.04 us, elapsed 120,392 cycles, the
 # longest-active SM 112,540 (DRAM 4.01 TB/s over the duration); cuDNN 65.66
 # us, 117,655, 113,462: our CTAs stream faster (268.6 MB over the longest
 # SM's 62.9 us: 4.27 TB/s; cuDNN 4.22) and the time lost is outside the
-# longest SM's activity (4.4 us against 2.4): round 2 measures each CTA's
-# start and end (_ts) and tries the swapped MMA operands (_sw).
-CHOICES=${CHOICES:-"decode_b16 d32.4.4.1 d32.4.4.1s d32.2.4.1s d32.4.4.1os d64.2.2.1s d32.4.8.1s d32.4.4.1z
+# longest SM's activity (4.4 us against 2.4).
+# Round 2 (18:01 UTC, 68f00b5; SDPA 64.29 / cuDNN 64.39, at the end 65.20 /
+# 65.02; lit attention-dec-run passed with the _ob and _sw tiles):
+# 16x32_w4_s4 65.95, _sw 66.22, _ob_sw 65.82, 16x32_w2_s4_sw 66.56,
+# 16x64_w2_s2_sw 66.06, 16x32_w4_s8_sw 67.85: no gain at B = 16; ncu of
+# 16x32_w4_s4_sw 67.23 us (120 registers, longest SM 115,025 of 121,143
+# cycles). B = 4: 16x32_w4_s8_kv4_sw 20.96 against 21.47 (SDPA 23.14);
+# B = 1: 16x32_w4_s8_kv8_sw 9.26 against 9.76 (SDPA 11.09). (A `_ts` form
+# printing each CTA's start and end with device printf printed nothing,
+# probably because the benchmarker polls its events (cuEventQuery), which
+# does not flush device printf; it was removed, commit 68f00b5 has it.)
+CHOICES=${CHOICES:-"decode_b16 d32.4.4.1 d32.4.4.1s d32.4.4.1os d64.2.2.1s
 decode_b4 d32.4.8.4 d32.4.8.4s d16.4.8.4s
 decode_b1 d32.4.8.8 d32.4.8.8s d16.4.8.16s"}
 echo "== 2. decode choices over 4096 keys" | tee -a "$S"
@@ -81,13 +90,11 @@ while read -r g tiles; do
     --report="$K/report-$g.json" > "$K/decided.part" 2>> "$OUT/decided.log"
   echo "$g rc=$? at $((SECONDS - START)) s" | tee -a "$S"
   grep -o "decided [a-z0-9_]* timings {[^}]*}" "$K/decided.part" | tee -a "$S"
-  grep "^mt_ts" "$K/decided.part" | sed "s/^/$g /" >> "$OUT/ts.txt"
 done <<< "$CHOICES"
 grep -i "error\|differs\|wrong" "$OUT/decided.log" | head -10 | tee -a "$S"
 for r in "$K"/report-*.json; do
   [ -f "$r" ] && python3 bench/choices_file.py not-ok "$r" | tee -a "$S"
 done
-[ -f "$OUT/ts.txt" ] && grep "launch" "$OUT/ts.txt" | tee -a "$S"
 
 if [ "${SDPA_INFO:-0}" = 1 ]; then
   echo "== 3. SDPA's kernels (torch.profiler)" | tee -a "$S"

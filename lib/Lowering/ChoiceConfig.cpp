@@ -383,7 +383,7 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
            (T.Prefetch > 0 ? "_pf" + std::to_string(T.Prefetch) : "") +
            (T.EvictFirst ? "_ef" : "") + (T.Stagger ? "_r" : "") +
            (T.Tail ? "_t" : "") + (T.OneBox ? "_ob" : "") +
-           (T.SwapAB ? "_sw" : "") + (T.Timestamps ? "_ts" : "") +
+           (T.SwapAB ? "_sw" : "") +
            (T.Persistent ? (T.WarpPartials ? "_pw" : "_p") : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
@@ -398,8 +398,7 @@ bool mtsched::decTileOptionsValid(const AttentionTile &T) {
          (!T.Tail || (T.Splits == 1 && !T.Persistent && !T.Prefetch &&
                       T.Stages % 2 == 0 && (T.Stages / 2) % T.Warps == 0)) &&
          (!T.OneBox || (!T.Persistent && !T.Prefetch)) &&
-         (!T.SwapAB || !T.Persistent) &&
-         (!T.Timestamps || (T.Splits == 1 && !T.Persistent && !T.Cluster));
+         (!T.SwapAB || !T.Persistent);
 }
 
 std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
@@ -438,7 +437,6 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   // The decode flags, last first (the round trip below keeps their order).
   T.WarpPartials = T.Dec && S.consume_back("_pw");
   T.Persistent = T.WarpPartials || (T.Dec && S.consume_back("_p"));
-  T.Timestamps = T.Dec && S.consume_back("_ts");
   T.SwapAB = T.Dec && S.consume_back("_sw");
   T.OneBox = T.Dec && S.consume_back("_ob");
   T.Tail = T.Dec && S.consume_back("_t");

@@ -132,9 +132,9 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
 /// An attention tile's decode-only options ("decode" already read).
 static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                                       llvm::StringRef Path, AttentionTile &T) {
-  // "prefetch" (tiles ahead), "evict_first", "stagger", "warp_partials" and
-  // "tail_depth", "one_box", "swap_ab" and "timestamps" are optional (0 or
-  // false), decode tiles only.
+  // "prefetch" (tiles ahead), "evict_first", "stagger", "warp_partials",
+  // "tail_depth", "one_box" and "swap_ab" are optional (0 or false), decode
+  // tiles only.
   if (const llvm::json::Value *Pf = O->get("prefetch")) {
     std::optional<int64_t> V = Pf->getAsInteger();
     if (!V || *V < 0 || *V > 64 || (*V && !T.Dec))
@@ -187,14 +187,6 @@ static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
       return fileError(Path, "attention tile field 'swap_ab' must be true "
                              "or false, and true only with \"decode\": true");
     T.SwapAB = *B;
-  }
-  if (const llvm::json::Value *Ts = O->get("timestamps")) {
-    std::optional<bool> B = Ts->getAsBoolean();
-    if (!B || (*B && !T.Dec))
-      return fileError(Path, "attention tile field 'timestamps' must be "
-                             "true or false, and true only with \"decode\": "
-                             "true");
-    T.Timestamps = *B;
   }
   return llvm::Error::success();
 }
@@ -326,8 +318,7 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                                "prefetch and with half the stages a "
                                "multiple of the warps, one box not "
                                "persistent and without prefetch, swapped "
-                               "operands not persistent, timestamps "
-                               "unsplit and not persistent");
+                               "operands not persistent");
   if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the tensor cores: BQ "

@@ -125,10 +125,6 @@ struct AttentionTile {
   /// query rows (8 at most) as their 8 columns (`_sw`, not persistent):
   /// half the MMAs of the 16 padded query rows.
   bool SwapAB = false;
-  /// A diagnostic: the decode tile's kernel also prints each CTA's start
-  /// and end on the global timer at its 20th and 40th launch in a process
-  /// (`_ts`, unsplit, not persistent; AttentionDecodeTrace.cpp).
-  bool Timestamps = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.

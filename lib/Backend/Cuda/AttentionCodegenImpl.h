@@ -46,11 +46,6 @@ extern const char *const DecWarpPartialsEnd;
 extern const char *const DecSwapHelper;
 extern const char *const DecTileMathSwap;
 
-/// The `_ts` diagnostic: its globals and timer, and the kernel's end that
-/// records each CTA's start and end (AttentionDecodeTrace.cpp).
-extern const char *const DecTraceHelper;
-extern const char *const DecTraceEnd;
-
 /// Emits Pieces with SplitCombine between consecutive ones (each piece but
 /// the last ends where a `#if SPLITS > 1` branch has written its partials).
 void emitWithCombine(llvm::raw_ostream &OS,

@@ -98,12 +98,6 @@ static const char *const DecStart = R"(
   const unsigned full = sK + REGION + 16 * DP * 2; // 8-byte mbarriers
   const unsigned empty = full + 8 * STAGES;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-#if TIMESTAMPS
-  // _ts: this CTA's start, and which launch of the kernel this is (the
-  // previous launch's last CTA counted it up).
-  const unsigned long long mtT0 = mt_globaltimer();
-  const unsigned mtLaunch = *(volatile unsigned *)&mt_ts_launches;
-#endif
   const int g = lane >> 2, t4 = lane & 3;
   const long long bh = blockIdx.y, b = bh / HKV, hk = bh % HKV;
 #if CLUSTER_SPLITS
@@ -526,6 +520,7 @@ static const char *const DecOutput = R"(#else
         STORE(fL[i] > 0.f ? fO[e] / fL[i] : MT_EMPTY_ROW);
   }
 #endif
+}
 )";
 
 /// `_t`'s copy of the count of finished CTAs and its non-blocking test.
@@ -618,8 +613,7 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                "partials, a tail depth only unsplit, not persistent, without "
                "prefetch and with half the stages a multiple of the warps, "
                "one box not persistent and without prefetch, swapped "
-               "operands not persistent, timestamps unsplit and not "
-               "persistent (got " +
+               "operands not persistent (got " +
                dtypeName(S.Dtype) + ", D = " + llvm::Twine(S.D) + ")");
   int64_t Tiles = (S.group() * S.Sq + T.BQ - 1) / T.BQ;
   // _sw: the packed rows are the MMA's 8 columns.
@@ -678,7 +672,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
       PackHelper + WgmmaHelpers + DecHelpers +
       (T.Prefetch ? PrefetchHelper : "") +
       (T.EvictFirst ? EvictFirstHelper : "") + (T.Tail ? TailHelper : "") +
-      (T.SwapAB ? DecSwapHelper : "") + (T.Timestamps ? DecTraceHelper : "");
+      (T.SwapAB ? DecSwapHelper : "");
   // Two CTAs an SM where their shared memory fits and 65536 registers
   // leave each thread 200 (a decode step's split CTAs are short: more of
   // them at once hides each one's start and end); the kernel uses about
@@ -715,13 +709,12 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     // Tiles in flight: every stage, or with _t half until a CTA finishes.
     OS << "#define TAIL " << (T.Tail ? 1 : 0) << "\n#define DEPTH "
        << (T.Tail ? T.Stages / 2 : T.Stages) << "\n#define SWAP_AB "
-       << (T.SwapAB ? 1 : 0) << "\n#define TIMESTAMPS "
-       << (T.Timestamps ? 1 : 0) << "\n";
+       << (T.SwapAB ? 1 : 0) << "\n";
     if (T.Prefetch)
       OS << "#define PREFETCH " << T.Prefetch << "\n";
     OS << DecStart << (T.Prefetch ? IssuePrefetch : "") << DecLoop
        << (T.SwapAB ? DecTileMathSwap : DecTileMath) << DecEnd << SplitCombine
-       << DecOutput << DecTraceEnd << "}\n";
+       << DecOutput;
   }
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};

@@ -2,8 +2,7 @@
 //
 // The decode template's staggered start (`_r`), its persistent form with a
 // partial result per consumer warp (`_pw`), its tail depth (`_t`), its
-// one-box copies (`_ob`), its swapped MMA operands (`_sw`) and the
-// timestamps diagnostic (`_ts`):
+// one-box copies (`_ob`) and its swapped MMA operands (`_sw`):
 // names, what a kernel of each holds, the tiles they cannot run, and the
 // kernels compiled with NVRTC for sm_90 wherever libnvrtc can be opened
 // (skips and says why elsewhere).
@@ -257,34 +256,6 @@ TEST(AttentionDecodeVariants, SwappedOperandsKernel) {
             std::string::npos);
 }
 
-TEST(AttentionDecodeVariants, TimestampsKernel) {
-  std::optional<AttentionTile> T =
-      attentionTileOf(Choice{"attn_dec_16x32_w4_s4_sw_ts", {}, {}});
-  ASSERT_TRUE(T);
-  EXPECT_TRUE(T->Timestamps && T->SwapAB);
-  auto P = attention("bf16", 16, 32, 8, 1, 4096, 128);
-  ASSERT_TRUE(P);
-  llvm::Expected<KernelSource> K = generate(*P, "attn_dec_16x32_w4_s4_ts");
-  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
-  EXPECT_NE(K->Source.find("#define TIMESTAMPS 1\n"), std::string::npos);
-  EXPECT_NE(K->Source.find("%%globaltimer"), std::string::npos);
-  llvm::Expected<KernelSource> Plain = generate(*P, "attn_dec_16x32_w4_s4");
-  ASSERT_TRUE(bool(Plain)) << llvm::toString(Plain.takeError());
-  EXPECT_NE(Plain->Source.find("#define TIMESTAMPS 0\n"), std::string::npos);
-  // The globals and the timer only with _ts (its calls sit under #if).
-  EXPECT_EQ(Plain->Source.find("%%globaltimer"), std::string::npos);
-  EXPECT_EQ(Plain->Source.find("__device__ unsigned mt_ts_launches"), std::string::npos);
-  // Unsplit and not persistent: a split CTA may leave before the end.
-  for (const char *Bad :
-       {"attn_dec_16x32_w4_s4_kv4_ts", "attn_dec_16x32_w4_s4_ts_p"}) {
-    llvm::Expected<KernelSource> B = generate(*P, Bad);
-    ASSERT_FALSE(bool(B)) << Bad;
-    EXPECT_NE(llvm::toString(B.takeError()).find("timestamps unsplit"),
-              std::string::npos)
-        << Bad;
-  }
-}
-
 /// The new forms bench/device/attn-dec16b.sh (and attn-dec16c.sh) times,
 /// compiled with NVRTC at Llama-3-8B's decode at batch 16, a ragged one, f16 at
 /// D = 64 with queries ending mid-tile, and many short kv heads.
@@ -320,10 +291,9 @@ TEST(AttentionDecodeVariants, CompileWithNvrtc) {
   }
   // _sw where the packed rows are 8 or fewer (f16 at D = 64: 6 rows).
   Keep.push_back(attention("f16", 2, 6, 3, 3, 100, 64));
-  const char *Swapped[] = {
-      "attn_dec_16x32_w4_s4_sw",          "attn_dec_16x64_w2_s2_sw",
-      "attn_dec_16x32_w4_s4_kv8_c_ob_sw", "attn_dec_16x16_w1_s2_kv2_r_ob_sw",
-      "attn_dec_16x32_w4_s4_ts",          "attn_dec_16x32_w4_s4_sw_ts"};
+  const char *Swapped[] = {"attn_dec_16x32_w4_s4_sw", "attn_dec_16x64_w2_s2_sw",
+                           "attn_dec_16x32_w4_s4_kv8_c_ob_sw",
+                           "attn_dec_16x16_w1_s2_kv2_r_ob_sw"};
   for (size_t I : {size_t(0), size_t(1), size_t(3), size_t(4)})
     for (const char *Name : Swapped) {
       llvm::Expected<KernelSource> K = generate(*Keep[I], Name);
