@@ -4,9 +4,9 @@
   choices_file.py attn OUT.json [--skip-decode] TOKEN...
       writes a choices file (--choices-file) with the attention tiles the
       tokens name. Two token forms:
-        dBKV.W.S.N[c][fP][e][r][t][p[w]]
+        dBKV.W.S.N[c][fP][e][r][t][o][s][p[w]]
                                  attn_dec_16xBKV_wW_sS[_kvN][_c][_pfP][_ef]
-                                 [_r][_t][_p|_pw] (mBKV.W.S.N: the mma.sync
+                                 [_r][_t][_ob][_sw][_p|_pw] (mBKV.W.S.N: the mma.sync
                                  tile attn_mma_16xBKV_wW_sS[_kvN])
         BQxBKV_sS[_o][_pp][_p]   attn_wg_BQxBKV_sS[_o][_pp][_p]
       --skip-decode leaves the d tokens out (a script whose decode lit test
@@ -25,7 +25,7 @@ import re
 import sys
 
 DEC = re.compile(
-    r"([dm])(\d+)\.(\d+)\.(\d+)\.(\d+)(c?)(?:f(\d+))?(e?)(r?)(t?)(p?)(w?)")
+    r"([dm])(\d+)\.(\d+)\.(\d+)\.(\d+)(c?)(?:f(\d+))?(e?)(r?)(t?)(o?)(s?)(p?)(w?)")
 WG = re.compile(r"(\d+)x(\d+)_s(\d+)((?:_o|_pp|_p)*)")
 
 
@@ -33,7 +33,7 @@ def attention_tile(token):
     m = DEC.fullmatch(token)
     if m:
         (kind, bkv, warps, stages, splits, cluster, prefetch, ef, stagger,
-         tail, pers, warp_partials) = m.groups()
+         tail, one_box, swap, pers, warp_partials) = m.groups()
         if warp_partials and not pers:
             raise ValueError("'w' (warp partials) needs 'p': %r" % token)
         tile = {"bq": 16, "bkv": int(bkv), "warps": int(warps),
@@ -49,6 +49,10 @@ def attention_tile(token):
             tile["stagger"] = True
         if tail:
             tile["tail_depth"] = True
+        if one_box:
+            tile["one_box"] = True
+        if swap:
+            tile["swap_ab"] = True
         if pers:
             tile["persistent"] = True
         if warp_partials:

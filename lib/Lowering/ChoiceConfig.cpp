@@ -382,7 +382,8 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
            (T.Cluster ? "_c" : "") +
            (T.Prefetch > 0 ? "_pf" + std::to_string(T.Prefetch) : "") +
            (T.EvictFirst ? "_ef" : "") + (T.Stagger ? "_r" : "") +
-           (T.Tail ? "_t" : "") +
+           (T.Tail ? "_t" : "") + (T.OneBox ? "_ob" : "") +
+           (T.SwapAB ? "_sw" : "") +
            (T.Persistent ? (T.WarpPartials ? "_pw" : "_p") : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
@@ -395,7 +396,9 @@ bool mtsched::decTileOptionsValid(const AttentionTile &T) {
          (!T.Persistent || (T.Splits == 1 && !T.Cluster && !T.Stagger)) &&
          (!T.WarpPartials || (T.Persistent && !T.Prefetch)) &&
          (!T.Tail || (T.Splits == 1 && !T.Persistent && !T.Prefetch &&
-                      T.Stages % 2 == 0 && (T.Stages / 2) % T.Warps == 0));
+                      T.Stages % 2 == 0 && (T.Stages / 2) % T.Warps == 0)) &&
+         (!T.OneBox || (!T.Persistent && !T.Prefetch)) &&
+         (!T.SwapAB || !T.Persistent);
 }
 
 std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
@@ -434,6 +437,8 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   // The decode flags, last first (the round trip below keeps their order).
   T.WarpPartials = T.Dec && S.consume_back("_pw");
   T.Persistent = T.WarpPartials || (T.Dec && S.consume_back("_p"));
+  T.SwapAB = T.Dec && S.consume_back("_sw");
+  T.OneBox = T.Dec && S.consume_back("_ob");
   T.Tail = T.Dec && S.consume_back("_t");
   T.Stagger = T.Dec && S.consume_back("_r");
   T.EvictFirst = T.Dec && S.consume_back("_ef");
@@ -476,9 +481,10 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
     if (T.Wg)
       return wgAttentionSupports(S, T.BQ, T.BKV, T.Stages);
     // The decode template keeps its 16 rows per kv head: decode steps
-    // only (a few queries of the query heads sharing a kv head).
+    // only (a few queries of the query heads sharing a kv head); `_sw`
+    // takes them as the MMA's 8 columns.
     if (T.Dec)
-      return PackedRows <= T.BQ &&
+      return PackedRows <= (T.SwapAB ? 8 : T.BQ) &&
              decAttentionSupports(S, T.BQ, T.BKV, T.Warps, T.Stages,
                                   T.Persistent) &&
              decTileOptionsValid(T);

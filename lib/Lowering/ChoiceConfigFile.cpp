@@ -132,8 +132,9 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
 /// An attention tile's decode-only options ("decode" already read).
 static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                                       llvm::StringRef Path, AttentionTile &T) {
-  // "prefetch" (tiles ahead), "evict_first", "stagger", "warp_partials" and
-  // "tail_depth" are optional (0 or false), decode tiles only.
+  // "prefetch" (tiles ahead), "evict_first", "stagger", "warp_partials",
+  // "tail_depth", "one_box" and "swap_ab" are optional (0 or false), decode
+  // tiles only.
   if (const llvm::json::Value *Pf = O->get("prefetch")) {
     std::optional<int64_t> V = Pf->getAsInteger();
     if (!V || *V < 0 || *V > 64 || (*V && !T.Dec))
@@ -172,6 +173,20 @@ static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                              "true or false, and true only with \"decode\": "
                              "true");
     T.Tail = *B;
+  }
+  if (const llvm::json::Value *Ob = O->get("one_box")) {
+    std::optional<bool> B = Ob->getAsBoolean();
+    if (!B || (*B && !T.Dec))
+      return fileError(Path, "attention tile field 'one_box' must be true "
+                             "or false, and true only with \"decode\": true");
+    T.OneBox = *B;
+  }
+  if (const llvm::json::Value *Sw = O->get("swap_ab")) {
+    std::optional<bool> B = Sw->getAsBoolean();
+    if (!B || (*B && !T.Dec))
+      return fileError(Path, "attention tile field 'swap_ab' must be true "
+                             "or false, and true only with \"decode\": true");
+    T.SwapAB = *B;
   }
   return llvm::Error::success();
 }
@@ -301,7 +316,9 @@ parseAttentionTile(const llvm::json::Object *O, llvm::StringRef Path) {
                                "prefetch with warp partials, a tail depth "
                                "only unsplit, not persistent, without "
                                "prefetch and with half the stages a "
-                               "multiple of the warps");
+                               "multiple of the warps, one box not "
+                               "persistent and without prefetch, swapped "
+                               "operands not persistent");
   if (T.Mma && !mmaAttentionTileValid(T.BQ, T.BKV, T.Warps, T.Stages))
     return fileError(Path, "attention tile '" + attentionChoiceName(T) +
                                "' cannot run on the tensor cores: BQ "

@@ -116,6 +116,15 @@ struct AttentionTile {
   /// bytes in flight that are fastest while every CTA streams, and more
   /// for the last CTAs.
   bool Tail = false;
+  /// A decode tile's stage of k (and of v) comes by one TMA copy of its
+  /// keys' contiguous rows (`_ob`, not persistent, no prefetch): k and v
+  /// seen as rows of 64 elements, a key's D / 64 of them consecutive,
+  /// instead of D / 64 boxes each striding over every key's row.
+  bool OneBox = false;
+  /// A decode tile's MMAs take the keys as their 16 rows and the packed
+  /// query rows (8 at most) as their 8 columns (`_sw`, not persistent):
+  /// half the MMAs of the 16 padded query rows.
+  bool SwapAB = false;
 };
 
 /// A wgmma attention tile (AttentionTile::Wg): 12 warps, no split.

@@ -39,6 +39,13 @@ extern const char *const DecPersistentEnd;
 extern const char *const DecWarpPartialsStart;
 extern const char *const DecWarpPartialsEnd;
 
+/// The decode template's stage math with the MMA's operands swapped
+/// (`attn_dec_..._sw`: keys as the 16 rows, at most 8 query rows as the
+/// columns; DecTileMath's counterpart) and its `movmatrix` helper
+/// (AttentionDecodeSwap.cpp).
+extern const char *const DecSwapHelper;
+extern const char *const DecTileMathSwap;
+
 /// Emits Pieces with SplitCombine between consecutive ones (each piece but
 /// the last ends where a `#if SPLITS > 1` branch has written its partials).
 void emitWithCombine(llvm::raw_ostream &OS,

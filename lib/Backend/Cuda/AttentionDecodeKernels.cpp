@@ -63,8 +63,16 @@ __device__ __forceinline__ void mt_cluster_sync() {
 // The byte offset of 16-byte chunk `chunk` (of D_ / 8) of row `row` in a
 // tile of D_ / 64 boxes of BKV rows x 128 bytes in the TMA's 128-byte
 // swizzle: within each 1024-byte block chunk c of row r sits at c ^ (r % 8).
+// With ONE_BOX the tile is one box of BKV * ROW_BOXES rows of 128 bytes,
+// a key's ROW_BOXES rows consecutive (as in global memory); for ldmatrix's
+// eight keys of one chunk that is a 2-way bank conflict at D = 128.
 __device__ __forceinline__ unsigned mt_swz(int row, int chunk) {
+#if ONE_BOX
+  const int br = row * ROW_BOXES + (chunk >> 3);
+  return br * 128 + (((chunk & 7) ^ (br & 7)) << 4);
+#else
   return (chunk >> 3) * KV_BOX + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+#endif
 }
 )";
 
@@ -122,6 +130,13 @@ static const char *const DecStart = R"(
     const int s = it % STAGES;
     mt_mbar_expect(full + 8 * s, 2 * KV_TILE);
     const int y = (int)(kvBegin + (long long)MT_TILE(it) * BKV);
+#if ONE_BOX
+    // The stage's keys are BKV * ROW_BOXES contiguous rows of 128 bytes.
+    mt_tma_load(sK + s * KV_TILE, tm_k, full + 8 * s, 0, y * ROW_BOXES,
+                (int)bh);
+    mt_tma_load(sV + s * KV_TILE, tm_v, full + 8 * s, 0, y * ROW_BOXES,
+                (int)bh);
+#else
 #pragma unroll
     for (int h = 0; h < D_ / 64; ++h) {
       mt_tma_load(sK + s * KV_TILE + h * KV_BOX, tm_k, full + 8 * s, h * 64,
@@ -129,6 +144,7 @@ static const char *const DecStart = R"(
       mt_tma_load(sV + s * KV_TILE + h * KV_BOX, tm_v, full + 8 * s, h * 64,
                   y, (int)bh);
     }
+#endif
 )";
 
 static const char *const DecLoop = R"(  };
@@ -168,12 +184,17 @@ static const char *const DecLoop = R"(  };
   }
   // The barriers are initialised and q is in shared memory.
   __syncthreads();
-  float o[NO][4];
+#if SWAP_AB
+#define NOA (D_ / 16) // m16 output tiles (columns of D)
+#else
+#define NOA NO
+#endif
+  float o[NOA][4];
 #pragma unroll
-  for (int n = 0; n < NO; ++n)
+  for (int n = 0; n < NOA; ++n)
     o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   // Running max (log2 units) and this thread's share of the running sum of
-  // rows ra and rb; the four lanes of a row agree on the max.
+  // rows ra and rb; the lanes of a row agree on the max.
   float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
   if (warp == NC) {
 #if TAIL
@@ -219,7 +240,11 @@ static const char *const DecLoop = R"(  };
     }
     __syncwarp();
   } else {
+#if SWAP_AB
+    const long long ra = r0 + 2 * t4, rb = ra + 1;
+#else
     const long long ra = r0 + g, rb = ra + 8;
+#endif
 #if CAUSAL
     const long long lastA = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
     const long long lastB = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
@@ -230,11 +255,26 @@ static const char *const DecLoop = R"(  };
     long long warpMin = rowMin;
     for (int w = 16; w > 0; w >>= 1)
       warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, w));
+#if SWAP_AB
+    // q as the B operand (k16 = D, n8 = rows 0 to 7), two d-steps a load.
+    unsigned qf[NKD][2];
+#pragma unroll
+    for (int kd = 0; kd < NKD; kd += 2) {
+      unsigned r[4];
+      mt_ldsm_x4(r, mt_smem_addr(sQ + (lane & 7) * DP + kd * 16 +
+                                 (lane >> 3) * 8));
+      qf[kd][0] = r[0];
+      qf[kd][1] = r[1];
+      qf[kd + 1][0] = r[2];
+      qf[kd + 1][1] = r[3];
+    }
+#else
     unsigned qf[NKD][4];
 #pragma unroll
     for (int kd = 0; kd < NKD; ++kd)
       mt_ldsm_x4(qf[kd], mt_smem_addr(sQ + (lane & 15) * DP + kd * 16 +
                                        (lane >> 4) * 8));
+#endif
     for (int it = warp; it < nTiles; it += NC) {
       const int s = it % STAGES;
       const long long j0 = kvBegin + (long long)MT_TILE(it) * BKV;
@@ -328,8 +368,9 @@ static const char *const DecEnd =
       if (lane == 0)
         mt_mbar_arrive(empty + 8 * s);
     }
+    // A row's lanes: its t4's eight (SWAP_AB) or its g's four.
 #pragma unroll
-    for (int w = 1; w < 4; w <<= 1) {
+    for (int w = SWAP_AB ? 4 : 1; w < (SWAP_AB ? 32 : 4); w <<= 1) {
       lA += __shfl_xor_sync(0xffffffffu, lA, w);
       lB += __shfl_xor_sync(0xffffffffu, lB, w);
     }
@@ -352,6 +393,30 @@ static const char *const DecEnd =
   float *cW = cL + NC * 16;      // [NC][16] each warp's weight
   float *fO = cW + NC * 16;      // [16][D_] the tile's combined accumulators
   float *fM = fO + 16 * D_, *fL = fM + 16;
+#if SWAP_AB
+  if (warp < NC) {
+    // o[n]: columns n * 16 + g (+ 8) of rows ra, rb; rows 8 to 15 empty.
+    const int ra = 2 * t4, rb = ra + 1;
+#pragma unroll
+    for (int n = 0; n < NOA; ++n) {
+      const int d = n * 16 + g;
+      if (ra < VR) {
+        cO[(warp * 16 + ra) * D_ + d] = o[n][0];
+        cO[(warp * 16 + ra) * D_ + d + 8] = o[n][2];
+      }
+      if (rb < VR) {
+        cO[(warp * 16 + rb) * D_ + d] = o[n][1];
+        cO[(warp * 16 + rb) * D_ + d + 8] = o[n][3];
+      }
+    }
+    if (g < 2) {
+      cM[warp * 16 + g * 8 + ra] = g ? MT_NEG_INF : mA;
+      cM[warp * 16 + g * 8 + rb] = g ? MT_NEG_INF : mB;
+      cL[warp * 16 + g * 8 + ra] = g ? 0.f : lA;
+      cL[warp * 16 + g * 8 + rb] = g ? 0.f : lB;
+    }
+  }
+#else
   if (warp < NC) {
 #pragma unroll
     for (int n = 0; n < NO; ++n) {
@@ -372,6 +437,7 @@ static const char *const DecEnd =
       cL[warp * 16 + g + 8] = lB;
     }
   }
+#endif
   __syncthreads();
   for (int i = tid; i < 16; i += THREADS) {
     float M = MT_NEG_INF, L = 0.f;
@@ -545,17 +611,24 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                "warps) that fit in shared memory, 2 to 8 splits in a cluster, "
                "none and no stagger when persistent, no prefetch with warp "
                "partials, a tail depth only unsplit, not persistent, without "
-               "prefetch and with half the stages a multiple of the warps "
-               "(got " +
+               "prefetch and with half the stages a multiple of the warps, "
+               "one box not persistent and without prefetch, swapped "
+               "operands not persistent (got " +
                dtypeName(S.Dtype) + ", D = " + llvm::Twine(S.D) + ")");
   int64_t Tiles = (S.group() * S.Sq + T.BQ - 1) / T.BQ;
+  // _sw: the packed rows are the MMA's 8 columns.
+  if (T.SwapAB && (Tiles != 1 || S.group() * S.Sq > 8))
+    return err("tile " + ChoiceName +
+               " needs the packed query rows of a kv head to be 8 or fewer "
+               "(got " +
+               llvm::Twine(S.group() * S.Sq) + ")");
   if (T.Persistent && Tiles != 1)
     return err("tile " + ChoiceName +
                " needs the packed query rows of a kv "
                "head in one tile of 16 (got " +
                llvm::Twine(S.group() * S.Sq) + ")");
   if (Tiles * T.Splits > 0x7fffffff || S.B * S.Hkv > 65535 ||
-      S.Skv > 0x7fffffff)
+      S.Skv * (T.OneBox ? S.D / 64 : 1) > 0x7fffffff)
     return err("the decode attention grid exceeds CUDA's limits");
   return llvm::Error::success();
 }
@@ -593,9 +666,13 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
       (S->Dtype == DType::BF16 ? "bf16" : "f16") + "\"\n#define KV_BOX " +
       std::to_string(T.BKV * 128) + " // bytes of a k or v box\n" +
       "#define KV_TILE " + std::to_string(KvTile) +
-      " // bytes of a stage's k (or v)\n" + KeyRange + PackHelper +
-      WgmmaHelpers + DecHelpers + (T.Prefetch ? PrefetchHelper : "") +
-      (T.EvictFirst ? EvictFirstHelper : "") + (T.Tail ? TailHelper : "");
+      " // bytes of a stage's k (or v)\n#define ONE_BOX " +
+      (T.OneBox ? "1" : "0") + "\n#define ROW_BOXES " +
+      std::to_string(S->D / 64) + " // 128-byte rows of a key\n" + KeyRange +
+      PackHelper + WgmmaHelpers + DecHelpers +
+      (T.Prefetch ? PrefetchHelper : "") +
+      (T.EvictFirst ? EvictFirstHelper : "") + (T.Tail ? TailHelper : "") +
+      (T.SwapAB ? DecSwapHelper : "");
   // Two CTAs an SM where their shared memory fits and 65536 registers
   // leave each thread 200 (a decode step's split CTAs are short: more of
   // them at once hides each one's start and end); the kernel uses about
@@ -631,11 +708,13 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
        << Region << " // bytes of the stages (or the combine)\n";
     // Tiles in flight: every stage, or with _t half until a CTA finishes.
     OS << "#define TAIL " << (T.Tail ? 1 : 0) << "\n#define DEPTH "
-       << (T.Tail ? T.Stages / 2 : T.Stages) << "\n";
+       << (T.Tail ? T.Stages / 2 : T.Stages) << "\n#define SWAP_AB "
+       << (T.SwapAB ? 1 : 0) << "\n";
     if (T.Prefetch)
       OS << "#define PREFETCH " << T.Prefetch << "\n";
     OS << DecStart << (T.Prefetch ? IssuePrefetch : "") << DecLoop
-       << DecTileMath << DecEnd << SplitCombine << DecOutput;
+       << (T.SwapAB ? DecTileMathSwap : DecTileMath) << DecEnd << SplitCombine
+       << DecOutput;
   }
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};
@@ -669,8 +748,16 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
   K.BlockX = Threads;
   K.SharedBytes = unsigned(Smem);
   K.NeedsSm90a = true;
-  // k and v as [B * Hkv][Skv][D] in boxes of 64 columns x BKV keys.
-  K.TensorMaps = {wgmmaTensorMap(1, S->D, S->Skv, NBH, 64, uint32_t(T.BKV)),
-                  wgmmaTensorMap(2, S->D, S->Skv, NBH, 64, uint32_t(T.BKV))};
+  // k and v as [B * Hkv][Skv][D] in boxes of 64 columns x BKV keys, or
+  // with _ob as [B * Hkv][Skv * D / 64][64] in boxes of a stage's rows.
+  if (T.OneBox) {
+    int64_t RowBoxes = S->D / 64;
+    uint32_t Box = uint32_t(T.BKV * RowBoxes);
+    K.TensorMaps = {wgmmaTensorMap(1, 64, S->Skv * RowBoxes, NBH, 64, Box),
+                    wgmmaTensorMap(2, 64, S->Skv * RowBoxes, NBH, 64, Box)};
+  } else {
+    K.TensorMaps = {wgmmaTensorMap(1, S->D, S->Skv, NBH, 64, uint32_t(T.BKV)),
+                    wgmmaTensorMap(2, S->D, S->Skv, NBH, 64, uint32_t(T.BKV))};
+  }
   return K;
 }

@@ -1,7 +1,8 @@
-//===- AttentionDecodeVariantsTest.cpp - attn_dec's _r, _pw, _t forms ----===//
+//===- AttentionDecodeVariantsTest.cpp - attn_dec's variant forms -------===//
 //
 // The decode template's staggered start (`_r`), its persistent form with a
-// partial result per consumer warp (`_pw`) and its tail depth (`_t`):
+// partial result per consumer warp (`_pw`), its tail depth (`_t`), its
+// one-box copies (`_ob`) and its swapped MMA operands (`_sw`):
 // names, what a kernel of each holds, the tiles they cannot run, and the
 // kernels compiled with NVRTC for sm_90 wherever libnvrtc can be opened
 // (skips and says why elsewhere).
@@ -173,9 +174,79 @@ TEST(AttentionDecodeVariants, TailDepthKernel) {
   }
 }
 
-/// The new forms bench/device/attn-dec16b.sh times, compiled with NVRTC at
-/// Llama-3-8B's decode at batch 16, a ragged one, f16 at D = 64 with
-/// queries ending mid-tile, and many short kv heads.
+TEST(AttentionDecodeVariants, OneBoxKernel) {
+  std::optional<AttentionTile> T =
+      attentionTileOf(Choice{"attn_dec_16x32_w4_s8_r_t_ob", {}, {}});
+  ASSERT_TRUE(T);
+  EXPECT_TRUE(T->OneBox && T->Tail && T->Stagger);
+  EXPECT_EQ(attentionChoiceName(*T), "attn_dec_16x32_w4_s8_r_t_ob");
+  EXPECT_FALSE(attentionTileOf(Choice{"attn_dec_16x32_w4_s8_ob_t", {}, {}}));
+  auto P = attention("bf16", 16, 32, 8, 1, 4096, 128);
+  ASSERT_TRUE(P);
+  llvm::Expected<KernelSource> K = generate(*P, "attn_dec_16x32_w4_s4_ob");
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  llvm::Expected<KernelSource> Plain = generate(*P, "attn_dec_16x32_w4_s4");
+  ASSERT_TRUE(bool(Plain)) << llvm::toString(Plain.takeError());
+  EXPECT_NE(K->Source.find("#define ONE_BOX 1\n#define ROW_BOXES 2"),
+            std::string::npos);
+  EXPECT_NE(Plain->Source.find("#define ONE_BOX 0\n"), std::string::npos);
+  EXPECT_EQ(K->SharedBytes, Plain->SharedBytes);
+  // k and v as 128-byte rows, two a key, in boxes of a stage's 64 rows.
+  ASSERT_EQ(K->TensorMaps.size(), 2u);
+  for (const auto &M : K->TensorMaps) {
+    EXPECT_EQ(M.Dims[0], 64u);
+    EXPECT_EQ(M.Dims[1], 8192u);
+    EXPECT_EQ(M.Dims[2], 128u);
+    EXPECT_EQ(M.Strides[1], uint64_t(4096) * 128 * 2);
+    EXPECT_EQ(M.Box[0], 64u);
+    EXPECT_EQ(M.Box[1], 64u);
+  }
+  EXPECT_EQ(Plain->TensorMaps[0].Box[1], 32u);
+  // Not persistent, no prefetch.
+  for (const char *Bad :
+       {"attn_dec_16x32_w4_s4_ob_p", "attn_dec_16x32_w4_s8_pf8_ob"}) {
+    llvm::Expected<KernelSource> B = generate(*P, Bad);
+    ASSERT_FALSE(bool(B)) << Bad;
+    EXPECT_NE(llvm::toString(B.takeError()).find("one box not persistent"),
+              std::string::npos)
+        << Bad;
+  }
+}
+
+TEST(AttentionDecodeVariants, SwappedOperandsKernel) {
+  std::optional<AttentionTile> T =
+      attentionTileOf(Choice{"attn_dec_16x32_w4_s4_kv2_ob_sw", {}, {}});
+  ASSERT_TRUE(T);
+  EXPECT_TRUE(T->SwapAB && T->OneBox && T->Splits == 2);
+  EXPECT_FALSE(attentionTileOf(Choice{"attn_dec_16x32_w4_s4_sw_ob", {}, {}}));
+  auto P = attention("bf16", 16, 32, 8, 1, 4096, 128);
+  ASSERT_TRUE(P);
+  llvm::Expected<KernelSource> K = generate(*P, "attn_dec_16x32_w4_s4_sw");
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_NE(K->Source.find("#define SWAP_AB 1\n"), std::string::npos);
+  EXPECT_NE(K->Source.find("movmatrix.sync.aligned.m8n8.trans.b16"),
+            std::string::npos);
+  llvm::Expected<KernelSource> Plain = generate(*P, "attn_dec_16x32_w4_s4");
+  ASSERT_TRUE(bool(Plain)) << llvm::toString(Plain.takeError());
+  EXPECT_NE(Plain->Source.find("#define SWAP_AB 0\n"), std::string::npos);
+  EXPECT_EQ(Plain->Source.find("movmatrix"), std::string::npos);
+  EXPECT_EQ(K->SharedBytes, Plain->SharedBytes);
+  // 16 packed rows (4 query heads of 4 queries) are more than 8 columns.
+  auto Wide = attention("bf16", 1, 32, 8, 4, 4096, 128);
+  ASSERT_TRUE(Wide);
+  llvm::Expected<KernelSource> W = generate(*Wide, "attn_dec_16x32_w4_s4_sw");
+  ASSERT_FALSE(bool(W));
+  EXPECT_NE(llvm::toString(W.takeError()).find("8 or fewer"),
+            std::string::npos);
+  llvm::Expected<KernelSource> Pers = generate(*P, "attn_dec_16x32_w4_s4_sw_p");
+  ASSERT_FALSE(bool(Pers));
+  EXPECT_NE(llvm::toString(Pers.takeError()).find("swapped operands not"),
+            std::string::npos);
+}
+
+/// The new forms bench/device/attn-dec16b.sh (and attn-dec16c.sh) times,
+/// compiled with NVRTC at Llama-3-8B's decode at batch 16, a ragged one, f16 at
+/// D = 64 with queries ending mid-tile, and many short kv heads.
 TEST(AttentionDecodeVariants, CompileWithNvrtc) {
   llvm::Expected<const cuda::NvrtcApi &> Nv = cuda::loadNvrtc();
   if (!Nv)
@@ -192,7 +263,9 @@ TEST(AttentionDecodeVariants, CompileWithNvrtc) {
       "attn_dec_16x32_w4_s4_kv8_c_r", "attn_dec_16x32_w4_s4_pw",
       "attn_dec_16x16_w1_s2_pw",      "attn_dec_16x64_w4_s4_pw",
       "attn_dec_16x32_w4_s8_t",       "attn_dec_16x32_w2_s8_t",
-      "attn_dec_16x16_w1_s2_r_t"};
+      "attn_dec_16x16_w1_s2_r_t",     "attn_dec_16x32_w4_s4_ob",
+      "attn_dec_16x64_w2_s2_ob",      "attn_dec_16x32_w4_s4_kv8_c_ob",
+      "attn_dec_16x16_w1_s2_kv2_r_ob"};
   std::vector<KernelSource> Work;
   for (const auto &P : Keep) {
     ASSERT_TRUE(P);
@@ -204,5 +277,16 @@ TEST(AttentionDecodeVariants, CompileWithNvrtc) {
       Work.push_back(std::move(*K));
     }
   }
+  // _sw where the packed rows are 8 or fewer (f16 at D = 64: 6 rows).
+  Keep.push_back(attention("f16", 2, 6, 3, 3, 100, 64));
+  const char *Swapped[] = {"attn_dec_16x32_w4_s4_sw", "attn_dec_16x64_w2_s2_sw",
+                           "attn_dec_16x32_w4_s4_kv8_c_ob_sw",
+                           "attn_dec_16x16_w1_s2_kv2_r_ob_sw"};
+  for (size_t I : {size_t(0), size_t(1), size_t(3), size_t(4)})
+    for (const char *Name : Swapped) {
+      llvm::Expected<KernelSource> K = generate(*Keep[I], Name);
+      ASSERT_TRUE(bool(K)) << Name << ": " << llvm::toString(K.takeError());
+      Work.push_back(std::move(*K));
+    }
   expectEveryKernelCompiles(Work, 2);
 }
