@@ -175,12 +175,16 @@ llvm::Error FuseMoeCombinePass::run(Graph &G) {
     Names.insert(In->getName());
   for (const auto &N : G.getNodes())
     Names.insert(N->getName());
-  for (size_t I = 0; I < G.size(); ++I) {
-    UseCounts Uses = countUses(G);
+  // Use counts change only with a rewrite (see fuse-grouped-mm).
+  UseCounts Uses = countUses(G);
+  for (size_t I = 0; I < G.size();) {
     std::optional<CombineMatch> M = matchCombine(*G.getNodes()[I], Uses);
-    if (!M)
+    if (!M) {
+      ++I;
       continue;
+    }
     rewrite(G, *M, Names);
+    Uses = countUses(G);
     I = 0;
   }
   return llvm::Error::success();
@@ -220,18 +224,21 @@ static Node *matchCombineSum(Node &Sum, const UseCounts &Uses, const Graph &G) {
 }
 
 llvm::Error FuseMoeCombineSumPass::run(Graph &G) {
-  for (size_t I = 0; I < G.size(); ++I) {
-    UseCounts Uses = countUses(G);
+  UseCounts Uses = countUses(G);
+  for (size_t I = 0; I < G.size();) {
     Node &Sum = *G.getNodes()[I];
     Node *Gm = matchCombineSum(Sum, Uses, G);
-    if (!Gm)
+    if (!Gm) {
+      ++I;
       continue;
+    }
     auto N = std::make_unique<OpNode>(OpCode::GroupedMm, Gm->getLoc());
     for (const Operand &O : Gm->getOperands())
       N->getOperands().push_back(O);
     N->getAttrs().set("combine", Attribute::getBool(true));
     G.replaceNode(&Sum, std::move(N));
     G.eraseNode(Gm);
+    Uses = countUses(G);
     I = 0;
   }
   return llvm::Error::success();
