@@ -46,6 +46,14 @@ extern const char *const DecWarpPartialsEnd;
 extern const char *const DecSwapHelper;
 extern const char *const DecTileMathSwap;
 
+/// The decode template's copy options (AttentionDecodeCopyForms.cpp):
+/// `_t`'s bulk load and barrier test, `_pfN`'s L2 prefetch helper and the
+/// text a stage inserts after its copies, `_ef`'s evict-first load.
+extern const char *const TailHelper;
+extern const char *const PrefetchHelper;
+extern const char *const EvictFirstHelper;
+extern const char *const IssuePrefetch;
+
 /// Emits Pieces with SplitCombine between consecutive ones (each piece but
 /// the last ends where a `#if SPLITS > 1` branch has written its partials).
 void emitWithCombine(llvm::raw_ostream &OS,
