@@ -1,5 +1,6 @@
-"""Where a gallery MLP's prefill time goes, kernel by kernel, beside
-max-autotune in one process on one GPU: the layer through
+"""Where a gallery layer's time goes (prefill, or decode with --size),
+kernel by kernel, beside max-autotune in one process on one GPU: the
+layer through
 torch.compile(backend="mtsched") in each --swiglu-form given and through
 torch.compile(mode="max-autotune"), timed interleaved (each round one
 sample of each, in turn, so that the GPU's clock drifting under sustained
@@ -10,7 +11,7 @@ report).
 
     python3 bench/mlp_breakdown.py --build-dir .device --out DIR \\
         [--layers llama3_70b_mlp ...] [--forms measured merged split] \\
-        [--aten-only]
+        [--aten-only] [--size prefill|decode]
 
 A form "args:FLAGS" compiles with those mtsched-opt flags instead of a
 --swiglu-form (e.g. "args:--bench-sample-us=20000").
@@ -152,8 +153,8 @@ def compile_forms(backend, model, inputs, ref, forms):
 
 
 def layer(a, backend, name):
-    model, inputs = tbb.build(name, "prefill", 0)
-    lines = ["## %s (prefill, world size 1)" % name, ""]
+    model, inputs = tbb.build(name, a.size, 0)
+    lines = ["## %s (%s, world size 1)" % (name, a.size), ""]
     with torch.no_grad(), collectives.mode("local"):
         ref = model(*inputs)
         fns, text = compile_forms(backend, model, inputs, ref, a.forms)
@@ -199,12 +200,13 @@ def main(argv=None):
                                                    "split"])
     p.add_argument("--aten-only", action="store_true")
     p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--size", choices=["prefill", "decode"], default="prefill")
     p.add_argument("--out", default=".")
     a = p.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     backend = tbb.setup(a.build_dir)
-    lines = ["# Gallery MLPs at prefill, one GPU (%s, PyTorch %s)" % (
-        torch.cuda.get_device_name(), torch.__version__), ""]
+    lines = ["# Gallery layers at %s, one GPU (%s, PyTorch %s)" % (
+        a.size, torch.cuda.get_device_name(), torch.__version__), ""]
     for name in a.layers:
         lines += layer(a, backend, name)
         with open(os.path.join(a.out, "breakdown.md"), "w") as f:

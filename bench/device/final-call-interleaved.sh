@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 35's prefill layers timed interleaved beside full max-autotune (one
+# Issue 35's layers (prefill, or SIZE=decode) timed interleaved beside full max-autotune (one
 # H200): torch_backend_bench.py times mtsched's compiled layer right after
 # its own compile and max-autotune's after Inductor's, minutes apart, and
 # the GPU's sustained clock moved those ratios by up to 8% between calls
@@ -9,7 +9,7 @@
 # kernel by kernel. Run from the repository root after
 # `bash scripts/gpu-test.sh --pack`:
 #   LAYERS="llama3_70b_mlp ..." [FORMS="measured args:..."] [ROUNDS=8] \
-#     [LIMIT_S=400] \
+#     [LIMIT_S=400] [SIZE=prefill|decode] \
 #     bash bench/device/final-call-interleaved.sh
 # $OUT/breakdown.md (the table per layer), breakdown.log, summary.txt.
 set -u
@@ -27,6 +27,7 @@ T0=$SECONDS
 # shellcheck disable=SC2086 # LAYERS and FORMS are lists
 timeout "${LIMIT_S:-400}" "$PY" bench/mlp_breakdown.py --build-dir "$D" \
   --out "$OUT" --layers $LAYERS --forms ${FORMS:-measured} --rounds "${ROUNDS:-8}" \
+  --size "${SIZE:-prefill}" \
   > "$OUT/breakdown.log" 2>&1
 echo "mlp_breakdown: rc $? in $((SECONDS - T0)) s" | tee -a "$S"
 grep -E "^## |^#### |^\| (mtsched|max-autotune)" "$OUT/breakdown.md" \
