@@ -60,6 +60,27 @@ struct FormsSetup {
   std::vector<std::vector<std::vector<OpCode>>> Asked;
 };
 
+/// Burst times (merged, each GEMM, the epilogue) and the sustained
+/// re-timing's answers for the merged and the split form.
+FormsSetup forms(double MergedUs, double GemmUs, double EpilogueUs,
+                 Measurement SustainedMerged, Measurement SustainedSplit) {
+  FormsSetup S;
+  S.MergedUs = MergedUs;
+  S.GemmUs = GemmUs;
+  S.EpilogueUs = EpilogueUs;
+  S.Sustained = {SustainedMerged, SustainedSplit};
+  return S;
+}
+
+Measurement ok(double Us) { return Measurement{ChoiceStatus::Ok, Us, ""}; }
+
+/// Llama-3-70B's prefill on an H200 (2026-11-29): the split form faster
+/// in bursts (2 x 1200 + 80 us against 2754.6).
+FormsSetup llama70bPrefill(Measurement SustainedMerged,
+                           Measurement SustainedSplit) {
+  return forms(2754.6, 1200, 80, SustainedMerged, SustainedSplit);
+}
+
 /// Every merged choice takes MergedUs, every GEMM choice GemmUs (fused: far
 /// slower), an epilogue alone EpilogueUs; measureForms answers Sustained.
 class FormsRunner : public Runner {
@@ -146,14 +167,8 @@ bool has(const std::string &IR, const char *S) {
 }
 
 TEST(SwiGluSustained, LongFormsAreDecidedByTheirSustainedTimes) {
-  // Llama-3-70B's prefill on an H200 (2026-11-29): split faster in bursts,
-  // merged faster under sustained load.
-  FormsSetup Run;
-  Run.MergedUs = 2754.6;
-  Run.GemmUs = 1200;
-  Run.EpilogueUs = 80;
-  Run.Sustained = {Measurement{ChoiceStatus::Ok, 2641.3, ""},
-                   Measurement{ChoiceStatus::Ok, 2690.5, ""}};
+  // Merged faster under sustained load.
+  FormsSetup Run = llama70bPrefill(ok(2641.3), ok(2690.5));
   std::string IR = decide(Run);
   EXPECT_TRUE(has(IR, "= multi_template_buffer swiglu(%h, %wg, %wu)")) << IR;
   EXPECT_FALSE(has(IR, "matmul(%h")) << IR;
@@ -168,12 +183,7 @@ TEST(SwiGluSustained, LongFormsAreDecidedByTheirSustainedTimes) {
 }
 
 TEST(SwiGluSustained, SustainedTimesCanKeepTheSplitForm) {
-  FormsSetup Run;
-  Run.MergedUs = 2400;
-  Run.GemmUs = 1250;
-  Run.EpilogueUs = 80;
-  Run.Sustained = {Measurement{ChoiceStatus::Ok, 2900, ""},
-                   Measurement{ChoiceStatus::Ok, 2700, ""}};
+  FormsSetup Run = forms(2400, 1250, 80, ok(2900), ok(2700));
   std::string IR = decide(Run);
   EXPECT_TRUE(has(IR, "matmul(%h, %wg)")) << IR;
   EXPECT_FALSE(has(IR, "swiglu(%h")) << IR;
@@ -182,12 +192,8 @@ TEST(SwiGluSustained, SustainedTimesCanKeepTheSplitForm) {
 }
 
 TEST(SwiGluSustained, AFailedRetimeLeavesTheBurstDecisionAndSaysWhy) {
-  FormsSetup Run;
-  Run.MergedUs = 2754.6;
-  Run.GemmUs = 1200;
-  Run.EpilogueUs = 80;
-  Run.Sustained = {Measurement{ChoiceStatus::Ok, 2641.3, ""},
-                   Measurement{ChoiceStatus::Failed, 0, "no kernel"}};
+  FormsSetup Run = llama70bPrefill(
+      ok(2641.3), Measurement{ChoiceStatus::Failed, 0, "no kernel"});
   std::string IR = decide(Run);
   EXPECT_TRUE(has(IR, "matmul(%h, %wg)")) << IR;
   EXPECT_TRUE(has(IR, "swiglu_merged_us = 2754.6")) << IR;
@@ -197,21 +203,12 @@ TEST(SwiGluSustained, AFailedRetimeLeavesTheBurstDecisionAndSaysWhy) {
 
 TEST(SwiGluSustained, ShortFormsAndTheFlagOffKeepTheBurstTimes) {
   // Decode-sized times: nothing re-timed, the IR as before.
-  FormsSetup Run;
-  Run.MergedUs = 60;
-  Run.GemmUs = 25;
-  Run.EpilogueUs = 3;
-  Run.Sustained = {Measurement{ChoiceStatus::Ok, 1, ""},
-                   Measurement{ChoiceStatus::Ok, 1000, ""}};
+  FormsSetup Run = forms(60, 25, 3, ok(1), ok(1000));
   std::string IR = decide(Run);
   EXPECT_TRUE(Run.Asked.empty());
   EXPECT_TRUE(has(IR, "matmul(%h, %wg)")) << IR;
   EXPECT_FALSE(has(IR, "swiglu_timing")) << IR;
-  FormsSetup Off;
-  Off.MergedUs = 2754.6;
-  Off.GemmUs = 1200;
-  Off.EpilogueUs = 80;
-  Off.Sustained = Run.Sustained;
+  FormsSetup Off = llama70bPrefill(ok(1), ok(1000));
   IR = decide(Off, /*SustainedUs=*/0);
   EXPECT_TRUE(Off.Asked.empty());
   EXPECT_TRUE(has(IR, "matmul(%h, %wg)")) << IR;
@@ -226,12 +223,7 @@ TEST(SwiGluSustained, RanksDecideFromTheSlowestRanksSustainedTimes) {
   std::vector<std::string> IR(2);
   std::vector<std::thread> Threads;
   for (int R = 0; R < 2; ++R) {
-    FormsSetup &S = Setups[R];
-    S.MergedUs = 2754.6;
-    S.GemmUs = 1200;
-    S.EpilogueUs = 80;
-    S.Sustained = {Measurement{ChoiceStatus::Ok, R ? 2990.0 : 2600.0, ""},
-                   Measurement{ChoiceStatus::Ok, 2700, ""}};
+    Setups[R] = llama70bPrefill(ok(R ? 2990.0 : 2600.0), ok(2700));
     Threads.emplace_back([&, R] {
       std::unique_ptr<Communicator> Comm = Group.get(R);
       IR[R] = decide(Setups[R], 1000, Comm.get());
