@@ -185,6 +185,10 @@ def layer(a, backend, name):
             ratio = statistics.median(x / b for x, b in zip(v, base))
             lines.append("| %s | %.1f | %.1f | %.1f | %.3fx |" % (
                 k, statistics.median(v), min(v), max(v), ratio))
+        # Each round's sample, in round order: a drift or a slow round
+        # shows here, which the median hides.
+        lines += [""] + ["* %s by round: %s" % (
+            k, " ".join("%.1f" % x for x in v)) for k, v in t.items()]
         lines.append("")
         for k, fn in calls.items():
             lines += kernel_profile.table("%s kernels" % k,
