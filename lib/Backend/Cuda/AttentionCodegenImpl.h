@@ -54,6 +54,11 @@ extern const char *const PrefetchHelper;
 extern const char *const EvictFirstHelper;
 extern const char *const IssuePrefetch;
 
+/// The decode kernels' diagnostic stamps (MT_TL_START, MT_TL_STAMP(i),
+/// MT_TL_END: empty unless compiled with -DMT_TIMELINE, which only
+/// bench/device/attn-dec-timeline.py does; AttentionDecodeTimeline.cpp).
+extern const char *const DecTimelineHelper;
+
 /// Emits Pieces with SplitCombine between consecutive ones (each piece but
 /// the last ends where a `#if SPLITS > 1` branch has written its partials).
 void emitWithCombine(llvm::raw_ostream &OS,

@@ -89,6 +89,7 @@ static const char *const DecStart = R"(
 #define NO (D_ / 8)           // n8 output tiles
 #define MT_NEG_INF (-__int_as_float(0x7f800000))
   extern __shared__ __align__(1024) unsigned char mt_smem[];
+  MT_TL_START
   // 128-byte swizzled boxes start at 1024-byte boundaries.
   const unsigned raw = mt_smem_addr(mt_smem);
   const unsigned sK = (raw + 1023) & ~1023u;
@@ -279,6 +280,9 @@ static const char *const DecLoop = R"(  };
       const int s = it % STAGES;
       const long long j0 = kvBegin + (long long)MT_TILE(it) * BKV;
       mt_mbar_wait(full + 8 * s, (it / STAGES) & 1);
+      if (it == 0) {
+        MT_TL_STAMP(2)
+      }
       const unsigned kt = sK + s * KV_TILE, vt = sV + s * KV_TILE;
 )";
 
@@ -380,6 +384,7 @@ static const char *const DecEnd =
   // only for the tile's VR rows that are query rows (a decode step of
   // Llama-3-8B has 4 of 16).
   __syncthreads();
+  MT_TL_STAMP(3)
 #if TAIL
   // This CTA's copies are done; the last to count leaves the count at 0.
   if (tid == 0 && atomicAdd((unsigned *)ws, 1u) ==
@@ -462,6 +467,7 @@ static const char *const DecEnd =
     fO[e] = x;
   }
   __syncthreads();
+  MT_TL_STAMP(4)
 #if CLUSTER_SPLITS
   // The splits' combine (as SplitCombine's) by the cluster's first CTA,
   // reading the others' fO, fM and fL in their shared memory.
@@ -520,6 +526,7 @@ static const char *const DecOutput = R"(#else
         STORE(fL[i] > 0.f ? fO[e] / fL[i] : MT_EMPTY_ROW);
   }
 #endif
+  MT_TL_END
 }
 )";
 
@@ -597,7 +604,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
       " // bytes of a stage's k (or v)\n#define ONE_BOX " +
       (T.OneBox ? "1" : "0") + "\n#define ROW_BOXES " +
       std::to_string(S->D / 64) + " // 128-byte rows of a key\n" + KeyRange +
-      PackHelper + WgmmaHelpers + DecHelpers +
+      PackHelper + WgmmaHelpers + DecHelpers + DecTimelineHelper +
       (T.Prefetch ? PrefetchHelper : "") +
       (T.EvictFirst ? EvictFirstHelper : "") + (T.Tail ? TailHelper : "") +
       (T.SwapAB ? DecSwapHelper : "");
