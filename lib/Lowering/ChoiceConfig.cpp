@@ -408,6 +408,13 @@ bool mtsched::decTileOptionsValid(const AttentionTile &T) {
          (!T.SwapAB || !T.Persistent);
 }
 
+AttentionTile mtsched::offeredAttentionTile(AttentionTile T,
+                                            int64_t PackedRows) {
+  if (T.Dec && T.SwapAB && PackedRows > 8)
+    T.SwapAB = false;
+  return T;
+}
+
 std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   llvm::StringRef S(C.Name);
   AttentionTile T;
@@ -502,11 +509,9 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
     return flashAttentionSharedBytes(T.BQ, T.BKV, D) <=
            FlashAttentionMaxSharedBytes;
   };
-  for (AttentionTile T : AttentionTiles) {
-    // A swapped decode tile whose packed rows exceed the MMA's 8 columns
-    // is offered as its unswapped twin (Add keeps a name once).
-    if (T.Dec && T.SwapAB && PackedRows > 8)
-      T.SwapAB = false;
+  for (const AttentionTile &Listed : AttentionTiles) {
+    // (Add keeps a name once: a tile and its unswapped twin give one.)
+    AttentionTile T = offeredAttentionTile(Listed, PackedRows);
     // Every split gets at least two stages of keys.
     int64_t StageKeys =
         int64_t(T.BKV) * (T.Mma ? mmaAttentionKeyWarps(T.BQ, T.Warps) : 1);

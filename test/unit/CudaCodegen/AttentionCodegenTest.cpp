@@ -789,8 +789,11 @@ TEST_P(EveryChoiceCompilesWithNvrtc, Shape) {
     std::vector<Choice> All;
     std::optional<AttentionShape> AS = attentionShapeOf(node(*P));
     ASSERT_TRUE(AS);
-    for (const AttentionTile &T : ChoiceConfig::getDefault().AttentionTiles)
-      if (T.Wg    ? wgAttentionSupports(*AS, T.BQ, T.BKV, T.Stages)
+    for (const AttentionTile &Listed :
+         ChoiceConfig::getDefault().AttentionTiles)
+      // (A `_sw` tile above 8 packed rows as lowering offers it.)
+      if (AttentionTile T = offeredAttentionTile(Listed, AS->group() * AS->Sq);
+          T.Wg    ? wgAttentionSupports(*AS, T.BQ, T.BKV, T.Stages)
           : T.Dec ? decAttentionSupports(*AS, T.BQ, T.BKV, T.Warps, T.Stages)
                   : !T.Mma || mmaAttentionSupports(*AS, T.BQ, T.BKV, T.Warps,
                                                    T.Stages))
