@@ -39,12 +39,13 @@ extern const char *const DecPersistentEnd;
 extern const char *const DecWarpPartialsStart;
 extern const char *const DecWarpPartialsEnd;
 
-/// The decode template's stage math with the MMA's operands swapped
-/// (`attn_dec_..._sw`: keys as the 16 rows, at most 8 query rows as the
-/// columns; DecTileMath's counterpart) and its `movmatrix` helper
-/// (AttentionDecodeSwap.cpp).
+/// A decode consumer warp's math on one stage (scores, online softmax,
+/// p v), the query rows as the MMA's rows, or with SwapAB
+/// (`attn_dec_..._sw`) the keys, at most 8 query rows as the columns; and
+/// the `movmatrix` helper `_sw` needs (AttentionDecodeStageMath.cpp). The
+/// kernel defines SWAP_AB (0 or 1) before it.
+std::string decTileMath(bool SwapAB);
 extern const char *const DecSwapHelper;
-extern const char *const DecTileMathSwap;
 
 /// The decode template's copy options (AttentionDecodeCopyForms.cpp):
 /// `_t`'s bulk load and barrier test, `_pfN`'s L2 prefetch helper and the
