@@ -41,7 +41,7 @@ if [ "${LIT:-1}" = 1 ]; then
     "$W/test/lit/Cuda/attention-run.mir" "$W/test/lit/Cuda/attention-mma-run.mir" \
     > "$OUT/lit.log" 2>&1
   echo "lit rc=$? at $((SECONDS - START)) s" | tee -a "$S"
-  grep -E "^(PASS|FAIL|UNSUPPORTED|TIMEOUT):" "$OUT/lit.log" | tee -a "$S"
+  grep -E "^(PASS|FAIL|UNSUPPORTED|TIMEOUT):|^ *(Passed|Failed|Unsupported) *:" "$OUT/lit.log" | tee -a "$S"
   for f in "$W"/test/lit/Cuda/Output/attention-*run.mir.tmp*log; do
     [ -f "$f" ] && grep -h "run @\|error\|wrong\|differs" "$f" | head -24
   done >> "$OUT/lit.log"
