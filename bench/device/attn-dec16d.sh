@@ -75,9 +75,9 @@ done
 
 # graph tile mode (full: the variants too; tl: timeline and SDPA only).
 TL=${TL:-"decode_b16 d32.4.4.1 full
-decode_b16 d32.4.4.1s tl
 decode_b4 d32.4.8.4s full
-decode_b1 d32.4.8.8s full"}
+decode_b1 d32.4.8.8s full
+decode_b16 d32.4.4.1s tl"}
 echo "== 4. timeline (bench/device/attn-dec-timeline.py)" | tee -a "$S"
 : > "$K/cases.txt"
 while read -r g tile mode; do

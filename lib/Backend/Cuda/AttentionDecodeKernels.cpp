@@ -364,6 +364,7 @@ static const char *const DecEnd =
   }
 #endif
   __syncthreads();
+  MT_TL_STAMP(8)
   for (int i = tid; i < 16; i += THREADS) {
     float M = MT_NEG_INF, L = 0.f;
     for (int w = 0; w < NC; ++w)
@@ -379,6 +380,7 @@ static const char *const DecEnd =
     fL[i] = L;
   }
   __syncthreads();
+  MT_TL_STAMP(9)
   for (int e = tid; e < VR * D_; e += THREADS) {
     const int i = e / D_;
     float x = 0.f;

@@ -19,11 +19,12 @@ using namespace mtsched;
 const char *const codegen::DecTimelineHelper = R"(
 #ifdef MT_TIMELINE
 // Per CTA: [0] SM | linear block index << 32, [1] start, [2] first stage
-// landed (consumer warp 0), [3] every stage consumed, [4] the consumers'
-// partial results combined, [5] end (%globaltimer, ns), [6] and [7]
-// clock64 at the start and the end. mt_tl_n counts the CTAs recorded.
+// landed (consumer warp 0), [3] every stage consumed, [8] the consumers'
+// partial results in shared memory, [9] their weights, [4] the partial
+// results combined, [5] end (%globaltimer, ns), [6] and [7] clock64 at
+// the start and the end. mt_tl_n counts the CTAs recorded.
 #define MT_TL_MAX 65536
-__device__ unsigned long long mt_tl[MT_TL_MAX][8];
+__device__ unsigned long long mt_tl[MT_TL_MAX][16];
 __device__ unsigned mt_tl_n;
 __device__ __forceinline__ unsigned long long mt_gtime() {
   unsigned long long t;
