@@ -22,7 +22,8 @@ const char *const codegen::DecTimelineHelper = R"(
 // landed (consumer warp 0), [3] every stage consumed, [8] the consumers'
 // partial results in shared memory, [9] their weights, [4] the partial
 // results combined, [5] end (%globaltimer, ns), [6] and [7] clock64 at
-// the start and the end. mt_tl_n counts the CTAs recorded.
+// the start and the end (a split CTA that does not combine the splits
+// leaves [5] and [7] zero). mt_tl_n counts the CTAs recorded.
 #define MT_TL_MAX 65536
 __device__ unsigned long long mt_tl[MT_TL_MAX][16];
 __device__ unsigned mt_tl_n;
@@ -38,6 +39,8 @@ __device__ __forceinline__ unsigned long long mt_gtime() {
     unsigned sm;                                                               \
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));                            \
     mt_slot = atomicAdd(&mt_tl_n, 1u) % MT_TL_MAX;                             \
+    for (int i = 2; i < 16; ++i) /* no stale stamps from a slot's reuse */    \
+      mt_tl[mt_slot][i] = 0;                                                   \
     mt_tl[mt_slot][1] = t;                                                     \
     mt_tl[mt_slot][6] = c;                                                     \
     mt_tl[mt_slot][0] =                                                        \
