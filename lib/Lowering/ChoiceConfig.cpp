@@ -83,10 +83,11 @@ ChoiceConfig ChoiceConfig::getDefault() {
   auto Mma = [](int BQ, int BKV, int Warps, int Splits = 1) {
     return AttentionTile{BQ, BKV, Warps, Splits, /*Mma=*/true};
   };
-  auto Dec = [](int BKV, int Stages, int Splits) {
+  auto Dec = [](int BKV, int Stages, int Splits, bool SwapAB = false) {
     AttentionTile T{16, BKV, 4, Splits};
     T.Stages = Stages;
     T.Dec = true;
+    T.SwapAB = SwapAB;
     return T;
   };
   C.AttentionTiles = {{64, 64, 4},
@@ -132,11 +133,17 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       // (batch 16, 4 and 1 over 4096 keys; docs/
                       // BENCHMARKS.md). Unsplit, 64 KB of stages in flight
                       // (4 x 32 keys) beat 128 KB at batch 16 (65.5 against
-                      // 68.0 us, 2026-11-29).
+                      // 68.0 us, 2026-11-29). The split tiles swap the
+                      // MMA's operands (`_sw`) where a kv head's packed
+                      // rows fit its 8 columns, else attentionChoices
+                      // offers them unswapped: half the MMAs of a stage,
+                      // and the short split CTAs of batch 1 and 4 gain
+                      // (20.96 against 21.47 us at batch 4, 9.26 against
+                      // 9.76 at batch 1); batch 16 did not (memory-bound).
                       Dec(32, 4, 1),
-                      Dec(32, 8, 4),
-                      Dec(32, 8, 8),
-                      Dec(32, 8, 16)};
+                      Dec(32, 8, 4, /*SwapAB=*/true),
+                      Dec(32, 8, 8, /*SwapAB=*/true),
+                      Dec(32, 8, 16, /*SwapAB=*/true)};
   C.GemmExterns = {"extern.cublas"};
   // `hier` is offered only to groups that span hosts.
   C.AllReduce = {"nccl", "one_shot", "two_shot", "hier"};
@@ -401,6 +408,13 @@ bool mtsched::decTileOptionsValid(const AttentionTile &T) {
          (!T.SwapAB || !T.Persistent);
 }
 
+AttentionTile mtsched::offeredAttentionTile(AttentionTile T,
+                                            int64_t PackedRows) {
+  if (T.Dec && T.SwapAB && PackedRows > 8)
+    T.SwapAB = false;
+  return T;
+}
+
 std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
   llvm::StringRef S(C.Name);
   AttentionTile T;
@@ -495,7 +509,9 @@ ChoiceConfig::attentionChoices(const AttentionShape &S) const {
     return flashAttentionSharedBytes(T.BQ, T.BKV, D) <=
            FlashAttentionMaxSharedBytes;
   };
-  for (const AttentionTile &T : AttentionTiles) {
+  for (const AttentionTile &Listed : AttentionTiles) {
+    // (Add keeps a name once: a tile and its unswapped twin give one.)
+    AttentionTile T = offeredAttentionTile(Listed, PackedRows);
     // Every split gets at least two stages of keys.
     int64_t StageKeys =
         int64_t(T.BKV) * (T.Mma ? mmaAttentionKeyWarps(T.BQ, T.Warps) : 1);

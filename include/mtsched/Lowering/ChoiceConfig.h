@@ -235,6 +235,11 @@ std::optional<AttentionTile> attentionTileOf(const Choice &C);
 /// decAttentionSupports'.)
 bool decTileOptionsValid(const AttentionTile &T);
 
+/// The tile lowering offers for T where a kv head has PackedRows packed
+/// query rows: a `_sw` decode tile above the MMA's 8 columns comes as its
+/// unswapped twin, else T.
+AttentionTile offeredAttentionTile(AttentionTile T, int64_t PackedRows);
+
 } // namespace mtsched
 
 #endif // MTSCHED_LOWERING_CHOICECONFIG_H

@@ -39,12 +39,13 @@ extern const char *const DecPersistentEnd;
 extern const char *const DecWarpPartialsStart;
 extern const char *const DecWarpPartialsEnd;
 
-/// The decode template's stage math with the MMA's operands swapped
-/// (`attn_dec_..._sw`: keys as the 16 rows, at most 8 query rows as the
-/// columns; DecTileMath's counterpart) and its `movmatrix` helper
-/// (AttentionDecodeSwap.cpp).
+/// A decode consumer warp's math on one stage (scores, online softmax,
+/// p v), the query rows as the MMA's rows, or with SwapAB
+/// (`attn_dec_..._sw`) the keys, at most 8 query rows as the columns; and
+/// the `movmatrix` helper `_sw` needs (AttentionDecodeStageMath.cpp). The
+/// kernel defines SWAP_AB (0 or 1) before it.
+std::string decTileMath(bool SwapAB);
 extern const char *const DecSwapHelper;
-extern const char *const DecTileMathSwap;
 
 /// The decode template's copy options (AttentionDecodeCopyForms.cpp):
 /// `_t`'s bulk load and barrier test, `_pfN`'s L2 prefetch helper and the
@@ -53,6 +54,11 @@ extern const char *const TailHelper;
 extern const char *const PrefetchHelper;
 extern const char *const EvictFirstHelper;
 extern const char *const IssuePrefetch;
+
+/// The decode kernels' diagnostic stamps (MT_TL_START, MT_TL_STAMP(i),
+/// MT_TL_END: empty unless compiled with -DMT_TIMELINE, which only
+/// bench/device/attn-dec-timeline.py does; AttentionDecodeTimeline.cpp).
+extern const char *const DecTimelineHelper;
 
 /// Emits Pieces with SplitCombine between consecutive ones (each piece but
 /// the last ends where a `#if SPLITS > 1` branch has written its partials).

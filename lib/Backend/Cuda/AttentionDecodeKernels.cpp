@@ -78,7 +78,7 @@ __device__ __forceinline__ unsigned mt_swz(int row, int chunk) {
 
 /// The kernel body (after the shape's #defines), in pieces: its start up
 /// to the end of a stage's copies (a prefetch may follow), the consumers'
-/// loop up to a stage's math (DecTileMath, shared with the persistent
+/// loop up to a stage's math (decTileMath, shared with the persistent
 /// form), the end up to the split combine, then the unsplit output.
 static const char *const DecStart = R"(
 #define NC (THREADS / 32 - 1) // consumer warps; warp NC is the producer
@@ -89,6 +89,7 @@ static const char *const DecStart = R"(
 #define NO (D_ / 8)           // n8 output tiles
 #define MT_NEG_INF (-__int_as_float(0x7f800000))
   extern __shared__ __align__(1024) unsigned char mt_smem[];
+  MT_TL_START
   // 128-byte swizzled boxes start at 1024-byte boundaries.
   const unsigned raw = mt_smem_addr(mt_smem);
   const unsigned sK = (raw + 1023) & ~1023u;
@@ -279,87 +280,10 @@ static const char *const DecLoop = R"(  };
       const int s = it % STAGES;
       const long long j0 = kvBegin + (long long)MT_TILE(it) * BKV;
       mt_mbar_wait(full + 8 * s, (it / STAGES) & 1);
+      if (it == 0) {
+        MT_TL_STAMP(2)
+      }
       const unsigned kt = sK + s * KV_TILE, vt = sV + s * KV_TILE;
-)";
-
-/// One stage's scores, online softmax and p v of a consumer warp (stage s,
-/// its first key j0, k and v at kt and vt).
-static const char *const DecTileMath = R"(      float sc[NS][4];
-#pragma unroll
-      for (int n = 0; n < NS; ++n)
-        sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
-#pragma unroll
-      for (int kd = 0; kd < NKD; ++kd)
-#pragma unroll
-        for (int n = 0; n < NS; n += 2) {
-          unsigned bk[4];
-          mt_ldsm_x4(bk, kt + mt_swz(n * 8 + (lane >> 4) * 8 + (lane & 7),
-                                     kd * 2 + ((lane >> 3) & 1)));
-          mt_mma(sc[n], qf[kd], bk);
-          mt_mma(sc[n + 1], qf[kd], bk + 2);
-        }
-      // Keys past a row's last (a causal diagonal, the end of the split or
-      // of the keys: the zero-filled rows) score -inf.
-      const bool edge = j0 + BKV - 1 > warpMin || j0 + BKV > kvEnd;
-      float mxA = MT_NEG_INF, mxB = MT_NEG_INF;
-#pragma unroll
-      for (int n = 0; n < NS; ++n)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const long long jj = j0 + n * 8 + 2 * t4 + c;
-          float x = sc[n][c] * SCALE_LOG2, y = sc[n][2 + c] * SCALE_LOG2;
-          if (edge) {
-            x = jj > lastA || jj >= kvEnd ? MT_NEG_INF : x;
-            y = jj > lastB || jj >= kvEnd ? MT_NEG_INF : y;
-          }
-          sc[n][c] = x;
-          sc[n][2 + c] = y;
-          mxA = fmaxf(mxA, x);
-          mxB = fmaxf(mxB, y);
-        }
-#pragma unroll
-      for (int w = 1; w < 4; w <<= 1) {
-        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, w));
-        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, w));
-      }
-      const float nA = fmaxf(mA, mxA), nB = fmaxf(mB, mxB);
-      // A row that has seen no key yet subtracts 0: exp2(-inf) is 0, and
-      // -inf - -inf would be NaN.
-      const float uA = nA == MT_NEG_INF ? 0.f : nA;
-      const float uB = nB == MT_NEG_INF ? 0.f : nB;
-      const float aA = exp2f(mA - uA), aB = exp2f(mB - uB);
-      mA = nA;
-      mB = nB;
-      lA *= aA;
-      lB *= aB;
-#pragma unroll
-      for (int n = 0; n < NO; ++n) {
-        o[n][0] *= aA;
-        o[n][1] *= aA;
-        o[n][2] *= aB;
-        o[n][3] *= aB;
-      }
-      unsigned pf[NS / 2][4];
-#pragma unroll
-      for (int n = 0; n < NS; ++n) {
-        const float p0 = exp2f(sc[n][0] - uA), p1 = exp2f(sc[n][1] - uA);
-        const float p2 = exp2f(sc[n][2] - uB), p3 = exp2f(sc[n][3] - uB);
-        lA += p0 + p1;
-        lB += p2 + p3;
-        pf[n / 2][(n & 1) * 2] = mt_pack2(p0, p1);
-        pf[n / 2][(n & 1) * 2 + 1] = mt_pack2(p2, p3);
-      }
-#pragma unroll
-      for (int kk = 0; kk < NS / 2; ++kk)
-#pragma unroll
-        for (int n = 0; n < NO; n += 2) {
-          unsigned bv[4];
-          mt_ldsm_x4_trans(bv, vt + mt_swz(kk * 16 + ((lane >> 3) & 1) * 8 +
-                                               (lane & 7),
-                                           n + (lane >> 4)));
-          mt_mma(o[n], pf[kk], bv);
-          mt_mma(o[n + 1], pf[kk], bv + 2);
-        }
 )";
 
 static const char *const DecEnd =
@@ -380,6 +304,7 @@ static const char *const DecEnd =
   // only for the tile's VR rows that are query rows (a decode step of
   // Llama-3-8B has 4 of 16).
   __syncthreads();
+  MT_TL_STAMP(3)
 #if TAIL
   // This CTA's copies are done; the last to count leaves the count at 0.
   if (tid == 0 && atomicAdd((unsigned *)ws, 1u) ==
@@ -439,6 +364,7 @@ static const char *const DecEnd =
   }
 #endif
   __syncthreads();
+  MT_TL_STAMP(8)
   for (int i = tid; i < 16; i += THREADS) {
     float M = MT_NEG_INF, L = 0.f;
     for (int w = 0; w < NC; ++w)
@@ -454,6 +380,7 @@ static const char *const DecEnd =
     fL[i] = L;
   }
   __syncthreads();
+  MT_TL_STAMP(9)
   for (int e = tid; e < VR * D_; e += THREADS) {
     const int i = e / D_;
     float x = 0.f;
@@ -462,6 +389,7 @@ static const char *const DecEnd =
     fO[e] = x;
   }
   __syncthreads();
+  MT_TL_STAMP(4)
 #if CLUSTER_SPLITS
   // The splits' combine (as SplitCombine's) by the cluster's first CTA,
   // reading the others' fO, fM and fL in their shared memory.
@@ -520,6 +448,7 @@ static const char *const DecOutput = R"(#else
         STORE(fL[i] > 0.f ? fO[e] / fL[i] : MT_EMPTY_ROW);
   }
 #endif
+  MT_TL_END
 }
 )";
 
@@ -597,7 +526,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
       " // bytes of a stage's k (or v)\n#define ONE_BOX " +
       (T.OneBox ? "1" : "0") + "\n#define ROW_BOXES " +
       std::to_string(S->D / 64) + " // 128-byte rows of a key\n" + KeyRange +
-      PackHelper + WgmmaHelpers + DecHelpers +
+      PackHelper + WgmmaHelpers + DecHelpers + DecTimelineHelper +
       (T.Prefetch ? PrefetchHelper : "") +
       (T.EvictFirst ? EvictFirstHelper : "") + (T.Tail ? TailHelper : "") +
       (T.SwapAB ? DecSwapHelper : "");
@@ -625,11 +554,11 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     OS << "\n#define NBH " << NBH << "LL // batch x kv heads\n#define GMAX "
        << MaxCtas << " // CTAs at most\n#define PREFETCH " << T.Prefetch
        << "\n#define COMBINE " << Region - 2 * int64_t(T.Stages) * KvTile
-       << " // bytes of the partial results\n";
+       << " // bytes of the partial results\n#define SWAP_AB 0\n";
     if (T.WarpPartials)
-      OS << DecWarpPartialsStart << DecTileMath << DecWarpPartialsEnd;
+      OS << DecWarpPartialsStart << decTileMath(false) << DecWarpPartialsEnd;
     else
-      OS << DecPersistentStart << DecTileMath << DecPersistentEnd;
+      OS << DecPersistentStart << decTileMath(false) << DecPersistentEnd;
   } else {
     OS << "\n#define CLUSTER_SPLITS " << (T.Cluster ? 1 : 0)
        << "\n#define STAGGER " << (T.Stagger ? 1 : 0) << "\n#define REGION "
@@ -641,8 +570,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     if (T.Prefetch)
       OS << "#define PREFETCH " << T.Prefetch << "\n";
     OS << DecStart << (T.Prefetch ? IssuePrefetch : "") << DecLoop
-       << (T.SwapAB ? DecTileMathSwap : DecTileMath) << DecEnd << SplitCombine
-       << DecOutput;
+       << decTileMath(T.SwapAB) << DecEnd << SplitCombine << DecOutput;
   }
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};

@@ -158,8 +158,23 @@ TEST(AttentionCodegen, LoweringOffersTilesThatFit) {
   EXPECT_EQ(N.getChoices()[8].Name, "attn_mma_16x32_w4_kv16");
   // The Hopper decode tiles (TMA-fed, 16 rows: decode steps only).
   EXPECT_EQ(N.getChoices()[9].Name, "attn_dec_16x32_w4_s4");
-  EXPECT_EQ(N.getChoices()[12].Name, "attn_dec_16x32_w4_s8_kv16");
+  // The split ones swap the MMA's operands (4 packed rows fit its 8
+  // columns).
+  EXPECT_EQ(N.getChoices()[10].Name, "attn_dec_16x32_w4_s8_kv4_sw");
+  EXPECT_EQ(N.getChoices()[12].Name, "attn_dec_16x32_w4_s8_kv16_sw");
   EXPECT_EQ(N.getChoices()[13].Name, AttentionMathChoice);
+  // 16 packed rows (16 query heads a kv head) are too many for `_sw`: the
+  // same split tiles come unswapped.
+  auto Wide = attention({"bf16", 2, 32, 2, 1, 4096, 128, true});
+  ASSERT_TRUE(Wide);
+  std::vector<std::string> WideDec;
+  for (const Choice &C : node(*Wide).getChoices())
+    if (llvm::StringRef(C.Name).starts_with("attn_dec_"))
+      WideDec.push_back(C.Name);
+  EXPECT_EQ(WideDec, (std::vector<std::string>{"attn_dec_16x32_w4_s4",
+                                               "attn_dec_16x32_w4_s8_kv4",
+                                               "attn_dec_16x32_w4_s8_kv8",
+                                               "attn_dec_16x32_w4_s8_kv16"}));
   // A shorter context gets fewer splits: each needs two key tiles.
   auto Short = attention({"bf16", 2, 32, 8, 1, 2048, 128, true});
   ASSERT_TRUE(Short);
@@ -774,8 +789,11 @@ TEST_P(EveryChoiceCompilesWithNvrtc, Shape) {
     std::vector<Choice> All;
     std::optional<AttentionShape> AS = attentionShapeOf(node(*P));
     ASSERT_TRUE(AS);
-    for (const AttentionTile &T : ChoiceConfig::getDefault().AttentionTiles)
-      if (T.Wg    ? wgAttentionSupports(*AS, T.BQ, T.BKV, T.Stages)
+    for (const AttentionTile &Listed :
+         ChoiceConfig::getDefault().AttentionTiles)
+      // (A `_sw` tile above 8 packed rows as lowering offers it.)
+      if (AttentionTile T = offeredAttentionTile(Listed, AS->group() * AS->Sq);
+          T.Wg    ? wgAttentionSupports(*AS, T.BQ, T.BKV, T.Stages)
           : T.Dec ? decAttentionSupports(*AS, T.BQ, T.BKV, T.Warps, T.Stages)
                   : !T.Mma || mmaAttentionSupports(*AS, T.BQ, T.BKV, T.Warps,
                                                    T.Stages))

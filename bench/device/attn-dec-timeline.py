@@ -1,0 +1,362 @@
+# Where a decode attention kernel's time goes (bench/device/attn-dec16d.sh):
+# the CUDA C++ that `mtsched-opt --dump-kernels` wrote for one attn_dec
+# tile, compiled with NVRTC for sm_90a and launched through the driver API
+# on torch's tensors (the tensor maps encoded as the launcher encodes them):
+#   1. checked element-wise against an fp32 reference in torch;
+#   2. timed as bench/peers/torch_sdpa.py times SDPA (`loop` launches in a
+#      CUDA graph, the median replay over `loop`, inputs rotated over copies
+#      larger than 3x the L2), beside SDPA (default and cuDNN) in the same
+#      process, in two interleaved rounds, with variants: `carve100` (the
+#      preferred shared-memory carve-out at 100 %), `lb1` (__launch_bounds__
+#      asking for one CTA an SM: more registers), `1cta` (120 KB of shared
+#      memory: one CTA an SM), `tmpf` (the tensor maps prefetched first
+#      thing), `padco` (the combine's partial results in rows of D + 8
+#      floats: no bank conflicts), `pdl` (programmatic stream serialization: the next launch
+#      may start as this one's CTAs exit);
+#   3. compiled with -DMT_TIMELINE (AttentionDecodeTimeline.cpp): every
+#      CTA's SM and %globaltimer at its start, first stage landed, last
+#      stage consumed, combine done, end, over `loop` launches of a graph;
+#      printed: each launch's span (first start to last end), the gap to
+#      the next launch's first start, start and end spreads, per-CTA
+#      phases, CTAs per SM, the timer's granularity.
+#   python3 attn-dec-timeline.py CASES
+# CASES: a line per kernel: KERNEL.cu B HQ HKV SKV D [MODE] (bf16, one
+# query; MODE `full`, the default: the variants too; `tl`: without them).
+import ctypes, math, os, re, statistics, sys
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "peers"))
+from torch_sdpa import gtime  # noqa: E402
+
+LOOP = 10
+TMAP_PREFETCH = """  if (threadIdx.x == THREADS - 32) {
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_k) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_v) : "memory");
+  }
+"""
+
+
+def pad_combine(src):
+    """The consumers' partial results in shared memory with rows of D + 8
+    floats instead of D: their stores free of bank conflicts."""
+    out = re.sub(r"\(warp \* 16 \+ (g \+ 8|g|ra|rb)\) \* D_", r"(warp * 16 + \1) * CO_LD", src)
+    out = out.replace("float *cM = cO + NC * 16 * D_;", "float *cM = cO + NC * 16 * CO_LD;")
+    out = out.replace("x += cO[w * 16 * D_ + e] * cW[w * 16 + i];",
+                      "x += cO[(w * 16 + i) * CO_LD + e % D_] * cW[w * 16 + i];")
+    if out.count("CO_LD") < 4:
+        return src
+    return "#define CO_LD (D_ + 8)\n" + out
+
+
+def lib(names):
+    for n in names:
+        try:
+            return ctypes.CDLL(n)
+        except OSError:
+            pass
+    raise RuntimeError("cannot open any of " + str(names))
+
+
+NVRTC = lib(["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"])
+CU = lib(["libcuda.so.1", "libcuda.so"])
+
+
+def ck(r, what):
+    if r:
+        raise RuntimeError(f"{what}: CUresult {r}")
+
+
+def compile_cubin(src, defines=()):
+    prog = ctypes.c_void_p()
+    assert NVRTC.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"k.cu", 0, None, None) == 0
+    opts = [b"-arch=sm_90a", b"-std=c++17", b"--use_fast_math", b"--ptxas-options=-v"]
+    opts += [d.encode() for d in defines]
+    rc = NVRTC.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    n = ctypes.c_size_t()
+    NVRTC.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value)
+    NVRTC.nvrtcGetProgramLog(prog, log)
+    regs = " ".join(l.strip() for l in log.value.decode().splitlines()
+                    if "registers" in l or "spill" in l)
+    if rc:
+        raise RuntimeError("nvrtc: " + log.value.decode()[-2000:])
+    NVRTC.nvrtcGetCUBINSize(prog, ctypes.byref(n))
+    cubin = ctypes.create_string_buffer(n.value)
+    NVRTC.nvrtcGetCUBIN(prog, cubin)
+    return cubin, regs
+
+
+class Kernel:
+    def __init__(self, src, name, smem, defines=(), carveout=None):
+        self.cubin, self.regs = compile_cubin(src, defines)
+        self.mod, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
+        ck(CU.cuModuleLoadData(ctypes.byref(self.mod), self.cubin), "cuModuleLoadData")
+        ck(CU.cuModuleGetFunction(ctypes.byref(self.fn), self.mod, name.encode()),
+           "cuModuleGetFunction")
+        ck(CU.cuFuncSetAttribute(self.fn, 8, smem), "max dynamic shared memory")
+        if carveout is not None:  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+            ck(CU.cuFuncSetAttribute(self.fn, 9, carveout), "carve-out")
+
+    def global_ptr(self, name):
+        p, n = ctypes.c_uint64(), ctypes.c_size_t()
+        ck(CU.cuModuleGetGlobal_v2(ctypes.byref(p), ctypes.byref(n), self.mod, name.encode()),
+           "cuModuleGetGlobal " + name)
+        return p.value, n.value
+
+
+class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
+                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint),
+                ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
+
+
+class LaunchAttr(ctypes.Structure):  # CUlaunchAttribute: id, pad, 64-byte value
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("val", ctypes.c_int * 16)]
+
+
+def tmap(t, D, SKV, NBH, BKV, keep):
+    # k or v as [B * Hkv][Skv][D], boxes of 64 columns x BKV keys, 128-byte
+    # swizzle (wgmmaTensorMap).
+    buf = ctypes.create_string_buffer(192)
+    keep.append(buf)
+    addr = (ctypes.addressof(buf) + 63) & ~63
+    dims = (ctypes.c_uint64 * 3)(D, SKV, NBH)
+    strides = (ctypes.c_uint64 * 2)(D * 2, SKV * D * 2)
+    box = (ctypes.c_uint32 * 3)(64, BKV, 1)
+    es = (ctypes.c_uint32 * 3)(1, 1, 1)
+    # 16-bit elements as CU_TENSOR_MAP_DATA_TYPE_UINT16, as the launcher
+    # encodes bf16 and f16 (encodeTensorMaps).
+    ck(CU.cuTensorMapEncodeTiled(ctypes.c_void_p(addr), 1,
+                                 3, ctypes.c_void_p(t.data_ptr()), dims, strides, box, es,
+                                 0, 3, 3, 0), "cuTensorMapEncodeTiled")
+    return addr
+
+
+def define(src, name):
+    m = re.search(r"#define %s (\d+)" % name, src)
+    return int(m.group(1)) if m else None
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * (len(xs) - 1) + 0.5))]
+
+
+def timeline(rec, G, ev_us):
+    """rec: [n][16] uint64 of one graph replay of LOOP launches."""
+    n = len(rec)
+    print(f"  timeline: {n} CTA records ({LOOP} launches x {G})")
+    if n < G:
+        return
+    stamps = sorted({r[k] for r in rec for k in (1, 2, 3, 4, 5) if r[k]})
+    diffs = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
+    print(f"  %globaltimer granularity: smallest step {min(diffs or [0])} ns, "
+          f"steps < 100 ns: {sum(d < 100 for d in diffs)} of {len(diffs)}")
+    launches = [rec[i * G:(i + 1) * G] for i in range(n // G)]
+    spans, gaps, sspread, espread = [], [], [], []
+    for i, L in enumerate(launches):
+        s0 = min(r[1] for r in L)
+        ends = [r[5] for r in L if r[5]]
+        e1 = max(ends)
+        spans.append((e1 - s0) / 1e3)
+        sspread.append((max(r[1] for r in L) - s0) / 1e3)
+        espread.append((e1 - min(ends)) / 1e3)
+        if i + 1 < len(launches):
+            gaps.append((min(r[1] for r in launches[i + 1]) - e1) / 1e3)
+    med = statistics.median
+    print(f"  per launch (us, median of {len(launches)}; min..max): span first start to "
+          f"last end {med(spans):.2f} ({min(spans):.2f}..{max(spans):.2f}), gap last end to "
+          f"next first start {med(gaps) if gaps else 0:.2f} ({min(gaps or [0]):.2f}.."
+          f"{max(gaps or [0]):.2f}), start spread {med(sspread):.2f}, end spread "
+          f"{med(espread):.2f}; event time {ev_us:.2f}")
+    L = launches[len(launches) // 2]
+    s0 = min(r[1] for r in L)
+
+    def ph(a, b):
+        xs = [(r[b] - r[a]) / 1e3 for r in L if r[a] and r[b]]
+        if not xs:
+            return "-"
+        return f"{min(xs):.2f}/{pct(xs, .5):.2f}/{max(xs):.2f}"
+
+    print(f"  launch {len(launches) // 2}, per CTA min/median/max us: "
+          f"first stage landed {ph(1, 2)}; loop {ph(1, 3)}; combine in CTA "
+          f"{ph(3, 4)} (partials stored {ph(3, 8)}, weights {ph(8, 9)}, sum {ph(9, 4)}); "
+          f"out/split combine {ph(4, 5)}; whole {ph(1, 5)}")
+    starts = sorted((r[1] - s0) / 1e3 for r in L)
+    ends = sorted((r[5] - s0) / 1e3 for r in L if r[5])
+    print("  starts after s0 (us) p0/10/50/90/100: " +
+          "/".join(f"{pct(starts, p):.2f}" for p in (0, .1, .5, .9, 1)))
+    print("  ends after s0 (us)   p0/10/50/90/100: " +
+          "/".join(f"{pct(ends, p):.2f}" for p in (0, .1, .5, .9, 1)) +
+          "; last 8: " + " ".join(f"{e:.2f}" for e in ends[-8:]))
+    per_sm = {}
+    for r in L:
+        per_sm.setdefault(r[0] & 0xffffffff, []).append(r)
+    multi = {sm: len(v) for sm, v in per_sm.items() if len(v) > 1}
+    print(f"  SMs used {len(per_sm)}; SMs with more than one CTA: {len(multi)} "
+          f"{sorted(multi.items())[:12]}")
+    ghz = [(r[7] - r[6]) / (r[5] - r[1]) for r in L if r[5] > r[1] and r[7] > r[6]]
+    if ghz:
+        print(f"  SM clock (clock64 / globaltimer over a CTA): {med(ghz):.3f} GHz")
+
+
+def run_case(line):
+    path, B, HQ, HKV, SKV, D = line.split()[:6]
+    full = len(line.split()) < 7 or line.split()[6] == "full"
+    B, HQ, HKV, SKV, D = map(int, (B, HQ, HKV, SKV, D))
+    src = open(path).read()
+    name = os.path.basename(path)[:-3]
+    head = src.split("\n", 1)[0]
+    m = re.search(r"grid \((\d+), (\d+), (\d+)\), block (\d+), dynamic shared memory (\d+)", head)
+    gx, gy, gz, block, smem = map(int, m.groups())
+    BKV, SPLITS = define(src, "BKV"), define(src, "SPLITS")
+    assert define(src, "ONE_BOX") == 0 and define(src, "CLUSTER_SPLITS") == 0, "plain tiles only"
+    G, NBH, GROUP = gx * gy * gz, B * HKV, HQ // HKV
+    print(f"== {name}: B={B} HQ={HQ} HKV={HKV} SKV={SKV} D={D}: grid ({gx}, {gy}, {gz}) x "
+          f"{block}, {smem} bytes of shared memory", flush=True)
+    dt = torch.bfloat16
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    per_set = 2 * (2 * B * HQ * D + 2 * NBH * SKV * D)
+    C = max(1, min(8, math.ceil(3 * l2 / per_set)))
+    torch.manual_seed(0)
+    q = [torch.randn(B, HQ, 1, D, device="cuda", dtype=dt) for _ in range(C)]
+    k = [torch.randn(B, HKV, SKV, D, device="cuda", dtype=dt) for _ in range(C)]
+    v = [torch.randn(B, HKV, SKV, D, device="cuda", dtype=dt) for _ in range(C)]
+    out = [torch.full((B, HQ, 1, D), float("nan"), device="cuda", dtype=dt) for _ in range(C)]
+    ws_bytes = 0
+    if SPLITS > 1:
+        ws_bytes = gx * gy * SPLITS * (16 * D + 32) * 4 + gx * gy * 4
+    ws = [torch.zeros(max(16, ws_bytes) // 4 + 4, device="cuda") for _ in range(C)]
+    keep = []
+    args = []
+    for i in range(C):
+        maps = [tmap(k[i], D, SKV, NBH, BKV, keep), tmap(v[i], D, SKV, NBH, BKV, keep)]
+        ptrs = [ctypes.c_void_p(t.data_ptr()) for t in (q[i], k[i], v[i], out[i])]
+        if ws_bytes:
+            ptrs.append(ctypes.c_void_p(ws[i].data_ptr()))
+        keep.append(ptrs)
+        a = (ctypes.c_void_p * (2 + len(ptrs)))(
+            *maps, *[ctypes.cast(ctypes.byref(p), ctypes.c_void_p) for p in ptrs])
+        keep.append(a)
+        args.append(a)
+
+    def launcher(K, pdl=False, smem=smem):
+        attr = LaunchAttr()
+        attr.id = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.val[0] = 1
+        keep.append(attr)
+
+        def go(i):
+            stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+            if pdl:
+                cfg = LaunchConfig(gx, gy, gz, block, 1, 1, smem, stream,
+                                   ctypes.cast(ctypes.byref(attr), ctypes.c_void_p), 1)
+                ck(CU.cuLaunchKernelEx(ctypes.byref(cfg), K.fn, args[i], None), "cuLaunchKernelEx")
+            else:
+                ck(CU.cuLaunchKernel(K.fn, gx, gy, gz, block, 1, 1, smem, stream, args[i], None),
+                   "cuLaunchKernel")
+        return go
+
+    scale = 1.0 / math.sqrt(D)
+    ref = [F.scaled_dot_product_attention(q[i].float(), k[i].float(), v[i].float(), scale=scale,
+                                          enable_gqa=True) for i in range(C)]
+
+    def check(tag, go):
+        for i in range(C):
+            out[i].fill_(float("nan"))
+            go(i)
+        torch.cuda.synchronize()
+        err = max(((out[i].float() - ref[i]).abs().nan_to_num(math.inf)).max().item()
+                  for i in range(C))
+        ok = err <= 2e-2
+        print(f"  {tag}: max abs error against fp32 {err:.3e}: {'ok' if ok else 'WRONG'}")
+        return ok
+
+    variants = {}
+    base = Kernel(src, name, smem)
+    print(f"  ptxas: {base.regs}")
+    variants["ours"] = launcher(base)
+    lb = re.sub(r"__launch_bounds__\(THREADS, 2\)", "__launch_bounds__(THREADS, 1)", src)
+    # The producer's lane prefetches both tensor maps first thing.
+    pf = src.replace("  MT_TL_START\n", "  MT_TL_START\n" + TMAP_PREFETCH, 1)
+
+    def add(tag, make):
+        try:
+            variants[tag] = make()
+        except Exception as e:  # one variant's failure does not stop the rest
+            print(f"  {tag}: not built: {e}")
+
+    if full:
+        add("carve100", lambda: launcher(Kernel(src, name, smem, carveout=100)))
+        if lb != src:
+            add("lb1", lambda: launcher(Kernel(lb, name, smem)))
+        # More dynamic shared memory than two CTAs fit in: one CTA an SM
+        # (round 2 launched a 136 KB kernel with 120 KB: a fault).
+        if smem < 120 * 1024:
+            add("1cta", lambda: launcher(Kernel(src, name, 120 * 1024), smem=120 * 1024))
+        if pf != src:
+            add("tmpf", lambda: launcher(Kernel(pf, name, smem)))
+        pc = pad_combine(src)
+        if pc != src:
+            add("padco", lambda: launcher(Kernel(pc, name, smem)))
+    tl = Kernel(src, name, smem, defines=["-DMT_TIMELINE=1"])
+    variants["timeline"] = launcher(tl)
+    if full and hasattr(CU, "cuLaunchKernelEx"):  # last: the riskiest capture
+        add("pdl", lambda: launcher(base, pdl=True))
+    good = {t: go for t, go in variants.items() if check(t, go)}
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    sd = lambda i: F.scaled_dot_product_attention(q[i], k[i], v[i], enable_gqa=True)
+    res = {}
+    for rnd in range(2):
+        res.setdefault("sdpa", []).append(gtime(sd, C, loop=LOOP))
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            res.setdefault("sdpa_cudnn", []).append(gtime(sd, C, loop=LOOP))
+        for t, go in list(good.items()):
+            try:
+                res.setdefault(t, []).append(gtime(go, C, loop=LOOP))
+            except Exception as e:  # a variant that cannot be captured
+                print(f"  {t}: not timed: {e}")
+                del good[t]
+                torch.cuda.synchronize()
+    print("  us (round 1, round 2): " + ", ".join(
+        f"{t} {' '.join(f'{x:.2f}' for x in xs)}" for t, xs in res.items()), flush=True)
+
+    if "timeline" in good:
+        # One replay of LOOP launches, the records counted from zero.
+        g = torch.cuda.CUDAGraph()
+        s0 = torch.cuda.Stream()
+        go = good["timeline"]
+        with torch.cuda.stream(s0):
+            with torch.cuda.graph(g, stream=s0):
+                for i in range(LOOP):
+                    go(i % C)
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        cnt_ptr, _ = tl.global_ptr("mt_tl_n")
+        tl_ptr, tl_bytes = tl.global_ptr("mt_tl")
+        ck(CU.cuMemsetD32_v2(ctypes.c_uint64(cnt_ptr), 0, 1), "reset")
+        torch.cuda.synchronize()
+        g.replay()
+        torch.cuda.synchronize()
+        n = ctypes.c_uint()
+        ck(CU.cuMemcpyDtoH_v2(ctypes.byref(n), ctypes.c_uint64(cnt_ptr), 4), "count")
+        cnt = min(n.value, tl_bytes // 128)
+        buf = (ctypes.c_uint64 * (16 * cnt))()
+        ck(CU.cuMemcpyDtoH_v2(buf, ctypes.c_uint64(tl_ptr), 128 * cnt), "records")
+        rec = [list(buf[16 * j:16 * j + 16]) for j in range(cnt)]
+        timeline(rec, G, statistics.median(res["timeline"]))
+
+
+for line in open(sys.argv[1]):
+    if line.strip():
+        try:
+            run_case(line)
+        except Exception as e:  # one case's failure does not stop the rest
+            print(line.split()[0], "FAILED:", e, flush=True)
+        torch.cuda.synchronize()
+        sys.stdout.flush()
