@@ -78,3 +78,18 @@ late() {
   fi
   return 1
 }
+
+# device_tune_attention K G T: mtsched-opt ($BIN) tunes the attention graph
+# K/G.mir on the GPU within T seconds over the choices of K/G.json (a
+# bench/choices_file.py file; nothing pruned, no caches, attn_math off),
+# each choice checked against fp64 before it is timed: the report at
+# K/report-G.json, the decided IR at K/decided.part, the log appended to
+# $OUT/decided.log; mtsched-opt's status (124: out of time).
+device_tune_attention() {
+  local K=$1 G=$2 T=$3
+  timeout "$T" "$BIN" "$K/$G.mir" --pipeline=default --backend=cuda \
+    --prune-top-k=0 --no-cache --kernel-cache-dir="$K/kc" --quiet \
+    --choice-timeout-ms=20000 --choices-file="$K/$G.json" \
+    --disable-choices=attn_math --report="$K/report-$G.json" \
+    > "$K/decided.part" 2>> "$OUT/decided.log"
+}

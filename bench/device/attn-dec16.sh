@@ -69,10 +69,7 @@ while read -r g tiles; do
   [ "$g" = spec_probe ] && printf '%s\n' 'graph @spec_probe(%q: f16[2,6,5,64], %k: f16[2,3,100,64], %v: f16[2,3,100,64]) {' '  %o = attention(%q, %k, %v) {scale = 0.2} : f16[2,6,5,64]' '  return %o' '}' > "$K/$g.mir"
   T=$(left); [ "$T" -gt 12 ] && T=12
   if [ "$T" -lt 3 ]; then echo "$g skipped: out of time" | tee -a "$S"; continue; fi
-  timeout "$T" "$BIN" "$K/$g.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
-    --no-cache --kernel-cache-dir="$K/kc" --quiet --choice-timeout-ms=20000 \
-    --choices-file="$K/$g.json" --disable-choices=attn_math \
-    --report="$K/report-$g.json" > "$K/decided.part" 2>> "$OUT/decided.log"
+  device_tune_attention "$K" "$g" "$T"
   echo "$g rc=$? at $((SECONDS - START)) s" | tee -a "$S"
   cat "$K/decided.part" >> "$OUT/decided.mir"
   grep -o "decided [a-z0-9_]* timings {[^}]*}" "$K/decided.part" | tee -a "$S"

@@ -85,10 +85,7 @@ while read -r g tiles; do
   [ "$g" = decode_n132 ] && printf '%s\n' 'graph @decode_n132(%q: bf16[33,16,1,128], %k: bf16[33,4,4096,128], %v: bf16[33,4,4096,128]) {' '  %o = attention(%q, %k, %v) {causal = true} : bf16[33,16,1,128]' '  return %o' '}' > "$K/$g.mir"
   T=$(left); [ "$T" -gt 12 ] && T=12
   if [ "$T" -lt 3 ]; then echo "$g skipped: out of time" | tee -a "$S"; continue; fi
-  timeout "$T" "$BIN" "$K/$g.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
-    --no-cache --kernel-cache-dir="$K/kc" --quiet --choice-timeout-ms=20000 \
-    --choices-file="$K/$g.json" --disable-choices=attn_math \
-    --report="$K/report-$g.json" > "$K/decided.part" 2>> "$OUT/decided.log"
+  device_tune_attention "$K" "$g" "$T"
   echo "$g rc=$? at $((SECONDS - START)) s" | tee -a "$S"
   cat "$K/decided.part" >> "$OUT/decided.mir"
   grep -o "decided [a-z0-9_]* timings {[^}]*}" "$K/decided.part" | tee -a "$S"

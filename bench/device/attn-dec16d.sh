@@ -61,10 +61,7 @@ while read -r g tiles; do
   sed -n "/^graph @$g(/,/^}/p" bench/attention-llama3.mir > "$K/$g.mir"
   T=$(cap 10)
   if [ "$T" -lt 3 ]; then echo "$g skipped: out of time" | tee -a "$S"; continue; fi
-  timeout "$T" "$BIN" "$K/$g.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
-    --no-cache --kernel-cache-dir="$K/kc" --quiet --choice-timeout-ms=20000 \
-    --choices-file="$K/$g.json" --disable-choices=attn_math \
-    --report="$K/report-$g.json" > "$K/decided.part" 2>> "$OUT/decided.log"
+  device_tune_attention "$K" "$g" "$T"
   echo "$g rc=$? at $((SECONDS - START)) s" | tee -a "$S"
   grep -o "decided [a-z0-9_]* timings {[^}]*}" "$K/decided.part" | tee -a "$S"
 done <<< "$CHOICES"

@@ -21,7 +21,6 @@ ROOT=$PWD; D=$ROOT/.device
 source "$ROOT/scripts/device-driver.sh" # device_lit_tree, device_script_setup
 device_script_setup "$ROOT" attn-decode # NCCL_NVLS_ENABLE=0, BIN, PY, OUT
 export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-OPT=$BIN
 START=$SECONDS
 left() { echo $((90 - (SECONDS - START))); }
 S=$OUT/summary.txt
@@ -60,10 +59,7 @@ while read -r g tiles; do
   sed -n "/^graph @$g(/,/^}/p" "$ROOT/bench/attention-llama3.mir" > "$K/$g.mir"
   T=$(left); [ "$T" -gt 35 ] && T=35
   if [ "$T" -lt 10 ]; then echo "$g skipped: out of time" | tee -a "$S"; continue; fi
-  timeout "$T" "$OPT" "$K/$g.mir" --pipeline=default --backend=cuda --prune-top-k=0 \
-    --no-cache --kernel-cache-dir="$K/kc" --quiet --choice-timeout-ms=20000 \
-    --choices-file="$K/$g.json" --disable-choices=attn_math \
-    --report="$K/report-$g.json" > "$K/decided.part" 2>> "$OUT/decided.log"
+  device_tune_attention "$K" "$g" "$T"
   echo "$g rc=$? at $((SECONDS - START)) s" | tee -a "$S"
   cat "$K/decided.part" >> "$OUT/decided.mir"
   grep -o "decided [a-z0-9_]* timings {[^}]*}" "$K/decided.part" | tee -a "$S"
