@@ -24,8 +24,8 @@ import torch_backend_bench as tbb  # noqa: E402
 from mtsched_torch import collectives  # noqa: E402
 
 
-def profile(fn, steps):
-    """{kernel name: (calls per step, us per step)} over steps calls."""
+def _device_events(fn, steps):
+    """The device events of steps back-to-back calls of fn (after 5)."""
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
@@ -34,14 +34,36 @@ def profile(fn, steps):
         for _ in range(steps):
             fn()
         torch.cuda.synchronize()
+    return [e for e in prof.events()
+            if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def profile(fn, steps):
+    """{kernel name: (calls per step, us per step)} over steps calls."""
     agg = collections.defaultdict(lambda: [0, 0.0])
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            a = agg[e.name]
-            a[0] += 1
-            a[1] += e.device_time_total if hasattr(e, "device_time_total") \
-                else e.cuda_time_total
+    for e in _device_events(fn, steps):
+        a = agg[e.name]
+        a[0] += 1
+        a[1] += e.device_time_total if hasattr(e, "device_time_total") \
+            else e.cuda_time_total
     return {k: (v[0] / steps, v[1] / steps) for k, v in agg.items()}
+
+
+def busy(fn, steps):
+    """(us the GPU ran something, us from the first event's start to the
+    last one's end) per call, over steps back-to-back calls: where the
+    second exceeds the first the GPU waited between kernels (for the host,
+    or a call that blocks it)."""
+    spans = sorted((e.time_range.start, e.time_range.end)
+                   for e in _device_events(fn, steps))
+    if not spans:
+        return 0.0, 0.0
+    covered, end = 0.0, spans[0][0]
+    for s, t in spans:
+        if t > end:
+            covered += t - max(s, end)
+            end = t
+    return covered / steps, (end - spans[0][0]) / steps
 
 
 def table(title, prof):

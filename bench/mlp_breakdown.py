@@ -193,6 +193,16 @@ def layer(a, backend, name):
         for k, fn in calls.items():
             lines += kernel_profile.table("%s kernels" % k,
                                           kernel_profile.profile(fn, 5))
+        # Kernel time that the interleaved samples do not show: the GPU
+        # idle between back-to-back calls.
+        lines += ["### GPU busy over 5 back-to-back calls (us a call)", "",
+                  "| variant | busy | first start to last end | idle |",
+                  "|---|---:|---:|---:|"]
+        for k, fn in calls.items():
+            b, span = kernel_profile.busy(fn, 5)
+            lines.append("| %s | %.1f | %.1f | %.1f%% |" % (
+                k, b, span, 100.0 * (span - b) / span if span else 0.0))
+        lines.append("")
     return lines
 
 
