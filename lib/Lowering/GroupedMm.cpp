@@ -237,21 +237,14 @@ llvm::Error FuseGroupedMmPass::run(Graph &G) {
     Names.insert(In->getName());
   for (const auto &N : G.getNodes())
     Names.insert(N->getName());
-  // The use counts change only with a rewrite: counted once per rewrite,
-  // not once per node (per node, a 10000-node graph spent a second here,
-  // and several under load, before the ranks' pre-sync).
-  UseCounts Uses = countUses(G);
-  for (size_t I = 0; I < G.size();) {
-    std::optional<GroupedMatch> M = matchGroupedMm(*G.getNodes()[I], Uses);
+  rewriteUntilNoMatch(G, [&](Node &N, const UseCounts &Uses) {
+    std::optional<GroupedMatch> M = matchGroupedMm(N, Uses);
     // Without t in x (T > 1) x is not one row per token: not this op.
-    if (!M || (M->T > 1 && !llvm::is_contained(M->XLabels, int(LT)))) {
-      ++I;
-      continue;
-    }
+    if (!M || (M->T > 1 && !llvm::is_contained(M->XLabels, int(LT))))
+      return false;
     rewrite(G, *M, Names);
-    Uses = countUses(G);
-    I = 0;
-  }
+    return true;
+  });
   return llvm::Error::success();
 }
 

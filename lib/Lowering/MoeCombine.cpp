@@ -175,18 +175,13 @@ llvm::Error FuseMoeCombinePass::run(Graph &G) {
     Names.insert(In->getName());
   for (const auto &N : G.getNodes())
     Names.insert(N->getName());
-  // Use counts change only with a rewrite (see fuse-grouped-mm).
-  UseCounts Uses = countUses(G);
-  for (size_t I = 0; I < G.size();) {
-    std::optional<CombineMatch> M = matchCombine(*G.getNodes()[I], Uses);
-    if (!M) {
-      ++I;
-      continue;
-    }
+  rewriteUntilNoMatch(G, [&](Node &N, const UseCounts &Uses) {
+    std::optional<CombineMatch> M = matchCombine(N, Uses);
+    if (!M)
+      return false;
     rewrite(G, *M, Names);
-    Uses = countUses(G);
-    I = 0;
-  }
+    return true;
+  });
   return llvm::Error::success();
 }
 
@@ -224,23 +219,18 @@ static Node *matchCombineSum(Node &Sum, const UseCounts &Uses, const Graph &G) {
 }
 
 llvm::Error FuseMoeCombineSumPass::run(Graph &G) {
-  UseCounts Uses = countUses(G);
-  for (size_t I = 0; I < G.size();) {
-    Node &Sum = *G.getNodes()[I];
+  rewriteUntilNoMatch(G, [&](Node &Sum, const UseCounts &Uses) {
     Node *Gm = matchCombineSum(Sum, Uses, G);
-    if (!Gm) {
-      ++I;
-      continue;
-    }
+    if (!Gm)
+      return false;
     auto N = std::make_unique<OpNode>(OpCode::GroupedMm, Gm->getLoc());
     for (const Operand &O : Gm->getOperands())
       N->getOperands().push_back(O);
     N->getAttrs().set("combine", Attribute::getBool(true));
     G.replaceNode(&Sum, std::move(N));
     G.eraseNode(Gm);
-    Uses = countUses(G);
-    I = 0;
-  }
+    return true;
+  });
   return llvm::Error::success();
 }
 

@@ -33,6 +33,19 @@ UseCounts mtsched::countUses(const Graph &G) {
   return Uses;
 }
 
+void mtsched::rewriteUntilNoMatch(
+    Graph &G, llvm::function_ref<bool(Node &, const UseCounts &)> Rewrite) {
+  UseCounts Uses = countUses(G);
+  for (size_t I = 0; I < G.size();) {
+    if (!Rewrite(*G.getNodes()[I], Uses)) {
+      ++I;
+      continue;
+    }
+    Uses = countUses(G);
+    I = 0;
+  }
+}
+
 /// Whether V's only use is one operand of one node.
 static bool usedOnce(const UseCounts &Uses, const Value *V) {
   auto It = Uses.find(V);
