@@ -4,9 +4,9 @@
   choices_file.py attn OUT.json [--skip-decode] TOKEN...
       writes a choices file (--choices-file) with the attention tiles the
       tokens name. Two token forms:
-        dBKV.W.S.N[c][fP][e][r][t][o][s][p[w]]
+        dBKV.W.S.N[c][fP][e][r][t][o][s][p[w|k]]
                                  attn_dec_16xBKV_wW_sS[_kvN][_c][_pfP][_ef]
-                                 [_r][_t][_ob][_sw][_p|_pw] (mBKV.W.S.N: the mma.sync
+                                 [_r][_t][_ob][_sw][_p|_pw|_ps] (mBKV.W.S.N: the mma.sync
                                  tile attn_mma_16xBKV_wW_sS[_kvN])
         BQxBKV_sS[_o][_pp][_p]   attn_wg_BQxBKV_sS[_o][_pp][_p]
       --skip-decode leaves the d tokens out (a script whose decode lit test
@@ -25,7 +25,7 @@ import re
 import sys
 
 DEC = re.compile(
-    r"([dm])(\d+)\.(\d+)\.(\d+)\.(\d+)(c?)(?:f(\d+))?(e?)(r?)(t?)(o?)(s?)(p?)(w?)")
+    r"([dm])(\d+)\.(\d+)\.(\d+)\.(\d+)(c?)(?:f(\d+))?(e?)(r?)(t?)(o?)(s?)(p?)([wk]?)")
 WG = re.compile(r"(\d+)x(\d+)_s(\d+)((?:_o|_pp|_p)*)")
 
 
@@ -35,7 +35,8 @@ def attention_tile(token):
         (kind, bkv, warps, stages, splits, cluster, prefetch, ef, stagger,
          tail, one_box, swap, pers, warp_partials) = m.groups()
         if warp_partials and not pers:
-            raise ValueError("'w' (warp partials) needs 'p': %r" % token)
+            raise ValueError("'w' (warp partials) and 'k' (stealing) need "
+                             "'p': %r" % token)
         tile = {"bq": 16, "bkv": int(bkv), "warps": int(warps),
                 "stages": int(stages), "splits": int(splits)}
         tile["decode" if kind == "d" else "mma"] = True
@@ -55,8 +56,10 @@ def attention_tile(token):
             tile["swap_ab"] = True
         if pers:
             tile["persistent"] = True
-        if warp_partials:
+        if warp_partials == "w":
             tile["warp_partials"] = True
+        elif warp_partials == "k":
+            tile["steal"] = True
         return tile
     m = WG.fullmatch(token)
     if m:

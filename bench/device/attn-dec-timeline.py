@@ -215,6 +215,10 @@ def run_case(line):
     BKV, SPLITS = define(src, "BKV"), define(src, "SPLITS")
     assert define(src, "ONE_BOX") == 0 and define(src, "CLUSTER_SPLITS") == 0, "plain tiles only"
     G, NBH, GROUP = gx * gy * gz, B * HKV, HQ // HKV
+    # A persistent form (_p, _ps) is launched with a CTA per SM at most.
+    GMAX = define(src, "GMAX")
+    if GMAX:
+        gx = min(gx, torch.cuda.get_device_properties(0).multi_processor_count)
     print(f"== {name}: B={B} HQ={HQ} HKV={HKV} SKV={SKV} D={D}: grid ({gx}, {gy}, {gz}) x "
           f"{block}, {smem} bytes of shared memory", flush=True)
     dt = torch.bfloat16
@@ -229,6 +233,11 @@ def run_case(line):
     ws_bytes = 0
     if SPLITS > 1:
         ws_bytes = gx * gy * SPLITS * (16 * D + 32) * 4 + gx * gy * 4
+    elif GMAX and define(src, "SMAX"):  # _ps: slots, counters, lists
+        SMAX, LCAP = define(src, "SMAX"), define(src, "LCAP")
+        ws_bytes = ((NBH + GMAX * SMAX) * (16 * D + 32) + NBH * (3 + LCAP) + 1) * 4
+    elif GMAX:  # _p: a slot per CTA and kv head, a counter per kv head
+        ws_bytes = ((GMAX + NBH) * (16 * D + 32) + NBH) * 4
     ws = [torch.zeros(max(16, ws_bytes) // 4 + 4, device="cuda") for _ in range(C)]
     keep = []
     args = []
@@ -302,8 +311,10 @@ def run_case(line):
         pc = pad_combine(src)
         if pc != src:
             add("padco", lambda: launcher(Kernel(pc, name, smem)))
-    tl = Kernel(src, name, smem, defines=["-DMT_TIMELINE=1"])
-    variants["timeline"] = launcher(tl)
+    # (The persistent forms have no stamps.)
+    if "MT_TL_START" in src:
+        tl = Kernel(src, name, smem, defines=["-DMT_TIMELINE=1"])
+        variants["timeline"] = launcher(tl)
     if full and hasattr(CU, "cuLaunchKernelEx"):  # last: the riskiest capture
         add("pdl", lambda: launcher(base, pdl=True))
     good = {t: go for t, go in variants.items() if check(t, go)}

@@ -391,7 +391,10 @@ std::string mtsched::attentionChoiceName(const AttentionTile &T) {
            (T.EvictFirst ? "_ef" : "") + (T.Stagger ? "_r" : "") +
            (T.Tail ? "_t" : "") + (T.OneBox ? "_ob" : "") +
            (T.SwapAB ? "_sw" : "") +
-           (T.Persistent ? (T.WarpPartials ? "_pw" : "_p") : "");
+           (T.Persistent ? (T.WarpPartials ? "_pw"
+                            : T.Steal      ? "_ps"
+                                           : "_p")
+                         : "");
   return (T.Mma ? "attn_mma_" : "attn_flash_") + std::to_string(T.BQ) + "x" +
          std::to_string(T.BKV) + "_w" + std::to_string(T.Warps) +
          (T.Stages != 2 ? "_s" + std::to_string(T.Stages) : "") +
@@ -402,6 +405,7 @@ bool mtsched::decTileOptionsValid(const AttentionTile &T) {
   return T.Dec && (!T.Cluster || (T.Splits >= 2 && T.Splits <= 8)) &&
          (!T.Persistent || (T.Splits == 1 && !T.Cluster && !T.Stagger)) &&
          (!T.WarpPartials || (T.Persistent && !T.Prefetch)) &&
+         (!T.Steal || (T.Persistent && !T.WarpPartials && !T.Prefetch)) &&
          (!T.Tail || (T.Splits == 1 && !T.Persistent && !T.Prefetch &&
                       T.Stages % 2 == 0 && (T.Stages / 2) % T.Warps == 0)) &&
          (!T.OneBox || (!T.Persistent && !T.Prefetch)) &&
@@ -450,7 +454,8 @@ std::optional<AttentionTile> mtsched::attentionTileOf(const Choice &C) {
     return std::nullopt;
   // The decode flags, last first (the round trip below keeps their order).
   T.WarpPartials = T.Dec && S.consume_back("_pw");
-  T.Persistent = T.WarpPartials || (T.Dec && S.consume_back("_p"));
+  T.Steal = T.Dec && !T.WarpPartials && S.consume_back("_ps");
+  T.Persistent = T.WarpPartials || T.Steal || (T.Dec && S.consume_back("_p"));
   T.SwapAB = T.Dec && S.consume_back("_sw");
   T.OneBox = T.Dec && S.consume_back("_ob");
   T.Tail = T.Dec && S.consume_back("_t");

@@ -133,8 +133,8 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
 static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                                       llvm::StringRef Path, AttentionTile &T) {
   // "prefetch" (tiles ahead), "evict_first", "stagger", "warp_partials",
-  // "tail_depth", "one_box" and "swap_ab" are optional (0 or false), decode
-  // tiles only.
+  // "steal", "tail_depth", "one_box" and "swap_ab" are optional (0 or
+  // false), decode tiles only.
   if (const llvm::json::Value *Pf = O->get("prefetch")) {
     std::optional<int64_t> V = Pf->getAsInteger();
     if (!V || *V < 0 || *V > 64 || (*V && !T.Dec))
@@ -165,6 +165,14 @@ static llvm::Error parseDecodeOptions(const llvm::json::Object *O,
                              "true or false, and true only with "
                              "\"decode\": true and \"persistent\": true");
     T.WarpPartials = *B;
+  }
+  if (const llvm::json::Value *St = O->get("steal")) {
+    std::optional<bool> B = St->getAsBoolean();
+    if (!B || (*B && !(T.Dec && T.Persistent)))
+      return fileError(Path, "attention tile field 'steal' must be true or "
+                             "false, and true only with \"decode\": true and "
+                             "\"persistent\": true");
+    T.Steal = *B;
   }
   if (const llvm::json::Value *Td = O->get("tail_depth")) {
     std::optional<bool> B = Td->getAsBoolean();

@@ -39,6 +39,12 @@ extern const char *const DecPersistentEnd;
 extern const char *const DecWarpPartialsStart;
 extern const char *const DecWarpPartialsEnd;
 
+/// The work-stealing persistent decode kernel (`attn_dec_..._ps`): its
+/// start up to a stage's first key, and its end after the stage
+/// (AttentionDecodeSteal.cpp).
+extern const char *const DecStealStart;
+extern const char *const DecStealEnd;
+
 /// A decode consumer warp's math on one stage (scores, online softmax,
 /// p v), the query rows as the MMA's rows, or with SwapAB
 /// (`attn_dec_..._sw`) the keys, at most 8 query rows as the columns; and

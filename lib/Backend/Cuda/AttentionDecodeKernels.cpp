@@ -455,6 +455,11 @@ static const char *const DecOutput = R"(#else
 /// A persistent tile's CTAs at most (work items of launchGridX): its
 /// workspace holds a partial result per CTA and kv head boundary.
 static constexpr int64_t DecPersistentMaxCtas = 512;
+/// `_ps`: the kv heads a CTA takes tiles of after its own (SMAX), and the
+/// partial results a kv head's list holds (LCAP: its owner's and the
+/// stealers' after it).
+static constexpr int64_t DecStealMaxHeads = 4;
+static constexpr int64_t DecStealListEntries = 8;
 
 static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                                 const std::string &ChoiceName) {
@@ -467,7 +472,8 @@ static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                "up to 128, 1 to 8 warps and 2 to 8 stages (a multiple of the "
                "warps) that fit in shared memory, 2 to 8 splits in a cluster, "
                "none and no stagger when persistent, no prefetch with warp "
-               "partials, a tail depth only unsplit, not persistent, without "
+               "partials or stealing, a tail depth only unsplit, not "
+               "persistent, without "
                "prefetch and with half the stages a multiple of the warps, "
                "one box not persistent and without prefetch, swapped "
                "operands not persistent (got " +
@@ -555,7 +561,12 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
        << MaxCtas << " // CTAs at most\n#define PREFETCH " << T.Prefetch
        << "\n#define COMBINE " << Region - 2 * int64_t(T.Stages) * KvTile
        << " // bytes of the partial results\n#define SWAP_AB 0\n";
-    if (T.WarpPartials)
+    if (T.Steal)
+      OS << "#define SMAX " << DecStealMaxHeads
+         << " // kv heads a CTA steals from\n#define LCAP "
+         << DecStealListEntries << " // a kv head's partial results at most\n"
+         << DecStealStart << decTileMath(false) << DecStealEnd;
+    else if (T.WarpPartials)
       OS << DecWarpPartialsStart << decTileMath(false) << DecWarpPartialsEnd;
     else
       OS << DecPersistentStart << decTileMath(false) << DecPersistentEnd;
@@ -584,9 +595,16 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     K.GridX = unsigned(MaxCtas);
     K.GridY = 1;
     K.Persistent = true;
-    // (_pw: a partial result per consumer warp.)
+    // (_pw: a partial result per consumer warp. _ps: one per owned kv head
+    // and per CTA and stolen head, and per kv head four counters and a
+    // list, then the count of finished CTAs.)
     uint64_t Slots = uint64_t(MaxCtas + NBH) * (T.WarpPartials ? T.Warps : 1);
-    K.WorkspaceBytes = (Slots * (16 * S->D + 32) + uint64_t(NBH)) * 4;
+    uint64_t Counters = NBH;
+    if (T.Steal) {
+      Slots = uint64_t(NBH + MaxCtas * DecStealMaxHeads);
+      Counters = uint64_t(NBH) * (3 + DecStealListEntries) + 1;
+    }
+    K.WorkspaceBytes = (Slots * (16 * S->D + 32) + Counters) * 4;
   } else if (T.Cluster) {
     K.GridX *= unsigned(T.Splits);
     K.GridZ = 1;

@@ -1,8 +1,9 @@
 //===- AttentionDecodeVariantsTest.cpp - attn_dec's variant forms -------===//
 //
 // The decode template's staggered start (`_r`), its persistent form with a
-// partial result per consumer warp (`_pw`), its tail depth (`_t`), its
-// one-box copies (`_ob`) and its swapped MMA operands (`_sw`):
+// partial result per consumer warp (`_pw`), its work-stealing persistent
+// form (`_ps`), its tail depth (`_t`), its one-box copies (`_ob`) and its
+// swapped MMA operands (`_sw`):
 // names, what a kernel of each holds, the tiles they cannot run, and the
 // kernels compiled with NVRTC for sm_90 wherever libnvrtc can be opened
 // (skips and says why elsewhere).
@@ -70,10 +71,18 @@ TEST(AttentionDecodeVariants, Names) {
   ASSERT_TRUE(P);
   EXPECT_TRUE(P->Persistent);
   EXPECT_FALSE(P->WarpPartials);
+  std::optional<AttentionTile> Ps =
+      attentionTileOf(Choice{"attn_dec_16x32_w4_s4_ps", {}, {}});
+  ASSERT_TRUE(Ps);
+  EXPECT_TRUE(Ps->Persistent && Ps->Steal);
+  EXPECT_FALSE(Ps->WarpPartials);
+  EXPECT_EQ(attentionChoiceName(*Ps), "attn_dec_16x32_w4_s4_ps");
+  EXPECT_FALSE(P->Steal);
   // Flags in another order, or on the other templates, are no tile.
   for (const char *Bad :
        {"attn_dec_16x32_w4_s4_r_ef", "attn_dec_16x32_w4_s4_pw_r",
-        "attn_mma_16x32_w4_r", "attn_dec_16x32_w4_s4_p_pw"})
+        "attn_mma_16x32_w4_r", "attn_dec_16x32_w4_s4_p_pw",
+        "attn_dec_16x32_w4_s4_ps_p", "attn_dec_16x32_w4_s4_pw_ps"})
     EXPECT_FALSE(attentionTileOf(Choice{Bad, {}, {}})) << Bad;
 }
 
@@ -135,6 +144,32 @@ TEST(AttentionDecodeVariants, WarpPartialsKernel) {
   ASSERT_FALSE(bool(Pf));
   EXPECT_NE(llvm::toString(Pf.takeError()).find("no prefetch with warp"),
             std::string::npos);
+}
+
+TEST(AttentionDecodeVariants, StealKernel) {
+  // Llama-3-8B at batch 16: 128 kv heads of 128 key tiles of 32.
+  auto P = attention("bf16", 16, 32, 8, 1, 4096, 128);
+  ASSERT_TRUE(P);
+  llvm::Expected<KernelSource> K = generate(*P, "attn_dec_16x32_w4_s4_ps");
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  EXPECT_TRUE(K->Persistent);
+  EXPECT_EQ(K->GridX, 512u); // CTAs at most; one an SM at launch
+  EXPECT_EQ(K->GridY, 1u);
+  llvm::Expected<KernelSource> Old = generate(*P, "attn_dec_16x32_w4_s4_p");
+  ASSERT_TRUE(bool(Old)) << llvm::toString(Old.takeError());
+  EXPECT_EQ(K->SharedBytes, Old->SharedBytes);
+  // A partial result per owned kv head and per CTA and stolen head (4),
+  // then per kv head three counters and a list of 8, and the CTAs done.
+  EXPECT_EQ(K->WorkspaceBytes,
+            uint64_t(((128 + 512 * 4) * (16 * 128 + 32) + 128 * 11 + 1) * 4));
+  EXPECT_NE(K->Source.find("#define SMAX 4"), std::string::npos);
+  EXPECT_NE(K->Source.find("t = atomicAdd(claimed + h, 1u)"),
+            std::string::npos);
+  // The grid's last CTA zeroes the counters for the next launch.
+  EXPECT_NE(K->Source.find("atomicAdd(ctasDone, 1u)"), std::string::npos);
+  // Not with prefetch or warp partials.
+  llvm::Expected<KernelSource> Pf = generate(*P, "attn_dec_16x32_w4_s8_pf4_ps");
+  ASSERT_FALSE(bool(Pf));
 }
 
 TEST(AttentionDecodeVariants, TailDepthKernel) {
@@ -258,14 +293,15 @@ TEST(AttentionDecodeVariants, CompileWithNvrtc) {
   Keep.push_back(attention("f16", 2, 6, 3, 5, 100, 64));
   Keep.push_back(attention("bf16", 32, 32, 8, 1, 256, 128));
   const char *Names[] = {
-      "attn_dec_16x32_w4_s4_r",       "attn_dec_16x32_w2_s4_r",
-      "attn_dec_16x32_w4_s8_r",       "attn_dec_16x64_w2_s2_kv4_pf8_r",
-      "attn_dec_16x32_w4_s4_kv8_c_r", "attn_dec_16x32_w4_s4_pw",
-      "attn_dec_16x16_w1_s2_pw",      "attn_dec_16x64_w4_s4_pw",
-      "attn_dec_16x32_w4_s8_t",       "attn_dec_16x32_w2_s8_t",
-      "attn_dec_16x16_w1_s2_r_t",     "attn_dec_16x32_w4_s4_ob",
-      "attn_dec_16x64_w2_s2_ob",      "attn_dec_16x32_w4_s4_kv8_c_ob",
-      "attn_dec_16x16_w1_s2_kv2_r_ob"};
+      "attn_dec_16x32_w4_s4_r",        "attn_dec_16x32_w2_s4_r",
+      "attn_dec_16x32_w4_s8_r",        "attn_dec_16x64_w2_s2_kv4_pf8_r",
+      "attn_dec_16x32_w4_s4_kv8_c_r",  "attn_dec_16x32_w4_s4_pw",
+      "attn_dec_16x16_w1_s2_pw",       "attn_dec_16x64_w4_s4_pw",
+      "attn_dec_16x32_w4_s8_t",        "attn_dec_16x32_w2_s8_t",
+      "attn_dec_16x16_w1_s2_r_t",      "attn_dec_16x32_w4_s4_ob",
+      "attn_dec_16x64_w2_s2_ob",       "attn_dec_16x32_w4_s4_kv8_c_ob",
+      "attn_dec_16x16_w1_s2_kv2_r_ob", "attn_dec_16x32_w4_s4_ps",
+      "attn_dec_16x16_w1_s2_ps",       "attn_dec_16x64_w2_s4_ps"};
   std::vector<KernelSource> Work;
   for (const auto &P : Keep) {
     ASSERT_TRUE(P);
