@@ -213,7 +213,8 @@ def run_case(line):
     m = re.search(r"grid \((\d+), (\d+), (\d+)\), block (\d+), dynamic shared memory (\d+)", head)
     gx, gy, gz, block, smem = map(int, m.groups())
     BKV, SPLITS = define(src, "BKV"), define(src, "SPLITS")
-    assert define(src, "ONE_BOX") == 0 and define(src, "CLUSTER_SPLITS") == 0, "plain tiles only"
+    assert define(src, "ONE_BOX") == 0 and define(src, "CLUSTER_SPLITS") in (0, None), \
+        "plain tiles only"
     G, NBH, GROUP = gx * gy * gz, B * HKV, HQ // HKV
     # A persistent form (_p, _ps) is launched with a CTA per SM at most.
     GMAX = define(src, "GMAX")
@@ -298,6 +299,11 @@ def run_case(line):
         except Exception as e:  # one variant's failure does not stop the rest
             print(f"  {tag}: not built: {e}")
 
+    # _ps: other claim sizes (tiles an atomic add claims).
+    for c in (1, 4, 8):
+        alt = re.sub(r"#define CLAIM \d+u", "#define CLAIM %du" % c, src)
+        if alt != src and "#define CLAIM %du" % c not in src:
+            add("claim%d" % c, lambda alt=alt: launcher(Kernel(alt, name, smem)))
     if full:
         add("carve100", lambda: launcher(Kernel(src, name, smem, carveout=100)))
         if lb != src:

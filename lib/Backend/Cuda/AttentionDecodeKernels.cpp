@@ -460,6 +460,9 @@ static constexpr int64_t DecPersistentMaxCtas = 512;
 /// stealers' after it).
 static constexpr int64_t DecStealMaxHeads = 4;
 static constexpr int64_t DecStealListEntries = 8;
+/// `_ps`: the key tiles one claim takes (CLAIM; bench/device/
+/// attn-dec-timeline.py times 1, 4 and 8 beside it).
+static constexpr int64_t DecStealClaimTiles = 2;
 
 static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                                 const std::string &ChoiceName) {
@@ -565,6 +568,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
       OS << "#define SMAX " << DecStealMaxHeads
          << " // kv heads a CTA steals from\n#define LCAP "
          << DecStealListEntries << " // a kv head's partial results at most\n"
+         << "#define CLAIM " << DecStealClaimTiles << "u // tiles a claim takes\n"
          << DecStealStart << decTileMath(false) << DecStealEnd;
     else if (T.WarpPartials)
       OS << DecWarpPartialsStart << decTileMath(false) << DecWarpPartialsEnd;
