@@ -568,7 +568,8 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
       OS << "#define SMAX " << DecStealMaxHeads
          << " // kv heads a CTA steals from\n#define LCAP "
          << DecStealListEntries << " // a kv head's partial results at most\n"
-         << "#define CLAIM " << DecStealClaimTiles << "u // tiles a claim takes\n"
+         << "#define CLAIM " << DecStealClaimTiles
+         << "u // tiles a claim takes\n"
          << DecStealStart << decTileMath(false) << DecStealEnd;
     else if (T.WarpPartials)
       OS << DecWarpPartialsStart << decTileMath(false) << DecWarpPartialsEnd;

@@ -163,7 +163,8 @@ TEST(AttentionDecodeVariants, StealKernel) {
   EXPECT_EQ(K->WorkspaceBytes,
             uint64_t(((128 + 512 * 4) * (16 * 128 + 32) + 128 * 11 + 1) * 4));
   EXPECT_NE(K->Source.find("#define SMAX 4"), std::string::npos);
-  EXPECT_NE(K->Source.find("t = atomicAdd(claimed + h, 1u)"),
+  EXPECT_NE(K->Source.find("#define CLAIM 2u"), std::string::npos);
+  EXPECT_NE(K->Source.find("next = atomicAdd(claimed + h, (unsigned)CLAIM)"),
             std::string::npos);
   // The grid's last CTA zeroes the counters for the next launch.
   EXPECT_NE(K->Source.find("atomicAdd(ctasDone, 1u)"), std::string::npos);
