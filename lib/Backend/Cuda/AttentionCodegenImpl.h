@@ -27,23 +27,29 @@ extern const char *const SplitCombine;
 /// register budgets are #defines (AttentionWgBody.cpp).
 extern const char *const AttentionWgBody;
 
-/// The persistent decode kernel (`attn_dec_..._p`) around the shared stage
-/// math of the decode template: its start up to a stage's first key, and
-/// its end after the stage (AttentionDecodePersistent.cpp).
-extern const char *const DecPersistentStart;
-extern const char *const DecPersistentEnd;
+/// The bodies of the persistent decode kernels after their #defines:
+/// `attn_dec_..._p` (fixed shares, AttentionDecodePersistent.cpp),
+/// `attn_dec_..._pw` (a partial result per consumer warp,
+/// AttentionDecodeWarpPartials.cpp) and `attn_dec_..._ps` (work stealing,
+/// AttentionDecodeSteal.cpp), each around the shared stage math.
+std::string decPersistentBody();
+std::string decWarpPartialsBody();
+std::string decStealBody();
 
-/// The persistent decode kernel whose consumer warps each write a partial
-/// result per kv head (`attn_dec_..._pw`): its start up to a stage's first
-/// key, and its end after the stage (AttentionDecodeWarpPartials.cpp).
-extern const char *const DecWarpPartialsStart;
-extern const char *const DecWarpPartialsEnd;
-
-/// The work-stealing persistent decode kernel (`attn_dec_..._ps`): its
-/// start up to a stage's first key, and its end after the stage
-/// (AttentionDecodeSteal.cpp).
-extern const char *const DecStealStart;
-extern const char *const DecStealEnd;
+/// Pieces of those kernels (AttentionDecodePersistent.cpp): DecLoadQ, a
+/// consumer warp's q fragments of kv head bh straight from global memory
+/// (`qf`, `loadQ(bh)`); DecPartialsToShared, a consumer warp's o, running
+/// max and sum into cO, cM, cL; DecCtaWeights, the consumers' combine of
+/// those into fO, fM, fL between named-barrier syncs; DecSlotCombineStep,
+/// one partial result `pz` into a combine's running M, L and x;
+/// DecConsumerRows, a consumer's rows ra, rb, their last keys and VR;
+/// DecSegmentStart, a kv head's (or segment's) zero accumulators.
+extern const char *const DecLoadQ;
+extern const char *const DecConsumerRows;
+extern const char *const DecSegmentStart;
+extern const char *const DecPartialsToShared;
+extern const char *const DecCtaWeights;
+extern const char *const DecSlotCombineStep;
 
 /// A decode consumer warp's math on one stage (scores, online softmax,
 /// p v), the query rows as the MMA's rows, or with SwapAB

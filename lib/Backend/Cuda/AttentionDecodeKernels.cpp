@@ -343,25 +343,9 @@ static const char *const DecEnd =
   }
 #else
   if (warp < NC) {
-#pragma unroll
-    for (int n = 0; n < NO; ++n) {
-      const int d = n * 8 + 2 * t4;
-      if (g < VR) {
-        cO[(warp * 16 + g) * D_ + d] = o[n][0];
-        cO[(warp * 16 + g) * D_ + d + 1] = o[n][1];
-      }
-      if (g + 8 < VR) {
-        cO[(warp * 16 + g + 8) * D_ + d] = o[n][2];
-        cO[(warp * 16 + g + 8) * D_ + d + 1] = o[n][3];
-      }
-    }
-    if (t4 == 0) {
-      cM[warp * 16 + g] = mA;
-      cM[warp * 16 + g + 8] = mB;
-      cL[warp * 16 + g] = lA;
-      cL[warp * 16 + g + 8] = lB;
-    }
-  }
+)";
+/// (DecPartialsToShared, then the rest of the end.)
+static const char *const DecEndAfterPartials = R"(  }
 #endif
   __syncthreads();
   MT_TL_STAMP(8)
@@ -570,11 +554,11 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
          << DecStealListEntries << " // a kv head's partial results at most\n"
          << "#define CLAIM " << DecStealClaimTiles
          << "u // tiles a claim takes\n"
-         << DecStealStart << decTileMath(false) << DecStealEnd;
+         << decStealBody();
     else if (T.WarpPartials)
-      OS << DecWarpPartialsStart << decTileMath(false) << DecWarpPartialsEnd;
+      OS << decWarpPartialsBody();
     else
-      OS << DecPersistentStart << decTileMath(false) << DecPersistentEnd;
+      OS << decPersistentBody();
   } else {
     OS << "\n#define CLUSTER_SPLITS " << (T.Cluster ? 1 : 0)
        << "\n#define STAGGER " << (T.Stagger ? 1 : 0) << "\n#define REGION "
@@ -586,7 +570,8 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     if (T.Prefetch)
       OS << "#define PREFETCH " << T.Prefetch << "\n";
     OS << DecStart << (T.Prefetch ? IssuePrefetch : "") << DecLoop
-       << decTileMath(T.SwapAB) << DecEnd << SplitCombine << DecOutput;
+       << decTileMath(T.SwapAB) << DecEnd << DecPartialsToShared
+       << DecEndAfterPartials << SplitCombine << DecOutput;
   }
   K.Source = OS.str();
   K.Inputs = {N.getOperand(0), N.getOperand(1), N.getOperand(2)};

@@ -18,10 +18,7 @@
 
 using namespace mtsched;
 
-/// Up to the first key of a stage in a consumer's loop (DecTileMath
-/// follows). The shape's, the tile's and COMBINE, NBH, GMAX and PREFETCH
-/// are #defines.
-const char *const codegen::DecPersistentStart = R"(
+static const char *const Start = R"(
 #define NC (THREADS / 32 - 1) // consumer warps; warp NC is the producer
 #define CH (D_ / 8)           // 16-byte chunks of a row
 #define DP (D_ + 8)           // padded q row
@@ -133,19 +130,9 @@ const char *const codegen::DecPersistentStart = R"(
       }
     return;
   }
-  const long long ra = g, rb = g + 8;
-#if CAUSAL
-  const long long lastA = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
-  const long long lastB = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
-#else
-  const long long lastA = SKV - 1, lastB = SKV - 1;
-#endif
-  const long long rowMin = min(lastA, lastB), kvEnd = SKV;
-  long long warpMin = rowMin;
-  for (int w = 16; w > 0; w >>= 1)
-    warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, w));
-  const int VR = (int)ROWS; // one query tile: ROWS <= 16
-  float *cO = (float *)region;   // [NC][16][D_] unnormalised accumulators
+)";
+static const char *const Start1 =
+    R"(  float *cO = (float *)region;   // [NC][16][D_] unnormalised accumulators
   float *cM = cO + NC * 16 * D_; // [NC][16] running max (log2 units)
   float *cL = cM + NC * 16;      // [NC][16] running sum
   float *cW = cL + NC * 16;      // [NC][16] each warp's weight
@@ -161,20 +148,19 @@ const char *const codegen::DecPersistentStart = R"(
     for (int kd = 0; kd < NKD; ++kd)
       mt_ldsm_x4(qf[kd], mt_smem_addr(sQ + (lane & 15) * DP + kd * 16 +
                                        (lane >> 4) * 8));
-    float o[NO][4];
-#pragma unroll
-    for (int n = 0; n < NO; ++n)
-      o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
-    for (; it < segEnd; it += NC) {
+)";
+static const char *const Start2 = R"(    for (; it < segEnd; it += NC) {
       const int s = it % STAGES;
       const long long j0 = (u0 + it - bh * KT) * BKV;
       mt_mbar_wait(full + 8 * s, (it / STAGES) & 1);
       const unsigned kt = sK + s * KV_TILE, vt = sV + s * KV_TILE;
 )";
 
-/// After a stage's math: the end of each kv head's tiles and the output.
-const char *const codegen::DecPersistentEnd =
+/// After a stage's math: the end of each kv head's tiles up to the
+/// consumers' partial results (DecPartialsToShared and DecCtaWeights
+/// follow), then the output or partial result and the last CTA's combine
+/// around each share's step (DecSlotCombineStep).
+static const char *const EndHead =
     R"(      // Every lane's reads of the stage are done: the producer may refill.
       __syncwarp();
       if (lane == 0)
@@ -191,49 +177,9 @@ const char *const codegen::DecPersistentEnd =
     uint4 xq[QV];
     if (more)
       fetchQ(bh + 1, xq);
-#pragma unroll
-    for (int n = 0; n < NO; ++n) {
-      const int d = n * 8 + 2 * t4;
-      if (g < VR) {
-        cO[(warp * 16 + g) * D_ + d] = o[n][0];
-        cO[(warp * 16 + g) * D_ + d + 1] = o[n][1];
-      }
-      if (g + 8 < VR) {
-        cO[(warp * 16 + g + 8) * D_ + d] = o[n][2];
-        cO[(warp * 16 + g + 8) * D_ + d + 1] = o[n][3];
-      }
-    }
-    if (t4 == 0) {
-      cM[warp * 16 + g] = mA;
-      cM[warp * 16 + g + 8] = mB;
-      cL[warp * 16 + g] = lA;
-      cL[warp * 16 + g + 8] = lB;
-    }
-    MT_CONSUMERS_SYNC();
-    for (int i = tid; i < 16; i += NC * 32) {
-      float M = MT_NEG_INF, L = 0.f;
-      for (int w = 0; w < NC; ++w)
-        M = fmaxf(M, cM[w * 16 + i]);
-      for (int w = 0; w < NC; ++w) {
-        // A warp that saw no key of this row (or no tile) adds nothing.
-        const float x =
-            cM[w * 16 + i] == MT_NEG_INF ? 0.f : exp2f(cM[w * 16 + i] - M);
-        cW[w * 16 + i] = x;
-        L += cL[w * 16 + i] * x;
-      }
-      fM[i] = M;
-      fL[i] = L;
-    }
-    MT_CONSUMERS_SYNC();
-    for (int e = tid; e < VR * D_; e += NC * 32) {
-      const int i = e / D_;
-      float x = 0.f;
-      for (int w = 0; w < NC; ++w)
-        x += cO[w * 16 * D_ + e] * cW[w * 16 + i];
-      fO[e] = x;
-    }
-    MT_CONSUMERS_SYNC();
-    const long long b = bh / HKV, hk = bh % HKV;
+)";
+static const char *const EndOut =
+    R"(    const long long b = bh / HKV, hk = bh % HKV;
     // The CTAs whose shares hold tiles of this kv head: cf to cl (the
     // last share starting at or before its first and its last tile).
     const long long cf = ((bh * KT + 1) * nCta - 1) / UNITS;
@@ -277,17 +223,8 @@ const char *const codegen::DecPersistentEnd =
 #pragma unroll 8
           for (long long z = cf; z <= cl; ++z) {
             const float *pz = ws + (z + bh) * PSTRIDE;
-            const float m = __ldcg(pz + 16 * D_ + i);
-            const float l = __ldcg(pz + 16 * D_ + 16 + i), oz = __ldcg(pz + e);
-            // A share that saw no key of this row adds nothing.
-            if (m != MT_NEG_INF) {
-              const float nM = fmaxf(M, m);
-              const float a = exp2f(M - nM), w = exp2f(m - nM);
-              L = L * a + l * w;
-              x = x * a + oz * w;
-              M = nM;
-            }
-          }
+)";
+static const char *const EndTail = R"(          }
           out[((b * HQ + hk * GROUP + i / SQ) * SQ + i % SQ) * D_ + e % D_] =
               STORE(L > 0.f ? x / L : MT_EMPTY_ROW);
         }
@@ -301,4 +238,113 @@ const char *const codegen::DecPersistentEnd =
     MT_CONSUMERS_SYNC();
   }
 }
+)";
+
+const char *const codegen::DecPartialsToShared = R"(#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      const int d = n * 8 + 2 * t4;
+      if (g < VR) {
+        cO[(warp * 16 + g) * D_ + d] = o[n][0];
+        cO[(warp * 16 + g) * D_ + d + 1] = o[n][1];
+      }
+      if (g + 8 < VR) {
+        cO[(warp * 16 + g + 8) * D_ + d] = o[n][2];
+        cO[(warp * 16 + g + 8) * D_ + d + 1] = o[n][3];
+      }
+    }
+    if (t4 == 0) {
+      cM[warp * 16 + g] = mA;
+      cM[warp * 16 + g + 8] = mB;
+      cL[warp * 16 + g] = lA;
+      cL[warp * 16 + g + 8] = lB;
+    }
+)";
+
+const char *const codegen::DecCtaWeights = R"(    MT_CONSUMERS_SYNC();
+    for (int i = tid; i < 16; i += NC * 32) {
+      float M = MT_NEG_INF, L = 0.f;
+      for (int w = 0; w < NC; ++w)
+        M = fmaxf(M, cM[w * 16 + i]);
+      for (int w = 0; w < NC; ++w) {
+        // A warp that saw no key of this row (or no tile) adds nothing.
+        const float x =
+            cM[w * 16 + i] == MT_NEG_INF ? 0.f : exp2f(cM[w * 16 + i] - M);
+        cW[w * 16 + i] = x;
+        L += cL[w * 16 + i] * x;
+      }
+      fM[i] = M;
+      fL[i] = L;
+    }
+    MT_CONSUMERS_SYNC();
+    for (int e = tid; e < VR * D_; e += NC * 32) {
+      const int i = e / D_;
+      float x = 0.f;
+      for (int w = 0; w < NC; ++w)
+        x += cO[w * 16 * D_ + e] * cW[w * 16 + i];
+      fO[e] = x;
+    }
+    MT_CONSUMERS_SYNC();
+)";
+
+const char *const codegen::DecSlotCombineStep =
+    R"(            const float m = __ldcg(pz + 16 * D_ + i);
+            const float l = __ldcg(pz + 16 * D_ + 16 + i), oz = __ldcg(pz + e);
+            // A share that saw no key of this row adds nothing.
+            if (m != MT_NEG_INF) {
+              const float nM = fmaxf(M, m);
+              const float a = exp2f(M - nM), w = exp2f(m - nM);
+              L = L * a + l * w;
+              x = x * a + oz * w;
+              M = nM;
+            }
+)";
+
+std::string codegen::decPersistentBody() {
+  return std::string(Start) + DecConsumerRows + Start1 + DecSegmentStart +
+         Start2 + decTileMath(false) + EndHead + DecPartialsToShared +
+         DecCtaWeights + EndOut + DecSlotCombineStep + EndTail;
+}
+
+const char *const codegen::DecLoadQ =
+    R"(  // q of kv head bh (a flat index over B x HKV) as the A fragments of its
+  // 16 packed rows (row r is query r % SQ of query head hk * GROUP + r /
+  // SQ; rows from ROWS on are zero): rows g and g + 8, columns 2 t4 and
+  // 2 t4 + 8 of each k16 step, as ldmatrix.x4 gives them.
+  unsigned qf[NKD][4];
+  auto loadQ = [&](long long bh) {
+    const long long b = bh / HKV, hk = bh % HKV;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = g + 8 * h;
+      const auto *row = q + ((b * HQ + hk * GROUP + r / SQ) * SQ + r % SQ) * D_;
+#pragma unroll
+      for (int kd = 0; kd < NKD; ++kd) {
+        qf[kd][h] = r < ROWS ? *(const unsigned *)(row + kd * 16 + 2 * t4) : 0u;
+        qf[kd][2 + h] =
+            r < ROWS ? *(const unsigned *)(row + kd * 16 + 8 + 2 * t4) : 0u;
+      }
+    }
+  };
+)";
+
+const char *const codegen::DecConsumerRows =
+    R"(  const long long ra = g, rb = g + 8;
+#if CAUSAL
+  const long long lastA = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
+  const long long lastB = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
+#else
+  const long long lastA = SKV - 1, lastB = SKV - 1;
+#endif
+  const long long rowMin = min(lastA, lastB), kvEnd = SKV;
+  long long warpMin = rowMin;
+  for (int w = 16; w > 0; w >>= 1)
+    warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, w));
+  const int VR = (int)ROWS; // one query tile: ROWS <= 16
+)";
+
+const char *const codegen::DecSegmentStart = R"(    float o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; ++n)
+      o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
 )";

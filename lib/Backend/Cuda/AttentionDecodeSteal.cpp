@@ -14,24 +14,25 @@
 // The producer warp claims CLAIM tiles at a time (an atomic add on the kv
 // head's counter) and makes the next claim before it issues them, so the
 // claim's round trip hides under their waits for free stages, and a CTA
-// holds at most 2 CLAIM claimed tiles beyond its stages. Each stage carries its tile (segment, kv head, key tile, slot,
-// list entry) in shared memory; the consumer warps take stages in turn as
-// in the other forms and end a segment (the run of one kv head's tiles)
-// where a stage of the next begins. A segment that saw every tile of its
-// kv head writes the output; else it writes a partial result to its slot,
-// enters the slot in the kv head's list and adds its tiles to the kv
-// head's count, and the one that completes the count combines the list.
-// The last CTA of the grid zeroes the counters for the next launch.
+// holds at most 2 CLAIM claimed tiles beyond its stages. Each stage carries its
+// tile (segment, kv head, key tile, slot, list entry) in shared memory; the
+// consumer warps take stages in turn as in the other forms and end a segment
+// (the run of one kv head's tiles) where a stage of the next begins. A segment
+// that saw every tile of its kv head writes the output; else it writes a
+// partial result to its slot, enters the slot in the kv head's list and adds
+// its tiles to the kv head's count, and the one that completes the count
+// combines the list. The last CTA of the grid zeroes the counters for the next
+// launch.
 //
 //===----------------------------------------------------------------------===//
 #include "AttentionCodegenImpl.h"
 
 using namespace mtsched;
 
-/// Up to the first key of a stage in a consumer's loop (DecTileMath
-/// follows). The shape's, the tile's and COMBINE, NBH, GMAX, SMAX, LCAP and
-/// CLAIM are #defines.
-const char *const codegen::DecStealStart = R"(
+/// Up to the first key of a stage in a consumer's loop (DecLoadQ after the
+/// consumers' set-up, DecTileMath after this). The shape's, the tile's and
+/// COMBINE, NBH, GMAX, SMAX, LCAP and CLAIM are #defines.
+static const char *const Start = R"(
 #define NC (THREADS / 32 - 1) // consumer warps; warp NC is the producer
 #define DP (D_ + 8)           // the padded q rows' bytes the layout keeps
 #define NKD (D_ / 16)         // k16 steps of q kᵀ
@@ -158,58 +159,28 @@ const char *const codegen::DecStealStart = R"(
       }
     return;
   }
-  const long long ra = g, rb = g + 8;
-#if CAUSAL
-  const long long lastA = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
-  const long long lastB = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
-#else
-  const long long lastA = SKV - 1, lastB = SKV - 1;
-#endif
-  const long long rowMin = min(lastA, lastB), kvEnd = SKV;
-  long long warpMin = rowMin;
-  for (int w = 16; w > 0; w >>= 1)
-    warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, w));
-  const int VR = (int)ROWS; // one query tile: ROWS <= 16
-  float *cO = (float *)region;   // [NC][16][D_] unnormalised accumulators
+)";
+static const char *const Start1 =
+    R"(  float *cO = (float *)region;   // [NC][16][D_] unnormalised accumulators
   float *cM = cO + NC * 16 * D_; // [NC][16] running max (log2 units)
   float *cL = cM + NC * 16;      // [NC][16] running sum
   float *cW = cL + NC * 16;      // [NC][16] each warp's weight
   float *fO = cW + NC * 16;      // [16][D_] the segment's combined tile
   float *fM = fO + 16 * D_, *fL = fM + 16;
-  // q's A fragments for kv head h, read from global memory (rows past
-  // ROWS zero): a0 row g, a1 row g + 8, a2 and a3 eight columns on.
-  auto loadQ = [&](int h, unsigned (*f)[4]) {
-    const long long b = h / HKV, hk = h % HKV;
-#pragma unroll
-    for (int kd = 0; kd < NKD; ++kd)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = g + 8 * (i & 1), col = kd * 16 + 2 * t4 + 8 * (i >> 1);
-        f[kd][i] = r < ROWS ? *(const unsigned *)(q + ((b * HQ + hk * GROUP +
-                                                        r / SQ) *
-                                                           SQ +
-                                                       r % SQ) *
-                                                          D_ +
-                                                      col)
-                            : 0u;
-      }
-  };
-  // Warp w takes local tiles w, w + NC, ...; mSeg and mHead are the
+)";
+static const char *const StartAfterQ =
+    R"(  // Warp w takes local tiles w, w + NC, ...; mSeg and mHead are the
   // segment and kv head of the one it waits for.
   int it = warp, s = it % STAGES;
   mt_mbar_wait(full + 8 * s, (it / STAGES) & 1);
   int mSeg = meta[8 * s], mHead = meta[8 * s + 1];
-  unsigned qf[NKD][4];
   bool haveQ = false;
   for (int seg = 0; !(mHead < 0 && mSeg == seg); ++seg) {
     if (mSeg == seg && !haveQ)
-      loadQ(mHead, qf);
-    float o[NO][4];
-#pragma unroll
-    for (int n = 0; n < NO; ++n)
-      o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
-    int cnt = 0, myHead = 0, mySlot = 0, myEntry = 0;
+      loadQ(mHead);
+)";
+static const char *const StartAfterQ1 =
+    R"(    int cnt = 0, myHead = 0, mySlot = 0, myEntry = 0;
     while (mSeg == seg && mHead >= 0) {
       myHead = mHead;
       mySlot = meta[8 * s + 3];
@@ -218,9 +189,11 @@ const char *const codegen::DecStealStart = R"(
       const unsigned kt = sK + s * KV_TILE, vt = sV + s * KV_TILE;
 )";
 
-/// After a stage's math: the segment's end, its output or partial result,
-/// the combine and the grid's last CTA.
-const char *const codegen::DecStealEnd =
+/// After a stage's math: the segment's end up to the consumers' partial
+/// results (DecPartialsToShared, then this CTA's count and kv head, then
+/// DecCtaWeights), its output or partial result, the list's combine around
+/// each entry's step (DecSlotCombineStep) and the grid's last CTA.
+static const char *const EndHead =
     R"(      // Every lane's reads of the stage are done: the producer may refill.
       __syncwarp();
       if (lane == 0)
@@ -235,31 +208,14 @@ const char *const codegen::DecStealEnd =
     // The next segment's q, loaded under this one's combine.
     haveQ = mHead >= 0 && mSeg == seg + 1;
     if (haveQ)
-      loadQ(mHead, qf);
+      loadQ(mHead);
 #pragma unroll
     for (int w = 1; w < 4; w <<= 1) {
       lA += __shfl_xor_sync(0xffffffffu, lA, w);
       lB += __shfl_xor_sync(0xffffffffu, lB, w);
     }
-#pragma unroll
-    for (int n = 0; n < NO; ++n) {
-      const int d = n * 8 + 2 * t4;
-      if (g < VR) {
-        cO[(warp * 16 + g) * D_ + d] = o[n][0];
-        cO[(warp * 16 + g) * D_ + d + 1] = o[n][1];
-      }
-      if (g + 8 < VR) {
-        cO[(warp * 16 + g + 8) * D_ + d] = o[n][2];
-        cO[(warp * 16 + g + 8) * D_ + d + 1] = o[n][3];
-      }
-    }
-    if (t4 == 0) {
-      cM[warp * 16 + g] = mA;
-      cM[warp * 16 + g + 8] = mB;
-      cL[warp * 16 + g] = lA;
-      cL[warp * 16 + g + 8] = lB;
-    }
-    if (lane == 0) {
+)";
+static const char *const EndCount = R"(    if (lane == 0) {
       cCnt[warp] = cnt;
       // Every warp with a tile of the segment knows the same three.
       if (cnt) {
@@ -268,31 +224,9 @@ const char *const codegen::DecStealEnd =
         cSeg[2] = myEntry;
       }
     }
-    MT_CONSUMERS_SYNC();
-    for (int i = tid; i < 16; i += NC * 32) {
-      float M = MT_NEG_INF, L = 0.f;
-      for (int w = 0; w < NC; ++w)
-        M = fmaxf(M, cM[w * 16 + i]);
-      for (int w = 0; w < NC; ++w) {
-        // A warp that saw no key of this row (or no tile) adds nothing.
-        const float x =
-            cM[w * 16 + i] == MT_NEG_INF ? 0.f : exp2f(cM[w * 16 + i] - M);
-        cW[w * 16 + i] = x;
-        L += cL[w * 16 + i] * x;
-      }
-      fM[i] = M;
-      fL[i] = L;
-    }
-    MT_CONSUMERS_SYNC();
-    for (int e = tid; e < VR * D_; e += NC * 32) {
-      const int i = e / D_;
-      float x = 0.f;
-      for (int w = 0; w < NC; ++w)
-        x += cO[w * 16 * D_ + e] * cW[w * 16 + i];
-      fO[e] = x;
-    }
-    MT_CONSUMERS_SYNC();
-    const int h = cSeg[0], slot = cSeg[1], entry = cSeg[2];
+)";
+static const char *const EndOut =
+    R"(    const int h = cSeg[0], slot = cSeg[1], entry = cSeg[2];
     int tiles = 0;
     for (int w = 0; w < NC; ++w)
       tiles += cCnt[w];
@@ -340,17 +274,8 @@ const char *const codegen::DecStealEnd =
             if (sz < 0)
               continue;
             const float *pz = ws + (long long)sz * PSTRIDE;
-            const float m = __ldcg(pz + 16 * D_ + i);
-            const float l = __ldcg(pz + 16 * D_ + 16 + i), oz = __ldcg(pz + e);
-            // A segment that saw no key of this row adds nothing.
-            if (m != MT_NEG_INF) {
-              const float nM = fmaxf(M, m);
-              const float a = exp2f(M - nM), w = exp2f(m - nM);
-              L = L * a + l * w;
-              x = x * a + oz * w;
-              M = nM;
-            }
-          }
+)";
+static const char *const EndTail = R"(          }
           out[((b * HQ + hk * GROUP + i / SQ) * SQ + i % SQ) * D_ + e % D_] =
               STORE(L > 0.f ? x / L : MT_EMPTY_ROW);
         }
@@ -374,3 +299,10 @@ const char *const codegen::DecStealEnd =
   }
 }
 )";
+
+std::string codegen::decStealBody() {
+  return std::string(Start) + DecConsumerRows + Start1 + DecLoadQ +
+         StartAfterQ + DecSegmentStart + StartAfterQ1 + decTileMath(false) +
+         EndHead + DecPartialsToShared + EndCount + DecCtaWeights + EndOut +
+         DecSlotCombineStep + EndTail;
+}

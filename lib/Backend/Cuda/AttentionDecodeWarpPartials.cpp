@@ -23,7 +23,7 @@ using namespace mtsched;
 
 /// Up to the first key of a stage in a consumer's loop (DecTileMath
 /// follows). The shape's, the tile's and NBH and GMAX are #defines.
-const char *const codegen::DecWarpPartialsStart = R"(
+static const char *const Start = R"(
 #define NC (THREADS / 32 - 1) // consumer warps; warp NC is the producer
 #define NKD (D_ / 16)         // k16 steps of q kᵀ
 #define NS (BKV / 8)          // n8 score tiles of a stage
@@ -78,50 +78,17 @@ const char *const codegen::DecWarpPartialsStart = R"(
       }
     return;
   }
-  // q of kv head bh (a flat index over B x HKV) as the A fragments of its
-  // 16 packed rows (row r is query r % SQ of query head hk * GROUP + r /
-  // SQ; rows from ROWS on are zero): rows g and g + 8, columns 2 t4 and
-  // 2 t4 + 8 of each k16 step, as ldmatrix.x4 gives them.
-  unsigned qf[NKD][4];
-  auto loadQ = [&](long long bh) {
-    const long long b = bh / HKV, hk = bh % HKV;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = g + 8 * h;
-      const auto *row = q + ((b * HQ + hk * GROUP + r / SQ) * SQ + r % SQ) * D_;
-#pragma unroll
-      for (int kd = 0; kd < NKD; ++kd) {
-        qf[kd][h] = r < ROWS ? *(const unsigned *)(row + kd * 16 + 2 * t4) : 0u;
-        qf[kd][2 + h] =
-            r < ROWS ? *(const unsigned *)(row + kd * 16 + 8 + 2 * t4) : 0u;
-      }
-    }
-  };
-  const long long ra = g, rb = g + 8;
-#if CAUSAL
-  const long long lastA = ra < ROWS ? SKV - SQ + ra % SQ : SKV - 1;
-  const long long lastB = rb < ROWS ? SKV - SQ + rb % SQ : SKV - 1;
-#else
-  const long long lastA = SKV - 1, lastB = SKV - 1;
-#endif
-  const long long rowMin = min(lastA, lastB), kvEnd = SKV;
-  long long warpMin = rowMin;
-  for (int w = 16; w > 0; w >>= 1)
-    warpMin = min(warpMin, __shfl_xor_sync(0xffffffffu, warpMin, w));
-  const int VR = (int)ROWS; // one query tile: ROWS <= 16
-  const long long hFirst = u0 / KT, hLast = (u1 - 1) / KT;
+)";
+static const char *const StartAfterQ1 =
+    R"(  const long long hFirst = u0 / KT, hLast = (u1 - 1) / KT;
   loadQ(hFirst);
   // Warp w takes local tiles w, w + NC, ... (whole stages, as the other
   // forms' warps), across kv heads.
   int it = warp;
   for (long long bh = hFirst; bh <= hLast; ++bh) {
     const long long segEnd = min(u1, (bh + 1) * KT) - u0;
-    float o[NO][4];
-#pragma unroll
-    for (int n = 0; n < NO; ++n)
-      o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float mA = MT_NEG_INF, mB = MT_NEG_INF, lA = 0.f, lB = 0.f;
-    for (; it < segEnd; it += NC) {
+)";
+static const char *const StartAfterQ2 = R"(    for (; it < segEnd; it += NC) {
       const int s = it % STAGES;
       const long long j0 = (u0 + it - bh * KT) * BKV;
       mt_mbar_wait(full + 8 * s, (it / STAGES) & 1);
@@ -130,7 +97,7 @@ const char *const codegen::DecWarpPartialsStart = R"(
 
 /// After a stage's math: each warp's partial result at the end of a kv
 /// head's tiles, and the combine by the warp that writes the last one.
-const char *const codegen::DecWarpPartialsEnd =
+static const char *const End =
     R"(      // Every lane's reads of the stage are done: the producer may refill.
       __syncwarp();
       if (lane == 0)
@@ -251,3 +218,8 @@ const char *const codegen::DecWarpPartialsEnd =
   }
 }
 )";
+
+std::string codegen::decWarpPartialsBody() {
+  return std::string(Start) + DecLoadQ + DecConsumerRows + StartAfterQ1 +
+         DecSegmentStart + StartAfterQ2 + decTileMath(false) + End;
+}
