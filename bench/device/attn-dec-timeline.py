@@ -369,11 +369,17 @@ def run_case(line):
         timeline(rec, G, statistics.median(res["timeline"]))
 
 
-for line in open(sys.argv[1]):
-    if line.strip():
-        try:
-            run_case(line)
-        except Exception as e:  # one case's failure does not stop the rest
-            print(line.split()[0], "FAILED:", e, flush=True)
-        torch.cuda.synchronize()
-        sys.stdout.flush()
+def main():
+    for line in open(sys.argv[1]):
+        if line.strip():
+            try:
+                run_case(line)
+            except Exception as e:  # one case's failure does not stop the rest
+                print(line.split()[0], "FAILED:", e, flush=True)
+            torch.cuda.synchronize()
+            sys.stdout.flush()
+
+
+# (bench/device/pointwise-sweep.py imports the loader and Kernel.)
+if __name__ == "__main__":
+    main()

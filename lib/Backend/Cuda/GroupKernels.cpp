@@ -89,12 +89,20 @@ private:
 
 /// The iterations of a flat kernel's loop a thread loads before it
 /// computes any: 4 for a stream of at least 2^20 groups of VEC = 8 with
-/// 16-byte-word operands (8M elements: a prefill layer's activations;
-/// Megatron's bias + GELU over 4096 x 49152 bf16 ran at 2.2 TB/s with one
-/// load in flight a thread), else 1 (a decode step's small kernels want
-/// every thread they can get).
-static int64_t flatUnroll(int64_t Groups, int64_t Vec, bool HasWordLoads) {
-  return Vec == 8 && HasWordLoads && Groups >= (int64_t(1) << 20) ? 4 : 1;
+/// 16-byte-word operands and an op of 4 or more flops an element (GELU,
+/// SiLU, exp, ...), else 1. On an H200 (bench/device/pointwise-sweep.py,
+/// docs/BENCHMARKS.md) Megatron's bias + GELU over 4096 x 49152 bf16 ran
+/// 264.5 us with 4 against 292.9 with 1 (the erf between a thread's load
+/// and its store left one load in flight), while a residual add over 4096 x
+/// 12288 ran 71.9 against 71.1: a stream without such an op is at the
+/// memory's speed already. A decode step's small kernels want every thread
+/// they can get.
+static int64_t flatUnroll(int64_t Groups, int64_t Vec, bool HasWordLoads,
+                          double MaxFlopsPerElement) {
+  return Vec == 8 && HasWordLoads && Groups >= (int64_t(1) << 20) &&
+                 MaxFlopsPerElement >= 4
+             ? 4
+             : 1;
 }
 
 std::string GroupEmitter::packedStore(const Value *V, int64_t Vec,
@@ -240,7 +248,10 @@ llvm::Error GroupEmitter::emitFlat(llvm::raw_ostream &OS) {
                         "{\n    const long long i = i0 + k, c = c0 + k;\n"
                         "    (void)r;\n    (void)c;\n    (void)i;\n" +
                         B.str() + "    }\n";
-  Unroll = flatUnroll(Rows * Inner / Vec, Vec, !PreloadOrder.empty());
+  double MaxFlops = 0;
+  for (const Node *N : Nodes)
+    MaxFlops = std::max(MaxFlops, getOpInfo(N->getOp()).FlopsPerElement);
+  Unroll = flatUnroll(Rows * Inner / Vec, Vec, !PreloadOrder.empty(), MaxFlops);
   if (Unroll == 1) {
     OS << "  for (long long i0 = ((long long)blockIdx.x * " << Block
        << " + threadIdx.x) * VEC; i0 < ROWS * INNER;\n"

@@ -5,7 +5,9 @@
 // stores) when every load of its chains moves along the last dimension
 // with coefficient 1 from a multiple of Vec, else the scalar form; and
 // 32-bit index arithmetic when every value it touches has fewer than 2^31
-// elements. Each group is the whole of a lowered graph, generated as one
+// elements. A flat group (no layout op) of 2^20 or more 8-element groups
+// with an op of 4 or more flops an element unrolls its loop by 4 (its
+// loads first). Each group is the whole of a lowered graph, generated as one
 // kernel, its form checked from the source, and compiled with NVRTC for
 // sm_90 where libnvrtc can be opened.
 //
@@ -240,4 +242,41 @@ graph @g(%x: bf16[1023,2048]) {
 )");
   ASSERT_TRUE(L);
   EXPECT_TRUE(has(*L, "64-bit indices")) << L->Source;
+}
+
+TEST(LayoutVecCodegen, LongFlatGroupWithGeluUnrollsByFour) {
+  // Megatron's bias + GELU at prefill: 4096 x 49152 (2^24.6 groups of 8).
+  auto K = groupKernel(R"(
+graph @g(%m: bf16[4096,49152], %b: bf16[49152]) {
+  %x = add(%m, %b) : bf16[4096,49152]
+  %y = gelu(%x) : bf16[4096,49152]
+  return %y
+}
+)");
+  ASSERT_TRUE(K);
+  EXPECT_TRUE(has(*K, "#define UNROLL 4")) << K->Source;
+  // Every iteration's words are loaded before any is computed.
+  EXPECT_TRUE(has(*K, "ld_p_m_u[uu].u[q] = ld_p_m.u[q];"));
+  EXPECT_EQ(K->GridX, 4096u * 49152 / 8 / 256 / 4);
+  expectKernelCompiles(*K);
+  // Adds alone stream at the memory's speed with one iteration a thread.
+  auto A = groupKernel(R"(
+graph @g(%m: bf16[4096,49152], %b: bf16[49152]) {
+  %x = add(%m, %b) : bf16[4096,49152]
+  return %x
+}
+)");
+  ASSERT_TRUE(A);
+  EXPECT_FALSE(has(*A, "UNROLL")) << A->Source;
+  EXPECT_EQ(A->GridX, 4096u * 49152 / 8 / 256);
+  // A decode step's GELU (64 rows) keeps every thread it can get.
+  auto D = groupKernel(R"(
+graph @g(%m: bf16[64,49152], %b: bf16[49152]) {
+  %x = add(%m, %b) : bf16[64,49152]
+  %y = gelu(%x) : bf16[64,49152]
+  return %y
+}
+)");
+  ASSERT_TRUE(D);
+  EXPECT_FALSE(has(*D, "UNROLL")) << D->Source;
 }
