@@ -12,7 +12,9 @@
 #      memory: one CTA an SM), `tmpf` (the tensor maps prefetched first
 #      thing), `padco` (the combine's partial results in rows of D + 8
 #      floats: no bank conflicts), `pdl` (programmatic stream serialization: the next launch
-#      may start as this one's CTAs exit);
+#      may start as this one's CTAs exit), `empty` and `empty0` (the launch
+#      alone: the kernel returning at once, with its dynamic shared memory
+#      and with none; not checked);
 #   3. compiled with -DMT_TIMELINE (AttentionDecodeTimeline.cpp): every
 #      CTA's SM and %globaltimer at its start, first stage landed, last
 #      stage consumed, combine done, end, over `loop` launches of a graph;
@@ -324,6 +326,17 @@ def run_case(line):
     if full and hasattr(CU, "cuLaunchKernelEx"):  # last: the riskiest capture
         add("pdl", lambda: launcher(base, pdl=True))
     good = {t: go for t, go in variants.items() if check(t, go)}
+    if full and "MT_TL_START" in src:
+        # The launch alone: the same kernel returning at once (same
+        # parameters, grid and block), with its dynamic shared memory and
+        # with none; not checked (it writes nothing).
+        empty = src.replace("  MT_TL_START\n", "  MT_TL_START\n  if (gridDim.x > 0)\n    return;\n", 1)
+        if empty != src:
+            add("empty", lambda: launcher(Kernel(empty, name, smem)))
+            add("empty0", lambda: launcher(Kernel(empty, name, 0), smem=0))
+            for t in ("empty", "empty0"):
+                if t in variants:
+                    good[t] = variants[t]
 
     from torch.nn.attention import SDPBackend, sdpa_kernel
     sd = lambda i: F.scaled_dot_product_attention(q[i], k[i], v[i], enable_gqa=True)
