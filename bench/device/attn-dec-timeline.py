@@ -239,8 +239,9 @@ def run_case(line):
     elif GMAX and define(src, "SMAX"):  # _ps: slots, counters, lists
         SMAX, LCAP = define(src, "SMAX"), define(src, "LCAP")
         ws_bytes = ((NBH + GMAX * SMAX) * (16 * D + 32) + NBH * (3 + LCAP) + 1) * 4
-    elif GMAX:  # _p: a slot per CTA and kv head, a counter per kv head
-        ws_bytes = ((GMAX + NBH) * (16 * D + 32) + NBH) * 4
+    elif GMAX:  # _p: a slot per CTA and kv head (_pw: per consumer warp too)
+        warps = define(src, "THREADS") // 32 - 1
+        ws_bytes = ((GMAX + NBH) * warps * (16 * D + 32) + NBH) * 4
     ws = [torch.zeros(max(16, ws_bytes) // 4 + 4, device="cuda") for _ in range(C)]
     keep = []
     args = []

@@ -111,9 +111,9 @@ struct AttentionTile {
   /// per kv head and go on, the last writer of a head combining (`_pw`
   /// instead of `_p`): no CTA-wide step at a kv head's end.
   bool WarpPartials = false;
-  /// A persistent decode tile's CTAs claim key tiles one at a time from a
-  /// counter per kv head, their own kv heads first, then the tiles left of
-  /// others (`_ps` instead of `_p`): the SMs that stream faster take the
+  /// A persistent decode tile's CTAs claim key tiles, a few at a time, from
+  /// a counter per kv head, their own kv heads first, then the tiles left
+  /// of others (`_ps` instead of `_p`): the SMs that stream faster take the
   /// slower ones' last tiles.
   bool Steal = false;
   /// An unsplit, not persistent decode tile keeps half its stages in

@@ -1,7 +1,7 @@
 //===- AttentionDecodeSteal.cpp - attn_dec's work-stealing form -----------===//
 //
 // `attn_dec_..._ps`: the decode template with one CTA per SM whose key
-// tiles are claimed one at a time from a counter per kv head. At batch 16
+// tiles are claimed, a few at a time, from a counter per kv head. At batch 16
 // of Llama-3-8B each of the 128 unsplit CTAs streams its kv head's 2 MB
 // alone on an SM; the SMs get unequal shares of memory bandwidth, so the
 // CTAs end spread over 3-3.6 us (bench/device/attn-dec-timeline.py) and
@@ -34,7 +34,7 @@ using namespace mtsched;
 /// COMBINE, NBH, GMAX, SMAX, LCAP and CLAIM are #defines.
 static const char *const Start = R"(
 #define NC (THREADS / 32 - 1) // consumer warps; warp NC is the producer
-#define DP (D_ + 8)           // the padded q rows' bytes the layout keeps
+#define DP (D_ + 8)           // _p's padded q row: its region holds the cells
 #define NKD (D_ / 16)         // k16 steps of q kᵀ
 #define NS (BKV / 8)          // n8 score tiles of a stage
 #define NO (D_ / 8)           // n8 output tiles

@@ -59,6 +59,15 @@ private:
   bool packable(const Value *V, int64_t Vec) const {
     return Vec > 1 && dtypeBytes(V->getType().Dtype) * Vec % 16 == 0;
   }
+  /// The 16-byte words VEC values of V's storage type fill, and a union of
+  /// them with the values (`union { mt_u4 u[W]; T h[VEC]; }`).
+  static int64_t wordsOf(const Value *V, int64_t Vec) {
+    return dtypeBytes(V->getType().Dtype) * Vec / 16;
+  }
+  static std::string wordUnion(const Value *V, int64_t Vec) {
+    return "union { mt_u4 u[" + std::to_string(wordsOf(V, Vec)) + "]; " +
+           storageType(V->getType().Dtype) + " h[VEC]; }";
+  }
   /// Stores the VEC values pk_<name>.h[] of output V at element Base as
   /// 16-byte words.
   std::string packedStore(const Value *V, int64_t Vec,
@@ -75,8 +84,7 @@ private:
   unsigned BlockX = 256;
   /// The flat kernel's 16-byte-word loads, before its element loop, and
   /// their values in the order of their loads.
-  llvm::DenseSet<const Value *> Preloaded;
-  std::vector<const Value *> PreloadOrder;
+  llvm::SetVector<const Value *> Preloaded;
   /// The flat kernel's iterations a thread loads before it computes any
   /// (flatUnroll).
   int64_t Unroll = 1;
@@ -107,7 +115,7 @@ static int64_t flatUnroll(int64_t Groups, int64_t Vec, bool HasWordLoads,
 
 std::string GroupEmitter::packedStore(const Value *V, int64_t Vec,
                                       const std::string &Base) const {
-  int64_t Words = dtypeBytes(V->getType().Dtype) * Vec / 16;
+  int64_t Words = wordsOf(V, Vec);
   std::string Pk = "pk_" + P.name(V);
   return "    #pragma unroll\n    for (int q = 0; q < " +
          std::to_string(Words) + "; ++q)\n      ((mt_u4 *)(" + P.name(V) +
@@ -155,14 +163,10 @@ llvm::Expected<std::string> GroupEmitter::operand(const Value *V, Ctx C) {
                            : "";
     if (!Base.empty()) {
       std::string L = "ld_" + P.name(V);
-      if (Preloaded.insert(V).second && (PreloadOrder.push_back(V), true))
-        Preloads += "    union { mt_u4 u[" +
-                    std::to_string(dtypeBytes(V->getType().Dtype) *
-                                   vectorWidth() / 16) +
-                    "]; " + storageType(V->getType().Dtype) + " h[VEC]; } " +
-                    L + ";\n    #pragma unroll\n    for (int q = 0; q < " +
-                    std::to_string(dtypeBytes(V->getType().Dtype) *
-                                   vectorWidth() / 16) +
+      if (Preloaded.insert(V))
+        Preloads += "    " + wordUnion(V, vectorWidth()) + " " + L +
+                    ";\n    #pragma unroll\n    for (int q = 0; q < " +
+                    std::to_string(wordsOf(V, vectorWidth())) +
                     "; ++q)\n      " + L + ".u[q] = ((const mt_u4 *)(" +
                     P.name(V) + " + " + Base + "))[q];\n";
       return loadExpr(V->getType().Dtype, L + ".h", "k");
@@ -224,10 +228,7 @@ llvm::Error GroupEmitter::emitFlat(llvm::raw_ostream &OS) {
   std::string Unions, Stores;
   for (const Value *V : P.Outputs) {
     if (packable(V, Vec)) {
-      Unions += "    union { mt_u4 u[" +
-                std::to_string(dtypeBytes(V->getType().Dtype) * Vec / 16) +
-                "]; " + storageType(V->getType().Dtype) + " h[VEC]; } pk_" +
-                P.name(V) + ";\n";
+      Unions += "    " + wordUnion(V, Vec) + " pk_" + P.name(V) + ";\n";
       B << "    pk_" << P.name(V)
         << ".h[k] = " << storeExpr(V->getType().Dtype, var(V)) << ";\n";
       Stores += packedStore(V, Vec, "i0");
@@ -251,7 +252,7 @@ llvm::Error GroupEmitter::emitFlat(llvm::raw_ostream &OS) {
   double MaxFlops = 0;
   for (const Node *N : Nodes)
     MaxFlops = std::max(MaxFlops, getOpInfo(N->getOp()).FlopsPerElement);
-  Unroll = flatUnroll(Rows * Inner / Vec, Vec, !PreloadOrder.empty(), MaxFlops);
+  Unroll = flatUnroll(Rows * Inner / Vec, Vec, !Preloaded.empty(), MaxFlops);
   if (Unroll == 1) {
     OS << "  for (long long i0 = ((long long)blockIdx.x * " << Block
        << " + threadIdx.x) * VEC; i0 < ROWS * INNER;\n"
@@ -265,17 +266,15 @@ llvm::Error GroupEmitter::emitFlat(llvm::raw_ostream &OS) {
   // in flight instead of one.
   std::string Keep, Take;
   OS << "#define UNROLL " << Unroll << "\n";
-  for (const Value *V : PreloadOrder) {
+  for (const Value *V : Preloaded) {
     std::string L = "ld_" + P.name(V);
-    std::string Words =
-        std::to_string(dtypeBytes(V->getType().Dtype) * Vec / 16);
-    std::string Union = "    union { mt_u4 u[" + Words + "]; " +
-                        storageType(V->getType().Dtype) + " h[VEC]; } ";
-    OS << "  " << Union.substr(4) << L << "_u[UNROLL];\n";
+    std::string Words = std::to_string(wordsOf(V, Vec));
+    OS << "  " << wordUnion(V, Vec) << " " << L << "_u[UNROLL];\n";
     Keep += "    #pragma unroll\n    for (int q = 0; q < " + Words +
             "; ++q)\n      " + L + "_u[uu].u[q] = " + L + ".u[q];\n";
-    Take += Union + L + ";\n    #pragma unroll\n    for (int q = 0; q < " +
-            Words + "; ++q)\n      " + L + ".u[q] = " + L + "_u[uu].u[q];\n";
+    Take += "    " + wordUnion(V, Vec) + " " + L +
+            ";\n    #pragma unroll\n    for (int q = 0; q < " + Words +
+            "; ++q)\n      " + L + ".u[q] = " + L + "_u[uu].u[q];\n";
   }
   std::string Iter = "    const long long i0 = b0 + (long long)uu * " +
                      std::to_string(Block) +
@@ -473,11 +472,8 @@ llvm::Error GroupEmitter::emitRows(llvm::raw_ostream &OS) {
         << "_out[r] = " << storeExpr(V->getType().Dtype, var(V)) << ";\n";
     } else if (Exact && packable(V, Vec)) {
       // A group's values as 16-byte words (2-byte stores would not merge).
-      std::string T = storageType(V->getType().Dtype);
-      int64_t Words = dtypeBytes(V->getType().Dtype) * Vec / 16;
       B << "  #pragma unroll\n  for (int jg = 0; jg < JG; ++jg) {\n"
-        << "    union { mt_u4 u[" << Words << "]; " << T << " h[VEC]; } pk_"
-        << P.name(V) << ";\n"
+        << "    " << wordUnion(V, Vec) << " pk_" << P.name(V) << ";\n"
         << "    #pragma unroll\n    for (int k = 0; k < VEC; ++k)\n      pk_"
         << P.name(V) << ".h[k] = "
         << storeExpr(V->getType().Dtype, var(V) + "[jg * VEC + k]") << ";\n"
