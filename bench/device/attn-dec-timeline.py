@@ -21,9 +21,12 @@
 #      printed: each launch's span (first start to last end), the gap to
 #      the next launch's first start, start and end spreads, per-CTA
 #      phases, CTAs per SM, the timer's granularity.
-#   python3 attn-dec-timeline.py CASES
+#   [ROUNDS=2] python3 attn-dec-timeline.py CASES
 # CASES: a line per kernel: KERNEL.cu B HQ HKV SKV D [MODE] (bf16, one
-# query; MODE `full`, the default: the variants too; `tl`: without them).
+# query; MODE `full`, the default: the variants too; `tl`: without them;
+# `ncu`: only checked, then launched beside SDPA in NVTX ranges for ncu).
+# Variants in `full` and `ncu` modes: `l2p0`, `l2p1`, `l2p2`, the tensor maps
+# with L2 promotion none, 64 B and 128 B instead of the launcher's 256 B.
 import ctypes, math, os, re, statistics, sys
 import torch
 import torch.nn.functional as F
@@ -37,6 +40,27 @@ TMAP_PREFETCH = """  if (threadIdx.x == THREADS - 32) {
     asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_v) : "memory");
   }
 """
+
+
+NO_COMBINE = """  if (warp < NC) {
+    float x = lA + lB + mA + mB;
+#pragma unroll
+    for (int n = 0; n < NOA; ++n)
+      x += o[n][0] + o[n][1] + o[n][2] + o[n][3];
+    out[bh * GROUP * SQ * D_ + tid] = STORE(x);
+  }
+"""
+
+
+def pdl_wait(src):
+    """griddepcontrol.wait after the producer's barriers are set up (before
+    its first copy) and before the consumers read q."""
+    a = "      for (int it = 0; it < DEPTH && it < nTiles; ++it)\n        issue(it);"
+    b = "    // Packed row r is query r % SQ"
+    w = '      asm volatile("griddepcontrol.wait;" ::: "memory");\n'
+    if a not in src or b not in src:
+        return src
+    return src.replace(a, w + a, 1).replace(b, w[2:] + b, 1)
 
 
 def pad_combine(src):
@@ -119,9 +143,10 @@ class LaunchAttr(ctypes.Structure):  # CUlaunchAttribute: id, pad, 64-byte value
     _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("val", ctypes.c_int * 16)]
 
 
-def tmap(t, D, SKV, NBH, BKV, keep):
+def tmap(t, D, SKV, NBH, BKV, keep, promo=3):
     # k or v as [B * Hkv][Skv][D], boxes of 64 columns x BKV keys, 128-byte
-    # swizzle (wgmmaTensorMap).
+    # swizzle (wgmmaTensorMap); L2 promotion `promo` (CUtensorMapL2promotion:
+    # 0 none, 1 64 B, 2 128 B, 3 256 B, as the launcher encodes).
     buf = ctypes.create_string_buffer(192)
     keep.append(buf)
     addr = (ctypes.addressof(buf) + 63) & ~63
@@ -133,7 +158,7 @@ def tmap(t, D, SKV, NBH, BKV, keep):
     # encodes bf16 and f16 (encodeTensorMaps).
     ck(CU.cuTensorMapEncodeTiled(ctypes.c_void_p(addr), 1,
                                  3, ctypes.c_void_p(t.data_ptr()), dims, strides, box, es,
-                                 0, 3, 3, 0), "cuTensorMapEncodeTiled")
+                                 0, 3, promo, 0), "cuTensorMapEncodeTiled")
     return addr
 
 
@@ -205,9 +230,33 @@ def timeline(rec, G, ev_us):
         print(f"  SM clock (clock64 / globaltimer over a CTA): {med(ghz):.3f} GHz")
 
 
+def ncu_ranges(gos, check, q, k, v, C):
+    """MODE `ncu`: each variant of `gos` checked, then two launches of each
+    in an NVTX range of its name and two of SDPA's cuDNN backend in
+    `sdpa_cudnn`, each on its own copy of the inputs, for `ncu --nvtx
+    --nvtx-include` to profile side by side (bench/device/attn-dec-ncu.sh)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    gos = {t: go for t, go in gos.items() if check(t, go)}
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):  # cuDNN builds its plan
+        F.scaled_dot_product_attention(q[0], k[0], v[0], enable_gqa=True)
+    for tag in list(gos) + ["sdpa_cudnn"]:
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push(tag)
+        for i in range(2):
+            if tag in gos:
+                gos[tag](i % C)
+            else:
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    F.scaled_dot_product_attention(q[i % C], k[i % C], v[i % C],
+                                                   enable_gqa=True)
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+
+
 def run_case(line):
     path, B, HQ, HKV, SKV, D = line.split()[:6]
-    full = len(line.split()) < 7 or line.split()[6] == "full"
+    mode = line.split()[6] if len(line.split()) > 6 else "full"
+    full = mode == "full"
     B, HQ, HKV, SKV, D = map(int, (B, HQ, HKV, SKV, D))
     src = open(path).read()
     name = os.path.basename(path)[:-3]
@@ -244,19 +293,27 @@ def run_case(line):
         ws_bytes = ((GMAX + NBH) * warps * (16 * D + 32) + NBH) * 4
     ws = [torch.zeros(max(16, ws_bytes) // 4 + 4, device="cuda") for _ in range(C)]
     keep = []
-    args = []
-    for i in range(C):
-        maps = [tmap(k[i], D, SKV, NBH, BKV, keep), tmap(v[i], D, SKV, NBH, BKV, keep)]
-        ptrs = [ctypes.c_void_p(t.data_ptr()) for t in (q[i], k[i], v[i], out[i])]
-        if ws_bytes:
-            ptrs.append(ctypes.c_void_p(ws[i].data_ptr()))
-        keep.append(ptrs)
-        a = (ctypes.c_void_p * (2 + len(ptrs)))(
-            *maps, *[ctypes.cast(ctypes.byref(p), ctypes.c_void_p) for p in ptrs])
-        keep.append(a)
-        args.append(a)
 
-    def launcher(K, pdl=False, smem=smem):
+    def make_args(promo):
+        """The kernel's parameters for each copy, the tensor maps with L2
+        promotion `promo`."""
+        out_args = []
+        for i in range(C):
+            maps = [tmap(k[i], D, SKV, NBH, BKV, keep, promo),
+                    tmap(v[i], D, SKV, NBH, BKV, keep, promo)]
+            ptrs = [ctypes.c_void_p(t.data_ptr()) for t in (q[i], k[i], v[i], out[i])]
+            if ws_bytes:
+                ptrs.append(ctypes.c_void_p(ws[i].data_ptr()))
+            keep.append(ptrs)
+            a = (ctypes.c_void_p * (2 + len(ptrs)))(
+                *maps, *[ctypes.cast(ctypes.byref(p), ctypes.c_void_p) for p in ptrs])
+            keep.append(a)
+            out_args.append(a)
+        return out_args
+
+    args = make_args(3)
+
+    def launcher(K, pdl=False, smem=smem, args=args):
         attr = LaunchAttr()
         attr.id = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
         attr.val[0] = 1
@@ -292,6 +349,13 @@ def run_case(line):
     base = Kernel(src, name, smem)
     print(f"  ptxas: {base.regs}")
     variants["ours"] = launcher(base)
+    # The tensor maps' L2 promotion: none, 64 B, 128 B (the launcher's is
+    # 256 B, `ours`).
+    promos = {"l2p%d" % p: launcher(base, args=make_args(p)) for p in (0, 1, 2)}
+    if mode == "ncu":
+        ncu_ranges(dict(ours=variants["ours"], **promos), check, q, k, v, C)
+        return
+    variants.update(promos)
     lb = re.sub(r"__launch_bounds__\(THREADS, 2\)", "__launch_bounds__(THREADS, 1)", src)
     # The producer's lane prefetches both tensor maps first thing.
     pf = src.replace("  MT_TL_START\n", "  MT_TL_START\n" + TMAP_PREFETCH, 1)
@@ -326,7 +390,24 @@ def run_case(line):
         variants["timeline"] = launcher(tl)
     if full and hasattr(CU, "cuLaunchKernelEx"):  # last: the riskiest capture
         add("pdl", lambda: launcher(base, pdl=True))
+        # PDL as a graph of dependent kernels could use it: the barriers
+        # set up, then griddepcontrol.wait before the first copy and
+        # before q is read.
+        pw = pdl_wait(src)
+        if pw != src:
+            add("pdlw", lambda: launcher(Kernel(pw, name, smem), pdl=True))
     good = {t: go for t, go in variants.items() if check(t, go)}
+    old_end = "  const int VR = ROWS - r0 < 16 ? (int)(ROWS - r0) : 16;\n  float *cO"
+    if full and old_end in src:
+        # The loop alone: the consumers' accumulators summed into out
+        # without the combine after the barrier (not checked): the
+        # combine's cost at the end of the last CTA (the tiles without the
+        # early combine).
+        i, j = src.index(old_end), src.rindex("  MT_TL_END")
+        nc = src[:i] + NO_COMBINE + src[j:]
+        add("nocomb", lambda: launcher(Kernel(nc, name, smem)))
+        if "nocomb" in variants:
+            good["nocomb"] = variants["nocomb"]
     if full and "MT_TL_START" in src:
         # The launch alone: the same kernel returning at once (same
         # parameters, grid and block), with its dynamic shared memory and
@@ -342,7 +423,7 @@ def run_case(line):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     sd = lambda i: F.scaled_dot_product_attention(q[i], k[i], v[i], enable_gqa=True)
     res = {}
-    for rnd in range(2):
+    for rnd in range(int(os.environ.get("ROUNDS", "2"))):
         res.setdefault("sdpa", []).append(gtime(sd, C, loop=LOOP))
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             res.setdefault("sdpa_cudnn", []).append(gtime(sd, C, loop=LOOP))
@@ -353,7 +434,7 @@ def run_case(line):
                 print(f"  {t}: not timed: {e}")
                 del good[t]
                 torch.cuda.synchronize()
-    print("  us (round 1, round 2): " + ", ".join(
+    print("  us (round 1, round 2, ...): " + ", ".join(
         f"{t} {' '.join(f'{x:.2f}' for x in xs)}" for t, xs in res.items()), flush=True)
 
     if "timeline" in good:
