@@ -3,7 +3,7 @@
 // The decode template's staggered start (`_r`), its persistent form with a
 // partial result per consumer warp (`_pw`), its work-stealing persistent
 // form (`_ps`), its tail depth (`_t`), its one-box copies (`_ob`) and its
-// swapped MMA operands (`_sw`):
+// swapped MMA operands (`_sw`), and the unsplit tiles' early combine:
 // names, what a kernel of each holds, the tiles they cannot run, and the
 // kernels compiled with NVRTC for sm_90 wherever libnvrtc can be opened
 // (skips and says why elsewhere).
@@ -249,6 +249,33 @@ TEST(AttentionDecodeVariants, OneBoxKernel) {
   }
 }
 
+TEST(AttentionDecodeVariants, EarlyCombineOnlyWhereEachWarpOwnsAStage) {
+  auto P = attention("bf16", 16, 32, 8, 1, 4096, 128);
+  ASSERT_TRUE(P);
+  const char *Early = "float *pO = (float *)(region + warp * KV_TILE);";
+  const char *Old = "float *cW = cL + NC * 16;";
+  // Unsplit, STAGES a multiple of the consumer warps, a stage's k holding
+  // 16 rows of D floats (BKV >= 32): each warp stores its partial result
+  // in its own stage as its loop ends, and one barrier precedes the output.
+  for (const char *Name : {"attn_dec_16x32_w4_s4", "attn_dec_16x32_w4_s8",
+                           "attn_dec_16x64_w2_s4", "attn_dec_16x32_w4_s4_ob"}) {
+    llvm::Expected<KernelSource> K = generate(*P, Name);
+    ASSERT_TRUE(bool(K)) << Name << ": " << llvm::toString(K.takeError());
+    EXPECT_NE(K->Source.find(Early), std::string::npos) << Name;
+    EXPECT_EQ(K->Source.find(Old), std::string::npos) << Name;
+  }
+  // Splits, clusters, swapped operands or 16 keys a stage (too few bytes
+  // for a warp's partial result) keep the combine after the barrier.
+  for (const char *Name :
+       {"attn_dec_16x32_w4_s4_kv2", "attn_dec_16x32_w4_s4_kv8_c",
+        "attn_dec_16x32_w4_s4_sw", "attn_dec_16x16_w1_s2"}) {
+    llvm::Expected<KernelSource> K = generate(*P, Name);
+    ASSERT_TRUE(bool(K)) << Name << ": " << llvm::toString(K.takeError());
+    EXPECT_EQ(K->Source.find(Early), std::string::npos) << Name;
+    EXPECT_NE(K->Source.find(Old), std::string::npos) << Name;
+  }
+}
+
 TEST(AttentionDecodeVariants, SwappedOperandsKernel) {
   std::optional<AttentionTile> T =
       attentionTileOf(Choice{"attn_dec_16x32_w4_s4_kv2_ob_sw", {}, {}});
@@ -302,7 +329,8 @@ TEST(AttentionDecodeVariants, CompileWithNvrtc) {
       "attn_dec_16x16_w1_s2_r_t",      "attn_dec_16x32_w4_s4_ob",
       "attn_dec_16x64_w2_s2_ob",       "attn_dec_16x32_w4_s4_kv8_c_ob",
       "attn_dec_16x16_w1_s2_kv2_r_ob", "attn_dec_16x32_w4_s4_ps",
-      "attn_dec_16x16_w1_s2_ps",       "attn_dec_16x64_w2_s4_ps"};
+      "attn_dec_16x16_w1_s2_ps",       "attn_dec_16x64_w2_s4_ps",
+      "attn_dec_16x32_w4_s4",          "attn_dec_16x64_w2_s4"};
   std::vector<KernelSource> Work;
   for (const auto &P : Keep) {
     ASSERT_TRUE(P);
