@@ -165,6 +165,17 @@ AttentionTile mtsched::wgAttentionTile(int BQ, int BKV, int Stages,
   return T;
 }
 
+std::string mtsched::wgmmaTileProblem(const GemmTileConfig &T) {
+  if (T.BK != 64)
+    return "the wgmma template needs BK = 64 (one 128-byte swizzled row of "
+           "16-bit elements)";
+  if (T.BM % 64 || T.BM > 256 || T.BN % 64 || T.BN > 256)
+    return "the wgmma template needs BM and BN multiples of 64 up to 256";
+  if (T.Stages < 2)
+    return "the wgmma template needs at least 2 stages";
+  return "";
+}
+
 GemmTileConfig mtsched::wgmmaTile(int BM, int BN, int BK, int Stages) {
   GemmTileConfig T{BM, BN, BK, (std::max(BM, 64) / 64 + 1) * 4, Stages};
   T.Template = GemmTemplate::Wgmma;

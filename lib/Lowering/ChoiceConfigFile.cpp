@@ -118,6 +118,12 @@ static llvm::Expected<GemmTileConfig> parseGemmTile(const llvm::json::Object *O,
     GroupM = int(*V);
   }
   if (Wgmma) {
+    // A shape the template cannot run is the file's error, not a choice
+    // that fails when it is benchmarked.
+    if (std::string Problem = wgmmaTileProblem(T); !Problem.empty())
+      return fileError(Path, "gemm tile bm " + llvm::Twine(T.BM) + ", bn " +
+                                 llvm::Twine(T.BN) + ", bk " +
+                                 llvm::Twine(T.BK) + ": " + Problem);
     int SplitK = T.SplitK;
     T = wgmmaTile(T.BM, T.BN, T.BK, T.Stages);
     T.SplitK = SplitK;

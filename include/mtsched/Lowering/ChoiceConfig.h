@@ -58,6 +58,12 @@ struct GemmTileConfig {
 /// warpgroup, so its warps follow from BM.
 GemmTileConfig wgmmaTile(int BM, int BN, int BK, int Stages);
 
+/// Why the wgmma template cannot run tile T's shape, or "" where it can: BK
+/// is 64 (one 128-byte swizzled row of 16-bit elements), BM and BN are
+/// multiples of 64 up to 256, and there are 2 or more stages. The
+/// generator and a choices file's tiles ask the same question.
+std::string wgmmaTileProblem(const GemmTileConfig &T);
+
 /// A tile of the flash attention template: a CTA of Warps warps computes
 /// BQ query rows of one kv head (rows pack the query heads sharing that kv
 /// head, then the queries) and streams the keys and values through shared

@@ -274,16 +274,8 @@ static llvm::Expected<WgmmaLayout> wgmmaLayout(const GemmSetup &S) {
   if (S.Dt != DType::BF16 && S.Dt != DType::F16)
     return err("the wgmma template needs bf16 or f16 operands, got " +
                dtypeName(S.Dt));
-  if (T.BK != 64)
-    return err("tile " + Name +
-               ": the wgmma template needs BK = 64 (one 128-byte swizzled "
-               "row of 16-bit elements)");
-  if (T.BM % 64 || T.BM > 256 || T.BN % 64 || T.BN > 256)
-    return err(
-        "tile " + Name +
-        ": the wgmma template needs BM and BN multiples of 64 up to 256");
-  if (T.Stages < 2)
-    return err("tile " + Name + ": the wgmma template needs at least 2 stages");
+  if (std::string Problem = wgmmaTileProblem(T); !Problem.empty())
+    return err("tile " + Name + ": " + Problem);
   if (T.Persistent && T.SplitK > 1)
     return err("tile " + Name +
                ": a persistent wgmma tile cannot also split K");
