@@ -93,3 +93,20 @@ device_tune_attention() {
     --disable-choices=attn_math --report="$K/report-$G.json" \
     > "$K/decided.part" 2>> "$OUT/decided.log"
 }
+
+# device_dump_decode_case K G TILE MODE LOG: the decode tile TILE (a
+# bench/choices_file.py token) of bench/attention-llama3.mir's graph G
+# (decode_bN: Llama-3-8B, 4096 keys) dumped as CUDA C++ under K, and its
+# line for bench/device/attn-dec-timeline.py (KERNEL.cu B HQ HKV SKV D
+# MODE) appended to K/cases.txt; mtsched-opt's messages appended to LOG.
+device_dump_decode_case() {
+  local K=$1 G=$2 TILE=$3 MODE=$4 LOG=$5 F
+  python3 bench/choices_file.py attn "$K/one.json" "$TILE"
+  sed -n "/^graph @$G(/,/^}/p" bench/attention-llama3.mir > "$K/$G.mir"
+  timeout 8 "$BIN" "$K/$G.mir" --pipeline=lower,fuse,autotune --prune-top-k=0 \
+    --choices-file="$K/one.json" --disable-choices=attn_math --no-cache \
+    --kernel-cache-dir="$K/kc" --dump-kernels="$K/dump-$G-$TILE" --quiet \
+    > /dev/null 2>> "$LOG"
+  F=$(ls "$K/dump-$G-$TILE"/*attn_dec*.cu 2>/dev/null | head -1)
+  [ -n "$F" ] && echo "$F ${G#decode_b} 32 8 4096 128 $MODE" >> "$K/cases.txt"
+}

@@ -13,7 +13,7 @@
 # $OUT/details.txt and $OUT/summary.txt (a few metrics side by side).
 set -u
 ROOT=$PWD
-source "$ROOT/scripts/device-driver.sh" # device_script_setup
+source "$ROOT/scripts/device-driver.sh" # device_script_setup, device_dump_decode_case
 device_script_setup "$ROOT" attn-dec-ncu # NCCL_NVLS_ENABLE=0, BIN, PY, OUT
 S=$OUT/summary.txt
 { date -u +%FT%TZ; nvidia-smi -L; "$BIN" --version | head -1; } > "$S" 2>&1
@@ -24,15 +24,7 @@ K=$(mktemp -d)
 TL=${TL:-"decode_b16 d32.4.4.1"}
 : > "$K/cases.txt"
 while read -r g tile; do
-  python3 bench/choices_file.py attn "$K/one.json" "$tile"
-  B=${g#decode_b}
-  sed -n "/^graph @$g(/,/^}/p" bench/attention-llama3.mir > "$K/$g.mir"
-  timeout 8 "$BIN" "$K/$g.mir" --pipeline=lower,fuse,autotune --prune-top-k=0 \
-    --choices-file="$K/one.json" --disable-choices=attn_math --no-cache \
-    --kernel-cache-dir="$K/kc" --dump-kernels="$K/dump-$g-$tile" --quiet \
-    > /dev/null 2>> "$OUT/ncu.log"
-  f=$(ls "$K/dump-$g-$tile"/*attn_dec*.cu 2>/dev/null | head -1)
-  [ -n "$f" ] && echo "$f $B 32 8 4096 128 ncu" >> "$K/cases.txt"
+  device_dump_decode_case "$K" "$g" "$tile" ncu "$OUT/ncu.log"
 done <<< "$TL"
 T0=$SECONDS
 timeout "${LIMIT_S:-240}" "$NCU" --clock-control none --nvtx \

@@ -20,7 +20,7 @@
 #      stamps (-DMT_TIMELINE).
 set -u
 ROOT=$PWD; D=$ROOT/.device
-source "$ROOT/scripts/device-driver.sh" # device_script_setup, device_lit_tree
+source "$ROOT/scripts/device-driver.sh" # device_script_setup, device_lit_tree, device_dump_decode_case
 device_script_setup "$ROOT" attn-dec16d # NCCL_NVLS_ENABLE=0, BIN, PY, OUT
 device_log_start "$OUT/decided.log" "$OUT/summary.txt" 72 # START
 S=$OUT/summary.txt
@@ -78,15 +78,7 @@ decode_b16 d32.4.4.1s tl"}
 echo "== 4. timeline (bench/device/attn-dec-timeline.py)" | tee -a "$S"
 : > "$K/cases.txt"
 while read -r g tile mode; do
-  python3 bench/choices_file.py attn "$K/one.json" "$tile"
-  B=${g#decode_b}
-  sed -n "/^graph @$g(/,/^}/p" bench/attention-llama3.mir > "$K/$g.mir"
-  timeout 8 "$BIN" "$K/$g.mir" --pipeline=lower,fuse,autotune --prune-top-k=0 \
-    --choices-file="$K/one.json" --disable-choices=attn_math --no-cache \
-    --kernel-cache-dir="$K/kc" --dump-kernels="$K/dump-$g-$tile" --quiet \
-    > /dev/null 2>> "$OUT/timeline.log"
-  f=$(ls "$K/dump-$g-$tile"/*attn_dec*.cu 2>/dev/null | head -1)
-  [ -n "$f" ] && echo "$f $B 32 8 4096 128 $mode" >> "$K/cases.txt"
+  device_dump_decode_case "$K" "$g" "$tile" "$mode" "$OUT/timeline.log"
 done <<< "$TL"
 echo "$(wc -l < "$K/cases.txt") kernels dumped at $((SECONDS - START)) s" | tee -a "$S"
 timeout "$(cap 40)" "$PY" bench/device/attn-dec-timeline.py "$K/cases.txt" \
