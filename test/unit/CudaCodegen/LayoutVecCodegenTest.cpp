@@ -86,9 +86,45 @@ graph @g(%x: bf16[64,64]) {
   EXPECT_TRUE(has(*K, "((const mt_u4 *)(p_x + "));
   EXPECT_TRUE(has(*K, "((mt_u4 *)(p_n_out + i))[q]"));
   EXPECT_FALSE(has(*K, "long long"));
-  // A thread per 8 of the 32768 outputs.
-  EXPECT_EQ(K->GridX, 16u);
+  // A thread per 8 of the 32768 outputs: 4096 threads, in 128 blocks of
+  // 32 (not 16 of 256: a small group spreads over the SMs).
+  EXPECT_EQ(K->GridX, 128u);
+  EXPECT_EQ(K->BlockX, 32u);
+  EXPECT_TRUE(has(*K, "__launch_bounds__(32)"));
+  EXPECT_TRUE(has(*K, "blockIdx.x * 32 + threadIdx.x) * 8"));
+  EXPECT_TRUE(has(*K, "gridDim.x * 256)"));
   expectKernelCompiles(*K);
+}
+
+TEST(LayoutVecCodegen, SmallCombineOverManyExpertsUnrollsBySixteen) {
+  // A decode step's combine: 16 tokens x 2048 summed over 64 experts is
+  // 4096 threads of 8 lanes, each 64 loads deep: sixteen in flight.
+  auto K = groupKernel(R"(
+graph @g(%b: bf16[64,16,2048], %w: bf16[64,16,1]) {
+  %m = mul(%b, %w) : bf16[64,16,2048]
+  %s = sum(%m) {dim = -3} : bf16[16,2048]
+  return %s
+}
+)");
+  ASSERT_TRUE(K);
+  EXPECT_TRUE(has(*K, "8 adjacent elements per thread")) << K->Source;
+  EXPECT_TRUE(has(*K, "#pragma unroll 16\n    for (int d")) << K->Source;
+  EXPECT_EQ(K->GridX, 128u);
+  // Each lane's sum still in order of the expert index.
+  EXPECT_TRUE(has(*K, "[k] = t0[k] + t"));
+  expectKernelCompiles(*K);
+  // The same combine over 4096 tokens has threads enough: four in flight,
+  // blocks of 256.
+  auto Big = groupKernel(R"(
+graph @g(%b: bf16[64,4096,2048], %w: bf16[64,4096,1]) {
+  %m = mul(%b, %w) : bf16[64,4096,2048]
+  %s = sum(%m) {dim = -3} : bf16[4096,2048]
+  return %s
+}
+)");
+  ASSERT_TRUE(Big);
+  EXPECT_TRUE(has(*Big, "#pragma unroll 4\n    for (int d")) << Big->Source;
+  EXPECT_EQ(Big->BlockX, 256u);
 }
 
 TEST(LayoutVecCodegen, MoeCombineLoadsSixteenBytesPerExpert) {
