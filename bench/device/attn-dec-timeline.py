@@ -350,8 +350,10 @@ def run_case(line):
     print(f"  ptxas: {base.regs}")
     variants["ours"] = launcher(base)
     # The tensor maps' L2 promotion: none, 64 B, 128 B (the launcher's is
-    # 256 B, `ours`).
-    promos = {"l2p%d" % p: launcher(base, args=make_args(p)) for p in (0, 1, 2)}
+    # 256 B, `ours`), in modes full and ncu.
+    promos = {}
+    if full or mode == "ncu":
+        promos = {"l2p%d" % p: launcher(base, args=make_args(p)) for p in (0, 1, 2)}
     if mode == "ncu":
         ncu_ranges(dict(ours=variants["ours"], **promos), check, q, k, v, C)
         return

@@ -27,6 +27,15 @@ extern const char *const SplitCombine;
 /// register budgets are #defines (AttentionWgBody.cpp).
 extern const char *const AttentionWgBody;
 
+/// The early combine of an unsplit decode tile
+/// (AttentionDecodeEarlyCombine.cpp): whether tile T at head dimension D
+/// ends with it, DecEarlyPartials (each consumer warp's partial result into
+/// its own stage, inside the consumer branch) and DecEarlyCombine (after
+/// the barrier: the output, then the kernel's end).
+bool decEarlyCombine(const AttentionTile &T, int64_t D);
+extern const char *const DecEarlyPartials;
+extern const char *const DecEarlyCombine;
+
 /// The bodies of the persistent decode kernels after their #defines:
 /// `attn_dec_..._p` (fixed shares, AttentionDecodePersistent.cpp),
 /// `attn_dec_..._pw` (a partial result per consumer warp,
