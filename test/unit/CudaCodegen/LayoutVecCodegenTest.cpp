@@ -96,16 +96,20 @@ graph @g(%x: bf16[64,64]) {
   expectKernelCompiles(*K);
 }
 
+/// The kernel of a combine of Tokens x 2048 over 64 experts, each
+/// expert's rows weighted per token.
+static std::optional<KernelSource> combineOverExperts(int Tokens) {
+  std::string T = std::to_string(Tokens);
+  return groupKernel("graph @g(%b: bf16[64," + T + ",2048], %w: bf16[64," + T +
+                     ",1]) {\n  %m = mul(%b, %w) : bf16[64," + T +
+                     ",2048]\n  %s = sum(%m) {dim = -3} : bf16[" + T +
+                     ",2048]\n  return %s\n}\n");
+}
+
 TEST(LayoutVecCodegen, SmallCombineOverManyExpertsUnrollsBySixteen) {
   // A decode step's combine: 16 tokens x 2048 summed over 64 experts is
   // 4096 threads of 8 lanes, each 64 loads deep: sixteen in flight.
-  auto K = groupKernel(R"(
-graph @g(%b: bf16[64,16,2048], %w: bf16[64,16,1]) {
-  %m = mul(%b, %w) : bf16[64,16,2048]
-  %s = sum(%m) {dim = -3} : bf16[16,2048]
-  return %s
-}
-)");
+  auto K = combineOverExperts(16);
   ASSERT_TRUE(K);
   EXPECT_TRUE(has(*K, "8 adjacent elements per thread")) << K->Source;
   EXPECT_TRUE(has(*K, "#pragma unroll 16\n    for (int d")) << K->Source;
@@ -115,13 +119,7 @@ graph @g(%b: bf16[64,16,2048], %w: bf16[64,16,1]) {
   expectKernelCompiles(*K);
   // The same combine over 4096 tokens has threads enough: four in flight,
   // blocks of 256.
-  auto Big = groupKernel(R"(
-graph @g(%b: bf16[64,4096,2048], %w: bf16[64,4096,1]) {
-  %m = mul(%b, %w) : bf16[64,4096,2048]
-  %s = sum(%m) {dim = -3} : bf16[4096,2048]
-  return %s
-}
-)");
+  auto Big = combineOverExperts(4096);
   ASSERT_TRUE(Big);
   EXPECT_TRUE(has(*Big, "#pragma unroll 4\n    for (int d")) << Big->Source;
   EXPECT_EQ(Big->BlockX, 256u);
