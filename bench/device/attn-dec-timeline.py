@@ -12,7 +12,8 @@
 #      memory: one CTA an SM), `tmpf` (the tensor maps prefetched first
 #      thing), `padco` (the combine's partial results in rows of D + 8
 #      floats: no bank conflicts), `pdl` (programmatic stream serialization: the next launch
-#      may start as this one's CTAs exit), `empty` and `empty0` (the launch
+#      may start as this one's CTAs exit; a kernel with griddepcontrol.wait
+#      runs so as `ours`, and `nopdl` is it launched without), `empty` and `empty0` (the launch
 #      alone: the kernel returning at once, with its dynamic shared memory
 #      and with none; not checked);
 #   3. compiled with -DMT_TIMELINE (AttentionDecodeTimeline.cpp): every
@@ -58,7 +59,7 @@ def pdl_wait(src):
     a = "      for (int it = 0; it < DEPTH && it < nTiles; ++it)\n        issue(it);"
     b = "    // Packed row r is query r % SQ"
     w = '      asm volatile("griddepcontrol.wait;" ::: "memory");\n'
-    if a not in src or b not in src:
+    if a not in src or b not in src or "griddepcontrol.wait" in src:
         return src
     return src.replace(a, w + a, 1).replace(b, w[2:] + b, 1)
 
@@ -313,7 +314,12 @@ def run_case(line):
 
     args = make_args(3)
 
-    def launcher(K, pdl=False, smem=smem, args=args):
+    # A kernel that waits (griddepcontrol.wait, KernelSource::ProgrammaticWait)
+    # is launched with PDL, as the launcher does, and so are its variants;
+    # `nopdl` is it launched without.
+    wait_pdl = "griddepcontrol.wait" in src and hasattr(CU, "cuLaunchKernelEx")
+
+    def launcher(K, pdl=wait_pdl, smem=smem, args=args):
         attr = LaunchAttr()
         attr.id = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
         attr.val[0] = 1
@@ -349,6 +355,8 @@ def run_case(line):
     base = Kernel(src, name, smem)
     print(f"  ptxas: {base.regs}")
     variants["ours"] = launcher(base)
+    if wait_pdl:
+        variants["nopdl"] = launcher(base, pdl=False)
     # The tensor maps' L2 promotion: none, 64 B, 128 B (the launcher's is
     # 256 B, `ours`), in modes full and ncu.
     promos = {}
@@ -390,7 +398,7 @@ def run_case(line):
     if "MT_TL_START" in src:
         tl = Kernel(src, name, smem, defines=["-DMT_TIMELINE=1"])
         variants["timeline"] = launcher(tl)
-    if full and hasattr(CU, "cuLaunchKernelEx"):  # last: the riskiest capture
+    if full and not wait_pdl and hasattr(CU, "cuLaunchKernelEx"):  # last: the riskiest capture
         add("pdl", lambda: launcher(base, pdl=True))
         # PDL as a graph of dependent kernels could use it: the barriers
         # set up, then griddepcontrol.wait before the first copy and

@@ -162,6 +162,9 @@ static const char *const DecLoop = R"(  };
 #endif
       // Make the initialised barriers visible to the TMA unit.
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      // Launched with PDL: the kernel before may still be finishing; its
+      // writes are complete and visible after the wait.
+      asm volatile("griddepcontrol.wait;" ::: "memory");
       for (int it = 0; it < DEPTH && it < nTiles; ++it)
         issue(it);
 #if TAIL
@@ -170,6 +173,7 @@ static const char *const DecLoop = R"(  };
 #endif
     }
   } else {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     // Packed row r is query r % SQ of query head hk * GROUP + r / SQ.
     for (int c = tid; c < BQ * CH; c += NC * 32) {
       const int i = c / CH, col = (c % CH) * 8;
@@ -624,6 +628,10 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
   K.BlockX = Threads;
   K.SharedBytes = unsigned(Smem);
   K.NeedsSm90a = true;
+  // The tiles' producer and consumers wait (griddepcontrol.wait) before
+  // their first copy and their first read of q; nothing touches global
+  // memory before. (The persistent forms do not wait.)
+  K.ProgrammaticWait = !T.Persistent;
   // k and v as [B * Hkv][Skv][D] in boxes of 64 columns x BKV keys, or
   // with _ob as [B * Hkv][Skv * D / 64][64] in boxes of a stage's rows.
   if (T.OneBox) {

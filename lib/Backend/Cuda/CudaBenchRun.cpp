@@ -74,7 +74,7 @@ CUresult CudaSession::launch(LoadedKernel &L, Prepared &P, const DevBuf *Out,
   }
   for (CUdeviceptr &X : Ptrs)
     Args.push_back(&X);
-  return launchKernel(*G->D, L.Fn, L.K, G->Info.SMs, G->Stream, Args.data());
+  return launchKernel(*G->D, L.Fn, L.K, G->Info, G->Stream, Args.data());
 }
 
 Measurement CudaSession::run(

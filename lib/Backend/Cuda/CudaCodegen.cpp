@@ -32,6 +32,29 @@ int64_t mtsched::rowsOf(const TensorType &T) {
   return Inner == 0 ? 0 : T.numElements() / Inner;
 }
 
+llvm::Expected<KernelSource>
+mtsched::withProgrammaticWait(llvm::Expected<KernelSource> K) {
+  if (!K || K->ProgrammaticWait)
+    return K;
+  const llvm::StringRef Entry = "extern \"C\" __global__";
+  std::string &S = K->Source;
+  size_t Fn = S.find(Entry.str());
+  if (Fn == std::string::npos ||
+      S.find(Entry.str(), Fn + Entry.size()) != std::string::npos)
+    return K;
+  size_t Body = S.find(") {\n", Fn);
+  if (Body == std::string::npos)
+    return K;
+  // The kernel's first statement: nothing it does reads or writes global
+  // memory before the kernels it depends on have finished.
+  S.insert(Body + 4,
+           "#if __CUDA_ARCH__ >= 900\n"
+           "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+           "#endif\n");
+  K->ProgrammaticWait = true;
+  return K;
+}
+
 std::string mtsched::sanitizeIdentifier(llvm::StringRef S) {
   std::string Out;
   for (char C : S)

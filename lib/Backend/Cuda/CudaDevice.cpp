@@ -2,10 +2,12 @@
 #include "CudaDevice.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/RandomInputs.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/TimeProfiler.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <limits>
@@ -165,18 +167,42 @@ std::string unsupportedReason(const KernelSource &K, const DeviceInfo &Info,
   return "";
 }
 
+/// MTSCHED_PDL=0 in the environment launches every kernel without PDL (the
+/// same kernels: their waits return at once), to compare the two.
+static bool pdlAllowed() {
+  static const bool Allowed = [] {
+    const char *E = std::getenv("MTSCHED_PDL");
+    return !E || llvm::StringRef(E) != "0";
+  }();
+  return Allowed;
+}
+
 CUresult launchKernel(const DriverApi &D, CUfunction Fn, const KernelSource &K,
-                      int SMs, CUstream Stream, void **Args) {
-  unsigned GridX = launchGridX(K, SMs);
-  if (K.ClusterX <= 1)
+                      const DeviceInfo &Info, CUstream Stream, void **Args) {
+  unsigned GridX = launchGridX(K, Info.SMs);
+  // PDL needs sm_90, where the kernel was compiled with its wait. Without
+  // cuLaunchKernelEx a kernel with the wait runs as any other: the wait
+  // returns at once when the launch names no dependency.
+  bool Pdl = K.ProgrammaticWait && Info.Major >= 9 && D.cuLaunchKernelEx &&
+             pdlAllowed();
+  if (K.ClusterX <= 1 && !Pdl)
     return D.cuLaunchKernel(Fn, GridX, K.GridY, K.GridZ, K.BlockX, 1, 1,
                             K.SharedBytes, Stream, Args, nullptr);
   if (!D.cuLaunchKernelEx)
     return CUDA_ERROR_NOT_SUPPORTED;
-  CUlaunchAttribute Cluster = {};
-  Cluster.Id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  Cluster.Value.ClusterDim.X = K.ClusterX;
-  Cluster.Value.ClusterDim.Y = Cluster.Value.ClusterDim.Z = 1;
+  CUlaunchAttribute Attrs[2] = {};
+  unsigned NumAttrs = 0;
+  if (K.ClusterX > 1) {
+    CUlaunchAttribute &Cluster = Attrs[NumAttrs++];
+    Cluster.Id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    Cluster.Value.ClusterDim.X = K.ClusterX;
+    Cluster.Value.ClusterDim.Y = Cluster.Value.ClusterDim.Z = 1;
+  }
+  if (Pdl) {
+    CUlaunchAttribute &Serial = Attrs[NumAttrs++];
+    Serial.Id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    Serial.Value.ProgrammaticStreamSerializationAllowed = 1;
+  }
   CUlaunchConfig C = {};
   C.GridDimX = GridX;
   C.GridDimY = K.GridY;
@@ -185,8 +211,8 @@ CUresult launchKernel(const DriverApi &D, CUfunction Fn, const KernelSource &K,
   C.BlockDimY = C.BlockDimZ = 1;
   C.SharedMemBytes = K.SharedBytes;
   C.Stream = Stream;
-  C.Attrs = &Cluster;
-  C.NumAttrs = 1;
+  C.Attrs = Attrs;
+  C.NumAttrs = NumAttrs;
   return D.cuLaunchKernelEx(&C, Fn, Args, nullptr);
 }
 

@@ -102,10 +102,11 @@ CUresult encodeTensorMaps(const DriverApi &D, const KernelSource &K,
                           std::vector<CUtensorMap> &Out);
 
 /// Launches Fn, compiled from K, on Stream with Args: GridX as launchGridX
-/// says for a GPU of SMs multiprocessors, and in clusters of K.ClusterX
-/// CTAs (cuLaunchKernelEx) when that is more than one.
+/// says for Info's multiprocessors, in clusters of K.ClusterX CTAs
+/// when that is more than one, and with programmatic stream serialization
+/// where K.ProgrammaticWait (both through cuLaunchKernelEx).
 CUresult launchKernel(const DriverApi &D, CUfunction Fn, const KernelSource &K,
-                      int SMs, CUstream Stream, void **Args);
+                      const DeviceInfo &Info, CUstream Stream, void **Args);
 
 /// The values of device bytes of element type T, and back (rounded to T).
 std::vector<double> toHostValues(const std::string &Bytes, DType T);

@@ -424,7 +424,7 @@ llvm::Error GraphRun::runKernel(llvm::Expected<KernelSource> KOr) {
     Args.push_back(&Map);
   for (CUdeviceptr &X : Ptrs)
     Args.push_back(&X);
-  if (CUresult R = launchKernel(D, Fn, K, Gp.Info.SMs, Gp.Stream, Args.data()))
+  if (CUresult R = launchKernel(D, Fn, K, Gp.Info, Gp.Stream, Args.data()))
     return err("launch of '" + K.Name + "' failed: " + D.errorString(R));
   if (CUresult R = syncStream(D, Gp.Stream, "kernel '" + K.Name + "'"))
     return err("'" + K.Name + "' failed: " + D.errorString(R));
@@ -446,7 +446,7 @@ llvm::Error GraphRun::runKernel(llvm::Expected<KernelSource> KOr) {
       A.push_back(&Map);
     for (CUdeviceptr &X : State->second)
       A.push_back(&X);
-    return launchKernel(Drv, Fn, Shape, Dev0.Info.SMs, Dev0.Stream, A.data());
+    return launchKernel(Drv, Fn, Shape, Dev0.Info, Dev0.Stream, A.data());
   });
   ++Launched;
   return llvm::Error::success();

@@ -239,6 +239,7 @@ MTSCHED_SAME_VALUE(CU_TENSOR_MAP_L2_PROMOTION_L2_256B)
 MTSCHED_SAME_VALUE(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 MTSCHED_SAME_VALUE(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
 MTSCHED_SAME_VALUE(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+MTSCHED_SAME_VALUE(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
 // The launch structs are passed by pointer, so functionSame cannot see
 // their layout: every field mtsched sets must sit where the driver reads it.
 static_assert(sizeof(mc::CUlaunchAttribute) == sizeof(::CUlaunchAttribute) &&
@@ -247,7 +248,11 @@ static_assert(sizeof(mc::CUlaunchAttribute) == sizeof(::CUlaunchAttribute) &&
                   offsetof(mc::CUlaunchAttribute, Value) ==
                       offsetof(::CUlaunchAttribute, value) &&
                   offsetof(mc::CUlaunchAttribute, Value.ClusterDim.Z) ==
-                      offsetof(::CUlaunchAttribute, value.clusterDim.z),
+                      offsetof(::CUlaunchAttribute, value.clusterDim.z) &&
+                  offsetof(mc::CUlaunchAttribute,
+                           Value.ProgrammaticStreamSerializationAllowed) ==
+                      offsetof(::CUlaunchAttribute,
+                               value.programmaticStreamSerializationAllowed),
               "cuda::CUlaunchAttribute has the wrong layout");
 static_assert(sizeof(mc::CUlaunchConfig) == sizeof(::CUlaunchConfig) &&
                   offsetof(mc::CUlaunchConfig, SharedMemBytes) ==

@@ -362,9 +362,9 @@ bool codegen::warpLayout(const GemmTileConfig &T, int &WarpsM, int &WarpsN) {
   return Best >= 0;
 }
 
-llvm::Expected<KernelSource>
-mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
-                            const GemmTileConfig &T, bool Fused, int64_t MArg) {
+static llvm::Expected<KernelSource>
+generateGemmKernelText(const MultiTemplateBufferNode &N,
+                       const GemmTileConfig &T, bool Fused, int64_t MArg) {
   bool Fp8 = N.getNumOperands() == 4;
   if (N.getOp() != OpCode::MatMul || (N.getNumOperands() != 2 && !Fp8))
     return err("'%" + N.getName() + "' is not a matmul");
@@ -668,4 +668,10 @@ mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
     K.WorkspaceBytes = uint64_t(K.GridX) * K.GridY * K.GridZ * T.BM * T.BN * 4 +
                        uint64_t(K.GridX) * K.GridY * Batch * 4;
   return K;
+}
+
+llvm::Expected<KernelSource>
+mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
+                            const GemmTileConfig &T, bool Fused, int64_t MArg) {
+  return withProgrammaticWait(generateGemmKernelText(N, T, Fused, MArg));
 }

@@ -576,7 +576,7 @@ llvm::Expected<KernelSource> GroupEmitter::emit() {
 llvm::Expected<KernelSource> mtsched::generateGroupKernel(
     llvm::StringRef Name, llvm::ArrayRef<const Node *> Nodes,
     llvm::ArrayRef<const Value *> Outputs, int64_t Rows) {
-  return GroupEmitter(Name, Nodes, Outputs, Rows).emit();
+  return withProgrammaticWait(GroupEmitter(Name, Nodes, Outputs, Rows).emit());
 }
 
 std::vector<const Node *>

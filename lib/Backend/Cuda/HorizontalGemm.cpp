@@ -47,7 +47,7 @@ __device__ __forceinline__ void hz_tile(const unsigned short *A,
   (void)tid;
 )";
 
-llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
+static llvm::Expected<KernelSource> generateHorizontalGemmKernelText(
     llvm::StringRef Name,
     llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
     const GemmTileConfig &T, const Node *Norm) {
@@ -239,4 +239,12 @@ mtsched::generateHorizontalGroupKernel(const Graph &G,
   }
   return generateHorizontalGemmKernel(Leader.getName() + "_horizontal", Members,
                                       *T, Norm);
+}
+
+llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
+    llvm::StringRef Name,
+    llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
+    const GemmTileConfig &T, const Node *Norm) {
+  return withProgrammaticWait(
+      generateHorizontalGemmKernelText(Name, Members, T, Norm));
 }

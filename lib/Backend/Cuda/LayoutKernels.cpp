@@ -33,8 +33,8 @@ static std::string poisonValue(DType T) {
   return isFloatDType(T) ? storeExpr(T, "__int_as_float(0x7fc00000)") : "0";
 }
 
-llvm::Expected<KernelSource> mtsched::generateLayoutKernel(llvm::StringRef Name,
-                                                           const Node &N) {
+static llvm::Expected<KernelSource>
+generateLayoutKernelText(llvm::StringRef Name, const Node &N) {
   auto Err = [&](const llvm::Twine &Msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "'%" + N.getName() + "': " + Msg);
@@ -141,4 +141,9 @@ mtsched::generateRaggedCopyKernel(llvm::StringRef Name, const Node &N) {
      << " = " << Params.name(N.getOperand(0)) << "[i];\n    else\n      " << Out
      << " = " << (isFloatDType(T) ? storeExpr(T, "0.f") : "0") << ";\n  }\n}\n";
   return gridStrideKernel(Fn, OS.str(), Params, Block, Total);
+}
+
+llvm::Expected<KernelSource> mtsched::generateLayoutKernel(llvm::StringRef Name,
+                                                           const Node &N) {
+  return withProgrammaticWait(generateLayoutKernelText(Name, N));
 }

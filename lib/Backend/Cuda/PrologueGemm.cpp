@@ -146,10 +146,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) PL_NAME(PL_SIGNATURE) {
   __syncthreads();
 )";
 
-llvm::Expected<KernelSource>
-mtsched::generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
-                                    const MultiTemplateBufferNode &Gemm,
-                                    const GemmTileConfig &T) {
+static llvm::Expected<KernelSource>
+generatePrologueGemmKernelText(llvm::StringRef Name, const Node &Norm,
+                               const MultiTemplateBufferNode &Gemm,
+                               const GemmTileConfig &T) {
   if (Norm.getOp() != OpCode::RmsNorm || Norm.getNumOperands() != 2)
     return err("'%" + Norm.getName() +
                "' is not an rmsnorm with a weight, the prologue this GEMM "
@@ -270,4 +270,12 @@ mtsched::generatePrologueKernel(const Graph &G,
                "' is not a GEMM tile");
   return generatePrologueGemmKernel(
       G.getName() + "_" + Gemm.getName() + "_prologue", *Norm, Gemm, *T);
+}
+
+llvm::Expected<KernelSource>
+mtsched::generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
+                                    const MultiTemplateBufferNode &Gemm,
+                                    const GemmTileConfig &T) {
+  return withProgrammaticWait(
+      generatePrologueGemmKernelText(Name, Norm, Gemm, T));
 }

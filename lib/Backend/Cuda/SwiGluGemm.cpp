@@ -510,10 +510,10 @@ generateSwiGluWgKernel(const MultiTemplateBufferNode &N,
   return K;
 }
 
-llvm::Expected<KernelSource>
-mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
-                              const GemmTileConfig &T, int64_t MArg,
-                              const Node *Norm) {
+static llvm::Expected<KernelSource>
+generateSwiGluKernelText(const MultiTemplateBufferNode &N,
+                         const GemmTileConfig &T, int64_t MArg,
+                         const Node *Norm) {
   if (N.getOp() != OpCode::SwiGlu || N.getNumOperands() != 3)
     return err("'%" + N.getName() + "' is not a swiglu");
   const Value *HV = N.getOperand(0), *GV = N.getOperand(1),
@@ -633,4 +633,11 @@ mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
   K.BlockX = WarpsM * WarpsN * 32;
   K.SharedBytes = unsigned(Smem);
   return K;
+}
+
+llvm::Expected<KernelSource>
+mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
+                              const GemmTileConfig &T, int64_t MArg,
+                              const Node *Norm) {
+  return withProgrammaticWait(generateSwiGluKernelText(N, T, MArg, Norm));
 }

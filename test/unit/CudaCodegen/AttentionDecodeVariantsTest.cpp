@@ -276,6 +276,36 @@ TEST(AttentionDecodeVariants, EarlyCombineOnlyWhereEachWarpOwnsAStage) {
   }
 }
 
+TEST(AttentionDecodeVariants, ProgrammaticWaitBeforeGlobalMemory) {
+  auto P = attention("bf16", 16, 32, 8, 1, 4096, 128);
+  ASSERT_TRUE(P);
+  const std::string Wait = "griddepcontrol.wait;";
+  // The tiles with the shared loop wait in the producer before its first
+  // copy and in the consumers before they read q, and are launched with
+  // PDL (KernelSource::ProgrammaticWait).
+  for (const char *Name :
+       {"attn_dec_16x32_w4_s4", "attn_dec_16x32_w4_s4_kv2",
+        "attn_dec_16x32_w4_s4_kv8_c", "attn_dec_16x32_w4_s4_sw",
+        "attn_dec_16x32_w4_s8_t", "attn_dec_16x32_w4_s8_pf8"}) {
+    llvm::Expected<KernelSource> K = generate(*P, Name);
+    ASSERT_TRUE(bool(K)) << Name << ": " << llvm::toString(K.takeError());
+    EXPECT_TRUE(K->ProgrammaticWait) << Name;
+    const std::string &S = K->Source;
+    size_t First = S.find(Wait);
+    ASSERT_NE(First, std::string::npos) << Name;
+    size_t Second = S.find(Wait, First + 1);
+    ASSERT_NE(Second, std::string::npos) << Name;
+    EXPECT_EQ(S.find(Wait, Second + 1), std::string::npos) << Name;
+    EXPECT_LT(First, S.find("issue(it);")) << Name;
+    EXPECT_LT(Second, S.find("x = *(const uint4 *)(q +")) << Name;
+  }
+  // The persistent forms have loops of their own and no wait.
+  llvm::Expected<KernelSource> Pers = generate(*P, "attn_dec_16x32_w4_s4_p");
+  ASSERT_TRUE(bool(Pers)) << llvm::toString(Pers.takeError());
+  EXPECT_FALSE(Pers->ProgrammaticWait);
+  EXPECT_EQ(Pers->Source.find(Wait), std::string::npos);
+}
+
 TEST(AttentionDecodeVariants, SwappedOperandsKernel) {
   std::optional<AttentionTile> T =
       attentionTileOf(Choice{"attn_dec_16x32_w4_s4_kv2_ob_sw", {}, {}});

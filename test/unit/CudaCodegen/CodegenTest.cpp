@@ -107,6 +107,47 @@ TEST(CudaCodegen, GeneratesKernelsForExample) {
   }
 }
 
+TEST(CudaCodegen, ProgrammaticWaitIsEachKernelsFirstStatement) {
+  llvm::SmallString<256> Path(MTSCHED_SOURCE_DIR);
+  llvm::sys::path::append(Path, "examples", "tp_mlp.mir");
+  auto Buf = llvm::MemoryBuffer::getFile(Path);
+  ASSERT_TRUE(bool(Buf));
+  auto P = lowerAndFuse((*Buf)->getBuffer(), Path);
+  ASSERT_TRUE(P);
+  std::vector<std::string> Errors;
+  std::vector<KernelSource> Ks =
+      generateGraphKernels(*P->M->getGraphs()[0], Errors);
+  ASSERT_TRUE(Errors.empty()) << Errors.front();
+  const std::string Wait = "\n#if __CUDA_ARCH__ >= 900\n  asm "
+                           "volatile(\"griddepcontrol.wait;\" ::: "
+                           "\"memory\");\n#endif\n";
+  // Every GEMM tile (mma.sync and wgmma) and every group waits first thing.
+  for (const KernelSource &K : Ks) {
+    EXPECT_TRUE(K.ProgrammaticWait) << K.Name;
+    size_t Fn = K.Source.find("extern \"C\" __global__");
+    ASSERT_NE(Fn, std::string::npos) << K.Name;
+    size_t Body = K.Source.find(") {", Fn);
+    EXPECT_EQ(K.Source.find(Wait), Body + 3) << K.Name;
+    EXPECT_EQ(K.Source.find("griddepcontrol"), K.Source.rfind("griddepcontrol"))
+        << K.Name;
+  }
+  // Once only; a source of two kernels and a failure pass unchanged.
+  llvm::Expected<KernelSource> Again = withProgrammaticWait(Ks.front());
+  ASSERT_TRUE(bool(Again));
+  EXPECT_EQ(Again->Source, Ks.front().Source);
+  KernelSource Two;
+  Two.Source = "extern \"C\" __global__ void a(int *p) {\n}\n"
+               "extern \"C\" __global__ void b(int *p) {\n}\n";
+  llvm::Expected<KernelSource> Same = withProgrammaticWait(Two);
+  ASSERT_TRUE(bool(Same));
+  EXPECT_FALSE(Same->ProgrammaticWait);
+  EXPECT_EQ(Same->Source, Two.Source);
+  llvm::Expected<KernelSource> Failed = withProgrammaticWait(
+      llvm::createStringError(llvm::inconvertibleErrorCode(), "no tile"));
+  ASSERT_FALSE(bool(Failed));
+  EXPECT_EQ(llvm::toString(Failed.takeError()), "no tile");
+}
+
 TEST(CudaCodegen, RowReductionNeedsWholeRow) {
   auto P = lowerAndFuse(R"(
 graph @g(%x: bf16[64,256], %w: bf16[256,256], %r: bf16[64,256], %g: bf16[256]) {

@@ -63,6 +63,7 @@ constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3;
 constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0; // zeros
 constexpr unsigned CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1;
 constexpr int CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 
 /// An allocation exported to another process (CU_IPC_HANDLE_SIZE bytes).
 struct CUipcMemHandle {
@@ -75,7 +76,8 @@ struct alignas(128) CUtensorMap {
 };
 
 /// One attribute of a launch (CUlaunchAttribute): an id and a 64-byte value,
-/// of which mtsched sets only the cluster's shape.
+/// of which mtsched sets only the cluster's shape and programmatic stream
+/// serialization (PDL).
 struct CUlaunchAttribute {
   int Id;
   char Pad[4];
@@ -85,6 +87,7 @@ struct CUlaunchAttribute {
     struct {
       unsigned X, Y, Z;
     } ClusterDim;
+    int ProgrammaticStreamSerializationAllowed;
   } Value;
 };
 

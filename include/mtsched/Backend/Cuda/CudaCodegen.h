@@ -67,6 +67,12 @@ struct KernelSource {
   /// CTAs per thread block cluster along x (sm_90): launched with
   /// cuLaunchKernelEx; GridX is then a multiple of it.
   unsigned ClusterX = 1;
+  /// The kernel runs `griddepcontrol.wait` (sm_90) before its first access
+  /// to global memory: it is launched with programmatic stream
+  /// serialization (PDL), so its launch and set-up (barriers, tensor maps)
+  /// overlap the tail of the kernel before it in the stream, whose results
+  /// the wait still orders before every read and write.
+  bool ProgrammaticWait = false;
   /// Bytes of global scratch memory the kernel needs (attn_math's scores,
   /// split-KV partial results), passed as the last pointer, after the
   /// outputs. The launcher zero-fills it before the kernel's first launch;
@@ -86,6 +92,16 @@ inline unsigned launchGridX(const KernelSource &K, int SMs) {
 
 /// Rows of a tensor seen as [rows, inner dim].
 int64_t rowsOf(const TensorType &T);
+
+/// K (one `extern "C" __global__` function) with `griddepcontrol.wait` as
+/// the first statement of its body, compiled where __CUDA_ARCH__ >= 900,
+/// and ProgrammaticWait set: on sm_90 and later it is launched with PDL,
+/// its launch overlapping the tail of the kernel before it. A failure, a
+/// source of several kernels and one that already waits pass unchanged.
+/// The generators of group, layout and GEMM kernels return their kernels
+/// through it.
+llvm::Expected<KernelSource>
+withProgrammaticWait(llvm::Expected<KernelSource> K);
 
 /// The GEMM of matmul node N with tile T, with N's epilogue chain fused if
 /// Fused. Fused, its outputs are N.getFusedOutputs(): each value of the
