@@ -13,7 +13,8 @@
 #      thing), `padco` (the combine's partial results in rows of D + 8
 #      floats: no bank conflicts), `pdl` (programmatic stream serialization: the next launch
 #      may start as this one's CTAs exit; a kernel with griddepcontrol.wait
-#      runs so as `ours`, and `nopdl` is it launched without), `empty` and `empty0` (the launch
+#      runs so as `ours`, `nopdl` is it launched without, and `notrig` without its
+#      griddepcontrol.launch_dependents), `empty` and `empty0` (the launch
 #      alone: the kernel returning at once, with its dynamic shared memory
 #      and with none; not checked);
 #   3. compiled with -DMT_TIMELINE (AttentionDecodeTimeline.cpp): every
@@ -357,6 +358,11 @@ def run_case(line):
     variants["ours"] = launcher(base)
     if wait_pdl:
         variants["nopdl"] = launcher(base, pdl=False)
+    trig = '  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");\n'
+    if wait_pdl and trig in src:
+        # The same kernel without its early trigger: the next launch starts
+        # only as this one's CTAs exit.
+        variants["notrig"] = launcher(Kernel(src.replace(trig, ""), name, smem))
     # The tensor maps' L2 promotion: none, 64 B, 128 B (the launcher's is
     # 256 B, `ours`), in modes full and ncu.
     promos = {}

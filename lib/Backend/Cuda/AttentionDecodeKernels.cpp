@@ -187,6 +187,10 @@ static const char *const DecLoop = R"(  };
       *(uint4 *)(sQ + i * DP + col) = x;
     }
   }
+  // The kernel after this one (launched with PDL) may start now: its CTAs
+  // take only the slots this grid leaves, and its own wait still holds it
+  // until this grid has finished.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   // The barriers are initialised and q is in shared memory.
   __syncthreads();
 #if SWAP_AB

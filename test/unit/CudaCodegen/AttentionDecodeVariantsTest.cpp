@@ -298,6 +298,10 @@ TEST(AttentionDecodeVariants, ProgrammaticWaitBeforeGlobalMemory) {
     EXPECT_EQ(S.find(Wait, Second + 1), std::string::npos) << Name;
     EXPECT_LT(First, S.find("issue(it);")) << Name;
     EXPECT_LT(Second, S.find("x = *(const uint4 *)(q +")) << Name;
+    // Every thread lets the next kernel launch once q is loaded.
+    EXPECT_LT(S.find("x = *(const uint4 *)(q +"),
+              S.find("griddepcontrol.launch_dependents;"))
+        << Name;
   }
   // The persistent forms have loops of their own and no wait.
   llvm::Expected<KernelSource> Pers = generate(*P, "attn_dec_16x32_w4_s4_p");
