@@ -46,10 +46,14 @@ mtsched::withProgrammaticWait(llvm::Expected<KernelSource> K) {
   if (Body == std::string::npos)
     return K;
   // The kernel's first statement: nothing it does reads or writes global
-  // memory before the kernels it depends on have finished.
+  // memory before the kernels it depends on have finished. Then the kernel
+  // after it may launch: its CTAs take only the slots this grid leaves
+  // (every CTA of this grid has started when they launch) and wait in turn.
   S.insert(Body + 4,
            "#if __CUDA_ARCH__ >= 900\n"
            "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+           "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: "
+           "\"memory\");\n"
            "#endif\n");
   K->ProgrammaticWait = true;
   return K;

@@ -118,17 +118,21 @@ TEST(CudaCodegen, ProgrammaticWaitIsEachKernelsFirstStatement) {
   std::vector<KernelSource> Ks =
       generateGraphKernels(*P->M->getGraphs()[0], Errors);
   ASSERT_TRUE(Errors.empty()) << Errors.front();
-  const std::string Wait = "\n#if __CUDA_ARCH__ >= 900\n  asm "
-                           "volatile(\"griddepcontrol.wait;\" ::: "
-                           "\"memory\");\n#endif\n";
-  // Every GEMM tile (mma.sync and wgmma) and every group waits first thing.
+  const std::string Wait =
+      "\n#if __CUDA_ARCH__ >= 900\n"
+      "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+      "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
+      "#endif\n";
+  // Every GEMM tile (mma.sync and wgmma) and every group waits first thing,
+  // then lets the kernel after it launch.
   for (const KernelSource &K : Ks) {
     EXPECT_TRUE(K.ProgrammaticWait) << K.Name;
     size_t Fn = K.Source.find("extern \"C\" __global__");
     ASSERT_NE(Fn, std::string::npos) << K.Name;
     size_t Body = K.Source.find(") {", Fn);
     EXPECT_EQ(K.Source.find(Wait), Body + 3) << K.Name;
-    EXPECT_EQ(K.Source.find("griddepcontrol"), K.Source.rfind("griddepcontrol"))
+    EXPECT_EQ(K.Source.find("griddepcontrol.wait"),
+              K.Source.rfind("griddepcontrol.wait"))
         << K.Name;
   }
   // Once only; a source of two kernels and a failure pass unchanged.
