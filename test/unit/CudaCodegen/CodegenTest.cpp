@@ -84,16 +84,22 @@ std::vector<std::pair<std::string, std::string>> corpus() {
   return Cases;
 }
 
-} // namespace
-
-TEST(CudaCodegen, GeneratesKernelsForExample) {
+/// examples/tp_mlp.mir lowered and fused (null if it cannot be read).
+std::unique_ptr<Parsed> exampleGraph() {
   llvm::SmallString<256> Path(MTSCHED_SOURCE_DIR);
   llvm::sys::path::append(Path, "examples", "tp_mlp.mir");
   auto Buf = llvm::MemoryBuffer::getFile(Path);
-  ASSERT_TRUE(bool(Buf));
-  auto P = lowerAndFuse((*Buf)->getBuffer(), Path);
-  ASSERT_TRUE(P);
+  if (!Buf)
+    return nullptr;
+  return lowerAndFuse((*Buf)->getBuffer(), Path);
+}
+
+} // namespace
+
+TEST(CudaCodegen, GeneratesKernelsForExample) {
   std::vector<std::string> Errors;
+  std::unique_ptr<Parsed> P = exampleGraph();
+  ASSERT_TRUE(P);
   std::vector<KernelSource> Ks =
       generateGraphKernels(*P->M->getGraphs()[0], Errors);
   EXPECT_TRUE(Errors.empty()) << Errors.front();
@@ -108,13 +114,9 @@ TEST(CudaCodegen, GeneratesKernelsForExample) {
 }
 
 TEST(CudaCodegen, ProgrammaticWaitIsEachKernelsFirstStatement) {
-  llvm::SmallString<256> Path(MTSCHED_SOURCE_DIR);
-  llvm::sys::path::append(Path, "examples", "tp_mlp.mir");
-  auto Buf = llvm::MemoryBuffer::getFile(Path);
-  ASSERT_TRUE(bool(Buf));
-  auto P = lowerAndFuse((*Buf)->getBuffer(), Path);
-  ASSERT_TRUE(P);
   std::vector<std::string> Errors;
+  std::unique_ptr<Parsed> P = exampleGraph();
+  ASSERT_TRUE(P);
   std::vector<KernelSource> Ks =
       generateGraphKernels(*P->M->getGraphs()[0], Errors);
   ASSERT_TRUE(Errors.empty()) << Errors.front();
