@@ -93,13 +93,14 @@ inline unsigned launchGridX(const KernelSource &K, int SMs) {
 /// Rows of a tensor seen as [rows, inner dim].
 int64_t rowsOf(const TensorType &T);
 
-/// K (one `extern "C" __global__` function) with `griddepcontrol.wait` as
-/// the first statement of its body, compiled where __CUDA_ARCH__ >= 900,
-/// and ProgrammaticWait set: on sm_90 and later it is launched with PDL,
-/// its launch overlapping the tail of the kernel before it. A failure, a
-/// source of several kernels and one that already waits pass unchanged.
-/// The generators of group, layout and GEMM kernels return their kernels
-/// through it.
+/// K (one `extern "C" __global__` function) beginning with
+/// `griddepcontrol.wait` then `griddepcontrol.launch_dependents` (compiled
+/// where __CUDA_ARCH__ >= 900), and ProgrammaticWait set: on sm_90 and
+/// later it is launched with PDL, its launch overlapping the tail of the
+/// kernel before it, and the kernel after it may launch once it runs. A
+/// failure, a source of several kernels and one that already waits pass
+/// unchanged. The generators of group, layout and GEMM kernels return
+/// their kernels through it.
 llvm::Expected<KernelSource>
 withProgrammaticWait(llvm::Expected<KernelSource> K);
 
