@@ -24,6 +24,7 @@ torch_backend_bench.py.
 """
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -65,6 +66,28 @@ def interleaved(variants, rounds, calls):
             n = names[(r + i) % len(names)]
             out[n].append(sample_us(variants[n], calls))
     return out
+
+
+def sustained_profile(calls, rounds, n):
+    """Each variant's kernels under sustained load: rounds x (a sample of n
+    calls of every variant, the order rotating, each sample profiled), the
+    kernels' us a call summed over the rounds. The short profiles above
+    run one variant after the other (the second on a hotter GPU); these
+    samples alternate as the interleaved timing does."""
+    names = list(calls)
+    acc = {k: collections.defaultdict(lambda: [0.0, 0.0]) for k in names}
+    for r in range(rounds):
+        for i in range(len(names)):
+            k = names[(r + i) % len(names)]
+            for kern, (c, us) in kernel_profile.profile(calls[k], n).items():
+                acc[k][kern][0] += c / rounds
+                acc[k][kern][1] += us / rounds
+    lines = []
+    for k in names:
+        lines += kernel_profile.table(
+            "%s kernels, sustained (%d rounds of %d calls, interleaved)" % (
+                k, rounds, n), {x: tuple(v) for x, v in acc[k].items()})
+    return lines
 
 
 def report_lines(backend, rec):
@@ -193,6 +216,8 @@ def layer(a, backend, name):
         for k, fn in calls.items():
             lines += kernel_profile.table("%s kernels" % k,
                                           kernel_profile.profile(fn, 5))
+        if a.profile_rounds:
+            lines += sustained_profile(calls, a.profile_rounds, n)
         # Kernel time that the interleaved samples do not show: the GPU
         # idle between back-to-back calls.
         lines += ["### GPU busy over 5 back-to-back calls (us a call)", "",
@@ -214,6 +239,9 @@ def main(argv=None):
                                                    "split"])
     p.add_argument("--aten-only", action="store_true")
     p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--profile-rounds", type=int, default=0,
+                   help="also profile every variant's kernels over this "
+                   "many interleaved rounds (sustained load)")
     p.add_argument("--size", choices=["prefill", "decode"], default="prefill")
     p.add_argument("--out", default=".")
     a = p.parse_args(argv)

@@ -9,8 +9,10 @@
 # kernel by kernel. Run from the repository root after
 # `bash scripts/gpu-test.sh --pack`:
 #   LAYERS="llama3_70b_mlp ..." [FORMS="measured args:..."] [ROUNDS=8] \
-#     [LIMIT_S=400] [SIZE=prefill|decode] \
+#     [LIMIT_S=400] [SIZE=prefill|decode] [PROFILE_ROUNDS=N] \
 #     bash bench/device/final-call-interleaved.sh
+# PROFILE_ROUNDS: also each variant's kernels profiled over N interleaved
+# rounds (sustained load; mlp_breakdown.py --profile-rounds).
 # $OUT/breakdown.md (the table per layer), breakdown.log, summary.txt.
 set -u
 ROOT=$PWD; D=$ROOT/.device
@@ -27,10 +29,10 @@ T0=$SECONDS
 # shellcheck disable=SC2086 # LAYERS and FORMS are lists
 timeout "${LIMIT_S:-400}" "$PY" bench/mlp_breakdown.py --build-dir "$D" \
   --out "$OUT" --layers $LAYERS --forms ${FORMS:-measured} --rounds "${ROUNDS:-8}" \
-  --size "${SIZE:-prefill}" \
+  --size "${SIZE:-prefill}" --profile-rounds "${PROFILE_ROUNDS:-0}" \
   > "$OUT/breakdown.log" 2>&1
 echo "mlp_breakdown: rc $? in $((SECONDS - T0)) s" | tee -a "$S"
-grep -E "^## |^#### |^\| (mtsched|max-autotune)" "$OUT/breakdown.md" \
+grep -E "^## |^#### |^### .*sustained|^\| (mtsched|max-autotune|nvjet|\*\*sum)" "$OUT/breakdown.md" \
   2>/dev/null | cut -c1-300 | tee -a "$S"
 grep -i "Traceback\|Error" "$OUT/breakdown.log" | head -5 | tee -a "$S"
 cp "$K"/torch/*.decided.mir "$OUT/" 2>/dev/null
