@@ -2,13 +2,16 @@
 //
 // The launches of a decided graph (GraphRun, CudaGraphRun.h) that are not a
 // node's generated kernel: collectives (through NCCL across ranks, a copy on
-// one), cuBLAS's GEMM and an op unit's library choice (extern.cudnn). Both
+// one), cuBLAS's or cuBLASLt's GEMM and an op unit's library choice
+// (extern.cudnn). Both
 // `--run` and the runtime library's prepared graph issue them, and each is
 // kept for replay with its buffers looked up when it is issued.
 //
 //===----------------------------------------------------------------------===//
 #include "CublasGemm.h"
+#include "CublasLtGemm.h"
 #include "CudaGraphRun.h"
+#include "mtsched/Lowering/CublasLtChoice.h"
 
 using namespace mtsched;
 using namespace mtsched::cuda;
@@ -184,8 +187,9 @@ GraphRun::runNcclCollective(const CollectiveMultiTemplateBufferNode &C) {
 }
 
 llvm::Error GraphRun::runCublas(const MultiTemplateBufferNode &M) {
+  const std::string &Name = M.getDecision();
   if (M.isEpilogueFused())
-    return err("extern.cublas cannot run a fused epilogue");
+    return err(Name + " cannot run a fused epilogue");
   if (llvm::Error E = alloc(M.getResult()))
     return E;
   llvm::Expected<CublasGemmShape> Shape = cublasGemmShapeOf(M);
@@ -195,15 +199,37 @@ llvm::Error GraphRun::runCublas(const MultiTemplateBufferNode &M) {
   // may have bound others since.
   const Value *VA = M.getOperand(0), *VB = M.getOperand(1), *VC = M.getResult();
   Gpu &Dev0 = Gp;
-  auto Gemm = [this, &Dev0, S = *Shape, VA, VB, VC] {
-    return cublasGemm(*Dev0.B, Dev0.Blas, S,
-                      reinterpret_cast<void *>(resolve(VA)),
-                      reinterpret_cast<void *>(resolve(VB)),
-                      reinterpret_cast<void *>(resolve(VC)));
-  };
+  std::function<int()> Gemm;
+  if (std::optional<int> Algo = cublasLtAlgoOf(Name)) {
+    // The algorithm timed: the same request to the heuristic (shape,
+    // workspace, list length) on the same library and GPU.
+    if (!Gp.blasLt())
+      return err("'%" + M.getName() + "': cannot run '" + Name +
+                 "': " + Gp.BlasLtError);
+    llvm::Expected<std::shared_ptr<const CublasLtGemm>> Lt =
+        CublasLtGemm::create(*Gp.Lt, Gp.BlasLt, *Shape, *Algo,
+                             Gp.BlasWorkspace ? Gp.BlasWorkspaceBytes : 0);
+    if (!Lt)
+      return err("'%" + M.getName() + "': cannot run '" + Name +
+                 "': " + llvm::toString(Lt.takeError()));
+    Gemm = [this, &Dev0, L = *Lt, VA, VB, VC] {
+      return L->run(reinterpret_cast<void *>(resolve(VA)),
+                    reinterpret_cast<void *>(resolve(VB)),
+                    reinterpret_cast<void *>(resolve(VC)),
+                    reinterpret_cast<void *>(Dev0.BlasWorkspace), Dev0.Stream);
+    };
+  } else {
+    Gemm = [this, &Dev0, S = *Shape, VA, VB, VC] {
+      return cublasGemm(*Dev0.B, Dev0.Blas, S,
+                        reinterpret_cast<void *>(resolve(VA)),
+                        reinterpret_cast<void *>(resolve(VB)),
+                        reinterpret_cast<void *>(resolve(VC)));
+    };
+  }
   if (int S = Gemm())
-    return err("cuBLAS's GEMM failed with status " + std::to_string(S));
-  syncStream(D, Gp.Stream, "cuBLAS for '%" + M.getName() + "'");
+    return err("'%" + M.getName() + "': " + Name + " failed with status " +
+               std::to_string(S));
+  syncStream(D, Gp.Stream, Name + " for '%" + M.getName() + "'");
   Replay.push_back([Gemm] { return CUresult(Gemm() ? 1 : 0); });
   ++Launched;
   return llvm::Error::success();
