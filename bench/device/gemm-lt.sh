@@ -26,6 +26,16 @@ left() { echo $((145 - (SECONDS - START))); }
 S=$OUT/summary.txt
 { date -u +%FT%TZ; nvidia-smi -L; git -C "$ROOT" log --oneline -1 2>/dev/null; } > "$S" 2>&1
 CHOICES=$ROOT/bench/device/gemm-lt-choices.json
+# The torch backend runs decided graphs through the runtime library; the
+# shared .device/lib one is main's, which cannot run extern.cublaslt_*:
+# this branch's goes in the bundle as .device-gemm-lt/libmtsched_runtime.so.
+RT=$ROOT/.device-gemm-lt/libmtsched_runtime.so
+if [ -f "$RT" ]; then
+  export MTSCHED_RUNTIME_LIB=$RT
+  echo "runtime library: this branch's ($RT)" | tee -a "$S"
+else
+  echo "WARNING: no $RT: the cuBLASLt form runs on main's runtime library, which falls back to PyTorch on extern.cublaslt_*" | tee -a "$S"
+fi
 
 echo "== 1. lit: Cuda/cublaslt-run.mir, Cuda/run.mir" | tee -a "$S"
 device_lit_tree "$ROOT" "$D"
@@ -47,6 +57,7 @@ for f in "$OUT"/inter/*.decided.mir; do
   [ -f "$f" ] && grep -o "matmul([^)]*) .*decided [a-z0-9_.]*\|timings {[^}]*}" "$f"
 done | tee -a "$S"
 grep -E "nvjet|linear|_mm_|sum of" "$OUT/inter/breakdown.md" 2>/dev/null | cut -c1-160 | tee -a "$S"
+grep -i "warning\|fall.*back" "$OUT/inter/breakdown.log" 2>/dev/null | head -5 | cut -c1-300 | tee -a "$S"
 
 T=$(left)
 echo "== 3. megatron prefill (world size 1) tuned by mtsched-opt (${T} s left)" | tee -a "$S"
