@@ -333,6 +333,7 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   NodeResult R = startRecord(M, G, N);
   T.HasEpilogue =
       WithFusion && !N.getEpilogue().empty() && Heuristic.considersFusion();
+  T.BlasEpilogue = W.BlasEpilogue;
   bool Measured = Heuristic.needsMeasuredFusedTimes();
   if (T.HasEpilogue) {
     if (Measured) {

@@ -21,13 +21,19 @@ CublasLtGemm::~CublasLtGemm() {
     L.cublasLtMatmulDescDestroy(Desc);
 }
 
-llvm::Error CublasLtGemm::describe(const CublasGemmShape &S) {
+llvm::Error CublasLtGemm::describe(const CublasGemmShape &S, bool Bias) {
   if (int R = L.cublasLtMatmulDescCreate(&Desc, CUBLAS_COMPUTE_32F, CUDA_R_32F))
     return status("cublasLtMatmulDescCreate", R);
   int32_t OpN = CUBLAS_OP_N;
   for (int Attr : {CUBLASLT_MATMUL_DESC_TRANSA, CUBLASLT_MATMUL_DESC_TRANSB})
     if (int R = L.cublasLtMatmulDescSetAttribute(Desc, Attr, &OpN, sizeof(OpN)))
       return status("cublasLtMatmulDescSetAttribute", R);
+  // The bias is per output column of row-major C: per row of cuBLASLt's
+  // column-major C^T, as its bias epilogue adds it. Its type is C's.
+  uint32_t Epi = Bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  if (int R = L.cublasLtMatmulDescSetAttribute(
+          Desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &Epi, sizeof(Epi)))
+    return status("cublasLtMatmulDescSetAttribute", R);
   struct {
     cublasLtMatrixLayout_t &Lay;
     int64_t Rows, Cols, Stride;
@@ -55,12 +61,16 @@ llvm::Error CublasLtGemm::describe(const CublasGemmShape &S) {
 
 llvm::Expected<std::shared_ptr<const CublasLtGemm>>
 CublasLtGemm::create(const CublasLtApi &L, cublasLtHandle_t H,
-                     const CublasGemmShape &S, int Algo,
-                     size_t WorkspaceBytes) {
+                     const CublasGemmShape &S, int Algo, size_t WorkspaceBytes,
+                     bool Bias, bool Residual) {
   if (Algo < 0 || Algo >= CublasLtListed)
     return err("no cuBLASLt algorithm index " + llvm::Twine(Algo));
+  if ((Bias || Residual) && S.Batch != 1)
+    return err("cuBLASLt's fused bias or residual takes one weight");
   std::shared_ptr<CublasLtGemm> G(new CublasLtGemm(L, H));
-  if (llvm::Error E = G->describe(S))
+  G->HasBias = Bias;
+  G->HasResidual = Residual;
+  if (llvm::Error E = G->describe(S, Bias))
     return std::move(E);
   cublasLtMatmulPreference_t Pref = nullptr;
   if (int R = L.cublasLtMatmulPreferenceCreate(&Pref))
@@ -92,8 +102,20 @@ CublasLtGemm::create(const CublasLtApi &L, cublasLtHandle_t H,
 }
 
 int CublasLtGemm::run(const void *A, const void *W, void *C, void *Workspace,
-                      CUstream Stream) const {
+                      CUstream Stream, const void *Bias,
+                      const void *Residual) const {
+  if (HasBias != (Bias != nullptr) || HasResidual != (Residual != nullptr))
+    return -1; // not the call that was created (a bug of the caller)
+  // The bias pointer is the descriptor's; it is set before each call, as
+  // the graph run may have bound other buffers since the last.
+  if (HasBias)
+    if (int R = L.cublasLtMatmulDescSetAttribute(
+            Desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &Bias, sizeof(Bias)))
+      return R;
   float One = 1, Zero = 0;
-  return L.cublasLtMatmul(H, Desc, &One, W, LayW, A, LayA, &Zero, C, LayC, C,
-                          LayC, &Algo, Workspace, this->Workspace, Stream);
+  // D = A W + beta C: the residual is C, read beside the output D.
+  const void *CIn = HasResidual ? Residual : C;
+  return L.cublasLtMatmul(H, Desc, &One, W, LayW, A, LayA,
+                          HasResidual ? &One : &Zero, CIn, LayC, C, LayC, &Algo,
+                          Workspace, this->Workspace, Stream);
 }

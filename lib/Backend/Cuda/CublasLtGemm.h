@@ -3,8 +3,9 @@
 // Private to the CUDA backend: `extern.cublaslt_aI` for a matmul node, its
 // descriptors and the I-th algorithm of cuBLASLt's heuristic for the
 // node's shape, shared by the benchmarker and the graph run (`--run` and
-// the runtime library) so that what is timed is what runs. The layout is
-// extern.cublas's (CublasGemm.h): row-major C = A W as column-major
+// the runtime library) so that what is timed is what runs, unfused or with
+// the node's bias / residual epilogue (Autotune/BlasEpilogue.h). The layout
+// is extern.cublas's (CublasGemm.h): row-major C = A W as column-major
 // C^T = W^T A^T, one weight or one per batch.
 //
 //===----------------------------------------------------------------------===//
@@ -26,22 +27,30 @@ public:
   /// list (asked for CublasLtListed answers within WorkspaceBytes of
   /// workspace); an error where cuBLASLt lists fewer or refuses the
   /// shape: a failed choice, not a failed run.
+  /// With Bias, the call adds a bias row of N elements to every row
+  /// (CUBLASLT_EPILOGUE_BIAS); with Residual, a matrix of C's shape (beta =
+  /// 1): the fused variant, for a node whose epilogue is those adds
+  /// (Autotune/BlasEpilogue.h). The heuristic is asked for the call as it
+  /// will run, epilogue included.
   static llvm::Expected<std::shared_ptr<const CublasLtGemm>>
   create(const CublasLtApi &L, cublasLtHandle_t H, const CublasGemmShape &S,
-         int Algo, size_t WorkspaceBytes);
+         int Algo, size_t WorkspaceBytes, bool Bias = false,
+         bool Residual = false);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm &) = delete;
   CublasLtGemm &operator=(const CublasLtGemm &) = delete;
 
-  /// Issues C = A W on Stream; cuBLASLt's status (0: success).
+  /// Issues C = A W (+ Bias, + Residual, as created) on Stream; cuBLASLt's
+  /// status (0: success).
   int run(const void *A, const void *W, void *C, void *Workspace,
-          CUstream Stream) const;
+          CUstream Stream, const void *Bias = nullptr,
+          const void *Residual = nullptr) const;
   /// The workspace the algorithm needs (at most create's WorkspaceBytes).
   size_t workspaceBytes() const { return Workspace; }
 
 private:
   CublasLtGemm(const CublasLtApi &L, cublasLtHandle_t H) : L(L), H(H) {}
-  llvm::Error describe(const CublasGemmShape &S);
+  llvm::Error describe(const CublasGemmShape &S, bool Bias);
 
   const CublasLtApi &L;
   cublasLtHandle_t H;
@@ -50,6 +59,7 @@ private:
   cublasLtMatrixLayout_t LayW = nullptr, LayA = nullptr, LayC = nullptr;
   cublasLtMatmulAlgo_t Algo{};
   size_t Workspace = 0;
+  bool HasBias = false, HasResidual = false;
 };
 
 } // namespace mtsched::cuda

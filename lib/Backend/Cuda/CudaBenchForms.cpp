@@ -39,7 +39,7 @@ formLaunch(Gpu &G, Prepared &P, const FormKernel &K, std::string &Why,
       Why = "'" + K.C->Name + "' is not timed in a form";
       return nullptr;
     }
-    return blasLaunch(G, P, N, K.C->Name, Why);
+    return blasLaunch(G, P, N, K.C->Name, /*Fused=*/false, Why);
   }
   std::string Key = K.C ? keyOf(K.C->Name, K.Fused) : "epilogue";
   auto It = P.Kernels.find(Key);

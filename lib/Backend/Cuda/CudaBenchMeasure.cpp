@@ -130,13 +130,12 @@ Measurement CudaSession::measure(const MultiTemplateBufferNode &N,
     return measureOpUnitExtern(N, C, P);
   }
   if (C.isExtern()) {
-    if (Fused)
-      return failed(ChoiceStatus::Failed, "'" + C.Name + "' cannot fuse");
     std::string Why;
-    std::function<CUresult(int)> Launch = blasLaunch(*G, P, N, C.Name, Why);
+    std::function<CUresult(int)> Launch =
+        blasLaunch(*G, P, N, C.Name, Fused, Why);
     if (!Launch)
       return failed(ChoiceStatus::Failed, Why);
-    return run(Launch, P, P.OutMain, OutType, Ref, &P.BestUs[0]);
+    return run(Launch, P, Out, OutType, Ref, &P.BestUs[Fused]);
   }
   auto It = P.Kernels.find(keyOf(C.Name, Fused));
   if (It == P.Kernels.end() &&

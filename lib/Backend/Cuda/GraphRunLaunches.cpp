@@ -11,6 +11,7 @@
 #include "CublasGemm.h"
 #include "CublasLtGemm.h"
 #include "CudaGraphRun.h"
+#include "mtsched/Autotune/BlasEpilogue.h"
 #include "mtsched/Lowering/CublasLtChoice.h"
 
 using namespace mtsched;
@@ -188,35 +189,46 @@ GraphRun::runNcclCollective(const CollectiveMultiTemplateBufferNode &C) {
 
 llvm::Error GraphRun::runCublas(const MultiTemplateBufferNode &M) {
   const std::string &Name = M.getDecision();
-  if (M.isEpilogueFused())
-    return err(Name + " cannot run a fused epilogue");
-  if (llvm::Error E = alloc(M.getResult()))
+  std::optional<int> Algo = cublasLtAlgoOf(Name);
+  // cuBLASLt runs a bias / residual epilogue in its call (BlasEpilogue.h);
+  // the fused node's result is then the epilogue's last value.
+  std::optional<BlasEpilogue> Epi;
+  if (M.isEpilogueFused() && (!Algo || !(Epi = blasEpilogueOf(M))))
+    return err("'%" + M.getName() + "': " + Name +
+               " cannot run its fused epilogue");
+  const Value *VA = M.getOperand(0), *VB = M.getOperand(1);
+  const Value *VC = Epi ? M.getEpilogue().back().V : M.getResult();
+  if (llvm::Error E = alloc(VC))
     return E;
   llvm::Expected<CublasGemmShape> Shape = cublasGemmShapeOf(M);
   if (!Shape)
     return Shape.takeError();
   // The buffers are looked up when the GEMM is issued: the runtime library
   // may have bound others since.
-  const Value *VA = M.getOperand(0), *VB = M.getOperand(1), *VC = M.getResult();
   Gpu &Dev0 = Gp;
   std::function<int()> Gemm;
-  if (std::optional<int> Algo = cublasLtAlgoOf(Name)) {
+  if (Algo) {
     // The algorithm timed: the same request to the heuristic (shape,
-    // workspace, list length) on the same library and GPU.
+    // epilogue, workspace, list length) on the same library and GPU.
     if (!Gp.blasLt())
       return err("'%" + M.getName() + "': cannot run '" + Name +
                  "': " + Gp.BlasLtError);
+    const Value *Bias = Epi ? Epi->Bias : nullptr;
+    const Value *Res = Epi ? Epi->Residual : nullptr;
     llvm::Expected<std::shared_ptr<const CublasLtGemm>> Lt =
         CublasLtGemm::create(*Gp.Lt, Gp.BlasLt, *Shape, *Algo,
-                             Gp.BlasWorkspace ? Gp.BlasWorkspaceBytes : 0);
+                             Gp.BlasWorkspace ? Gp.BlasWorkspaceBytes : 0, Bias,
+                             Res);
     if (!Lt)
       return err("'%" + M.getName() + "': cannot run '" + Name +
                  "': " + llvm::toString(Lt.takeError()));
-    Gemm = [this, &Dev0, L = *Lt, VA, VB, VC] {
-      return L->run(reinterpret_cast<void *>(resolve(VA)),
-                    reinterpret_cast<void *>(resolve(VB)),
-                    reinterpret_cast<void *>(resolve(VC)),
-                    reinterpret_cast<void *>(Dev0.BlasWorkspace), Dev0.Stream);
+    auto Ptr = [this](const Value *V) {
+      return V ? reinterpret_cast<void *>(resolve(V)) : nullptr;
+    };
+    Gemm = [&Dev0, Ptr, L = *Lt, VA, VB, VC, Bias, Res] {
+      return L->run(Ptr(VA), Ptr(VB), Ptr(VC),
+                    reinterpret_cast<void *>(Dev0.BlasWorkspace), Dev0.Stream,
+                    Ptr(Bias), Ptr(Res));
     };
   } else {
     Gemm = [this, &Dev0, S = *Shape, VA, VB, VC] {
