@@ -14,7 +14,8 @@ report).
         [--aten-only] [--size prefill|decode]
 
 A form "args:FLAGS" compiles with those mtsched-opt flags instead of a
---swiglu-form (e.g. "args:--bench-sample-us=20000").
+--swiglu-form (e.g. "args:--bench-sample-us=20000"); "args:@FILE" with the
+flags FILE holds (several, as the form list is split at spaces).
 
 --aten-only restricts Inductor's GEMM autotuning to ATen (cuBLAS), which
 full max-autotune chose for every GEMM of the Llama-3 MLPs on an H200
@@ -109,6 +110,14 @@ def own_frame(model):
     return scope["call"]
 
 
+def form_args(text):
+    """A form's mtsched-opt flags: text, or FILE's contents for "@FILE"."""
+    if not text.startswith("@"):
+        return text
+    with open(text[1:]) as f:
+        return " ".join(f.read().split())
+
+
 def compile_forms(backend, model, inputs, ref, forms):
     """{label: compiled callable} per --swiglu-form, and text about each."""
     out, lines = {}, []
@@ -116,7 +125,7 @@ def compile_forms(backend, model, inputs, ref, forms):
         # "args:FLAGS" compiles with mtsched-opt FLAGS instead of a
         # --swiglu-form (e.g. "args:--bench-sample-us=20000").
         os.environ["MTSCHED_TORCH_OPT_ARGS"] = \
-            "" if form == "measured" else form[5:] \
+            "" if form == "measured" else form_args(form[5:]) \
             if form.startswith("args:") else "--swiglu-form=" + form
         # The backend keeps one runtime graph per imported IR text in the
         # process: another form of the same IR must be decided anew. The
@@ -131,7 +140,9 @@ def compile_forms(backend, model, inputs, ref, forms):
         y = cm(*inputs)
         torch.cuda.synchronize()
         rec = backend.GRAPHS[-1]
-        label = "mtsched " + form
+        label = "mtsched " + (
+            "args:" + os.environ["MTSCHED_TORCH_OPT_ARGS"].replace(" ", " + ")
+            if form.startswith("args:@") else form)
         with open(rec["decided_path"]) as f:
             text = f.read()
         kept = "merged" if " swiglu(" in text else "split"

@@ -9,13 +9,16 @@
 #      each checked against fp64 before it is timed, and run) and
 #      Cuda/run.mir (extern.cublas's graph run, unchanged).
 #   2. inter/: bench/device/final-call-interleaved.sh on megatron_sp_mlp,
-#      two mtsched forms beside full max-autotune, timed interleaved: with
-#      bench/device/gemm-lt-choices.json (extern.cublas and cuBLASLt's
-#      algorithms a0-a7; listed first, so the report's per-choice times are
-#      its) and today's defaults ("measured").
+#      three mtsched forms beside full max-autotune, timed interleaved:
+#      "lt": bench/device/gemm-lt-choices.json (extern.cublas and cuBLASLt's
+#      algorithms a0-a3, fused with a bias / residual epilogue where the
+#      node has one) and --gemm-sustained-us=1000 (each GEMM's 3 best forms
+#      re-timed at sustained load); listed first, so the report's
+#      per-choice times are its; "sus": today's choices with
+#      --gemm-sustained-us=1000; "measured": today's defaults.
 #   3. direct/: if time is left, bench/megatron-prefill-ws1.mir tuned by
-#      mtsched-opt with the same choices, the decided IR's timings and the
-#      decided graph's --run time (no fp64 check: prefill-sized GEMMs).
+#      mtsched-opt as "lt", the decided IR's timings and the decided
+#      graph's --run time (no fp64 check: prefill-sized GEMMs).
 set -u
 ROOT=$PWD; D=$ROOT/.device
 source "$ROOT/scripts/device-driver.sh" # device_lit_tree, device_script_setup
@@ -47,15 +50,16 @@ grep -h "error\|does not match\|differs" "$OUT/lit.log" | head -8 | cut -c1-300 
 echo "== 2. megatron_sp_mlp interleaved: cuBLASLt choices, defaults, max-autotune" | tee -a "$S"
 T=$(($(left) - 8)); [ "$T" -gt 115 ] && T=115
 mkdir -p "$OUT/inter"
+LT=$(mktemp); echo "--choices-file=$CHOICES --gemm-sustained-us=1000" > "$LT"
 OUT=$OUT/inter LAYERS=megatron_sp_mlp LIMIT_S=$T ROUNDS=8 \
-  FORMS="args:--choices-file=$CHOICES measured" \
+  FORMS="args:@$LT args:--gemm-sustained-us=1000 measured" \
   timeout $((T + 5)) bash "$ROOT/bench/device/final-call-interleaved.sh" > "$OUT/inter.log" 2>&1
 echo "interleaved rc=$? ($((SECONDS - START)) s)" | tee -a "$S"
 grep -E "mlp_breakdown|^\| (mtsched|max-autotune)|kept|Error" "$OUT/inter/summary.txt" "$OUT/inter/breakdown.md" 2>/dev/null \
   | cut -c1-400 | tee -a "$S"
 for f in "$OUT"/inter/*.decided.mir; do
-  [ -f "$f" ] && grep -o "matmul([^)]*) .*decided [a-z0-9_.]*\|timings {[^}]*}" "$f"
-done | tee -a "$S"
+  [ -f "$f" ] && { echo "-- $(basename "$f")"; grep -o "{gemm_timing[^}]*}\|decided [a-z0-9_.]*\( fused\)\?\|timings {[^}]*}" "$f"; }
+done | cut -c1-900 | tee -a "$S"
 grep -E "nvjet|linear|_mm_|sum of" "$OUT/inter/breakdown.md" 2>/dev/null | cut -c1-160 | tee -a "$S"
 grep -i "warning\|fall.*back" "$OUT/inter/breakdown.log" 2>/dev/null | head -5 | cut -c1-300 | tee -a "$S"
 
@@ -64,11 +68,11 @@ echo "== 3. megatron prefill (world size 1) tuned by mtsched-opt (${T} s left)" 
 if [ "$T" -gt 30 ]; then
   mkdir -p "$OUT/direct"; K=$(mktemp -d)
   timeout $((T - 3)) "$BIN" "$ROOT/bench/megatron-prefill-ws1.mir" --pipeline=default --backend=cuda \
-    --choices-file="$CHOICES" --no-cache --kernel-cache-dir="$K/kc" --quiet \
+    --choices-file="$CHOICES" --gemm-sustained-us=1000 --no-cache --kernel-cache-dir="$K/kc" --quiet \
     --run --run-check=false --run-time-samples=3 \
     -o "$OUT/direct/decided.mir" 2> "$OUT/direct/log.txt"
   echo "direct rc=$? ($((SECONDS - START)) s)" | tee -a "$S"
-  grep -o "decided [a-z0-9_.]*\|timings {[^}]*}" "$OUT/direct/decided.mir" 2>/dev/null | tee -a "$S"
+  grep -o "{gemm_timing[^}]*}\|decided [a-z0-9_.]*\( fused\)\?\|timings {[^}]*}" "$OUT/direct/decided.mir" 2>/dev/null | cut -c1-900 | tee -a "$S"
   grep "run @\|error" "$OUT/direct/log.txt" | head -5 | tee -a "$S"
   rm -rf "$K"
 else
