@@ -35,11 +35,12 @@ formLaunch(Gpu &G, Prepared &P, const FormKernel &K, std::string &Why,
   const MultiTemplateBufferNode &N = *K.N;
   int Copies = std::max(1, P.Copies);
   if (K.C && K.C->isExtern()) {
-    if (!isBlasChoice(K.C->Name) || K.Fused) {
+    if (!isBlasChoice(K.C->Name)) {
       Why = "'" + K.C->Name + "' is not timed in a form";
       return nullptr;
     }
-    return blasLaunch(G, P, N, K.C->Name, /*Fused=*/false, Why);
+    // cuBLASLt's fused variant writes P.OutFused, as a fused kernel does.
+    return blasLaunch(G, P, N, K.C->Name, K.Fused, Why);
   }
   std::string Key = K.C ? keyOf(K.C->Name, K.Fused) : "epilogue";
   auto It = P.Kernels.find(Key);
