@@ -154,10 +154,13 @@ def compile_forms(backend, model, inputs, ref, forms):
                       label, time.time() - t0, tbb.worst_error(y, ref), kept,
                       rec["decided_path"][-30:],
                       "".join("; " + t for t in times))]
+        # As it goes: a call cut short by its time limit still says this.
+        print(lines[-1], flush=True)
         # The nodes' measurements are the same for every form (the
         # autotuning cache replays them): listed once.
-        lines += (report_lines(backend, rec) if form == forms[0] else []) + \
-            [""]
+        report = report_lines(backend, rec) if form == forms[0] else []
+        print("\n".join(report), flush=True)
+        lines += report + [""]
         out[label] = cm
     os.environ.pop("MTSCHED_TORCH_OPT_ARGS", None)
     return out, lines
@@ -181,6 +184,7 @@ def layer(a, backend, name):
         lines += ["#### max-autotune%s: first call %.1f s, error to eager "
                   "%.1e" % (" (GEMMs ATen only)" if a.aten_only else "",
                             time.time() - t0, tbb.worst_error(y, ref)), ""]
+        print(lines[-2], flush=True)
         fns["max-autotune"] = ind
         calls = {k: (lambda f=f: f(*inputs)) for k, f in fns.items()}
         once = sample_us(calls["max-autotune"], 2)
@@ -201,6 +205,9 @@ def layer(a, backend, name):
         lines += [""] + ["* %s by round: %s" % (
             k, " ".join("%.1f" % x for x in v)) for k, v in t.items()]
         lines.append("")
+        print("\n".join(lines[lines.index("### interleaved: %d rounds, %d "
+                                            "calls a sample (us a call)"
+                                            % (a.rounds, n)):]), flush=True)
         for k, fn in calls.items():
             lines += kernel_profile.table("%s kernels" % k,
                                           kernel_profile.profile(fn, 5))
