@@ -14,7 +14,8 @@ report).
         [--aten-only] [--size prefill|decode]
 
 A form "args:FLAGS" compiles with those mtsched-opt flags instead of a
---swiglu-form (e.g. "args:--bench-sample-us=20000").
+--swiglu-form (e.g. "args:--bench-sample-us=20000"); "args:@FILE" with the
+flags FILE holds (several, as the form list is split at spaces).
 
 --aten-only restricts Inductor's GEMM autotuning to ATen (cuBLAS), which
 full max-autotune chose for every GEMM of the Llama-3 MLPs on an H200
@@ -132,6 +133,14 @@ def own_frame(model):
     return scope["call"]
 
 
+def form_args(text):
+    """A form's mtsched-opt flags: text, or FILE's contents for "@FILE"."""
+    if not text.startswith("@"):
+        return text
+    with open(text[1:]) as f:
+        return " ".join(f.read().split())
+
+
 def compile_forms(backend, model, inputs, ref, forms):
     """{label: compiled callable} per --swiglu-form, and text about each."""
     out, lines = {}, []
@@ -139,7 +148,7 @@ def compile_forms(backend, model, inputs, ref, forms):
         # "args:FLAGS" compiles with mtsched-opt FLAGS instead of a
         # --swiglu-form (e.g. "args:--bench-sample-us=20000").
         os.environ["MTSCHED_TORCH_OPT_ARGS"] = \
-            "" if form == "measured" else form[5:] \
+            "" if form == "measured" else form_args(form[5:]) \
             if form.startswith("args:") else "--swiglu-form=" + form
         # The backend keeps one runtime graph per imported IR text in the
         # process: another form of the same IR must be decided anew. The
@@ -154,7 +163,9 @@ def compile_forms(backend, model, inputs, ref, forms):
         y = cm(*inputs)
         torch.cuda.synchronize()
         rec = backend.GRAPHS[-1]
-        label = "mtsched " + form
+        label = "mtsched " + (
+            "args:" + os.environ["MTSCHED_TORCH_OPT_ARGS"].replace(" ", " + ")
+            if form.startswith("args:@") else form)
         with open(rec["decided_path"]) as f:
             text = f.read()
         kept = "merged" if " swiglu(" in text else "split"
@@ -166,10 +177,13 @@ def compile_forms(backend, model, inputs, ref, forms):
                       label, time.time() - t0, tbb.worst_error(y, ref), kept,
                       rec["decided_path"][-30:],
                       "".join("; " + t for t in times))]
+        # As it goes: a call cut short by its time limit still says this.
+        print(lines[-1], flush=True)
         # The nodes' measurements are the same for every form (the
         # autotuning cache replays them): listed once.
-        lines += (report_lines(backend, rec) if form == forms[0] else []) + \
-            [""]
+        report = report_lines(backend, rec) if form == forms[0] else []
+        print("\n".join(report), flush=True)
+        lines += report + [""]
         out[label] = cm
     os.environ.pop("MTSCHED_TORCH_OPT_ARGS", None)
     return out, lines
@@ -193,6 +207,7 @@ def layer(a, backend, name):
         lines += ["#### max-autotune%s: first call %.1f s, error to eager "
                   "%.1e" % (" (GEMMs ATen only)" if a.aten_only else "",
                             time.time() - t0, tbb.worst_error(y, ref)), ""]
+        print(lines[-2], flush=True)
         fns["max-autotune"] = ind
         calls = {k: (lambda f=f: f(*inputs)) for k, f in fns.items()}
         once = sample_us(calls["max-autotune"], 2)
@@ -213,6 +228,9 @@ def layer(a, backend, name):
         lines += [""] + ["* %s by round: %s" % (
             k, " ".join("%.1f" % x for x in v)) for k, v in t.items()]
         lines.append("")
+        print("\n".join(lines[lines.index("### interleaved: %d rounds, %d "
+                                            "calls a sample (us a call)"
+                                            % (a.rounds, n)):]), flush=True)
         for k, fn in calls.items():
             lines += kernel_profile.table("%s kernels" % k,
                                           kernel_profile.profile(fn, 5))

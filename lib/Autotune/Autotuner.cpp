@@ -333,6 +333,7 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   NodeResult R = startRecord(M, G, N);
   T.HasEpilogue =
       WithFusion && !N.getEpilogue().empty() && Heuristic.considersFusion();
+  T.BlasEpilogue = W.BlasEpilogue;
   bool Measured = Heuristic.needsMeasuredFusedTimes();
   if (T.HasEpilogue) {
     if (Measured) {
@@ -367,6 +368,8 @@ void Autotuner::Impl::finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
   }
 
   FusionDecision D = decideNode(Heuristic, N, T, Fusion, Opts, R.Fallback);
+  if (!R.Fallback)
+    retimeGemmSustained(G, N, W, T, D);
   // Without a backend the error at the end of tuning says why, once.
   if (R.Fallback && Self.Bench->getSetupError().empty())
     warn(N.getLoc(), "every choice of '%" + N.getName() + "' failed (" +

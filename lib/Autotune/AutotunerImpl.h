@@ -143,6 +143,13 @@ struct Autotuner::Impl {
   /// Measure (or replay), decide, then the dispatch table.
   void finalizeNode(const Graph &G, MultiTemplateBufferNode &N,
                     bool WithFusion);
+  /// --gemm-sustained-us: where N's decided form takes at least that long,
+  /// its GemmSustainedTop best forms by T are re-timed interleaved at
+  /// sustained load and the fastest replaces D (GemmSustained.cpp).
+  void retimeGemmSustained(const Graph &G, MultiTemplateBufferNode &N,
+                           const Workload &W, const NodeTimes &T,
+                           FusionDecision &D);
+  static constexpr size_t GemmSustainedTop = 3;
   /// --split-tuning=nodes: before the walk, every time the non-collective
   /// nodes of Todo need, each node measured by one rank, one exchange
   /// (ChoiceMeasurer::measureByNode), after one build of Collectives and

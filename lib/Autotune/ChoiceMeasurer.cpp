@@ -1,6 +1,8 @@
 //===- ChoiceMeasurer.cpp - The measurement stack -------------------------===//
 #include "mtsched/Autotune/ChoiceMeasurer.h"
+#include "mtsched/Autotune/BlasEpilogue.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
+#include "mtsched/Lowering/CublasLtChoice.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/TimeProfiler.h"
@@ -184,8 +186,10 @@ ChoiceMeasurer::measureChoices(const MultiTemplateBufferNode &N,
   std::vector<std::string> Pruned = pruneReasons(N, W);
   for (size_t I = 0; I < N.getChoices().size(); ++I) {
     const Choice &C = N.getChoices()[I];
-    if (Fused && C.isExtern()) {
-      Out[I].Message = "extern choices cannot fuse";
+    if (Fused && !canFuseEpilogue(C, W.BlasEpilogue)) {
+      Out[I].Message = cublasLtAlgoOf(C.Name)
+                           ? "cuBLASLt fuses a bias or residual add only"
+                           : "extern choices cannot fuse";
       continue;
     }
     if (!Pruned[I].empty()) {
@@ -389,7 +393,7 @@ bool ChoiceMeasurer::measureByNode(llvm::ArrayRef<NodeWork> Nodes,
         Plan(K, NW.W, 0, false, &Choices[I], I);
     if (NW.WithFused) {
       for (size_t I = 0; I < Choices.size(); ++I)
-        if (Pruned[I].empty() && !Choices[I].isExtern())
+        if (Pruned[I].empty() && canFuseEpilogue(Choices[I], NW.W.BlasEpilogue))
           Plan(K, NW.W, 0, true, &Choices[I], I);
       Plan(K, NW.W, 0, true, nullptr, 0);
     }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "AutotunerImpl.h"
+#include "mtsched/Autotune/BlasEpilogue.h"
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -76,7 +77,8 @@ void Autotuner::Impl::decideFromTable(const Graph &G,
   const Choice *Ch = N.findChoice(Mt.Choice);
   bool Fused = false;
   if (Ch && WithFusion && Mt.SameEpilogueFused && !N.getEpilogue().empty() &&
-      Heuristic.considersFusion() && !Ch->isExtern())
+      Heuristic.considersFusion() &&
+      canFuseEpilogue(*Ch, blasEpilogueOf(N).has_value()))
     // The cost model knows which choices cannot run fused at all.
     Fused = std::isfinite(Model.choiceUs(describeNode(M, G, N), *Ch, true));
   N.setDecision(Mt.Choice);

@@ -1,5 +1,6 @@
 //===- Decision.cpp - The autotuner's decision step -----------------------===//
 #include "mtsched/Autotune/Decision.h"
+#include "mtsched/Autotune/BlasEpilogue.h"
 #include <cmath>
 
 using namespace mtsched;
@@ -91,7 +92,7 @@ void mtsched::applyDecision(MultiTemplateBufferNode &N, const NodeTimes &T,
     CR.FusedUs = Inf;
     CR.Message = T.Unfused[I].Message;
     CR.Pruned = T.Unfused[I].Pruned;
-    if (T.HasEpilogue && !C.isExtern()) {
+    if (T.HasEpilogue && canFuseEpilogue(C, T.BlasEpilogue)) {
       ChoiceTiming Fused{C.Name, T.Fused[I].Us};
       Fused.Skipped = T.Fused[I].Pruned;
       N.getFusedTimings().push_back(Fused);

@@ -182,6 +182,9 @@ std::string mtsched::protocolFlags(const AutotuneOptions &Opts,
              ? " swiglu-sustained-us=" +
                    std::to_string(Fusion.SwiGluSustainedUs)
              : std::string())
+     << (Fusion.GemmSustainedUs
+             ? " gemm-sustained-us=" + std::to_string(Fusion.GemmSustainedUs)
+             : std::string())
      << " backend=" << Opts.Backend << " device=" << DeviceName << "("
      << llvm::utohexstr(hashDevice(Opts.Device)) << ")"
      << " bench-runs=" << Opts.BenchRuns << " warmup-runs=" << Opts.WarmupRuns

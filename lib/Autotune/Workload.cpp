@@ -1,5 +1,6 @@
 //===- Workload.cpp -------------------------------------------------------===//
 #include "mtsched/Autotune/Workload.h"
+#include "mtsched/Autotune/BlasEpilogue.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/Runtime/AttentionCost.h"
 #include <algorithm>
@@ -122,6 +123,7 @@ Workload mtsched::describeNode(const Module &M, const Graph &G,
     Prev = EO.V;
   }
   E.ExtraWrites = int(N.getEpilogueWrites().size());
+  W.BlasEpilogue = blasEpilogueOf(N).has_value();
   return W;
 }
 
@@ -165,12 +167,17 @@ double mtsched::predictChoiceUs(const DeviceDesc &D, const Workload &W,
   EpilogueDesc None;
   None.Dtype = W.Epilogue.Dtype;
   const EpilogueDesc &Epi = Fused ? W.Epilogue : None;
-  if (Fused && (W.Epilogue.NumOps == 0 || C.isExtern()))
+  if (Fused && (W.Epilogue.NumOps == 0 || !canFuseEpilogue(C, W.BlasEpilogue)))
     return Inf;
   switch (W.K) {
   case Workload::Kind::Gemm:
+    // cuBLASLt's fused bias / residual: the library's GEMM, plus reading
+    // the residual and bias once (its output is written either way).
     if (C.isExtern())
-      return externGemmTimeUs(D, W.Gemm);
+      return externGemmTimeUs(D, W.Gemm) +
+             (Fused ? double(W.Epilogue.ExtraInputBytes) /
+                          (std::max(D.HbmGBps, 1.0) * 1e3)
+                    : 0.0);
     if (std::optional<GemmTileConfig> T = gemmTileOf(C))
       return gemmTimeUs(D, W.Gemm,
                         GemmTile{T->BM, T->BN, T->BK, T->Warps, T->Stages,

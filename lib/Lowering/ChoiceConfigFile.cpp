@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "mtsched/IR/Attention.h"
 #include "mtsched/Lowering/ChoiceConfig.h"
+#include "mtsched/Lowering/CublasLtChoice.h"
 #include "mtsched/Support/FileIO.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
@@ -415,6 +416,14 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
   }
   if (llvm::Error E = readNames(*Root, "gemm_externs", Path, GemmExterns))
     return E;
+  // Any other `extern.` name is a library the backend may not know (a
+  // failed choice when measured), but a cuBLASLt one must name an index of
+  // the heuristic's list: a typo is caught here, not after a tuning run.
+  for (const std::string &E : GemmExterns)
+    if (isCublasLtName(E) && !cublasLtAlgoOf(E))
+      return fileError(Path, "'" + E + "' is not a cuBLASLt choice (" +
+                                 cublasLtChoiceName(0) + " to " +
+                                 cublasLtChoiceName(CublasLtListed - 1) + ")");
   std::pair<const char *, std::vector<std::string> *> Lists[] = {
       {"all_reduce", &AllReduce},
       {"all_gather", &AllGather},

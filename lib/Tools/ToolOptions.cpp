@@ -120,6 +120,14 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
                    "kernels: at Llama-3-70B's prefill they kept the split "
                    "form, which ran slower in the layer"),
           cl::init(1000), cl::cat(Cat)),
+      GemmSustainedUs(
+          "gemm-sustained-us",
+          cl::desc("The autotuner re-times a matmul's 3 best forms (a "
+                   "choice unfused with its epilogue kernel, or fused) "
+                   "interleaved at sustained load, as select-swiglu's, and "
+                   "keeps the fastest, when the decided form takes at least "
+                   "this many us (default 0: never)"),
+          cl::init(0), cl::cat(Cat)),
       TopologyFile("topology",
                    cl::desc("JSON file saying which host and NVLink domain "
                             "each rank is on (default: discovered, MPI's "
@@ -165,5 +173,6 @@ llvm::Error ChoiceToolOptions::apply(LoweringOptions &Lowering,
     return fail("--swiglu-form must be 'measured', 'merged' or 'split', not '" +
                 SwiGluFormMode + "'");
   Fusion.SwiGluSustainedUs = SwiGluSustainedUs;
+  Fusion.GemmSustainedUs = GemmSustainedUs;
   return llvm::Error::success();
 }

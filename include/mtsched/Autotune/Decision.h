@@ -26,6 +26,9 @@ struct NodeTimes {
   std::vector<AgreedMeasurement> Fused;
   AgreedMeasurement Epilogue;
   bool HasEpilogue = false;
+  /// The epilogue is one cuBLASLt runs (Workload::BlasEpilogue): its
+  /// choices have fused times too.
+  bool BlasEpilogue = false;
   /// Fused and epilogue times come from the cost model, not measurements.
   bool Predicted = false;
   /// Per choice, the cost model's unfused time when Predicted.

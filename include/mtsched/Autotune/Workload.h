@@ -44,6 +44,9 @@ struct Workload {
   std::vector<std::pair<std::string, OpUnitChoiceCost>> UnitCosts;
   /// The epilogue candidate (NumOps == 0 if none).
   EpilogueDesc Epilogue{};
+  /// The epilogue is a bias and/or residual add cuBLASLt runs in its GEMM
+  /// (BlasEpilogue.h): `extern.cublaslt_aI` has a fused variant.
+  bool BlasEpilogue = false;
 };
 
 /// The name of a workload kind in reports ("gemm", "attention", ...), and

@@ -62,7 +62,8 @@ struct Choice {
   AttrDict Params;
   llvm::SMLoc Loc;
 
-  /// Extern choices call a library (NCCL, cuBLAS) and can never fuse.
+  /// Extern choices call a library (NCCL, cuBLAS) and do not fuse, but for
+  /// cuBLASLt's bias / residual epilogue (Autotune/BlasEpilogue.h).
   bool isExtern() const;
   bool operator==(const Choice &O) const {
     return Name == O.Name && Params == O.Params;

@@ -113,6 +113,12 @@ struct FusionOptions {
   /// least this (0: never). On an H200 the Llama-3-8B prefill forms (~0.6
   /// ms) were ordered alike either way; the 70B ones (~2.6 ms) were not.
   unsigned SwiGluSustainedUs = 1000;
+  /// --gemm-sustained-us: the autotuner re-times a matmul's best forms
+  /// interleaved at sustained load when its decided form takes at least
+  /// this long (0: never, the default). At Megatron's 7 ms prefill GEMMs
+  /// on an H200 the same choice's burst times moved by 3-5% from run to
+  /// run, more than its best choices differ.
+  unsigned GemmSustainedUs = 0;
 };
 
 struct FusionRejection {

@@ -64,6 +64,7 @@ private:
   llvm::cl::opt<bool> EpilogueThroughLayout;
   llvm::cl::opt<std::string> SwiGluFormMode;
   llvm::cl::opt<unsigned> SwiGluSustainedUs;
+  llvm::cl::opt<unsigned> GemmSustainedUs;
   llvm::cl::opt<std::string> TopologyFile;
 };
 

@@ -1,5 +1,6 @@
 //===- CudaApi.cpp - Loading the CUDA libraries at run time ---------------===//
 #include "mtsched/Backend/Cuda/CudaApi.h"
+#include "mtsched/Backend/Cuda/CublasLtApi.h"
 #include "mtsched/Support/ToolError.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -237,6 +238,46 @@ llvm::Expected<const CublasApi &> cuda::loadCublas() {
     Lib.get(A.cublasSetWorkspace, {"cublasSetWorkspace_v2"}, M);
     Lib.get(A.cublasGemmEx, {"cublasGemmEx"}, M);
     Lib.get(A.cublasGemmStridedBatchedEx, {"cublasGemmStridedBatchedEx"}, M);
+    if (!M.empty())
+      L.Error = Lib.Path + " lacks " + M;
+  });
+  if (!L.Error.empty())
+    return err(L.Error);
+  return L.A;
+}
+
+llvm::Expected<const CublasLtApi &> cuda::loadCublasLt() {
+  static Loaded<CublasLtApi> L;
+  std::call_once(L.Once, [] {
+    Library Lib;
+    std::string Why;
+    if (!Lib.open({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"},
+                  "MTSCHED_LIBCUBLASLT", Why)) {
+      L.Error =
+          "no cuBLASLt library (libcublasLt.so.13) could be opened: " + Why;
+      return;
+    }
+    std::string M;
+    CublasLtApi &A = L.A;
+    Lib.get(A.cublasLtCreate, {"cublasLtCreate"}, M);
+    Lib.get(A.cublasLtDestroy, {"cublasLtDestroy"}, M);
+    Lib.get(A.cublasLtMatmulDescCreate, {"cublasLtMatmulDescCreate"}, M);
+    Lib.get(A.cublasLtMatmulDescDestroy, {"cublasLtMatmulDescDestroy"}, M);
+    Lib.get(A.cublasLtMatmulDescSetAttribute,
+            {"cublasLtMatmulDescSetAttribute"}, M);
+    Lib.get(A.cublasLtMatrixLayoutCreate, {"cublasLtMatrixLayoutCreate"}, M);
+    Lib.get(A.cublasLtMatrixLayoutDestroy, {"cublasLtMatrixLayoutDestroy"}, M);
+    Lib.get(A.cublasLtMatrixLayoutSetAttribute,
+            {"cublasLtMatrixLayoutSetAttribute"}, M);
+    Lib.get(A.cublasLtMatmulPreferenceCreate,
+            {"cublasLtMatmulPreferenceCreate"}, M);
+    Lib.get(A.cublasLtMatmulPreferenceDestroy,
+            {"cublasLtMatmulPreferenceDestroy"}, M);
+    Lib.get(A.cublasLtMatmulPreferenceSetAttribute,
+            {"cublasLtMatmulPreferenceSetAttribute"}, M);
+    Lib.get(A.cublasLtMatmulAlgoGetHeuristic,
+            {"cublasLtMatmulAlgoGetHeuristic"}, M);
+    Lib.get(A.cublasLtMatmul, {"cublasLtMatmul"}, M);
     if (!M.empty())
       L.Error = Lib.Path + " lacks " + M;
   });

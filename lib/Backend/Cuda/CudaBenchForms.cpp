@@ -11,7 +11,6 @@
 // every form is timed at the clock its own sustained load settles to.
 //
 //===----------------------------------------------------------------------===//
-#include "CublasGemm.h"
 #include "CudaBenchmarkerImpl.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "llvm/Support/TimeProfiler.h"
@@ -36,28 +35,12 @@ formLaunch(Gpu &G, Prepared &P, const FormKernel &K, std::string &Why,
   const MultiTemplateBufferNode &N = *K.N;
   int Copies = std::max(1, P.Copies);
   if (K.C && K.C->isExtern()) {
-    if (K.C->Name != "extern.cublas" || K.Fused) {
+    if (!isBlasChoice(K.C->Name)) {
       Why = "'" + K.C->Name + "' is not timed in a form";
       return nullptr;
     }
-    if (!G.blas()) {
-      Why = G.BlasError;
-      return nullptr;
-    }
-    llvm::Expected<CublasGemmShape> Shape = cublasGemmShapeOf(N);
-    if (!Shape) {
-      Why = llvm::toString(Shape.takeError());
-      return nullptr;
-    }
-    const Value *A = N.getOperand(0), *B = N.getOperand(1);
-    return [&G, &P, A, B, Copies, S = *Shape](int Copy) -> CUresult {
-      Copy %= Copies;
-      int R = cublasGemm(*G.B, G.Blas, S,
-                         reinterpret_cast<void *>(P.Dev[A][Copy].P),
-                         reinterpret_cast<void *>(P.Dev[B][Copy].P),
-                         reinterpret_cast<void *>(P.OutMain[Copy].P));
-      return R ? CUresult(999) : CUDA_SUCCESS;
-    };
+    // cuBLASLt's fused variant writes P.OutFused, as a fused kernel does.
+    return blasLaunch(G, P, N, K.C->Name, K.Fused, Why);
   }
   std::string Key = K.C ? keyOf(K.C->Name, K.Fused) : "epilogue";
   auto It = P.Kernels.find(Key);

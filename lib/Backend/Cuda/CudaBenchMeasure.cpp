@@ -7,7 +7,6 @@
 // Collectives over several ranks go to CollectiveRank (CudaCollective.cpp).
 //
 //===----------------------------------------------------------------------===//
-#include "CublasGemm.h"
 #include "CudaBenchmarkerImpl.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
@@ -131,25 +130,12 @@ Measurement CudaSession::measure(const MultiTemplateBufferNode &N,
     return measureOpUnitExtern(N, C, P);
   }
   if (C.isExtern()) {
-    if (Fused)
-      return failed(ChoiceStatus::Failed, "'" + C.Name + "' cannot fuse");
-    if (C.Name != "extern.cublas")
-      return failed(ChoiceStatus::Failed, "unknown extern choice");
-    if (!G->blas())
-      return failed(ChoiceStatus::Failed, G->BlasError);
-    llvm::Expected<CublasGemmShape> Shape = cublasGemmShapeOf(N);
-    if (!Shape)
-      return failed(ChoiceStatus::Failed, llvm::toString(Shape.takeError()));
-    const Value *A = N.getOperand(0), *B = N.getOperand(1);
-    return run(
-        [&](int Copy) -> CUresult {
-          int S = cublasGemm(*G->B, G->Blas, *Shape,
-                             reinterpret_cast<void *>(P.Dev[A][Copy].P),
-                             reinterpret_cast<void *>(P.Dev[B][Copy].P),
-                             reinterpret_cast<void *>(P.OutMain[Copy].P));
-          return S ? 999 : CUDA_SUCCESS;
-        },
-        P, P.OutMain, OutType, Ref, &P.BestUs[0]);
+    std::string Why;
+    std::function<CUresult(int)> Launch =
+        blasLaunch(*G, P, N, C.Name, Fused, Why);
+    if (!Launch)
+      return failed(ChoiceStatus::Failed, Why);
+    return run(Launch, P, Out, OutType, Ref, &P.BestUs[Fused]);
   }
   auto It = P.Kernels.find(keyOf(C.Name, Fused));
   if (It == P.Kernels.end() &&

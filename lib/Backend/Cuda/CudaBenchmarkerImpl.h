@@ -92,6 +92,19 @@ struct Prepared {
   std::string Error;
 };
 
+/// Whether Name is a matmul's cuBLAS or cuBLASLt choice (blasLaunch's).
+bool isBlasChoice(llvm::StringRef Name);
+
+/// The launch of Name (`extern.cublas` or `extern.cublaslt_aN`) for the
+/// matmul N on P's copies of its operands into P.OutMain, or, Fused, with
+/// N's bias / residual epilogue (cuBLASLt only) into P.OutFused (copy
+/// modulo P.Copies); null, with Why set, where it cannot run (a failed
+/// choice).
+std::function<CUresult(int)> blasLaunch(Gpu &G, Prepared &P,
+                                        const MultiTemplateBufferNode &N,
+                                        llvm::StringRef Name, bool Fused,
+                                        std::string &Why);
+
 /// The kernels of one built choice (unfused and fused), compiling on the
 /// NVRTC pool, and those of the rest of its node's build (the other
 /// choices', the epilogue's): waiting for a node's artifacts waits for

@@ -72,6 +72,21 @@ llvm::Expected<const DeviceInfo &> deviceInfo(int Ordinal) {
   return Info;
 }
 
+/// Loads cuBLASLt and creates G's handle for it (after cuBLAS, whose
+/// workspace it shares); a failure leaves cuBLAS usable.
+static void openBlasLt(Gpu &G) {
+  llvm::Expected<const CublasLtApi &> L = loadCublasLt();
+  if (!L) {
+    G.BlasLtError = llvm::toString(L.takeError());
+    return;
+  }
+  if (int S = L->cublasLtCreate(&G.BlasLt)) {
+    G.BlasLtError = "cublasLtCreate failed with status " + std::to_string(S);
+    return;
+  }
+  G.Lt = &*L;
+}
+
 /// Loads cuBLAS and creates G's handle, with a workspace of its own, on the
 /// calling thread (with G's context made current there).
 static void openBlas(Gpu &G) {
@@ -102,6 +117,7 @@ static void openBlas(Gpu &G) {
                  << (G.BlasWorkspaceBytes >> 20)
                  << " MiB; cuBLAS uses its default pool\n";
   G.B = &*B;
+  openBlasLt(G);
 }
 
 const CublasApi *Gpu::blas() {
@@ -113,6 +129,11 @@ const CublasApi *Gpu::blas() {
       BlasReady.wait();
   });
   return B;
+}
+
+const CublasLtApi *Gpu::blasLt() {
+  blas();
+  return Lt;
 }
 
 llvm::Expected<Gpu &> gpu(int Ordinal) {
@@ -145,7 +166,11 @@ llvm::Expected<Gpu &> gpu(int Ordinal) {
     // from a cold disk); they load while the templates compile and run.
     // Not earlier: loading them during cuInit or the context's creation
     // slowed those down by as much as it saved (docs/BENCHMARKS.md).
-    G.BlasReady = std::async(std::launch::async, [] { openBlas(G); });
+    G.BlasReady = std::async(std::launch::async, [] {
+      openBlas(G);
+      if (!G.Lt && G.BlasLtError.empty())
+        G.BlasLtError = "cuBLASLt is opened after cuBLAS: " + G.BlasError;
+    });
   });
   if (!Error.empty())
     return err(Error);

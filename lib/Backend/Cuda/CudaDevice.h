@@ -12,6 +12,7 @@
 #include "mtsched/Autotune/AutotuneOptions.h"
 #include "mtsched/Autotune/Measurement.h"
 #include "mtsched/Autotune/Workload.h"
+#include "mtsched/Backend/Cuda/CublasLtApi.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/CudaBenchSupport.h"
 #include "mtsched/Backend/Cuda/CudaCodegen.h"
@@ -60,6 +61,13 @@ struct Gpu {
   std::future<void> BlasReady;
   std::once_flag BlasJoined;
   const CublasApi *B = nullptr;
+  /// cuBLASLt (`extern.cublaslt_aN`), opened beside cuBLAS; blasLt() waits
+  /// as blas() does. Null, with BlasLtError saying why, where it cannot be
+  /// used. It shares cuBLAS's workspace: both run on Stream, in turn.
+  const CublasLtApi *blasLt();
+  cublasLtHandle_t BlasLt = nullptr;
+  std::string BlasLtError;
+  const CublasLtApi *Lt = nullptr;
   /// Fills and fp64 references on the GPU, loaded on first use (under Mu);
   /// if they cannot load, inputs are drawn and checked on the host.
   std::unique_ptr<BenchSupport> Support;

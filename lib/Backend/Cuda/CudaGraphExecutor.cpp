@@ -14,6 +14,7 @@
 #include "mtsched/Backend/Cuda/CudaCompiler.h"
 #include "mtsched/Backend/Cuda/OpUnitKernels.h"
 #include "mtsched/IR/OpUnit.h"
+#include "mtsched/Lowering/CublasLtChoice.h"
 #include "mtsched/Reference/Interpreter.h"
 #include "mtsched/Reference/Npy.h"
 #include "mtsched/Reference/RandomInputs.h"
@@ -507,7 +508,9 @@ llvm::Error GraphRun::runTemplate(const MultiTemplateBufferNode &M) {
   }
   if (std::optional<GemmTileConfig> T = Ch ? gemmTileOf(*Ch) : std::nullopt)
     return runKernel(generateGemmKernel(M, *T, M.isEpilogueFused()));
-  if (M.getDecision() == "extern.cublas" && Gp.blas())
+  // cuBLAS or cuBLASLt (extern.cublaslt_aN); cuBLASLt opens with cuBLAS.
+  if ((M.getDecision() == "extern.cublas" || cublasLtAlgoOf(M.getDecision())) &&
+      Gp.blas())
     return runCublas(M);
   return CannotRun();
 }

@@ -150,6 +150,7 @@ private:
   llvm::Error runCollective(const CollectiveMultiTemplateBufferNode &C);
   /// C over the ranks through NCCL (setComm), kept for replay.
   llvm::Error runNcclCollective(const CollectiveMultiTemplateBufferNode &C);
+  /// extern.cublas or extern.cublaslt_aN (CublasLtGemm.h), kept for replay.
   llvm::Error runCublas(const MultiTemplateBufferNode &M);
   /// An op unit's decided library choice (extern.cudnn).
   llvm::Error runOpUnitExtern(const MultiTemplateBufferNode &M);

@@ -1,10 +1,10 @@
 //===- CudaHeaderCheck.cpp - Our CUDA declarations vs the toolkit's -------===//
 //
-// CudaApi.h and NcclApi.h declare by hand the CUDA driver, NVRTC, cuBLAS and
-// NCCL entry points mtsched opens at run time, so that the build needs no
-// toolkit. A slip there (a parameter too many, a 32-bit size) would not
-// fail to build: it would crash or corrupt memory on the GPU. Where the
-// toolkit's headers are installed, this file (compiled only then, see
+// CudaApi.h, CublasLtApi.h and NcclApi.h declare by hand the CUDA driver,
+// NVRTC, cuBLAS, cuBLASLt and NCCL entry points mtsched opens at run time, so
+// that the build needs no toolkit. A slip there (a parameter too many, a 32-bit
+// size) would not fail to build: it would crash or corrupt memory on the GPU.
+// Where the toolkit's headers are installed, this file (compiled only then, see
 // lib/Runtime/CMakeLists.txt) checks every declaration against the real one
 // with static_assert, so the slip is a build error instead. It emits no code.
 //
@@ -15,6 +15,7 @@
 // by value of equal size and alignment).
 //
 //===----------------------------------------------------------------------===//
+#include "mtsched/Backend/Cuda/CublasLtApi.h"
 #include "mtsched/Backend/Cuda/CudaApi.h"
 #include "mtsched/Backend/Cuda/NcclApi.h"
 #include <cstddef>
@@ -148,16 +149,34 @@ constexpr bool functionSame(RA (*)(PA...), RB (*)(PB...)) {
   X(ncclGroupEnd)                                                              \
   X(ncclGetErrorString)
 
+#define MTSCHED_CUBLASLT_FUNCTIONS(X)                                          \
+  X(cublasLtCreate)                                                            \
+  X(cublasLtDestroy)                                                           \
+  X(cublasLtMatmulDescCreate)                                                  \
+  X(cublasLtMatmulDescDestroy)                                                 \
+  X(cublasLtMatmulDescSetAttribute)                                            \
+  X(cublasLtMatrixLayoutCreate)                                                \
+  X(cublasLtMatrixLayoutDestroy)                                               \
+  X(cublasLtMatrixLayoutSetAttribute)                                          \
+  X(cublasLtMatmulPreferenceCreate)                                            \
+  X(cublasLtMatmulPreferenceDestroy)                                           \
+  X(cublasLtMatmulPreferenceSetAttribute)                                      \
+  X(cublasLtMatmulAlgoGetHeuristic)                                            \
+  X(cublasLtMatmul)
+
 namespace ours {
 #define MTSCHED_OUR_TYPE(Api, Name) using Name##_t = decltype(Api::Name);
 #define MTSCHED_DRIVER(Name) MTSCHED_OUR_TYPE(mtsched::cuda::DriverApi, Name)
 #define MTSCHED_NVRTC(Name) MTSCHED_OUR_TYPE(mtsched::cuda::NvrtcApi, Name)
 #define MTSCHED_CUBLAS(Name) MTSCHED_OUR_TYPE(mtsched::cuda::CublasApi, Name)
 #define MTSCHED_NCCL(Name) MTSCHED_OUR_TYPE(mtsched::nccl::NcclApi, Name)
+#define MTSCHED_CUBLASLT(Name)                                                 \
+  MTSCHED_OUR_TYPE(mtsched::cuda::CublasLtApi, Name)
 MTSCHED_DRIVER_FUNCTIONS(MTSCHED_DRIVER)
 MTSCHED_NVRTC_FUNCTIONS(MTSCHED_NVRTC)
 MTSCHED_CUBLAS_FUNCTIONS(MTSCHED_CUBLAS)
 MTSCHED_NCCL_FUNCTIONS(MTSCHED_NCCL)
+MTSCHED_CUBLASLT_FUNCTIONS(MTSCHED_CUBLASLT)
 using cublasGemmEx_t = decltype(mtsched::cuda::CublasApi::cublasGemmEx);
 using cublasGemmStridedBatchedEx_t =
     decltype(mtsched::cuda::CublasApi::cublasGemmStridedBatchedEx);
@@ -165,9 +184,11 @@ using cublasGemmStridedBatchedEx_t =
 #undef MTSCHED_NVRTC
 #undef MTSCHED_CUBLAS
 #undef MTSCHED_NCCL
+#undef MTSCHED_CUBLASLT
 #undef MTSCHED_OUR_TYPE
 } // namespace ours
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <nvrtc.h>
@@ -186,6 +207,10 @@ using cublasGemmStridedBatchedEx_t =
 MTSCHED_DRIVER_FUNCTIONS(MTSCHED_DRIVER)
 MTSCHED_NVRTC_FUNCTIONS(MTSCHED_NVRTC)
 MTSCHED_CUBLAS_FUNCTIONS(MTSCHED_CUBLAS)
+#define MTSCHED_CUBLASLT(Name)                                                 \
+  static_assert(functionSame(ours::Name##_t(), &::Name),                       \
+                "CublasLtApi::" #Name " does not match cublasLt.h");
+MTSCHED_CUBLASLT_FUNCTIONS(MTSCHED_CUBLASLT)
 // cublas_api.h overloads cublasGemmEx in C++ (a cudaDataType compute type,
 // for old callers); the symbol we load is the C function.
 using RealGemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t,
@@ -231,6 +256,15 @@ MTSCHED_SAME_VALUE(CUDA_R_16BF)
 MTSCHED_SAME_VALUE(CUBLAS_COMPUTE_32F)
 MTSCHED_SAME_VALUE(CUBLAS_OP_N)
 MTSCHED_SAME_VALUE(CUBLAS_GEMM_DEFAULT)
+MTSCHED_SAME_VALUE(CUBLASLT_MATMUL_DESC_TRANSA)
+MTSCHED_SAME_VALUE(CUBLASLT_MATMUL_DESC_TRANSB)
+MTSCHED_SAME_VALUE(CUBLASLT_MATMUL_DESC_EPILOGUE)
+MTSCHED_SAME_VALUE(CUBLASLT_MATMUL_DESC_BIAS_POINTER)
+MTSCHED_SAME_VALUE(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT)
+MTSCHED_SAME_VALUE(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET)
+MTSCHED_SAME_VALUE(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+MTSCHED_SAME_VALUE(CUBLASLT_EPILOGUE_DEFAULT)
+MTSCHED_SAME_VALUE(CUBLASLT_EPILOGUE_BIAS)
 MTSCHED_SAME_VALUE(CU_TENSOR_MAP_DATA_TYPE_UINT16)
 MTSCHED_SAME_VALUE(CU_TENSOR_MAP_DATA_TYPE_UINT32)
 MTSCHED_SAME_VALUE(CU_TENSOR_MAP_INTERLEAVE_NONE)
@@ -264,6 +298,17 @@ static_assert(sizeof(mc::CUlaunchConfig) == sizeof(::CUlaunchConfig) &&
                   offsetof(mc::CUlaunchConfig, NumAttrs) ==
                       offsetof(::CUlaunchConfig, numAttrs),
               "cuda::CUlaunchConfig has the wrong layout");
+// cuBLASLt's heuristic fills an array of these: each field where its
+// header puts it, the algorithm copied out whole.
+static_assert(
+    sizeof(mc::cublasLtMatmulHeuristicResult_t) ==
+            sizeof(::cublasLtMatmulHeuristicResult_t) &&
+        sizeof(mc::cublasLtMatmulAlgo_t) == sizeof(::cublasLtMatmulAlgo_t) &&
+        offsetof(mc::cublasLtMatmulHeuristicResult_t, workspaceSize) ==
+            offsetof(::cublasLtMatmulHeuristicResult_t, workspaceSize) &&
+        offsetof(mc::cublasLtMatmulHeuristicResult_t, state) ==
+            offsetof(::cublasLtMatmulHeuristicResult_t, state),
+    "cuda::cublasLtMatmulHeuristicResult_t has the wrong layout");
 static_assert(sizeof(mc::CUipcMemHandle) == sizeof(::CUipcMemHandle),
               "cuda::CUipcMemHandle has the wrong size");
 static_assert(sizeof(mc::CUtensorMap) == sizeof(::CUtensorMap) &&

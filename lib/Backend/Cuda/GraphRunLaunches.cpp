@@ -2,13 +2,17 @@
 //
 // The launches of a decided graph (GraphRun, CudaGraphRun.h) that are not a
 // node's generated kernel: collectives (through NCCL across ranks, a copy on
-// one), cuBLAS's GEMM and an op unit's library choice (extern.cudnn). Both
+// one), cuBLAS's or cuBLASLt's GEMM and an op unit's library choice
+// (extern.cudnn). Both
 // `--run` and the runtime library's prepared graph issue them, and each is
 // kept for replay with its buffers looked up when it is issued.
 //
 //===----------------------------------------------------------------------===//
 #include "CublasGemm.h"
+#include "CublasLtGemm.h"
 #include "CudaGraphRun.h"
+#include "mtsched/Autotune/BlasEpilogue.h"
+#include "mtsched/Lowering/CublasLtChoice.h"
 
 using namespace mtsched;
 using namespace mtsched::cuda;
@@ -184,26 +188,60 @@ GraphRun::runNcclCollective(const CollectiveMultiTemplateBufferNode &C) {
 }
 
 llvm::Error GraphRun::runCublas(const MultiTemplateBufferNode &M) {
-  if (M.isEpilogueFused())
-    return err("extern.cublas cannot run a fused epilogue");
-  if (llvm::Error E = alloc(M.getResult()))
+  const std::string &Name = M.getDecision();
+  std::optional<int> Algo = cublasLtAlgoOf(Name);
+  // cuBLASLt runs a bias / residual epilogue in its call (BlasEpilogue.h);
+  // the fused node's result is then the epilogue's last value.
+  std::optional<BlasEpilogue> Epi;
+  if (M.isEpilogueFused() && (!Algo || !(Epi = blasEpilogueOf(M))))
+    return err("'%" + M.getName() + "': " + Name +
+               " cannot run its fused epilogue");
+  const Value *VA = M.getOperand(0), *VB = M.getOperand(1);
+  const Value *VC = Epi ? M.getEpilogue().back().V : M.getResult();
+  if (llvm::Error E = alloc(VC))
     return E;
   llvm::Expected<CublasGemmShape> Shape = cublasGemmShapeOf(M);
   if (!Shape)
     return Shape.takeError();
   // The buffers are looked up when the GEMM is issued: the runtime library
   // may have bound others since.
-  const Value *VA = M.getOperand(0), *VB = M.getOperand(1), *VC = M.getResult();
   Gpu &Dev0 = Gp;
-  auto Gemm = [this, &Dev0, S = *Shape, VA, VB, VC] {
-    return cublasGemm(*Dev0.B, Dev0.Blas, S,
-                      reinterpret_cast<void *>(resolve(VA)),
-                      reinterpret_cast<void *>(resolve(VB)),
-                      reinterpret_cast<void *>(resolve(VC)));
-  };
+  std::function<int()> Gemm;
+  if (Algo) {
+    // The algorithm timed: the same request to the heuristic (shape,
+    // epilogue, workspace, list length) on the same library and GPU.
+    if (!Gp.blasLt())
+      return err("'%" + M.getName() + "': cannot run '" + Name +
+                 "': " + Gp.BlasLtError);
+    const Value *Bias = Epi ? Epi->Bias : nullptr;
+    const Value *Res = Epi ? Epi->Residual : nullptr;
+    llvm::Expected<std::shared_ptr<const CublasLtGemm>> Lt =
+        CublasLtGemm::create(*Gp.Lt, Gp.BlasLt, *Shape, *Algo,
+                             Gp.BlasWorkspace ? Gp.BlasWorkspaceBytes : 0, Bias,
+                             Res);
+    if (!Lt)
+      return err("'%" + M.getName() + "': cannot run '" + Name +
+                 "': " + llvm::toString(Lt.takeError()));
+    auto Ptr = [this](const Value *V) {
+      return V ? reinterpret_cast<void *>(resolve(V)) : nullptr;
+    };
+    Gemm = [&Dev0, Ptr, L = *Lt, VA, VB, VC, Bias, Res] {
+      return L->run(Ptr(VA), Ptr(VB), Ptr(VC),
+                    reinterpret_cast<void *>(Dev0.BlasWorkspace), Dev0.Stream,
+                    Ptr(Bias), Ptr(Res));
+    };
+  } else {
+    Gemm = [this, &Dev0, S = *Shape, VA, VB, VC] {
+      return cublasGemm(*Dev0.B, Dev0.Blas, S,
+                        reinterpret_cast<void *>(resolve(VA)),
+                        reinterpret_cast<void *>(resolve(VB)),
+                        reinterpret_cast<void *>(resolve(VC)));
+    };
+  }
   if (int S = Gemm())
-    return err("cuBLAS's GEMM failed with status " + std::to_string(S));
-  syncStream(D, Gp.Stream, "cuBLAS for '%" + M.getName() + "'");
+    return err("'%" + M.getName() + "': " + Name + " failed with status " +
+               std::to_string(S));
+  syncStream(D, Gp.Stream, Name + " for '%" + M.getName() + "'");
   Replay.push_back([Gemm] { return CUresult(Gemm() ? 1 : 0); });
   ++Launched;
   return llvm::Error::success();
