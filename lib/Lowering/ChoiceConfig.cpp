@@ -8,6 +8,7 @@
 #include "mtsched/Lowering/ChoiceConfig.h"
 #include "mtsched/IR/Attention.h"
 #include "mtsched/IR/OpUnit.h"
+#include "mtsched/Lowering/CublasLtChoice.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include <array>
@@ -145,6 +146,8 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       Dec(32, 8, 8, /*SwapAB=*/true),
                       Dec(32, 8, 16, /*SwapAB=*/true)};
   C.GemmExterns = {"extern.cublas"};
+  for (int I = 0; I < 4; ++I)
+    C.LongGemmExterns.push_back(cublasLtChoiceName(I));
   // `hier` is offered only to groups that span hosts.
   C.AllReduce = {"nccl", "one_shot", "two_shot", "hier"};
   C.AllGather = {"nccl", "p2p", "hier"};
@@ -350,9 +353,12 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
     if (Smallest)
       Add(*Smallest);
   }
-  for (const std::string &E : GemmExterns)
-    if (!Disabled.count(E) && !Fp8)
-      Out.push_back(Choice{E, {}, {}});
+  bool Long = 2.0 * double(M) * double(N) * double(K) >= LongGemmMinFlops;
+  for (const std::vector<std::string> *List : {&GemmExterns, &LongGemmExterns})
+    for (const std::string &E : *List)
+      if (!Disabled.count(E) && !Fp8 && (List == &GemmExterns || Long) &&
+          llvm::none_of(Out, [&](const Choice &P) { return P.Name == E; }))
+        Out.push_back(Choice{E, {}, {}});
   return Out;
 }
 

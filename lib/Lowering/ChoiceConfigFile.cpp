@@ -416,6 +416,9 @@ llvm::Error ChoiceConfig::loadFile(llvm::StringRef Path) {
   }
   if (llvm::Error E = readNames(*Root, "gemm_externs", Path, GemmExterns))
     return E;
+  // The file's list is every extern a matmul is offered, long ones too.
+  if (Root->get("gemm_externs"))
+    LongGemmExterns.clear();
   // Any other `extern.` name is a library the backend may not know (a
   // failed choice when measured), but a cuBLASLt one must name an index of
   // the heuristic's list: a typo is caught here, not after a tuning run.

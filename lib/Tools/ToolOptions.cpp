@@ -126,8 +126,8 @@ ChoiceToolOptions::ChoiceToolOptions(cl::OptionCategory &Cat)
                    "choice unfused with its epilogue kernel, or fused) "
                    "interleaved at sustained load, as select-swiglu's, and "
                    "keeps the fastest, when the decided form takes at least "
-                   "this many us (default 0: never)"),
-          cl::init(0), cl::cat(Cat)),
+                   "this many us (default 3000; 0: never)"),
+          cl::init(3000), cl::cat(Cat)),
       TopologyFile("topology",
                    cl::desc("JSON file saying which host and NVLink domain "
                             "each rank is on (default: discovered, MPI's "

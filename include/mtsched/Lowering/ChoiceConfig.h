@@ -157,6 +157,15 @@ struct ChoiceConfig {
   std::vector<GemmTileConfig> SwiGluTiles;
   /// Extern library choices offered for every matmul.
   std::vector<std::string> GemmExterns;
+  /// Extern choices offered besides those to a matmul of at least
+  /// LongGemmMinFlops (2 M N K): cuBLASLt's first heuristic algorithms
+  /// (Lowering/CublasLtChoice.h). So long a GEMM runs at the GPU's power
+  /// limit, where the heuristic's first pick is not always the fastest
+  /// (Megatron's 4096 x 12288 x 49152 on an H200: its 320x128 kernel led in
+  /// bursts and trailed a 256x128 one by 1.3% at sustained load). A choices
+  /// file's "gemm_externs" lists every extern and clears this list.
+  std::vector<std::string> LongGemmExterns;
+  double LongGemmMinFlops = 0x1p41; // about 3 ms on an H200
   std::vector<std::string> AllReduce;
   std::vector<std::string> AllGather;
   std::vector<std::string> ReduceScatter;

@@ -115,10 +115,12 @@ struct FusionOptions {
   unsigned SwiGluSustainedUs = 1000;
   /// --gemm-sustained-us: the autotuner re-times a matmul's best forms
   /// interleaved at sustained load when its decided form takes at least
-  /// this long (0: never, the default). At Megatron's 7 ms prefill GEMMs
-  /// on an H200 the same choice's burst times moved by 3-5% from run to
-  /// run, more than its best choices differ.
-  unsigned GemmSustainedUs = 0;
+  /// this long (0: never). At Megatron's 7 ms prefill GEMMs on an H200 the
+  /// same choice's burst times moved by 3-5% from run to run, more than
+  /// its best choices differ, and the burst order put the kernel that is
+  /// slower at sustained load first. 3 ms: the matmuls that are offered
+  /// cuBLASLt's algorithms (ChoiceConfig::LongGemmMinFlops) and no shorter.
+  unsigned GemmSustainedUs = 3000;
 };
 
 struct FusionRejection {
