@@ -193,13 +193,19 @@ std::string unsupportedReason(const KernelSource &K, const DeviceInfo &Info,
 }
 
 /// MTSCHED_PDL=0 in the environment launches every kernel without PDL (the
-/// same kernels: their waits return at once), to compare the two.
-static bool pdlAllowed() {
-  static const bool Allowed = [] {
+/// same kernels: their waits return at once), to compare the two;
+/// MTSCHED_PDL=skip:TEXT launches without it the kernels whose name holds
+/// TEXT.
+static bool pdlAllowed(const KernelSource &K) {
+  static const std::string Mode = [] {
     const char *E = std::getenv("MTSCHED_PDL");
-    return !E || llvm::StringRef(E) != "0";
+    return std::string(E ? E : "");
   }();
-  return Allowed;
+  if (Mode == "0")
+    return false;
+  llvm::StringRef Skip(Mode);
+  return !Skip.consume_front("skip:") ||
+         !llvm::StringRef(K.Name).contains(Skip);
 }
 
 CUresult launchKernel(const DriverApi &D, CUfunction Fn, const KernelSource &K,
@@ -209,7 +215,7 @@ CUresult launchKernel(const DriverApi &D, CUfunction Fn, const KernelSource &K,
   // cuLaunchKernelEx a kernel with the wait runs as any other: the wait
   // returns at once when the launch names no dependency.
   bool Pdl = K.ProgrammaticWait && Info.Major >= 9 && D.cuLaunchKernelEx &&
-             pdlAllowed();
+             pdlAllowed(K);
   if (K.ClusterX <= 1 && !Pdl)
     return D.cuLaunchKernel(Fn, GridX, K.GridY, K.GridZ, K.BlockX, 1, 1,
                             K.SharedBytes, Stream, Args, nullptr);
