@@ -146,6 +146,8 @@ ChoiceConfig ChoiceConfig::getDefault() {
                       Dec(32, 8, 8, /*SwapAB=*/true),
                       Dec(32, 8, 16, /*SwapAB=*/true)};
   C.GemmExterns = {"extern.cublas"};
+  // The heuristic's first four: at Megatron's prefill GEMMs its fifth to
+  // eighth ran 4-9% slower than cuBLAS (docs/CUDA.md).
   for (int I = 0; I < 4; ++I)
     C.LongGemmExterns.push_back(cublasLtChoiceName(I));
   // `hier` is offered only to groups that span hosts.
@@ -353,12 +355,14 @@ std::vector<Choice> ChoiceConfig::gemmChoices(int64_t M, int64_t N, int64_t K,
     if (Smallest)
       Add(*Smallest);
   }
-  bool Long = 2.0 * double(M) * double(N) * double(K) >= LongGemmMinFlops;
-  for (const std::vector<std::string> *List : {&GemmExterns, &LongGemmExterns})
-    for (const std::string &E : *List)
-      if (!Disabled.count(E) && !Fp8 && (List == &GemmExterns || Long) &&
-          llvm::none_of(Out, [&](const Choice &P) { return P.Name == E; }))
+  auto AddExterns = [&](const std::vector<std::string> &List) {
+    for (const std::string &E : List)
+      if (!Disabled.count(E) && !Fp8)
         Out.push_back(Choice{E, {}, {}});
+  };
+  AddExterns(GemmExterns);
+  if (2.0 * double(M) * double(N) * double(K) >= LongGemmMinFlops)
+    AddExterns(LongGemmExterns);
   return Out;
 }
 

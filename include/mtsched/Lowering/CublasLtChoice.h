@@ -4,7 +4,8 @@
 // a matmul (cublasLtMatmulAlgoGetHeuristic, asked for CublasLtListed
 // answers). The name and the node's shape are all it takes to derive the
 // algorithm again, so the decided IR runs (`--run`, the runtime library)
-// exactly what was timed. Offered through a choices file's
+// exactly what was timed. Offered to long matmuls by default
+// (ChoiceConfig::LongGemmExterns) and through a choices file's
 // "gemm_externs"; the simulator prices it as every extern GEMM.
 //
 //===----------------------------------------------------------------------===//
