@@ -18,6 +18,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cmath>
+#include <cstdlib>
 #include <map>
 
 using namespace mtsched;
@@ -32,9 +33,19 @@ int64_t mtsched::rowsOf(const TensorType &T) {
   return Inner == 0 ? 0 : T.numElements() / Inner;
 }
 
+/// Whether a kernel of GEMM work Flops waits and triggers
+/// (withProgrammaticWait).
+static bool takesPartInPdl(double Flops) {
+  static const bool All = [] {
+    const char *E = std::getenv("MTSCHED_PDL");
+    return E && llvm::StringRef(E) == "all";
+  }();
+  return All || Flops < LongKernelFlops;
+}
+
 llvm::Expected<KernelSource>
-mtsched::withProgrammaticWait(llvm::Expected<KernelSource> K) {
-  if (!K || K->ProgrammaticWait)
+mtsched::withProgrammaticWait(llvm::Expected<KernelSource> K, double Flops) {
+  if (!K || K->ProgrammaticWait || !takesPartInPdl(Flops))
     return K;
   const llvm::StringRef Entry = "extern \"C\" __global__";
   std::string &S = K->Source;
@@ -57,6 +68,15 @@ mtsched::withProgrammaticWait(llvm::Expected<KernelSource> K) {
            "#endif\n");
   K->ProgrammaticWait = true;
   return K;
+}
+
+double mtsched::gemmFlops(const MultiTemplateBufferNode &N, int64_t MArg) {
+  if (N.getNumOperands() < 2)
+    return 0;
+  const TensorType &A = N.getOperand(0)->getType(),
+                   &B = N.getOperand(1)->getType();
+  double Rows = double(MArg > 0 ? MArg : rowsOf(A));
+  return 2.0 * Rows * double(A.innerDim()) * double(B.innerDim());
 }
 
 std::string mtsched::sanitizeIdentifier(llvm::StringRef S) {

@@ -195,7 +195,8 @@ std::string unsupportedReason(const KernelSource &K, const DeviceInfo &Info,
 /// MTSCHED_PDL=0 in the environment launches every kernel without PDL (the
 /// same kernels: their waits return at once), to compare the two;
 /// MTSCHED_PDL=skip:TEXT launches without it the kernels whose name holds
-/// TEXT.
+/// TEXT. (MTSCHED_PDL=all is read by withProgrammaticWait: long GEMMs
+/// wait too.)
 static bool pdlAllowed(const KernelSource &K) {
   static const std::string Mode = [] {
     const char *E = std::getenv("MTSCHED_PDL");

@@ -673,5 +673,6 @@ generateGemmKernelText(const MultiTemplateBufferNode &N,
 llvm::Expected<KernelSource>
 mtsched::generateGemmKernel(const MultiTemplateBufferNode &N,
                             const GemmTileConfig &T, bool Fused, int64_t MArg) {
-  return withProgrammaticWait(generateGemmKernelText(N, T, Fused, MArg));
+  return withProgrammaticWait(generateGemmKernelText(N, T, Fused, MArg),
+                              gemmFlops(N, MArg));
 }

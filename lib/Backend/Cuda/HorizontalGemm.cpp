@@ -245,6 +245,9 @@ llvm::Expected<KernelSource> mtsched::generateHorizontalGemmKernel(
     llvm::StringRef Name,
     llvm::ArrayRef<const MultiTemplateBufferNode *> Members,
     const GemmTileConfig &T, const Node *Norm) {
+  double Flops = 0;
+  for (const MultiTemplateBufferNode *X : Members)
+    Flops += gemmFlops(*X);
   return withProgrammaticWait(
-      generateHorizontalGemmKernelText(Name, Members, T, Norm));
+      generateHorizontalGemmKernelText(Name, Members, T, Norm), Flops);
 }

@@ -277,5 +277,5 @@ mtsched::generatePrologueGemmKernel(llvm::StringRef Name, const Node &Norm,
                                     const MultiTemplateBufferNode &Gemm,
                                     const GemmTileConfig &T) {
   return withProgrammaticWait(
-      generatePrologueGemmKernelText(Name, Norm, Gemm, T));
+      generatePrologueGemmKernelText(Name, Norm, Gemm, T), gemmFlops(Gemm));
 }

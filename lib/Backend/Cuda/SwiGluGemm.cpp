@@ -639,5 +639,7 @@ llvm::Expected<KernelSource>
 mtsched::generateSwiGluKernel(const MultiTemplateBufferNode &N,
                               const GemmTileConfig &T, int64_t MArg,
                               const Node *Norm) {
-  return withProgrammaticWait(generateSwiGluKernelText(N, T, MArg, Norm));
+  // Two products: the gate's and the up's.
+  return withProgrammaticWait(generateSwiGluKernelText(N, T, MArg, Norm),
+                              2 * gemmFlops(N, MArg));
 }

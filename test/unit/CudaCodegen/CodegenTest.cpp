@@ -154,6 +154,41 @@ TEST(CudaCodegen, ProgrammaticWaitIsEachKernelsFirstStatement) {
   EXPECT_EQ(llvm::toString(Failed.takeError()), "no tile");
 }
 
+TEST(CudaCodegen, LongGemmsTakeNoPartInPdl) {
+  // 2 * 2048 * 8192 * 8192 = 2.7e11 flops (the 70B MLP's prefill has 9.6e11
+  // a GEMM), 2 * 16 * 8192 * 8192 = 2.1e9 (decode).
+  auto P = lowerAndFuse(R"(
+graph @g(%x: bf16[2048,8192], %h: bf16[16,8192], %w: bf16[8192,8192]) {
+  %y = matmul(%x, %w) : bf16[2048,8192]
+  %d = matmul(%h, %w) : bf16[16,8192]
+  return %y, %d
+}
+)",
+                        "long.mir");
+  ASSERT_TRUE(P);
+  const Graph &G = *P->M->getGraphs()[0];
+  const auto *Long = llvm::cast<MultiTemplateBufferNode>(G.getNodes()[0].get());
+  const auto *Short =
+      llvm::cast<MultiTemplateBufferNode>(G.getNodes()[1].get());
+  EXPECT_GE(gemmFlops(*Long), LongKernelFlops);
+  EXPECT_LT(gemmFlops(*Short), LongKernelFlops);
+  // The size hint counts: the long node's GEMM at 16 rows is short.
+  EXPECT_LT(gemmFlops(*Long, 16), LongKernelFlops);
+  const GemmTileConfig T{64, 128, 64, 4, 3};
+  auto L = generateGemmKernel(*Long, T, false);
+  ASSERT_TRUE(bool(L)) << llvm::toString(L.takeError());
+  EXPECT_FALSE(L->ProgrammaticWait);
+  EXPECT_EQ(L->Source.find("griddepcontrol"), std::string::npos);
+  auto S = generateGemmKernel(*Short, T, false);
+  ASSERT_TRUE(bool(S)) << llvm::toString(S.takeError());
+  EXPECT_TRUE(S->ProgrammaticWait);
+  EXPECT_NE(S->Source.find("griddepcontrol.launch_dependents"),
+            std::string::npos);
+  auto Hinted = generateGemmKernel(*Long, T, false, /*MArg=*/16);
+  ASSERT_TRUE(bool(Hinted)) << llvm::toString(Hinted.takeError());
+  EXPECT_TRUE(Hinted->ProgrammaticWait);
+}
+
 TEST(CudaCodegen, RowReductionNeedsWholeRow) {
   auto P = lowerAndFuse(R"(
 graph @g(%x: bf16[64,256], %w: bf16[256,256], %r: bf16[64,256], %g: bf16[256]) {

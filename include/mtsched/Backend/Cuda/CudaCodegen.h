@@ -93,16 +93,33 @@ inline unsigned launchGridX(const KernelSource &K, int SMs) {
 /// Rows of a tensor seen as [rows, inner dim].
 int64_t rowsOf(const TensorType &T);
 
+/// The GEMM work (2 * M * N * K summed over a kernel's products) from which
+/// a kernel takes no part in PDL. PDL hides a kernel's launch latency, a
+/// few microseconds, which decode's short kernels feel (3-13% of a decode
+/// layer). In long kernels it saves nothing measurable, and at prefill the
+/// early trigger cost: the Llama-3-70B MLP (9.6e11 flops a GEMM) ran
+/// 4215-4293 us a call with it, 4212-4217 without, on one H200, and up to
+/// 2.4% slower on another (docs/CUDA.md). 2^37 flops is about 170 us at
+/// 800 TFLOP/s: there a few microseconds are noise.
+constexpr double LongKernelFlops = double(uint64_t(1) << 37);
+
 /// K (one `extern "C" __global__` function) beginning with
 /// `griddepcontrol.wait` then `griddepcontrol.launch_dependents` (compiled
 /// where __CUDA_ARCH__ >= 900), and ProgrammaticWait set: on sm_90 and
 /// later it is launched with PDL, its launch overlapping the tail of the
-/// kernel before it, and the kernel after it may launch once it runs. A
-/// failure, a source of several kernels and one that already waits pass
-/// unchanged. The generators of group, layout and GEMM kernels return
-/// their kernels through it.
+/// kernel before it, and the kernel after it may launch once it runs.
+/// A kernel of GEMM work Flops at or over LongKernelFlops passes unchanged
+/// (launched plainly, its dependents launch as it ends) unless
+/// MTSCHED_PDL=all is in the environment (a diagnostic). A failure, a
+/// source of several kernels and one that already waits pass unchanged.
+/// The generators of group, layout and GEMM kernels return their kernels
+/// through it.
 llvm::Expected<KernelSource>
-withProgrammaticWait(llvm::Expected<KernelSource> K);
+withProgrammaticWait(llvm::Expected<KernelSource> K, double Flops = 0);
+
+/// 2 * M * N * K of matmul-like node N (A its operand 0, B its operand 1),
+/// A's rows M overridden by MArg when positive.
+double gemmFlops(const MultiTemplateBufferNode &N, int64_t MArg = 0);
 
 /// The GEMM of matmul node N with tile T, with N's epilogue chain fused if
 /// Fused. Fused, its outputs are N.getFusedOutputs(): each value of the
