@@ -33,14 +33,18 @@ int64_t mtsched::rowsOf(const TensorType &T) {
   return Inner == 0 ? 0 : T.numElements() / Inner;
 }
 
+llvm::StringRef mtsched::pdlEnvironment() {
+  static const std::string Mode = [] {
+    const char *E = std::getenv("MTSCHED_PDL");
+    return std::string(E ? E : "");
+  }();
+  return Mode;
+}
+
 /// Whether a kernel of GEMM work Flops waits and triggers
 /// (withProgrammaticWait).
 static bool takesPartInPdl(double Flops) {
-  static const bool All = [] {
-    const char *E = std::getenv("MTSCHED_PDL");
-    return E && llvm::StringRef(E) == "all";
-  }();
-  return All || Flops < LongKernelFlops;
+  return Flops < LongKernelFlops || pdlEnvironment() == "all";
 }
 
 llvm::Expected<KernelSource>

@@ -195,16 +195,11 @@ std::string unsupportedReason(const KernelSource &K, const DeviceInfo &Info,
 /// MTSCHED_PDL=0 in the environment launches every kernel without PDL (the
 /// same kernels: their waits return at once), to compare the two;
 /// MTSCHED_PDL=skip:TEXT launches without it the kernels whose name holds
-/// TEXT. (MTSCHED_PDL=all is read by withProgrammaticWait: long GEMMs
-/// wait too.)
+/// TEXT (pdlEnvironment; MTSCHED_PDL=all: long GEMMs wait too).
 static bool pdlAllowed(const KernelSource &K) {
-  static const std::string Mode = [] {
-    const char *E = std::getenv("MTSCHED_PDL");
-    return std::string(E ? E : "");
-  }();
-  if (Mode == "0")
+  llvm::StringRef Skip = pdlEnvironment();
+  if (Skip == "0")
     return false;
-  llvm::StringRef Skip(Mode);
   return !Skip.consume_front("skip:") ||
          !llvm::StringRef(K.Name).contains(Skip);
 }

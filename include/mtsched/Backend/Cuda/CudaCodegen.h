@@ -117,6 +117,10 @@ constexpr double LongKernelFlops = double(uint64_t(1) << 37);
 llvm::Expected<KernelSource>
 withProgrammaticWait(llvm::Expected<KernelSource> K, double Flops = 0);
 
+/// MTSCHED_PDL's value in the environment, read once ("" when unset): `all`
+/// here (withProgrammaticWait), `0` and `skip:TEXT` at launch (CudaDevice).
+llvm::StringRef pdlEnvironment();
+
 /// 2 * M * N * K of matmul-like node N (A its operand 0, B its operand 1),
 /// A's rows M overridden by MArg when positive.
 double gemmFlops(const MultiTemplateBufferNode &N, int64_t MArg = 0);
