@@ -70,9 +70,12 @@ extern const char *const DecSwapHelper;
 
 /// The decode template's copy options (AttentionDecodeCopyForms.cpp):
 /// `_t`'s bulk load and barrier test, `_pfN`'s L2 prefetch helper and the
-/// text a stage inserts after its copies, `_ef`'s evict-first load.
+/// text a stage inserts after its copies, `_ef`'s evict-first load, and
+/// the evict-last prefetch that PRE_WAIT issues before the programmatic
+/// wait.
 extern const char *const TailHelper;
 extern const char *const PrefetchHelper;
+extern const char *const PrefetchLastHelper;
 extern const char *const EvictFirstHelper;
 extern const char *const IssuePrefetch;
 

@@ -2,7 +2,8 @@
 //
 // Device text of the decode template's optional copy forms, inserted by
 // generateDecAttentionKernel (AttentionDecodeKernels.cpp): `_t`'s tail test,
-// `_pfN`'s L2 prefetch and `_ef`'s evict-first copies.
+// `_pfN`'s L2 prefetch, `_ef`'s evict-first copies and the evict-last L2
+// prefetch of the first key tiles before the programmatic wait.
 //
 //===----------------------------------------------------------------------===//
 #include "AttentionCodegenImpl.h"
@@ -43,6 +44,20 @@ __device__ __forceinline__ void mt_tma_prefetch(const mt_tensor_map &map,
                                                 int x, int y, int z) {
   asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile"
                " [%0, {%1, %2, %3}];" ::"l"(&map), "r"(x), "r"(y), "r"(z)
+               : "memory");
+}
+)";
+const char *const codegen::PrefetchLastHelper = R"(
+// One box of a 3-d tensor map into L2 only, evict-last: the lines outlive
+// the stream of a kernel that runs meanwhile (see PRE_WAIT).
+__device__ __forceinline__ void mt_tma_prefetch_last(const mt_tensor_map &map,
+                                                     int x, int y, int z) {
+  unsigned long long pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;"
+               : "=l"(pol));
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile.L2::cache_hint"
+               " [%0, {%1, %2, %3}], %4;" ::"l"(&map),
+               "r"(x), "r"(y), "r"(z), "l"(pol)
                : "memory");
 }
 )";

@@ -162,6 +162,21 @@ static const char *const DecLoop = R"(  };
 #endif
       // Make the initialised barriers visible to the TMA unit.
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#if PRE_WAIT
+      // Launched with PDL, this CTA may be resident while the kernel before
+      // still runs (where that one triggers early): the first PRE_WAIT key
+      // tiles go into L2 meanwhile, evict-last so that the kernel before's
+      // own stream leaves them there. A prefetch changes no value: the
+      // kernel before's writes land in L2 too.
+      for (int it = 0; it < PRE_WAIT && it < nTiles; ++it) {
+        const int yp = (int)(kvBegin + (long long)MT_TILE(it) * BKV);
+#pragma unroll
+        for (int h = 0; h < D_ / 64; ++h) {
+          mt_tma_prefetch_last(tm_k, h * 64, yp, (int)bh);
+          mt_tma_prefetch_last(tm_v, h * 64, yp, (int)bh);
+        }
+      }
+#endif
       // Launched with PDL: the kernel before may still be finishing; its
       // writes are complete and visible after the wait.
       asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -464,6 +479,27 @@ static constexpr int64_t DecStealListEntries = 8;
 /// attn-dec-timeline.py times 1, 4 and 8 beside it).
 static constexpr int64_t DecStealClaimTiles = 2;
 
+/// PRE_WAIT: the L2 bytes a CTA of an unsplit tile prefetches before its
+/// programmatic wait, and the grid's at most: a third of an H100's or
+/// H200's 50 MB L2. At batch 16 (128 CTAs) 128 KB a CTA (256 keys of k and
+/// v at D = 128) ran 0.6 us under the same kernel without them on an H200
+/// (63.27 against 63.86 us; 32 MB a grid was slower than none, 16 MB
+/// without the evict-first copies too; docs/CUDA.md).
+static constexpr int64_t DecPreWaitCtaBytes = 128 << 10;
+static constexpr int64_t DecPreWaitGridBytes = 16 << 20;
+
+/// The key tiles a CTA of tile T prefetches into L2 before its programmatic
+/// wait (PRE_WAIT; 0: none) in a grid of Ctas CTAs: unsplit tiles only
+/// (the split ones were not faster with it), not persistent (no wait), and
+/// not with one box a stage (other coordinates).
+static int64_t decPreWaitTiles(const AttentionTile &T, int64_t KvTile,
+                               int64_t Ctas) {
+  if (T.Splits != 1 || T.Cluster || T.Persistent || T.OneBox || Ctas <= 0)
+    return 0;
+  int64_t Bytes = std::min(DecPreWaitCtaBytes, DecPreWaitGridBytes / Ctas);
+  return Bytes / (2 * KvTile);
+}
+
 static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                                 const std::string &ChoiceName) {
   if (!decTileOptionsValid(T) || T.Splits <= 0 || T.Splits > 1024 ||
@@ -526,6 +562,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
   if (Smem > FlashAttentionMaxSharedBytes)
     return err("tile " + ChoiceName + " needs " + llvm::Twine(Smem) +
                " bytes of shared memory, over the CTA's limit");
+  int64_t PreWait = decPreWaitTiles(T, KvTile, Tiles * NBH * T.Splits);
   // KV_BOX and KV_TILE first: the helpers' swizzle reads them.
   std::string Helpers =
       std::string("#define MMA_TYPE \"") +
@@ -536,9 +573,11 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
       (T.OneBox ? "1" : "0") + "\n#define ROW_BOXES " +
       std::to_string(S->D / 64) + " // 128-byte rows of a key\n" + KeyRange +
       PackHelper + WgmmaHelpers + DecHelpers + DecTimelineHelper +
-      (T.Prefetch ? PrefetchHelper : "") +
-      (T.EvictFirst ? EvictFirstHelper : "") + (T.Tail ? TailHelper : "") +
-      (T.SwapAB ? DecSwapHelper : "");
+      (T.Prefetch ? PrefetchHelper : "") + (PreWait ? PrefetchLastHelper : "") +
+      // The copies evict-first with PRE_WAIT: without, the prefetched
+      // tiles gained nothing.
+      (T.EvictFirst || PreWait ? EvictFirstHelper : "") +
+      (T.Tail ? TailHelper : "") + (T.SwapAB ? DecSwapHelper : "");
   // Two CTAs an SM where their shared memory fits and 65536 registers
   // leave each thread 200 (a decode step's split CTAs are short: more of
   // them at once hides each one's start and end); the kernel uses about
@@ -582,7 +621,8 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     // Tiles in flight: every stage, or with _t half until a CTA finishes.
     OS << "#define TAIL " << (T.Tail ? 1 : 0) << "\n#define DEPTH "
        << (T.Tail ? T.Stages / 2 : T.Stages) << "\n#define SWAP_AB "
-       << (T.SwapAB ? 1 : 0) << "\n";
+       << (T.SwapAB ? 1 : 0) << "\n#define PRE_WAIT " << PreWait
+       << " // key tiles into L2 before the wait\n";
     if (T.Prefetch)
       OS << "#define PREFETCH " << T.Prefetch << "\n";
     OS << DecStart << (T.Prefetch ? IssuePrefetch : "") << DecLoop

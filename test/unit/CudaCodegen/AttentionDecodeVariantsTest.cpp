@@ -3,7 +3,8 @@
 // The decode template's staggered start (`_r`), its persistent form with a
 // partial result per consumer warp (`_pw`), its work-stealing persistent
 // form (`_ps`), its tail depth (`_t`), its one-box copies (`_ob`) and its
-// swapped MMA operands (`_sw`), and the unsplit tiles' early combine:
+// swapped MMA operands (`_sw`), the unsplit tiles' early combine and their
+// L2 prefetch before the programmatic wait:
 // names, what a kernel of each holds, the tiles they cannot run, and the
 // kernels compiled with NVRTC for sm_90 wherever libnvrtc can be opened
 // (skips and says why elsewhere).
@@ -308,6 +309,49 @@ TEST(AttentionDecodeVariants, ProgrammaticWaitBeforeGlobalMemory) {
   ASSERT_TRUE(bool(Pers)) << llvm::toString(Pers.takeError());
   EXPECT_FALSE(Pers->ProgrammaticWait);
   EXPECT_EQ(Pers->Source.find(Wait), std::string::npos);
+}
+
+TEST(AttentionDecodeVariants, UnsplitTilesPrefetchBeforeTheWait) {
+  auto P = attention("bf16", 16, 32, 8, 1, 4096, 128);
+  auto Big = attention("bf16", 64, 32, 8, 1, 4096, 128);
+  ASSERT_TRUE(P && Big);
+  const std::string Call = "mt_tma_prefetch_last(tm_k";
+  const std::string Helper = "void mt_tma_prefetch_last(";
+  const std::string EvictFirst = "#define mt_tma_load mt_tma_load_ef\n";
+  // Batch 16, 128 CTAs: 128 KB a CTA, 8 tiles of 32 keys of k and v, the
+  // copies evict-first, the prefetches before the producer's wait.
+  llvm::Expected<KernelSource> K = generate(*P, "attn_dec_16x32_w4_s4");
+  ASSERT_TRUE(bool(K)) << llvm::toString(K.takeError());
+  const std::string &S = K->Source;
+  EXPECT_NE(S.find("#define PRE_WAIT 8 "), std::string::npos);
+  EXPECT_NE(S.find(Helper), std::string::npos);
+  EXPECT_NE(S.find(EvictFirst), std::string::npos);
+  size_t Wait = S.find("griddepcontrol.wait;", S.find("mt_mbar_init(full"));
+  ASSERT_NE(S.find(Call), std::string::npos);
+  EXPECT_LT(S.find(Call), Wait);
+  // 64 keys a tile: 4 tiles.
+  llvm::Expected<KernelSource> Wide = generate(*P, "attn_dec_16x64_w4_s4");
+  ASSERT_TRUE(bool(Wide)) << llvm::toString(Wide.takeError());
+  EXPECT_NE(Wide->Source.find("#define PRE_WAIT 4 "), std::string::npos);
+  // Batch 64, 512 CTAs: the grid's 16 MB, 32 KB a CTA, 2 tiles.
+  llvm::Expected<KernelSource> Many = generate(*Big, "attn_dec_16x32_w4_s4");
+  ASSERT_TRUE(bool(Many)) << llvm::toString(Many.takeError());
+  EXPECT_NE(Many->Source.find("#define PRE_WAIT 2 "), std::string::npos);
+  // Split, cluster and one-box tiles prefetch nothing before the wait, and
+  // keep their copies as they were.
+  for (const char *Name :
+       {"attn_dec_16x32_w4_s4_kv2", "attn_dec_16x32_w4_s4_kv8_c",
+        "attn_dec_16x32_w4_s4_ob"}) {
+    llvm::Expected<KernelSource> N = generate(*P, Name);
+    ASSERT_TRUE(bool(N)) << Name << ": " << llvm::toString(N.takeError());
+    EXPECT_NE(N->Source.find("#define PRE_WAIT 0 "), std::string::npos) << Name;
+    EXPECT_EQ(N->Source.find(Helper), std::string::npos) << Name;
+    EXPECT_EQ(N->Source.find(EvictFirst), std::string::npos) << Name;
+  }
+  // The persistent forms do not wait.
+  llvm::Expected<KernelSource> Pers = generate(*P, "attn_dec_16x32_w4_s4_p");
+  ASSERT_TRUE(bool(Pers)) << llvm::toString(Pers.takeError());
+  EXPECT_EQ(Pers->Source.find(Helper), std::string::npos);
 }
 
 TEST(AttentionDecodeVariants, SwappedOperandsKernel) {
