@@ -500,6 +500,28 @@ static int64_t decPreWaitTiles(const AttentionTile &T, int64_t KvTile,
   return Bytes / (2 * KvTile);
 }
 
+/// The decode kernel's helpers and the #defines they read, for tile T at
+/// shape S: k or v bytes a stage KvTile, PreWait tiles prefetched before
+/// the wait.
+static std::string decHelpers(const AttentionShape &S, const AttentionTile &T,
+                              int64_t KvTile, int64_t PreWait) {
+  // KV_BOX and KV_TILE first: the helpers' swizzle reads them.
+  return std::string("#define MMA_TYPE \"") +
+         (S.Dtype == DType::BF16 ? "bf16" : "f16") + "\"\n#define KV_BOX " +
+         std::to_string(T.BKV * 128) + " // bytes of a k or v box\n" +
+         "#define KV_TILE " + std::to_string(KvTile) +
+         " // bytes of a stage's k (or v)\n#define ONE_BOX " +
+         (T.OneBox ? "1" : "0") + "\n#define ROW_BOXES " +
+         std::to_string(S.D / 64) + " // 128-byte rows of a key\n" + KeyRange +
+         PackHelper + WgmmaHelpers + DecHelpers + DecTimelineHelper +
+         (T.Prefetch ? PrefetchHelper : "") +
+         (PreWait ? PrefetchLastHelper : "") +
+         // The copies evict-first with PRE_WAIT: without, the prefetched
+         // tiles gained nothing.
+         (T.EvictFirst || PreWait ? EvictFirstHelper : "") +
+         (T.Tail ? TailHelper : "") + (T.SwapAB ? DecSwapHelper : "");
+}
+
 static llvm::Error checkDecTile(const AttentionShape &S, const AttentionTile &T,
                                 const std::string &ChoiceName) {
   if (!decTileOptionsValid(T) || T.Splits <= 0 || T.Splits > 1024 ||
@@ -563,21 +585,7 @@ mtsched::generateDecAttentionKernel(const MultiTemplateBufferNode &N,
     return err("tile " + ChoiceName + " needs " + llvm::Twine(Smem) +
                " bytes of shared memory, over the CTA's limit");
   int64_t PreWait = decPreWaitTiles(T, KvTile, Tiles * NBH * T.Splits);
-  // KV_BOX and KV_TILE first: the helpers' swizzle reads them.
-  std::string Helpers =
-      std::string("#define MMA_TYPE \"") +
-      (S->Dtype == DType::BF16 ? "bf16" : "f16") + "\"\n#define KV_BOX " +
-      std::to_string(T.BKV * 128) + " // bytes of a k or v box\n" +
-      "#define KV_TILE " + std::to_string(KvTile) +
-      " // bytes of a stage's k (or v)\n#define ONE_BOX " +
-      (T.OneBox ? "1" : "0") + "\n#define ROW_BOXES " +
-      std::to_string(S->D / 64) + " // 128-byte rows of a key\n" + KeyRange +
-      PackHelper + WgmmaHelpers + DecHelpers + DecTimelineHelper +
-      (T.Prefetch ? PrefetchHelper : "") + (PreWait ? PrefetchLastHelper : "") +
-      // The copies evict-first with PRE_WAIT: without, the prefetched
-      // tiles gained nothing.
-      (T.EvictFirst || PreWait ? EvictFirstHelper : "") +
-      (T.Tail ? TailHelper : "") + (T.SwapAB ? DecSwapHelper : "");
+  std::string Helpers = decHelpers(*S, T, KvTile, PreWait);
   // Two CTAs an SM where their shared memory fits and 65536 registers
   // leave each thread 200 (a decode step's split CTAs are short: more of
   // them at once hides each one's start and end); the kernel uses about
