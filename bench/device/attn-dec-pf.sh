@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Decode attention under PDL (issue 35): the next launch's key tiles
 # prefetched into L2 before its griddepcontrol.wait, and the grid's trigger
-# moved from its start to its last copies (attn-dec-timeline.py's mode
-# `pf`: variants pfwN, lateM, lateM_pfwN beside `ours`, `notrig`, SDPA and
-# SDPA's cuDNN backend, ROUNDS interleaved rounds, each variant checked
-# against fp32 first). Run from the repository root; the kernels are
+# moved from its start to its last copy (attn-dec-timeline.py's mode
+# `pf`: the generator's PRE_WAIT and EVICT_FIRST switched off, on or to
+# other depths, and `late0`, beside `ours`, `notrig`, SDPA and SDPA's cuDNN
+# backend, ROUNDS interleaved rounds, each variant checked against fp32
+# first). Run from the repository root; the kernels are
 # dumped by mtsched-opt (.device/bin after `bash scripts/gpu-test.sh
 # --pack`, else build/) unless CASES names a cases file already dumped
 # (attn-dec-timeline.py's format; its paths relative to the root).

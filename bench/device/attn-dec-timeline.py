@@ -28,9 +28,8 @@
 # query; MODE `full`, the default: the variants too; `tl`: without them;
 # `ncu`: only checked, then launched beside SDPA in NVTX ranges for ncu;
 # `pf`: PDL and L2 (bench/device/attn-dec-pf.sh): the generator's
-# PRE_WAIT prefetch and evict-first copies taken out or at other depths,
-# or, in a kernel without them, added by pdl_prefetch_last, and the
-# trigger moved to the last copy by pdl_prefetch).
+# PRE_WAIT prefetch and EVICT_FIRST copies switched off, on or to other
+# depths, and the trigger moved to the last copy by late_trigger).
 # Variants in `full` and `ncu` modes: `l2p0`, `l2p1`, `l2p2`, the tensor maps
 # with L2 promotion none, 64 B and 128 B instead of the launcher's 256 B.
 import ctypes, math, os, re, statistics, sys
@@ -58,105 +57,34 @@ NO_COMBINE = """  if (warp < NC) {
 """
 
 
-PREFETCH_HELPER = """__device__ __forceinline__ void mt_tma_prefetch(const mt_tensor_map &map,
-                                                int x, int y, int z) {
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile"
-               " [%0, {%1, %2, %3}];" ::"l"(&map), "r"(x), "r"(y), "r"(z)
-               : "memory");
-}
-"""
-PREFETCH_LAST_HELPER = """__device__ __forceinline__ void mt_tma_prefetch_last(const mt_tensor_map &map,
-                                                     int x, int y, int z) {
-  unsigned long long pol;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile.L2::cache_hint"
-               " [%0, {%1, %2, %3}], %4;" ::"l"(&map), "r"(x), "r"(y), "r"(z), "l"(pol)
-               : "memory");
-}
-"""
-EF_HELPER = """__device__ __forceinline__ void mt_tma_load_ef(unsigned dst,
-                                               const mt_tensor_map &map,
-                                               unsigned bar, int x, int y,
-                                               int z) {
-  unsigned long long pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
-               : "=l"(pol));
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::"
-      "complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, %4, %5}], [%2], %6;"
-      ::"r"(dst), "l"(&map), "r"(bar), "r"(x), "r"(y), "r"(z), "l"(pol)
-      : "memory");
-}
-#define mt_tma_load mt_tma_load_ef
-"""
-
-
-def pdl_prefetch_last(src, pfw, ef, policy="evict_last"):
-    """pdl_prefetch's prefetch before the wait with an L2 evict-last policy
-    (the lines outlive the kernel before's stream) and, with `ef`, the
-    kernel's own copies evict-first (each line is read once)."""
-    out = src
-    i = out.index('extern "C" __global__')
-    extra = (EF_HELPER if ef and "mt_tma_load_ef" not in out else "") + \
-        (PREFETCH_LAST_HELPER.replace("evict_last", policy) if pfw else "")
-    out = out[:i] + extra + out[i:]
-    if pfw:
-        w = ('      asm volatile("griddepcontrol.wait;" ::: "memory");\n'
-             '      for (int it = 0; it < DEPTH && it < nTiles; ++it)\n')
-        pf = ("      for (int it = 0; it < %d && it < nTiles; ++it) {\n"
-              "        const int yp = (int)(kvBegin + (long long)MT_TILE(it) * BKV);\n"
-              "        for (int h = 0; h < D_ / 64; ++h) {\n"
-              "          mt_tma_prefetch_last(tm_k, h * 64, yp, (int)bh);\n"
-              "          mt_tma_prefetch_last(tm_v, h * 64, yp, (int)bh);\n"
-              "        }\n      }\n" % pfw)
-        if w not in out:
-            return src
-        out = out.replace(w, pf + w, 1)
-    return out
-
-
 TRIGGER = '  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");\n'
 
 
-def pdl_prefetch(src, pfw, late):
-    """The producer's lane prefetches its first `pfw` key tiles (k and v)
-    into L2 before griddepcontrol.wait (a prefetch changes no value: L2 is
-    where the kernel before's writes land); with `late` (a number of tiles)
-    the grid's trigger moves from after the start to the producer's copy
+def late_trigger(src, late):
+    """The grid's trigger moved from after the start to the producer's copy
     of tile nTiles - late (0: after its last copy), so that the next
-    launch's CTAs, and their prefetches, come at this one's end."""
-    out = src
-    if pfw:
-        if "mt_tma_prefetch(" not in out:
-            i = out.index('extern "C" __global__')
-            out = out[:i] + PREFETCH_HELPER + out[i:]
-        w = ('      asm volatile("griddepcontrol.wait;" ::: "memory");\n'
-             '      for (int it = 0; it < DEPTH && it < nTiles; ++it)\n')
-        pf = ("      for (int it = 0; it < %d && it < nTiles; ++it) {\n"
-              "        const int yp = (int)(kvBegin + (long long)MT_TILE(it) * BKV);\n"
-              "        for (int h = 0; h < D_ / 64; ++h) {\n"
-              "          mt_tma_prefetch(tm_k, h * 64, yp, (int)bh);\n"
-              "          mt_tma_prefetch(tm_v, h * 64, yp, (int)bh);\n"
-              "        }\n      }\n" % pfw)
-        if w not in out:
-            return src
-        out = out.replace(w, pf + w, 1)
-    if late is not None:
-        if TRIGGER not in out:
-            return src
-        out = out.replace(TRIGGER, "", 1)
-        if late == 0:
-            a = "        issue(it);\n      }\n#if TAIL\n      // No copy may land"
-            b = "        issue(it);\n      }\n" + TRIGGER.replace("  asm", "      asm") + \
-                "#if TAIL\n      // No copy may land"
-        else:
-            a = "        // The stage's previous tile (it - STAGES) has been consumed.\n"
-            b = ("        if (it == nTiles - %d)\n  " % late) + TRIGGER.replace("  asm", "        asm") + a
-        if a not in out:
-            return src
-        out = out.replace(a, b, 1)
-    return out
+    launch's CTAs come at this one's end."""
+    if TRIGGER not in src:
+        return src
+    out = src.replace(TRIGGER, "", 1)
+    if late == 0:
+        a = "        issue(it);\n      }\n#if TAIL\n      // No copy may land"
+        b = "        issue(it);\n      }\n" + TRIGGER.replace("  asm", "      asm") + \
+            "#if TAIL\n      // No copy may land"
+    else:
+        a = "        // The stage's previous tile (it - STAGES) has been consumed.\n"
+        b = ("        if (it == nTiles - %d)\n  " % late) + TRIGGER.replace("  asm", "        asm") + a
+    if a not in out:
+        return src
+    return out.replace(a, b, 1)
 
+
+def set_defines(src, **values):
+    """src with #define NAME N set to each value (the generator's PRE_WAIT
+    and EVICT_FIRST switches)."""
+    for name, v in values.items():
+        src = re.sub(r"#define %s \d+" % name, "#define %s %d" % (name, v), src)
+    return src
 
 def pdl_wait(src):
     """griddepcontrol.wait after the producer's barriers are set up (before
@@ -468,27 +396,23 @@ def run_case(line):
         # only as this one's CTAs exit.
         variants["notrig"] = launcher(Kernel(src.replace(trig, ""), name, smem))
     if mode == "pf" and wait_pdl:
-        # PDL and L2 (pdl_prefetch, pdl_prefetch_last). A kernel with
-        # PRE_WAIT tiles (the generator's L2 prefetch before the wait, with
-        # evict-first copies): `nopw` without both, `pw0_ef` without the
-        # prefetch, `noef` without the evict-first copies, `pwN` other
-        # depths. Else: `ef` evict-first copies, `ef_pflN` and N tiles
-        # prefetched evict-last before the wait, `late0_pfw4` the trigger
-        # after the last copy and 4 tiles prefetched.
+        # PDL and L2, by the generator's switches: a kernel with PRE_WAIT
+        # tiles (its L2 prefetch before the wait, with evict-first copies):
+        # `nopw` without both, `pw0_ef` without the prefetch, `noef`
+        # without the evict-first copies, `pwN` other depths; a kernel with
+        # none (split tiles): `ef` evict-first copies, `ef_pwN` and N tiles
+        # prefetched. Both: `late0`, the trigger after the last copy.
         pw = define(src, "PRE_WAIT")
-        efdef = "#define mt_tma_load mt_tma_load_ef\n"
-
-        def setpw(n):
-            return re.sub(r"#define PRE_WAIT \d+", "#define PRE_WAIT %d" % n, src)
         if pw:
-            forms = [("nopw", lambda: setpw(0).replace(efdef, "")),
-                     ("pw0_ef", lambda: setpw(0)), ("noef", lambda: src.replace(efdef, "")),
-                     ("pw%d" % (pw // 2), lambda: setpw(pw // 2)),
-                     ("pw%d" % (pw * 3 // 2), lambda: setpw(pw * 3 // 2))]
+            forms = [("nopw", lambda: set_defines(src, PRE_WAIT=0, EVICT_FIRST=0)),
+                     ("pw0_ef", lambda: set_defines(src, PRE_WAIT=0)),
+                     ("noef", lambda: set_defines(src, EVICT_FIRST=0)),
+                     ("pw%d" % (pw // 2), lambda: set_defines(src, PRE_WAIT=pw // 2)),
+                     ("pw%d" % (pw * 3 // 2), lambda: set_defines(src, PRE_WAIT=pw * 3 // 2))]
         else:
-            forms = [(t, lambda p=p, e=e: pdl_prefetch_last(src, p, e))
-                     for t, p, e in (("ef", 0, True), ("ef_pfl4", 4, True), ("ef_pfl8", 8, True))]
-            forms.append(("late0_pfw4", lambda: pdl_prefetch(src, 4, 0)))
+            forms = [(t, lambda n=n: set_defines(src, PRE_WAIT=n, EVICT_FIRST=1))
+                     for t, n in (("ef", 0), ("ef_pw4", 4), ("ef_pw8", 8))]
+        forms.append(("late0", lambda: late_trigger(src, 0)))
         for tag, make in forms:
             alt = make()
             if alt != src:

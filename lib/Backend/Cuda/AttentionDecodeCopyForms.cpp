@@ -36,8 +36,8 @@ __device__ __forceinline__ bool mt_mbar_test(unsigned bar, unsigned parity) {
 )";
 
 /// The copies' options: an L2 prefetch of a 3-d tensor map's box (`_pfN`),
-/// and evict-first copies (`_ef`: the body's mt_tma_load calls become
-/// mt_tma_load_ef, keeping the other tiles' kernel text as it was).
+/// and evict-first copies (`_ef`, and with PRE_WAIT: where EVICT_FIRST is
+/// 1 the body's mt_tma_load calls become mt_tma_load_ef).
 const char *const codegen::PrefetchHelper = R"(
 // One box of a 3-d tensor map into L2 only (no shared memory, no barrier).
 __device__ __forceinline__ void mt_tma_prefetch(const mt_tensor_map &map,
@@ -77,7 +77,9 @@ __device__ __forceinline__ void mt_tma_load_ef(unsigned dst,
       ::"r"(dst), "l"(&map), "r"(bar), "r"(x), "r"(y), "r"(z), "l"(pol)
       : "memory");
 }
+#if EVICT_FIRST
 #define mt_tma_load mt_tma_load_ef
+#endif
 )";
 
 /// What the unsplit and split forms insert after a stage's copies with

@@ -502,11 +502,18 @@ static int64_t decPreWaitTiles(const AttentionTile &T, int64_t KvTile,
 
 /// The decode kernel's helpers and the #defines they read, for tile T at
 /// shape S: k or v bytes a stage KvTile, PreWait tiles prefetched before
-/// the wait.
+/// the wait. The tiles with the shared loop carry the evict-last prefetch
+/// and the evict-first copy whether they use them or not (EVICT_FIRST and
+/// PRE_WAIT switch them), so that bench/device/attn-dec-timeline.py can
+/// time each way by editing a #define.
 static std::string decHelpers(const AttentionShape &S, const AttentionTile &T,
                               int64_t KvTile, int64_t PreWait) {
+  // The copies evict-first with PRE_WAIT: without, the prefetched tiles
+  // gained nothing.
+  bool EvictFirst = T.EvictFirst || PreWait;
   // KV_BOX and KV_TILE first: the helpers' swizzle reads them.
-  return std::string("#define MMA_TYPE \"") +
+  return std::string("#define EVICT_FIRST ") + (EvictFirst ? "1" : "0") +
+         " // the copies evict-first (mt_tma_load_ef)\n#define MMA_TYPE \"" +
          (S.Dtype == DType::BF16 ? "bf16" : "f16") + "\"\n#define KV_BOX " +
          std::to_string(T.BKV * 128) + " // bytes of a k or v box\n" +
          "#define KV_TILE " + std::to_string(KvTile) +
@@ -515,10 +522,8 @@ static std::string decHelpers(const AttentionShape &S, const AttentionTile &T,
          std::to_string(S.D / 64) + " // 128-byte rows of a key\n" + KeyRange +
          PackHelper + WgmmaHelpers + DecHelpers + DecTimelineHelper +
          (T.Prefetch ? PrefetchHelper : "") +
-         (PreWait ? PrefetchLastHelper : "") +
-         // The copies evict-first with PRE_WAIT: without, the prefetched
-         // tiles gained nothing.
-         (T.EvictFirst || PreWait ? EvictFirstHelper : "") +
+         (T.Persistent ? "" : PrefetchLastHelper) +
+         (T.Persistent && !T.EvictFirst ? "" : EvictFirstHelper) +
          (T.Tail ? TailHelper : "") + (T.SwapAB ? DecSwapHelper : "");
 }
 
