@@ -30,8 +30,9 @@
 # `pf`: PDL and L2 (bench/device/attn-dec-pf.sh): the generator's
 # PRE_WAIT prefetch and EVICT_FIRST copies switched off, on or to other
 # depths, and the trigger moved to the last copy by late_trigger).
-# Variants in `full` and `ncu` modes: `l2p0`, `l2p1`, `l2p2`, the tensor maps
-# with L2 promotion none, 64 B and 128 B instead of the launcher's 256 B.
+# Variants in `full`, `ncu` and `pf` modes: `l2p0` to `l2p3`, the tensor maps
+# with L2 promotion none, 64 B, 128 B and 256 B instead of the launcher's
+# (the dump's first line names it).
 import ctypes, math, os, re, statistics, sys
 import torch
 import torch.nn.functional as F
@@ -297,6 +298,10 @@ def run_case(line):
     head = src.split("\n", 1)[0]
     m = re.search(r"grid \((\d+), (\d+), (\d+)\), block (\d+), dynamic shared memory (\d+)", head)
     gx, gy, gz, block, smem = map(int, m.groups())
+    # The launcher's L2 promotion for the kernel's tensor maps (256 bytes
+    # where the dump does not say): CUtensorMapL2promotion 0-3.
+    pm = re.search(r"L2 promotion (\d+) bytes", head)
+    own_promo = {0: 0, 64: 1, 128: 2, 256: 3}[int(pm.group(1)) if pm else 256]
     BKV, SPLITS = define(src, "BKV"), define(src, "SPLITS")
     assert define(src, "ONE_BOX") == 0 and define(src, "CLUSTER_SPLITS") in (0, None), \
         "plain tiles only"
@@ -345,7 +350,7 @@ def run_case(line):
             out_args.append(a)
         return out_args
 
-    args = make_args(3)
+    args = make_args(own_promo)
 
     # A kernel that waits (griddepcontrol.wait, KernelSource::ProgrammaticWait)
     # is launched with PDL, as the launcher does, and so are its variants;
@@ -397,15 +402,20 @@ def run_case(line):
         variants["notrig"] = launcher(Kernel(src.replace(trig, ""), name, smem))
     if mode == "pf" and wait_pdl:
         # PDL and L2, by the generator's switches: a kernel with PRE_WAIT
-        # tiles (its L2 prefetch before the wait, with evict-first copies):
-        # `nopw` without both, `pw0_ef` without the prefetch, `noef`
+        # tiles (its L2 prefetch before the wait, with evict-first copies
+        # and no L2 promotion): `nopw` without the three (the kernel as it
+        # was before them), `pw0_ef` without the prefetch, `noef`
         # without the evict-first copies, `pwN` other depths; a kernel with
         # none (split tiles): `ef` evict-first copies, `ef_pwN` and N tiles
         # prefetched. Both: `late0`, the trigger after the last copy.
         pw = define(src, "PRE_WAIT")
         if pw:
-            forms = [("nopw", lambda: set_defines(src, PRE_WAIT=0, EVICT_FIRST=0)),
-                     ("pw0_ef", lambda: set_defines(src, PRE_WAIT=0)),
+            try:
+                nopw = set_defines(src, PRE_WAIT=0, EVICT_FIRST=0)
+                variants["nopw"] = launcher(Kernel(nopw, name, smem), args=make_args(3))
+            except Exception as e:
+                print(f"  nopw: not built: {e}")
+            forms = [("pw0_ef", lambda: set_defines(src, PRE_WAIT=0)),
                      ("noef", lambda: set_defines(src, EVICT_FIRST=0)),
                      ("pw%d" % (pw // 2), lambda: set_defines(src, PRE_WAIT=pw // 2)),
                      ("pw%d" % (pw * 3 // 2), lambda: set_defines(src, PRE_WAIT=pw * 3 // 2))]
@@ -422,11 +432,12 @@ def run_case(line):
                     print(f"  {tag}: not built: {e}")
             else:
                 print(f"  {tag}: the kernel text has no place for it")
-    # The tensor maps' L2 promotion: none, 64 B, 128 B (the launcher's is
-    # 256 B, `ours`), in modes full and ncu.
+    # The tensor maps' L2 promotion: none, 64 B, 128 B, 256 B (l2p0-l2p3;
+    # `ours` as the launcher encodes them), in modes full, ncu and pf.
     promos = {}
-    if full or mode == "ncu":
-        promos = {"l2p%d" % p: launcher(base, args=make_args(p)) for p in (0, 1, 2)}
+    if full or mode in ("ncu", "pf"):
+        promos = {"l2p%d" % p: launcher(base, args=make_args(p)) for p in (0, 1, 2, 3)
+                  if p != own_promo}
     if mode == "ncu":
         ncu_ranges(dict(ours=variants["ours"], **promos), check, q, k, v, C)
         return

@@ -243,6 +243,20 @@ CUresult launchKernel(const DriverApi &D, CUfunction Fn, const KernelSource &K,
   return D.cuLaunchKernelEx(&C, Fn, Args, nullptr);
 }
 
+/// CUtensorMapL2promotion for TensorMapParam::L2PromotionBytes.
+static int l2Promotion(unsigned Bytes) {
+  switch (Bytes) {
+  case 0:
+    return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  case 64:
+    return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+  case 128:
+    return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  default:
+    return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  }
+}
+
 CUresult encodeTensorMaps(const DriverApi &D, const KernelSource &K,
                           llvm::ArrayRef<CUdeviceptr> Ptrs,
                           std::vector<CUtensorMap> &Out) {
@@ -256,7 +270,7 @@ CUresult encodeTensorMaps(const DriverApi &D, const KernelSource &K,
                                 : CU_TENSOR_MAP_DATA_TYPE_UINT16,
             3, reinterpret_cast<void *>(Ptrs[T.Input]), T.Dims, T.Strides,
             T.Box, ElementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_SWIZZLE_128B, l2Promotion(T.L2PromotionBytes),
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
       return R;
   }

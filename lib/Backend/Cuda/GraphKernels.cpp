@@ -182,9 +182,13 @@ llvm::Error mtsched::dumpKernels(llvm::ArrayRef<KernelSource> Kernels,
        << " bytes"
        << (K.Persistent ? "; persistent: at most one CTA per SM walks the "
                           "grid's x"
-                        : "")
-       << "\n"
-       << K.Source;
+                        : "");
+    // (bench/device/attn-dec-timeline.py encodes the maps as the launcher
+    // does, from this.)
+    if (!K.TensorMaps.empty())
+      OS << "; tensor maps' L2 promotion " << K.TensorMaps[0].L2PromotionBytes
+         << " bytes";
+    OS << "\n" << K.Source;
   }
   return llvm::Error::success();
 }

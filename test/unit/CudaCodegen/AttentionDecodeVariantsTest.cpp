@@ -326,6 +326,10 @@ TEST(AttentionDecodeVariants, UnsplitTilesPrefetchBeforeTheWait) {
   EXPECT_NE(S.find("#define PRE_WAIT 8 "), std::string::npos);
   EXPECT_NE(S.find(Helper), std::string::npos);
   EXPECT_NE(S.find(EvictFirst), std::string::npos);
+  // Its copies promote nothing more into L2.
+  ASSERT_EQ(K->TensorMaps.size(), 2u);
+  EXPECT_EQ(K->TensorMaps[0].L2PromotionBytes, 0u);
+  EXPECT_EQ(K->TensorMaps[1].L2PromotionBytes, 0u);
   size_t Wait = S.find("griddepcontrol.wait;", S.find("mt_mbar_init(full"));
   ASSERT_NE(S.find(Call), std::string::npos);
   EXPECT_LT(S.find(Call), Wait);
@@ -347,6 +351,7 @@ TEST(AttentionDecodeVariants, UnsplitTilesPrefetchBeforeTheWait) {
     EXPECT_NE(N->Source.find("#define PRE_WAIT 0 "), std::string::npos) << Name;
     EXPECT_NE(N->Source.find("#define EVICT_FIRST 0 "), std::string::npos)
         << Name;
+    EXPECT_EQ(N->TensorMaps[0].L2PromotionBytes, 256u) << Name;
   }
   // The persistent forms do not wait.
   llvm::Expected<KernelSource> Pers = generate(*P, "attn_dec_16x32_w4_s4_p");

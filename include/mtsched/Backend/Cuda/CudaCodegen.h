@@ -43,6 +43,8 @@ struct TensorMapParam {
   uint32_t Box[3] = {1, 1, 1};
   /// Bytes of one element: 2 (16-bit data) or 4 (copied as 32-bit words).
   unsigned ElementBytes = 2;
+  /// The bytes each request promotes into L2: 0 (none), 64, 128 or 256.
+  unsigned L2PromotionBytes = 256;
 };
 
 struct KernelSource {
