@@ -61,23 +61,15 @@ NO_COMBINE = """  if (warp < NC) {
 TRIGGER = '  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");\n'
 
 
-def late_trigger(src, late):
-    """The grid's trigger moved from after the start to the producer's copy
-    of tile nTiles - late (0: after its last copy), so that the next
-    launch's CTAs come at this one's end."""
-    if TRIGGER not in src:
+def late_trigger(src):
+    """The grid's trigger moved from after the start to after the producer's
+    last copy, so that the next launch's CTAs come at this one's end."""
+    a = "        issue(it);\n      }\n#if TAIL\n      // No copy may land"
+    if TRIGGER not in src or a not in src:
         return src
-    out = src.replace(TRIGGER, "", 1)
-    if late == 0:
-        a = "        issue(it);\n      }\n#if TAIL\n      // No copy may land"
-        b = "        issue(it);\n      }\n" + TRIGGER.replace("  asm", "      asm") + \
-            "#if TAIL\n      // No copy may land"
-    else:
-        a = "        // The stage's previous tile (it - STAGES) has been consumed.\n"
-        b = ("        if (it == nTiles - %d)\n  " % late) + TRIGGER.replace("  asm", "        asm") + a
-    if a not in out:
-        return src
-    return out.replace(a, b, 1)
+    b = "        issue(it);\n      }\n" + TRIGGER.replace("  asm", "      asm") + \
+        "#if TAIL\n      // No copy may land"
+    return src.replace(TRIGGER, "", 1).replace(a, b, 1)
 
 
 def set_defines(src, **values):
@@ -422,7 +414,7 @@ def run_case(line):
         else:
             forms = [(t, lambda n=n: set_defines(src, PRE_WAIT=n, EVICT_FIRST=1))
                      for t, n in (("ef", 0), ("ef_pw4", 4), ("ef_pw8", 8))]
-        forms.append(("late0", lambda: late_trigger(src, 0)))
+        forms.append(("late0", lambda: late_trigger(src)))
         for tag, make in forms:
             alt = make()
             if alt != src:

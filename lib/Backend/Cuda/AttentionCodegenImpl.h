@@ -79,6 +79,13 @@ extern const char *const PrefetchLastHelper;
 extern const char *const EvictFirstHelper;
 extern const char *const IssuePrefetch;
 
+/// The key tiles a CTA of tile T prefetches into L2 before its programmatic
+/// wait (PRE_WAIT; 0: none) in a grid of Ctas CTAs: unsplit tiles only
+/// (the split ones were not faster with it), not persistent (no wait), and
+/// not with one box a stage (other coordinates). KvTile: bytes of a
+/// stage's k (or v). (AttentionDecodeCopyForms.cpp.)
+int64_t decPreWaitTiles(const AttentionTile &T, int64_t KvTile, int64_t Ctas);
+
 /// The decode kernels' diagnostic stamps (MT_TL_START, MT_TL_STAMP(i),
 /// MT_TL_END: empty unless compiled with -DMT_TIMELINE, which only
 /// bench/device/attn-dec-timeline.py does; AttentionDecodeTimeline.cpp).

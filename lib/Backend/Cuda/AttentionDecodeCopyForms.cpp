@@ -3,10 +3,12 @@
 // Device text of the decode template's optional copy forms, inserted by
 // generateDecAttentionKernel (AttentionDecodeKernels.cpp): `_t`'s tail test,
 // `_pfN`'s L2 prefetch, `_ef`'s evict-first copies and the evict-last L2
-// prefetch of the first key tiles before the programmatic wait.
+// prefetch of the first key tiles before the programmatic wait (with how
+// many tiles a CTA prefetches, decPreWaitTiles).
 //
 //===----------------------------------------------------------------------===//
 #include "AttentionCodegenImpl.h"
+#include <algorithm>
 
 using namespace mtsched;
 
@@ -97,3 +99,20 @@ const char *const codegen::IssuePrefetch =
       }
     }
 )";
+
+/// PRE_WAIT: the L2 bytes a CTA of an unsplit tile prefetches before its
+/// programmatic wait, and the grid's at most: a third of an H100's or
+/// H200's 50 MB L2. At batch 16 (128 CTAs) 128 KB a CTA (256 keys of k and
+/// v at D = 128) ran 0.6 us under the same kernel without them on an H200
+/// (63.27 against 63.86 us; 32 MB a grid was slower than none, 16 MB
+/// without the evict-first copies too; docs/CUDA.md).
+static constexpr int64_t DecPreWaitCtaBytes = 128 << 10;
+static constexpr int64_t DecPreWaitGridBytes = 16 << 20;
+
+int64_t codegen::decPreWaitTiles(const AttentionTile &T, int64_t KvTile,
+                                 int64_t Ctas) {
+  if (T.Splits != 1 || T.Cluster || T.Persistent || T.OneBox || Ctas <= 0)
+    return 0;
+  int64_t Bytes = std::min(DecPreWaitCtaBytes, DecPreWaitGridBytes / Ctas);
+  return Bytes / (2 * KvTile);
+}

@@ -479,27 +479,6 @@ static constexpr int64_t DecStealListEntries = 8;
 /// attn-dec-timeline.py times 1, 4 and 8 beside it).
 static constexpr int64_t DecStealClaimTiles = 2;
 
-/// PRE_WAIT: the L2 bytes a CTA of an unsplit tile prefetches before its
-/// programmatic wait, and the grid's at most: a third of an H100's or
-/// H200's 50 MB L2. At batch 16 (128 CTAs) 128 KB a CTA (256 keys of k and
-/// v at D = 128) ran 0.6 us under the same kernel without them on an H200
-/// (63.27 against 63.86 us; 32 MB a grid was slower than none, 16 MB
-/// without the evict-first copies too; docs/CUDA.md).
-static constexpr int64_t DecPreWaitCtaBytes = 128 << 10;
-static constexpr int64_t DecPreWaitGridBytes = 16 << 20;
-
-/// The key tiles a CTA of tile T prefetches into L2 before its programmatic
-/// wait (PRE_WAIT; 0: none) in a grid of Ctas CTAs: unsplit tiles only
-/// (the split ones were not faster with it), not persistent (no wait), and
-/// not with one box a stage (other coordinates).
-static int64_t decPreWaitTiles(const AttentionTile &T, int64_t KvTile,
-                               int64_t Ctas) {
-  if (T.Splits != 1 || T.Cluster || T.Persistent || T.OneBox || Ctas <= 0)
-    return 0;
-  int64_t Bytes = std::min(DecPreWaitCtaBytes, DecPreWaitGridBytes / Ctas);
-  return Bytes / (2 * KvTile);
-}
-
 /// The decode kernel's helpers and the #defines they read, for tile T at
 /// shape S: k or v bytes a stage KvTile, PreWait tiles prefetched before
 /// the wait. The tiles with the shared loop carry the evict-last prefetch

@@ -6,6 +6,7 @@
 #include "llvm/Support/TimeProfiler.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -253,6 +254,7 @@ static int l2Promotion(unsigned Bytes) {
   case 128:
     return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
   default:
+    assert(Bytes == 256 && "L2 promotion is 0, 64, 128 or 256 bytes");
     return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
   }
 }
